@@ -1,0 +1,94 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "HealthLedger",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "HealthModel", targets: ["HealthModel"]),
+        .library(name: "Ledger", targets: ["Ledger"]),
+        .executable(name: "healthledger", targets: ["healthledger"]),
+        .executable(name: "healthledgerd", targets: ["healthledgerd"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+    ],
+    targets: [
+        // LMDB, as Debian's liblmdb-dev installs it.
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        // A small, closure-scoped Swift API over LMDB.
+        .target(
+            name: "LMDB",
+            dependencies: ["CLMDB"],
+            swiftSettings: swiftSettings
+        ),
+        // The health data model: units, types, objects, validation. Pure Swift, no I/O.
+        .target(
+            name: "HealthModel",
+            swiftSettings: swiftSettings
+        ),
+        // The language-neutral schema (generated from Protos/) and its mapping to HealthModel.
+        .target(
+            name: "LedgerSchema",
+            dependencies: [
+                "HealthModel",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The ledger: hash-chained event log, projections, group commit, queries, replay, verify.
+        .target(
+            name: "Ledger",
+            dependencies: [
+                "LMDB",
+                "HealthModel",
+                "LedgerSchema",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "healthledger",
+            dependencies: [
+                "Ledger",
+                "HealthModel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "healthledgerd",
+            dependencies: [
+                "Ledger",
+                "HealthModel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HealthModelTests",
+            dependencies: ["HealthModel"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LedgerTests",
+            dependencies: ["Ledger", "HealthModel", "LedgerSchema", "healthledger"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

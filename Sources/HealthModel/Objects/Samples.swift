@@ -1,0 +1,140 @@
+import Foundation
+
+/// What every stored object has: identity, origin and metadata.
+public protocol HealthObjectProtocol: Sendable, Hashable {
+    /// Unique for the life of the ledger.
+    var uuid: UUID { get }
+    var objectType: ObjectType { get }
+    /// Who saved it. For apps the ledger sets the source from the caller's identity.
+    var sourceRevision: SourceRevision { get set }
+    var device: Device? { get }
+    var metadata: Metadata { get }
+}
+
+/// A sample: an object with a start and end date (end ≥ start).
+public protocol HealthSample: HealthObjectProtocol {
+    var startDate: Date { get }
+    var endDate: Date { get }
+}
+
+extension HealthObjectProtocol {
+    /// `HKMetadataKeySyncIdentifier`, if set to a string.
+    public var syncIdentifier: String? {
+        if case .string(let value)? = metadata[MetadataKey.syncIdentifier] { return value }
+        return nil
+    }
+
+    /// `HKMetadataKeySyncVersion`, if set to an integral number.
+    public var syncVersion: Int64? {
+        if case .number(let value)? = metadata[MetadataKey.syncVersion], let integer = Int64(exactly: value) {
+            return integer
+        }
+        return nil
+    }
+}
+
+/// A value of a quantity type over a time span (HealthKit's `HKQuantitySample`).
+///
+/// ```swift
+/// let sample = QuantitySample(
+///     type: try QuantityType("HKQuantityTypeIdentifierHeartRate"),
+///     quantity: try Quantity(72, "count/min"),
+///     start: now, end: now)
+/// ```
+public struct QuantitySample: HealthSample {
+    public var uuid: UUID
+    public var type: QuantityType
+    public var quantity: Quantity
+    public var startDate: Date
+    public var endDate: Date
+    public var sourceRevision: SourceRevision
+    public var device: Device?
+    public var metadata: Metadata
+
+    public init(
+        type: QuantityType, quantity: Quantity, start: Date, end: Date, device: Device? = nil,
+        metadata: Metadata = [:], uuid: UUID = UUID(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
+    ) {
+        self.uuid = uuid
+        self.type = type
+        self.quantity = quantity
+        self.startDate = start
+        self.endDate = end
+        self.sourceRevision = sourceRevision
+        self.device = device
+        self.metadata = metadata
+    }
+
+    public var objectType: ObjectType { type.objectType }
+}
+
+/// A value of a category type over a time span (HealthKit's `HKCategorySample`).
+public struct CategorySample: HealthSample {
+    public var uuid: UUID
+    public var type: CategoryType
+    /// A raw value of the type's enumeration (e.g. sleep analysis asleepREM = 5).
+    public var value: Int
+    public var startDate: Date
+    public var endDate: Date
+    public var sourceRevision: SourceRevision
+    public var device: Device?
+    public var metadata: Metadata
+
+    public init(
+        type: CategoryType, value: Int, start: Date, end: Date, device: Device? = nil,
+        metadata: Metadata = [:], uuid: UUID = UUID(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
+    ) {
+        self.uuid = uuid
+        self.type = type
+        self.value = value
+        self.startDate = start
+        self.endDate = end
+        self.sourceRevision = sourceRevision
+        self.device = device
+        self.metadata = metadata
+    }
+
+    public var objectType: ObjectType { type.objectType }
+}
+
+/// Any object a ledger stores.
+public enum HealthObject: Sendable, Hashable {
+    case quantitySample(QuantitySample)
+    case categorySample(CategorySample)
+
+    /// The object as its common protocol.
+    public var object: any HealthSample {
+        switch self {
+        case .quantitySample(let sample): sample
+        case .categorySample(let sample): sample
+        }
+    }
+
+    public var uuid: UUID { object.uuid }
+    public var objectType: ObjectType { object.objectType }
+    public var startDate: Date { object.startDate }
+    public var endDate: Date { object.endDate }
+    public var metadata: Metadata { object.metadata }
+    public var syncIdentifier: String? { object.syncIdentifier }
+    public var syncVersion: Int64? { object.syncVersion }
+
+    public var sourceRevision: SourceRevision {
+        get { object.sourceRevision }
+        set {
+            switch self {
+            case .quantitySample(var sample): sample.sourceRevision = newValue; self = .quantitySample(sample)
+            case .categorySample(var sample): sample.sourceRevision = newValue; self = .categorySample(sample)
+            }
+        }
+    }
+
+    public var quantitySample: QuantitySample? {
+        if case .quantitySample(let sample) = self { return sample }
+        return nil
+    }
+
+    public var categorySample: CategorySample? {
+        if case .categorySample(let sample) = self { return sample }
+        return nil
+    }
+}

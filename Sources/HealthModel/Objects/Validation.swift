@@ -1,0 +1,189 @@
+import Foundation
+
+/// Limits on what one object may carry, so hostile input cannot bloat the ledger.
+public enum ObjectLimits {
+    public static let maximumMetadataEntries = 128
+    public static let maximumKeyLength = 256
+    public static let maximumStringLength = 4096
+    /// Bundle identifiers, names and version strings.
+    public static let maximumIdentifierLength = 255
+    /// Dates must fall within years 0001–9999.
+    public static let dateRange: ClosedRange<Date> =
+        Date(timeIntervalSince1970: -62_135_596_800)...Date(timeIntervalSince1970: 253_402_300_799)
+}
+
+extension HealthObject {
+    /// Checks the object against SEMANTICS §3–4.
+    ///
+    /// - Throws: ``HealthError`` (`invalidArgument`) whose message and ``HealthError/field``
+    ///   name the field at fault.
+    public func validate() throws {
+        let sample = object
+        try Self.validateDates(start: sample.startDate, end: sample.endDate)
+        try Self.validate(sample.sourceRevision)
+        if let device = sample.device { try Self.validate(device) }
+        try Self.validate(sample.metadata)
+        switch self {
+        case .quantitySample(let sample): try Self.validate(sample)
+        case .categorySample(let sample): try Self.validate(sample)
+        }
+    }
+
+    private static func validate(_ sample: QuantitySample) throws {
+        let type = sample.type
+        guard sample.quantity.value.isFinite else {
+            throw HealthError.invalidArgument("quantity must be a finite number, not \(sample.quantity.value)", field: "quantity")
+        }
+        guard sample.quantity.isCompatible(with: type.canonicalUnit) else {
+            throw HealthError.invalidArgument(
+                "unit '\(sample.quantity.unit)' is not compatible with \(type.identifier), whose unit is '\(type.canonicalUnit)'",
+                field: "quantity.unit")
+        }
+        let canonical = try sample.quantity.doubleValue(for: type.canonicalUnit)
+        if type.aggregationStyle == .cumulative, canonical < 0 {
+            throw HealthError.invalidArgument(
+                "quantity of the cumulative type \(type.identifier) must not be negative (\(sample.quantity))", field: "quantity")
+        }
+        if type.canonicalUnit == .percent, !(0...1).contains(canonical) {
+            throw HealthError.invalidArgument(
+                "\(type.identifier) is a fraction in 0…1 (97 % is 0.97), got \(sample.quantity)", field: "quantity")
+        }
+        if type.identifier == "HKQuantityTypeIdentifierInsulinDelivery",
+            sample.metadata[MetadataKey.insulinDeliveryReason] == nil
+        {
+            throw HealthError.invalidArgument(
+                "InsulinDelivery requires \(MetadataKey.insulinDeliveryReason) (basal 1, bolus 2)",
+                field: "metadata.\(MetadataKey.insulinDeliveryReason)")
+        }
+    }
+
+    private static func validate(_ sample: CategorySample) throws {
+        guard sample.type.values.contains(sample.value) else {
+            let allowed = sample.type.values.cases.map { "\($0.name) \($0.value)" }.joined(separator: ", ")
+            throw HealthError.invalidArgument(
+                "value \(sample.value) is not in \(sample.type.values.name) (\(allowed))", field: "value")
+        }
+    }
+
+    static func validateDates(start: Date, end: Date) throws {
+        for (name, date) in [("startDate", start), ("endDate", end)] {
+            guard date.timeIntervalSince1970.isFinite, ObjectLimits.dateRange.contains(date) else {
+                throw HealthError.invalidArgument("\(name) must fall within years 0001–9999", field: name)
+            }
+        }
+        guard end >= start else {
+            throw HealthError.invalidArgument(
+                "endDate (\(end.formatted(.iso8601))) is before startDate (\(start.formatted(.iso8601)))", field: "endDate")
+        }
+    }
+
+    private static func validate(_ revision: SourceRevision) throws {
+        let fields: [(String, String?)] = [
+            ("sourceRevision.source.bundleIdentifier", revision.source.bundleIdentifier),
+            ("sourceRevision.source.name", revision.source.name),
+            ("sourceRevision.version", revision.version),
+            ("sourceRevision.productType", revision.productType),
+            ("sourceRevision.operatingSystemVersion", revision.operatingSystemVersion),
+        ]
+        guard !revision.source.bundleIdentifier.isEmpty else {
+            throw HealthError.invalidArgument("the source's bundle identifier is empty", field: fields[0].0)
+        }
+        for (field, value) in fields {
+            if let value, value.utf8.count > ObjectLimits.maximumIdentifierLength {
+                throw HealthError.invalidArgument("\(field) is longer than \(ObjectLimits.maximumIdentifierLength) bytes", field: field)
+            }
+        }
+    }
+
+    private static func validate(_ device: Device) throws {
+        for (name, value) in device.fields {
+            if let value, value.utf8.count > ObjectLimits.maximumIdentifierLength {
+                throw HealthError.invalidArgument("device.\(name) is longer than \(ObjectLimits.maximumIdentifierLength) bytes", field: "device.\(name)")
+            }
+        }
+    }
+
+    static func validate(_ metadata: Metadata) throws {
+        guard metadata.count <= ObjectLimits.maximumMetadataEntries else {
+            throw HealthError.invalidArgument(
+                "metadata has \(metadata.count) entries; at most \(ObjectLimits.maximumMetadataEntries) are allowed", field: "metadata")
+        }
+        for (key, value) in metadata {
+            let field = "metadata.\(key)"
+            guard !key.isEmpty, key.utf8.count <= ObjectLimits.maximumKeyLength else {
+                throw HealthError.invalidArgument("metadata keys must be 1–\(ObjectLimits.maximumKeyLength) bytes", field: "metadata")
+            }
+            switch value {
+            case .string(let string) where string.utf8.count > ObjectLimits.maximumStringLength:
+                throw HealthError.invalidArgument("\(field) is longer than \(ObjectLimits.maximumStringLength) bytes", field: field)
+            case .number(let number) where !number.isFinite:
+                throw HealthError.invalidArgument("\(field) must be a finite number", field: field)
+            case .date(let date) where !ObjectLimits.dateRange.contains(date):
+                throw HealthError.invalidArgument("\(field) must fall within years 0001–9999", field: field)
+            case .quantity(let quantity) where !quantity.value.isFinite:
+                throw HealthError.invalidArgument("\(field) must be a finite quantity", field: field)
+            default: break
+            }
+            if let rule = MetadataRule.rules[key] { try check(value, against: rule, field: field) }
+        }
+        try validateSyncPair(metadata)
+    }
+
+    private static func validateSyncPair(_ metadata: Metadata) throws {
+        let identifier = metadata[MetadataKey.syncIdentifier]
+        let version = metadata[MetadataKey.syncVersion]
+        switch (identifier, version) {
+        case (nil, nil): return
+        case (.some, nil):
+            throw HealthError.invalidArgument(
+                "\(MetadataKey.syncIdentifier) requires \(MetadataKey.syncVersion)", field: "metadata.\(MetadataKey.syncVersion)")
+        case (nil, .some):
+            throw HealthError.invalidArgument(
+                "\(MetadataKey.syncVersion) requires \(MetadataKey.syncIdentifier)", field: "metadata.\(MetadataKey.syncIdentifier)")
+        case (.some(let identifier), .some(let version)):
+            guard case .string(let string) = identifier, !string.isEmpty else {
+                throw HealthError.invalidArgument(
+                    "\(MetadataKey.syncIdentifier) must be a non-empty string", field: "metadata.\(MetadataKey.syncIdentifier)")
+            }
+            guard case .number(let number) = version, Int64(exactly: number) != nil else {
+                throw HealthError.invalidArgument(
+                    "\(MetadataKey.syncVersion) must be an integer, got \(version)", field: "metadata.\(MetadataKey.syncVersion)")
+            }
+        }
+    }
+
+    private static func check(_ value: MetadataValue, against rule: MetadataRule, field: String) throws {
+        switch (rule, value) {
+        case (.string, .string): return
+        case (.enumeration(let allowed), .number(let number)):
+            guard let integer = Int(exactly: number), allowed.contains(integer) else {
+                throw HealthError.invalidArgument(
+                    "\(field) must be one of \(allowed.sorted().map(String.init).joined(separator: ", ")), got \(value)",
+                    field: field)
+            }
+        case (.boolean, .number(let number)):
+            guard number == 0 || number == 1 else {
+                throw HealthError.invalidArgument("\(field) must be a boolean (0 or 1), got \(value)", field: field)
+            }
+        case (.nonNegativeNumber, .number(let number)):
+            guard number >= 0 else { throw HealthError.invalidArgument("\(field) must not be negative", field: field) }
+        case (.quantity(let unit), .quantity(let quantity)):
+            guard quantity.isCompatible(with: unit) else {
+                throw HealthError.invalidArgument(
+                    "\(field) must be a quantity compatible with '\(unit)', got '\(quantity.unit)'", field: field)
+            }
+        default:
+            throw HealthError.invalidArgument("\(field) must be a \(rule.kindName), not a \(value.kindName)", field: field)
+        }
+    }
+}
+
+extension MetadataRule {
+    var kindName: String {
+        switch self {
+        case .string: "string"
+        case .enumeration, .boolean, .nonNegativeNumber: "number"
+        case .quantity: "quantity"
+        }
+    }
+}

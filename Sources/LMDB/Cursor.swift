@@ -1,0 +1,53 @@
+import CLMDB
+
+/// A position in a database, valid inside ``Transaction/withCursor(on:_:)``.
+///
+/// Each move returns the entry it lands on (key and value pointing into the map) or nil
+/// at either end.
+public final class Cursor {
+    public typealias Entry = (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
+
+    let handle: OpaquePointer
+    let database: Database
+
+    init(handle: OpaquePointer, database: Database) {
+        self.handle = handle
+        self.database = database
+    }
+
+    private func move(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws -> Entry? {
+        var k = MDB_val(mv_size: key?.count ?? 0, mv_data: UnsafeMutableRawPointer(mutating: key?.baseAddress))
+        var v = MDB_val()
+        let result = mdb_cursor_get(handle, &k, &v, op)
+        if result == MDB_NOTFOUND { return nil }
+        try check(result, "mdb_cursor_get(\(database.name))")
+        return (UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
+                UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+    }
+
+    public func first() throws -> Entry? { try move(MDB_FIRST) }
+    public func last() throws -> Entry? { try move(MDB_LAST) }
+    public func next() throws -> Entry? { try move(MDB_NEXT) }
+    public func previous() throws -> Entry? { try move(MDB_PREV) }
+
+    /// Moves to the first entry whose key is ≥ `key`.
+    public func seek(atLeast key: some ContiguousBytesKey) throws -> Entry? {
+        try key.withKeyBytes { try move(MDB_SET_RANGE, key: $0) }
+    }
+
+    /// Moves to the last entry whose key is ≤ `key`.
+    public func seek(atMost key: some ContiguousBytesKey) throws -> Entry? {
+        let keyBytes = key.withKeyBytes { Array($0) }
+        guard let entry = try seek(atLeast: keyBytes) else { return try last() }
+        if entry.key.elementsEqual(keyBytes) { return entry }
+        return try previous()
+    }
+
+    /// Deletes the entry under the cursor.
+    public func deleteCurrent() throws {
+        try check(mdb_cursor_del(handle, 0), "mdb_cursor_del(\(database.name))")
+    }
+}
+
+@available(*, unavailable)
+extension Cursor: Sendable {}

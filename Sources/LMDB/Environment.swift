@@ -1,0 +1,173 @@
+import CLMDB
+import Foundation
+import Synchronization
+
+/// An LMDB environment: one directory holding named databases, opened once per process.
+///
+/// All access is closure-scoped: ``read(_:)`` runs a read-only snapshot, ``write(_:)``
+/// runs one write transaction that commits (and, unless ``Options/durable`` is off,
+/// reaches the disk) when the closure returns, and aborts when it throws.
+///
+/// ```swift
+/// let env = try Environment(path: dir, options: .init(mapSize: 64 << 20))
+/// let objects = try env.openDatabase("objects")
+/// try env.write { txn in try txn.put(value, forKey: key, in: objects) }
+/// let bytes = try env.read { txn in try txn.bytes(forKey: key, in: objects) }
+/// ```
+///
+/// The environment is opened with `MDB_NOTLS`, so read transactions are not tied to
+/// threads. When a write runs out of map space the map is doubled and the write closure
+/// runs again from the start, so it must not have effects outside the transaction.
+/// Never `await` inside a transaction closure.
+public final class Environment: @unchecked Sendable {
+    /// How to open an environment.
+    public struct Options: Sendable {
+        /// Initial map size in bytes; the map grows by doubling when full.
+        public var mapSize: Int
+        /// Largest map the environment may grow to.
+        public var maximumMapSize: Int
+        public var maxDatabases: UInt32
+        public var maxReaders: UInt32
+        /// When false, commits skip fsync (`MDB_NOSYNC`): for scratch environments only.
+        public var durable: Bool
+
+        public init(
+            mapSize: Int = 256 << 20, maximumMapSize: Int = 1 << 40,
+            maxDatabases: UInt32 = 32, maxReaders: UInt32 = 510, durable: Bool = true
+        ) {
+            self.mapSize = mapSize
+            self.maximumMapSize = maximumMapSize
+            self.maxDatabases = maxDatabases
+            self.maxReaders = maxReaders
+            self.durable = durable
+        }
+    }
+
+    /// The raw `MDB_env*`.
+    let handle: OpaquePointer
+    public let path: String
+    private let options: Options
+    /// Held shared by every transaction, exclusively while the map is resized.
+    private let resizeLock = ReadWriteLock()
+    private let mapSize: Mutex<Int>
+    private let databases = Mutex<[String: Database]>([:])
+
+    /// Opens (creating if needed) the environment in directory `path`.
+    public init(path: String, options: Options = Options()) throws {
+        var env: OpaquePointer?
+        try check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw LMDBError(MDB_PANIC, "mdb_env_create") }
+        do {
+            try check(mdb_env_set_maxdbs(env, options.maxDatabases), "mdb_env_set_maxdbs")
+            try check(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
+            try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
+            var flags = UInt32(MDB_NOTLS)
+            if !options.durable { flags |= UInt32(MDB_NOSYNC) }
+            try check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open(\(path))")
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        self.handle = env
+        self.path = path
+        self.options = options
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        // Another process may have grown the map beyond what we asked for.
+        self.mapSize = Mutex(max(options.mapSize, info.me_mapsize))
+    }
+
+    deinit { mdb_env_close(handle) }
+
+    /// Opens (creating if needed) the named database.
+    public func openDatabase(_ name: String) throws -> Database {
+        if let existing = databases.withLock({ $0[name] }) { return existing }
+        let database = try write { txn in
+            var dbi = MDB_dbi()
+            try check(mdb_dbi_open(txn.handle, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open(\(name))")
+            return Database(dbi: dbi, name: name)
+        }
+        databases.withLock { $0[name] = database }
+        return database
+    }
+
+    /// Runs `body` in a read-only snapshot.
+    public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
+        try resizeLock.withReadLock {
+            let txn = try begin(readOnly: true)
+            defer { txn.abort() }
+            return try body(txn)
+        }
+    }
+
+    /// Runs `body` in a write transaction and commits it; aborts if `body` throws.
+    ///
+    /// On `MDB_MAP_FULL` the transaction is aborted, the map doubled, and `body` run again.
+    public func write<R>(_ body: (Transaction) throws -> R) throws -> R {
+        while true {
+            do {
+                return try resizeLock.withReadLock {
+                    let txn = try begin(readOnly: false)
+                    do {
+                        let result = try body(txn)
+                        try txn.commit()
+                        return result
+                    } catch {
+                        txn.abort()
+                        throw error
+                    }
+                }
+            } catch let error as LMDBError where error.code == .mapFull {
+                try grow()
+            }
+        }
+    }
+
+    /// The current map size in bytes.
+    public var currentMapSize: Int { mapSize.withLock { $0 } }
+
+    /// Doubles the map (waits until no transaction of this process is open).
+    func grow() throws {
+        try resizeLock.withWriteLock {
+            let current = mapSize.withLock { $0 }
+            guard current < options.maximumMapSize else {
+                throw LMDBError(MDB_MAP_FULL, "grow map beyond the maximum of \(options.maximumMapSize) bytes")
+            }
+            let next = min(current * 2, options.maximumMapSize)
+            try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
+            mapSize.withLock { $0 = next }
+        }
+    }
+
+    private func begin(readOnly: Bool) throws -> Transaction {
+        var txn: OpaquePointer?
+        var result = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+        if result == MDB_MAP_RESIZED {
+            // Another process grew the map: adopt its size (safe: we hold no transaction).
+            mdb_env_set_mapsize(handle, 0)
+            result = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+        }
+        try check(result, readOnly ? "mdb_txn_begin(read)" : "mdb_txn_begin(write)")
+        return Transaction(handle: txn!, readOnly: readOnly)
+    }
+
+    /// Flushes buffers to disk (for environments opened with `durable: false`).
+    public func sync() throws {
+        try check(mdb_env_sync(handle, 1), "mdb_env_sync")
+    }
+
+    /// Page size, last used page, and map size, for integrity checks before reading.
+    public var info: (pageSize: Int, lastPage: Int, mapSize: Int, lastTransaction: Int) {
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        var stat = MDB_stat()
+        mdb_env_stat(handle, &stat)
+        return (Int(stat.ms_psize), info.me_last_pgno, info.me_mapsize, info.me_last_txnid)
+    }
+}
+
+/// A handle to a named database inside an ``Environment``.
+public struct Database: Sendable, Hashable {
+    let dbi: MDB_dbi
+    public let name: String
+}

@@ -1,0 +1,138 @@
+import CLMDB
+
+/// An open LMDB transaction. Valid only inside the closure that received it.
+///
+/// Byte buffers returned by ``get(_:in:)`` and cursors point into the memory map and are
+/// valid until the transaction ends; copy them (``bytes(forKey:in:)``) to keep them.
+public final class Transaction {
+    let handle: OpaquePointer
+    public let isReadOnly: Bool
+    private var finished = false
+
+    init(handle: OpaquePointer, readOnly: Bool) {
+        self.handle = handle
+        self.isReadOnly = readOnly
+    }
+
+    func commit() throws {
+        finished = true
+        try check(mdb_txn_commit(handle), "mdb_txn_commit")
+    }
+
+    func abort() {
+        guard !finished else { return }
+        finished = true
+        mdb_txn_abort(handle)
+    }
+
+    /// Runs `body` in a nested write transaction: its changes join this transaction if
+    /// `body` returns, and are discarded if it throws (this transaction stays usable).
+    public func nested<R>(_ body: (Transaction) throws -> R) throws -> R {
+        var child: OpaquePointer?
+        try check(mdb_txn_begin(mdb_txn_env(handle), handle, 0, &child), "mdb_txn_begin(nested)")
+        let txn = Transaction(handle: child!, readOnly: false)
+        do {
+            let result = try body(txn)
+            try txn.commit()
+            return result
+        } catch {
+            txn.abort()
+            throw error
+        }
+    }
+
+    /// The value for `key`, pointing into the map, or nil.
+    public func get(_ key: some ContiguousBytesKey, in database: Database) throws -> UnsafeRawBufferPointer? {
+        try key.withKeyBytes { keyBuffer in
+            var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
+            var v = MDB_val()
+            let result = mdb_get(handle, database.dbi, &k, &v)
+            if result == MDB_NOTFOUND { return nil }
+            try check(result, "mdb_get(\(database.name))")
+            return UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+        }
+    }
+
+    /// A copy of the value for `key`, or nil.
+    public func bytes(forKey key: some ContiguousBytesKey, in database: Database) throws -> [UInt8]? {
+        try get(key, in: database).map { Array($0) }
+    }
+
+    /// Whether `key` is present.
+    public func contains(_ key: some ContiguousBytesKey, in database: Database) throws -> Bool {
+        try get(key, in: database) != nil
+    }
+
+    /// Stores `value` under `key`. With `append`, the key must sort after every existing key
+    /// (a fast path for monotonically increasing keys).
+    public func put(
+        _ value: some ContiguousBytesKey, forKey key: some ContiguousBytesKey, in database: Database,
+        append: Bool = false
+    ) throws {
+        try key.withKeyBytes { keyBuffer in
+            try value.withKeyBytes { valueBuffer in
+                var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
+                var v = MDB_val(mv_size: valueBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: valueBuffer.baseAddress))
+                try check(mdb_put(handle, database.dbi, &k, &v, append ? UInt32(MDB_APPEND) : 0), "mdb_put(\(database.name))")
+            }
+        }
+    }
+
+    /// Removes `key`; returns whether it was present.
+    @discardableResult
+    public func delete(_ key: some ContiguousBytesKey, in database: Database) throws -> Bool {
+        try key.withKeyBytes { keyBuffer in
+            var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
+            let result = mdb_del(handle, database.dbi, &k, nil)
+            if result == MDB_NOTFOUND { return false }
+            try check(result, "mdb_del(\(database.name))")
+            return true
+        }
+    }
+
+    /// Removes every entry of `database`.
+    public func removeAll(in database: Database) throws {
+        try check(mdb_drop(handle, database.dbi, 0), "mdb_drop(\(database.name))")
+    }
+
+    /// Number of entries in `database`.
+    public func count(in database: Database) throws -> Int {
+        var stat = MDB_stat()
+        try check(mdb_stat(handle, database.dbi, &stat), "mdb_stat(\(database.name))")
+        return stat.ms_entries
+    }
+
+    /// Opens a cursor over `database`, closed when `body` returns.
+    public func withCursor<R>(on database: Database, _ body: (Cursor) throws -> R) throws -> R {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
+        defer { mdb_cursor_close(cursor) }
+        return try body(Cursor(handle: cursor!, database: database))
+    }
+}
+
+@available(*, unavailable)
+extension Transaction: Sendable {}
+
+/// Something whose bytes can serve as an LMDB key or value.
+public protocol ContiguousBytesKey {
+    func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
+}
+
+extension Array: ContiguousBytesKey where Element == UInt8 {
+    public func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(body)
+    }
+}
+
+extension ArraySlice: ContiguousBytesKey where Element == UInt8 {
+    public func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(body)
+    }
+}
+
+extension UnsafeRawBufferPointer: ContiguousBytesKey {
+    public func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(self)
+    }
+}

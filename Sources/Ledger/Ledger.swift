@@ -1,0 +1,114 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+import SwiftProtobuf
+import Logging
+
+/// One person's health ledger: a hash-chained event log and the projections built from it.
+///
+/// Obtain ledgers from a ``LedgerStore``. Writes (``save(_:by:)``, ``delete(_:by:)``,
+/// ``deleteObjects(of:overlapping:by:)``) are group-committed and return once durable;
+/// reads run on a consistent snapshot of the projections.
+///
+/// ```swift
+/// let store = try LedgerStore(directory: URL(filePath: "data"))
+/// let ledger = try await store.createLedger(id: "alice")
+/// try await ledger.save([.quantitySample(sample)], by: .owner)
+/// let samples = try ledger.samples(SampleQuery(type: sample.objectType))
+/// ```
+public final class Ledger: Sendable {
+    /// Most objects (or UUIDs) one save or delete may carry.
+    public static let maximumBatchSize = 100_000
+
+    public let id: String
+    public let directory: URL
+    let environment: Environment
+    let databases: LedgerDatabases
+    let committer: GroupCommitter
+    let logger: Logger
+
+    init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger) throws {
+        self.id = id
+        self.directory = directory
+        var logger = logger
+        logger[metadataKey: "ledger.id"] = "\(id)"
+        self.logger = logger
+        let environment = try Self.openEnvironment(at: directory, configuration: configuration)
+        self.environment = environment
+        let databases = try LedgerDatabases(environment: environment)
+        self.databases = databases
+        self.committer = GroupCommitter(
+            environment: environment, databases: databases, projector: Projector(databases: databases, units: UnitCache()),
+            label: id, logger: logger, onCommit: configuration.onCommit)
+    }
+
+    static func openEnvironment(at directory: URL, configuration: LedgerConfiguration, durable: Bool = true) throws -> Environment {
+        try Environment(
+            path: directory.path,
+            options: .init(mapSize: configuration.initialMapSize, maximumMapSize: configuration.maximumMapSize, durable: durable))
+    }
+
+    /// Initializes a new ledger's environment in `directory` with its first event,
+    /// the ledger-created event, and closes it again.
+    static func initialize(at directory: URL, id: String, displayName: String, configuration: LedgerConfiguration) throws {
+        let environment = try openEnvironment(at: directory, configuration: configuration)
+        let databases = try LedgerDatabases(environment: environment)
+        let projector = Projector(databases: databases, units: UnitCache())
+        try environment.write { txn in
+            let context = try WriteContext(txn: txn, databases: databases, projector: projector, now: Date())
+            guard context.head.sequence == 0 else { throw LedgerFailure(.alreadyExists, "ledger '\(id)' already has events") }
+            var body = Healthledger_V1_LedgerCreated()
+            body.ledgerID = id
+            body.displayName = displayName
+            try context.append(
+                kind: .ledgerCreated, actor: .system, objectType: nil, objectUUID: nil, body: try body.serializedBytes(),
+                change: .none)
+            try context.finish()
+        }
+    }
+
+    /// The sequence number and hash of the last event.
+    public func head() throws -> (sequence: UInt64, hash: [UInt8]) {
+        try environment.read { txn in
+            let head = try LogHead.read(txn, databases)
+            return (head.sequence, head.hash)
+        }
+    }
+
+    /// Up to `limit` events starting at sequence `from`, in order.
+    public func events(from: UInt64 = 1, limit: Int = 100) throws -> [LedgerEvent] {
+        try environment.read { txn in
+            var events: [LedgerEvent] = []
+            try txn.withCursor(on: databases.events) { cursor in
+                var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(from))
+                while let current = entry, events.count < limit {
+                    events.append(try LedgerEvent(stored: current.value))
+                    entry = try cursor.next()
+                }
+            }
+            return events
+        }
+    }
+
+    /// The size of the memory map now (it grows on demand).
+    public var mapSize: Int { environment.currentMapSize }
+}
+
+/// Settings for the ledgers of a store.
+public struct LedgerConfiguration: Sendable {
+    /// The map each ledger starts with; it doubles whenever it fills.
+    public var initialMapSize: Int
+    public var maximumMapSize: Int
+    /// Observes each group commit: requests in the batch and the commit time (for metrics).
+    public var onCommit: @Sendable (Int, Duration) -> Void
+
+    public init(
+        initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40,
+        onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
+    ) {
+        self.initialMapSize = initialMapSize
+        self.maximumMapSize = maximumMapSize
+        self.onCommit = onCommit
+    }
+}

@@ -1,0 +1,134 @@
+import Crypto
+import Foundation
+import HealthModel
+import LedgerSchema
+import SwiftProtobuf
+
+/// The kind of a ledger event.
+public enum EventKind: Int, Sendable, Hashable, CustomStringConvertible {
+    case ledgerCreated = 1
+    case objectSaved = 2
+    case objectDeleted = 3
+    case authorizationRequested = 10
+    case authorizationDecided = 11
+    case objectReadSelectionChanged = 12
+    case sourcePriorityChanged = 13
+    case characteristicSet = 14
+    case credentialIssued = 15
+    case credentialRevoked = 16
+    case attachmentAdded = 17
+    case attachmentRemoved = 18
+
+    public var description: String {
+        switch self {
+        case .ledgerCreated: "ledgerCreated"
+        case .objectSaved: "objectSaved"
+        case .objectDeleted: "objectDeleted"
+        case .authorizationRequested: "authorizationRequested"
+        case .authorizationDecided: "authorizationDecided"
+        case .objectReadSelectionChanged: "objectReadSelectionChanged"
+        case .sourcePriorityChanged: "sourcePriorityChanged"
+        case .characteristicSet: "characteristicSet"
+        case .credentialIssued: "credentialIssued"
+        case .credentialRevoked: "credentialRevoked"
+        case .attachmentAdded: "attachmentAdded"
+        case .attachmentRemoved: "attachmentRemoved"
+        }
+    }
+}
+
+/// One event of a ledger's log, decoded: the header plus the body bytes.
+public struct LedgerEvent: Sendable, Hashable {
+    /// 1, 2, 3, … without gaps: the ledger's clock.
+    public var sequence: UInt64
+    public var commitTime: Date
+    public var actor: Principal
+    public var kind: EventKind
+    /// HealthKit identifier of the object concerned, if any.
+    public var objectType: String?
+    public var objectUUID: UUID?
+    /// The kind-specific schema message, serialized.
+    public var body: [UInt8]
+    /// SHA-256 of the previous event's stored bytes.
+    public var previousHash: [UInt8]
+
+    /// Decodes an event from its stored bytes.
+    /// - Throws: ``LedgerFailure`` (`corrupted`) when the bytes are not a valid event.
+    init(stored bytes: UnsafeRawBufferPointer) throws {
+        let message: Healthledger_V1_LedgerEvent
+        do {
+            message = try Healthledger_V1_LedgerEvent(serializedBytes: Array(bytes))
+        } catch {
+            throw LedgerFailure.corrupted("an event does not decode: \(error)")
+        }
+        guard message.formatVersion == EventCodec.formatVersion,
+            let kind = EventKind(rawValue: message.kind.rawValue)
+        else {
+            throw LedgerFailure.corrupted(
+                "event \(message.sequence) has format \(message.formatVersion) / kind \(message.kind.rawValue), which this version does not know")
+        }
+        sequence = message.sequence
+        commitTime = date(microseconds: message.commitTimeUs)
+        actor = Principal(message.actor)
+        self.kind = kind
+        objectType = message.objectType.isEmpty ? nil : message.objectType
+        objectUUID = UUID(bytes: message.objectUuid)
+        body = Array(message.body)
+        previousHash = Array(message.previousHash)
+    }
+
+    /// The object an ``EventKind/objectSaved`` event saved.
+    public func savedObject() throws -> HealthObject {
+        guard kind == .objectSaved else { throw LedgerFailure.corrupted("event \(sequence) is not an objectSaved event") }
+        return try Healthledger_V1_HealthObject(serializedBytes: body).model()
+    }
+}
+
+/// Encoding of events and the hash chain.
+enum EventCodec {
+    static let formatVersion: UInt32 = 1
+    static let zeroHash = [UInt8](repeating: 0, count: 32)
+
+    /// The stored bytes of an event.
+    static func encode(
+        sequence: UInt64, previousHash: [UInt8], commitTimeUs: Int64, actor: Healthledger_V1_Actor,
+        kind: EventKind, objectType: String?, objectUUID: [UInt8]?, body: [UInt8]
+    ) throws -> [UInt8] {
+        var event = Healthledger_V1_LedgerEvent()
+        event.previousHash = Data(previousHash)
+        event.sequence = sequence
+        event.formatVersion = formatVersion
+        event.commitTimeUs = commitTimeUs
+        event.actor = actor
+        event.kind = Healthledger_V1_EventKind(rawValue: kind.rawValue) ?? .unspecified
+        if let objectType { event.objectType = objectType }
+        if let objectUUID { event.objectUuid = Data(objectUUID) }
+        event.body = Data(body)
+        return try event.serializedBytes()
+    }
+
+    static func hash(_ stored: UnsafeRawBufferPointer) -> [UInt8] {
+        Array(SHA256.hash(data: stored))
+    }
+
+    static func hash(_ stored: [UInt8]) -> [UInt8] {
+        Array(SHA256.hash(data: stored))
+    }
+
+    /// Reads `previous_hash` (field 1) and `sequence` (field 2) straight from the stored
+    /// bytes, which the encoder always writes first. Nil when the prefix is not as expected.
+    static func chainFields(_ stored: UnsafeRawBufferPointer) -> (previousHash: UnsafeRawBufferPointer, sequence: UInt64)? {
+        guard stored.count >= 35, stored[0] == 0x0A, stored[1] == 32, stored[34] == 0x10 else { return nil }
+        var sequence: UInt64 = 0
+        var shift: UInt64 = 0
+        var index = 35
+        while index < stored.count, shift < 64 {
+            let byte = stored[index]
+            sequence |= UInt64(byte & 0x7F) << shift
+            index += 1
+            if byte & 0x80 == 0 { return (UnsafeRawBufferPointer(rebasing: stored[2..<34]), sequence) }
+            shift += 7
+        }
+        return nil
+    }
+}

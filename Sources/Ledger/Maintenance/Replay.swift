@@ -1,0 +1,143 @@
+import Crypto
+import Foundation
+import LMDB
+
+/// The outcome of rebuilding a ledger's projections from its log.
+public struct ReplayReport: Sendable, Hashable {
+    /// Events replayed.
+    public var events: UInt64
+    /// Objects present after the replay.
+    public var objects: Int
+    /// SHA-256 over the live projections, at the snapshot replayed.
+    public var liveDigest: [UInt8]
+    /// SHA-256 over the rebuilt projections.
+    public var rebuiltDigest: [UInt8]
+    /// Whether the rebuilt projections replaced the live ones.
+    public var installed: Bool
+    public var duration: Duration
+
+    /// Whether the rebuild is byte-identical to the live projections.
+    public var identical: Bool { liveDigest == rebuiltDigest }
+}
+
+extension Ledger {
+    /// Rebuilds every projection from the log into fresh databases and compares them,
+    /// by digest, with the live projections.
+    ///
+    /// - Parameters:
+    ///   - install: when the rebuild differs, replace the live projections with it.
+    ///   - progress: called every 100,000 events with the count replayed so far.
+    public func replay(install: Bool = false, progress: ((UInt64) -> Void)? = nil) throws -> ReplayReport {
+        let clock = ContinuousClock()
+        let started = clock.now
+        let scratch = directory.deletingLastPathComponent()
+            .appending(path: ".rebuild-\(id)-\(UUID().uuidString)", directoryHint: .isDirectory)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+
+        var report = try {
+            let fresh = try Environment(path: scratch.path, options: .init(mapSize: max(environment.currentMapSize, 64 << 20), durable: false))
+            let freshDatabases = try LedgerDatabases(environment: fresh)
+            let projector = Projector(databases: freshDatabases, units: UnitCache())
+            var report = try environment.read { live in
+                let head = try LogHead.read(live, databases)
+                try rebuild(from: live, upTo: head.sequence, into: fresh, projector: projector, progress: progress)
+                return ReplayReport(
+                    events: head.sequence, objects: try live.count(in: databases.objects),
+                    liveDigest: try Self.digest(databases.projections, in: live), rebuiltDigest: [],
+                    installed: false, duration: .zero)
+            }
+            report.rebuiltDigest = try fresh.read { txn in try Self.digest(freshDatabases.projections, in: txn) }
+            if install, !report.identical {
+                try self.install(from: fresh, freshDatabases, expectedHead: report.events)
+                report.installed = true
+                report.objects = try fresh.read { try $0.count(in: freshDatabases.objects) }
+            }
+            return report
+        }()
+        report.duration = clock.now - started
+        return report
+    }
+
+    private func rebuild(
+        from live: Transaction, upTo last: UInt64, into fresh: Environment, projector: Projector,
+        progress: ((UInt64) -> Void)?
+    ) throws {
+        let loadSaved: (UInt64) throws -> ObjectSummary = { sequence in
+            guard let stored = try live.get(KeyEncoding.sequenceKey(sequence), in: self.databases.events) else {
+                throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
+            }
+            guard case .saved(let summary) = try projector.change(of: LedgerEvent(stored: stored)) else {
+                throw LedgerFailure.corrupted("event \(sequence) is not an objectSaved event")
+            }
+            return summary
+        }
+        try live.withCursor(on: databases.events) { cursor in
+            var entry = try cursor.first()
+            var applied: UInt64 = 0
+            while entry != nil, applied < last {
+                // One scratch transaction per chunk keeps its dirty pages bounded.
+                try fresh.write { txn in
+                    var count = 0
+                    while let current = entry, applied < last, count < 50_000 {
+                        let event = try LedgerEvent(stored: current.value)
+                        try projector.apply(try projector.change(of: event), sequence: event.sequence, in: txn, loadSaved: loadSaved)
+                        applied = event.sequence
+                        count += 1
+                        if applied % 100_000 == 0 { progress?(applied) }
+                        entry = try cursor.next()
+                    }
+                    try projector.writeCheckpoint(applied, in: txn)
+                }
+            }
+        }
+    }
+
+    /// Replaces the live projections with the rebuilt ones, if the log has not moved on.
+    private func install(from fresh: Environment, _ freshDatabases: LedgerDatabases, expectedHead: UInt64) throws {
+        try fresh.read { source in
+            try environment.write { txn in
+                let head = try LogHead.read(txn, databases)
+                guard head.sequence == expectedHead else {
+                    throw LedgerFailure(.storage, "the ledger changed during the replay (head \(expectedHead) → \(head.sequence)); run it again")
+                }
+                for (target, origin) in zip(databases.projections, freshDatabases.projections) {
+                    try txn.removeAll(in: target)
+                    try source.withCursor(on: origin) { cursor in
+                        var entry = try cursor.first()
+                        while let current = entry {
+                            try txn.put(current.value, forKey: current.key, in: target, append: true)
+                            entry = try cursor.next()
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// SHA-256 over the live projections (names, keys and values, in order).
+    public func projectionDigest() throws -> [UInt8] {
+        try environment.read { txn in try Self.digest(databases.projections, in: txn) }
+    }
+
+    static func digest(_ projections: [Database], in txn: Transaction) throws -> [UInt8] {
+        var hasher = SHA256()
+        func feed(_ bytes: UnsafeRawBufferPointer) {
+            var length = UInt32(bytes.count).bigEndian
+            withUnsafeBytes(of: &length) { hasher.update(bufferPointer: $0) }
+            hasher.update(bufferPointer: bytes)
+        }
+        for database in projections {
+            Array(database.name.utf8).withUnsafeBytes { feed($0) }
+            try txn.withCursor(on: database) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    feed(current.key)
+                    feed(current.value)
+                    entry = try cursor.next()
+                }
+            }
+        }
+        return Array(hasher.finalize())
+    }
+}

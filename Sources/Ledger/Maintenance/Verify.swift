@@ -1,0 +1,93 @@
+import Foundation
+import LMDB
+
+/// The outcome of checking a ledger's hash chain.
+public struct VerifyReport: Sendable, Hashable {
+    /// The first problem found, or nil when the ledger is intact.
+    public struct Problem: Sendable, Hashable, CustomStringConvertible {
+        /// The first bad event, when one can be named.
+        public var sequence: UInt64?
+        public var reason: String
+
+        public var description: String {
+            if let sequence { return "event \(sequence): \(reason)" }
+            return reason
+        }
+    }
+
+    /// Events whose chain link was checked.
+    public var eventsChecked: UInt64
+    /// The sequence the log head records.
+    public var headSequence: UInt64
+    public var problem: Problem?
+    public var duration: Duration
+
+    public var isValid: Bool { problem == nil }
+}
+
+extension Ledger {
+    /// Recomputes the hash chain from the first event and checks it against the log head
+    /// and the projections' checkpoint.
+    ///
+    /// Any edited, reordered, inserted or removed event is reported as the first bad event.
+    /// - Parameter progress: called every 100,000 events with the count checked so far.
+    public func verify(progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport {
+        let clock = ContinuousClock()
+        let started = clock.now
+        return try environment.read { txn in
+            let head = try LogHead.read(txn, databases)
+            var report = VerifyReport(eventsChecked: 0, headSequence: head.sequence, problem: nil, duration: .zero)
+            func fail(_ sequence: UInt64?, _ reason: String) -> VerifyReport {
+                report.problem = .init(sequence: sequence, reason: reason)
+                report.duration = clock.now - started
+                return report
+            }
+            var expected: UInt64 = 1
+            var previousHash = EventCodec.zeroHash
+            let failure: VerifyReport? = try txn.withCursor(on: databases.events) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    guard current.key.count == 8 else { return fail(nil, "the log holds a key of \(current.key.count) bytes") }
+                    let key = KeyEncoding.uint64(current.key, at: 0)
+                    guard key == expected else {
+                        return fail(expected, key > expected ? "missing: the log jumps from \(expected - 1) to \(key)" : "out of order")
+                    }
+                    guard let fields = EventCodec.chainFields(current.value) else {
+                        return fail(key, "the stored bytes are not a well-formed event")
+                    }
+                    guard fields.sequence == key else {
+                        return fail(key, "it records sequence \(fields.sequence) but is stored as \(key)")
+                    }
+                    guard fields.previousHash.elementsEqual(previousHash) else {
+                        // Its predecessor's bytes no longer hash to the link this event recorded.
+                        return key == 1
+                            ? fail(1, "the first event's previous hash is not zero")
+                            : fail(key - 1, "its stored bytes do not match the hash recorded by event \(key)")
+                    }
+                    previousHash = EventCodec.hash(current.value)
+                    report.eventsChecked = key
+                    if key % 100_000 == 0 { progress?(key) }
+                    expected += 1
+                    entry = try cursor.next()
+                }
+                return nil
+            }
+            if let failure { return failure }
+            let last = expected - 1
+            guard last == head.sequence else {
+                return last < head.sequence
+                    ? fail(last + 1, "the log is truncated: it ends at event \(last) but its head records \(head.sequence)")
+                    : fail(head.sequence + 1, "the log holds events after its recorded head \(head.sequence)")
+            }
+            guard previousHash == head.hash else {
+                return fail(last, "its stored bytes do not match the hash recorded in the log head")
+            }
+            let checkpoint = try txn.get(Projector.checkpointKey, in: databases.checkpoint).map { KeyEncoding.uint64($0, at: 0) } ?? 0
+            guard checkpoint == head.sequence else {
+                return fail(nil, "the projections were last applied at event \(checkpoint), but the log head is \(head.sequence): run replay")
+            }
+            report.duration = clock.now - started
+            return report
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import LMDB
+
+/// The named LMDB databases of one ledger environment.
+///
+/// Layouts (all integers big-endian; times are microseconds with the sign bit flipped):
+///
+/// | database | key | value |
+/// |---|---|---|
+/// | `events` | sequence(8) | stored `LedgerEvent` bytes (the log) |
+/// | `meta` | name | log head, format version, ledger id |
+/// | `objects` | uuid(16) | sequence(8) of the save event |
+/// | `by_start` | type(4) start(8) uuid(16) | end(8) sequence(8) value(8, canonical unit, IEEE bits) |
+/// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) |
+/// | `changes` | type(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16) |
+/// | `tombstones` | uuid(16) | see ``Tombstone`` |
+/// | `sync_ids` | SHA-256(source, type, sync id) | uuid(16) version(8) |
+/// | `type_stats` | type(4) | count(8) longest duration(8) |
+/// | `checkpoint` | `applied` | sequence(8) of the last event applied |
+///
+/// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
+/// identically by replay.
+struct LedgerDatabases: Sendable {
+    let events: Database
+    let meta: Database
+    let objects: Database
+    let byStart: Database
+    let byEnd: Database
+    let changes: Database
+    let tombstones: Database
+    let syncIdentifiers: Database
+    let typeStats: Database
+    let checkpoint: Database
+
+    /// The projections, in digest order.
+    var projections: [Database] {
+        [objects, byStart, byEnd, changes, tombstones, syncIdentifiers, typeStats, checkpoint]
+    }
+
+    init(environment: Environment) throws {
+        events = try environment.openDatabase("events")
+        meta = try environment.openDatabase("meta")
+        objects = try environment.openDatabase("objects")
+        byStart = try environment.openDatabase("by_start")
+        byEnd = try environment.openDatabase("by_end")
+        changes = try environment.openDatabase("changes")
+        tombstones = try environment.openDatabase("tombstones")
+        syncIdentifiers = try environment.openDatabase("sync_ids")
+        typeStats = try environment.openDatabase("type_stats")
+        checkpoint = try environment.openDatabase("checkpoint")
+    }
+}
+
+/// The head of the log: the last event's sequence, hash and commit time.
+struct LogHead: Sendable, Equatable {
+    var sequence: UInt64
+    var hash: [UInt8]
+    var commitTimeUs: Int64
+
+    static let empty = LogHead(sequence: 0, hash: EventCodec.zeroHash, commitTimeUs: Int64.min)
+    static let key: [UInt8] = Array("head".utf8)
+
+    init(sequence: UInt64, hash: [UInt8], commitTimeUs: Int64) {
+        self.sequence = sequence
+        self.hash = hash
+        self.commitTimeUs = commitTimeUs
+    }
+
+    static func read(_ txn: Transaction, _ databases: LedgerDatabases) throws -> LogHead {
+        guard let value = try txn.get(key, in: databases.meta) else { return .empty }
+        guard value.count == 48 else { throw LedgerFailure.corrupted("the log head record is \(value.count) bytes, not 48") }
+        return LogHead(
+            sequence: KeyEncoding.uint64(value, at: 0), hash: Array(value[8..<40]),
+            commitTimeUs: Int64(bitPattern: KeyEncoding.uint64(value, at: 40)))
+    }
+
+    func write(_ txn: Transaction, _ databases: LedgerDatabases) throws {
+        var value: [UInt8] = []
+        value.reserveCapacity(48)
+        KeyEncoding.append(sequence, to: &value)
+        value.append(contentsOf: hash)
+        KeyEncoding.append(UInt64(bitPattern: commitTimeUs), to: &value)
+        try txn.put(value, forKey: Self.key, in: databases.meta)
+    }
+}

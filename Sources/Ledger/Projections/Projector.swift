@@ -1,0 +1,108 @@
+import LMDB
+import LedgerSchema
+import SwiftProtobuf
+
+/// Applies events to the projections. The live write path and replay both go through
+/// here, which is what makes a rebuild byte-identical to the live state.
+struct Projector {
+    /// A change an event makes to the projections.
+    enum Change {
+        case saved(ObjectSummary)
+        case deleted(uuid: [UInt8], reason: DeletionReason)
+        /// Events that do not touch the object projections (yet).
+        case none
+    }
+
+    static let added: UInt8 = 1
+    static let removed: UInt8 = 2
+    static let checkpointKey: [UInt8] = Array("applied".utf8)
+
+    let databases: LedgerDatabases
+    let units: UnitCache
+
+    /// The change an event makes, from its stored form (used by replay).
+    func change(of event: LedgerEvent) throws -> Change {
+        switch event.kind {
+        case .objectSaved:
+            let object = try Healthledger_V1_HealthObject(serializedBytes: event.body)
+            return .saved(try ObjectSummary(object, units: units))
+        case .objectDeleted:
+            let body = try Healthledger_V1_ObjectDeleted(serializedBytes: event.body)
+            guard let uuid = event.objectUUID else { throw LedgerFailure.corrupted("delete event \(event.sequence) names no object") }
+            return .deleted(uuid: uuid.bytes, reason: DeletionReason(rawValue: body.reason.rawValue) ?? .deleted)
+        default:
+            return .none
+        }
+    }
+
+    /// Applies `change`, made by event `sequence`, inside `txn`.
+    ///
+    /// - Parameter loadSaved: the summary of the object saved by a given event (for deletes).
+    func apply(
+        _ change: Change, sequence: UInt64, in txn: Transaction,
+        loadSaved: (UInt64) throws -> ObjectSummary
+    ) throws {
+        switch change {
+        case .none:
+            break
+        case .saved(let object):
+            try txn.put(KeyEncoding.sequenceKey(sequence), forKey: object.uuid, in: databases.objects)
+            var startValue: [UInt8] = []
+            startValue.reserveCapacity(24)
+            KeyEncoding.appendTime(object.endUs, to: &startValue)
+            KeyEncoding.append(sequence, to: &startValue)
+            KeyEncoding.append(object.value.bitPattern, to: &startValue)
+            try txn.put(startValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.startUs, uuid: object.uuid), in: databases.byStart)
+            var endValue: [UInt8] = []
+            endValue.reserveCapacity(16)
+            KeyEncoding.appendTime(object.startUs, to: &endValue)
+            KeyEncoding.append(sequence, to: &endValue)
+            try txn.put(endValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: object.uuid), in: databases.byEnd)
+            try txn.put([Self.added] + object.uuid, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
+            if let syncKey = object.syncKey {
+                var value = object.uuid
+                KeyEncoding.append(UInt64(bitPattern: object.syncVersion ?? 0), to: &value)
+                try txn.put(value, forKey: syncKey, in: databases.syncIdentifiers)
+            }
+            try updateStats(type: object.typeCode, countDelta: 1, duration: object.duration, in: txn)
+        case .deleted(let uuid, let reason):
+            guard let stored = try txn.get(uuid, in: databases.objects), stored.count == 8 else {
+                throw LedgerFailure.corrupted("event \(sequence) deletes an object that is not stored")
+            }
+            let savedSequence = KeyEncoding.uint64(stored, at: 0)
+            let object = try loadSaved(savedSequence)
+            try txn.delete(uuid, in: databases.objects)
+            try txn.delete(KeyEncoding.timeKey(type: object.typeCode, time: object.startUs, uuid: uuid), in: databases.byStart)
+            try txn.delete(KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: uuid), in: databases.byEnd)
+            try txn.delete(KeyEncoding.changeKey(type: object.typeCode, sequence: savedSequence), in: databases.changes)
+            try txn.put([Self.removed] + uuid, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
+            try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason), forKey: uuid, in: databases.tombstones)
+            if let syncKey = object.syncKey, let entry = try txn.get(syncKey, in: databases.syncIdentifiers),
+                entry.count >= 16, entry[0..<16].elementsEqual(uuid)
+            {
+                try txn.delete(syncKey, in: databases.syncIdentifiers)
+            }
+            try updateStats(type: object.typeCode, countDelta: -1, duration: 0, in: txn)
+        }
+    }
+
+    func writeCheckpoint(_ sequence: UInt64, in txn: Transaction) throws {
+        try txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.checkpointKey, in: databases.checkpoint)
+    }
+
+    private func updateStats(type: UInt32, countDelta: Int64, duration: Int64, in txn: Transaction) throws {
+        var key: [UInt8] = []
+        KeyEncoding.append(type, to: &key)
+        var count: Int64 = 0
+        var longest: Int64 = 0
+        if let stored = try txn.get(key, in: databases.typeStats), stored.count == 16 {
+            count = Int64(bitPattern: KeyEncoding.uint64(stored, at: 0))
+            longest = Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
+        }
+        var value: [UInt8] = []
+        value.reserveCapacity(16)
+        KeyEncoding.append(UInt64(bitPattern: count + countDelta), to: &value)
+        KeyEncoding.append(UInt64(bitPattern: max(longest, duration)), to: &value)
+        try txn.put(value, forKey: key, in: databases.typeStats)
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import LedgerSchema
+
+/// What remains of a deleted object: its UUID, type, sync identifier and version.
+public struct Tombstone: Sendable, Hashable {
+    public var uuid: UUID
+    public var objectType: String
+    /// Sequence of the event that deleted it.
+    public var sequence: UInt64
+    public var reason: DeletionReason
+    public var syncIdentifier: String?
+    public var syncVersion: Int64?
+    /// Bundle identifier of the source that saved it (for authorization filtering; not exposed to apps).
+    var sourceBundle: String
+}
+
+/// Why an object was deleted.
+public enum DeletionReason: Int, Sendable, Hashable {
+    case deleted = 1
+    case replacedBySyncVersion = 2
+}
+
+extension Tombstone {
+    /// deleteSeq(8) type(4) reason(1) hasSync(1) syncVersion(8) idLength(2) syncId sourceBundle
+    static func encode(sequence: UInt64, summary: ObjectSummary, reason: DeletionReason) -> [UInt8] {
+        var value: [UInt8] = []
+        KeyEncoding.append(sequence, to: &value)
+        KeyEncoding.append(summary.typeCode, to: &value)
+        value.append(UInt8(reason.rawValue))
+        let identifier = Array((summary.syncIdentifier ?? "").utf8)
+        value.append(summary.syncIdentifier == nil ? 0 : 1)
+        KeyEncoding.append(UInt64(bitPattern: summary.syncVersion ?? 0), to: &value)
+        value.append(UInt8(identifier.count >> 8))
+        value.append(UInt8(identifier.count & 0xFF))
+        value.append(contentsOf: identifier)
+        value.append(contentsOf: Array(summary.sourceBundle.utf8))
+        return value
+    }
+
+    init(uuid: UUID, stored value: UnsafeRawBufferPointer, type: String) throws {
+        guard value.count >= 24 else { throw LedgerFailure.corrupted("a tombstone record is too short") }
+        self.uuid = uuid
+        self.objectType = type
+        sequence = KeyEncoding.uint64(value, at: 0)
+        reason = DeletionReason(rawValue: Int(value[12])) ?? .deleted
+        let hasSync = value[13] == 1
+        let version = Int64(bitPattern: KeyEncoding.uint64(value, at: 14))
+        let length = Int(value[22]) << 8 | Int(value[23])
+        guard value.count >= 24 + length else { throw LedgerFailure.corrupted("a tombstone record is truncated") }
+        syncIdentifier = hasSync ? String(decoding: value[24..<(24 + length)], as: UTF8.self) : nil
+        syncVersion = hasSync ? version : nil
+        sourceBundle = String(decoding: value[(24 + length)...], as: UTF8.self)
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+
+extension Ledger {
+    /// The stored object with `uuid`, or nil when there is none (never saved, or deleted).
+    public func object(with uuid: UUID) throws -> HealthObject? {
+        try environment.read { txn in
+            guard let stored = try txn.get(uuid.bytes, in: databases.objects), stored.count == 8 else { return nil }
+            return try Self.loadObject(sequence: KeyEncoding.uint64(stored, at: 0), in: txn, databases)
+        }
+    }
+
+    /// The tombstone of a deleted object, or nil.
+    public func tombstone(for uuid: UUID) throws -> Tombstone? {
+        try environment.read { txn in
+            guard let stored = try txn.get(uuid.bytes, in: databases.tombstones), stored.count >= 12 else { return nil }
+            let type = TypeCatalogue.identifiersByCode[KeyEncoding.uint32(stored, at: 8)] ?? "unknown"
+            return try Tombstone(uuid: uuid, stored: stored, type: type)
+        }
+    }
+
+    /// Runs a sample query against the time indexes.
+    public func samples(_ query: SampleQuery) throws -> [HealthObject] {
+        guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
+        let range = TimeRange(query.interval)
+        guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
+        return try environment.read { txn in
+            let longest = try Self.longestDuration(type: query.type.code, in: txn, databases)
+            var results: [HealthObject] = []
+            let visit: (IndexEntry) throws -> Bool = { entry in
+                results.append(try Self.loadObject(sequence: entry.sequence, in: txn, self.databases))
+                return query.limit == 0 || results.count < query.limit
+            }
+            switch query.sort {
+            case .startDate(let ascending):
+                try Self.scanByStart(type: query.type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+            case .endDate(let ascending):
+                try Self.scanByEnd(type: query.type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+            }
+            return results
+        }
+    }
+
+    /// The number of stored objects of `type`.
+    public func count(of type: ObjectType) throws -> Int {
+        try environment.read { txn in try Self.typeStats(type: type.code, in: txn, databases).count }
+    }
+
+    static func loadObject(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> HealthObject {
+        guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
+            throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
+        }
+        return try LedgerEvent(stored: stored).savedObject()
+    }
+
+    static func typeStats(type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> (count: Int, longest: Int64) {
+        var key: [UInt8] = []
+        KeyEncoding.append(type, to: &key)
+        guard let stored = try txn.get(key, in: databases.typeStats), stored.count == 16 else { return (0, 0) }
+        return (Int(Int64(bitPattern: KeyEncoding.uint64(stored, at: 0))), Int64(bitPattern: KeyEncoding.uint64(stored, at: 8)))
+    }
+
+    static func longestDuration(type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> Int64 {
+        try typeStats(type: type, in: txn, databases).longest
+    }
+
+    /// Visits the samples of `type` overlapping `range` in start-date order (ties by UUID).
+    /// A sample can start at most `longest` before the range and still overlap it.
+    static func scanByStart(
+        type: UInt32, range: TimeRange, longest: Int64, descending: Bool = false,
+        in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
+    ) throws {
+        let lowest = range.start == Int64.min ? Int64.min : range.start &- min(longest, range.start &- Int64.min)
+        try txn.withCursor(on: databases.byStart) { cursor in
+            var entry = descending
+                ? try cursor.seek(atMost: KeyEncoding.timeKey(type: type, time: range.end, uuid: [UInt8](repeating: 0, count: 16)))
+                : try cursor.seek(atLeast: KeyEncoding.timeKey(type: type, time: lowest, uuid: []))
+            // atMost lands on the key equal to (end, 0…0) at worst, which starts at `end`: skipped below.
+            while let current = entry, current.key.count == 28, KeyEncoding.uint32(current.key, at: 0) == type {
+                let start = KeyEncoding.time(current.key, at: 4)
+                if descending ? start < lowest : start >= range.end { break }
+                let end = KeyEncoding.time(current.value, at: 0)
+                if range.overlaps(start: start, end: end) {
+                    let item = IndexEntry(
+                        uuid: Array(current.key[12..<28]), startUs: start, endUs: end,
+                        sequence: KeyEncoding.uint64(current.value, at: 8))
+                    if try !visit(item) { return }
+                }
+                entry = descending ? try cursor.previous() : try cursor.next()
+            }
+        }
+    }
+
+    /// Visits the samples of `type` overlapping `range` in end-date order (ties by UUID).
+    static func scanByEnd(
+        type: UInt32, range: TimeRange, longest: Int64, descending: Bool = false,
+        in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
+    ) throws {
+        let highest = range.end == Int64.max ? Int64.max : range.end &+ min(longest, Int64.max &- range.end)
+        try txn.withCursor(on: databases.byEnd) { cursor in
+            var entry = descending
+                ? try cursor.seek(atMost: KeyEncoding.timeKey(type: type, time: highest, uuid: [UInt8](repeating: 0xFF, count: 16)))
+                : try cursor.seek(atLeast: KeyEncoding.timeKey(type: type, time: range.start, uuid: []))
+            while let current = entry, current.key.count == 28, KeyEncoding.uint32(current.key, at: 0) == type {
+                let end = KeyEncoding.time(current.key, at: 4)
+                if descending ? end < range.start : end > highest { break }
+                let start = KeyEncoding.time(current.value, at: 0)
+                if range.overlaps(start: start, end: end) {
+                    let item = IndexEntry(
+                        uuid: Array(current.key[12..<28]), startUs: start, endUs: end,
+                        sequence: KeyEncoding.uint64(current.value, at: 8))
+                    if try !visit(item) { return }
+                }
+                entry = descending ? try cursor.previous() : try cursor.next()
+            }
+        }
+    }
+}

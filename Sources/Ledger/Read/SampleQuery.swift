@@ -1,0 +1,64 @@
+import Foundation
+import HealthModel
+import LedgerSchema
+
+/// A one-shot query for samples of one type (HealthKit's `HKSampleQuery`, date-range form).
+///
+/// ```swift
+/// let recent = try ledger.samples(SampleQuery(
+///     type: heartRate.objectType, interval: DateInterval(start: dayStart, duration: 86_400),
+///     limit: 100, sort: .startDate(ascending: false)))
+/// ```
+public struct SampleQuery: Sendable, Hashable {
+    /// How results are ordered; ties are broken by UUID bytes, so order is deterministic.
+    public enum Sort: Sendable, Hashable {
+        case startDate(ascending: Bool)
+        case endDate(ascending: Bool)
+    }
+
+    public var type: ObjectType
+    /// Samples whose time span overlaps this interval (half-open: a sample ending exactly at
+    /// its start does not match; an instant sample matches when start ≤ date < end).
+    /// Nil matches every sample.
+    public var interval: DateInterval?
+    /// At most this many results; 0 means no limit.
+    public var limit: Int
+    public var sort: Sort
+
+    public init(type: ObjectType, interval: DateInterval? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true)) {
+        self.type = type
+        self.interval = interval
+        self.limit = limit
+        self.sort = sort
+    }
+}
+
+/// A time range in microseconds, half-open.
+struct TimeRange: Sendable {
+    var start: Int64
+    var end: Int64
+
+    init(_ interval: DateInterval?) {
+        if let interval {
+            start = microseconds(interval.start)
+            end = microseconds(interval.end)
+        } else {
+            start = Int64.min
+            end = Int64.max
+        }
+    }
+
+    /// Whether a sample spanning `sampleStart...sampleEnd` overlaps the range.
+    func overlaps(start sampleStart: Int64, end sampleEnd: Int64) -> Bool {
+        if sampleStart == sampleEnd { return sampleStart >= start && sampleStart < end }
+        return sampleStart < end && sampleEnd > start
+    }
+}
+
+/// One entry of a time index.
+struct IndexEntry {
+    var uuid: [UInt8]
+    var startUs: Int64
+    var endUs: Int64
+    var sequence: UInt64
+}

@@ -1,0 +1,98 @@
+import Foundation
+import LMDB
+import Logging
+import Synchronization
+
+/// A directory of ledgers, one per person, each in its own LMDB environment
+/// (`<directory>/ledgers/<id>/`), so one person's data can be backed up, exported or
+/// erased on its own.
+///
+/// ```swift
+/// let store = try LedgerStore(directory: URL(filePath: "./data"))
+/// let ledger = try await store.createLedger(id: "alice")
+/// let again = try store.ledger("alice")   // the same open instance
+/// ```
+public final class LedgerStore: Sendable {
+    public let directory: URL
+    let configuration: LedgerConfiguration
+    let logger: Logger
+    private let open = Mutex<[String: Ledger]>([:])
+    private let creating = Mutex<Set<String>>([])
+
+    /// Opens (creating if needed) the store in `directory`.
+    public init(directory: URL, configuration: LedgerConfiguration = .init(), logger: Logger = Logger(label: "healthledger.store")) throws {
+        self.directory = directory
+        self.configuration = configuration
+        self.logger = logger
+        do {
+            try FileManager.default.createDirectory(at: ledgersDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw LedgerFailure(.storage, "cannot create the data directory \(ledgersDirectory.path): \(error.localizedDescription)")
+        }
+    }
+
+    var ledgersDirectory: URL { directory.appending(path: "ledgers", directoryHint: .isDirectory) }
+
+    func directory(of id: String) -> URL { ledgersDirectory.appending(path: id, directoryHint: .isDirectory) }
+
+    /// Ledger ids: 1–64 characters from `a-z 0-9 . _ -`, starting with a letter or digit.
+    public static func validate(id: String) throws {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789._-")
+        guard (1...64).contains(id.count), id.allSatisfy(allowed.contains), let first = id.first, first.isLetter || first.isNumber
+        else {
+            throw LedgerFailure(
+                .invalidArgument, "invalid ledger id '\(id)': use 1–64 characters from a-z, 0-9, '.', '_' and '-', starting with a letter or digit")
+        }
+    }
+
+    /// Creates a ledger and records its creation as event 1.
+    ///
+    /// - Parameter id: the ledger's id; a random UUID when nil.
+    /// - Throws: ``LedgerFailure`` `alreadyExists` or `invalidArgument`.
+    public func createLedger(id: String? = nil, displayName: String = "") throws -> Ledger {
+        let id = id ?? UUID().uuidString.lowercased()
+        try Self.validate(id: id)
+        let reserved = creating.withLock { $0.insert(id).inserted }
+        guard reserved else { throw LedgerFailure(.alreadyExists, "ledger '\(id)' is being created") }
+        defer { _ = creating.withLock { $0.remove(id) } }
+        let url = directory(of: id)
+        guard !FileManager.default.fileExists(atPath: url.path) else {
+            throw LedgerFailure(.alreadyExists, "ledger '\(id)' already exists")
+        }
+        // Build in a hidden directory, then rename: a crash never leaves a half-created ledger.
+        let staging = ledgersDirectory.appending(path: ".creating-\(id)-\(UUID().uuidString)", directoryHint: .isDirectory)
+        do {
+            try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
+            try Ledger.initialize(at: staging, id: id, displayName: displayName, configuration: configuration)
+            try FileManager.default.moveItem(at: staging, to: url)
+        } catch {
+            try? FileManager.default.removeItem(at: staging)
+            if let failure = error as? LedgerFailure { throw failure }
+            throw LedgerFailure(.storage, "cannot create ledger '\(id)': \(error)")
+        }
+        return try ledger(id)
+    }
+
+    /// The open ledger `id`, opening it on first use.
+    /// - Throws: ``LedgerFailure`` `notFound` when there is no such ledger.
+    public func ledger(_ id: String) throws -> Ledger {
+        try Self.validate(id: id)
+        if let ledger = open.withLock({ $0[id] }) { return ledger }
+        let url = directory(of: id)
+        guard FileManager.default.fileExists(atPath: url.appending(path: "data.mdb").path) else {
+            throw LedgerFailure(.notFound, "no ledger '\(id)' in \(directory.path)")
+        }
+        return try open.withLock { open in
+            if let ledger = open[id] { return ledger }
+            let ledger = try Ledger(id: id, directory: url, configuration: configuration, logger: logger)
+            open[id] = ledger
+            return ledger
+        }
+    }
+
+    /// The ids of every ledger in the store, sorted.
+    public func ledgerIDs() throws -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: ledgersDirectory.path)) ?? []
+        return names.filter { !$0.hasPrefix(".") && (try? Self.validate(id: $0)) != nil }.sorted()
+    }
+}

@@ -1,0 +1,144 @@
+import Dispatch
+import Foundation
+import LMDB
+import Logging
+import Synchronization
+
+/// Coalesces concurrent write requests into one LMDB write transaction and one fsync.
+///
+/// Requests queue up while a commit is in progress; the next commit takes all of them.
+/// Each request runs in its own nested transaction, so one failing request (a duplicate
+/// UUID, say) is rolled back alone while the rest of the batch commits. Nobody is answered
+/// before the transaction holding their data is durable.
+final class GroupCommitter: Sendable {
+    private struct Pending: @unchecked Sendable {
+        let run: (WriteContext) throws -> Void
+        let complete: (Result<Void, any Error>) -> Void
+    }
+
+    private struct State {
+        var pending: [Pending] = []
+        var draining = false
+    }
+
+    private let environment: Environment
+    private let databases: LedgerDatabases
+    private let projector: Projector
+    private let state = Mutex(State())
+    private let queue: DispatchQueue
+    private let logger: Logger
+    /// Called after every commit with the batch size and the commit duration.
+    private let onCommit: @Sendable (_ requests: Int, _ duration: Duration) -> Void
+
+    init(
+        environment: Environment, databases: LedgerDatabases, projector: Projector, label: String, logger: Logger,
+        onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
+    ) {
+        self.environment = environment
+        self.databases = databases
+        self.projector = projector
+        self.queue = DispatchQueue(label: "healthledger.commit.\(label)")
+        self.logger = logger
+        self.onCommit = onCommit
+    }
+
+    /// Runs `body` in the next group commit and returns its result once it is durable.
+    ///
+    /// `body` may run more than once (when the map grows mid-batch): it must have no
+    /// effects outside the transaction.
+    func submit<R: Sendable>(_ body: @escaping @Sendable (WriteContext) throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            let box = ResultBox<R>()
+            let pending = Pending(
+                run: { context in box.value = try body(context) },
+                complete: { result in
+                    switch result {
+                    case .success: continuation.resume(returning: box.value!)
+                    case .failure(let error): continuation.resume(throwing: error)
+                    }
+                })
+            let start = state.withLock { state in
+                state.pending.append(pending)
+                if state.draining { return false }
+                state.draining = true
+                return true
+            }
+            if start { queue.async { self.drain() } }
+        }
+    }
+
+    private func drain() {
+        while true {
+            let batch = state.withLock { state -> [Pending]? in
+                if state.pending.isEmpty {
+                    state.draining = false
+                    return nil
+                }
+                defer { state.pending.removeAll(keepingCapacity: true) }
+                return state.pending
+            }
+            guard let batch else { return }
+            commit(batch)
+        }
+    }
+
+    private func commit(_ batch: [Pending]) {
+        let clock = ContinuousClock()
+        let started = clock.now
+        var succeeded: [Pending] = []
+        var failed: [(Pending, any Error)] = []
+        do {
+            try environment.write { txn in
+                succeeded = []
+                failed = []
+                let context = try WriteContext(txn: txn, databases: databases, projector: projector, now: Date())
+                if batch.count == 1 {
+                    // Alone in the batch: a failure aborts the whole transaction.
+                    try batch[0].run(context)
+                    succeeded = batch
+                } else {
+                    for request in batch {
+                        let head = context.head
+                        do {
+                            try txn.nested { child in
+                                context.txn = child
+                                defer { context.txn = txn }
+                                try request.run(context)
+                            }
+                            succeeded.append(request)
+                        } catch let error as LMDBError where error.code == .mapFull {
+                            throw error
+                        } catch {
+                            context.head = head
+                            failed.append((request, error))
+                        }
+                    }
+                }
+                if !succeeded.isEmpty { try context.finish() }
+            }
+            onCommit(batch.count, clock.now - started)
+            for request in succeeded { request.complete(.success(())) }
+        } catch {
+            if batch.count == 1 {
+                batch[0].complete(.failure(Self.storageError(error)))
+                return
+            }
+            logger.error("group commit failed", metadata: ["ledger.commit.requests": "\(batch.count)", "error": "\(error)"])
+            for request in succeeded { request.complete(.failure(Self.storageError(error))) }
+        }
+        for (request, error) in failed { request.complete(.failure(error)) }
+    }
+
+    /// Storage errors become a ``LedgerFailure``; caller errors pass through.
+    private static func storageError(_ error: any Error) -> any Error {
+        guard let error = error as? LMDBError else { return error }
+        if error.code == .noSpace { return LedgerFailure(.storage, "the disk is full; nothing was written") }
+        if error.code == .mapFull { return LedgerFailure(.storage, "the ledger reached its maximum size; nothing was written") }
+        return LedgerFailure(.storage, "storage failed (\(error)); nothing was written")
+    }
+}
+
+/// Carries a result from the commit queue to the continuation (both on the commit queue).
+private final class ResultBox<R>: @unchecked Sendable {
+    var value: R?
+}

@@ -1,0 +1,59 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+
+/// The state of one group-commit transaction: appends events to the log, extending the
+/// hash chain, and applies each to the projections in the same transaction.
+final class WriteContext {
+    /// The transaction of the request being applied (a nested one when batching).
+    var txn: Transaction
+    let databases: LedgerDatabases
+    let projector: Projector
+    var head: LogHead
+    let commitTimeUs: Int64
+
+    init(txn: Transaction, databases: LedgerDatabases, projector: Projector, now: Date) throws {
+        self.txn = txn
+        self.databases = databases
+        self.projector = projector
+        let head = try LogHead.read(txn, databases)
+        self.head = head
+        // The commit time never goes backwards along the log.
+        self.commitTimeUs = max(microseconds(now), head.commitTimeUs)
+    }
+
+    /// Appends one event and applies its change to the projections.
+    @discardableResult
+    func append(
+        kind: EventKind, actor: Principal, objectType: String?, objectUUID: [UInt8]?, body: [UInt8],
+        change: Projector.Change
+    ) throws -> UInt64 {
+        let sequence = head.sequence + 1
+        let stored = try EventCodec.encode(
+            sequence: sequence, previousHash: head.hash, commitTimeUs: commitTimeUs, actor: actor.schema,
+            kind: kind, objectType: objectType, objectUUID: objectUUID, body: body)
+        try txn.put(stored, forKey: KeyEncoding.sequenceKey(sequence), in: databases.events, append: true)
+        try projector.apply(change, sequence: sequence, in: txn, loadSaved: loadSaved)
+        head = LogHead(sequence: sequence, hash: EventCodec.hash(stored), commitTimeUs: commitTimeUs)
+        return sequence
+    }
+
+    /// The summary of the object saved by event `sequence`, read from the log.
+    func loadSaved(_ sequence: UInt64) throws -> ObjectSummary {
+        guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
+            throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
+        }
+        let event = try LedgerEvent(stored: stored)
+        guard case .saved(let summary) = try projector.change(of: event) else {
+            throw LedgerFailure.corrupted("event \(sequence) is not an objectSaved event")
+        }
+        return summary
+    }
+
+    /// Records the new head and checkpoint (once per transaction).
+    func finish() throws {
+        try head.write(txn, databases)
+        try projector.writeCheckpoint(head.sequence, in: txn)
+    }
+}

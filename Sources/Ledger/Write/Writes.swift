@@ -1,0 +1,204 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+import SwiftProtobuf
+
+/// What happened to one object of a save.
+public struct SaveResult: Sendable, Hashable {
+    public enum Disposition: Sendable, Hashable {
+        /// Stored as a new object.
+        case saved
+        /// Stored, replacing the object with the same sync identifier and a lower version
+        /// (which is now a tombstone).
+        case replaced(previous: UUID)
+        /// Not stored: an object with the same sync identifier and an equal or higher
+        /// version exists.
+        case ignored(existing: UUID)
+    }
+
+    public var uuid: UUID
+    public var disposition: Disposition
+}
+
+/// An object ready for the write transaction: validated and encoded outside it.
+struct PreparedObject: Sendable {
+    let summary: ObjectSummary
+    let body: [UInt8]
+}
+
+extension Ledger {
+    /// Saves objects atomically: all of them, or (on any error) none.
+    ///
+    /// Objects with a sync identifier follow SEMANTICS §4: a higher version replaces the
+    /// stored object (leaving a tombstone), an equal or lower one is ignored and reported.
+    /// The call returns once the data is on disk.
+    ///
+    /// ```swift
+    /// let results = try await ledger.save([.quantitySample(sample)], by: .app(source))
+    /// ```
+    ///
+    /// - Parameter principal: for an app, the objects' source is set to the app's source.
+    /// - Throws: ``HealthError`` (`invalidArgument`) naming the object and field at fault,
+    ///   including a UUID that already exists; ``LedgerFailure`` when storage fails.
+    public func save(_ objects: [HealthObject], by principal: Principal) async throws -> [SaveResult] {
+        guard !objects.isEmpty else { throw HealthError.invalidArgument("nothing to save: the list of objects is empty", field: "objects") }
+        guard objects.count <= Ledger.maximumBatchSize else {
+            throw HealthError(.dataSizeExceeded, "a save holds at most \(Ledger.maximumBatchSize) objects, got \(objects.count)", field: "objects")
+        }
+        let prepared = try prepare(objects, by: principal)
+        return try await committer.submit { context in
+            try Self.apply(prepared, by: principal, in: context)
+        }
+    }
+
+    /// Validates, stamps the source and encodes each object (in the caller's task, in parallel
+    /// with other callers; only the ordered part runs in the write transaction).
+    func prepare(_ objects: [HealthObject], by principal: Principal) throws -> [PreparedObject] {
+        var seen = Set<UUID>()
+        seen.reserveCapacity(objects.count)
+        let units = UnitCache()
+        return try objects.enumerated().map { index, original in
+            var object = original
+            switch principal {
+            case .app(let source): object.sourceRevision.source = source
+            case .owner, .system: break
+            case .operator:
+                throw HealthError(.authorizationDenied, "the operator cannot save health data")
+            }
+            do {
+                try object.validate()
+            } catch var error as HealthError {
+                error.message = "object \(index) (\(object.uuid)): \(error.message)"
+                throw error
+            }
+            guard seen.insert(object.uuid).inserted else {
+                throw HealthError.invalidArgument("object \(index): UUID \(object.uuid) appears twice in the save", field: "uuid")
+            }
+            let schema = Healthledger_V1_HealthObject(object)
+            return PreparedObject(summary: try ObjectSummary(schema, units: units), body: try schema.serializedBytes())
+        }
+    }
+
+    static func apply(_ objects: [PreparedObject], by principal: Principal, in context: WriteContext) throws -> [SaveResult] {
+        let databases = context.databases
+        var results: [SaveResult] = []
+        results.reserveCapacity(objects.count)
+        for (index, object) in objects.enumerated() {
+            let summary = object.summary
+            let uuid = UUID(bytes: summary.uuid)!
+            if try context.txn.contains(summary.uuid, in: databases.objects)
+                || context.txn.contains(summary.uuid, in: databases.tombstones)
+            {
+                throw HealthError.invalidArgument("object \(index): an object with UUID \(uuid) already exists", field: "uuid")
+            }
+            var disposition = SaveResult.Disposition.saved
+            if let syncKey = summary.syncKey, let existing = try context.txn.get(syncKey, in: databases.syncIdentifiers) {
+                let existingUUID = UUID(bytes: existing[0..<16])!
+                let existingVersion = Int64(bitPattern: KeyEncoding.uint64(existing, at: 16))
+                if existingVersion >= summary.syncVersion ?? 0 {
+                    results.append(SaveResult(uuid: uuid, disposition: .ignored(existing: existingUUID)))
+                    continue
+                }
+                try deleteStored(
+                    existingUUID.bytes, reason: .replacedBySyncVersion, replacedBy: summary.uuid, by: principal, in: context)
+                disposition = .replaced(previous: existingUUID)
+            }
+            try context.append(
+                kind: .objectSaved, actor: principal, objectType: summary.type, objectUUID: summary.uuid,
+                body: object.body, change: .saved(summary))
+            results.append(SaveResult(uuid: uuid, disposition: disposition))
+        }
+        return results
+    }
+
+    /// Appends the delete event for a stored object.
+    static func deleteStored(
+        _ uuid: [UInt8], reason: DeletionReason, replacedBy: [UInt8]? = nil, by principal: Principal, in context: WriteContext
+    ) throws {
+        guard let stored = try context.txn.get(uuid, in: context.databases.objects) else {
+            throw LedgerFailure.corrupted("object \(UUID(bytes: uuid)!) vanished during its delete")
+        }
+        let summary = try context.loadSaved(KeyEncoding.uint64(stored, at: 0))
+        var body = Healthledger_V1_ObjectDeleted()
+        body.reason = reason == .deleted ? .deleted : .replacedBySyncVersion
+        if let identifier = summary.syncIdentifier {
+            body.syncIdentifier = identifier
+            body.syncVersion = summary.syncVersion ?? 0
+        }
+        if let replacedBy { body.replacedBy = Data(replacedBy) }
+        try context.append(
+            kind: .objectDeleted, actor: principal, objectType: summary.type, objectUUID: uuid,
+            body: try body.serializedBytes(), change: .deleted(uuid: uuid, reason: reason))
+    }
+
+    /// Deletes objects by UUID, atomically: all of them or none.
+    ///
+    /// An app may delete only objects it saved; the owner may delete any.
+    ///
+    /// - Returns: the number of objects deleted.
+    /// - Throws: ``HealthError``: `invalidArgument` for an empty list, `noData` for an
+    ///   unknown UUID, `authorizationDenied` for another source's object.
+    @discardableResult
+    public func delete(_ uuids: [UUID], by principal: Principal) async throws -> Int {
+        guard !uuids.isEmpty else { throw HealthError.invalidArgument("nothing to delete: the list of UUIDs is empty", field: "uuids") }
+        guard uuids.count <= Ledger.maximumBatchSize else {
+            throw HealthError(.dataSizeExceeded, "a delete holds at most \(Ledger.maximumBatchSize) UUIDs, got \(uuids.count)", field: "uuids")
+        }
+        if case .operator = principal { throw HealthError(.authorizationDenied, "the operator cannot delete health data") }
+        var seen = Set<UUID>()
+        let unique = uuids.filter { seen.insert($0).inserted }
+        return try await committer.submit { context in
+            for uuid in unique {
+                guard let stored = try context.txn.get(uuid.bytes, in: context.databases.objects) else {
+                    throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
+                }
+                let summary = try context.loadSaved(KeyEncoding.uint64(stored, at: 0))
+                guard principal.mayDelete(objectFrom: summary.sourceBundle) else {
+                    throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: "uuids")
+                }
+                try Self.deleteStored(uuid.bytes, reason: .deleted, by: principal, in: context)
+            }
+            return unique.count
+        }
+    }
+
+    /// Deletes the objects of `type` whose time span overlaps `interval` (all of the type
+    /// when nil). Apps delete only their own matching objects; the owner deletes all.
+    ///
+    /// - Returns: the number of objects deleted (0 when none match).
+    @discardableResult
+    public func deleteObjects(of type: ObjectType, overlapping interval: DateInterval? = nil, by principal: Principal) async throws -> Int {
+        if case .operator = principal { throw HealthError(.authorizationDenied, "the operator cannot delete health data") }
+        let range = TimeRange(interval)
+        return try await committer.submit { context in
+            var matches: [[UInt8]] = []
+            try Self.scanByStart(
+                type: type.code, range: range, longest: Self.longestDuration(type: type.code, in: context.txn, context.databases),
+                in: context.txn, context.databases
+            ) { entry in
+                matches.append(entry.uuid)
+                return true
+            }
+            var count = 0
+            for uuid in matches {
+                guard let stored = try context.txn.get(uuid, in: context.databases.objects) else { continue }
+                let summary = try context.loadSaved(KeyEncoding.uint64(stored, at: 0))
+                guard principal.mayDelete(objectFrom: summary.sourceBundle) else { continue }
+                try Self.deleteStored(uuid, reason: .deleted, by: principal, in: context)
+                count += 1
+            }
+            return count
+        }
+    }
+}
+
+extension Principal {
+    func mayDelete(objectFrom sourceBundle: String) -> Bool {
+        switch self {
+        case .owner, .system: true
+        case .operator: false
+        case .app(let source): source.bundleIdentifier == sourceBundle
+        }
+    }
+}

@@ -1,0 +1,193 @@
+import Foundation
+import HealthModel
+import SwiftProtobuf
+
+// Conversions between the HealthModel types and their language-neutral schema
+// (healthledger.v1). Dates travel as microseconds since 1970; decoding validates
+// everything an encoder outside this process could have got wrong.
+
+/// Microseconds since 1970 for `date`, rounded to the nearest microsecond.
+public func microseconds(_ date: Date) -> Int64 {
+    let value = (date.timeIntervalSince1970 * 1_000_000).rounded()
+    guard value.isFinite, value < 9.2e18, value > -9.2e18 else { return value < 0 ? Int64.min : Int64.max }
+    return Int64(value)
+}
+
+/// The date `microseconds` after 1970.
+public func date(microseconds: Int64) -> Date {
+    Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
+}
+
+extension UUID {
+    /// The 16 raw bytes.
+    public var bytes: [UInt8] {
+        withUnsafeBytes(of: uuid) { Array($0) }
+    }
+
+    /// A UUID from 16 raw bytes; nil for any other length.
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 16 else { return nil }
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &value) { buffer in
+            for (index, byte) in bytes.enumerated() { buffer[index] = byte }
+        }
+        self.init(uuid: value)
+    }
+}
+
+extension Healthledger_V1_Source {
+    public init(_ source: Source) {
+        self.init()
+        bundleIdentifier = source.bundleIdentifier
+        name = source.name
+    }
+
+    public var model: Source { Source(bundleIdentifier: bundleIdentifier, name: name) }
+}
+
+extension Healthledger_V1_SourceRevision {
+    public init(_ revision: SourceRevision) {
+        self.init()
+        source = .init(revision.source)
+        if let value = revision.version { version = value }
+        if let value = revision.productType { productType = value }
+        if let value = revision.operatingSystemVersion { operatingSystemVersion = value }
+    }
+
+    public var model: SourceRevision {
+        SourceRevision(
+            source: source.model,
+            version: hasVersion ? version : nil,
+            productType: hasProductType ? productType : nil,
+            operatingSystemVersion: hasOperatingSystemVersion ? operatingSystemVersion : nil)
+    }
+}
+
+extension Healthledger_V1_Device {
+    public init(_ device: Device) {
+        self.init()
+        if let value = device.name { name = value }
+        if let value = device.manufacturer { manufacturer = value }
+        if let value = device.model { model = value }
+        if let value = device.hardwareVersion { hardwareVersion = value }
+        if let value = device.firmwareVersion { firmwareVersion = value }
+        if let value = device.softwareVersion { softwareVersion = value }
+        if let value = device.localIdentifier { localIdentifier = value }
+        if let value = device.udiDeviceIdentifier { udiDeviceIdentifier = value }
+    }
+
+    public var modelValue: Device {
+        Device(
+            name: hasName ? name : nil, manufacturer: hasManufacturer ? manufacturer : nil,
+            model: hasModel ? model : nil, hardwareVersion: hasHardwareVersion ? hardwareVersion : nil,
+            firmwareVersion: hasFirmwareVersion ? firmwareVersion : nil,
+            softwareVersion: hasSoftwareVersion ? softwareVersion : nil,
+            localIdentifier: hasLocalIdentifier ? localIdentifier : nil,
+            udiDeviceIdentifier: hasUdiDeviceIdentifier ? udiDeviceIdentifier : nil)
+    }
+}
+
+extension Healthledger_V1_Quantity {
+    public init(_ quantity: Quantity) {
+        self.init()
+        value = quantity.value
+        unit = quantity.unit.description
+    }
+
+    /// - Throws: ``HealthError`` when the unit does not parse.
+    public func model() throws -> Quantity {
+        Quantity(value, try HealthUnit(unit))
+    }
+}
+
+extension Array where Element == Healthledger_V1_MetadataEntry {
+    /// Entries sorted by key, so the encoding is deterministic.
+    public init(_ metadata: Metadata) {
+        self = metadata.keys.sorted().map { key in
+            var entry = Healthledger_V1_MetadataEntry()
+            entry.key = key
+            switch metadata[key]! {
+            case .string(let value): entry.stringValue = value
+            case .number(let value): entry.numberValue = value
+            case .date(let value): entry.dateUs = microseconds(value)
+            case .quantity(let value): entry.quantityValue = .init(value)
+            }
+            return entry
+        }
+    }
+
+    /// - Throws: ``HealthError`` for a duplicate key, an empty value or a bad unit.
+    public func model() throws -> Metadata {
+        var metadata: Metadata = [:]
+        for entry in self {
+            let value: MetadataValue
+            switch entry.value {
+            case .stringValue(let string): value = .string(string)
+            case .numberValue(let number): value = .number(number)
+            case .dateUs(let micros): value = .date(date(microseconds: micros))
+            case .quantityValue(let quantity): value = .quantity(try quantity.model())
+            case nil:
+                throw HealthError.invalidArgument("metadata entry '\(entry.key)' has no value", field: "metadata.\(entry.key)")
+            }
+            guard metadata.updateValue(value, forKey: entry.key) == nil else {
+                throw HealthError.invalidArgument("metadata key '\(entry.key)' appears twice", field: "metadata.\(entry.key)")
+            }
+        }
+        return metadata
+    }
+}
+
+extension Healthledger_V1_HealthObject {
+    /// The schema form of `object`.
+    public init(_ object: HealthObject) {
+        self.init()
+        let sample = object.object
+        uuid = Data(sample.uuid.bytes)
+        type = sample.objectType.identifier
+        sourceRevision = .init(sample.sourceRevision)
+        if let device = sample.device { self.device = .init(device) }
+        metadata = .init(sample.metadata)
+        startUs = microseconds(sample.startDate)
+        endUs = microseconds(sample.endDate)
+        switch object {
+        case .quantitySample(let quantitySample):
+            var body = Healthledger_V1_QuantitySampleBody()
+            body.quantity = .init(quantitySample.quantity)
+            self.body = .quantity(body)
+        case .categorySample(let categorySample):
+            var body = Healthledger_V1_CategorySampleBody()
+            body.value = Int64(categorySample.value)
+            self.body = .category(body)
+        }
+    }
+
+    /// The model object. Structural problems (a bad UUID, an unknown type, a payload that
+    /// does not match the type's family) throw; call ``HealthObject/validate()`` for the
+    /// semantic rules.
+    public func model() throws -> HealthObject {
+        guard let uuid = UUID(bytes: uuid) else {
+            throw HealthError.invalidArgument("uuid must be 16 bytes, got \(self.uuid.count)", field: "uuid")
+        }
+        guard hasSourceRevision else {
+            throw HealthError.invalidArgument("sourceRevision is missing", field: "sourceRevision")
+        }
+        let start = date(microseconds: startUs)
+        let end = date(microseconds: endUs)
+        let device = hasDevice ? self.device.modelValue : nil
+        let metadata = try self.metadata.model()
+        switch body {
+        case .quantity(let body):
+            guard body.hasQuantity else { throw HealthError.invalidArgument("quantity is missing", field: "quantity") }
+            return .quantitySample(QuantitySample(
+                type: try QuantityType(type), quantity: try body.quantity.model(), start: start, end: end,
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case .category(let body):
+            guard let value = Int(exactly: body.value) else { throw HealthError.invalidArgument("value is out of range", field: "value") }
+            return .categorySample(CategorySample(
+                type: try CategoryType(type), value: value, start: start, end: end,
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case nil:
+            throw HealthError.invalidArgument("the object has no payload (quantity or category)", field: "body")
+        }
+    }
+}
