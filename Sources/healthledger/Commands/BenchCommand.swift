@@ -1,0 +1,168 @@
+import ArgumentParser
+import Foundation
+import HealthModel
+import Ledger
+import Synchronization
+
+/// Ledger-level benchmarks, each quoted next to the raw LMDB reference measured in the same run.
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Benchmark ingest, group commit, replay and verify against raw LMDB (build with -c release).")
+
+    @Option(help: "Heart-rate samples to ingest in the batched scenario.") var samples = 1_000_000
+    @Option(name: .customLong("batch-size"), help: "Samples per durable save.") var batchSize = 1000
+    @Option(help: "Concurrent tasks saving single samples.") var concurrency = 64
+    @Option(name: .customLong("concurrent-saves"), help: "Single-sample saves in the concurrent scenario.") var concurrentSaves = 20_000
+    @Option(name: .customLong("sequential-saves"), help: "Single-sample saves by one client, one after another.") var sequentialSaves = 2_000
+    @Option(help: "Rounds per scenario; medians are reported.") var rounds = 5
+    @Option(help: "The reference script (raw LMDB and TCP limits).") var limits = "../shared/tools/limits.sh"
+    @Option(name: .customLong("work-dir"), help: "Scratch directory (default: a temporary one).") var workDirectory: String?
+
+    func run() async throws {
+        let scratch = URL(filePath: workDirectory ?? NSTemporaryDirectory(), directoryHint: .isDirectory)
+            .appending(path: "healthledger-bench-\(UUID().uuidString)", directoryHint: .isDirectory)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let store = try LedgerStore(directory: scratch)
+
+        print("== reference: \(limits)")
+        let reference = Reference.measure(script: limits)
+        print(reference.summary)
+
+        let type = try QuantityType("HKQuantityTypeIdentifierHeartRate")
+        let unit = try HealthUnit("count/min")
+        let clock = ContinuousClock()
+        @Sendable func sample(_ index: Int) -> HealthObject {
+            let date = Date(timeIntervalSince1970: 1_600_000_000 + Double(index) * 60)
+            return .quantitySample(QuantitySample(type: type, quantity: Quantity(Double(50 + index % 120), unit), start: date, end: date))
+        }
+
+        // 1. Batched durable ingest.
+        let ingest = try store.createLedger(id: "ingest")
+        let perRound = max(samples / rounds, batchSize)
+        var ingestRates: [Double] = []
+        var written = 0
+        for round in 0..<rounds {
+            let started = clock.now
+            var index = 0
+            while index < perRound {
+                let count = min(batchSize, perRound - index)
+                let batch = (0..<count).map { sample(written + index + $0) }
+                _ = try await ingest.save(batch, by: .owner)
+                index += count
+            }
+            written += perRound
+            let rate = Double(perRound) / seconds(clock.now - started)
+            ingestRates.append(rate)
+            print("  ingest round \(round + 1): \(Int(rate)) samples/s")
+        }
+        report("batched ingest (\(batchSize)/save, durable)", median(ingestRates), "samples/s", reference.batchedAppends, "raw LMDB 1000/commit")
+
+        // 2. Concurrent single-sample saves (group commit).
+        let concurrent = try store.createLedger(id: "concurrent")
+        var concurrentRates: [Double] = []
+        for round in 0..<rounds {
+            let next = Counter()
+            let saves = concurrentSaves
+            let base = round * concurrentSaves
+            let started = clock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<concurrency {
+                    group.addTask {
+                        while true {
+                            guard let index = next.take(below: saves) else { return }
+                            _ = try await concurrent.save([sample(base + index)], by: .owner)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let rate = Double(concurrentSaves) / seconds(clock.now - started)
+            concurrentRates.append(rate)
+            print("  concurrent round \(round + 1): \(Int(rate)) saves/s")
+        }
+        report("\(concurrency) tasks, single-sample saves", median(concurrentRates), "saves/s", reference.singleCommits, "raw LMDB 1/commit")
+
+        // 3. One client, sequential single-sample saves.
+        let sequential = try store.createLedger(id: "sequential")
+        var sequentialRates: [Double] = []
+        for round in 0..<rounds {
+            let started = clock.now
+            for index in 0..<sequentialSaves {
+                _ = try await sequential.save([sample(round * sequentialSaves + index)], by: .owner)
+            }
+            sequentialRates.append(Double(sequentialSaves) / seconds(clock.now - started))
+        }
+        report("1 client, sequential single saves", median(sequentialRates), "saves/s", reference.singleCommits, "raw LMDB 1/commit")
+
+        // 4. Replay and verify of the ingest ledger.
+        var replayRates: [Double] = []
+        var verifyRates: [Double] = []
+        for _ in 0..<max(1, rounds / 2) {
+            let replayed = try ingest.replay()
+            guard replayed.identical else { throw ValidationErrorExit("replay differs from the live projections") }
+            replayRates.append(Double(replayed.events) / seconds(replayed.duration))
+            let verified = try ingest.verify()
+            guard verified.isValid else { throw ValidationErrorExit("verify failed: \(verified.problem!)") }
+            verifyRates.append(Double(verified.eventsChecked) / seconds(verified.duration))
+        }
+        report("replay (rebuild all projections)", median(replayRates), "events/s", reference.scan, "raw LMDB cursor scan")
+        report("verify (hash chain)", median(verifyRates), "events/s", reference.scan, "raw LMDB cursor scan")
+    }
+
+    private func report(_ name: String, _ value: Double, _ unit: String, _ reference: Double?, _ referenceName: String) {
+        var line = "RESULT \(name): median \(Int(value)) \(unit)"
+        if let reference, reference > 0 {
+            line += String(format: " | %@ %d/s | ratio %.3f", referenceName, Int(reference), value / reference)
+        }
+        print(line)
+    }
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// Raw figures from `limits.sh`, run in the same process tree as the benchmark.
+struct Reference {
+    var batchedAppends: Double?
+    var singleCommits: Double?
+    var scan: Double?
+    var output: String
+
+    var summary: String { output.isEmpty ? "  (reference unavailable)" : output.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") }
+
+    static func measure(script: String) -> Reference {
+        guard FileManager.default.fileExists(atPath: script) else {
+            return Reference(output: "reference script \(script) not found: ratios omitted")
+        }
+        let process = Process()
+        process.executableURL = URL(filePath: "/bin/bash")
+        process.arguments = [script]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        do {
+            try process.run()
+        } catch {
+            return Reference(output: "cannot run \(script): \(error)")
+        }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let output = String(decoding: data, as: UTF8.self)
+        var reference = Reference(output: output.trimmingCharacters(in: .whitespacesAndNewlines))
+        for line in output.split(separator: "\n") {
+            let rate = line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) }
+            if line.hasPrefix("append"), line.contains("batch=1000"), line.contains("sync=1") { reference.batchedAppends = rate }
+            if line.hasPrefix("append"), line.contains("batch=1 "), line.contains("sync=1") { reference.singleCommits = rate }
+            if line.hasPrefix("scan"), reference.scan == nil { reference.scan = rate }
+        }
+        return reference
+    }
+}
