@@ -43,10 +43,29 @@ public final class Ledger: Sendable {
             label: id, logger: logger, onCommit: configuration.onCommit)
     }
 
-    static func openEnvironment(at directory: URL, configuration: LedgerConfiguration, durable: Bool = true) throws -> Environment {
-        try Environment(
-            path: directory.path,
-            options: .init(mapSize: configuration.initialMapSize, maximumMapSize: configuration.maximumMapSize, durable: durable))
+    static func openEnvironment(at directory: URL, configuration: LedgerConfiguration) throws -> Environment {
+        let environment: Environment
+        do {
+            environment = try Environment(
+                path: directory.path,
+                options: .init(mapSize: configuration.initialMapSize, maximumMapSize: configuration.maximumMapSize))
+        } catch let error as LMDBError where error.code == .invalid || error.code == .corrupted || error.code == .versionMismatch {
+            throw LedgerFailure.corrupted("the ledger file in \(directory.path) is damaged: \(error.message)")
+        }
+        try checkFileLength(of: environment, at: directory)
+        return environment
+    }
+
+    /// Refuses a data file shorter than its own last page: reading past the end of a
+    /// memory-mapped file would crash the process instead of reporting the damage.
+    static func checkFileLength(of environment: Environment, at directory: URL) throws {
+        let info = environment.info
+        let needed = (info.lastPage + 1) * info.pageSize
+        let file = directory.appending(path: "data.mdb").path
+        let length = ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? NSNumber)?.intValue ?? 0
+        guard length >= needed else {
+            throw LedgerFailure.corrupted("the ledger file \(file) is truncated: \(length) bytes, but its pages need \(needed)")
+        }
     }
 
     /// Initializes a new ledger's environment in `directory` with its first event,

@@ -74,6 +74,10 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
             }
         }
         combined.removeAll { $0.exponent == 0 }
+        if combined.isEmpty {
+            // Everything cancelled (`m/m`): a plain count.
+            combined = [Factor(prefix: "", symbol: "count", molarMass: nil, exponent: 1)]
+        }
 
         var scale = 1.0
         var offset = 0.0
@@ -143,7 +147,6 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
         func render(_ factor: Factor, _ exponent: Int) -> String {
             exponent == 1 ? factor.spelling : "\(factor.spelling)^\(exponent)"
         }
-        if factors.isEmpty { return "count" }
         // A denominator-only unit prints its powers negative, which the grammar reads back.
         if numerator.isEmpty {
             return denominator.map { render($0, $0.exponent) }.joined(separator: ".")

@@ -1,0 +1,104 @@
+import Foundation
+import HealthModel
+import Testing
+
+@Suite("Object validation (SEMANTICS §3–4)")
+struct ValidationTests {
+    let now = Date(timeIntervalSince1970: 1_700_000_000)
+
+    func quantity(_ type: String, _ value: Double, _ unit: String, start: Date? = nil, end: Date? = nil, metadata: Metadata = [:]) throws -> HealthObject {
+        .quantitySample(QuantitySample(
+            type: try QuantityType(type), quantity: try Quantity(value, unit), start: start ?? now, end: end ?? now, metadata: metadata))
+    }
+
+    func expectInvalid(_ object: HealthObject, field: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        let error = #expect(throws: HealthError.self, sourceLocation: sourceLocation) { try object.validate() }
+        #expect(error?.code == .invalidArgument, sourceLocation: sourceLocation)
+        #expect(error?.field == field, "message: \(error?.message ?? "")", sourceLocation: sourceLocation)
+    }
+
+    @Test("a well-formed sample passes")
+    func valid() throws {
+        try quantity("HKQuantityTypeIdentifierHeartRate", 72, "count/min").validate()
+        try quantity("HKQuantityTypeIdentifierOxygenSaturation", 0.97, "%").validate()
+        try quantity("HKQuantityTypeIdentifierBloodGlucose", 5.5, "mmol<180.15588000005408>/L",
+                     metadata: [MetadataKey.bloodGlucoseMealTime: .number(1)]).validate()
+        try quantity("HKQuantityTypeIdentifierInsulinDelivery", 2, "IU", metadata: [MetadataKey.insulinDeliveryReason: .number(2)]).validate()
+        try quantity("HKQuantityTypeIdentifierStepCount", 10, "count", end: now.addingTimeInterval(60),
+                     metadata: [MetadataKey.syncIdentifier: .string("a"), MetadataKey.syncVersion: .number(3)]).validate()
+        // End equal to start is allowed.
+        try quantity("HKQuantityTypeIdentifierBodyMass", 70, "kg", start: now, end: now).validate()
+    }
+
+    @Test("end before start")
+    func endBeforeStart() throws {
+        expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", 72, "count/min", start: now, end: now.addingTimeInterval(-1)), field: "endDate")
+    }
+
+    @Test("unit incompatible with the type")
+    func incompatibleUnit() throws {
+        expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", 72, "kg"), field: "quantity.unit")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierStepCount", 72, "m"), field: "quantity.unit")
+    }
+
+    @Test("non-finite, negative cumulative and out-of-range percent values")
+    func badValues() throws {
+        expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", .nan, "count/min"), field: "quantity")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", .infinity, "count/min"), field: "quantity")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierStepCount", -5, "count"), field: "quantity")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierOxygenSaturation", 97, "%"), field: "quantity")
+    }
+
+    @Test("category value outside the enumeration")
+    func categoryValue() throws {
+        let sleep = try CategoryType("HKCategoryTypeIdentifierSleepAnalysis")
+        try HealthObject.categorySample(CategorySample(type: sleep, value: 5, start: now, end: now)).validate()
+        expectInvalid(.categorySample(CategorySample(type: sleep, value: 6, start: now, end: now)), field: "value")
+        expectInvalid(.categorySample(CategorySample(type: sleep, value: -1, start: now, end: now)), field: "value")
+    }
+
+    @Test("insulin delivery needs its reason, basal 1 or bolus 2")
+    func insulin() throws {
+        let key = "metadata.\(MetadataKey.insulinDeliveryReason)"
+        expectInvalid(try quantity("HKQuantityTypeIdentifierInsulinDelivery", 2, "IU"), field: key)
+        expectInvalid(try quantity("HKQuantityTypeIdentifierInsulinDelivery", 2, "IU", metadata: [MetadataKey.insulinDeliveryReason: .number(3)]), field: key)
+        expectInvalid(try quantity("HKQuantityTypeIdentifierInsulinDelivery", 2, "IU", metadata: [MetadataKey.insulinDeliveryReason: .string("bolus")]), field: key)
+    }
+
+    @Test("blood glucose meal time is preprandial 1 or postprandial 2")
+    func mealTime() throws {
+        let key = "metadata.\(MetadataKey.bloodGlucoseMealTime)"
+        expectInvalid(try quantity("HKQuantityTypeIdentifierBloodGlucose", 90, "mg/dL", metadata: [MetadataKey.bloodGlucoseMealTime: .number(0)]), field: key)
+        expectInvalid(try quantity("HKQuantityTypeIdentifierBloodGlucose", 90, "mg/dL", metadata: [MetadataKey.bloodGlucoseMealTime: .number(1.5)]), field: key)
+    }
+
+    @Test("sync identifier and version go together")
+    func syncPair() throws {
+        let type = "HKQuantityTypeIdentifierBodyMass"
+        expectInvalid(try quantity(type, 70, "kg", metadata: [MetadataKey.syncIdentifier: .string("x")]), field: "metadata.\(MetadataKey.syncVersion)")
+        expectInvalid(try quantity(type, 70, "kg", metadata: [MetadataKey.syncVersion: .number(1)]), field: "metadata.\(MetadataKey.syncIdentifier)")
+        expectInvalid(try quantity(type, 70, "kg", metadata: [MetadataKey.syncIdentifier: .string("x"), MetadataKey.syncVersion: .number(1.5)]),
+                      field: "metadata.\(MetadataKey.syncVersion)")
+        expectInvalid(try quantity(type, 70, "kg", metadata: [MetadataKey.syncIdentifier: .number(1), MetadataKey.syncVersion: .number(1)]),
+                      field: "metadata.\(MetadataKey.syncIdentifier)")
+    }
+
+    @Test("predefined keys check their value's kind")
+    func predefinedKeys() throws {
+        let type = "HKQuantityTypeIdentifierDistanceSwimming"
+        expectInvalid(try quantity(type, 50, "m", metadata: [MetadataKey.lapLength: .quantity(try Quantity(25, "s"))]), field: "metadata.\(MetadataKey.lapLength)")
+        expectInvalid(try quantity(type, 50, "m", metadata: [MetadataKey.wasUserEntered: .number(2)]), field: "metadata.\(MetadataKey.wasUserEntered)")
+        expectInvalid(try quantity(type, 50, "m", metadata: [MetadataKey.timeZone: .number(2)]), field: "metadata.\(MetadataKey.timeZone)")
+        try quantity(type, 50, "m", metadata: [MetadataKey.lapLength: .quantity(try Quantity(25, "yd")), "com.example.custom": .date(now)]).validate()
+    }
+
+    @Test("oversize metadata is refused")
+    func oversize() throws {
+        var metadata: Metadata = [:]
+        for index in 0...ObjectLimits.maximumMetadataEntries { metadata["key\(index)"] = .number(Double(index)) }
+        expectInvalid(try quantity("HKQuantityTypeIdentifierBodyMass", 70, "kg", metadata: metadata), field: "metadata")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierBodyMass", 70, "kg",
+                                   metadata: ["note": .string(String(repeating: "x", count: ObjectLimits.maximumStringLength + 1))]),
+                      field: "metadata.note")
+    }
+}
