@@ -19,6 +19,11 @@ public struct SaveResult: Sendable, Hashable {
 
     public var uuid: UUID
     public var disposition: Disposition
+
+    public init(uuid: UUID, disposition: Disposition) {
+        self.uuid = uuid
+        self.disposition = disposition
+    }
 }
 
 /// An object ready for the write transaction: validated and encoded outside it.
