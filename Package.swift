@@ -87,7 +87,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LedgerTests",
-            dependencies: ["Ledger", "HealthModel", "LedgerSchema", "healthledger"],
+            dependencies: ["Ledger", "LMDB", "HealthModel", "LedgerSchema", "healthledger"],
             swiftSettings: swiftSettings
         ),
     ]

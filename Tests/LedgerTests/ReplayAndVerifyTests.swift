@@ -1,0 +1,156 @@
+import Foundation
+import HealthModel
+import LMDB
+import Ledger
+import LedgerSchema
+import Testing
+
+@Suite("Replay and verify")
+struct ReplayAndVerifyTests {
+    /// Saves, replaces, deletes and category samples from several principals.
+    static func mixedWorkload(_ ledger: Ledger) async throws {
+        var rng = SystemRandomNumberGenerator()
+        var saved: [UUID] = []
+        for round in 0..<20 {
+            let principal: Principal = [.owner, .app(Fixtures.appA), .app(Fixtures.appB)][round % 3]
+            var batch = (0..<50).map { Fixtures.heartRate(Double.random(in: 40...180, using: &rng), at: Double(round * 100 + $0)) }
+            batch.append(Fixtures.steps(Double(round * 10), from: Double(round) * 3600, to: Double(round) * 3600 + 1800))
+            batch.append(Fixtures.weight(60 + Double(round), syncIdentifier: "weight-\(round % 4)", version: Double(round)))
+            batch.append(.categorySample(CategorySample(
+                type: Fixtures.sleep, value: [0, 1, 2, 3, 4, 5][round % 6], start: Fixtures.base.addingTimeInterval(Double(round) * 600),
+                end: Fixtures.base.addingTimeInterval(Double(round) * 600 + 300))))
+            _ = try await ledger.save(batch, by: principal)
+            if case .owner = principal { saved += batch.prefix(10).map(\.uuid) }
+            if round % 5 == 4 {
+                try await ledger.delete(Array(saved.suffix(5)), by: .owner)
+                saved.removeLast(5)
+            }
+        }
+        _ = try await ledger.deleteObjects(
+            of: Fixtures.heartRate.objectType, overlapping: DateInterval(start: Fixtures.base, duration: 30), by: .app(Fixtures.appA))
+    }
+
+    @Test("replay after a mixed workload is byte-identical to the live projections")
+    func replayEquality() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "mixed")
+        try await Self.mixedWorkload(ledger)
+        let report = try ledger.replay()
+        #expect(report.identical)
+        #expect(report.events == (try ledger.head().sequence))
+        #expect(report.liveDigest == (try ledger.projectionDigest()))
+        #expect(try ledger.verify().isValid)
+    }
+
+    @Test("replay --install repairs damaged projections")
+    func repair() async throws {
+        let temporary = try TemporaryStore()
+        let uuid: UUID
+        do {
+            let ledger = try temporary.ledgerStore.createLedger(id: "repair")
+            try await Self.mixedWorkload(ledger)
+            uuid = try #require(try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType, limit: 1)).first?.uuid)
+        }
+        temporary.close()
+        // Damage a projection behind the ledger's back: drop one object's entry.
+        do {
+            let environment = try Environment(path: temporary.directory.appending(path: "ledgers/repair").path)
+            let objects = try environment.openDatabase("objects")
+            let removed = try environment.write { txn in try txn.delete(uuid.bytes, in: objects) }
+            #expect(removed)
+        }
+        let ledger = try temporary.reopen().ledger("repair")
+        #expect(try ledger.object(with: uuid) == nil)
+        let damaged = try ledger.replay()
+        #expect(!damaged.identical && !damaged.installed)
+        let repaired = try ledger.replay(install: true)
+        #expect(repaired.installed)
+        #expect(try ledger.object(with: uuid) != nil)
+        #expect(try ledger.replay().identical)
+    }
+
+    @Test("verify names the event whose stored bytes had a byte flipped")
+    func flippedByte() async throws {
+        let temporary = try TemporaryStore()
+        let marker = "FLIP-MARKER-\(UUID().uuidString)"
+        let target: UInt64
+        do {
+            let ledger = try temporary.ledgerStore.createLedger(id: "flip")
+            _ = try await ledger.save((0..<100).map { Fixtures.heartRate(60, at: Double($0)) }, by: .owner)
+            let marked = Fixtures.heartRate(61, at: 500, metadata: ["note": .string(marker)])
+            _ = try await ledger.save([marked], by: .owner)
+            _ = try await ledger.save((0..<100).map { Fixtures.heartRate(62, at: 1000 + Double($0)) }, by: .owner)
+            target = try #require(try ledger.events(from: 1, limit: 1000).first { $0.objectUUID == marked.uuid }?.sequence)
+            #expect(try ledger.verify().isValid)
+        }
+        temporary.close()
+        let file = temporary.directory.appending(path: "ledgers/flip/data.mdb")
+        var bytes = try [UInt8](Data(contentsOf: file))
+        let needle = Array(marker.utf8)
+        var flipped = 0
+        // Old copies of the page may remain in free pages: flip every occurrence.
+        var index = 0
+        while index <= bytes.count - needle.count {
+            if bytes[index] == needle[0], Array(bytes[index..<(index + needle.count)]) == needle {
+                bytes[index + 3] ^= 0x01
+                flipped += 1
+                index += needle.count
+            } else {
+                index += 1
+            }
+        }
+        #expect(flipped >= 1)
+        try Data(bytes).write(to: file)
+
+        let report = try temporary.reopen().ledger("flip").verify()
+        #expect(!report.isValid)
+        #expect(report.problem?.sequence == target)
+    }
+
+    @Test("verify detects events removed from the end or the middle of the log")
+    func removedEvents() async throws {
+        let temporary = try TemporaryStore()
+        let head: UInt64
+        do {
+            let ledger = try temporary.ledgerStore.createLedger(id: "cut")
+            for round in 0..<5 { _ = try await ledger.save((0..<10).map { Fixtures.heartRate(60, at: Double(round * 10 + $0)) }, by: .owner) }
+            head = try ledger.head().sequence
+        }
+        temporary.close()
+        func removeEvents(_ sequences: [UInt64]) throws {
+            let environment = try Environment(path: temporary.directory.appending(path: "ledgers/cut").path)
+            let events = try environment.openDatabase("events")
+            let removed = try environment.write { txn in
+                try sequences.filter { try txn.delete(withUnsafeBytes(of: $0.bigEndian) { Array($0) }, in: events) }
+            }
+            #expect(removed == sequences)
+        }
+        try removeEvents([head, head - 1])
+        let truncated = try temporary.reopen().ledger("cut").verify()
+        #expect(truncated.problem?.sequence == head - 1)
+        #expect(truncated.problem?.reason.contains("truncated") == true)
+
+        temporary.close()
+        try removeEvents([20])
+        let gap = try temporary.reopen().ledger("cut").verify()
+        #expect(gap.problem?.sequence == 20)
+    }
+
+    @Test("a truncated data file is reported, not a crash")
+    func truncatedFile() async throws {
+        let temporary = try TemporaryStore()
+        do {
+            let ledger = try temporary.ledgerStore.createLedger(id: "short")
+            for round in 0..<20 { _ = try await ledger.save((0..<100).map { Fixtures.heartRate(60, at: Double(round * 100 + $0)) }, by: .owner) }
+        }
+        temporary.close()
+        let file = temporary.directory.appending(path: "ledgers/short/data.mdb")
+        let handle = try FileHandle(forWritingTo: file)
+        let length = try handle.seekToEnd()
+        try handle.truncate(atOffset: length / 2)
+        try handle.close()
+        let failure = #expect(throws: LedgerFailure.self) { try temporary.reopen().ledger("short") }
+        #expect(failure?.kind == .corrupted)
+        #expect(failure?.message.contains("truncated") == true)
+    }
+}
