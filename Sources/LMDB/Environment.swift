@@ -18,7 +18,8 @@ import Synchronization
 /// The environment is opened with `MDB_NOTLS`, so read transactions are not tied to
 /// threads. When a write runs out of map space the map is doubled and the write closure
 /// runs again from the start, so it must not have effects outside the transaction.
-/// Never `await` inside a transaction closure.
+/// Never `await` inside a transaction closure, and never start a transaction inside
+/// another transaction's closure on the same environment (resizing waits for both).
 public final class Environment: @unchecked Sendable {
     /// How to open an environment.
     public struct Options: Sendable {
@@ -93,10 +94,16 @@ public final class Environment: @unchecked Sendable {
 
     /// Runs `body` in a read-only snapshot.
     public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
-        try resizeLock.withReadLock {
-            let txn = try begin(readOnly: true)
-            defer { txn.abort() }
-            return try body(txn)
+        while true {
+            do {
+                return try resizeLock.withReadLock {
+                    let txn = try begin(readOnly: true)
+                    defer { txn.abort() }
+                    return try body(txn)
+                }
+            } catch let error as LMDBError where error.code == .mapResized {
+                try adoptResizedMap()
+            }
         }
     }
 
@@ -119,6 +126,8 @@ public final class Environment: @unchecked Sendable {
                 }
             } catch let error as LMDBError where error.code == .mapFull {
                 try grow()
+            } catch let error as LMDBError where error.code == .mapResized {
+                try adoptResizedMap()
             }
         }
     }
@@ -141,14 +150,20 @@ public final class Environment: @unchecked Sendable {
 
     private func begin(readOnly: Bool) throws -> Transaction {
         var txn: OpaquePointer?
-        var result = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
-        if result == MDB_MAP_RESIZED {
-            // Another process grew the map: adopt its size (safe: we hold no transaction).
-            mdb_env_set_mapsize(handle, 0)
-            result = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
-        }
+        let result = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+        if result == MDB_MAP_RESIZED { throw LMDBError(result, "mdb_txn_begin") }
         try check(result, readOnly ? "mdb_txn_begin(read)" : "mdb_txn_begin(write)")
         return Transaction(handle: txn!, readOnly: readOnly)
+    }
+
+    /// Another process grew the map: adopt its size once no transaction of ours is open.
+    private func adoptResizedMap() throws {
+        try resizeLock.withWriteLock {
+            try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize(0)")
+            var info = MDB_envinfo()
+            mdb_env_info(handle, &info)
+            mapSize.withLock { $0 = info.me_mapsize }
+        }
     }
 
     /// Flushes buffers to disk (for environments opened with `durable: false`).

@@ -107,6 +107,30 @@ struct ReplayAndVerifyTests {
         #expect(report.problem?.sequence == target)
     }
 
+    @Test("verify names the event whose own link (previous hash) was damaged")
+    func damagedLink() async throws {
+        let temporary = try TemporaryStore()
+        let link: [UInt8]
+        let target: UInt64 = 40
+        do {
+            let ledger = try temporary.ledgerStore.createLedger(id: "link")
+            _ = try await ledger.save((0..<100).map { Fixtures.heartRate(60, at: Double($0)) }, by: .owner)
+            link = try #require(try ledger.events(from: target, limit: 1).first?.previousHash)
+        }
+        temporary.close()
+        let file = temporary.directory.appending(path: "ledgers/link/data.mdb")
+        var bytes = try [UInt8](Data(contentsOf: file))
+        var flipped = 0
+        for index in 0...(bytes.count - link.count) where bytes[index] == link[0] && Array(bytes[index..<(index + link.count)]) == link {
+            bytes[index + 10] ^= 0x80
+            flipped += 1
+        }
+        #expect(flipped >= 1)
+        try Data(bytes).write(to: file)
+        let report = try temporary.reopen().ledger("link").verify()
+        #expect(report.problem?.sequence == target)
+    }
+
     @Test("verify detects events removed from the end or the middle of the log")
     func removedEvents() async throws {
         let temporary = try TemporaryStore()

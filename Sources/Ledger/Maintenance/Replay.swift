@@ -73,22 +73,27 @@ extension Ledger {
             return summary
         }
         try live.withCursor(on: databases.events) { cursor in
-            var entry = try cursor.first()
             var applied: UInt64 = 0
-            while entry != nil, applied < last {
-                // One scratch transaction per chunk keeps its dirty pages bounded.
-                try fresh.write { txn in
+            while applied < last {
+                // One scratch transaction per chunk keeps its dirty pages bounded. The chunk
+                // seeks to its own start, so a retry after the map grows starts over cleanly.
+                let chunkStart = applied
+                applied = try fresh.write { txn in
+                    var reached = chunkStart
+                    var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(chunkStart + 1))
                     var count = 0
-                    while let current = entry, applied < last, count < 50_000 {
+                    while let current = entry, reached < last, count < 50_000 {
                         let event = try LedgerEvent(stored: current.value)
                         try projector.apply(try projector.change(of: event), sequence: event.sequence, in: txn, loadSaved: loadSaved)
-                        applied = event.sequence
+                        reached = event.sequence
                         count += 1
-                        if applied % 100_000 == 0 { progress?(applied) }
                         entry = try cursor.next()
                     }
-                    try projector.writeCheckpoint(applied, in: txn)
+                    guard reached > chunkStart else { throw LedgerFailure.corrupted("the log ends at event \(reached), before its head \(last)") }
+                    try projector.writeCheckpoint(reached, in: txn)
+                    return reached
                 }
+                if applied / 100_000 != chunkStart / 100_000 { progress?(applied) }
             }
         }
     }

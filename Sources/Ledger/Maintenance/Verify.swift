@@ -59,10 +59,20 @@ extension Ledger {
                         return fail(key, "it records sequence \(fields.sequence) but is stored as \(key)")
                     }
                     guard fields.previousHash.elementsEqual(previousHash) else {
-                        // Its predecessor's bytes no longer hash to the link this event recorded.
-                        return key == 1
-                            ? fail(1, "the first event's previous hash is not zero")
-                            : fail(key - 1, "its stored bytes do not match the hash recorded by event \(key)")
+                        if key == 1 { return fail(1, "the first event's previous hash is not zero") }
+                        // Either the predecessor's bytes changed, or this event's own link did.
+                        // If this event no longer hashes to what its successor (or the head)
+                        // recorded, the damage is here; otherwise it is in the predecessor.
+                        let ownHash = EventCodec.hash(current.value)
+                        let recorded: [UInt8]
+                        if let successor = try cursor.next(), let link = EventCodec.chainFields(successor.value) {
+                            recorded = Array(link.previousHash)
+                        } else {
+                            recorded = head.hash
+                        }
+                        return ownHash == recorded
+                            ? fail(key - 1, "its stored bytes do not match the hash recorded by event \(key)")
+                            : fail(key, "its link to event \(key - 1) is damaged")
                     }
                     previousHash = EventCodec.hash(current.value)
                     report.eventsChecked = key

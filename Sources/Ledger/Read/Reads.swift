@@ -72,7 +72,8 @@ extension Ledger {
         type: UInt32, range: TimeRange, longest: Int64, descending: Bool = false,
         in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
     ) throws {
-        let lowest = range.start == Int64.min ? Int64.min : range.start &- min(longest, range.start &- Int64.min)
+        let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
+        let lowest = overflow ? Int64.min : lowered
         try txn.withCursor(on: databases.byStart) { cursor in
             var entry = descending
                 ? try cursor.seek(atMost: KeyEncoding.timeKey(type: type, time: range.end, uuid: [UInt8](repeating: 0, count: 16)))
@@ -98,7 +99,8 @@ extension Ledger {
         type: UInt32, range: TimeRange, longest: Int64, descending: Bool = false,
         in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
     ) throws {
-        let highest = range.end == Int64.max ? Int64.max : range.end &+ min(longest, Int64.max &- range.end)
+        let (raised, overflow) = range.end.addingReportingOverflow(max(longest, 0))
+        let highest = overflow ? Int64.max : raised
         try txn.withCursor(on: databases.byEnd) { cursor in
             var entry = descending
                 ? try cursor.seek(atMost: KeyEncoding.timeKey(type: type, time: highest, uuid: [UInt8](repeating: 0xFF, count: 16)))

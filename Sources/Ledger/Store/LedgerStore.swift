@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import LMDB
 import Logging
 import Synchronization
@@ -9,7 +12,7 @@ import Synchronization
 ///
 /// ```swift
 /// let store = try LedgerStore(directory: URL(filePath: "./data"))
-/// let ledger = try await store.createLedger(id: "alice")
+/// let ledger = try store.createLedger(id: "alice")
 /// let again = try store.ledger("alice")   // the same open instance
 /// ```
 public final class LedgerStore: Sendable {
@@ -65,6 +68,7 @@ public final class LedgerStore: Sendable {
             try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
             try Ledger.initialize(at: staging, id: id, displayName: displayName, configuration: configuration)
             try FileManager.default.moveItem(at: staging, to: url)
+            try Self.syncDirectory(ledgersDirectory)
         } catch {
             try? FileManager.default.removeItem(at: staging)
             if let failure = error as? LedgerFailure { throw failure }
@@ -84,10 +88,39 @@ public final class LedgerStore: Sendable {
         }
         return try open.withLock { open in
             if let ledger = open[id] { return ledger }
-            let ledger = try Ledger(id: id, directory: url, configuration: configuration, logger: logger)
+            let ledger = try Self.process.ledger(at: url) {
+                try Ledger(id: id, directory: url, configuration: configuration, logger: logger)
+            }
             open[id] = ledger
             return ledger
         }
+    }
+
+    /// The ledgers open in this process, by path: LMDB forbids opening one environment
+    /// twice in a process, so stores on the same directory share their ledgers.
+    private static let process = OpenLedgers()
+
+    private final class OpenLedgers: Sendable {
+        private struct Entry { weak var ledger: Ledger? }
+        private let entries = Mutex<[String: Entry]>([:])
+
+        func ledger(at url: URL, open: () throws -> Ledger) throws -> Ledger {
+            let key = url.standardizedFileURL.resolvingSymlinksInPath().path
+            return try entries.withLock { entries in
+                if let ledger = entries[key]?.ledger { return ledger }
+                let ledger = try open()
+                entries[key] = Entry(ledger: ledger)
+                return ledger
+            }
+        }
+    }
+
+    /// Makes a rename in `directory` durable.
+    private static func syncDirectory(_ directory: URL) throws {
+        let descriptor = Glibc.open(directory.path, O_RDONLY | O_DIRECTORY)
+        guard descriptor >= 0 else { throw LedgerFailure(.storage, "cannot open \(directory.path) to sync it") }
+        defer { Glibc.close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw LedgerFailure(.storage, "cannot sync \(directory.path)") }
     }
 
     /// The ids of every ledger in the store, sorted.

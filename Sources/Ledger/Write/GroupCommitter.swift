@@ -67,6 +67,9 @@ final class GroupCommitter: Sendable {
         }
     }
 
+    /// Most requests one transaction takes; the rest wait for the next commit.
+    static let maximumRequestsPerCommit = 512
+
     private func drain() {
         while true {
             let batch = state.withLock { state -> [Pending]? in
@@ -74,8 +77,9 @@ final class GroupCommitter: Sendable {
                     state.draining = false
                     return nil
                 }
-                defer { state.pending.removeAll(keepingCapacity: true) }
-                return state.pending
+                let count = min(state.pending.count, Self.maximumRequestsPerCommit)
+                defer { state.pending.removeFirst(count) }
+                return Array(state.pending.prefix(count))
             }
             guard let batch else { return }
             commit(batch)
@@ -85,19 +89,19 @@ final class GroupCommitter: Sendable {
     private func commit(_ batch: [Pending]) {
         let clock = ContinuousClock()
         let started = clock.now
-        var succeeded: [Pending] = []
-        var failed: [(Pending, any Error)] = []
+        var succeeded: [Int] = []
+        var failed: [Int: any Error] = [:]
         do {
             try environment.write { txn in
                 succeeded = []
-                failed = []
+                failed = [:]
                 let context = try WriteContext(txn: txn, databases: databases, projector: projector, now: Date())
                 if batch.count == 1 {
                     // Alone in the batch: a failure aborts the whole transaction.
                     try batch[0].run(context)
-                    succeeded = batch
+                    succeeded = [0]
                 } else {
-                    for request in batch {
+                    for (index, request) in batch.enumerated() {
                         let head = context.head
                         do {
                             try txn.nested { child in
@@ -105,28 +109,29 @@ final class GroupCommitter: Sendable {
                                 defer { context.txn = txn }
                                 try request.run(context)
                             }
-                            succeeded.append(request)
-                        } catch let error as LMDBError where error.code == .mapFull {
+                            succeeded.append(index)
+                        } catch let error as LMDBError {
+                            // A transaction-level condition (map full, I/O): the whole batch retries or fails.
                             throw error
                         } catch {
                             context.head = head
-                            failed.append((request, error))
+                            failed[index] = error
                         }
                     }
                 }
                 if !succeeded.isEmpty { try context.finish() }
             }
             onCommit(batch.count, clock.now - started)
-            for request in succeeded { request.complete(.success(())) }
+            for index in succeeded { batch[index].complete(.success(())) }
+            for (index, error) in failed { batch[index].complete(.failure(error)) }
         } catch {
-            if batch.count == 1 {
-                batch[0].complete(.failure(Self.storageError(error)))
-                return
+            if batch.count > 1 {
+                logger.error("group commit failed", metadata: ["ledger.commit.requests": "\(batch.count)", "error": "\(error)"])
             }
-            logger.error("group commit failed", metadata: ["ledger.commit.requests": "\(batch.count)", "error": "\(error)"])
-            for request in succeeded { request.complete(.failure(Self.storageError(error))) }
+            // Nothing was committed: answer everyone, with their own error when they had one.
+            let failure = Self.storageError(error)
+            for index in batch.indices { batch[index].complete(.failure(failed[index] ?? failure)) }
         }
-        for (request, error) in failed { request.complete(.failure(error)) }
     }
 
     /// Storage errors become a ``LedgerFailure``; caller errors pass through.
