@@ -87,7 +87,10 @@ let package = Package(
         ),
         .testTarget(
             name: "LedgerTests",
-            dependencies: ["Ledger", "LMDB", "HealthModel", "LedgerSchema", "healthledger"],
+            dependencies: [
+                "Ledger", "LMDB", "HealthModel", "LedgerSchema", "healthledger",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

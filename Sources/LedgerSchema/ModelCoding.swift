@@ -28,9 +28,28 @@ extension UUID {
     public init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 16 else { return nil }
         var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &value) { buffer in
-            for (index, byte) in bytes.enumerated() { buffer[index] = byte }
+        let copied = withUnsafeMutableBytes(of: &value) { target in
+            bytes.withContiguousStorageIfAvailable { source in
+                target.copyMemory(from: UnsafeRawBufferPointer(source))
+            } != nil
         }
+        if !copied {
+            withUnsafeMutableBytes(of: &value) { target in
+                var index = 0
+                for byte in bytes {
+                    target[index] = byte
+                    index += 1
+                }
+            }
+        }
+        self.init(uuid: value)
+    }
+
+    /// A UUID from 16 raw bytes of `data`.
+    public init?(bytes data: Data) {
+        guard data.count == 16 else { return nil }
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &value) { target in data.copyBytes(to: target.bindMemory(to: UInt8.self)) }
         self.init(uuid: value)
     }
 }
@@ -141,24 +160,28 @@ extension Healthledger_V1_HealthObject {
     /// The schema form of `object`.
     public init(_ object: HealthObject) {
         self.init()
-        let sample = object.object
-        uuid = Data(sample.uuid.bytes)
+        switch object {
+        case .quantitySample(let sample):
+            setCommonFields(sample)
+            var body = Healthledger_V1_QuantitySampleBody()
+            body.quantity = .init(sample.quantity)
+            self.body = .quantity(body)
+        case .categorySample(let sample):
+            setCommonFields(sample)
+            var body = Healthledger_V1_CategorySampleBody()
+            body.value = Int64(sample.value)
+            self.body = .category(body)
+        }
+    }
+
+    private mutating func setCommonFields(_ sample: some HealthSample) {
+        uuid = withUnsafeBytes(of: sample.uuid.uuid) { Data($0) }
         type = sample.objectType.identifier
         sourceRevision = .init(sample.sourceRevision)
         if let device = sample.device { self.device = .init(device) }
-        metadata = .init(sample.metadata)
+        if !sample.metadata.isEmpty { metadata = .init(sample.metadata) }
         startUs = microseconds(sample.startDate)
         endUs = microseconds(sample.endDate)
-        switch object {
-        case .quantitySample(let quantitySample):
-            var body = Healthledger_V1_QuantitySampleBody()
-            body.quantity = .init(quantitySample.quantity)
-            self.body = .quantity(body)
-        case .categorySample(let categorySample):
-            var body = Healthledger_V1_CategorySampleBody()
-            body.value = Int64(categorySample.value)
-            self.body = .category(body)
-        }
     }
 
     /// The model object. Structural problems (a bad UUID, an unknown type, a payload that

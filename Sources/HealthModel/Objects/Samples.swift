@@ -53,7 +53,7 @@ public struct QuantitySample: HealthSample {
 
     public init(
         type: QuantityType, quantity: Quantity, start: Date, end: Date, device: Device? = nil,
-        metadata: Metadata = [:], uuid: UUID = UUID(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
+        metadata: Metadata = [:], uuid: UUID = .random(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
     ) {
         self.uuid = uuid
         self.type = type
@@ -82,7 +82,7 @@ public struct CategorySample: HealthSample {
 
     public init(
         type: CategoryType, value: Int, start: Date, end: Date, device: Device? = nil,
-        metadata: Metadata = [:], uuid: UUID = UUID(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
+        metadata: Metadata = [:], uuid: UUID = .random(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
     ) {
         self.uuid = uuid
         self.type = type
@@ -110,16 +110,69 @@ public enum HealthObject: Sendable, Hashable {
         }
     }
 
-    public var uuid: UUID { object.uuid }
-    public var objectType: ObjectType { object.objectType }
-    public var startDate: Date { object.startDate }
-    public var endDate: Date { object.endDate }
-    public var metadata: Metadata { object.metadata }
-    public var syncIdentifier: String? { object.syncIdentifier }
-    public var syncVersion: Int64? { object.syncVersion }
+    public var uuid: UUID {
+        switch self {
+        case .quantitySample(let sample): sample.uuid
+        case .categorySample(let sample): sample.uuid
+        }
+    }
+
+    public var objectType: ObjectType {
+        switch self {
+        case .quantitySample(let sample): sample.objectType
+        case .categorySample(let sample): sample.objectType
+        }
+    }
+
+    public var startDate: Date {
+        switch self {
+        case .quantitySample(let sample): sample.startDate
+        case .categorySample(let sample): sample.startDate
+        }
+    }
+
+    public var endDate: Date {
+        switch self {
+        case .quantitySample(let sample): sample.endDate
+        case .categorySample(let sample): sample.endDate
+        }
+    }
+
+    public var metadata: Metadata {
+        switch self {
+        case .quantitySample(let sample): sample.metadata
+        case .categorySample(let sample): sample.metadata
+        }
+    }
+
+    public var device: Device? {
+        switch self {
+        case .quantitySample(let sample): sample.device
+        case .categorySample(let sample): sample.device
+        }
+    }
+
+    public var syncIdentifier: String? {
+        switch self {
+        case .quantitySample(let sample): sample.syncIdentifier
+        case .categorySample(let sample): sample.syncIdentifier
+        }
+    }
+
+    public var syncVersion: Int64? {
+        switch self {
+        case .quantitySample(let sample): sample.syncVersion
+        case .categorySample(let sample): sample.syncVersion
+        }
+    }
 
     public var sourceRevision: SourceRevision {
-        get { object.sourceRevision }
+        get {
+            switch self {
+            case .quantitySample(let sample): sample.sourceRevision
+            case .categorySample(let sample): sample.sourceRevision
+            }
+        }
         set {
             switch self {
             case .quantitySample(var sample): sample.sourceRevision = newValue; self = .quantitySample(sample)

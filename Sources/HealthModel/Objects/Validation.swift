@@ -18,11 +18,11 @@ extension HealthObject {
     /// - Throws: ``HealthError`` (`invalidArgument`) whose message and ``HealthError/field``
     ///   name the field at fault.
     public func validate() throws {
-        let sample = object
-        try Self.validateDates(start: sample.startDate, end: sample.endDate)
-        try Self.validate(sample.sourceRevision)
-        if let device = sample.device { try Self.validate(device) }
-        try Self.validate(sample.metadata)
+        try Self.validateDates(start: startDate, end: endDate)
+        try Self.validate(sourceRevision)
+        if let device { try Self.validate(device) }
+        let metadata = metadata
+        if !metadata.isEmpty { try Self.validate(metadata) }
         switch self {
         case .quantitySample(let sample): try Self.validate(sample)
         case .categorySample(let sample): try Self.validate(sample)

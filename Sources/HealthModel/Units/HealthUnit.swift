@@ -50,6 +50,10 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
     let scale: Double
     let offset: Double
     let dimension: Dimension
+    /// The factors in a canonical order, for equality and hashing.
+    private let signature: [String]
+    /// The canonical string (see ``description``).
+    private let canonical: String
 
     /// Parses a unit string.
     ///
@@ -96,6 +100,8 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
             dimension = dimension * atomDimension.raised(to: factor.exponent)
         }
         self.factors = combined
+        self.signature = combined.map { "\($0.identity)^\($0.exponent)" }.sorted()
+        self.canonical = Self.render(combined)
         self.scale = scale
         self.offset = offset
         self.dimension = dimension
@@ -134,14 +140,16 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
             throw HealthError.invalidArgument(
                 "Cannot convert from '\(self)' to '\(other)': the units are incompatible", field: "unit")
         }
-        if self == other { return value }
+        if signature == other.signature { return value }
         let base = value * scale + offset
         return (base - other.offset) / other.scale
     }
 
     /// The canonical string: factors in first-appearance order, positive powers joined by
     /// `.`, then `/` and the negative powers (parenthesized when more than one).
-    public var description: String {
+    public var description: String { canonical }
+
+    private static func render(_ factors: [Factor]) -> String {
         let numerator = factors.filter { $0.exponent > 0 }
         let denominator = factors.filter { $0.exponent < 0 }
         func render(_ factor: Factor, _ exponent: Int) -> String {
@@ -166,10 +174,6 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(signature)
-    }
-
-    private var signature: [String] {
-        factors.map { "\($0.identity)^\($0.exponent)" }.sorted()
     }
 }
 

@@ -89,22 +89,32 @@ enum EventCodec {
     static let formatVersion: UInt32 = 1
     static let zeroHash = [UInt8](repeating: 0, count: 32)
 
-    /// The stored bytes of an event.
+    /// The stored bytes of an event: the protobuf encoding of `healthledger.v1.LedgerEvent`,
+    /// written directly (this is the hot path of every write). The bytes are exactly what
+    /// SwiftProtobuf would produce for the same message; a test holds the two together.
     static func encode(
-        sequence: UInt64, previousHash: [UInt8], commitTimeUs: Int64, actor: Healthledger_V1_Actor,
+        sequence: UInt64, previousHash: [UInt8], commitTimeUs: Int64, actor: Principal,
         kind: EventKind, objectType: String?, objectUUID: [UInt8]?, body: [UInt8]
-    ) throws -> [UInt8] {
-        var event = Healthledger_V1_LedgerEvent()
-        event.previousHash = Data(previousHash)
-        event.sequence = sequence
-        event.formatVersion = formatVersion
-        event.commitTimeUs = commitTimeUs
-        event.actor = actor
-        event.kind = Healthledger_V1_EventKind(rawValue: kind.rawValue) ?? .unspecified
-        if let objectType { event.objectType = objectType }
-        if let objectUUID { event.objectUuid = Data(objectUUID) }
-        event.body = Data(body)
-        return try event.serializedBytes()
+    ) -> [UInt8] {
+        var writer = ProtoWriter(capacity: body.count + 128)
+        writer.bytes(field: 1, previousHash)
+        writer.varint(field: 2, sequence)
+        writer.varint(field: 3, UInt64(formatVersion))
+        writer.varint(field: 4, UInt64(bitPattern: (commitTimeUs << 1) ^ (commitTimeUs >> 63)))
+        var actorMessage = ProtoWriter(capacity: 64)
+        actorMessage.varint(field: 1, UInt64(actor.schemaKind))
+        if case .app(let source) = actor {
+            var sourceMessage = ProtoWriter(capacity: 64)
+            sourceMessage.bytes(field: 1, Array(source.bundleIdentifier.utf8))
+            sourceMessage.bytes(field: 2, Array(source.name.utf8))
+            actorMessage.message(field: 2, sourceMessage.buffer)
+        }
+        writer.message(field: 5, actorMessage.buffer)
+        writer.varint(field: 6, UInt64(kind.rawValue))
+        if let objectType { writer.bytes(field: 7, Array(objectType.utf8)) }
+        if let objectUUID { writer.bytes(field: 8, objectUUID) }
+        writer.bytes(field: 15, body)
+        return writer.buffer
     }
 
     static func hash(_ stored: UnsafeRawBufferPointer) -> [UInt8] {
@@ -130,5 +140,41 @@ enum EventCodec {
             shift += 7
         }
         return nil
+    }
+}
+
+/// Writes protobuf wire format, omitting default values as proto3 does.
+struct ProtoWriter {
+    private(set) var buffer: [UInt8] = []
+
+    init(capacity: Int) { buffer.reserveCapacity(capacity) }
+
+    private mutating func raw(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            buffer.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        buffer.append(UInt8(value))
+    }
+
+    mutating func varint(field: Int, _ value: UInt64) {
+        guard value != 0 else { return }
+        raw(UInt64(field << 3))
+        raw(value)
+    }
+
+    mutating func bytes(field: Int, _ value: [UInt8]) {
+        guard !value.isEmpty else { return }
+        raw(UInt64(field << 3 | 2))
+        raw(UInt64(value.count))
+        buffer.append(contentsOf: value)
+    }
+
+    /// A present sub-message is written even when empty.
+    mutating func message(field: Int, _ value: [UInt8]) {
+        raw(UInt64(field << 3 | 2))
+        raw(UInt64(value.count))
+        buffer.append(contentsOf: value)
     }
 }

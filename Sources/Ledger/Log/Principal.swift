@@ -21,6 +21,16 @@ public enum Principal: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// `healthledger.v1.Actor.Kind`.
+    var schemaKind: Int {
+        switch self {
+        case .system: Healthledger_V1_Actor.Kind.system.rawValue
+        case .operator: Healthledger_V1_Actor.Kind.operator.rawValue
+        case .owner: Healthledger_V1_Actor.Kind.owner.rawValue
+        case .app: Healthledger_V1_Actor.Kind.app.rawValue
+        }
+    }
+
     var schema: Healthledger_V1_Actor {
         var actor = Healthledger_V1_Actor()
         switch self {

@@ -82,14 +82,17 @@ extension Ledger {
                     var reached = chunkStart
                     var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(chunkStart + 1))
                     var count = 0
+                    var stats = TypeStatsDelta()
                     while let current = entry, reached < last, count < 50_000 {
                         let event = try LedgerEvent(stored: current.value)
-                        try projector.apply(try projector.change(of: event), sequence: event.sequence, in: txn, loadSaved: loadSaved)
+                        try projector.apply(
+                            try projector.change(of: event), sequence: event.sequence, in: txn, stats: &stats, loadSaved: loadSaved)
                         reached = event.sequence
                         count += 1
                         entry = try cursor.next()
                     }
                     guard reached > chunkStart else { throw LedgerFailure.corrupted("the log ends at event \(reached), before its head \(last)") }
+                    try stats.flush(in: txn, projector.databases)
                     try projector.writeCheckpoint(reached, in: txn)
                     return reached
                 }

@@ -39,7 +39,7 @@ struct Projector {
     ///
     /// - Parameter loadSaved: the summary of the object saved by a given event (for deletes).
     func apply(
-        _ change: Change, sequence: UInt64, in txn: Transaction,
+        _ change: Change, sequence: UInt64, in txn: Transaction, stats: inout TypeStatsDelta,
         loadSaved: (UInt64) throws -> ObjectSummary
     ) throws {
         switch change {
@@ -64,7 +64,7 @@ struct Projector {
                 KeyEncoding.append(UInt64(bitPattern: object.syncVersion ?? 0), to: &value)
                 try txn.put(value, forKey: syncKey, in: databases.syncIdentifiers)
             }
-            try updateStats(type: object.typeCode, countDelta: 1, duration: object.duration, in: txn)
+            stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
         case .deleted(let uuid, let reason):
             guard let stored = try txn.get(uuid, in: databases.objects), stored.count == 8 else {
                 throw LedgerFailure.corrupted("event \(sequence) deletes an object that is not stored")
@@ -82,7 +82,7 @@ struct Projector {
             {
                 try txn.delete(syncKey, in: databases.syncIdentifiers)
             }
-            try updateStats(type: object.typeCode, countDelta: -1, duration: 0, in: txn)
+            stats.record(type: object.typeCode, countDelta: -1, duration: 0)
         }
     }
 
@@ -90,19 +90,39 @@ struct Projector {
         try txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.checkpointKey, in: databases.checkpoint)
     }
 
-    private func updateStats(type: UInt32, countDelta: Int64, duration: Int64, in txn: Transaction) throws {
-        var key: [UInt8] = []
-        KeyEncoding.append(type, to: &key)
-        var count: Int64 = 0
-        var longest: Int64 = 0
-        if let stored = try txn.get(key, in: databases.typeStats), stored.count == 16 {
-            count = Int64(bitPattern: KeyEncoding.uint64(stored, at: 0))
-            longest = Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
+}
+
+/// Per-type changes to `type_stats` (object count, longest duration), gathered over a
+/// transaction and written once at its end instead of once per object.
+struct TypeStatsDelta {
+    private var entries: [UInt32: (count: Int64, longest: Int64)] = [:]
+
+    mutating func record(type: UInt32, countDelta: Int64, duration: Int64) {
+        let current = entries[type] ?? (0, 0)
+        entries[type] = (current.count + countDelta, max(current.longest, duration))
+    }
+
+    /// The longest duration recorded for `type` in this transaction so far.
+    func longest(type: UInt32) -> Int64 { entries[type]?.longest ?? 0 }
+
+    /// Adds the gathered changes to the stored statistics and clears them.
+    mutating func flush(in txn: Transaction, _ databases: LedgerDatabases) throws {
+        for type in entries.keys.sorted() {
+            let delta = entries[type]!
+            var key: [UInt8] = []
+            KeyEncoding.append(type, to: &key)
+            var count: Int64 = 0
+            var longest: Int64 = 0
+            if let stored = try txn.get(key, in: databases.typeStats), stored.count == 16 {
+                count = Int64(bitPattern: KeyEncoding.uint64(stored, at: 0))
+                longest = Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
+            }
+            var value: [UInt8] = []
+            value.reserveCapacity(16)
+            KeyEncoding.append(UInt64(bitPattern: count + delta.count), to: &value)
+            KeyEncoding.append(UInt64(bitPattern: max(longest, delta.longest)), to: &value)
+            try txn.put(value, forKey: key, in: databases.typeStats)
         }
-        var value: [UInt8] = []
-        value.reserveCapacity(16)
-        KeyEncoding.append(UInt64(bitPattern: count + countDelta), to: &value)
-        KeyEncoding.append(UInt64(bitPattern: max(longest, duration)), to: &value)
-        try txn.put(value, forKey: key, in: databases.typeStats)
+        entries = [:]
     }
 }

@@ -102,7 +102,7 @@ final class GroupCommitter: Sendable {
                     succeeded = [0]
                 } else {
                     for (index, request) in batch.enumerated() {
-                        let head = context.head
+                        let snapshot = context.snapshot
                         do {
                             try txn.nested { child in
                                 context.txn = child
@@ -114,7 +114,7 @@ final class GroupCommitter: Sendable {
                             // A transaction-level condition (map full, I/O): the whole batch retries or fails.
                             throw error
                         } catch {
-                            context.head = head
+                            context.restore(snapshot)
                             failed[index] = error
                         }
                     }

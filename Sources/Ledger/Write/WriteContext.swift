@@ -11,6 +11,8 @@ final class WriteContext {
     let databases: LedgerDatabases
     let projector: Projector
     var head: LogHead
+    /// Type statistics gathered in this transaction, written by ``finish()``.
+    var stats = TypeStatsDelta()
     let commitTimeUs: Int64
 
     init(txn: Transaction, databases: LedgerDatabases, projector: Projector, now: Date) throws {
@@ -30,11 +32,11 @@ final class WriteContext {
         change: Projector.Change
     ) throws -> UInt64 {
         let sequence = head.sequence + 1
-        let stored = try EventCodec.encode(
-            sequence: sequence, previousHash: head.hash, commitTimeUs: commitTimeUs, actor: actor.schema,
+        let stored = EventCodec.encode(
+            sequence: sequence, previousHash: head.hash, commitTimeUs: commitTimeUs, actor: actor,
             kind: kind, objectType: objectType, objectUUID: objectUUID, body: body)
         try txn.put(stored, forKey: KeyEncoding.sequenceKey(sequence), in: databases.events, append: true)
-        try projector.apply(change, sequence: sequence, in: txn, loadSaved: loadSaved)
+        try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
         head = LogHead(sequence: sequence, hash: EventCodec.hash(stored), commitTimeUs: commitTimeUs)
         return sequence
     }
@@ -51,8 +53,21 @@ final class WriteContext {
         return summary
     }
 
-    /// Records the new head and checkpoint (once per transaction).
+    /// The state a failed request must not leave behind.
+    var snapshot: (LogHead, TypeStatsDelta) { (head, stats) }
+
+    func restore(_ snapshot: (LogHead, TypeStatsDelta)) {
+        (head, stats) = snapshot
+    }
+
+    /// The longest duration of `type`'s samples, counting this transaction's saves.
+    func longestDuration(type: UInt32) throws -> Int64 {
+        max(try Ledger.longestDuration(type: type, in: txn, databases), stats.longest(type: type))
+    }
+
+    /// Records the new head, type statistics and checkpoint (once per transaction).
     func finish() throws {
+        try stats.flush(in: txn, databases)
         try head.write(txn, databases)
         try projector.writeCheckpoint(head.sequence, in: txn)
     }

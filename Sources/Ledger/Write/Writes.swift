@@ -179,7 +179,7 @@ extension Ledger {
         return try await committer.submit { context in
             var matches: [[UInt8]] = []
             try Self.scanByStart(
-                type: type.code, range: range, longest: Self.longestDuration(type: type.code, in: context.txn, context.databases),
+                type: type.code, range: range, longest: try context.longestDuration(type: type.code),
                 in: context.txn, context.databases
             ) { entry in
                 matches.append(entry.uuid)

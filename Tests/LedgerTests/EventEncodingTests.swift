@@ -1,0 +1,43 @@
+import Foundation
+import HealthModel
+import LedgerSchema
+import SwiftProtobuf
+import Testing
+
+@testable import Ledger
+
+@Suite("Event encoding")
+struct EventEncodingTests {
+    @Test("the hand-written event encoding is byte-identical to SwiftProtobuf's", arguments: [
+        Principal.system, .operator, .owner, .app(Source(bundleIdentifier: "com.example.ü", name: "Ünïcode App")),
+    ])
+    func matchesSwiftProtobuf(actor: Principal) throws {
+        let body = Array((0..<300).map { UInt8($0 % 251) })
+        for (sequence, time, type, uuid) in [
+            (UInt64(1), Int64(0), String?.none, [UInt8]?.none),
+            (300, -1_234_567, "HKQuantityTypeIdentifierHeartRate", UUID.random().bytes),
+            (UInt64.max, Int64.max, "", [UInt8]()),
+            (1 << 40, Int64.min, "HKWorkoutTypeIdentifier", UUID.random().bytes),
+        ] {
+            let previous = (0..<32).map { _ in UInt8.random(in: 0...255) }
+            let stored = EventCodec.encode(
+                sequence: sequence, previousHash: previous, commitTimeUs: time, actor: actor, kind: .objectSaved,
+                objectType: type, objectUUID: uuid, body: body)
+            var message = Healthledger_V1_LedgerEvent()
+            message.previousHash = Data(previous)
+            message.sequence = sequence
+            message.formatVersion = EventCodec.formatVersion
+            message.commitTimeUs = time
+            message.actor = actor.schema
+            message.kind = .objectSaved
+            if let type { message.objectType = type }
+            if let uuid { message.objectUuid = Data(uuid) }
+            message.body = Data(body)
+            #expect(stored == (try message.serializedBytes() as [UInt8]))
+            let decoded = try Healthledger_V1_LedgerEvent(serializedBytes: stored)
+            #expect(decoded == message)
+            let chain = try #require(stored.withUnsafeBytes { EventCodec.chainFields($0).map { (Array($0.previousHash), $0.sequence) } })
+            #expect(chain.0 == previous && chain.1 == sequence)
+        }
+    }
+}
