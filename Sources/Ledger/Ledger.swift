@@ -39,7 +39,7 @@ public final class Ledger: Sendable {
         let databases = try LedgerDatabases(environment: environment)
         self.databases = databases
         self.committer = GroupCommitter(
-            environment: environment, databases: databases, projector: Projector(databases: databases, units: UnitCache()),
+            environment: environment, databases: databases,
             label: id, logger: logger, onCommit: configuration.onCommit)
     }
 

@@ -5,6 +5,28 @@ import Glibc
 #endif
 
 extension UUID {
+    /// A time-ordered (version 7) UUID: 48 bits of Unix milliseconds, then 74 random bits.
+    ///
+    /// This is the default for new objects. Consecutive UUIDs sort together, so the ledger's
+    /// UUID index grows at its right edge instead of touching a random page per object
+    /// (with random UUIDs, a durable batch of 1,000 rewrites up to 1,000 index pages).
+    /// The UUID reveals its creation time to the millisecond; whoever can read the object
+    /// sees its dates anyway. Any UUID version is accepted on save.
+    public static func timeOrdered(now: Date = Date()) -> UUID {
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &value) { RandomPool.shared.fill(UnsafeMutableRawBufferPointer(rebasing: $0[6...])) }
+        let milliseconds = UInt64(max(0, now.timeIntervalSince1970 * 1000))
+        value.0 = UInt8(truncatingIfNeeded: milliseconds >> 40)
+        value.1 = UInt8(truncatingIfNeeded: milliseconds >> 32)
+        value.2 = UInt8(truncatingIfNeeded: milliseconds >> 24)
+        value.3 = UInt8(truncatingIfNeeded: milliseconds >> 16)
+        value.4 = UInt8(truncatingIfNeeded: milliseconds >> 8)
+        value.5 = UInt8(truncatingIfNeeded: milliseconds)
+        value.6 = (value.6 & 0x0F) | 0x70
+        value.8 = (value.8 & 0x3F) | 0x80
+        return UUID(uuid: value)
+    }
+
     /// A random (version 4) UUID from the system's CSPRNG.
     ///
     /// Foundation's `UUID()` on Linux opens and reads `/dev/urandom` for every UUID; this

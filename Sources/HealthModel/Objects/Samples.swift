@@ -53,7 +53,7 @@ public struct QuantitySample: HealthSample {
 
     public init(
         type: QuantityType, quantity: Quantity, start: Date, end: Date, device: Device? = nil,
-        metadata: Metadata = [:], uuid: UUID = .random(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
+        metadata: Metadata = [:], uuid: UUID = .timeOrdered(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
     ) {
         self.uuid = uuid
         self.type = type
@@ -82,7 +82,7 @@ public struct CategorySample: HealthSample {
 
     public init(
         type: CategoryType, value: Int, start: Date, end: Date, device: Device? = nil,
-        metadata: Metadata = [:], uuid: UUID = .random(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
+        metadata: Metadata = [:], uuid: UUID = .timeOrdered(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
     ) {
         self.uuid = uuid
         self.type = type

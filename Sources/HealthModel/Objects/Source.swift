@@ -57,7 +57,8 @@ public struct Device: Sendable, Hashable, Codable {
         self.udiDeviceIdentifier = udiDeviceIdentifier
     }
 
-    var fields: [(String, String?)] {
+    /// The fields by name, in schema order.
+    public var fields: [(String, String?)] {
         [("name", name), ("manufacturer", manufacturer), ("model", model), ("hardwareVersion", hardwareVersion),
          ("firmwareVersion", firmwareVersion), ("softwareVersion", softwareVersion),
          ("localIdentifier", localIdentifier), ("udiDeviceIdentifier", udiDeviceIdentifier)]

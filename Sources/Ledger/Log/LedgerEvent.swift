@@ -143,38 +143,3 @@ enum EventCodec {
     }
 }
 
-/// Writes protobuf wire format, omitting default values as proto3 does.
-struct ProtoWriter {
-    private(set) var buffer: [UInt8] = []
-
-    init(capacity: Int) { buffer.reserveCapacity(capacity) }
-
-    private mutating func raw(_ value: UInt64) {
-        var value = value
-        while value >= 0x80 {
-            buffer.append(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        buffer.append(UInt8(value))
-    }
-
-    mutating func varint(field: Int, _ value: UInt64) {
-        guard value != 0 else { return }
-        raw(UInt64(field << 3))
-        raw(value)
-    }
-
-    mutating func bytes(field: Int, _ value: [UInt8]) {
-        guard !value.isEmpty else { return }
-        raw(UInt64(field << 3 | 2))
-        raw(UInt64(value.count))
-        buffer.append(contentsOf: value)
-    }
-
-    /// A present sub-message is written even when empty.
-    mutating func message(field: Int, _ value: [UInt8]) {
-        raw(UInt64(field << 3 | 2))
-        raw(UInt64(value.count))
-        buffer.append(contentsOf: value)
-    }
-}

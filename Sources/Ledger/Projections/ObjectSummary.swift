@@ -31,9 +31,30 @@ struct ObjectSummary: Sendable {
             }
         }
         switch object.body {
-        case .quantity(let body): value = try units.canonicalValue(body.quantity, type: object.type)
+        case .quantity(let body): value = try units.canonicalValue(body.quantity.value, unit: body.quantity.unit, type: object.type)
         case .category(let body): value = Double(body.value)
         case nil: value = 0
+        }
+    }
+
+    /// The same summary, taken from the model object before it is encoded (the live write
+    /// path). Every field is derived exactly as from the schema form, so live projections
+    /// and replayed ones agree byte for byte.
+    init(_ object: HealthObject, units: UnitCache) throws {
+        uuid = withUnsafeBytes(of: object.uuid.uuid) { Array($0) }
+        type = object.objectType.identifier
+        typeCode = TypeCatalogue.code(of: type)
+        startUs = microseconds(object.startDate)
+        endUs = microseconds(object.endDate)
+        sourceBundle = object.sourceRevision.source.bundleIdentifier
+        if case .string(let identifier)? = object.metadata[MetadataKey.syncIdentifier] { syncIdentifier = identifier }
+        if case .number(let number)? = object.metadata[MetadataKey.syncVersion] { syncVersion = Int64(exactly: number) }
+        switch object {
+        case .quantitySample(let sample):
+            // Through the unit's printed form, as replay sees it in the log.
+            value = try units.canonicalValue(sample.quantity.value, unit: sample.quantity.unit.description, type: type)
+        case .categorySample(let sample):
+            value = Double(Int64(sample.value))
         }
     }
 
@@ -55,21 +76,22 @@ struct ObjectSummary: Sendable {
     }
 }
 
-/// Parsed units by string, and their factor to each type's canonical unit.
-final class UnitCache: @unchecked Sendable {
-    private var units: [String: HealthUnit] = [:]
-    private var factors: [String: (HealthUnit, HealthUnit)] = [:]
-
-    func unit(_ string: String) throws -> HealthUnit {
-        if let unit = units[string] { return unit }
-        let unit = try HealthUnit(string)
-        units[string] = unit
-        return unit
+/// Parsed units by (unit string, type), for converting values to canonical units.
+///
+/// Not thread-safe: each writer or replay owns its own.
+final class UnitCache {
+    private struct Key: Hashable {
+        var unit: String
+        var type: String
     }
 
-    func canonicalValue(_ quantity: Healthledger_V1_Quantity, type: String) throws -> Double {
-        let unit = try unit(quantity.unit)
-        let canonical = try QuantityType(type).canonicalUnit
-        return try unit.convert(quantity.value, to: canonical)
+    private var conversions: [Key: (HealthUnit, HealthUnit)] = [:]
+
+    func canonicalValue(_ value: Double, unit: String, type: String) throws -> Double {
+        let key = Key(unit: unit, type: type)
+        if let (from, to) = conversions[key] { return try from.convert(value, to: to) }
+        let pair = (try HealthUnit(unit), try QuantityType(type).canonicalUnit)
+        conversions[key] = pair
+        return try pair.0.convert(value, to: pair.1)
     }
 }

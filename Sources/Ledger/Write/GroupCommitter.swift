@@ -23,7 +23,6 @@ final class GroupCommitter: Sendable {
 
     private let environment: Environment
     private let databases: LedgerDatabases
-    private let projector: Projector
     private let state = Mutex(State())
     private let queue: DispatchQueue
     private let logger: Logger
@@ -31,12 +30,11 @@ final class GroupCommitter: Sendable {
     private let onCommit: @Sendable (_ requests: Int, _ duration: Duration) -> Void
 
     init(
-        environment: Environment, databases: LedgerDatabases, projector: Projector, label: String, logger: Logger,
+        environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
         onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
     ) {
         self.environment = environment
         self.databases = databases
-        self.projector = projector
         self.queue = DispatchQueue(label: "healthledger.commit.\(label)")
         self.logger = logger
         self.onCommit = onCommit
@@ -95,7 +93,8 @@ final class GroupCommitter: Sendable {
             try environment.write { txn in
                 succeeded = []
                 failed = [:]
-                let context = try WriteContext(txn: txn, databases: databases, projector: projector, now: Date())
+                let context = try WriteContext(
+                    txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date())
                 if batch.count == 1 {
                     // Alone in the batch: a failure aborts the whole transaction.
                     try batch[0].run(context)

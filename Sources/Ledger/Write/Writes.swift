@@ -66,7 +66,8 @@ extension Ledger {
         return try objects.enumerated().map { index, original in
             var object = original
             switch principal {
-            case .app(let source): object.sourceRevision.source = source
+            case .app(let source):
+                if object.sourceRevision.source != source { object.sourceRevision.source = source }
             case .owner, .system: break
             case .operator:
                 throw HealthError(.authorizationDenied, "the operator cannot save health data")
@@ -80,8 +81,7 @@ extension Ledger {
             guard seen.insert(object.uuid).inserted else {
                 throw HealthError.invalidArgument("object \(index): UUID \(object.uuid) appears twice in the save", field: "uuid")
             }
-            let schema = Healthledger_V1_HealthObject(object)
-            return PreparedObject(summary: try ObjectSummary(schema, units: units), body: try schema.serializedBytes())
+            return PreparedObject(summary: try ObjectSummary(object, units: units), body: object.encodedBytes())
         }
     }
 

@@ -14,6 +14,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("batch-size"), help: "Samples per durable save.") var batchSize = 1000
     @Option(help: "Concurrent tasks saving single samples.") var concurrency = 64
     @Option(help: "Batches in flight at once in the batched ingest (an ingest pipeline keeps several).") var pipeline = 4
+    @Flag(name: .customLong("random-uuids"), help: "Give samples random (v4) UUIDs instead of the default time-ordered (v7) ones.")
+    var randomUUIDs = false
     @Option(name: .customLong("concurrent-saves"), help: "Single-sample saves in the concurrent scenario.") var concurrentSaves = 20_000
     @Option(name: .customLong("sequential-saves"), help: "Single-sample saves by one client, one after another.") var sequentialSaves = 2_000
     @Option(help: "Rounds per scenario; medians are reported.") var rounds = 5
@@ -37,9 +39,12 @@ struct BenchCommand: AsyncParsableCommand {
         let type = try QuantityType("HKQuantityTypeIdentifierHeartRate")
         let unit = try HealthUnit("count/min")
         let clock = ContinuousClock()
+        let randomUUIDs = self.randomUUIDs
         @Sendable func sample(_ index: Int) -> HealthObject {
             let date = Date(timeIntervalSince1970: 1_600_000_000 + Double(index) * 60)
-            return .quantitySample(QuantitySample(type: type, quantity: Quantity(Double(50 + index % 120), unit), start: date, end: date))
+            return .quantitySample(QuantitySample(
+                type: type, quantity: Quantity(Double(50 + index % 120), unit), start: date, end: date,
+                uuid: randomUUIDs ? .random() : .timeOrdered()))
         }
 
         // 1. Batched durable ingest.

@@ -1,0 +1,73 @@
+/// Writes protobuf wire format directly, omitting default values as proto3 does.
+///
+/// For hot paths only (event and object encoding); tests hold its output byte-identical
+/// to SwiftProtobuf's for the same messages.
+public struct ProtoWriter: Sendable {
+    public private(set) var buffer: [UInt8] = []
+
+    public init(capacity: Int) { buffer.reserveCapacity(capacity) }
+
+    private mutating func raw(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            buffer.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        buffer.append(UInt8(value))
+    }
+
+    public mutating func varint(field: Int, _ value: UInt64) {
+        guard value != 0 else { return }
+        raw(UInt64(field << 3))
+        raw(value)
+    }
+
+    public mutating func bytes(field: Int, _ value: [UInt8]) {
+        guard !value.isEmpty else { return }
+        raw(UInt64(field << 3 | 2))
+        raw(UInt64(value.count))
+        buffer.append(contentsOf: value)
+    }
+
+    /// A proto3 `optional` or oneof member: written whenever present, even when empty.
+    public mutating func presentBytes(field: Int, _ value: [UInt8]) {
+        raw(UInt64(field << 3 | 2))
+        raw(UInt64(value.count))
+        buffer.append(contentsOf: value)
+    }
+
+    public mutating func string(field: Int, _ value: String) {
+        guard !value.isEmpty else { return }
+        presentString(field: field, value)
+    }
+
+    public mutating func presentString(field: Int, _ value: String) {
+        raw(UInt64(field << 3 | 2))
+        raw(UInt64(value.utf8.count))
+        buffer.append(contentsOf: value.utf8)
+    }
+
+    /// A `sint64` (zigzag varint).
+    public mutating func signed(field: Int, _ value: Int64) {
+        varint(field: field, UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    public mutating func presentSigned(field: Int, _ value: Int64) {
+        raw(UInt64(field << 3))
+        raw(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    /// A `double` (fixed 64-bit, little-endian); zero is omitted unless `present`.
+    public mutating func double(field: Int, _ value: Double, present: Bool = false) {
+        guard present || value != 0 else { return }
+        raw(UInt64(field << 3 | 1))
+        withUnsafeBytes(of: value.bitPattern.littleEndian) { buffer.append(contentsOf: $0) }
+    }
+
+    /// A present sub-message is written even when empty.
+    public mutating func message(field: Int, _ value: [UInt8]) {
+        raw(UInt64(field << 3 | 2))
+        raw(UInt64(value.count))
+        buffer.append(contentsOf: value)
+    }
+}

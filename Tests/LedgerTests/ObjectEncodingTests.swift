@@ -1,0 +1,79 @@
+import Foundation
+import HealthModel
+import LedgerSchema
+import SwiftProtobuf
+import Testing
+
+@testable import Ledger
+
+@Suite("Object encoding")
+struct ObjectEncodingTests {
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static func randomObject(_ rng: inout SplitMix) throws -> HealthObject {
+        func maybe(_ text: String) -> String? {
+            switch Int.random(in: 0..<3, using: &rng) {
+            case 0: nil
+            case 1: ""
+            default: text
+            }
+        }
+        let start = Date(timeIntervalSince1970: Double(Int64.random(in: -2_000_000_000_000...4_000_000_000_000, using: &rng)) / 1000)
+        let end = start.addingTimeInterval(Double(Int.random(in: 0...100_000, using: &rng)) / 7)
+        let revision = SourceRevision(
+            source: Source(bundleIdentifier: "com.example.\(Int.random(in: 0...9, using: &rng))", name: maybe("Äpp ✓") ?? ""),
+            version: maybe("1.2"), productType: maybe("Watch6,1"), operatingSystemVersion: maybe("10.1"))
+        let device: Device? = Bool.random(using: &rng)
+            ? Device(name: maybe("Watch"), manufacturer: maybe("Apple"), model: maybe("W"), hardwareVersion: maybe("1"),
+                     firmwareVersion: maybe("2"), softwareVersion: maybe("3"), localIdentifier: maybe("x"), udiDeviceIdentifier: maybe("u"))
+            : nil
+        var metadata: Metadata = [:]
+        for index in 0..<Int.random(in: 0...6, using: &rng) {
+            let key = ["zeta", "Alpha", "ключ", "HKMetadataKeyTimeZone", "émoji😀", "a\(index)"][Int.random(in: 0..<6, using: &rng)]
+            switch Int.random(in: 0..<5, using: &rng) {
+            case 0: metadata[key] = .string(Bool.random(using: &rng) ? "" : "value \(index)")
+            case 1: metadata[key] = .number([0, -0.5, 1e300, 42, -7][Int.random(in: 0..<5, using: &rng)])
+            case 2: metadata[key] = .date(Date(timeIntervalSince1970: Double(Int.random(in: -1_000_000...1_000_000, using: &rng))))
+            case 3: metadata[key] = .quantity(try Quantity([0, 1.5, -3][Int.random(in: 0..<3, using: &rng)], ["kg", "mmol<180.15588000005408>/L", "count/min"][Int.random(in: 0..<3, using: &rng)]))
+            default: metadata[key] = .number(0)
+            }
+        }
+        if Bool.random(using: &rng) {
+            let units = ["count/min", "count/s", "Hz"]
+            return .quantitySample(QuantitySample(
+                type: Fixtures.heartRate, quantity: try Quantity([0, 72.5, 1e-9, 180][Int.random(in: 0..<4, using: &rng)], units[Int.random(in: 0..<3, using: &rng)]),
+                start: start, end: end, device: device, metadata: metadata, uuid: .random(), sourceRevision: revision))
+        }
+        return .categorySample(CategorySample(
+            type: Fixtures.sleep, value: Int.random(in: 0...5, using: &rng), start: start, end: end, device: device,
+            metadata: metadata, uuid: .random(), sourceRevision: revision))
+    }
+
+    @Test("property: the direct encoding equals SwiftProtobuf's, and both summaries agree")
+    func matchesSwiftProtobuf() throws {
+        var rng = SplitMix(state: 2024)
+        for _ in 0..<2000 {
+            let object = try Self.randomObject(&rng)
+            let direct = object.encodedBytes()
+            let message = Healthledger_V1_HealthObject(object)
+            #expect(direct == (try message.serializedBytes() as [UInt8]))
+            let decoded = try Healthledger_V1_HealthObject(serializedBytes: direct)
+            #expect(decoded == message)
+            let live = try ObjectSummary(object, units: UnitCache())
+            let replayed = try ObjectSummary(decoded, units: UnitCache())
+            #expect(live.uuid == replayed.uuid && live.typeCode == replayed.typeCode && live.type == replayed.type)
+            #expect(live.startUs == replayed.startUs && live.endUs == replayed.endUs && live.sourceBundle == replayed.sourceBundle)
+            #expect(live.syncIdentifier == replayed.syncIdentifier && live.syncVersion == replayed.syncVersion)
+            #expect(live.value.bitPattern == replayed.value.bitPattern)
+        }
+    }
+}
