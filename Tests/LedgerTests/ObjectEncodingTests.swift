@@ -47,6 +47,10 @@ struct ObjectEncodingTests {
             default: metadata[key] = .number(0)
             }
         }
+        if Int.random(in: 0..<3, using: &rng) == 0 {
+            metadata[MetadataKey.syncIdentifier] = .string("sync-\(Int.random(in: 0...99, using: &rng))")
+            metadata[MetadataKey.syncVersion] = .number(Double(Int.random(in: -5...1_000_000, using: &rng)))
+        }
         if Bool.random(using: &rng) {
             let units = ["count/min", "count/s", "Hz"]
             return .quantitySample(QuantitySample(
@@ -73,7 +77,13 @@ struct ObjectEncodingTests {
             #expect(live.uuid == replayed.uuid && live.typeCode == replayed.typeCode && live.type == replayed.type)
             #expect(live.startUs == replayed.startUs && live.endUs == replayed.endUs && live.sourceBundle == replayed.sourceBundle)
             #expect(live.syncIdentifier == replayed.syncIdentifier && live.syncVersion == replayed.syncVersion)
+            #expect(live.syncIdentifier == object.syncIdentifier && live.syncVersion == object.syncVersion)
             #expect(live.value.bitPattern == replayed.value.bitPattern)
+            let parsed = try direct.withUnsafeBytes { try ObjectSummary(encoded: $0, units: UnitCache()) }
+            #expect(parsed.uuid == replayed.uuid && parsed.typeCode == replayed.typeCode && parsed.type == replayed.type)
+            #expect(parsed.startUs == replayed.startUs && parsed.endUs == replayed.endUs && parsed.sourceBundle == replayed.sourceBundle)
+            #expect(parsed.syncIdentifier == replayed.syncIdentifier && parsed.syncVersion == replayed.syncVersion)
+            #expect(parsed.value.bitPattern == replayed.value.bitPattern)
         }
     }
 }

@@ -18,15 +18,21 @@ extension HealthObject {
     /// - Throws: ``HealthError`` (`invalidArgument`) whose message and ``HealthError/field``
     ///   name the field at fault.
     public func validate() throws {
-        try Self.validateDates(start: startDate, end: endDate)
-        try Self.validate(sourceRevision)
-        if let device { try Self.validate(device) }
-        let metadata = metadata
-        if !metadata.isEmpty { try Self.validate(metadata) }
         switch self {
-        case .quantitySample(let sample): try Self.validate(sample)
-        case .categorySample(let sample): try Self.validate(sample)
+        case .quantitySample(let sample):
+            try Self.validateCommon(sample)
+            try Self.validate(sample)
+        case .categorySample(let sample):
+            try Self.validateCommon(sample)
+            try Self.validate(sample)
         }
+    }
+
+    private static func validateCommon(_ sample: some HealthSample) throws {
+        try validateDates(start: sample.startDate, end: sample.endDate)
+        try validate(sample.sourceRevision)
+        if let device = sample.device { try validate(device) }
+        if !sample.metadata.isEmpty { try validate(sample.metadata) }
     }
 
     private static func validate(_ sample: QuantitySample) throws {

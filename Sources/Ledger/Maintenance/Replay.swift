@@ -67,10 +67,7 @@ extension Ledger {
             guard let stored = try live.get(KeyEncoding.sequenceKey(sequence), in: self.databases.events) else {
                 throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
             }
-            guard case .saved(let summary) = try projector.change(of: LedgerEvent(stored: stored)) else {
-                throw LedgerFailure.corrupted("event \(sequence) is not an objectSaved event")
-            }
-            return summary
+            return try projector.savedSummary(stored: stored, sequence: sequence)
         }
         try live.withCursor(on: databases.events) { cursor in
             var applied: UInt64 = 0
@@ -84,10 +81,9 @@ extension Ledger {
                     var count = 0
                     var stats = TypeStatsDelta()
                     while let current = entry, reached < last, count < 50_000 {
-                        let event = try LedgerEvent(stored: current.value)
-                        try projector.apply(
-                            try projector.change(of: event), sequence: event.sequence, in: txn, stats: &stats, loadSaved: loadSaved)
-                        reached = event.sequence
+                        let (sequence, change) = try projector.change(stored: current.value)
+                        try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
+                        reached = sequence
                         count += 1
                         entry = try cursor.next()
                     }

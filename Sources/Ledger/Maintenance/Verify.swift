@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LMDB
 
@@ -43,7 +44,8 @@ extension Ledger {
                 return report
             }
             var expected: UInt64 = 1
-            var previousHash = EventCodec.zeroHash
+            // The running hash lives in a fixed buffer: no allocation per event.
+            var previousHash = HashBuffer()
             let failure: VerifyReport? = try txn.withCursor(on: databases.events) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
@@ -58,7 +60,7 @@ extension Ledger {
                     guard fields.sequence == key else {
                         return fail(key, "it records sequence \(fields.sequence) but is stored as \(key)")
                     }
-                    guard fields.previousHash.elementsEqual(previousHash) else {
+                    guard previousHash.equals(fields.previousHash) else {
                         if key == 1 { return fail(1, "the first event's previous hash is not zero") }
                         // Either the predecessor's bytes changed, or this event's own link did.
                         // If this event no longer hashes to what its successor (or the head)
@@ -74,7 +76,7 @@ extension Ledger {
                             ? fail(key - 1, "its stored bytes do not match the hash recorded by event \(key)")
                             : fail(key, "its link to event \(key - 1) is damaged")
                     }
-                    previousHash = EventCodec.hash(current.value)
+                    previousHash.set(SHA256.hash(data: current.value))
                     report.eventsChecked = key
                     if key % 100_000 == 0 { progress?(key) }
                     expected += 1
@@ -89,7 +91,7 @@ extension Ledger {
                     ? fail(last + 1, "the log is truncated: it ends at event \(last) but its head records \(head.sequence)")
                     : fail(head.sequence + 1, "the log holds events after its recorded head \(head.sequence)")
             }
-            guard previousHash == head.hash else {
+            guard previousHash.equals(head.hash) else {
                 return fail(last, "its stored bytes do not match the hash recorded in the log head")
             }
             let checkpoint = try txn.get(Projector.checkpointKey, in: databases.checkpoint).map { KeyEncoding.uint64($0, at: 0) } ?? 0
@@ -99,5 +101,22 @@ extension Ledger {
             report.duration = clock.now - started
             return report
         }
+    }
+}
+
+/// A 32-byte hash held inline.
+private struct HashBuffer {
+    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+
+    mutating func set(_ digest: SHA256Digest) {
+        withUnsafeMutableBytes(of: &words) { target in digest.withUnsafeBytes { target.copyMemory(from: $0) } }
+    }
+
+    func equals(_ buffer: UnsafeRawBufferPointer) -> Bool {
+        buffer.count == 32 && withUnsafeBytes(of: words) { memcmp($0.baseAddress!, buffer.baseAddress!, 32) == 0 }
+    }
+
+    func equals(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { equals($0) }
     }
 }

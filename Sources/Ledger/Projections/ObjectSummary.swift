@@ -41,21 +41,96 @@ struct ObjectSummary: Sendable {
     /// path). Every field is derived exactly as from the schema form, so live projections
     /// and replayed ones agree byte for byte.
     init(_ object: HealthObject, units: UnitCache) throws {
-        uuid = withUnsafeBytes(of: object.uuid.uuid) { Array($0) }
-        type = object.objectType.identifier
-        typeCode = TypeCatalogue.code(of: type)
-        startUs = microseconds(object.startDate)
-        endUs = microseconds(object.endDate)
-        sourceBundle = object.sourceRevision.source.bundleIdentifier
-        if case .string(let identifier)? = object.metadata[MetadataKey.syncIdentifier] { syncIdentifier = identifier }
-        if case .number(let number)? = object.metadata[MetadataKey.syncVersion] { syncVersion = Int64(exactly: number) }
         switch object {
         case .quantitySample(let sample):
             // Through the unit's printed form, as replay sees it in the log.
-            value = try units.canonicalValue(sample.quantity.value, unit: sample.quantity.unit.description, type: type)
+            let value = try units.canonicalValue(sample.quantity.value, unit: sample.quantity.unit.description, type: sample.type.identifier)
+            self.init(sample, value: value)
         case .categorySample(let sample):
-            value = Double(Int64(sample.value))
+            self.init(sample, value: Double(Int64(sample.value)))
         }
+    }
+
+    private init(_ sample: some HealthSample, value: Double) {
+        uuid = withUnsafeBytes(of: sample.uuid.uuid) { Array($0) }
+        type = sample.objectType.identifier
+        typeCode = TypeCatalogue.code(of: type)
+        startUs = microseconds(sample.startDate)
+        endUs = microseconds(sample.endDate)
+        sourceBundle = sample.sourceRevision.source.bundleIdentifier
+        if case .string(let identifier)? = sample.metadata[MetadataKey.syncIdentifier] { syncIdentifier = identifier }
+        if case .number(let number)? = sample.metadata[MetadataKey.syncVersion] { syncVersion = Int64(exactly: number) }
+        self.value = value
+    }
+
+    /// The same summary, read straight from a serialized `HealthObject` (replay's hot path).
+    init(encoded bytes: UnsafeRawBufferPointer, units: UnitCache) throws {
+        var reader = ProtoReader(bytes)
+        uuid = []
+        type = ""
+        startUs = 0
+        endUs = 0
+        sourceBundle = ""
+        value = 0
+        var quantity: (value: Double, unit: String)?
+        while let (field, wireType) = try reader.next() {
+            switch (field, wireType) {
+            case (1, .lengthDelimited): uuid = Array(try reader.bytes())
+            case (2, .lengthDelimited): type = try reader.string()
+            case (3, .lengthDelimited):
+                var revision = ProtoReader(try reader.bytes())
+                while let (field, wireType) = try revision.next() {
+                    guard field == 1, wireType == .lengthDelimited else { try revision.skip(wireType); continue }
+                    var source = ProtoReader(try revision.bytes())
+                    while let (field, wireType) = try source.next() {
+                        if field == 1, wireType == .lengthDelimited { sourceBundle = try source.string() } else { try source.skip(wireType) }
+                    }
+                }
+            case (5, .lengthDelimited):
+                var entry = ProtoReader(try reader.bytes())
+                var key = ""
+                var string: String?
+                var number: Double?
+                while let (field, wireType) = try entry.next() {
+                    switch (field, wireType) {
+                    case (1, .lengthDelimited): key = try entry.string()
+                    case (2, .lengthDelimited): string = try entry.string(); number = nil
+                    case (3, .fixed64): number = try entry.double(); string = nil
+                    default: try entry.skip(wireType); string = nil; number = nil
+                    }
+                }
+                if key == MetadataKey.syncIdentifier, let string { syncIdentifier = string }
+                if key == MetadataKey.syncVersion, let number { syncVersion = Int64(exactly: number) }
+            case (6, .varint): startUs = try reader.signed()
+            case (7, .varint): endUs = try reader.signed()
+            case (10, .lengthDelimited):
+                var body = ProtoReader(try reader.bytes())
+                var current = quantity ?? (0, "")
+                while let (field, wireType) = try body.next() {
+                    guard field == 1, wireType == .lengthDelimited else { try body.skip(wireType); continue }
+                    var message = ProtoReader(try body.bytes())
+                    while let (field, wireType) = try message.next() {
+                        switch (field, wireType) {
+                        case (1, .fixed64): current.value = try message.double()
+                        case (2, .lengthDelimited): current.unit = try message.string()
+                        default: try message.skip(wireType)
+                        }
+                    }
+                }
+                quantity = current
+            case (11, .lengthDelimited):
+                var body = ProtoReader(try reader.bytes())
+                var category: Int64 = 0
+                while let (field, wireType) = try body.next() {
+                    if field == 1, wireType == .varint { category = try body.signed() } else { try body.skip(wireType) }
+                }
+                quantity = nil
+                value = Double(category)
+            default: try reader.skip(wireType)
+            }
+        }
+        typeCode = TypeCatalogue.code(of: type)
+        if let quantity { value = try units.canonicalValue(quantity.value, unit: quantity.unit, type: type) }
     }
 
     var duration: Int64 { endUs &- startUs }

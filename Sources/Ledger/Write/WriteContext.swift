@@ -46,11 +46,7 @@ final class WriteContext {
         guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
             throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
         }
-        let event = try LedgerEvent(stored: stored)
-        guard case .saved(let summary) = try projector.change(of: event) else {
-            throw LedgerFailure.corrupted("event \(sequence) is not an objectSaved event")
-        }
-        return summary
+        return try projector.savedSummary(stored: stored, sequence: sequence)
     }
 
     /// The state a failed request must not leave behind.

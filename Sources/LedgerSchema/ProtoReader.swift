@@ -1,0 +1,81 @@
+/// Reads protobuf wire format in place, without copying or building messages.
+///
+/// For hot paths only (replay reads every event of a log); tests hold what it extracts
+/// equal to what SwiftProtobuf decodes from the same bytes.
+public struct ProtoReader {
+    public enum WireType: Int, Sendable {
+        case varint = 0, fixed64 = 1, lengthDelimited = 2, startGroup = 3, endGroup = 4, fixed32 = 5
+    }
+
+    public struct Malformed: Error, Sendable, CustomStringConvertible {
+        public var description: String { "malformed protobuf bytes" }
+    }
+
+    private let buffer: UnsafeRawBufferPointer
+    private var offset = 0
+
+    public init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
+
+    /// The next field's number and wire type, or nil at the end.
+    public mutating func next() throws -> (field: Int, wireType: WireType)? {
+        guard offset < buffer.count else { return nil }
+        let tag = try varint()
+        guard let wireType = WireType(rawValue: Int(tag & 7)), tag >> 3 > 0, tag >> 3 < 1 << 29 else { throw Malformed() }
+        return (Int(tag >> 3), wireType)
+    }
+
+    public mutating func varint() throws -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while offset < buffer.count, shift < 64 {
+            let byte = buffer[offset]
+            offset += 1
+            value |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return value }
+            shift += 7
+        }
+        throw Malformed()
+    }
+
+    /// A `sint64` (zigzag).
+    public mutating func signed() throws -> Int64 {
+        let raw = try varint()
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    public mutating func fixed64() throws -> UInt64 {
+        guard offset + 8 <= buffer.count else { throw Malformed() }
+        var value: UInt64 = 0
+        for index in (offset..<(offset + 8)).reversed() { value = value << 8 | UInt64(buffer[index]) }
+        offset += 8
+        return value
+    }
+
+    public mutating func double() throws -> Double { Double(bitPattern: try fixed64()) }
+
+    /// A length-delimited field's bytes (a view into the buffer).
+    public mutating func bytes() throws -> UnsafeRawBufferPointer {
+        let length = try varint()
+        guard length <= UInt64(buffer.count - offset) else { throw Malformed() }
+        let slice = UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + Int(length))])
+        offset += Int(length)
+        return slice
+    }
+
+    public mutating func string() throws -> String {
+        String(decoding: try bytes(), as: UTF8.self)
+    }
+
+    /// Skips a field's value.
+    public mutating func skip(_ wireType: WireType) throws {
+        switch wireType {
+        case .varint: _ = try varint()
+        case .fixed64: _ = try fixed64()
+        case .lengthDelimited: _ = try bytes()
+        case .fixed32:
+            guard offset + 4 <= buffer.count else { throw Malformed() }
+            offset += 4
+        case .startGroup, .endGroup: throw Malformed()
+        }
+    }
+}
