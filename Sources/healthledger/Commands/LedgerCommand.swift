@@ -92,7 +92,8 @@ struct ReplayCommand: AsyncParsableCommand {
             }
         } catch { throw fail(error) }
         let seconds = Double(report.duration.components.seconds) + Double(report.duration.components.attoseconds) / 1e18
-        print("replayed \(report.events) events into fresh projections in \(String(format: "%.3f", seconds)) s (\(seconds > 0 ? Int(Double(report.events) / seconds) : 0) events/s)")
+        let rebuild = Double(report.rebuildDuration.components.seconds) + Double(report.rebuildDuration.components.attoseconds) / 1e18
+        print("replayed \(report.events) events into fresh projections in \(String(format: "%.3f", rebuild)) s (\(rebuild > 0 ? Int(Double(report.events) / rebuild) : 0) events/s); with digests \(String(format: "%.3f", seconds)) s")
         print("objects:         \(report.objects)")
         print("live digest:     \(hex(report.liveDigest))")
         print("rebuilt digest:  \(hex(report.rebuiltDigest))")
