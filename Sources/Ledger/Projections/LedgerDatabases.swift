@@ -15,6 +15,7 @@ import LMDB
 /// | `tombstones` | uuid(16) | see ``Tombstone`` |
 /// | `sync_ids` | SHA-256(source, type, sync id) | uuid(16) version(8) |
 /// | `type_stats` | type(4) | count(8) longest duration(8) |
+/// | `credentials` | credential id (UTF-8) | SHA-256 of the secret(32) revoked(1) principal |
 /// | `checkpoint` | `applied` | sequence(8) of the last event applied |
 ///
 /// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
@@ -29,11 +30,12 @@ struct LedgerDatabases: Sendable {
     let tombstones: Database
     let syncIdentifiers: Database
     let typeStats: Database
+    let credentials: Database
     let checkpoint: Database
 
     /// The projections, in digest order.
     var projections: [Database] {
-        [objects, byStart, byEnd, changes, tombstones, syncIdentifiers, typeStats, checkpoint]
+        [objects, byStart, byEnd, changes, tombstones, syncIdentifiers, typeStats, credentials, checkpoint]
     }
 
     init(environment: Environment) throws {
@@ -46,6 +48,7 @@ struct LedgerDatabases: Sendable {
         tombstones = try environment.openDatabase("tombstones")
         syncIdentifiers = try environment.openDatabase("sync_ids")
         typeStats = try environment.openDatabase("type_stats")
+        credentials = try environment.openDatabase("credentials")
         checkpoint = try environment.openDatabase("checkpoint")
     }
 }

@@ -9,7 +9,9 @@ struct Projector {
     enum Change {
         case saved(ObjectSummary)
         case deleted(uuid: [UInt8], reason: DeletionReason)
-        /// Events that do not touch the object projections (yet).
+        case credentialIssued(id: String, record: [UInt8])
+        case credentialRevoked(id: String)
+        /// Events that do not touch the projections (yet).
         case none
     }
 
@@ -53,6 +55,8 @@ struct Projector {
                     }
                 }
                 return (sequence, .deleted(uuid: uuid, reason: reason))
+            case .credentialIssued, .credentialRevoked:
+                return (sequence, try Self.credentialChange(kind: EventKind(rawValue: Int(kind))!, body: Array(body)))
             case nil:
                 throw LedgerFailure.corrupted("event \(sequence) has kind \(kind), which this version does not know")
             default:
@@ -61,6 +65,16 @@ struct Projector {
         } catch is ProtoReader.Malformed {
             throw LedgerFailure.corrupted("event \(sequence) does not decode")
         }
+    }
+
+    /// The change a credential event's body makes (the live path and replay both use this).
+    static func credentialChange(kind: EventKind, body: [UInt8]) throws -> Change {
+        if kind == .credentialRevoked {
+            return .credentialRevoked(id: try Healthledger_V1_CredentialRevoked(serializedBytes: body).credentialID)
+        }
+        let issued = try Healthledger_V1_CredentialIssued(serializedBytes: body)
+        return .credentialIssued(
+            id: issued.credentialID, record: CredentialRecord(hash: Array(issued.secretSha256), revoked: false, principal: Principal(issued.principal)).encoded)
     }
 
     /// The summary of the object saved by the event stored as `stored`.
@@ -81,6 +95,14 @@ struct Projector {
         switch change {
         case .none:
             break
+        case .credentialIssued(let id, let record):
+            try txn.put(record, forKey: Array(id.utf8), in: databases.credentials)
+        case .credentialRevoked(let id):
+            guard let stored = try txn.get(Array(id.utf8), in: databases.credentials),
+                var record = CredentialRecord(stored)
+            else { throw LedgerFailure.corrupted("event \(sequence) revokes an unknown credential") }
+            record.revoked = true
+            try txn.put(record.encoded, forKey: Array(id.utf8), in: databases.credentials)
         case .saved(let object):
             try txn.put(KeyEncoding.sequenceKey(sequence), forKey: object.uuid, in: databases.objects)
             var startValue: [UInt8] = []

@@ -332,6 +332,48 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
   fileprivate var _syncVersion: Int64? = nil
 }
 
+/// A bearer credential was issued. Only the SHA-256 of its secret is kept.
+public nonisolated struct Healthledger_V1_CredentialIssued: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Public id (16 hex digits), part of the credential string.
+  public var credentialID: String = String()
+
+  public var secretSha256: Data = Data()
+
+  /// Whom the credential authenticates: the owner, or an app with its source.
+  public var principal: Healthledger_V1_Actor {
+    get {_principal ?? Healthledger_V1_Actor()}
+    set {_principal = newValue}
+  }
+  /// Returns true if `principal` has been explicitly set.
+  public var hasPrincipal: Bool {self._principal != nil}
+  /// Clears the value of `principal`. Subsequent reads from it will return its default value.
+  public mutating func clearPrincipal() {self._principal = nil}
+
+  public var label: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _principal: Healthledger_V1_Actor? = nil
+}
+
+public nonisolated struct Healthledger_V1_CredentialRevoked: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var credentialID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "healthledger.v1"
@@ -543,4 +585,83 @@ nonisolated extension Healthledger_V1_ObjectDeleted: SwiftProtobuf.Message, Swif
 
 nonisolated extension Healthledger_V1_ObjectDeleted.Reason: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_DELETED\0\u{1}REASON_REPLACED_BY_SYNC_VERSION\0")
+}
+
+nonisolated extension Healthledger_V1_CredentialIssued: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CredentialIssued"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}credential_id\0\u{3}secret_sha256\0\u{1}principal\0\u{1}label\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.credentialID) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.secretSha256) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._principal) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.label) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.credentialID.isEmpty {
+      try visitor.visitSingularStringField(value: self.credentialID, fieldNumber: 1)
+    }
+    if !self.secretSha256.isEmpty {
+      try visitor.visitSingularBytesField(value: self.secretSha256, fieldNumber: 2)
+    }
+    try { if let v = self._principal {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if !self.label.isEmpty {
+      try visitor.visitSingularStringField(value: self.label, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_CredentialIssued, rhs: Healthledger_V1_CredentialIssued) -> Bool {
+    if lhs.credentialID != rhs.credentialID {return false}
+    if lhs.secretSha256 != rhs.secretSha256 {return false}
+    if lhs._principal != rhs._principal {return false}
+    if lhs.label != rhs.label {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_CredentialRevoked: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CredentialRevoked"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}credential_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.credentialID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.credentialID.isEmpty {
+      try visitor.visitSingularStringField(value: self.credentialID, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_CredentialRevoked, rhs: Healthledger_V1_CredentialRevoked) -> Bool {
+    if lhs.credentialID != rhs.credentialID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
 }
