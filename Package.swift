@@ -12,6 +12,8 @@ let package = Package(
     products: [
         .library(name: "HealthModel", targets: ["HealthModel"]),
         .library(name: "Ledger", targets: ["Ledger"]),
+        .library(name: "HealthLedgerSDK", targets: ["HealthLedgerSDK"]),
+        .library(name: "HealthLedgerServer", targets: ["HealthLedgerServer"]),
         .executable(name: "healthledger", targets: ["healthledger"]),
         .executable(name: "healthledgerd", targets: ["healthledgerd"]),
     ],
@@ -20,6 +22,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.30.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
     ],
     targets: [
         // LMDB, as Debian's liblmdb-dev installs it.
@@ -61,10 +68,54 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The wire protocol: framing with limits, statuses, method names. Shared by server and SDK.
+        .target(
+            name: "HealthLedgerRPC",
+            dependencies: [
+                "HealthModel",
+                "LedgerSchema",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The RPC server: connections, calls, authentication, the ledger methods, metrics.
+        .target(
+            name: "HealthLedgerServer",
+            dependencies: [
+                "HealthLedgerRPC",
+                "Ledger",
+                "HealthModel",
+                "LedgerSchema",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The HealthKit-shaped client SDK.
+        .target(
+            name: "HealthLedgerSDK",
+            dependencies: [
+                "HealthLedgerRPC",
+                "HealthModel",
+                "LedgerSchema",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "healthledger",
             dependencies: [
                 "Ledger",
+                "HealthLedgerSDK",
                 "HealthModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -74,6 +125,10 @@ let package = Package(
             name: "healthledgerd",
             dependencies: [
                 "Ledger",
+                "HealthLedgerServer",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "HealthModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -83,6 +138,18 @@ let package = Package(
         .testTarget(
             name: "HealthModelTests",
             dependencies: ["HealthModel"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RPCTests",
+            dependencies: [
+                "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

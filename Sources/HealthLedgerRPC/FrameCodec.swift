@@ -1,0 +1,130 @@
+import HealthModel
+import LedgerSchema
+import NIOCore
+import SwiftProtobuf
+
+/// A frame as the decoder hands it on: a decoded ``Healthledger_V1_Frame``, or one whose
+/// body was framed correctly but is not a valid `Frame` message (the byte stream is still
+/// in step, so the connection can go on).
+public enum InboundFrame: Sendable {
+    case frame(Healthledger_V1_Frame)
+    case malformed(String)
+}
+
+/// Why the byte stream of a connection can no longer be trusted.
+public enum FrameError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The header declares a frame larger than the limit (checked before the body is read).
+    case frameTooLarge(declared: Int, limit: Int)
+    /// The flags byte is not 0.
+    case unsupportedFlags(UInt8)
+    /// The stream ended inside a frame.
+    case truncated(missing: Int)
+
+    public var description: String {
+        switch self {
+        case .frameTooLarge(let declared, let limit): "frame of \(declared) bytes exceeds the limit of \(limit) bytes"
+        case .unsupportedFlags(let flags): "unsupported frame flags 0x\(String(flags, radix: 16))"
+        case .truncated(let missing): "the stream ended \(missing) bytes short of a frame"
+        }
+    }
+}
+
+/// Frame layout: flags (1 byte, 0) | length (4 bytes, big-endian) | `Frame` (length bytes).
+public enum FrameLayout {
+    public static let headerSize = 5
+    /// The default maximum frame size, 4 MiB.
+    public static let defaultMaximumFrameSize = 4 << 20
+}
+
+/// Splits the byte stream into frames, rejecting an oversize frame as soon as its header
+/// arrives.
+public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
+    public typealias InboundOut = InboundFrame
+
+    public let maximumFrameSize: Int
+
+    public init(maximumFrameSize: Int = FrameLayout.defaultMaximumFrameSize) {
+        self.maximumFrameSize = maximumFrameSize
+    }
+
+    public mutating func decode(buffer: inout ByteBuffer) throws -> InboundFrame? {
+        guard buffer.readableBytes >= FrameLayout.headerSize,
+            let flags = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self),
+            let length = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt32.self)
+        else { return nil }
+        guard flags == 0 else { throw FrameError.unsupportedFlags(flags) }
+        guard length <= maximumFrameSize else { throw FrameError.frameTooLarge(declared: Int(length), limit: maximumFrameSize) }
+        guard buffer.readableBytes >= FrameLayout.headerSize + Int(length) else { return nil }
+        buffer.moveReaderIndex(forwardBy: FrameLayout.headerSize)
+        let body = buffer.readSlice(length: Int(length))!
+        do {
+            return .frame(try Healthledger_V1_Frame(serializedBytes: Array(body.readableBytesView)))
+        } catch {
+            return .malformed("the frame body is not a valid healthledger.v1.Frame")
+        }
+    }
+
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> InboundFrame? {
+        if let frame = try decode(buffer: &buffer) { return frame }
+        if seenEOF, buffer.readableBytes > 0 {
+            let declared = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt32.self).map(Int.init) ?? FrameLayout.headerSize
+            let missing = FrameLayout.headerSize + declared - buffer.readableBytes
+            buffer.moveReaderIndex(to: buffer.writerIndex)
+            throw FrameError.truncated(missing: max(missing, 1))
+        }
+        return nil
+    }
+}
+
+/// Writes frames with their 5-byte prefix.
+public struct FrameEncoder: MessageToByteEncoder {
+    public typealias OutboundIn = Healthledger_V1_Frame
+
+    public init() {}
+
+    public func encode(data: Healthledger_V1_Frame, out: inout ByteBuffer) throws {
+        let bytes: [UInt8] = try data.serializedBytes()
+        out.reserveCapacity(minimumWritableBytes: FrameLayout.headerSize + bytes.count)
+        out.writeInteger(UInt8(0))
+        out.writeInteger(UInt32(bytes.count))
+        out.writeBytes(bytes)
+    }
+}
+
+extension Healthledger_V1_Frame {
+    /// A frame opening call `id`.
+    public static func request(id: UInt64, method: RPCMethod, credential: String, payload: [UInt8], timeoutMilliseconds: UInt32 = 0, window: UInt32 = 0) -> Self {
+        var request = Healthledger_V1_CallRequest()
+        request.method = method.rawValue
+        request.credential = credential
+        request.payload = Data(payload)
+        request.timeoutMs = timeoutMilliseconds
+        request.initialWindow = window
+        var frame = Self()
+        frame.callID = id
+        frame.request = request
+        return frame
+    }
+
+    public static func message(id: UInt64, _ payload: [UInt8]) -> Self {
+        var frame = Self()
+        frame.callID = id
+        frame.message = Data(payload)
+        return frame
+    }
+
+    public static func status(id: UInt64, _ error: RPCError?) -> Self {
+        var status = Healthledger_V1_CallStatus()
+        if let error {
+            status.code = Healthledger_V1_StatusCode(rawValue: error.code.rawValue) ?? .unknown
+            status.message = error.message
+            status.healthErrorCode = Int32(error.healthErrorCode?.rawValue ?? 0)
+        }
+        var frame = Self()
+        frame.callID = id
+        frame.status = status
+        return frame
+    }
+}
+
+import Foundation

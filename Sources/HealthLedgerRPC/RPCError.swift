@@ -1,0 +1,90 @@
+import HealthModel
+import LedgerSchema
+
+/// gRPC's status codes.
+public enum RPCStatusCode: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    case ok = 0, cancelled, unknown, invalidArgument, deadlineExceeded, notFound, alreadyExists, permissionDenied
+    case resourceExhausted, failedPrecondition, aborted, outOfRange, unimplemented, internalError, unavailable, dataLoss
+    case unauthenticated
+
+    public var description: String {
+        switch self {
+        case .ok: "ok"
+        case .cancelled: "cancelled"
+        case .unknown: "unknown"
+        case .invalidArgument: "invalidArgument"
+        case .deadlineExceeded: "deadlineExceeded"
+        case .notFound: "notFound"
+        case .alreadyExists: "alreadyExists"
+        case .permissionDenied: "permissionDenied"
+        case .resourceExhausted: "resourceExhausted"
+        case .failedPrecondition: "failedPrecondition"
+        case .aborted: "aborted"
+        case .outOfRange: "outOfRange"
+        case .unimplemented: "unimplemented"
+        case .internalError: "internal"
+        case .unavailable: "unavailable"
+        case .dataLoss: "dataLoss"
+        case .unauthenticated: "unauthenticated"
+        }
+    }
+}
+
+/// A failed call: a status code, a message, and HealthKit's error code when there is one.
+///
+/// ```swift
+/// catch let error as RPCError where error.code == .permissionDenied { … }
+/// ```
+public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var code: RPCStatusCode
+    public var message: String
+    public var healthErrorCode: HealthError.Code?
+
+    public init(_ code: RPCStatusCode, _ message: String, healthErrorCode: HealthError.Code? = nil) {
+        self.code = code
+        self.message = message
+        self.healthErrorCode = healthErrorCode
+    }
+
+    /// The error a ``HealthError`` becomes on the wire.
+    public init(_ error: HealthError) {
+        let code: RPCStatusCode = switch error.code {
+        case .invalidArgument: .invalidArgument
+        case .authorizationDenied, .authorizationNotDetermined, .requiredAuthorizationDenied: .permissionDenied
+        case .noData: .notFound
+        case .dataSizeExceeded: .resourceExhausted
+        case .databaseInaccessible, .healthDataUnavailable: .unavailable
+        case .userCanceled: .cancelled
+        default: .failedPrecondition
+        }
+        self.init(code, error.message, healthErrorCode: error.code)
+    }
+
+    /// The error a call status carries; nil for `ok`.
+    public init?(_ status: Healthledger_V1_CallStatus) {
+        guard status.code != .ok else { return nil }
+        self.init(
+            RPCStatusCode(rawValue: status.code.rawValue) ?? .unknown, status.message,
+            healthErrorCode: status.healthErrorCode == 0 ? nil : HealthError.Code(rawValue: Int(status.healthErrorCode)))
+    }
+
+    /// The HealthKit-style error this status stands for, when it carries a code.
+    public var healthError: HealthError? {
+        healthErrorCode.map { HealthError($0, message) }
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// The methods of `healthledger.v1.Ledger`.
+public enum RPCMethod: String, Sendable, CaseIterable {
+    case ping = "healthledger.v1.Ledger/Ping"
+    case save = "healthledger.v1.Ledger/Save"
+    case delete = "healthledger.v1.Ledger/Delete"
+    case deleteObjects = "healthledger.v1.Ledger/DeleteObjects"
+    case fetch = "healthledger.v1.Ledger/Fetch"
+    /// Server streaming: `SampleBatch` messages.
+    case querySamples = "healthledger.v1.Ledger/QuerySamples"
+
+    public var isStreaming: Bool { self == .querySamples }
+}

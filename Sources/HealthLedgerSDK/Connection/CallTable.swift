@@ -1,0 +1,111 @@
+import HealthLedgerRPC
+import LedgerSchema
+import Synchronization
+
+/// The calls open on one connection, by call id, and where their frames go.
+final class CallTable: Sendable {
+    private enum Pending {
+        case unary(CheckedContinuation<[UInt8], any Error>, message: [UInt8]?)
+        case stream(AsyncThrowingStream<[UInt8], any Error>.Continuation)
+    }
+
+    private struct State {
+        var pending: [UInt64: Pending] = [:]
+        var nextID: UInt64 = 1
+        /// Set once the connection is closing or closed: new calls fail with it.
+        var closed: RPCError?
+    }
+
+    private let state = Mutex(State())
+
+    /// Reserves a call id; throws when the connection no longer takes calls.
+    func reserve() throws -> UInt64 {
+        try state.withLock { state in
+            if let closed = state.closed { throw closed }
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+    }
+
+    func registerUnary(_ id: UInt64, _ continuation: CheckedContinuation<[UInt8], any Error>) {
+        let failure = state.withLock { state -> RPCError? in
+            if let closed = state.closed { return closed }
+            state.pending[id] = .unary(continuation, message: nil)
+            return nil
+        }
+        if let failure { continuation.resume(throwing: failure) }
+    }
+
+    func registerStream(_ id: UInt64, _ continuation: AsyncThrowingStream<[UInt8], any Error>.Continuation) {
+        let failure = state.withLock { state -> RPCError? in
+            if let closed = state.closed { return closed }
+            state.pending[id] = .stream(continuation)
+            return nil
+        }
+        if let failure { continuation.finish(throwing: failure) }
+    }
+
+    /// Routes a frame from the server to its call.
+    func deliver(_ frame: Healthledger_V1_Frame) {
+        switch frame.kind {
+        case .message(let payload):
+            let stream = state.withLock { state -> AsyncThrowingStream<[UInt8], any Error>.Continuation? in
+                switch state.pending[frame.callID] {
+                case .unary(let continuation, _)?:
+                    state.pending[frame.callID] = .unary(continuation, message: Array(payload))
+                    return nil
+                case .stream(let continuation)?:
+                    return continuation
+                case nil:
+                    return nil
+                }
+            }
+            stream?.yield(Array(payload))
+        case .status(let status):
+            let pending = state.withLock { $0.pending.removeValue(forKey: frame.callID) }
+            let error = RPCError(status)
+            switch pending {
+            case .unary(let continuation, let message)?:
+                if let error {
+                    continuation.resume(throwing: error)
+                } else {
+                    continuation.resume(returning: message ?? [])
+                }
+            case .stream(let continuation)?:
+                continuation.finish(throwing: error)
+            case nil:
+                break
+            }
+        default:
+            break
+        }
+    }
+
+    /// Ends a call locally (cancelled by the caller) without waiting for the server.
+    func abandon(_ id: UInt64, with error: RPCError) {
+        let pending = state.withLock { $0.pending.removeValue(forKey: id) }
+        switch pending {
+        case .unary(let continuation, _)?: continuation.resume(throwing: error)
+        case .stream(let continuation)?: continuation.finish(throwing: error)
+        case nil: break
+        }
+    }
+
+    /// Refuses new calls from now on; with `failOpen`, also fails the open ones.
+    func close(_ error: RPCError, failOpen: Bool) {
+        let open = state.withLock { state -> [Pending] in
+            if state.closed == nil { state.closed = error }
+            guard failOpen else { return [] }
+            defer { state.pending = [:] }
+            return Array(state.pending.values)
+        }
+        for pending in open {
+            switch pending {
+            case .unary(let continuation, _): continuation.resume(throwing: error)
+            case .stream(let continuation): continuation.finish(throwing: error)
+            }
+        }
+    }
+
+    var isClosed: Bool { state.withLock { $0.closed != nil } }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import HealthLedgerRPC
+import LedgerSchema
+import NIOCore
+import SwiftProtobuf
+import NIOPosix
+import NIOSSL
+
+/// One connection to a server, carrying many calls.
+final class ClientConnection: Sendable {
+    let channel: any Channel
+    let calls: CallTable
+
+    private init(channel: any Channel, calls: CallTable) {
+        self.channel = channel
+        self.calls = calls
+    }
+
+    static func connect(_ configuration: HealthStoreConfiguration, group: any EventLoopGroup) async throws -> ClientConnection {
+        let calls = CallTable()
+        let sslContext = try configuration.tls.map { tls in
+            var settings = TLSConfiguration.makeClientConfiguration()
+            if let roots = tls.trustRoots {
+                settings.trustRoots = .file(roots)
+            }
+            if !tls.verifyHostname { settings.certificateVerification = .noHostnameVerification }
+            return try NIOSSLContext(configuration: settings)
+        }
+        let host = configuration.host
+        let maximumFrameSize = configuration.maximumFrameSize
+        do {
+            let channel = try await ClientBootstrap(group: group)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .connectTimeout(.seconds(5))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let sslContext {
+                            try channel.pipeline.syncOperations.addHandler(
+                                try NIOSSLClientHandler(context: sslContext, serverHostname: host.first?.isNumber == true ? nil : host))
+                        }
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(maximumFrameSize: maximumFrameSize)))
+                        try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
+                        try channel.pipeline.syncOperations.addHandler(ClientFrameHandler(calls: calls))
+                    }
+                }
+                .connect(host: configuration.host, port: configuration.port)
+                .get()
+            return ClientConnection(channel: channel, calls: calls)
+        } catch {
+            throw RPCError(.unavailable, "cannot connect to \(configuration.host):\(configuration.port): \(error)")
+        }
+    }
+
+    var isUsable: Bool { channel.isActive && !calls.isClosed }
+
+    /// A unary call: one request, one response message.
+    func unary(_ method: RPCMethod, _ payload: [UInt8], credential: String, timeout: Duration) async throws -> [UInt8] {
+        let id = try calls.reserve()
+        let frame = Healthledger_V1_Frame.request(
+            id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: Self.milliseconds(timeout))
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                calls.registerUnary(id, continuation)
+                channel.writeAndFlush(frame).whenFailure { [calls] error in
+                    calls.abandon(id, with: RPCError(.unavailable, "the connection failed: \(error)"))
+                }
+            }
+        } onCancel: {
+            cancel(id)
+        }
+    }
+
+    /// A server-streaming call; the stream grants the server one more message each time
+    /// the consumer takes one, and cancels the call when the consumer stops early.
+    func stream(_ method: RPCMethod, _ payload: [UInt8], credential: String, timeout: Duration, window: UInt32 = 16) throws
+        -> (id: UInt64, stream: AsyncThrowingStream<[UInt8], any Error>)
+    {
+        let id = try calls.reserve()
+        let (stream, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
+        calls.registerStream(id, continuation)
+        continuation.onTermination = { [weak self] termination in
+            if case .cancelled = termination { self?.cancel(id) }
+        }
+        let frame = Healthledger_V1_Frame.request(
+            id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: Self.milliseconds(timeout),
+            window: window)
+        channel.writeAndFlush(frame).whenFailure { [calls] error in
+            calls.abandon(id, with: RPCError(.unavailable, "the connection failed: \(error)"))
+        }
+        return (id, stream)
+    }
+
+    /// Grants the server `messages` more messages on call `id`.
+    func grant(_ id: UInt64, _ messages: UInt32) {
+        var frame = Healthledger_V1_Frame()
+        frame.callID = id
+        frame.windowUpdate = .with { $0.messages = messages }
+        channel.writeAndFlush(frame, promise: nil)
+    }
+
+    func cancel(_ id: UInt64) {
+        var frame = Healthledger_V1_Frame()
+        frame.callID = id
+        frame.cancel = .init()
+        channel.writeAndFlush(frame, promise: nil)
+        calls.abandon(id, with: RPCError(.cancelled, "the call was cancelled"))
+    }
+
+    func close() async {
+        calls.close(RPCError(.unavailable, "the store was closed"), failOpen: true)
+        try? await channel.close()
+    }
+
+    static func milliseconds(_ duration: Duration) -> UInt32 {
+        let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        return UInt32(clamping: max(ms, 1))
+    }
+}
+
+/// Routes the server's frames to the calls.
+final class ClientFrameHandler: ChannelInboundHandler {
+    typealias InboundIn = InboundFrame
+
+    private let calls: CallTable
+
+    init(calls: CallTable) { self.calls = calls }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .frame(let frame) = unwrapInboundIn(data) else { return }
+        if case .goAway(let goAway) = frame.kind {
+            // No new calls on this connection; the open ones may still finish.
+            calls.close(RPCError(.unavailable, "the server is going away: \(goAway.reason)"), failOpen: false)
+            return
+        }
+        calls.deliver(frame)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        calls.close(RPCError(.unavailable, "the connection closed"), failOpen: true)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        calls.close(RPCError(.unavailable, "the connection failed: \(error)"), failOpen: true)
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,299 @@
+@_exported import HealthLedgerRPC
+@_exported import HealthModel
+import Foundation
+import LedgerSchema
+import NIOCore
+import NIOPosix
+import SwiftProtobuf
+
+/// Where and how a ``HealthStore`` connects.
+public struct HealthStoreConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    /// The bearer credential (`hl1:<ledger>:<id>:<secret>`) issued by the operator.
+    public var credential: String
+    /// The deadline of each call.
+    public var timeout: Duration
+    public var maximumFrameSize: Int
+    /// TLS settings; plain TCP when nil.
+    public var tls: TLS?
+    /// Connection attempts per call before giving up (with exponential backoff).
+    public var connectAttempts: Int
+
+    public struct TLS: Sendable {
+        /// A PEM file of trusted roots; the system's when nil.
+        public var trustRoots: String?
+        public var verifyHostname: Bool
+
+        public init(trustRoots: String? = nil, verifyHostname: Bool = true) {
+            self.trustRoots = trustRoots
+            self.verifyHostname = verifyHostname
+        }
+    }
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 7411, credential: String, timeout: Duration = .seconds(30),
+        maximumFrameSize: Int = FrameLayout.defaultMaximumFrameSize, tls: TLS? = nil, connectAttempts: Int = 4
+    ) {
+        self.host = host
+        self.port = port
+        self.credential = credential
+        self.timeout = timeout
+        self.maximumFrameSize = maximumFrameSize
+        self.tls = tls
+        self.connectAttempts = connectAttempts
+    }
+}
+
+/// What happened to one object of a save.
+public struct SaveOutcome: Sendable, Hashable {
+    public enum Disposition: Sendable, Hashable {
+        case saved
+        /// Replaced the stored object with the same sync identifier and a lower version.
+        case replaced(previous: UUID)
+        /// Not saved: an object with the same sync identifier and an equal or higher version exists.
+        case ignored(existing: UUID)
+    }
+
+    public var uuid: UUID
+    public var disposition: Disposition
+}
+
+/// The answer to ``HealthStore/ping(_:)``.
+public struct PingResult: Sendable, Hashable {
+    public var ledgerID: String
+    /// `owner` or `app <bundle id>`.
+    public var principal: String
+    public var roundTrip: Duration
+}
+
+/// A sample query (HealthKit's `HKSampleQueryDescriptor`, date-range form).
+///
+/// ```swift
+/// let query = SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierHeartRate"),
+///                                   interval: DateInterval(start: start, end: end), limit: 100)
+/// let samples = try await store.result(for: query)
+/// ```
+public struct SampleQueryDescriptor: Sendable, Hashable {
+    public enum Sort: Sendable, Hashable {
+        case startDate(ascending: Bool)
+        case endDate(ascending: Bool)
+    }
+
+    public var type: ObjectType
+    /// Samples overlapping this interval; all when nil.
+    public var interval: DateInterval?
+    /// 0: no limit.
+    public var limit: Int
+    public var sort: Sort
+    /// Objects per streamed batch.
+    public var batchSize: Int
+
+    public init(type: ObjectType, interval: DateInterval? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true), batchSize: Int = 500) {
+        self.type = type
+        self.interval = interval
+        self.limit = limit
+        self.sort = sort
+        self.batchSize = batchSize
+    }
+}
+
+/// A connection to one ledger on a HealthLedger server, shaped like HealthKit's `HKHealthStore`.
+///
+/// ```swift
+/// let store = HealthStore(configuration: .init(port: 7411, credential: credential))
+/// try await store.save(.quantitySample(QuantitySample(type: heartRate, quantity: try Quantity(72, "count/min"), start: now, end: now)))
+/// let samples = try await store.result(for: SampleQueryDescriptor(type: heartRate.objectType, limit: 10))
+/// ```
+///
+/// Calls share one connection (opened on first use, reopened with backoff after a
+/// failure). Failed calls throw ``RPCError`` carrying the status and, where there is one,
+/// HealthKit's error code. Cancelling the calling task cancels the call.
+public final class HealthStore: Sendable {
+    public let configuration: HealthStoreConfiguration
+    private let group: MultiThreadedEventLoopGroup
+    private let connections: ConnectionManager
+
+    public init(configuration: HealthStoreConfiguration) {
+        self.configuration = configuration
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.connections = ConnectionManager(configuration: configuration, group: group)
+    }
+
+    /// Closes the connection. The store cannot be used afterwards.
+    public func close() async {
+        await connections.close()
+        try? await group.shutdownGracefully()
+    }
+
+    private func unary(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> [UInt8] {
+        let payload: [UInt8] = try message.serializedBytes()
+        let connection = try await connections.connection()
+        return try await connection.unary(method, payload, credential: configuration.credential, timeout: configuration.timeout)
+    }
+
+    private static func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) throws -> M {
+        do { return try M(serializedBytes: bytes) } catch {
+            throw RPCError(.internalError, "the server sent an invalid \(M.protoMessageName)")
+        }
+    }
+
+    /// Checks the connection and the credential.
+    public func ping(_ data: [UInt8] = []) async throws -> PingResult {
+        let clock = ContinuousClock()
+        let started = clock.now
+        let response = try Self.decode(Healthledger_V1_PingResponse.self, try await unary(.ping, Healthledger_V1_PingRequest.with { $0.data = Data(data) }))
+        return PingResult(ledgerID: response.ledgerID, principal: response.principal, roundTrip: clock.now - started)
+    }
+
+    /// Saves objects atomically; returns once they are on the server's disk.
+    @discardableResult
+    public func save(_ objects: [HealthObject]) async throws -> [SaveOutcome] {
+        let request = Healthledger_V1_SaveRequest.with { $0.objects = objects.map(Healthledger_V1_HealthObject.init) }
+        let response = try Self.decode(Healthledger_V1_SaveResponse.self, try await unary(.save, request))
+        return try response.outcomes.map { outcome in
+            guard let uuid = UUID(bytes: outcome.uuid) else { throw RPCError(.internalError, "the server sent a bad UUID") }
+            let other = UUID(bytes: outcome.otherUuid)
+            switch (outcome.disposition, other) {
+            case (.replaced, let previous?): return SaveOutcome(uuid: uuid, disposition: .replaced(previous: previous))
+            case (.ignored, let existing?): return SaveOutcome(uuid: uuid, disposition: .ignored(existing: existing))
+            default: return SaveOutcome(uuid: uuid, disposition: .saved)
+            }
+        }
+    }
+
+    /// Saves one object.
+    @discardableResult
+    public func save(_ object: HealthObject) async throws -> SaveOutcome {
+        try await save([object])[0]
+    }
+
+    /// Deletes objects by UUID, all or none; returns the number deleted.
+    @discardableResult
+    public func delete(_ uuids: [UUID]) async throws -> Int {
+        let request = Healthledger_V1_DeleteRequest.with { $0.uuids = uuids.map { Data($0.bytes) } }
+        return Int(try Self.decode(Healthledger_V1_DeleteResponse.self, try await unary(.delete, request)).deleted)
+    }
+
+    /// Deletes objects, all or none.
+    @discardableResult
+    public func delete(_ objects: [HealthObject]) async throws -> Int {
+        try await delete(objects.map(\.uuid))
+    }
+
+    /// Deletes the caller's objects of `type` overlapping `interval` (all of them when nil);
+    /// returns how many.
+    @discardableResult
+    public func deleteObjects(of type: ObjectType, overlapping interval: DateInterval? = nil) async throws -> Int {
+        let request = Healthledger_V1_DeleteObjectsRequest.with { request in
+            request.type = type.identifier
+            if let interval {
+                request.startUs = microseconds(interval.start)
+                request.endUs = microseconds(interval.end)
+            }
+        }
+        return Int(try Self.decode(Healthledger_V1_DeleteResponse.self, try await unary(.deleteObjects, request)).deleted)
+    }
+
+    /// The object with `uuid`, or nil.
+    public func object(with uuid: UUID) async throws -> HealthObject? {
+        let response = try Self.decode(Healthledger_V1_FetchResponse.self, try await unary(.fetch, Healthledger_V1_FetchRequest.with { $0.uuid = Data(uuid.bytes) }))
+        return response.hasObject ? try response.object.model() : nil
+    }
+
+    /// All results of a sample query.
+    public func result(for query: SampleQueryDescriptor) async throws -> [HealthObject] {
+        var objects: [HealthObject] = []
+        for try await batch in try await results(for: query) { objects += batch }
+        return objects
+    }
+
+    /// The results of a sample query as they arrive, in batches. Stopping the iteration
+    /// (or cancelling its task) cancels the call.
+    public func results(for query: SampleQueryDescriptor) async throws -> SampleBatches {
+        let request = Healthledger_V1_SampleQueryRequest.with { request in
+            request.type = query.type.identifier
+            if let interval = query.interval {
+                request.startUs = microseconds(interval.start)
+                request.endUs = microseconds(interval.end)
+            }
+            request.limit = UInt32(clamping: query.limit)
+            request.batchSize = UInt32(clamping: query.batchSize)
+            request.sort = switch query.sort {
+            case .startDate(true): .startAscending
+            case .startDate(false): .startDescending
+            case .endDate(true): .endAscending
+            case .endDate(false): .endDescending
+            }
+        }
+        let connection = try await connections.connection()
+        let payload: [UInt8] = try request.serializedBytes()
+        let (id, stream) = try connection.stream(.querySamples, payload, credential: configuration.credential, timeout: configuration.timeout)
+        return SampleBatches(stream: stream, consumed: { connection.grant(id, 1) })
+    }
+}
+
+/// Batches of a sample query's results.
+public struct SampleBatches: AsyncSequence, Sendable {
+    public typealias Element = [HealthObject]
+    let stream: AsyncThrowingStream<[UInt8], any Error>
+    /// Grants the server one more batch (flow control).
+    let consumed: @Sendable () -> Void
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+        let consumed: @Sendable () -> Void
+
+        public mutating func next() async throws -> [HealthObject]? {
+            guard let bytes = try await base.next() else { return nil }
+            consumed()
+            let batch: Healthledger_V1_SampleBatch
+            do { batch = try Healthledger_V1_SampleBatch(serializedBytes: bytes) } catch {
+                throw RPCError(.internalError, "the server sent an invalid SampleBatch")
+            }
+            return try batch.objects.map { try $0.model() }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), consumed: consumed) }
+}
+
+/// Opens the connection on first use and reopens it, with backoff, once it fails.
+actor ConnectionManager {
+    private let configuration: HealthStoreConfiguration
+    private let group: any EventLoopGroup
+    private var current: ClientConnection?
+    private var closed = false
+
+    init(configuration: HealthStoreConfiguration, group: any EventLoopGroup) {
+        self.configuration = configuration
+        self.group = group
+    }
+
+    func connection() async throws -> ClientConnection {
+        guard !closed else { throw RPCError(.unavailable, "the store was closed") }
+        if let current, current.isUsable { return current }
+        var delay = Duration.milliseconds(50)
+        var lastError: any Error = RPCError(.unavailable, "not connected")
+        for attempt in 0..<max(1, configuration.connectAttempts) {
+            if attempt > 0 {
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(2))
+            }
+            do {
+                let connection = try await ClientConnection.connect(configuration, group: group)
+                current = connection
+                return connection
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError
+    }
+
+    func close() async {
+        closed = true
+        await current?.close()
+        current = nil
+    }
+}

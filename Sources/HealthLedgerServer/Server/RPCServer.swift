@@ -1,0 +1,146 @@
+import HealthLedgerRPC
+import Ledger
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import ServiceLifecycle
+import Synchronization
+
+/// The HealthLedger RPC server: accepts connections, serves `healthledger.v1.Ledger`
+/// calls on the ledgers of a ``Ledger/LedgerStore``, and drains gracefully.
+///
+/// ```swift
+/// let server = RPCServer(store: store, configuration: .init(port: 0), logger: logger)
+/// let address = try await server.start()
+/// …
+/// await server.shutdown()
+/// ```
+///
+/// As a swift-service-lifecycle `Service`, ``run()`` serves until graceful shutdown, then
+/// refuses new calls with `unavailable`, lets the calls in flight finish (up to
+/// ``ServerConfiguration/drainTimeout``) and closes.
+public final class RPCServer: Service, Sendable {
+    private enum State {
+        case idle
+        case running(any Channel)
+        case stopped
+    }
+
+    public let configuration: ServerConfiguration
+    private let store: LedgerStore
+    private let logger: Logger
+    private let group: MultiThreadedEventLoopGroup
+    private let state = Mutex(State.idle)
+    private let connections = ConnectionRegistry()
+
+    public init(store: LedgerStore, configuration: ServerConfiguration = .init(), logger: Logger = Logger(label: "healthledgerd")) {
+        self.store = store
+        self.configuration = configuration
+        self.logger = logger
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+    }
+
+    /// Binds the listening socket and returns its address (read the port from it when
+    /// the configuration asked for port 0).
+    @discardableResult
+    public func start() async throws -> SocketAddress {
+        let sslContext = try configuration.tls.map { files in
+            try NIOSSLContext(configuration: .makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(files.certificateChain).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: files.privateKey, format: .pem))))
+        }
+        let dispatcher = CallDispatcher(store: store, configuration: configuration, logger: logger)
+        let configuration = configuration
+        let logger = logger
+        let connections = connections
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let sslContext {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }
+                    let idle = configuration.idleTimeout
+                    try channel.pipeline.syncOperations.addHandler(
+                        IdleStateHandler(allTimeout: .nanoseconds(idle.components.seconds * 1_000_000_000 + idle.components.attoseconds / 1_000_000_000)))
+                    try channel.pipeline.syncOperations.addHandler(
+                        ByteToMessageHandler(FrameDecoder(maximumFrameSize: configuration.maximumFrameSize)))
+                    try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
+                    let handler = ServerConnectionHandler(
+                        dispatcher: dispatcher, maximumConcurrentCalls: configuration.maximumConcurrentCalls,
+                        logger: logger, onClose: { id in connections.remove(id) })
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                    connections.add(NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+        state.withLock { $0 = .running(channel) }
+        logger.info("listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "?")", "tls": "\(configuration.tls != nil)"])
+        return channel.localAddress!
+    }
+
+    /// Serves until graceful shutdown is triggered, then drains.
+    public func run() async throws {
+        if case .idle = state.withLock({ $0 }) { try await start() }
+        try await gracefulShutdown()
+        await shutdown()
+    }
+
+    /// Stops accepting, refuses new calls, waits for calls in flight, and closes.
+    public func shutdown() async {
+        let listener: (any Channel)? = state.withLock { state in
+            guard case .running(let channel) = state else { return nil }
+            state = .stopped
+            return channel
+        }
+        guard let listener else { return }
+        try? await listener.close()
+        let open = connections.all
+        let drains = open.map { bound in
+            let promise = bound.eventLoop.makePromise(of: Void.self)
+            bound.eventLoop.execute { bound.value.drain(promise: promise) }
+            return promise.futureResult
+        }
+        let all = EventLoopFuture.andAllComplete(drains, on: group.next())
+        let timeout = configuration.drainTimeout
+        let finished = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { (try? await all.get()) != nil }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+        if !finished {
+            logger.warning("calls still running after the drain timeout; closing them")
+            for bound in connections.all {
+                bound.eventLoop.execute { bound.value.forceClose() }
+            }
+        }
+        try? await group.shutdownGracefully()
+        logger.info("stopped")
+    }
+}
+
+/// The open connections, for draining.
+private final class ConnectionRegistry: Sendable {
+    private let entries = Mutex<[ObjectIdentifier: NIOLoopBound<ServerConnectionHandler>]>([:])
+
+    func add(_ handler: NIOLoopBound<ServerConnectionHandler>) {
+        let id = handler.eventLoop.inEventLoop ? ObjectIdentifier(handler.value) : nil
+        if let id { entries.withLock { $0[id] = handler } }
+    }
+
+    func remove(_ id: ObjectIdentifier) {
+        _ = entries.withLock { $0.removeValue(forKey: id) }
+    }
+
+    var all: [NIOLoopBound<ServerConnectionHandler>] { entries.withLock { Array($0.values) } }
+}

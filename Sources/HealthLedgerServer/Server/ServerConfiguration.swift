@@ -1,0 +1,53 @@
+import Foundation
+import HealthLedgerRPC
+
+/// How `healthledgerd` listens and what it allows.
+public struct ServerConfiguration: Sendable {
+    /// The default port: 7411.
+    public static let defaultPort = 7411
+
+    public var host: String
+    /// 0 picks a free port (tests); read the bound one from ``RPCServer/start()``.
+    public var port: Int
+    /// Frames above this size are refused when their header arrives.
+    public var maximumFrameSize: Int
+    /// Calls one connection may have open at once.
+    public var maximumConcurrentCalls: Int
+    /// The deadline of calls that do not set one.
+    public var defaultTimeout: Duration
+    /// The longest deadline a call may ask for.
+    public var maximumTimeout: Duration
+    /// A connection with no calls and no traffic for this long is closed.
+    public var idleTimeout: Duration
+    /// How long a graceful shutdown waits for calls in flight.
+    public var drainTimeout: Duration
+    /// PEM files for TLS; plain TCP when nil.
+    public var tls: TLSFiles?
+
+    public struct TLSFiles: Sendable {
+        public var certificateChain: String
+        public var privateKey: String
+
+        public init(certificateChain: String, privateKey: String) {
+            self.certificateChain = certificateChain
+            self.privateKey = privateKey
+        }
+    }
+
+    public init(
+        host: String = "127.0.0.1", port: Int = ServerConfiguration.defaultPort,
+        maximumFrameSize: Int = FrameLayout.defaultMaximumFrameSize, maximumConcurrentCalls: Int = 128,
+        defaultTimeout: Duration = .seconds(30), maximumTimeout: Duration = .seconds(600), idleTimeout: Duration = .seconds(300),
+        drainTimeout: Duration = .seconds(10), tls: TLSFiles? = nil
+    ) {
+        self.host = host
+        self.port = port
+        self.maximumFrameSize = maximumFrameSize
+        self.maximumConcurrentCalls = maximumConcurrentCalls
+        self.defaultTimeout = defaultTimeout
+        self.maximumTimeout = maximumTimeout
+        self.idleTimeout = idleTimeout
+        self.drainTimeout = drainTimeout
+        self.tls = tls
+    }
+}

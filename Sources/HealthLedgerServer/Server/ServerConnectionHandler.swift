@@ -1,0 +1,148 @@
+import HealthLedgerRPC
+import LedgerSchema
+import Logging
+import NIOCore
+import SwiftProtobuf
+
+/// One client connection: opens a task per call, routes cancels and window updates to
+/// them, answers pings, refuses calls beyond the limit or while draining, and closes the
+/// connection when its byte stream can no longer be trusted or it idles.
+final class ServerConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = InboundFrame
+    typealias OutboundOut = Healthledger_V1_Frame
+
+    private struct ActiveCall {
+        let task: Task<Void, Never>
+        let window: StreamWindow?
+    }
+
+    private let dispatcher: CallDispatcher
+    private let maximumConcurrentCalls: Int
+    private let logger: Logger
+    private let onClose: @Sendable (ObjectIdentifier) -> Void
+    private var calls: [UInt64: ActiveCall] = [:]
+    private var draining = false
+    private var highestCallID: UInt64 = 0
+    private var context: ChannelHandlerContext?
+    private var drained: EventLoopPromise<Void>?
+
+    init(dispatcher: CallDispatcher, maximumConcurrentCalls: Int, logger: Logger, onClose: @escaping @Sendable (ObjectIdentifier) -> Void) {
+        self.dispatcher = dispatcher
+        self.maximumConcurrentCalls = maximumConcurrentCalls
+        self.logger = logger
+        self.onClose = onClose
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        for call in calls.values { call.task.cancel() }
+        onClose(ObjectIdentifier(self))
+        drained?.succeed()
+        drained = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .malformed(let reason):
+            context.writeAndFlush(wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, reason))), promise: nil)
+        case .frame(let frame):
+            switch frame.kind {
+            case .request(let request): open(frame.callID, request, context: context)
+            case .cancel: calls[frame.callID]?.task.cancel()
+            case .windowUpdate(let update): calls[frame.callID]?.window?.grant(Int(min(update.messages, 1 << 20)))
+            case .ping(let ping):
+                var pong = Healthledger_V1_Frame()
+                pong.pong = .with { $0.nonce = ping.nonce }
+                context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            case .pong, .message, .status, .goAway, nil:
+                context.writeAndFlush(
+                    wrapOutboundOut(.status(id: frame.callID, RPCError(.invalidArgument, "a client may not send this frame"))), promise: nil)
+            }
+        }
+    }
+
+    private func open(_ id: UInt64, _ request: Healthledger_V1_CallRequest, context: ChannelHandlerContext) {
+        guard id != 0 else {
+            context.writeAndFlush(wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, "call id 0 is reserved"))), promise: nil)
+            return
+        }
+        guard !draining else {
+            context.writeAndFlush(wrapOutboundOut(.status(id: id, RPCError(.unavailable, "the server is shutting down"))), promise: nil)
+            return
+        }
+        guard calls[id] == nil else {
+            context.writeAndFlush(wrapOutboundOut(.status(id: id, RPCError(.invalidArgument, "call id \(id) is already in use"))), promise: nil)
+            return
+        }
+        guard calls.count < maximumConcurrentCalls else {
+            context.writeAndFlush(
+                wrapOutboundOut(.status(id: id, RPCError(.resourceExhausted, "more than \(maximumConcurrentCalls) calls are open on this connection"))),
+                promise: nil)
+            return
+        }
+        highestCallID = max(highestCallID, id)
+        let window = RPCMethod(rawValue: request.method)?.isStreaming == true
+            ? StreamWindow(initial: request.initialWindow == 0 ? 16 : Int(min(request.initialWindow, 1 << 20))) : nil
+        let channel = context.channel
+        let loop = context.eventLoop
+        let dispatcher = dispatcher
+        let finished = NIOLoopBound(self, eventLoop: loop)
+        let task = Task {
+            await dispatcher.run(id: id, request: request, window: window) { frame in
+                channel.writeAndFlush(frame, promise: nil)
+            }
+            loop.execute { finished.value.finish(id) }
+        }
+        calls[id] = ActiveCall(task: task, window: window)
+    }
+
+    private func finish(_ id: UInt64) {
+        calls[id] = nil
+        if draining, calls.isEmpty { context?.close(promise: nil) }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent, calls.isEmpty {
+            logger.debug("closing an idle connection")
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // The byte stream can no longer be trusted: say why, then close.
+        let reason = (error as? FrameError).map(\.description) ?? "connection error: \(error)"
+        var goAway = Healthledger_V1_Frame()
+        goAway.goAway = .with {
+            $0.lastCallID = highestCallID
+            $0.reason = reason
+        }
+        logger.debug("closing a connection", metadata: ["reason": "\(reason)"])
+        context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in context.close(promise: nil) }
+    }
+
+    /// Refuses new calls, tells the client, and closes once the calls in flight have ended.
+    func drain(promise: EventLoopPromise<Void>) {
+        guard let context else { return promise.succeed() }
+        draining = true
+        drained = promise
+        var goAway = Healthledger_V1_Frame()
+        goAway.goAway = .with {
+            $0.lastCallID = highestCallID
+            $0.reason = "the server is shutting down"
+        }
+        context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+        if calls.isEmpty { context.close(promise: nil) }
+    }
+
+    /// Cancels every call and closes (when draining took too long).
+    func forceClose() {
+        for call in calls.values { call.task.cancel() }
+        context?.close(promise: nil)
+    }
+}

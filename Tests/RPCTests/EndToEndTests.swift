@@ -1,0 +1,170 @@
+import Foundation
+import HealthLedgerSDK
+import HealthLedgerServer
+import Ledger
+import Testing
+
+@Suite("End to end: server and SDK")
+struct EndToEndTests {
+    @Test("save, fetch, query and delete through the SDK")
+    func roundTrip() async throws {
+        let server = try await TestServer()
+        let store = server.client(server.appCredential)
+        let ping = try await store.ping()
+        #expect(ping.ledgerID == "alice" && ping.principal == "app com.example.walk")
+
+        let samples = (0..<1200).map { Samples.heartRate(Double(60 + $0 % 50), at: Double($0) * 60) }
+        let outcomes = try await store.save(samples)
+        #expect(outcomes.map(\.uuid) == samples.map(\.uuid))
+        #expect(outcomes.allSatisfy { $0.disposition == .saved })
+
+        let fetched = try #require(try await store.object(with: samples[5].uuid))
+        #expect(fetched.uuid == samples[5].uuid)
+        #expect(fetched.sourceRevision.source == TestServer.appSource)
+        #expect(try await store.object(with: UUID()) == nil)
+
+        // 1,200 results arrive in batches of 500 (more than the initial window of batches is not needed here).
+        let all = try await store.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
+        #expect(all.map(\.uuid) == samples.map(\.uuid))
+        var batches = 0
+        for try await batch in try await store.results(for: SampleQueryDescriptor(type: Samples.heartRate.objectType, batchSize: 50)) {
+            #expect(batch.count <= 50)
+            batches += 1
+        }
+        #expect(batches == 24)
+        let window = DateInterval(start: Samples.base, duration: 600)
+        let recent = try await store.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType, interval: window, limit: 3, sort: .startDate(ascending: false)))
+        #expect(recent.map(\.uuid) == samples[0..<10].reversed().prefix(3).map(\.uuid))
+
+        #expect(try await store.delete([samples[0].uuid, samples[1].uuid]) == 2)
+        #expect(try await store.deleteObjects(of: Samples.heartRate.objectType, overlapping: window) == 8)
+        #expect(try await store.object(with: samples[0].uuid) == nil)
+
+        await store.close()
+        await server.stop()
+    }
+
+    @Test("errors carry the status and HealthKit's code")
+    func errors() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        let saved = Samples.heartRate(70, at: 0)
+        try await owner.save(saved)
+
+        let denied = await #expect(throws: RPCError.self) { try await app.delete([saved.uuid]) }
+        #expect(denied?.code == .permissionDenied && denied?.healthErrorCode == .authorizationDenied)
+        let missing = await #expect(throws: RPCError.self) { try await owner.delete([UUID()]) }
+        #expect(missing?.code == .notFound && missing?.healthErrorCode == .noData)
+        let duplicate = await #expect(throws: RPCError.self) { try await owner.save(saved) }
+        #expect(duplicate?.code == .invalidArgument && duplicate?.healthErrorCode == .invalidArgument)
+        let bad = HealthObject.quantitySample(QuantitySample(
+            type: Samples.heartRate, quantity: try Quantity(70, "count/min"), start: Samples.base, end: Samples.base.addingTimeInterval(-5)))
+        let invalid = await #expect(throws: RPCError.self) { try await owner.save([Samples.heartRate(1, at: 1), bad]) }
+        #expect(invalid?.code == .invalidArgument && invalid?.message.contains("endDate") == true)
+        #expect(try await owner.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count == 1, "the batch wrote nothing")
+
+        for credential in ["", "hl1:alice:0000000000000000:nope", "hl1:bob:\(server.appCredential.split(separator: ":")[2]):x"] {
+            let stranger = server.client(credential)
+            let refused = await #expect(throws: RPCError.self) { try await stranger.ping() }
+            #expect(refused?.code == .unauthenticated)
+            await stranger.close()
+        }
+
+        // Revocation takes effect on the open connection's next call.
+        #expect(try await app.ping().ledgerID == "alice")
+        try await server.ledger.revokeCredential(id: String(server.appCredential.split(separator: ":")[2]))
+        let revoked = await #expect(throws: RPCError.self) { try await app.ping() }
+        #expect(revoked?.code == .unauthenticated)
+
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+
+    @Test("sync-identifier upsert over the wire")
+    func syncUpsert() async throws {
+        let server = try await TestServer()
+        let store = server.client(server.appCredential)
+        func weight(_ version: Double) -> HealthObject {
+            .quantitySample(QuantitySample(
+                type: try! QuantityType("HKQuantityTypeIdentifierBodyMass"), quantity: try! Quantity(70 + version, "kg"),
+                start: Samples.base, end: Samples.base,
+                metadata: [MetadataKey.syncIdentifier: .string("w"), MetadataKey.syncVersion: .number(version)]))
+        }
+        let first = weight(1)
+        let second = weight(2)
+        #expect(try await store.save(first).disposition == .saved)
+        #expect(try await store.save(second).disposition == .replaced(previous: first.uuid))
+        #expect(try await store.save(weight(2)).disposition == .ignored(existing: second.uuid))
+        await store.close()
+        await server.stop()
+    }
+
+    @Test("many concurrent clients")
+    func concurrentClients() async throws {
+        let server = try await TestServer()
+        let credential = server.ownerCredential
+        let port = server.port
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for client in 0..<16 {
+                group.addTask {
+                    let store = HealthStore(configuration: .init(port: port, credential: credential))
+                    for index in 0..<20 { try await store.save(Samples.heartRate(60, at: Double(client * 100 + index))) }
+                    await store.close()
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try server.ledger.count(of: Samples.heartRate.objectType) == 320)
+        await server.stop()
+    }
+
+    @Test("deadlines and cancellation")
+    func deadlinesAndCancel() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        try await owner.save((0..<5000).map { Samples.heartRate(60, at: Double($0)) })
+        // A consumer that stops after one batch cancels the stream; the connection stays usable.
+        for try await batch in try await owner.results(for: SampleQueryDescriptor(type: Samples.heartRate.objectType, batchSize: 10)) {
+            #expect(batch.count == 10)
+            break
+        }
+        #expect(try await owner.ping().ledgerID == "alice")
+        // A task cancelled mid-call ends with cancelled.
+        let task = Task { try await owner.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType, batchSize: 1)) }
+        task.cancel()
+        let cancelled = await #expect(throws: (any Error).self) { try await task.value }
+        #expect(cancelled is RPCError || cancelled is CancellationError)
+        // A tiny deadline: a slow stream (the consumer never reads) is ended by the server.
+        let hurried = server.client(timeout: .milliseconds(200))
+        let stream = try await hurried.results(for: SampleQueryDescriptor(type: Samples.heartRate.objectType, batchSize: 1))
+        try await Task.sleep(for: .milliseconds(500))
+        let late = await #expect(throws: RPCError.self) { for try await _ in stream {} }
+        #expect(late?.code == .deadlineExceeded)
+        await hurried.close()
+        await owner.close()
+        await server.stop()
+    }
+
+    @Test("graceful shutdown lets calls in flight finish and refuses new ones")
+    func gracefulShutdown() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        try await owner.save((0..<5000).map { Samples.heartRate(60, at: Double($0)) })
+        // A streaming call is in flight: the server waits on its window after 16 batches.
+        var iterator = try await owner.results(for: SampleQueryDescriptor(type: Samples.heartRate.objectType, batchSize: 100)).makeAsyncIterator()
+        var received = try #require(try await iterator.next()).count
+        let shutdown = Task { await server.server.shutdown() }
+        try await Task.sleep(for: .milliseconds(200))
+        // New calls are refused…
+        let refused = await #expect(throws: RPCError.self) { try await owner.ping() }
+        #expect(refused?.code == .unavailable)
+        // …while the call in flight runs to its end.
+        while let batch = try await iterator.next() { received += batch.count }
+        #expect(received == 5000)
+        await shutdown.value
+        await owner.close()
+        await server.stop()
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import HealthLedgerSDK
+import HealthLedgerServer
+import Ledger
+import Logging
+import NIOCore
+
+/// A real server on port 0 over a temporary data directory, with an owner and an app credential.
+final class TestServer: @unchecked Sendable {
+    let directory: URL
+    let store: LedgerStore
+    let server: RPCServer
+    let port: Int
+    let ledger: Ledger
+    let ownerCredential: String
+    let appCredential: String
+
+    static let appSource = Source(bundleIdentifier: "com.example.walk", name: "Walk")
+
+    init(configuration: ServerConfiguration = ServerConfiguration(port: 0)) async throws {
+        directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-rpc-\(UUID().uuidString)")
+        store = try LedgerStore(directory: directory)
+        ledger = try store.createLedger(id: "alice")
+        ownerCredential = try await ledger.issueCredential(for: .owner)
+        appCredential = try await ledger.issueCredential(for: .app(Self.appSource))
+        var configuration = configuration
+        configuration.port = 0
+        server = RPCServer(store: store, configuration: configuration, logger: Logger(label: "test"))
+        port = try await server.start().port!
+    }
+
+    func client(_ credential: String? = nil, timeout: Duration = .seconds(10)) -> HealthStore {
+        HealthStore(configuration: .init(port: port, credential: credential ?? ownerCredential, timeout: timeout))
+    }
+
+    func stop() async {
+        await server.shutdown()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+enum Samples {
+    static let heartRate = try! QuantityType("HKQuantityTypeIdentifierHeartRate")
+    static let base = Date(timeIntervalSince1970: 1_700_000_000)
+
+    static func heartRate(_ value: Double, at offset: TimeInterval, metadata: Metadata = [:]) -> HealthObject {
+        let date = base.addingTimeInterval(offset)
+        return .quantitySample(QuantitySample(type: heartRate, quantity: try! Quantity(value, "count/min"), start: date, end: date, metadata: metadata))
+    }
+}
