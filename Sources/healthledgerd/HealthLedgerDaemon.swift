@@ -1,71 +1,87 @@
 import ArgumentParser
 import Foundation
-import HealthModel
+import HealthLedgerServer
 import Ledger
 import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
+import UnixSignals
 
-/// The HealthLedger server. Until the RPC layer lands, it opens the data directory,
-/// creates a demo ledger with a day of samples when there is none, verifies every
-/// ledger and prints the state of each.
+/// The HealthLedger server.
 @main
 struct HealthLedgerDaemon: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "healthledgerd", abstract: "The HealthLedger server (ledger core preview: prints the state of the store).")
+        commandName: "healthledgerd",
+        abstract: "The HealthLedger server: ledgers in LMDB under a data directory, served over the HealthLedger RPC protocol.",
+        discussion: "Every option can also be set with an environment variable (shown in brackets).")
 
-    @Option(name: .customLong("data-dir"), help: "The data directory (default: $HEALTHLEDGER_DATA_DIR or ./data).")
-    var dataDirectory: String?
+    @Option(help: "Address to listen on [HEALTHLEDGER_HOST].") var host: String?
+    @Option(help: "Port to listen on, 0 for any [HEALTHLEDGER_PORT].") var port: Int?
+    @Option(name: .customLong("data-dir"), help: "The data directory [HEALTHLEDGER_DATA_DIR] (default ./data).") var dataDirectory: String?
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; enables TLS with --tls-key [HEALTHLEDGER_TLS_CERT].") var tlsCertificate: String?
+    @Option(name: .customLong("tls-key"), help: "PEM private key [HEALTHLEDGER_TLS_KEY].") var tlsKey: String?
+    @Option(name: .customLong("max-frame-size"), help: "Largest frame in bytes [HEALTHLEDGER_MAX_FRAME_SIZE] (default 4 MiB).") var maximumFrameSize: Int?
+    @Option(name: .customLong("max-calls"), help: "Concurrent calls per connection [HEALTHLEDGER_MAX_CALLS] (default 128).") var maximumCalls: Int?
+    @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed [HEALTHLEDGER_IDLE_TIMEOUT] (default 300).") var idleTimeout: Int?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error [HEALTHLEDGER_LOG_LEVEL] (default info).") var logLevel: String?
+    @Option(name: .customLong("metrics-port"), help: "Port of the Prometheus /metrics endpoint on the listen address, -1 to disable [HEALTHLEDGER_METRICS_PORT] (default 9411).") var metricsPort: Int?
 
     func run() async throws {
-        LoggingSystem.bootstrap(StreamLogHandler.standardError)
-        let logger = Logger(label: "healthledgerd")
-        let path = dataDirectory ?? ProcessInfo.processInfo.environment["HEALTHLEDGER_DATA_DIR"] ?? "data"
-        let store = try LedgerStore(directory: URL(filePath: path, directoryHint: .isDirectory), logger: logger)
-        if try store.ledgerIDs().isEmpty {
-            let ledger = try store.createLedger(id: "demo", displayName: "Demo")
-            try await Self.seed(ledger)
-            logger.info("created the demo ledger", metadata: ["ledger.id": "demo"])
+        let environment = ProcessInfo.processInfo.environment
+        func setting(_ flag: String?, _ name: String) -> String? { flag ?? environment["HEALTHLEDGER_\(name)"] }
+        func number(_ flag: Int?, _ name: String) throws -> Int? {
+            if let flag { return flag }
+            guard let text = environment["HEALTHLEDGER_\(name)"] else { return nil }
+            guard let value = Int(text) else { throw ValidationError("HEALTHLEDGER_\(name) must be a number, got '\(text)'") }
+            return value
         }
-        print("HealthLedger store at \(store.directory.path)")
-        for id in try store.ledgerIDs() {
-            let ledger = try store.ledger(id)
-            let verify = try ledger.verify()
-            let head = try ledger.head()
-            print("ledger \(id): \(head.sequence) events, head \(head.hash.prefix(8).map { String(format: "%02x", $0) }.joined())…, "
-                + (verify.isValid ? "chain verified" : "VERIFY FAILED: \(verify.problem!)"))
-            for identifier in ["HKQuantityTypeIdentifierHeartRate", "HKQuantityTypeIdentifierStepCount", "HKCategoryTypeIdentifierSleepAnalysis"] {
-                let type = try ObjectType(identifier)
-                let count = try ledger.count(of: type)
-                if count > 0 { print("  \(identifier): \(count) objects") }
-            }
-        }
-        print("(the RPC server arrives with the next issue; use `healthledger` to manage ledgers)")
-    }
 
-    /// One day of heart rate, steps and a night's sleep.
-    static func seed(_ ledger: Ledger) async throws {
-        let day = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 / 86_400).rounded(.down) * 86_400 - 86_400)
-        let watch = SourceRevision(source: Source(bundleIdentifier: "com.example.watch", name: "Example Watch"), productType: "Watch6,1")
-        let heartRate = try QuantityType("HKQuantityTypeIdentifierHeartRate")
-        let steps = try QuantityType("HKQuantityTypeIdentifierStepCount")
-        let sleep = try CategoryType("HKCategoryTypeIdentifierSleepAnalysis")
-        var objects: [HealthObject] = []
-        for minute in stride(from: 0, to: 1440, by: 5) {
-            let date = day.addingTimeInterval(Double(minute) * 60)
-            objects.append(.quantitySample(QuantitySample(
-                type: heartRate, quantity: try Quantity(Double(55 + (minute / 5) % 40), "count/min"), start: date, end: date,
-                sourceRevision: watch)))
+        let level = Logger.Level(rawValue: setting(logLevel, "LOG_LEVEL") ?? "info") ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
         }
-        for hour in 8..<20 {
-            let start = day.addingTimeInterval(Double(hour) * 3600)
-            objects.append(.quantitySample(QuantitySample(
-                type: steps, quantity: try Quantity(Double(300 + hour * 17), "count"), start: start, end: start.addingTimeInterval(3600),
-                sourceRevision: watch)))
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let logger = Logger(label: "healthledgerd")
+
+        var configuration = ServerConfiguration()
+        configuration.host = setting(host, "HOST") ?? configuration.host
+        configuration.port = try number(port, "PORT") ?? configuration.port
+        configuration.maximumFrameSize = try number(maximumFrameSize, "MAX_FRAME_SIZE") ?? configuration.maximumFrameSize
+        configuration.maximumConcurrentCalls = try number(maximumCalls, "MAX_CALLS") ?? configuration.maximumConcurrentCalls
+        configuration.idleTimeout = .seconds(try number(idleTimeout, "IDLE_TIMEOUT") ?? 300)
+        switch (setting(tlsCertificate, "TLS_CERT"), setting(tlsKey, "TLS_KEY")) {
+        case (let certificate?, let key?): configuration.tls = .init(certificateChain: certificate, privateKey: key)
+        case (nil, nil): break
+        default: throw ValidationError("TLS needs both --tls-cert and --tls-key")
         }
-        for (offset, stage) in [(0, 3), (90, 4), (150, 5), (210, 3), (300, 2)] {
-            let start = day.addingTimeInterval(Double(offset) * 60)
-            objects.append(.categorySample(CategorySample(
-                type: sleep, value: stage, start: start, end: start.addingTimeInterval(60 * 60), sourceRevision: watch)))
+        guard configuration.maximumFrameSize >= 1024, configuration.maximumConcurrentCalls >= 1 else {
+            throw ValidationError("--max-frame-size must be at least 1024 and --max-calls at least 1")
         }
-        _ = try await ledger.save(objects, by: .owner)
+
+        let path = setting(dataDirectory, "DATA_DIR") ?? "data"
+        let commitBatch = Recorder(label: "healthledger_group_commit_requests")
+        let commitTime = Timer(label: "healthledger_group_commit_seconds")
+        let store = try LedgerStore(
+            directory: URL(filePath: path, directoryHint: .isDirectory),
+            configuration: LedgerConfiguration(onCommit: { requests, duration in
+                commitBatch.record(requests)
+                commitTime.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+            }),
+            logger: logger)
+        let ledgers = try store.ledgerIDs().count
+        logger.info("data directory", metadata: ["path": "\(store.directory.path)", "ledgers": "\(ledgers)"])
+
+        var services: [any Service] = [RPCServer(store: store, configuration: configuration, logger: logger)]
+        let metricsPortValue = try number(metricsPort, "METRICS_PORT") ?? 9411
+        if metricsPortValue >= 0 {
+            services.append(MetricsEndpoint(host: configuration.host, port: metricsPortValue, registry: registry, logger: logger))
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
     }
 }

@@ -1,0 +1,252 @@
+import ArgumentParser
+import Foundation
+import HealthLedgerSDK
+
+/// Options of the commands that talk to a server.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "Server address [HEALTHLEDGER_HOST] (default 127.0.0.1).") var host: String?
+    @Option(help: "Server port [HEALTHLEDGER_PORT] (default 7411).") var port: Int?
+    @Option(help: "The bearer credential [HEALTHLEDGER_CREDENTIAL].") var credential: String?
+    @Option(name: .customLong("tls-ca"), help: "Use TLS, trusting the roots in this PEM file.") var tlsRoots: String?
+    @Flag(help: "Print JSON instead of a table.") var json = false
+
+    func store() throws -> HealthStore {
+        let environment = ProcessInfo.processInfo.environment
+        guard let credential = credential ?? environment["HEALTHLEDGER_CREDENTIAL"], !credential.isEmpty else {
+            throw ValidationErrorExit("a credential is needed: --credential or HEALTHLEDGER_CREDENTIAL (see `healthledger admin issue-app-credential`)")
+        }
+        return HealthStore(configuration: .init(
+            host: host ?? environment["HEALTHLEDGER_HOST"] ?? "127.0.0.1",
+            port: port ?? environment["HEALTHLEDGER_PORT"].flatMap(Int.init) ?? 7411,
+            credential: credential, tls: tlsRoots.map { .init(trustRoots: $0, verifyHostname: false) }, connectAttempts: 2))
+    }
+}
+
+func printJSON(_ value: Any) {
+    let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .prettyPrinted])) ?? Data("null".utf8)
+    print(String(decoding: data, as: UTF8.self))
+}
+
+func clientFailure(_ error: any Error) -> any Error {
+    if let error = error as? RPCError { return ValidationErrorExit("\(error.code): \(error.message)") }
+    return fail(error)
+}
+
+struct PingCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "ping", abstract: "Check the server and the credential.")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        let store = try connection.store()
+        do {
+            let result = try await store.ping()
+            let micros = result.roundTrip.components.attoseconds / 1_000_000_000_000 + result.roundTrip.components.seconds * 1_000_000
+            if connection.json {
+                printJSON(["ledger": result.ledgerID, "principal": result.principal, "roundTripMicroseconds": micros])
+            } else {
+                print("ledger \(result.ledgerID) as \(result.principal): \(micros) µs")
+            }
+        } catch {
+            await store.close()
+            throw clientFailure(error)
+        }
+        await store.close()
+    }
+}
+
+struct SaveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "save",
+        abstract: "Save a sample, from flags or from JSON.",
+        discussion: """
+            From flags:  healthledger save --type HKQuantityTypeIdentifierHeartRate --value 72 --unit count/min
+            From JSON:   healthledger save --input samples.json   (or - for standard input)
+            JSON is one object or an array of objects: {"type": "...", "value": 72, "unit": "count/min",
+            "start": "2026-11-22T08:00:00Z", "end": "...", "uuid": "...", "metadata": {"key": "text" | 1.5}}.
+            Category samples give the raw value and no unit.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "HealthKit type identifier.") var type: String?
+    @Option(help: "The quantity, or the category's raw value.") var value: Double?
+    @Option(help: "The unit (quantity types).") var unit: String?
+    @Option(help: "Start date, ISO 8601 (default now).") var start: String?
+    @Option(help: "End date, ISO 8601 (default the start).") var end: String?
+    @Option(name: .customLong("metadata"), help: "key=value metadata (numbers stay numbers); repeatable.") var metadata: [String] = []
+    @Option(help: "A JSON file of samples, or - for standard input.") var input: String?
+
+    func run() async throws {
+        let objects: [HealthObject]
+        do {
+            if let input {
+                let data = input == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(filePath: input))
+                let json = try JSONSerialization.jsonObject(with: data)
+                let items = (json as? [[String: Any]]) ?? [(json as? [String: Any])].compactMap { $0 }
+                guard !items.isEmpty else { throw ValidationErrorExit("the input must be a JSON object or an array of objects") }
+                objects = try items.enumerated().map { index, item in
+                    do { return try SampleInput(json: item).object() } catch let error as ValidationErrorExit {
+                        throw ValidationErrorExit("sample \(index): \(error.message)")
+                    }
+                }
+            } else {
+                guard let type, let value else { throw ValidationErrorExit("give --type and --value, or --input") }
+                var fields: [String: Any] = [:]
+                for pair in metadata {
+                    guard let equals = pair.firstIndex(of: "=") else { throw ValidationErrorExit("metadata '\(pair)' is not key=value") }
+                    let text = String(pair[pair.index(after: equals)...])
+                    fields[String(pair[..<equals])] = Double(text).map { $0 as Any } ?? text
+                }
+                objects = [try SampleInput(type: type, value: value, unit: unit, start: start, end: end, uuid: nil, metadata: fields).object()]
+            }
+        } catch { throw fail(error) }
+
+        let store = try connection.store()
+        do {
+            let outcomes = try await store.save(objects)
+            if connection.json {
+                printJSON(outcomes.map { outcome -> [String: String] in
+                    switch outcome.disposition {
+                    case .saved: ["uuid": outcome.uuid.uuidString, "disposition": "saved"]
+                    case .replaced(let previous): ["uuid": outcome.uuid.uuidString, "disposition": "replaced", "previous": previous.uuidString]
+                    case .ignored(let existing): ["uuid": outcome.uuid.uuidString, "disposition": "ignored", "existing": existing.uuidString]
+                    }
+                })
+            } else {
+                for outcome in outcomes {
+                    switch outcome.disposition {
+                    case .saved: print("\(outcome.uuid)\tsaved")
+                    case .replaced(let previous): print("\(outcome.uuid)\treplaced \(previous)")
+                    case .ignored(let existing): print("\(outcome.uuid)\tignored (kept \(existing))")
+                    }
+                }
+            }
+        } catch {
+            await store.close()
+            throw clientFailure(error)
+        }
+        await store.close()
+    }
+}
+
+/// One sample as the CLI reads it.
+struct SampleInput {
+    var type: String
+    var value: Double
+    var unit: String?
+    var start: String?
+    var end: String?
+    var uuid: String?
+    var metadata: [String: Any]
+
+    init(type: String, value: Double, unit: String?, start: String?, end: String?, uuid: String?, metadata: [String: Any]) {
+        self.type = type
+        self.value = value
+        self.unit = unit
+        self.start = start
+        self.end = end
+        self.uuid = uuid
+        self.metadata = metadata
+    }
+
+    init(json: [String: Any]) throws {
+        guard let type = json["type"] as? String else { throw ValidationErrorExit("'type' is missing") }
+        guard let value = (json["value"] as? NSNumber)?.doubleValue else { throw ValidationErrorExit("'value' must be a number") }
+        self.init(
+            type: type, value: value, unit: json["unit"] as? String, start: json["start"] as? String, end: json["end"] as? String,
+            uuid: json["uuid"] as? String, metadata: json["metadata"] as? [String: Any] ?? [:])
+    }
+
+    static func date(_ text: String?, _ name: String) throws -> Date? {
+        guard let text else { return nil }
+        guard let date = try? Date(text, strategy: .iso8601) else { throw ValidationErrorExit("\(name) '\(text)' is not an ISO 8601 date") }
+        return date
+    }
+
+    func object() throws -> HealthObject {
+        let startDate = try Self.date(start, "start") ?? Date()
+        let endDate = try Self.date(end, "end") ?? startDate
+        let id = try uuid.map { text in
+            guard let id = UUID(uuidString: text) else { throw ValidationErrorExit("uuid '\(text)' is not a UUID") }
+            return id
+        } ?? .timeOrdered()
+        var fields: Metadata = [:]
+        for (key, value) in metadata {
+            switch value {
+            case let number as NSNumber: fields[key] = .number(number.doubleValue)
+            case let text as String: fields[key] = .string(text)
+            default: throw ValidationErrorExit("metadata '\(key)' must be a string or a number")
+            }
+        }
+        switch try ObjectType(type).family {
+        case .quantity:
+            guard let unit else { throw ValidationErrorExit("a quantity sample needs a unit") }
+            return .quantitySample(QuantitySample(
+                type: try QuantityType(type), quantity: try Quantity(value, unit), start: startDate, end: endDate, metadata: fields, uuid: id))
+        case .category:
+            guard let raw = Int(exactly: value) else { throw ValidationErrorExit("a category value must be an integer") }
+            return .categorySample(CategorySample(type: try CategoryType(type), value: raw, start: startDate, end: endDate, metadata: fields, uuid: id))
+        default:
+            throw ValidationErrorExit("the CLI saves quantity and category samples; '\(type)' is neither")
+        }
+    }
+}
+
+struct QueryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "query", abstract: "Query samples of a type.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "HealthKit type identifier.") var type: String
+    @Option(help: "Only samples overlapping from this date (ISO 8601).") var from: String?
+    @Option(help: "…until this date (ISO 8601).") var to: String?
+    @Option(help: "At most this many (0: all).") var limit = 100
+    @Option(help: "Sort by start or end.") var sort = "start"
+    @Flag(help: "Newest first.") var descending = false
+    @Option(help: "Show values in this unit (quantity types).") var unit: String?
+
+    func run() async throws {
+        let query: SampleQueryDescriptor
+        let displayUnit: HealthUnit?
+        do {
+            let start = try SampleInput.date(from, "from")
+            let end = try SampleInput.date(to, "to")
+            let interval = (start != nil || end != nil) ? DateInterval(start: start ?? .distantPast, end: end ?? .distantFuture) : nil
+            guard sort == "start" || sort == "end" else { throw ValidationErrorExit("--sort is start or end") }
+            query = SampleQueryDescriptor(
+                type: try ObjectType(type), interval: interval, limit: limit,
+                sort: sort == "start" ? .startDate(ascending: !descending) : .endDate(ascending: !descending))
+            displayUnit = try unit.map { try HealthUnit($0) }
+        } catch { throw fail(error) }
+        let store = try connection.store()
+        do {
+            let samples = try await store.result(for: query)
+            let rows = try samples.map { sample -> [String: Any] in
+                var row: [String: Any] = [
+                    "uuid": sample.uuid.uuidString, "start": sample.startDate.formatted(.iso8601), "end": sample.endDate.formatted(.iso8601),
+                    "source": sample.sourceRevision.source.bundleIdentifier,
+                ]
+                switch sample {
+                case .quantitySample(let quantity):
+                    let target = displayUnit ?? quantity.quantity.unit
+                    // 12 significant digits: 68.0388, not 68.03880000000001.
+                    let value = try quantity.quantity.doubleValue(for: target)
+                    row["value"] = Double(String(format: "%.12g", value)) ?? value
+                    row["unit"] = target.description
+                case .categorySample(let category):
+                    row["value"] = category.value
+                }
+                return row
+            }
+            if connection.json {
+                printJSON(rows)
+            } else {
+                print(["START", "END", "VALUE", "UNIT", "SOURCE", "UUID"].joined(separator: "\t"))
+                for row in rows {
+                    print(["start", "end", "value", "unit", "source", "uuid"].map { "\(row[$0] ?? "")" }.joined(separator: "\t"))
+                }
+            }
+        } catch {
+            await store.close()
+            throw clientFailure(error)
+        }
+        await store.close()
+    }
+}
