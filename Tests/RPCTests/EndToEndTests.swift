@@ -4,7 +4,7 @@ import HealthLedgerServer
 import Ledger
 import Testing
 
-@Suite("End to end: server and SDK")
+@Suite("End to end: server and SDK", .timeLimit(.minutes(3)))
 struct EndToEndTests {
     @Test("save, fetch, query and delete through the SDK")
     func roundTrip() async throws {

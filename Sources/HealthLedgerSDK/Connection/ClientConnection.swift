@@ -29,7 +29,7 @@ final class ClientConnection: Sendable {
         let host = configuration.host
         let maximumFrameSize = configuration.maximumFrameSize
         do {
-            let channel = try await ClientBootstrap(group: group)
+            let bootstrap = ClientBootstrap(group: group)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .connectTimeout(.seconds(5))
                 .channelInitializer { channel in
@@ -43,8 +43,11 @@ final class ClientConnection: Sendable {
                         try channel.pipeline.syncOperations.addHandler(ClientFrameHandler(calls: calls))
                     }
                 }
-                .connect(host: configuration.host, port: configuration.port)
-                .get()
+            // IP literals connect directly; names go through the resolver.
+            let channel = try await (
+                (try? SocketAddress(ipAddress: configuration.host, port: configuration.port)).map { bootstrap.connect(to: $0) }
+                    ?? bootstrap.connect(host: configuration.host, port: configuration.port)
+            ).get()
             return ClientConnection(channel: channel, calls: calls)
         } catch {
             throw RPCError(.unavailable, "cannot connect to \(configuration.host):\(configuration.port): \(error)")

@@ -107,17 +107,7 @@ public final class RPCServer: Service, Sendable {
             return promise.futureResult
         }
         let all = EventLoopFuture.andAllComplete(drains, on: group.next())
-        let timeout = configuration.drainTimeout
-        let finished = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { (try? await all.get()) != nil }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next()!
-            group.cancelAll()
-            return first
-        }
+        let finished = await Self.completes(all, within: configuration.drainTimeout, on: group.next())
         if !finished {
             logger.warning("calls still running after the drain timeout; closing them")
             for bound in connections.all {
@@ -126,6 +116,32 @@ public final class RPCServer: Service, Sendable {
         }
         try? await group.shutdownGracefully()
         logger.info("stopped")
+    }
+
+    /// Whether `future` completes before `timeout` passes (never waits longer).
+    private static func completes(_ future: EventLoopFuture<Void>, within timeout: Duration, on loop: any EventLoop) async -> Bool {
+        await withCheckedContinuation { continuation in
+            let once = Once()
+            func finish(_ value: Bool) {
+                if once.claim() { continuation.resume(returning: value) }
+            }
+            future.whenComplete { _ in finish(true) }
+            loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+                finish(false)
+            }
+        }
+    }
+}
+
+/// True for the first caller of ``claim()`` only.
+private final class Once: Sendable {
+    private let done = Mutex(false)
+
+    func claim() -> Bool {
+        done.withLock { done in
+            defer { done = true }
+            return !done
+        }
     }
 }
 

@@ -25,6 +25,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     private var highestCallID: UInt64 = 0
     private var context: ChannelHandlerContext?
     private var drained: EventLoopPromise<Void>?
+    private var inactive = false
 
     init(dispatcher: CallDispatcher, maximumConcurrentCalls: Int, logger: Logger, onClose: @escaping @Sendable (ObjectIdentifier) -> Void) {
         self.dispatcher = dispatcher
@@ -38,6 +39,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        inactive = true
         for call in calls.values { call.task.cancel() }
         onClose(ObjectIdentifier(self))
         drained?.succeed()
@@ -128,7 +130,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
 
     /// Refuses new calls, tells the client, and closes once the calls in flight have ended.
     func drain(promise: EventLoopPromise<Void>) {
-        guard let context else { return promise.succeed() }
+        guard let context, !inactive else { return promise.succeed() }
         draining = true
         drained = promise
         var goAway = Healthledger_V1_Frame()

@@ -1,0 +1,179 @@
+import Foundation
+import HealthLedgerRPC
+import HealthLedgerSDK
+import HealthLedgerServer
+import Ledger
+import LedgerSchema
+import NIOCore
+import NIOEmbedded
+import SwiftProtobuf
+import Testing
+
+@Suite("Bad input", .timeLimit(.minutes(3)))
+struct BadInputTests {
+    static func request(_ id: UInt64, _ method: String, credential: String, payload: [UInt8] = []) -> Healthledger_V1_Frame {
+        var frame = Healthledger_V1_Frame()
+        frame.callID = id
+        frame.request = .with {
+            $0.method = method
+            $0.credential = credential
+            $0.payload = Data(payload)
+        }
+        return frame
+    }
+
+    @Test("the decoder refuses an oversize frame as soon as its header arrives")
+    func oversizeAtHeader() throws {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameSize: 1024)))
+        var header = channel.allocator.buffer(capacity: 5)
+        header.writeInteger(UInt8(0))
+        header.writeInteger(UInt32(1 << 30))
+        // Only the 5 header bytes: no body was sent, yet the frame is refused.
+        let error = #expect(throws: FrameError.self) { try channel.writeInbound(header) }
+        #expect(error == .frameTooLarge(declared: 1 << 30, limit: 1024))
+        _ = try? channel.finish()
+    }
+
+    @Test("the decoder reassembles split frames, flags malformed bodies, and rejects bad flags and truncation")
+    func decoderCases() throws {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameSize: 1024)))
+        let bytes = RawConnection.encode(Self.request(7, RPCMethod.ping.rawValue, credential: "x"))
+        for byte in bytes { try channel.writeInbound(channel.allocator.buffer(bytes: [byte])) }
+        guard case .frame(let frame)? = try channel.readInbound(as: InboundFrame.self) else { Issue.record("no frame"); return }
+        #expect(frame.callID == 7)
+        try channel.writeInbound(channel.allocator.buffer(bytes: [0, 0, 0, 0, 3, 0xFF, 0xFF, 0xFF]))
+        guard case .malformed? = try channel.readInbound(as: InboundFrame.self) else { Issue.record("not flagged malformed"); return }
+        #expect(throws: FrameError.self) { try channel.writeInbound(channel.allocator.buffer(bytes: [9, 0, 0, 0, 1, 0])) }
+        _ = try? channel.finish()
+
+        let truncated = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder()))
+        try truncated.writeInbound(truncated.allocator.buffer(bytes: Array(bytes.prefix(bytes.count - 2))))
+        #expect(throws: FrameError.self) { try truncated.finish() }
+    }
+
+    @Test("property: 100,000 random and mutated frames through the decoder never crash it")
+    func decoderFuzz() throws {
+        var rng = SystemRandomNumberGenerator()
+        let valid = RawConnection.encode(Self.request(1, RPCMethod.save.rawValue, credential: "hl1:a:0123456789abcdef:s", payload: Array(repeating: 7, count: 40)))
+        var frames = 0
+        var channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameSize: 4096)))
+        for round in 0..<100_000 {
+            var bytes: [UInt8]
+            switch round % 4 {
+            case 0: bytes = (0..<Int.random(in: 0...64, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            case 1:
+                bytes = valid
+                for _ in 0..<Int.random(in: 1...4, using: &rng) { bytes[Int.random(in: 5..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) }
+            case 2: bytes = Array(valid.prefix(Int.random(in: 0...valid.count, using: &rng)))
+            default:
+                bytes = valid
+                bytes[Int.random(in: 0..<5, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+            }
+            do {
+                try channel.writeInbound(channel.allocator.buffer(bytes: bytes))
+                while let _ = try channel.readInbound(as: InboundFrame.self) { frames += 1 }
+            } catch {
+                // The stream is no longer trustworthy: a real connection closes here. Start a new one.
+                _ = try? channel.finish()
+                channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameSize: 4096)))
+            }
+        }
+        #expect(frames > 1000)
+        _ = try? channel.finish()
+    }
+
+    @Test("each bad call gets a clear status; the connection lives on while its bytes can be trusted")
+    func badCalls() async throws {
+        let server = try await TestServer(configuration: ServerConfiguration(port: 0, maximumFrameSize: 64 << 10, maximumConcurrentCalls: 2))
+        let raw = try await RawConnection(port: server.port)
+
+        try await raw.send(Self.request(1, "healthledger.v1.Ledger/Nope", credential: server.ownerCredential))
+        #expect(await raw.status(of: 1)?.code == .unimplemented)
+
+        try await raw.send(Self.request(2, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
+        let invalid = await raw.status(of: 2)
+        #expect(invalid?.code == .invalidArgument && invalid?.message.contains("SaveRequest") == true)
+
+        try await raw.send(Self.request(3, RPCMethod.ping.rawValue, credential: ""))
+        #expect(await raw.status(of: 3)?.code == .unauthenticated)
+
+        // A body that is not a Frame: answered on call 0, connection kept.
+        try await raw.send([0, 0, 0, 0, 3, 0xFF, 0xFF, 0xFF])
+        #expect(await raw.status(of: 0)?.code == .invalidArgument)
+        try await raw.send(Self.request(4, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+        #expect(await raw.status(of: 4)?.code == .ok)
+
+        // The per-connection call limit (2): two streams held open by their window, a third refused.
+        try await server.client().save((0..<100).map { Samples.heartRate(60, at: Double($0)) })
+        let query: [UInt8] = try Healthledger_V1_SampleQueryRequest.with {
+            $0.type = Samples.heartRate.identifier
+            $0.batchSize = 1
+        }.serializedBytes()
+        for id: UInt64 in [10, 11] {
+            var frame = Self.request(id, RPCMethod.querySamples.rawValue, credential: server.ownerCredential, payload: query)
+            frame.request.initialWindow = 1
+            try await raw.send(frame)
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        try await raw.send(Self.request(12, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+        #expect(await raw.status(of: 12)?.code == .resourceExhausted)
+
+        // An oversize frame: the header alone gets a go-away and the connection closes.
+        try await raw.send([0] + withUnsafeBytes(of: UInt32(1 << 30).bigEndian, Array.init))
+        var sawGoAway = false
+        while let frame = await raw.next() {
+            if case .frame(let frame) = frame, case .goAway(let goAway) = frame.kind {
+                sawGoAway = goAway.reason.contains("exceeds the limit")
+            }
+        }
+        #expect(sawGoAway)
+        // The server is still up for everyone else.
+        #expect(try await server.client().ping().ledgerID == "alice")
+        await server.stop()
+    }
+
+    @Test("100,000 random and mutated frames through the server: statuses, no crash, others unaffected")
+    func serverFuzz() async throws {
+        let server = try await TestServer()
+        let bystander = server.client()
+        var rng = SystemRandomNumberGenerator()
+        let methods = RPCMethod.allCases.map(\.rawValue) + ["bogus", ""]
+        let credentials = [server.ownerCredential, server.appCredential, "", "hl1:alice:0000000000000000:x"]
+        var sent = 0
+        var connections = 0
+        while sent < 100_000 {
+            let raw = try await RawConnection(port: server.port)
+            connections += 1
+            var batch: [UInt8] = []
+            for index in 0..<2000 {
+                var frame = Self.request(
+                    UInt64(index + 1), methods.randomElement(using: &rng)!, credential: credentials.randomElement(using: &rng)!,
+                    payload: (0..<Int.random(in: 0...48, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
+                if index % 7 == 0 { frame.kind = .cancel(.init()) }
+                var bytes = RawConnection.encode(frame)
+                if index % 3 == 0 {
+                    // Mutate the body (never the header, so the stream stays in step).
+                    for _ in 0..<Int.random(in: 1...3, using: &rng) where bytes.count > 5 {
+                        bytes[Int.random(in: 5..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+                    }
+                }
+                batch += bytes
+                sent += 1
+            }
+            if connections % 5 == 0 {
+                // And now and then a header that breaks the stream.
+                batch += (0..<9).map { _ in UInt8.random(in: 1...255, using: &rng) }
+            }
+            try? await raw.send(batch)
+            try await Task.sleep(for: .milliseconds(20))
+            await raw.close()
+            // Another client is unaffected throughout.
+            #expect(try await bystander.ping().ledgerID == "alice")
+        }
+        #expect(sent >= 100_000)
+        #expect(try server.ledger.verify().isValid)
+        await bystander.close()
+        await server.stop()
+    }
+}
+
