@@ -116,6 +116,9 @@ let package = Package(
             dependencies: [
                 "Ledger",
                 "HealthLedgerSDK",
+                "HealthLedgerServer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 "HealthModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -236,7 +236,7 @@ public nonisolated struct Healthledger_V1_CallRequest: Sendable {
   /// "healthledger.v1.Ledger/Save", ...
   public var method: String = String()
 
-  /// The bearer credential ("hlc_<ledger>_<secret>").
+  /// The bearer credential ("hl1:<ledger>:<id>:<secret>").
   public var credential: String = String()
 
   /// The call's deadline, relative to its arrival; 0 means the server default.

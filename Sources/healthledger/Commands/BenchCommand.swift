@@ -21,8 +21,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Rounds per scenario; medians are reported.") var rounds = 5
     @Option(help: "The reference script (raw LMDB and TCP limits).") var limits = "../shared/tools/limits.sh"
     @Option(name: .customLong("work-dir"), help: "Scratch directory (default: a temporary one).") var workDirectory: String?
-    @Option(help: "Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (replay and verify need ingest).")
-    var only = "ingest,concurrent,sequential,replay"
+    @Option(help: "Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), rpc-ping, rpc-calls, rpc-ingest, rpc-concurrent.")
+    var only = "ingest,concurrent,sequential,replay,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent"
 
     private func wants(_ scenario: String) -> Bool { only.split(separator: ",").contains { $0 == scenario } }
 
@@ -120,7 +120,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
 
         // 4. Replay and verify of the ingest ledger.
-        guard wants("replay") else { return }
+        if wants("replay") {
         var replayRates: [Double] = []
         var verifyRates: [Double] = []
         for _ in 0..<max(1, rounds / 2) {
@@ -133,6 +133,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         report("replay (rebuild all projections; digest comparison not timed)", median(replayRates), "events/s", reference.scan, "raw LMDB cursor scan")
         report("verify (hash chain)", median(verifyRates), "events/s", reference.scan, "raw LMDB cursor scan")
+        }
+
+        // 5. The same ledger over RPC.
+        try await RPCBench(store: store, rounds: rounds, reference: reference, sample: sample).run(scenarios: wants)
     }
 
     private func report(_ name: String, _ value: Double, _ unit: String, _ reference: Double?, _ referenceName: String) {
@@ -159,6 +163,7 @@ struct Reference {
     var batchedAppends: Double?
     var singleCommits: Double?
     var scan: Double?
+    var pingPongMicroseconds: Double?
     var output: String
 
     var summary: String { output.isEmpty ? "  (reference unavailable)" : output.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") }
@@ -187,6 +192,9 @@ struct Reference {
             if line.hasPrefix("append"), line.contains("batch=1000"), line.contains("sync=1") { reference.batchedAppends = rate }
             if line.hasPrefix("append"), line.contains("batch=1 "), line.contains("sync=1") { reference.singleCommits = rate }
             if line.hasPrefix("scan"), reference.scan == nil { reference.scan = rate }
+            if line.hasPrefix("loopback ping-pong:") {
+                reference.pingPongMicroseconds = line.split(separator: " ").dropFirst(2).first.flatMap { Double($0) }
+            }
         }
         return reference
     }

@@ -1,0 +1,119 @@
+import Foundation
+import HealthLedgerSDK
+import HealthLedgerServer
+import Ledger
+import Logging
+import NIOCore
+
+/// The RPC scenarios of `healthledger bench`: an in-process server on a loopback port,
+/// driven through the SDK.
+struct RPCBench {
+    let store: LedgerStore
+    let rounds: Int
+    let reference: Reference
+    let sample: @Sendable (Int) -> HealthObject
+
+    func run(scenarios: (String) -> Bool) async throws {
+        let ledger = try store.createLedger(id: "rpc")
+        let credential = try await ledger.issueCredential(for: .owner)
+        var logger = Logger(label: "bench")
+        logger.logLevel = .warning
+        let server = RPCServer(store: store, configuration: ServerConfiguration(port: 0), logger: logger)
+        let port = try await server.start().port!
+        defer { Task { await server.shutdown() } }
+        let configuration = HealthStoreConfiguration(port: port, credential: credential)
+        let client = HealthStore(configuration: configuration)
+        _ = try await client.ping()
+        let clock = ContinuousClock()
+
+        if scenarios("rpc-ping") {
+            var p50s: [Double] = []
+            var p99s: [Double] = []
+            for _ in 0..<rounds {
+                var samples: [Double] = []
+                for _ in 0..<5000 {
+                    let started = clock.now
+                    _ = try await client.ping()
+                    samples.append(seconds(clock.now - started) * 1e6)
+                }
+                samples.sort()
+                p50s.append(samples[samples.count / 2])
+                p99s.append(samples[samples.count * 99 / 100])
+            }
+            var line = String(format: "RESULT rpc ping round trip, one connection: p50 %.1f µs, p99 %.1f µs", median(p50s), median(p99s))
+            if let tcp = reference.pingPongMicroseconds { line += String(format: " | raw TCP ping-pong %.1f µs | ratio %.2f", tcp, median(p50s) / tcp) }
+            print(line)
+        }
+
+        if scenarios("rpc-calls") {
+            var rates: [Double] = []
+            for _ in 0..<rounds {
+                let total = 50_000
+                let next = Counter()
+                let started = clock.now
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<64 {
+                        group.addTask { while next.take(below: total) != nil { _ = try await client.ping() } }
+                    }
+                    try await group.waitForAll()
+                }
+                rates.append(Double(total) / seconds(clock.now - started))
+            }
+            print("RESULT rpc calls, 64 in flight on one connection: median \(Int(median(rates))) calls/s")
+        }
+
+        if scenarios("rpc-ingest") {
+            var rates: [Double] = []
+            var base = 10_000_000
+            for _ in 0..<rounds {
+                let total = 200_000
+                let batches = total / 1000
+                let next = Counter()
+                let first = base
+                let started = clock.now
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<4 {
+                        group.addTask {
+                            while let batch = next.take(below: batches) {
+                                try await client.save((0..<1000).map { sample(first + batch * 1000 + $0) })
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                base += total
+                rates.append(Double(total) / seconds(clock.now - started))
+            }
+            var line = "RESULT rpc batched ingest (1,000/call, durable, 4 calls in flight): median \(Int(median(rates))) samples/s"
+            if let raw = reference.batchedAppends { line += String(format: " | raw LMDB 1000/commit %d/s | ratio %.3f", Int(raw), median(rates) / raw) }
+            print(line)
+        }
+
+        if scenarios("rpc-concurrent") {
+            let clients = (0..<64).map { _ in HealthStore(configuration: configuration) }
+            for store in clients { _ = try await store.ping() }
+            var rates: [Double] = []
+            var base = 50_000_000
+            for _ in 0..<rounds {
+                let total = 20_000
+                let next = Counter()
+                let first = base
+                let started = clock.now
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for store in clients {
+                        group.addTask { while let index = next.take(below: total) { try await store.save(sample(first + index)) } }
+                    }
+                    try await group.waitForAll()
+                }
+                base += total
+                rates.append(Double(total) / seconds(clock.now - started))
+            }
+            for store in clients { await store.close() }
+            var line = "RESULT rpc 64 clients, single-sample saves: median \(Int(median(rates))) saves/s"
+            if let raw = reference.singleCommits { line += String(format: " | raw LMDB 1/commit %d/s | ratio %.2f", Int(raw), median(rates) / raw) }
+            print(line)
+        }
+        await client.close()
+        await server.shutdown()
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import HealthLedgerSDK
+import Testing
+
+/// The C reference client (tools/c-client, libprotobuf-c) against a real server: the
+/// protocol is implementable outside Swift.
+@Suite("C client interop", .timeLimit(.minutes(3)))
+struct CClientInteropTests {
+    static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+        let process = Process()
+        process.executableURL = URL(filePath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let err = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+    }
+
+    @Test("the C client authenticates, saves a sample and queries it back")
+    func interop() async throws {
+        let build = try Self.run("/bin/bash", [Self.root.appending(path: "tools/c-client/build.sh").path])
+        try #require(build.status == 0, "build.sh failed: \(build.error)")
+        let client = try #require(build.output.split(separator: "\n").last.map(String.init))
+
+        let server = try await TestServer()
+        let run = try Self.run(client, ["127.0.0.1", "\(server.port)", server.appCredential])
+        #expect(run.status == 0, "\(run.output)\n\(run.error)")
+        #expect(run.output.contains("ping: ledger alice as app com.example.walk"))
+        #expect(run.output.contains("including the saved one: yes"))
+        // What the C client saved is there for Swift clients too, stamped with the app's source.
+        let saved = try await server.client().result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
+        #expect(saved.count == 1)
+        #expect(saved.first?.sourceRevision.source.bundleIdentifier == "com.example.walk")
+
+        let refused = try Self.run(client, ["127.0.0.1", "\(server.port)", "hl1:alice:0000000000000000:wrong"])
+        #expect(refused.status != 0)
+        #expect(refused.error.contains("status 16"))
+        await server.stop()
+    }
+}
