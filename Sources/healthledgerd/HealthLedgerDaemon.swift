@@ -25,7 +25,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("max-calls"), help: "Concurrent calls per connection [HEALTHLEDGER_MAX_CALLS] (default 128).") var maximumCalls: Int?
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed [HEALTHLEDGER_IDLE_TIMEOUT] (default 300).") var idleTimeout: Int?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error [HEALTHLEDGER_LOG_LEVEL] (default info).") var logLevel: String?
-    @Option(name: .customLong("metrics-port"), help: "Port of the Prometheus /metrics endpoint on the listen address, -1 to disable [HEALTHLEDGER_METRICS_PORT] (default 9411).") var metricsPort: Int?
+    @Option(name: .customLong("metrics-port"), help: "Port of the Prometheus /metrics endpoint on the listen address; --metrics-port=-1 disables it [HEALTHLEDGER_METRICS_PORT] (default 9411).") var metricsPort: Int?
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment

@@ -1,0 +1,497 @@
+/*
+ * healthledger-client — the reference C client of the HealthLedger RPC protocol (v1).
+ *
+ * Usage: healthledger-client HOST PORT CREDENTIAL
+ *
+ * Over one TCP connection it calls healthledger.v1.Ledger/Ping, saves one heart-rate
+ * sample with healthledger.v1.Ledger/Save, and reads the heart-rate samples back with
+ * the streaming healthledger.v1.Ledger/QuerySamples. See docs/PROTOCOL.md.
+ *
+ * Wire format: every frame is 1 flags byte (0), a 4-byte big-endian length, and a
+ * serialized healthledger.v1.Frame of that length.
+ *
+ * Exit status: 0 when every call ended OK and the saved sample was read back;
+ * 1 on a usage, connection or protocol error; 2 when a call ended with a non-OK status;
+ * 3 when the calls succeeded but the saved sample was not among the query results.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "healthledger/v1/objects.pb-c.h"
+#include "healthledger/v1/rpc.pb-c.h"
+
+#define METHOD_PING "healthledger.v1.Ledger/Ping"
+#define METHOD_SAVE "healthledger.v1.Ledger/Save"
+#define METHOD_QUERY_SAMPLES "healthledger.v1.Ledger/QuerySamples"
+#define HEART_RATE_TYPE "HKQuantityTypeIdentifierHeartRate"
+
+enum {
+    FRAME_HEADER_SIZE = 5,
+    MAX_FRAME_SIZE = 16 << 20,   /* frames larger than 16 MiB are rejected */
+    STREAM_WINDOW = 16,          /* initial window of streaming calls, in messages */
+    IO_TIMEOUT_SECONDS = 30,     /* a send or receive that stalls this long fails */
+    UUID_SIZE = 16,
+    UUID_STRING_SIZE = 37,       /* 8-4-4-4-12 hex digits plus the terminator */
+};
+
+enum {
+    EXIT_LOCAL_ERROR = 1,
+    EXIT_CALL_FAILED = 2,
+    EXIT_NOT_FOUND = 3,
+};
+
+/* Outcome of run_call() besides a status code >= 0 received from the server. */
+#define CALL_LOCAL_FAILURE (-1)
+
+/* One connection to the server. */
+typedef struct {
+    int fd;
+    bool going_away; /* the server sent go_away: open no new calls */
+} Connection;
+
+/* Receives one response message of a call; returns false if it cannot be used. */
+typedef bool (*MessageHandler)(const ProtobufCBinaryData *message, void *context);
+
+/* ---- formatting helpers ------------------------------------------------------------ */
+
+/* Writes `bytes` as an 8-4-4-4-12 lowercase hex UUID, or "<invalid uuid>" if not 16 bytes. */
+static void format_uuid(const ProtobufCBinaryData *bytes, char out[UUID_STRING_SIZE]) {
+    if (bytes->len != UUID_SIZE) {
+        snprintf(out, UUID_STRING_SIZE, "<invalid uuid>");
+        return;
+    }
+    char *p = out;
+    for (size_t i = 0; i < UUID_SIZE; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
+        p += sprintf(p, "%02x", bytes->data[i]);
+    }
+}
+
+static const char *disposition_name(Healthledger__V1__SaveOutcome__Disposition disposition) {
+    switch (disposition) {
+    case HEALTHLEDGER__V1__SAVE_OUTCOME__DISPOSITION__DISPOSITION_SAVED: return "saved";
+    case HEALTHLEDGER__V1__SAVE_OUTCOME__DISPOSITION__DISPOSITION_REPLACED: return "replaced";
+    case HEALTHLEDGER__V1__SAVE_OUTCOME__DISPOSITION__DISPOSITION_IGNORED: return "ignored";
+    default: return "unspecified";
+    }
+}
+
+/* ---- sockets and frames ------------------------------------------------------------ */
+
+/* Connects to host:port over TCP; returns the socket or -1 (after printing why). */
+static int connect_to(const char *host, const char *port) {
+    struct addrinfo hints = {0};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    struct addrinfo *addresses = NULL;
+    int rc = getaddrinfo(host, port, &hints, &addresses);
+    if (rc != 0) {
+        fprintf(stderr, "error: cannot resolve %s:%s: %s\n", host, port, gai_strerror(rc));
+        return -1;
+    }
+    int fd = -1;
+    int last_errno = 0;
+    for (struct addrinfo *a = addresses; a != NULL; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (fd < 0) {
+            last_errno = errno;
+            continue;
+        }
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+        last_errno = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(addresses);
+    if (fd < 0) {
+        fprintf(stderr, "error: cannot connect to %s:%s: %s\n", host, port, strerror(last_errno));
+        return -1;
+    }
+    /* Never wait forever on a silent server. */
+    struct timeval timeout = {.tv_sec = IO_TIMEOUT_SECONDS, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    return fd;
+}
+
+/* Sends all `length` bytes; returns false on error. */
+static bool send_all(int fd, const uint8_t *bytes, size_t length) {
+    while (length > 0) {
+        ssize_t sent = send(fd, bytes, length, MSG_NOSIGNAL);
+        if (sent < 0) {
+            if (errno == EINTR) continue;
+            fprintf(stderr, "error: send: %s\n", strerror(errno));
+            return false;
+        }
+        bytes += sent;
+        length -= (size_t)sent;
+    }
+    return true;
+}
+
+/* Receives exactly `length` bytes. Returns the number received: `length` on success,
+ * fewer if the connection closed first, or -1 on error (printed). */
+static ssize_t recv_exact(int fd, uint8_t *bytes, size_t length) {
+    size_t received = 0;
+    while (received < length) {
+        ssize_t n = recv(fd, bytes + received, length - received, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                fprintf(stderr, "error: no data from the server for %d s\n", IO_TIMEOUT_SECONDS);
+            } else {
+                fprintf(stderr, "error: recv: %s\n", strerror(errno));
+            }
+            return -1;
+        }
+        if (n == 0) break; /* the server closed the connection */
+        received += (size_t)n;
+    }
+    return (ssize_t)received;
+}
+
+/* Serializes `frame` behind its 5-byte prefix and sends it. */
+static bool send_frame(Connection *conn, const Healthledger__V1__Frame *frame) {
+    size_t body_size = healthledger__v1__frame__get_packed_size(frame);
+    if (body_size > MAX_FRAME_SIZE) {
+        fprintf(stderr, "error: outgoing frame of %zu bytes is too large\n", body_size);
+        return false;
+    }
+    uint8_t *buffer = malloc(FRAME_HEADER_SIZE + body_size);
+    if (buffer == NULL) {
+        fprintf(stderr, "error: out of memory\n");
+        return false;
+    }
+    buffer[0] = 0; /* flags */
+    buffer[1] = (uint8_t)(body_size >> 24);
+    buffer[2] = (uint8_t)(body_size >> 16);
+    buffer[3] = (uint8_t)(body_size >> 8);
+    buffer[4] = (uint8_t)body_size;
+    healthledger__v1__frame__pack(frame, buffer + FRAME_HEADER_SIZE);
+    bool ok = send_all(conn->fd, buffer, FRAME_HEADER_SIZE + body_size);
+    free(buffer);
+    return ok;
+}
+
+/* Reads and decodes the next frame. Returns NULL (after printing why) if the connection
+ * closed, failed, or delivered a frame that is oversize or not a valid Frame. The caller
+ * frees the result with healthledger__v1__frame__free_unpacked(). */
+static Healthledger__V1__Frame *read_frame(Connection *conn) {
+    uint8_t header[FRAME_HEADER_SIZE];
+    ssize_t n = recv_exact(conn->fd, header, sizeof header);
+    if (n < 0) return NULL;
+    if (n == 0) {
+        fprintf(stderr, "error: the server closed the connection\n");
+        return NULL;
+    }
+    if ((size_t)n < sizeof header) {
+        fprintf(stderr, "error: the connection closed inside a frame header\n");
+        return NULL;
+    }
+    if (header[0] != 0) {
+        fprintf(stderr, "error: unsupported frame flags 0x%x\n", header[0]);
+        return NULL;
+    }
+    uint32_t length = (uint32_t)header[1] << 24 | (uint32_t)header[2] << 16 |
+                      (uint32_t)header[3] << 8 | (uint32_t)header[4];
+    if (length > MAX_FRAME_SIZE) {
+        fprintf(stderr, "error: frame of %" PRIu32 " bytes exceeds the limit of %d bytes\n",
+                length, MAX_FRAME_SIZE);
+        return NULL;
+    }
+    uint8_t *body = malloc(length > 0 ? length : 1);
+    if (body == NULL) {
+        fprintf(stderr, "error: out of memory\n");
+        return NULL;
+    }
+    n = recv_exact(conn->fd, body, length);
+    if (n < 0 || (size_t)n < length) {
+        if (n >= 0) fprintf(stderr, "error: the connection closed inside a frame body\n");
+        free(body);
+        return NULL;
+    }
+    /* protobuf-c copies bytes fields, so the body can be freed right away. */
+    Healthledger__V1__Frame *frame = healthledger__v1__frame__unpack(NULL, length, body);
+    free(body);
+    if (frame == NULL) fprintf(stderr, "error: received a frame that is not a valid healthledger.v1.Frame\n");
+    return frame;
+}
+
+/* Handles a frame on call 0 (the connection itself). */
+static void handle_connection_frame(Connection *conn, const Healthledger__V1__Frame *frame) {
+    switch (frame->kind_case) {
+    case HEALTHLEDGER__V1__FRAME__KIND_GO_AWAY:
+        conn->going_away = true;
+        fprintf(stderr, "go_away: %s (last call id %" PRIu64 ")\n",
+                frame->go_away->reason, frame->go_away->last_call_id);
+        break;
+    case HEALTHLEDGER__V1__FRAME__KIND_STATUS:
+        fprintf(stderr, "warning: connection status %d: %s\n",
+                (int)frame->status->code, frame->status->message);
+        break;
+    default: /* pong and anything else: nothing to do */
+        break;
+    }
+}
+
+/* ---- calls ------------------------------------------------------------------------- */
+
+/*
+ * Runs one call to completion: sends the request (the serialized `request` message),
+ * hands every response message to `on_message`, and, for streaming calls, grants the
+ * server one more message after each one consumed. Returns the call's status code
+ * (0 = OK; a non-OK status is printed), or CALL_LOCAL_FAILURE if the call could not be
+ * completed or a response message was unusable.
+ */
+static int run_call(Connection *conn, uint64_t call_id, const char *method, const char *credential,
+                    const ProtobufCMessage *request, bool streaming,
+                    MessageHandler on_message, void *context) {
+    if (conn->going_away) {
+        fprintf(stderr, "error: %s: the server is going away; not opening the call\n", method);
+        return CALL_LOCAL_FAILURE;
+    }
+
+    size_t payload_size = protobuf_c_message_get_packed_size(request);
+    uint8_t *payload = malloc(payload_size > 0 ? payload_size : 1);
+    if (payload == NULL) {
+        fprintf(stderr, "error: out of memory\n");
+        return CALL_LOCAL_FAILURE;
+    }
+    protobuf_c_message_pack(request, payload);
+
+    Healthledger__V1__CallRequest call_request = HEALTHLEDGER__V1__CALL_REQUEST__INIT;
+    call_request.method = (char *)method;
+    call_request.credential = (char *)credential;
+    call_request.timeout_ms = 0; /* the server's default deadline */
+    call_request.payload.data = payload;
+    call_request.payload.len = payload_size;
+    call_request.initial_window = streaming ? STREAM_WINDOW : 0;
+
+    Healthledger__V1__Frame frame = HEALTHLEDGER__V1__FRAME__INIT;
+    frame.call_id = call_id;
+    frame.kind_case = HEALTHLEDGER__V1__FRAME__KIND_REQUEST;
+    frame.request = &call_request;
+    bool sent = send_frame(conn, &frame);
+    free(payload);
+    if (!sent) return CALL_LOCAL_FAILURE;
+
+    /* Read until this call's status. Messages that cannot be used mark the call failed,
+     * but reading goes on so the connection stays in step. */
+    bool messages_ok = true;
+    for (;;) {
+        Healthledger__V1__Frame *in = read_frame(conn);
+        if (in == NULL) {
+            fprintf(stderr, "error: %s: the call ended without a status\n", method);
+            return CALL_LOCAL_FAILURE;
+        }
+        if (in->call_id == 0) {
+            handle_connection_frame(conn, in);
+        } else if (in->call_id != call_id) {
+            /* A frame of another (finished) call: ignore it. */
+        } else if (in->kind_case == HEALTHLEDGER__V1__FRAME__KIND_MESSAGE) {
+            if (messages_ok && !on_message(&in->message, context)) messages_ok = false;
+            if (streaming) {
+                Healthledger__V1__WindowUpdate update = HEALTHLEDGER__V1__WINDOW_UPDATE__INIT;
+                update.messages = 1;
+                Healthledger__V1__Frame grant = HEALTHLEDGER__V1__FRAME__INIT;
+                grant.call_id = call_id;
+                grant.kind_case = HEALTHLEDGER__V1__FRAME__KIND_WINDOW_UPDATE;
+                grant.window_update = &update;
+                if (!send_frame(conn, &grant)) {
+                    healthledger__v1__frame__free_unpacked(in, NULL);
+                    return CALL_LOCAL_FAILURE;
+                }
+            }
+        } else if (in->kind_case == HEALTHLEDGER__V1__FRAME__KIND_STATUS) {
+            int code = (int)in->status->code;
+            if (code != 0) {
+                fprintf(stderr, "error: %s: status %d: %s\n", method, code, in->status->message);
+            }
+            healthledger__v1__frame__free_unpacked(in, NULL);
+            if (code == 0 && !messages_ok) return CALL_LOCAL_FAILURE;
+            return code;
+        }
+        healthledger__v1__frame__free_unpacked(in, NULL);
+    }
+}
+
+/* Ping: prints the ledger and the principal the credential stands for. */
+static bool on_ping_response(const ProtobufCBinaryData *message, void *context) {
+    (void)context;
+    Healthledger__V1__PingResponse *response =
+        healthledger__v1__ping_response__unpack(NULL, message->len, message->data);
+    if (response == NULL) {
+        fprintf(stderr, "error: invalid PingResponse\n");
+        return false;
+    }
+    printf("ping: ledger %s as %s\n", response->ledger_id, response->principal);
+    healthledger__v1__ping_response__free_unpacked(response, NULL);
+    return true;
+}
+
+/* Save: prints one line per outcome. */
+static bool on_save_response(const ProtobufCBinaryData *message, void *context) {
+    (void)context;
+    Healthledger__V1__SaveResponse *response =
+        healthledger__v1__save_response__unpack(NULL, message->len, message->data);
+    if (response == NULL) {
+        fprintf(stderr, "error: invalid SaveResponse\n");
+        return false;
+    }
+    for (size_t i = 0; i < response->n_outcomes; i++) {
+        char uuid[UUID_STRING_SIZE];
+        format_uuid(&response->outcomes[i]->uuid, uuid);
+        printf("saved %s (%s)\n", uuid, disposition_name(response->outcomes[i]->disposition));
+    }
+    healthledger__v1__save_response__free_unpacked(response, NULL);
+    return true;
+}
+
+/* State of a QuerySamples call: the UUID looked for and what was seen. */
+typedef struct {
+    const uint8_t *wanted_uuid;
+    size_t count;
+    bool found;
+} QueryState;
+
+/* QuerySamples: prints every object of a SampleBatch and looks for the wanted UUID. */
+static bool on_sample_batch(const ProtobufCBinaryData *message, void *context) {
+    QueryState *state = context;
+    Healthledger__V1__SampleBatch *batch =
+        healthledger__v1__sample_batch__unpack(NULL, message->len, message->data);
+    if (batch == NULL) {
+        fprintf(stderr, "error: invalid SampleBatch\n");
+        return false;
+    }
+    for (size_t i = 0; i < batch->n_objects; i++) {
+        const Healthledger__V1__HealthObject *object = batch->objects[i];
+        char uuid[UUID_STRING_SIZE];
+        format_uuid(&object->uuid, uuid);
+        if (object->body_case == HEALTHLEDGER__V1__HEALTH_OBJECT__BODY_QUANTITY &&
+            object->quantity->quantity != NULL) {
+            const Healthledger__V1__Quantity *quantity = object->quantity->quantity;
+            printf("sample %s %g %s %" PRId64 "\n", uuid, quantity->value, quantity->unit, object->start_us);
+        } else {
+            printf("sample %s - - %" PRId64 "\n", uuid, object->start_us);
+        }
+        state->count++;
+        if (object->uuid.len == UUID_SIZE && memcmp(object->uuid.data, state->wanted_uuid, UUID_SIZE) == 0) {
+            state->found = true;
+        }
+    }
+    healthledger__v1__sample_batch__free_unpacked(batch, NULL);
+    return true;
+}
+
+/* ---- main -------------------------------------------------------------------------- */
+
+/* Fills `uuid` with a random (version 4, RFC 4122 variant) UUID. */
+static bool random_uuid(uint8_t uuid[UUID_SIZE]) {
+    FILE *source = fopen("/dev/urandom", "rb");
+    if (source == NULL) {
+        fprintf(stderr, "error: /dev/urandom: %s\n", strerror(errno));
+        return false;
+    }
+    size_t got = fread(uuid, 1, UUID_SIZE, source);
+    fclose(source);
+    if (got != UUID_SIZE) {
+        fprintf(stderr, "error: cannot read /dev/urandom\n");
+        return false;
+    }
+    uuid[6] = (uint8_t)((uuid[6] & 0x0f) | 0x40); /* version 4 */
+    uuid[8] = (uint8_t)((uuid[8] & 0x3f) | 0x80); /* variant 10xx */
+    return true;
+}
+
+static int64_t now_microseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+}
+
+/* Maps the result of run_call() to an exit status, or -1 to go on. */
+static int exit_status_of(int call_result) {
+    if (call_result == 0) return -1;
+    return call_result == CALL_LOCAL_FAILURE ? EXIT_LOCAL_ERROR : EXIT_CALL_FAILED;
+}
+
+/* Runs the three calls over `conn`; returns the exit status. */
+static int run(Connection *conn, const char *credential) {
+    int status;
+
+    /* 1. Ping */
+    Healthledger__V1__PingRequest ping = HEALTHLEDGER__V1__PING_REQUEST__INIT;
+    status = exit_status_of(run_call(conn, 1, METHOD_PING, credential, &ping.base, false,
+                                     on_ping_response, NULL));
+    if (status >= 0) return status;
+
+    /* 2. Save one heart-rate sample. */
+    uint8_t uuid[UUID_SIZE];
+    if (!random_uuid(uuid)) return EXIT_LOCAL_ERROR;
+    int64_t now = now_microseconds();
+
+    Healthledger__V1__Source source = HEALTHLEDGER__V1__SOURCE__INIT;
+    source.bundle_identifier = "org.example.cclient"; /* replaced by the credential's app */
+    source.name = "C client";
+    Healthledger__V1__SourceRevision revision = HEALTHLEDGER__V1__SOURCE_REVISION__INIT;
+    revision.source = &source;
+    Healthledger__V1__Quantity quantity = HEALTHLEDGER__V1__QUANTITY__INIT;
+    quantity.value = 72;
+    quantity.unit = "count/min";
+    Healthledger__V1__QuantitySampleBody body = HEALTHLEDGER__V1__QUANTITY_SAMPLE_BODY__INIT;
+    body.quantity = &quantity;
+    Healthledger__V1__HealthObject object = HEALTHLEDGER__V1__HEALTH_OBJECT__INIT;
+    object.uuid.data = uuid;
+    object.uuid.len = UUID_SIZE;
+    object.type = HEART_RATE_TYPE;
+    object.source_revision = &revision;
+    object.start_us = now;
+    object.end_us = now;
+    object.body_case = HEALTHLEDGER__V1__HEALTH_OBJECT__BODY_QUANTITY;
+    object.quantity = &body;
+    Healthledger__V1__HealthObject *objects[] = {&object};
+    Healthledger__V1__SaveRequest save = HEALTHLEDGER__V1__SAVE_REQUEST__INIT;
+    save.n_objects = 1;
+    save.objects = objects;
+    status = exit_status_of(run_call(conn, 2, METHOD_SAVE, credential, &save.base, false,
+                                     on_save_response, NULL));
+    if (status >= 0) return status;
+
+    /* 3. Query all heart-rate samples, oldest first (no range, no limit). */
+    Healthledger__V1__SampleQueryRequest query = HEALTHLEDGER__V1__SAMPLE_QUERY_REQUEST__INIT;
+    query.type = HEART_RATE_TYPE;
+    query.limit = 0;
+    query.sort = HEALTHLEDGER__V1__SAMPLE_QUERY_REQUEST__SORT__SORT_START_ASCENDING;
+    QueryState state = {.wanted_uuid = uuid, .count = 0, .found = false};
+    status = exit_status_of(run_call(conn, 3, METHOD_QUERY_SAMPLES, credential, &query.base, true,
+                                     on_sample_batch, &state));
+    if (status >= 0) return status;
+
+    printf("found %zu samples, including the saved one: %s\n", state.count, state.found ? "yes" : "no");
+    return state.found ? EXIT_SUCCESS : EXIT_NOT_FOUND;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s HOST PORT CREDENTIAL\n", argc > 0 ? argv[0] : "healthledger-client");
+        return EXIT_LOCAL_ERROR;
+    }
+    Connection conn = {.fd = connect_to(argv[1], argv[2]), .going_away = false};
+    if (conn.fd < 0) return EXIT_LOCAL_ERROR;
+    int status = run(&conn, argv[3]);
+    close(conn.fd);
+    fflush(stdout);
+    return status;
+}
