@@ -111,19 +111,17 @@ public struct SampleQueryDescriptor: Sendable, Hashable {
 /// HealthKit's error code. Cancelling the calling task cancels the call.
 public final class HealthStore: Sendable {
     public let configuration: HealthStoreConfiguration
-    private let group: MultiThreadedEventLoopGroup
     private let connections: ConnectionManager
 
-    public init(configuration: HealthStoreConfiguration) {
+    /// - Parameter group: the event loops for the connection; NIO's shared singleton by default.
+    public init(configuration: HealthStoreConfiguration, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         self.connections = ConnectionManager(configuration: configuration, group: group)
     }
 
     /// Closes the connection. The store cannot be used afterwards.
     public func close() async {
         await connections.close()
-        try? await group.shutdownGracefully()
     }
 
     private func unary(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> [UInt8] {

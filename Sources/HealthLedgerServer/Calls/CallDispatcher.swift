@@ -5,6 +5,7 @@ import Ledger
 import LedgerSchema
 import Logging
 import Metrics
+import Synchronization
 
 /// Runs one call: picks the method, authenticates the caller, enforces the deadline, and
 /// answers with messages and exactly one status.
@@ -12,61 +13,38 @@ struct CallDispatcher: Sendable {
     let store: LedgerStore
     let configuration: ServerConfiguration
     let logger: Logger
+    let metrics: CallMetrics
 
     /// Sends a frame of this call to the client.
     typealias Send = @Sendable (Healthledger_V1_Frame) -> Void
 
-    func run(id: UInt64, request: Healthledger_V1_CallRequest, window: StreamWindow?, send: @escaping Send) async {
-        let clock = ContinuousClock()
-        let started = clock.now
-        var logger = logger
-        logger[metadataKey: "rpc.call"] = "\(id)"
-        logger[metadataKey: "rpc.method"] = "\(request.method)"
-        let error: RPCError?
-        if let method = RPCMethod(rawValue: request.method) {
-            let timeout = request.timeoutMs == 0
-                ? configuration.defaultTimeout : min(.milliseconds(Int64(request.timeoutMs)), configuration.maximumTimeout)
-            error = await Self.withDeadline(timeout) {
-                try await handle(method, id: id, request: request, window: window, send: send)
-            }
-        } else {
-            error = RPCError(.unimplemented, "unknown method '\(request.method.prefix(200))'")
-        }
-        send(.status(id: id, error))
-        let elapsed = clock.now - started
-        let label = RPCMethod(rawValue: request.method)?.rawValue ?? "unknown"
-        Counter(label: "healthledger_rpc_calls_total", dimensions: [("method", label), ("code", "\(error?.code ?? .ok)")]).increment()
-        Timer(label: "healthledger_rpc_call_duration_seconds", dimensions: [("method", label)]).recordNanoseconds(
-            elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
-        if let error, error.code == .internalError {
-            logger.error("call failed", metadata: ["rpc.status": "\(error)"])
-        } else {
-            logger.debug("call ended", metadata: ["rpc.status": "\(error?.code ?? .ok)"])
-        }
+    /// The deadline of a call that asks for `milliseconds` (0: the default).
+    func timeout(milliseconds: UInt32) -> Duration {
+        milliseconds == 0 ? configuration.defaultTimeout : min(.milliseconds(Int64(milliseconds)), configuration.maximumTimeout)
     }
 
-    /// Runs `body`, ending it with `deadlineExceeded` when `timeout` passes first.
-    static func withDeadline(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> Void) async -> RPCError? {
-        await withTaskGroup(of: RPCError?.self) { group in
-            group.addTask {
-                do {
-                    try await body()
-                    return nil
-                } catch {
-                    return Self.status(for: error)
-                }
+    /// Runs the call to its end and sends its status. A call cancelled because its
+    /// deadline passed (``CallDeadline/expire()``) ends with `deadlineExceeded`.
+    func run(id: UInt64, request: Healthledger_V1_CallRequest, window: StreamWindow?, deadline: CallDeadline, send: @escaping Send) async {
+        let clock = ContinuousClock()
+        let started = clock.now
+        let method = RPCMethod(rawValue: request.method)
+        var failure: RPCError?
+        if let method {
+            do {
+                try await handle(method, id: id, request: request, window: window, send: send)
+            } catch {
+                let status = Self.status(for: error)
+                let expired = deadline.expired && (status.code == .cancelled || Task.isCancelled)
+                failure = expired ? RPCError(.deadlineExceeded, "the call's deadline of \(timeout(milliseconds: request.timeoutMs)) passed") : status
             }
-            group.addTask {
-                do {
-                    try await Task.sleep(for: timeout)
-                    return RPCError(.deadlineExceeded, "the call's deadline of \(timeout) passed")
-                } catch {
-                    return RPCError(.cancelled, "the call was cancelled")
-                }
-            }
-            let first = await group.next()!
-            group.cancelAll()
-            return first
+        } else {
+            failure = RPCError(.unimplemented, "unknown method '\(request.method.prefix(200))'")
+        }
+        send(.status(id: id, failure))
+        metrics.record(method: method, code: failure?.code ?? .ok, duration: clock.now - started)
+        if let failure, failure.code == .internalError {
+            logger.error("call failed", metadata: ["rpc.call": "\(id)", "rpc.method": "\(request.method.prefix(200))", "rpc.status": "\(failure)"])
         }
     }
 
@@ -107,5 +85,42 @@ struct CallDispatcher: Sendable {
                 send(.message(id: id, batch))
             }
         }
+    }
+}
+
+/// Set when a call's deadline passes, just before the call's task is cancelled.
+final class CallDeadline: Sendable {
+    private let state = Mutex(false)
+
+    var expired: Bool { state.withLock { $0 } }
+
+    func expire() { state.withLock { $0 = true } }
+}
+
+/// Metric handles for calls, made once per method and status code (not per call).
+final class CallMetrics: Sendable {
+    private let counters = Mutex<[String: Counter]>([:])
+    private let timers: [String: Timer]
+
+    init() {
+        var timers: [String: Timer] = [:]
+        for method in RPCMethod.allCases + [nil] {
+            let name = method?.rawValue ?? "unknown"
+            timers[name] = Timer(label: "healthledger_rpc_call_duration_seconds", dimensions: [("method", name)])
+        }
+        self.timers = timers
+    }
+
+    func record(method: RPCMethod?, code: RPCStatusCode, duration: Duration) {
+        let name = method?.rawValue ?? "unknown"
+        let key = "\(name) \(code.rawValue)"
+        let counter = counters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(label: "healthledger_rpc_calls_total", dimensions: [("method", name), ("code", "\(code)")])
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+        timers[name]?.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 }

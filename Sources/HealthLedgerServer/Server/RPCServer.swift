@@ -50,7 +50,7 @@ public final class RPCServer: Service, Sendable {
                 certificateChain: try NIOSSLCertificate.fromPEMFile(files.certificateChain).map { .certificate($0) },
                 privateKey: .privateKey(try NIOSSLPrivateKey(file: files.privateKey, format: .pem))))
         }
-        let dispatcher = CallDispatcher(store: store, configuration: configuration, logger: logger)
+        let dispatcher = CallDispatcher(store: store, configuration: configuration, logger: logger, metrics: CallMetrics())
         let configuration = configuration
         let logger = logger
         let connections = connections

@@ -14,6 +14,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     private struct ActiveCall {
         let task: Task<Void, Never>
         let window: StreamWindow?
+        let timer: Scheduled<Void>
     }
 
     private let dispatcher: CallDispatcher
@@ -93,17 +94,24 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         let loop = context.eventLoop
         let dispatcher = dispatcher
         let finished = NIOLoopBound(self, eventLoop: loop)
+        let deadline = CallDeadline()
         let task = Task {
-            await dispatcher.run(id: id, request: request, window: window) { frame in
+            await dispatcher.run(id: id, request: request, window: window, deadline: deadline) { frame in
                 channel.writeAndFlush(frame, promise: nil)
             }
             loop.execute { finished.value.finish(id) }
         }
-        calls[id] = ActiveCall(task: task, window: window)
+        // The deadline is a timer on the event loop that cancels the call's task.
+        let timeout = dispatcher.timeout(milliseconds: request.timeoutMs)
+        let timer = loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+            deadline.expire()
+            task.cancel()
+        }
+        calls[id] = ActiveCall(task: task, window: window, timer: timer)
     }
 
     private func finish(_ id: UInt64) {
-        calls[id] = nil
+        calls.removeValue(forKey: id)?.timer.cancel()
         if draining, calls.isEmpty { context?.close(promise: nil) }
     }
 
