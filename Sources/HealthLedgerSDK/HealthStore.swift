@@ -19,6 +19,9 @@ public struct HealthStoreConfiguration: Sendable {
     public var tls: TLS?
     /// Connection attempts per call before giving up (with exponential backoff).
     public var connectAttempts: Int
+    /// When set, a connection quiet for this long sends a keepalive ping, and is closed
+    /// (to be reopened by the next call) if no pong comes back within the same time.
+    public var keepaliveInterval: Duration?
 
     public struct TLS: Sendable {
         /// A PEM file of trusted roots; the system's when nil.
@@ -33,8 +36,10 @@ public struct HealthStoreConfiguration: Sendable {
 
     public init(
         host: String = "127.0.0.1", port: Int = 7411, credential: String, timeout: Duration = .seconds(30),
-        maximumFrameSize: Int = FrameLayout.defaultMaximumFrameSize, tls: TLS? = nil, connectAttempts: Int = 4
+        maximumFrameSize: Int = FrameLayout.defaultMaximumFrameSize, tls: TLS? = nil, connectAttempts: Int = 4,
+        keepaliveInterval: Duration? = nil
     ) {
+        self.keepaliveInterval = keepaliveInterval
         self.host = host
         self.port = port
         self.credential = credential

@@ -101,6 +101,25 @@ struct EndToEndTests {
         await server.stop()
     }
 
+    @Test("keepalive pings keep a quiet connection open past the server's idle timeout")
+    func keepalive() async throws {
+        let server = try await TestServer(configuration: ServerConfiguration(port: 0, idleTimeout: .seconds(1)))
+        var configuration = HealthStoreConfiguration(port: server.port, credential: server.ownerCredential, connectAttempts: 1, keepaliveInterval: .milliseconds(250))
+        let kept = HealthStore(configuration: configuration)
+        configuration.keepaliveInterval = nil
+        let quiet = HealthStore(configuration: configuration)
+        let stream1 = try await kept.results(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
+        for try await _ in stream1 {}
+        _ = try await quiet.ping()
+        try await Task.sleep(for: .milliseconds(2500))
+        // Both still answer (the quiet one after reconnecting); the kept one never lost its connection.
+        #expect(try await kept.ping().ledgerID == "alice")
+        #expect(try await quiet.ping().ledgerID == "alice")
+        await kept.close()
+        await quiet.close()
+        await server.stop()
+    }
+
     @Test("many concurrent clients")
     func concurrentClients() async throws {
         let server = try await TestServer()

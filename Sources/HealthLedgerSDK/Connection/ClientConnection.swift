@@ -28,6 +28,9 @@ final class ClientConnection: Sendable {
         }
         let host = configuration.host
         let maximumFrameSize = configuration.maximumFrameSize
+        let keepalive = configuration.keepaliveInterval.map {
+            TimeAmount.nanoseconds($0.components.seconds * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000)
+        }
         do {
             let bootstrap = ClientBootstrap(group: group)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -38,6 +41,7 @@ final class ClientConnection: Sendable {
                             try channel.pipeline.syncOperations.addHandler(
                                 try NIOSSLClientHandler(context: sslContext, serverHostname: host.first?.isNumber == true ? nil : host))
                         }
+                        if let keepalive { try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: keepalive)) }
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(maximumFrameSize: maximumFrameSize)))
                         try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
                         try channel.pipeline.syncOperations.addHandler(ClientFrameHandler(calls: calls))
@@ -123,12 +127,30 @@ final class ClientConnection: Sendable {
 /// Routes the server's frames to the calls.
 final class ClientFrameHandler: ChannelInboundHandler {
     typealias InboundIn = InboundFrame
+    typealias OutboundOut = Healthledger_V1_Frame
 
     private let calls: CallTable
+    /// A keepalive ping is out and unanswered.
+    private var awaitingPong = false
 
     init(calls: CallTable) { self.calls = calls }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is IdleStateHandler.IdleStateEvent else { return context.fireUserInboundEventTriggered(event) }
+        if awaitingPong {
+            // The previous ping went unanswered: the connection is dead.
+            calls.close(RPCError(.unavailable, "the server did not answer a keepalive ping"), failOpen: true)
+            context.close(promise: nil)
+            return
+        }
+        awaitingPong = true
+        var ping = Healthledger_V1_Frame()
+        ping.ping = .with { $0.nonce = UInt64.random(in: 1...UInt64.max) }
+        context.writeAndFlush(wrapOutboundOut(ping), promise: nil)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        awaitingPong = false
         guard case .frame(let frame) = unwrapInboundIn(data) else { return }
         if case .goAway(let goAway) = frame.kind {
             // No new calls on this connection; the open ones may still finish.

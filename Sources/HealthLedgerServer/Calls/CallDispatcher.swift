@@ -80,6 +80,8 @@ struct CallDispatcher: Sendable {
         case .deleteObjects: send(.message(id: id, try await call.deleteObjects()))
         case .fetch: send(.message(id: id, try call.fetch()))
         case .querySamples:
+            metrics.streamOpened()
+            defer { metrics.streamClosed() }
             try await call.querySamples { batch in
                 try await window?.acquire()
                 send(.message(id: id, batch))
@@ -101,6 +103,11 @@ final class CallDeadline: Sendable {
 final class CallMetrics: Sendable {
     private let counters = Mutex<[String: Counter]>([:])
     private let timers: [String: Timer]
+    private let openStreams = Mutex(0)
+    private let streamGauge = Gauge(label: "healthledger_open_streams")
+
+    func streamOpened() { streamGauge.record(openStreams.withLock { $0 += 1; return $0 }) }
+    func streamClosed() { streamGauge.record(openStreams.withLock { $0 -= 1; return $0 }) }
 
     init() {
         var timers: [String: Timer] = [:]

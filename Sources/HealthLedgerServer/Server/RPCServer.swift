@@ -1,6 +1,7 @@
 import HealthLedgerRPC
 import Ledger
 import Logging
+import Metrics
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -145,17 +146,27 @@ private final class Once: Sendable {
     }
 }
 
-/// The open connections, for draining.
+/// The open connections, for draining, counted in the `healthledger_open_connections` gauge.
 private final class ConnectionRegistry: Sendable {
     private let entries = Mutex<[ObjectIdentifier: NIOLoopBound<ServerConnectionHandler>]>([:])
+    private let gauge = Gauge(label: "healthledger_open_connections")
 
     func add(_ handler: NIOLoopBound<ServerConnectionHandler>) {
         let id = handler.eventLoop.inEventLoop ? ObjectIdentifier(handler.value) : nil
-        if let id { entries.withLock { $0[id] = handler } }
+        guard let id else { return }
+        let count = entries.withLock { entries in
+            entries[id] = handler
+            return entries.count
+        }
+        gauge.record(count)
     }
 
     func remove(_ id: ObjectIdentifier) {
-        _ = entries.withLock { $0.removeValue(forKey: id) }
+        let count = entries.withLock { entries in
+            entries.removeValue(forKey: id)
+            return entries.count
+        }
+        gauge.record(count)
     }
 
     var all: [NIOLoopBound<ServerConnectionHandler>] { entries.withLock { Array($0.values) } }
