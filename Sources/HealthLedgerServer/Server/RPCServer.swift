@@ -123,7 +123,7 @@ public final class RPCServer: Service, Sendable {
     private static func completes(_ future: EventLoopFuture<Void>, within timeout: Duration, on loop: any EventLoop) async -> Bool {
         await withCheckedContinuation { continuation in
             let once = Once()
-            func finish(_ value: Bool) {
+            let finish: @Sendable (Bool) -> Void = { value in
                 if once.claim() { continuation.resume(returning: value) }
             }
             future.whenComplete { _ in finish(true) }
