@@ -142,15 +142,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Helpers shared by the test targets (deterministic randomness, child processes).
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "HealthModelTests",
-            dependencies: ["HealthModel"],
+            dependencies: ["HealthModel", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "RPCTests",
             dependencies: [
-                "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema",
+                "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -162,7 +168,7 @@ let package = Package(
         .testTarget(
             name: "LedgerTests",
             dependencies: [
-                "Ledger", "LMDB", "HealthModel", "LedgerSchema", "healthledger",
+                "Ledger", "LMDB", "HealthModel", "LedgerSchema", "healthledger", "TestSupport",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings

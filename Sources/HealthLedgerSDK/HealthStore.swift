@@ -50,20 +50,6 @@ public struct HealthStoreConfiguration: Sendable {
     }
 }
 
-/// What happened to one object of a save.
-public struct SaveOutcome: Sendable, Hashable {
-    public enum Disposition: Sendable, Hashable {
-        case saved
-        /// Replaced the stored object with the same sync identifier and a lower version.
-        case replaced(previous: UUID)
-        /// Not saved: an object with the same sync identifier and an equal or higher version exists.
-        case ignored(existing: UUID)
-    }
-
-    public var uuid: UUID
-    public var disposition: Disposition
-}
-
 /// The answer to ``HealthStore/ping(_:)``.
 public struct PingResult: Sendable, Hashable {
     public var ledgerID: String
@@ -80,10 +66,7 @@ public struct PingResult: Sendable, Hashable {
 /// let samples = try await store.result(for: query)
 /// ```
 public struct SampleQueryDescriptor: Sendable, Hashable {
-    public enum Sort: Sendable, Hashable {
-        case startDate(ascending: Bool)
-        case endDate(ascending: Bool)
-    }
+    public typealias Sort = SampleSort
 
     public var type: ObjectType
     /// Samples overlapping this interval; all when nil.
@@ -151,23 +134,19 @@ public final class HealthStore: Sendable {
 
     /// Saves objects atomically; returns once they are on the server's disk.
     @discardableResult
-    public func save(_ objects: [HealthObject]) async throws -> [SaveOutcome] {
+    public func save(_ objects: [HealthObject]) async throws -> [SaveResult] {
         let request = Healthledger_V1_SaveRequest.with { $0.objects = objects.map(Healthledger_V1_HealthObject.init) }
         let response = try Self.decode(Healthledger_V1_SaveResponse.self, try await unary(.save, request))
-        return try response.outcomes.map { outcome in
-            guard let uuid = UUID(bytes: outcome.uuid) else { throw RPCError(.internalError, "the server sent a bad UUID") }
-            let other = UUID(bytes: outcome.otherUuid)
-            switch (outcome.disposition, other) {
-            case (.replaced, let previous?): return SaveOutcome(uuid: uuid, disposition: .replaced(previous: previous))
-            case (.ignored, let existing?): return SaveOutcome(uuid: uuid, disposition: .ignored(existing: existing))
-            default: return SaveOutcome(uuid: uuid, disposition: .saved)
-            }
+        do {
+            return try response.outcomes.map { try $0.model() }
+        } catch {
+            throw RPCError(.internalError, "the server sent a bad UUID")
         }
     }
 
     /// Saves one object.
     @discardableResult
-    public func save(_ object: HealthObject) async throws -> SaveOutcome {
+    public func save(_ object: HealthObject) async throws -> SaveResult {
         try await save([object])[0]
     }
 
@@ -222,12 +201,7 @@ public final class HealthStore: Sendable {
             }
             request.limit = UInt32(clamping: query.limit)
             request.batchSize = UInt32(clamping: query.batchSize)
-            request.sort = switch query.sort {
-            case .startDate(true): .startAscending
-            case .startDate(false): .startDescending
-            case .endDate(true): .endAscending
-            case .endDate(false): .endDescending
-            }
+            request.sort = .init(query.sort)
         }
         let connection = try await connections.connection()
         let payload: [UInt8] = try request.serializedBytes()

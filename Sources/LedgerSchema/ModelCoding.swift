@@ -214,3 +214,49 @@ extension Healthledger_V1_HealthObject {
         }
     }
 }
+
+extension Healthledger_V1_SaveOutcome {
+    public init(_ result: SaveResult) {
+        self.init()
+        uuid = Data(result.uuid.bytes)
+        switch result.disposition {
+        case .saved: disposition = .saved
+        case .replaced(let previous):
+            disposition = .replaced
+            otherUuid = Data(previous.bytes)
+        case .ignored(let existing):
+            disposition = .ignored
+            otherUuid = Data(existing.bytes)
+        }
+    }
+
+    /// - Throws: ``HealthError`` for a UUID that is not 16 bytes.
+    public func model() throws -> SaveResult {
+        guard let uuid = UUID(bytes: uuid) else { throw HealthError.invalidArgument("uuid must be 16 bytes", field: "uuid") }
+        switch (disposition, UUID(bytes: otherUuid)) {
+        case (.replaced, let previous?): return SaveResult(uuid: uuid, disposition: .replaced(previous: previous))
+        case (.ignored, let existing?): return SaveResult(uuid: uuid, disposition: .ignored(existing: existing))
+        default: return SaveResult(uuid: uuid, disposition: .saved)
+        }
+    }
+}
+
+extension Healthledger_V1_SampleQueryRequest.Sort {
+    public init(_ sort: SampleSort) {
+        self = switch sort {
+        case .startDate(true): .startAscending
+        case .startDate(false): .startDescending
+        case .endDate(true): .endAscending
+        case .endDate(false): .endDescending
+        }
+    }
+
+    public var model: SampleSort {
+        switch self {
+        case .startDescending: .startDate(ascending: false)
+        case .endAscending: .endDate(ascending: true)
+        case .endDescending: .endDate(ascending: false)
+        default: .startDate(ascending: true)
+        }
+    }
+}

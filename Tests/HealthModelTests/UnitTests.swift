@@ -1,4 +1,5 @@
 import HealthModel
+import TestSupport
 import Testing
 
 @Suite("Units (SEMANTICS §1)")
@@ -103,18 +104,6 @@ struct UnitTests {
         #expect(Self.close(try Self.convert(0, "degC", "degF"), 32))
         #expect(Self.close(try Self.convert(-40, "degF", "degC"), -40))
         #expect(Self.close(try Self.convert(0, "K", "degC"), -273.15))
-    }
-
-    /// A deterministic generator, so property failures reproduce.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
     }
 
     static func randomUnit(_ rng: inout SplitMix) -> String {

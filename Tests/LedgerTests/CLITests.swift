@@ -1,28 +1,12 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The `healthledger` command as a user runs it.
 @Suite("healthledger CLI")
 struct CLITests {
-    struct Run {
-        var status: Int32
-        var output: String
-        var error: String
-    }
-
-    static func run(_ arguments: [String]) throws -> Run {
-        let process = Process()
-        process.executableURL = CrashTests.executable
-        process.arguments = arguments
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, output: String(decoding: out, as: UTF8.self), error: String(decoding: err, as: UTF8.self))
+    static func run(_ arguments: [String]) throws -> ProcessRun {
+        try runProcess(CrashTests.executable, arguments)
     }
 
     @Test("unit convert prints the value, or one clear error line and a non-zero exit")

@@ -2,23 +2,13 @@ import Foundation
 import HealthModel
 import LedgerSchema
 import SwiftProtobuf
+import TestSupport
 import Testing
 
 @testable import Ledger
 
 @Suite("Object encoding")
 struct ObjectEncodingTests {
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func randomObject(_ rng: inout SplitMix) throws -> HealthObject {
         func maybe(_ text: String) -> String? {
             switch Int.random(in: 0..<3, using: &rng) {

@@ -1,5 +1,6 @@
 import Foundation
 import HealthLedgerSDK
+import TestSupport
 import Testing
 
 /// The C reference client (tools/c-client, libprotobuf-c) against a real server: the
@@ -8,19 +9,8 @@ import Testing
 struct CClientInteropTests {
     static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        let process = Process()
-        process.executableURL = URL(filePath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+    static func run(_ executable: String, _ arguments: [String]) throws -> ProcessRun {
+        try runProcess(URL(filePath: executable), arguments)
     }
 
     @Test("the C client authenticates, saves a sample and queries it back")

@@ -41,20 +41,7 @@ struct LedgerCall: Sendable {
         }
         let results = try await ledger.save(objects, by: principal)
         var response = Healthledger_V1_SaveResponse()
-        response.outcomes = results.map { result in
-            var outcome = Healthledger_V1_SaveOutcome()
-            outcome.uuid = Data(result.uuid.bytes)
-            switch result.disposition {
-            case .saved: outcome.disposition = .saved
-            case .replaced(let previous):
-                outcome.disposition = .replaced
-                outcome.otherUuid = Data(previous.bytes)
-            case .ignored(let existing):
-                outcome.disposition = .ignored
-                outcome.otherUuid = Data(existing.bytes)
-            }
-            return outcome
-        }
+        response.outcomes = results.map(Healthledger_V1_SaveOutcome.init)
         return try response.serializedBytes()
     }
 
@@ -89,16 +76,10 @@ struct LedgerCall: Sendable {
     /// Streams the matching samples in batches of at most `batch_size` objects and 1 MiB.
     func querySamples(_ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
         let request = try decode(Healthledger_V1_SampleQueryRequest.self)
-        let sort: SampleQuery.Sort = switch request.sort {
-        case .startDescending: .startDate(ascending: false)
-        case .endAscending: .endDate(ascending: true)
-        case .endDescending: .endDate(ascending: false)
-        default: .startDate(ascending: true)
-        }
         let query = SampleQuery(
             type: try ObjectType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
-            limit: Int(request.limit), sort: sort)
+            limit: Int(request.limit), sort: request.sort.model)
         let batchSize = request.batchSize == 0 ? 500 : Int(min(request.batchSize, 10_000))
         // SampleBatch { repeated HealthObject objects = 1; } written directly.
         var batch = ProtoWriter(capacity: 64 << 10)

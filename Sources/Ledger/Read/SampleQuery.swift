@@ -10,11 +10,7 @@ import LedgerSchema
 ///     limit: 100, sort: .startDate(ascending: false)))
 /// ```
 public struct SampleQuery: Sendable, Hashable {
-    /// How results are ordered; ties are broken by UUID bytes, so order is deterministic.
-    public enum Sort: Sendable, Hashable {
-        case startDate(ascending: Bool)
-        case endDate(ascending: Bool)
-    }
+    public typealias Sort = SampleSort
 
     public var type: ObjectType
     /// Samples whose time span overlaps this interval (half-open: a sample ending exactly at

@@ -1,0 +1,39 @@
+import Foundation
+
+/// A deterministic random generator (SplitMix64), so property-test failures reproduce.
+public struct SplitMix: RandomNumberGenerator {
+    public var state: UInt64
+
+    public init(state: UInt64) { self.state = state }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// What a finished child process printed and how it exited.
+public struct ProcessRun: Sendable {
+    public var status: Int32
+    public var output: String
+    public var error: String
+}
+
+/// Runs `executable` with `arguments` to its end, capturing its output.
+public func runProcess(_ executable: URL, _ arguments: [String]) throws -> ProcessRun {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    let output = Pipe()
+    let error = Pipe()
+    process.standardOutput = output
+    process.standardError = error
+    try process.run()
+    let out = output.fileHandleForReading.readDataToEndOfFile()
+    let err = error.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return ProcessRun(status: process.terminationStatus, output: String(decoding: out, as: UTF8.self), error: String(decoding: err, as: UTF8.self))
+}
