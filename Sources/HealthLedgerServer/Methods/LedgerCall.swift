@@ -84,9 +84,10 @@ struct LedgerCall: Sendable {
         // SampleBatch { repeated HealthObject objects = 1; } written directly.
         var batch = ProtoWriter(capacity: 64 << 10)
         var count = 0
-        for object in try ledger.samples(query) {
+        // Objects go out as the log stores them: no decode and re-encode.
+        for object in try ledger.encodedSamples(query) {
             try Task.checkCancellation()
-            batch.message(field: 1, object.encodedBytes())
+            batch.message(field: 1, object)
             count += 1
             if count >= batchSize || batch.buffer.count >= 1 << 20 {
                 try await emit(batch.buffer)

@@ -23,14 +23,28 @@ extension Ledger {
 
     /// Runs a sample query against the time indexes.
     public func samples(_ query: SampleQuery) throws -> [HealthObject] {
+        try scan(query) { stored in try LedgerEvent(stored: stored).savedObject() }
+    }
+
+    /// The same query's results as serialized `healthledger.v1.HealthObject` messages,
+    /// straight from the log: for serving them over the wire without decoding them.
+    public func encodedSamples(_ query: SampleQuery) throws -> [[UInt8]] {
+        try scan(query) { stored in try LedgerEvent(stored: stored).body }
+    }
+
+    /// Runs `query` on the time indexes, turning each matching save event into a result.
+    private func scan<Result>(_ query: SampleQuery, _ load: (UnsafeRawBufferPointer) throws -> Result) throws -> [Result] {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
         return try environment.read { txn in
             let longest = try Self.longestDuration(type: query.type.code, in: txn, databases)
-            var results: [HealthObject] = []
+            var results: [Result] = []
             let visit: (IndexEntry) throws -> Bool = { entry in
-                results.append(try Self.loadObject(sequence: entry.sequence, in: txn, self.databases))
+                guard let stored = try txn.get(KeyEncoding.sequenceKey(entry.sequence), in: self.databases.events) else {
+                    throw LedgerFailure.corrupted("event \(entry.sequence) is missing from the log")
+                }
+                results.append(try load(stored))
                 return query.limit == 0 || results.count < query.limit
             }
             switch query.sort {
