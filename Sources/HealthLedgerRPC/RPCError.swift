@@ -85,6 +85,18 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case fetch = "healthledger.v1.Ledger/Fetch"
     /// Server streaming: `SampleBatch` messages.
     case querySamples = "healthledger.v1.Ledger/QuerySamples"
+    // Authorization (docs/PROTOCOL.md): apps ask, the owner decides.
+    case requestAuthorization = "healthledger.v1.Ledger/RequestAuthorization"
+    case getRequestStatus = "healthledger.v1.Ledger/GetRequestStatus"
+    case authorizationStatus = "healthledger.v1.Ledger/AuthorizationStatus"
+    case requestObjectReadAuthorization = "healthledger.v1.Ledger/RequestObjectReadAuthorization"
+    case authorizations = "healthledger.v1.Ledger/Authorizations"
+    case pendingAuthorizations = "healthledger.v1.Ledger/PendingAuthorizations"
+    case decideAuthorization = "healthledger.v1.Ledger/DecideAuthorization"
+    case setObjectReadSelection = "healthledger.v1.Ledger/SetObjectReadSelection"
+    case authorizationHistory = "healthledger.v1.Ledger/AuthorizationHistory"
+    case sourcePriority = "healthledger.v1.Ledger/SourcePriority"
+    case setSourcePriority = "healthledger.v1.Ledger/SetSourcePriority"
 
     public var isStreaming: Bool { self == .querySamples }
 }

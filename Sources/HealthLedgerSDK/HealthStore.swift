@@ -112,13 +112,13 @@ public final class HealthStore: Sendable {
         await connections.close()
     }
 
-    private func unary(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> [UInt8] {
+    func unary(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> [UInt8] {
         let payload: [UInt8] = try message.serializedBytes()
         let connection = try await connections.connection()
         return try await connection.unary(method, payload, credential: configuration.credential, timeout: configuration.timeout)
     }
 
-    private static func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) throws -> M {
+    static func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) throws -> M {
         do { return try M(serializedBytes: bytes) } catch {
             throw RPCError(.internalError, "the server sent an invalid \(M.protoMessageName)")
         }

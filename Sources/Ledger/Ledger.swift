@@ -15,7 +15,7 @@ import Logging
 /// let store = try LedgerStore(directory: URL(filePath: "data"))
 /// let ledger = try await store.createLedger(id: "alice")
 /// try await ledger.save([.quantitySample(sample)], by: .owner)
-/// let samples = try ledger.samples(SampleQuery(type: sample.objectType))
+/// let samples = try ledger.samples(SampleQuery(type: sample.objectType), as: .owner)
 /// ```
 public final class Ledger: Sendable {
     /// Most objects (or UUIDs) one save or delete may carry.
@@ -27,6 +27,8 @@ public final class Ledger: Sendable {
     let databases: LedgerDatabases
     let committer: GroupCommitter
     let logger: Logger
+    /// Announces authorization changes and credential revocations once durable.
+    public let accessWatchers = AccessWatchers()
 
     init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger) throws {
         self.id = id

@@ -44,7 +44,7 @@ struct CrashTests {
             #expect(verify.isValid, "round \(round): \(verify.problem.map(String.init(describing:)) ?? "")")
             for batch in 0..<offset {
                 let present = try (0..<Self.batchSize).filter {
-                    try ledger.object(with: Self.uuid(batch: batch, item: $0)) != nil
+                    try ledger.object(with: Self.uuid(batch: batch, item: $0), as: .owner) != nil
                 }.count
                 #expect(present == 0 || present == Self.batchSize, "round \(round): batch \(batch) is partial (\(present) of \(Self.batchSize))")
                 if acknowledged.contains(batch) {

@@ -11,6 +11,9 @@ struct ReplayAndVerifyTests {
     static func mixedWorkload(_ ledger: Ledger) async throws {
         var rng = SystemRandomNumberGenerator()
         var saved: [UUID] = []
+        let types = [Fixtures.heartRate.objectType, Fixtures.steps.objectType, Fixtures.bodyMass.objectType, Fixtures.sleep.objectType]
+        try await ledger.authorize([Fixtures.appA, Fixtures.appB], share: types, read: [Fixtures.steps.objectType])
+        try await ledger.setSourcePriority(for: Fixtures.steps.objectType, bundleIdentifiers: [], by: .owner)
         for round in 0..<20 {
             let principal: Principal = [.owner, .app(Fixtures.appA), .app(Fixtures.appB)][round % 3]
             var batch = (0..<50).map { Fixtures.heartRate(Double.random(in: 40...180, using: &rng), at: Double(round * 100 + $0)) }
@@ -49,7 +52,7 @@ struct ReplayAndVerifyTests {
         do {
             let ledger = try temporary.ledgerStore.createLedger(id: "repair")
             try await Self.mixedWorkload(ledger)
-            uuid = try #require(try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType, limit: 1)).first?.uuid)
+            uuid = try #require(try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType, limit: 1), as: .owner).first?.uuid)
         }
         temporary.close()
         // Damage a projection behind the ledger's back: drop one object's entry.
@@ -60,12 +63,12 @@ struct ReplayAndVerifyTests {
             #expect(removed)
         }
         let ledger = try temporary.reopen().ledger("repair")
-        #expect(try ledger.object(with: uuid) == nil)
+        #expect(try ledger.object(with: uuid, as: .owner) == nil)
         let damaged = try ledger.replay()
         #expect(!damaged.identical && !damaged.installed)
         let repaired = try ledger.replay(install: true)
         #expect(repaired.installed)
-        #expect(try ledger.object(with: uuid) != nil)
+        #expect(try ledger.object(with: uuid, as: .owner) != nil)
         #expect(try ledger.replay().identical)
     }
 

@@ -15,10 +15,11 @@ struct SaveAndQueryTests {
             device: device,
             metadata: ["note": .string("after run"), "temp": .quantity(try Quantity(21.5, "degC")), "when": .date(Fixtures.base), "n": .number(3)],
             sourceRevision: SourceRevision(source: Fixtures.appB, version: "2.0", productType: "Watch6,1", operatingSystemVersion: "10.1"))
+        try await ledger.authorize([Fixtures.appA], share: [Fixtures.bodyMass.objectType])
         let results = try await ledger.save([.quantitySample(sample)], by: .app(Fixtures.appA))
         #expect(results == [SaveResult(uuid: sample.uuid, disposition: .saved)])
 
-        let fetched = try #require(try ledger.object(with: sample.uuid)?.quantitySample)
+        let fetched = try #require(try ledger.object(with: sample.uuid, as: .owner)?.quantitySample)
         // The app's identity, not what the object claimed, is its source; the revision details stay.
         #expect(fetched.sourceRevision.source == Fixtures.appA)
         #expect(fetched.sourceRevision.productType == "Watch6,1")
@@ -29,8 +30,8 @@ struct SaveAndQueryTests {
 
         let sleep = CategorySample(type: Fixtures.sleep, value: 5, start: Fixtures.base, end: Fixtures.base.addingTimeInterval(600))
         _ = try await ledger.save([.categorySample(sleep)], by: .owner)
-        #expect(try ledger.object(with: sleep.uuid)?.categorySample?.value == 5)
-        #expect(try ledger.object(with: UUID()) == nil)
+        #expect(try ledger.object(with: sleep.uuid, as: .owner)?.categorySample?.value == 5)
+        #expect(try ledger.object(with: UUID(), as: .owner) == nil)
     }
 
     @Test("sample queries filter by date range, sort both ways and limit")
@@ -42,29 +43,29 @@ struct SaveAndQueryTests {
         _ = try await ledger.save(objects.shuffled(), by: .owner)
         let type = Fixtures.steps.objectType
 
-        let all = try ledger.samples(SampleQuery(type: type))
+        let all = try ledger.samples(SampleQuery(type: type), as: .owner)
         #expect(all.count == 20)
         #expect(all.map(\.startDate) == all.map(\.startDate).sorted())
 
         // [3000, 4800) overlaps samples starting at 2400 (ends 3300) … 4200.
         let window = DateInterval(start: Fixtures.base.addingTimeInterval(3000), end: Fixtures.base.addingTimeInterval(4800))
-        let inWindow = try ledger.samples(SampleQuery(type: type, interval: window))
+        let inWindow = try ledger.samples(SampleQuery(type: type, interval: window), as: .owner)
         #expect(inWindow.map { $0.startDate.timeIntervalSince(Fixtures.base) } == [2400, 3000, 3600, 4200])
 
-        let descending = try ledger.samples(SampleQuery(type: type, interval: window, sort: .startDate(ascending: false)))
+        let descending = try ledger.samples(SampleQuery(type: type, interval: window, sort: .startDate(ascending: false)), as: .owner)
         #expect(descending.map(\.uuid) == inWindow.reversed().map(\.uuid))
 
-        let byEnd = try ledger.samples(SampleQuery(type: type, interval: window, sort: .endDate(ascending: true)))
+        let byEnd = try ledger.samples(SampleQuery(type: type, interval: window, sort: .endDate(ascending: true)), as: .owner)
         #expect(byEnd.map(\.uuid) == inWindow.map(\.uuid))
-        let byEndDescending = try ledger.samples(SampleQuery(type: type, interval: window, limit: 2, sort: .endDate(ascending: false)))
+        let byEndDescending = try ledger.samples(SampleQuery(type: type, interval: window, limit: 2, sort: .endDate(ascending: false)), as: .owner)
         #expect(byEndDescending.map(\.uuid) == inWindow.reversed().prefix(2).map(\.uuid))
 
-        let limited = try ledger.samples(SampleQuery(type: type, limit: 3))
+        let limited = try ledger.samples(SampleQuery(type: type, limit: 3), as: .owner)
         #expect(limited.map(\.uuid) == all.prefix(3).map(\.uuid))
 
         // Another type sees none of them.
-        #expect(try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType)).isEmpty)
-        #expect(throws: HealthError.self) { try ledger.samples(SampleQuery(type: type, limit: -1)) }
+        #expect(try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType), as: .owner).isEmpty)
+        #expect(throws: HealthError.self) { try ledger.samples(SampleQuery(type: type, limit: -1), as: .owner) }
     }
 
     @Test("ties on the sort date are broken deterministically by UUID")
@@ -73,9 +74,9 @@ struct SaveAndQueryTests {
         let ledger = try temporary.ledgerStore.createLedger(id: "ties")
         let objects = (0..<10).map { Fixtures.heartRate(Double(60 + $0), at: 0) }
         _ = try await ledger.save(objects, by: .owner)
-        let ascending = try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType)).map(\.uuid)
+        let ascending = try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType), as: .owner).map(\.uuid)
         #expect(ascending == objects.map(\.uuid).sorted { $0.uuidString.lowercased() < $1.uuidString.lowercased() })
-        let descending = try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType, sort: .startDate(ascending: false))).map(\.uuid)
+        let descending = try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType, sort: .startDate(ascending: false)), as: .owner).map(\.uuid)
         #expect(descending == ascending.reversed())
     }
 
@@ -121,7 +122,7 @@ struct SaveAndQueryTests {
         #expect(try ledger.head() == head)
         #expect(try ledger.count(of: Fixtures.heartRate.objectType) == 1)
         for object in batch + late where object.uuid != existing {
-            #expect(try ledger.object(with: object.uuid) == nil)
+            #expect(try ledger.object(with: object.uuid, as: .owner) == nil)
         }
         #expect(try ledger.verify().isValid)
     }
@@ -142,7 +143,7 @@ struct SaveAndQueryTests {
             return try await group.reduce(into: [UUID]()) { $0.append($1) }
         }
         #expect(Set(uuids).count == 256)
-        for uuid in uuids { #expect(try ledger.object(with: uuid) != nil) }
+        for uuid in uuids { #expect(try ledger.object(with: uuid, as: .owner) != nil) }
         // 256 saves took fewer commits than saves: they were coalesced.
         #expect(batches.commits < 256)
         #expect(batches.largest > 1)
@@ -171,7 +172,7 @@ struct SaveAndQueryTests {
         let bob = try store.createLedger(id: "bob")
         let sample = Fixtures.heartRate(70, at: 0)
         _ = try await alice.save([sample], by: .owner)
-        #expect(try bob.object(with: sample.uuid) == nil)
+        #expect(try bob.object(with: sample.uuid, as: .owner) == nil)
         #expect(try store.ledgerIDs() == ["alice", "bob"])
         #expect(throws: LedgerFailure.self) { try store.createLedger(id: "alice") }
         for bad in ["", "../x", "Alice", "a/b", String(repeating: "a", count: 65), ".hidden"] {

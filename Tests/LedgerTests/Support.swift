@@ -53,3 +53,14 @@ enum Fixtures {
             metadata: [MetadataKey.syncIdentifier: .string(syncIdentifier), MetadataKey.syncVersion: .number(version)]))
     }
 }
+
+extension Ledger {
+    /// Has each app ask for `share` and `read`, and the owner grant all of it.
+    func authorize(_ apps: [Source], share: [ObjectType], read: [ObjectType] = []) async throws {
+        for app in apps {
+            try await requestAuthorization(toShare: Set(share), read: Set(read), by: .app(app))
+            for type in share { try await decideAuthorization(app: app.bundleIdentifier, type: type, direction: .share, decision: .granted, by: .owner) }
+            for type in read { try await decideAuthorization(app: app.bundleIdentifier, type: type, direction: .read, decision: .granted, by: .owner) }
+        }
+    }
+}

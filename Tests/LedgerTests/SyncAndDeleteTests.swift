@@ -9,13 +9,14 @@ struct SyncAndDeleteTests {
     func upsertOutcomes() async throws {
         let temporary = try TemporaryStore()
         let ledger = try temporary.ledgerStore.createLedger(id: "sync")
+        try await ledger.authorize([Fixtures.appA], share: [Fixtures.bodyMass.objectType])
         let app = Principal.app(Fixtures.appA)
         let first = Fixtures.weight(70, syncIdentifier: "w-1", version: 1)
         #expect(try await ledger.save([first], by: app) == [SaveResult(uuid: first.uuid, disposition: .saved)])
 
         let second = Fixtures.weight(71, syncIdentifier: "w-1", version: 2)
         #expect(try await ledger.save([second], by: app) == [SaveResult(uuid: second.uuid, disposition: .replaced(previous: first.uuid))])
-        #expect(try ledger.object(with: first.uuid) == nil)
+        #expect(try ledger.object(with: first.uuid, as: .owner) == nil)
         let tombstone = try #require(try ledger.tombstone(for: first.uuid))
         #expect(tombstone.syncIdentifier == "w-1")
         #expect(tombstone.syncVersion == 1)
@@ -30,13 +31,14 @@ struct SyncAndDeleteTests {
             SaveResult(uuid: lower.uuid, disposition: .ignored(existing: second.uuid)),
         ])
         #expect(try ledger.head() == head, "an ignored save writes nothing")
-        #expect(try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType)).map(\.uuid) == [second.uuid])
+        #expect(try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType), as: .owner).map(\.uuid) == [second.uuid])
     }
 
     @Test("the scope is the source and the type")
     func scope() async throws {
         let temporary = try TemporaryStore()
         let ledger = try temporary.ledgerStore.createLedger(id: "scope")
+        try await ledger.authorize([Fixtures.appA, Fixtures.appB], share: [Fixtures.bodyMass.objectType, try ObjectType("HKQuantityTypeIdentifierHeight")])
         let mine = Fixtures.weight(70, syncIdentifier: "shared", version: 5)
         _ = try await ledger.save([mine], by: .app(Fixtures.appA))
         // Another app using the same identifier never touches App A's object.
@@ -48,8 +50,8 @@ struct SyncAndDeleteTests {
             type: try QuantityType("HKQuantityTypeIdentifierHeight"), quantity: try Quantity(1.8, "m"), start: date, end: date,
             metadata: [MetadataKey.syncIdentifier: .string("shared"), MetadataKey.syncVersion: .number(9)]))
         #expect(try await ledger.save([height], by: .app(Fixtures.appA)).first?.disposition == .saved)
-        #expect(try ledger.object(with: mine.uuid) != nil)
-        #expect(try ledger.object(with: theirs.uuid) != nil)
+        #expect(try ledger.object(with: mine.uuid, as: .owner) != nil)
+        #expect(try ledger.object(with: theirs.uuid, as: .owner) != nil)
     }
 
     @Test("a batch carrying several versions of one identifier keeps the highest")
@@ -62,13 +64,14 @@ struct SyncAndDeleteTests {
             .saved, .ignored(existing: versions[0].uuid), .replaced(previous: versions[0].uuid),
             .ignored(existing: versions[2].uuid), .ignored(existing: versions[2].uuid),
         ])
-        #expect(try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType)).map(\.uuid) == [versions[2].uuid])
+        #expect(try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType), as: .owner).map(\.uuid) == [versions[2].uuid])
     }
 
     @Test("concurrent saves of one identifier end with exactly the highest version", arguments: [1, 2, 3])
     func concurrentSameIdentifier(round: Int) async throws {
         let temporary = try TemporaryStore()
         let ledger = try temporary.ledgerStore.createLedger(id: "race")
+        try await ledger.authorize([Fixtures.appA], share: [Fixtures.bodyMass.objectType])
         let app = Principal.app(Fixtures.appA)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for version in (1...40).shuffled() {
@@ -78,7 +81,7 @@ struct SyncAndDeleteTests {
             }
             try await group.waitForAll()
         }
-        let stored = try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType))
+        let stored = try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType), as: .owner)
         #expect(stored.count == 1)
         #expect(stored.first?.syncVersion == 40)
         #expect(try ledger.replay().identical)
@@ -88,17 +91,24 @@ struct SyncAndDeleteTests {
     func deleteRules() async throws {
         let temporary = try TemporaryStore()
         let ledger = try temporary.ledgerStore.createLedger(id: "delete")
+        try await ledger.authorize([Fixtures.appA, Fixtures.appB], share: [Fixtures.heartRate.objectType])
         let mine = Fixtures.heartRate(60, at: 0)
         let theirs = Fixtures.heartRate(61, at: 1)
         _ = try await ledger.save([mine], by: .app(Fixtures.appA))
         _ = try await ledger.save([theirs], by: .app(Fixtures.appB))
 
+        // Without read authorization, another source's object is as unknown as a made-up UUID.
+        let hidden = await #expect(throws: HealthError.self) { try await ledger.delete([mine.uuid, theirs.uuid], by: .app(Fixtures.appA)) }
+        #expect(hidden?.code == .noData)
+        #expect(hidden?.message == "no object with UUID \(theirs.uuid)")
+        // With it, the app may see the object but still not delete it.
+        try await ledger.authorize([Fixtures.appA], share: [], read: [Fixtures.heartRate.objectType])
         let denied = await #expect(throws: HealthError.self) { try await ledger.delete([mine.uuid, theirs.uuid], by: .app(Fixtures.appA)) }
         #expect(denied?.code == .authorizationDenied)
-        #expect(try ledger.object(with: mine.uuid) != nil, "a refused delete deletes nothing")
+        #expect(try ledger.object(with: mine.uuid, as: .owner) != nil, "a refused delete deletes nothing")
 
         #expect(try await ledger.delete([mine.uuid], by: .app(Fixtures.appA)) == 1)
-        #expect(try ledger.object(with: mine.uuid) == nil)
+        #expect(try ledger.object(with: mine.uuid, as: .owner) == nil)
         #expect(try ledger.tombstone(for: mine.uuid)?.reason == .deleted)
         #expect(try await ledger.delete([theirs.uuid], by: .owner) == 1)
 
@@ -115,6 +125,7 @@ struct SyncAndDeleteTests {
     func deleteByPredicate() async throws {
         let temporary = try TemporaryStore()
         let ledger = try temporary.ledgerStore.createLedger(id: "predicate")
+        try await ledger.authorize([Fixtures.appA, Fixtures.appB], share: [Fixtures.heartRate.objectType])
         let mine = (0..<10).map { Fixtures.heartRate(60, at: Double($0) * 60) }
         let theirs = (0..<10).map { Fixtures.heartRate(70, at: Double($0) * 60 + 30) }
         _ = try await ledger.save(mine, by: .app(Fixtures.appA))
@@ -125,7 +136,7 @@ struct SyncAndDeleteTests {
         let window = DateInterval(start: Fixtures.base, duration: 300)
         #expect(try await ledger.deleteObjects(of: type, overlapping: window, by: .app(Fixtures.appA)) == 5)
         #expect(try ledger.count(of: type) == 15)
-        for object in theirs { #expect(try ledger.object(with: object.uuid) != nil) }
+        for object in theirs { #expect(try ledger.object(with: object.uuid, as: .owner) != nil) }
         #expect(try await ledger.deleteObjects(of: type, overlapping: window, by: .app(Fixtures.appA)) == 0)
 
         #expect(try await ledger.deleteObjects(of: type, by: .owner) == 15)

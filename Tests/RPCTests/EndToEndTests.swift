@@ -52,6 +52,12 @@ struct EndToEndTests {
         let saved = Samples.heartRate(70, at: 0)
         try await owner.save(saved)
 
+        // Another source's object: unknown to an app that may not read the type…
+        let hidden = await #expect(throws: RPCError.self) { try await app.delete([saved.uuid]) }
+        #expect(hidden?.code == .notFound && hidden?.healthErrorCode == .noData)
+        // …and not the app's to delete once it may read it.
+        try await app.requestAuthorization(toShare: [], read: [Samples.heartRate.objectType])
+        try await owner.decideAuthorization(app: TestServer.appSource.bundleIdentifier, type: Samples.heartRate.objectType, direction: .read, decision: .granted)
         let denied = await #expect(throws: RPCError.self) { try await app.delete([saved.uuid]) }
         #expect(denied?.code == .permissionDenied && denied?.healthErrorCode == .authorizationDenied)
         let missing = await #expect(throws: RPCError.self) { try await owner.delete([UUID()]) }

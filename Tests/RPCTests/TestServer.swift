@@ -23,6 +23,12 @@ final class TestServer: @unchecked Sendable {
         ledger = try store.createLedger(id: "alice")
         ownerCredential = try await ledger.issueCredential(for: .owner)
         appCredential = try await ledger.issueCredential(for: .app(Self.appSource))
+        // The app may share (not read) the types the tests save.
+        let shared = [Samples.heartRate.objectType, try ObjectType("HKQuantityTypeIdentifierBodyMass")]
+        try await ledger.requestAuthorization(toShare: Set(shared), read: [], by: .app(Self.appSource))
+        for type in shared {
+            try await ledger.decideAuthorization(app: Self.appSource.bundleIdentifier, type: type, direction: .share, decision: .granted, by: .owner)
+        }
         var configuration = configuration
         configuration.port = 0
         server = RPCServer(store: store, configuration: configuration, logger: Logger(label: "test"))

@@ -69,7 +69,7 @@ struct LedgerCall: Sendable {
         let request = try decode(Healthledger_V1_FetchRequest.self)
         guard let uuid = UUID(bytes: request.uuid) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: "uuid") }
         var response = Healthledger_V1_FetchResponse()
-        if let object = try ledger.object(with: uuid) { response.object = .init(object) }
+        if let object = try ledger.object(with: uuid, as: principal) { response.object = .init(object) }
         return try response.serializedBytes()
     }
 
@@ -85,7 +85,7 @@ struct LedgerCall: Sendable {
         var batch = ProtoWriter(capacity: 64 << 10)
         var count = 0
         // Objects go out as the log stores them: no decode and re-encode.
-        for object in try ledger.encodedSamples(query) {
+        for object in try ledger.encodedSamples(query, as: principal) {
             try Task.checkCancellation()
             batch.message(field: 1, object)
             count += 1
@@ -96,6 +96,96 @@ struct LedgerCall: Sendable {
             }
         }
         if count > 0 { try await emit(batch.buffer) }
+    }
+
+    /// The type a sample query reads (for watching the caller's access while it streams).
+    func queriedType() throws -> ObjectType {
+        try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)
+    }
+
+    // MARK: Authorization
+
+    private static let empty: [UInt8] = []
+
+    func requestAuthorization() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AuthorizationRequest.self)
+        let count = try await ledger.requestAuthorization(
+            toShare: try request.shareTypes.objectTypes(field: "share_types"), read: try request.readTypes.objectTypes(field: "read_types"),
+            by: principal)
+        return try Healthledger_V1_RequestAuthorizationResponse.with { $0.newRequests = UInt32(count) }.serializedBytes()
+    }
+
+    func getRequestStatus() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AuthorizationRequest.self)
+        let status = try ledger.requestStatus(
+            toShare: try request.shareTypes.objectTypes(field: "share_types"), read: try request.readTypes.objectTypes(field: "read_types"),
+            for: principal)
+        return try Healthledger_V1_RequestStatusResponse.with { $0.status = status == .unnecessary ? .unnecessary : .shouldRequest }.serializedBytes()
+    }
+
+    func authorizationStatus() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AuthorizationStatusRequest.self)
+        guard !request.types.isEmpty, request.types.count <= Ledger.maximumRequestedTypes else {
+            throw HealthError.invalidArgument("ask for 1 to \(Ledger.maximumRequestedTypes) types", field: "types")
+        }
+        let statuses = try request.types.map { identifier in
+            try ledger.sharingStatus(for: try ObjectType(identifier), of: principal)
+        }
+        return try Healthledger_V1_AuthorizationStatusResponse.with { response in
+            response.statuses = statuses.map { .init(rawValue: $0.rawValue) ?? .notDetermined }
+        }.serializedBytes()
+    }
+
+    func requestObjectReadAuthorization() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_ObjectReadAuthorizationRequest.self)
+        let interval = try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil)
+        try await ledger.requestObjectReadAuthorization(for: try ObjectType(request.type), overlapping: interval, by: principal)
+        return Self.empty
+    }
+
+    func authorizations(pendingOnly: Bool) throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AuthorizationsRequest.self)
+        let app = request.app.isEmpty ? nil : request.app
+        let entries = pendingOnly ? try ledger.pendingAuthorizations(app: app, as: principal) : try ledger.authorizations(app: app, as: principal)
+        return try Healthledger_V1_AuthorizationsResponse.with { $0.entries = entries.map(Healthledger_V1_AuthorizationEntry.init) }.serializedBytes()
+    }
+
+    func decideAuthorization() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_DecideAuthorizationRequest.self)
+        guard let decision = request.decision.model else {
+            throw HealthError.invalidArgument("the decision must be granted, denied or revoked", field: "decision")
+        }
+        try await ledger.decideAuthorization(
+            app: request.app, type: try ObjectType(request.type), direction: try request.direction.model(), decision: decision, by: principal)
+        return Self.empty
+    }
+
+    func setObjectReadSelection() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_ObjectReadSelectionRequest.self)
+        let uuids = try request.uuids.map { bytes in
+            guard let uuid = UUID(bytes: bytes) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: "uuids") }
+            return uuid
+        }
+        try await ledger.setObjectReadSelection(app: request.app, type: try ObjectType(request.type), objects: uuids, by: principal)
+        return Self.empty
+    }
+
+    func authorizationHistory() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AuthorizationsRequest.self)
+        let events = try ledger.authorizationHistory(app: request.app.isEmpty ? nil : request.app, as: principal)
+        return try Healthledger_V1_AuthorizationHistoryResponse.with { $0.events = events.map(Healthledger_V1_AuthorizationEvent.init) }.serializedBytes()
+    }
+
+    func sourcePriority() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_SourcePriorityRequest.self)
+        let sources = try ledger.sourcePriority(for: try ObjectType(request.type), as: principal)
+        return try Healthledger_V1_SourcePriorityResponse.with { $0.sources = sources.map(Healthledger_V1_Source.init) }.serializedBytes()
+    }
+
+    func setSourcePriority() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_SetSourcePriorityRequest.self)
+        try await ledger.setSourcePriority(for: try ObjectType(request.type), bundleIdentifiers: request.bundleIdentifiers, by: principal)
+        return Self.empty
     }
 
     static func interval(start: Int64?, end: Int64?) throws -> DateInterval? {

@@ -129,6 +129,7 @@ extension Ledger {
                 kind: .credentialRevoked, actor: issuer, objectType: nil, objectUUID: nil, body: bytes,
                 change: try Projector.credentialChange(kind: .credentialRevoked, body: bytes))
         }
+        accessWatchers.notify(.credentialRevoked(id: id))
     }
 
     /// The credentials issued for this ledger.

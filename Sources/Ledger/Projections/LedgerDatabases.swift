@@ -9,13 +9,19 @@ import LMDB
 /// | `events` | sequence(8) | stored `LedgerEvent` bytes (the log) |
 /// | `meta` | name | log head, format version, ledger id |
 /// | `objects` | uuid(16) | sequence(8) of the save event |
-/// | `by_start` | type(4) start(8) uuid(16) | end(8) sequence(8) value(8, canonical unit, IEEE bits) |
-/// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) |
+/// | `by_start` | type(4) start(8) uuid(16) | end(8) sequence(8) value(8, canonical unit, IEEE bits) source(4) |
+/// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) source(4) |
 /// | `changes` | type(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16) |
 /// | `tombstones` | uuid(16) | see ``Tombstone`` |
 /// | `sync_ids` | SHA-256(source, type, sync id) | uuid(16) version(8) |
 /// | `type_stats` | type(4) | count(8) longest duration(8) |
 /// | `credentials` | credential id (UTF-8) | SHA-256 of the secret(32) revoked(1) principal |
+/// | `sources` | see ``SourceRegistry`` | source codes (4) by bundle id, and back |
+/// | `type_sources` | type(4) source(4) | sequence(8) of the source's first save of the type |
+/// | `source_priority` | type(4) | the owner's order: length-prefixed bundle ids |
+/// | `authorizations` | app bundle(1+n) direction(1) type(4) | see ``AuthorizationRecord`` |
+/// | `object_reads` | app bundle(1+n) type(4) uuid(16) | empty: the owner selected the object for the app |
+/// | `authorization_log` | app bundle(1+n) sequence(8) | empty: the app's authorization events |
 /// | `checkpoint` | `applied` | sequence(8) of the last event applied |
 ///
 /// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
@@ -31,11 +37,20 @@ struct LedgerDatabases: Sendable {
     let syncIdentifiers: Database
     let typeStats: Database
     let credentials: Database
+    let sources: Database
+    let typeSources: Database
+    let sourcePriority: Database
+    let authorizations: Database
+    let objectReads: Database
+    let authorizationLog: Database
     let checkpoint: Database
 
     /// The projections, in digest order.
     var projections: [Database] {
-        [objects, byStart, byEnd, changes, tombstones, syncIdentifiers, typeStats, credentials, checkpoint]
+        [
+            objects, byStart, byEnd, changes, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
+            authorizations, objectReads, authorizationLog, checkpoint,
+        ]
     }
 
     init(environment: Environment) throws {
@@ -49,6 +64,12 @@ struct LedgerDatabases: Sendable {
         syncIdentifiers = try environment.openDatabase("sync_ids")
         typeStats = try environment.openDatabase("type_stats")
         credentials = try environment.openDatabase("credentials")
+        sources = try environment.openDatabase("sources")
+        typeSources = try environment.openDatabase("type_sources")
+        sourcePriority = try environment.openDatabase("source_priority")
+        authorizations = try environment.openDatabase("authorizations")
+        objectReads = try environment.openDatabase("object_reads")
+        authorizationLog = try environment.openDatabase("authorization_log")
         checkpoint = try environment.openDatabase("checkpoint")
     }
 }

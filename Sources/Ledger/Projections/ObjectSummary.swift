@@ -11,6 +11,7 @@ struct ObjectSummary: Sendable {
     var startUs: Int64
     var endUs: Int64
     var sourceBundle: String
+    var sourceName: String
     var syncIdentifier: String?
     var syncVersion: Int64?
     /// Quantity in the type's canonical unit, or the category value.
@@ -23,6 +24,7 @@ struct ObjectSummary: Sendable {
         startUs = object.startUs
         endUs = object.endUs
         sourceBundle = object.sourceRevision.source.bundleIdentifier
+        sourceName = object.sourceRevision.source.name
         for entry in object.metadata {
             switch (entry.key, entry.value) {
             case (MetadataKey.syncIdentifier, .stringValue(let identifier)): syncIdentifier = identifier
@@ -58,6 +60,7 @@ struct ObjectSummary: Sendable {
         startUs = microseconds(sample.startDate)
         endUs = microseconds(sample.endDate)
         sourceBundle = sample.sourceRevision.source.bundleIdentifier
+        sourceName = sample.sourceRevision.source.name
         if case .string(let identifier)? = sample.metadata[MetadataKey.syncIdentifier] { syncIdentifier = identifier }
         if case .number(let number)? = sample.metadata[MetadataKey.syncVersion] { syncVersion = Int64(exactly: number) }
         self.value = value
@@ -71,6 +74,7 @@ struct ObjectSummary: Sendable {
         startUs = 0
         endUs = 0
         sourceBundle = ""
+        sourceName = ""
         value = 0
         var quantity: (value: Double, unit: String)?
         while let (field, wireType) = try reader.next() {
@@ -83,7 +87,11 @@ struct ObjectSummary: Sendable {
                     guard field == 1, wireType == .lengthDelimited else { try revision.skip(wireType); continue }
                     var source = ProtoReader(try revision.bytes())
                     while let (field, wireType) = try source.next() {
-                        if field == 1, wireType == .lengthDelimited { sourceBundle = try source.string() } else { try source.skip(wireType) }
+                        switch (field, wireType) {
+                        case (1, .lengthDelimited): sourceBundle = try source.string()
+                        case (2, .lengthDelimited): sourceName = try source.string()
+                        default: try source.skip(wireType)
+                        }
                     }
                 }
             case (5, .lengthDelimited):

@@ -1,9 +1,17 @@
+import HealthModel
 import LMDB
 import LedgerSchema
 import SwiftProtobuf
 
 /// Applies events to the projections. The live write path and replay both go through
 /// here, which is what makes a rebuild byte-identical to the live state.
+/// The range of a per-object read request (microseconds; unbounded when nil).
+struct ObjectReadRange {
+    var type: UInt32
+    var startUs: Int64?
+    var endUs: Int64?
+}
+
 struct Projector {
     /// A change an event makes to the projections.
     enum Change {
@@ -11,6 +19,11 @@ struct Projector {
         case deleted(uuid: [UInt8], reason: DeletionReason)
         case credentialIssued(id: String, record: [UInt8])
         case credentialRevoked(id: String)
+        /// An app asked for (type, direction) pairs, or for per-object read of a type.
+        case authorizationRequested(app: String, pairs: [(AuthorizationDirection, UInt32)], objectRead: ObjectReadRange?)
+        case authorizationDecided(app: String, direction: AuthorizationDirection, type: UInt32, decision: AuthorizationDecision)
+        case objectReadSelectionChanged(app: String, type: UInt32, uuids: [[UInt8]])
+        case sourcePriorityChanged(type: UInt32, bundles: [String])
         /// Events that do not touch the projections (yet).
         case none
     }
@@ -29,11 +42,13 @@ struct Projector {
         var sequence: UInt64 = 0
         var kind: UInt64 = 0
         var uuid: [UInt8] = []
+        var actor = UnsafeRawBufferPointer(start: nil, count: 0)
         var body = UnsafeRawBufferPointer(start: nil, count: 0)
         do {
             while let (field, wireType) = try reader.next() {
                 switch (field, wireType) {
                 case (2, .varint): sequence = try reader.varint()
+                case (5, .lengthDelimited): actor = try reader.bytes()
                 case (6, .varint): kind = try reader.varint()
                 case (8, .lengthDelimited): uuid = Array(try reader.bytes())
                 case (15, .lengthDelimited): body = try reader.bytes()
@@ -57,6 +72,9 @@ struct Projector {
                 return (sequence, .deleted(uuid: uuid, reason: reason))
             case .credentialIssued, .credentialRevoked:
                 return (sequence, try Self.credentialChange(kind: EventKind(rawValue: Int(kind))!, body: Array(body)))
+            case .authorizationRequested, .authorizationDecided, .objectReadSelectionChanged, .sourcePriorityChanged:
+                let principal = Principal(try Healthledger_V1_Actor(serializedBytes: Array(actor)))
+                return (sequence, try Self.accessChange(kind: EventKind(rawValue: Int(kind))!, actor: principal, body: Array(body)))
             case nil:
                 throw LedgerFailure.corrupted("event \(sequence) has kind \(kind), which this version does not know")
             default:
@@ -64,6 +82,42 @@ struct Projector {
             }
         } catch is ProtoReader.Malformed {
             throw LedgerFailure.corrupted("event \(sequence) does not decode")
+        } catch is SwiftProtobuf.BinaryDecodingError {
+            throw LedgerFailure.corrupted("event \(sequence) does not decode")
+        }
+    }
+
+    /// The change an authorization or source-priority event's body makes (the live path
+    /// and replay both use this).
+    static func accessChange(kind: EventKind, actor: Principal, body: [UInt8]) throws -> Change {
+        switch kind {
+        case .authorizationRequested:
+            guard case .app(let source) = actor else { throw LedgerFailure.corrupted("an authorization request not made by an app") }
+            let request = try Healthledger_V1_AuthorizationRequested(serializedBytes: body)
+            let pairs = request.shareTypes.map { (AuthorizationDirection.share, TypeCatalogue.code(of: $0)) }
+                + request.readTypes.map { (AuthorizationDirection.read, TypeCatalogue.code(of: $0)) }
+            var range: ObjectReadRange?
+            if request.hasObjectRead {
+                let objectRead = request.objectRead
+                range = ObjectReadRange(
+                    type: TypeCatalogue.code(of: objectRead.type), startUs: objectRead.hasStartUs ? objectRead.startUs : nil,
+                    endUs: objectRead.hasEndUs ? objectRead.endUs : nil)
+            }
+            return .authorizationRequested(app: source.bundleIdentifier, pairs: pairs, objectRead: range)
+        case .authorizationDecided:
+            let decided = try Healthledger_V1_AuthorizationDecided(serializedBytes: body)
+            guard let direction = AuthorizationDirection(rawValue: UInt8(clamping: decided.direction.rawValue)),
+                let decision = AuthorizationDecision(rawValue: UInt8(clamping: decided.decision.rawValue))
+            else { throw LedgerFailure.corrupted("an authorization decision without a direction or decision") }
+            return .authorizationDecided(app: decided.app, direction: direction, type: TypeCatalogue.code(of: decided.type), decision: decision)
+        case .objectReadSelectionChanged:
+            let selection = try Healthledger_V1_ObjectReadSelectionChanged(serializedBytes: body)
+            return .objectReadSelectionChanged(app: selection.app, type: TypeCatalogue.code(of: selection.type), uuids: selection.uuids.map { Array($0) })
+        case .sourcePriorityChanged:
+            let priority = try Healthledger_V1_SourcePriorityChanged(serializedBytes: body)
+            return .sourcePriorityChanged(type: TypeCatalogue.code(of: priority.type), bundles: priority.bundleIdentifiers)
+        default:
+            return .none
         }
     }
 
@@ -103,18 +157,74 @@ struct Projector {
             else { throw LedgerFailure.corrupted("event \(sequence) revokes an unknown credential") }
             record.revoked = true
             try txn.put(record.encoded, forKey: Array(id.utf8), in: databases.credentials)
+        case .authorizationRequested(let app, let pairs, let objectRead):
+            for (direction, type) in pairs {
+                var record = try AuthorizationRecord.load(app: app, direction: direction, type: type, in: txn, databases)
+                record.requested = true
+                record.requestSequence = sequence
+                try record.store(app: app, direction: direction, type: type, in: txn, databases)
+            }
+            if let objectRead {
+                // Each per-object request asks the owner again (as HealthKit shows its sheet
+                // each time); the current selection stays until the owner changes it.
+                var record = try AuthorizationRecord.load(app: app, direction: .objectRead, type: objectRead.type, in: txn, databases)
+                record.requested = true
+                record.requestSequence = sequence
+                record.decision = nil
+                record.rangeStartUs = objectRead.startUs
+                record.rangeEndUs = objectRead.endUs
+                try record.store(app: app, direction: .objectRead, type: objectRead.type, in: txn, databases)
+            }
+            try logAuthorizationEvent(app: app, sequence: sequence, in: txn)
+        case .authorizationDecided(let app, let direction, let type, let decision):
+            var record = try AuthorizationRecord.load(app: app, direction: direction, type: type, in: txn, databases)
+            record.decision = decision
+            record.decisionSequence = sequence
+            try record.store(app: app, direction: direction, type: type, in: txn, databases)
+            try logAuthorizationEvent(app: app, sequence: sequence, in: txn)
+        case .objectReadSelectionChanged(let app, let type, let uuids):
+            var prefix = AuthorizationRecord.appPrefix(app)
+            KeyEncoding.append(type, to: &prefix)
+            var previous: [[UInt8]] = []
+            try txn.withCursor(on: databases.objectReads) { cursor in
+                var entry = try cursor.seek(atLeast: prefix)
+                while let current = entry, current.key.count == prefix.count + 16, current.key.starts(with: prefix) {
+                    previous.append(Array(current.key))
+                    entry = try cursor.next()
+                }
+            }
+            for key in previous { try txn.delete(key, in: databases.objectReads) }
+            for uuid in uuids { try txn.put([], forKey: prefix + uuid, in: databases.objectReads) }
+            var record = try AuthorizationRecord.load(app: app, direction: .objectRead, type: type, in: txn, databases)
+            record.decision = .granted
+            record.decisionSequence = sequence
+            try record.store(app: app, direction: .objectRead, type: type, in: txn, databases)
+            try logAuthorizationEvent(app: app, sequence: sequence, in: txn)
+        case .sourcePriorityChanged(let type, let bundles):
+            var key: [UInt8] = []
+            KeyEncoding.append(type, to: &key)
+            if bundles.isEmpty {
+                try txn.delete(key, in: databases.sourcePriority)
+            } else {
+                let value = bundles.flatMap { AuthorizationRecord.appPrefix($0) }
+                try txn.put(value, forKey: key, in: databases.sourcePriority)
+            }
         case .saved(let object):
+            let source = try SourceRegistry.assign(bundle: object.sourceBundle, name: object.sourceName, in: txn, databases)
+            try SourceRegistry.noteSave(type: object.typeCode, code: source, sequence: sequence, in: txn, databases)
             try txn.put(KeyEncoding.sequenceKey(sequence), forKey: object.uuid, in: databases.objects)
             var startValue: [UInt8] = []
-            startValue.reserveCapacity(24)
+            startValue.reserveCapacity(28)
             KeyEncoding.appendTime(object.endUs, to: &startValue)
             KeyEncoding.append(sequence, to: &startValue)
             KeyEncoding.append(object.value.bitPattern, to: &startValue)
+            KeyEncoding.append(source, to: &startValue)
             try txn.put(startValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.startUs, uuid: object.uuid), in: databases.byStart)
             var endValue: [UInt8] = []
-            endValue.reserveCapacity(16)
+            endValue.reserveCapacity(20)
             KeyEncoding.appendTime(object.startUs, to: &endValue)
             KeyEncoding.append(sequence, to: &endValue)
+            KeyEncoding.append(source, to: &endValue)
             try txn.put(endValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: object.uuid), in: databases.byEnd)
             try txn.put([Self.added] + object.uuid, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
             if let syncKey = object.syncKey {
@@ -142,6 +252,10 @@ struct Projector {
             }
             stats.record(type: object.typeCode, countDelta: -1, duration: 0)
         }
+    }
+
+    private func logAuthorizationEvent(app: String, sequence: UInt64, in txn: Transaction) throws {
+        try txn.put([], forKey: AuthorizationRecord.appPrefix(app) + KeyEncoding.sequenceKey(sequence), in: databases.authorizationLog)
     }
 
     func writeCheckpoint(_ sequence: UInt64, in txn: Transaction) throws {

@@ -4,11 +4,17 @@ import LMDB
 import LedgerSchema
 
 extension Ledger {
-    /// The stored object with `uuid`, or nil when there is none (never saved, or deleted).
-    public func object(with uuid: UUID) throws -> HealthObject? {
+    /// The stored object with `uuid`, or nil when there is none (never saved, or deleted)
+    /// or `principal` may not read it: the two answers are the same.
+    public func object(with uuid: UUID, as principal: Principal) throws -> HealthObject? {
         try environment.read { txn in
-            guard let stored = try txn.get(uuid.bytes, in: databases.objects), stored.count == 8 else { return nil }
-            return try Self.loadObject(sequence: KeyEncoding.uint64(stored, at: 0), in: txn, databases)
+            guard let stored = try txn.get(uuid.bytes, in: databases.objects), stored.count == 8 else {
+                if case .operator = principal { throw ReadScope.operatorDenied }
+                return nil
+            }
+            let object = try Self.loadObject(sequence: KeyEncoding.uint64(stored, at: 0), in: txn, databases)
+            let scope = try ReadScope(principal, type: object.objectType, in: txn, databases)
+            return scope.allows(sourceBundle: object.sourceRevision.source.bundleIdentifier, uuid: uuid.bytes) ? object : nil
         }
     }
 
@@ -21,26 +27,37 @@ extension Ledger {
         }
     }
 
-    /// Runs a sample query against the time indexes.
-    public func samples(_ query: SampleQuery) throws -> [HealthObject] {
-        try scan(query) { stored in try LedgerEvent(stored: stored).savedObject() }
+    /// Runs a sample query against the time indexes, returning what `principal` may read:
+    /// everything for the owner; for an app, everything of a type it may read, otherwise
+    /// only its own objects (and, for per-object types, the ones the owner selected).
+    public func samples(_ query: SampleQuery, as principal: Principal) throws -> [HealthObject] {
+        try scan(query, as: principal) { stored in try LedgerEvent(stored: stored).savedObject() }
     }
 
     /// The same query's results as serialized `healthledger.v1.HealthObject` messages,
     /// straight from the log: for serving them over the wire without decoding them.
-    public func encodedSamples(_ query: SampleQuery) throws -> [[UInt8]] {
-        try scan(query) { stored in try LedgerEvent(stored: stored).body }
+    public func encodedSamples(_ query: SampleQuery, as principal: Principal) throws -> [[UInt8]] {
+        try scan(query, as: principal) { stored in try LedgerEvent(stored: stored).body }
     }
 
-    /// Runs `query` on the time indexes, turning each matching save event into a result.
-    private func scan<Result>(_ query: SampleQuery, _ load: (UnsafeRawBufferPointer) throws -> Result) throws -> [Result] {
+    /// What `principal` may read of `type` now. Servers compare scopes to end streams whose
+    /// access was taken away; the scope itself is never shown to an app.
+    public func readScope(of type: ObjectType, for principal: Principal) throws -> ReadScope {
+        try environment.read { txn in try ReadScope(principal, type: type, in: txn, databases) }
+    }
+
+    /// Runs `query` on the time indexes, turning each matching save event `principal` may
+    /// read into a result. Objects it may not read are skipped before the limit counts.
+    private func scan<Result>(_ query: SampleQuery, as principal: Principal, _ load: (UnsafeRawBufferPointer) throws -> Result) throws -> [Result] {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
         return try environment.read { txn in
+            let scope = try ReadScope(principal, type: query.type, in: txn, databases)
             let longest = try Self.longestDuration(type: query.type.code, in: txn, databases)
             var results: [Result] = []
             let visit: (IndexEntry) throws -> Bool = { entry in
+                guard scope.allows(sourceCode: entry.source, uuid: entry.uuid) else { return true }
                 guard let stored = try txn.get(KeyEncoding.sequenceKey(entry.sequence), in: self.databases.events) else {
                     throw LedgerFailure.corrupted("event \(entry.sequence) is missing from the log")
                 }
@@ -57,7 +74,8 @@ extension Ledger {
         }
     }
 
-    /// The number of stored objects of `type`.
+    /// The number of stored objects of `type`, all sources together (an operator's and
+    /// the server's figure; not for apps).
     public func count(of type: ObjectType) throws -> Int {
         try environment.read { txn in try Self.typeStats(type: type.code, in: txn, databases).count }
     }
@@ -96,11 +114,12 @@ extension Ledger {
             while let current = entry, current.key.count == 28, KeyEncoding.uint32(current.key, at: 0) == type {
                 let start = KeyEncoding.time(current.key, at: 4)
                 if descending ? start < lowest : start >= range.end { break }
+                guard current.value.count == 28 else { throw LedgerFailure.corrupted("a start-index entry is \(current.value.count) bytes, not 28: replay the ledger") }
                 let end = KeyEncoding.time(current.value, at: 0)
                 if range.overlaps(start: start, end: end) {
                     let item = IndexEntry(
                         uuid: Array(current.key[12..<28]), startUs: start, endUs: end,
-                        sequence: KeyEncoding.uint64(current.value, at: 8))
+                        sequence: KeyEncoding.uint64(current.value, at: 8), source: KeyEncoding.uint32(current.value, at: 24))
                     if try !visit(item) { return }
                 }
                 entry = descending ? try cursor.previous() : try cursor.next()
@@ -122,11 +141,12 @@ extension Ledger {
             while let current = entry, current.key.count == 28, KeyEncoding.uint32(current.key, at: 0) == type {
                 let end = KeyEncoding.time(current.key, at: 4)
                 if descending ? end < range.start : end > highest { break }
+                guard current.value.count == 20 else { throw LedgerFailure.corrupted("an end-index entry is \(current.value.count) bytes, not 20: replay the ledger") }
                 let start = KeyEncoding.time(current.value, at: 0)
                 if range.overlaps(start: start, end: end) {
                     let item = IndexEntry(
                         uuid: Array(current.key[12..<28]), startUs: start, endUs: end,
-                        sequence: KeyEncoding.uint64(current.value, at: 8))
+                        sequence: KeyEncoding.uint64(current.value, at: 8), source: KeyEncoding.uint32(current.value, at: 16))
                     if try !visit(item) { return }
                 }
                 entry = descending ? try cursor.previous() : try cursor.next()

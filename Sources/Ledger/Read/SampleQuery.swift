@@ -57,4 +57,6 @@ struct IndexEntry {
     var startUs: Int64
     var endUs: Int64
     var sequence: UInt64
+    /// The source code of the object's source (``SourceRegistry``).
+    var source: UInt32
 }

@@ -30,8 +30,10 @@ extension Ledger {
             throw HealthError(.dataSizeExceeded, "a save holds at most \(Ledger.maximumBatchSize) objects, got \(objects.count)", field: "objects")
         }
         let prepared = try prepare(objects, by: principal)
+        let types = Set(objects.map(\.objectType)).sorted { $0.identifier < $1.identifier }
         return try await committer.submit { context in
-            try Self.apply(prepared, by: principal, in: context)
+            for type in types { try Self.requireSharing(type, by: principal, in: context) }
+            return try Self.apply(prepared, by: principal, in: context)
         }
     }
 
@@ -117,11 +119,13 @@ extension Ledger {
 
     /// Deletes objects by UUID, atomically: all of them or none.
     ///
-    /// An app may delete only objects it saved; the owner may delete any.
+    /// An app may delete only objects it saved, of types it may share; the owner may delete any.
     ///
     /// - Returns: the number of objects deleted.
     /// - Throws: ``HealthError``: `invalidArgument` for an empty list, `noData` for an
-    ///   unknown UUID, `authorizationDenied` for another source's object.
+    ///   unknown UUID or an object the app may not read (the two are not told apart),
+    ///   `authorizationDenied` for another source's object the app may read or a type it
+    ///   may not share.
     @discardableResult
     public func delete(_ uuids: [UUID], by principal: Principal) async throws -> Int {
         guard !uuids.isEmpty else { throw HealthError.invalidArgument("nothing to delete: the list of UUIDs is empty", field: "uuids") }
@@ -137,9 +141,13 @@ extension Ledger {
                     throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
                 }
                 let summary = try context.loadSaved(KeyEncoding.uint64(stored, at: 0))
+                let type = try ObjectType(summary.type)
                 guard principal.mayDelete(objectFrom: summary.sourceBundle) else {
+                    guard try ReadScope(principal, type: type, in: context.txn, context.databases).allows(sourceBundle: summary.sourceBundle, uuid: uuid.bytes)
+                    else { throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids") }
                     throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: "uuids")
                 }
+                try Self.requireSharing(type, by: principal, in: context)
                 try Self.deleteStored(uuid.bytes, reason: .deleted, by: principal, in: context)
             }
             return unique.count
@@ -155,6 +163,7 @@ extension Ledger {
         if case .operator = principal { throw HealthError(.authorizationDenied, "the operator cannot delete health data") }
         let range = TimeRange(interval)
         return try await committer.submit { context in
+            try Self.requireSharing(type, by: principal, in: context)
             var matches: [[UInt8]] = []
             try Self.scanByStart(
                 type: type.code, range: range, longest: try context.longestDuration(type: type.code),

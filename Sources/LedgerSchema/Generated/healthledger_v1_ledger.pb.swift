@@ -121,6 +121,45 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
 
 }
 
+/// Which way an authorization goes: saving objects of a type, or reading them.
+public nonisolated enum Healthledger_V1_AuthorizationDirection: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+  case share // = 1
+  case read // = 2
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .share
+    case 2: self = .read
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .share: return 1
+    case .read: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Healthledger_V1_AuthorizationDirection] = [
+    .unspecified,
+    .share,
+    .read,
+  ]
+
+}
+
 /// Who caused an event.
 public nonisolated struct Healthledger_V1_Actor: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -374,12 +413,178 @@ public nonisolated struct Healthledger_V1_CredentialRevoked: Sendable {
   public init() {}
 }
 
+/// An app asked for authorization (the app is the event's actor). Only the (type,
+/// direction) pairs it had never asked for are listed: they became pending requests.
+public nonisolated struct Healthledger_V1_AuthorizationRequested: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var shareTypes: [String] = []
+
+  public var readTypes: [String] = []
+
+  /// A per-object read request (vision prescriptions) instead of per-type pairs.
+  public var objectRead: Healthledger_V1_ObjectReadRequest {
+    get {_objectRead ?? Healthledger_V1_ObjectReadRequest()}
+    set {_objectRead = newValue}
+  }
+  /// Returns true if `objectRead` has been explicitly set.
+  public var hasObjectRead: Bool {self._objectRead != nil}
+  /// Clears the value of `objectRead`. Subsequent reads from it will return its default value.
+  public mutating func clearObjectRead() {self._objectRead = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _objectRead: Healthledger_V1_ObjectReadRequest? = nil
+}
+
+/// A per-object read request: the type, and optionally which of its objects the app
+/// means (those overlapping [start_us, end_us)).
+public nonisolated struct Healthledger_V1_ObjectReadRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+}
+
+/// The owner decided on one (app, type, direction) pair (the owner is the event's actor).
+public nonisolated struct Healthledger_V1_AuthorizationDecided: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app's bundle identifier.
+  public var app: String = String()
+
+  public var type: String = String()
+
+  public var direction: Healthledger_V1_AuthorizationDirection = .unspecified
+
+  public var decision: Healthledger_V1_AuthorizationDecided.Decision = .unspecified
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Decision: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+    case granted // = 1
+    case denied // = 2
+
+    /// A grant taken back; the app is denied from now on.
+    case revoked // = 3
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .granted
+      case 2: self = .denied
+      case 3: self = .revoked
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .granted: return 1
+      case .denied: return 2
+      case .revoked: return 3
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_AuthorizationDecided.Decision] = [
+      .unspecified,
+      .granted,
+      .denied,
+      .revoked,
+    ]
+
+  }
+
+  public init() {}
+}
+
+/// The owner set which objects of a per-object-read type (vision prescriptions) an app
+/// may read. The list replaces the previous selection; empty selects none.
+public nonisolated struct Healthledger_V1_ObjectReadSelectionChanged: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var app: String = String()
+
+  public var type: String = String()
+
+  /// UUIDs (16 bytes each), sorted.
+  public var uuids: [Data] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// The owner ordered the sources of a type for merged statistics, highest priority first.
+/// Sources not listed follow in the order in which they first wrote the type.
+public nonisolated struct Healthledger_V1_SourcePriorityChanged: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var bundleIdentifiers: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "healthledger.v1"
 
 nonisolated extension Healthledger_V1_EventKind: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_UNSPECIFIED\0\u{1}EVENT_KIND_LEDGER_CREATED\0\u{1}EVENT_KIND_OBJECT_SAVED\0\u{1}EVENT_KIND_OBJECT_DELETED\0\u{2}\u{7}EVENT_KIND_AUTHORIZATION_REQUESTED\0\u{1}EVENT_KIND_AUTHORIZATION_DECIDED\0\u{1}EVENT_KIND_OBJECT_READ_SELECTION_CHANGED\0\u{1}EVENT_KIND_SOURCE_PRIORITY_CHANGED\0\u{1}EVENT_KIND_CHARACTERISTIC_SET\0\u{1}EVENT_KIND_CREDENTIAL_ISSUED\0\u{1}EVENT_KIND_CREDENTIAL_REVOKED\0\u{1}EVENT_KIND_ATTACHMENT_ADDED\0\u{1}EVENT_KIND_ATTACHMENT_REMOVED\0")
+}
+
+nonisolated extension Healthledger_V1_AuthorizationDirection: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0AUTHORIZATION_DIRECTION_UNSPECIFIED\0\u{1}AUTHORIZATION_DIRECTION_SHARE\0\u{1}AUTHORIZATION_DIRECTION_READ\0")
 }
 
 nonisolated extension Healthledger_V1_Actor: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -661,6 +866,218 @@ nonisolated extension Healthledger_V1_CredentialRevoked: SwiftProtobuf.Message, 
 
   public static func ==(lhs: Healthledger_V1_CredentialRevoked, rhs: Healthledger_V1_CredentialRevoked) -> Bool {
     if lhs.credentialID != rhs.credentialID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationRequested: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationRequested"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}share_types\0\u{3}read_types\0\u{3}object_read\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.shareTypes) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.readTypes) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._objectRead) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.shareTypes.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.shareTypes, fieldNumber: 1)
+    }
+    if !self.readTypes.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.readTypes, fieldNumber: 2)
+    }
+    try { if let v = self._objectRead {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationRequested, rhs: Healthledger_V1_AuthorizationRequested) -> Bool {
+    if lhs.shareTypes != rhs.shareTypes {return false}
+    if lhs.readTypes != rhs.readTypes {return false}
+    if lhs._objectRead != rhs._objectRead {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ObjectReadRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ObjectReadRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ObjectReadRequest, rhs: Healthledger_V1_ObjectReadRequest) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationDecided: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationDecided"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}app\0\u{1}type\0\u{1}direction\0\u{1}decision\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.app) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.direction) }()
+      case 4: try { try decoder.decodeSingularEnumField(value: &self.decision) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.app.isEmpty {
+      try visitor.visitSingularStringField(value: self.app, fieldNumber: 1)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 2)
+    }
+    if self.direction != .unspecified {
+      try visitor.visitSingularEnumField(value: self.direction, fieldNumber: 3)
+    }
+    if self.decision != .unspecified {
+      try visitor.visitSingularEnumField(value: self.decision, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationDecided, rhs: Healthledger_V1_AuthorizationDecided) -> Bool {
+    if lhs.app != rhs.app {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.direction != rhs.direction {return false}
+    if lhs.decision != rhs.decision {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationDecided.Decision: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0DECISION_UNSPECIFIED\0\u{1}DECISION_GRANTED\0\u{1}DECISION_DENIED\0\u{1}DECISION_REVOKED\0")
+}
+
+nonisolated extension Healthledger_V1_ObjectReadSelectionChanged: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ObjectReadSelectionChanged"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}app\0\u{1}type\0\u{1}uuids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.app) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 3: try { try decoder.decodeRepeatedBytesField(value: &self.uuids) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.app.isEmpty {
+      try visitor.visitSingularStringField(value: self.app, fieldNumber: 1)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 2)
+    }
+    if !self.uuids.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.uuids, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ObjectReadSelectionChanged, rhs: Healthledger_V1_ObjectReadSelectionChanged) -> Bool {
+    if lhs.app != rhs.app {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.uuids != rhs.uuids {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_SourcePriorityChanged: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SourcePriorityChanged"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}bundle_identifiers\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.bundleIdentifiers) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    if !self.bundleIdentifiers.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.bundleIdentifiers, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_SourcePriorityChanged, rhs: Healthledger_V1_SourcePriorityChanged) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs.bundleIdentifiers != rhs.bundleIdentifiers {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -637,6 +637,511 @@ public nonisolated struct Healthledger_V1_SampleBatch: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Ledger/RequestAuthorization (apps): HealthKit's
+/// requestAuthorization(toShare:read:). New (type, direction) pairs become pending
+/// requests for the owner. Correlation types cannot be requested (ask for their
+/// member types), characteristic types cannot be shared, and vision prescriptions are
+/// read per object (RequestObjectReadAuthorization).
+public nonisolated struct Healthledger_V1_AuthorizationRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var shareTypes: [String] = []
+
+  public var readTypes: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_RequestAuthorizationResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// How many (type, direction) pairs were new.
+  public var newRequests: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/GetRequestStatus (apps): takes an AuthorizationRequest.
+public nonisolated struct Healthledger_V1_RequestStatusResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var status: Healthledger_V1_RequestStatusResponse.Status = .unknown
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Status: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unknown // = 0
+
+    /// Some pair was never requested.
+    case shouldRequest // = 1
+    case unnecessary // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unknown
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unknown
+      case 1: self = .shouldRequest
+      case 2: self = .unnecessary
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unknown: return 0
+      case .shouldRequest: return 1
+      case .unnecessary: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_RequestStatusResponse.Status] = [
+      .unknown,
+      .shouldRequest,
+      .unnecessary,
+    ]
+
+  }
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/AuthorizationStatus: the caller's share status per type.
+/// (Read status is never told to an app.)
+public nonisolated struct Healthledger_V1_AuthorizationStatusRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var types: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_AuthorizationStatusResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// In the order of the request's types.
+  public var statuses: [Healthledger_V1_AuthorizationStatusResponse.SharingStatus] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum SharingStatus: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case notDetermined // = 0
+    case sharingDenied // = 1
+    case sharingAuthorized // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .notDetermined
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .notDetermined
+      case 1: self = .sharingDenied
+      case 2: self = .sharingAuthorized
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .notDetermined: return 0
+      case .sharingDenied: return 1
+      case .sharingAuthorized: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_AuthorizationStatusResponse.SharingStatus] = [
+      .notDetermined,
+      .sharingDenied,
+      .sharingAuthorized,
+    ]
+
+  }
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/RequestObjectReadAuthorization (apps): asks to read some
+/// objects of a per-object type (vision prescriptions); the owner selects which.
+/// Answered with an empty message.
+public nonisolated struct Healthledger_V1_ObjectReadAuthorizationRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  /// Optionally only the objects overlapping [start_us, end_us).
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+}
+
+/// One (app, type, direction) pair as the owner sees it.
+public nonisolated struct Healthledger_V1_AuthorizationEntry: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var app: Healthledger_V1_Source {
+    get {_app ?? Healthledger_V1_Source()}
+    set {_app = newValue}
+  }
+  /// Returns true if `app` has been explicitly set.
+  public var hasApp: Bool {self._app != nil}
+  /// Clears the value of `app`. Subsequent reads from it will return its default value.
+  public mutating func clearApp() {self._app = nil}
+
+  public var type: String = String()
+
+  public var direction: Healthledger_V1_AuthorizationDirection = .unspecified
+
+  /// The app asked for it.
+  public var requested: Bool = false
+
+  /// DECISION_UNSPECIFIED: not decided yet (pending when requested).
+  public var decision: Healthledger_V1_AuthorizationDecided.Decision = .unspecified
+
+  public var requestedUs: Int64 {
+    get {_requestedUs ?? 0}
+    set {_requestedUs = newValue}
+  }
+  /// Returns true if `requestedUs` has been explicitly set.
+  public var hasRequestedUs: Bool {self._requestedUs != nil}
+  /// Clears the value of `requestedUs`. Subsequent reads from it will return its default value.
+  public mutating func clearRequestedUs() {self._requestedUs = nil}
+
+  public var decidedUs: Int64 {
+    get {_decidedUs ?? 0}
+    set {_decidedUs = newValue}
+  }
+  /// Returns true if `decidedUs` has been explicitly set.
+  public var hasDecidedUs: Bool {self._decidedUs != nil}
+  /// Clears the value of `decidedUs`. Subsequent reads from it will return its default value.
+  public mutating func clearDecidedUs() {self._decidedUs = nil}
+
+  /// Per-object read (vision prescriptions): the request's range, the objects the
+  /// owner selected, and (in pending listings) the objects the request matches.
+  public var perObject: Bool = false
+
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  public var selectedUuids: [Data] = []
+
+  public var matchingUuids: [Data] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _app: Healthledger_V1_Source? = nil
+  fileprivate var _requestedUs: Int64? = nil
+  fileprivate var _decidedUs: Int64? = nil
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+}
+
+/// healthledger.v1.Ledger/Authorizations (owner): every pair, or one app's.
+/// healthledger.v1.Ledger/PendingAuthorizations (owner): requested, undecided pairs.
+public nonisolated struct Healthledger_V1_AuthorizationsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// A bundle identifier; every app when empty.
+  public var app: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_AuthorizationsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var entries: [Healthledger_V1_AuthorizationEntry] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/DecideAuthorization (owner). Answered with an empty message.
+public nonisolated struct Healthledger_V1_DecideAuthorizationRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var app: String = String()
+
+  public var type: String = String()
+
+  public var direction: Healthledger_V1_AuthorizationDirection = .unspecified
+
+  public var decision: Healthledger_V1_AuthorizationDecided.Decision = .unspecified
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/SetObjectReadSelection (owner): the objects of a per-object
+/// type an app may read (replacing the previous selection). Answered with an empty message.
+public nonisolated struct Healthledger_V1_ObjectReadSelectionRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var app: String = String()
+
+  public var type: String = String()
+
+  public var uuids: [Data] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/AuthorizationHistory (owner): the authorization events of
+/// one app (or all apps), oldest first.
+public nonisolated struct Healthledger_V1_AuthorizationHistoryResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var events: [Healthledger_V1_AuthorizationEvent] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_AuthorizationEvent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var sequence: UInt64 = 0
+
+  public var timeUs: Int64 = 0
+
+  /// "owner" or "app <bundle id>".
+  public var actor: String = String()
+
+  /// The app's bundle identifier.
+  public var app: String = String()
+
+  public var action: Healthledger_V1_AuthorizationEvent.Action = .unspecified
+
+  public var type: String = String()
+
+  public var direction: Healthledger_V1_AuthorizationDirection = .unspecified
+
+  public var decision: Healthledger_V1_AuthorizationDecided.Decision = .unspecified
+
+  public var selected: UInt32 = 0
+
+  public var shareTypes: [String] = []
+
+  public var readTypes: [String] = []
+
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Action: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+
+    /// An app asked for share_types and read_types.
+    case requested // = 1
+
+    /// An app asked to read objects of `type` (in [start_us, end_us) when set).
+    case requestedObjects // = 2
+
+    /// The owner decided `decision` on (type, direction).
+    case decided // = 3
+
+    /// The owner selected `selected` objects of `type`.
+    case selectedObjects // = 4
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .requested
+      case 2: self = .requestedObjects
+      case 3: self = .decided
+      case 4: self = .selectedObjects
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .requested: return 1
+      case .requestedObjects: return 2
+      case .decided: return 3
+      case .selectedObjects: return 4
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_AuthorizationEvent.Action] = [
+      .unspecified,
+      .requested,
+      .requestedObjects,
+      .decided,
+      .selectedObjects,
+    ]
+
+  }
+
+  public init() {}
+
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+}
+
+/// healthledger.v1.Ledger/SourcePriority (owner): the source order of a type.
+public nonisolated struct Healthledger_V1_SourcePriorityRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_SourcePriorityResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Highest priority first.
+  public var sources: [Healthledger_V1_Source] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/SetSourcePriority (owner). Answered with an empty message.
+public nonisolated struct Healthledger_V1_SetSourcePriorityRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var bundleIdentifiers: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_Empty: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "healthledger.v1"
@@ -1478,6 +1983,689 @@ nonisolated extension Healthledger_V1_SampleBatch: SwiftProtobuf.Message, SwiftP
 
   public static func ==(lhs: Healthledger_V1_SampleBatch, rhs: Healthledger_V1_SampleBatch) -> Bool {
     if lhs.objects != rhs.objects {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}share_types\0\u{3}read_types\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.shareTypes) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.readTypes) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.shareTypes.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.shareTypes, fieldNumber: 1)
+    }
+    if !self.readTypes.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.readTypes, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationRequest, rhs: Healthledger_V1_AuthorizationRequest) -> Bool {
+    if lhs.shareTypes != rhs.shareTypes {return false}
+    if lhs.readTypes != rhs.readTypes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_RequestAuthorizationResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RequestAuthorizationResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}new_requests\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.newRequests) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.newRequests != 0 {
+      try visitor.visitSingularUInt32Field(value: self.newRequests, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_RequestAuthorizationResponse, rhs: Healthledger_V1_RequestAuthorizationResponse) -> Bool {
+    if lhs.newRequests != rhs.newRequests {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_RequestStatusResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RequestStatusResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}status\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.status) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.status != .unknown {
+      try visitor.visitSingularEnumField(value: self.status, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_RequestStatusResponse, rhs: Healthledger_V1_RequestStatusResponse) -> Bool {
+    if lhs.status != rhs.status {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_RequestStatusResponse.Status: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0STATUS_UNKNOWN\0\u{1}STATUS_SHOULD_REQUEST\0\u{1}STATUS_UNNECESSARY\0")
+}
+
+nonisolated extension Healthledger_V1_AuthorizationStatusRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationStatusRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}types\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.types) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.types.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.types, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationStatusRequest, rhs: Healthledger_V1_AuthorizationStatusRequest) -> Bool {
+    if lhs.types != rhs.types {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationStatusResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationStatusResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}statuses\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedEnumField(value: &self.statuses) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.statuses.isEmpty {
+      try visitor.visitPackedEnumField(value: self.statuses, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationStatusResponse, rhs: Healthledger_V1_AuthorizationStatusResponse) -> Bool {
+    if lhs.statuses != rhs.statuses {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationStatusResponse.SharingStatus: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SHARING_STATUS_NOT_DETERMINED\0\u{1}SHARING_STATUS_SHARING_DENIED\0\u{1}SHARING_STATUS_SHARING_AUTHORIZED\0")
+}
+
+nonisolated extension Healthledger_V1_ObjectReadAuthorizationRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ObjectReadAuthorizationRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ObjectReadAuthorizationRequest, rhs: Healthledger_V1_ObjectReadAuthorizationRequest) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationEntry"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}app\0\u{1}type\0\u{1}direction\0\u{1}requested\0\u{1}decision\0\u{3}requested_us\0\u{3}decided_us\0\u{3}per_object\0\u{3}start_us\0\u{3}end_us\0\u{3}selected_uuids\0\u{3}matching_uuids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._app) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.direction) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.requested) }()
+      case 5: try { try decoder.decodeSingularEnumField(value: &self.decision) }()
+      case 6: try { try decoder.decodeSingularSInt64Field(value: &self._requestedUs) }()
+      case 7: try { try decoder.decodeSingularSInt64Field(value: &self._decidedUs) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.perObject) }()
+      case 9: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 10: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      case 11: try { try decoder.decodeRepeatedBytesField(value: &self.selectedUuids) }()
+      case 12: try { try decoder.decodeRepeatedBytesField(value: &self.matchingUuids) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._app {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 2)
+    }
+    if self.direction != .unspecified {
+      try visitor.visitSingularEnumField(value: self.direction, fieldNumber: 3)
+    }
+    if self.requested != false {
+      try visitor.visitSingularBoolField(value: self.requested, fieldNumber: 4)
+    }
+    if self.decision != .unspecified {
+      try visitor.visitSingularEnumField(value: self.decision, fieldNumber: 5)
+    }
+    try { if let v = self._requestedUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 6)
+    } }()
+    try { if let v = self._decidedUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 7)
+    } }()
+    if self.perObject != false {
+      try visitor.visitSingularBoolField(value: self.perObject, fieldNumber: 8)
+    }
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 9)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 10)
+    } }()
+    if !self.selectedUuids.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.selectedUuids, fieldNumber: 11)
+    }
+    if !self.matchingUuids.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.matchingUuids, fieldNumber: 12)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationEntry, rhs: Healthledger_V1_AuthorizationEntry) -> Bool {
+    if lhs._app != rhs._app {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.direction != rhs.direction {return false}
+    if lhs.requested != rhs.requested {return false}
+    if lhs.decision != rhs.decision {return false}
+    if lhs._requestedUs != rhs._requestedUs {return false}
+    if lhs._decidedUs != rhs._decidedUs {return false}
+    if lhs.perObject != rhs.perObject {return false}
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs.selectedUuids != rhs.selectedUuids {return false}
+    if lhs.matchingUuids != rhs.matchingUuids {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}app\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.app) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.app.isEmpty {
+      try visitor.visitSingularStringField(value: self.app, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationsRequest, rhs: Healthledger_V1_AuthorizationsRequest) -> Bool {
+    if lhs.app != rhs.app {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}entries\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.entries) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.entries.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.entries, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationsResponse, rhs: Healthledger_V1_AuthorizationsResponse) -> Bool {
+    if lhs.entries != rhs.entries {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DecideAuthorizationRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DecideAuthorizationRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}app\0\u{1}type\0\u{1}direction\0\u{1}decision\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.app) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.direction) }()
+      case 4: try { try decoder.decodeSingularEnumField(value: &self.decision) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.app.isEmpty {
+      try visitor.visitSingularStringField(value: self.app, fieldNumber: 1)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 2)
+    }
+    if self.direction != .unspecified {
+      try visitor.visitSingularEnumField(value: self.direction, fieldNumber: 3)
+    }
+    if self.decision != .unspecified {
+      try visitor.visitSingularEnumField(value: self.decision, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_DecideAuthorizationRequest, rhs: Healthledger_V1_DecideAuthorizationRequest) -> Bool {
+    if lhs.app != rhs.app {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.direction != rhs.direction {return false}
+    if lhs.decision != rhs.decision {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ObjectReadSelectionRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ObjectReadSelectionRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}app\0\u{1}type\0\u{1}uuids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.app) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 3: try { try decoder.decodeRepeatedBytesField(value: &self.uuids) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.app.isEmpty {
+      try visitor.visitSingularStringField(value: self.app, fieldNumber: 1)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 2)
+    }
+    if !self.uuids.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.uuids, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ObjectReadSelectionRequest, rhs: Healthledger_V1_ObjectReadSelectionRequest) -> Bool {
+    if lhs.app != rhs.app {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.uuids != rhs.uuids {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationHistoryResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationHistoryResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.events.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.events, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationHistoryResponse, rhs: Healthledger_V1_AuthorizationHistoryResponse) -> Bool {
+    if lhs.events != rhs.events {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuthorizationEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}time_us\0\u{1}actor\0\u{1}app\0\u{1}action\0\u{1}type\0\u{1}direction\0\u{1}decision\0\u{1}selected\0\u{3}share_types\0\u{3}read_types\0\u{3}start_us\0\u{3}end_us\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self.timeUs) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.actor) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.app) }()
+      case 5: try { try decoder.decodeSingularEnumField(value: &self.action) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 7: try { try decoder.decodeSingularEnumField(value: &self.direction) }()
+      case 8: try { try decoder.decodeSingularEnumField(value: &self.decision) }()
+      case 9: try { try decoder.decodeSingularUInt32Field(value: &self.selected) }()
+      case 10: try { try decoder.decodeRepeatedStringField(value: &self.shareTypes) }()
+      case 11: try { try decoder.decodeRepeatedStringField(value: &self.readTypes) }()
+      case 12: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 13: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 1)
+    }
+    if self.timeUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.timeUs, fieldNumber: 2)
+    }
+    if !self.actor.isEmpty {
+      try visitor.visitSingularStringField(value: self.actor, fieldNumber: 3)
+    }
+    if !self.app.isEmpty {
+      try visitor.visitSingularStringField(value: self.app, fieldNumber: 4)
+    }
+    if self.action != .unspecified {
+      try visitor.visitSingularEnumField(value: self.action, fieldNumber: 5)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 6)
+    }
+    if self.direction != .unspecified {
+      try visitor.visitSingularEnumField(value: self.direction, fieldNumber: 7)
+    }
+    if self.decision != .unspecified {
+      try visitor.visitSingularEnumField(value: self.decision, fieldNumber: 8)
+    }
+    if self.selected != 0 {
+      try visitor.visitSingularUInt32Field(value: self.selected, fieldNumber: 9)
+    }
+    if !self.shareTypes.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.shareTypes, fieldNumber: 10)
+    }
+    if !self.readTypes.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.readTypes, fieldNumber: 11)
+    }
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 12)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 13)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuthorizationEvent, rhs: Healthledger_V1_AuthorizationEvent) -> Bool {
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.timeUs != rhs.timeUs {return false}
+    if lhs.actor != rhs.actor {return false}
+    if lhs.app != rhs.app {return false}
+    if lhs.action != rhs.action {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.direction != rhs.direction {return false}
+    if lhs.decision != rhs.decision {return false}
+    if lhs.selected != rhs.selected {return false}
+    if lhs.shareTypes != rhs.shareTypes {return false}
+    if lhs.readTypes != rhs.readTypes {return false}
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuthorizationEvent.Action: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACTION_UNSPECIFIED\0\u{1}ACTION_REQUESTED\0\u{1}ACTION_REQUESTED_OBJECTS\0\u{1}ACTION_DECIDED\0\u{1}ACTION_SELECTED_OBJECTS\0")
+}
+
+nonisolated extension Healthledger_V1_SourcePriorityRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SourcePriorityRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_SourcePriorityRequest, rhs: Healthledger_V1_SourcePriorityRequest) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_SourcePriorityResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SourcePriorityResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sources\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.sources) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.sources.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.sources, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_SourcePriorityResponse, rhs: Healthledger_V1_SourcePriorityResponse) -> Bool {
+    if lhs.sources != rhs.sources {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_SetSourcePriorityRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetSourcePriorityRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}bundle_identifiers\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.bundleIdentifiers) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    if !self.bundleIdentifiers.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.bundleIdentifiers, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_SetSourcePriorityRequest, rhs: Healthledger_V1_SetSourcePriorityRequest) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs.bundleIdentifiers != rhs.bundleIdentifiers {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_Empty: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Empty"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_Empty, rhs: Healthledger_V1_Empty) -> Bool {
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,76 @@
+import HealthModel
+import LMDB
+
+/// What one principal may read of one type, decided on a read's snapshot (SEMANTICS §6).
+///
+/// The owner reads everything. An app reads everything of a type the owner let it read;
+/// otherwise only its own objects, plus, for per-object types (vision prescriptions), the
+/// objects the owner selected for it. Every read path filters through a scope, so an
+/// object outside it is indistinguishable from one that does not exist.
+public struct ReadScope: Sendable, Hashable {
+    /// Every object of the type.
+    var all: Bool
+    /// The reader's own source: its bundle id and source code (0 when it never saved).
+    var ownBundle: String?
+    var ownSource: UInt32
+    /// UUIDs the owner selected for the reader (per-object types).
+    var selected: Set<[UInt8]>
+
+    static let operatorDenied = HealthError(.authorizationDenied, "the operator manages ledgers and reads no health data")
+
+    init(_ principal: Principal, type: ObjectType, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        switch principal {
+        case .owner, .system:
+            self.init(all: true, ownBundle: nil, ownSource: 0, selected: [])
+        case .operator:
+            throw Self.operatorDenied
+        case .app(let source):
+            let app = source.bundleIdentifier
+            let code = try SourceRegistry.code(of: app, in: txn, databases) ?? 0
+            if type.isReadPerObject {
+                var prefix = AuthorizationRecord.appPrefix(app)
+                KeyEncoding.append(type.code, to: &prefix)
+                var selected = Set<[UInt8]>()
+                try txn.withCursor(on: databases.objectReads) { cursor in
+                    var entry = try cursor.seek(atLeast: prefix)
+                    while let current = entry, current.key.count == prefix.count + 16, current.key.starts(with: prefix) {
+                        selected.insert(Array(current.key[prefix.count...]))
+                        entry = try cursor.next()
+                    }
+                }
+                self.init(all: false, ownBundle: app, ownSource: code, selected: selected)
+            } else {
+                let record = try AuthorizationRecord.load(app: app, direction: .read, type: type.code, in: txn, databases)
+                self.init(all: record.decision == .granted, ownBundle: app, ownSource: code, selected: [])
+            }
+        }
+    }
+
+    private init(all: Bool, ownBundle: String?, ownSource: UInt32, selected: Set<[UInt8]>) {
+        self.all = all
+        self.ownBundle = ownBundle
+        self.ownSource = ownSource
+        self.selected = selected
+    }
+
+    /// Whether an index entry (source code and UUID) is readable.
+    func allows(sourceCode: UInt32, uuid: [UInt8]) -> Bool {
+        all || (ownSource != 0 && sourceCode == ownSource) || (!selected.isEmpty && selected.contains(uuid))
+    }
+
+    /// Whether a loaded object (its source's bundle id and UUID) is readable.
+    func allows(sourceBundle: String, uuid: [UInt8]) -> Bool {
+        all || sourceBundle == ownBundle || (!selected.isEmpty && selected.contains(uuid))
+    }
+
+    /// Whether `newer` takes away something this scope allowed: a revoked read grant, or a
+    /// selected object no longer selected.
+    public func isNarrowed(by newer: ReadScope) -> Bool {
+        (all && !newer.all) || !selected.isSubset(of: newer.selected)
+    }
+}
+
+extension ObjectType {
+    /// Types whose read authorization is per object (SEMANTICS §6): vision prescriptions.
+    public var isReadPerObject: Bool { family == .visionPrescription }
+}
