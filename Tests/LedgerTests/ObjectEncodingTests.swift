@@ -50,7 +50,7 @@ struct ObjectEncodingTests {
         if Bool.random(using: &rng) {
             let units = ["count/min", "count/s", "Hz"]
             return .quantitySample(QuantitySample(
-                type: Fixtures.heartRate, quantity: try Quantity([0, 72.5, 1e-9, 180][Int.random(in: 0..<4, using: &rng)], units[Int.random(in: 0..<3, using: &rng)]),
+                type: Fixtures.heartRate, quantity: try Quantity([0, -0.0, 72.5, 1e-9, 180][Int.random(in: 0..<5, using: &rng)], units[Int.random(in: 0..<3, using: &rng)]),
                 start: start, end: end, device: device, metadata: metadata, uuid: .random(), sourceRevision: revision))
         }
         return .categorySample(CategorySample(
@@ -64,7 +64,7 @@ struct ObjectEncodingTests {
         guard Int.random(in: 0..<4, using: &rng) != 0 else { return nil }
         func quantity(_ units: [String]) throws -> Quantity? {
             guard Bool.random(using: &rng) else { return nil }
-            return try Quantity([0, -2.25, 1e-9, 14.2, 180][Int.random(in: 0..<5, using: &rng)], units[Int.random(in: 0..<units.count, using: &rng)])
+            return try Quantity([0, -0.0, -2.25, 1e-9, 14.2, 180][Int.random(in: 0..<6, using: &rng)], units[Int.random(in: 0..<units.count, using: &rng)])
         }
         let power = ["D"], angle = ["deg", "rad"], length = ["mm", "cm", "m"]
         let prism: Prism? = Bool.random(using: &rng)
