@@ -117,6 +117,16 @@ extension Healthledger_V1_Quantity {
     public func model() throws -> Quantity {
         Quantity(value, try HealthUnit(unit))
     }
+
+    /// The model quantity of the field named `field`; a bad unit's error names `field.unit`.
+    func model(field: String) throws -> Quantity {
+        do {
+            return try model()
+        } catch var error as HealthError {
+            error.field = "\(field).unit"
+            throw error
+        }
+    }
 }
 
 extension Array where Element == Healthledger_V1_MetadataEntry {
@@ -171,6 +181,9 @@ extension Healthledger_V1_HealthObject {
             var body = Healthledger_V1_CategorySampleBody()
             body.value = Int64(sample.value)
             self.body = .category(body)
+        case .visionPrescription(let prescription):
+            setCommonFields(prescription)
+            self.body = .visionPrescription(.init(prescription))
         }
     }
 
@@ -209,9 +222,88 @@ extension Healthledger_V1_HealthObject {
             return .categorySample(CategorySample(
                 type: try CategoryType(type), value: value, start: start, end: end,
                 device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case .visionPrescription(let body):
+            guard type == ObjectType.visionPrescription.identifier else {
+                throw HealthError.invalidArgument(
+                    "a vision prescription's type is \(ObjectType.visionPrescription.identifier), not '\(type)'", field: "type")
+            }
+            return .visionPrescription(VisionPrescription(
+                type: try VisionPrescriptionType(validating: body.prescriptionType.rawValue, field: "prescriptionType"),
+                dateIssued: start, expirationDate: end, description: body.description_p,
+                rightEye: body.hasRightEye ? try body.rightEye.model(field: "rightEye") : nil,
+                leftEye: body.hasLeftEye ? try body.leftEye.model(field: "leftEye") : nil,
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
         case nil:
-            throw HealthError.invalidArgument("the object has no payload (quantity or category)", field: "body")
+            throw HealthError.invalidArgument("the object has no payload (quantity, category or vision prescription)", field: "body")
         }
+    }
+}
+
+extension Healthledger_V1_VisionPrescriptionBody {
+    public init(_ prescription: VisionPrescription) {
+        self.init()
+        prescriptionType = switch prescription.prescriptionType {
+        case .glasses: .glasses
+        case .contacts: .contacts
+        }
+        description_p = prescription.description
+        if let lens = prescription.rightEye { rightEye = .init(lens) }
+        if let lens = prescription.leftEye { leftEye = .init(lens) }
+    }
+}
+
+extension Healthledger_V1_LensSpecification {
+    public init(_ lens: LensSpecification) {
+        self.init()
+        sphere = .init(lens.sphere)
+        if let value = lens.cylinder { cylinder = .init(value) }
+        if let value = lens.axis { axis = .init(value) }
+        if let value = lens.addPower { addPower = .init(value) }
+        if let value = lens.vertexDistance { vertexDistance = .init(value) }
+        if let value = lens.prism { prism = .init(value) }
+        if let value = lens.farPupillaryDistance { farPupillaryDistance = .init(value) }
+        if let value = lens.nearPupillaryDistance { nearPupillaryDistance = .init(value) }
+        if let value = lens.baseCurve { baseCurve = .init(value) }
+        if let value = lens.diameter { diameter = .init(value) }
+    }
+
+    /// The model lens; `field` (`rightEye`, `leftEye`) prefixes the field named by errors.
+    /// - Throws: ``HealthError`` for a missing sphere, an incomplete prism or a bad unit.
+    public func model(field: String) throws -> LensSpecification {
+        func quantity(_ present: Bool, _ value: Healthledger_V1_Quantity, _ name: String) throws -> Quantity? {
+            present ? try value.model(field: "\(field).\(name)") : nil
+        }
+        guard hasSphere else { throw HealthError.invalidArgument("\(field).sphere is missing", field: "\(field).sphere") }
+        return LensSpecification(
+            sphere: try sphere.model(field: "\(field).sphere"), cylinder: try quantity(hasCylinder, cylinder, "cylinder"),
+            axis: try quantity(hasAxis, axis, "axis"), addPower: try quantity(hasAddPower, addPower, "addPower"),
+            vertexDistance: try quantity(hasVertexDistance, vertexDistance, "vertexDistance"),
+            prism: hasPrism ? try prism.model(field: "\(field).prism") : nil,
+            farPupillaryDistance: try quantity(hasFarPupillaryDistance, farPupillaryDistance, "farPupillaryDistance"),
+            nearPupillaryDistance: try quantity(hasNearPupillaryDistance, nearPupillaryDistance, "nearPupillaryDistance"),
+            baseCurve: try quantity(hasBaseCurve, baseCurve, "baseCurve"), diameter: try quantity(hasDiameter, diameter, "diameter"))
+    }
+}
+
+extension Healthledger_V1_Prism {
+    public init(_ prism: Prism) {
+        self.init()
+        amount = .init(prism.amount)
+        angle = .init(prism.angle)
+        baseDirection = .init(rawValue: prism.base.rawValue) ?? .none
+        eye = .init(rawValue: prism.eye.rawValue) ?? .unspecified
+    }
+
+    /// - Throws: ``HealthError`` naming `field` (e.g. `rightEye.prism`) for a missing amount
+    ///   or angle, a bad unit, or a base or eye out of range.
+    public func model(field: String) throws -> Prism {
+        for (name, present) in [("amount", hasAmount), ("angle", hasAngle)] where !present {
+            throw HealthError.invalidArgument("\(field).\(name) is missing", field: "\(field).\(name)")
+        }
+        return Prism(
+            amount: try amount.model(field: "\(field).amount"), angle: try angle.model(field: "\(field).angle"),
+            base: try PrismBase(validating: baseDirection.rawValue, field: "\(field).base"),
+            eye: try VisionEye(validating: eye.rawValue, field: "\(field).eye"))
     }
 }
 

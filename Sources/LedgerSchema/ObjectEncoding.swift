@@ -21,6 +21,14 @@ extension HealthObject {
             var body = ProtoWriter(capacity: 16)
             body.signed(field: 1, Int64(sample.value))
             writer.message(field: 11, body.buffer)
+        case .visionPrescription(let prescription):
+            Self.writeCommon(prescription, into: &writer)
+            var body = ProtoWriter(capacity: 256)
+            body.varint(field: 1, UInt64(prescription.prescriptionType.rawValue))
+            body.string(field: 2, prescription.description)
+            if let lens = prescription.rightEye { body.message(field: 3, Self.encoded(lens)) }
+            if let lens = prescription.leftEye { body.message(field: 4, Self.encoded(lens)) }
+            writer.message(field: 12, body.buffer)
         }
         return writer.buffer
     }
@@ -61,6 +69,34 @@ extension HealthObject {
         }
         writer.signed(field: 6, microseconds(sample.startDate))
         writer.signed(field: 7, microseconds(sample.endDate))
+    }
+
+    /// A `healthledger.v1.LensSpecification`: fields in number order, absent ones omitted.
+    private static func encoded(_ lens: LensSpecification) -> [UInt8] {
+        var writer = ProtoWriter(capacity: 128)
+        let before: [Quantity?] = [lens.sphere, lens.cylinder, lens.axis, lens.addPower, lens.vertexDistance]
+        for (index, quantity) in before.enumerated() {
+            if let quantity { writer.message(field: index + 1, encoded(quantity)) }
+        }
+        if let prism = lens.prism {
+            var message = ProtoWriter(capacity: 64)
+            message.message(field: 1, encoded(prism.amount))
+            message.message(field: 2, encoded(prism.angle))
+            message.varint(field: 3, UInt64(prism.base.rawValue))
+            message.varint(field: 4, UInt64(prism.eye.rawValue))
+            writer.message(field: 6, message.buffer)
+        }
+        let after: [Quantity?] = [lens.farPupillaryDistance, lens.nearPupillaryDistance, lens.baseCurve, lens.diameter]
+        for (index, quantity) in after.enumerated() {
+            if let quantity { writer.message(field: index + 7, encoded(quantity)) }
+        }
+        return writer.buffer
+    }
+
+    private static func encoded(_ quantity: Quantity) -> [UInt8] {
+        var writer = ProtoWriter(capacity: 32)
+        write(quantity, into: &writer)
+        return writer.buffer
     }
 
     private static func write(_ quantity: Quantity, into writer: inout ProtoWriter) {

@@ -57,9 +57,10 @@ public struct ProtoWriter: Sendable {
         raw(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
-    /// A `double` (fixed 64-bit, little-endian); zero is omitted unless `present`.
+    /// A `double` (fixed 64-bit, little-endian); +0 is omitted unless `present` (-0 is
+    /// written, as SwiftProtobuf does: only the all-zero bit pattern is the default).
     public mutating func double(field: Int, _ value: Double, present: Bool = false) {
-        guard present || value != 0 else { return }
+        guard present || value.bitPattern != 0 else { return }
         raw(UInt64(field << 3 | 1))
         withUnsafeBytes(of: value.bitPattern.littleEndian) { buffer.append(contentsOf: $0) }
     }

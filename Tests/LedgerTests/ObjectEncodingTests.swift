@@ -41,15 +41,42 @@ struct ObjectEncodingTests {
             metadata[MetadataKey.syncIdentifier] = .string("sync-\(Int.random(in: 0...99, using: &rng))")
             metadata[MetadataKey.syncVersion] = .number(Double(Int.random(in: -5...1_000_000, using: &rng)))
         }
+        if Int.random(in: 0..<4, using: &rng) == 0 {
+            return .visionPrescription(VisionPrescription(
+                type: Bool.random(using: &rng) ? .glasses : .contacts, dateIssued: start, expirationDate: end,
+                description: maybe("Distance ✓") ?? "", rightEye: try randomLens(&rng), leftEye: try randomLens(&rng),
+                device: device, metadata: metadata, uuid: .random(), sourceRevision: revision))
+        }
         if Bool.random(using: &rng) {
             let units = ["count/min", "count/s", "Hz"]
             return .quantitySample(QuantitySample(
-                type: Fixtures.heartRate, quantity: try Quantity([0, 72.5, 1e-9, 180][Int.random(in: 0..<4, using: &rng)], units[Int.random(in: 0..<3, using: &rng)]),
+                type: Fixtures.heartRate, quantity: try Quantity([0, -0.0, 72.5, 1e-9, 180][Int.random(in: 0..<5, using: &rng)], units[Int.random(in: 0..<3, using: &rng)]),
                 start: start, end: end, device: device, metadata: metadata, uuid: .random(), sourceRevision: revision))
         }
         return .categorySample(CategorySample(
             type: Fixtures.sleep, value: Int.random(in: 0...5, using: &rng), start: start, end: end, device: device,
             metadata: metadata, uuid: .random(), sourceRevision: revision))
+    }
+
+    /// A lens with each field present or not (glasses and contacts fields mixed, as the
+    /// encoding does not validate), or nil.
+    static func randomLens(_ rng: inout SplitMix) throws -> LensSpecification? {
+        guard Int.random(in: 0..<4, using: &rng) != 0 else { return nil }
+        func quantity(_ units: [String]) throws -> Quantity? {
+            guard Bool.random(using: &rng) else { return nil }
+            return try Quantity([0, -0.0, -2.25, 1e-9, 14.2, 180][Int.random(in: 0..<6, using: &rng)], units[Int.random(in: 0..<units.count, using: &rng)])
+        }
+        let power = ["D"], angle = ["deg", "rad"], length = ["mm", "cm", "m"]
+        let prism: Prism? = Bool.random(using: &rng)
+            ? Prism(
+                amount: try quantity(["pD"]) ?? Quantity(0, try HealthUnit("pD")), angle: try quantity(angle) ?? Quantity(0, try HealthUnit("deg")),
+                base: PrismBase.allCases.randomElement(using: &rng)!, eye: VisionEye.allCases.randomElement(using: &rng)!)
+            : nil
+        return LensSpecification(
+            sphere: try quantity(power) ?? Quantity(0, try HealthUnit("D")), cylinder: try quantity(power), axis: try quantity(angle),
+            addPower: try quantity(power), vertexDistance: try quantity(length), prism: prism,
+            farPupillaryDistance: try quantity(length), nearPupillaryDistance: try quantity(length),
+            baseCurve: try quantity(length), diameter: try quantity(length))
     }
 
     @Test("property: the direct encoding equals SwiftProtobuf's, and both summaries agree")

@@ -101,12 +101,14 @@ public struct CategorySample: HealthSample {
 public enum HealthObject: Sendable, Hashable {
     case quantitySample(QuantitySample)
     case categorySample(CategorySample)
+    case visionPrescription(VisionPrescription)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
         switch self {
         case .quantitySample(let sample): sample
         case .categorySample(let sample): sample
+        case .visionPrescription(let sample): sample
         }
     }
 
@@ -114,6 +116,7 @@ public enum HealthObject: Sendable, Hashable {
         switch self {
         case .quantitySample(let sample): sample.uuid
         case .categorySample(let sample): sample.uuid
+        case .visionPrescription(let sample): sample.uuid
         }
     }
 
@@ -121,6 +124,7 @@ public enum HealthObject: Sendable, Hashable {
         switch self {
         case .quantitySample(let sample): sample.objectType
         case .categorySample(let sample): sample.objectType
+        case .visionPrescription(let sample): sample.objectType
         }
     }
 
@@ -128,6 +132,7 @@ public enum HealthObject: Sendable, Hashable {
         switch self {
         case .quantitySample(let sample): sample.startDate
         case .categorySample(let sample): sample.startDate
+        case .visionPrescription(let sample): sample.startDate
         }
     }
 
@@ -135,6 +140,7 @@ public enum HealthObject: Sendable, Hashable {
         switch self {
         case .quantitySample(let sample): sample.endDate
         case .categorySample(let sample): sample.endDate
+        case .visionPrescription(let sample): sample.endDate
         }
     }
 
@@ -142,6 +148,7 @@ public enum HealthObject: Sendable, Hashable {
         switch self {
         case .quantitySample(let sample): sample.metadata
         case .categorySample(let sample): sample.metadata
+        case .visionPrescription(let sample): sample.metadata
         }
     }
 
@@ -149,6 +156,7 @@ public enum HealthObject: Sendable, Hashable {
         switch self {
         case .quantitySample(let sample): sample.device
         case .categorySample(let sample): sample.device
+        case .visionPrescription(let sample): sample.device
         }
     }
 
@@ -156,6 +164,7 @@ public enum HealthObject: Sendable, Hashable {
         switch self {
         case .quantitySample(let sample): sample.syncIdentifier
         case .categorySample(let sample): sample.syncIdentifier
+        case .visionPrescription(let sample): sample.syncIdentifier
         }
     }
 
@@ -163,6 +172,7 @@ public enum HealthObject: Sendable, Hashable {
         switch self {
         case .quantitySample(let sample): sample.syncVersion
         case .categorySample(let sample): sample.syncVersion
+        case .visionPrescription(let sample): sample.syncVersion
         }
     }
 
@@ -171,12 +181,14 @@ public enum HealthObject: Sendable, Hashable {
             switch self {
             case .quantitySample(let sample): sample.sourceRevision
             case .categorySample(let sample): sample.sourceRevision
+            case .visionPrescription(let sample): sample.sourceRevision
             }
         }
         set {
             switch self {
             case .quantitySample(var sample): sample.sourceRevision = newValue; self = .quantitySample(sample)
             case .categorySample(var sample): sample.sourceRevision = newValue; self = .categorySample(sample)
+            case .visionPrescription(var sample): sample.sourceRevision = newValue; self = .visionPrescription(sample)
             }
         }
     }
@@ -188,6 +200,11 @@ public enum HealthObject: Sendable, Hashable {
 
     public var categorySample: CategorySample? {
         if case .categorySample(let sample) = self { return sample }
+        return nil
+    }
+
+    public var visionPrescription: VisionPrescription? {
+        if case .visionPrescription(let prescription) = self { return prescription }
         return nil
     }
 }

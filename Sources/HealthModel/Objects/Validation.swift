@@ -13,7 +13,7 @@ public enum ObjectLimits {
 }
 
 extension HealthObject {
-    /// Checks the object against SEMANTICS §3–4.
+    /// Checks the object against SEMANTICS §3–4 and §9.
     ///
     /// - Throws: ``HealthError`` (`invalidArgument`) whose message and ``HealthError/field``
     ///   name the field at fault.
@@ -25,6 +25,9 @@ extension HealthObject {
         case .categorySample(let sample):
             try Self.validateCommon(sample)
             try Self.validate(sample)
+        case .visionPrescription(let prescription):
+            try Self.validateCommon(prescription)
+            try Self.validate(prescription)
         }
     }
 
@@ -68,6 +71,56 @@ extension HealthObject {
             let allowed = sample.type.values.cases.map { "\($0.name) \($0.value)" }.joined(separator: ", ")
             throw HealthError.invalidArgument(
                 "value \(sample.value) is not in \(sample.type.values.name) (\(allowed))", field: "value")
+        }
+    }
+
+    private static let diopter = try! HealthUnit("D")
+    private static let prismDiopter = try! HealthUnit("pD")
+    private static let degree = try! HealthUnit("deg")
+    private static let meter = try! HealthUnit("m")
+
+    private static func validate(_ prescription: VisionPrescription) throws {
+        guard prescription.description.utf8.count <= ObjectLimits.maximumStringLength else {
+            throw HealthError.invalidArgument(
+                "description is longer than \(ObjectLimits.maximumStringLength) bytes", field: "description")
+        }
+        guard prescription.rightEye != nil || prescription.leftEye != nil else {
+            throw HealthError.invalidArgument(
+                "a vision prescription needs a lens specification for at least one eye (rightEye or leftEye)", field: "rightEye")
+        }
+        if let lens = prescription.rightEye { try validate(lens, of: prescription.prescriptionType, field: "rightEye") }
+        if let lens = prescription.leftEye { try validate(lens, of: prescription.prescriptionType, field: "leftEye") }
+    }
+
+    private static func validate(_ lens: LensSpecification, of type: VisionPrescriptionType, field eye: String) throws {
+        let glassesOnly: [(String, Bool)] = [
+            ("vertexDistance", lens.vertexDistance != nil), ("prism", lens.prism != nil),
+            ("farPupillaryDistance", lens.farPupillaryDistance != nil), ("nearPupillaryDistance", lens.nearPupillaryDistance != nil),
+        ]
+        let contactsOnly: [(String, Bool)] = [("baseCurve", lens.baseCurve != nil), ("diameter", lens.diameter != nil)]
+        let (foreign, kind) = type == .glasses ? (contactsOnly, "contact lenses") : (glassesOnly, "glasses")
+        if let (name, _) = foreign.first(where: \.1) {
+            throw HealthError.invalidArgument(
+                "\(eye).\(name) applies only to \(kind), not to a \(type) prescription", field: "\(eye).\(name)")
+        }
+        let quantities: [(String, Quantity?, HealthUnit, String)] = [
+            ("sphere", lens.sphere, diopter, "an optical power"), ("cylinder", lens.cylinder, diopter, "an optical power"),
+            ("axis", lens.axis, degree, "an angle"), ("addPower", lens.addPower, diopter, "an optical power"),
+            ("vertexDistance", lens.vertexDistance, meter, "a length"),
+            ("prism.amount", lens.prism?.amount, prismDiopter, "a prism power"), ("prism.angle", lens.prism?.angle, degree, "an angle"),
+            ("farPupillaryDistance", lens.farPupillaryDistance, meter, "a length"),
+            ("nearPupillaryDistance", lens.nearPupillaryDistance, meter, "a length"),
+            ("baseCurve", lens.baseCurve, meter, "a length"), ("diameter", lens.diameter, meter, "a length"),
+        ]
+        for case let (name, quantity?, unit, kind) in quantities {
+            let field = "\(eye).\(name)"
+            guard quantity.value.isFinite else {
+                throw HealthError.invalidArgument("\(field) must be a finite number, not \(quantity.value)", field: field)
+            }
+            guard quantity.isCompatible(with: unit) else {
+                throw HealthError.invalidArgument(
+                    "\(field) is \(kind) (e.g. '\(unit)'); unit '\(quantity.unit)' is not compatible", field: "\(field).unit")
+            }
         }
     }
 
@@ -192,4 +245,31 @@ extension MetadataRule {
         case .quantity: "quantity"
         }
     }
+}
+
+extension VisionPrescriptionType {
+    /// The type with `rawValue` (glasses 1, contacts 2), for decoders.
+    /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for any other value.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension VisionEye {
+    /// The eye with `rawValue` (left 1, right 2), for decoders.
+    /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for any other value.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension PrismBase {
+    /// The base with `rawValue` (none 0, up 1, down 2, in 3, out 4), for decoders.
+    /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for any other value.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+private func enumerationCase<Value: RawRepresentable & CaseIterable>(_ rawValue: Int, field: String) throws -> Value
+where Value.RawValue == Int {
+    guard let value = Value(rawValue: rawValue) else {
+        let allowed = Value.allCases.map { "\($0) \($0.rawValue)" }.joined(separator: ", ")
+        throw HealthError.invalidArgument("\(field) must be one of \(allowed), got \(rawValue)", field: field)
+    }
+    return value
 }

@@ -14,7 +14,7 @@ struct ObjectSummary: Sendable {
     var sourceName: String
     var syncIdentifier: String?
     var syncVersion: Int64?
-    /// Quantity in the type's canonical unit, or the category value.
+    /// Quantity in the type's canonical unit, the category value, or 0 (vision prescriptions).
     var value: Double
 
     init(_ object: Healthledger_V1_HealthObject, units: UnitCache) throws {
@@ -35,7 +35,7 @@ struct ObjectSummary: Sendable {
         switch object.body {
         case .quantity(let body): value = try units.canonicalValue(body.quantity.value, unit: body.quantity.unit, type: object.type)
         case .category(let body): value = Double(body.value)
-        case nil: value = 0
+        case .visionPrescription, nil: value = 0
         }
     }
 
@@ -50,6 +50,8 @@ struct ObjectSummary: Sendable {
             self.init(sample, value: value)
         case .categorySample(let sample):
             self.init(sample, value: Double(Int64(sample.value)))
+        case .visionPrescription(let prescription):
+            self.init(prescription, value: 0)
         }
     }
 
@@ -134,6 +136,10 @@ struct ObjectSummary: Sendable {
                 }
                 quantity = nil
                 value = Double(category)
+            case (12, .lengthDelimited):
+                try reader.skip(wireType)
+                quantity = nil
+                value = 0
             default: try reader.skip(wireType)
             }
         }

@@ -298,8 +298,324 @@ public nonisolated struct Healthledger_V1_CategorySampleBody: Sendable {
   public init() {}
 }
 
-/// Any health object. Further payloads (correlations, workouts, routes, vision
-/// prescriptions) take further fields of the oneof.
+/// A prism correction of a glasses lens (HealthKit's HKVisionPrism).
+public nonisolated struct Healthledger_V1_Prism: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Required; in prism diopters ("pD").
+  public var amount: Healthledger_V1_Quantity {
+    get {_amount ?? Healthledger_V1_Quantity()}
+    set {_amount = newValue}
+  }
+  /// Returns true if `amount` has been explicitly set.
+  public var hasAmount: Bool {self._amount != nil}
+  /// Clears the value of `amount`. Subsequent reads from it will return its default value.
+  public mutating func clearAmount() {self._amount = nil}
+
+  /// Required; the direction of the base, an angle ("deg").
+  public var angle: Healthledger_V1_Quantity {
+    get {_angle ?? Healthledger_V1_Quantity()}
+    set {_angle = newValue}
+  }
+  /// Returns true if `angle` has been explicitly set.
+  public var hasAngle: Bool {self._angle != nil}
+  /// Clears the value of `angle`. Subsequent reads from it will return its default value.
+  public mutating func clearAngle() {self._angle = nil}
+
+  /// The base (named so because protobuf-c reserves the member name "base").
+  public var baseDirection: Healthledger_V1_Prism.Base = .none
+
+  /// Required: left or right.
+  public var eye: Healthledger_V1_Prism.Eye = .unspecified
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Base: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case none // = 0
+    case up // = 1
+    case down // = 2
+    case `in` // = 3
+    case out // = 4
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .none
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .none
+      case 1: self = .up
+      case 2: self = .down
+      case 3: self = .in
+      case 4: self = .out
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .none: return 0
+      case .up: return 1
+      case .down: return 2
+      case .in: return 3
+      case .out: return 4
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_Prism.Base] = [
+      .none,
+      .up,
+      .down,
+      .in,
+      .out,
+    ]
+
+  }
+
+  public nonisolated enum Eye: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+    case left // = 1
+    case right // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .left
+      case 2: self = .right
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .left: return 1
+      case .right: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_Prism.Eye] = [
+      .unspecified,
+      .left,
+      .right,
+    ]
+
+  }
+
+  public init() {}
+
+  fileprivate var _amount: Healthledger_V1_Quantity? = nil
+  fileprivate var _angle: Healthledger_V1_Quantity? = nil
+}
+
+/// The correction for one eye (HealthKit's HKGlassesLensSpecification and
+/// HKContactsLensSpecification). Absent fields are not part of the prescription.
+public nonisolated struct Healthledger_V1_LensSpecification: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Required; optical power ("D").
+  public var sphere: Healthledger_V1_Quantity {
+    get {_storage._sphere ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._sphere = newValue}
+  }
+  /// Returns true if `sphere` has been explicitly set.
+  public var hasSphere: Bool {_storage._sphere != nil}
+  /// Clears the value of `sphere`. Subsequent reads from it will return its default value.
+  public mutating func clearSphere() {_uniqueStorage()._sphere = nil}
+
+  /// Optical power ("D").
+  public var cylinder: Healthledger_V1_Quantity {
+    get {_storage._cylinder ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._cylinder = newValue}
+  }
+  /// Returns true if `cylinder` has been explicitly set.
+  public var hasCylinder: Bool {_storage._cylinder != nil}
+  /// Clears the value of `cylinder`. Subsequent reads from it will return its default value.
+  public mutating func clearCylinder() {_uniqueStorage()._cylinder = nil}
+
+  /// An angle ("deg").
+  public var axis: Healthledger_V1_Quantity {
+    get {_storage._axis ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._axis = newValue}
+  }
+  /// Returns true if `axis` has been explicitly set.
+  public var hasAxis: Bool {_storage._axis != nil}
+  /// Clears the value of `axis`. Subsequent reads from it will return its default value.
+  public mutating func clearAxis() {_uniqueStorage()._axis = nil}
+
+  /// Optical power ("D").
+  public var addPower: Healthledger_V1_Quantity {
+    get {_storage._addPower ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._addPower = newValue}
+  }
+  /// Returns true if `addPower` has been explicitly set.
+  public var hasAddPower: Bool {_storage._addPower != nil}
+  /// Clears the value of `addPower`. Subsequent reads from it will return its default value.
+  public mutating func clearAddPower() {_uniqueStorage()._addPower = nil}
+
+  /// Glasses only: a length ("mm").
+  public var vertexDistance: Healthledger_V1_Quantity {
+    get {_storage._vertexDistance ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._vertexDistance = newValue}
+  }
+  /// Returns true if `vertexDistance` has been explicitly set.
+  public var hasVertexDistance: Bool {_storage._vertexDistance != nil}
+  /// Clears the value of `vertexDistance`. Subsequent reads from it will return its default value.
+  public mutating func clearVertexDistance() {_uniqueStorage()._vertexDistance = nil}
+
+  /// Glasses only.
+  public var prism: Healthledger_V1_Prism {
+    get {_storage._prism ?? Healthledger_V1_Prism()}
+    set {_uniqueStorage()._prism = newValue}
+  }
+  /// Returns true if `prism` has been explicitly set.
+  public var hasPrism: Bool {_storage._prism != nil}
+  /// Clears the value of `prism`. Subsequent reads from it will return its default value.
+  public mutating func clearPrism() {_uniqueStorage()._prism = nil}
+
+  /// Glasses only: a length ("mm").
+  public var farPupillaryDistance: Healthledger_V1_Quantity {
+    get {_storage._farPupillaryDistance ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._farPupillaryDistance = newValue}
+  }
+  /// Returns true if `farPupillaryDistance` has been explicitly set.
+  public var hasFarPupillaryDistance: Bool {_storage._farPupillaryDistance != nil}
+  /// Clears the value of `farPupillaryDistance`. Subsequent reads from it will return its default value.
+  public mutating func clearFarPupillaryDistance() {_uniqueStorage()._farPupillaryDistance = nil}
+
+  /// Glasses only: a length ("mm").
+  public var nearPupillaryDistance: Healthledger_V1_Quantity {
+    get {_storage._nearPupillaryDistance ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._nearPupillaryDistance = newValue}
+  }
+  /// Returns true if `nearPupillaryDistance` has been explicitly set.
+  public var hasNearPupillaryDistance: Bool {_storage._nearPupillaryDistance != nil}
+  /// Clears the value of `nearPupillaryDistance`. Subsequent reads from it will return its default value.
+  public mutating func clearNearPupillaryDistance() {_uniqueStorage()._nearPupillaryDistance = nil}
+
+  /// Contacts only: a length ("mm").
+  public var baseCurve: Healthledger_V1_Quantity {
+    get {_storage._baseCurve ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._baseCurve = newValue}
+  }
+  /// Returns true if `baseCurve` has been explicitly set.
+  public var hasBaseCurve: Bool {_storage._baseCurve != nil}
+  /// Clears the value of `baseCurve`. Subsequent reads from it will return its default value.
+  public mutating func clearBaseCurve() {_uniqueStorage()._baseCurve = nil}
+
+  /// Contacts only: a length ("mm").
+  public var diameter: Healthledger_V1_Quantity {
+    get {_storage._diameter ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._diameter = newValue}
+  }
+  /// Returns true if `diameter` has been explicitly set.
+  public var hasDiameter: Bool {_storage._diameter != nil}
+  /// Clears the value of `diameter`. Subsequent reads from it will return its default value.
+  public mutating func clearDiameter() {_uniqueStorage()._diameter = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// A vision prescription's payload (HealthKit's HKVisionPrescription). The object's
+/// start is the date issued, its end the expiration date.
+public nonisolated struct Healthledger_V1_VisionPrescriptionBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Required: glasses or contacts.
+  public var prescriptionType: Healthledger_V1_VisionPrescriptionBody.PrescriptionType = .unspecified
+
+  /// Free text (e.g. the lens or brand), at most 4096 bytes.
+  public var description_p: String = String()
+
+  /// At least one eye is present.
+  public var rightEye: Healthledger_V1_LensSpecification {
+    get {_rightEye ?? Healthledger_V1_LensSpecification()}
+    set {_rightEye = newValue}
+  }
+  /// Returns true if `rightEye` has been explicitly set.
+  public var hasRightEye: Bool {self._rightEye != nil}
+  /// Clears the value of `rightEye`. Subsequent reads from it will return its default value.
+  public mutating func clearRightEye() {self._rightEye = nil}
+
+  public var leftEye: Healthledger_V1_LensSpecification {
+    get {_leftEye ?? Healthledger_V1_LensSpecification()}
+    set {_leftEye = newValue}
+  }
+  /// Returns true if `leftEye` has been explicitly set.
+  public var hasLeftEye: Bool {self._leftEye != nil}
+  /// Clears the value of `leftEye`. Subsequent reads from it will return its default value.
+  public mutating func clearLeftEye() {self._leftEye = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum PrescriptionType: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+    case glasses // = 1
+    case contacts // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .glasses
+      case 2: self = .contacts
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .glasses: return 1
+      case .contacts: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_VisionPrescriptionBody.PrescriptionType] = [
+      .unspecified,
+      .glasses,
+      .contacts,
+    ]
+
+  }
+
+  public init() {}
+
+  fileprivate var _rightEye: Healthledger_V1_LensSpecification? = nil
+  fileprivate var _leftEye: Healthledger_V1_LensSpecification? = nil
+}
+
+/// Any health object. Further payloads (correlations, workouts, routes) take further
+/// fields of the oneof.
 public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -371,11 +687,20 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .category(newValue)}
   }
 
+  public var visionPrescription: Healthledger_V1_VisionPrescriptionBody {
+    get {
+      if case .visionPrescription(let v)? = _storage._body {return v}
+      return Healthledger_V1_VisionPrescriptionBody()
+    }
+    set {_uniqueStorage()._body = .visionPrescription(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
     case quantity(Healthledger_V1_QuantitySampleBody)
     case category(Healthledger_V1_CategorySampleBody)
+    case visionPrescription(Healthledger_V1_VisionPrescriptionBody)
 
   }
 
@@ -731,9 +1056,252 @@ nonisolated extension Healthledger_V1_CategorySampleBody: SwiftProtobuf.Message,
   }
 }
 
+nonisolated extension Healthledger_V1_Prism: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Prism"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}amount\0\u{1}angle\0\u{3}base_direction\0\u{1}eye\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._amount) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._angle) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.baseDirection) }()
+      case 4: try { try decoder.decodeSingularEnumField(value: &self.eye) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._amount {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._angle {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if self.baseDirection != .none {
+      try visitor.visitSingularEnumField(value: self.baseDirection, fieldNumber: 3)
+    }
+    if self.eye != .unspecified {
+      try visitor.visitSingularEnumField(value: self.eye, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_Prism, rhs: Healthledger_V1_Prism) -> Bool {
+    if lhs._amount != rhs._amount {return false}
+    if lhs._angle != rhs._angle {return false}
+    if lhs.baseDirection != rhs.baseDirection {return false}
+    if lhs.eye != rhs.eye {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_Prism.Base: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0BASE_NONE\0\u{1}BASE_UP\0\u{1}BASE_DOWN\0\u{1}BASE_IN\0\u{1}BASE_OUT\0")
+}
+
+nonisolated extension Healthledger_V1_Prism.Eye: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EYE_UNSPECIFIED\0\u{1}EYE_LEFT\0\u{1}EYE_RIGHT\0")
+}
+
+nonisolated extension Healthledger_V1_LensSpecification: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LensSpecification"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sphere\0\u{1}cylinder\0\u{1}axis\0\u{3}add_power\0\u{3}vertex_distance\0\u{1}prism\0\u{3}far_pupillary_distance\0\u{3}near_pupillary_distance\0\u{3}base_curve\0\u{1}diameter\0")
+
+  fileprivate class _StorageClass {
+    var _sphere: Healthledger_V1_Quantity? = nil
+    var _cylinder: Healthledger_V1_Quantity? = nil
+    var _axis: Healthledger_V1_Quantity? = nil
+    var _addPower: Healthledger_V1_Quantity? = nil
+    var _vertexDistance: Healthledger_V1_Quantity? = nil
+    var _prism: Healthledger_V1_Prism? = nil
+    var _farPupillaryDistance: Healthledger_V1_Quantity? = nil
+    var _nearPupillaryDistance: Healthledger_V1_Quantity? = nil
+    var _baseCurve: Healthledger_V1_Quantity? = nil
+    var _diameter: Healthledger_V1_Quantity? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _sphere = source._sphere
+      _cylinder = source._cylinder
+      _axis = source._axis
+      _addPower = source._addPower
+      _vertexDistance = source._vertexDistance
+      _prism = source._prism
+      _farPupillaryDistance = source._farPupillaryDistance
+      _nearPupillaryDistance = source._nearPupillaryDistance
+      _baseCurve = source._baseCurve
+      _diameter = source._diameter
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularMessageField(value: &_storage._sphere) }()
+        case 2: try { try decoder.decodeSingularMessageField(value: &_storage._cylinder) }()
+        case 3: try { try decoder.decodeSingularMessageField(value: &_storage._axis) }()
+        case 4: try { try decoder.decodeSingularMessageField(value: &_storage._addPower) }()
+        case 5: try { try decoder.decodeSingularMessageField(value: &_storage._vertexDistance) }()
+        case 6: try { try decoder.decodeSingularMessageField(value: &_storage._prism) }()
+        case 7: try { try decoder.decodeSingularMessageField(value: &_storage._farPupillaryDistance) }()
+        case 8: try { try decoder.decodeSingularMessageField(value: &_storage._nearPupillaryDistance) }()
+        case 9: try { try decoder.decodeSingularMessageField(value: &_storage._baseCurve) }()
+        case 10: try { try decoder.decodeSingularMessageField(value: &_storage._diameter) }()
+        default: break
+        }
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      try { if let v = _storage._sphere {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+      } }()
+      try { if let v = _storage._cylinder {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+      } }()
+      try { if let v = _storage._axis {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+      } }()
+      try { if let v = _storage._addPower {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+      } }()
+      try { if let v = _storage._vertexDistance {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      } }()
+      try { if let v = _storage._prism {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      } }()
+      try { if let v = _storage._farPupillaryDistance {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      } }()
+      try { if let v = _storage._nearPupillaryDistance {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+      } }()
+      try { if let v = _storage._baseCurve {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+      } }()
+      try { if let v = _storage._diameter {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+      } }()
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_LensSpecification, rhs: Healthledger_V1_LensSpecification) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._sphere != rhs_storage._sphere {return false}
+        if _storage._cylinder != rhs_storage._cylinder {return false}
+        if _storage._axis != rhs_storage._axis {return false}
+        if _storage._addPower != rhs_storage._addPower {return false}
+        if _storage._vertexDistance != rhs_storage._vertexDistance {return false}
+        if _storage._prism != rhs_storage._prism {return false}
+        if _storage._farPupillaryDistance != rhs_storage._farPupillaryDistance {return false}
+        if _storage._nearPupillaryDistance != rhs_storage._nearPupillaryDistance {return false}
+        if _storage._baseCurve != rhs_storage._baseCurve {return false}
+        if _storage._diameter != rhs_storage._diameter {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_VisionPrescriptionBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".VisionPrescriptionBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}prescription_type\0\u{1}description\0\u{3}right_eye\0\u{3}left_eye\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.prescriptionType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.description_p) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._rightEye) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._leftEye) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.prescriptionType != .unspecified {
+      try visitor.visitSingularEnumField(value: self.prescriptionType, fieldNumber: 1)
+    }
+    if !self.description_p.isEmpty {
+      try visitor.visitSingularStringField(value: self.description_p, fieldNumber: 2)
+    }
+    try { if let v = self._rightEye {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._leftEye {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_VisionPrescriptionBody, rhs: Healthledger_V1_VisionPrescriptionBody) -> Bool {
+    if lhs.prescriptionType != rhs.prescriptionType {return false}
+    if lhs.description_p != rhs.description_p {return false}
+    if lhs._rightEye != rhs._rightEye {return false}
+    if lhs._leftEye != rhs._leftEye {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_VisionPrescriptionBody.PrescriptionType: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PRESCRIPTION_TYPE_UNSPECIFIED\0\u{1}PRESCRIPTION_TYPE_GLASSES\0\u{1}PRESCRIPTION_TYPE_CONTACTS\0")
+}
+
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -813,6 +1381,19 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .category(v)
           }
         }()
+        case 12: try {
+          var v: Healthledger_V1_VisionPrescriptionBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .visionPrescription(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .visionPrescription(v)
+          }
+        }()
         default: break
         }
       }
@@ -854,6 +1435,10 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .category?: try {
         guard case .category(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+      }()
+      case .visionPrescription?: try {
+        guard case .visionPrescription(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
       }()
       case nil: break
       }

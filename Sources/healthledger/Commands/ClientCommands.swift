@@ -232,6 +232,10 @@ struct QueryCommand: AsyncParsableCommand {
                     row["unit"] = target.description
                 case .categorySample(let category):
                     row["value"] = category.value
+                case .visionPrescription(let prescription):
+                    // start and end are the dates issued and of expiry.
+                    row["value"] = "\(prescription.prescriptionType)"
+                    if !prescription.description.isEmpty { row["description"] = prescription.description }
                 }
                 return row
             }
