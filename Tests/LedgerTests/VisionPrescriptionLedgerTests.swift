@@ -35,43 +35,45 @@ struct VisionPrescriptionLedgerTests {
         let results = try await ledger.save([.visionPrescription(glasses), .visionPrescription(contacts)], by: .owner)
         #expect(results.map(\.disposition) == [.saved, .saved])
 
-        #expect(try ledger.object(with: glasses.uuid) == .visionPrescription(glasses))
-        let fetched = try #require(try ledger.object(with: contacts.uuid)?.visionPrescription)
+        #expect(try ledger.object(with: glasses.uuid, as: .owner) == .visionPrescription(glasses))
+        let fetched = try #require(try ledger.object(with: contacts.uuid, as: .owner)?.visionPrescription)
         #expect(fetched == contacts)
         #expect(fetched.rightEye == nil && fetched.leftEye?.baseCurve == Self.q(8.6, "mm"))
 
-        let all = try ledger.samples(SampleQuery(type: .visionPrescription))
+        let all = try ledger.samples(SampleQuery(type: .visionPrescription), as: .owner)
         #expect(all.map(\.uuid) == [contacts.uuid, glasses.uuid])
         #expect(all.map(\.startDate) == [contacts.dateIssued, glasses.dateIssued])
         #expect(all.map(\.endDate) == [contacts.expirationDate, glasses.expirationDate])
         // Expiring first: the contacts (one year) before the glasses (two years).
-        let byExpiry = try ledger.samples(SampleQuery(type: .visionPrescription, sort: .endDate(ascending: false)))
+        let byExpiry = try ledger.samples(SampleQuery(type: .visionPrescription, sort: .endDate(ascending: false)), as: .owner)
         #expect(byExpiry.map(\.uuid) == [glasses.uuid, contacts.uuid])
         // Valid on a day in the second year: only the glasses.
         let later = DateInterval(start: Fixtures.base.addingTimeInterval(400 * 86_400), duration: 86_400)
-        #expect(try ledger.samples(SampleQuery(type: .visionPrescription, interval: later)).map(\.uuid) == [glasses.uuid])
-        #expect(try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType)).isEmpty)
+        #expect(try ledger.samples(SampleQuery(type: .visionPrescription, interval: later), as: .owner).map(\.uuid) == [glasses.uuid])
+        #expect(try ledger.samples(SampleQuery(type: Fixtures.heartRate.objectType), as: .owner).isEmpty)
     }
 
     @Test("an app's prescription takes the app's source; an invalid one is refused")
     func appAndInvalid() async throws {
         let temporary = try TemporaryStore()
         let ledger = try temporary.ledgerStore.createLedger(id: "app")
+        try await ledger.authorize([Fixtures.appA], share: [.visionPrescription])
         let prescription = Self.glasses()
         _ = try await ledger.save([.visionPrescription(prescription)], by: .app(Fixtures.appA))
-        #expect(try ledger.object(with: prescription.uuid)?.sourceRevision.source == Fixtures.appA)
+        #expect(try ledger.object(with: prescription.uuid, as: .owner)?.sourceRevision.source == Fixtures.appA)
 
         var wrong = Self.contacts()
         wrong.leftEye?.vertexDistance = Self.q(12, "mm")
         let error = await #expect(throws: HealthError.self) { try await ledger.save([.visionPrescription(wrong)], by: .owner) }
         #expect(error?.code == .invalidArgument && error?.field == "leftEye.vertexDistance")
-        #expect(try ledger.object(with: wrong.uuid) == nil)
+        #expect(try ledger.object(with: wrong.uuid, as: .owner) == nil)
     }
 
     @Test("sync identifiers replace prescriptions, and replay equals the live projections")
     func syncAndReplay() async throws {
         let temporary = try TemporaryStore()
         let ledger = try temporary.ledgerStore.createLedger(id: "replay")
+        try await ledger.authorize([Fixtures.appA, Fixtures.appB], share: [.visionPrescription, Fixtures.heartRate.objectType])
         var saved: [UUID] = []
         for round in 0..<6 {
             let sync: Metadata = [MetadataKey.syncIdentifier: .string("rx-\(round % 2)"), MetadataKey.syncVersion: .number(Double(round))]
@@ -84,7 +86,7 @@ struct VisionPrescriptionLedgerTests {
             saved.append(batch[1].uuid)
         }
         try await ledger.delete([saved[0], saved[3]], by: .owner)
-        let stored = try ledger.samples(SampleQuery(type: .visionPrescription))
+        let stored = try ledger.samples(SampleQuery(type: .visionPrescription), as: .owner)
         // Two live synced glasses (rx-0 version 4, rx-1 version 5) and four contacts.
         #expect(stored.count == 6)
         #expect(stored.compactMap(\.visionPrescription).filter { $0.prescriptionType == .glasses }.compactMap(\.syncVersion).sorted() == [4, 5])
