@@ -156,7 +156,7 @@ let package = Package(
         .testTarget(
             name: "RPCTests",
             dependencies: [
-                "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema", "TestSupport",
+                "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema", "TestSupport", "healthledger",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

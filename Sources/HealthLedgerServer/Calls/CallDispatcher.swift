@@ -30,10 +30,12 @@ struct CallDispatcher: Sendable {
         let started = clock.now
         let method = RPCMethod(rawValue: request.method)
         var failure: RPCError?
+        var underlying: (any Error)?
         if let method {
             do {
                 try await handle(method, id: id, request: request, window: window, send: send)
             } catch {
+                underlying = error
                 let status = Self.status(for: error)
                 let expired = deadline.expired && (status.code == .cancelled || Task.isCancelled)
                 failure = expired ? RPCError(.deadlineExceeded, "the call's deadline of \(timeout(milliseconds: request.timeoutMs)) passed") : status
@@ -44,7 +46,12 @@ struct CallDispatcher: Sendable {
         send(.status(id: id, failure))
         metrics.record(method: method, code: failure?.code ?? .ok, duration: clock.now - started)
         if let failure, failure.code == .internalError {
-            logger.error("call failed", metadata: ["rpc.call": "\(id)", "rpc.method": "\(request.method.prefix(200))", "rpc.status": "\(failure)"])
+            logger.error(
+                "call failed",
+                metadata: [
+                    "rpc.call": "\(id)", "rpc.method": "\(request.method.prefix(200))", "rpc.status": "\(failure)",
+                    "error": "\(underlying.map { String(describing: $0) } ?? "")",
+                ])
         }
     }
 

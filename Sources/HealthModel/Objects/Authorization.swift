@@ -132,3 +132,8 @@ public struct AuthorizationEvent: Sendable, Hashable {
     }
 }
 
+
+extension ObjectType {
+    /// Types whose read authorization is per object (SEMANTICS §6): vision prescriptions.
+    public var isReadPerObject: Bool { family == .visionPrescription }
+}

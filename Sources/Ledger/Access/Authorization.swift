@@ -149,7 +149,7 @@ extension Ledger {
             var entries: [AuthorizationEntry] = []
             let prefix = app.map(AuthorizationRecord.appPrefix) ?? []
             try txn.withCursor(on: databases.authorizations) { cursor in
-                var entry = try cursor.seek(atLeast: prefix)
+                var entry = prefix.isEmpty ? try cursor.first() : try cursor.seek(atLeast: prefix)
                 while let current = entry, current.key.starts(with: prefix) {
                     let key = Array(current.key)
                     let length = Int(key[0])
@@ -212,7 +212,7 @@ extension Ledger {
             var sequences: [UInt64] = []
             let prefix = app.map(AuthorizationRecord.appPrefix) ?? []
             try txn.withCursor(on: databases.authorizationLog) { cursor in
-                var entry = try cursor.seek(atLeast: prefix)
+                var entry = prefix.isEmpty ? try cursor.first() : try cursor.seek(atLeast: prefix)
                 while let current = entry, current.key.starts(with: prefix), current.key.count >= 9 {
                     sequences.append(KeyEncoding.uint64(current.key, at: current.key.count - 8))
                     entry = try cursor.next()

@@ -69,8 +69,3 @@ public struct ReadScope: Sendable, Hashable {
         (all && !newer.all) || !selected.isSubset(of: newer.selected)
     }
 }
-
-extension ObjectType {
-    /// Types whose read authorization is per object (SEMANTICS §6): vision prescriptions.
-    public var isReadPerObject: Bool { family == .visionPrescription }
-}

@@ -177,7 +177,9 @@ struct SampleInput {
             default: throw ValidationErrorExit("metadata '\(key)' must be a string or a number")
             }
         }
-        switch try ObjectType(type).family {
+        let resolved = try resolveType(type)
+        let type = resolved.identifier
+        switch resolved.family {
         case .quantity:
             guard let unit else { throw ValidationErrorExit("a quantity sample needs a unit") }
             return .quantitySample(QuantitySample(
@@ -211,7 +213,7 @@ struct QueryCommand: AsyncParsableCommand {
             let interval = (start != nil || end != nil) ? DateInterval(start: start ?? .distantPast, end: end ?? .distantFuture) : nil
             guard sort == "start" || sort == "end" else { throw ValidationErrorExit("--sort is start or end") }
             query = SampleQueryDescriptor(
-                type: try ObjectType(type), interval: interval, limit: limit,
+                type: try resolveType(type), interval: interval, limit: limit,
                 sort: sort == "start" ? .startDate(ascending: !descending) : .endDate(ascending: !descending))
             displayUnit = try unit.map { try HealthUnit($0) }
         } catch { throw fail(error) }

@@ -1,0 +1,90 @@
+import Foundation
+import HealthLedgerSDK
+import Ledger
+import TestSupport
+import Testing
+
+/// A realistic authorization session through `healthledger auth …` against a real server:
+/// an app asks, the owner decides, the app's view changes, the audit trail shows it all.
+@Suite("healthledger auth", .timeLimit(.minutes(3)))
+struct AuthCLITests {
+    static let executable = URL(filePath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appending(path: "healthledger")
+
+    struct Session {
+        let server: TestServer
+
+        func run(_ credential: String, _ arguments: [String]) throws -> ProcessRun {
+            try runProcess(AuthCLITests.executable, arguments + ["--port", "\(server.port)", "--credential", credential])
+        }
+
+        func json(_ credential: String, _ arguments: [String]) throws -> Any {
+            let run = try run(credential, arguments + ["--json"])
+            #expect(run.status == 0, "\(arguments): \(run.error)")
+            return try JSONSerialization.jsonObject(with: Data(run.output.utf8))
+        }
+    }
+
+    @Test("an app asks, the owner decides, the app's view follows, and the trail shows every decision")
+    func session() async throws {
+        let server = try await TestServer()
+        let cli = Session(server: server)
+        let app = try await server.ledger.issueCredential(for: .app(Source(bundleIdentifier: "com.example.pedometer", name: "Pedometer")))
+        let owner = server.ownerCredential
+        let window = ["--start", "2026-11-22T08:00:00Z", "--end", "2026-11-22T08:20:00Z"]
+
+        let asked = try cli.run(app, ["auth", "request", "--share", "StepCount", "--read", "StepCount", "--read", "HeartRate"])
+        #expect(asked.status == 0 && asked.output == "3 new request(s) for the owner\n", "\(asked.error)")
+        #expect(try cli.run(app, ["auth", "request", "--read", "HeartRate"]).output == "0 new request(s) for the owner\n")
+        let early = try cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window)
+        #expect(early.status != 0 && early.error.contains("permissionDenied") && early.error.contains("request authorization first"))
+
+        let pending = try #require(try cli.json(owner, ["auth", "pending", "--app", "com.example.pedometer"]) as? [[String: Any]])
+        #expect(pending.count == 3 && pending.allSatisfy { $0["state"] as? String == "pending" })
+
+        #expect(try cli.run(owner, ["auth", "grant", "--app", "com.example.pedometer", "--type", "StepCount"]).status == 0)
+        #expect(try cli.run(owner, ["auth", "deny", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"]).status == 0)
+        #expect(try cli.run(owner, ["auth", "pending", "--app", "com.example.pedometer"]).output == "no pending requests\n")
+        let status = try #require(try cli.json(app, ["auth", "status", "--type", "StepCount"]) as? [[String: Any]])
+        #expect(status.first?["sharing"] as? String == "sharingAuthorized")
+
+        // Data from the app, the owner and another app.
+        #expect(try cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window).status == 0)
+        #expect(try cli.run(owner, ["save", "--type", "StepCount", "--value", "90", "--unit", "count"] + window).status == 0)
+        #expect(try cli.run(owner, ["save", "--type", "HeartRate", "--value", "71", "--unit", "count/min"]).status == 0)
+        #expect(try cli.run(server.appCredential, ["save", "--type", "HeartRate", "--value", "75", "--unit", "count/min"]).status == 0)
+
+        func sources(_ type: String) throws -> [String] {
+            let rows = try #require(try cli.json(app, ["query", "--type", type]) as? [[String: Any]])
+            return rows.compactMap { $0["source"] as? String }.sorted()
+        }
+        // Read granted: everyone's steps. Read denied: no one's heart rate (the app saved none).
+        #expect(try sources("StepCount") == ["com.example.pedometer", "org.healthledger.owner"])
+        #expect(try sources("HeartRate") == [])
+
+        #expect(try cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "StepCount", "--direction", "read"]).status == 0)
+        #expect(try sources("StepCount") == ["com.example.pedometer"])
+        let nothingToRevoke = try cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
+        #expect(nothingToRevoke.status != 0 && nothingToRevoke.error.contains("nothing to revoke"))
+
+        // Apps do not decide; the owner cannot decide for an app that does not exist.
+        let selfGrant = try cli.run(app, ["auth", "grant", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
+        #expect(selfGrant.status != 0 && selfGrant.error.contains("permissionDenied"))
+        let nobody = try cli.run(owner, ["auth", "grant", "--app", "com.example.nobody", "--type", "HeartRate"])
+        #expect(nobody.status != 0 && nobody.error.contains("notFound"))
+        let correlation = try cli.run(app, ["auth", "request", "--read", "BloodPressure"])
+        #expect(correlation.status != 0 && correlation.error.contains("member types"))
+
+        let shown = try #require(try cli.json(owner, ["auth", "show", "--app", "com.example.pedometer", "--history"]) as? [String: Any])
+        let history = try #require(shown["history"] as? [[String: Any]])
+        #expect(history.map { $0["actor"] as? String ?? "" } == ["app com.example.pedometer", "owner", "owner", "owner", "owner"])
+        #expect(history.map { ($0["action"] as? String ?? "").split(separator: " ").first.map(String.init) ?? "" } == [
+            "requested", "granted", "granted", "denied", "revoked",
+        ])
+        let states = try #require(shown["authorizations"] as? [[String: Any]]).map { "\($0["direction"]!) \($0["type"]!) \($0["state"]!)" }
+        #expect(Set(states) == [
+            "share HKQuantityTypeIdentifierStepCount granted", "read HKQuantityTypeIdentifierStepCount revoked",
+            "read HKQuantityTypeIdentifierHeartRate denied",
+        ])
+        await server.stop()
+    }
+}
