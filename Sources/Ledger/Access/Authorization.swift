@@ -365,6 +365,9 @@ extension Ledger {
     /// The owner decides only for apps the ledger knows: one holding a credential or
     /// having asked for authorization (a typo must not create a grant for nobody).
     static func requireKnownApp(_ app: String, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        guard !app.isEmpty, app.utf8.count <= ObjectLimits.maximumIdentifierLength else {
+            throw HealthError.invalidArgument("an app is named by its bundle identifier (1–255 bytes)", field: "app")
+        }
         let prefix = AuthorizationRecord.appPrefix(app)
         var known = false
         try txn.withCursor(on: databases.authorizations) { cursor in
