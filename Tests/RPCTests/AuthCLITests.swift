@@ -13,12 +13,12 @@ struct AuthCLITests {
     struct Session {
         let server: TestServer
 
-        func run(_ credential: String, _ arguments: [String]) throws -> ProcessRun {
-            try runProcess(AuthCLITests.executable, arguments + ["--port", "\(server.port)", "--credential", credential])
+        func run(_ credential: String, _ arguments: [String]) async throws -> ProcessRun {
+            try await runProcess(AuthCLITests.executable, arguments + ["--port", "\(server.port)", "--credential", credential])
         }
 
-        func json(_ credential: String, _ arguments: [String]) throws -> Any {
-            let run = try run(credential, arguments + ["--json"])
+        func json(_ credential: String, _ arguments: [String]) async throws -> Any {
+            let run = try await run(credential, arguments + ["--json"])
             #expect(run.status == 0, "\(arguments): \(run.error)")
             return try JSONSerialization.jsonObject(with: Data(run.output.utf8))
         }
@@ -32,49 +32,49 @@ struct AuthCLITests {
         let owner = server.ownerCredential
         let window = ["--start", "2026-11-22T08:00:00Z", "--end", "2026-11-22T08:20:00Z"]
 
-        let asked = try cli.run(app, ["auth", "request", "--share", "StepCount", "--read", "StepCount", "--read", "HeartRate"])
+        let asked = try await cli.run(app, ["auth", "request", "--share", "StepCount", "--read", "StepCount", "--read", "HeartRate"])
         #expect(asked.status == 0 && asked.output == "3 new request(s) for the owner\n", "\(asked.error)")
-        #expect(try cli.run(app, ["auth", "request", "--read", "HeartRate"]).output == "0 new request(s) for the owner\n")
-        let early = try cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window)
+        #expect(try await cli.run(app, ["auth", "request", "--read", "HeartRate"]).output == "0 new request(s) for the owner\n")
+        let early = try await cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window)
         #expect(early.status != 0 && early.error.contains("permissionDenied") && early.error.contains("request authorization first"))
 
-        let pending = try #require(try cli.json(owner, ["auth", "pending", "--app", "com.example.pedometer"]) as? [[String: Any]])
+        let pending = try #require(try await cli.json(owner, ["auth", "pending", "--app", "com.example.pedometer"]) as? [[String: Any]])
         #expect(pending.count == 3 && pending.allSatisfy { $0["state"] as? String == "pending" })
 
-        #expect(try cli.run(owner, ["auth", "grant", "--app", "com.example.pedometer", "--type", "StepCount"]).status == 0)
-        #expect(try cli.run(owner, ["auth", "deny", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"]).status == 0)
-        #expect(try cli.run(owner, ["auth", "pending", "--app", "com.example.pedometer"]).output == "no pending requests\n")
-        let status = try #require(try cli.json(app, ["auth", "status", "--type", "StepCount"]) as? [[String: Any]])
+        #expect(try await cli.run(owner, ["auth", "grant", "--app", "com.example.pedometer", "--type", "StepCount"]).status == 0)
+        #expect(try await cli.run(owner, ["auth", "deny", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"]).status == 0)
+        #expect(try await cli.run(owner, ["auth", "pending", "--app", "com.example.pedometer"]).output == "no pending requests\n")
+        let status = try #require(try await cli.json(app, ["auth", "status", "--type", "StepCount"]) as? [[String: Any]])
         #expect(status.first?["sharing"] as? String == "sharingAuthorized")
 
         // Data from the app, the owner and another app.
-        #expect(try cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window).status == 0)
-        #expect(try cli.run(owner, ["save", "--type", "StepCount", "--value", "90", "--unit", "count"] + window).status == 0)
-        #expect(try cli.run(owner, ["save", "--type", "HeartRate", "--value", "71", "--unit", "count/min"]).status == 0)
-        #expect(try cli.run(server.appCredential, ["save", "--type", "HeartRate", "--value", "75", "--unit", "count/min"]).status == 0)
+        #expect(try await cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window).status == 0)
+        #expect(try await cli.run(owner, ["save", "--type", "StepCount", "--value", "90", "--unit", "count"] + window).status == 0)
+        #expect(try await cli.run(owner, ["save", "--type", "HeartRate", "--value", "71", "--unit", "count/min"]).status == 0)
+        #expect(try await cli.run(server.appCredential, ["save", "--type", "HeartRate", "--value", "75", "--unit", "count/min"]).status == 0)
 
-        func sources(_ type: String) throws -> [String] {
-            let rows = try #require(try cli.json(app, ["query", "--type", type]) as? [[String: Any]])
+        func sources(_ type: String) async throws -> [String] {
+            let rows = try #require(try await cli.json(app, ["query", "--type", type]) as? [[String: Any]])
             return rows.compactMap { $0["source"] as? String }.sorted()
         }
         // Read granted: everyone's steps. Read denied: no one's heart rate (the app saved none).
-        #expect(try sources("StepCount") == ["com.example.pedometer", "org.healthledger.owner"])
-        #expect(try sources("HeartRate") == [])
+        #expect(try await sources("StepCount") == ["com.example.pedometer", "org.healthledger.owner"])
+        #expect(try await sources("HeartRate") == [])
 
-        #expect(try cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "StepCount", "--direction", "read"]).status == 0)
-        #expect(try sources("StepCount") == ["com.example.pedometer"])
-        let nothingToRevoke = try cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
+        #expect(try await cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "StepCount", "--direction", "read"]).status == 0)
+        #expect(try await sources("StepCount") == ["com.example.pedometer"])
+        let nothingToRevoke = try await cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
         #expect(nothingToRevoke.status != 0 && nothingToRevoke.error.contains("nothing to revoke"))
 
         // Apps do not decide; the owner cannot decide for an app that does not exist.
-        let selfGrant = try cli.run(app, ["auth", "grant", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
+        let selfGrant = try await cli.run(app, ["auth", "grant", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
         #expect(selfGrant.status != 0 && selfGrant.error.contains("permissionDenied"))
-        let nobody = try cli.run(owner, ["auth", "grant", "--app", "com.example.nobody", "--type", "HeartRate"])
+        let nobody = try await cli.run(owner, ["auth", "grant", "--app", "com.example.nobody", "--type", "HeartRate"])
         #expect(nobody.status != 0 && nobody.error.contains("notFound"))
-        let correlation = try cli.run(app, ["auth", "request", "--read", "BloodPressure"])
+        let correlation = try await cli.run(app, ["auth", "request", "--read", "BloodPressure"])
         #expect(correlation.status != 0 && correlation.error.contains("member types"))
 
-        let shown = try #require(try cli.json(owner, ["auth", "show", "--app", "com.example.pedometer", "--history"]) as? [String: Any])
+        let shown = try #require(try await cli.json(owner, ["auth", "show", "--app", "com.example.pedometer", "--history"]) as? [String: Any])
         let history = try #require(shown["history"] as? [[String: Any]])
         #expect(history.map { $0["actor"] as? String ?? "" } == ["app com.example.pedometer", "owner", "owner", "owner", "owner"])
         #expect(history.map { ($0["action"] as? String ?? "").split(separator: " ").first.map(String.init) ?? "" } == [

@@ -9,18 +9,18 @@ import Testing
 struct CClientInteropTests {
     static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    static func run(_ executable: String, _ arguments: [String]) throws -> ProcessRun {
-        try runProcess(URL(filePath: executable), arguments)
+    static func run(_ executable: String, _ arguments: [String]) async throws -> ProcessRun {
+        try await runProcess(URL(filePath: executable), arguments)
     }
 
     @Test("the C client authenticates, saves a sample and queries it back")
     func interop() async throws {
-        let build = try Self.run("/bin/bash", [Self.root.appending(path: "tools/c-client/build.sh").path])
+        let build = try await Self.run("/bin/bash", [Self.root.appending(path: "tools/c-client/build.sh").path])
         try #require(build.status == 0, "build.sh failed: \(build.error)")
         let client = try #require(build.output.split(separator: "\n").last.map(String.init))
 
         let server = try await TestServer()
-        let run = try Self.run(client, ["127.0.0.1", "\(server.port)", server.appCredential])
+        let run = try await Self.run(client, ["127.0.0.1", "\(server.port)", server.appCredential])
         #expect(run.status == 0, "\(run.output)\n\(run.error)")
         #expect(run.output.contains("ping: ledger alice as app com.example.walk"))
         #expect(run.output.contains("including the saved one: yes"))
@@ -29,7 +29,7 @@ struct CClientInteropTests {
         #expect(saved.count == 1)
         #expect(saved.first?.sourceRevision.source.bundleIdentifier == "com.example.walk")
 
-        let refused = try Self.run(client, ["127.0.0.1", "\(server.port)", "hl1:alice:0000000000000000:wrong"])
+        let refused = try await Self.run(client, ["127.0.0.1", "\(server.port)", "hl1:alice:0000000000000000:wrong"])
         #expect(refused.status != 0)
         #expect(refused.error.contains("status 16"))
         await server.stop()

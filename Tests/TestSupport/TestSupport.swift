@@ -37,3 +37,14 @@ public func runProcess(_ executable: URL, _ arguments: [String]) throws -> Proce
     process.waitUntilExit()
     return ProcessRun(status: process.terminationStatus, output: String(decoding: out, as: UTF8.self), error: String(decoding: err, as: UTF8.self))
 }
+
+/// ``runProcess(_:_:)`` for async tests: the wait happens on a thread of its own, not on
+/// the cooperative pool (which on a 2-core machine has 2 threads that in-process servers
+/// need to answer the child).
+public func runProcess(_ executable: URL, _ arguments: [String]) async throws -> ProcessRun {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread {
+            continuation.resume(with: Result { try runProcess(executable, arguments) as ProcessRun })
+        }
+    }
+}

@@ -89,8 +89,9 @@ struct CallDispatcher: Sendable {
         case .querySamples:
             metrics.streamOpened()
             defer { metrics.streamClosed() }
-            try await whileAccessLasts(call, type: try call.queriedType(), credential: request.credential) {
-                try await call.querySamples { batch in
+            let access = StreamAccess(call, type: try call.queriedType(), credential: request.credential)
+            try await access.run {
+                try await call.querySamples(onScope: access.scanned) { batch in
                     try await window?.acquire()
                     send(.message(id: id, batch))
                 }
@@ -106,52 +107,6 @@ struct CallDispatcher: Sendable {
         case .authorizationHistory: send(.message(id: id, try call.authorizationHistory()))
         case .sourcePriority: send(.message(id: id, try call.sourcePriority()))
         case .setSourcePriority: send(.message(id: id, try await call.setSourcePriority()))
-        }
-    }
-
-    /// Runs a stream that reads `type`, ending it with `permissionDenied` as soon as the
-    /// caller loses access it had when the stream began: a read grant revoked, a selected
-    /// object deselected, or its credential revoked. Streams that only read the caller's
-    /// own objects do not depend on any grant and keep running.
-    private func whileAccessLasts(
-        _ call: LedgerCall, type: ObjectType, credential: String, _ body: @escaping @Sendable () async throws -> Void
-    ) async throws {
-        guard case .app(let source) = call.principal else { return try await body() }
-        let ledger = call.ledger
-        let initial = try ledger.readScope(of: type, for: call.principal)
-        let credentialID = CredentialString(credential)?.id
-        let principal = call.principal
-        let revoked = Mutex(false)
-        let running = Mutex<Task<Void, any Error>?>(nil)
-        // The watcher is in place before the stream reads: a change after this point ends
-        // it; one before it is already in the stream's snapshot.
-        let token = ledger.accessWatchers.add { change in
-            let ended: Bool
-            switch change {
-            case .credentialRevoked(let id): ended = id == credentialID
-            case .authorization(let app):
-                guard app == source.bundleIdentifier else { return }
-                ended = (try? initial.isNarrowed(by: ledger.readScope(of: type, for: principal))) ?? true
-            }
-            if ended {
-                revoked.withLock { $0 = true }
-                running.withLock { $0 }?.cancel()
-            }
-        }
-        defer { ledger.accessWatchers.remove(token) }
-        let work = Task { try await body() }
-        running.withLock { $0 = work }
-        if revoked.withLock({ $0 }) { work.cancel() }
-        do {
-            try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
-        } catch {
-            if revoked.withLock({ $0 }) {
-                throw RPCError(.permissionDenied, "access to \(type) was revoked", healthErrorCode: .authorizationDenied)
-            }
-            throw error
-        }
-        if revoked.withLock({ $0 }) {
-            throw RPCError(.permissionDenied, "access to \(type) was revoked", healthErrorCode: .authorizationDenied)
         }
     }
 }

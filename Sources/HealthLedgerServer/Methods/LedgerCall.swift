@@ -74,7 +74,9 @@ struct LedgerCall: Sendable {
     }
 
     /// Streams the matching samples in batches of at most `batch_size` objects and 1 MiB.
-    func querySamples(_ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
+    ///
+    /// - Parameter onScope: told the read scope the query ran with.
+    func querySamples(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
         let request = try decode(Healthledger_V1_SampleQueryRequest.self)
         let query = SampleQuery(
             type: try ObjectType(request.type),
@@ -85,7 +87,7 @@ struct LedgerCall: Sendable {
         var batch = ProtoWriter(capacity: 64 << 10)
         var count = 0
         // Objects go out as the log stores them: no decode and re-encode.
-        for object in try ledger.encodedSamples(query, as: principal) {
+        for object in try ledger.encodedSamples(query, as: principal, onScope: onScope) {
             try Task.checkCancellation()
             batch.message(field: 1, object)
             count += 1

@@ -36,8 +36,11 @@ extension Ledger {
 
     /// The same query's results as serialized `healthledger.v1.HealthObject` messages,
     /// straight from the log: for serving them over the wire without decoding them.
-    public func encodedSamples(_ query: SampleQuery, as principal: Principal) throws -> [[UInt8]] {
-        try scan(query, as: principal) { stored in try LedgerEvent(stored: stored).body }
+    ///
+    /// - Parameter onScope: told the read scope of the query's snapshot, for a server that
+    ///   must end the stream of these results if that access is taken away.
+    public func encodedSamples(_ query: SampleQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> [[UInt8]] {
+        try scan(query, as: principal, onScope: onScope) { stored in try LedgerEvent(stored: stored).body }
     }
 
     /// What `principal` may read of `type` now. Servers compare scopes to end streams whose
@@ -48,12 +51,15 @@ extension Ledger {
 
     /// Runs `query` on the time indexes, turning each matching save event `principal` may
     /// read into a result. Objects it may not read are skipped before the limit counts.
-    private func scan<Result>(_ query: SampleQuery, as principal: Principal, _ load: (UnsafeRawBufferPointer) throws -> Result) throws -> [Result] {
+    private func scan<Result>(
+        _ query: SampleQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }, _ load: (UnsafeRawBufferPointer) throws -> Result
+    ) throws -> [Result] {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
         return try environment.read { txn in
             let scope = try ReadScope(principal, type: query.type, in: txn, databases)
+            onScope(scope)
             let longest = try Self.longestDuration(type: query.type.code, in: txn, databases)
             var results: [Result] = []
             let visit: (IndexEntry) throws -> Bool = { entry in

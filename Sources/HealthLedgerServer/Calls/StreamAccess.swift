@@ -1,0 +1,95 @@
+import HealthLedgerRPC
+import HealthModel
+import Ledger
+import Synchronization
+
+/// Ends a stream with `permissionDenied` the moment its caller loses access the stream
+/// relied on: a read grant revoked, a selected object deselected, or the credential
+/// revoked (SEMANTICS §6: revocation is immediate).
+///
+/// The reference is the scope the stream's read actually ran with, so a grant given and
+/// taken back while the stream starts cannot slip through. Streams that read only the
+/// caller's own objects rely on no grant and keep running.
+final class StreamAccess: Sendable {
+    private struct State {
+        /// The scope of the stream's snapshot, once the read took it.
+        var used: ReadScope?
+        /// An authorization change for this app arrived since the watch began.
+        var changed = false
+        var revoked = false
+        var task: Task<Void, any Error>?
+    }
+
+    private let ledger: Ledger
+    private let principal: Principal
+    private let type: ObjectType
+    private let credentialID: String?
+    private let state = Mutex(State())
+
+    init(_ call: LedgerCall, type: ObjectType, credential: String) {
+        ledger = call.ledger
+        principal = call.principal
+        self.type = type
+        credentialID = CredentialString(credential)?.id
+    }
+
+    /// Runs `body` in a task of its own that a revocation cancels; then throws
+    /// `permissionDenied` if that is why it ended.
+    func run(_ body: @escaping @Sendable () async throws -> Void) async throws {
+        let token = ledger.accessWatchers.add { [self] change in changed(change) }
+        defer { ledger.accessWatchers.remove(token) }
+        let work = Task { try await body() }
+        let revokedAlready = state.withLock { state in
+            state.task = work
+            return state.revoked
+        }
+        if revokedAlready { work.cancel() }
+        do {
+            try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
+        } catch {
+            // A stream that had sent everything before a revocation ends normally.
+            if state.withLock({ $0.revoked }) {
+                throw RPCError(.permissionDenied, "access to \(type) was revoked", healthErrorCode: .authorizationDenied)
+            }
+            throw error
+        }
+    }
+
+    /// Called by the read with the scope of its snapshot.
+    @Sendable func scanned(with scope: ReadScope) {
+        let recheck = state.withLock { state in
+            state.used = scope
+            return state.changed
+        }
+        if recheck { check() }
+    }
+
+    private func changed(_ change: AccessChange) {
+        switch change {
+        case .credentialRevoked(let id):
+            if id == credentialID { revoke() }
+        case .authorization(let app):
+            guard case .app(let source) = principal, source.bundleIdentifier == app else { return }
+            let ready = state.withLock { state in
+                state.changed = true
+                return state.used != nil
+            }
+            if ready { check() }
+        }
+    }
+
+    /// Compares the scope the stream used with the current one.
+    private func check() {
+        guard let used = state.withLock({ $0.used }) else { return }
+        guard let current = try? ledger.readScope(of: type, for: principal) else { return revoke() }
+        if used.isNarrowed(by: current) { revoke() }
+    }
+
+    private func revoke() {
+        let task = state.withLock { state in
+            state.revoked = true
+            return state.task
+        }
+        task?.cancel()
+    }
+}

@@ -1,0 +1,205 @@
+import Foundation
+import HealthLedgerSDK
+import Ledger
+import Testing
+
+/// What an app sees of heart rate, on every read path, for each state of its read
+/// authorization; objects of three sources (the app, the owner, a second app), some deleted.
+@Suite("Leak matrix: what an app reads, per read authorization", .timeLimit(.minutes(3)))
+struct LeakMatrixTests {
+    enum ReadState: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case notDetermined, pending, denied, granted, revoked
+        var testDescription: String { rawValue }
+        /// Whether the app reads other sources' heart rate.
+        var readsOthers: Bool { self == .granted }
+    }
+
+    /// Puts the app's read authorization for heart rate in `state`.
+    static func setReadState(_ state: ReadState, app: HealthStore, bundle: String, owner: HealthStore) async throws {
+        if state == .notDetermined { return }
+        #expect(try await app.requestAuthorization(toShare: [], read: [Types.heartRate]) == 1)
+        switch state {
+        case .notDetermined, .pending: break
+        case .denied: try await owner.decideAuthorization(app: bundle, type: Types.heartRate, direction: .read, decision: .denied)
+        case .granted: try await owner.decideAuthorization(app: bundle, type: Types.heartRate, direction: .read, decision: .granted)
+        case .revoked:
+            try await owner.decideAuthorization(app: bundle, type: Types.heartRate, direction: .read, decision: .granted)
+            try await owner.decideAuthorization(app: bundle, type: Types.heartRate, direction: .read, decision: .revoked)
+        }
+    }
+
+    @Test("every read path, per read authorization state", arguments: ReadState.allCases)
+    func matrix(_ state: ReadState) async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        let (_, runCredential) = try await server.addApp("com.example.run", name: "Run")
+        let runner = server.client(runCredential)
+        // An app that has never saved anything (its own source is unknown to the ledger).
+        let (peekSource, peekCredential) = try await server.addApp("com.example.peek", name: "Peek", share: [])
+        let peek = server.client(peekCredential)
+
+        // 48 samples a minute apart, in this order of sources: owner, run, owner, app, …
+        // Others' samples come first, so a limit that counted them would come up short.
+        var all: [HealthObject] = []
+        var own: [HealthObject] = [], ownerObjects: [HealthObject] = [], runObjects: [HealthObject] = []
+        for index in 0..<48 {
+            let sample = Samples.heartRate(Double(60 + index), at: Double(index) * 60)
+            all.append(sample)
+            switch index % 4 {
+            case 3: own.append(sample)
+            case 1: runObjects.append(sample)
+            default: ownerObjects.append(sample)
+            }
+        }
+        try await owner.save(ownerObjects)
+        try await runner.save(runObjects)
+        try await app.save(own)
+        // Some of each source's are deleted.
+        let deleted = [own[0], own[5], ownerObjects[0], ownerObjects[7], runObjects[2]]
+        #expect(try await app.delete([own[0], own[5]]) == 2)
+        #expect(try await owner.delete([ownerObjects[0], ownerObjects[7]]) == 2)
+        #expect(try await runner.delete([runObjects[2]]) == 1)
+        let deletedIDs = Set(deleted.map(\.uuid))
+        let ownIDs = Set(own.map(\.uuid))
+        let present = all.filter { !deletedIDs.contains($0.uuid) }
+        let ownPresent = present.filter { ownIDs.contains($0.uuid) }
+        let othersPresent = present.filter { !ownIDs.contains($0.uuid) }
+        // Another type the app shares but never may read: the owner's body mass.
+        let weight = HealthObject.quantitySample(QuantitySample(
+            type: try QuantityType(Types.bodyMass.identifier), quantity: try Quantity(70, "kg"), start: Samples.base, end: Samples.base))
+        try await owner.save(weight)
+
+        try await Self.setReadState(state, app: app, bundle: TestServer.appSource.bundleIdentifier, owner: owner)
+        try await Self.setReadState(state, app: peek, bundle: peekSource.bundleIdentifier, owner: owner)
+        let visible = state.readsOthers ? present : ownPresent
+        let visibleIDs = Set(visible.map(\.uuid))
+        let peekVisible = state.readsOthers ? present : []
+        #expect(ownPresent.count == 10 && othersPresent.count == 33 && visible.count == (state.readsOthers ? 43 : 10))
+
+        // Fetch by UUID: a hidden or deleted object is nil, like an unknown UUID.
+        let unknown = UUID()
+        #expect(try await app.object(with: unknown) == nil)
+        for object in all {
+            let fetched = try await app.object(with: object.uuid)
+            if visibleIDs.contains(object.uuid) {
+                #expect(fetched?.uuid == object.uuid, "\(state): \(object.uuid) must be visible")
+                if ownIDs.contains(object.uuid) { #expect(fetched?.sourceRevision.source == TestServer.appSource) }
+                if ownerObjects.contains(object) { #expect(fetched == object) }
+            } else {
+                #expect(fetched == nil, "\(state): \(object.uuid) (\(deletedIDs.contains(object.uuid) ? "deleted" : "another source's")) must be hidden")
+            }
+            #expect((try await peek.object(with: object.uuid) != nil) == peekVisible.contains { $0.uuid == object.uuid }, "\(state): peek fetch")
+        }
+        for object in deleted { #expect(try await owner.object(with: object.uuid) == nil, "deleted objects are seen by nobody") }
+        #expect(try await app.object(with: weight.uuid) == nil, "body mass is never readable")
+
+        // Full sample query, both sorts.
+        let query = SampleQueryDescriptor(type: Types.heartRate)
+        #expect(try await app.result(for: query).map(\.uuid) == visible.map(\.uuid))
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, sort: .startDate(ascending: false))).map(\.uuid)
+            == visible.reversed().map(\.uuid))
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, sort: .endDate(ascending: true))).map(\.uuid)
+            == visible.map(\.uuid))
+        #expect(try await peek.result(for: query).map(\.uuid) == peekVisible.map(\.uuid))
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.bodyMass)).isEmpty)
+        #expect(try await owner.result(for: query).map(\.uuid) == present.map(\.uuid), "the owner reads everything not deleted")
+
+        // A limit counts only what the app sees.
+        for limit in [1, 2, 5, ownPresent.count - 1, ownPresent.count, ownPresent.count + 1, present.count + 5] {
+            #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, limit: limit)).map(\.uuid)
+                == visible.prefix(limit).map(\.uuid), "\(state): limit \(limit)")
+            #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, limit: limit, sort: .startDate(ascending: false))).map(\.uuid)
+                == visible.reversed().prefix(limit).map(\.uuid), "\(state): limit \(limit) descending")
+        }
+        #expect(try await peek.result(for: SampleQueryDescriptor(type: Types.heartRate, limit: 3)).map(\.uuid) == peekVisible.prefix(3).map(\.uuid))
+        let window = DateInterval(start: Samples.base.addingTimeInterval(10 * 60), end: Samples.base.addingTimeInterval(30 * 60))
+        let inWindow = visible.filter { window.start <= $0.startDate && $0.startDate < window.end }
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, interval: window)).map(\.uuid) == inWindow.map(\.uuid))
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, interval: window, limit: 3)).map(\.uuid)
+            == inWindow.prefix(3).map(\.uuid))
+
+        // Streamed in small batches: full batches of visible objects only.
+        let streamed = try await batches(app, SampleQueryDescriptor(type: Types.heartRate, batchSize: 3))
+        #expect(streamed.flatMap { $0 }.map(\.uuid) == visible.map(\.uuid))
+        #expect(streamed.count == (visible.count + 2) / 3)
+        #expect(streamed.dropLast().allSatisfy { $0.count == 3 } && (streamed.last?.count ?? 0) > 0)
+        let limited = try await batches(app, SampleQueryDescriptor(type: Types.heartRate, limit: 7, batchSize: 3))
+        #expect(limited.map(\.count) == [3, 3, 1])
+        #expect(limited.flatMap { $0 }.map(\.uuid) == visible.prefix(7).map(\.uuid))
+
+        // Delete by UUID: another source's object is unknown unless the app may read it.
+        let unknownError = await expectRPCError(.notFound, .noData, "\(state): unknown UUID") { _ = try await app.delete([unknown]) }
+        let unknownShape = messageShape(unknownError, naming: unknown)
+        #expect(unknownShape == "no object with UUID <uuid>")
+        for object in othersPresent.prefix(4) + [othersPresent.last!] {
+            if state.readsOthers {
+                await expectRPCError(.permissionDenied, .authorizationDenied, "\(state): another source's, readable") { _ = try await app.delete([object.uuid]) }
+            } else {
+                let error = await expectRPCError(.notFound, .noData, "\(state): another source's, hidden") { _ = try await app.delete([object.uuid]) }
+                #expect(messageShape(error, naming: object.uuid) == unknownShape)
+            }
+        }
+        for object in deleted {
+            let error = await expectRPCError(.notFound, .noData, "\(state): deleted") { _ = try await app.delete([object.uuid]) }
+            #expect(messageShape(error, naming: object.uuid) == unknownShape)
+        }
+        // With the app's own object in the same call: all or none, and the same error as with an unknown UUID.
+        let mixedUnknown = await expectRPCError(.notFound, .noData, "\(state): own + unknown") { _ = try await app.delete([ownPresent[0].uuid, unknown]) }
+        let hiddenOther = othersPresent[3]
+        let mixedOther = await expectRPCError(state.readsOthers ? .permissionDenied : .notFound, nil, "\(state): own + other") {
+            _ = try await app.delete([ownPresent[0].uuid, hiddenOther.uuid])
+        }
+        if !state.readsOthers {
+            #expect(messageShape(mixedOther, naming: hiddenOther.uuid) == messageShape(mixedUnknown, naming: unknown))
+        }
+        #expect(try await app.object(with: ownPresent[0].uuid) != nil, "a failed delete deletes nothing")
+        #expect(try await owner.object(with: hiddenOther.uuid) != nil)
+        // Peek (no objects of its own): the same answers.
+        let peekError = await expectRPCError(state.readsOthers ? .permissionDenied : .notFound, nil, "\(state): peek deletes another's") {
+            _ = try await peek.delete([hiddenOther.uuid])
+        }
+        if !state.readsOthers { #expect(messageShape(peekError, naming: hiddenOther.uuid) == unknownShape) }
+
+        // deleteObjects counts (and deletes) only the app's own.
+        let ownInWindow = ownPresent.filter { window.start <= $0.startDate && $0.startDate < window.end }
+        #expect(!ownInWindow.isEmpty)
+        #expect(try await app.deleteObjects(of: Types.heartRate, overlapping: window) == ownInWindow.count)
+        #expect(try await app.deleteObjects(of: Types.heartRate) == ownPresent.count - ownInWindow.count)
+        #expect(try await app.deleteObjects(of: Types.heartRate) == 0)
+        #expect(try await owner.result(for: query).map(\.uuid) == othersPresent.map(\.uuid), "others' objects are untouched")
+        #expect(try await app.result(for: query).map(\.uuid) == (state.readsOthers ? othersPresent.map(\.uuid) : []))
+        for object in ownPresent { #expect(try await app.object(with: object.uuid) == nil) }
+
+        for store in [owner, app, runner, peek] { await store.close() }
+        await server.stop()
+    }
+
+    @Test("a read grant is per type and per app", arguments: [false, true])
+    func grantScope(_ grantedToOtherApp: Bool) async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        let (run, runCredential) = try await server.addApp("com.example.run", name: "Run")
+        let runner = server.client(runCredential)
+        let heart = Samples.heartRate(70, at: 0)
+        let weight = HealthObject.quantitySample(QuantitySample(
+            type: try QuantityType(Types.bodyMass.identifier), quantity: try Quantity(70, "kg"), start: Samples.base, end: Samples.base))
+        try await owner.save([heart, weight])
+        // The app may read body mass; the other app (or no one) heart rate.
+        _ = try await app.requestAuthorization(toShare: [], read: [Types.bodyMass])
+        try await owner.decideAuthorization(app: TestServer.appSource.bundleIdentifier, type: Types.bodyMass, direction: .read, decision: .granted)
+        if grantedToOtherApp {
+            _ = try await runner.requestAuthorization(toShare: [], read: [Types.heartRate])
+            try await owner.decideAuthorization(app: run.bundleIdentifier, type: Types.heartRate, direction: .read, decision: .granted)
+        }
+        #expect(try await app.object(with: weight.uuid) == weight)
+        #expect(try await app.object(with: heart.uuid) == nil)
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate)).isEmpty)
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.bodyMass)).map(\.uuid) == [weight.uuid])
+        #expect(try await runner.object(with: heart.uuid) == (grantedToOtherApp ? heart : nil))
+        #expect(try await runner.object(with: weight.uuid) == nil)
+        for store in [owner, app, runner] { await store.close() }
+        await server.stop()
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import HealthLedgerSDK
+import Ledger
+import Testing
+
+@Suite("Revocation ends live streams", .timeLimit(.minutes(3)))
+struct RevocationTests {
+    static let app = TestServer.appSource.bundleIdentifier
+    static let total = 3000
+
+    /// A server whose owner saved `total` heart-rate samples and whose app saved 5, with the
+    /// app granted read of heart rate.
+    static func seeded() async throws -> (server: TestServer, owner: HealthStore, app: HealthStore, own: [HealthObject]) {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        try await owner.save((0..<total).map { Samples.heartRate(Double(50 + $0 % 100), at: Double($0)) })
+        let own = (0..<5).map { Samples.heartRate(99, at: Double(total + $0)) }
+        try await app.save(own)
+        _ = try await app.requestAuthorization(toShare: [], read: [Types.heartRate, Types.bodyMass])
+        try await owner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .granted)
+        try await owner.decideAuthorization(app: Self.app, type: Types.bodyMass, direction: .read, decision: .granted)
+        return (server, owner, app, own)
+    }
+
+    @Test("revoking a read grant ends the app's stream with permissionDenied; the next query reads only its own")
+    func readRevocation() async throws {
+        let (server, owner, app, own) = try await Self.seeded()
+        let query = SampleQueryDescriptor(type: Types.heartRate, batchSize: 10)
+        var iterator = try await app.results(for: query).makeAsyncIterator()
+        var received = try #require(try await iterator.next()).count
+        #expect(received == 10)
+        try await owner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .revoked)
+        let error = await expectRPCError(.permissionDenied, .authorizationDenied, "revoked mid-stream") {
+            while let batch = try await iterator.next() { received += batch.count }
+        }
+        #expect(error?.message.contains(Types.heartRate.identifier) == true)
+        #expect(received < Self.total, "the stream ended early (got \(received))")
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate)).map(\.uuid) == own.map(\.uuid))
+        // The connection is still usable, and the app may still save.
+        try await app.save(Samples.heartRate(100, at: -1))
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+
+    @Test("unrelated decisions do not end streams")
+    func unrelatedDecisions() async throws {
+        let (server, owner, app, own) = try await Self.seeded()
+        let (run, runCredential) = try await server.addApp("com.example.run", name: "Run")
+        let runner = server.client(runCredential)
+        _ = try await runner.requestAuthorization(toShare: [], read: [Types.heartRate])
+        try await owner.decideAuthorization(app: run.bundleIdentifier, type: Types.heartRate, direction: .read, decision: .granted)
+
+        // A granted stream survives decisions on another type, another app, and a new grant.
+        var iterator = try await app.results(for: SampleQueryDescriptor(type: Types.heartRate, batchSize: 10)).makeAsyncIterator()
+        var received = try #require(try await iterator.next()).count
+        try await owner.decideAuthorization(app: Self.app, type: Types.bodyMass, direction: .read, decision: .revoked)
+        try await owner.decideAuthorization(app: run.bundleIdentifier, type: Types.heartRate, direction: .read, decision: .revoked)
+        _ = try await app.requestAuthorization(toShare: [Types.stepCount], read: [Types.stepCount])
+        try await owner.decideAuthorization(app: Self.app, type: Types.stepCount, direction: .read, decision: .granted)
+        try await owner.decideAuthorization(app: Self.app, type: Types.stepCount, direction: .share, decision: .denied)
+        while let batch = try await iterator.next() { received += batch.count }
+        #expect(received == Self.total + own.count)
+
+        // A stream of only the app's own objects depends on no grant: revoking the read grant does not end it.
+        try await app.save((0..<2000).map { Samples.heartRate(70, at: Double(10_000 + $0)) })
+        try await owner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .revoked)
+        var ownStream = try await app.results(for: SampleQueryDescriptor(type: Types.heartRate, batchSize: 10)).makeAsyncIterator()
+        var ownReceived: [HealthObject] = try #require(try await ownStream.next())
+        try await owner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .granted)
+        try await owner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .revoked)
+        try await owner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .denied)
+        while let batch = try await ownStream.next() { ownReceived += batch }
+        #expect(ownReceived.count == own.count + 2000)
+        #expect(ownReceived.allSatisfy { $0.sourceRevision.source == TestServer.appSource })
+
+        await runner.close()
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+
+    @Test("revoking the app's credential ends its streams; its next call is unauthenticated; its other credential is unaffected")
+    func credentialRevocation() async throws {
+        let (server, owner, app, own) = try await Self.seeded()
+        let secondCredential = try await server.ledger.issueCredential(for: .app(TestServer.appSource))
+        let second = server.client(secondCredential)
+
+        var revokedStream = try await app.results(for: SampleQueryDescriptor(type: Types.heartRate, batchSize: 10)).makeAsyncIterator()
+        var keptStream = try await second.results(for: SampleQueryDescriptor(type: Types.heartRate, batchSize: 10)).makeAsyncIterator()
+        var received = try #require(try await revokedStream.next()).count
+        var kept = try #require(try await keptStream.next()).count
+        try await server.ledger.revokeCredential(id: credentialID(server.appCredential))
+        await expectRPCError(.permissionDenied, .authorizationDenied, "stream of a revoked credential") {
+            while let batch = try await revokedStream.next() { received += batch.count }
+        }
+        #expect(received < Self.total)
+        await expectRPCError(.unauthenticated, nil, "next call") { _ = try await app.ping() }
+        await expectRPCError(.unauthenticated, nil, "next query") { _ = try await app.result(for: SampleQueryDescriptor(type: Types.heartRate)) }
+        await expectRPCError(.unauthenticated, nil, "next save") { try await app.save(Samples.heartRate(1, at: -5)) }
+        // The same app's other credential keeps its stream and its access.
+        while let batch = try await keptStream.next() { kept += batch.count }
+        #expect(kept == Self.total + own.count)
+        #expect(try await second.ping().principal == "app com.example.walk")
+        await second.close()
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+
+    @Test("revoking an owner credential ends its streams too")
+    func ownerCredentialRevocation() async throws {
+        let (server, owner, app, _) = try await Self.seeded()
+        let ownerCredential = try await server.ledger.issueCredential(for: .owner)
+        let revoked = server.client(ownerCredential)
+        var stream = try await revoked.results(for: SampleQueryDescriptor(type: Types.heartRate, batchSize: 10)).makeAsyncIterator()
+        var received = try #require(try await stream.next()).count
+        try await server.ledger.revokeCredential(id: credentialID(ownerCredential))
+        await expectRPCError(.permissionDenied, nil, "owner stream of a revoked credential") {
+            while let batch = try await stream.next() { received += batch.count }
+        }
+        #expect(received < Self.total, "a revoked owner credential streamed \(received) objects after its revocation")
+        await expectRPCError(.unauthenticated, nil, "next call") { _ = try await revoked.ping() }
+        await revoked.close()
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+}
