@@ -173,18 +173,8 @@ extension Ledger {
         -> AuthorizationEntry
     {
         let source = try SourceRegistry.source(bundle: app, in: txn, databases) ?? Self.requester(app, record, in: txn, databases)
-        var selected: [UUID] = []
-        if direction == .objectRead {
-            var prefix = AuthorizationRecord.appPrefix(app)
-            KeyEncoding.append(type.code, to: &prefix)
-            try txn.withCursor(on: databases.objectReads) { cursor in
-                var entry = try cursor.seek(atLeast: prefix)
-                while let current = entry, current.key.count == prefix.count + 16, current.key.starts(with: prefix) {
-                    selected.append(UUID(bytes: current.key[prefix.count...])!)
-                    entry = try cursor.next()
-                }
-            }
-        }
+        let selected = direction == .objectRead
+            ? try AuthorizationRecord.selection(app: app, type: type.code, in: txn, databases).map { UUID(bytes: $0)! } : []
         return AuthorizationEntry(
             app: source, type: type, direction: direction, requested: record.requested, decision: record.decision,
             requestedAt: try Self.commitTime(record.requestSequence, in: txn, databases),

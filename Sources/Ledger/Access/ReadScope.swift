@@ -28,16 +28,7 @@ public struct ReadScope: Sendable, Hashable {
             let app = source.bundleIdentifier
             let code = try SourceRegistry.code(of: app, in: txn, databases) ?? 0
             if type.isReadPerObject {
-                var prefix = AuthorizationRecord.appPrefix(app)
-                KeyEncoding.append(type.code, to: &prefix)
-                var selected = Set<[UInt8]>()
-                try txn.withCursor(on: databases.objectReads) { cursor in
-                    var entry = try cursor.seek(atLeast: prefix)
-                    while let current = entry, current.key.count == prefix.count + 16, current.key.starts(with: prefix) {
-                        selected.insert(Array(current.key[prefix.count...]))
-                        entry = try cursor.next()
-                    }
-                }
+                let selected = Set(try AuthorizationRecord.selection(app: app, type: type.code, in: txn, databases))
                 self.init(all: false, ownBundle: app, ownSource: code, selected: selected)
             } else {
                 let record = try AuthorizationRecord.load(app: app, direction: .read, type: type.code, in: txn, databases)

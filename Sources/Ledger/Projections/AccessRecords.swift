@@ -127,10 +127,25 @@ struct AuthorizationRecord: Equatable {
         try txn.put(encoded, forKey: Self.key(app: app, direction: direction, type: type), in: databases.authorizations)
     }
 
-    /// The key of one selected object: app bundle (length-prefixed) type(4) uuid(16).
-    static func objectReadKey(app: String, type: UInt32, uuid: [UInt8]) -> [UInt8] {
+    /// The key prefix of the objects selected for `app`: app bundle (length-prefixed) type(4);
+    /// each key adds the uuid(16).
+    static func selectionPrefix(app: String, type: UInt32) -> [UInt8] {
         var key = appPrefix(app)
         KeyEncoding.append(type, to: &key)
-        return key + uuid
+        return key
+    }
+
+    /// The UUIDs the owner selected for `app` to read, in byte order.
+    static func selection(app: String, type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
+        let prefix = selectionPrefix(app: app, type: type)
+        var uuids: [[UInt8]] = []
+        try txn.withCursor(on: databases.objectReads) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let current = entry, current.key.count == prefix.count + 16, current.key.starts(with: prefix) {
+                uuids.append(Array(current.key[prefix.count...]))
+                entry = try cursor.next()
+            }
+        }
+        return uuids
     }
 }

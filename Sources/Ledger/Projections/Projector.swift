@@ -183,17 +183,10 @@ struct Projector {
             try record.store(app: app, direction: direction, type: type, in: txn, databases)
             try logAuthorizationEvent(app: app, sequence: sequence, in: txn)
         case .objectReadSelectionChanged(let app, let type, let uuids):
-            var prefix = AuthorizationRecord.appPrefix(app)
-            KeyEncoding.append(type, to: &prefix)
-            var previous: [[UInt8]] = []
-            try txn.withCursor(on: databases.objectReads) { cursor in
-                var entry = try cursor.seek(atLeast: prefix)
-                while let current = entry, current.key.count == prefix.count + 16, current.key.starts(with: prefix) {
-                    previous.append(Array(current.key))
-                    entry = try cursor.next()
-                }
+            let prefix = AuthorizationRecord.selectionPrefix(app: app, type: type)
+            for uuid in try AuthorizationRecord.selection(app: app, type: type, in: txn, databases) {
+                try txn.delete(prefix + uuid, in: databases.objectReads)
             }
-            for key in previous { try txn.delete(key, in: databases.objectReads) }
             for uuid in uuids { try txn.put([], forKey: prefix + uuid, in: databases.objectReads) }
             var record = try AuthorizationRecord.load(app: app, direction: .objectRead, type: type, in: txn, databases)
             record.decision = .granted
