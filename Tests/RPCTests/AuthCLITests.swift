@@ -85,6 +85,10 @@ struct AuthCLITests {
             "share HKQuantityTypeIdentifierStepCount granted", "read HKQuantityTypeIdentifierStepCount revoked",
             "read HKQuantityTypeIdentifierHeartRate denied",
         ])
+        // The operator's log names every decision too.
+        let log = try await runProcess(AuthCLITests.executable, ["log", "alice", "--data-dir", server.directory.path, "--limit", "100"])
+        #expect(log.output.contains("owner\tauthorizationDecided\tcom.example.pedometer: revoked read of HKQuantityTypeIdentifierStepCount\n"))
+        #expect(log.output.contains("app com.example.pedometer\tauthorizationRequested\tcom.example.pedometer: requested share [HKQuantityTypeIdentifierStepCount]"))
         await server.stop()
     }
 }

@@ -424,3 +424,27 @@ extension AuthorizationEvent {
         self.init(sequence: event.sequence, time: event.commitTime, actor: "\(event.actor)", app: app, action: action)
     }
 }
+
+extension LedgerEvent {
+    /// A one-line description of what the event did, for audit listings (`healthledger log`).
+    public var detail: String {
+        switch kind {
+        case .objectSaved, .objectDeleted:
+            return [objectType, objectUUID?.uuidString].compactMap { $0 }.joined(separator: " ")
+        case .authorizationRequested, .authorizationDecided, .objectReadSelectionChanged:
+            guard let event = try? AuthorizationEvent(self) else { return "(damaged body)" }
+            return "\(event.app): \(event.action)"
+        case .sourcePriorityChanged:
+            guard let body = try? Healthledger_V1_SourcePriorityChanged(serializedBytes: self.body) else { return "(damaged body)" }
+            return body.bundleIdentifiers.isEmpty ? "\(body.type): default order" : "\(body.type): \(body.bundleIdentifiers.joined(separator: " > "))"
+        case .credentialIssued:
+            guard let body = try? Healthledger_V1_CredentialIssued(serializedBytes: self.body) else { return "(damaged body)" }
+            return "\(body.credentialID) for \(Principal(body.principal))" + (body.label.isEmpty ? "" : " (\(body.label))")
+        case .credentialRevoked:
+            guard let body = try? Healthledger_V1_CredentialRevoked(serializedBytes: self.body) else { return "(damaged body)" }
+            return body.credentialID
+        case .ledgerCreated, .characteristicSet, .attachmentAdded, .attachmentRemoved:
+            return ""
+        }
+    }
+}

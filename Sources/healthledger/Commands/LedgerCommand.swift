@@ -120,8 +120,7 @@ struct LogCommand: AsyncParsableCommand {
         do {
             let events = try store.openStore().ledger(ledger).events(from: from, limit: limit)
             for event in events {
-                let object = [event.objectType, event.objectUUID?.uuidString].compactMap { $0 }.joined(separator: " ")
-                print("\(event.sequence)\t\(event.commitTime.formatted(.iso8601))\t\(event.actor)\t\(event.kind)\t\(object)")
+                print("\(event.sequence)\t\(event.commitTime.formatted(.iso8601))\t\(event.actor)\t\(event.kind)\t\(event.detail)")
             }
         } catch { throw fail(error) }
     }
