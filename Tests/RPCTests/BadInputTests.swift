@@ -132,6 +132,82 @@ struct BadInputTests {
         await server.stop()
     }
 
+    @Test("authorization methods answer malformed and hostile requests with a clear status and record nothing")
+    func badAuthorizationCalls() async throws {
+        let server = try await TestServer()
+        let raw = try await RawConnection(port: server.port)
+        let head = try server.ledger.head()
+        let unknownType = "HKQuantityTypeIdentifierNope"
+        let hostile: [(RPCMethod, any SwiftProtobuf.Message)] = [
+            (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] }),
+            (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.shareTypes = Array(repeating: Samples.heartRate.identifier, count: 1) + ["", "\u{0}"] }),
+            (.requestAuthorization, Healthledger_V1_AuthorizationRequest()),
+            (.getRequestStatus, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] }),
+            (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest()),
+            (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest.with { $0.types = Array(repeating: Samples.heartRate.identifier, count: 1_001) }),
+            (.requestObjectReadAuthorization, Healthledger_V1_ObjectReadAuthorizationRequest.with { $0.type = Samples.heartRate.identifier }),
+            (.requestObjectReadAuthorization, Healthledger_V1_ObjectReadAuthorizationRequest.with {
+                $0.type = "HKVisionPrescriptionTypeIdentifier"
+                $0.startUs = 10
+                $0.endUs = 5
+            }),
+            (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
+                $0.app = TestServer.appSource.bundleIdentifier
+                $0.type = Samples.heartRate.identifier
+                $0.direction = .read
+            }),
+            (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
+                $0.app = String(repeating: "x", count: 300)
+                $0.type = Samples.heartRate.identifier
+                $0.direction = .read
+                $0.decision = .granted
+            }),
+            (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
+                $0.app = TestServer.appSource.bundleIdentifier
+                $0.type = Samples.heartRate.identifier
+                $0.decision = .granted
+            }),
+            (.setObjectReadSelection, Healthledger_V1_ObjectReadSelectionRequest.with {
+                $0.app = TestServer.appSource.bundleIdentifier
+                $0.type = "HKVisionPrescriptionTypeIdentifier"
+                $0.uuids = [Data([1, 2, 3])]
+            }),
+            (.setObjectReadSelection, Healthledger_V1_ObjectReadSelectionRequest.with {
+                $0.app = TestServer.appSource.bundleIdentifier
+                $0.type = "HKVisionPrescriptionTypeIdentifier"
+                $0.uuids = (0..<10_001).map { _ in Data(UUID().bytes) }
+            }),
+            (.sourcePriority, Healthledger_V1_SourcePriorityRequest.with { $0.type = unknownType }),
+            (.setSourcePriority, Healthledger_V1_SetSourcePriorityRequest.with {
+                $0.type = Samples.heartRate.identifier
+                $0.bundleIdentifiers = ["com.example.nobody"]
+            }),
+        ]
+        var id: UInt64 = 0
+        for (method, message) in hostile {
+            for credential in [server.ownerCredential, server.appCredential] {
+                id += 1
+                try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try message.serializedBytes()))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code != .ok && status.code != .internal && !status.message.isEmpty, "\(method) \(status)")
+            }
+        }
+        // Bytes that are no message at all, to every authorization method.
+        let authorizationMethods: [RPCMethod] = [
+            .requestAuthorization, .getRequestStatus, .authorizationStatus, .requestObjectReadAuthorization, .authorizations,
+            .pendingAuthorizations, .decideAuthorization, .setObjectReadSelection, .authorizationHistory, .sourcePriority, .setSourcePriority,
+        ]
+        for method in authorizationMethods {
+            id += 1
+            try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
+            let status = try #require(await raw.status(of: id))
+            #expect(status.code == .invalidArgument && status.message.contains("not a valid"), "\(method) \(status)")
+        }
+        #expect(try server.ledger.head() == head, "no refused request wrote anything")
+        await raw.close()
+        await server.stop()
+    }
+
     @Test("100,000 random and mutated frames through the server: statuses, no crash, others unaffected")
     func serverFuzz() async throws {
         let server = try await TestServer()
