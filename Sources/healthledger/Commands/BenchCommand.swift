@@ -21,8 +21,13 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Rounds per scenario; medians are reported.") var rounds = 5
     @Option(help: "The reference script (raw LMDB and TCP limits).") var limits = "../shared/tools/limits.sh"
     @Option(name: .customLong("work-dir"), help: "Scratch directory (default: a temporary one).") var workDirectory: String?
-    @Option(help: "Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), rpc-ping, rpc-calls, rpc-ingest, rpc-concurrent.")
-    var only = "ingest,concurrent,sequential,replay,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent"
+    @Option(name: .customLong("denied-own"), help: "denied-read: the app's own samples.") var deniedOwn = 1_000
+    @Option(name: .customLong("denied-others"), help: "denied-read: other sources' samples next to them.") var deniedOthers = 1_000_000
+    @Option(help: """
+        Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, \
+        rpc-ping, rpc-calls, rpc-ingest, rpc-concurrent.
+        """)
+    var only = "ingest,concurrent,sequential,replay,denied-read,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent"
 
     private func wants(_ scenario: String) -> Bool { only.split(separator: ",").contains { $0 == scenario } }
 
@@ -135,7 +140,12 @@ struct BenchCommand: AsyncParsableCommand {
         report("verify (hash chain)", median(verifyRates), "events/s", reference.scan, "raw LMDB cursor scan")
         }
 
-        // 5. The same ledger over RPC.
+        // 5. A read-denied app's reads: their cost must not depend on others' data.
+        if wants("denied-read") {
+            try await PrivacyBench(store: store, rounds: rounds, own: deniedOwn, others: deniedOthers).run()
+        }
+
+        // 6. The same ledger over RPC.
         try await RPCBench(store: store, rounds: rounds, reference: reference, sample: sample).run(scenarios: wants)
     }
 

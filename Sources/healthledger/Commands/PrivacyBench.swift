@@ -1,0 +1,101 @@
+import Foundation
+import HealthModel
+import Ledger
+
+/// The `denied-read` scenario of `healthledger bench`: what a read-denied app's reads cost
+/// alone in a ledger, and next to a crowd of other sources' samples of the same type.
+/// The cost must not depend on the crowd (TARGETS: no count, error or timing difference
+/// reveals others' data), so each read is reported as a ratio crowded / alone.
+struct PrivacyBench {
+    let store: LedgerStore
+    let rounds: Int
+    /// The app's own samples.
+    let own: Int
+    /// Other sources' samples in the crowded ledger.
+    let others: Int
+
+    static let app = Source(bundleIdentifier: "com.example.bench", name: "Bench")
+
+    func run() async throws {
+        let type = try QuantityType("HKQuantityTypeIdentifierHeartRate")
+        let unit = try HealthUnit("count/min")
+        let base = Date(timeIntervalSince1970: 1_600_000_000)
+        // The app's samples spread over the crowd's span: one every `spacing` minutes.
+        let spacing = max(1, others / max(own, 1))
+        func sample(minute: Int) -> HealthObject {
+            let date = base.addingTimeInterval(Double(minute) * 60)
+            return .quantitySample(QuantitySample(type: type, quantity: Quantity(Double(50 + minute % 120), unit), start: date, end: date))
+        }
+        let ownSamples = (0..<own).map { sample(minute: $0 * spacing) }
+        let hiddenUUID = UUID.timeOrdered()
+
+        print("== denied-read: an app without read authorization, \(own) samples of its own, alone and among \(others) of other sources")
+        let alone = try await ledger("denied-alone", ownSamples, others: [])
+        let crowd = (0..<others).lazy.map { index -> HealthObject in
+            let date = base.addingTimeInterval(Double(index) * 60 + 30)
+            return .quantitySample(QuantitySample(
+                type: type, quantity: Quantity(Double(60 + index % 100), unit), start: date, end: date,
+                uuid: index == others / 2 ? hiddenUUID : .timeOrdered()))
+        }
+        let crowded = try await ledger("denied-crowded", ownSamples, others: crowd)
+
+        let app = Principal.app(Self.app)
+        let middle = base.addingTimeInterval(Double(own * spacing / 2) * 60)
+        let reads: [(String, @Sendable (Ledger) throws -> Int)] = [
+            ("sample query, all its own", { try $0.samples(SampleQuery(type: type.objectType), as: app).count }),
+            ("sample query, limit 10, start descending", {
+                try $0.samples(SampleQuery(type: type.objectType, limit: 10, sort: .startDate(ascending: false)), as: app).count
+            }),
+            ("sample query, limit 10, end ascending", {
+                try $0.samples(SampleQuery(type: type.objectType, limit: 10, sort: .endDate(ascending: true)), as: app).count
+            }),
+            ("sample query, one day in the middle", {
+                try $0.samples(SampleQuery(type: type.objectType, interval: DateInterval(start: middle, duration: 86_400)), as: app).count
+            }),
+            ("fetch another source's UUID (crowded) / an unknown one (alone)", { ledger in
+                (0..<100).reduce(0) { count, _ in count + ((try? ledger.object(with: hiddenUUID, as: app)) == nil ? 1 : 0) }
+            }),
+        ]
+        let clock = ContinuousClock()
+        for (name, read) in reads {
+            /// The median duration of the read and what it answered.
+            func timed(_ ledger: Ledger) throws -> (microseconds: Double, answer: Int) {
+                var durations: [Double] = []
+                var answer = 0
+                for _ in 0..<max(rounds * 20, 20) {
+                    let started = clock.now
+                    answer = try read(ledger)
+                    durations.append(seconds(clock.now - started) * 1e6)
+                }
+                return (median(durations), answer)
+            }
+            let lone = try timed(alone)
+            let among = try timed(crowded)
+            guard lone.answer == among.answer else { throw ValidationErrorExit("\(name): the crowded ledger answered differently") }
+            print(String(
+                format: "RESULT denied read, %@: median %.1f µs among %d others | alone %.1f µs | ratio %.2f",
+                name, among.microseconds, others, lone.microseconds, among.microseconds / lone.microseconds))
+        }
+    }
+
+    /// A ledger where the app may share heart rate but never asked to read, holding its
+    /// samples and the owner's `others`.
+    private func ledger(_ id: String, _ own: [HealthObject], others: some Sequence<HealthObject>) async throws -> Ledger {
+        let ledger = try store.createLedger(id: id)
+        let app = Principal.app(Self.app)
+        let heartRate = own.first!.objectType
+        try await ledger.requestAuthorization(toShare: [heartRate], read: [], by: app)
+        try await ledger.decideAuthorization(app: Self.app.bundleIdentifier, type: heartRate, direction: .share, decision: .granted, by: .owner)
+        var batch: [HealthObject] = []
+        for object in others {
+            batch.append(object)
+            if batch.count == 10_000 {
+                _ = try await ledger.save(batch, by: .owner)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty { _ = try await ledger.save(batch, by: .owner) }
+        _ = try await ledger.save(own, by: app)
+        return ledger
+    }
+}
