@@ -43,6 +43,18 @@ public final class Ledger: Sendable {
         self.committer = GroupCommitter(
             environment: environment, databases: databases,
             label: id, logger: logger, onCommit: configuration.onCommit)
+        try upgradeProjections()
+    }
+
+    /// Rebuilds the projections from the log when another version laid them out.
+    private func upgradeProjections() throws {
+        let recorded = try environment.read { txn in try ProjectionLayout.recorded(in: txn, databases) }
+        guard recorded != ProjectionLayout.current else { return }
+        logger.notice("rebuilding the projections from the log: their layout is \(recorded), this version's is \(ProjectionLayout.current)")
+        let report = try replay(install: true)
+        if !report.installed {
+            try environment.write { txn in try ProjectionLayout.recordCurrent(in: txn, databases) }
+        }
     }
 
     static func openEnvironment(at directory: URL, configuration: LedgerConfiguration) throws -> Environment {
@@ -86,6 +98,7 @@ public final class Ledger: Sendable {
                 kind: .ledgerCreated, actor: .system, objectType: nil, objectUUID: nil, body: try body.serializedBytes(),
                 change: .none)
             try context.finish()
+            try ProjectionLayout.recordCurrent(in: txn, databases)
         }
     }
 

@@ -132,9 +132,9 @@ extension Ledger {
         try await committer.submit { context in
             try Self.requireKnownApp(app, in: context.txn, context.databases)
             for uuid in uuids {
-                guard let stored = try context.txn.get(uuid, in: context.databases.objects), stored.count == 8,
-                    try context.loadSaved(KeyEncoding.uint64(stored, at: 0)).type == type.identifier
-                else { throw HealthError(.noData, "no \(type) with UUID \(UUID(bytes: uuid)!)", field: "uuids") }
+                guard let stored = try StoredObject.load(uuid, in: context.txn, context.databases), stored.type == type.code else {
+                    throw HealthError(.noData, "no \(type) with UUID \(UUID(bytes: uuid)!)", field: "uuids")
+                }
             }
             try Self.appendAccessEvent(.objectReadSelectionChanged, by: principal, body: bytes, in: context)
         }
@@ -158,9 +158,7 @@ extension Ledger {
                     else { throw LedgerFailure.corrupted("an authorization record is damaged") }
                     let bundle = String(decoding: key[1..<(1 + length)], as: UTF8.self)
                     let typeCode = KeyEncoding.uint32(current.key, at: 2 + length)
-                    guard let identifier = TypeCatalogue.identifiersByCode[typeCode], let type = try? ObjectType(identifier) else {
-                        throw LedgerFailure.corrupted("an authorization record names an unknown type")
-                    }
+                    let type = try Self.objectType(code: typeCode)
                     entries.append(try self.entry(bundle, type, direction, record, in: txn))
                     entry = try cursor.next()
                 }

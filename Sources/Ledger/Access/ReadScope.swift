@@ -10,8 +10,7 @@ import LMDB
 public struct ReadScope: Sendable, Hashable {
     /// Every object of the type.
     var all: Bool
-    /// The reader's own source: its bundle id and source code (0 when it never saved).
-    var ownBundle: String?
+    /// The reader's own source code (0 when it never saved).
     var ownSource: UInt32
     /// UUIDs the owner selected for the reader (per-object types).
     var selected: Set<[UInt8]>
@@ -21,7 +20,7 @@ public struct ReadScope: Sendable, Hashable {
     init(_ principal: Principal, type: ObjectType, in txn: Transaction, _ databases: LedgerDatabases) throws {
         switch principal {
         case .owner, .system:
-            self.init(all: true, ownBundle: nil, ownSource: 0, selected: [])
+            self.init(all: true, ownSource: 0, selected: [])
         case .operator:
             throw Self.operatorDenied
         case .app(let source):
@@ -29,29 +28,23 @@ public struct ReadScope: Sendable, Hashable {
             let code = try SourceRegistry.code(of: app, in: txn, databases) ?? 0
             if type.isReadPerObject {
                 let selected = Set(try AuthorizationRecord.selection(app: app, type: type.code, in: txn, databases))
-                self.init(all: false, ownBundle: app, ownSource: code, selected: selected)
+                self.init(all: false, ownSource: code, selected: selected)
             } else {
                 let record = try AuthorizationRecord.load(app: app, direction: .read, type: type.code, in: txn, databases)
-                self.init(all: record.decision == .granted, ownBundle: app, ownSource: code, selected: [])
+                self.init(all: record.decision == .granted, ownSource: code, selected: [])
             }
         }
     }
 
-    private init(all: Bool, ownBundle: String?, ownSource: UInt32, selected: Set<[UInt8]>) {
+    private init(all: Bool, ownSource: UInt32, selected: Set<[UInt8]>) {
         self.all = all
-        self.ownBundle = ownBundle
         self.ownSource = ownSource
         self.selected = selected
     }
 
-    /// Whether an index entry (source code and UUID) is readable.
+    /// Whether an object (its source code and UUID, as the projections hold them) is readable.
     func allows(sourceCode: UInt32, uuid: [UInt8]) -> Bool {
         all || (ownSource != 0 && sourceCode == ownSource) || (!selected.isEmpty && selected.contains(uuid))
-    }
-
-    /// Whether a loaded object (its source's bundle id and UUID) is readable.
-    func allows(sourceBundle: String, uuid: [UInt8]) -> Bool {
-        all || sourceBundle == ownBundle || (!selected.isEmpty && selected.contains(uuid))
     }
 
     /// Whether `newer` takes away something this scope allowed: a revoked read grant, or a

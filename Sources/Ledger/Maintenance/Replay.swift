@@ -110,6 +110,7 @@ extension Ledger {
                 guard head.sequence == expectedHead else {
                     throw LedgerFailure(.storage, "the ledger changed during the replay (head \(expectedHead) → \(head.sequence)); run it again")
                 }
+                try ProjectionLayout.recordCurrent(in: txn, databases)
                 for (target, origin) in zip(databases.projections, freshDatabases.projections) {
                     try txn.removeAll(in: target)
                     try source.withCursor(on: origin) { cursor in

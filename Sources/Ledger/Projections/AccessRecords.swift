@@ -38,15 +38,36 @@ enum SourceRegistry {
         return Source(bundleIdentifier: bundle, name: String(decoding: stored[4...], as: UTF8.self))
     }
 
-    /// Records that `code` saved an object of `type` (first time only: the default priority
-    /// order is the order of first saves).
-    static func noteSave(type: UInt32, code: UInt32, sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws {
+    /// Records that `code` saved an object of `type` lasting `duration` microseconds: the
+    /// first save (the default priority order is the order of first saves) and the longest
+    /// duration (bounds the source's range scans).
+    static func noteSave(type: UInt32, code: UInt32, sequence: UInt64, duration: Int64, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        let key = typeSourceKey(type: type, code: code)
+        var first = sequence
+        if let stored = try txn.get(key, in: databases.typeSources) {
+            guard stored.count == 16 else { throw LedgerFailure.corrupted("a type_sources entry is \(stored.count) bytes, not 16: replay the ledger") }
+            guard duration > Int64(bitPattern: KeyEncoding.uint64(stored, at: 8)) else { return }
+            first = KeyEncoding.uint64(stored, at: 0)
+        }
+        var value: [UInt8] = []
+        value.reserveCapacity(16)
+        KeyEncoding.append(first, to: &value)
+        KeyEncoding.append(UInt64(bitPattern: max(duration, 0)), to: &value)
+        try txn.put(value, forKey: key, in: databases.typeSources)
+    }
+
+    /// The longest duration (microseconds) of the samples of `type` that `code` saved.
+    static func longestDuration(type: UInt32, code: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> Int64 {
+        guard let stored = try txn.get(typeSourceKey(type: type, code: code), in: databases.typeSources), stored.count == 16 else { return 0 }
+        return Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
+    }
+
+    private static func typeSourceKey(type: UInt32, code: UInt32) -> [UInt8] {
         var key: [UInt8] = []
         key.reserveCapacity(8)
         KeyEncoding.append(type, to: &key)
         KeyEncoding.append(code, to: &key)
-        if try txn.contains(key, in: databases.typeSources) { return }
-        try txn.put(KeyEncoding.sequenceKey(sequence), forKey: key, in: databases.typeSources)
+        return key
     }
 
     /// The sources that saved objects of `type`, in the order of their first save.

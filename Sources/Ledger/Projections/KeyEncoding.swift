@@ -53,6 +53,17 @@ enum KeyEncoding {
         return key
     }
 
+    /// type(4) | source(4) | start(8) | uuid(16): the key of the per-source start index.
+    static func sourceTimeKey(type: UInt32, source: UInt32, time: Int64, uuid: some Collection<UInt8>) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(32)
+        append(type, to: &key)
+        append(source, to: &key)
+        appendTime(time, to: &key)
+        key.append(contentsOf: uuid)
+        return key
+    }
+
     /// type(4) | sequence(8): the key of the change index.
     static func changeKey(type: UInt32, sequence: UInt64) -> [UInt8] {
         var key: [UInt8] = []

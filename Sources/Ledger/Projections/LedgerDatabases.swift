@@ -7,17 +7,18 @@ import LMDB
 /// | database | key | value |
 /// |---|---|---|
 /// | `events` | sequence(8) | stored `LedgerEvent` bytes (the log) |
-/// | `meta` | name | log head, format version, ledger id |
-/// | `objects` | uuid(16) | sequence(8) of the save event |
+/// | `meta` | name | log head, projection layout (``ProjectionLayout``) |
+/// | `objects` | uuid(16) | sequence(8) of the save event, type(4), source(4): see ``StoredObject`` |
 /// | `by_start` | type(4) start(8) uuid(16) | end(8) sequence(8) value(8, canonical unit, IEEE bits) source(4) |
 /// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) source(4) |
+/// | `by_source` | type(4) source(4) start(8) uuid(16) | end(8) sequence(8) value(8) |
 /// | `changes` | type(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16) |
 /// | `tombstones` | uuid(16) | see ``Tombstone`` |
 /// | `sync_ids` | SHA-256(source, type, sync id) | uuid(16) version(8) |
 /// | `type_stats` | type(4) | count(8) longest duration(8) |
 /// | `credentials` | credential id (UTF-8) | SHA-256 of the secret(32) revoked(1) principal |
 /// | `sources` | see ``SourceRegistry`` | source codes (4) by bundle id, and back |
-/// | `type_sources` | type(4) source(4) | sequence(8) of the source's first save of the type |
+/// | `type_sources` | type(4) source(4) | sequence(8) of the source's first save of the type, its longest duration(8) |
 /// | `source_priority` | type(4) | the owner's order: length-prefixed bundle ids |
 /// | `authorizations` | app bundle(1+n) direction(1) type(4) | see ``AuthorizationRecord`` |
 /// | `object_reads` | app bundle(1+n) type(4) uuid(16) | empty: the owner selected the object for the app |
@@ -32,6 +33,7 @@ struct LedgerDatabases: Sendable {
     let objects: Database
     let byStart: Database
     let byEnd: Database
+    let bySource: Database
     let changes: Database
     let tombstones: Database
     let syncIdentifiers: Database
@@ -48,7 +50,7 @@ struct LedgerDatabases: Sendable {
     /// The projections, in digest order.
     var projections: [Database] {
         [
-            objects, byStart, byEnd, changes, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
+            objects, byStart, byEnd, bySource, changes, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
             authorizations, objectReads, authorizationLog, checkpoint,
         ]
     }
@@ -59,6 +61,7 @@ struct LedgerDatabases: Sendable {
         objects = try environment.openDatabase("objects")
         byStart = try environment.openDatabase("by_start")
         byEnd = try environment.openDatabase("by_end")
+        bySource = try environment.openDatabase("by_source")
         changes = try environment.openDatabase("changes")
         tombstones = try environment.openDatabase("tombstones")
         syncIdentifiers = try environment.openDatabase("sync_ids")
@@ -71,6 +74,29 @@ struct LedgerDatabases: Sendable {
         objectReads = try environment.openDatabase("object_reads")
         authorizationLog = try environment.openDatabase("authorization_log")
         checkpoint = try environment.openDatabase("checkpoint")
+    }
+}
+
+/// The version of the projections' byte layout, recorded in `meta`. A ledger whose
+/// projections were laid out by another version has them rebuilt from its log on opening.
+///
+/// 1 (unrecorded): before `by_source`. 2: `by_source`, `objects` naming type and source,
+/// `type_sources` with the source's longest duration.
+enum ProjectionLayout {
+    static let current: UInt32 = 2
+    static let key: [UInt8] = Array("projections".utf8)
+
+    /// The recorded version; 1 when none is (ledgers from before the record).
+    static func recorded(in txn: Transaction, _ databases: LedgerDatabases) throws -> UInt32 {
+        guard let value = try txn.get(key, in: databases.meta) else { return 1 }
+        guard value.count == 4 else { throw LedgerFailure.corrupted("the projection layout record is \(value.count) bytes, not 4") }
+        return KeyEncoding.uint32(value, at: 0)
+    }
+
+    static func recordCurrent(in txn: Transaction, _ databases: LedgerDatabases) throws {
+        var value: [UInt8] = []
+        KeyEncoding.append(current, to: &value)
+        try txn.put(value, forKey: key, in: databases.meta)
     }
 }
 

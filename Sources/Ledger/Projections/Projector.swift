@@ -204,13 +204,17 @@ struct Projector {
             }
         case .saved(let object):
             let source = try SourceRegistry.assign(bundle: object.sourceBundle, name: object.sourceName, in: txn, databases)
-            try SourceRegistry.noteSave(type: object.typeCode, code: source, sequence: sequence, in: txn, databases)
-            try txn.put(KeyEncoding.sequenceKey(sequence), forKey: object.uuid, in: databases.objects)
+            try SourceRegistry.noteSave(type: object.typeCode, code: source, sequence: sequence, duration: object.duration, in: txn, databases)
+            try txn.put(StoredObject(sequence: sequence, type: object.typeCode, source: source).encoded, forKey: object.uuid, in: databases.objects)
+            // by_source's value is by_start's without the source, which its key holds.
             var startValue: [UInt8] = []
             startValue.reserveCapacity(28)
             KeyEncoding.appendTime(object.endUs, to: &startValue)
             KeyEncoding.append(sequence, to: &startValue)
             KeyEncoding.append(object.value.bitPattern, to: &startValue)
+            try txn.put(
+                startValue, forKey: KeyEncoding.sourceTimeKey(type: object.typeCode, source: source, time: object.startUs, uuid: object.uuid),
+                in: databases.bySource)
             KeyEncoding.append(source, to: &startValue)
             try txn.put(startValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.startUs, uuid: object.uuid), in: databases.byStart)
             var endValue: [UInt8] = []
@@ -227,13 +231,15 @@ struct Projector {
             }
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
         case .deleted(let uuid, let reason):
-            guard let stored = try txn.get(uuid, in: databases.objects), stored.count == 8 else {
+            guard let stored = try StoredObject.load(uuid, in: txn, databases) else {
                 throw LedgerFailure.corrupted("event \(sequence) deletes an object that is not stored")
             }
-            let savedSequence = KeyEncoding.uint64(stored, at: 0)
+            let savedSequence = stored.sequence
             let object = try loadSaved(savedSequence)
             try txn.delete(uuid, in: databases.objects)
             try txn.delete(KeyEncoding.timeKey(type: object.typeCode, time: object.startUs, uuid: uuid), in: databases.byStart)
+            try txn.delete(
+                KeyEncoding.sourceTimeKey(type: object.typeCode, source: stored.source, time: object.startUs, uuid: uuid), in: databases.bySource)
             try txn.delete(KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: uuid), in: databases.byEnd)
             try txn.delete(KeyEncoding.changeKey(type: object.typeCode, sequence: savedSequence), in: databases.changes)
             try txn.put([Self.removed] + uuid, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)

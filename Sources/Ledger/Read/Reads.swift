@@ -8,13 +8,15 @@ extension Ledger {
     /// or `principal` may not read it: the two answers are the same.
     public func object(with uuid: UUID, as principal: Principal) throws -> HealthObject? {
         try environment.read { txn in
-            guard let stored = try txn.get(uuid.bytes, in: databases.objects), stored.count == 8 else {
+            guard let stored = try StoredObject.load(uuid.bytes, in: txn, databases) else {
                 if case .operator = principal { throw ReadScope.operatorDenied }
                 return nil
             }
-            let object = try Self.loadObject(sequence: KeyEncoding.uint64(stored, at: 0), in: txn, databases)
-            let scope = try ReadScope(principal, type: object.objectType, in: txn, databases)
-            return scope.allows(sourceBundle: object.sourceRevision.source.bundleIdentifier, uuid: uuid.bytes) ? object : nil
+            // The scope is checked on the entry, before the object is loaded: a hidden
+            // object costs what an unknown one does, whatever its size.
+            let scope = try ReadScope(principal, type: try Self.objectType(code: stored.type), in: txn, databases)
+            guard scope.allows(sourceCode: stored.source, uuid: uuid.bytes) else { return nil }
+            return try Self.loadObject(sequence: stored.sequence, in: txn, databases)
         }
     }
 
@@ -60,7 +62,6 @@ extension Ledger {
         return try environment.read { txn in
             let scope = try ReadScope(principal, type: query.type, in: txn, databases)
             onScope(scope)
-            let longest = try Self.longestDuration(type: query.type.code, in: txn, databases)
             var results: [Result] = []
             let visit: (IndexEntry) throws -> Bool = { entry in
                 guard scope.allows(sourceCode: entry.source, uuid: entry.uuid) else { return true }
@@ -70,20 +71,81 @@ extension Ledger {
                 results.append(try load(stored))
                 return query.limit == 0 || results.count < query.limit
             }
-            switch query.sort {
-            case .startDate(let ascending):
-                try Self.scanByStart(type: query.type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
-            case .endDate(let ascending):
-                try Self.scanByEnd(type: query.type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+            if scope.all {
+                let longest = try Self.longestDuration(type: query.type.code, in: txn, databases)
+                switch query.sort {
+                case .startDate(let ascending):
+                    try Self.scanByStart(type: query.type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+                case .endDate(let ascending):
+                    try Self.scanByEnd(type: query.type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+                }
+            } else {
+                try scanScoped(query, range: range, scope: scope, in: txn, visit)
             }
             return results
         }
+    }
+
+    /// Visits, in the query's order, the objects of a scope narrower than the whole type:
+    /// the reader's own, through its source's index, and the ones selected for it. Other
+    /// sources' objects are never touched, so the work done (and the time it takes)
+    /// depends only on what the reader may see.
+    private func scanScoped(_ query: SampleQuery, range: TimeRange, scope: ReadScope, in txn: Transaction, _ visit: (IndexEntry) throws -> Bool) throws {
+        let type = query.type.code
+        let own = scope.ownSource
+        // Without selected objects, the source's start index is already in start order.
+        if scope.selected.isEmpty, case .startDate(let ascending) = query.sort {
+            guard own != 0 else { return }
+            let longest = try SourceRegistry.longestDuration(type: type, code: own, in: txn, databases)
+            return try Self.scanByStart(type: type, source: own, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+        }
+        var entries: [IndexEntry] = []
+        if own != 0 {
+            let longest = try SourceRegistry.longestDuration(type: type, code: own, in: txn, databases)
+            try Self.scanByStart(type: type, source: own, range: range, longest: longest, in: txn, databases) { entry in
+                entries.append(entry)
+                return true
+            }
+        }
+        if !scope.selected.isEmpty {
+            let projector = Projector(databases: databases, units: UnitCache())
+            for uuid in scope.selected {
+                guard let stored = try StoredObject.load(uuid, in: txn, databases), stored.type == type, own == 0 || stored.source != own else { continue }
+                guard let event = try txn.get(KeyEncoding.sequenceKey(stored.sequence), in: databases.events) else {
+                    throw LedgerFailure.corrupted("event \(stored.sequence) is missing from the log")
+                }
+                let summary = try projector.savedSummary(stored: event, sequence: stored.sequence)
+                guard range.overlaps(start: summary.startUs, end: summary.endUs) else { continue }
+                entries.append(IndexEntry(uuid: uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source))
+            }
+        }
+        // The order of the type's indexes: by date, ties by UUID; descending reverses both.
+        let byEnd: Bool
+        let ascending: Bool
+        switch query.sort {
+        case .startDate(let up): (byEnd, ascending) = (false, up)
+        case .endDate(let up): (byEnd, ascending) = (true, up)
+        }
+        entries.sort { a, b in
+            let (first, second) = ascending ? (a, b) : (b, a)
+            let (x, y) = byEnd ? (first.endUs, second.endUs) : (first.startUs, second.startUs)
+            return x != y ? x < y : first.uuid.lexicographicallyPrecedes(second.uuid)
+        }
+        for entry in entries where try !visit(entry) { return }
     }
 
     /// The number of stored objects of `type`, all sources together (an operator's and
     /// the server's figure; not for apps).
     public func count(of type: ObjectType) throws -> Int {
         try environment.read { txn in try Self.typeStats(type: type.code, in: txn, databases).count }
+    }
+
+    /// The type with catalogue code `code` (as the projections store it).
+    static func objectType(code: UInt32) throws -> ObjectType {
+        guard let identifier = TypeCatalogue.identifiersByCode[code], let type = try? ObjectType(identifier) else {
+            throw LedgerFailure.corrupted("a projection names type code \(code), which the catalogue does not know")
+        }
+        return type
     }
 
     static func loadObject(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> HealthObject {
@@ -104,28 +166,42 @@ extension Ledger {
         try typeStats(type: type, in: txn, databases).longest
     }
 
-    /// Visits the samples of `type` overlapping `range` in start-date order (ties by UUID).
+    /// Visits the samples of `type` overlapping `range` in start-date order (ties by UUID):
+    /// every source's through `by_start`, or only `source`'s through `by_source`.
     /// A sample can start at most `longest` before the range and still overlap it.
     static func scanByStart(
-        type: UInt32, range: TimeRange, longest: Int64, descending: Bool = false,
+        type: UInt32, source: UInt32? = nil, range: TimeRange, longest: Int64, descending: Bool = false,
         in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
     ) throws {
         let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
         let lowest = overflow ? Int64.min : lowered
-        try txn.withCursor(on: databases.byStart) { cursor in
+        // by_start: type(4) start(8) uuid(16) → end(8) sequence(8) value(8) source(4);
+        // by_source: type(4) source(4) start(8) uuid(16) → end(8) sequence(8) value(8).
+        let time = source == nil ? 4 : 8
+        let keyLength = time + 24
+        let valueLength = source == nil ? 28 : 24
+        func key(_ at: Int64, _ uuid: [UInt8]) -> [UInt8] {
+            if let source { return KeyEncoding.sourceTimeKey(type: type, source: source, time: at, uuid: uuid) }
+            return KeyEncoding.timeKey(type: type, time: at, uuid: uuid)
+        }
+        try txn.withCursor(on: source == nil ? databases.byStart : databases.bySource) { cursor in
             var entry = descending
-                ? try cursor.seek(atMost: KeyEncoding.timeKey(type: type, time: range.end, uuid: [UInt8](repeating: 0, count: 16)))
-                : try cursor.seek(atLeast: KeyEncoding.timeKey(type: type, time: lowest, uuid: []))
+                ? try cursor.seek(atMost: key(range.end, [UInt8](repeating: 0, count: 16)))
+                : try cursor.seek(atLeast: key(lowest, []))
             // atMost lands on the key equal to (end, 0…0) at worst, which starts at `end`: skipped below.
-            while let current = entry, current.key.count == 28, KeyEncoding.uint32(current.key, at: 0) == type {
-                let start = KeyEncoding.time(current.key, at: 4)
+            while let current = entry, current.key.count == keyLength, KeyEncoding.uint32(current.key, at: 0) == type,
+                source == nil || KeyEncoding.uint32(current.key, at: 4) == source!
+            {
+                let start = KeyEncoding.time(current.key, at: time)
                 if descending ? start < lowest : start >= range.end { break }
-                guard current.value.count == 28 else { throw LedgerFailure.corrupted("a start-index entry is \(current.value.count) bytes, not 28: replay the ledger") }
+                guard current.value.count == valueLength else {
+                    throw LedgerFailure.corrupted("a start-index entry is \(current.value.count) bytes, not \(valueLength): replay the ledger")
+                }
                 let end = KeyEncoding.time(current.value, at: 0)
                 if range.overlaps(start: start, end: end) {
                     let item = IndexEntry(
-                        uuid: Array(current.key[12..<28]), startUs: start, endUs: end,
-                        sequence: KeyEncoding.uint64(current.value, at: 8), source: KeyEncoding.uint32(current.value, at: 24))
+                        uuid: Array(current.key[(time + 8)..<keyLength]), startUs: start, endUs: end,
+                        sequence: KeyEncoding.uint64(current.value, at: 8), source: source ?? KeyEncoding.uint32(current.value, at: 24))
                     if try !visit(item) { return }
                 }
                 entry = descending ? try cursor.previous() : try cursor.next()

@@ -101,10 +101,10 @@ extension Ledger {
     static func deleteStored(
         _ uuid: [UInt8], reason: DeletionReason, replacedBy: [UInt8]? = nil, by principal: Principal, in context: WriteContext
     ) throws {
-        guard let stored = try context.txn.get(uuid, in: context.databases.objects) else {
+        guard let stored = try StoredObject.load(uuid, in: context.txn, context.databases) else {
             throw LedgerFailure.corrupted("object \(UUID(bytes: uuid)!) vanished during its delete")
         }
-        let summary = try context.loadSaved(KeyEncoding.uint64(stored, at: 0))
+        let summary = try context.loadSaved(stored.sequence)
         var body = Healthledger_V1_ObjectDeleted()
         body.reason = reason == .deleted ? .deleted : .replacedBySyncVersion
         if let identifier = summary.syncIdentifier {
@@ -137,15 +137,19 @@ extension Ledger {
         let unique = uuids.filter { seen.insert($0).inserted }
         return try await committer.submit { context in
             for uuid in unique {
-                guard let stored = try context.txn.get(uuid.bytes, in: context.databases.objects) else {
+                guard let stored = try StoredObject.load(uuid.bytes, in: context.txn, context.databases) else {
                     throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
                 }
-                let summary = try context.loadSaved(KeyEncoding.uint64(stored, at: 0))
-                let type = try ObjectType(summary.type)
-                guard principal.mayDelete(objectFrom: summary.sourceBundle) else {
-                    guard try ReadScope(principal, type: type, in: context.txn, context.databases).allows(sourceBundle: summary.sourceBundle, uuid: uuid.bytes)
-                    else { throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids") }
-                    throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: "uuids")
+                let type = try Self.objectType(code: stored.type)
+                if case .app = principal {
+                    // Decided on the entry, before the object is loaded (as a fetch is).
+                    let scope = try ReadScope(principal, type: type, in: context.txn, context.databases)
+                    guard scope.ownSource != 0, stored.source == scope.ownSource else {
+                        guard scope.allows(sourceCode: stored.source, uuid: uuid.bytes) else {
+                            throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
+                        }
+                        throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: "uuids")
+                    }
                 }
                 try Self.requireSharing(type, by: principal, in: context)
                 try Self.deleteStored(uuid.bytes, reason: .deleted, by: principal, in: context)
@@ -164,33 +168,23 @@ extension Ledger {
         let range = TimeRange(interval)
         return try await committer.submit { context in
             try Self.requireSharing(type, by: principal, in: context)
+            // An app's own objects, through its source's index: others' are never visited.
+            var source: UInt32?
+            var longest = try context.longestDuration(type: type.code)
+            if case .app(let app) = principal {
+                guard let code = try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) else { return 0 }
+                source = code
+                longest = try SourceRegistry.longestDuration(type: type.code, code: code, in: context.txn, context.databases)
+            }
             var matches: [[UInt8]] = []
-            try Self.scanByStart(
-                type: type.code, range: range, longest: try context.longestDuration(type: type.code),
-                in: context.txn, context.databases
-            ) { entry in
+            try Self.scanByStart(type: type.code, source: source, range: range, longest: longest, in: context.txn, context.databases) { entry in
                 matches.append(entry.uuid)
                 return true
             }
-            var count = 0
             for uuid in matches {
-                guard let stored = try context.txn.get(uuid, in: context.databases.objects) else { continue }
-                let summary = try context.loadSaved(KeyEncoding.uint64(stored, at: 0))
-                guard principal.mayDelete(objectFrom: summary.sourceBundle) else { continue }
                 try Self.deleteStored(uuid, reason: .deleted, by: principal, in: context)
-                count += 1
             }
-            return count
-        }
-    }
-}
-
-extension Principal {
-    func mayDelete(objectFrom sourceBundle: String) -> Bool {
-        switch self {
-        case .owner, .system: true
-        case .operator: false
-        case .app(let source): source.bundleIdentifier == sourceBundle
+            return matches.count
         }
     }
 }
