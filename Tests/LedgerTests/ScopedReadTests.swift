@@ -161,40 +161,44 @@ struct ScopedReadTests {
     @Test("a ledger whose projections an earlier layout wrote rebuilds them on opening")
     func layoutUpgrade() async throws {
         let temporary = try TemporaryStore()
-        let ledger = try temporary.ledgerStore.createLedger(id: "upgrade")
-        try await ledger.authorize([Fixtures.appA], share: [Self.heartRate])
-        let own = (0..<20).map { Fixtures.heartRate(60, at: Double($0) * 60) }
-        try await ledger.save((0..<50).map { Fixtures.heartRate(70, at: Double($0) * 30) }, by: .owner)
-        try await ledger.save(own, by: Self.app)
-        _ = try await ledger.delete([own[3].uuid], by: Self.app)
-        let digest = try ledger.projectionDigest()
-        #expect(try ledger.environment.read { try ProjectionLayout.recorded(in: $0, ledger.databases) } == ProjectionLayout.current)
+        // Written in a function of its own so that the ledger is closed when it returns.
+        func writeLayoutOne() async throws -> (digest: [UInt8], own: [UUID]) {
+            let ledger = try temporary.ledgerStore.createLedger(id: "upgrade")
+            try await ledger.authorize([Fixtures.appA], share: [Self.heartRate])
+            let own = (0..<20).map { Fixtures.heartRate(60, at: Double($0) * 60) }
+            try await ledger.save((0..<50).map { Fixtures.heartRate(70, at: Double($0) * 30) }, by: .owner)
+            try await ledger.save(own, by: Self.app)
+            _ = try await ledger.delete([own[3].uuid], by: Self.app)
+            let digest = try ledger.projectionDigest()
+            #expect(try ledger.environment.read { try ProjectionLayout.recorded(in: $0, ledger.databases) } == ProjectionLayout.current)
 
-        // Layout 1: no by_source, 8-byte objects entries (the save's sequence only) and
-        // 8-byte type_sources entries (the first save only), no layout record.
-        try ledger.environment.write { txn in
-            let databases = ledger.databases
-            try txn.removeAll(in: databases.bySource)
-            for database in [databases.objects, databases.typeSources] {
-                var entries: [([UInt8], [UInt8])] = []
-                try txn.withCursor(on: database) { cursor in
-                    var entry = try cursor.first()
-                    while let current = entry {
-                        entries.append((Array(current.key), Array(current.value.prefix(8))))
-                        entry = try cursor.next()
+            // Layout 1: no by_source, 8-byte objects entries (the save's sequence only) and
+            // 8-byte type_sources entries (the first save only), no layout record.
+            try ledger.environment.write { txn in
+                let databases = ledger.databases
+                try txn.removeAll(in: databases.bySource)
+                for database in [databases.objects, databases.typeSources] {
+                    var entries: [([UInt8], [UInt8])] = []
+                    try txn.withCursor(on: database) { cursor in
+                        var entry = try cursor.first()
+                        while let current = entry {
+                            entries.append((Array(current.key), Array(current.value.prefix(8))))
+                            entry = try cursor.next()
+                        }
                     }
+                    for (key, value) in entries { try txn.put(value, forKey: key, in: database) }
                 }
-                for (key, value) in entries { try txn.put(value, forKey: key, in: database) }
+                _ = try txn.delete(ProjectionLayout.key, in: databases.meta)
             }
-            _ = try txn.delete(ProjectionLayout.key, in: databases.meta)
+            #expect(try ledger.projectionDigest() != digest)
+            return (digest, own.map(\.uuid).filter { $0 != own[3].uuid })
         }
-        #expect(try ledger.projectionDigest() != digest)
+        let (digest, expected) = try await writeLayoutOne()
         temporary.close()
 
         let reopened = try temporary.reopen().ledger("upgrade")
         #expect(try reopened.projectionDigest() == digest, "the rebuilt projections are the ones the current layout writes")
         #expect(try reopened.environment.read { try ProjectionLayout.recorded(in: $0, reopened.databases) } == ProjectionLayout.current)
-        let expected = own.map(\.uuid).filter { $0 != own[3].uuid }
         #expect(try reopened.samples(SampleQuery(type: Self.heartRate), as: Self.app).map(\.uuid) == expected)
         #expect(try reopened.replay().identical)
     }
