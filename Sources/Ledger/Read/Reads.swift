@@ -93,15 +93,14 @@ extension Ledger {
     private func scanScoped(_ query: SampleQuery, range: TimeRange, scope: ReadScope, in txn: Transaction, _ visit: (IndexEntry) throws -> Bool) throws {
         let type = query.type.code
         let own = scope.ownSource
+        let longest = own == 0 ? 0 : try SourceRegistry.longestDuration(type: type, code: own, in: txn, databases)
         // Without selected objects, the source's start index is already in start order.
         if scope.selected.isEmpty, case .startDate(let ascending) = query.sort {
             guard own != 0 else { return }
-            let longest = try SourceRegistry.longestDuration(type: type, code: own, in: txn, databases)
             return try Self.scanByStart(type: type, source: own, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
         }
         var entries: [IndexEntry] = []
         if own != 0 {
-            let longest = try SourceRegistry.longestDuration(type: type, code: own, in: txn, databases)
             try Self.scanByStart(type: type, source: own, range: range, longest: longest, in: txn, databases) { entry in
                 entries.append(entry)
                 return true
