@@ -44,8 +44,18 @@ struct AuthCLITests {
         #expect(try await cli.run(owner, ["auth", "grant", "--app", "com.example.pedometer", "--type", "StepCount"]).status == 0)
         #expect(try await cli.run(owner, ["auth", "deny", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"]).status == 0)
         #expect(try await cli.run(owner, ["auth", "pending", "--app", "com.example.pedometer"]).output == "no pending requests\n")
-        let status = try #require(try await cli.json(app, ["auth", "status", "--type", "StepCount"]) as? [[String: Any]])
-        #expect(status.first?["sharing"] as? String == "sharingAuthorized")
+        let status = try #require(
+            try await cli.json(app, ["auth", "status", "--type", "StepCount", "--type", "HeartRate", "--type", "DateOfBirth", "--type", "VisionPrescription"])
+                as? [[String: String]])
+        #expect(status.map { [$0["sharing"], $0["shareRequest"], $0["readRequest"]] } == [
+            ["sharingAuthorized", "unnecessary", "unnecessary"],
+            // Read of heart rate was asked (and denied: the app cannot tell); sharing never was.
+            ["notDetermined", "shouldRequest", "unnecessary"],
+            ["notDetermined", "readOnly", "shouldRequest"],
+            ["notDetermined", "shouldRequest", "perObject"],
+        ])
+        let text = try await cli.run(app, ["auth", "status", "--type", "HeartRate"])
+        #expect(text.output == "HKQuantityTypeIdentifierHeartRate\tsharing notDetermined\tshare request shouldRequest\tread request unnecessary\n")
 
         // Data from the app, the owner and another app.
         #expect(try await cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window).status == 0)

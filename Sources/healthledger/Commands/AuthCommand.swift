@@ -60,7 +60,8 @@ struct AuthCommand: AsyncParsableCommand {
     }
 
     struct Status: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "As an app: share status per type (read status is never told).")
+        static let configuration = CommandConfiguration(
+            abstract: "As an app: share status per type, and whether sharing and reading it were asked for (read status is never told).")
         @OptionGroup var connection: ConnectionOptions
         @Option(help: "A type; repeatable.") var type: [String]
 
@@ -68,14 +69,21 @@ struct AuthCommand: AsyncParsableCommand {
             let types = try type.map(resolveType)
             guard !types.isEmpty else { throw ValidationErrorExit("name at least one --type") }
             try await AuthCommand.withStore(connection) { store in
+                func asked(share: Set<ObjectType>, read: Set<ObjectType>) async throws -> String {
+                    try await store.getRequestStatusForAuthorization(toShare: share, read: read) == .unnecessary ? "unnecessary" : "shouldRequest"
+                }
                 var rows: [[String: Any]] = []
                 for type in types {
                     let status = try await store.authorizationStatus(for: type)
-                    let request = try await store.getRequestStatusForAuthorization(toShare: [type], read: type.isReadPerObject ? [] : [type])
-                    rows.append(["type": type.identifier, "sharing": "\(status)", "request": request == .unnecessary ? "unnecessary" : "shouldRequest"])
+                    // Characteristics are never shared; vision prescriptions are read per object.
+                    let shareRequest = type.family == .characteristic ? "readOnly" : try await asked(share: [type], read: [])
+                    let readRequest = type.isReadPerObject ? "perObject" : try await asked(share: [], read: [type])
+                    rows.append(["type": type.identifier, "sharing": "\(status)", "shareRequest": shareRequest, "readRequest": readRequest])
                 }
                 if connection.json { return printJSON(rows) }
-                for row in rows { print("\(row["type"]!)\tsharing \(row["sharing"]!)\trequest \(row["request"]!)") }
+                for row in rows {
+                    print("\(row["type"]!)\tsharing \(row["sharing"]!)\tshare request \(row["shareRequest"]!)\tread request \(row["readRequest"]!)")
+                }
             }
         }
     }
