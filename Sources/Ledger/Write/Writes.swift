@@ -136,20 +136,22 @@ extension Ledger {
         var seen = Set<UUID>()
         let unique = uuids.filter { seen.insert($0).inserted }
         return try await committer.submit { context in
+            // An app's source code (0 if it never saved): its objects are the ones it may delete.
+            var ownSource: UInt32?
+            if case .app(let app) = principal {
+                ownSource = try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) ?? 0
+            }
             for uuid in unique {
                 guard let stored = try StoredObject.load(uuid.bytes, in: context.txn, context.databases) else {
                     throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
                 }
                 let type = try Self.objectType(code: stored.type)
-                if case .app = principal {
-                    // Decided on the entry, before the object is loaded (as a fetch is).
-                    let scope = try ReadScope(principal, type: type, in: context.txn, context.databases)
-                    guard scope.ownSource != 0, stored.source == scope.ownSource else {
-                        guard scope.allows(sourceCode: stored.source, uuid: uuid.bytes) else {
-                            throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
-                        }
-                        throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: "uuids")
+                // Decided on the entry, before the object is loaded (as a fetch is).
+                if let ownSource, stored.source != ownSource {
+                    guard try ReadScope(principal, type: type, in: context.txn, context.databases).allows(sourceCode: stored.source, uuid: uuid.bytes) else {
+                        throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
                     }
+                    throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: "uuids")
                 }
                 try Self.requireSharing(type, by: principal, in: context)
                 try Self.deleteStored(uuid.bytes, reason: .deleted, by: principal, in: context)
