@@ -171,12 +171,13 @@ extension Ledger {
         return try await committer.submit { context in
             try Self.requireSharing(type, by: principal, in: context)
             // An app's own objects, through its source's index: others' are never visited.
-            var source: UInt32?
-            var longest = try context.longestDuration(type: type.code)
+            let source: UInt32?
+            let longest: Int64
             if case .app(let app) = principal {
                 guard let code = try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) else { return 0 }
-                source = code
-                longest = try SourceRegistry.longestDuration(type: type.code, code: code, in: context.txn, context.databases)
+                (source, longest) = (code, try SourceRegistry.longestDuration(type: type.code, code: code, in: context.txn, context.databases))
+            } else {
+                (source, longest) = (nil, try context.longestDuration(type: type.code))
             }
             var matches: [[UInt8]] = []
             try Self.scanByStart(type: type.code, source: source, range: range, longest: longest, in: context.txn, context.databases) { entry in
