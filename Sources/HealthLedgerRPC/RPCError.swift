@@ -85,6 +85,12 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case fetch = "healthledger.v1.Ledger/Fetch"
     /// Server streaming: `SampleBatch` messages.
     case querySamples = "healthledger.v1.Ledger/QuerySamples"
+    /// Server streaming: `ChangeBatch` messages (an anchored object query).
+    case queryChanges = "healthledger.v1.Ledger/QueryChanges"
+    /// Long-running: `ChangeBatch` messages, then more as changes commit.
+    case watchChanges = "healthledger.v1.Ledger/WatchChanges"
+    /// Long-running: `ObserverUpdate` messages (an observer query).
+    case observe = "healthledger.v1.Ledger/Observe"
     // Authorization (docs/PROTOCOL.md): apps ask, the owner decides.
     case requestAuthorization = "healthledger.v1.Ledger/RequestAuthorization"
     case getRequestStatus = "healthledger.v1.Ledger/GetRequestStatus"
@@ -98,5 +104,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case sourcePriority = "healthledger.v1.Ledger/SourcePriority"
     case setSourcePriority = "healthledger.v1.Ledger/SetSourcePriority"
 
-    public var isStreaming: Bool { self == .querySamples }
+    public var isStreaming: Bool { self == .querySamples || self == .queryChanges || isLongRunning }
+
+    /// Runs until the client cancels it: no deadline unless the call sets one.
+    public var isLongRunning: Bool { self == .watchChanges || self == .observe }
 }

@@ -29,6 +29,10 @@ public final class Ledger: Sendable {
     let logger: Logger
     /// Announces authorization changes and credential revocations once durable.
     public let accessWatchers = AccessWatchers()
+    /// Announces committed changes per type, once durable (for long-running queries).
+    public let changeWatchers: ChangeWatchers
+    /// Seals and opens query anchors (``QueryAnchor``).
+    let anchors: AnchorSeal
 
     init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger) throws {
         self.id = id
@@ -40,9 +44,12 @@ public final class Ledger: Sendable {
         self.environment = environment
         let databases = try LedgerDatabases(environment: environment)
         self.databases = databases
+        let changeWatchers = ChangeWatchers()
+        self.changeWatchers = changeWatchers
         self.committer = GroupCommitter(
             environment: environment, databases: databases,
-            label: id, logger: logger, onCommit: configuration.onCommit)
+            label: id, logger: logger, changeWatchers: changeWatchers, onCommit: configuration.onCommit)
+        self.anchors = try AnchorSeal(environment: environment, databases: databases)
         try upgradeProjections()
     }
 

@@ -86,14 +86,20 @@ struct CallDispatcher: Sendable {
         case .delete: send(.message(id: id, try await call.delete()))
         case .deleteObjects: send(.message(id: id, try await call.deleteObjects()))
         case .fetch: send(.message(id: id, try call.fetch()))
-        case .querySamples:
+        case .querySamples, .queryChanges, .watchChanges, .observe:
             metrics.streamOpened()
             defer { metrics.streamClosed() }
-            let access = StreamAccess(call, type: try call.queriedType(), credential: request.credential)
+            let access = StreamAccess(call, type: try call.streamedType(of: method), credential: request.credential)
+            let emit: @Sendable ([UInt8]) async throws -> Void = { message in
+                try await window?.acquire()
+                send(.message(id: id, message))
+            }
             try await access.run {
-                try await call.querySamples(onScope: access.scanned) { batch in
-                    try await window?.acquire()
-                    send(.message(id: id, batch))
+                switch method {
+                case .queryChanges: try await call.queryChanges(onScope: access.scanned, emit)
+                case .watchChanges: try await call.watchChanges(onScope: access.scanned, emit)
+                case .observe: try await call.observe(onScope: access.scanned, emit)
+                default: try await call.querySamples(onScope: access.scanned, emit)
                 }
             }
         case .requestAuthorization: send(.message(id: id, try await call.requestAuthorization()))

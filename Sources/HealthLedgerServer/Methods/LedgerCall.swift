@@ -12,7 +12,7 @@ struct LedgerCall: Sendable {
     let principal: Principal
     let payload: [UInt8]
 
-    private func decode<M: SwiftProtobuf.Message>(_ type: M.Type) throws -> M {
+    func decode<M: SwiftProtobuf.Message>(_ type: M.Type) throws -> M {
         do {
             return try M(serializedBytes: payload)
         } catch {
@@ -98,11 +98,6 @@ struct LedgerCall: Sendable {
             }
         }
         if count > 0 { try await emit(batch.buffer) }
-    }
-
-    /// The type a sample query reads (for watching the caller's access while it streams).
-    func queriedType() throws -> ObjectType {
-        try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)
     }
 
     // MARK: Authorization

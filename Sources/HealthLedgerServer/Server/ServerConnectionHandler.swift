@@ -14,7 +14,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     private struct ActiveCall {
         let task: Task<Void, Never>
         let window: StreamWindow?
-        let timer: Scheduled<Void>
+        /// The deadline; none for a long-running call that set none.
+        let timer: Scheduled<Void>?
     }
 
     private let dispatcher: CallDispatcher
@@ -102,16 +103,19 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             loop.execute { finished.value.finish(id) }
         }
         // The deadline is a timer on the event loop that cancels the call's task.
-        let timeout = dispatcher.timeout(milliseconds: request.timeoutMs)
-        let timer = loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
-            deadline.expire()
-            task.cancel()
+        var timer: Scheduled<Void>?
+        if request.timeoutMs != 0 || RPCMethod(rawValue: request.method)?.isLongRunning != true {
+            let timeout = dispatcher.timeout(milliseconds: request.timeoutMs)
+            timer = loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+                deadline.expire()
+                task.cancel()
+            }
         }
         calls[id] = ActiveCall(task: task, window: window, timer: timer)
     }
 
     private func finish(_ id: UInt64) {
-        calls.removeValue(forKey: id)?.timer.cancel()
+        calls.removeValue(forKey: id)?.timer?.cancel()
         if draining, calls.isEmpty { context?.close(promise: nil) }
     }
 

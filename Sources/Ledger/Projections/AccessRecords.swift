@@ -158,15 +158,40 @@ struct AuthorizationRecord: Equatable {
 
     /// The UUIDs the owner selected for `app` to read, in byte order.
     static func selection(app: String, type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
-        let prefix = selectionPrefix(app: app, type: type)
-        var uuids: [[UInt8]] = []
+        try SelectionEntry.all(app: app, type: type, in: txn, databases).filter(\.selected).map(\.uuid)
+    }
+}
+
+/// An object that is, or was, in an app's per-object read selection (`object_reads`), and
+/// the sequence since which it is in that state: the selection event, or for a deselected
+/// object that is gone, the event that deleted it. Anchored queries report selected objects
+/// as added and deselected ones as deleted at that sequence.
+struct SelectionEntry {
+    var uuid: [UInt8]
+    var selected: Bool
+    var sequence: UInt64
+
+    static func value(selected: Bool, sequence: UInt64) -> [UInt8] {
+        var value: [UInt8] = [selected ? 1 : 2]
+        KeyEncoding.append(sequence, to: &value)
+        return value
+    }
+
+    /// Every entry of `app` and `type`, in UUID byte order.
+    static func all(app: String, type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [SelectionEntry] {
+        let prefix = AuthorizationRecord.selectionPrefix(app: app, type: type)
+        var entries: [SelectionEntry] = []
         try txn.withCursor(on: databases.objectReads) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let current = entry, current.key.count == prefix.count + 16, current.key.starts(with: prefix) {
-                uuids.append(Array(current.key[prefix.count...]))
+                guard current.value.count == 9, current.value[0] == 1 || current.value[0] == 2 else {
+                    throw LedgerFailure.corrupted("an object_reads entry of '\(app)' is damaged: replay the ledger")
+                }
+                entries.append(
+                    SelectionEntry(uuid: Array(current.key[prefix.count...]), selected: current.value[0] == 1, sequence: KeyEncoding.uint64(current.value, at: 1)))
                 entry = try cursor.next()
             }
         }
-        return uuids
+        return entries
     }
 }

@@ -64,6 +64,16 @@ enum KeyEncoding {
         return key
     }
 
+    /// type(4) | source(4) | sequence(8): the key of the per-source change index.
+    static func sourceChangeKey(type: UInt32, source: UInt32, sequence: UInt64) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(16)
+        append(type, to: &key)
+        append(source, to: &key)
+        append(sequence, to: &key)
+        return key
+    }
+
     /// type(4) | sequence(8): the key of the change index.
     static func changeKey(type: UInt32, sequence: UInt64) -> [UInt8] {
         var key: [UInt8] = []

@@ -13,6 +13,7 @@ import LMDB
 /// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) source(4) |
 /// | `by_source` | type(4) source(4) start(8) uuid(16) | end(8) sequence(8) value(8) |
 /// | `changes` | type(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16) |
+/// | `source_changes` | type(4) source(4) sequence(8) | op(1) uuid(16): `changes` per source |
 /// | `tombstones` | uuid(16) | see ``Tombstone`` |
 /// | `sync_ids` | SHA-256(source, type, sync id) | uuid(16) version(8) |
 /// | `type_stats` | type(4) | count(8) longest duration(8) |
@@ -21,7 +22,7 @@ import LMDB
 /// | `type_sources` | type(4) source(4) | sequence(8) of the source's first save of the type, its longest duration(8) |
 /// | `source_priority` | type(4) | the owner's order: length-prefixed bundle ids |
 /// | `authorizations` | app bundle(1+n) direction(1) type(4) | see ``AuthorizationRecord`` |
-/// | `object_reads` | app bundle(1+n) type(4) uuid(16) | empty: the owner selected the object for the app |
+/// | `object_reads` | app bundle(1+n) type(4) uuid(16) | state(1: 1 selected, 2 deselected) sequence(8): see ``SelectionEntry`` |
 /// | `authorization_log` | app bundle(1+n) sequence(8) | empty: the app's authorization events |
 /// | `checkpoint` | `applied` | sequence(8) of the last event applied |
 ///
@@ -35,6 +36,7 @@ struct LedgerDatabases: Sendable {
     let byEnd: Database
     let bySource: Database
     let changes: Database
+    let sourceChanges: Database
     let tombstones: Database
     let syncIdentifiers: Database
     let typeStats: Database
@@ -50,7 +52,7 @@ struct LedgerDatabases: Sendable {
     /// The projections, in digest order.
     var projections: [Database] {
         [
-            objects, byStart, byEnd, bySource, changes, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
+            objects, byStart, byEnd, bySource, changes, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
             authorizations, objectReads, authorizationLog, checkpoint,
         ]
     }
@@ -63,6 +65,7 @@ struct LedgerDatabases: Sendable {
         byEnd = try environment.openDatabase("by_end")
         bySource = try environment.openDatabase("by_source")
         changes = try environment.openDatabase("changes")
+        sourceChanges = try environment.openDatabase("source_changes")
         tombstones = try environment.openDatabase("tombstones")
         syncIdentifiers = try environment.openDatabase("sync_ids")
         typeStats = try environment.openDatabase("type_stats")
@@ -81,9 +84,10 @@ struct LedgerDatabases: Sendable {
 /// projections were laid out by another version has them rebuilt from its log on opening.
 ///
 /// 1 (unrecorded): before `by_source`. 2: `by_source`, `objects` naming type and source,
-/// `type_sources` with the source's longest duration.
+/// `type_sources` with the source's longest duration. 3: `source_changes`, `object_reads`
+/// remembering when each object was selected or deselected.
 enum ProjectionLayout {
-    static let current: UInt32 = 2
+    static let current: UInt32 = 3
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

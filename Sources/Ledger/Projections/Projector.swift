@@ -184,10 +184,18 @@ struct Projector {
             try logAuthorizationEvent(app: app, sequence: sequence, in: txn)
         case .objectReadSelectionChanged(let app, let type, let uuids):
             let prefix = AuthorizationRecord.selectionPrefix(app: app, type: type)
-            for uuid in try AuthorizationRecord.selection(app: app, type: type, in: txn, databases) {
-                try txn.delete(prefix + uuid, in: databases.objectReads)
+            let chosen = Set(uuids)
+            var selectedBefore = Set<[UInt8]>()
+            for entry in try SelectionEntry.all(app: app, type: type, in: txn, databases) where entry.selected {
+                selectedBefore.insert(entry.uuid)
+                guard !chosen.contains(entry.uuid) else { continue }
+                // A deselected object that is gone was reported gone when it was deleted.
+                let deletedAt = try txn.get(entry.uuid, in: databases.tombstones).map { KeyEncoding.uint64($0, at: 0) }
+                try txn.put(SelectionEntry.value(selected: false, sequence: deletedAt ?? sequence), forKey: prefix + entry.uuid, in: databases.objectReads)
             }
-            for uuid in uuids { try txn.put([], forKey: prefix + uuid, in: databases.objectReads) }
+            for uuid in uuids where !selectedBefore.contains(uuid) {
+                try txn.put(SelectionEntry.value(selected: true, sequence: sequence), forKey: prefix + uuid, in: databases.objectReads)
+            }
             var record = try AuthorizationRecord.load(app: app, direction: .objectRead, type: type, in: txn, databases)
             record.decision = .granted
             record.decisionSequence = sequence
@@ -224,6 +232,9 @@ struct Projector {
             KeyEncoding.append(source, to: &endValue)
             try txn.put(endValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: object.uuid), in: databases.byEnd)
             try txn.put([Self.added] + object.uuid, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
+            try txn.put(
+                [Self.added] + object.uuid, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: source, sequence: sequence),
+                in: databases.sourceChanges)
             if let syncKey = object.syncKey {
                 var value = object.uuid
                 KeyEncoding.append(UInt64(bitPattern: object.syncVersion ?? 0), to: &value)
@@ -243,6 +254,10 @@ struct Projector {
             try txn.delete(KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: uuid), in: databases.byEnd)
             try txn.delete(KeyEncoding.changeKey(type: object.typeCode, sequence: savedSequence), in: databases.changes)
             try txn.put([Self.removed] + uuid, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
+            try txn.delete(KeyEncoding.sourceChangeKey(type: object.typeCode, source: stored.source, sequence: savedSequence), in: databases.sourceChanges)
+            try txn.put(
+                [Self.removed] + uuid, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: stored.source, sequence: sequence),
+                in: databases.sourceChanges)
             try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason), forKey: uuid, in: databases.tombstones)
             if let syncKey = object.syncKey, let entry = try txn.get(syncKey, in: databases.syncIdentifiers),
                 entry.count >= 16, entry[0..<16].elementsEqual(uuid)

@@ -28,11 +28,14 @@ final class GroupCommitter: Sendable {
     private let logger: Logger
     /// Called after every commit with the batch size and the commit duration.
     private let onCommit: @Sendable (_ requests: Int, _ duration: Duration) -> Void
+    /// Told, after each durable commit, which types it changed.
+    private let changeWatchers: ChangeWatchers
 
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
-        onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
+        changeWatchers: ChangeWatchers = ChangeWatchers(), onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
     ) {
+        self.changeWatchers = changeWatchers
         self.environment = environment
         self.databases = databases
         self.queue = DispatchQueue(label: "healthledger.commit.\(label)")
@@ -89,6 +92,7 @@ final class GroupCommitter: Sendable {
         let started = clock.now
         var succeeded: [Int] = []
         var failed: [Int: any Error] = [:]
+        var changedTypes = Set<UInt32>()
         do {
             try environment.write { txn in
                 succeeded = []
@@ -119,8 +123,10 @@ final class GroupCommitter: Sendable {
                     }
                 }
                 if !succeeded.isEmpty { try context.finish() }
+                changedTypes = succeeded.isEmpty ? [] : context.changedTypes
             }
             onCommit(batch.count, clock.now - started)
+            changeWatchers.notify(changedTypes)
             for index in succeeded { batch[index].complete(.success(())) }
             for (index, error) in failed { batch[index].complete(.failure(error)) }
         } catch {

@@ -14,6 +14,9 @@ final class WriteContext {
     /// Type statistics gathered in this transaction, written by ``finish()``.
     var stats = TypeStatsDelta()
     let commitTimeUs: Int64
+    /// The type codes whose objects (or per-object selections) this transaction changed, for
+    /// ``ChangeWatchers``; a superset when a request of the batch failed.
+    var changedTypes = Set<UInt32>()
 
     init(txn: Transaction, databases: LedgerDatabases, projector: Projector, now: Date) throws {
         self.txn = txn
@@ -37,6 +40,12 @@ final class WriteContext {
             kind: kind, objectType: objectType, objectUUID: objectUUID, body: body)
         try txn.put(stored, forKey: KeyEncoding.sequenceKey(sequence), in: databases.events, append: true)
         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
+        switch change {
+        case .saved(let summary): changedTypes.insert(summary.typeCode)
+        case .deleted: if let objectType { changedTypes.insert(TypeCatalogue.code(of: objectType)) }
+        case .objectReadSelectionChanged(_, let type, _): changedTypes.insert(type)
+        default: break
+        }
         head = LogHead(sequence: sequence, hash: EventCodec.hash(stored), commitTimeUs: commitTimeUs)
         return sequence
     }

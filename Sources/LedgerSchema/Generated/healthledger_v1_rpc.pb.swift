@@ -637,6 +637,169 @@ public nonisolated struct Healthledger_V1_SampleBatch: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Ledger/QueryChanges (server streaming: ChangeBatch messages): an
+/// anchored object query. The changes to objects of `type` after `anchor`, in commit
+/// order: objects added (saved, or newly readable) that overlap the interval, and objects
+/// deleted (or no longer readable), whatever their dates. At least one batch is sent; each
+/// carries the anchor to resume after it.
+///
+/// healthledger.v1.Ledger/WatchChanges (server streaming, long-running): the same, then
+/// further batches as changes commit, until the client cancels. `limit` must be 0. Like
+/// every long-running call it has no deadline unless timeout_ms sets one.
+public nonisolated struct Healthledger_V1_ChangeQueryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  /// Added objects overlapping [start_us, end_us); unbounded when absent.
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  /// An anchor from an earlier ChangeBatch of the same ledger and type; empty: from the beginning.
+  public var anchor: Data = Data()
+
+  /// Most changes (added plus deleted) to return; 0: no limit.
+  public var limit: UInt32 = 0
+
+  /// Most changes per ChangeBatch (0: 500); a batch also stays under 1 MiB of objects.
+  public var batchSize: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+}
+
+public nonisolated struct Healthledger_V1_ChangeBatch: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var added: [Healthledger_V1_HealthObject] = []
+
+  public var deleted: [Healthledger_V1_DeletedObject] = []
+
+  /// Opaque; resumes the query after this batch's changes. Valid only for the ledger and
+  /// type it came from.
+  public var anchor: Data = Data()
+
+  /// QueryChanges with a limit: further changes exist after the limit.
+  public var hasMore_p: Bool = false
+
+  /// The batch reaches the last change committed when it was read (WatchChanges: the
+  /// initial results are complete).
+  public var caughtUp: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// An object that was deleted, or that the caller may no longer read (HealthKit's
+/// HKDeletedObject): its UUID and, when it had them, its sync identifier and version.
+public nonisolated struct Healthledger_V1_DeletedObject: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var uuid: Data = Data()
+
+  public var syncIdentifier: String {
+    get {_syncIdentifier ?? String()}
+    set {_syncIdentifier = newValue}
+  }
+  /// Returns true if `syncIdentifier` has been explicitly set.
+  public var hasSyncIdentifier: Bool {self._syncIdentifier != nil}
+  /// Clears the value of `syncIdentifier`. Subsequent reads from it will return its default value.
+  public mutating func clearSyncIdentifier() {self._syncIdentifier = nil}
+
+  public var syncVersion: Int64 {
+    get {_syncVersion ?? 0}
+    set {_syncVersion = newValue}
+  }
+  /// Returns true if `syncVersion` has been explicitly set.
+  public var hasSyncVersion: Bool {self._syncVersion != nil}
+  /// Clears the value of `syncVersion`. Subsequent reads from it will return its default value.
+  public mutating func clearSyncVersion() {self._syncVersion = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _syncIdentifier: String? = nil
+  fileprivate var _syncVersion: Int64? = nil
+}
+
+/// healthledger.v1.Ledger/Observe (server streaming, long-running: ObserverUpdate
+/// messages): HealthKit's observer query. The first message says the observer is
+/// registered; then one message each time objects of `type` that the caller may read, and
+/// that overlap the interval, are added or deleted. Updates coalesce: while the client has
+/// not taken one, later changes fold into it.
+public nonisolated struct Healthledger_V1_ObserveRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+}
+
+public nonisolated struct Healthledger_V1_ObserverUpdate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The first message: the observer is in place (changes from now on are reported).
+  public var registered: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// healthledger.v1.Ledger/RequestAuthorization (apps): HealthKit's
 /// requestAuthorization(toShare:read:). New (type, direction) pairs become pending
 /// requests for the owner. Correlation types cannot be requested (ask for their
@@ -1983,6 +2146,233 @@ nonisolated extension Healthledger_V1_SampleBatch: SwiftProtobuf.Message, SwiftP
 
   public static func ==(lhs: Healthledger_V1_SampleBatch, rhs: Healthledger_V1_SampleBatch) -> Bool {
     if lhs.objects != rhs.objects {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ChangeQueryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChangeQueryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}anchor\0\u{1}limit\0\u{3}batch_size\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.anchor) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.batchSize) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
+    } }()
+    if !self.anchor.isEmpty {
+      try visitor.visitSingularBytesField(value: self.anchor, fieldNumber: 4)
+    }
+    if self.limit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 5)
+    }
+    if self.batchSize != 0 {
+      try visitor.visitSingularUInt32Field(value: self.batchSize, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ChangeQueryRequest, rhs: Healthledger_V1_ChangeQueryRequest) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs.anchor != rhs.anchor {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.batchSize != rhs.batchSize {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ChangeBatch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChangeBatch"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}added\0\u{1}deleted\0\u{1}anchor\0\u{3}has_more\0\u{3}caught_up\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.added) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.deleted) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.anchor) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.hasMore_p) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.caughtUp) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.added.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.added, fieldNumber: 1)
+    }
+    if !self.deleted.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.deleted, fieldNumber: 2)
+    }
+    if !self.anchor.isEmpty {
+      try visitor.visitSingularBytesField(value: self.anchor, fieldNumber: 3)
+    }
+    if self.hasMore_p != false {
+      try visitor.visitSingularBoolField(value: self.hasMore_p, fieldNumber: 4)
+    }
+    if self.caughtUp != false {
+      try visitor.visitSingularBoolField(value: self.caughtUp, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ChangeBatch, rhs: Healthledger_V1_ChangeBatch) -> Bool {
+    if lhs.added != rhs.added {return false}
+    if lhs.deleted != rhs.deleted {return false}
+    if lhs.anchor != rhs.anchor {return false}
+    if lhs.hasMore_p != rhs.hasMore_p {return false}
+    if lhs.caughtUp != rhs.caughtUp {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DeletedObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DeletedObject"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{3}sync_identifier\0\u{3}sync_version\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.uuid) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self._syncIdentifier) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self._syncVersion) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.uuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.uuid, fieldNumber: 1)
+    }
+    try { if let v = self._syncIdentifier {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._syncVersion {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_DeletedObject, rhs: Healthledger_V1_DeletedObject) -> Bool {
+    if lhs.uuid != rhs.uuid {return false}
+    if lhs._syncIdentifier != rhs._syncIdentifier {return false}
+    if lhs._syncVersion != rhs._syncVersion {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ObserveRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ObserveRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ObserveRequest, rhs: Healthledger_V1_ObserveRequest) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ObserverUpdate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ObserverUpdate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}registered\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.registered) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.registered != false {
+      try visitor.visitSingularBoolField(value: self.registered, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ObserverUpdate, rhs: Healthledger_V1_ObserverUpdate) -> Bool {
+    if lhs.registered != rhs.registered {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,123 @@
+import Foundation
+import HealthLedgerRPC
+import HealthModel
+import Ledger
+import LedgerSchema
+import SwiftProtobuf
+
+/// The change-following methods: anchored queries (one-shot and watched) and observers.
+extension LedgerCall {
+    /// A batch's objects stay under this many bytes (plus one object).
+    static let batchBytes = 1 << 20
+
+    private func changeQuery() throws -> (query: ChangeQuery, batchSize: Int) {
+        let request = try decode(Healthledger_V1_ChangeQueryRequest.self)
+        let query = ChangeQuery(
+            type: try ObjectType(request.type),
+            interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
+            anchor: request.anchor.isEmpty ? nil : QueryAnchor(bytes: Array(request.anchor)), limit: Int(request.limit))
+        return (query, request.batchSize == 0 ? 500 : Int(min(request.batchSize, 10_000)))
+    }
+
+    /// QueryChanges: the changes after the anchor, up to the limit, in batches.
+    func queryChanges(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
+        var (query, batchSize) = try changeQuery()
+        let limit = query.limit
+        var remaining = limit
+        while true {
+            try Task.checkCancellation()
+            query.limit = limit == 0 ? batchSize : min(batchSize, remaining)
+            let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope)
+            remaining -= page.count
+            let limitReached = limit > 0 && remaining == 0
+            try await emit(Self.changeBatch(page, hasMore: limitReached && page.hasMore, caughtUp: !page.hasMore))
+            if !page.hasMore || limitReached { return }
+            query.anchor = page.anchor
+        }
+    }
+
+    /// WatchChanges: the changes after the anchor, then more each time some commit, until
+    /// the call is cancelled. Later batches go out only when they hold a change.
+    func watchChanges(onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ batch: [UInt8]) async throws -> Void) async throws {
+        var (query, batchSize) = try changeQuery()
+        guard query.limit == 0 else {
+            throw HealthError.invalidArgument("a watched query streams every change: page it with batch_size, not limit", field: "limit")
+        }
+        query.limit = batchSize
+        try await following(query.type) { first in
+            var owesCaughtUp = false
+            while true {
+                let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope)
+                query.anchor = page.anchor
+                if first || page.count > 0 || (owesCaughtUp && !page.hasMore) {
+                    try await emit(Self.changeBatch(page, hasMore: false, caughtUp: !page.hasMore))
+                    owesCaughtUp = page.hasMore
+                }
+                if !page.hasMore { return }
+            }
+        }
+    }
+
+    /// Observe: one message once the observer is registered, then one per commit (or run of
+    /// commits the client has not yet taken) that changed what the caller may see.
+    func observe(onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ update: [UInt8]) async throws -> Void) async throws {
+        let request = try decode(Healthledger_V1_ObserveRequest.self)
+        var query = ChangeQuery(
+            type: try ObjectType(request.type),
+            interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil))
+        try await following(query.type) { first in
+            if first {
+                query.anchor = try ledger.latestAnchor(for: query.type, as: principal, onScope: onScope)
+                return try await emit(try Healthledger_V1_ObserverUpdate.with { $0.registered = true }.serializedBytes())
+            }
+            let (changed, anchor) = try ledger.hasChanges(query, as: principal, onScope: onScope)
+            query.anchor = anchor
+            if changed { try await emit([]) }
+        }
+    }
+
+    /// Runs `check(true)` once, then `check(false)` after each commit that touches `type`
+    /// (commits during a check fold into one more run), until the call is cancelled.
+    private func following(_ type: ObjectType, _ check: (_ first: Bool) async throws -> Void) async throws {
+        let (commits, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        // Registered before the first read, so no commit falls between the two.
+        let token = ledger.changeWatchers.add(type: type) { signal.yield() }
+        defer {
+            ledger.changeWatchers.remove(token)
+            signal.finish()
+        }
+        try await check(true)
+        for await _ in commits {
+            try Task.checkCancellation()
+            try await check(false)
+        }
+        throw CancellationError()
+    }
+
+    /// ChangeBatch written directly: the objects go out as the log stores them.
+    static func changeBatch(_ page: ChangePage<[UInt8]>, hasMore: Bool, caughtUp: Bool) throws -> [UInt8] {
+        var batch = ProtoWriter(capacity: page.added.reduce(64) { $0 + $1.count + 6 } + page.deleted.count * 48)
+        for object in page.added { batch.message(field: 1, object) }
+        for deleted in page.deleted {
+            let message = Healthledger_V1_DeletedObject.with { message in
+                message.uuid = Data(deleted.uuid.bytes)
+                if let identifier = deleted.syncIdentifier { message.syncIdentifier = identifier }
+                if let version = deleted.syncVersion { message.syncVersion = version }
+            }
+            batch.message(field: 2, try message.serializedBytes())
+        }
+        batch.bytes(field: 3, page.anchor.bytes)
+        if hasMore { batch.varint(field: 4, 1) }
+        if caughtUp { batch.varint(field: 5, 1) }
+        return batch.buffer
+    }
+
+    /// The type a streaming call reads (for watching the caller's access while it streams).
+    func streamedType(of method: RPCMethod) throws -> ObjectType {
+        switch method {
+        case .queryChanges, .watchChanges: try ObjectType(try decode(Healthledger_V1_ChangeQueryRequest.self).type)
+        case .observe: try ObjectType(try decode(Healthledger_V1_ObserveRequest.self).type)
+        default: try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)
+        }
+    }
+}

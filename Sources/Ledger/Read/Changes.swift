@@ -1,0 +1,356 @@
+import Crypto
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+
+/// An anchored object query (HealthKit's `HKAnchoredObjectQueryDescriptor`): the changes to
+/// objects of one type since an anchor.
+///
+/// ```swift
+/// var anchor: QueryAnchor?
+/// repeat {
+///     let page = try ledger.changes(ChangeQuery(type: heartRate, anchor: anchor, limit: 1000), as: principal)
+///     apply(page.added, page.deleted)
+///     anchor = page.anchor
+/// } while page.hasMore
+/// ```
+public struct ChangeQuery: Sendable, Hashable {
+    public var type: ObjectType
+    /// Added objects must overlap this interval (as in ``SampleQuery``); nil matches all.
+    /// Deleted objects are reported whatever their dates, as HealthKit does.
+    public var interval: DateInterval?
+    /// Where the previous page stopped; nil starts from the beginning of the ledger.
+    public var anchor: QueryAnchor?
+    /// At most this many changes (added plus deleted); 0 means no limit.
+    public var limit: Int
+
+    public init(type: ObjectType, interval: DateInterval? = nil, anchor: QueryAnchor? = nil, limit: Int = 0) {
+        self.type = type
+        self.interval = interval
+        self.anchor = anchor
+        self.limit = limit
+    }
+}
+
+/// One page of an anchored query's results.
+public struct ChangePage<Object: Sendable>: Sendable {
+    /// Objects saved (or newly readable) since the anchor, in commit order.
+    public var added: [Object]
+    /// Objects deleted (or no longer readable) since the anchor, in commit order.
+    public var deleted: [DeletedObject]
+    /// Resumes the query after this page.
+    public var anchor: QueryAnchor
+    /// More matching changes follow this page (it stopped at its limit).
+    public var hasMore: Bool
+
+    public var count: Int { added.count + deleted.count }
+}
+
+/// A point in a type's change stream. Changes are ordered by the sequence of the event that
+/// made them, then by UUID (one selection event can change several objects at once).
+struct ChangePosition: Comparable, Sendable {
+    var sequence: UInt64
+    /// Empty: before every UUID of the sequence.
+    var uuid: [UInt8]
+
+    static let origin = ChangePosition(sequence: 0, uuid: [])
+
+    static func < (a: ChangePosition, b: ChangePosition) -> Bool {
+        a.sequence != b.sequence ? a.sequence < b.sequence : a.uuid.lexicographicallyPrecedes(b.uuid)
+    }
+}
+
+/// One change a reader may see.
+struct ChangeEntry {
+    var position: ChangePosition
+    /// The event that saved the object, when it was added; nil when it is gone.
+    var savedSequence: UInt64?
+}
+
+extension Ledger {
+    /// The changes `principal` may see to objects of the query's type after its anchor
+    /// (SEMANTICS §7, §6).
+    ///
+    /// The owner, and an app allowed to read the type, see every change. Any other app sees
+    /// the changes to its own objects and, for per-object types, selected objects as added
+    /// and deselected ones as deleted at the moment of the selection. Anchors, counts and
+    /// `hasMore` come from those changes alone, so they reveal nothing of other data; the
+    /// anchor is sealed so its contents (the ledger's sequence numbers) stay hidden too.
+    ///
+    /// Pages chain by anchor without skipping or repeating a change, whatever commits
+    /// between them.
+    ///
+    /// - Throws: ``HealthError`` `invalidArgument` for a negative limit, an interval that ends
+    ///   before it starts, or an anchor from another ledger or type.
+    public func changes(_ query: ChangeQuery, as principal: Principal) throws -> ChangePage<HealthObject> {
+        try page(query, as: principal) { stored in (try LedgerEvent(stored: stored).savedObject(), 0) }
+    }
+
+    /// The same page with added objects as serialized `healthledger.v1.HealthObject`
+    /// messages, straight from the log.
+    ///
+    /// - Parameters:
+    ///   - maximumBytes: the page stops once its objects reach this size.
+    ///   - onScope: told the read scope of the page's snapshot.
+    public func encodedChanges(
+        _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in }
+    ) throws -> ChangePage<[UInt8]> {
+        try page(query, as: principal, maximumBytes: maximumBytes, onScope: onScope) { stored in
+            let body = try LedgerEvent(stored: stored).body
+            return (body, body.count)
+        }
+    }
+
+    /// Whether `principal` may see changes matching the query after its anchor, and the
+    /// anchor past all of them (an observer's check: nothing is loaded but what the
+    /// interval needs).
+    public func hasChanges(_ query: ChangeQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> (
+        changed: Bool, anchor: QueryAnchor
+    ) {
+        let (after, range) = try position(of: query)
+        return try environment.read { txn in
+            let scope = try ReadScope(principal, type: query.type, in: txn, databases)
+            onScope(scope)
+            let projector = Projector(databases: databases, units: UnitCache())
+            var last = after
+            var changed = false
+            try scanChanges(query.type, after: after, scope: scope, principal: principal, in: txn) { entry in
+                if !changed, try matches(entry, range: query.interval == nil ? nil : range, projector: projector, in: txn) != nil { changed = true }
+                last = entry.position
+                return true
+            }
+            return (changed, anchors.seal(type: query.type.code, last))
+        }
+    }
+
+    /// An anchor after every change `principal` may see of `type` now: a query from it
+    /// reports only what changes later.
+    public func latestAnchor(for type: ObjectType, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> QueryAnchor {
+        try environment.read { txn in
+            let scope = try ReadScope(principal, type: type, in: txn, databases)
+            onScope(scope)
+            var last = ChangePosition.origin
+            if scope.all {
+                last = try lastChange(in: databases.changes, prefix: Self.typePrefix(type.code), in: txn) ?? last
+            } else {
+                if scope.ownSource != 0 {
+                    let prefix = Self.typePrefix(type.code) + Self.typePrefix(scope.ownSource)
+                    last = try lastChange(in: databases.sourceChanges, prefix: prefix, in: txn) ?? last
+                }
+                for entry in try selectionChanges(type, scope: scope, principal: principal, in: txn) { last = max(last, entry.position) }
+            }
+            return anchors.seal(type: type.code, last)
+        }
+    }
+
+    private func position(of query: ChangeQuery) throws -> (ChangePosition, TimeRange) {
+        guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
+        let range = TimeRange(query.interval)
+        guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
+        let after = try query.anchor.map { try anchors.open($0, type: query.type.code) } ?? .origin
+        return (after, range)
+    }
+
+    private func page<Object>(
+        _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in },
+        _ load: (UnsafeRawBufferPointer) throws -> (Object, bytes: Int)
+    ) throws -> ChangePage<Object> {
+        let (after, range) = try position(of: query)
+        return try environment.read { txn in
+            let scope = try ReadScope(principal, type: query.type, in: txn, databases)
+            onScope(scope)
+            let projector = Projector(databases: databases, units: UnitCache())
+            var added: [Object] = []
+            var deleted: [DeletedObject] = []
+            var bytes = 0
+            var last = after
+            var hasMore = false
+            try scanChanges(query.type, after: after, scope: scope, principal: principal, in: txn) { entry in
+                guard let match = try matches(entry, range: query.interval == nil ? nil : range, projector: projector, in: txn) else {
+                    // A change the interval excludes: the next page need not look at it again.
+                    last = entry.position
+                    return true
+                }
+                if (query.limit > 0 && added.count + deleted.count >= query.limit) || bytes >= maximumBytes {
+                    hasMore = true
+                    return false
+                }
+                switch match {
+                case .added(let stored):
+                    let (object, size) = try load(stored)
+                    added.append(object)
+                    bytes += size
+                case .deleted:
+                    deleted.append(try deletedObject(entry.position.uuid, in: txn))
+                }
+                last = entry.position
+                return true
+            }
+            return ChangePage(added: added, deleted: deleted, anchor: anchors.seal(type: query.type.code, last), hasMore: hasMore)
+        }
+    }
+
+    private enum Match {
+        case added(UnsafeRawBufferPointer)
+        case deleted
+    }
+
+    /// The change as the query reports it, or nil when the interval excludes it.
+    private func matches(_ entry: ChangeEntry, range: TimeRange?, projector: Projector, in txn: Transaction) throws -> Match? {
+        guard let saved = entry.savedSequence else { return .deleted }
+        guard let stored = try txn.get(KeyEncoding.sequenceKey(saved), in: databases.events) else {
+            throw LedgerFailure.corrupted("event \(saved) is missing from the log")
+        }
+        if let range {
+            let summary = try projector.savedSummary(stored: stored, sequence: saved)
+            guard range.overlaps(start: summary.startUs, end: summary.endUs) else { return nil }
+        }
+        return .added(stored)
+    }
+
+    private func deletedObject(_ uuid: [UInt8], in txn: Transaction) throws -> DeletedObject {
+        let id = UUID(bytes: uuid)!
+        guard let stored = try txn.get(uuid, in: databases.tombstones) else { return DeletedObject(uuid: id) }
+        let tombstone = try Tombstone(uuid: id, stored: stored, type: "")
+        return DeletedObject(uuid: id, syncIdentifier: tombstone.syncIdentifier, syncVersion: tombstone.syncVersion)
+    }
+
+    /// Visits, in order, the changes after `after` that `scope` may see: the type's change
+    /// index for a reader of everything; otherwise the reader's own source's index merged
+    /// with its selection's changes. Other sources' changes are never touched.
+    private func scanChanges(
+        _ type: ObjectType, after: ChangePosition, scope: ReadScope, principal: Principal, in txn: Transaction,
+        _ visit: (ChangeEntry) throws -> Bool
+    ) throws {
+        if scope.all {
+            return try scanChangeIndex(databases.changes, prefix: Self.typePrefix(type.code), after: after, in: txn, visit)
+        }
+        let selected = try selectionChanges(type, scope: scope, principal: principal, in: txn).filter { $0.position > after }
+        var next = 0
+        var going = true
+        if scope.ownSource != 0 {
+            let prefix = Self.typePrefix(type.code) + Self.typePrefix(scope.ownSource)
+            try scanChangeIndex(databases.sourceChanges, prefix: prefix, after: after, in: txn) { entry in
+                while next < selected.count, selected[next].position < entry.position {
+                    going = try visit(selected[next])
+                    next += 1
+                    if !going { return false }
+                }
+                going = try visit(entry)
+                return going
+            }
+        }
+        while going, next < selected.count {
+            going = try visit(selected[next])
+            next += 1
+        }
+    }
+
+    /// Visits the entries of a change index (`changes` or `source_changes`) under `prefix`
+    /// after `after`.
+    private func scanChangeIndex(
+        _ database: Database, prefix: [UInt8], after: ChangePosition, in txn: Transaction, _ visit: (ChangeEntry) throws -> Bool
+    ) throws {
+        try txn.withCursor(on: database) { cursor in
+            var entry = try cursor.seek(atLeast: prefix + KeyEncoding.sequenceKey(after.sequence))
+            while let current = entry, current.key.count == prefix.count + 8, current.key.starts(with: prefix) {
+                guard current.value.count == 17 else { throw LedgerFailure.corrupted("a change-index entry is damaged: replay the ledger") }
+                let sequence = KeyEncoding.uint64(current.key, at: prefix.count)
+                let position = ChangePosition(sequence: sequence, uuid: Array(current.value[1..<17]))
+                if position > after {
+                    let change = ChangeEntry(position: position, savedSequence: current.value[0] == Projector.added ? sequence : nil)
+                    if try !visit(change) { return }
+                }
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    private func lastChange(in database: Database, prefix: [UInt8], in txn: Transaction) throws -> ChangePosition? {
+        try txn.withCursor(on: database) { cursor in
+            guard let current = try cursor.seek(atMost: prefix + KeyEncoding.sequenceKey(.max)),
+                current.key.count == prefix.count + 8, current.key.starts(with: prefix), current.value.count == 17
+            else { return nil }
+            return ChangePosition(sequence: KeyEncoding.uint64(current.key, at: prefix.count), uuid: Array(current.value[1..<17]))
+        }
+    }
+
+    /// The changes an app's per-object selection makes to what it sees, in order: a selected
+    /// object is added when selected (or saved, if later) and gone when deleted; a deselected
+    /// one is gone when deselected. The app's own objects are left to its own index.
+    private func selectionChanges(_ type: ObjectType, scope: ReadScope, principal: Principal, in txn: Transaction) throws -> [ChangeEntry] {
+        guard type.isReadPerObject, case .app(let source) = principal else { return [] }
+        var changes: [ChangeEntry] = []
+        for entry in try SelectionEntry.all(app: source.bundleIdentifier, type: type.code, in: txn, databases) {
+            if let stored = try StoredObject.load(entry.uuid, in: txn, databases) {
+                if scope.ownSource != 0, stored.source == scope.ownSource { continue }
+                changes.append(
+                    entry.selected
+                        ? ChangeEntry(position: ChangePosition(sequence: max(stored.sequence, entry.sequence), uuid: entry.uuid), savedSequence: stored.sequence)
+                        : ChangeEntry(position: ChangePosition(sequence: entry.sequence, uuid: entry.uuid), savedSequence: nil))
+            } else if let stored = try txn.get(entry.uuid, in: databases.tombstones) {
+                let tombstone = try Tombstone(uuid: UUID(bytes: entry.uuid)!, stored: stored, type: "")
+                if tombstone.sourceBundle == source.bundleIdentifier { continue }
+                let gone = entry.selected ? tombstone.sequence : entry.sequence
+                changes.append(ChangeEntry(position: ChangePosition(sequence: gone, uuid: entry.uuid), savedSequence: nil))
+            }
+        }
+        return changes.sorted { $0.position < $1.position }
+    }
+
+    static func typePrefix(_ code: UInt32) -> [UInt8] {
+        var prefix: [UInt8] = []
+        KeyEncoding.append(code, to: &prefix)
+        return prefix
+    }
+}
+
+/// Seals change positions into opaque ``QueryAnchor``s with the ledger's own key
+/// (AES-GCM): an app cannot read the sequence numbers inside, which would tell it how much
+/// else happened in the ledger, nor forge one, and an anchor from another ledger or for
+/// another type is refused.
+struct AnchorSeal: Sendable {
+    private let key: SymmetricKey
+    private static let metaKey: [UInt8] = Array("anchor_key".utf8)
+    private static let version: UInt8 = 1
+
+    /// Loads the ledger's anchor key from `meta`, creating it on first use.
+    init(environment: Environment, databases: LedgerDatabases) throws {
+        if let stored = try environment.read({ txn in try txn.get(Self.metaKey, in: databases.meta).map { Array($0) } }), stored.count == 32 {
+            key = SymmetricKey(data: stored)
+            return
+        }
+        key = try environment.write { txn in
+            if let stored = try txn.get(Self.metaKey, in: databases.meta), stored.count == 32 { return SymmetricKey(data: Array(stored)) }
+            let fresh = SymmetricKey(size: .bits256)
+            try txn.put(fresh.withUnsafeBytes { Array($0) }, forKey: Self.metaKey, in: databases.meta)
+            return fresh
+        }
+    }
+
+    /// version(1) type(4) sequence(8) uuid length(1) uuid(0 or 16), sealed.
+    func seal(type: UInt32, _ position: ChangePosition) -> QueryAnchor {
+        var plain: [UInt8] = [Self.version]
+        KeyEncoding.append(type, to: &plain)
+        KeyEncoding.append(position.sequence, to: &plain)
+        plain.append(UInt8(position.uuid.count))
+        plain.append(contentsOf: position.uuid)
+        // Sealing with a fresh random nonce cannot fail.
+        let box = try! AES.GCM.seal(plain, using: key)
+        return QueryAnchor(bytes: Array(box.combined!))
+    }
+
+    func open(_ anchor: QueryAnchor, type: UInt32) throws -> ChangePosition {
+        let invalid = HealthError.invalidArgument("the anchor was not issued by this ledger, or is damaged", field: "anchor")
+        guard anchor.bytes.count <= 128, let box = try? AES.GCM.SealedBox(combined: anchor.bytes),
+            let plain = try? Array(AES.GCM.open(box, using: key))
+        else { throw invalid }
+        guard plain.count >= 14, plain[0] == Self.version, plain.count == 14 + Int(plain[13]), plain[13] == 0 || plain[13] == 16 else { throw invalid }
+        let position = plain.withUnsafeBytes { bytes in
+            (type: KeyEncoding.uint32(bytes, at: 1), sequence: KeyEncoding.uint64(bytes, at: 5))
+        }
+        guard position.type == type else { throw HealthError.invalidArgument("the anchor was issued for another type", field: "anchor") }
+        return ChangePosition(sequence: position.sequence, uuid: Array(plain[14...]))
+    }
+}
