@@ -203,10 +203,20 @@ public final class HealthStore: Sendable {
             request.batchSize = UInt32(clamping: query.batchSize)
             request.sort = .init(query.sort)
         }
+        let (stream, consumed) = try await openStream(.querySamples, request)
+        return SampleBatches(stream: stream, consumed: consumed)
+    }
+
+    /// Opens a server-streaming call; `consumed` grants the server one more message.
+    /// Long-running methods get no deadline.
+    func openStream(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> (
+        stream: AsyncThrowingStream<[UInt8], any Error>, consumed: @Sendable () -> Void
+    ) {
+        let payload: [UInt8] = try message.serializedBytes()
         let connection = try await connections.connection()
-        let payload: [UInt8] = try request.serializedBytes()
-        let (id, stream) = try connection.stream(.querySamples, payload, credential: configuration.credential, timeout: configuration.timeout)
-        return SampleBatches(stream: stream, consumed: { connection.grant(id, 1) })
+        let (id, stream) = try connection.stream(
+            method, payload, credential: configuration.credential, timeout: method.isLongRunning ? nil : configuration.timeout)
+        return (stream, { connection.grant(id, 1) })
     }
 }
 

@@ -79,7 +79,9 @@ final class ClientConnection: Sendable {
 
     /// A server-streaming call; the stream grants the server one more message each time
     /// the consumer takes one, and cancels the call when the consumer stops early.
-    func stream(_ method: RPCMethod, _ payload: [UInt8], credential: String, timeout: Duration, window: UInt32 = 16) throws
+    ///
+    /// - Parameter timeout: the call's deadline; nil for none (long-running calls only).
+    func stream(_ method: RPCMethod, _ payload: [UInt8], credential: String, timeout: Duration?, window: UInt32 = 16) throws
         -> (id: UInt64, stream: AsyncThrowingStream<[UInt8], any Error>)
     {
         let id = try calls.reserve()
@@ -89,7 +91,7 @@ final class ClientConnection: Sendable {
             if case .cancelled = termination { self?.cancel(id) }
         }
         let frame = Healthledger_V1_Frame.request(
-            id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: Self.milliseconds(timeout),
+            id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: timeout.map(Self.milliseconds) ?? 0,
             window: window)
         channel.writeAndFlush(frame).whenFailure { [calls] error in
             calls.abandon(id, with: RPCError(.unavailable, "the connection failed: \(error)"))

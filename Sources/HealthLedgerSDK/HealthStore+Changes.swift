@@ -1,0 +1,181 @@
+import Foundation
+import LedgerSchema
+import SwiftProtobuf
+
+/// An anchored object query (HealthKit's `HKAnchoredObjectQueryDescriptor`): what changed
+/// in objects of a type since an anchor.
+///
+/// ```swift
+/// var anchor = savedAnchor                      // nil the first time
+/// let changes = try await store.result(for: AnchoredObjectQueryDescriptor(type: heartRate, anchor: anchor))
+/// apply(changes.addedObjects, changes.deletedObjects)
+/// anchor = changes.newAnchor                    // keep its bytes for next time
+/// ```
+public struct AnchoredObjectQueryDescriptor: Sendable, Hashable {
+    public var type: ObjectType
+    /// Added objects must overlap this interval; deleted objects are reported whatever
+    /// their dates. All when nil.
+    public var interval: DateInterval?
+    /// Where an earlier result stopped; nil starts from the beginning.
+    public var anchor: QueryAnchor?
+    /// At most this many changes (added plus deleted); 0 means no limit. Must be 0 for
+    /// ``HealthStore/changes(for:)``.
+    public var limit: Int
+    /// Changes per streamed batch.
+    public var batchSize: Int
+
+    public init(type: ObjectType, interval: DateInterval? = nil, anchor: QueryAnchor? = nil, limit: Int = 0, batchSize: Int = 500) {
+        self.type = type
+        self.interval = interval
+        self.anchor = anchor
+        self.limit = limit
+        self.batchSize = batchSize
+    }
+}
+
+/// The changes an anchored query found.
+public struct AnchoredObjectQueryResult: Sendable {
+    /// Objects saved, or newly readable, since the anchor, in commit order.
+    public var addedObjects: [HealthObject]
+    /// Objects deleted, or no longer readable, since the anchor.
+    public var deletedObjects: [DeletedObject]
+    /// Resumes the query after these changes.
+    public var newAnchor: QueryAnchor
+    /// The query stopped at its limit and more changes follow.
+    public var hasMore: Bool
+    /// These changes reach the last one committed when they were read (in a watched query:
+    /// the initial results are complete).
+    public var caughtUp: Bool
+}
+
+extension HealthStore {
+    /// Runs an anchored query once: the changes since the descriptor's anchor, up to its limit.
+    public func result(for query: AnchoredObjectQueryDescriptor) async throws -> AnchoredObjectQueryResult {
+        var result = AnchoredObjectQueryResult(addedObjects: [], deletedObjects: [], newAnchor: QueryAnchor(bytes: []), hasMore: false, caughtUp: false)
+        let (stream, consumed) = try await openStream(.queryChanges, Self.changeRequest(query))
+        for try await bytes in stream {
+            consumed()
+            let batch = try Self.changeResult(bytes)
+            result.addedObjects += batch.addedObjects
+            result.deletedObjects += batch.deletedObjects
+            result.newAnchor = batch.newAnchor
+            result.hasMore = batch.hasMore
+            result.caughtUp = batch.caughtUp
+        }
+        return result
+    }
+
+    /// Runs an anchored query that keeps going (HealthKit's long-running anchored query):
+    /// the changes since the anchor, in batches, then each new batch of changes as it
+    /// commits, until the iteration stops. Each element carries the anchor to resume after it.
+    ///
+    /// ```swift
+    /// for try await changes in try await store.changes(for: AnchoredObjectQueryDescriptor(type: steps, anchor: anchor)) {
+    ///     apply(changes.addedObjects, changes.deletedObjects)
+    ///     anchor = changes.newAnchor
+    /// }
+    /// ```
+    public func changes(for query: AnchoredObjectQueryDescriptor) async throws -> AnchoredObjectQueryResults {
+        let (stream, consumed) = try await openStream(.watchChanges, Self.changeRequest(query))
+        return AnchoredObjectQueryResults(stream: stream, consumed: consumed)
+    }
+
+    /// Observes a type (HealthKit's `HKObserverQuery`): returns once the observer is in
+    /// place; the sequence then yields each time objects of `type` that this app may read
+    /// (and that overlap `interval`) are saved or deleted. Updates that arrive while one is
+    /// still unread fold into it. Run an anchored query to learn what changed.
+    public func observe(_ type: ObjectType, overlapping interval: DateInterval? = nil) async throws -> ObserverUpdates {
+        let request = Healthledger_V1_ObserveRequest.with { request in
+            request.type = type.identifier
+            if let interval {
+                request.startUs = microseconds(interval.start)
+                request.endUs = microseconds(interval.end)
+            }
+        }
+        let (stream, consumed) = try await openStream(.observe, request)
+        let updates = ObserverUpdates(iterator: StreamIterator(stream.makeAsyncIterator()), consumed: consumed)
+        guard try await updates.iterator.next() != nil else {
+            throw RPCError(.internalError, "the server ended the observer before registering it")
+        }
+        consumed()
+        return updates
+    }
+
+    static func changeRequest(_ query: AnchoredObjectQueryDescriptor) -> Healthledger_V1_ChangeQueryRequest {
+        .with { request in
+            request.type = query.type.identifier
+            if let interval = query.interval {
+                request.startUs = microseconds(interval.start)
+                request.endUs = microseconds(interval.end)
+            }
+            if let anchor = query.anchor { request.anchor = Data(anchor.bytes) }
+            request.limit = UInt32(clamping: query.limit)
+            request.batchSize = UInt32(clamping: query.batchSize)
+        }
+    }
+
+    static func changeResult(_ bytes: [UInt8]) throws -> AnchoredObjectQueryResult {
+        let batch = try decode(Healthledger_V1_ChangeBatch.self, bytes)
+        return AnchoredObjectQueryResult(
+            addedObjects: try batch.added.map { try $0.model() },
+            deletedObjects: try batch.deleted.map { deleted in
+                guard let uuid = UUID(bytes: deleted.uuid) else { throw RPCError(.internalError, "the server sent a bad UUID") }
+                return DeletedObject(
+                    uuid: uuid, syncIdentifier: deleted.hasSyncIdentifier ? deleted.syncIdentifier : nil,
+                    syncVersion: deleted.hasSyncVersion ? deleted.syncVersion : nil)
+            },
+            newAnchor: QueryAnchor(bytes: Array(batch.anchor)), hasMore: batch.hasMore_p, caughtUp: batch.caughtUp)
+    }
+}
+
+/// The batches of a watched anchored query, as they commit.
+public struct AnchoredObjectQueryResults: AsyncSequence, Sendable {
+    public typealias Element = AnchoredObjectQueryResult
+    let stream: AsyncThrowingStream<[UInt8], any Error>
+    let consumed: @Sendable () -> Void
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+        let consumed: @Sendable () -> Void
+
+        public mutating func next() async throws -> AnchoredObjectQueryResult? {
+            guard let bytes = try await base.next() else { return nil }
+            consumed()
+            return try HealthStore.changeResult(bytes)
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), consumed: consumed) }
+}
+
+/// An observer's updates: one element each time what it observes changed. Iterate it once.
+public struct ObserverUpdates: AsyncSequence, Sendable {
+    public typealias Element = Void
+    let iterator: StreamIterator
+    let consumed: @Sendable () -> Void
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let iterator: StreamIterator
+        let consumed: @Sendable () -> Void
+
+        public mutating func next() async throws -> Void? {
+            guard try await iterator.next() != nil else { return nil }
+            consumed()
+            return ()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(iterator: iterator, consumed: consumed) }
+}
+
+/// A stream's iterator shared by reference, so the registration message can be taken
+/// before the sequence is handed out. One consumer at a time.
+final class StreamIterator: @unchecked Sendable {
+    private var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+
+    init(_ base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator) {
+        self.base = base
+    }
+
+    func next() async throws -> [UInt8]? { try await base.next() }
+}
