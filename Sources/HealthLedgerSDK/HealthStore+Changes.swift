@@ -154,7 +154,7 @@ public struct ObserverUpdates: AsyncSequence, Sendable {
     let iterator: StreamIterator
     let consumed: @Sendable () -> Void
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         let iterator: StreamIterator
         let consumed: @Sendable () -> Void
 

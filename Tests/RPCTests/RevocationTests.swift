@@ -44,6 +44,36 @@ struct RevocationTests {
         await server.stop()
     }
 
+    @Test("revoking a read grant ends the app's watched anchored query and its observer")
+    func longRunningRevocation() async throws {
+        let (server, owner, app, own) = try await Self.seeded()
+        var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, batchSize: 5000)).makeAsyncIterator()
+        let initial = try #require(try await watch.next())
+        #expect(initial.addedObjects.count == Self.total + own.count && initial.caughtUp)
+        var observer = try await app.observe(Types.heartRate).makeAsyncIterator()
+        // A watch of another type the app may read is not affected.
+        var weights = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.bodyMass)).makeAsyncIterator()
+        #expect(try #require(try await weights.next()).caughtUp)
+
+        try await owner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .revoked)
+        await expectRPCError(.permissionDenied, .authorizationDenied, "watched query") { while try await watch.next() != nil {} }
+        await expectRPCError(.permissionDenied, .authorizationDenied, "observer") { while try await observer.next() != nil {} }
+
+        // Watching again reads only the app's own, and lives on.
+        var ownWatch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate)).makeAsyncIterator()
+        #expect(try #require(try await ownWatch.next()).addedObjects.map(\.uuid) == own.map(\.uuid))
+        let weight = HealthObject.quantitySample(QuantitySample(
+            type: try QuantityType(Types.bodyMass.identifier), quantity: try Quantity(70, "kg"), start: Samples.base, end: Samples.base))
+        try await owner.save(weight)
+        #expect(try #require(try await weights.next()).addedObjects == [weight])
+        let mine = Samples.heartRate(98, at: -10)
+        try await app.save(mine)
+        #expect(try #require(try await ownWatch.next()).addedObjects.map(\.uuid) == [mine.uuid])
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+
     @Test("unrelated decisions do not end streams")
     func unrelatedDecisions() async throws {
         let (server, owner, app, own) = try await Self.seeded()

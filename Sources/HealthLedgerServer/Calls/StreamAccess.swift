@@ -55,12 +55,16 @@ final class StreamAccess: Sendable {
         }
     }
 
-    /// Called by the read with the scope of its snapshot.
+    /// Called by each read of the stream with the scope of its snapshot. A long-running
+    /// stream reads again and again: one that read with a grant and now reads without it
+    /// ends, even if its read saw the narrower scope before the change was announced.
     @Sendable func scanned(with scope: ReadScope) {
-        let recheck = state.withLock { state in
-            state.used = scope
-            return state.changed
+        let (recheck, narrowed) = state.withLock { state in
+            let narrowed = state.used?.isNarrowed(by: scope) ?? false
+            if !narrowed { state.used = scope }
+            return (state.changed, narrowed)
         }
+        if narrowed { return revoke() }
         if recheck { check() }
     }
 
