@@ -128,6 +128,62 @@ struct LeakMatrixTests {
         #expect(limited.map(\.count) == [3, 3, 1])
         #expect(limited.flatMap { $0 }.map(\.uuid) == visible.prefix(7).map(\.uuid))
 
+        // Anchored query: added objects in commit order (owner's, run's, then the app's
+        // saves) and the tombstones of deleted ones, only of what the app may read.
+        let committed = ownerObjects + runObjects + own
+        let ownDeleted: Set<UUID> = [own[0].uuid, own[5].uuid]
+        let expectedAdded = committed.filter { visibleIDs.contains($0.uuid) }.map(\.uuid)
+        let expectedDeleted = state.readsOthers ? deletedIDs : ownDeleted
+        let changes = try await app.result(for: AnchoredObjectQueryDescriptor(type: Types.heartRate))
+        #expect(changes.addedObjects.map(\.uuid) == expectedAdded, "\(state): anchored added")
+        #expect(Set(changes.deletedObjects.map(\.uuid)) == expectedDeleted, "\(state): anchored deleted")
+        #expect(changes.deletedObjects.count == expectedDeleted.count && !changes.hasMore)
+        let peekChanges = try await peek.result(for: AnchoredObjectQueryDescriptor(type: Types.heartRate))
+        #expect(peekChanges.addedObjects.map(\.uuid) == committed.filter { state.readsOthers && !deletedIDs.contains($0.uuid) }.map(\.uuid))
+        #expect(Set(peekChanges.deletedObjects.map(\.uuid)) == (state.readsOthers ? deletedIDs : []))
+        #expect(try await app.result(for: AnchoredObjectQueryDescriptor(type: Types.bodyMass)).addedObjects.isEmpty)
+        // Pages: their sizes and hasMore flags count only what the app may read.
+        let total = expectedAdded.count + expectedDeleted.count
+        for limit in [1, 4, 10, total, total + 1] {
+            var anchor: QueryAnchor?
+            var sizes: [Int] = []
+            var more: [Bool] = []
+            repeat {
+                let page = try await app.result(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, anchor: anchor, limit: limit, batchSize: 3))
+                sizes.append(page.addedObjects.count + page.deletedObjects.count)
+                more.append(page.hasMore)
+                anchor = page.newAnchor
+            } while more.last!
+            let pages = (total + limit - 1) / limit
+            #expect(sizes == (0..<pages).map { min(limit, total - $0 * limit) }, "\(state): anchored pages of \(limit)")
+            #expect(more == (0..<pages).map { $0 < pages - 1 }, "\(state): hasMore, pages of \(limit)")
+        }
+        // Watched: the initial batches, then another source's commit only when it may read it.
+        var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, batchSize: 4)).makeAsyncIterator()
+        var initial: [UUID] = []
+        while true {
+            let batch = try #require(try await watch.next())
+            #expect(batch.addedObjects.count + batch.deletedObjects.count <= 4)
+            initial += batch.addedObjects.map(\.uuid)
+            if batch.caughtUp { break }
+        }
+        #expect(initial == expectedAdded, "\(state): watched initial")
+        var observer = try await app.observe(Types.heartRate).makeAsyncIterator()
+        let othersLater = Samples.heartRate(50, at: -120)
+        try await runner.save(othersLater)
+        let ownLater = Samples.heartRate(51, at: -60)
+        try await app.save(ownLater)
+        var watched: [UUID] = []
+        while !watched.contains(ownLater.uuid) { watched += try #require(try await watch.next()).addedObjects.map(\.uuid) }
+        #expect(watched == (state.readsOthers ? [othersLater.uuid, ownLater.uuid] : [ownLater.uuid]), "\(state): watched updates")
+        #expect(try await observer.next() != nil)
+        if !state.readsOthers {
+            // The one update was the app's own save; another source's never comes.
+            #expect(try await ChangeQueryRPCTests.nothingWithin(.milliseconds(200), &observer), "\(state): observer heard another source")
+        }
+        #expect(try await app.delete([ownLater.uuid]) == 1)
+        #expect(try await owner.delete([othersLater.uuid]) == 1)
+
         // Delete by UUID: another source's object is unknown unless the app may read it.
         let unknownError = await expectRPCError(.notFound, .noData, "\(state): unknown UUID") { _ = try await app.delete([unknown]) }
         let unknownShape = messageShape(unknownError, naming: unknown)
