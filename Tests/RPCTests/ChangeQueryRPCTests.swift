@@ -90,8 +90,14 @@ struct ChangeQueryRPCTests {
         #expect(try #require(try await iterator.next()).addedObjects == [third])
         // Resuming from the last anchor finds nothing new.
         #expect(try await owner.result(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, anchor: deletion.newAnchor)).addedObjects == [third])
-        await owner.close()
+        // A shutdown ends the watch at once with `unavailable`, not after the drain timeout.
+        let clock = ContinuousClock()
+        let started = clock.now
         await server.stop()
+        #expect(clock.now - started < .seconds(5))
+        let error = await expectRPCError(.unavailable, nil, "watch at shutdown") { while try await iterator.next() != nil {} }
+        #expect(error?.message.contains("shutting down") == true)
+        await owner.close()
     }
 
     @Test("an observer is registered when observe returns and reports what its caller may read")

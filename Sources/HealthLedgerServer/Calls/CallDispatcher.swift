@@ -37,8 +37,14 @@ struct CallDispatcher: Sendable {
             } catch {
                 underlying = error
                 let status = Self.status(for: error)
-                let expired = deadline.expired && (status.code == .cancelled || Task.isCancelled)
-                failure = expired ? RPCError(.deadlineExceeded, "the call's deadline of \(timeout(milliseconds: request.timeoutMs)) passed") : status
+                let cancelled = status.code == .cancelled || Task.isCancelled
+                if deadline.expired && cancelled {
+                    failure = RPCError(.deadlineExceeded, "the call's deadline of \(timeout(milliseconds: request.timeoutMs)) passed")
+                } else if deadline.shuttingDown && cancelled {
+                    failure = RPCError(.unavailable, "the server is shutting down; call again (from the last anchor) once it is back")
+                } else {
+                    failure = status
+                }
             }
         } else {
             failure = RPCError(.unimplemented, "unknown method '\(request.method.prefix(200))'")
@@ -117,13 +123,16 @@ struct CallDispatcher: Sendable {
     }
 }
 
-/// Set when a call's deadline passes, just before the call's task is cancelled.
+/// Why a call's task was cancelled by the server: its deadline passed, or the server is
+/// shutting down (long-running calls). Set just before the task is cancelled.
 final class CallDeadline: Sendable {
-    private let state = Mutex(false)
+    private let state = Mutex((expired: false, shuttingDown: false))
 
-    var expired: Bool { state.withLock { $0 } }
+    var expired: Bool { state.withLock { $0.expired } }
+    var shuttingDown: Bool { state.withLock { $0.shuttingDown } }
 
-    func expire() { state.withLock { $0 = true } }
+    func expire() { state.withLock { $0.expired = true } }
+    func shutDown() { state.withLock { $0.shuttingDown = true } }
 }
 
 /// Metric handles for calls, made once per method and status code (not per call).

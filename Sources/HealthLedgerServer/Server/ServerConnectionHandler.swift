@@ -16,6 +16,9 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         let window: StreamWindow?
         /// The deadline; none for a long-running call that set none.
         let timer: Scheduled<Void>?
+        let deadline: CallDeadline
+        /// Runs until cancelled (a watch or observer): a drain ends it at once.
+        let longRunning: Bool
     }
 
     private let dispatcher: CallDispatcher
@@ -111,7 +114,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 task.cancel()
             }
         }
-        calls[id] = ActiveCall(task: task, window: window, timer: timer)
+        calls[id] = ActiveCall(
+            task: task, window: window, timer: timer, deadline: deadline, longRunning: RPCMethod(rawValue: request.method)?.isLongRunning == true)
     }
 
     private func finish(_ id: UInt64) {
@@ -151,6 +155,11 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             $0.reason = "the server is shutting down"
         }
         context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+        // Long-running calls would never finish by themselves: end them now.
+        for call in calls.values where call.longRunning {
+            call.deadline.shutDown()
+            call.task.cancel()
+        }
         if calls.isEmpty { context.close(promise: nil) }
     }
 

@@ -220,39 +220,46 @@ struct QueryCommand: AsyncParsableCommand {
         let store = try connection.store()
         do {
             let samples = try await store.result(for: query)
-            let rows = try samples.map { sample -> [String: Any] in
-                var row: [String: Any] = [
-                    "uuid": sample.uuid.uuidString, "start": sample.startDate.formatted(.iso8601), "end": sample.endDate.formatted(.iso8601),
-                    "source": sample.sourceRevision.source.bundleIdentifier,
-                ]
-                switch sample {
-                case .quantitySample(let quantity):
-                    let target = displayUnit ?? quantity.quantity.unit
-                    // 12 significant digits: 68.0388, not 68.03880000000001.
-                    let value = try quantity.quantity.doubleValue(for: target)
-                    row["value"] = Double(String(format: "%.12g", value)) ?? value
-                    row["unit"] = target.description
-                case .categorySample(let category):
-                    row["value"] = category.value
-                case .visionPrescription(let prescription):
-                    // start and end are the dates issued and of expiry.
-                    row["value"] = "\(prescription.prescriptionType)"
-                    if !prescription.description.isEmpty { row["description"] = prescription.description }
-                }
-                return row
-            }
+            let rows = try samples.map { try sampleRow($0, unit: displayUnit) }
             if connection.json {
                 printJSON(rows)
             } else {
-                print(["START", "END", "VALUE", "UNIT", "SOURCE", "UUID"].joined(separator: "\t"))
-                for row in rows {
-                    print(["start", "end", "value", "unit", "source", "uuid"].map { "\(row[$0] ?? "")" }.joined(separator: "\t"))
-                }
+                printSampleTable(rows)
             }
         } catch {
             await store.close()
             throw clientFailure(error)
         }
         await store.close()
+    }
+}
+
+/// One object as a row of the query commands' output.
+func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> [String: Any] {
+    var row: [String: Any] = [
+        "uuid": sample.uuid.uuidString, "start": sample.startDate.formatted(.iso8601), "end": sample.endDate.formatted(.iso8601),
+        "source": sample.sourceRevision.source.bundleIdentifier,
+    ]
+    switch sample {
+    case .quantitySample(let quantity):
+        let target = displayUnit ?? quantity.quantity.unit
+        // 12 significant digits: 68.0388, not 68.03880000000001.
+        let value = try quantity.quantity.doubleValue(for: target)
+        row["value"] = Double(String(format: "%.12g", value)) ?? value
+        row["unit"] = target.description
+    case .categorySample(let category):
+        row["value"] = category.value
+    case .visionPrescription(let prescription):
+        // start and end are the dates issued and of expiry.
+        row["value"] = "\(prescription.prescriptionType)"
+        if !prescription.description.isEmpty { row["description"] = prescription.description }
+    }
+    return row
+}
+
+func printSampleTable(_ rows: [[String: Any]], header: Bool = true) {
+    if header { print(["START", "END", "VALUE", "UNIT", "SOURCE", "UUID"].joined(separator: "\t")) }
+    for row in rows {
+        print(["start", "end", "value", "unit", "source", "uuid"].map { "\(row[$0] ?? "")" }.joined(separator: "\t"))
     }
 }

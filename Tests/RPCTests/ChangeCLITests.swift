@@ -1,0 +1,126 @@
+import Foundation
+import HealthLedgerSDK
+import Ledger
+import TestSupport
+import Testing
+
+/// `healthledger changes` and `healthledger watch` against a real server.
+@Suite("healthledger changes and watch", .timeLimit(.minutes(3)))
+struct ChangeCLITests {
+    @Test("changes pages by anchor and shows an app only what it may read; bad anchors fail clearly")
+    func changes() async throws {
+        let server = try await TestServer()
+        let cli = AuthCLITests.Session(server: server)
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        let ownerSamples = (0..<3).map { Samples.heartRate(80, at: Double($0) * 60) }
+        let appSamples = (0..<2).map { Samples.heartRate(70, at: Double($0) * 60 + 30) }
+        try await owner.save(ownerSamples)
+        try await app.save(appSamples)
+        #expect(try await app.delete([appSamples[0].uuid]) == 1)
+
+        let first = try #require(try await cli.json(server.ownerCredential, ["changes", "--type", "HeartRate", "--limit", "4"]) as? [String: Any])
+        #expect((first["added"] as? [[String: Any]])?.compactMap { $0["uuid"] as? String } == (ownerSamples.map(\.uuid) + [appSamples[1].uuid]).map(\.uuidString))
+        #expect((first["deleted"] as? [[String: Any]])?.isEmpty == true && first["hasMore"] as? Bool == true)
+        let anchor = try #require(first["anchor"] as? String)
+        let rest = try #require(try await cli.json(server.ownerCredential, ["changes", "--type", "HeartRate", "--anchor", anchor]) as? [String: Any])
+        #expect((rest["deleted"] as? [[String: Any]])?.compactMap { $0["uuid"] as? String } == [appSamples[0].uuid.uuidString])
+        #expect((rest["added"] as? [[String: Any]])?.isEmpty == true && rest["hasMore"] as? Bool == false)
+
+        // The app may not read heart rate: its own changes only.
+        let table = try await cli.run(server.appCredential, ["changes", "--type", "HeartRate", "--unit", "count/s"])
+        #expect(table.status == 0, "\(table.error)")
+        let lines = table.output.split(separator: "\n")
+        #expect(lines.count == 4 && lines[1].contains(appSamples[1].uuid.uuidString) && lines[1].contains("1.16666666667\tcount/s"))
+        #expect(lines[2] == "deleted\t\(appSamples[0].uuid.uuidString)" && lines[3].hasPrefix("anchor\t"))
+
+        let bad = try await cli.run(server.ownerCredential, ["changes", "--type", "HeartRate", "--anchor", "bm90IGFuIGFuY2hvcg=="])
+        #expect(bad.status != 0 && bad.error.contains("invalidArgument") && bad.error.contains("anchor"))
+        let notBase64 = try await cli.run(server.ownerCredential, ["changes", "--type", "HeartRate", "--anchor", "***"])
+        #expect(notBase64.status != 0 && notBase64.error.contains("base64"))
+        for store in [owner, app] { await store.close() }
+        await server.stop()
+    }
+
+    @Test("watch prints the changes so far, then each commit's, one JSON line each")
+    func watch() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let early = Samples.heartRate(60, at: 0)
+        try await owner.save(early)
+        let watcher = try LineProcess(AuthCLITests.executable, ["watch", "--type", "HeartRate", "--port", "\(server.port)", "--credential", server.ownerCredential])
+        defer { watcher.stop() }
+        let initial = try #require(try await watcher.nextObject())
+        #expect((initial["added"] as? [[String: Any]])?.first?["uuid"] as? String == early.uuid.uuidString)
+        let later = Samples.heartRate(61, at: 60)
+        try await owner.save(later)
+        let update = try #require(try await watcher.nextObject())
+        #expect((update["added"] as? [[String: Any]])?.map { $0["uuid"] as? String } == [later.uuid.uuidString])
+
+        let observer = try LineProcess(
+            AuthCLITests.executable, ["watch", "--observe", "--type", "HeartRate", "--port", "\(server.port)", "--credential", server.ownerCredential])
+        defer { observer.stop() }
+        #expect(await observer.nextLine()?.contains("observing") == true)
+        try await owner.save(Samples.heartRate(62, at: 120))
+        #expect(await observer.nextLine()?.contains("\"changed\"") == true)
+        await owner.close()
+        // Shutting down ends the long-running calls at once, not after the drain timeout.
+        let clock = ContinuousClock()
+        let started = clock.now
+        await server.stop()
+        #expect(clock.now - started < .seconds(5))
+        #expect(try await watcher.nextObject()?["added"] != nil, "the observer's save, as the watcher saw it")
+        #expect(await watcher.nextLine() == nil)
+        #expect(await observer.nextLine() == nil)
+    }
+}
+
+/// A child process whose standard output is read line by line as it comes.
+final class LineProcess: Sendable {
+    private let process: Process
+    private let lines: AsyncStream<String>
+
+    init(_ executable: URL, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let (lines, continuation) = AsyncStream.makeStream(of: String.self)
+        self.process = process
+        self.lines = lines
+        try process.run()
+        let handle = output.fileHandleForReading
+        Thread.detachNewThread {
+            var pending = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                pending += chunk
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    continuation.yield(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                    pending = Data(pending[(newline + 1)...])
+                }
+            }
+            continuation.finish()
+        }
+    }
+
+    /// The next line, or nil once the process closed its output.
+    func nextLine() async -> String? {
+        var iterator = lines.makeAsyncIterator()
+        return await iterator.next()
+    }
+
+    /// The next line as a JSON object.
+    func nextObject() async throws -> [String: Any]? {
+        guard let line = await nextLine() else { return nil }
+        return try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+    }
+
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+}
