@@ -190,6 +190,9 @@ struct ChangeQueryTests {
         refused(one, Self.heartRate, flipped)
         refused(one, Self.heartRate, QueryAnchor(bytes: [1, 2, 3]))
         refused(one, Self.heartRate, QueryAnchor(bytes: Array(repeating: 7, count: 4096)))
+        // The operator reads no health data, changes included.
+        #expect { try one.changes(ChangeQuery(type: Self.heartRate), as: .operator) } throws: { ($0 as? HealthError)?.code == .authorizationDenied }
+        #expect { try one.latestAnchor(for: Self.heartRate, as: .operator) } throws: { ($0 as? HealthError)?.code == .authorizationDenied }
         // The key survives reopening: old anchors stay valid.
         temporary.close()
         let reopened = try temporary.reopen().ledger("one")

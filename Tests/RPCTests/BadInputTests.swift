@@ -208,6 +208,69 @@ struct BadInputTests {
         await server.stop()
     }
 
+    @Test("change queries and observers answer malformed and hostile requests with invalidArgument")
+    func badChangeCalls() async throws {
+        let server = try await TestServer()
+        let raw = try await RawConnection(port: server.port)
+        let head = try server.ledger.head()
+        let heartRate = Samples.heartRate.identifier
+        let changeRequests: [Healthledger_V1_ChangeQueryRequest] = [
+            .with { $0.type = "HKQuantityTypeIdentifierNope" },
+            .with { $0.type = "" },
+            .with {
+                $0.type = heartRate
+                $0.startUs = 10
+                $0.endUs = 5
+            },
+            .with {
+                $0.type = heartRate
+                $0.anchor = Data([1, 2, 3])
+            },
+            .with {
+                $0.type = heartRate
+                $0.anchor = Data(repeating: 0xAB, count: 100_000)
+            },
+            .with {
+                $0.type = "HKCharacteristicTypeIdentifierDateOfBirth"
+                $0.anchor = Data(repeating: 0, count: 57)
+            },
+        ]
+        var id: UInt64 = 0
+        for method in [RPCMethod.queryChanges, .watchChanges] {
+            for request in changeRequests + [.with { $0.type = heartRate; $0.limit = 10 }] where method == .watchChanges || request.limit == 0 {
+                for credential in [server.ownerCredential, server.appCredential] {
+                    id += 1
+                    try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try request.serializedBytes()))
+                    let status = try #require(await raw.status(of: id))
+                    #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
+                }
+            }
+        }
+        let observeRequests: [Healthledger_V1_ObserveRequest] = [
+            .with { $0.type = "nope" },
+            .with {
+                $0.type = heartRate
+                $0.startUs = 10
+                $0.endUs = -10
+            },
+        ]
+        for request in observeRequests {
+            id += 1
+            try await raw.send(Self.request(id, RPCMethod.observe.rawValue, credential: server.appCredential, payload: try request.serializedBytes()))
+            let status = try #require(await raw.status(of: id))
+            #expect(status.code == .invalidArgument && !status.message.isEmpty, "observe \(request) \(status)")
+        }
+        for method in [RPCMethod.queryChanges, .watchChanges, .observe] {
+            id += 1
+            try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
+            let status = try #require(await raw.status(of: id))
+            #expect(status.code == .invalidArgument && status.message.contains("not a valid"), "\(method) \(status)")
+        }
+        #expect(try server.ledger.head() == head, "no refused request wrote anything")
+        await raw.close()
+        await server.stop()
+    }
+
     @Test("100,000 random and mutated frames through the server: statuses, no crash, others unaffected")
     func serverFuzz() async throws {
         let server = try await TestServer()
