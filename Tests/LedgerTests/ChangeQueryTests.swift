@@ -1,5 +1,6 @@
 import Foundation
 import HealthModel
+import LMDB
 import LedgerSchema
 import Synchronization
 import TestSupport
@@ -197,6 +198,41 @@ struct ChangeQueryTests {
         temporary.close()
         let reopened = try temporary.reopen().ledger("one")
         #expect(try reopened.changes(ChangeQuery(type: Self.heartRate, anchor: anchor), as: .owner).count == 0)
+    }
+
+    @Test("a ledger from layout 2 (no per-source change index, bare selections) is rebuilt on opening")
+    func layoutTwoUpgrade() async throws {
+        let temporary = try TemporaryStore()
+        func writeLayoutTwo() async throws -> [UInt8] {
+            let ledger = try temporary.ledgerStore.createLedger(id: "two")
+            try await ledger.authorize([Fixtures.appA], share: [Self.heartRate, .visionPrescription])
+            try await ledger.save((0..<5).map { Fixtures.heartRate(60, at: Double($0)) }, by: Self.app)
+            let prescription = VisionPrescriptionLedgerTests.glasses()
+            try await ledger.save([.visionPrescription(prescription)], by: .owner)
+            try await ledger.setObjectReadSelection(app: Fixtures.appA.bundleIdentifier, type: .visionPrescription, objects: [prescription.uuid], by: .owner)
+            let digest = try ledger.projectionDigest()
+            try ledger.environment.write { txn in
+                let databases = ledger.databases
+                try txn.removeAll(in: databases.sourceChanges)
+                var keys: [[UInt8]] = []
+                try txn.withCursor(on: databases.objectReads) { cursor in
+                    var entry = try cursor.first()
+                    while let current = entry {
+                        keys.append(Array(current.key))
+                        entry = try cursor.next()
+                    }
+                }
+                for key in keys { try txn.put([], forKey: key, in: databases.objectReads) }
+                try txn.put([0, 0, 0, 2], forKey: ProjectionLayout.key, in: databases.meta)
+            }
+            return digest
+        }
+        let digest = try await writeLayoutTwo()
+        temporary.close()
+        let reopened = try temporary.reopen().ledger("two")
+        #expect(try reopened.projectionDigest() == digest)
+        #expect(try reopened.changes(ChangeQuery(type: Self.heartRate), as: Self.app).added.count == 5)
+        #expect(try reopened.changes(ChangeQuery(type: .visionPrescription), as: Self.app).added.count == 1)
     }
 
     @Test("observers' checks: the latest anchor, changes after it, and commit notifications per type")
