@@ -113,7 +113,52 @@ struct RPCBench {
             if let raw = reference.singleCommits { line += String(format: " | raw LMDB 1/commit %d/s | ratio %.2f", Int(raw), median(rates) / raw) }
             print(line)
         }
+        if scenarios("rpc-changes") {
+            try await anchoredPages(ledger: ledger, client: client, port: port)
+        }
         await client.close()
         await server.shutdown()
+    }
+
+    /// Anchored query pages of 1,000 changes over RPC, walked from the beginning: the owner's
+    /// (every source's changes), and a read-denied app's (its own changes, interleaved with
+    /// ten times as many of others').
+    private func anchoredPages(ledger: Ledger, client: HealthStore, port: Int) async throws {
+        let heartRate = try ObjectType("HKQuantityTypeIdentifierHeartRate")
+        let app = Source(bundleIdentifier: "com.example.bench", name: "Bench")
+        try await ledger.requestAuthorization(toShare: [heartRate], read: [heartRate], by: .app(app))
+        try await ledger.decideAuthorization(app: app.bundleIdentifier, type: heartRate, direction: .share, decision: .granted, by: .owner)
+        try await ledger.decideAuthorization(app: app.bundleIdentifier, type: heartRate, direction: .read, decision: .denied, by: .owner)
+        let appClient = HealthStore(configuration: HealthStoreConfiguration(port: port, credential: try await ledger.issueCredential(for: .app(app))))
+        // 10 owner batches for each app batch, so the app's changes are spread through the log.
+        for batch in 0..<110 {
+            let objects = (0..<1000).map { sample(90_000_000 + batch * 1000 + $0) }
+            _ = try await ledger.save(objects, by: batch % 11 == 10 ? .app(app) : .owner)
+        }
+        let clock = ContinuousClock()
+        func walk(_ store: HealthStore, pages: Int) async throws -> [Double] {
+            var anchor: QueryAnchor?
+            var times: [Double] = []
+            for _ in 0..<pages {
+                let started = clock.now
+                let page = try await store.result(for: AnchoredObjectQueryDescriptor(type: heartRate, anchor: anchor, limit: 1000, batchSize: 1000))
+                times.append(seconds(clock.now - started) * 1e3)
+                guard page.addedObjects.count + page.deletedObjects.count == 1000 else { throw ValidationErrorExit("a short page") }
+                anchor = page.newAnchor
+            }
+            return times
+        }
+        var ownerP50s: [Double] = []
+        var appP50s: [Double] = []
+        for _ in 0..<rounds {
+            let owner = try await walk(client, pages: 100).sorted()
+            let own = try await walk(appClient, pages: 10).sorted()
+            ownerP50s.append(owner[owner.count / 2])
+            appP50s.append(own[own.count / 2])
+        }
+        await appClient.close()
+        var line = String(format: "RESULT rpc anchored query, pages of 1,000 changes: owner p50 %.2f ms, read-denied app (own changes among 10× others') p50 %.2f ms", median(ownerP50s), median(appP50s))
+        if let tcp = reference.pingPongMicroseconds { line += String(format: " | raw TCP ping-pong %.1f µs | owner page = %.0f round trips", tcp, median(ownerP50s) * 1000 / tcp) }
+        print(line)
     }
 }
