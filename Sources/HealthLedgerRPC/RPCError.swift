@@ -103,6 +103,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case authorizationHistory = "healthledger.v1.Ledger/AuthorizationHistory"
     case sourcePriority = "healthledger.v1.Ledger/SourcePriority"
     case setSourcePriority = "healthledger.v1.Ledger/SetSourcePriority"
+    case characteristics = "healthledger.v1.Ledger/Characteristics"
+    case setCharacteristic = "healthledger.v1.Ledger/SetCharacteristic"
 
     public var isStreaming: Bool { self == .querySamples || self == .queryChanges || isLongRunning }
 

@@ -182,6 +182,14 @@ struct BadInputTests {
                 $0.type = Samples.heartRate.identifier
                 $0.bundleIdentifiers = ["com.example.nobody"]
             }),
+            (.characteristics, Healthledger_V1_CharacteristicsRequest()),
+            (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = Array(repeating: ObjectType.bloodType.identifier, count: 17) }),
+            (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = [Samples.heartRate.identifier] }),
+            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = 99 }),
+            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = Int64.min }),
+            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = 2024; $0.month = 2; $0.day = 30 }),
+            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = Int32.max; $0.month = -1; $0.day = 1 }),
+            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = Samples.heartRate.identifier; $0.value = 1 }),
         ]
         var id: UInt64 = 0
         for (method, message) in hostile {
@@ -196,6 +204,7 @@ struct BadInputTests {
         let authorizationMethods: [RPCMethod] = [
             .requestAuthorization, .getRequestStatus, .authorizationStatus, .requestObjectReadAuthorization, .authorizations,
             .pendingAuthorizations, .decideAuthorization, .setObjectReadSelection, .authorizationHistory, .sourcePriority, .setSourcePriority,
+            .characteristics, .setCharacteristic,
         ]
         for method in authorizationMethods {
             id += 1

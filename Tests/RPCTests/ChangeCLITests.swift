@@ -75,6 +75,35 @@ struct ChangeCLITests {
     }
 }
 
+@Suite("healthledger characteristics", .timeLimit(.minutes(3)))
+struct CharacteristicsCLITests {
+    @Test("the owner sets characteristics by name; an app sees only what it may read")
+    func characteristics() async throws {
+        let server = try await TestServer()
+        let cli = AuthCLITests.Session(server: server)
+        let owner = server.ownerCredential
+        let set = try await cli.run(owner, ["characteristics", "--set", "DateOfBirth=1984-03-02", "--set", "BloodType=oNegative", "--set", "FitzpatrickSkinType=3"])
+        #expect(set.status == 0, "\(set.error)")
+        #expect(set.output.contains("DateOfBirth\t1984-03-02") && set.output.contains("BloodType\toNegative") && set.output.contains("FitzpatrickSkinType\tIII"))
+        let shown = try #require(try await cli.json(server.appCredential, ["characteristics"]) as? [String: String])
+        #expect(shown.count == 6 && shown.values.allSatisfy { $0 == "notSet" })
+        #expect(try await cli.run(server.appCredential, ["auth", "request", "--read", "DateOfBirth"]).status == 0)
+        #expect(try await cli.run(owner, ["auth", "grant", "--app", TestServer.appSource.bundleIdentifier, "--type", "DateOfBirth", "--direction", "read"]).status == 0)
+        let granted = try #require(try await cli.json(server.appCredential, ["characteristics", "--type", "DateOfBirth", "--type", "BloodType"]) as? [String: String])
+        #expect(granted == ["DateOfBirth": "1984-03-02", "BloodType": "notSet"])
+
+        for bad in ["DateOfBirth=1984-02-30", "BloodType=zPositive", "HeartRate=3", "BloodType"] {
+            let run = try await cli.run(owner, ["characteristics", "--set", bad])
+            #expect(run.status != 0 && !run.error.isEmpty, "\(bad)")
+        }
+        let appSets = try await cli.run(server.appCredential, ["characteristics", "--set", "BloodType=aPositive"])
+        #expect(appSets.status != 0 && appSets.error.contains("permissionDenied"))
+        let cleared = try await cli.run(owner, ["characteristics", "--set", "BloodType=notSet", "--type", "BloodType"])
+        #expect(cleared.output == "BloodType\tnotSet\n")
+        await server.stop()
+    }
+}
+
 /// A child process whose standard output is read line by line as it comes.
 final class LineProcess: Sendable {
     private let process: Process

@@ -231,6 +231,45 @@ struct LeakMatrixTests {
         await server.stop()
     }
 
+    @Test("characteristics: an app reads one only when granted; otherwise it is not set, whether set or not", arguments: ReadState.allCases)
+    func characteristics(_ state: ReadState) async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        let bundle = TestServer.appSource.bundleIdentifier
+        let types: [ObjectType] = [.dateOfBirth, .bloodType, .biologicalSex]
+        // Before anything is set, and before any request: the baseline answer.
+        let unset = try await app.characteristics(types)
+        #expect(unset == [nil, nil, nil])
+        try await owner.setCharacteristic(of: .dateOfBirth, to: .dateOfBirth(year: 1990, month: 7, day: 14))
+        try await owner.setCharacteristic(of: .bloodType, to: .bloodType(.abPositive))
+        if state != .notDetermined { _ = try await app.requestAuthorization(toShare: [], read: [.dateOfBirth, .bloodType, .biologicalSex]) }
+        for type in [ObjectType.dateOfBirth, .biologicalSex] {
+            switch state {
+            case .notDetermined, .pending: break
+            case .denied: try await owner.decideAuthorization(app: bundle, type: type, direction: .read, decision: .denied)
+            case .granted: try await owner.decideAuthorization(app: bundle, type: type, direction: .read, decision: .granted)
+            case .revoked:
+                try await owner.decideAuthorization(app: bundle, type: type, direction: .read, decision: .granted)
+                try await owner.decideAuthorization(app: bundle, type: type, direction: .read, decision: .revoked)
+            }
+        }
+        // Blood type is set but never granted; biological sex is granted (when granted) but not set.
+        let seen = try await app.characteristics(types)
+        #expect(seen == [state.readsOthers ? .dateOfBirth(year: 1990, month: 7, day: 14) : nil, nil, nil], "\(state)")
+        #expect(try await app.bloodType() == .notSet)
+        #expect(try await app.biologicalSex() == .notSet)
+        #expect(try await app.dateOfBirthComponents()?.year == (state.readsOthers ? 1990 : nil))
+        #expect(try await owner.characteristics(types) == [.dateOfBirth(year: 1990, month: 7, day: 14), .bloodType(.abPositive), nil])
+        // Apps never set them; the refusal says nothing of the current value.
+        await expectRPCError(.permissionDenied, .authorizationDenied, "\(state): app sets") {
+            try await app.setCharacteristic(of: .bloodType, to: .bloodType(.oPositive))
+        }
+        await expectRPCError(.invalidArgument, .invalidArgument, "\(state): not a characteristic") { _ = try await app.characteristics([Types.heartRate]) }
+        for store in [owner, app] { await store.close() }
+        await server.stop()
+    }
+
     @Test("a read grant is per type and per app", arguments: [false, true])
     func grantScope(_ grantedToOtherApp: Bool) async throws {
         let server = try await TestServer()

@@ -119,6 +119,8 @@ struct CallDispatcher: Sendable {
         case .authorizationHistory: send(.message(id: id, try call.authorizationHistory()))
         case .sourcePriority: send(.message(id: id, try call.sourcePriority()))
         case .setSourcePriority: send(.message(id: id, try await call.setSourcePriority()))
+        case .characteristics: send(.message(id: id, try call.characteristics()))
+        case .setCharacteristic: send(.message(id: id, try await call.setCharacteristic()))
         }
     }
 }

@@ -185,6 +185,27 @@ struct LedgerCall: Sendable {
         return Self.empty
     }
 
+    // MARK: Characteristics
+
+    func characteristics() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_CharacteristicsRequest.self)
+        guard !request.types.isEmpty else { throw HealthError.invalidArgument("ask for at least one characteristic", field: "types") }
+        guard request.types.count <= 16 else { throw HealthError.invalidArgument("ask for at most 16 characteristics", field: "types") }
+        let types = try request.types.map { try ObjectType($0) }
+        let values = try ledger.characteristics(types, as: principal)
+        return try Healthledger_V1_CharacteristicsResponse.with { response in
+            response.characteristics = zip(types, values).map { type, value in value.map(Healthledger_V1_Characteristic.init) ?? .notSet(type) }
+        }.serializedBytes()
+    }
+
+    func setCharacteristic() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_Characteristic.self)
+        let type = try ObjectType(request.type)
+        // A "not set" value clears the characteristic.
+        try await ledger.setCharacteristic(of: type, to: try request.model(), by: principal)
+        return Self.empty
+    }
+
     static func interval(start: Int64?, end: Int64?) throws -> DateInterval? {
         guard start != nil || end != nil else { return nil }
         let from = start.map { date(microseconds: $0) } ?? .distantPast

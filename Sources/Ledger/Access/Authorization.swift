@@ -441,7 +441,12 @@ extension LedgerEvent {
         case .credentialRevoked:
             guard let body = try? Healthledger_V1_CredentialRevoked(serializedBytes: self.body) else { return "(damaged body)" }
             return body.credentialID
-        case .ledgerCreated, .characteristicSet, .attachmentAdded, .attachmentRemoved:
+        case .characteristicSet:
+            guard let body = try? Healthledger_V1_Characteristic(serializedBytes: self.body) else { return "(damaged body)" }
+            let name = body.type.replacingOccurrences(of: "HKCharacteristicTypeIdentifier", with: "")
+            if body.year != 0 { return "\(name): \(body.year)-\(body.month)-\(body.day)" }
+            return body.value == 0 ? "\(name): not set" : "\(name): \(body.value)"
+        case .ledgerCreated, .attachmentAdded, .attachmentRemoved:
             return ""
         }
     }

@@ -24,6 +24,7 @@ import LMDB
 /// | `authorizations` | app bundle(1+n) direction(1) type(4) | see ``AuthorizationRecord`` |
 /// | `object_reads` | app bundle(1+n) type(4) uuid(16) | state(1: 1 selected, 2 deselected) sequence(8): see ``SelectionEntry`` |
 /// | `authorization_log` | app bundle(1+n) sequence(8) | empty: the app's authorization events |
+/// | `characteristics` | type(4) | the owner's `Characteristic` message (absent: not set) |
 /// | `checkpoint` | `applied` | sequence(8) of the last event applied |
 ///
 /// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
@@ -47,13 +48,14 @@ struct LedgerDatabases: Sendable {
     let authorizations: Database
     let objectReads: Database
     let authorizationLog: Database
+    let characteristics: Database
     let checkpoint: Database
 
     /// The projections, in digest order.
     var projections: [Database] {
         [
             objects, byStart, byEnd, bySource, changes, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
-            authorizations, objectReads, authorizationLog, checkpoint,
+            authorizations, objectReads, authorizationLog, characteristics, checkpoint,
         ]
     }
 
@@ -76,6 +78,7 @@ struct LedgerDatabases: Sendable {
         authorizations = try environment.openDatabase("authorizations")
         objectReads = try environment.openDatabase("object_reads")
         authorizationLog = try environment.openDatabase("authorization_log")
+        characteristics = try environment.openDatabase("characteristics")
         checkpoint = try environment.openDatabase("checkpoint")
     }
 }
@@ -85,7 +88,7 @@ struct LedgerDatabases: Sendable {
 ///
 /// 1 (unrecorded): before `by_source`. 2: `by_source`, `objects` naming type and source,
 /// `type_sources` with the source's longest duration. 3: `source_changes`, `object_reads`
-/// remembering when each object was selected or deselected.
+/// remembering when each object was selected or deselected, `characteristics`.
 enum ProjectionLayout {
     static let current: UInt32 = 3
     static let key: [UInt8] = Array("projections".utf8)

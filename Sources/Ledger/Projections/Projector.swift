@@ -24,6 +24,8 @@ struct Projector {
         case authorizationDecided(app: String, direction: AuthorizationDirection, type: UInt32, decision: AuthorizationDecision)
         case objectReadSelectionChanged(app: String, type: UInt32, uuids: [[UInt8]])
         case sourcePriorityChanged(type: UInt32, bundles: [String])
+        /// The owner set a characteristic (nil: cleared it).
+        case characteristicSet(type: UInt32, value: [UInt8]?)
         /// Events that do not touch the projections (yet).
         case none
     }
@@ -72,6 +74,8 @@ struct Projector {
                 return (sequence, .deleted(uuid: uuid, reason: reason))
             case .credentialIssued, .credentialRevoked:
                 return (sequence, try Self.credentialChange(kind: EventKind(rawValue: Int(kind))!, body: Array(body)))
+            case .characteristicSet:
+                return (sequence, try Self.characteristicChange(body: Array(body)))
             case .authorizationRequested, .authorizationDecided, .objectReadSelectionChanged, .sourcePriorityChanged:
                 let principal = Principal(try Healthledger_V1_Actor(serializedBytes: Array(actor)))
                 return (sequence, try Self.accessChange(kind: EventKind(rawValue: Int(kind))!, actor: principal, body: Array(body)))
@@ -119,6 +123,18 @@ struct Projector {
         default:
             return .none
         }
+    }
+
+    /// The change a characteristic event's body makes: the stored form of the value, or nil
+    /// when it clears it.
+    static func characteristicChange(body: [UInt8]) throws -> Change {
+        let characteristic = try Healthledger_V1_Characteristic(serializedBytes: body)
+        guard TypeCatalogue.family(of: characteristic.type) == .characteristic else {
+            throw LedgerFailure.corrupted("a characteristic event names no characteristic type")
+        }
+        let type = TypeCatalogue.code(of: characteristic.type)
+        let isSet = characteristic.value != 0 || characteristic.year != 0
+        return .characteristicSet(type: type, value: isSet ? body : nil)
     }
 
     /// The change a credential event's body makes (the live path and replay both use this).
@@ -201,6 +217,14 @@ struct Projector {
             record.decisionSequence = sequence
             try record.store(app: app, direction: .objectRead, type: type, in: txn, databases)
             try logAuthorizationEvent(app: app, sequence: sequence, in: txn)
+        case .characteristicSet(let type, let value):
+            var key: [UInt8] = []
+            KeyEncoding.append(type, to: &key)
+            if let value {
+                try txn.put(value, forKey: key, in: databases.characteristics)
+            } else {
+                try txn.delete(key, in: databases.characteristics)
+            }
         case .sourcePriorityChanged(let type, let bundles):
             var key: [UInt8] = []
             KeyEncoding.append(type, to: &key)

@@ -614,6 +614,30 @@ public nonisolated struct Healthledger_V1_VisionPrescriptionBody: Sendable {
   fileprivate var _leftEye: Healthledger_V1_LensSpecification? = nil
 }
 
+/// A characteristic of the owner (HealthKit's characteristic types): the date of birth as a
+/// calendar date, or an enumeration's raw value (HKBiologicalSex, HKBloodType,
+/// HKFitzpatrickSkinType, HKWheelchairUse, HKActivityMoveMode). Not set: value 0 and no date.
+public nonisolated struct Healthledger_V1_Characteristic: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var value: Int64 = 0
+
+  /// The date of birth (year 0: not set).
+  public var year: Int32 = 0
+
+  public var month: Int32 = 0
+
+  public var day: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// Any health object. Further payloads (correlations, workouts, routes) take further
 /// fields of the oneof.
 public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
@@ -1297,6 +1321,56 @@ nonisolated extension Healthledger_V1_VisionPrescriptionBody: SwiftProtobuf.Mess
 
 nonisolated extension Healthledger_V1_VisionPrescriptionBody.PrescriptionType: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PRESCRIPTION_TYPE_UNSPECIFIED\0\u{1}PRESCRIPTION_TYPE_GLASSES\0\u{1}PRESCRIPTION_TYPE_CONTACTS\0")
+}
+
+nonisolated extension Healthledger_V1_Characteristic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Characteristic"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}value\0\u{1}year\0\u{1}month\0\u{1}day\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self.value) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.year) }()
+      case 4: try { try decoder.decodeSingularInt32Field(value: &self.month) }()
+      case 5: try { try decoder.decodeSingularInt32Field(value: &self.day) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    if self.value != 0 {
+      try visitor.visitSingularSInt64Field(value: self.value, fieldNumber: 2)
+    }
+    if self.year != 0 {
+      try visitor.visitSingularInt32Field(value: self.year, fieldNumber: 3)
+    }
+    if self.month != 0 {
+      try visitor.visitSingularInt32Field(value: self.month, fieldNumber: 4)
+    }
+    if self.day != 0 {
+      try visitor.visitSingularInt32Field(value: self.day, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_Characteristic, rhs: Healthledger_V1_Characteristic) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs.value != rhs.value {return false}
+    if lhs.year != rhs.year {return false}
+    if lhs.month != rhs.month {return false}
+    if lhs.day != rhs.day {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
 }
 
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

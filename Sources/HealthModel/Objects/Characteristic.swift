@@ -1,0 +1,110 @@
+import Foundation
+
+/// A fact about the owner that does not change over time (HealthKit's characteristic
+/// types). Only the owner sets them; apps read them with read authorization.
+public enum Characteristic: Sendable, Hashable {
+    /// A calendar date (HealthKit returns date-of-birth components, not an instant).
+    case dateOfBirth(year: Int, month: Int, day: Int)
+    case biologicalSex(BiologicalSex)
+    case bloodType(BloodType)
+    case fitzpatrickSkinType(FitzpatrickSkinType)
+    case wheelchairUse(WheelchairUse)
+    case activityMoveMode(ActivityMoveMode)
+
+    public var objectType: ObjectType {
+        switch self {
+        case .dateOfBirth: .dateOfBirth
+        case .biologicalSex: .biologicalSex
+        case .bloodType: .bloodType
+        case .fitzpatrickSkinType: .fitzpatrickSkinType
+        case .wheelchairUse: .wheelchairUse
+        case .activityMoveMode: .activityMoveMode
+        }
+    }
+
+    /// The raw value of an enumerated characteristic (HealthKit's); nil for the date of birth.
+    public var rawValue: Int? {
+        switch self {
+        case .dateOfBirth: nil
+        case .biologicalSex(let value): value.rawValue
+        case .bloodType(let value): value.rawValue
+        case .fitzpatrickSkinType(let value): value.rawValue
+        case .wheelchairUse(let value): value.rawValue
+        case .activityMoveMode(let value): value.rawValue
+        }
+    }
+
+    /// The enumerated characteristic of `type` with HealthKit's raw value `rawValue`.
+    ///
+    /// - Throws: ``HealthError`` `invalidArgument` for a value outside the enumeration, the
+    ///   date of birth (use ``dateOfBirth(year:month:day:)``), or a type that is no characteristic.
+    public init(_ type: ObjectType, rawValue: Int) throws {
+        func value<E: RawRepresentable<Int>>(_: E.Type) throws -> E {
+            guard let value = E(rawValue: rawValue) else {
+                throw HealthError.invalidArgument("\(rawValue) is not a value of \(type.identifier)", field: "value")
+            }
+            return value
+        }
+        switch type {
+        case .biologicalSex: self = .biologicalSex(try value(BiologicalSex.self))
+        case .bloodType: self = .bloodType(try value(BloodType.self))
+        case .fitzpatrickSkinType: self = .fitzpatrickSkinType(try value(FitzpatrickSkinType.self))
+        case .wheelchairUse: self = .wheelchairUse(try value(WheelchairUse.self))
+        case .activityMoveMode: self = .activityMoveMode(try value(ActivityMoveMode.self))
+        case .dateOfBirth: throw HealthError.invalidArgument("the date of birth is a date, not a raw value", field: "value")
+        default: throw HealthError.invalidArgument("\(type.identifier) is not a characteristic type", field: "type")
+        }
+    }
+
+    /// Whether this is the "not set" value of its type (the date of birth has none: it is
+    /// absent instead).
+    public var isNotSet: Bool { rawValue == 0 }
+
+    /// Checks the date of birth: a real calendar date, from 1850 to today.
+    public func validate(today: Date = Date()) throws {
+        guard case .dateOfBirth(let year, let month, let day) = self else { return }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let components = DateComponents(year: year, month: month, day: day)
+        guard (1850...9999).contains(year), let date = calendar.date(from: components),
+            calendar.dateComponents([.year, .month, .day], from: date) == components
+        else {
+            throw HealthError.invalidArgument("\(year)-\(month)-\(day) is not a date of birth (a calendar date from 1850)", field: "date_of_birth")
+        }
+        guard date <= today else { throw HealthError.invalidArgument("the date of birth \(year)-\(month)-\(day) is in the future", field: "date_of_birth") }
+    }
+}
+
+/// HealthKit's `HKBiologicalSex`.
+public enum BiologicalSex: Int, Sendable, Hashable, CaseIterable {
+    case notSet = 0, female, male, other
+}
+
+/// HealthKit's `HKBloodType`.
+public enum BloodType: Int, Sendable, Hashable, CaseIterable {
+    case notSet = 0, aPositive, aNegative, bPositive, bNegative, abPositive, abNegative, oPositive, oNegative
+}
+
+/// HealthKit's `HKFitzpatrickSkinType`.
+public enum FitzpatrickSkinType: Int, Sendable, Hashable, CaseIterable {
+    case notSet = 0, I, II, III, IV, V, VI
+}
+
+/// HealthKit's `HKWheelchairUse`.
+public enum WheelchairUse: Int, Sendable, Hashable, CaseIterable {
+    case notSet = 0, no, yes
+}
+
+/// HealthKit's `HKActivityMoveMode` (0 is not one of HealthKit's values; it stands for "not set").
+public enum ActivityMoveMode: Int, Sendable, Hashable, CaseIterable {
+    case notSet = 0, activeEnergy, appleMoveTime
+}
+
+extension ObjectType {
+    public static let dateOfBirth = ObjectType(identifier: "HKCharacteristicTypeIdentifierDateOfBirth", family: .characteristic)
+    public static let biologicalSex = ObjectType(identifier: "HKCharacteristicTypeIdentifierBiologicalSex", family: .characteristic)
+    public static let bloodType = ObjectType(identifier: "HKCharacteristicTypeIdentifierBloodType", family: .characteristic)
+    public static let fitzpatrickSkinType = ObjectType(identifier: "HKCharacteristicTypeIdentifierFitzpatrickSkinType", family: .characteristic)
+    public static let wheelchairUse = ObjectType(identifier: "HKCharacteristicTypeIdentifierWheelchairUse", family: .characteristic)
+    public static let activityMoveMode = ObjectType(identifier: "HKCharacteristicTypeIdentifierActivityMoveMode", family: .characteristic)
+}
