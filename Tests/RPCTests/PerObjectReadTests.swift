@@ -176,4 +176,39 @@ struct PerObjectReadTests {
         await app.close()
         await server.stop()
     }
+    @Test("a watched query shows selections as they happen; a deselection ends it, and the next query reports the loss")
+    func watchedSelection() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        try await Self.grantShare(app: app, owner: owner)
+        let first = visionPrescription(issuedDay: 0, description: "first")
+        let second = visionPrescription(issuedDay: 100, description: "second")
+        try await owner.save([.visionPrescription(first), .visionPrescription(second)])
+        let mine = visionPrescription(issuedDay: 600, description: "mine")
+        try await app.save(.visionPrescription(mine))
+        try await app.requestPerObjectReadAuthorization(for: Types.vision)
+
+        var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.vision)).makeAsyncIterator()
+        let initial = try #require(try await watch.next())
+        #expect(initial.addedObjects.map(\.uuid) == [mine.uuid] && initial.caughtUp)
+        var observer = try await app.observe(Types.vision).makeAsyncIterator()
+
+        try await owner.setObjectReadSelection(app: Self.app, type: Types.vision, objects: [first.uuid])
+        let selected = try #require(try await watch.next())
+        #expect(selected.addedObjects == [.visionPrescription(first)] && selected.deletedObjects.isEmpty)
+        #expect(try await observer.next() != nil)
+        // Widening the selection keeps the stream; the newly selected one arrives.
+        try await owner.setObjectReadSelection(app: Self.app, type: Types.vision, objects: [first.uuid, second.uuid])
+        let widened = try #require(try await watch.next())
+        #expect(widened.addedObjects.map(\.uuid) == [second.uuid])
+        // Deselecting takes access away: the stream ends at once.
+        try await owner.setObjectReadSelection(app: Self.app, type: Types.vision, objects: [second.uuid])
+        await expectRPCError(.permissionDenied, .authorizationDenied, "watch after a deselection") { while try await watch.next() != nil {} }
+        await expectRPCError(.permissionDenied, .authorizationDenied, "observer after a deselection") { while try await observer.next() != nil {} }
+        let after = try await app.result(for: AnchoredObjectQueryDescriptor(type: Types.vision, anchor: widened.newAnchor))
+        #expect(after.addedObjects.isEmpty && after.deletedObjects.map(\.uuid) == [first.uuid])
+        for store in [owner, app] { await store.close() }
+        await server.stop()
+    }
 }

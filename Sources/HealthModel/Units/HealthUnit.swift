@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A unit of measure in HealthKit's unit grammar (`HKUnit`).
 ///
 /// Units are parsed from strings such as `kg`, `count/min`, `mmol<180.15588000005408>/L`
@@ -60,10 +62,23 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: ``HealthError`` with code ``HealthError/Code/invalidArgument`` naming the
     ///   string and what in it could not be understood.
     public init(_ string: String) throws {
+        if let known = Self.parsed.withLock({ $0[string] }) {
+            self = known
+            return
+        }
         var parser = UnitParser(text: string)
         let factors = try parser.parse()
         try self.init(factors: factors, source: string)
+        let unit = self
+        Self.parsed.withLock { parsed in
+            if parsed.count < Self.parsedLimit, string.utf8.count <= 64 { parsed[string] = unit }
+        }
     }
+
+    /// Units already parsed, by their string: a ledger holds a handful of distinct units, and
+    /// decoding a batch of samples would otherwise parse the same string once per sample.
+    private static let parsed = Mutex<[String: HealthUnit]>([:])
+    private static let parsedLimit = 4096
 
     init(factors raw: [Factor], source: String) throws {
         // Combine repeated atoms (`m.m` → `m^2`), keep first-appearance order, drop zero powers.

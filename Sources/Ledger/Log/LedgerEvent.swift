@@ -77,6 +77,21 @@ public struct LedgerEvent: Sendable, Hashable {
         previousHash = Array(message.previousHash)
     }
 
+    /// The body (field 15) of an event's stored bytes, read in place without decoding the
+    /// rest: what reads send over the wire for a saved object.
+    static func body(stored bytes: UnsafeRawBufferPointer) throws -> [UInt8] {
+        var reader = ProtoReader(bytes)
+        do {
+            while let (field, wireType) = try reader.next() {
+                if field == 15, wireType == .lengthDelimited { return Array(try reader.bytes()) }
+                try reader.skip(wireType)
+            }
+        } catch is ProtoReader.Malformed {
+            throw LedgerFailure.corrupted("an event does not decode")
+        }
+        throw LedgerFailure.corrupted("an event has no body")
+    }
+
     /// The object an ``EventKind/objectSaved`` event saved.
     public func savedObject() throws -> HealthObject {
         guard kind == .objectSaved else { throw LedgerFailure.corrupted("event \(sequence) is not an objectSaved event") }

@@ -97,7 +97,7 @@ extension Ledger {
         _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in }
     ) throws -> ChangePage<[UInt8]> {
         try page(query, as: principal, maximumBytes: maximumBytes, onScope: onScope) { stored in
-            let body = try LedgerEvent(stored: stored).body
+            let body = try LedgerEvent.body(stored: stored)
             return (body, body.count)
         }
     }

@@ -42,7 +42,7 @@ extension Ledger {
     /// - Parameter onScope: told the read scope of the query's snapshot, for a server that
     ///   must end the stream of these results if that access is taken away.
     public func encodedSamples(_ query: SampleQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> [[UInt8]] {
-        try scan(query, as: principal, onScope: onScope) { stored in try LedgerEvent(stored: stored).body }
+        try scan(query, as: principal, onScope: onScope) { stored in try LedgerEvent.body(stored: stored) }
     }
 
     /// What `principal` may read of `type` now. Servers compare scopes to end streams whose
