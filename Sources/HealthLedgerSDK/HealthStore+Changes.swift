@@ -82,7 +82,7 @@ extension HealthStore {
 
     /// Observes a type (HealthKit's `HKObserverQuery`): returns once the observer is in
     /// place; the sequence then yields each time objects of `type` that this app may read
-    /// (and that overlap `interval`) are saved or deleted. Updates that arrive while one is
+    /// are saved (overlapping `interval`) or deleted. Updates that arrive while one is
     /// still unread fold into it. Run an anchored query to learn what changed.
     public func observe(_ type: ObjectType, overlapping interval: DateInterval? = nil) async throws -> ObserverUpdates {
         let request = Healthledger_V1_ObserveRequest.with { request in

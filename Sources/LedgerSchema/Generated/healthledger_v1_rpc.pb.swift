@@ -751,8 +751,8 @@ public nonisolated struct Healthledger_V1_DeletedObject: Sendable {
 
 /// healthledger.v1.Ledger/Observe (server streaming, long-running: ObserverUpdate
 /// messages): HealthKit's observer query. The first message says the observer is
-/// registered; then one message each time objects of `type` that the caller may read, and
-/// that overlap the interval, are added or deleted. Updates coalesce: while the client has
+/// registered; then one message each time objects of `type` that the caller may read are
+/// added (overlapping the interval) or deleted (whatever their dates). Updates coalesce: while the client has
 /// not taken one, later changes fold into it.
 public nonisolated struct Healthledger_V1_ObserveRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
