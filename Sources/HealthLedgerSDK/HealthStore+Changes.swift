@@ -114,17 +114,25 @@ extension HealthStore {
         }
     }
 
+    /// A ChangeBatch, read in place.
     static func changeResult(_ bytes: [UInt8]) throws -> AnchoredObjectQueryResult {
-        let batch = try decode(Healthledger_V1_ChangeBatch.self, bytes)
-        return AnchoredObjectQueryResult(
-            addedObjects: try batch.added.map { try $0.model() },
-            deletedObjects: try batch.deleted.map { deleted in
-                guard let uuid = UUID(bytes: deleted.uuid) else { throw RPCError(.internalError, "the server sent a bad UUID") }
-                return DeletedObject(
+        var result = AnchoredObjectQueryResult(addedObjects: [], deletedObjects: [], newAnchor: QueryAnchor(bytes: []), hasMore: false, caughtUp: false)
+        try readBatch(bytes, "ChangeBatch") { field, value in
+            switch (field, value) {
+            case (1, .bytes(let object)): result.addedObjects.append(try HealthObject(serialized: object))
+            case (2, .bytes(let bytes)):
+                let deleted = try Healthledger_V1_DeletedObject(serializedBytes: Array(bytes))
+                guard let uuid = UUID(bytes: deleted.uuid) else { throw RPCError(.internalError, "a bad UUID") }
+                result.deletedObjects.append(DeletedObject(
                     uuid: uuid, syncIdentifier: deleted.hasSyncIdentifier ? deleted.syncIdentifier : nil,
-                    syncVersion: deleted.hasSyncVersion ? deleted.syncVersion : nil)
-            },
-            newAnchor: QueryAnchor(bytes: Array(batch.anchor)), hasMore: batch.hasMore_p, caughtUp: batch.caughtUp)
+                    syncVersion: deleted.hasSyncVersion ? deleted.syncVersion : nil))
+            case (3, .bytes(let anchor)): result.newAnchor = QueryAnchor(bytes: Array(anchor))
+            case (4, .varint(let flag)): result.hasMore = flag != 0
+            case (5, .varint(let flag)): result.caughtUp = flag != 0
+            default: break
+            }
+        }
+        return result
     }
 }
 

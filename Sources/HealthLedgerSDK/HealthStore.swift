@@ -207,6 +207,31 @@ public final class HealthStore: Sendable {
         return SampleBatches(stream: stream, consumed: consumed)
     }
 
+    /// A field of a batch message, read in place.
+    enum BatchField {
+        case bytes(UnsafeRawBufferPointer)
+        case varint(UInt64)
+    }
+
+    /// Reads a batch message's fields in place, calling `visit` with each one's number and
+    /// value; malformed bytes (or an object that does not decode) are the server's fault.
+    static func readBatch(_ bytes: [UInt8], _ name: String, _ visit: (Int, BatchField) throws -> Void) throws {
+        do {
+            try bytes.withUnsafeBytes { buffer in
+                var reader = ProtoReader(buffer)
+                while let (number, wireType) = try reader.next() {
+                    switch wireType {
+                    case .lengthDelimited: try visit(number, .bytes(try reader.bytes()))
+                    case .varint: try visit(number, .varint(try reader.varint()))
+                    default: try reader.skip(wireType)
+                    }
+                }
+            }
+        } catch {
+            throw RPCError(.internalError, "the server sent an invalid \(name): \(error)")
+        }
+    }
+
     /// Opens a server-streaming call; `consumed` grants the server one more message.
     /// Long-running methods get no deadline.
     func openStream(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> (
@@ -234,11 +259,12 @@ public struct SampleBatches: AsyncSequence, Sendable {
         public mutating func next() async throws -> [HealthObject]? {
             guard let bytes = try await base.next() else { return nil }
             consumed()
-            let batch: Healthledger_V1_SampleBatch
-            do { batch = try Healthledger_V1_SampleBatch(serializedBytes: bytes) } catch {
-                throw RPCError(.internalError, "the server sent an invalid SampleBatch")
+            // SampleBatch { repeated HealthObject objects = 1; }, read in place.
+            var objects: [HealthObject] = []
+            try HealthStore.readBatch(bytes, "SampleBatch") { field, value in
+                if field == 1, case .bytes(let object) = value { objects.append(try HealthObject(serialized: object)) }
             }
-            return try batch.objects.map { try $0.model() }
+            return objects
         }
     }
 

@@ -79,6 +79,42 @@ struct ObjectEncodingTests {
             baseCurve: try quantity(length), diameter: try quantity(length))
     }
 
+    @Test("property: reading an object in place gives SwiftProtobuf's object, or its error, also for mutated bytes")
+    func inPlaceDecoding() throws {
+        var rng = SplitMix(state: 77)
+        enum Outcome: Equatable {
+            case object(HealthObject)
+            case failure
+        }
+        func slow(_ bytes: [UInt8]) -> Outcome {
+            (try? Healthledger_V1_HealthObject(serializedBytes: bytes).model()).map(Outcome.object) ?? .failure
+        }
+        func fast(_ bytes: [UInt8]) -> Outcome {
+            (try? bytes.withUnsafeBytes { try HealthObject(serialized: $0) }).map(Outcome.object) ?? .failure
+        }
+        var mutatedOK = 0
+        for round in 0..<3000 {
+            let object = try Self.randomObject(&rng)
+            var bytes: [UInt8] = try Healthledger_V1_HealthObject(object).serializedBytes()
+            // (Compared with SwiftProtobuf's answer: dates come back at microsecond precision.)
+            let original = slow(bytes)
+            #expect(original != .failure)
+            #expect(fast(bytes) == original)
+            if round % 2 == 0 {
+                // A few bytes changed, dropped or appended.
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: for _ in 0..<Int.random(in: 1...3, using: &rng) { bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) }
+                case 1: bytes.removeLast(Int.random(in: 1...min(8, bytes.count), using: &rng))
+                default: bytes += (0..<Int.random(in: 1...6, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                }
+                let expected = slow(bytes)
+                #expect(fast(bytes) == expected)
+                if expected != .failure { mutatedOK += 1 }
+            }
+        }
+        #expect(mutatedOK > 0, "some mutations still decode")
+    }
+
     @Test("property: the direct encoding equals SwiftProtobuf's, and both summaries agree")
     func matchesSwiftProtobuf() throws {
         var rng = SplitMix(state: 2024)

@@ -57,25 +57,36 @@ struct PrivacyBench {
             }),
         ]
         let clock = ContinuousClock()
-        for (name, read) in reads {
-            /// The median duration of the read and what it answered.
-            func timed(_ ledger: Ledger) throws -> (microseconds: Double, answer: Int) {
-                var durations: [Double] = []
-                var answer = 0
-                for _ in 0..<max(rounds * 20, 20) {
-                    let started = clock.now
-                    answer = try read(ledger)
-                    durations.append(seconds(clock.now - started) * 1e6)
-                }
-                return (median(durations), answer)
+        /// The median duration of a read and what it answered.
+        func timed(_ ledger: Ledger, _ read: (Ledger) throws -> Int) throws -> (microseconds: Double, answer: Int) {
+            var durations: [Double] = []
+            var answer = 0
+            for _ in 0..<max(rounds * 20, 20) {
+                let started = clock.now
+                answer = try read(ledger)
+                durations.append(seconds(clock.now - started) * 1e6)
             }
-            let lone = try timed(alone)
-            let among = try timed(crowded)
+            return (median(durations), answer)
+        }
+        for (name, read) in reads {
+            let lone = try timed(alone, read)
+            let among = try timed(crowded, read)
             guard lone.answer == among.answer else { throw ValidationErrorExit("\(name): the crowded ledger answered differently") }
             print(String(
                 format: "RESULT denied read, %@: median %.1f µs among %d others | alone %.1f µs | ratio %.2f",
                 name, among.microseconds, others, lone.microseconds, among.microseconds / lone.microseconds))
         }
+        // What an app could compare itself: in one ledger, another source's UUID against one
+        // never used (100 fetches each).
+        let unknownUUID = UUID.timeOrdered()
+        func fetches(_ uuid: UUID) -> (Ledger) throws -> Int {
+            { ledger in (0..<100).reduce(0) { count, _ in count + ((try? ledger.object(with: uuid, as: app)) == nil ? 1 : 0) } }
+        }
+        let hidden = try timed(crowded, fetches(hiddenUUID))
+        let unknown = try timed(crowded, fetches(unknownUUID))
+        print(String(
+            format: "RESULT denied read, 100 fetches in one ledger: another source's UUID median %.1f µs | an unknown UUID %.1f µs | ratio %.2f",
+            hidden.microseconds, unknown.microseconds, hidden.microseconds / unknown.microseconds))
     }
 
     /// A ledger where the app may share heart rate but never asked to read, holding its

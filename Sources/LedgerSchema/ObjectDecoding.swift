@@ -1,0 +1,208 @@
+import Foundation
+import HealthModel
+import SwiftProtobuf
+
+extension HealthObject {
+    /// Decodes a serialized `healthledger.v1.HealthObject` into the model object: the same
+    /// result (and the same errors) as SwiftProtobuf's decoding followed by
+    /// `Healthledger_V1_HealthObject.model()`, read in place for samples, which is what
+    /// clients decode by the thousand. Anything unusual (a vision prescription, a repeated
+    /// nested message, a wire type out of place, invalid UTF-8) takes SwiftProtobuf's path.
+    public init(serialized bytes: UnsafeRawBufferPointer) throws {
+        if let object = try? FastObjectDecoder.decode(bytes) {
+            self = object
+            return
+        }
+        self = try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model()
+    }
+}
+
+/// The in-place reader behind ``HealthObject/init(serialized:)``. `decode` returns nil (or
+/// throws) whenever the slow path must decide.
+private enum FastObjectDecoder {
+    struct Fallback: Error {}
+
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject? {
+        var reader = ProtoReader(bytes)
+        var uuidBytes: [UInt8] = []
+        var type = ""
+        var sourceRevision: SourceRevision?
+        var device: Device?
+        var entries: [(String, MetadataValue?)] = []
+        var startUs: Int64 = 0
+        var endUs: Int64 = 0
+        enum Body {
+            /// The quantity's value and unit, nil when the body has none.
+            case quantity((Double, String)?)
+            case category(Int64)
+        }
+        var body: Body?
+        while let (field, wireType) = try reader.next() {
+            switch (field, wireType) {
+            case (1, .lengthDelimited): uuidBytes = Array(try reader.bytes())
+            case (2, .lengthDelimited): type = try string(&reader)
+            case (3, .lengthDelimited):
+                guard sourceRevision == nil else { throw Fallback() }
+                sourceRevision = try decodeSourceRevision(try reader.bytes())
+            case (4, .lengthDelimited):
+                guard device == nil else { throw Fallback() }
+                device = try decodeDevice(try reader.bytes())
+            case (5, .lengthDelimited): entries.append(try decodeMetadataEntry(try reader.bytes()))
+            case (6, .varint): startUs = try reader.signed()
+            case (7, .varint): endUs = try reader.signed()
+            case (10, .lengthDelimited):
+                guard body == nil else { throw Fallback() }
+                body = .quantity(try decodeQuantityBody(try reader.bytes()))
+            case (11, .lengthDelimited):
+                guard body == nil else { throw Fallback() }
+                var inner = ProtoReader(try reader.bytes())
+                var value: Int64 = 0
+                while let (innerField, innerWire) = try inner.next() {
+                    if innerField == 1 {
+                        guard innerWire == .varint else { throw Fallback() }
+                        value = try inner.signed()
+                    } else {
+                        try inner.skip(innerWire)
+                    }
+                }
+                body = .category(value)
+            case (1...7, _), (10...12, _): throw Fallback()
+            default: try reader.skip(wireType)
+            }
+        }
+        // The same checks, in the same order, as Healthledger_V1_HealthObject.model().
+        guard let uuid = UUID(bytes: uuidBytes) else {
+            throw HealthError.invalidArgument("uuid must be 16 bytes, got \(uuidBytes.count)", field: "uuid")
+        }
+        guard let sourceRevision else { throw HealthError.invalidArgument("sourceRevision is missing", field: "sourceRevision") }
+        let start = date(microseconds: startUs)
+        let end = date(microseconds: endUs)
+        var metadata: Metadata = [:]
+        for (key, value) in entries {
+            guard let value else { throw HealthError.invalidArgument("metadata entry '\(key)' has no value", field: "metadata.\(key)") }
+            guard metadata.updateValue(value, forKey: key) == nil else {
+                throw HealthError.invalidArgument("metadata key '\(key)' appears twice", field: "metadata.\(key)")
+            }
+        }
+        switch body {
+        case .quantity(let quantity)?:
+            guard let (value, unit) = quantity else { throw HealthError.invalidArgument("quantity is missing", field: "quantity") }
+            return .quantitySample(QuantitySample(
+                type: try QuantityType(type), quantity: Quantity(value, try HealthUnit(unit)), start: start, end: end,
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision))
+        case .category(let raw)?:
+            guard let value = Int(exactly: raw) else { throw HealthError.invalidArgument("value is out of range", field: "value") }
+            return .categorySample(CategorySample(
+                type: try CategoryType(type), value: value, start: start, end: end,
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision))
+        case nil:
+            throw Fallback()
+        }
+    }
+
+    private static func string(_ reader: inout ProtoReader) throws -> String {
+        guard let string = String(validating: try reader.bytes(), as: UTF8.self) else { throw Fallback() }
+        return string
+    }
+
+    private static func decodeSourceRevision(_ bytes: UnsafeRawBufferPointer) throws -> SourceRevision {
+        var reader = ProtoReader(bytes)
+        var source: Source?
+        var revision = SourceRevision(source: Source(bundleIdentifier: "", name: ""))
+        while let (field, wireType) = try reader.next() {
+            guard field > 4 || wireType == .lengthDelimited else { throw Fallback() }
+            switch field {
+            case 1:
+                guard source == nil else { throw Fallback() }
+                var inner = ProtoReader(try reader.bytes())
+                var decoded = Source(bundleIdentifier: "", name: "")
+                while let (innerField, innerWire) = try inner.next() {
+                    guard innerField > 2 || innerWire == .lengthDelimited else { throw Fallback() }
+                    switch innerField {
+                    case 1: decoded.bundleIdentifier = try string(&inner)
+                    case 2: decoded.name = try string(&inner)
+                    default: try inner.skip(innerWire)
+                    }
+                }
+                source = decoded
+            case 2: revision.version = try string(&reader)
+            case 3: revision.productType = try string(&reader)
+            case 4: revision.operatingSystemVersion = try string(&reader)
+            default: try reader.skip(wireType)
+            }
+        }
+        revision.source = source ?? Source(bundleIdentifier: "", name: "")
+        return revision
+    }
+
+    private static func decodeDevice(_ bytes: UnsafeRawBufferPointer) throws -> Device {
+        var reader = ProtoReader(bytes)
+        var device = Device()
+        while let (field, wireType) = try reader.next() {
+            guard field > 8 || wireType == .lengthDelimited else { throw Fallback() }
+            switch field {
+            case 1: device.name = try string(&reader)
+            case 2: device.manufacturer = try string(&reader)
+            case 3: device.model = try string(&reader)
+            case 4: device.hardwareVersion = try string(&reader)
+            case 5: device.firmwareVersion = try string(&reader)
+            case 6: device.softwareVersion = try string(&reader)
+            case 7: device.localIdentifier = try string(&reader)
+            case 8: device.udiDeviceIdentifier = try string(&reader)
+            default: try reader.skip(wireType)
+            }
+        }
+        return device
+    }
+
+    /// A `Quantity` message: its value and unit string (nil when a field repeats).
+    private static func decodeQuantity(_ bytes: UnsafeRawBufferPointer) throws -> (Double, String) {
+        var reader = ProtoReader(bytes)
+        var value = 0.0
+        var unit = ""
+        while let (field, wireType) = try reader.next() {
+            switch (field, wireType) {
+            case (1, .fixed64): value = try reader.double()
+            case (2, .lengthDelimited): unit = try string(&reader)
+            case (1, _), (2, _): throw Fallback()
+            default: try reader.skip(wireType)
+            }
+        }
+        return (value, unit)
+    }
+
+    private static func decodeQuantityBody(_ bytes: UnsafeRawBufferPointer) throws -> (Double, String)? {
+        var reader = ProtoReader(bytes)
+        var quantity: (Double, String)?
+        while let (field, wireType) = try reader.next() {
+            if field == 1 {
+                guard wireType == .lengthDelimited, quantity == nil else { throw Fallback() }
+                quantity = try decodeQuantity(try reader.bytes())
+            } else {
+                try reader.skip(wireType)
+            }
+        }
+        return quantity
+    }
+
+    private static func decodeMetadataEntry(_ bytes: UnsafeRawBufferPointer) throws -> (String, MetadataValue?) {
+        var reader = ProtoReader(bytes)
+        var key = ""
+        var value: MetadataValue?
+        while let (field, wireType) = try reader.next() {
+            switch (field, wireType) {
+            case (1, .lengthDelimited): key = try string(&reader)
+            case (2, .lengthDelimited): value = .string(try string(&reader))
+            case (3, .fixed64): value = .number(try reader.double())
+            case (4, .varint): value = .date(date(microseconds: try reader.signed()))
+            case (5, .lengthDelimited):
+                guard case nil = value else { throw Fallback() }
+                let (amount, unit) = try decodeQuantity(try reader.bytes())
+                value = .quantity(Quantity(amount, try HealthUnit(unit)))
+            case (1...5, _): throw Fallback()
+            default: try reader.skip(wireType)
+            }
+        }
+        return (key, value)
+    }
+}
