@@ -52,6 +52,12 @@ struct PrivacyBench {
             ("sample query, one day in the middle", {
                 try $0.samples(SampleQuery(type: type.objectType, interval: DateInterval(start: middle, duration: 86_400)), as: app).count
             }),
+            ("anchored query, all its own changes", { try $0.changes(ChangeQuery(type: type.objectType), as: app).count }),
+            ("anchored query, limit 10", { try $0.changes(ChangeQuery(type: type.objectType, limit: 10), as: app).count }),
+            ("observer check, nothing new", { ledger in
+                let latest = try ledger.latestAnchor(for: type.objectType, as: app)
+                return try ledger.hasChanges(ChangeQuery(type: type.objectType, anchor: latest), as: app).changed ? 1 : 0
+            }),
             ("fetch another source's UUID (crowded) / an unknown one (alone)", { ledger in
                 (0..<100).reduce(0) { count, _ in count + ((try? ledger.object(with: hiddenUUID, as: app)) == nil ? 1 : 0) }
             }),
