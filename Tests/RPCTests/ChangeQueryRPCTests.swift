@@ -125,6 +125,36 @@ struct ChangeQueryRPCTests {
         await server.stop()
     }
 
+    @Test("cancelled observers and watches leave nothing registered behind")
+    func cancelledStreamsUnregister() async throws {
+        let server = try await TestServer()
+        let app = server.client(server.appCredential)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<20 {
+                group.addTask {
+                    if index % 2 == 0 {
+                        for try await _ in try await app.observe(Types.heartRate) {}
+                    } else {
+                        for try await _ in try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate)) {}
+                    }
+                }
+            }
+            // All 20 registered (each has had its first message or is about to).
+            let clock = ContinuousClock()
+            let deadline = clock.now + .seconds(10)
+            while server.ledger.changeWatchers.count < 20, clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(server.ledger.changeWatchers.count == 20)
+            group.cancelAll()
+        }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(10)
+        while server.ledger.changeWatchers.count > 0, clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(server.ledger.changeWatchers.count == 0)
+        #expect(try await app.ping().principal == "app com.example.walk", "the connection still serves")
+        await app.close()
+        await server.stop()
+    }
+
     /// Whether no update arrives within `duration`. Ends the observer's call either way.
     static func nothingWithin(_ duration: Duration, _ iterator: inout ObserverUpdates.AsyncIterator) async throws -> Bool {
         let waiting = iterator

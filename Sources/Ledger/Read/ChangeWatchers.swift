@@ -24,6 +24,9 @@ public final class ChangeWatchers: Sendable {
         }
     }
 
+    /// How many watchers are registered (one per running observer or watched query).
+    public var count: Int { state.withLock { $0.watchers.count } }
+
     public func remove(_ token: Int) {
         _ = state.withLock { $0.watchers.removeValue(forKey: token) }
     }
