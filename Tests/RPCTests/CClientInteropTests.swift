@@ -13,7 +13,7 @@ struct CClientInteropTests {
         try await runProcess(URL(filePath: executable), arguments)
     }
 
-    @Test("the C client authenticates, saves a sample and queries it back")
+    @Test("the C client authenticates, saves a sample, queries it back and follows changes by anchor")
     func interop() async throws {
         let build = try await Self.run("/bin/bash", [Self.root.appending(path: "tools/c-client/build.sh").path])
         try #require(build.status == 0, "build.sh failed: \(build.error)")
@@ -24,6 +24,9 @@ struct CClientInteropTests {
         #expect(run.status == 0, "\(run.output)\n\(run.error)")
         #expect(run.output.contains("ping: ledger alice as app com.example.walk"))
         #expect(run.output.contains("including the saved one: yes"))
+        #expect(run.output.contains("changes: 1 added, 0 deleted, the saved one added: yes, anchor of "))
+        #expect(!run.output.contains("anchor of 0 bytes"))
+        #expect(run.output.contains("changes after the anchor: 0 added, 0 deleted"))
         // What the C client saved is there for Swift clients too, stamped with the app's source.
         let saved = try await server.client().result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
         #expect(saved.count == 1)

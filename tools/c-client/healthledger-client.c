@@ -4,15 +4,19 @@
  * Usage: healthledger-client HOST PORT CREDENTIAL
  *
  * Over one TCP connection it calls healthledger.v1.Ledger/Ping, saves one heart-rate
- * sample with healthledger.v1.Ledger/Save, and reads the heart-rate samples back with
- * the streaming healthledger.v1.Ledger/QuerySamples. See docs/PROTOCOL.md.
+ * sample with healthledger.v1.Ledger/Save, reads the heart-rate samples back with
+ * the streaming healthledger.v1.Ledger/QuerySamples, and follows the changes with
+ * healthledger.v1.Ledger/QueryChanges: from the beginning (the saved sample is among the
+ * added objects), then from the opaque anchor it returned (nothing new). See
+ * docs/PROTOCOL.md.
  *
  * Wire format: every frame is 1 flags byte (0), a 4-byte big-endian length, and a
  * serialized healthledger.v1.Frame of that length.
  *
  * Exit status: 0 when every call ended OK and the saved sample was read back;
  * 1 on a usage, connection or protocol error; 2 when a call ended with a non-OK status;
- * 3 when the calls succeeded but the saved sample was not among the query results.
+ * 3 when the calls succeeded but the saved sample was not among the query results (or
+ * the anchored query did not behave as described).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -35,6 +39,7 @@
 #define METHOD_PING "healthledger.v1.Ledger/Ping"
 #define METHOD_SAVE "healthledger.v1.Ledger/Save"
 #define METHOD_QUERY_SAMPLES "healthledger.v1.Ledger/QuerySamples"
+#define METHOD_QUERY_CHANGES "healthledger.v1.Ledger/QueryChanges"
 #define HEART_RATE_TYPE "HKQuantityTypeIdentifierHeartRate"
 
 enum {
@@ -395,6 +400,47 @@ static bool on_sample_batch(const ProtobufCBinaryData *message, void *context) {
     return true;
 }
 
+/* State of a QueryChanges call: the UUID looked for, what was seen, the last anchor. */
+typedef struct {
+    const uint8_t *wanted_uuid;
+    size_t added;
+    size_t deleted;
+    bool found;
+    uint8_t *anchor; /* malloc'ed copy of the last batch's anchor */
+    size_t anchor_len;
+} ChangesState;
+
+/* QueryChanges: counts a ChangeBatch's changes and keeps its anchor, opaque bytes that are
+ * only ever sent back. */
+static bool on_change_batch(const ProtobufCBinaryData *message, void *context) {
+    ChangesState *state = context;
+    Healthledger__V1__ChangeBatch *batch =
+        healthledger__v1__change_batch__unpack(NULL, message->len, message->data);
+    if (batch == NULL) {
+        fprintf(stderr, "error: invalid ChangeBatch\n");
+        return false;
+    }
+    for (size_t i = 0; i < batch->n_added; i++) {
+        const Healthledger__V1__HealthObject *object = batch->added[i];
+        if (object->uuid.len == UUID_SIZE && memcmp(object->uuid.data, state->wanted_uuid, UUID_SIZE) == 0) {
+            state->found = true;
+        }
+    }
+    state->added += batch->n_added;
+    state->deleted += batch->n_deleted;
+    free(state->anchor);
+    state->anchor = malloc(batch->anchor.len > 0 ? batch->anchor.len : 1);
+    bool ok = state->anchor != NULL;
+    if (ok) {
+        memcpy(state->anchor, batch->anchor.data, batch->anchor.len);
+        state->anchor_len = batch->anchor.len;
+    } else {
+        fprintf(stderr, "error: out of memory\n");
+    }
+    healthledger__v1__change_batch__free_unpacked(batch, NULL);
+    return ok;
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 /* Fills `uuid` with a random (version 4, RFC 4122 variant) UUID. */
@@ -427,7 +473,7 @@ static int exit_status_of(int call_result) {
     return call_result == CALL_LOCAL_FAILURE ? EXIT_LOCAL_ERROR : EXIT_CALL_FAILED;
 }
 
-/* Runs the three calls over `conn`; returns the exit status. */
+/* Runs the calls over `conn`; returns the exit status. */
 static int run(Connection *conn, const char *credential) {
     int status;
 
@@ -480,7 +526,31 @@ static int run(Connection *conn, const char *credential) {
     if (status >= 0) return status;
 
     printf("found %zu samples, including the saved one: %s\n", state.count, state.found ? "yes" : "no");
-    return state.found ? EXIT_SUCCESS : EXIT_NOT_FOUND;
+    if (!state.found) return EXIT_NOT_FOUND;
+
+    /* 4. The changes from the beginning, then from the anchor they ended with. */
+    Healthledger__V1__ChangeQueryRequest changes = HEALTHLEDGER__V1__CHANGE_QUERY_REQUEST__INIT;
+    changes.type = HEART_RATE_TYPE;
+    ChangesState first = {.wanted_uuid = uuid};
+    status = exit_status_of(run_call(conn, 4, METHOD_QUERY_CHANGES, credential, &changes.base, true,
+                                     on_change_batch, &first));
+    if (status >= 0) {
+        free(first.anchor);
+        return status;
+    }
+    printf("changes: %zu added, %zu deleted, the saved one added: %s, anchor of %zu bytes\n", first.added,
+           first.deleted, first.found ? "yes" : "no", first.anchor_len);
+    changes.anchor.data = first.anchor;
+    changes.anchor.len = first.anchor_len;
+    ChangesState next = {.wanted_uuid = uuid};
+    status = exit_status_of(run_call(conn, 5, METHOD_QUERY_CHANGES, credential, &changes.base, true,
+                                     on_change_batch, &next));
+    free(first.anchor);
+    free(next.anchor);
+    if (status >= 0) return status;
+    printf("changes after the anchor: %zu added, %zu deleted\n", next.added, next.deleted);
+    bool anchored = first.found && first.anchor_len > 0 && next.added == 0 && next.deleted == 0;
+    return anchored ? EXIT_SUCCESS : EXIT_NOT_FOUND;
 }
 
 int main(int argc, char **argv) {
