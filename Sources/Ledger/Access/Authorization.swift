@@ -219,16 +219,20 @@ extension Ledger {
     /// other sources in the order in which they first saved the type.
     public func sourcePriority(for type: ObjectType, as principal: Principal) throws -> [Source] {
         try Self.requireOwner(principal)
-        return try environment.read { txn in
-            let sources = try SourceRegistry.sources(of: type.code, in: txn, databases)
-            let ordered = try Self.ownerOrder(type.code, in: txn, databases)
-            let rank = Dictionary(ordered.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
-            let sorted = sources.enumerated().sorted { a, b in
-                (rank[a.element.bundleIdentifier] ?? ordered.count + a.offset, a.offset)
-                    < (rank[b.element.bundleIdentifier] ?? ordered.count + b.offset, b.offset)
-            }
-            return sorted.map(\.element)
+        return try environment.read { txn in try Self.sourceOrder(type.code, in: txn, databases) }
+    }
+
+    /// The sources of a type, highest priority first: the owner's order, then the others in
+    /// the order of their first save.
+    static func sourceOrder(_ type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [Source] {
+        let sources = try SourceRegistry.sources(of: type, in: txn, databases)
+        let ordered = try Self.ownerOrder(type, in: txn, databases)
+        let rank = Dictionary(ordered.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+        let sorted = sources.enumerated().sorted { a, b in
+            (rank[a.element.bundleIdentifier] ?? ordered.count + a.offset, a.offset)
+                < (rank[b.element.bundleIdentifier] ?? ordered.count + b.offset, b.offset)
         }
+        return sorted.map(\.element)
     }
 
     /// Sets the owner's order of sources for `type` (highest priority first). Every listed

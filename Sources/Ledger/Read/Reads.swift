@@ -202,7 +202,8 @@ extension Ledger {
                 if range.overlaps(start: start, end: end) {
                     let item = IndexEntry(
                         uuid: Array(current.key[(time + 8)..<keyLength]), startUs: start, endUs: end,
-                        sequence: KeyEncoding.uint64(current.value, at: 8), source: source ?? KeyEncoding.uint32(current.value, at: 24))
+                        sequence: KeyEncoding.uint64(current.value, at: 8), source: source ?? KeyEncoding.uint32(current.value, at: 24),
+                        value: Double(bitPattern: KeyEncoding.uint64(current.value, at: 16)))
                     if try !visit(item) { return }
                 }
                 entry = descending ? try cursor.previous() : try cursor.next()

@@ -59,4 +59,6 @@ struct IndexEntry {
     var sequence: UInt64
     /// The source code of the object's source (``SourceRegistry``).
     var source: UInt32
+    /// A quantity sample's value in its type's canonical unit (start indexes only; NaN otherwise).
+    var value: Double = .nan
 }

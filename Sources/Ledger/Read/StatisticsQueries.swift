@@ -1,0 +1,312 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+
+/// A statistics query (HealthKit's `HKStatisticsQuery`): statistics over the samples of a
+/// quantity type overlapping an interval.
+public struct StatisticsQuery: Sendable, Hashable {
+    public var type: QuantityType
+    /// Samples overlapping this interval; every sample when nil.
+    public var interval: DateInterval?
+    public var options: StatisticsOptions
+
+    public init(type: QuantityType, interval: DateInterval? = nil, options: StatisticsOptions) {
+        self.type = type
+        self.interval = interval
+        self.options = options
+    }
+}
+
+/// A statistics collection query (HealthKit's `HKStatisticsCollectionQuery`): statistics
+/// per calendar interval over a date range.
+public struct StatisticsCollectionQuery: Sendable, Hashable {
+    public var type: QuantityType
+    /// The range whose intervals are computed (the first and last may reach past it).
+    public var range: DateInterval
+    public var intervals: StatisticsIntervals
+    public var options: StatisticsOptions
+
+    public init(type: QuantityType, range: DateInterval, intervals: StatisticsIntervals, options: StatisticsOptions) {
+        self.type = type
+        self.range = range
+        self.intervals = intervals
+        self.options = options
+    }
+}
+
+extension Ledger {
+    /// Most intervals one collection query computes.
+    public static let maximumStatisticsIntervals = 100_000
+
+    /// Statistics over the samples `principal` may read (SEMANTICS §7): for an app without
+    /// read authorization, its own samples only, computed as if no one else's existed.
+    ///
+    /// - Returns: nil when no sample matches.
+    /// - Throws: ``HealthError`` `invalidArgument` for options that do not fit the type.
+    public func statistics(_ query: StatisticsQuery, as principal: Principal) throws -> Statistics? {
+        try query.options.validate(for: query.type)
+        let range = TimeRange(query.interval)
+        guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
+        return try environment.read { txn in
+            let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
+            let samples = try engine.samples(overlapping: range, in: txn, databases)
+            guard !samples.isEmpty else { return nil }
+            return engine.statistics(samples[...], bucket: (range.start, range.end), dates: query.interval)
+        }
+    }
+
+    /// Statistics per interval of a collection, for the intervals holding samples
+    /// `principal` may read, in order.
+    ///
+    /// - Throws: ``HealthError`` `invalidArgument` for options that do not fit the type, a
+    ///   range that ends before it starts, or more than
+    ///   ``maximumStatisticsIntervals`` intervals.
+    public func statisticsCollection(_ query: StatisticsCollectionQuery, as principal: Principal) throws -> [Statistics] {
+        try query.options.validate(for: query.type)
+        let buckets = query.intervals.intervals(from: query.range.start, to: query.range.end, limit: Self.maximumStatisticsIntervals + 1)
+        guard buckets.count <= Self.maximumStatisticsIntervals else {
+            throw HealthError.invalidArgument("the range holds more than \(Self.maximumStatisticsIntervals) intervals", field: "interval")
+        }
+        guard let first = buckets.first, let last = buckets.last else { return [] }
+        let bounds = buckets.map { (microseconds($0.start), microseconds($0.end)) }
+        return try environment.read { txn in
+            let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
+            let samples = try engine.samples(overlapping: TimeRange(DateInterval(start: first.start, end: last.end)), in: txn, databases)
+            // Each sample goes to every interval it overlaps (an instant to the one holding it).
+            var members = [[Int]](repeating: [], count: buckets.count)
+            for (index, sample) in samples.enumerated() {
+                var bucket = Self.bucket(containing: sample.start, in: bounds)
+                while bucket < bounds.count {
+                    let (start, end) = bounds[bucket]
+                    if sample.start == sample.end ? (sample.start >= start && sample.start < end) : (sample.start < end && sample.end > start) {
+                        members[bucket].append(index)
+                    }
+                    if sample.end <= end { break }
+                    bucket += 1
+                }
+            }
+            return members.indices.compactMap { bucket in
+                guard !members[bucket].isEmpty else { return nil }
+                return engine.statistics(members[bucket].map { samples[$0] }[...], bucket: bounds[bucket], dates: buckets[bucket])
+            }
+        }
+    }
+
+    /// The index of the interval holding `time` (0 for times before the first).
+    private static func bucket(containing time: Int64, in bounds: [(Int64, Int64)]) -> Int {
+        var low = 0
+        var high = bounds.count - 1
+        while low < high {
+            let middle = (low + high + 1) / 2
+            if bounds[middle].0 <= time { low = middle } else { high = middle - 1 }
+        }
+        return low
+    }
+}
+
+/// One sample as statistics see it, from the start indexes.
+struct StatisticsSample {
+    var start: Int64
+    var end: Int64
+    /// In the type's canonical unit.
+    var value: Double
+    var source: UInt32
+    /// The save event's sequence: breaks ties between equally recent samples.
+    var sequence: UInt64
+}
+
+/// Computes statistics for one reader: which samples it may see, and how sources merge.
+struct StatisticsEngine {
+    let type: QuantityType
+    let options: StatisticsOptions
+    let scope: ReadScope
+    /// Source codes, highest priority first.
+    let order: [UInt32]
+    let rank: [UInt32: Int]
+    let sources: [UInt32: Source]
+
+    init(type: QuantityType, options: StatisticsOptions, principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        self.type = type
+        self.options = options
+        scope = try ReadScope(principal, type: type.objectType, in: txn, databases)
+        var order: [UInt32] = []
+        var sources: [UInt32: Source] = [:]
+        for source in try Ledger.sourceOrder(type.objectType.code, in: txn, databases) {
+            guard let code = try SourceRegistry.code(of: source.bundleIdentifier, in: txn, databases) else { continue }
+            // A reader limited to its own samples sees no other source, not even in the order.
+            guard scope.all || code == scope.ownSource else { continue }
+            order.append(code)
+            sources[code] = source
+        }
+        self.order = order
+        self.sources = sources
+        rank = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
+    }
+
+    /// The readable samples overlapping `range`, in start order: every source's for a reader
+    /// of the whole type, otherwise only the reader's own, from its own index.
+    func samples(overlapping range: TimeRange, in txn: Transaction, _ databases: LedgerDatabases) throws -> [StatisticsSample] {
+        var samples: [StatisticsSample] = []
+        let code = type.objectType.code
+        let visit: (IndexEntry) throws -> Bool = { entry in
+            samples.append(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
+            return true
+        }
+        if scope.all {
+            let longest = try Ledger.longestDuration(type: code, in: txn, databases)
+            try Ledger.scanByStart(type: code, range: range, longest: longest, in: txn, databases, visit)
+        } else if scope.ownSource != 0 {
+            let longest = try SourceRegistry.longestDuration(type: code, code: scope.ownSource, in: txn, databases)
+            try Ledger.scanByStart(type: code, source: scope.ownSource, range: range, longest: longest, in: txn, databases, visit)
+        }
+        return samples
+    }
+
+    /// The statistics of `samples` (all overlapping `bucket`, in start order).
+    func statistics(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64), dates: DateInterval?) -> Statistics {
+        var bySource: [UInt32: [StatisticsSample]] = [:]
+        for sample in samples { bySource[sample.source, default: []].append(sample) }
+        let present = bySource.keys.sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
+
+        // Merged: sources in priority order; a lower one counts only where no higher one
+        // has covered the time already (a partly covered sample in proportion).
+        var covered = Coverage()
+        var included: [StatisticsSample] = []
+        var sum = 0.0
+        for code in present {
+            let own = bySource[code]!
+            for sample in own {
+                let (clipStart, clipEnd) = (max(sample.start, bucket.start), min(sample.end, bucket.end))
+                if sample.end > sample.start {
+                    let free = Double(clipEnd - clipStart) - Double(covered.overlap(clipStart, clipEnd))
+                    if free > 0 {
+                        sum += sample.value * free / Double(sample.end - sample.start)
+                        included.append(sample)
+                    }
+                } else if !covered.contains(sample.start) {
+                    sum += sample.value
+                    included.append(sample)
+                }
+            }
+            for sample in own where sample.end > sample.start {
+                covered.add(max(sample.start, bucket.start), min(sample.end, bucket.end))
+            }
+        }
+        included.sort { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
+        let merged = values(of: included, sum: sum, duration: covered.length, bucket: bucket)
+
+        var separate: [Source: StatisticsValues] = [:]
+        if options.contains(.separateBySource) {
+            for code in present {
+                let own = bySource[code]!
+                var coverage = Coverage()
+                var raw = 0.0
+                for sample in own {
+                    if sample.end > sample.start {
+                        let (clipStart, clipEnd) = (max(sample.start, bucket.start), min(sample.end, bucket.end))
+                        raw += sample.value * Double(clipEnd - clipStart) / Double(sample.end - sample.start)
+                        coverage.add(clipStart, clipEnd)
+                    } else {
+                        raw += sample.value
+                    }
+                }
+                if let source = sources[code] { separate[source] = values(of: own, sum: raw, duration: coverage.length, bucket: bucket) }
+            }
+        }
+        let samplesStart = samples.map(\.start).min() ?? bucket.start
+        let samplesEnd = samples.map(\.end).max() ?? bucket.end
+        return Statistics(
+            type: type, startDate: dates?.start ?? date(microseconds: samplesStart), endDate: dates?.end ?? date(microseconds: samplesEnd),
+            values: merged, valuesBySource: separate, sources: present.compactMap { sources[$0] })
+    }
+
+    /// The asked-for values of `samples` (in start order).
+    private func values(of samples: [StatisticsSample], sum: Double, duration: Int64, bucket: (start: Int64, end: Int64)) -> StatisticsValues {
+        var values = StatisticsValues()
+        guard !samples.isEmpty else { return values }
+        let unit = type.canonicalUnit
+        if options.contains(.cumulativeSum) { values.sum = Quantity(sum, unit) }
+        if options.contains(.discreteMin) { values.minimum = Quantity(samples.map(\.value).min()!, unit) }
+        if options.contains(.discreteMax) { values.maximum = Quantity(samples.map(\.value).max()!, unit) }
+        if options.contains(.discreteAverage) { values.average = Quantity(average(samples, bucket: bucket), unit) }
+        if options.contains(.mostRecent) {
+            let latest = samples.max { ($0.end, $0.start, $0.sequence) < ($1.end, $1.start, $1.sequence) }!
+            values.mostRecent = Quantity(latest.value, unit)
+            values.mostRecentInterval = DateInterval(start: date(microseconds: latest.start), end: date(microseconds: latest.end))
+        }
+        if options.contains(.duration) { values.duration = Double(duration) / 1_000_000 }
+        return values
+    }
+
+    /// The average for the type's aggregation style: a plain mean; or weighted by the time
+    /// each value holds (from its sample's start to the next sample's, the last one to the
+    /// end of the interval), for heart rate; or that weighting over sound energies, for
+    /// decibel levels. With no time to weigh by, the plain mean.
+    private func average(_ samples: [StatisticsSample], bucket: (start: Int64, end: Int64)) -> Double {
+        let style = type.aggregationStyle
+        let level = style == .discreteEquivalentContinuousLevel
+        let values = level ? samples.map { pow(10, $0.value / 10) } : samples.map(\.value)
+        var mean = values.reduce(0, +) / Double(values.count)
+        if style == .discreteTemporallyWeighted || level {
+            let latest = samples.map(\.end).max()!
+            let windowEnd = bucket.end == Int64.max ? latest : bucket.end
+            var weighted = 0.0
+            var total = 0.0
+            for index in samples.indices {
+                let from = max(samples[index].start, bucket.start)
+                let until = index + 1 < samples.count ? max(samples[index + 1].start, bucket.start) : max(windowEnd, from)
+                let weight = Double(until - from)
+                weighted += values[index] * weight
+                total += weight
+            }
+            if total > 0 { mean = weighted / total }
+        }
+        return level ? 10 * log10(mean) : mean
+    }
+}
+
+/// A union of half-open time spans, kept sorted and disjoint.
+struct Coverage {
+    private var spans: [(start: Int64, end: Int64)] = []
+
+    var length: Int64 { spans.reduce(0) { $0 + ($1.end - $1.start) } }
+
+    /// The first span ending after `time`.
+    private func firstEnding(after time: Int64) -> Int {
+        var low = 0
+        var high = spans.count
+        while low < high {
+            let middle = (low + high) / 2
+            if spans[middle].end <= time { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    func contains(_ time: Int64) -> Bool {
+        let index = firstEnding(after: time)
+        return index < spans.count && spans[index].start <= time
+    }
+
+    /// How much of `[start, end)` the spans cover.
+    func overlap(_ start: Int64, _ end: Int64) -> Int64 {
+        var total: Int64 = 0
+        var index = firstEnding(after: start)
+        while index < spans.count, spans[index].start < end {
+            total += min(end, spans[index].end) - max(start, spans[index].start)
+            index += 1
+        }
+        return total
+    }
+
+    mutating func add(_ start: Int64, _ end: Int64) {
+        guard start < end else { return }
+        var index = firstEnding(after: start &- 1)
+        var merged = (start: start, end: end)
+        while index < spans.count, spans[index].start <= merged.end {
+            merged = (min(merged.start, spans[index].start), max(merged.end, spans[index].end))
+            spans.remove(at: index)
+        }
+        spans.insert(merged, at: index)
+    }
+}
