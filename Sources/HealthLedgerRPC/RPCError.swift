@@ -103,10 +103,13 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case authorizationHistory = "healthledger.v1.Ledger/AuthorizationHistory"
     case sourcePriority = "healthledger.v1.Ledger/SourcePriority"
     case setSourcePriority = "healthledger.v1.Ledger/SetSourcePriority"
+    case statistics = "healthledger.v1.Ledger/Statistics"
+    /// Server streaming: `StatisticsBatch` messages.
+    case statisticsCollection = "healthledger.v1.Ledger/StatisticsCollection"
     case characteristics = "healthledger.v1.Ledger/Characteristics"
     case setCharacteristic = "healthledger.v1.Ledger/SetCharacteristic"
 
-    public var isStreaming: Bool { self == .querySamples || self == .queryChanges || isLongRunning }
+    public var isStreaming: Bool { self == .querySamples || self == .queryChanges || self == .statisticsCollection || isLongRunning }
 
     /// Runs until the client cancels it: no deadline unless the call sets one.
     public var isLongRunning: Bool { self == .watchChanges || self == .observe }

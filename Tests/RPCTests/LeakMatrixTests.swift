@@ -184,6 +184,32 @@ struct LeakMatrixTests {
         #expect(try await app.delete([ownLater.uuid]) == 1)
         #expect(try await owner.delete([othersLater.uuid]) == 1)
 
+        // Statistics: computed from what the app may read only, sources included.
+        let bpm = try HealthUnit("count/min")
+        let visibleValues = visible.compactMap { $0.quantitySample?.quantity.value }
+        let statisticsQuery = StatisticsQueryDescriptor(
+            type: Samples.heartRate, options: [.discreteMin, .discreteMax, .discreteAverage, .mostRecent, .separateBySource, .duration])
+        let statistics = try #require(try await app.statistics(for: statisticsQuery))
+        #expect(try statistics.minimumQuantity()?.doubleValue(for: bpm) == visibleValues.min(), "\(state): minimum")
+        #expect(try abs(statistics.maximumQuantity()!.doubleValue(for: bpm) - visibleValues.max()!) < 1e-9, "\(state): maximum")
+        #expect(statistics.values.mostRecentInterval?.start == visible.last?.startDate, "\(state): most recent")
+        #expect(statistics.sources.contains(TestServer.appSource) && (statistics.sources.count > 1) == state.readsOthers, "\(state): sources")
+        #expect(Set(statistics.valuesBySource.keys) == Set(statistics.sources))
+        if !state.readsOthers { #expect(try await peek.statistics(for: statisticsQuery) == nil, "\(state): peek's statistics") }
+        let minutes = try StatisticsIntervals(anchor: Samples.base, every: 10, .minute, timeZone: .gmt)
+        let collection = try await app.statisticsCollection(for: StatisticsCollectionQueryDescriptor(
+            type: Samples.heartRate, range: DateInterval(start: Samples.base, duration: 3_600), intervals: minutes, options: [.discreteMax, .separateBySource]))
+        let populated = Set(visible.map { minutes.interval(containing: $0.startDate).start })
+        #expect(collection.statistics.map(\.startDate) == populated.sorted(), "\(state): populated intervals")
+        #expect(collection.enumerateStatistics(from: Samples.base, to: Samples.base.addingTimeInterval(3_600)).count == 6)
+        for interval in collection.statistics {
+            let inside = visible.filter { interval.startDate <= $0.startDate && $0.startDate < interval.endDate }
+            #expect(try abs(interval.maximumQuantity()!.doubleValue(for: bpm) - inside.compactMap { $0.quantitySample?.quantity.value }.max()!) < 1e-9)
+        }
+        await expectRPCError(.invalidArgument, .invalidArgument, "\(state): sum of heart rate") {
+            _ = try await app.statistics(for: StatisticsQueryDescriptor(type: Samples.heartRate, options: .cumulativeSum))
+        }
+
         // Delete by UUID: another source's object is unknown unless the app may read it.
         let unknownError = await expectRPCError(.notFound, .noData, "\(state): unknown UUID") { _ = try await app.delete([unknown]) }
         let unknownShape = messageShape(unknownError, naming: unknown)

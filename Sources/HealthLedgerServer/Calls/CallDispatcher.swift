@@ -92,7 +92,7 @@ struct CallDispatcher: Sendable {
         case .delete: send(.message(id: id, try await call.delete()))
         case .deleteObjects: send(.message(id: id, try await call.deleteObjects()))
         case .fetch: send(.message(id: id, try call.fetch()))
-        case .querySamples, .queryChanges, .watchChanges, .observe:
+        case .querySamples, .queryChanges, .watchChanges, .observe, .statisticsCollection:
             metrics.streamOpened()
             defer { metrics.streamClosed() }
             let access = StreamAccess(call, type: try call.streamedType(of: method), credential: request.credential)
@@ -105,6 +105,7 @@ struct CallDispatcher: Sendable {
                 case .queryChanges: try await call.queryChanges(onScope: access.scanned, emit)
                 case .watchChanges: try await call.watchChanges(onScope: access.scanned, emit)
                 case .observe: try await call.observe(onScope: access.scanned, emit)
+                case .statisticsCollection: try await call.statisticsCollection(onScope: access.scanned, emit)
                 default: try await call.querySamples(onScope: access.scanned, emit)
                 }
             }
@@ -119,6 +120,7 @@ struct CallDispatcher: Sendable {
         case .authorizationHistory: send(.message(id: id, try call.authorizationHistory()))
         case .sourcePriority: send(.message(id: id, try call.sourcePriority()))
         case .setSourcePriority: send(.message(id: id, try await call.setSourcePriority()))
+        case .statistics: send(.message(id: id, try call.statistics()))
         case .characteristics: send(.message(id: id, try call.characteristics()))
         case .setCharacteristic: send(.message(id: id, try await call.setCharacteristic()))
         }

@@ -117,6 +117,7 @@ extension LedgerCall {
         switch method {
         case .queryChanges, .watchChanges: try ObjectType(try decode(Healthledger_V1_ChangeQueryRequest.self).type)
         case .observe: try ObjectType(try decode(Healthledger_V1_ObserveRequest.self).type)
+        case .statisticsCollection: try QuantityType(try decode(Healthledger_V1_StatisticsCollectionRequest.self).type).objectType
         default: try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)
         }
     }

@@ -124,11 +124,17 @@ public struct StatisticsIntervals: Sendable, Hashable {
         guard (1...10_000).contains(count) else {
             throw HealthError.invalidArgument("an interval is 1 to 10,000 \(unit)s, not \(count)", field: "interval")
         }
+        guard Self.supported.contains(anchor) else {
+            throw HealthError.invalidArgument("the anchor date must lie in the years 1 to 9999", field: "anchor")
+        }
         self.anchor = anchor
         self.count = count
         self.unit = unit
         self.timeZone = timeZone
     }
+
+    /// The dates calendars handle: the years 1 to 9999.
+    public static let supported = DateInterval(start: Date(timeIntervalSince1970: -62_135_596_800), end: Date(timeIntervalSince1970: 253_402_300_799))
 
     private var calendar: Calendar {
         var calendar = Calendar(identifier: .gregorian)
@@ -163,9 +169,17 @@ public struct StatisticsIntervals: Sendable, Hashable {
         case .year:
             index = (calendar.dateComponents([.year], from: anchor, to: date).year ?? 0) / count
         }
-        // The estimate truncates toward zero and calendars are irregular: settle it.
-        while start(of: index) > date { index -= 1 }
-        while start(of: index + 1) <= date { index += 1 }
+        // The estimate truncates toward zero and calendars are irregular: settle it (a few
+        // steps at most; the bound only guards against a calendar that cannot answer).
+        var steps = 0
+        while start(of: index) > date, steps < 64 {
+            index -= 1
+            steps += 1
+        }
+        while start(of: index + 1) <= date, steps < 128 {
+            index += 1
+            steps += 1
+        }
         return index
     }
 
@@ -183,6 +197,7 @@ public struct StatisticsIntervals: Sendable, Hashable {
         var start = start(of: index)
         while start < to, result.count < limit {
             let end = self.start(of: index + 1)
+            guard end > start else { break }
             result.append(DateInterval(start: start, end: end))
             index += 1
             start = end

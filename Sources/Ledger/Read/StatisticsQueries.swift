@@ -62,8 +62,15 @@ extension Ledger {
     /// - Throws: ``HealthError`` `invalidArgument` for options that do not fit the type, a
     ///   range that ends before it starts, or more than
     ///   ``maximumStatisticsIntervals`` intervals.
-    public func statisticsCollection(_ query: StatisticsCollectionQuery, as principal: Principal) throws -> [Statistics] {
+    ///
+    /// - Parameter onScope: told the read scope of the query's snapshot.
+    public func statisticsCollection(
+        _ query: StatisticsCollectionQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }
+    ) throws -> [Statistics] {
         try query.options.validate(for: query.type)
+        guard StatisticsIntervals.supported.contains(query.range.start), StatisticsIntervals.supported.contains(query.range.end) else {
+            throw HealthError.invalidArgument("the range must lie in the years 1 to 9999", field: "interval")
+        }
         let buckets = query.intervals.intervals(from: query.range.start, to: query.range.end, limit: Self.maximumStatisticsIntervals + 1)
         guard buckets.count <= Self.maximumStatisticsIntervals else {
             throw HealthError.invalidArgument("the range holds more than \(Self.maximumStatisticsIntervals) intervals", field: "interval")
@@ -72,6 +79,7 @@ extension Ledger {
         let bounds = buckets.map { (microseconds($0.start), microseconds($0.end)) }
         return try environment.read { txn in
             let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
+            onScope(engine.scope)
             let samples = try engine.samples(overlapping: TimeRange(DateInterval(start: first.start, end: last.end)), in: txn, databases)
             // Each sample goes to every interval it overlaps (an instant to the one holding it).
             var members = [[Int]](repeating: [], count: buckets.count)

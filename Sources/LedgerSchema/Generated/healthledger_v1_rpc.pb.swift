@@ -1295,6 +1295,325 @@ public nonisolated struct Healthledger_V1_SetSourcePriorityRequest: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Ledger/Statistics: statistics over the samples of a quantity type that
+/// overlap [start_us, end_us) (every sample when both are absent), in the type's canonical
+/// unit. Only samples the caller may read count: an app without read authorization gets
+/// the statistics of its own samples, as if no one else had saved any.
+public nonisolated struct Healthledger_V1_StatisticsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  /// HealthKit's HKStatisticsOptions bits: separateBySource 1, discreteAverage 2,
+  /// discreteMin 4, discreteMax 8, cumulativeSum 16, mostRecent 32, duration 64.
+  public var options: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+}
+
+public nonisolated struct Healthledger_V1_StatisticsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Absent when no sample matches.
+  public var statistics: Healthledger_V1_StatisticsResult {
+    get {_statistics ?? Healthledger_V1_StatisticsResult()}
+    set {_statistics = newValue}
+  }
+  /// Returns true if `statistics` has been explicitly set.
+  public var hasStatistics: Bool {self._statistics != nil}
+  /// Clears the value of `statistics`. Subsequent reads from it will return its default value.
+  public mutating func clearStatistics() {self._statistics = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _statistics: Healthledger_V1_StatisticsResult? = nil
+}
+
+/// One result: the values merged across sources by priority, and the sources that
+/// contributed (with their own values when separateBySource was asked).
+public nonisolated struct Healthledger_V1_StatisticsResult: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var startUs: Int64 = 0
+
+  public var endUs: Int64 = 0
+
+  /// The canonical unit the values are in.
+  public var unit: String = String()
+
+  public var values: Healthledger_V1_StatisticsValues {
+    get {_values ?? Healthledger_V1_StatisticsValues()}
+    set {_values = newValue}
+  }
+  /// Returns true if `values` has been explicitly set.
+  public var hasValues: Bool {self._values != nil}
+  /// Clears the value of `values`. Subsequent reads from it will return its default value.
+  public mutating func clearValues() {self._values = nil}
+
+  /// Highest priority first.
+  public var sources: [Healthledger_V1_SourceStatistics] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _values: Healthledger_V1_StatisticsValues? = nil
+}
+
+public nonisolated struct Healthledger_V1_SourceStatistics: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var source: Healthledger_V1_Source {
+    get {_source ?? Healthledger_V1_Source()}
+    set {_source = newValue}
+  }
+  /// Returns true if `source` has been explicitly set.
+  public var hasSource: Bool {self._source != nil}
+  /// Clears the value of `source`. Subsequent reads from it will return its default value.
+  public mutating func clearSource() {self._source = nil}
+
+  /// Set with separateBySource: the source's raw values.
+  public var values: Healthledger_V1_StatisticsValues {
+    get {_values ?? Healthledger_V1_StatisticsValues()}
+    set {_values = newValue}
+  }
+  /// Returns true if `values` has been explicitly set.
+  public var hasValues: Bool {self._values != nil}
+  /// Clears the value of `values`. Subsequent reads from it will return its default value.
+  public mutating func clearValues() {self._values = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _source: Healthledger_V1_Source? = nil
+  fileprivate var _values: Healthledger_V1_StatisticsValues? = nil
+}
+
+/// A value is absent when its option was not asked for.
+public nonisolated struct Healthledger_V1_StatisticsValues: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var sum: Double {
+    get {_sum ?? 0}
+    set {_sum = newValue}
+  }
+  /// Returns true if `sum` has been explicitly set.
+  public var hasSum: Bool {self._sum != nil}
+  /// Clears the value of `sum`. Subsequent reads from it will return its default value.
+  public mutating func clearSum() {self._sum = nil}
+
+  public var average: Double {
+    get {_average ?? 0}
+    set {_average = newValue}
+  }
+  /// Returns true if `average` has been explicitly set.
+  public var hasAverage: Bool {self._average != nil}
+  /// Clears the value of `average`. Subsequent reads from it will return its default value.
+  public mutating func clearAverage() {self._average = nil}
+
+  public var minimum: Double {
+    get {_minimum ?? 0}
+    set {_minimum = newValue}
+  }
+  /// Returns true if `minimum` has been explicitly set.
+  public var hasMinimum: Bool {self._minimum != nil}
+  /// Clears the value of `minimum`. Subsequent reads from it will return its default value.
+  public mutating func clearMinimum() {self._minimum = nil}
+
+  public var maximum: Double {
+    get {_maximum ?? 0}
+    set {_maximum = newValue}
+  }
+  /// Returns true if `maximum` has been explicitly set.
+  public var hasMaximum: Bool {self._maximum != nil}
+  /// Clears the value of `maximum`. Subsequent reads from it will return its default value.
+  public mutating func clearMaximum() {self._maximum = nil}
+
+  public var mostRecent: Double {
+    get {_mostRecent ?? 0}
+    set {_mostRecent = newValue}
+  }
+  /// Returns true if `mostRecent` has been explicitly set.
+  public var hasMostRecent: Bool {self._mostRecent != nil}
+  /// Clears the value of `mostRecent`. Subsequent reads from it will return its default value.
+  public mutating func clearMostRecent() {self._mostRecent = nil}
+
+  public var mostRecentStartUs: Int64 {
+    get {_mostRecentStartUs ?? 0}
+    set {_mostRecentStartUs = newValue}
+  }
+  /// Returns true if `mostRecentStartUs` has been explicitly set.
+  public var hasMostRecentStartUs: Bool {self._mostRecentStartUs != nil}
+  /// Clears the value of `mostRecentStartUs`. Subsequent reads from it will return its default value.
+  public mutating func clearMostRecentStartUs() {self._mostRecentStartUs = nil}
+
+  public var mostRecentEndUs: Int64 {
+    get {_mostRecentEndUs ?? 0}
+    set {_mostRecentEndUs = newValue}
+  }
+  /// Returns true if `mostRecentEndUs` has been explicitly set.
+  public var hasMostRecentEndUs: Bool {self._mostRecentEndUs != nil}
+  /// Clears the value of `mostRecentEndUs`. Subsequent reads from it will return its default value.
+  public mutating func clearMostRecentEndUs() {self._mostRecentEndUs = nil}
+
+  public var durationSeconds: Double {
+    get {_durationSeconds ?? 0}
+    set {_durationSeconds = newValue}
+  }
+  /// Returns true if `durationSeconds` has been explicitly set.
+  public var hasDurationSeconds: Bool {self._durationSeconds != nil}
+  /// Clears the value of `durationSeconds`. Subsequent reads from it will return its default value.
+  public mutating func clearDurationSeconds() {self._durationSeconds = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _sum: Double? = nil
+  fileprivate var _average: Double? = nil
+  fileprivate var _minimum: Double? = nil
+  fileprivate var _maximum: Double? = nil
+  fileprivate var _mostRecent: Double? = nil
+  fileprivate var _mostRecentStartUs: Int64? = nil
+  fileprivate var _mostRecentEndUs: Int64? = nil
+  fileprivate var _durationSeconds: Double? = nil
+}
+
+/// healthledger.v1.Ledger/StatisticsCollection (server streaming: StatisticsBatch
+/// messages): statistics per calendar interval over [start_us, end_us). Intervals of
+/// `interval_count` units start at `anchor_us` and repeat in both directions, computed in
+/// `time_zone` (an IANA name; empty: UTC). Only intervals holding samples are sent, in order.
+public nonisolated struct Healthledger_V1_StatisticsCollectionRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var startUs: Int64 = 0
+
+  public var endUs: Int64 = 0
+
+  public var anchorUs: Int64 = 0
+
+  public var intervalCount: UInt32 = 0
+
+  public var intervalUnit: Healthledger_V1_StatisticsCollectionRequest.IntervalUnit = .unspecified
+
+  public var timeZone: String = String()
+
+  public var options: UInt32 = 0
+
+  /// Results per StatisticsBatch (0: 1,000).
+  public var batchSize: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum IntervalUnit: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+    case minute // = 1
+    case hour // = 2
+    case day // = 3
+    case week // = 4
+    case month // = 5
+    case year // = 6
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .minute
+      case 2: self = .hour
+      case 3: self = .day
+      case 4: self = .week
+      case 5: self = .month
+      case 6: self = .year
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .minute: return 1
+      case .hour: return 2
+      case .day: return 3
+      case .week: return 4
+      case .month: return 5
+      case .year: return 6
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_StatisticsCollectionRequest.IntervalUnit] = [
+      .unspecified,
+      .minute,
+      .hour,
+      .day,
+      .week,
+      .month,
+      .year,
+    ]
+
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_StatisticsBatch: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var results: [Healthledger_V1_StatisticsResult] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// healthledger.v1.Ledger/Characteristics: the owner's characteristics, in the order asked.
 /// A characteristic that is not set, or that the calling app may not read, is returned
 /// not set: the two cannot be told apart.
@@ -3064,6 +3383,355 @@ nonisolated extension Healthledger_V1_SetSourcePriorityRequest: SwiftProtobuf.Me
   public static func ==(lhs: Healthledger_V1_SetSourcePriorityRequest, rhs: Healthledger_V1_SetSourcePriorityRequest) -> Bool {
     if lhs.type != rhs.type {return false}
     if lhs.bundleIdentifiers != rhs.bundleIdentifiers {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StatisticsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StatisticsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}options\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.options) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
+    } }()
+    if self.options != 0 {
+      try visitor.visitSingularUInt32Field(value: self.options, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StatisticsRequest, rhs: Healthledger_V1_StatisticsRequest) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs.options != rhs.options {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StatisticsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StatisticsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}statistics\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._statistics) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._statistics {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StatisticsResponse, rhs: Healthledger_V1_StatisticsResponse) -> Bool {
+    if lhs._statistics != rhs._statistics {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StatisticsResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StatisticsResult"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}start_us\0\u{3}end_us\0\u{1}unit\0\u{1}values\0\u{1}sources\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularSInt64Field(value: &self.startUs) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self.endUs) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.unit) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._values) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.sources) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.startUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.startUs, fieldNumber: 1)
+    }
+    if self.endUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.endUs, fieldNumber: 2)
+    }
+    if !self.unit.isEmpty {
+      try visitor.visitSingularStringField(value: self.unit, fieldNumber: 3)
+    }
+    try { if let v = self._values {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    if !self.sources.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.sources, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StatisticsResult, rhs: Healthledger_V1_StatisticsResult) -> Bool {
+    if lhs.startUs != rhs.startUs {return false}
+    if lhs.endUs != rhs.endUs {return false}
+    if lhs.unit != rhs.unit {return false}
+    if lhs._values != rhs._values {return false}
+    if lhs.sources != rhs.sources {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_SourceStatistics: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SourceStatistics"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}source\0\u{1}values\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._source) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._values) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._source {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._values {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_SourceStatistics, rhs: Healthledger_V1_SourceStatistics) -> Bool {
+    if lhs._source != rhs._source {return false}
+    if lhs._values != rhs._values {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StatisticsValues: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StatisticsValues"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sum\0\u{1}average\0\u{1}minimum\0\u{1}maximum\0\u{3}most_recent\0\u{3}most_recent_start_us\0\u{3}most_recent_end_us\0\u{3}duration_seconds\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularDoubleField(value: &self._sum) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self._average) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self._minimum) }()
+      case 4: try { try decoder.decodeSingularDoubleField(value: &self._maximum) }()
+      case 5: try { try decoder.decodeSingularDoubleField(value: &self._mostRecent) }()
+      case 6: try { try decoder.decodeSingularSInt64Field(value: &self._mostRecentStartUs) }()
+      case 7: try { try decoder.decodeSingularSInt64Field(value: &self._mostRecentEndUs) }()
+      case 8: try { try decoder.decodeSingularDoubleField(value: &self._durationSeconds) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._sum {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._average {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._minimum {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._maximum {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 4)
+    } }()
+    try { if let v = self._mostRecent {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 5)
+    } }()
+    try { if let v = self._mostRecentStartUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 6)
+    } }()
+    try { if let v = self._mostRecentEndUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 7)
+    } }()
+    try { if let v = self._durationSeconds {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 8)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StatisticsValues, rhs: Healthledger_V1_StatisticsValues) -> Bool {
+    if lhs._sum != rhs._sum {return false}
+    if lhs._average != rhs._average {return false}
+    if lhs._minimum != rhs._minimum {return false}
+    if lhs._maximum != rhs._maximum {return false}
+    if lhs._mostRecent != rhs._mostRecent {return false}
+    if lhs._mostRecentStartUs != rhs._mostRecentStartUs {return false}
+    if lhs._mostRecentEndUs != rhs._mostRecentEndUs {return false}
+    if lhs._durationSeconds != rhs._durationSeconds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StatisticsCollectionRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StatisticsCollectionRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{3}anchor_us\0\u{3}interval_count\0\u{3}interval_unit\0\u{3}time_zone\0\u{1}options\0\u{3}batch_size\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self.startUs) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self.endUs) }()
+      case 4: try { try decoder.decodeSingularSInt64Field(value: &self.anchorUs) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.intervalCount) }()
+      case 6: try { try decoder.decodeSingularEnumField(value: &self.intervalUnit) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.timeZone) }()
+      case 8: try { try decoder.decodeSingularUInt32Field(value: &self.options) }()
+      case 9: try { try decoder.decodeSingularUInt32Field(value: &self.batchSize) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    if self.startUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.startUs, fieldNumber: 2)
+    }
+    if self.endUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.endUs, fieldNumber: 3)
+    }
+    if self.anchorUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.anchorUs, fieldNumber: 4)
+    }
+    if self.intervalCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.intervalCount, fieldNumber: 5)
+    }
+    if self.intervalUnit != .unspecified {
+      try visitor.visitSingularEnumField(value: self.intervalUnit, fieldNumber: 6)
+    }
+    if !self.timeZone.isEmpty {
+      try visitor.visitSingularStringField(value: self.timeZone, fieldNumber: 7)
+    }
+    if self.options != 0 {
+      try visitor.visitSingularUInt32Field(value: self.options, fieldNumber: 8)
+    }
+    if self.batchSize != 0 {
+      try visitor.visitSingularUInt32Field(value: self.batchSize, fieldNumber: 9)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StatisticsCollectionRequest, rhs: Healthledger_V1_StatisticsCollectionRequest) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs.startUs != rhs.startUs {return false}
+    if lhs.endUs != rhs.endUs {return false}
+    if lhs.anchorUs != rhs.anchorUs {return false}
+    if lhs.intervalCount != rhs.intervalCount {return false}
+    if lhs.intervalUnit != rhs.intervalUnit {return false}
+    if lhs.timeZone != rhs.timeZone {return false}
+    if lhs.options != rhs.options {return false}
+    if lhs.batchSize != rhs.batchSize {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StatisticsCollectionRequest.IntervalUnit: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0INTERVAL_UNIT_UNSPECIFIED\0\u{1}INTERVAL_UNIT_MINUTE\0\u{1}INTERVAL_UNIT_HOUR\0\u{1}INTERVAL_UNIT_DAY\0\u{1}INTERVAL_UNIT_WEEK\0\u{1}INTERVAL_UNIT_MONTH\0\u{1}INTERVAL_UNIT_YEAR\0")
+}
+
+nonisolated extension Healthledger_V1_StatisticsBatch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StatisticsBatch"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}results\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.results) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.results.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.results, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StatisticsBatch, rhs: Healthledger_V1_StatisticsBatch) -> Bool {
+    if lhs.results != rhs.results {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,104 @@
+import Foundation
+import LedgerSchema
+import SwiftProtobuf
+
+/// A statistics query (HealthKit's `HKStatisticsQueryDescriptor`).
+///
+/// ```swift
+/// let today = try await store.statistics(for: StatisticsQueryDescriptor(
+///     type: stepCount, interval: DateInterval(start: midnight, duration: 86_400), options: .cumulativeSum))
+/// print(today?.sumQuantity())
+/// ```
+public struct StatisticsQueryDescriptor: Sendable, Hashable {
+    public var type: QuantityType
+    /// Samples overlapping this interval; every sample when nil.
+    public var interval: DateInterval?
+    public var options: StatisticsOptions
+
+    public init(type: QuantityType, interval: DateInterval? = nil, options: StatisticsOptions) {
+        self.type = type
+        self.interval = interval
+        self.options = options
+    }
+}
+
+/// A statistics collection query (HealthKit's `HKStatisticsCollectionQueryDescriptor`).
+public struct StatisticsCollectionQueryDescriptor: Sendable, Hashable {
+    public var type: QuantityType
+    public var range: DateInterval
+    public var intervals: StatisticsIntervals
+    public var options: StatisticsOptions
+
+    public init(type: QuantityType, range: DateInterval, intervals: StatisticsIntervals, options: StatisticsOptions) {
+        self.type = type
+        self.range = range
+        self.intervals = intervals
+        self.options = options
+    }
+}
+
+/// The results of a statistics collection query (HealthKit's `HKStatisticsCollection`).
+public struct StatisticsCollection: Sendable, Hashable {
+    /// The intervals that hold samples, in order.
+    public var statistics: [Statistics]
+    public var intervals: StatisticsIntervals
+    public var type: QuantityType
+
+    /// The statistics of the interval containing `date`, if it holds samples.
+    public func statistics(for date: Date) -> Statistics? {
+        let interval = intervals.interval(containing: date)
+        return statistics.first { $0.startDate == interval.start }
+    }
+
+    /// Every interval overlapping `[from, to)`, including the empty ones (with no values).
+    public func enumerateStatistics(from: Date, to: Date) -> [Statistics] {
+        let byStart = Dictionary(statistics.map { ($0.startDate, $0) }, uniquingKeysWith: { first, _ in first })
+        return intervals.intervals(from: from, to: to, limit: 1_000_000).map { interval in
+            byStart[interval.start] ?? Statistics(type: type, startDate: interval.start, endDate: interval.end, values: StatisticsValues())
+        }
+    }
+}
+
+extension HealthStore {
+    /// Statistics over the samples this app may read; nil when none matches.
+    public func statistics(for query: StatisticsQueryDescriptor) async throws -> Statistics? {
+        let request = Healthledger_V1_StatisticsRequest.with { request in
+            request.type = query.type.identifier
+            if let interval = query.interval {
+                request.startUs = microseconds(interval.start)
+                request.endUs = microseconds(interval.end)
+            }
+            request.options = UInt32(truncatingIfNeeded: query.options.rawValue)
+        }
+        let response = try Self.decode(Healthledger_V1_StatisticsResponse.self, try await unary(.statistics, request))
+        guard response.hasStatistics else { return nil }
+        do { return try response.statistics.model(type: query.type) } catch {
+            throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
+        }
+    }
+
+    /// Statistics per interval; the intervals without samples are left out (see
+    /// ``StatisticsCollection/enumerateStatistics(from:to:)`` for all of them).
+    public func statisticsCollection(for query: StatisticsCollectionQueryDescriptor) async throws -> StatisticsCollection {
+        let request = Healthledger_V1_StatisticsCollectionRequest.with { request in
+            request.type = query.type.identifier
+            request.startUs = microseconds(query.range.start)
+            request.endUs = microseconds(query.range.end)
+            request.anchorUs = microseconds(query.intervals.anchor)
+            request.intervalCount = UInt32(clamping: query.intervals.count)
+            request.intervalUnit = query.intervals.unit.schema
+            request.timeZone = query.intervals.timeZone.identifier
+            request.options = UInt32(truncatingIfNeeded: query.options.rawValue)
+        }
+        var statistics: [Statistics] = []
+        let (stream, consumed) = try await openStream(.statisticsCollection, request)
+        for try await bytes in stream {
+            consumed()
+            let batch = try Self.decode(Healthledger_V1_StatisticsBatch.self, bytes)
+            do { statistics += try batch.results.map { try $0.model(type: query.type) } } catch {
+                throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
+            }
+        }
+        return StatisticsCollection(statistics: statistics, intervals: query.intervals, type: query.type)
+    }
+}
