@@ -104,6 +104,51 @@ struct CharacteristicsCLITests {
     }
 }
 
+@Suite("healthledger stats", .timeLimit(.minutes(3)))
+struct StatsCLITests {
+    @Test("merged and per-source sums, per-day rows, and clear errors")
+    func stats() async throws {
+        let server = try await TestServer()
+        let cli = AuthCLITests.Session(server: server)
+        let owner = server.client()
+        let steps = try QuantityType("HKQuantityTypeIdentifierStepCount")
+        let watch = SourceRevision(source: Source(bundleIdentifier: "com.example.watch", name: "Watch"))
+        let phone = SourceRevision(source: Source(bundleIdentifier: "com.example.phone", name: "Phone"))
+        // 2026-11-20 10:00 UTC: the watch 120 steps over 20 min, the phone 90 over [10:10, 10:25].
+        let day = ISO8601DateFormatter().date(from: "2026-11-20T10:00:00Z")!
+        try await owner.save([
+            .quantitySample(QuantitySample(type: steps, quantity: Quantity(120, .count), start: day, end: day.addingTimeInterval(1200), sourceRevision: watch)),
+            .quantitySample(QuantitySample(type: steps, quantity: Quantity(90, .count), start: day.addingTimeInterval(600), end: day.addingTimeInterval(1500), sourceRevision: phone)),
+            .quantitySample(QuantitySample(type: steps, quantity: Quantity(10, .count), start: day.addingTimeInterval(86_400), end: day.addingTimeInterval(86_460), sourceRevision: phone)),
+        ])
+        let total = try #require(try await cli.json(server.ownerCredential, ["stats", "--type", "StepCount", "--by-source"]) as? [[String: Any]])
+        #expect(total.count == 1)
+        #expect((total[0]["values"] as? [String: Any])?["sum"] as? Double == 160)
+        let sources = total[0]["sources"] as? [[String: Any]] ?? []
+        #expect(sources.compactMap { $0["source"] as? String } == ["com.example.watch", "com.example.phone"])
+        #expect(sources.compactMap { ($0["values"] as? [String: Any])?["sum"] as? Double } == [120, 100])
+
+        let daily = try await cli.run(server.ownerCredential, [
+            "stats", "--type", "StepCount", "--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z", "--every", "1day", "--tz", "Europe/Paris",
+        ])
+        #expect(daily.status == 0, "\(daily.error)")
+        #expect(daily.output.split(separator: "\n") == ["2026-11-19T23:00:00Z\t2026-11-20T23:00:00Z\tsum=150\tcount", "2026-11-20T23:00:00Z\t2026-11-21T23:00:00Z\tsum=10\tcount"])
+
+        for (arguments, words) in [
+            (["stats", "--type", "HeartRate", "--statistics", "sum"], ["invalidArgument", "cumulativeSum"]),
+            (["stats", "--type", "StepCount", "--statistics", "median"], ["median"]),
+            (["stats", "--type", "StepCount", "--every", "1fortnight", "--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"], ["--every"]),
+            (["stats", "--type", "StepCount", "--every", "1day"], ["--from"]),
+            (["stats", "--type", "SleepAnalysis"], ["not a quantity type"]),
+        ] {
+            let run = try await cli.run(server.ownerCredential, arguments)
+            #expect(run.status != 0 && words.allSatisfy(run.error.contains), "\(arguments): \(run.error)")
+        }
+        await owner.close()
+        await server.stop()
+    }
+}
+
 /// A child process whose standard output is read line by line as it comes.
 final class LineProcess: Sendable {
     private let process: Process
