@@ -280,6 +280,59 @@ struct BadInputTests {
         await server.stop()
     }
 
+    @Test("statistics requests: unfit options, hostile dates, zones and intervals get invalidArgument, fast")
+    func badStatisticsCalls() async throws {
+        let server = try await TestServer()
+        let raw = try await RawConnection(port: server.port)
+        let steps = "HKQuantityTypeIdentifierStepCount"
+        let statistics: [Healthledger_V1_StatisticsRequest] = [
+            .with { $0.type = steps; $0.options = 2 },
+            .with { $0.type = Samples.heartRate.identifier; $0.options = 16 },
+            .with { $0.type = steps },
+            .with { $0.type = steps; $0.options = 1 << 20 },
+            .with { $0.type = "HKCategoryTypeIdentifierSleepAnalysis"; $0.options = 32 },
+            .with { $0.type = steps; $0.options = 16; $0.startUs = 10; $0.endUs = 5 },
+        ]
+        let year = Int64(365 * 86_400) * 1_000_000
+        let collections: [Healthledger_V1_StatisticsCollectionRequest] = [
+            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .unspecified },
+            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 0; $0.intervalUnit = .day },
+            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = UInt32.max; $0.intervalUnit = .day },
+            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .minute },
+            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day; $0.timeZone = "Mars/Olympus" },
+            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day; $0.timeZone = String(repeating: "x", count: 10_000) },
+            .with { $0.type = steps; $0.options = 16; $0.startUs = Int64.min; $0.endUs = Int64.max; $0.intervalCount = 1; $0.intervalUnit = .year },
+            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.anchorUs = Int64.max; $0.intervalCount = 1; $0.intervalUnit = .month },
+            .with { $0.type = steps; $0.options = 16; $0.startUs = year; $0.endUs = 0; $0.intervalCount = 1; $0.intervalUnit = .day },
+            .with { $0.type = steps; $0.options = 2; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day },
+        ]
+        var id: UInt64 = 0
+        let clock = ContinuousClock()
+        let started = clock.now
+        for credential in [server.ownerCredential, server.appCredential] {
+            for request in statistics {
+                id += 1
+                try await raw.send(Self.request(id, RPCMethod.statistics.rawValue, credential: credential, payload: try request.serializedBytes()))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(request) \(status)")
+            }
+            for request in collections {
+                id += 1
+                try await raw.send(Self.request(id, RPCMethod.statisticsCollection.rawValue, credential: credential, payload: try request.serializedBytes()))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(request) \(status)")
+            }
+            for method in [RPCMethod.statistics, .statisticsCollection] {
+                id += 1
+                try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: [0xFF, 0xFF, 0xFF]))
+                #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
+            }
+        }
+        #expect(clock.now - started < .seconds(20), "hostile requests are refused quickly")
+        await raw.close()
+        await server.stop()
+    }
+
     @Test("100,000 random and mutated frames through the server: statuses, no crash, others unaffected")
     func serverFuzz() async throws {
         let server = try await TestServer()
