@@ -25,9 +25,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("denied-others"), help: "denied-read: other sources' samples next to them.") var deniedOthers = 1_000_000
     @Option(help: """
         Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, \
-        rpc-ping, rpc-calls, rpc-ingest, rpc-concurrent, rpc-changes.
+        rpc-ping, rpc-calls, rpc-ingest, rpc-concurrent, rpc-changes, rpc-stats.
         """)
-    var only = "ingest,concurrent,sequential,replay,denied-read,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent,rpc-changes"
+    var only = "ingest,concurrent,sequential,replay,denied-read,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent,rpc-changes,rpc-stats"
 
     private func wants(_ scenario: String) -> Bool { only.split(separator: ",").contains { $0 == scenario } }
 

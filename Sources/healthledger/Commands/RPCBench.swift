@@ -116,8 +116,59 @@ struct RPCBench {
         if scenarios("rpc-changes") {
             try await anchoredPages(ledger: ledger, client: client, port: port)
         }
+        if scenarios("rpc-stats") {
+            try await statisticsCollections(port: port)
+        }
         await client.close()
         await server.shutdown()
+    }
+
+    /// TARGETS' statistics collections over RPC: a year of per-minute heart rate averaged
+    /// per hour, and a year of step counts from three overlapping sources summed per day.
+    private func statisticsCollections(port: Int) async throws {
+        let ledger = try store.createLedger(id: "rpc-stats")
+        let client = HealthStore(configuration: HealthStoreConfiguration(port: port, credential: try await ledger.issueCredential(for: .owner)))
+        let heartRate = try QuantityType("HKQuantityTypeIdentifierHeartRate")
+        let steps = try QuantityType("HKQuantityTypeIdentifierStepCount")
+        let bpm = try HealthUnit("count/min")
+        let year = DateInterval(start: Date(timeIntervalSince1970: 1_704_067_200), duration: 365 * 86_400)  // 2024-01-01
+        let minutes = 525_600
+        for first in stride(from: 0, to: minutes, by: 10_000) {
+            _ = try await ledger.save((first..<min(first + 10_000, minutes)).map { minute in
+                let date = year.start.addingTimeInterval(Double(minute) * 60)
+                return .quantitySample(QuantitySample(type: heartRate, quantity: Quantity(Double(55 + minute % 90), bpm), start: date, end: date))
+            }, by: .owner)
+        }
+        // Three sources, each with a sample every 10 minutes lasting 10 to 15 minutes: they overlap.
+        for (offset, bundle) in ["com.example.watch", "com.example.phone", "com.example.ring"].enumerated() {
+            let revision = SourceRevision(source: Source(bundleIdentifier: bundle, name: bundle))
+            let count = 365 * 144
+            for first in stride(from: 0, to: count, by: 10_000) {
+                _ = try await ledger.save((first..<min(first + 10_000, count)).map { index in
+                    let start = year.start.addingTimeInterval(Double(index) * 600 + Double(offset) * 120)
+                    return .quantitySample(QuantitySample(
+                        type: steps, quantity: Quantity(Double(100 + index % 50), .count), start: start, end: start.addingTimeInterval(600 + Double(offset) * 150),
+                        sourceRevision: revision))
+                }, by: .owner)
+            }
+        }
+        let utc = TimeZone(identifier: "UTC")!
+        let hourly = StatisticsCollectionQueryDescriptor(
+            type: heartRate, range: year, intervals: try StatisticsIntervals(anchor: year.start, every: 1, .hour, timeZone: utc), options: .discreteAverage)
+        let daily = StatisticsCollectionQueryDescriptor(
+            type: steps, range: year, intervals: try StatisticsIntervals(anchor: year.start, every: 1, .day, timeZone: utc), options: .cumulativeSum)
+        let clock = ContinuousClock()
+        for (name, query, expected) in [("hourly average heart rate, a year of per-minute samples", hourly, 8760), ("daily steps merged across 3 sources, a year", daily, 365)] {
+            var times: [Double] = []
+            for _ in 0..<max(rounds, 3) {
+                let started = clock.now
+                let collection = try await client.statisticsCollection(for: query)
+                times.append(seconds(clock.now - started) * 1e3)
+                guard collection.statistics.count == expected else { throw ValidationErrorExit("\(name): \(collection.statistics.count) intervals, not \(expected)") }
+            }
+            print(String(format: "RESULT rpc statistics collection, %@: median %.1f ms | PostgreSQL reference (TARGETS, not measured here) 260 ms", name, median(times)))
+        }
+        await client.close()
     }
 
     /// Anchored query pages of 1,000 changes over RPC, walked from the beginning: the owner's
