@@ -82,13 +82,16 @@ extension Ledger {
             onScope(engine.scope)
             let samples = try engine.samples(overlapping: TimeRange(DateInterval(start: first.start, end: last.end)), in: txn, databases)
             // Each sample goes to every interval it overlaps (an instant to the one holding it).
-            var members = [[Int]](repeating: [], count: buckets.count)
-            for (index, sample) in samples.enumerated() {
-                var bucket = Self.bucket(containing: sample.start, in: bounds)
+            // Samples come in start order, so the interval of the next one is found by walking on.
+            var members = [[StatisticsSample]](repeating: [], count: buckets.count)
+            var cursor = 0
+            for sample in samples {
+                while cursor + 1 < bounds.count, bounds[cursor + 1].0 <= sample.start { cursor += 1 }
+                var bucket = cursor
                 while bucket < bounds.count {
                     let (start, end) = bounds[bucket]
                     if sample.start == sample.end ? (sample.start >= start && sample.start < end) : (sample.start < end && sample.end > start) {
-                        members[bucket].append(index)
+                        members[bucket].append(sample)
                     }
                     if sample.end <= end { break }
                     bucket += 1
@@ -96,20 +99,9 @@ extension Ledger {
             }
             return members.indices.compactMap { bucket in
                 guard !members[bucket].isEmpty else { return nil }
-                return engine.statistics(members[bucket].map { samples[$0] }[...], bucket: bounds[bucket], dates: buckets[bucket])
+                return engine.statistics(members[bucket][...], bucket: bounds[bucket], dates: buckets[bucket])
             }
         }
-    }
-
-    /// The index of the interval holding `time` (0 for times before the first).
-    private static func bucket(containing time: Int64, in bounds: [(Int64, Int64)]) -> Int {
-        var low = 0
-        var high = bounds.count - 1
-        while low < high {
-            let middle = (low + high + 1) / 2
-            if bounds[middle].0 <= time { low = middle } else { high = middle - 1 }
-        }
-        return low
     }
 }
 
@@ -153,20 +145,43 @@ struct StatisticsEngine {
     }
 
     /// The readable samples overlapping `range`, in start order: every source's for a reader
-    /// of the whole type, otherwise only the reader's own, from its own index.
+    /// of the whole type (`by_start`), otherwise only the reader's own (`by_source`). Read
+    /// straight from the index entries: no object is loaded.
     func samples(overlapping range: TimeRange, in txn: Transaction, _ databases: LedgerDatabases) throws -> [StatisticsSample] {
-        var samples: [StatisticsSample] = []
         let code = type.objectType.code
-        let visit: (IndexEntry) throws -> Bool = { entry in
-            samples.append(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
-            return true
-        }
-        if scope.all {
-            let longest = try Ledger.longestDuration(type: code, in: txn, databases)
-            try Ledger.scanByStart(type: code, range: range, longest: longest, in: txn, databases, visit)
-        } else if scope.ownSource != 0 {
-            let longest = try SourceRegistry.longestDuration(type: code, code: scope.ownSource, in: txn, databases)
-            try Ledger.scanByStart(type: code, source: scope.ownSource, range: range, longest: longest, in: txn, databases, visit)
+        var samples: [StatisticsSample] = []
+        // by_start: type(4) start(8) uuid(16) → end(8) sequence(8) value(8) source(4);
+        // by_source: type(4) source(4) start(8) uuid(16) → end(8) sequence(8) value(8).
+        let source: UInt32? = scope.all ? nil : scope.ownSource
+        if source == 0 { return [] }
+        let longest = try source.map { try SourceRegistry.longestDuration(type: code, code: $0, in: txn, databases) }
+            ?? Ledger.longestDuration(type: code, in: txn, databases)
+        let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
+        let lowest = overflow ? Int64.min : lowered
+        var prefix: [UInt8] = []
+        KeyEncoding.append(code, to: &prefix)
+        if let source { KeyEncoding.append(source, to: &prefix) }
+        let time = prefix.count
+        let keyLength = time + 24
+        let valueLength = source == nil ? 28 : 24
+        var first = prefix
+        KeyEncoding.appendTime(lowest, to: &first)
+        try txn.withCursor(on: source == nil ? databases.byStart : databases.bySource) { cursor in
+            var entry = try cursor.seek(atLeast: first)
+            while let current = entry, current.key.count == keyLength, current.key.starts(with: prefix) {
+                let start = KeyEncoding.time(current.key, at: time)
+                if start >= range.end { break }
+                guard current.value.count == valueLength else {
+                    throw LedgerFailure.corrupted("a start-index entry is \(current.value.count) bytes, not \(valueLength): replay the ledger")
+                }
+                let end = KeyEncoding.time(current.value, at: 0)
+                if range.overlaps(start: start, end: end) {
+                    samples.append(StatisticsSample(
+                        start: start, end: end, value: Double(bitPattern: KeyEncoding.uint64(current.value, at: 16)),
+                        source: source ?? KeyEncoding.uint32(current.value, at: 24), sequence: KeyEncoding.uint64(current.value, at: 8)))
+                }
+                entry = try cursor.next()
+            }
         }
         return samples
     }
@@ -174,7 +189,11 @@ struct StatisticsEngine {
     /// The statistics of `samples` (all overlapping `bucket`, in start order).
     func statistics(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64), dates: DateInterval?) -> Statistics {
         var bySource: [UInt32: [StatisticsSample]] = [:]
-        for sample in samples { bySource[sample.source, default: []].append(sample) }
+        if let only = samples.first?.source, samples.allSatisfy({ $0.source == only }) {
+            bySource[only] = Array(samples)
+        } else {
+            for sample in samples { bySource[sample.source, default: []].append(sample) }
+        }
         let present = bySource.keys.sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
 
         // Merged: sources in priority order; a lower one counts only where no higher one
@@ -201,7 +220,8 @@ struct StatisticsEngine {
                 covered.add(max(sample.start, bucket.start), min(sample.end, bucket.end))
             }
         }
-        included.sort { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
+        let order: (StatisticsSample, StatisticsSample) -> Bool = { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
+        if zip(included, included.dropFirst()).contains(where: { !order($0, $1) }) { included.sort(by: order) }
         let merged = values(of: included, sum: sum, duration: covered.length, bucket: bucket)
 
         var separate: [Source: StatisticsValues] = [:]
