@@ -9,33 +9,10 @@ import SwiftProtobuf
 ///     type: stepCount, interval: DateInterval(start: midnight, duration: 86_400), options: .cumulativeSum))
 /// print(today?.sumQuantity())
 /// ```
-public struct StatisticsQueryDescriptor: Sendable, Hashable {
-    public var type: QuantityType
-    /// Samples overlapping this interval; every sample when nil.
-    public var interval: DateInterval?
-    public var options: StatisticsOptions
-
-    public init(type: QuantityType, interval: DateInterval? = nil, options: StatisticsOptions) {
-        self.type = type
-        self.interval = interval
-        self.options = options
-    }
-}
+public typealias StatisticsQueryDescriptor = StatisticsQuery
 
 /// A statistics collection query (HealthKit's `HKStatisticsCollectionQueryDescriptor`).
-public struct StatisticsCollectionQueryDescriptor: Sendable, Hashable {
-    public var type: QuantityType
-    public var range: DateInterval
-    public var intervals: StatisticsIntervals
-    public var options: StatisticsOptions
-
-    public init(type: QuantityType, range: DateInterval, intervals: StatisticsIntervals, options: StatisticsOptions) {
-        self.type = type
-        self.range = range
-        self.intervals = intervals
-        self.options = options
-    }
-}
+public typealias StatisticsCollectionQueryDescriptor = StatisticsCollectionQuery
 
 /// The results of a statistics collection query (HealthKit's `HKStatisticsCollection`).
 public struct StatisticsCollection: Sendable, Hashable {

@@ -3,38 +3,6 @@ import HealthModel
 import LMDB
 import LedgerSchema
 
-/// A statistics query (HealthKit's `HKStatisticsQuery`): statistics over the samples of a
-/// quantity type overlapping an interval.
-public struct StatisticsQuery: Sendable, Hashable {
-    public var type: QuantityType
-    /// Samples overlapping this interval; every sample when nil.
-    public var interval: DateInterval?
-    public var options: StatisticsOptions
-
-    public init(type: QuantityType, interval: DateInterval? = nil, options: StatisticsOptions) {
-        self.type = type
-        self.interval = interval
-        self.options = options
-    }
-}
-
-/// A statistics collection query (HealthKit's `HKStatisticsCollectionQuery`): statistics
-/// per calendar interval over a date range.
-public struct StatisticsCollectionQuery: Sendable, Hashable {
-    public var type: QuantityType
-    /// The range whose intervals are computed (the first and last may reach past it).
-    public var range: DateInterval
-    public var intervals: StatisticsIntervals
-    public var options: StatisticsOptions
-
-    public init(type: QuantityType, range: DateInterval, intervals: StatisticsIntervals, options: StatisticsOptions) {
-        self.type = type
-        self.range = range
-        self.intervals = intervals
-        self.options = options
-    }
-}
-
 extension Ledger {
     /// Most intervals one collection query computes.
     public static let maximumStatisticsIntervals = 100_000
