@@ -106,11 +106,13 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case statistics = "healthledger.v1.Ledger/Statistics"
     /// Server streaming: `StatisticsBatch` messages.
     case statisticsCollection = "healthledger.v1.Ledger/StatisticsCollection"
+    /// Long-running: `StatisticsBatch` messages, then the intervals that change.
+    case watchStatisticsCollection = "healthledger.v1.Ledger/WatchStatisticsCollection"
     case characteristics = "healthledger.v1.Ledger/Characteristics"
     case setCharacteristic = "healthledger.v1.Ledger/SetCharacteristic"
 
     public var isStreaming: Bool { self == .querySamples || self == .queryChanges || self == .statisticsCollection || isLongRunning }
 
     /// Runs until the client cancels it: no deadline unless the call sets one.
-    public var isLongRunning: Bool { self == .watchChanges || self == .observe }
+    public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection }
 }

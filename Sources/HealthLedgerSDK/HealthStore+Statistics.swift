@@ -57,16 +57,7 @@ extension HealthStore {
     /// Statistics per interval; the intervals without samples are left out (see
     /// ``StatisticsCollection/enumerateStatistics(from:to:)`` for all of them).
     public func statisticsCollection(for query: StatisticsCollectionQueryDescriptor) async throws -> StatisticsCollection {
-        let request = Healthledger_V1_StatisticsCollectionRequest.with { request in
-            request.type = query.type.identifier
-            request.startUs = microseconds(query.range.start)
-            request.endUs = microseconds(query.range.end)
-            request.anchorUs = microseconds(query.intervals.anchor)
-            request.intervalCount = UInt32(clamping: query.intervals.count)
-            request.intervalUnit = query.intervals.unit.schema
-            request.timeZone = query.intervals.timeZone.identifier
-            request.options = UInt32(truncatingIfNeeded: query.options.rawValue)
-        }
+        let request = Self.collectionRequest(query)
         var statistics: [Statistics] = []
         let (stream, consumed) = try await openStream(.statisticsCollection, request)
         for try await bytes in stream {
@@ -78,4 +69,67 @@ extension HealthStore {
         }
         return StatisticsCollection(statistics: statistics, intervals: query.intervals, type: query.type)
     }
+
+    /// A statistics collection that keeps going (HealthKit's long-running collection
+    /// query): the collection now, then the whole, updated collection each time samples of
+    /// the type commit and change it, until the iteration stops.
+    ///
+    /// ```swift
+    /// for try await collection in try await store.statisticsCollectionUpdates(for: dailySteps) {
+    ///     redraw(collection.enumerateStatistics(from: weekStart, to: now))
+    /// }
+    /// ```
+    public func statisticsCollectionUpdates(for query: StatisticsCollectionQueryDescriptor) async throws -> StatisticsCollectionUpdates {
+        let (stream, consumed) = try await openStream(.watchStatisticsCollection, Self.collectionRequest(query))
+        return StatisticsCollectionUpdates(stream: stream, consumed: consumed, query: query)
+    }
+
+    static func collectionRequest(_ query: StatisticsCollectionQueryDescriptor) -> Healthledger_V1_StatisticsCollectionRequest {
+        .with { request in
+            request.type = query.type.identifier
+            request.startUs = microseconds(query.range.start)
+            request.endUs = microseconds(query.range.end)
+            request.anchorUs = microseconds(query.intervals.anchor)
+            request.intervalCount = UInt32(clamping: query.intervals.count)
+            request.intervalUnit = query.intervals.unit.schema
+            request.timeZone = query.intervals.timeZone.identifier
+            request.options = UInt32(truncatingIfNeeded: query.options.rawValue)
+        }
+    }
+}
+
+/// The successive states of a watched statistics collection.
+public struct StatisticsCollectionUpdates: AsyncSequence, Sendable {
+    public typealias Element = StatisticsCollection
+    let stream: AsyncThrowingStream<[UInt8], any Error>
+    let consumed: @Sendable () -> Void
+    let query: StatisticsCollectionQueryDescriptor
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+        let consumed: @Sendable () -> Void
+        let query: StatisticsCollectionQueryDescriptor
+        var current: [Date: Statistics] = [:]
+
+        public mutating func next() async throws -> StatisticsCollection? {
+            while let bytes = try await base.next() {
+                consumed()
+                let batch = try HealthStore.decode(Healthledger_V1_StatisticsBatch.self, bytes)
+                for result in batch.results {
+                    let statistics: Statistics
+                    do { statistics = try result.model(type: query.type) } catch {
+                        throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
+                    }
+                    current[statistics.startDate] = statistics.sources.isEmpty ? nil : statistics
+                }
+                if batch.complete {
+                    return StatisticsCollection(
+                        statistics: current.values.sorted { $0.startDate < $1.startDate }, intervals: query.intervals, type: query.type)
+                }
+            }
+            return nil
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), consumed: consumed, query: query) }
 }

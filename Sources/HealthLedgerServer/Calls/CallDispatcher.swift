@@ -92,7 +92,7 @@ struct CallDispatcher: Sendable {
         case .delete: send(.message(id: id, try await call.delete()))
         case .deleteObjects: send(.message(id: id, try await call.deleteObjects()))
         case .fetch: send(.message(id: id, try call.fetch()))
-        case .querySamples, .queryChanges, .watchChanges, .observe, .statisticsCollection:
+        case .querySamples, .queryChanges, .watchChanges, .observe, .statisticsCollection, .watchStatisticsCollection:
             metrics.streamOpened()
             defer { metrics.streamClosed() }
             let access = StreamAccess(call, type: try call.streamedType(of: method), credential: request.credential)
@@ -106,6 +106,7 @@ struct CallDispatcher: Sendable {
                 case .watchChanges: try await call.watchChanges(onScope: access.scanned, emit)
                 case .observe: try await call.observe(onScope: access.scanned, emit)
                 case .statisticsCollection: try await call.statisticsCollection(onScope: access.scanned, emit)
+                case .watchStatisticsCollection: try await call.watchStatisticsCollection(onScope: access.scanned, emit)
                 default: try await call.querySamples(onScope: access.scanned, emit)
                 }
             }

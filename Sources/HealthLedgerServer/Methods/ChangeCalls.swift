@@ -78,7 +78,7 @@ extension LedgerCall {
 
     /// Runs `check(true)` once, then `check(false)` after each commit that touches `type`
     /// (commits during a check fold into one more run), until the call is cancelled.
-    private func following(_ type: ObjectType, _ check: (_ first: Bool) async throws -> Void) async throws {
+    func following(_ type: ObjectType, _ check: (_ first: Bool) async throws -> Void) async throws {
         let (commits, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         // Registered before the first read, so no commit falls between the two.
         let token = ledger.changeWatchers.add(type: type) { signal.yield() }
@@ -117,7 +117,8 @@ extension LedgerCall {
         switch method {
         case .queryChanges, .watchChanges: try ObjectType(try decode(Healthledger_V1_ChangeQueryRequest.self).type)
         case .observe: try ObjectType(try decode(Healthledger_V1_ObserveRequest.self).type)
-        case .statisticsCollection: try QuantityType(try decode(Healthledger_V1_StatisticsCollectionRequest.self).type).objectType
+        case .statisticsCollection, .watchStatisticsCollection:
+            try QuantityType(try decode(Healthledger_V1_StatisticsCollectionRequest.self).type).objectType
         default: try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)
         }
     }

@@ -20,6 +20,47 @@ extension LedgerCall {
 
     /// StatisticsCollection: every populated interval, from one snapshot, in batches.
     func statisticsCollection(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
+        let (query, batchSize) = try collectionQuery()
+        let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope)
+        try await Self.emit(results.map(Healthledger_V1_StatisticsResult.init), batchSize: batchSize, emit)
+    }
+
+    /// WatchStatisticsCollection: the collection, then after each commit of the type the
+    /// intervals whose statistics changed (emptied ones as results without values).
+    func watchStatisticsCollection(onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ batch: [UInt8]) async throws -> Void) async throws {
+        let (query, batchSize) = try collectionQuery()
+        var current: [Int64: Healthledger_V1_StatisticsResult] = [:]
+        try await following(query.type.objectType) { first in
+            let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope).map(Healthledger_V1_StatisticsResult.init)
+            var latest: [Int64: Healthledger_V1_StatisticsResult] = [:]
+            for result in results { latest[result.startUs] = result }
+            var changed = results.filter { current[$0.startUs] != $0 }
+            for (start, gone) in current where latest[start] == nil {
+                changed.append(.with { $0.startUs = start; $0.endUs = gone.endUs; $0.unit = gone.unit; $0.values = .init() })
+            }
+            current = latest
+            guard first || !changed.isEmpty else { return }
+            try await Self.emit(changed.sorted { $0.startUs < $1.startUs }, batchSize: batchSize, emit)
+        }
+    }
+
+    /// Sends `results` in batches, the last one marked complete (one empty batch if none).
+    private static func emit(
+        _ results: [Healthledger_V1_StatisticsResult], batchSize: Int, _ emit: (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
+        var start = 0
+        repeat {
+            try Task.checkCancellation()
+            let end = min(start + batchSize, results.count)
+            try await emit(try Healthledger_V1_StatisticsBatch.with {
+                $0.results = Array(results[start..<end])
+                $0.complete = end == results.count
+            }.serializedBytes())
+            start = end
+        } while start < results.count
+    }
+
+    private func collectionQuery() throws -> (StatisticsCollectionQuery, batchSize: Int) {
         let request = try decode(Healthledger_V1_StatisticsCollectionRequest.self)
         let type = try QuantityType(request.type)
         guard request.startUs <= request.endUs else { throw HealthError.invalidArgument("the range ends before it starts", field: "end_us") }
@@ -35,14 +76,6 @@ extension LedgerCall {
         let query = StatisticsCollectionQuery(
             type: type, range: DateInterval(start: date(microseconds: request.startUs), end: date(microseconds: request.endUs)), intervals: intervals,
             options: StatisticsOptions(rawValue: Int(request.options)))
-        let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope)
-        let batchSize = request.batchSize == 0 ? 1_000 : Int(min(request.batchSize, 10_000))
-        var start = 0
-        repeat {
-            try Task.checkCancellation()
-            let slice = results[start..<min(start + batchSize, results.count)]
-            try await emit(try Healthledger_V1_StatisticsBatch.with { $0.results = slice.map(Healthledger_V1_StatisticsResult.init) }.serializedBytes())
-            start += batchSize
-        } while start < results.count
+        return (query, request.batchSize == 0 ? 1_000 : Int(min(request.batchSize, 10_000)))
     }
 }

@@ -1609,6 +1609,10 @@ public nonisolated struct Healthledger_V1_StatisticsBatch: Sendable {
 
   public var results: [Healthledger_V1_StatisticsResult] = []
 
+  /// The last batch of a computation: the client has the whole collection (or, in a watch,
+  /// the whole update).
+  public var complete: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3709,7 +3713,7 @@ nonisolated extension Healthledger_V1_StatisticsCollectionRequest.IntervalUnit: 
 
 nonisolated extension Healthledger_V1_StatisticsBatch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StatisticsBatch"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}results\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}results\0\u{1}complete\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3718,6 +3722,7 @@ nonisolated extension Healthledger_V1_StatisticsBatch: SwiftProtobuf.Message, Sw
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.results) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.complete) }()
       default: break
       }
     }
@@ -3727,11 +3732,15 @@ nonisolated extension Healthledger_V1_StatisticsBatch: SwiftProtobuf.Message, Sw
     if !self.results.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.results, fieldNumber: 1)
     }
+    if self.complete != false {
+      try visitor.visitSingularBoolField(value: self.complete, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Healthledger_V1_StatisticsBatch, rhs: Healthledger_V1_StatisticsBatch) -> Bool {
     if lhs.results != rhs.results {return false}
+    if lhs.complete != rhs.complete {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
