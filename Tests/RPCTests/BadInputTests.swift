@@ -317,12 +317,14 @@ struct BadInputTests {
                 #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(request) \(status)")
             }
             for request in collections {
-                id += 1
-                try await raw.send(Self.request(id, RPCMethod.statisticsCollection.rawValue, credential: credential, payload: try request.serializedBytes()))
-                let status = try #require(await raw.status(of: id))
-                #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(request) \(status)")
+                for method in [RPCMethod.statisticsCollection, .watchStatisticsCollection] {
+                    id += 1
+                    try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try request.serializedBytes()))
+                    let status = try #require(await raw.status(of: id))
+                    #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
+                }
             }
-            for method in [RPCMethod.statistics, .statisticsCollection] {
+            for method in [RPCMethod.statistics, .statisticsCollection, .watchStatisticsCollection] {
                 id += 1
                 try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: [0xFF, 0xFF, 0xFF]))
                 #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
