@@ -108,6 +108,10 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case statisticsCollection = "healthledger.v1.Ledger/StatisticsCollection"
     /// Long-running: `StatisticsBatch` messages, then the intervals that change.
     case watchStatisticsCollection = "healthledger.v1.Ledger/WatchStatisticsCollection"
+    case addAttachment = "healthledger.v1.Ledger/AddAttachment"
+    case attachments = "healthledger.v1.Ledger/Attachments"
+    case attachmentData = "healthledger.v1.Ledger/AttachmentData"
+    case removeAttachment = "healthledger.v1.Ledger/RemoveAttachment"
     case characteristics = "healthledger.v1.Ledger/Characteristics"
     case setCharacteristic = "healthledger.v1.Ledger/SetCharacteristic"
 

@@ -122,6 +122,10 @@ struct CallDispatcher: Sendable {
         case .sourcePriority: send(.message(id: id, try call.sourcePriority()))
         case .setSourcePriority: send(.message(id: id, try await call.setSourcePriority()))
         case .statistics: send(.message(id: id, try call.statistics()))
+        case .addAttachment: send(.message(id: id, try await call.addAttachment()))
+        case .attachments: send(.message(id: id, try call.attachments()))
+        case .attachmentData: send(.message(id: id, try call.attachmentData()))
+        case .removeAttachment: send(.message(id: id, try await call.removeAttachment()))
         case .characteristics: send(.message(id: id, try call.characteristics()))
         case .setCharacteristic: send(.message(id: id, try await call.setCharacteristic()))
         }

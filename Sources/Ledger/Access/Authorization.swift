@@ -450,7 +450,15 @@ extension LedgerEvent {
             let name = body.type.replacingOccurrences(of: "HKCharacteristicTypeIdentifier", with: "")
             if body.year != 0 { return "\(name): \(body.year)-\(body.month)-\(body.day)" }
             return body.value == 0 ? "\(name): not set" : "\(name): \(body.value)"
-        case .ledgerCreated, .attachmentAdded, .attachmentRemoved:
+        case .attachmentAdded:
+            guard let body = try? Healthledger_V1_AttachmentAdded(serializedBytes: self.body), let attachment = try? body.attachment.model() else {
+                return "(damaged body)"
+            }
+            return "\(attachment.uuid.uuidString) \(attachment.contentType) \(attachment.size) bytes on \(attachment.objectUUID.uuidString)"
+        case .attachmentRemoved:
+            guard let body = try? Healthledger_V1_AttachmentRemoved(serializedBytes: self.body), let uuid = UUID(bytes: body.uuid) else { return "(damaged body)" }
+            return uuid.uuidString
+        case .ledgerCreated:
             return ""
         }
     }

@@ -25,6 +25,8 @@ import LMDB
 /// | `object_reads` | app bundle(1+n) type(4) uuid(16) | state(1: 1 selected, 2 deselected) sequence(8): see ``SelectionEntry`` |
 /// | `authorization_log` | app bundle(1+n) sequence(8) | empty: the app's authorization events |
 /// | `characteristics` | type(4) | the owner's `Characteristic` message (absent: not set) |
+/// | `attachments` | attachment uuid(16) | object uuid(16) sequence(8) of the `attachmentAdded` event |
+/// | `object_attachments` | object uuid(16) attachment uuid(16) | empty: the object's attachments |
 /// | `checkpoint` | `applied` | sequence(8) of the last event applied |
 ///
 /// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
@@ -49,13 +51,15 @@ struct LedgerDatabases: Sendable {
     let objectReads: Database
     let authorizationLog: Database
     let characteristics: Database
+    let attachments: Database
+    let objectAttachments: Database
     let checkpoint: Database
 
     /// The projections, in digest order.
     var projections: [Database] {
         [
             objects, byStart, byEnd, bySource, changes, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
-            authorizations, objectReads, authorizationLog, characteristics, checkpoint,
+            authorizations, objectReads, authorizationLog, characteristics, attachments, objectAttachments, checkpoint,
         ]
     }
 
@@ -79,6 +83,8 @@ struct LedgerDatabases: Sendable {
         objectReads = try environment.openDatabase("object_reads")
         authorizationLog = try environment.openDatabase("authorization_log")
         characteristics = try environment.openDatabase("characteristics")
+        attachments = try environment.openDatabase("attachments")
+        objectAttachments = try environment.openDatabase("object_attachments")
         checkpoint = try environment.openDatabase("checkpoint")
     }
 }
@@ -88,7 +94,8 @@ struct LedgerDatabases: Sendable {
 ///
 /// 1 (unrecorded): before `by_source`. 2: `by_source`, `objects` naming type and source,
 /// `type_sources` with the source's longest duration. 3: `source_changes`, `object_reads`
-/// remembering when each object was selected or deselected, `characteristics`.
+/// remembering when each object was selected or deselected, `characteristics`, `attachments`,
+/// `object_attachments`.
 enum ProjectionLayout {
     static let current: UInt32 = 3
     static let key: [UInt8] = Array("projections".utf8)

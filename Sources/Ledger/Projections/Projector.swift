@@ -26,6 +26,8 @@ struct Projector {
         case sourcePriorityChanged(type: UInt32, bundles: [String])
         /// The owner set a characteristic (nil: cleared it).
         case characteristicSet(type: UInt32, value: [UInt8]?)
+        case attachmentAdded(uuid: [UInt8], object: [UInt8])
+        case attachmentRemoved(uuid: [UInt8], object: [UInt8])
         /// Events that do not touch the projections (yet).
         case none
     }
@@ -76,6 +78,8 @@ struct Projector {
                 return (sequence, try Self.credentialChange(kind: EventKind(rawValue: Int(kind))!, body: Array(body)))
             case .characteristicSet:
                 return (sequence, try Self.characteristicChange(body: Array(body)))
+            case .attachmentAdded, .attachmentRemoved:
+                return (sequence, try Self.attachmentChange(kind: EventKind(rawValue: Int(kind))!, body: body))
             case .authorizationRequested, .authorizationDecided, .objectReadSelectionChanged, .sourcePriorityChanged:
                 let principal = Principal(try Healthledger_V1_Actor(serializedBytes: Array(actor)))
                 return (sequence, try Self.accessChange(kind: EventKind(rawValue: Int(kind))!, actor: principal, body: Array(body)))
@@ -135,6 +139,40 @@ struct Projector {
         let type = TypeCatalogue.code(of: characteristic.type)
         let isSet = characteristic.value != 0 || characteristic.year != 0
         return .characteristicSet(type: type, value: isSet ? body : nil)
+    }
+
+    /// The change an attachment event's body makes. An added attachment's description is
+    /// read in place: its bytes can be megabytes.
+    static func attachmentChange(kind: EventKind, body: UnsafeRawBufferPointer) throws -> Change {
+        var uuid: [UInt8] = []
+        var object: [UInt8] = []
+        var reader = ProtoReader(body)
+        if kind == .attachmentRemoved {
+            while let (field, wireType) = try reader.next() {
+                switch (field, wireType) {
+                case (1, .lengthDelimited): uuid = Array(try reader.bytes())
+                case (2, .lengthDelimited): object = Array(try reader.bytes())
+                default: try reader.skip(wireType)
+                }
+            }
+        } else {
+            while let (field, wireType) = try reader.next() {
+                guard field == 1, wireType == .lengthDelimited else {
+                    try reader.skip(wireType)
+                    continue
+                }
+                var attachment = ProtoReader(try reader.bytes())
+                while let (inner, innerWire) = try attachment.next() {
+                    switch (inner, innerWire) {
+                    case (1, .lengthDelimited): uuid = Array(try attachment.bytes())
+                    case (2, .lengthDelimited): object = Array(try attachment.bytes())
+                    default: try attachment.skip(innerWire)
+                    }
+                }
+            }
+        }
+        guard uuid.count == 16, object.count == 16 else { throw LedgerFailure.corrupted("an attachment event names no attachment or object") }
+        return kind == .attachmentRemoved ? .attachmentRemoved(uuid: uuid, object: object) : .attachmentAdded(uuid: uuid, object: object)
     }
 
     /// The change a credential event's body makes (the live path and replay both use this).
@@ -225,6 +263,14 @@ struct Projector {
             } else {
                 try txn.delete(key, in: databases.characteristics)
             }
+        case .attachmentAdded(let uuid, let object):
+            var value = object
+            KeyEncoding.append(sequence, to: &value)
+            try txn.put(value, forKey: uuid, in: databases.attachments)
+            try txn.put([], forKey: object + uuid, in: databases.objectAttachments)
+        case .attachmentRemoved(let uuid, let object):
+            try txn.delete(uuid, in: databases.attachments)
+            try txn.delete(object + uuid, in: databases.objectAttachments)
         case .sourcePriorityChanged(let type, let bundles):
             var key: [UInt8] = []
             KeyEncoding.append(type, to: &key)
@@ -289,6 +335,11 @@ struct Projector {
                 try txn.delete(syncKey, in: databases.syncIdentifiers)
             }
             stats.record(type: object.typeCode, countDelta: -1, duration: 0)
+            // A deleted object's attachments go with it (their bytes stay in the log).
+            for attachment in try AttachmentIndex.attachments(of: uuid, in: txn, databases) {
+                try txn.delete(attachment, in: databases.attachments)
+                try txn.delete(uuid + attachment, in: databases.objectAttachments)
+            }
         }
     }
 

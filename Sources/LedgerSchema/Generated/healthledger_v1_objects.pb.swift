@@ -638,6 +638,50 @@ public nonisolated struct Healthledger_V1_Characteristic: Sendable {
   public init() {}
 }
 
+/// A file attached to an object (HealthKit's HKAttachment): an image or a PDF, checked by
+/// its bytes.
+public nonisolated struct Healthledger_V1_Attachment: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The attachment's own identifier.
+  public var uuid: Data = Data()
+
+  /// The object it is attached to.
+  public var objectUuid: Data = Data()
+
+  public var name: String = String()
+
+  /// "image/jpeg", "image/png", "image/heic", "image/gif", "image/tiff" or "application/pdf".
+  public var contentType: String = String()
+
+  public var size: UInt64 = 0
+
+  public var createdUs: Int64 = 0
+
+  /// Sorted by key, keys unique.
+  public var metadata: [Healthledger_V1_AttachmentMetadataEntry] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_AttachmentMetadataEntry: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var key: String = String()
+
+  public var value: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// Any health object. Further payloads (correlations, workouts, routes) take further
 /// fields of the oneof.
 public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
@@ -1368,6 +1412,101 @@ nonisolated extension Healthledger_V1_Characteristic: SwiftProtobuf.Message, Swi
     if lhs.year != rhs.year {return false}
     if lhs.month != rhs.month {return false}
     if lhs.day != rhs.day {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_Attachment: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Attachment"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{3}object_uuid\0\u{1}name\0\u{3}content_type\0\u{1}size\0\u{3}created_us\0\u{1}metadata\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.uuid) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.objectUuid) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.contentType) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.size) }()
+      case 6: try { try decoder.decodeSingularSInt64Field(value: &self.createdUs) }()
+      case 7: try { try decoder.decodeRepeatedMessageField(value: &self.metadata) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.uuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.uuid, fieldNumber: 1)
+    }
+    if !self.objectUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.objectUuid, fieldNumber: 2)
+    }
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 3)
+    }
+    if !self.contentType.isEmpty {
+      try visitor.visitSingularStringField(value: self.contentType, fieldNumber: 4)
+    }
+    if self.size != 0 {
+      try visitor.visitSingularUInt64Field(value: self.size, fieldNumber: 5)
+    }
+    if self.createdUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.createdUs, fieldNumber: 6)
+    }
+    if !self.metadata.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.metadata, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_Attachment, rhs: Healthledger_V1_Attachment) -> Bool {
+    if lhs.uuid != rhs.uuid {return false}
+    if lhs.objectUuid != rhs.objectUuid {return false}
+    if lhs.name != rhs.name {return false}
+    if lhs.contentType != rhs.contentType {return false}
+    if lhs.size != rhs.size {return false}
+    if lhs.createdUs != rhs.createdUs {return false}
+    if lhs.metadata != rhs.metadata {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AttachmentMetadataEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AttachmentMetadataEntry"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{1}value\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.key) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.value) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.key.isEmpty {
+      try visitor.visitSingularStringField(value: self.key, fieldNumber: 1)
+    }
+    if !self.value.isEmpty {
+      try visitor.visitSingularStringField(value: self.value, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AttachmentMetadataEntry, rhs: Healthledger_V1_AttachmentMetadataEntry) -> Bool {
+    if lhs.key != rhs.key {return false}
+    if lhs.value != rhs.value {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,43 @@
+import Foundation
+import HealthLedgerRPC
+import HealthModel
+import Ledger
+import LedgerSchema
+import SwiftProtobuf
+
+/// Attachments: files on objects, readable with the object.
+extension LedgerCall {
+    private static func uuid(_ bytes: Data, field: String) throws -> UUID {
+        guard let uuid = UUID(bytes: bytes) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: field) }
+        return uuid
+    }
+
+    func addAttachment() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AddAttachmentRequest.self)
+        let attachment = try await ledger.addAttachment(
+            to: try Self.uuid(request.objectUuid, field: "object_uuid"), name: request.name, contentType: request.contentType,
+            data: Array(request.data), metadata: try Healthledger_V1_Attachment.metadata(request.metadata), by: principal)
+        return try Healthledger_V1_Attachment(attachment).serializedBytes()
+    }
+
+    func attachments() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AttachmentsRequest.self)
+        let attachments = try ledger.attachments(of: try Self.uuid(request.objectUuid, field: "object_uuid"), as: principal)
+        return try Healthledger_V1_AttachmentsResponse.with { $0.attachments = attachments.map(Healthledger_V1_Attachment.init) }.serializedBytes()
+    }
+
+    func attachmentData() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AttachmentRequest.self)
+        let (attachment, data) = try ledger.attachmentData(try Self.uuid(request.uuid, field: "uuid"), as: principal)
+        return try Healthledger_V1_AttachmentDataResponse.with {
+            $0.attachment = .init(attachment)
+            $0.data = Data(data)
+        }.serializedBytes()
+    }
+
+    func removeAttachment() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AttachmentRequest.self)
+        try await ledger.removeAttachment(try Self.uuid(request.uuid, field: "uuid"), by: principal)
+        return []
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+import SwiftProtobuf
+
+/// Lookups in the attachment projections.
+enum AttachmentIndex {
+    /// The attachments of an object, oldest first (their UUIDs are time-ordered).
+    static func attachments(of object: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
+        var uuids: [[UInt8]] = []
+        try txn.withCursor(on: databases.objectAttachments) { cursor in
+            var entry = try cursor.seek(atLeast: object)
+            while let current = entry, current.key.count == 32, current.key.starts(with: object) {
+                uuids.append(Array(current.key[16..<32]))
+                entry = try cursor.next()
+            }
+        }
+        return uuids
+    }
+
+    /// The object an attachment belongs to and the event that added it.
+    static func entry(_ uuid: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> (object: [UInt8], sequence: UInt64)? {
+        guard let value = try txn.get(uuid, in: databases.attachments) else { return nil }
+        guard value.count == 24 else { throw LedgerFailure.corrupted("an attachments entry is \(value.count) bytes, not 24: replay the ledger") }
+        return (Array(value[0..<16]), KeyEncoding.uint64(value, at: 16))
+    }
+
+    /// The attachment and its bytes, from the event that added it.
+    static func load(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> (Attachment, [UInt8]) {
+        guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
+            throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
+        }
+        do {
+            let added = try Healthledger_V1_AttachmentAdded(serializedBytes: try LedgerEvent.body(stored: stored))
+            return (try added.attachment.model(), Array(added.data))
+        } catch let error as LedgerFailure {
+            throw error
+        } catch {
+            throw LedgerFailure.corrupted("the attachment event \(sequence) does not decode")
+        }
+    }
+}
+
+extension Ledger {
+    /// Attaches a file to an object (an `attachmentAdded` event carrying its bytes).
+    ///
+    /// An app attaches only to objects it saved, of a type it may share; the owner to any
+    /// object. An object the app may not read is answered as an unknown one.
+    ///
+    /// ```swift
+    /// let scan = try await ledger.addAttachment(to: prescription.uuid, name: "scan.pdf", contentType: "application/pdf", data: bytes, by: .owner)
+    /// ```
+    ///
+    /// - Throws: ``HealthError``: `invalidArgument` for a bad name, content type or metadata
+    ///   and for bytes that are not what the content type says; `dataSizeExceeded` above
+    ///   ``Attachment/maximumSize``; `noData` for an unknown (or hidden, or deleted) object;
+    ///   `authorizationDenied` for another source's object it may read.
+    public func addAttachment(
+        to object: UUID, name: String, contentType: String, data: [UInt8], metadata: [String: String] = [:], by principal: Principal
+    ) async throws -> Attachment {
+        try Attachment.validate(name: name, contentType: contentType, data: data, metadata: metadata)
+        let attachment = Attachment(
+            uuid: .timeOrdered(), objectUUID: object, name: name, contentType: contentType, size: data.count,
+            creationDate: date(microseconds: microseconds(Date())), metadata: metadata)
+        let body: [UInt8] = try Healthledger_V1_AttachmentAdded.with {
+            $0.attachment = .init(attachment)
+            $0.data = Data(data)
+        }.serializedBytes()
+        let change = try body.withUnsafeBytes { try Projector.attachmentChange(kind: .attachmentAdded, body: $0) }
+        try await committer.submit { context in
+            let type = try Self.requireAttachable(object, by: principal, in: context)
+            try context.append(
+                kind: .attachmentAdded, actor: principal, objectType: type.identifier, objectUUID: object.bytes, body: body, change: change)
+        }
+        return attachment
+    }
+
+    /// Removes an attachment (an `attachmentRemoved` event), with the rights
+    /// ``addAttachment(to:name:contentType:data:metadata:by:)`` asks for.
+    ///
+    /// - Throws: ``HealthError`` `noData` for an unknown attachment, or one of an object the
+    ///   caller may not read.
+    public func removeAttachment(_ uuid: UUID, by principal: Principal) async throws {
+        if case .operator = principal { throw HealthError(.authorizationDenied, "the operator cannot change health data") }
+        try await committer.submit { context in
+            guard let (object, _) = try AttachmentIndex.entry(uuid.bytes, in: context.txn, context.databases) else {
+                throw HealthError(.noData, "no attachment with UUID \(uuid)", field: "uuid")
+            }
+            do {
+                let type = try Self.requireAttachable(UUID(bytes: object)!, by: principal, in: context)
+                let body: [UInt8] = try Healthledger_V1_AttachmentRemoved.with {
+                    $0.uuid = Data(uuid.bytes)
+                    $0.objectUuid = Data(object)
+                }.serializedBytes()
+                try context.append(
+                    kind: .attachmentRemoved, actor: principal, objectType: type.identifier, objectUUID: object, body: body,
+                    change: .attachmentRemoved(uuid: uuid.bytes, object: object))
+            } catch let error as HealthError where error.code == .noData {
+                throw HealthError(.noData, "no attachment with UUID \(uuid)", field: "uuid")
+            }
+        }
+    }
+
+    /// The attachments of an object `principal` may read, oldest first.
+    ///
+    /// - Throws: ``HealthError`` `noData` for an unknown, deleted or hidden object (the same
+    ///   answer for all three).
+    public func attachments(of object: UUID, as principal: Principal) throws -> [Attachment] {
+        try environment.read { txn in
+            try Self.requireReadable(object, as: principal, in: txn, databases)
+            return try AttachmentIndex.attachments(of: object.bytes, in: txn, databases).map { uuid in
+                guard let (_, sequence) = try AttachmentIndex.entry(uuid, in: txn, databases) else {
+                    throw LedgerFailure.corrupted("attachment \(UUID(bytes: uuid)!) is listed but not stored: replay the ledger")
+                }
+                return try AttachmentIndex.load(sequence: sequence, in: txn, databases).0
+            }
+        }
+    }
+
+    /// An attachment and its bytes, when `principal` may read its object.
+    ///
+    /// - Throws: ``HealthError`` `noData` for an unknown attachment or one it may not read.
+    public func attachmentData(_ uuid: UUID, as principal: Principal) throws -> (Attachment, [UInt8]) {
+        try environment.read { txn in
+            guard let (object, sequence) = try AttachmentIndex.entry(uuid.bytes, in: txn, databases) else {
+                // A scope is taken anyway, so an unknown attachment costs what a hidden one does.
+                _ = try ReadScope(principal, type: .workout, in: txn, databases)
+                throw HealthError(.noData, "no attachment with UUID \(uuid)", field: "uuid")
+            }
+            do {
+                try Self.requireReadable(UUID(bytes: object)!, as: principal, in: txn, databases)
+            } catch let error as HealthError where error.code == .noData {
+                throw HealthError(.noData, "no attachment with UUID \(uuid)", field: "uuid")
+            }
+            return try AttachmentIndex.load(sequence: sequence, in: txn, databases)
+        }
+    }
+
+    /// Throws `noData` unless `principal` may read the object (decided on its entry, as fetches are).
+    private static func requireReadable(_ object: UUID, as principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        guard let stored = try StoredObject.load(object.bytes, in: txn, databases) else {
+            _ = try ReadScope(principal, type: .workout, in: txn, databases)
+            throw HealthError(.noData, "no object with UUID \(object)", field: "object_uuid")
+        }
+        let scope = try ReadScope(principal, type: try objectType(code: stored.type), in: txn, databases)
+        guard scope.allows(sourceCode: stored.source, uuid: object.bytes) else {
+            throw HealthError(.noData, "no object with UUID \(object)", field: "object_uuid")
+        }
+    }
+
+    /// Checks that `principal` may change the attachments of `object`: its own object (any,
+    /// for the owner) of a type it may share. Returns the object's type.
+    private static func requireAttachable(_ object: UUID, by principal: Principal, in context: WriteContext) throws -> ObjectType {
+        if case .operator = principal { throw HealthError(.authorizationDenied, "the operator cannot change health data") }
+        guard let stored = try StoredObject.load(object.bytes, in: context.txn, context.databases) else {
+            throw HealthError(.noData, "no object with UUID \(object)", field: "object_uuid")
+        }
+        let type = try objectType(code: stored.type)
+        if case .app(let app) = principal {
+            let own = try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) ?? 0
+            if stored.source != own {
+                guard try ReadScope(principal, type: type, in: context.txn, context.databases).allows(sourceCode: stored.source, uuid: object.bytes) else {
+                    throw HealthError(.noData, "no object with UUID \(object)", field: "object_uuid")
+                }
+                throw HealthError(.authorizationDenied, "object \(object) was saved by another source", field: "object_uuid")
+            }
+        }
+        try requireSharing(type, by: principal, in: context)
+        return type
+    }
+}
