@@ -335,6 +335,52 @@ struct BadInputTests {
         await server.stop()
     }
 
+    @Test("attachment requests: bad UUIDs, types, bytes and sizes get a clear status and write nothing")
+    func badAttachmentCalls() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let sample = Samples.heartRate(70, at: 0)
+        try await owner.save(sample)
+        let raw = try await RawConnection(port: server.port)
+        let head = try server.ledger.head()
+        let object = Data(sample.uuid.bytes)
+        let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3])
+        let requests: [(RPCMethod, any SwiftProtobuf.Message, Healthledger_V1_StatusCode)] = [
+            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = Data([1, 2]); $0.name = "a.png"; $0.contentType = "image/png"; $0.data = png }, .invalidArgument),
+            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = object; $0.name = "a.png"; $0.contentType = "application/pdf"; $0.data = png }, .invalidArgument),
+            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = object; $0.name = "a.sh"; $0.contentType = "text/x-sh"; $0.data = Data("#!/bin/sh".utf8) }, .invalidArgument),
+            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = object; $0.name = "a.png"; $0.contentType = "image/png" }, .invalidArgument),
+            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with {
+                $0.objectUuid = object; $0.name = "a.png"; $0.contentType = "image/png"; $0.data = png
+                $0.metadata = [.with { $0.key = "k"; $0.value = "1" }, .with { $0.key = "k"; $0.value = "2" }]
+            }, .invalidArgument),
+            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with {
+                $0.objectUuid = object; $0.name = "big.png"; $0.contentType = "image/png"; $0.data = png + Data(count: (3 << 20) + 1)
+            }, .resourceExhausted),
+            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = Data(UUID().bytes); $0.name = "a.png"; $0.contentType = "image/png"; $0.data = png }, .notFound),
+            (.attachments, Healthledger_V1_AttachmentsRequest.with { $0.objectUuid = Data(count: 17) }, .invalidArgument),
+            (.attachmentData, Healthledger_V1_AttachmentRequest(), .invalidArgument),
+            (.attachmentData, Healthledger_V1_AttachmentRequest.with { $0.uuid = Data(UUID().bytes) }, .notFound),
+            (.removeAttachment, Healthledger_V1_AttachmentRequest.with { $0.uuid = Data(UUID().bytes) }, .notFound),
+        ]
+        var id: UInt64 = 0
+        for (method, message, code) in requests {
+            id += 1
+            try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: try message.serializedBytes()))
+            let status = try #require(await raw.status(of: id))
+            #expect(status.code == code && !status.message.isEmpty, "\(method) \(status)")
+        }
+        for method in [RPCMethod.addAttachment, .attachments, .attachmentData, .removeAttachment] {
+            id += 1
+            try await raw.send(Self.request(id, method.rawValue, credential: server.appCredential, payload: [0xFF, 0xFF, 0xFF]))
+            #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
+        }
+        #expect(try server.ledger.head() == head, "no refused request wrote anything")
+        await raw.close()
+        await owner.close()
+        await server.stop()
+    }
+
     @Test("100,000 random and mutated frames through the server: statuses, no crash, others unaffected")
     func serverFuzz() async throws {
         let server = try await TestServer()

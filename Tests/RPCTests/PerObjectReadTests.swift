@@ -211,4 +211,40 @@ struct PerObjectReadTests {
         for store in [owner, app] { await store.close() }
         await server.stop()
     }
+    @Test("attachments follow their prescription's read access; hidden ones answer as unknown ones do")
+    func attachments() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        try await Self.grantShare(app: app, owner: owner)
+        let prescription = visionPrescription(issuedDay: 0, description: "with a scan")
+        try await owner.save(.visionPrescription(prescription))
+        let pdf = Array("%PDF-1.4\n%%EOF\n".utf8)
+        let scan = try await owner.addAttachment(to: prescription.uuid, name: "scan.pdf", contentType: "application/pdf", data: pdf, metadata: ["from": "optician"])
+        #expect(try await owner.attachments(of: prescription.uuid) == [scan])
+
+        let unknownObject = UUID()
+        let unknownAttachment = UUID()
+        func hidden() async {
+            let unknown = await expectRPCError(.notFound, .noData, "attachments of an unknown object") { _ = try await app.attachments(of: unknownObject) }
+            let hidden = await expectRPCError(.notFound, .noData, "attachments of a hidden prescription") { _ = try await app.attachments(of: prescription.uuid) }
+            #expect(messageShape(hidden, naming: prescription.uuid) == messageShape(unknown, naming: unknownObject))
+            let unknownData = await expectRPCError(.notFound, .noData, "unknown attachment") { _ = try await app.data(of: unknownAttachment) }
+            let hiddenData = await expectRPCError(.notFound, .noData, "hidden attachment") { _ = try await app.data(of: scan.uuid) }
+            #expect(messageShape(hiddenData, naming: scan.uuid) == messageShape(unknownData, naming: unknownAttachment))
+            let hiddenRemove = await expectRPCError(.notFound, .noData, "removing a hidden attachment") { try await app.removeAttachment(scan.uuid) }
+            #expect(messageShape(hiddenRemove, naming: scan.uuid) == messageShape(unknownData, naming: unknownAttachment))
+        }
+        await hidden()
+        try await app.requestPerObjectReadAuthorization(for: Types.vision)
+        try await owner.setObjectReadSelection(app: Self.app, type: Types.vision, objects: [prescription.uuid])
+        #expect(try await app.attachments(of: prescription.uuid) == [scan])
+        let (attachment, bytes) = try await app.data(of: scan.uuid)
+        #expect(attachment == scan && bytes == pdf)
+        await expectRPCError(.permissionDenied, .authorizationDenied, "removing the owner's attachment") { try await app.removeAttachment(scan.uuid) }
+        try await owner.setObjectReadSelection(app: Self.app, type: Types.vision, objects: [])
+        await hidden()
+        for store in [owner, app] { await store.close() }
+        await server.stop()
+    }
 }
