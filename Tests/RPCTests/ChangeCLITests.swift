@@ -149,6 +149,49 @@ struct StatsCLITests {
     }
 }
 
+@Suite("healthledger attachment", .timeLimit(.minutes(3)))
+struct AttachmentCLITests {
+    @Test("add a scan to a prescription, list it, fetch it back byte for byte, remove it; refuse what is no image or PDF")
+    func attachments() async throws {
+        let server = try await TestServer()
+        let cli = AuthCLITests.Session(server: server)
+        let owner = server.client()
+        let prescription = visionPrescription(issuedDay: 0)
+        try await owner.save(.visionPrescription(prescription))
+        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "attachments-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let scan = directory.appending(path: "scan.pdf")
+        let pdf = Data("%PDF-1.5\n% a scan\n%%EOF\n".utf8)
+        try pdf.write(to: scan)
+        let object = prescription.uuid.uuidString
+
+        let added = try #require(try await cli.json(server.ownerCredential, ["attachment", "add", "--object", object, "--file", scan.path, "--metadata", "page=1"]) as? [[String: Any]])
+        #expect(added.first?["contentType"] as? String == "application/pdf" && added.first?["name"] as? String == "scan.pdf")
+        let uuid = try #require(added.first?["uuid"] as? String)
+        let listed = try await cli.run(server.ownerCredential, ["attachment", "list", "--object", object])
+        #expect(listed.output == "\(uuid)\tapplication/pdf\t\(pdf.count)\tscan.pdf\n", "\(listed.error)")
+        let copy = directory.appending(path: "copy.pdf")
+        #expect(try await cli.run(server.ownerCredential, ["attachment", "get", "--uuid", uuid, "--output", copy.path]).status == 0)
+        #expect(try Data(contentsOf: copy) == pdf)
+        // The app may not read the prescription: the attachment is unknown to it.
+        let hidden = try await cli.run(server.appCredential, ["attachment", "list", "--object", object])
+        #expect(hidden.status != 0 && hidden.error.contains("notFound"))
+
+        let script = directory.appending(path: "run.sh")
+        try Data("#!/bin/sh\necho hi\n".utf8).write(to: script)
+        let refused = try await cli.run(server.ownerCredential, ["attachment", "add", "--object", object, "--file", script.path])
+        #expect(refused.status != 0 && refused.error.contains("invalidArgument") && refused.error.contains("not accepted"))
+        let lying = try await cli.run(server.ownerCredential, ["attachment", "add", "--object", object, "--file", script.path, "--content-type", "image/png"])
+        #expect(lying.status != 0 && lying.error.contains("not image/png"))
+        #expect(try await cli.run(server.ownerCredential, ["attachment", "remove", "--uuid", uuid]).output == "removed \(uuid)\n")
+        #expect(try await cli.run(server.ownerCredential, ["attachment", "list", "--object", object]).output == "")
+        #expect(try await cli.run(server.ownerCredential, ["attachment", "list", "--object", "nope"]).error.contains("not a UUID"))
+        await owner.close()
+        await server.stop()
+    }
+}
+
 /// A child process whose standard output is read line by line as it comes.
 final class LineProcess: Sendable {
     private let process: Process
