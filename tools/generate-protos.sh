@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates the Swift code for Protos/ into Sources/LedgerSchema/Generated.
 #
-# Needs protoc (Debian: protobuf-compiler) and protoc-gen-swift built from
-# swift-protobuf 1.39.0, the version Package.swift depends on. The plugin is built
-# once into .build-tools/ (about a minute) unless PROTOC_GEN_SWIFT points to one.
+# Needs protoc (Debian: protobuf-compiler) and protoc-gen-swift of the swift-protobuf
+# version Package.swift depends on: built from the package's own dependency checkout
+# (`swift build -c release --product protoc-gen-swift`, about a minute the first time)
+# unless PROTOC_GEN_SWIFT points to one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,14 +16,8 @@ fi
 
 plugin=${PROTOC_GEN_SWIFT:-}
 if [ -z "$plugin" ]; then
-  tools="$root/.build-tools"
-  plugin="$tools/swift-protobuf/.build/release/protoc-gen-swift"
-  if [ ! -x "$plugin" ]; then
-    mkdir -p "$tools"
-    [ -d "$tools/swift-protobuf" ] || git clone -q --depth 1 --branch 1.39.0 \
-      https://github.com/apple/swift-protobuf.git "$tools/swift-protobuf"
-    (cd "$tools/swift-protobuf" && swift build -c release --product protoc-gen-swift)
-  fi
+  swift build -c release --product protoc-gen-swift >&2
+  plugin="$(swift build -c release --show-bin-path)/protoc-gen-swift"
 fi
 
 out=Sources/LedgerSchema/Generated
