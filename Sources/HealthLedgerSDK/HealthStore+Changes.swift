@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LedgerSchema
 import SwiftProtobuf
 
@@ -177,13 +178,24 @@ public struct ObserverUpdates: AsyncSequence, Sendable {
 }
 
 /// A stream's iterator shared by reference, so the registration message can be taken
-/// before the sequence is handed out. One consumer at a time.
+/// before the sequence is handed out. One consumer at a time: a second task calling
+/// ``next()`` while one waits gets an error instead of racing it.
 final class StreamIterator: @unchecked Sendable {
+    /// Only touched by the one caller that holds `busy`.
     private var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+    private let busy = Mutex(false)
 
     init(_ base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator) {
         self.base = base
     }
 
-    func next() async throws -> [UInt8]? { try await base.next() }
+    func next() async throws -> [UInt8]? {
+        let claimed = busy.withLock { busy in
+            defer { busy = true }
+            return !busy
+        }
+        guard claimed else { throw RPCError(.failedPrecondition, "the updates are already being waited for by another task") }
+        defer { busy.withLock { $0 = false } }
+        return try await base.next()
+    }
 }

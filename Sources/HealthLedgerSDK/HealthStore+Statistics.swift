@@ -67,7 +67,15 @@ extension HealthStore {
                 throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
             }
         }
-        return StatisticsCollection(statistics: statistics, intervals: query.intervals, type: query.type)
+        return StatisticsCollection(statistics: statistics, intervals: Self.wireIntervals(query), type: query.type)
+    }
+
+    /// The query's intervals as the server tiles them: from the anchor at the microsecond
+    /// precision the wire carries, so local lookups find the server's interval dates.
+    static func wireIntervals(_ query: StatisticsCollectionQueryDescriptor) -> StatisticsIntervals {
+        var intervals = query.intervals
+        intervals.anchor = date(microseconds: microseconds(intervals.anchor))
+        return intervals
     }
 
     /// A statistics collection that keeps going (HealthKit's long-running collection
@@ -124,7 +132,7 @@ public struct StatisticsCollectionUpdates: AsyncSequence, Sendable {
                 }
                 if batch.complete {
                     return StatisticsCollection(
-                        statistics: current.values.sorted { $0.startDate < $1.startDate }, intervals: query.intervals, type: query.type)
+                        statistics: current.values.sorted { $0.startDate < $1.startDate }, intervals: HealthStore.wireIntervals(query), type: query.type)
                 }
             }
             return nil

@@ -182,7 +182,7 @@ extension Ledger {
                     added.append(object)
                     bytes += size
                 case .deleted:
-                    deleted.append(try deletedObject(entry.position.uuid, in: txn))
+                    deleted.append(try deletedObject(entry.position, in: txn))
                 }
                 last = entry.position
                 return true
@@ -209,10 +209,14 @@ extension Ledger {
         return .added(stored)
     }
 
-    private func deletedObject(_ uuid: [UInt8], in txn: Transaction) throws -> DeletedObject {
-        let id = UUID(bytes: uuid)!
-        guard let stored = try txn.get(uuid, in: databases.tombstones) else { return DeletedObject(uuid: id) }
+    /// What a gone object's change reports: its tombstone's sync identifier and version when
+    /// the change is the deletion itself; only the UUID when it is a deselection (the object
+    /// may have been deleted since, which the reader must not learn).
+    private func deletedObject(_ position: ChangePosition, in txn: Transaction) throws -> DeletedObject {
+        let id = UUID(bytes: position.uuid)!
+        guard let stored = try txn.get(position.uuid, in: databases.tombstones) else { return DeletedObject(uuid: id) }
         let tombstone = try Tombstone(uuid: id, stored: stored, type: "")
+        guard tombstone.sequence == position.sequence else { return DeletedObject(uuid: id) }
         return DeletedObject(uuid: id, syncIdentifier: tombstone.syncIdentifier, syncVersion: tombstone.syncVersion)
     }
 

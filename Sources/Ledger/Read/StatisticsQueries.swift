@@ -6,6 +6,9 @@ import LedgerSchema
 extension Ledger {
     /// Most intervals one collection query computes.
     public static let maximumStatisticsIntervals = 100_000
+    /// Most (sample, interval) pairs one collection query computes: a sample counts once per
+    /// interval it overlaps.
+    public static let maximumStatisticsMemberships = 4_000_000
 
     /// Statistics over the samples `principal` may read (SEMANTICS §7): for an app without
     /// read authorization, its own samples only, computed as if no one else's existed.
@@ -14,6 +17,14 @@ extension Ledger {
     /// - Throws: ``HealthError`` `invalidArgument` for options that do not fit the type.
     public func statistics(_ query: StatisticsQuery, as principal: Principal) throws -> Statistics? {
         try query.options.validate(for: query.type)
+        if let interval = query.interval {
+            // Open ends (distant past or future) are fine; other dates must be calendar dates.
+            for date in [interval.start, interval.end] where date != .distantPast && date != .distantFuture {
+                guard StatisticsIntervals.supported.contains(date) else {
+                    throw HealthError.invalidArgument("the interval must lie in the years 1 to 9999", field: "interval")
+                }
+            }
+        }
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
         return try environment.read { txn in
@@ -53,6 +64,7 @@ extension Ledger {
             // Samples come in start order, so the interval of the next one is found by walking on.
             var members = [[StatisticsSample]](repeating: [], count: buckets.count)
             var cursor = 0
+            var memberships = 0
             for sample in samples {
                 while cursor + 1 < bounds.count, bounds[cursor + 1].0 <= sample.start { cursor += 1 }
                 var bucket = cursor
@@ -60,6 +72,13 @@ extension Ledger {
                     let (start, end) = bounds[bucket]
                     if sample.start == sample.end ? (sample.start >= start && sample.start < end) : (sample.start < end && sample.end > start) {
                         members[bucket].append(sample)
+                        memberships += 1
+                        // Long samples over many intervals: bound the work (and memory) one query may ask.
+                        guard memberships <= Self.maximumStatisticsMemberships else {
+                            throw HealthError(
+                                .dataSizeExceeded, "the query spreads more than \(Self.maximumStatisticsMemberships) samples over its intervals: narrow the range or widen the intervals",
+                                field: "interval")
+                        }
                     }
                     if sample.end <= end { break }
                     bucket += 1
@@ -100,12 +119,17 @@ struct StatisticsEngine {
         scope = try ReadScope(principal, type: type.objectType, in: txn, databases)
         var order: [UInt32] = []
         var sources: [UInt32: Source] = [:]
-        for source in try Ledger.sourceOrder(type.objectType.code, in: txn, databases) {
-            guard let code = try SourceRegistry.code(of: source.bundleIdentifier, in: txn, databases) else { continue }
-            // A reader limited to its own samples sees no other source, not even in the order.
-            guard scope.all || code == scope.ownSource else { continue }
-            order.append(code)
-            sources[code] = source
+        if scope.all {
+            for source in try Ledger.sourceOrder(type.objectType.code, in: txn, databases) {
+                guard let code = try SourceRegistry.code(of: source.bundleIdentifier, in: txn, databases) else { continue }
+                order.append(code)
+                sources[code] = source
+            }
+        } else if scope.ownSource != 0, let own = try SourceRegistry.source(code: scope.ownSource, in: txn, databases) {
+            // A reader limited to its own samples sees no other source, and its query does
+            // not even list them (the work would grow with their number).
+            order = [scope.ownSource]
+            sources[scope.ownSource] = own
         }
         self.order = order
         self.sources = sources
@@ -245,14 +269,15 @@ struct StatisticsEngine {
         let values = level ? samples.map { pow(10, $0.value / 10) } : samples.map(\.value)
         var mean = values.reduce(0, +) / Double(values.count)
         if style == .discreteTemporallyWeighted || level {
-            let latest = samples.map(\.end).max()!
-            let windowEnd = bucket.end == Int64.max ? latest : bucket.end
+            // The last value holds to the end of the interval, or of the samples when the
+            // query has no end. Weights are computed in Double: times span the whole Int64 range.
+            let windowEnd = bucket.end == Int64.max ? samples.map(\.end).max()! : bucket.end
             var weighted = 0.0
             var total = 0.0
             for index in samples.indices {
                 let from = max(samples[index].start, bucket.start)
                 let until = index + 1 < samples.count ? max(samples[index + 1].start, bucket.start) : max(windowEnd, from)
-                let weight = Double(until - from)
+                let weight = Double(until) - Double(from)
                 weighted += values[index] * weight
                 total += weight
             }

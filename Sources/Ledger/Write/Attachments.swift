@@ -26,6 +26,36 @@ enum AttachmentIndex {
         return (Array(value[0..<16]), KeyEncoding.uint64(value, at: 16))
     }
 
+    /// The attachment's description alone, read in place from the event that added it
+    /// (skipping its bytes).
+    static func description(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> Attachment {
+        guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
+            throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
+        }
+        do {
+            // The event's body (field 15), then the AttachmentAdded's attachment (field 1).
+            var event = ProtoReader(stored)
+            while let (field, wireType) = try event.next() {
+                guard field == 15, wireType == .lengthDelimited else {
+                    try event.skip(wireType)
+                    continue
+                }
+                var body = ProtoReader(try event.bytes())
+                while let (inner, innerWire) = try body.next() {
+                    if inner == 1, innerWire == .lengthDelimited {
+                        return try Healthledger_V1_Attachment(serializedBytes: Array(try body.bytes())).model()
+                    }
+                    try body.skip(innerWire)
+                }
+            }
+            throw LedgerFailure.corrupted("the attachment event \(sequence) has no description")
+        } catch let error as LedgerFailure {
+            throw error
+        } catch {
+            throw LedgerFailure.corrupted("the attachment event \(sequence) does not decode")
+        }
+    }
+
     /// The attachment and its bytes, from the event that added it.
     static func load(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> (Attachment, [UInt8]) {
         guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
@@ -43,6 +73,9 @@ enum AttachmentIndex {
 }
 
 extension Ledger {
+    /// Most attachments one object holds.
+    public static let maximumAttachments = 100
+
     /// Attaches a file to an object (an `attachmentAdded` event carrying its bytes).
     ///
     /// An app attaches only to objects it saved, of a type it may share; the owner to any
@@ -70,6 +103,9 @@ extension Ledger {
         let change = try body.withUnsafeBytes { try Projector.attachmentChange(kind: .attachmentAdded, body: $0) }
         try await committer.submit { context in
             let type = try Self.requireAttachable(object, by: principal, in: context)
+            guard try AttachmentIndex.attachments(of: object.bytes, in: context.txn, context.databases).count < Self.maximumAttachments else {
+                throw HealthError(.dataSizeExceeded, "an object holds at most \(Self.maximumAttachments) attachments", field: "object_uuid")
+            }
             try context.append(
                 kind: .attachmentAdded, actor: principal, objectType: type.identifier, objectUUID: object.bytes, body: body, change: change)
         }
@@ -113,7 +149,7 @@ extension Ledger {
                 guard let (_, sequence) = try AttachmentIndex.entry(uuid, in: txn, databases) else {
                     throw LedgerFailure.corrupted("attachment \(UUID(bytes: uuid)!) is listed but not stored: replay the ledger")
                 }
-                return try AttachmentIndex.load(sequence: sequence, in: txn, databases).0
+                return try AttachmentIndex.description(sequence: sequence, in: txn, databases)
             }
         }
     }
