@@ -170,6 +170,28 @@ struct ChangeQueryTests {
         #expect(try ledger.replay().identical)
     }
 
+    @Test("a deselected prescription deleted later reports no sync identifier: the deletion stays hidden")
+    func deselectedThenDeleted() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "hidden-deletion")
+        try await ledger.authorize([Fixtures.appA], share: [.visionPrescription])
+        let synced = VisionPrescriptionLedgerTests.glasses(metadata: [MetadataKey.syncIdentifier: .string("rx-1"), MetadataKey.syncVersion: .number(1)])
+        try await ledger.save([.visionPrescription(synced)], by: .owner)
+        let bundle = Fixtures.appA.bundleIdentifier
+        try await ledger.setObjectReadSelection(app: bundle, type: .visionPrescription, objects: [synced.uuid], by: .owner)
+        let seen = try ledger.changes(ChangeQuery(type: .visionPrescription), as: Self.app)
+        #expect(seen.added.map(\.uuid) == [synced.uuid])
+        try await ledger.setObjectReadSelection(app: bundle, type: .visionPrescription, objects: [], by: .owner)
+        let before = try ledger.changes(ChangeQuery(type: .visionPrescription, anchor: seen.anchor), as: Self.app)
+        #expect(before.deleted == [DeletedObject(uuid: synced.uuid)])
+        _ = try await ledger.delete([synced.uuid], by: .owner)
+        #expect(try ledger.changes(ChangeQuery(type: .visionPrescription, anchor: seen.anchor), as: Self.app).deleted == [DeletedObject(uuid: synced.uuid)])
+        #expect(try ledger.changes(ChangeQuery(type: .visionPrescription, anchor: before.anchor), as: Self.app).count == 0)
+        // The owner sees the real deletion, with its sync identifier.
+        #expect(try ledger.changes(ChangeQuery(type: .visionPrescription), as: .owner).deleted
+            == [DeletedObject(uuid: synced.uuid, syncIdentifier: "rx-1", syncVersion: 1)])
+    }
+
     @Test("anchors are sealed: refused from another ledger, for another type, or damaged")
     func anchors() async throws {
         let temporary = try TemporaryStore()

@@ -114,6 +114,29 @@ struct StatisticsTests {
         } throws: { ($0 as? HealthError)?.code == .invalidArgument }
     }
 
+    @Test("hostile ranges: dates outside the calendar are refused, long samples over many intervals are bounded")
+    func hostileRanges() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try await Self.ledger(temporary, share: [Self.steps.objectType, Fixtures.heartRate.objectType])
+        // A heart-rate sample in the year 500, averaged over an open-ended or far interval.
+        let ancient = Date(timeIntervalSince1970: -46_000_000_000)
+        try await ledger.save([.quantitySample(QuantitySample(type: Fixtures.heartRate, quantity: Quantity(60, Fixtures.bpm), start: ancient, end: ancient))], by: Self.appA)
+        #expect(try ledger.statistics(StatisticsQuery(type: Fixtures.heartRate, options: .discreteAverage), as: Self.appA)?.averageQuantity() != nil)
+        let far = DateInterval(start: ancient.addingTimeInterval(-1), end: Date(timeIntervalSince1970: 9e15))
+        #expect { try ledger.statistics(StatisticsQuery(type: Fixtures.heartRate, interval: far, options: .discreteAverage), as: Self.appA) }
+            throws: { ($0 as? HealthError)?.code == .invalidArgument }
+        let open = DateInterval(start: .distantPast, end: .distantFuture)
+        #expect(try ledger.statistics(StatisticsQuery(type: Fixtures.heartRate, interval: open, options: .discreteAverage), as: Self.appA) != nil)
+        // 50 year-long samples over minute intervals: 50 × 100,000 pairs is past the bound.
+        try await ledger.save((0..<50).map { Self.sample(Self.steps, 1, "count", from: Double($0), to: 365 * 86_400) }, by: Self.appA)
+        let minutes = try StatisticsIntervals(anchor: Fixtures.base, every: 1, .minute, timeZone: .gmt)
+        #expect {
+            try ledger.statisticsCollection(
+                StatisticsCollectionQuery(type: Self.steps, range: DateInterval(start: Fixtures.base, duration: 99_000 * 60), intervals: minutes, options: .cumulativeSum),
+                as: Self.appA)
+        } throws: { ($0 as? HealthError)?.code == .dataSizeExceeded }
+    }
+
     @Test("calendar intervals follow the time zone: a day is 23 or 25 hours across daylight-saving changes")
     func calendarIntervals() throws {
         let newYork = TimeZone(identifier: "America/New_York")!
