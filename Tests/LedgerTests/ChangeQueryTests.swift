@@ -170,6 +170,45 @@ struct ChangeQueryTests {
         #expect(try ledger.replay().identical)
     }
 
+    @Test("after a read grant an anchor catches up on what became readable; after a revocation, on what no longer is", arguments: [0, 1, 2])
+    func scopeChanges(limit: Int) async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "scope-changes")
+        try await ledger.authorize([Fixtures.appA, Fixtures.appB], share: [Self.heartRate])
+        try await ledger.requestAuthorization(toShare: [], read: [Self.heartRate], by: Self.app)
+        var mirror = Mirror()
+        func check() throws {
+            _ = try mirror.follow(ledger, as: Self.app, type: Self.heartRate, limit: limit)
+            let readable = try ledger.samples(SampleQuery(type: Self.heartRate), as: Self.app).map(\.uuid)
+            #expect(Set(mirror.objects.keys) == Set(readable), "limit \(limit)")
+        }
+        try await ledger.save((0..<3).map { Fixtures.heartRate(80, at: Double($0)) }, by: .owner)
+        try await ledger.save((0..<2).map { Fixtures.heartRate(70, at: Double(10 + $0)) }, by: Self.app)
+        try await ledger.save([Fixtures.heartRate(90, at: 20)], by: Self.other)
+        try check()
+        #expect(mirror.objects.count == 2)
+
+        let bundle = Fixtures.appA.bundleIdentifier
+        try await ledger.decideAuthorization(app: bundle, type: Self.heartRate, direction: .read, decision: .granted, by: .owner)
+        try check()
+        #expect(mirror.objects.count == 6, "the owner's and the other app's samples arrive, the app's own are not sent twice")
+        try await ledger.save([Fixtures.heartRate(81, at: 30)], by: .owner)
+        let deleted = try #require(try ledger.samples(SampleQuery(type: Self.heartRate), as: .owner).first)
+        _ = try await ledger.delete([deleted.uuid], by: .owner)
+        try check()
+
+        try await ledger.decideAuthorization(app: bundle, type: Self.heartRate, direction: .read, decision: .revoked, by: .owner)
+        try check()
+        #expect(mirror.objects.count == 2, "the others' samples are reported gone")
+        try await ledger.save([Fixtures.heartRate(82, at: 40)], by: .owner)
+        try await ledger.save([Fixtures.heartRate(71, at: 41)], by: Self.app)
+        try check()
+        // Granted again, from an anchor taken mid-way (the boundary is kept across pages).
+        try await ledger.decideAuthorization(app: bundle, type: Self.heartRate, direction: .read, decision: .granted, by: .owner)
+        try check()
+        #expect(Set(mirror.objects.keys) == Set(try ledger.samples(SampleQuery(type: Self.heartRate), as: .owner).map(\.uuid)))
+    }
+
     @Test("a deselected prescription deleted later reports no sync identifier: the deletion stays hidden")
     func deselectedThenDeleted() async throws {
         let temporary = try TemporaryStore()

@@ -61,6 +61,36 @@ struct ChangePosition: Comparable, Sendable {
     }
 }
 
+/// What an anchor records: where the reader stopped, and under which read scope. When the
+/// scope changes (the owner grants or takes away read access to the type), the reader
+/// catches up: objects that became readable are reported added, objects that no longer are
+/// deleted, up to `boundary` (the furthest position it had seen), before going on as usual.
+struct AnchorState: Sendable, Equatable {
+    /// Issued to a reader of the whole type.
+    var all: Bool
+    var position: ChangePosition
+    /// Set while catching up after a scope change.
+    var boundary: ChangePosition?
+
+    static let origin = AnchorState(all: false, position: .origin, boundary: nil)
+
+    /// The state to resume from under `scope`.
+    func resumed(under scope: ReadScope) -> AnchorState {
+        guard all != scope.all, position != .origin || boundary != nil else { return AnchorState(all: scope.all, position: position, boundary: boundary) }
+        return AnchorState(all: scope.all, position: .origin, boundary: Swift.max(boundary ?? .origin, position))
+    }
+
+    /// The state after a page that stopped at `last` with more to come.
+    func paused(at last: ChangePosition) -> AnchorState {
+        AnchorState(all: all, position: last, boundary: boundary.flatMap { last < $0 ? $0 : nil })
+    }
+
+    /// The state after a scan that read everything through the end: past the boundary too.
+    func finished(at last: ChangePosition) -> AnchorState {
+        AnchorState(all: all, position: Swift.max(last, boundary ?? .origin), boundary: nil)
+    }
+}
+
 /// One change a reader may see.
 struct ChangeEntry {
     var position: ChangePosition
@@ -108,19 +138,20 @@ extension Ledger {
     public func hasChanges(_ query: ChangeQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> (
         changed: Bool, anchor: QueryAnchor
     ) {
-        let (after, range) = try position(of: query)
+        let (anchor, range) = try position(of: query)
         return try environment.read { txn in
             let scope = try ReadScope(principal, type: query.type, in: txn, databases)
             onScope(scope)
+            let state = anchor.resumed(under: scope)
             let projector = Projector(databases: databases, units: UnitCache())
-            var last = after
+            var last = state.position
             var changed = false
-            try scanChanges(query.type, after: after, scope: scope, principal: principal, in: txn) { entry in
+            try scanChanges(query.type, from: state, scope: scope, principal: principal, in: txn) { entry in
                 if !changed, try matches(entry, range: query.interval == nil ? nil : range, projector: projector, in: txn) != nil { changed = true }
                 last = entry.position
                 return true
             }
-            return (changed, anchors.seal(type: query.type.code, last))
+            return (changed, anchors.seal(type: query.type.code, state.finished(at: last)))
         }
     }
 
@@ -140,11 +171,11 @@ extension Ledger {
                 }
                 for entry in try selectionChanges(type, scope: scope, principal: principal, in: txn) { last = max(last, entry.position) }
             }
-            return anchors.seal(type: type.code, last)
+            return anchors.seal(type: type.code, AnchorState(all: scope.all, position: last, boundary: nil))
         }
     }
 
-    private func position(of query: ChangeQuery) throws -> (ChangePosition, TimeRange) {
+    private func position(of query: ChangeQuery) throws -> (AnchorState, TimeRange) {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
@@ -156,17 +187,18 @@ extension Ledger {
         _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in },
         _ load: (UnsafeRawBufferPointer) throws -> (Object, bytes: Int)
     ) throws -> ChangePage<Object> {
-        let (after, range) = try position(of: query)
+        let (anchor, range) = try position(of: query)
         return try environment.read { txn in
             let scope = try ReadScope(principal, type: query.type, in: txn, databases)
             onScope(scope)
+            let state = anchor.resumed(under: scope)
             let projector = Projector(databases: databases, units: UnitCache())
             var added: [Object] = []
             var deleted: [DeletedObject] = []
             var bytes = 0
-            var last = after
+            var last = state.position
             var hasMore = false
-            try scanChanges(query.type, after: after, scope: scope, principal: principal, in: txn) { entry in
+            try scanChanges(query.type, from: state, scope: scope, principal: principal, in: txn) { entry in
                 guard let match = try matches(entry, range: query.interval == nil ? nil : range, projector: projector, in: txn) else {
                     // A change the interval excludes: the next page need not look at it again.
                     last = entry.position
@@ -187,7 +219,8 @@ extension Ledger {
                 last = entry.position
                 return true
             }
-            return ChangePage(added: added, deleted: deleted, anchor: anchors.seal(type: query.type.code, last), hasMore: hasMore)
+            let next = hasMore ? state.paused(at: last) : state.finished(at: last)
+            return ChangePage(added: added, deleted: deleted, anchor: anchors.seal(type: query.type.code, next), hasMore: hasMore)
         }
     }
 
@@ -218,6 +251,40 @@ extension Ledger {
         let tombstone = try Tombstone(uuid: id, stored: stored, type: "")
         guard tombstone.sequence == position.sequence else { return DeletedObject(uuid: id) }
         return DeletedObject(uuid: id, syncIdentifier: tombstone.syncIdentifier, syncVersion: tombstone.syncVersion)
+    }
+
+    /// Visits, in order, the changes after the state's position that `scope` may see. While
+    /// catching up after a scope change (up to the state's boundary): a reader that may now
+    /// read the whole type gets the other sources' objects it had not been shown; a reader
+    /// that no longer may gets those objects as deleted. Then it goes on as usual.
+    private func scanChanges(
+        _ type: ObjectType, from state: AnchorState, scope: ReadScope, principal: Principal, in txn: Transaction,
+        _ visit: (ChangeEntry) throws -> Bool
+    ) throws {
+        guard let boundary = state.boundary, state.position < boundary else {
+            return try scanChanges(type, after: state.position, scope: scope, principal: principal, in: txn, visit)
+        }
+        let own = scope.ownSource
+        /// Whether a change up to the boundary is another source's object, still stored.
+        func othersPresent(_ entry: ChangeEntry) throws -> Bool {
+            guard entry.savedSequence != nil, let stored = try StoredObject.load(entry.position.uuid, in: txn, databases) else { return false }
+            return own == 0 || stored.source != own
+        }
+        if scope.all {
+            try scanChangeIndex(databases.changes, prefix: Self.typePrefix(type.code), after: state.position, in: txn) { entry in
+                if entry.position <= boundary, try !othersPresent(entry) { return true }
+                return try visit(entry)
+            }
+            return
+        }
+        var going = true
+        try scanChangeIndex(databases.changes, prefix: Self.typePrefix(type.code), after: state.position, in: txn) { entry in
+            guard entry.position <= boundary else { return false }
+            guard try othersPresent(entry) else { return true }
+            going = try visit(ChangeEntry(position: entry.position, savedSequence: nil))
+            return going
+        }
+        if going { try scanChanges(type, after: boundary, scope: scope, principal: principal, in: txn, visit) }
     }
 
     /// Visits, in order, the changes after `after` that `scope` may see: the type's change
@@ -317,7 +384,7 @@ extension Ledger {
 struct AnchorSeal: Sendable {
     private let key: SymmetricKey
     private static let metaKey: [UInt8] = Array("anchor_key".utf8)
-    private static let version: UInt8 = 1
+    private static let version: UInt8 = 2
 
     /// Loads the ledger's anchor key from `meta`, creating it on first use.
     init(environment: Environment, databases: LedgerDatabases) throws {
@@ -333,28 +400,44 @@ struct AnchorSeal: Sendable {
         }
     }
 
-    /// version(1) type(4) sequence(8) uuid length(1) uuid(0 or 16), sealed.
-    func seal(type: UInt32, _ position: ChangePosition) -> QueryAnchor {
+    /// version(1) type(4) flags(1: 1 all, 2 boundary) position [boundary], each position
+    /// sequence(8) uuid length(1) uuid(0 or 16); sealed.
+    func seal(type: UInt32, _ state: AnchorState) -> QueryAnchor {
         var plain: [UInt8] = [Self.version]
         KeyEncoding.append(type, to: &plain)
-        KeyEncoding.append(position.sequence, to: &plain)
-        plain.append(UInt8(position.uuid.count))
-        plain.append(contentsOf: position.uuid)
+        plain.append((state.all ? 1 : 0) | (state.boundary == nil ? 0 : 2))
+        func append(_ position: ChangePosition) {
+            KeyEncoding.append(position.sequence, to: &plain)
+            plain.append(UInt8(position.uuid.count))
+            plain.append(contentsOf: position.uuid)
+        }
+        append(state.position)
+        if let boundary = state.boundary { append(boundary) }
         // Sealing with a fresh random nonce cannot fail.
         let box = try! AES.GCM.seal(plain, using: key)
         return QueryAnchor(bytes: Array(box.combined!))
     }
 
-    func open(_ anchor: QueryAnchor, type: UInt32) throws -> ChangePosition {
+    func open(_ anchor: QueryAnchor, type: UInt32) throws -> AnchorState {
         let invalid = HealthError.invalidArgument("the anchor was not issued by this ledger, or is damaged", field: "anchor")
-        guard anchor.bytes.count <= 128, let box = try? AES.GCM.SealedBox(combined: anchor.bytes),
+        guard anchor.bytes.count <= 160, let box = try? AES.GCM.SealedBox(combined: anchor.bytes),
             let plain = try? Array(AES.GCM.open(box, using: key))
         else { throw invalid }
-        guard plain.count >= 14, plain[0] == Self.version, plain.count == 14 + Int(plain[13]), plain[13] == 0 || plain[13] == 16 else { throw invalid }
-        let position = plain.withUnsafeBytes { bytes in
-            (type: KeyEncoding.uint32(bytes, at: 1), sequence: KeyEncoding.uint64(bytes, at: 5))
+        guard plain.count >= 6, plain[0] == Self.version else { throw invalid }
+        let anchoredType = plain.withUnsafeBytes { KeyEncoding.uint32($0, at: 1) }
+        guard anchoredType == type else { throw HealthError.invalidArgument("the anchor was issued for another type", field: "anchor") }
+        let flags = plain[5]
+        var offset = 6
+        func position() throws -> ChangePosition {
+            guard plain.count >= offset + 9 else { throw invalid }
+            let sequence = plain.withUnsafeBytes { KeyEncoding.uint64($0, at: offset) }
+            let length = Int(plain[offset + 8])
+            guard length == 0 || length == 16, plain.count >= offset + 9 + length else { throw invalid }
+            defer { offset += 9 + length }
+            return ChangePosition(sequence: sequence, uuid: Array(plain[(offset + 9)..<(offset + 9 + length)]))
         }
-        guard position.type == type else { throw HealthError.invalidArgument("the anchor was issued for another type", field: "anchor") }
-        return ChangePosition(sequence: position.sequence, uuid: Array(plain[14...]))
+        let state = AnchorState(all: flags & 1 != 0, position: try position(), boundary: flags & 2 != 0 ? try position() : nil)
+        guard offset == plain.count, flags & ~3 == 0 else { throw invalid }
+        return state
     }
 }
