@@ -39,10 +39,15 @@ extension LedgerCall {
                 changed.append(.with { $0.startUs = start; $0.endUs = gone.endUs; $0.unit = gone.unit; $0.values = .init() })
             }
             current = latest
-            guard first || !changed.isEmpty else { return }
-            try await Self.emit(changed.sorted { $0.startUs < $1.startUs }, batchSize: batchSize, emit)
+            if first || !changed.isEmpty { try await Self.emit(changed.sorted { $0.startUs < $1.startUs }, batchSize: batchSize, emit) }
+            // Each recomputation reads the whole range: under a stream of commits, let them
+            // fold into the next one instead of recomputing after every commit.
+            if !first { try await Task.sleep(for: Self.statisticsRecomputeInterval) }
         }
     }
+
+    /// The shortest time between two recomputations of a watched collection.
+    static let statisticsRecomputeInterval = Duration.milliseconds(100)
 
     /// Sends `results` in batches, the last one marked complete (one empty batch if none).
     private static func emit(
