@@ -88,6 +88,50 @@ struct StatisticsTests {
         #expect(abs(level.averageQuantity()!.value - 10 * log10((1e6 + 1e8) / 2)) < 1e-9)
     }
 
+    @Test("property: a collection's intervals equal one statistics query per interval", arguments: [21, 22] as [UInt64])
+    func collectionMatchesQueries(seed: UInt64) async throws {
+        var random = SplitMix(state: seed)
+        let temporary = try TemporaryStore()
+        let ledger = try await Self.ledger(temporary, share: [Self.steps.objectType, Fixtures.heartRate.objectType])
+        for principal in [Principal.owner, Self.appA, Self.appB] {
+            try await ledger.save((0..<120).map { _ in
+                let start = Double(Int.random(in: -7_200..<(2 * 86_400), using: &random))
+                let length = [0, 60, 600, 5_400, 4 * 3_600][Int.random(in: 0..<5, using: &random)]
+                return Self.sample(Self.steps, Double(Int.random(in: 1...300, using: &random)), "count", from: start, to: start + Double(length))
+            }, by: principal)
+            try await ledger.save((0..<200).map { _ in
+                let start = Double(Int.random(in: 0..<(2 * 86_400), using: &random))
+                return Self.sample(Fixtures.heartRate, Double(Int.random(in: 50...150, using: &random)), "count/min", from: start, to: start)
+            }, by: principal)
+        }
+        let hours = try StatisticsIntervals(anchor: Fixtures.base.addingTimeInterval(1_800), every: 2, .hour, timeZone: .gmt)
+        let range = DateInterval(start: Fixtures.base, duration: 2 * 86_400)
+        let cases: [(QuantityType, StatisticsOptions)] = [
+            (Self.steps, [.cumulativeSum, .duration, .mostRecent]), (Self.steps, [.cumulativeSum, .separateBySource]),
+            (Fixtures.heartRate, [.discreteAverage, .discreteMin, .discreteMax]), (Fixtures.heartRate, [.discreteAverage, .separateBySource]),
+        ]
+        for (type, options) in cases {
+            for principal in [Principal.owner, Self.appA] {
+                let collection = try ledger.statisticsCollection(StatisticsCollectionQuery(type: type, range: range, intervals: hours, options: options), as: principal)
+                var expected: [Statistics] = []
+                for interval in hours.intervals(from: range.start, to: range.end) {
+                    if let statistics = try ledger.statistics(StatisticsQuery(type: type, interval: interval, options: options), as: principal) { expected.append(statistics) }
+                }
+                #expect(collection.count == expected.count, "\(type) \(options) \(principal)")
+                for (got, want) in zip(collection, expected) {
+                    #expect(got.startDate == want.startDate && got.sources == want.sources)
+                    for (a, b) in [(got.values.sum, want.values.sum), (got.values.average, want.values.average), (got.values.minimum, want.values.minimum),
+                                   (got.values.maximum, want.values.maximum), (got.values.mostRecent, want.values.mostRecent)] {
+                        #expect((a == nil) == (b == nil))
+                        if let a, let b { #expect(abs(a.value - b.value) <= 1e-9 * max(1, abs(b.value)), "\(type) \(got.startDate)") }
+                    }
+                    #expect(got.values.duration == want.values.duration)
+                    #expect(Set(got.valuesBySource.keys) == Set(want.valuesBySource.keys))
+                }
+            }
+        }
+    }
+
     @Test("options that do not fit the type are refused, naming the option and the type")
     func optionsValidation() async throws {
         let temporary = try TemporaryStore()

@@ -60,34 +60,36 @@ extension Ledger {
             let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
             onScope(engine.scope)
             let samples = try engine.samples(overlapping: TimeRange(DateInterval(start: first.start, end: last.end)), in: txn, databases)
-            // Each sample goes to every interval it overlaps (an instant to the one holding it).
-            // Samples come in start order, so the interval of the next one is found by walking on.
-            var members = [[StatisticsSample]](repeating: [], count: buckets.count)
-            var cursor = 0
+            // One pass over intervals and samples together (both in time order): an interval
+            // holds the samples starting in it, plus those carried over from earlier intervals
+            // that still reach into it. Without carried samples, its members are a slice of
+            // the scan: nothing is copied.
+            var results: [Statistics] = []
+            var carried: [StatisticsSample] = []
+            var next = 0
             var memberships = 0
-            for sample in samples {
-                while cursor + 1 < bounds.count, bounds[cursor + 1].0 <= sample.start { cursor += 1 }
-                var bucket = cursor
-                while bucket < bounds.count {
-                    let (start, end) = bounds[bucket]
-                    if sample.start == sample.end ? (sample.start >= start && sample.start < end) : (sample.start < end && sample.end > start) {
-                        members[bucket].append(sample)
-                        memberships += 1
-                        // Long samples over many intervals: bound the work (and memory) one query may ask.
-                        guard memberships <= Self.maximumStatisticsMemberships else {
-                            throw HealthError(
-                                .dataSizeExceeded, "the query spreads more than \(Self.maximumStatisticsMemberships) samples over its intervals: narrow the range or widen the intervals",
-                                field: "interval")
-                        }
-                    }
-                    if sample.end <= end { break }
-                    bucket += 1
+            for (index, (start, end)) in bounds.enumerated() {
+                let first = next
+                while next < samples.count, samples[next].start < end { next += 1 }
+                let fresh = samples[first..<next]
+                if !carried.isEmpty { carried.removeAll { $0.end <= start } }
+                memberships += carried.count + fresh.count
+                // Long samples over many intervals: bound the work (and memory) one query may ask.
+                guard memberships <= Self.maximumStatisticsMemberships else {
+                    throw HealthError(
+                        .dataSizeExceeded,
+                        "the query spreads more than \(Self.maximumStatisticsMemberships) samples over its intervals: narrow the range or widen the intervals",
+                        field: "interval")
                 }
+                if carried.isEmpty {
+                    if !fresh.isEmpty { results.append(engine.statistics(fresh, bucket: (start, end), dates: buckets[index])) }
+                } else {
+                    let members = (carried + fresh).sorted { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
+                    results.append(engine.statistics(members[...], bucket: (start, end), dates: buckets[index]))
+                }
+                for sample in fresh where sample.end > end { carried.append(sample) }
             }
-            return members.indices.compactMap { bucket in
-                guard !members[bucket].isEmpty else { return nil }
-                return engine.statistics(members[bucket][...], bucket: bounds[bucket], dates: buckets[bucket])
-            }
+            return results
         }
     }
 }
@@ -180,6 +182,7 @@ struct StatisticsEngine {
 
     /// The statistics of `samples` (all overlapping `bucket`, in start order).
     func statistics(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64), dates: DateInterval?) -> Statistics {
+        if let single = singleSource(samples, bucket: bucket, dates: dates) { return single }
         var bySource: [UInt32: [StatisticsSample]] = [:]
         if let only = samples.first?.source, samples.allSatisfy({ $0.source == only }) {
             bySource[only] = Array(samples)
@@ -241,8 +244,38 @@ struct StatisticsEngine {
             values: merged, valuesBySource: separate, sources: present.compactMap { sources[$0] })
     }
 
+    /// The common case, without the merge's bookkeeping: one source, no per-source values,
+    /// samples already in (start, sequence) order. Nil when it does not apply.
+    private func singleSource(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64), dates: DateInterval?) -> Statistics? {
+        guard !options.contains(.separateBySource), let first = samples.first, let source = sources[first.source] else { return nil }
+        var previous: StatisticsSample?
+        var sum = 0.0
+        var coverage = Coverage()
+        var earliest = Int64.max
+        var latest = Int64.min
+        for sample in samples {
+            guard sample.source == first.source else { return nil }
+            if let previous, (sample.start, sample.sequence) < (previous.start, previous.sequence) { return nil }
+            previous = sample
+            earliest = min(earliest, sample.start)
+            latest = max(latest, sample.end)
+            if sample.end > sample.start {
+                let (clipStart, clipEnd) = (max(sample.start, bucket.start), min(sample.end, bucket.end))
+                sum += sample.value * (Double(clipEnd) - Double(clipStart)) / (Double(sample.end) - Double(sample.start))
+                if options.contains(.duration) { coverage.add(clipStart, clipEnd) }
+            } else {
+                sum += sample.value
+            }
+        }
+        return Statistics(
+            type: type, startDate: dates?.start ?? date(microseconds: earliest), endDate: dates?.end ?? date(microseconds: latest),
+            values: values(of: samples, sum: sum, duration: coverage.length, bucket: bucket), sources: [source])
+    }
+
     /// The asked-for values of `samples` (in start order).
-    private func values(of samples: [StatisticsSample], sum: Double, duration: Int64, bucket: (start: Int64, end: Int64)) -> StatisticsValues {
+    private func values<Samples: RandomAccessCollection<StatisticsSample>>(
+        of samples: Samples, sum: Double, duration: Int64, bucket: (start: Int64, end: Int64)
+    ) -> StatisticsValues {
         var values = StatisticsValues()
         guard !samples.isEmpty else { return values }
         let unit = type.canonicalUnit
@@ -263,7 +296,8 @@ struct StatisticsEngine {
     /// each value holds (from its sample's start to the next sample's, the last one to the
     /// end of the interval), for heart rate; or that weighting over sound energies, for
     /// decibel levels. With no time to weigh by, the plain mean.
-    private func average(_ samples: [StatisticsSample], bucket: (start: Int64, end: Int64)) -> Double {
+    private func average<Samples: RandomAccessCollection<StatisticsSample>>(_ collection: Samples, bucket: (start: Int64, end: Int64)) -> Double {
+        let samples = Array(collection)
         let style = type.aggregationStyle
         let level = style == .discreteEquivalentContinuousLevel
         let values = level ? samples.map { pow(10, $0.value / 10) } : samples.map(\.value)
