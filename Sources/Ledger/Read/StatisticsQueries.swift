@@ -280,8 +280,8 @@ struct StatisticsEngine {
         guard !samples.isEmpty else { return values }
         let unit = type.canonicalUnit
         if options.contains(.cumulativeSum) { values.sum = Quantity(sum, unit) }
-        if options.contains(.discreteMin) { values.minimum = Quantity(samples.map(\.value).min()!, unit) }
-        if options.contains(.discreteMax) { values.maximum = Quantity(samples.map(\.value).max()!, unit) }
+        if options.contains(.discreteMin) { values.minimum = Quantity(samples.lazy.map(\.value).min()!, unit) }
+        if options.contains(.discreteMax) { values.maximum = Quantity(samples.lazy.map(\.value).max()!, unit) }
         if options.contains(.discreteAverage) { values.average = Quantity(average(samples, bucket: bucket), unit) }
         if options.contains(.mostRecent) {
             let latest = samples.max { ($0.end, $0.start, $0.sequence) < ($1.end, $1.start, $1.sequence) }!
@@ -296,24 +296,28 @@ struct StatisticsEngine {
     /// each value holds (from its sample's start to the next sample's, the last one to the
     /// end of the interval), for heart rate; or that weighting over sound energies, for
     /// decibel levels. With no time to weigh by, the plain mean.
-    private func average<Samples: RandomAccessCollection<StatisticsSample>>(_ collection: Samples, bucket: (start: Int64, end: Int64)) -> Double {
-        let samples = Array(collection)
+    private func average<Samples: RandomAccessCollection<StatisticsSample>>(_ samples: Samples, bucket: (start: Int64, end: Int64)) -> Double {
         let style = type.aggregationStyle
         let level = style == .discreteEquivalentContinuousLevel
-        let values = level ? samples.map { pow(10, $0.value / 10) } : samples.map(\.value)
-        var mean = values.reduce(0, +) / Double(values.count)
+        func value(_ sample: StatisticsSample) -> Double { level ? pow(10, sample.value / 10) : sample.value }
+        var plain = 0.0
+        for sample in samples { plain += value(sample) }
+        var mean = plain / Double(samples.count)
         if style == .discreteTemporallyWeighted || level {
             // The last value holds to the end of the interval, or of the samples when the
             // query has no end. Weights are computed in Double: times span the whole Int64 range.
             let windowEnd = bucket.end == Int64.max ? samples.map(\.end).max()! : bucket.end
             var weighted = 0.0
             var total = 0.0
-            for index in samples.indices {
+            var index = samples.startIndex
+            while index != samples.endIndex {
+                let following = samples.index(after: index)
                 let from = max(samples[index].start, bucket.start)
-                let until = index + 1 < samples.count ? max(samples[index + 1].start, bucket.start) : max(windowEnd, from)
+                let until = following != samples.endIndex ? max(samples[following].start, bucket.start) : max(windowEnd, from)
                 let weight = Double(until) - Double(from)
-                weighted += values[index] * weight
+                weighted += value(samples[index]) * weight
                 total += weight
+                index = following
             }
             if total > 0 { mean = weighted / total }
         }
