@@ -8,18 +8,24 @@ extension Ledger {
     /// or `principal` may not read it: the two answers are the same.
     public func object(with uuid: UUID, as principal: Principal) throws -> HealthObject? {
         try environment.read { txn in
-            guard let stored = try StoredObject.load(uuid.bytes, in: txn, databases) else {
-                // Take a scope anyway (of a type read by type, as most are), so that an unknown
-                // UUID costs what another source's hidden one does.
-                _ = try ReadScope(principal, type: .workout, in: txn, databases)
-                return nil
-            }
-            // The scope is checked on the entry, before the object is loaded: a hidden
-            // object costs what an unknown one does, whatever its size.
-            let scope = try ReadScope(principal, type: try Self.objectType(code: stored.type), in: txn, databases)
-            guard scope.allows(sourceCode: stored.source, uuid: uuid.bytes) else { return nil }
+            guard let stored = try Self.readable(uuid, as: principal, in: txn, databases) else { return nil }
             return try Self.loadObject(sequence: stored.sequence, in: txn, databases)
         }
+    }
+
+    /// The entry of the stored object with `uuid` if `principal` may read it; nil when there
+    /// is none or it may not, at the same cost.
+    ///
+    /// Decided on the entry, before the object is loaded: a hidden object costs what an
+    /// unknown one does, whatever its size. For an unknown UUID a scope is taken anyway (of a
+    /// type read by type, as most are) for the same reason.
+    static func readable(_ uuid: UUID, as principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws -> StoredObject? {
+        guard let stored = try StoredObject.load(uuid.bytes, in: txn, databases) else {
+            _ = try ReadScope(principal, type: .workout, in: txn, databases)
+            return nil
+        }
+        let scope = try ReadScope(principal, type: try objectType(code: stored.type), in: txn, databases)
+        return scope.allows(sourceCode: stored.source, uuid: uuid.bytes) ? stored : nil
     }
 
     /// The tombstone of a deleted object, or nil.

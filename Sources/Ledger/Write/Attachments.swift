@@ -173,36 +173,17 @@ extension Ledger {
         }
     }
 
-    /// Throws `noData` unless `principal` may read the object (decided on its entry, as fetches are).
+    /// Throws `noData` unless `principal` may read the object (as a fetch decides).
     private static func requireReadable(_ object: UUID, as principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws {
-        guard let stored = try StoredObject.load(object.bytes, in: txn, databases) else {
-            _ = try ReadScope(principal, type: .workout, in: txn, databases)
-            throw HealthError(.noData, "no object with UUID \(object)", field: "object_uuid")
-        }
-        let scope = try ReadScope(principal, type: try objectType(code: stored.type), in: txn, databases)
-        guard scope.allows(sourceCode: stored.source, uuid: object.bytes) else {
+        guard try readable(object, as: principal, in: txn, databases) != nil else {
             throw HealthError(.noData, "no object with UUID \(object)", field: "object_uuid")
         }
     }
 
-    /// Checks that `principal` may change the attachments of `object`: its own object (any,
-    /// for the owner) of a type it may share. Returns the object's type.
+    /// Checks that `principal` may change the attachments of `object`: what deleting it
+    /// would need. Returns the object's type.
     private static func requireAttachable(_ object: UUID, by principal: Principal, in context: WriteContext) throws -> ObjectType {
         if case .operator = principal { throw HealthError(.authorizationDenied, "the operator cannot change health data") }
-        guard let stored = try StoredObject.load(object.bytes, in: context.txn, context.databases) else {
-            throw HealthError(.noData, "no object with UUID \(object)", field: "object_uuid")
-        }
-        let type = try objectType(code: stored.type)
-        if case .app(let app) = principal {
-            let own = try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) ?? 0
-            if stored.source != own {
-                guard try ReadScope(principal, type: type, in: context.txn, context.databases).allows(sourceCode: stored.source, uuid: object.bytes) else {
-                    throw HealthError(.noData, "no object with UUID \(object)", field: "object_uuid")
-                }
-                throw HealthError(.authorizationDenied, "object \(object) was saved by another source", field: "object_uuid")
-            }
-        }
-        try requireSharing(type, by: principal, in: context)
-        return type
+        return try requireChangeable(object, by: principal, ownSource: try ownSource(of: principal, in: context), field: "object_uuid", in: context)
     }
 }

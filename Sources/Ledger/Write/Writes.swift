@@ -136,28 +136,41 @@ extension Ledger {
         var seen = Set<UUID>()
         let unique = uuids.filter { seen.insert($0).inserted }
         return try await committer.submit { context in
-            // An app's source code (0 if it never saved): its objects are the ones it may delete.
-            var ownSource: UInt32?
-            if case .app(let app) = principal {
-                ownSource = try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) ?? 0
-            }
+            let ownSource = try Self.ownSource(of: principal, in: context)
             for uuid in unique {
-                guard let stored = try StoredObject.load(uuid.bytes, in: context.txn, context.databases) else {
-                    throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
-                }
-                let type = try Self.objectType(code: stored.type)
-                // Decided on the entry, before the object is loaded (as a fetch is).
-                if let ownSource, stored.source != ownSource {
-                    guard try ReadScope(principal, type: type, in: context.txn, context.databases).allows(sourceCode: stored.source, uuid: uuid.bytes) else {
-                        throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
-                    }
-                    throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: "uuids")
-                }
-                try Self.requireSharing(type, by: principal, in: context)
+                _ = try Self.requireChangeable(uuid, by: principal, ownSource: ownSource, field: "uuids", in: context)
                 try Self.deleteStored(uuid.bytes, reason: .deleted, by: principal, in: context)
             }
             return unique.count
         }
+    }
+
+    /// An app's source code (0 if it never saved), whose objects are the ones it may change;
+    /// nil for the owner, who may change any.
+    static func ownSource(of principal: Principal, in context: WriteContext) throws -> UInt32? {
+        guard case .app(let app) = principal else { return nil }
+        return try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) ?? 0
+    }
+
+    /// Checks that `principal` may change (delete, attach to) the object with `uuid`: one it
+    /// saved (any, for the owner), of a type it may share. Another source's object it may not
+    /// read is answered as an unknown one (`noData`); one it may read, `authorizationDenied`.
+    /// Decided on the entry, before the object is loaded (as a fetch is). Returns its type.
+    static func requireChangeable(
+        _ uuid: UUID, by principal: Principal, ownSource: UInt32?, field: String, in context: WriteContext
+    ) throws -> ObjectType {
+        guard let stored = try StoredObject.load(uuid.bytes, in: context.txn, context.databases) else {
+            throw HealthError(.noData, "no object with UUID \(uuid)", field: field)
+        }
+        let type = try objectType(code: stored.type)
+        if let ownSource, stored.source != ownSource {
+            guard try ReadScope(principal, type: type, in: context.txn, context.databases).allows(sourceCode: stored.source, uuid: uuid.bytes) else {
+                throw HealthError(.noData, "no object with UUID \(uuid)", field: field)
+            }
+            throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: field)
+        }
+        try requireSharing(type, by: principal, in: context)
+        return type
     }
 
     /// Deletes the objects of `type` whose time span overlaps `interval` (all of the type
