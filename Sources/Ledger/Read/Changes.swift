@@ -76,7 +76,11 @@ struct AnchorState: Sendable, Equatable {
 
     /// The state to resume from under `scope`.
     func resumed(under scope: ReadScope) -> AnchorState {
-        guard all != scope.all, position != .origin || boundary != nil else { return AnchorState(all: scope.all, position: position, boundary: boundary) }
+        // The same scope, or nothing seen yet: go on as recorded.
+        if all == scope.all || (position == .origin && boundary == nil) {
+            return AnchorState(all: scope.all, position: position, boundary: boundary)
+        }
+        // The scope changed: catch up from the beginning to the furthest position seen.
         return AnchorState(all: scope.all, position: .origin, boundary: Swift.max(boundary ?? .origin, position))
     }
 
