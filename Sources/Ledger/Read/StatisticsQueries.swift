@@ -360,7 +360,7 @@ struct Coverage {
 
     mutating func add(_ start: Int64, _ end: Int64) {
         guard start < end else { return }
-        var index = firstEnding(after: start &- 1)
+        let index = firstEnding(after: start &- 1)
         var merged = (start: start, end: end)
         while index < spans.count, spans[index].start <= merged.end {
             merged = (min(merged.start, spans[index].start), max(merged.end, spans[index].end))
