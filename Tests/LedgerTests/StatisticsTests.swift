@@ -77,6 +77,9 @@ struct StatisticsTests {
         #expect(try rate.maximumQuantity()!.doubleValue(for: HealthUnit("count/min")) == 120)
         #expect(try rate.mostRecentQuantity()!.doubleValue(for: HealthUnit("count/min")) == 120)
         #expect(rate.values.mostRecentInterval == DateInterval(start: Fixtures.base.addingTimeInterval(600), duration: 0))
+        // With no interval, the last value holds as long as the others did on average: (60 + 120) / 2.
+        let open = try #require(try ledger.statistics(StatisticsQuery(type: heartRate, options: .discreteAverage), as: .owner))
+        #expect(try abs(open.averageQuantity()!.doubleValue(for: HealthUnit("count/min")) - 90) < 1e-9)
         // Body mass: the plain mean.
         try await ledger.save([Self.sample(Fixtures.bodyMass, 70, "kg", from: 0, to: 0), Self.sample(Fixtures.bodyMass, 80, "kg", from: 60, to: 60)], by: .owner)
         let mass = try #require(try ledger.statistics(StatisticsQuery(type: Fixtures.bodyMass, interval: Self.hour, options: .discreteAverage), as: .owner))

@@ -304,17 +304,23 @@ struct StatisticsEngine {
         for sample in samples { plain += value(sample) }
         var mean = plain / Double(samples.count)
         if style == .discreteTemporallyWeighted || level {
-            // The last value holds to the end of the interval, or of the samples when the
-            // query has no end. Weights are computed in Double: times span the whole Int64 range.
-            let windowEnd = bucket.end == Int64.max ? samples.map(\.end).max()! : bucket.end
+            // The last value holds to the end of the interval; when the query has no end, for
+            // as long as the others held on average. Weights are computed in Double: times
+            // span the whole Int64 range.
             var weighted = 0.0
             var total = 0.0
             var index = samples.startIndex
             while index != samples.endIndex {
                 let following = samples.index(after: index)
                 let from = max(samples[index].start, bucket.start)
-                let until = following != samples.endIndex ? max(samples[following].start, bucket.start) : max(windowEnd, from)
-                let weight = Double(until) - Double(from)
+                let weight: Double
+                if following != samples.endIndex {
+                    weight = Double(max(samples[following].start, bucket.start)) - Double(from)
+                } else if bucket.end != Int64.max {
+                    weight = Double(max(bucket.end, from)) - Double(from)
+                } else {
+                    weight = samples.count > 1 ? total / Double(samples.count - 1) : 0
+                }
                 weighted += value(samples[index]) * weight
                 total += weight
                 index = following
