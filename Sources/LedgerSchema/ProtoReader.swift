@@ -16,6 +16,17 @@ public struct ProtoReader {
 
     public init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
 
+    /// The bytes of the first length-delimited field numbered `number` in `message` (a view
+    /// into it), or nil when there is none.
+    public static func field(_ number: Int, in message: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
+        var reader = ProtoReader(message)
+        while let (field, wireType) = try reader.next() {
+            if field == number, wireType == .lengthDelimited { return try reader.bytes() }
+            try reader.skip(wireType)
+        }
+        return nil
+    }
+
     /// The next field's number and wire type, or nil at the end.
     public mutating func next() throws -> (field: Int, wireType: WireType)? {
         guard offset < buffer.count else { return nil }

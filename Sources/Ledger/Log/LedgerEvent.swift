@@ -80,16 +80,15 @@ public struct LedgerEvent: Sendable, Hashable {
     /// The body (field 15) of an event's stored bytes, read in place without decoding the
     /// rest: what reads send over the wire for a saved object.
     static func body(stored bytes: UnsafeRawBufferPointer) throws -> [UInt8] {
-        var reader = ProtoReader(bytes)
-        do {
-            while let (field, wireType) = try reader.next() {
-                if field == 15, wireType == .lengthDelimited { return Array(try reader.bytes()) }
-                try reader.skip(wireType)
-            }
-        } catch is ProtoReader.Malformed {
-            throw LedgerFailure.corrupted("an event does not decode")
-        }
-        throw LedgerFailure.corrupted("an event has no body")
+        Array(try bodyView(stored: bytes))
+    }
+
+    /// The same body as a view into the stored bytes (valid while they are).
+    static func bodyView(stored bytes: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer {
+        let body: UnsafeRawBufferPointer?
+        do { body = try ProtoReader.field(15, in: bytes) } catch is ProtoReader.Malformed { throw LedgerFailure.corrupted("an event does not decode") }
+        guard let body else { throw LedgerFailure.corrupted("an event has no body") }
+        return body
     }
 
     /// The object an ``EventKind/objectSaved`` event saved.

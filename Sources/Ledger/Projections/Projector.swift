@@ -144,31 +144,17 @@ struct Projector {
     /// The change an attachment event's body makes. An added attachment's description is
     /// read in place: its bytes can be megabytes.
     static func attachmentChange(kind: EventKind, body: UnsafeRawBufferPointer) throws -> Change {
+        // AttachmentRemoved holds uuid (1) and object_uuid (2); AttachmentAdded holds them in
+        // its attachment (1), next to the bytes.
+        let fields = kind == .attachmentRemoved ? body : try ProtoReader.field(1, in: body) ?? UnsafeRawBufferPointer(start: nil, count: 0)
         var uuid: [UInt8] = []
         var object: [UInt8] = []
-        var reader = ProtoReader(body)
-        if kind == .attachmentRemoved {
-            while let (field, wireType) = try reader.next() {
-                switch (field, wireType) {
-                case (1, .lengthDelimited): uuid = Array(try reader.bytes())
-                case (2, .lengthDelimited): object = Array(try reader.bytes())
-                default: try reader.skip(wireType)
-                }
-            }
-        } else {
-            while let (field, wireType) = try reader.next() {
-                guard field == 1, wireType == .lengthDelimited else {
-                    try reader.skip(wireType)
-                    continue
-                }
-                var attachment = ProtoReader(try reader.bytes())
-                while let (inner, innerWire) = try attachment.next() {
-                    switch (inner, innerWire) {
-                    case (1, .lengthDelimited): uuid = Array(try attachment.bytes())
-                    case (2, .lengthDelimited): object = Array(try attachment.bytes())
-                    default: try attachment.skip(innerWire)
-                    }
-                }
+        var reader = ProtoReader(fields)
+        while let (field, wireType) = try reader.next() {
+            switch (field, wireType) {
+            case (1, .lengthDelimited): uuid = Array(try reader.bytes())
+            case (2, .lengthDelimited): object = Array(try reader.bytes())
+            default: try reader.skip(wireType)
             }
         }
         guard uuid.count == 16, object.count == 16 else { throw LedgerFailure.corrupted("an attachment event names no attachment or object") }

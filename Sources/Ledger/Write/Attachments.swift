@@ -33,22 +33,11 @@ enum AttachmentIndex {
             throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
         }
         do {
-            // The event's body (field 15), then the AttachmentAdded's attachment (field 1).
-            var event = ProtoReader(stored)
-            while let (field, wireType) = try event.next() {
-                guard field == 15, wireType == .lengthDelimited else {
-                    try event.skip(wireType)
-                    continue
-                }
-                var body = ProtoReader(try event.bytes())
-                while let (inner, innerWire) = try body.next() {
-                    if inner == 1, innerWire == .lengthDelimited {
-                        return try Healthledger_V1_Attachment(serializedBytes: Array(try body.bytes())).model()
-                    }
-                    try body.skip(innerWire)
-                }
+            // The AttachmentAdded's attachment (field 1), without its bytes (field 2).
+            guard let attachment = try ProtoReader.field(1, in: try LedgerEvent.bodyView(stored: stored)) else {
+                throw LedgerFailure.corrupted("the attachment event \(sequence) has no description")
             }
-            throw LedgerFailure.corrupted("the attachment event \(sequence) has no description")
+            return try Healthledger_V1_Attachment(serializedBytes: Array(attachment)).model()
         } catch let error as LedgerFailure {
             throw error
         } catch {

@@ -27,18 +27,6 @@ struct AttachmentCommand: AsyncParsableCommand {
         return uuid
     }
 
-    /// Runs `body` with a store, turning failures into clear exits.
-    static func with(_ connection: ConnectionOptions, _ body: (HealthStore) async throws -> Void) async throws {
-        let store = try connection.store()
-        do {
-            try await body(store)
-        } catch {
-            await store.close()
-            throw clientFailure(error)
-        }
-        await store.close()
-    }
-
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "add", abstract: "Attach a file (JPEG, PNG, HEIC, GIF, TIFF or PDF) to an object.")
         @OptionGroup var connection: ConnectionOptions
@@ -64,7 +52,7 @@ struct AttachmentCommand: AsyncParsableCommand {
             } catch { throw fail(error) }
             let type = contentType ?? Attachment.sniff(data) ?? "application/octet-stream"
             let fileName = name ?? URL(filePath: file).lastPathComponent
-            try await AttachmentCommand.with(connection) { store in
+            try await connection.withStore { store in
                 let attachment = try await store.addAttachment(to: objectUUID, name: fileName, contentType: type, data: data, metadata: entries)
                 AttachmentCommand.print([attachment], json: connection.json)
             }
@@ -79,7 +67,7 @@ struct AttachmentCommand: AsyncParsableCommand {
         func run() async throws {
             let objectUUID: UUID
             do { objectUUID = try AttachmentCommand.uuid(object, "--object") } catch { throw fail(error) }
-            try await AttachmentCommand.with(connection) { store in
+            try await connection.withStore { store in
                 AttachmentCommand.print(try await store.attachments(of: objectUUID), json: connection.json)
             }
         }
@@ -94,7 +82,7 @@ struct AttachmentCommand: AsyncParsableCommand {
         func run() async throws {
             let attachmentUUID: UUID
             do { attachmentUUID = try AttachmentCommand.uuid(uuid, "--uuid") } catch { throw fail(error) }
-            try await AttachmentCommand.with(connection) { store in
+            try await connection.withStore { store in
                 let (attachment, data) = try await store.data(of: attachmentUUID)
                 guard FileManager.default.createFile(atPath: output, contents: Data(data)) else { throw ValidationErrorExit("cannot write \(output)") }
                 AttachmentCommand.print([attachment], json: connection.json)
@@ -110,7 +98,7 @@ struct AttachmentCommand: AsyncParsableCommand {
         func run() async throws {
             let attachmentUUID: UUID
             do { attachmentUUID = try AttachmentCommand.uuid(uuid, "--uuid") } catch { throw fail(error) }
-            try await AttachmentCommand.with(connection) { store in
+            try await connection.withStore { store in
                 try await store.removeAttachment(attachmentUUID)
                 Swift.print("removed \(attachmentUUID.uuidString)")
             }

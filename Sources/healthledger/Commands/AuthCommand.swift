@@ -20,18 +20,6 @@ struct AuthCommand: AsyncParsableCommand {
             """,
         subcommands: [Request.self, Status.self, Pending.self, Grant.self, Deny.self, Revoke.self, Show.self, Select.self, Priority.self])
 
-    /// A connection, run, and the connection closed whatever happens.
-    static func withStore(_ connection: ConnectionOptions, _ body: (HealthStore) async throws -> Void) async throws {
-        let store = try connection.store()
-        do {
-            try await body(store)
-        } catch {
-            await store.close()
-            throw clientFailure(error)
-        }
-        await store.close()
-    }
-
     struct Request: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "As an app: ask to share and read types (or, with --objects, to read some vision prescriptions).")
         @OptionGroup var connection: ConnectionOptions
@@ -46,7 +34,7 @@ struct AuthCommand: AsyncParsableCommand {
             let read = try Set(self.read.map(resolveType))
             let objectType = try objects.map(resolveType)
             let interval = try dateInterval(from: from, to: to)
-            try await AuthCommand.withStore(connection) { store in
+            try await connection.withStore { store in
                 if let objectType {
                     try await store.requestPerObjectReadAuthorization(for: objectType, overlapping: interval)
                     print("asked the owner to select \(objectType.identifier) objects")
@@ -68,7 +56,7 @@ struct AuthCommand: AsyncParsableCommand {
         func run() async throws {
             let types = try type.map(resolveType)
             guard !types.isEmpty else { throw ValidationErrorExit("name at least one --type") }
-            try await AuthCommand.withStore(connection) { store in
+            try await connection.withStore { store in
                 func asked(share: Set<ObjectType>, read: Set<ObjectType>) async throws -> String {
                     try await store.getRequestStatusForAuthorization(toShare: share, read: read) == .unnecessary ? "unnecessary" : "shouldRequest"
                 }
@@ -94,7 +82,7 @@ struct AuthCommand: AsyncParsableCommand {
         @Option(help: "Only this app (bundle id).") var app: String?
 
         func run() async throws {
-            try await AuthCommand.withStore(connection) { store in
+            try await connection.withStore { store in
                 let entries = try await store.pendingAuthorizations(app: app)
                 if connection.json { return printJSON(entries.map(json)) }
                 if entries.isEmpty { print("no pending requests") }
@@ -124,7 +112,7 @@ struct AuthCommand: AsyncParsableCommand {
 
         func decide(_ decision: AuthorizationDecision, _ connection: ConnectionOptions) async throws {
             let pairs = try pairs()
-            try await AuthCommand.withStore(connection) { store in
+            try await connection.withStore { store in
                 for (type, direction) in pairs {
                     try await store.decideAuthorization(app: app, type: type, direction: direction, decision: decision)
                     print("\(decision) \(direction) of \(type.identifier) to \(app)")
@@ -161,7 +149,7 @@ struct AuthCommand: AsyncParsableCommand {
         @Flag(help: "Also list every request, decision and selection, oldest first.") var history = false
 
         func run() async throws {
-            try await AuthCommand.withStore(connection) { store in
+            try await connection.withStore { store in
                 let entries = try await store.authorizations(app: app)
                 let events = history ? try await store.authorizationHistory(app: app) : []
                 if connection.json {
@@ -191,7 +179,7 @@ struct AuthCommand: AsyncParsableCommand {
                 guard let uuid = UUID(uuidString: text) else { throw ValidationErrorExit("'\(text)' is not a UUID") }
                 return uuid
             }
-            try await AuthCommand.withStore(connection) { store in
+            try await connection.withStore { store in
                 try await store.setObjectReadSelection(app: app, type: type, objects: uuids)
                 print("\(app) may read \(uuids.count) selected \(type.identifier) object(s)")
             }
@@ -206,7 +194,7 @@ struct AuthCommand: AsyncParsableCommand {
 
         func run() async throws {
             let type = try resolveType(type)
-            try await AuthCommand.withStore(connection) { store in
+            try await connection.withStore { store in
                 if let set {
                     try await store.setSourcePriority(for: type, order: set.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
                 }

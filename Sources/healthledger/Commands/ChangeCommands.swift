@@ -56,8 +56,7 @@ struct ChangesCommand: AsyncParsableCommand {
     func run() async throws {
         let (query, unit): (AnchoredObjectQueryDescriptor, HealthUnit?)
         do { (query, unit) = try options.descriptor(limit: limit) } catch { throw fail(error) }
-        let store = try connection.store()
-        do {
+        try await connection.withStore { store in
             let changes = try await store.result(for: query)
             let record = try changeRecord(changes, unit: unit)
             if connection.json {
@@ -67,11 +66,7 @@ struct ChangesCommand: AsyncParsableCommand {
                 for deleted in changes.deletedObjects { print("deleted\t\(deleted.uuid.uuidString)") }
                 print("anchor\t\(record["anchor"]!)\(changes.hasMore ? "\t(more follow)" : "")")
             }
-        } catch {
-            await store.close()
-            throw clientFailure(error)
         }
-        await store.close()
     }
 }
 
@@ -91,8 +86,7 @@ struct WatchCommand: AsyncParsableCommand {
     func run() async throws {
         let (query, unit): (AnchoredObjectQueryDescriptor, HealthUnit?)
         do { (query, unit) = try options.descriptor() } catch { throw fail(error) }
-        let store = try connection.store()
-        do {
+        try await connection.withStore { store in
             if observe {
                 let updates = try await store.observe(query.type, overlapping: query.interval)
                 Self.line(["observing": query.type.identifier])
@@ -100,11 +94,7 @@ struct WatchCommand: AsyncParsableCommand {
             } else {
                 for try await changes in try await store.changes(for: query) { Self.line(try changeRecord(changes, unit: unit)) }
             }
-        } catch {
-            await store.close()
-            throw clientFailure(error)
         }
-        await store.close()
     }
 
     /// One compact JSON object on a line of its own, flushed at once.

@@ -30,8 +30,7 @@ struct CharacteristicsCommand: AsyncParsableCommand {
                 return resolved
             }
         } catch { throw fail(error) }
-        let store = try connection.store()
-        do {
+        try await connection.withStore { store in
             for (type, value) in changes { try await store.setCharacteristic(of: type, to: value) }
             let values = try await store.characteristics(shown)
             let rows = zip(shown, values).map { type, value in
@@ -42,11 +41,7 @@ struct CharacteristicsCommand: AsyncParsableCommand {
             } else {
                 for (name, value) in rows { print("\(name)\t\(value)") }
             }
-        } catch {
-            await store.close()
-            throw clientFailure(error)
         }
-        await store.close()
     }
 
     static func describe(_ characteristic: Characteristic) -> String {

@@ -22,6 +22,20 @@ struct ConnectionOptions: ParsableArguments {
     }
 }
 
+extension ConnectionOptions {
+    /// Runs `body` with a store, closing it afterwards and turning failures into clear exits.
+    func withStore(_ body: (HealthStore) async throws -> Void) async throws {
+        let store = try self.store()
+        do {
+            try await body(store)
+        } catch {
+            await store.close()
+            throw clientFailure(error)
+        }
+        await store.close()
+    }
+}
+
 func printJSON(_ value: Any) {
     let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .prettyPrinted])) ?? Data("null".utf8)
     print(String(decoding: data, as: UTF8.self))
@@ -37,8 +51,7 @@ struct PingCommand: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let store = try connection.store()
-        do {
+        try await connection.withStore { store in
             let result = try await store.ping()
             let micros = result.roundTrip.components.attoseconds / 1_000_000_000_000 + result.roundTrip.components.seconds * 1_000_000
             if connection.json {
@@ -46,11 +59,7 @@ struct PingCommand: AsyncParsableCommand {
             } else {
                 print("ledger \(result.ledgerID) as \(result.principal): \(micros) µs")
             }
-        } catch {
-            await store.close()
-            throw clientFailure(error)
         }
-        await store.close()
     }
 }
 
@@ -100,8 +109,7 @@ struct SaveCommand: AsyncParsableCommand {
             }
         } catch { throw fail(error) }
 
-        let store = try connection.store()
-        do {
+        try await connection.withStore { store in
             let outcomes = try await store.save(objects)
             if connection.json {
                 printJSON(outcomes.map { outcome -> [String: String] in
@@ -120,11 +128,7 @@ struct SaveCommand: AsyncParsableCommand {
                     }
                 }
             }
-        } catch {
-            await store.close()
-            throw clientFailure(error)
         }
-        await store.close()
     }
 }
 
@@ -217,8 +221,7 @@ struct QueryCommand: AsyncParsableCommand {
                 sort: sort == "start" ? .startDate(ascending: !descending) : .endDate(ascending: !descending))
             displayUnit = try unit.map { try HealthUnit($0) }
         } catch { throw fail(error) }
-        let store = try connection.store()
-        do {
+        try await connection.withStore { store in
             let samples = try await store.result(for: query)
             let rows = try samples.map { try sampleRow($0, unit: displayUnit) }
             if connection.json {
@@ -226,11 +229,7 @@ struct QueryCommand: AsyncParsableCommand {
             } else {
                 printSampleTable(rows)
             }
-        } catch {
-            await store.close()
-            throw clientFailure(error)
         }
-        await store.close()
     }
 }
 

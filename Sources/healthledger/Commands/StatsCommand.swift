@@ -62,8 +62,7 @@ struct StatsCommand: AsyncParsableCommand {
                 guard start < end else { throw ValidationErrorExit("--from must be before --to") }
             }
         } catch { throw fail(error) }
-        let store = try connection.store()
-        do {
+        try await connection.withStore { store in
             let results: [Statistics]
             if let intervals, let start, let end {
                 results = try await store.statisticsCollection(for: StatisticsCollectionQueryDescriptor(
@@ -89,11 +88,7 @@ struct StatsCommand: AsyncParsableCommand {
                     }
                 }
             }
-        } catch {
-            await store.close()
-            throw clientFailure(error)
         }
-        await store.close()
     }
 
     static func row(_ statistics: Statistics, unit: HealthUnit) throws -> [String: Any] {
