@@ -176,8 +176,11 @@ extension Ledger {
     /// Visits the samples of `type` overlapping `range` in start-date order (ties by UUID):
     /// every source's through `by_start`, or only `source`'s through `by_source`.
     /// A sample can start at most `longest` before the range and still overlap it.
+    ///
+    /// - Parameter uuids: false leaves the entries' UUIDs empty (statistics, which never
+    ///   need them, save an allocation per sample).
     static func scanByStart(
-        type: UInt32, source: UInt32? = nil, range: TimeRange, longest: Int64, descending: Bool = false,
+        type: UInt32, source: UInt32? = nil, range: TimeRange, longest: Int64, descending: Bool = false, uuids: Bool = true,
         in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
     ) throws {
         let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
@@ -207,7 +210,7 @@ extension Ledger {
                 let end = KeyEncoding.time(current.value, at: 0)
                 if range.overlaps(start: start, end: end) {
                     let item = IndexEntry(
-                        uuid: Array(current.key[(time + 8)..<keyLength]), startUs: start, endUs: end,
+                        uuid: uuids ? Array(current.key[(time + 8)..<keyLength]) : [], startUs: start, endUs: end,
                         sequence: KeyEncoding.uint64(current.value, at: 8), source: source ?? KeyEncoding.uint32(current.value, at: 24),
                         value: Double(bitPattern: KeyEncoding.uint64(current.value, at: 16)))
                     if try !visit(item) { return }

@@ -139,43 +139,18 @@ struct StatisticsEngine {
     }
 
     /// The readable samples overlapping `range`, in start order: every source's for a reader
-    /// of the whole type (`by_start`), otherwise only the reader's own (`by_source`). Read
-    /// straight from the index entries: no object is loaded.
+    /// of the whole type (`by_start`), otherwise only the reader's own (`by_source`). The
+    /// index entries hold all statistics need: no object is loaded.
     func samples(overlapping range: TimeRange, in txn: Transaction, _ databases: LedgerDatabases) throws -> [StatisticsSample] {
         let code = type.objectType.code
-        var samples: [StatisticsSample] = []
-        // by_start: type(4) start(8) uuid(16) → end(8) sequence(8) value(8) source(4);
-        // by_source: type(4) source(4) start(8) uuid(16) → end(8) sequence(8) value(8).
         let source: UInt32? = scope.all ? nil : scope.ownSource
         if source == 0 { return [] }
         let longest = try source.map { try SourceRegistry.longestDuration(type: code, code: $0, in: txn, databases) }
             ?? Ledger.longestDuration(type: code, in: txn, databases)
-        let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
-        let lowest = overflow ? Int64.min : lowered
-        var prefix: [UInt8] = []
-        KeyEncoding.append(code, to: &prefix)
-        if let source { KeyEncoding.append(source, to: &prefix) }
-        let time = prefix.count
-        let keyLength = time + 24
-        let valueLength = source == nil ? 28 : 24
-        var first = prefix
-        KeyEncoding.appendTime(lowest, to: &first)
-        try txn.withCursor(on: source == nil ? databases.byStart : databases.bySource) { cursor in
-            var entry = try cursor.seek(atLeast: first)
-            while let current = entry, current.key.count == keyLength, current.key.starts(with: prefix) {
-                let start = KeyEncoding.time(current.key, at: time)
-                if start >= range.end { break }
-                guard current.value.count == valueLength else {
-                    throw LedgerFailure.corrupted("a start-index entry is \(current.value.count) bytes, not \(valueLength): replay the ledger")
-                }
-                let end = KeyEncoding.time(current.value, at: 0)
-                if range.overlaps(start: start, end: end) {
-                    samples.append(StatisticsSample(
-                        start: start, end: end, value: Double(bitPattern: KeyEncoding.uint64(current.value, at: 16)),
-                        source: source ?? KeyEncoding.uint32(current.value, at: 24), sequence: KeyEncoding.uint64(current.value, at: 8)))
-                }
-                entry = try cursor.next()
-            }
+        var samples: [StatisticsSample] = []
+        try Ledger.scanByStart(type: code, source: source, range: range, longest: longest, uuids: false, in: txn, databases) { entry in
+            samples.append(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
+            return true
         }
         return samples
     }
