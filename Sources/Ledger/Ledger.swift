@@ -33,6 +33,8 @@ public final class Ledger: Sendable {
     public let changeWatchers: ChangeWatchers
     /// Seals and opens query anchors (``QueryAnchor``).
     let anchors: AnchorSeal
+    /// Route builders in progress.
+    let routeBuilders = RouteBuilders()
 
     init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger) throws {
         self.id = id

@@ -184,6 +184,19 @@ extension Healthledger_V1_HealthObject {
         case .visionPrescription(let prescription):
             setCommonFields(prescription)
             self.body = .visionPrescription(.init(prescription))
+        case .workout(let workout):
+            setCommonFields(workout)
+            var body = Healthledger_V1_WorkoutBody()
+            body.configuration = .init(workout.configuration)
+            body.events = workout.events.map(Healthledger_V1_WorkoutEvent.init)
+            body.activities = workout.activities.map(Healthledger_V1_WorkoutActivity.init)
+            self.body = .workout(body)
+        case .workoutRoute(let route):
+            setCommonFields(route)
+            var body = Healthledger_V1_WorkoutRouteBody()
+            body.workoutUuid = Data(route.workoutUUID.bytes)
+            body.locationCount = UInt64(route.locationCount)
+            self.body = .workoutRoute(body)
         }
     }
 
@@ -233,8 +246,119 @@ extension Healthledger_V1_HealthObject {
                 rightEye: body.hasRightEye ? try body.rightEye.model(field: "rightEye") : nil,
                 leftEye: body.hasLeftEye ? try body.leftEye.model(field: "leftEye") : nil,
                 device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case .workout(let body):
+            guard type == ObjectType.workout.identifier else {
+                throw HealthError.invalidArgument("a workout's type is \(ObjectType.workout.identifier), not '\(type)'", field: "type")
+            }
+            return .workout(Workout(
+                configuration: try body.configuration.model(field: "configuration"), start: start, end: end,
+                events: try body.events.enumerated().map { try $1.model(field: "events[\($0)]") },
+                activities: try body.activities.enumerated().map { try $1.model(field: "activities[\($0)]") },
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case .workoutRoute(let body):
+            guard type == ObjectType.workoutRoute.identifier else {
+                throw HealthError.invalidArgument("a route's type is \(ObjectType.workoutRoute.identifier), not '\(type)'", field: "type")
+            }
+            guard let workout = UUID(bytes: body.workoutUuid) else {
+                throw HealthError.invalidArgument("workoutUUID must be 16 bytes", field: "workoutUUID")
+            }
+            guard let count = Int(exactly: body.locationCount) else { throw HealthError.invalidArgument("locationCount is out of range", field: "locationCount") }
+            return .workoutRoute(WorkoutRoute(
+                workoutUUID: workout, locationCount: count, start: start, end: end, device: device, metadata: metadata, uuid: uuid,
+                sourceRevision: sourceRevision.model))
         case nil:
-            throw HealthError.invalidArgument("the object has no payload (quantity, category or vision prescription)", field: "body")
+            throw HealthError.invalidArgument("the object has no payload (quantity, category, vision prescription, workout or route)", field: "body")
+        }
+    }
+}
+
+extension Healthledger_V1_WorkoutConfiguration {
+    public init(_ configuration: WorkoutConfiguration) {
+        self.init()
+        activityType = UInt32(configuration.activityType.rawValue)
+        locationType = UInt32(configuration.locationType.rawValue)
+        swimmingLocationType = UInt32(configuration.swimmingLocationType.rawValue)
+        if let lapLength = configuration.lapLength { self.lapLength = .init(lapLength) }
+    }
+
+    /// - Throws: ``HealthError`` naming `field` for an unknown activity, location or swimming
+    ///   location type, or a bad lap-length unit.
+    public func model(field: String) throws -> WorkoutConfiguration {
+        WorkoutConfiguration(
+            activityType: try WorkoutActivityType(validating: Int(activityType), field: "\(field).activityType"),
+            locationType: try WorkoutLocationType(validating: Int(locationType), field: "\(field).locationType"),
+            swimmingLocationType: try SwimmingLocationType(validating: Int(swimmingLocationType), field: "\(field).swimmingLocationType"),
+            lapLength: hasLapLength ? try lapLength.model(field: "\(field).lapLength") : nil)
+    }
+}
+
+extension Healthledger_V1_WorkoutEvent {
+    public init(_ event: WorkoutEvent) {
+        self.init()
+        type = UInt32(event.type.rawValue)
+        startUs = microseconds(event.startDate)
+        endUs = microseconds(event.endDate)
+        if !event.metadata.isEmpty { metadata = .init(event.metadata) }
+    }
+
+    public func model(field: String) throws -> WorkoutEvent {
+        WorkoutEvent(
+            type: try WorkoutEventType(validating: Int(type), field: "\(field).type"), start: date(microseconds: startUs),
+            end: date(microseconds: endUs), metadata: try metadata.model())
+    }
+}
+
+extension Healthledger_V1_WorkoutActivity {
+    public init(_ activity: WorkoutActivity) {
+        self.init()
+        uuid = Data(activity.uuid.bytes)
+        configuration = .init(activity.configuration)
+        startUs = microseconds(activity.startDate)
+        endUs = microseconds(activity.endDate)
+        events = activity.events.map(Healthledger_V1_WorkoutEvent.init)
+        if !activity.metadata.isEmpty { metadata = .init(activity.metadata) }
+    }
+
+    public func model(field: String) throws -> WorkoutActivity {
+        guard let uuid = UUID(bytes: uuid) else { throw HealthError.invalidArgument("\(field).uuid must be 16 bytes", field: "\(field).uuid") }
+        return WorkoutActivity(
+            configuration: try configuration.model(field: "\(field).configuration"), start: date(microseconds: startUs),
+            end: date(microseconds: endUs), events: try events.enumerated().map { try $1.model(field: "\(field).events[\($0)]") },
+            metadata: try metadata.model(), uuid: uuid)
+    }
+}
+
+extension Healthledger_V1_RouteLocations {
+    public init(_ locations: some Collection<RouteLocation>) {
+        self.init()
+        timestampUs.reserveCapacity(locations.count)
+        for location in locations {
+            timestampUs.append(microseconds(location.timestamp))
+            latitude.append(location.latitude)
+            longitude.append(location.longitude)
+            altitude.append(location.altitude)
+            horizontalAccuracy.append(location.horizontalAccuracy)
+            verticalAccuracy.append(location.verticalAccuracy)
+            course.append(location.course)
+            speed.append(location.speed)
+        }
+    }
+
+    /// The locations, one per index of the columns.
+    /// - Throws: ``HealthError`` (`invalidArgument`) when the columns differ in length.
+    public func model() throws -> [RouteLocation] {
+        let count = timestampUs.count
+        for (name, column) in [
+            ("latitude", latitude), ("longitude", longitude), ("altitude", altitude), ("horizontalAccuracy", horizontalAccuracy),
+            ("verticalAccuracy", verticalAccuracy), ("course", course), ("speed", speed),
+        ] where column.count != count {
+            throw HealthError.invalidArgument("locations.\(name) has \(column.count) values for \(count) timestamps", field: "locations.\(name)")
+        }
+        return (0..<count).map { index in
+            RouteLocation(
+                timestamp: date(microseconds: timestampUs[index]), latitude: latitude[index], longitude: longitude[index],
+                altitude: altitude[index], horizontalAccuracy: horizontalAccuracy[index], verticalAccuracy: verticalAccuracy[index],
+                course: course[index], speed: speed[index])
         }
     }
 }

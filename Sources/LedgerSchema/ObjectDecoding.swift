@@ -66,7 +66,7 @@ private enum FastObjectDecoder {
                     }
                 }
                 body = .category(value)
-            case (1...7, _), (10...12, _): throw Fallback()
+            case (1...7, _), (10...19, _): throw Fallback()
             default: try reader.skip(wireType)
             }
         }

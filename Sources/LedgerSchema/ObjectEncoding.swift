@@ -1,5 +1,6 @@
 import Foundation
 import HealthModel
+import SwiftProtobuf
 
 extension HealthObject {
     /// The serialized `healthledger.v1.HealthObject`, written directly from the model.
@@ -29,6 +30,10 @@ extension HealthObject {
             if let lens = prescription.rightEye { body.message(field: 3, Self.encoded(lens)) }
             if let lens = prescription.leftEye { body.message(field: 4, Self.encoded(lens)) }
             writer.message(field: 12, body.buffer)
+        case .workout, .workoutRoute:
+            // Rare and small next to samples: SwiftProtobuf writes them. A proto3 message
+            // without `Any` fields cannot fail to serialize.
+            return try! Healthledger_V1_HealthObject(self).serializedBytes()
         }
         return writer.buffer
     }

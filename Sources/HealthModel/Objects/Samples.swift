@@ -102,6 +102,8 @@ public enum HealthObject: Sendable, Hashable {
     case quantitySample(QuantitySample)
     case categorySample(CategorySample)
     case visionPrescription(VisionPrescription)
+    case workout(Workout)
+    case workoutRoute(WorkoutRoute)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
@@ -109,6 +111,8 @@ public enum HealthObject: Sendable, Hashable {
         case .quantitySample(let sample): sample
         case .categorySample(let sample): sample
         case .visionPrescription(let sample): sample
+        case .workout(let sample): sample
+        case .workoutRoute(let sample): sample
         }
     }
 
@@ -117,6 +121,8 @@ public enum HealthObject: Sendable, Hashable {
         case .quantitySample(let sample): sample.uuid
         case .categorySample(let sample): sample.uuid
         case .visionPrescription(let sample): sample.uuid
+        case .workout(let sample): sample.uuid
+        case .workoutRoute(let sample): sample.uuid
         }
     }
 
@@ -125,6 +131,8 @@ public enum HealthObject: Sendable, Hashable {
         case .quantitySample(let sample): sample.objectType
         case .categorySample(let sample): sample.objectType
         case .visionPrescription(let sample): sample.objectType
+        case .workout(let sample): sample.objectType
+        case .workoutRoute(let sample): sample.objectType
         }
     }
 
@@ -133,6 +141,8 @@ public enum HealthObject: Sendable, Hashable {
         case .quantitySample(let sample): sample.startDate
         case .categorySample(let sample): sample.startDate
         case .visionPrescription(let sample): sample.startDate
+        case .workout(let sample): sample.startDate
+        case .workoutRoute(let sample): sample.startDate
         }
     }
 
@@ -141,6 +151,8 @@ public enum HealthObject: Sendable, Hashable {
         case .quantitySample(let sample): sample.endDate
         case .categorySample(let sample): sample.endDate
         case .visionPrescription(let sample): sample.endDate
+        case .workout(let sample): sample.endDate
+        case .workoutRoute(let sample): sample.endDate
         }
     }
 
@@ -149,6 +161,8 @@ public enum HealthObject: Sendable, Hashable {
         case .quantitySample(let sample): sample.metadata
         case .categorySample(let sample): sample.metadata
         case .visionPrescription(let sample): sample.metadata
+        case .workout(let sample): sample.metadata
+        case .workoutRoute(let sample): sample.metadata
         }
     }
 
@@ -157,6 +171,8 @@ public enum HealthObject: Sendable, Hashable {
         case .quantitySample(let sample): sample.device
         case .categorySample(let sample): sample.device
         case .visionPrescription(let sample): sample.device
+        case .workout(let sample): sample.device
+        case .workoutRoute(let sample): sample.device
         }
     }
 
@@ -165,6 +181,8 @@ public enum HealthObject: Sendable, Hashable {
         case .quantitySample(let sample): sample.syncIdentifier
         case .categorySample(let sample): sample.syncIdentifier
         case .visionPrescription(let sample): sample.syncIdentifier
+        case .workout(let sample): sample.syncIdentifier
+        case .workoutRoute(let sample): sample.syncIdentifier
         }
     }
 
@@ -173,6 +191,8 @@ public enum HealthObject: Sendable, Hashable {
         case .quantitySample(let sample): sample.syncVersion
         case .categorySample(let sample): sample.syncVersion
         case .visionPrescription(let sample): sample.syncVersion
+        case .workout(let sample): sample.syncVersion
+        case .workoutRoute(let sample): sample.syncVersion
         }
     }
 
@@ -182,6 +202,8 @@ public enum HealthObject: Sendable, Hashable {
             case .quantitySample(let sample): sample.sourceRevision
             case .categorySample(let sample): sample.sourceRevision
             case .visionPrescription(let sample): sample.sourceRevision
+            case .workout(let sample): sample.sourceRevision
+            case .workoutRoute(let sample): sample.sourceRevision
             }
         }
         set {
@@ -189,6 +211,8 @@ public enum HealthObject: Sendable, Hashable {
             case .quantitySample(var sample): sample.sourceRevision = newValue; self = .quantitySample(sample)
             case .categorySample(var sample): sample.sourceRevision = newValue; self = .categorySample(sample)
             case .visionPrescription(var sample): sample.sourceRevision = newValue; self = .visionPrescription(sample)
+            case .workout(var sample): sample.sourceRevision = newValue; self = .workout(sample)
+            case .workoutRoute(var sample): sample.sourceRevision = newValue; self = .workoutRoute(sample)
             }
         }
     }
@@ -205,6 +229,16 @@ public enum HealthObject: Sendable, Hashable {
 
     public var visionPrescription: VisionPrescription? {
         if case .visionPrescription(let prescription) = self { return prescription }
+        return nil
+    }
+
+    public var workout: Workout? {
+        if case .workout(let workout) = self { return workout }
+        return nil
+    }
+
+    public var workoutRoute: WorkoutRoute? {
+        if case .workoutRoute(let route) = self { return route }
         return nil
     }
 }

@@ -8,6 +8,11 @@ public enum ObjectLimits {
     /// Bundle identifiers, names and version strings.
     public static let maximumIdentifierLength = 255
     /// Dates must fall within years 0001–9999.
+    /// Events of one workout or activity.
+    public static let maximumWorkoutEvents = 4096
+    public static let maximumWorkoutActivities = 256
+    /// Locations of one route (55 hours at one a second).
+    public static let maximumRouteLocations = 200_000
     public static let dateRange: ClosedRange<Date> =
         Date(timeIntervalSince1970: -62_135_596_800)...Date(timeIntervalSince1970: 253_402_300_799)
 }
@@ -28,6 +33,14 @@ extension HealthObject {
         case .visionPrescription(let prescription):
             try Self.validateCommon(prescription)
             try Self.validate(prescription)
+        case .workout(let workout):
+            try Self.validateCommon(workout)
+            try Self.validate(workout)
+        case .workoutRoute(let route):
+            try Self.validateCommon(route)
+            guard route.locationCount > 0 else {
+                throw HealthError.invalidArgument("a route needs at least one location", field: "locations")
+            }
         }
     }
 
@@ -121,6 +134,84 @@ extension HealthObject {
                 throw HealthError.invalidArgument(
                     "\(field) is \(kind) (e.g. '\(unit)'); unit '\(quantity.unit)' is not compatible", field: "\(field).unit")
             }
+        }
+    }
+
+    private static func validate(_ workout: Workout) throws {
+        try validate(workout.configuration, field: "configuration")
+        try validate(workout.events, start: workout.startDate, end: workout.endDate, field: "events")
+        guard workout.activities.count <= ObjectLimits.maximumWorkoutActivities else {
+            throw HealthError(.dataSizeExceeded, "a workout holds at most \(ObjectLimits.maximumWorkoutActivities) activities", field: "activities")
+        }
+        var previousEnd = workout.startDate
+        var seen = Set<UUID>()
+        for (index, activity) in workout.activities.enumerated() {
+            let field = "activities[\(index)]"
+            guard seen.insert(activity.uuid).inserted else {
+                throw HealthError.invalidArgument("\(field): UUID \(activity.uuid) appears twice", field: "\(field).uuid")
+            }
+            try validateDates(start: activity.startDate, end: activity.endDate)
+            guard activity.startDate >= previousEnd, activity.endDate <= workout.endDate else {
+                throw HealthError.invalidArgument(
+                    "\(field) must lie within the workout, after the activity before it (activities are ordered and never overlap)",
+                    field: "\(field).startDate")
+            }
+            previousEnd = activity.endDate
+            let type = activity.configuration.activityType
+            if workout.activityType == .swimBikeRun {
+                guard [.swimming, .cycling, .running, .transition].contains(type) else {
+                    throw HealthError(
+                        .workoutActivityNotAllowed, "a swimBikeRun workout's activities are swimming, cycling, running or transition, not \(type.name)",
+                        field: "\(field).configuration.activityType")
+                }
+            } else if type != workout.activityType {
+                throw HealthError(
+                    .workoutActivityNotAllowed, "\(field) is \(type.name); an interval workout's activities share its type (\(workout.activityType.name))",
+                    field: "\(field).configuration.activityType")
+            }
+            try validate(activity.configuration, field: "\(field).configuration")
+            try validate(activity.events, start: activity.startDate, end: activity.endDate, field: "\(field).events")
+            if !activity.metadata.isEmpty { try validate(activity.metadata) }
+        }
+    }
+
+    private static func validate(_ configuration: WorkoutConfiguration, field: String) throws {
+        guard let lapLength = configuration.lapLength else { return }
+        guard configuration.activityType == .swimming, configuration.swimmingLocationType == .pool else {
+            throw HealthError.invalidArgument("\(field).lapLength applies only to pool swims", field: "\(field).lapLength")
+        }
+        guard lapLength.isCompatible(with: meter), lapLength.value.isFinite, lapLength.value > 0 else {
+            throw HealthError.invalidArgument("\(field).lapLength must be a positive length, got \(lapLength)", field: "\(field).lapLength")
+        }
+    }
+
+    /// Events lie within [start, end]; only laps and segments last; pauses and resumes alternate,
+    /// a pause first.
+    private static func validate(_ events: [WorkoutEvent], start: Date, end: Date, field: String) throws {
+        guard events.count <= ObjectLimits.maximumWorkoutEvents else {
+            throw HealthError(.dataSizeExceeded, "\(field) holds at most \(ObjectLimits.maximumWorkoutEvents) events", field: field)
+        }
+        var paused = false
+        for (index, event) in events.enumerated().sorted(by: { $0.element.startDate < $1.element.startDate }) {
+            let name = "\(field)[\(index)]"
+            guard event.startDate >= start, event.endDate <= end, event.endDate >= event.startDate else {
+                throw HealthError.invalidArgument("\(name) (\(event.type)) must lie within the workout or activity", field: "\(name).startDate")
+            }
+            if !event.type.hasDuration, event.endDate != event.startDate {
+                throw HealthError.invalidArgument("\(name): a \(event.type) event is an instant; only laps and segments last", field: "\(name).endDate")
+            }
+            switch event.type {
+            case .pause:
+                guard !paused else { throw HealthError.invalidArgument("\(name): a pause while already paused", field: "\(name).type") }
+                paused = true
+            case .resume:
+                guard paused else {
+                    throw HealthError.invalidArgument("\(name): a resume without a pause before it (the first pause/resume event is a pause)", field: "\(name).type")
+                }
+                paused = false
+            default: break
+            }
+            if !event.metadata.isEmpty { try validate(event.metadata) }
         }
     }
 
@@ -245,6 +336,32 @@ extension MetadataRule {
         case .quantity: "quantity"
         }
     }
+}
+
+extension WorkoutActivityType {
+    /// The type with HealthKit's `rawValue`, for decoders.
+    /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for an unknown value.
+    public init(validating rawValue: Int, field: String) throws {
+        guard let type = WorkoutActivityType(rawValue: rawValue) else {
+            throw HealthError.invalidArgument("\(field) \(rawValue) is not a workout activity type", field: field)
+        }
+        self = type
+    }
+}
+
+extension WorkoutLocationType {
+    /// unknown 1, indoor 2, outdoor 3 (0 reads as unknown), for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = rawValue == 0 ? .unknown : try enumerationCase(rawValue, field: field) }
+}
+
+extension SwimmingLocationType {
+    /// unknown 0, pool 1, openWater 2, for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension WorkoutEventType {
+    /// pause 1 … pauseOrResumeRequest 8, for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
 }
 
 extension VisionPrescriptionType {

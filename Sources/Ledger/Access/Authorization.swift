@@ -458,6 +458,16 @@ extension LedgerEvent {
         case .attachmentRemoved:
             guard let body = try? Healthledger_V1_AttachmentRemoved(serializedBytes: self.body), let uuid = UUID(bytes: body.uuid) else { return "(damaged body)" }
             return uuid.uuidString
+        case .workoutSamplesAssociated:
+            guard let body = try? Healthledger_V1_WorkoutSamplesAssociated(serializedBytes: self.body), let workout = UUID(bytes: body.workoutUuid) else {
+                return "(damaged body)"
+            }
+            return "\(body.sampleUuids.count) samples to workout \(workout.uuidString)"
+        case .routeLocationsAdded:
+            guard let body = try? Healthledger_V1_RouteLocationsAdded(serializedBytes: self.body), let route = UUID(bytes: body.routeUuid) else {
+                return "(damaged body)"
+            }
+            return "route \(route.uuidString) chunk \(body.chunk): \(body.locations.timestampUs.count) locations"
         case .ledgerCreated:
             return ""
         }

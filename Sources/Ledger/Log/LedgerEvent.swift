@@ -18,6 +18,8 @@ public enum EventKind: Int, Sendable, Hashable, CustomStringConvertible {
     case credentialRevoked = 16
     case attachmentAdded = 17
     case attachmentRemoved = 18
+    case workoutSamplesAssociated = 19
+    case routeLocationsAdded = 20
 
     public var description: String {
         switch self {
@@ -33,6 +35,8 @@ public enum EventKind: Int, Sendable, Hashable, CustomStringConvertible {
         case .credentialRevoked: "credentialRevoked"
         case .attachmentAdded: "attachmentAdded"
         case .attachmentRemoved: "attachmentRemoved"
+        case .workoutSamplesAssociated: "workoutSamplesAssociated"
+        case .routeLocationsAdded: "routeLocationsAdded"
         }
     }
 }

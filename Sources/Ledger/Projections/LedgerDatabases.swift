@@ -27,6 +27,9 @@ import LMDB
 /// | `characteristics` | type(4) | the owner's `Characteristic` message (absent: not set) |
 /// | `attachments` | attachment uuid(16) | object uuid(16) sequence(8) of the `attachmentAdded` event |
 /// | `object_attachments` | object uuid(16) attachment uuid(16) | empty: the object's attachments |
+/// | `workout_members` | workout uuid(16) type(4) member uuid(16) | start(8) end(8) sequence(8) value(8) source(4) of the member: samples associated with the workout, its routes |
+/// | `member_workouts` | member uuid(16) workout uuid(16) | empty: `workout_members` the other way |
+/// | `route_data` | route uuid(16) chunk(4) | sequence(8) of the chunk's `routeLocationsAdded` event |
 /// | `checkpoint` | `applied` | sequence(8) of the last event applied |
 ///
 /// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
@@ -53,13 +56,17 @@ struct LedgerDatabases: Sendable {
     let characteristics: Database
     let attachments: Database
     let objectAttachments: Database
+    let workoutMembers: Database
+    let memberWorkouts: Database
+    let routeData: Database
     let checkpoint: Database
 
     /// The projections, in digest order.
     var projections: [Database] {
         [
             objects, byStart, byEnd, bySource, changes, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
-            authorizations, objectReads, authorizationLog, characteristics, attachments, objectAttachments, checkpoint,
+            authorizations, objectReads, authorizationLog, characteristics, attachments, objectAttachments, workoutMembers, memberWorkouts, routeData,
+            checkpoint,
         ]
     }
 
@@ -85,6 +92,9 @@ struct LedgerDatabases: Sendable {
         characteristics = try environment.openDatabase("characteristics")
         attachments = try environment.openDatabase("attachments")
         objectAttachments = try environment.openDatabase("object_attachments")
+        workoutMembers = try environment.openDatabase("workout_members")
+        memberWorkouts = try environment.openDatabase("member_workouts")
+        routeData = try environment.openDatabase("route_data")
         checkpoint = try environment.openDatabase("checkpoint")
     }
 }
@@ -95,9 +105,9 @@ struct LedgerDatabases: Sendable {
 /// 1 (unrecorded): before `by_source`. 2: `by_source`, `objects` naming type and source,
 /// `type_sources` with the source's longest duration. 3: `source_changes`, `object_reads`
 /// remembering when each object was selected or deselected, `characteristics`, `attachments`,
-/// `object_attachments`.
+/// `object_attachments`. 4: `workout_members`, `member_workouts`, `route_data`.
 enum ProjectionLayout {
-    static let current: UInt32 = 3
+    static let current: UInt32 = 4
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

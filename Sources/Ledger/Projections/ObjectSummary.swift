@@ -14,8 +14,10 @@ struct ObjectSummary: Sendable {
     var sourceName: String
     var syncIdentifier: String?
     var syncVersion: Int64?
-    /// Quantity in the type's canonical unit, the category value, or 0 (vision prescriptions).
+    /// Quantity in the type's canonical unit, the category value, or 0 (other objects).
     var value: Double
+    /// A route's workout.
+    var workout: [UInt8]?
 
     init(_ object: Healthledger_V1_HealthObject, units: UnitCache) throws {
         uuid = Array(object.uuid)
@@ -35,7 +37,8 @@ struct ObjectSummary: Sendable {
         switch object.body {
         case .quantity(let body): value = try units.canonicalValue(body.quantity.value, unit: body.quantity.unit, type: object.type)
         case .category(let body): value = Double(body.value)
-        case .visionPrescription, nil: value = 0
+        case .workoutRoute(let body): value = 0; workout = Array(body.workoutUuid)
+        case .visionPrescription, .workout, nil: value = 0
         }
     }
 
@@ -52,6 +55,11 @@ struct ObjectSummary: Sendable {
             self.init(sample, value: Double(Int64(sample.value)))
         case .visionPrescription(let prescription):
             self.init(prescription, value: 0)
+        case .workout(let workout):
+            self.init(workout, value: 0)
+        case .workoutRoute(let route):
+            self.init(route, value: 0)
+            workout = route.workoutUUID.bytes
         }
     }
 
@@ -136,10 +144,14 @@ struct ObjectSummary: Sendable {
                 }
                 quantity = nil
                 value = Double(category)
-            case (12, .lengthDelimited):
+            case (12, .lengthDelimited), (13, .lengthDelimited):
                 try reader.skip(wireType)
                 quantity = nil
                 value = 0
+            case (14, .lengthDelimited):
+                quantity = nil
+                value = 0
+                workout = try ProtoReader.field(1, in: try reader.bytes()).map { Array($0) } ?? []
             default: try reader.skip(wireType)
             }
         }

@@ -16,7 +16,10 @@ struct Projector {
     /// A change an event makes to the projections.
     enum Change {
         case saved(ObjectSummary)
-        case deleted(uuid: [UInt8], reason: DeletionReason)
+        /// `replacedBy`: the object that replaces it (by sync version), saved next.
+        case deleted(uuid: [UInt8], reason: DeletionReason, replacedBy: [UInt8]?)
+        case samplesAssociated(workout: [UInt8], samples: [[UInt8]])
+        case routeLocationsAdded(route: [UInt8], chunk: UInt32)
         case credentialIssued(id: String, record: [UInt8])
         case credentialRevoked(id: String)
         /// An app asked for (type, direction) pairs, or for per-object read of a type.
@@ -66,14 +69,31 @@ struct Projector {
                 guard uuid.count == 16 else { throw LedgerFailure.corrupted("delete event \(sequence) names no object") }
                 var deleted = ProtoReader(body)
                 var reason = DeletionReason.deleted
+                var replacedBy: [UInt8]?
                 while let (field, wireType) = try deleted.next() {
-                    if field == 1, wireType == .varint {
-                        reason = DeletionReason(rawValue: Int(try deleted.varint())) ?? .deleted
-                    } else {
-                        try deleted.skip(wireType)
+                    switch (field, wireType) {
+                    case (1, .varint): reason = DeletionReason(rawValue: Int(try deleted.varint())) ?? .deleted
+                    case (4, .lengthDelimited): replacedBy = Array(try deleted.bytes())
+                    default: try deleted.skip(wireType)
                     }
                 }
-                return (sequence, .deleted(uuid: uuid, reason: reason))
+                return (sequence, .deleted(uuid: uuid, reason: reason, replacedBy: replacedBy?.count == 16 ? replacedBy : nil))
+            case .workoutSamplesAssociated:
+                let associated = try Healthledger_V1_WorkoutSamplesAssociated(serializedBytes: Array(body))
+                return (sequence, .samplesAssociated(workout: Array(associated.workoutUuid), samples: associated.sampleUuids.map { Array($0) }))
+            case .routeLocationsAdded:
+                var reader = ProtoReader(body)
+                var route: [UInt8] = []
+                var chunk: UInt64 = 0
+                while let (field, wireType) = try reader.next() {
+                    switch (field, wireType) {
+                    case (1, .lengthDelimited): route = Array(try reader.bytes())
+                    case (2, .varint): chunk = try reader.varint()
+                    default: try reader.skip(wireType)
+                    }
+                }
+                guard route.count == 16, let chunk = UInt32(exactly: chunk) else { throw LedgerFailure.corrupted("route event \(sequence) names no route") }
+                return (sequence, .routeLocationsAdded(route: route, chunk: chunk))
             case .credentialIssued, .credentialRevoked:
                 return (sequence, try Self.credentialChange(kind: EventKind(rawValue: Int(kind))!, body: Array(body)))
             case .characteristicSet:
@@ -297,7 +317,26 @@ struct Projector {
                 try txn.put(value, forKey: syncKey, in: databases.syncIdentifiers)
             }
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
-        case .deleted(let uuid, let reason):
+            let member = WorkoutMember(
+                type: object.typeCode, uuid: object.uuid, startUs: object.startUs, endUs: object.endUs, sequence: sequence, value: object.value,
+                source: source)
+            try WorkoutIndex.objectSaved(member, routeOf: object.workout, in: txn, databases)
+        case .samplesAssociated(let workout, let samples):
+            for uuid in samples {
+                guard let stored = try StoredObject.load(uuid, in: txn, databases) else {
+                    throw LedgerFailure.corrupted("event \(sequence) associates an object that is not stored")
+                }
+                let sample = try loadSaved(stored.sequence)
+                let member = WorkoutMember(
+                    type: stored.type, uuid: uuid, startUs: sample.startUs, endUs: sample.endUs, sequence: stored.sequence, value: sample.value,
+                    source: stored.source)
+                try WorkoutIndex.add(member, to: workout, in: txn, databases)
+            }
+        case .routeLocationsAdded(let route, let chunk):
+            var key = route
+            KeyEncoding.append(chunk, to: &key)
+            try txn.put(KeyEncoding.sequenceKey(sequence), forKey: key, in: databases.routeData)
+        case .deleted(let uuid, let reason, let replacedBy):
             guard let stored = try StoredObject.load(uuid, in: txn, databases) else {
                 throw LedgerFailure.corrupted("event \(sequence) deletes an object that is not stored")
             }
@@ -321,6 +360,7 @@ struct Projector {
                 try txn.delete(syncKey, in: databases.syncIdentifiers)
             }
             stats.record(type: object.typeCode, countDelta: -1, duration: 0)
+            try WorkoutIndex.objectDeleted(uuid, type: object.typeCode, replacedBy: replacedBy, in: txn, databases)
             // A deleted object's attachments go with it (their bytes stay in the log).
             for attachment in try AttachmentIndex.attachments(of: uuid, in: txn, databases) {
                 try txn.delete(attachment, in: databases.attachments)

@@ -18,6 +18,8 @@ public struct Tombstone: Sendable, Hashable {
 public enum DeletionReason: Int, Sendable, Hashable {
     case deleted = 1
     case replacedBySyncVersion = 2
+    /// A route deleted with its workout.
+    case workoutDeleted = 3
 }
 
 extension Tombstone {

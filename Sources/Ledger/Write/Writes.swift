@@ -52,6 +52,10 @@ extension Ledger {
             case .operator:
                 throw HealthError(.authorizationDenied, "the operator cannot save health data")
             }
+            if case .workoutRoute = object {
+                throw HealthError.invalidArgument(
+                    "object \(index): a route is saved by finishing a route builder with its workout, not by a save", field: "objects")
+            }
             do {
                 try object.validate()
             } catch var error as HealthError {
@@ -105,8 +109,18 @@ extension Ledger {
             throw LedgerFailure.corrupted("object \(UUID(bytes: uuid)!) vanished during its delete")
         }
         let summary = try context.loadSaved(stored.sequence)
+        if summary.typeCode == ObjectType.workout.code, reason == .deleted {
+            // Deleting a workout deletes its routes (SEMANTICS §5); associated samples stay.
+            for route in try WorkoutIndex.members(of: uuid, type: ObjectType.workoutRoute.code, in: context.txn, context.databases) {
+                try deleteStored(route.uuid, reason: .workoutDeleted, by: principal, in: context)
+            }
+        }
         var body = Healthledger_V1_ObjectDeleted()
-        body.reason = reason == .deleted ? .deleted : .replacedBySyncVersion
+        body.reason = switch reason {
+        case .deleted: .deleted
+        case .replacedBySyncVersion: .replacedBySyncVersion
+        case .workoutDeleted: .workoutDeleted
+        }
         if let identifier = summary.syncIdentifier {
             body.syncIdentifier = identifier
             body.syncVersion = summary.syncVersion ?? 0
@@ -114,7 +128,7 @@ extension Ledger {
         if let replacedBy { body.replacedBy = Data(replacedBy) }
         try context.append(
             kind: .objectDeleted, actor: principal, objectType: summary.type, objectUUID: uuid,
-            body: try body.serializedBytes(), change: .deleted(uuid: uuid, reason: reason))
+            body: try body.serializedBytes(), change: .deleted(uuid: uuid, reason: reason, replacedBy: replacedBy))
     }
 
     /// Deletes objects by UUID, atomically: all of them or none.

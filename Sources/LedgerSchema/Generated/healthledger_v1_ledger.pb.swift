@@ -58,6 +58,12 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
   case credentialRevoked // = 16
   case attachmentAdded // = 17
   case attachmentRemoved // = 18
+
+  /// body: WorkoutSamplesAssociated
+  case workoutSamplesAssociated // = 19
+
+  /// body: RouteLocationsAdded; follows the route's OBJECT_SAVED in the same commit.
+  case routeLocationsAdded // = 20
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -79,6 +85,8 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
     case 16: self = .credentialRevoked
     case 17: self = .attachmentAdded
     case 18: self = .attachmentRemoved
+    case 19: self = .workoutSamplesAssociated
+    case 20: self = .routeLocationsAdded
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -98,6 +106,8 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
     case .credentialRevoked: return 16
     case .attachmentAdded: return 17
     case .attachmentRemoved: return 18
+    case .workoutSamplesAssociated: return 19
+    case .routeLocationsAdded: return 20
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -117,6 +127,8 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
     .credentialRevoked,
     .attachmentAdded,
     .attachmentRemoved,
+    .workoutSamplesAssociated,
+    .routeLocationsAdded,
   ]
 
 }
@@ -332,6 +344,9 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
 
     /// Replaced by a save with a higher sync version.
     case replacedBySyncVersion // = 2
+
+    /// A route deleted because its workout was.
+    case workoutDeleted // = 3
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -343,6 +358,7 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
       case 0: self = .unspecified
       case 1: self = .deleted
       case 2: self = .replacedBySyncVersion
+      case 3: self = .workoutDeleted
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -352,6 +368,7 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
       case .unspecified: return 0
       case .deleted: return 1
       case .replacedBySyncVersion: return 2
+      case .workoutDeleted: return 3
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -361,6 +378,7 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
       .unspecified,
       .deleted,
       .replacedBySyncVersion,
+      .workoutDeleted,
     ]
 
   }
@@ -614,12 +632,56 @@ public nonisolated struct Healthledger_V1_AttachmentRemoved: Sendable {
   public init() {}
 }
 
+/// Samples were associated with a workout (HealthKit's add(_:to:)); the event's object is the
+/// workout.
+public nonisolated struct Healthledger_V1_WorkoutSamplesAssociated: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var workoutUuid: Data = Data()
+
+  /// UUIDs (16 bytes each), in the order given.
+  public var sampleUuids: [Data] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One chunk of a route's locations (at most 4,096, in time order); the event's object is the
+/// route. Chunks are numbered from 0 in time order.
+public nonisolated struct Healthledger_V1_RouteLocationsAdded: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var routeUuid: Data = Data()
+
+  public var chunk: UInt32 = 0
+
+  public var locations: Healthledger_V1_RouteLocations {
+    get {_locations ?? Healthledger_V1_RouteLocations()}
+    set {_locations = newValue}
+  }
+  /// Returns true if `locations` has been explicitly set.
+  public var hasLocations: Bool {self._locations != nil}
+  /// Clears the value of `locations`. Subsequent reads from it will return its default value.
+  public mutating func clearLocations() {self._locations = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _locations: Healthledger_V1_RouteLocations? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "healthledger.v1"
 
 nonisolated extension Healthledger_V1_EventKind: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_UNSPECIFIED\0\u{1}EVENT_KIND_LEDGER_CREATED\0\u{1}EVENT_KIND_OBJECT_SAVED\0\u{1}EVENT_KIND_OBJECT_DELETED\0\u{2}\u{7}EVENT_KIND_AUTHORIZATION_REQUESTED\0\u{1}EVENT_KIND_AUTHORIZATION_DECIDED\0\u{1}EVENT_KIND_OBJECT_READ_SELECTION_CHANGED\0\u{1}EVENT_KIND_SOURCE_PRIORITY_CHANGED\0\u{1}EVENT_KIND_CHARACTERISTIC_SET\0\u{1}EVENT_KIND_CREDENTIAL_ISSUED\0\u{1}EVENT_KIND_CREDENTIAL_REVOKED\0\u{1}EVENT_KIND_ATTACHMENT_ADDED\0\u{1}EVENT_KIND_ATTACHMENT_REMOVED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_UNSPECIFIED\0\u{1}EVENT_KIND_LEDGER_CREATED\0\u{1}EVENT_KIND_OBJECT_SAVED\0\u{1}EVENT_KIND_OBJECT_DELETED\0\u{2}\u{7}EVENT_KIND_AUTHORIZATION_REQUESTED\0\u{1}EVENT_KIND_AUTHORIZATION_DECIDED\0\u{1}EVENT_KIND_OBJECT_READ_SELECTION_CHANGED\0\u{1}EVENT_KIND_SOURCE_PRIORITY_CHANGED\0\u{1}EVENT_KIND_CHARACTERISTIC_SET\0\u{1}EVENT_KIND_CREDENTIAL_ISSUED\0\u{1}EVENT_KIND_CREDENTIAL_REVOKED\0\u{1}EVENT_KIND_ATTACHMENT_ADDED\0\u{1}EVENT_KIND_ATTACHMENT_REMOVED\0\u{1}EVENT_KIND_WORKOUT_SAMPLES_ASSOCIATED\0\u{1}EVENT_KIND_ROUTE_LOCATIONS_ADDED\0")
 }
 
 nonisolated extension Healthledger_V1_AuthorizationDirection: SwiftProtobuf._ProtoNameProviding {
@@ -828,7 +890,7 @@ nonisolated extension Healthledger_V1_ObjectDeleted: SwiftProtobuf.Message, Swif
 }
 
 nonisolated extension Healthledger_V1_ObjectDeleted.Reason: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_DELETED\0\u{1}REASON_REPLACED_BY_SYNC_VERSION\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_DELETED\0\u{1}REASON_REPLACED_BY_SYNC_VERSION\0\u{1}REASON_WORKOUT_DELETED\0")
 }
 
 nonisolated extension Healthledger_V1_CredentialIssued: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1191,6 +1253,85 @@ nonisolated extension Healthledger_V1_AttachmentRemoved: SwiftProtobuf.Message, 
   public static func ==(lhs: Healthledger_V1_AttachmentRemoved, rhs: Healthledger_V1_AttachmentRemoved) -> Bool {
     if lhs.uuid != rhs.uuid {return false}
     if lhs.objectUuid != rhs.objectUuid {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WorkoutSamplesAssociated: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutSamplesAssociated"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}workout_uuid\0\u{3}sample_uuids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.workoutUuid) }()
+      case 2: try { try decoder.decodeRepeatedBytesField(value: &self.sampleUuids) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.workoutUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.workoutUuid, fieldNumber: 1)
+    }
+    if !self.sampleUuids.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.sampleUuids, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutSamplesAssociated, rhs: Healthledger_V1_WorkoutSamplesAssociated) -> Bool {
+    if lhs.workoutUuid != rhs.workoutUuid {return false}
+    if lhs.sampleUuids != rhs.sampleUuids {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_RouteLocationsAdded: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RouteLocationsAdded"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}route_uuid\0\u{1}chunk\0\u{1}locations\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.routeUuid) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.chunk) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._locations) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.routeUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.routeUuid, fieldNumber: 1)
+    }
+    if self.chunk != 0 {
+      try visitor.visitSingularUInt32Field(value: self.chunk, fieldNumber: 2)
+    }
+    try { if let v = self._locations {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_RouteLocationsAdded, rhs: Healthledger_V1_RouteLocationsAdded) -> Bool {
+    if lhs.routeUuid != rhs.routeUuid {return false}
+    if lhs.chunk != rhs.chunk {return false}
+    if lhs._locations != rhs._locations {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

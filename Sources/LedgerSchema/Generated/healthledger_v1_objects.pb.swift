@@ -682,8 +682,167 @@ public nonisolated struct Healthledger_V1_AttachmentMetadataEntry: Sendable {
   public init() {}
 }
 
-/// Any health object. Further payloads (correlations, workouts, routes) take further
-/// fields of the oneof.
+/// What a workout or one of its activities was (HealthKit's HKWorkoutConfiguration).
+public nonisolated struct Healthledger_V1_WorkoutConfiguration: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// HealthKit's HKWorkoutActivityType raw value (running 37, swimBikeRun 82, ...).
+  public var activityType: UInt32 = 0
+
+  /// HKWorkoutSessionLocationType: unknown 1, indoor 2, outdoor 3 (0 reads as unknown).
+  public var locationType: UInt32 = 0
+
+  /// HKWorkoutSwimmingLocationType: unknown 0, pool 1, openWater 2.
+  public var swimmingLocationType: UInt32 = 0
+
+  /// Pool swims only: the pool's length (a length quantity).
+  public var lapLength: Healthledger_V1_Quantity {
+    get {_lapLength ?? Healthledger_V1_Quantity()}
+    set {_lapLength = newValue}
+  }
+  /// Returns true if `lapLength` has been explicitly set.
+  public var hasLapLength: Bool {self._lapLength != nil}
+  /// Clears the value of `lapLength`. Subsequent reads from it will return its default value.
+  public mutating func clearLapLength() {self._lapLength = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _lapLength: Healthledger_V1_Quantity? = nil
+}
+
+/// Something that happened during a workout (HealthKit's HKWorkoutEvent).
+public nonisolated struct Healthledger_V1_WorkoutEvent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// pause 1, resume 2, lap 3, marker 4, motionPaused 5, motionResumed 6, segment 7,
+  /// pauseOrResumeRequest 8.
+  public var type: UInt32 = 0
+
+  public var startUs: Int64 = 0
+
+  /// Equal to start_us except for laps and segments.
+  public var endUs: Int64 = 0
+
+  /// Sorted by key, keys unique.
+  public var metadata: [Healthledger_V1_MetadataEntry] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One part of a workout (HealthKit's HKWorkoutActivity).
+public nonisolated struct Healthledger_V1_WorkoutActivity: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var uuid: Data = Data()
+
+  public var configuration: Healthledger_V1_WorkoutConfiguration {
+    get {_configuration ?? Healthledger_V1_WorkoutConfiguration()}
+    set {_configuration = newValue}
+  }
+  /// Returns true if `configuration` has been explicitly set.
+  public var hasConfiguration: Bool {self._configuration != nil}
+  /// Clears the value of `configuration`. Subsequent reads from it will return its default value.
+  public mutating func clearConfiguration() {self._configuration = nil}
+
+  public var startUs: Int64 = 0
+
+  public var endUs: Int64 = 0
+
+  public var events: [Healthledger_V1_WorkoutEvent] = []
+
+  public var metadata: [Healthledger_V1_MetadataEntry] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _configuration: Healthledger_V1_WorkoutConfiguration? = nil
+}
+
+/// A workout's payload (HealthKit's HKWorkout). Its statistics are computed from the samples
+/// associated with it, so they are not stored here.
+public nonisolated struct Healthledger_V1_WorkoutBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var configuration: Healthledger_V1_WorkoutConfiguration {
+    get {_configuration ?? Healthledger_V1_WorkoutConfiguration()}
+    set {_configuration = newValue}
+  }
+  /// Returns true if `configuration` has been explicitly set.
+  public var hasConfiguration: Bool {self._configuration != nil}
+  /// Clears the value of `configuration`. Subsequent reads from it will return its default value.
+  public mutating func clearConfiguration() {self._configuration = nil}
+
+  public var events: [Healthledger_V1_WorkoutEvent] = []
+
+  /// Ordered, never overlapping, inside the workout.
+  public var activities: [Healthledger_V1_WorkoutActivity] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _configuration: Healthledger_V1_WorkoutConfiguration? = nil
+}
+
+/// A workout route's payload (HealthKit's HKWorkoutRoute). The locations are read with a
+/// route query; they are not part of the object.
+public nonisolated struct Healthledger_V1_WorkoutRouteBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The workout the route was finished with.
+  public var workoutUuid: Data = Data()
+
+  public var locationCount: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Route locations, column by column (index i of every list is one location), in time order
+/// once stored. Degrees, metres, metres per second; negative accuracy, course or speed: not known.
+public nonisolated struct Healthledger_V1_RouteLocations: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var timestampUs: [Int64] = []
+
+  public var latitude: [Double] = []
+
+  public var longitude: [Double] = []
+
+  public var altitude: [Double] = []
+
+  public var horizontalAccuracy: [Double] = []
+
+  public var verticalAccuracy: [Double] = []
+
+  public var course: [Double] = []
+
+  public var speed: [Double] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Any health object. Further payloads (correlations) take further fields of the oneof.
 public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -763,12 +922,30 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .visionPrescription(newValue)}
   }
 
+  public var workout: Healthledger_V1_WorkoutBody {
+    get {
+      if case .workout(let v)? = _storage._body {return v}
+      return Healthledger_V1_WorkoutBody()
+    }
+    set {_uniqueStorage()._body = .workout(newValue)}
+  }
+
+  public var workoutRoute: Healthledger_V1_WorkoutRouteBody {
+    get {
+      if case .workoutRoute(let v)? = _storage._body {return v}
+      return Healthledger_V1_WorkoutRouteBody()
+    }
+    set {_uniqueStorage()._body = .workoutRoute(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
     case quantity(Healthledger_V1_QuantitySampleBody)
     case category(Healthledger_V1_CategorySampleBody)
     case visionPrescription(Healthledger_V1_VisionPrescriptionBody)
+    case workout(Healthledger_V1_WorkoutBody)
+    case workoutRoute(Healthledger_V1_WorkoutRouteBody)
 
   }
 
@@ -1512,9 +1689,306 @@ nonisolated extension Healthledger_V1_AttachmentMetadataEntry: SwiftProtobuf.Mes
   }
 }
 
+nonisolated extension Healthledger_V1_WorkoutConfiguration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutConfiguration"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_type\0\u{3}location_type\0\u{3}swimming_location_type\0\u{3}lap_length\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.activityType) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.locationType) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.swimmingLocationType) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._lapLength) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.activityType != 0 {
+      try visitor.visitSingularUInt32Field(value: self.activityType, fieldNumber: 1)
+    }
+    if self.locationType != 0 {
+      try visitor.visitSingularUInt32Field(value: self.locationType, fieldNumber: 2)
+    }
+    if self.swimmingLocationType != 0 {
+      try visitor.visitSingularUInt32Field(value: self.swimmingLocationType, fieldNumber: 3)
+    }
+    try { if let v = self._lapLength {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutConfiguration, rhs: Healthledger_V1_WorkoutConfiguration) -> Bool {
+    if lhs.activityType != rhs.activityType {return false}
+    if lhs.locationType != rhs.locationType {return false}
+    if lhs.swimmingLocationType != rhs.swimmingLocationType {return false}
+    if lhs._lapLength != rhs._lapLength {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WorkoutEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}metadata\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self.startUs) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self.endUs) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.metadata) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.type != 0 {
+      try visitor.visitSingularUInt32Field(value: self.type, fieldNumber: 1)
+    }
+    if self.startUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.startUs, fieldNumber: 2)
+    }
+    if self.endUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.endUs, fieldNumber: 3)
+    }
+    if !self.metadata.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.metadata, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutEvent, rhs: Healthledger_V1_WorkoutEvent) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs.startUs != rhs.startUs {return false}
+    if lhs.endUs != rhs.endUs {return false}
+    if lhs.metadata != rhs.metadata {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WorkoutActivity: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutActivity"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}configuration\0\u{3}start_us\0\u{3}end_us\0\u{1}events\0\u{1}metadata\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.uuid) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._configuration) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self.startUs) }()
+      case 4: try { try decoder.decodeSingularSInt64Field(value: &self.endUs) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
+      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.metadata) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.uuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.uuid, fieldNumber: 1)
+    }
+    try { if let v = self._configuration {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if self.startUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.startUs, fieldNumber: 3)
+    }
+    if self.endUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.endUs, fieldNumber: 4)
+    }
+    if !self.events.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.events, fieldNumber: 5)
+    }
+    if !self.metadata.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.metadata, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutActivity, rhs: Healthledger_V1_WorkoutActivity) -> Bool {
+    if lhs.uuid != rhs.uuid {return false}
+    if lhs._configuration != rhs._configuration {return false}
+    if lhs.startUs != rhs.startUs {return false}
+    if lhs.endUs != rhs.endUs {return false}
+    if lhs.events != rhs.events {return false}
+    if lhs.metadata != rhs.metadata {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WorkoutBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}configuration\0\u{1}events\0\u{1}activities\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._configuration) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.activities) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._configuration {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.events.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.events, fieldNumber: 2)
+    }
+    if !self.activities.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.activities, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutBody, rhs: Healthledger_V1_WorkoutBody) -> Bool {
+    if lhs._configuration != rhs._configuration {return false}
+    if lhs.events != rhs.events {return false}
+    if lhs.activities != rhs.activities {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WorkoutRouteBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutRouteBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}workout_uuid\0\u{3}location_count\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.workoutUuid) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.locationCount) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.workoutUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.workoutUuid, fieldNumber: 1)
+    }
+    if self.locationCount != 0 {
+      try visitor.visitSingularUInt64Field(value: self.locationCount, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutRouteBody, rhs: Healthledger_V1_WorkoutRouteBody) -> Bool {
+    if lhs.workoutUuid != rhs.workoutUuid {return false}
+    if lhs.locationCount != rhs.locationCount {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_RouteLocations: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RouteLocations"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}timestamp_us\0\u{1}latitude\0\u{1}longitude\0\u{1}altitude\0\u{3}horizontal_accuracy\0\u{3}vertical_accuracy\0\u{1}course\0\u{1}speed\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedSInt64Field(value: &self.timestampUs) }()
+      case 2: try { try decoder.decodeRepeatedDoubleField(value: &self.latitude) }()
+      case 3: try { try decoder.decodeRepeatedDoubleField(value: &self.longitude) }()
+      case 4: try { try decoder.decodeRepeatedDoubleField(value: &self.altitude) }()
+      case 5: try { try decoder.decodeRepeatedDoubleField(value: &self.horizontalAccuracy) }()
+      case 6: try { try decoder.decodeRepeatedDoubleField(value: &self.verticalAccuracy) }()
+      case 7: try { try decoder.decodeRepeatedDoubleField(value: &self.course) }()
+      case 8: try { try decoder.decodeRepeatedDoubleField(value: &self.speed) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.timestampUs.isEmpty {
+      try visitor.visitPackedSInt64Field(value: self.timestampUs, fieldNumber: 1)
+    }
+    if !self.latitude.isEmpty {
+      try visitor.visitPackedDoubleField(value: self.latitude, fieldNumber: 2)
+    }
+    if !self.longitude.isEmpty {
+      try visitor.visitPackedDoubleField(value: self.longitude, fieldNumber: 3)
+    }
+    if !self.altitude.isEmpty {
+      try visitor.visitPackedDoubleField(value: self.altitude, fieldNumber: 4)
+    }
+    if !self.horizontalAccuracy.isEmpty {
+      try visitor.visitPackedDoubleField(value: self.horizontalAccuracy, fieldNumber: 5)
+    }
+    if !self.verticalAccuracy.isEmpty {
+      try visitor.visitPackedDoubleField(value: self.verticalAccuracy, fieldNumber: 6)
+    }
+    if !self.course.isEmpty {
+      try visitor.visitPackedDoubleField(value: self.course, fieldNumber: 7)
+    }
+    if !self.speed.isEmpty {
+      try visitor.visitPackedDoubleField(value: self.speed, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_RouteLocations, rhs: Healthledger_V1_RouteLocations) -> Bool {
+    if lhs.timestampUs != rhs.timestampUs {return false}
+    if lhs.latitude != rhs.latitude {return false}
+    if lhs.longitude != rhs.longitude {return false}
+    if lhs.altitude != rhs.altitude {return false}
+    if lhs.horizontalAccuracy != rhs.horizontalAccuracy {return false}
+    if lhs.verticalAccuracy != rhs.verticalAccuracy {return false}
+    if lhs.course != rhs.course {return false}
+    if lhs.speed != rhs.speed {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -1607,6 +2081,32 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .visionPrescription(v)
           }
         }()
+        case 13: try {
+          var v: Healthledger_V1_WorkoutBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .workout(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .workout(v)
+          }
+        }()
+        case 14: try {
+          var v: Healthledger_V1_WorkoutRouteBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .workoutRoute(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .workoutRoute(v)
+          }
+        }()
         default: break
         }
       }
@@ -1652,6 +2152,14 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .visionPrescription?: try {
         guard case .visionPrescription(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+      }()
+      case .workout?: try {
+        guard case .workout(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+      }()
+      case .workoutRoute?: try {
+        guard case .workoutRoute(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
       }()
       case nil: break
       }

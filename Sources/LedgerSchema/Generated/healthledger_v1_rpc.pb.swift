@@ -125,6 +125,60 @@ public nonisolated enum Healthledger_V1_StatusCode: SwiftProtobuf.Enum, Swift.Ca
 
 }
 
+public nonisolated enum Healthledger_V1_Comparison: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+  case less // = 1
+  case lessOrEqual // = 2
+  case equal // = 3
+  case greaterOrEqual // = 4
+  case greater // = 5
+  case notEqual // = 6
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .less
+    case 2: self = .lessOrEqual
+    case 3: self = .equal
+    case 4: self = .greaterOrEqual
+    case 5: self = .greater
+    case 6: self = .notEqual
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .less: return 1
+    case .lessOrEqual: return 2
+    case .equal: return 3
+    case .greaterOrEqual: return 4
+    case .greater: return 5
+    case .notEqual: return 6
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Healthledger_V1_Comparison] = [
+    .unspecified,
+    .less,
+    .lessOrEqual,
+    .equal,
+    .greaterOrEqual,
+    .greater,
+    .notEqual,
+  ]
+
+}
+
 /// One frame. call_id 0 is the connection itself (ping, pong, go-away).
 public nonisolated struct Healthledger_V1_Frame: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -575,6 +629,21 @@ public nonisolated struct Healthledger_V1_SampleQueryRequest: Sendable {
   /// Objects per SampleBatch (0: 500).
   public var batchSize: UInt32 = 0
 
+  /// Only objects associated with this workout: samples added to it and its routes. None
+  /// when the caller may not read the workout (as for an unknown one).
+  public var workoutUuid: Data = Data()
+
+  /// With the workout type: only the workouts that match. Statistics in it count only the
+  /// associated samples the caller may read.
+  public var workoutPredicate: Healthledger_V1_WorkoutPredicate {
+    get {_workoutPredicate ?? Healthledger_V1_WorkoutPredicate()}
+    set {_workoutPredicate = newValue}
+  }
+  /// Returns true if `workoutPredicate` has been explicitly set.
+  public var hasWorkoutPredicate: Bool {self._workoutPredicate != nil}
+  /// Clears the value of `workoutPredicate`. Subsequent reads from it will return its default value.
+  public mutating func clearWorkoutPredicate() {self._workoutPredicate = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum Sort: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -623,6 +692,203 @@ public nonisolated struct Healthledger_V1_SampleQueryRequest: Sendable {
 
   fileprivate var _startUs: Int64? = nil
   fileprivate var _endUs: Int64? = nil
+  fileprivate var _workoutPredicate: Healthledger_V1_WorkoutPredicate? = nil
+}
+
+/// A condition on workouts (HealthKit's workout predicates), composable with all_of, any_of, negation.
+public nonisolated struct Healthledger_V1_WorkoutPredicate: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var kind: OneOf_Kind? {
+    get {return _storage._kind}
+    set {_uniqueStorage()._kind = newValue}
+  }
+
+  /// HKWorkoutActivityType raw value.
+  public var activityType: UInt32 {
+    get {
+      if case .activityType(let v)? = _storage._kind {return v}
+      return 0
+    }
+    set {_uniqueStorage()._kind = .activityType(newValue)}
+  }
+
+  public var duration: Healthledger_V1_DurationComparison {
+    get {
+      if case .duration(let v)? = _storage._kind {return v}
+      return Healthledger_V1_DurationComparison()
+    }
+    set {_uniqueStorage()._kind = .duration(newValue)}
+  }
+
+  public var statistic: Healthledger_V1_StatisticComparison {
+    get {
+      if case .statistic(let v)? = _storage._kind {return v}
+      return Healthledger_V1_StatisticComparison()
+    }
+    set {_uniqueStorage()._kind = .statistic(newValue)}
+  }
+
+  /// Some activity of the workout matches (activity type, duration and statistics then
+  /// apply to the activity).
+  public var activity: Healthledger_V1_WorkoutPredicate {
+    get {
+      if case .activity(let v)? = _storage._kind {return v}
+      return Healthledger_V1_WorkoutPredicate()
+    }
+    set {_uniqueStorage()._kind = .activity(newValue)}
+  }
+
+  public var allOf: Healthledger_V1_WorkoutPredicates {
+    get {
+      if case .allOf(let v)? = _storage._kind {return v}
+      return Healthledger_V1_WorkoutPredicates()
+    }
+    set {_uniqueStorage()._kind = .allOf(newValue)}
+  }
+
+  public var anyOf: Healthledger_V1_WorkoutPredicates {
+    get {
+      if case .anyOf(let v)? = _storage._kind {return v}
+      return Healthledger_V1_WorkoutPredicates()
+    }
+    set {_uniqueStorage()._kind = .anyOf(newValue)}
+  }
+
+  public var negation: Healthledger_V1_WorkoutPredicate {
+    get {
+      if case .negation(let v)? = _storage._kind {return v}
+      return Healthledger_V1_WorkoutPredicate()
+    }
+    set {_uniqueStorage()._kind = .negation(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Kind: Equatable, Sendable {
+    /// HKWorkoutActivityType raw value.
+    case activityType(UInt32)
+    case duration(Healthledger_V1_DurationComparison)
+    case statistic(Healthledger_V1_StatisticComparison)
+    /// Some activity of the workout matches (activity type, duration and statistics then
+    /// apply to the activity).
+    case activity(Healthledger_V1_WorkoutPredicate)
+    case allOf(Healthledger_V1_WorkoutPredicates)
+    case anyOf(Healthledger_V1_WorkoutPredicates)
+    case negation(Healthledger_V1_WorkoutPredicate)
+
+  }
+
+  public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+public nonisolated struct Healthledger_V1_WorkoutPredicates: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var predicates: [Healthledger_V1_WorkoutPredicate] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_DurationComparison: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var comparison: Healthledger_V1_Comparison = .unspecified
+
+  public var seconds: Double = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A statistic of the associated samples of a quantity type compared with a quantity (in
+/// any unit compatible with the type). A workout without such samples never matches.
+public nonisolated struct Healthledger_V1_StatisticComparison: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var statistic: Healthledger_V1_StatisticComparison.Statistic = .unspecified
+
+  public var comparison: Healthledger_V1_Comparison = .unspecified
+
+  public var quantity: Healthledger_V1_Quantity {
+    get {_quantity ?? Healthledger_V1_Quantity()}
+    set {_quantity = newValue}
+  }
+  /// Returns true if `quantity` has been explicitly set.
+  public var hasQuantity: Bool {self._quantity != nil}
+  /// Clears the value of `quantity`. Subsequent reads from it will return its default value.
+  public mutating func clearQuantity() {self._quantity = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Statistic: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+
+    /// Cumulative types.
+    case sum // = 1
+
+    /// Discrete types.
+    case average // = 2
+    case minimum // = 3
+    case maximum // = 4
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .sum
+      case 2: self = .average
+      case 3: self = .minimum
+      case 4: self = .maximum
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .sum: return 1
+      case .average: return 2
+      case .minimum: return 3
+      case .maximum: return 4
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_StatisticComparison.Statistic] = [
+      .unspecified,
+      .sum,
+      .average,
+      .minimum,
+      .maximum,
+    ]
+
+  }
+
+  public init() {}
+
+  fileprivate var _quantity: Healthledger_V1_Quantity? = nil
 }
 
 public nonisolated struct Healthledger_V1_SampleBatch: Sendable {
@@ -1733,6 +1999,217 @@ public nonisolated struct Healthledger_V1_CharacteristicsResponse: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Ledger/AssociateSamples: associates samples with a workout the caller saved
+/// (the owner: any), of a type it may share (HealthKit's add(_:to:)). Every sample must be
+/// one the caller may read (NOT_FOUND, as for an unknown one, otherwise). All or none;
+/// associating a sample twice is a no-op. Answered with an empty message.
+public nonisolated struct Healthledger_V1_AssociateSamplesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var workoutUuid: Data = Data()
+
+  public var sampleUuids: [Data] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/WorkoutStatistics: per quantity type, the statistics of the samples
+/// associated with a workout, for the workout and for each activity (sum for cumulative
+/// types; average, minimum and maximum for discrete ones), in canonical units. Only samples
+/// the caller may read count. NOT_FOUND for a workout the caller may not read.
+public nonisolated struct Healthledger_V1_WorkoutStatisticsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var workoutUuid: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_WorkoutStatisticsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Sorted by type.
+  public var workout: [Healthledger_V1_TypeStatistics] = []
+
+  /// In the workout's order; an activity's samples are those starting within it.
+  public var activities: [Healthledger_V1_ActivityStatistics] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_TypeStatistics: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var result: Healthledger_V1_StatisticsResult {
+    get {_result ?? Healthledger_V1_StatisticsResult()}
+    set {_result = newValue}
+  }
+  /// Returns true if `result` has been explicitly set.
+  public var hasResult: Bool {self._result != nil}
+  /// Clears the value of `result`. Subsequent reads from it will return its default value.
+  public mutating func clearResult() {self._result = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _result: Healthledger_V1_StatisticsResult? = nil
+}
+
+public nonisolated struct Healthledger_V1_ActivityStatistics: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var activityUuid: Data = Data()
+
+  public var statistics: [Healthledger_V1_TypeStatistics] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/BeginRoute: opens a route builder (HealthKit's
+/// HKWorkoutRouteBuilder) and answers its id. A builder lives on the server until it is
+/// finished or discarded, or after an hour without use; it belongs to the caller.
+public nonisolated struct Healthledger_V1_BeginRouteRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_RouteBuilderResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var builderID: Data = Data()
+
+  /// Locations collected so far.
+  public var locationCount: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/AddRouteLocations: adds locations in any order, in any number of
+/// calls (at most 200,000 in all). Answered with a RouteBuilderResponse.
+public nonisolated struct Healthledger_V1_AddRouteLocationsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var builderID: Data = Data()
+
+  public var locations: Healthledger_V1_RouteLocations {
+    get {_locations ?? Healthledger_V1_RouteLocations()}
+    set {_locations = newValue}
+  }
+  /// Returns true if `locations` has been explicitly set.
+  public var hasLocations: Bool {self._locations != nil}
+  /// Clears the value of `locations`. Subsequent reads from it will return its default value.
+  public mutating func clearLocations() {self._locations = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _locations: Healthledger_V1_RouteLocations? = nil
+}
+
+/// healthledger.v1.Ledger/FinishRoute: stores the collected locations, sorted by time, as a
+/// route of a workout the caller saved (the owner: any), and answers the route (a
+/// HealthObject). Needs share authorization for the route type. A builder without
+/// locations is INVALID_ARGUMENT.
+public nonisolated struct Healthledger_V1_FinishRouteRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var builderID: Data = Data()
+
+  public var workoutUuid: Data = Data()
+
+  public var metadata: [Healthledger_V1_MetadataEntry] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/DiscardRoute: drops a builder. Answered with an empty message.
+public nonisolated struct Healthledger_V1_DiscardRouteRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var builderID: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/RouteLocations (server streaming: RouteBatch messages): a route's
+/// locations in time order, in batches of at most 4,096; the last batch has `done` set.
+/// NOT_FOUND for a route the caller may not read.
+public nonisolated struct Healthledger_V1_RouteQueryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var routeUuid: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_RouteBatch: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var locations: Healthledger_V1_RouteLocations {
+    get {_locations ?? Healthledger_V1_RouteLocations()}
+    set {_locations = newValue}
+  }
+  /// Returns true if `locations` has been explicitly set.
+  public var hasLocations: Bool {self._locations != nil}
+  /// Clears the value of `locations`. Subsequent reads from it will return its default value.
+  public mutating func clearLocations() {self._locations = nil}
+
+  public var done: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _locations: Healthledger_V1_RouteLocations? = nil
+}
+
 public nonisolated struct Healthledger_V1_Empty: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1749,6 +2226,10 @@ fileprivate nonisolated let _protobuf_package = "healthledger.v1"
 
 nonisolated extension Healthledger_V1_StatusCode: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0STATUS_CODE_OK\0\u{1}STATUS_CODE_CANCELLED\0\u{1}STATUS_CODE_UNKNOWN\0\u{1}STATUS_CODE_INVALID_ARGUMENT\0\u{1}STATUS_CODE_DEADLINE_EXCEEDED\0\u{1}STATUS_CODE_NOT_FOUND\0\u{1}STATUS_CODE_ALREADY_EXISTS\0\u{1}STATUS_CODE_PERMISSION_DENIED\0\u{1}STATUS_CODE_RESOURCE_EXHAUSTED\0\u{1}STATUS_CODE_FAILED_PRECONDITION\0\u{1}STATUS_CODE_ABORTED\0\u{1}STATUS_CODE_OUT_OF_RANGE\0\u{1}STATUS_CODE_UNIMPLEMENTED\0\u{1}STATUS_CODE_INTERNAL\0\u{1}STATUS_CODE_UNAVAILABLE\0\u{1}STATUS_CODE_DATA_LOSS\0\u{1}STATUS_CODE_UNAUTHENTICATED\0")
+}
+
+nonisolated extension Healthledger_V1_Comparison: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0COMPARISON_UNSPECIFIED\0\u{1}COMPARISON_LESS\0\u{1}COMPARISON_LESS_OR_EQUAL\0\u{1}COMPARISON_EQUAL\0\u{1}COMPARISON_GREATER_OR_EQUAL\0\u{1}COMPARISON_GREATER\0\u{1}COMPARISON_NOT_EQUAL\0")
 }
 
 nonisolated extension Healthledger_V1_Frame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -2498,7 +2979,7 @@ nonisolated extension Healthledger_V1_FetchResponse: SwiftProtobuf.Message, Swif
 
 nonisolated extension Healthledger_V1_SampleQueryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SampleQueryRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}limit\0\u{1}sort\0\u{3}batch_size\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}limit\0\u{1}sort\0\u{3}batch_size\0\u{3}workout_uuid\0\u{3}workout_predicate\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2512,6 +2993,8 @@ nonisolated extension Healthledger_V1_SampleQueryRequest: SwiftProtobuf.Message,
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
       case 5: try { try decoder.decodeSingularEnumField(value: &self.sort) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.batchSize) }()
+      case 7: try { try decoder.decodeSingularBytesField(value: &self.workoutUuid) }()
+      case 8: try { try decoder.decodeSingularMessageField(value: &self._workoutPredicate) }()
       default: break
       }
     }
@@ -2540,6 +3023,12 @@ nonisolated extension Healthledger_V1_SampleQueryRequest: SwiftProtobuf.Message,
     if self.batchSize != 0 {
       try visitor.visitSingularUInt32Field(value: self.batchSize, fieldNumber: 6)
     }
+    if !self.workoutUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.workoutUuid, fieldNumber: 7)
+    }
+    try { if let v = self._workoutPredicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2550,6 +3039,8 @@ nonisolated extension Healthledger_V1_SampleQueryRequest: SwiftProtobuf.Message,
     if lhs.limit != rhs.limit {return false}
     if lhs.sort != rhs.sort {return false}
     if lhs.batchSize != rhs.batchSize {return false}
+    if lhs.workoutUuid != rhs.workoutUuid {return false}
+    if lhs._workoutPredicate != rhs._workoutPredicate {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2557,6 +3048,307 @@ nonisolated extension Healthledger_V1_SampleQueryRequest: SwiftProtobuf.Message,
 
 nonisolated extension Healthledger_V1_SampleQueryRequest.Sort: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SORT_START_ASCENDING\0\u{1}SORT_START_DESCENDING\0\u{1}SORT_END_ASCENDING\0\u{1}SORT_END_DESCENDING\0")
+}
+
+nonisolated extension Healthledger_V1_WorkoutPredicate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutPredicate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_type\0\u{1}duration\0\u{1}statistic\0\u{1}activity\0\u{3}all_of\0\u{3}any_of\0\u{1}negation\0")
+
+  fileprivate class _StorageClass {
+    var _kind: Healthledger_V1_WorkoutPredicate.OneOf_Kind?
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _kind = source._kind
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try {
+          var v: UInt32?
+          try decoder.decodeSingularUInt32Field(value: &v)
+          if let v = v {
+            if _storage._kind != nil {try decoder.handleConflictingOneOf()}
+            _storage._kind = .activityType(v)
+          }
+        }()
+        case 2: try {
+          var v: Healthledger_V1_DurationComparison?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .duration(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .duration(v)
+          }
+        }()
+        case 3: try {
+          var v: Healthledger_V1_StatisticComparison?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .statistic(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .statistic(v)
+          }
+        }()
+        case 4: try {
+          var v: Healthledger_V1_WorkoutPredicate?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .activity(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .activity(v)
+          }
+        }()
+        case 5: try {
+          var v: Healthledger_V1_WorkoutPredicates?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .allOf(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .allOf(v)
+          }
+        }()
+        case 6: try {
+          var v: Healthledger_V1_WorkoutPredicates?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .anyOf(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .anyOf(v)
+          }
+        }()
+        case 7: try {
+          var v: Healthledger_V1_WorkoutPredicate?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .negation(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .negation(v)
+          }
+        }()
+        default: break
+        }
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      switch _storage._kind {
+      case .activityType?: try {
+        guard case .activityType(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularUInt32Field(value: v, fieldNumber: 1)
+      }()
+      case .duration?: try {
+        guard case .duration(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+      }()
+      case .statistic?: try {
+        guard case .statistic(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+      }()
+      case .activity?: try {
+        guard case .activity(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+      }()
+      case .allOf?: try {
+        guard case .allOf(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      }()
+      case .anyOf?: try {
+        guard case .anyOf(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      }()
+      case .negation?: try {
+        guard case .negation(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      }()
+      case nil: break
+      }
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutPredicate, rhs: Healthledger_V1_WorkoutPredicate) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._kind != rhs_storage._kind {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WorkoutPredicates: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutPredicates"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}predicates\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.predicates) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.predicates.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.predicates, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutPredicates, rhs: Healthledger_V1_WorkoutPredicates) -> Bool {
+    if lhs.predicates != rhs.predicates {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DurationComparison: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DurationComparison"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}comparison\0\u{1}seconds\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.comparison) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.seconds) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.comparison != .unspecified {
+      try visitor.visitSingularEnumField(value: self.comparison, fieldNumber: 1)
+    }
+    if self.seconds.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.seconds, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_DurationComparison, rhs: Healthledger_V1_DurationComparison) -> Bool {
+    if lhs.comparison != rhs.comparison {return false}
+    if lhs.seconds != rhs.seconds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StatisticComparison: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StatisticComparison"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}statistic\0\u{1}comparison\0\u{1}quantity\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.statistic) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.comparison) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._quantity) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    if self.statistic != .unspecified {
+      try visitor.visitSingularEnumField(value: self.statistic, fieldNumber: 2)
+    }
+    if self.comparison != .unspecified {
+      try visitor.visitSingularEnumField(value: self.comparison, fieldNumber: 3)
+    }
+    try { if let v = self._quantity {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StatisticComparison, rhs: Healthledger_V1_StatisticComparison) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs.statistic != rhs.statistic {return false}
+    if lhs.comparison != rhs.comparison {return false}
+    if lhs._quantity != rhs._quantity {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StatisticComparison.Statistic: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0STATISTIC_UNSPECIFIED\0\u{1}STATISTIC_SUM\0\u{1}STATISTIC_AVERAGE\0\u{1}STATISTIC_MINIMUM\0\u{1}STATISTIC_MAXIMUM\0")
 }
 
 nonisolated extension Healthledger_V1_SampleBatch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -4068,6 +4860,412 @@ nonisolated extension Healthledger_V1_CharacteristicsResponse: SwiftProtobuf.Mes
 
   public static func ==(lhs: Healthledger_V1_CharacteristicsResponse, rhs: Healthledger_V1_CharacteristicsResponse) -> Bool {
     if lhs.characteristics != rhs.characteristics {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AssociateSamplesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AssociateSamplesRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}workout_uuid\0\u{3}sample_uuids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.workoutUuid) }()
+      case 2: try { try decoder.decodeRepeatedBytesField(value: &self.sampleUuids) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.workoutUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.workoutUuid, fieldNumber: 1)
+    }
+    if !self.sampleUuids.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.sampleUuids, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AssociateSamplesRequest, rhs: Healthledger_V1_AssociateSamplesRequest) -> Bool {
+    if lhs.workoutUuid != rhs.workoutUuid {return false}
+    if lhs.sampleUuids != rhs.sampleUuids {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WorkoutStatisticsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutStatisticsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}workout_uuid\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.workoutUuid) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.workoutUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.workoutUuid, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutStatisticsRequest, rhs: Healthledger_V1_WorkoutStatisticsRequest) -> Bool {
+    if lhs.workoutUuid != rhs.workoutUuid {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WorkoutStatisticsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkoutStatisticsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}workout\0\u{1}activities\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.workout) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.activities) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.workout.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.workout, fieldNumber: 1)
+    }
+    if !self.activities.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.activities, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WorkoutStatisticsResponse, rhs: Healthledger_V1_WorkoutStatisticsResponse) -> Bool {
+    if lhs.workout != rhs.workout {return false}
+    if lhs.activities != rhs.activities {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_TypeStatistics: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".TypeStatistics"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}result\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._result) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    try { if let v = self._result {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_TypeStatistics, rhs: Healthledger_V1_TypeStatistics) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs._result != rhs._result {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ActivityStatistics: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ActivityStatistics"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_uuid\0\u{1}statistics\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.activityUuid) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.statistics) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.activityUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.activityUuid, fieldNumber: 1)
+    }
+    if !self.statistics.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.statistics, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ActivityStatistics, rhs: Healthledger_V1_ActivityStatistics) -> Bool {
+    if lhs.activityUuid != rhs.activityUuid {return false}
+    if lhs.statistics != rhs.statistics {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_BeginRouteRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BeginRouteRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_BeginRouteRequest, rhs: Healthledger_V1_BeginRouteRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_RouteBuilderResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RouteBuilderResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}builder_id\0\u{3}location_count\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.builderID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.locationCount) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.builderID.isEmpty {
+      try visitor.visitSingularBytesField(value: self.builderID, fieldNumber: 1)
+    }
+    if self.locationCount != 0 {
+      try visitor.visitSingularUInt64Field(value: self.locationCount, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_RouteBuilderResponse, rhs: Healthledger_V1_RouteBuilderResponse) -> Bool {
+    if lhs.builderID != rhs.builderID {return false}
+    if lhs.locationCount != rhs.locationCount {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AddRouteLocationsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AddRouteLocationsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}builder_id\0\u{1}locations\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.builderID) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._locations) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.builderID.isEmpty {
+      try visitor.visitSingularBytesField(value: self.builderID, fieldNumber: 1)
+    }
+    try { if let v = self._locations {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AddRouteLocationsRequest, rhs: Healthledger_V1_AddRouteLocationsRequest) -> Bool {
+    if lhs.builderID != rhs.builderID {return false}
+    if lhs._locations != rhs._locations {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_FinishRouteRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FinishRouteRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}builder_id\0\u{3}workout_uuid\0\u{1}metadata\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.builderID) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.workoutUuid) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.metadata) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.builderID.isEmpty {
+      try visitor.visitSingularBytesField(value: self.builderID, fieldNumber: 1)
+    }
+    if !self.workoutUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.workoutUuid, fieldNumber: 2)
+    }
+    if !self.metadata.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.metadata, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_FinishRouteRequest, rhs: Healthledger_V1_FinishRouteRequest) -> Bool {
+    if lhs.builderID != rhs.builderID {return false}
+    if lhs.workoutUuid != rhs.workoutUuid {return false}
+    if lhs.metadata != rhs.metadata {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DiscardRouteRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DiscardRouteRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}builder_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.builderID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.builderID.isEmpty {
+      try visitor.visitSingularBytesField(value: self.builderID, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_DiscardRouteRequest, rhs: Healthledger_V1_DiscardRouteRequest) -> Bool {
+    if lhs.builderID != rhs.builderID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_RouteQueryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RouteQueryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}route_uuid\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.routeUuid) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.routeUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.routeUuid, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_RouteQueryRequest, rhs: Healthledger_V1_RouteQueryRequest) -> Bool {
+    if lhs.routeUuid != rhs.routeUuid {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_RouteBatch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RouteBatch"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}locations\0\u{1}done\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._locations) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.done) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._locations {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.done != false {
+      try visitor.visitSingularBoolField(value: self.done, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_RouteBatch, rhs: Healthledger_V1_RouteBatch) -> Bool {
+    if lhs._locations != rhs._locations {return false}
+    if lhs.done != rhs.done {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,125 @@
+import LMDB
+
+/// A sample associated with a workout, or one of its routes, as `workout_members` holds it:
+/// enough to filter it by scope and date and to add it to statistics without loading it.
+struct WorkoutMember: Sendable {
+    var type: UInt32
+    var uuid: [UInt8]
+    var startUs: Int64
+    var endUs: Int64
+    var sequence: UInt64
+    /// In the type's canonical unit (0 for routes).
+    var value: Double
+    var source: UInt32
+
+    var indexEntry: IndexEntry { IndexEntry(uuid: uuid, startUs: startUs, endUs: endUs, sequence: sequence, source: source, value: value) }
+
+    /// start(8) end(8) sequence(8) value(8) source(4).
+    var encodedValue: [UInt8] {
+        var value: [UInt8] = []
+        value.reserveCapacity(36)
+        KeyEncoding.appendTime(startUs, to: &value)
+        KeyEncoding.appendTime(endUs, to: &value)
+        KeyEncoding.append(sequence, to: &value)
+        KeyEncoding.append(self.value.bitPattern, to: &value)
+        KeyEncoding.append(source, to: &value)
+        return value
+    }
+}
+
+/// The workout projections: `workout_members`, `member_workouts` and `route_data`.
+enum WorkoutIndex {
+    static func memberKey(workout: [UInt8], type: UInt32, member: [UInt8]) -> [UInt8] {
+        var key = workout
+        key.reserveCapacity(36)
+        KeyEncoding.append(type, to: &key)
+        key.append(contentsOf: member)
+        return key
+    }
+
+    /// The members of `workout` (of `type` only, when given), by type then UUID.
+    static func members(of workout: [UInt8], type: UInt32? = nil, in txn: Transaction, _ databases: LedgerDatabases) throws -> [WorkoutMember] {
+        var prefix = workout
+        if let type { KeyEncoding.append(type, to: &prefix) }
+        var members: [WorkoutMember] = []
+        try txn.withCursor(on: databases.workoutMembers) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let current = entry, current.key.count == 36, current.key.starts(with: prefix) {
+                guard current.value.count == 36 else {
+                    throw LedgerFailure.corrupted("a workout_members entry is \(current.value.count) bytes, not 36: replay the ledger")
+                }
+                members.append(WorkoutMember(
+                    type: KeyEncoding.uint32(current.key, at: 16), uuid: Array(current.key[20..<36]),
+                    startUs: KeyEncoding.time(current.value, at: 0), endUs: KeyEncoding.time(current.value, at: 8),
+                    sequence: KeyEncoding.uint64(current.value, at: 16), value: Double(bitPattern: KeyEncoding.uint64(current.value, at: 24)),
+                    source: KeyEncoding.uint32(current.value, at: 32)))
+                entry = try cursor.next()
+            }
+        }
+        return members
+    }
+
+    /// The workouts `member` belongs to.
+    static func workouts(of member: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
+        var workouts: [[UInt8]] = []
+        try txn.withCursor(on: databases.memberWorkouts) { cursor in
+            var entry = try cursor.seek(atLeast: member)
+            while let current = entry, current.key.count == 32, current.key.starts(with: member) {
+                workouts.append(Array(current.key[16..<32]))
+                entry = try cursor.next()
+            }
+        }
+        return workouts
+    }
+
+    /// The sequences of a route's location chunks, in chunk (time) order.
+    static func routeChunks(of route: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [UInt64] {
+        var chunks: [UInt64] = []
+        try txn.withCursor(on: databases.routeData) { cursor in
+            var entry = try cursor.seek(atLeast: route)
+            while let current = entry, current.key.count == 20, current.key.starts(with: route) {
+                guard current.value.count == 8 else { throw LedgerFailure.corrupted("a route_data entry is not 8 bytes: replay the ledger") }
+                chunks.append(KeyEncoding.uint64(current.value, at: 0))
+                entry = try cursor.next()
+            }
+        }
+        return chunks
+    }
+
+    static func add(_ member: WorkoutMember, to workout: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws {
+        try txn.put(member.encodedValue, forKey: memberKey(workout: workout, type: member.type, member: member.uuid), in: databases.workoutMembers)
+        try txn.put([], forKey: member.uuid + workout, in: databases.memberWorkouts)
+    }
+
+    /// A newly saved object joins the workouts it was promised to: a route its workout, an
+    /// object replacing a member (by sync version) the workouts of the one it replaced.
+    static func objectSaved(_ member: WorkoutMember, routeOf workout: [UInt8]?, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        if let workout, workout.count == 16 { try txn.put([], forKey: member.uuid + workout, in: databases.memberWorkouts) }
+        for workout in try workouts(of: member.uuid, in: txn, databases) {
+            try txn.put(member.encodedValue, forKey: memberKey(workout: workout, type: member.type, member: member.uuid), in: databases.workoutMembers)
+        }
+    }
+
+    /// A deleted object leaves its workouts, a deleted workout loses its members, a deleted
+    /// route its chunks. With `replacedBy`, the new object takes the memberships over: its
+    /// own are written when it is saved (next in the log), a workout's members move now.
+    static func objectDeleted(_ uuid: [UInt8], type: UInt32, replacedBy: [UInt8]?, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        for workout in try workouts(of: uuid, in: txn, databases) {
+            try txn.delete(memberKey(workout: workout, type: type, member: uuid), in: databases.workoutMembers)
+            try txn.delete(uuid + workout, in: databases.memberWorkouts)
+            if let replacedBy { try txn.put([], forKey: replacedBy + workout, in: databases.memberWorkouts) }
+        }
+        for member in try members(of: uuid, in: txn, databases) {
+            try txn.delete(memberKey(workout: uuid, type: member.type, member: member.uuid), in: databases.workoutMembers)
+            try txn.delete(member.uuid + uuid, in: databases.memberWorkouts)
+            if let replacedBy { try add(member, to: replacedBy, in: txn, databases) }
+        }
+        try txn.withCursor(on: databases.routeData) { cursor in
+            var entry = try cursor.seek(atLeast: uuid)
+            while let current = entry, current.key.count == 20, current.key.starts(with: uuid) {
+                try cursor.deleteCurrent()
+                entry = try cursor.seek(atLeast: uuid)
+            }
+        }
+    }
+}

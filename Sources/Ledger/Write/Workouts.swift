@@ -1,0 +1,190 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+import SwiftProtobuf
+import Synchronization
+
+extension Ledger {
+    /// Most samples one association may carry.
+    public static let maximumAssociatedSamples = 10_000
+    /// Locations per `routeLocationsAdded` event (and per route-query batch).
+    public static let routeChunkSize = 4096
+
+    /// Associates samples with a workout (HealthKit's `add(_:to:)`), atomically. Its statistics
+    /// and the "associated with this workout" predicate then include them. Associating a
+    /// sample that already is associated changes nothing.
+    ///
+    /// - Throws: ``HealthError``: `noData` for a workout or sample `principal` may not read
+    ///   (as for an unknown one); `authorizationDenied` for another source's workout or a
+    ///   workout type it may not share; `invalidArgument` for an object that is not a workout,
+    ///   a workout or route among the samples, or an empty list.
+    public func associate(_ samples: [UUID], with workout: UUID, by principal: Principal) async throws {
+        guard !samples.isEmpty else { throw HealthError.invalidArgument("nothing to associate: the list of samples is empty", field: "sample_uuids") }
+        guard samples.count <= Self.maximumAssociatedSamples else {
+            throw HealthError(.dataSizeExceeded, "an association holds at most \(Self.maximumAssociatedSamples) samples", field: "sample_uuids")
+        }
+        if case .operator = principal { throw ReadScope.operatorDenied }
+        var seen = Set<UUID>()
+        let unique = samples.filter { seen.insert($0).inserted }
+        try await committer.submit { context in
+            try Self.requireWorkout(workout, changeableBy: principal, in: context)
+            var body = Healthledger_V1_WorkoutSamplesAssociated()
+            body.workoutUuid = Data(workout.bytes)
+            let already = Set(try WorkoutIndex.members(of: workout.bytes, in: context.txn, context.databases).map(\.uuid))
+            for uuid in unique {
+                guard let stored = try Self.readable(uuid, as: principal, in: context.txn, context.databases) else {
+                    throw HealthError(.noData, "no sample with UUID \(uuid)", field: "sample_uuids")
+                }
+                let family = try Self.objectType(code: stored.type).family
+                guard family == .quantity || family == .category else {
+                    throw HealthError.invalidArgument("\(uuid) is a \(family.rawValue), not a quantity or category sample", field: "sample_uuids")
+                }
+                if !already.contains(uuid.bytes) { body.sampleUuids.append(Data(uuid.bytes)) }
+            }
+            guard !body.sampleUuids.isEmpty else { return }
+            let bytes: [UInt8] = try body.serializedBytes()
+            try context.append(
+                kind: .workoutSamplesAssociated, actor: principal, objectType: ObjectType.workout.identifier, objectUUID: workout.bytes, body: bytes,
+                change: .samplesAssociated(workout: workout.bytes, samples: body.sampleUuids.map { Array($0) }))
+        }
+    }
+
+    /// Checks that `workout` is a workout `principal` may change (see
+    /// ``requireChangeable(_:by:ownSource:field:in:)``).
+    static func requireWorkout(_ workout: UUID, changeableBy principal: Principal, in context: WriteContext) throws {
+        let ownSource = try ownSource(of: principal, in: context)
+        let type = try requireChangeable(workout, by: principal, ownSource: ownSource, field: "workout_uuid", in: context)
+        guard type == .workout else { throw HealthError.invalidArgument("\(workout) is a \(type), not a workout", field: "workout_uuid") }
+    }
+
+    // MARK: Routes
+
+    /// Opens a route builder for `principal` (HealthKit's `HKWorkoutRouteBuilder`).
+    public func beginRoute(by principal: Principal) throws -> UUID {
+        if case .operator = principal { throw ReadScope.operatorDenied }
+        return try routeBuilders.begin(for: principal)
+    }
+
+    /// Adds locations, in any order, to a builder `principal` opened.
+    ///
+    /// - Returns: the number of locations collected so far.
+    /// - Throws: ``HealthError``: `invalidArgument` for a bad location (nothing is added),
+    ///   `noData` for an unknown builder, `dataSizeExceeded` past the route limit.
+    @discardableResult
+    public func addRouteLocations(_ locations: [RouteLocation], to builder: UUID, by principal: Principal) throws -> Int {
+        for (index, location) in locations.enumerated() { try location.validate(field: "locations[\(index)]") }
+        return try routeBuilders.add(locations, to: builder, for: principal)
+    }
+
+    /// Drops a builder and its locations.
+    public func discardRoute(_ builder: UUID, by principal: Principal) throws {
+        try routeBuilders.discard(builder, for: principal)
+    }
+
+    /// Stores a builder's locations, sorted by time, as a route of `workout`: the route
+    /// object, then its locations in chunks, in one commit. The builder is consumed once the
+    /// route is durable; if the save fails it stays, to try again.
+    ///
+    /// - Throws: ``HealthError``: `invalidArgument` for a builder without locations or a
+    ///   workout UUID that is not a workout; `noData` for an unknown builder or a workout
+    ///   `principal` may not read; `authorizationDenied`/`authorizationNotDetermined` when it
+    ///   may not share routes or change the workout.
+    public func finishRoute(_ builder: UUID, workout: UUID, metadata: Metadata = [:], by principal: Principal) async throws -> WorkoutRoute {
+        var locations = try routeBuilders.locations(of: builder, for: principal)
+        guard let first = locations.first else {
+            throw HealthError.invalidArgument("the route builder has no locations: add some before finishing", field: "builder_id")
+        }
+        locations.sort { $0.timestamp < $1.timestamp }
+        var route = WorkoutRoute(
+            workoutUUID: workout, locationCount: locations.count, start: first.timestamp, end: locations.last!.timestamp,
+            metadata: metadata, sourceRevision: SourceRevision(source: .owner))
+        if case .app(let source) = principal { route.sourceRevision = SourceRevision(source: source) }
+        try HealthObject.workoutRoute(route).validate()
+        let summary = try ObjectSummary(.workoutRoute(route), units: UnitCache())
+        let objectBytes = HealthObject.workoutRoute(route).encodedBytes()
+        let chunks: [[UInt8]] = try stride(from: 0, to: locations.count, by: Self.routeChunkSize).enumerated().map { index, start in
+            var chunk = Healthledger_V1_RouteLocationsAdded()
+            chunk.routeUuid = Data(route.uuid.bytes)
+            chunk.chunk = UInt32(index)
+            chunk.locations = .init(locations[start..<min(start + Self.routeChunkSize, locations.count)])
+            return try chunk.serializedBytes()
+        }
+        try await committer.submit { context in
+            try Self.requireSharing(.workoutRoute, by: principal, in: context)
+            try Self.requireWorkout(workout, changeableBy: principal, in: context)
+            try context.append(
+                kind: .objectSaved, actor: principal, objectType: summary.type, objectUUID: summary.uuid, body: objectBytes, change: .saved(summary))
+            for (index, chunk) in chunks.enumerated() {
+                try context.append(
+                    kind: .routeLocationsAdded, actor: principal, objectType: summary.type, objectUUID: summary.uuid, body: chunk,
+                    change: .routeLocationsAdded(route: summary.uuid, chunk: UInt32(index)))
+            }
+        }
+        try? routeBuilders.discard(builder, for: principal)
+        return route
+    }
+}
+
+/// Route builders in progress, per ledger, in memory: each belongs to the principal that
+/// opened it and holds at most ``ObjectLimits/maximumRouteLocations`` locations. A builder
+/// unused for an hour is dropped, as are the oldest when too many are open.
+final class RouteBuilders: Sendable {
+    static let maximumOpen = 64
+    static let idleLimit: TimeInterval = 3600
+
+    private struct Builder {
+        var owner: Principal
+        var locations: [RouteLocation]
+        var lastUsed: Date
+    }
+
+    private let builders = Mutex<[UUID: Builder]>([:])
+
+    func begin(for principal: Principal) throws -> UUID {
+        let id = UUID()
+        let now = Date()
+        builders.withLock { builders in
+            builders = builders.filter { now.timeIntervalSince($0.value.lastUsed) < Self.idleLimit }
+            if builders.count >= Self.maximumOpen, let oldest = builders.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
+                builders[oldest.key] = nil
+            }
+            builders[id] = Builder(owner: principal, locations: [], lastUsed: now)
+        }
+        return id
+    }
+
+    func add(_ locations: [RouteLocation], to id: UUID, for principal: Principal) throws -> Int {
+        try builders.withLock { builders in
+            guard var builder = builders[id], builder.owner == principal else { throw Self.unknown(id) }
+            guard builder.locations.count + locations.count <= ObjectLimits.maximumRouteLocations else {
+                throw HealthError(.dataSizeExceeded, "a route holds at most \(ObjectLimits.maximumRouteLocations) locations", field: "locations")
+            }
+            builders[id] = nil  // keeps the array uniquely referenced while it grows
+            builder.locations.append(contentsOf: locations)
+            builder.lastUsed = Date()
+            builders[id] = builder
+            return builder.locations.count
+        }
+    }
+
+    func locations(of id: UUID, for principal: Principal) throws -> [RouteLocation] {
+        try builders.withLock { builders in
+            guard var builder = builders[id], builder.owner == principal else { throw Self.unknown(id) }
+            builder.lastUsed = Date()
+            builders[id] = builder
+            return builder.locations
+        }
+    }
+
+    func discard(_ id: UUID, for principal: Principal) throws {
+        try builders.withLock { builders in
+            guard let builder = builders[id], builder.owner == principal else { throw Self.unknown(id) }
+            builders[id] = nil
+        }
+    }
+
+    private static func unknown(_ id: UUID) -> HealthError {
+        HealthError(.noData, "no route builder \(id): it was finished, discarded or dropped after an hour unused", field: "builder_id")
+    }
+}
