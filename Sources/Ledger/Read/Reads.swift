@@ -67,19 +67,29 @@ extension Ledger {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
+        if let predicate = query.workoutPredicate {
+            guard query.type == .workout else {
+                throw HealthError.invalidArgument("a workout predicate needs the workout type, not \(query.type)", field: "workout_predicate")
+            }
+            try predicate.validate()
+        }
         return try environment.read { txn in
             let scope = try ReadScope(principal, type: query.type, in: txn, databases)
             onScope(scope)
             var results: [Result] = []
+            let members = query.workoutPredicate.map { _ in WorkoutMemberReader(principal: principal, txn: txn, databases: databases) }
             let visit: (IndexEntry) throws -> Bool = { entry in
                 guard scope.allows(sourceCode: entry.source, uuid: entry.uuid) else { return true }
                 guard let stored = try txn.get(KeyEncoding.sequenceKey(entry.sequence), in: self.databases.events) else {
                     throw LedgerFailure.corrupted("event \(entry.sequence) is missing from the log")
                 }
+                if let members, let predicate = query.workoutPredicate, !(try members.matches(predicate, workoutEvent: stored)) { return true }
                 results.append(try load(stored))
                 return query.limit == 0 || results.count < query.limit
             }
-            if scope.all {
+            if let workout = query.workout {
+                try scanAssociated(query, workout: workout, range: range, as: principal, in: txn, visit)
+            } else if scope.all {
                 let longest = try Self.longestDuration(type: query.type.code, in: txn, databases)
                 switch query.sort {
                 case .startDate(let ascending):
@@ -91,6 +101,32 @@ extension Ledger {
                 try scanScoped(query, range: range, scope: scope, in: txn, visit)
             }
             return results
+        }
+    }
+
+    /// Visits, in the query's order, the objects of `query.type` associated with `workout`
+    /// that overlap `range`; none when `principal` may not read the workout.
+    private func scanAssociated(
+        _ query: SampleQuery, workout: UUID, range: TimeRange, as principal: Principal, in txn: Transaction, _ visit: (IndexEntry) throws -> Bool
+    ) throws {
+        guard try Self.readable(workout, as: principal, in: txn, databases) != nil else { return }
+        let entries = try WorkoutIndex.members(of: workout.bytes, type: query.type.code, in: txn, databases)
+            .filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map(\.indexEntry)
+        for entry in Self.sorted(entries, by: query.sort) where try !visit(entry) { return }
+    }
+
+    /// Entries in the order of the type's indexes: by date, ties by UUID; descending reverses both.
+    static func sorted(_ entries: [IndexEntry], by sort: SampleSort) -> [IndexEntry] {
+        let byEnd: Bool
+        let ascending: Bool
+        switch sort {
+        case .startDate(let up): (byEnd, ascending) = (false, up)
+        case .endDate(let up): (byEnd, ascending) = (true, up)
+        }
+        return entries.sorted { a, b in
+            let (first, second) = ascending ? (a, b) : (b, a)
+            let (x, y) = byEnd ? (first.endUs, second.endUs) : (first.startUs, second.startUs)
+            return x != y ? x < y : first.uuid.lexicographicallyPrecedes(second.uuid)
         }
     }
 
@@ -126,19 +162,7 @@ extension Ledger {
                 entries.append(IndexEntry(uuid: uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source))
             }
         }
-        // The order of the type's indexes: by date, ties by UUID; descending reverses both.
-        let byEnd: Bool
-        let ascending: Bool
-        switch query.sort {
-        case .startDate(let up): (byEnd, ascending) = (false, up)
-        case .endDate(let up): (byEnd, ascending) = (true, up)
-        }
-        entries.sort { a, b in
-            let (first, second) = ascending ? (a, b) : (b, a)
-            let (x, y) = byEnd ? (first.endUs, second.endUs) : (first.startUs, second.startUs)
-            return x != y ? x < y : first.uuid.lexicographicallyPrecedes(second.uuid)
-        }
-        for entry in entries where try !visit(entry) { return }
+        for entry in Self.sorted(entries, by: query.sort) where try !visit(entry) { return }
     }
 
     /// The number of stored objects of `type`, all sources together (an operator's and

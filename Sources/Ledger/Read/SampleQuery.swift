@@ -20,12 +20,23 @@ public struct SampleQuery: Sendable, Hashable {
     /// At most this many results; 0 means no limit.
     public var limit: Int
     public var sort: Sort
+    /// Only objects associated with this workout (HealthKit's `predicateForObjects(from:)`):
+    /// samples added to it, its routes. None when the reader may not read the workout.
+    public var workout: UUID?
+    /// With the workout type: only the workouts that match. Its statistics count only the
+    /// associated samples the reader may read.
+    public var workoutPredicate: WorkoutPredicate?
 
-    public init(type: ObjectType, interval: DateInterval? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true)) {
+    public init(
+        type: ObjectType, interval: DateInterval? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true), workout: UUID? = nil,
+        workoutPredicate: WorkoutPredicate? = nil
+    ) {
         self.type = type
         self.interval = interval
         self.limit = limit
         self.sort = sort
+        self.workout = workout
+        self.workoutPredicate = workoutPredicate
     }
 }
 

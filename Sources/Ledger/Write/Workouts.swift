@@ -91,11 +91,10 @@ extension Ledger {
     ///   `principal` may not read; `authorizationDenied`/`authorizationNotDetermined` when it
     ///   may not share routes or change the workout.
     public func finishRoute(_ builder: UUID, workout: UUID, metadata: Metadata = [:], by principal: Principal) async throws -> WorkoutRoute {
-        var locations = try routeBuilders.locations(of: builder, for: principal)
+        let locations = try routeBuilders.locations(of: builder, for: principal).sorted { $0.timestamp < $1.timestamp }
         guard let first = locations.first else {
             throw HealthError.invalidArgument("the route builder has no locations: add some before finishing", field: "builder_id")
         }
-        locations.sort { $0.timestamp < $1.timestamp }
         var route = WorkoutRoute(
             workoutUUID: workout, locationCount: locations.count, start: first.timestamp, end: locations.last!.timestamp,
             metadata: metadata, sourceRevision: SourceRevision(source: .owner))

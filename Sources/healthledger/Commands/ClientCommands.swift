@@ -252,6 +252,14 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         // start and end are the dates issued and of expiry.
         row["value"] = "\(prescription.prescriptionType)"
         if !prescription.description.isEmpty { row["description"] = prescription.description }
+    case .workout(let workout):
+        row["value"] = workout.activityType.name
+        row["duration_s"] = workout.duration
+        if !workout.activities.isEmpty { row["activities"] = workout.activities.count }
+    case .workoutRoute(let route):
+        row["value"] = route.locationCount
+        row["unit"] = "locations"
+        row["workout"] = route.workoutUUID.uuidString
     }
     return row
 }

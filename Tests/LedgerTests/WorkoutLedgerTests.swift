@@ -1,0 +1,209 @@
+import Foundation
+import HealthModel
+import Testing
+
+@testable import Ledger
+
+@Suite("Workouts, associated samples and routes in the ledger")
+struct WorkoutLedgerTests {
+    static let base = Fixtures.base
+    static let appA = Principal.app(Fixtures.appA)
+    static let appB = Principal.app(Fixtures.appB)
+    static let heartRate = Fixtures.heartRate
+    static let steps = Fixtures.steps
+
+    /// A 30-minute interval workout of two running activities, paused for a minute.
+    static func run(uuid: UUID = UUID(), metadata: Metadata = [:]) -> Workout {
+        Workout(
+            configuration: WorkoutConfiguration(activityType: .running, locationType: .outdoor), start: base, end: base.addingTimeInterval(1800),
+            events: [WorkoutEvent(type: .pause, start: base.addingTimeInterval(600)), WorkoutEvent(type: .resume, start: base.addingTimeInterval(660))],
+            activities: [
+                WorkoutActivity(configuration: WorkoutConfiguration(activityType: .running), start: base, end: base.addingTimeInterval(900)),
+                WorkoutActivity(configuration: WorkoutConfiguration(activityType: .running), start: base.addingTimeInterval(900), end: base.addingTimeInterval(1800)),
+            ],
+            metadata: metadata, uuid: uuid)
+    }
+
+    /// A heart-rate statistic in count/min, rounded to 1e-9.
+    static func bpm(_ quantity: Quantity?) -> Double? {
+        (try? quantity?.doubleValue(for: Fixtures.bpm)).map { ($0 * 1e9).rounded() / 1e9 }
+    }
+
+    static func location(_ second: Double) -> RouteLocation {
+        RouteLocation(
+            timestamp: base.addingTimeInterval(second), latitude: 52.5 + second / 100_000, longitude: 13.4, altitude: 34, horizontalAccuracy: 5,
+            verticalAccuracy: 3, course: 90, speed: 3.2)
+    }
+
+    @Test("duration excludes paused spans; a pause never resumed runs to the end")
+    func duration() {
+        #expect(Self.run().duration == 1740)
+        var open = Self.run()
+        open.events = [WorkoutEvent(type: .pause, start: Self.base.addingTimeInterval(1500))]
+        #expect(open.duration == 1500)
+    }
+
+    @Test("workout rules: events inside, a pause first, laps only in pools, activities ordered and of the right type")
+    func validation() throws {
+        func invalid(_ change: (inout Workout) -> Void) -> HealthError.Code? {
+            var workout = Self.run()
+            change(&workout)
+            do { try HealthObject.workout(workout).validate() } catch let error as HealthError { return error.code } catch { return nil }
+            return nil
+        }
+        try HealthObject.workout(Self.run()).validate()
+        #expect(invalid { $0.events = [WorkoutEvent(type: .resume, start: Self.base.addingTimeInterval(10))] } == .invalidArgument)
+        #expect(invalid { $0.events = [WorkoutEvent(type: .marker, start: Self.base.addingTimeInterval(-1))] } == .invalidArgument)
+        #expect(invalid { $0.events = [WorkoutEvent(type: .marker, start: Self.base, end: Self.base.addingTimeInterval(5))] } == .invalidArgument)
+        #expect(invalid { $0.events = [WorkoutEvent(type: .lap, start: Self.base, end: Self.base.addingTimeInterval(60))] } == nil)
+        #expect(invalid { $0.configuration.lapLength = try! Quantity(25, "m") } == .invalidArgument)
+        #expect(invalid { $0.activities.reverse() } == .invalidArgument)
+        #expect(invalid { $0.activities[1].configuration.activityType = .cycling } == .workoutActivityNotAllowed)
+        var pool = Self.run()
+        pool.configuration = WorkoutConfiguration(activityType: .swimming, swimmingLocationType: .pool, lapLength: try Quantity(25, "m"))
+        pool.activities = []
+        try HealthObject.workout(pool).validate()
+        var triathlon = Self.run()
+        triathlon.configuration = WorkoutConfiguration(activityType: .swimBikeRun)
+        triathlon.activities[0].configuration.activityType = .swimming
+        triathlon.activities[1].configuration.activityType = .cycling
+        try HealthObject.workout(triathlon).validate()
+        triathlon.activities[1].configuration.activityType = .yoga
+        #expect(throws: HealthError.self) { try HealthObject.workout(triathlon).validate() }
+    }
+
+    @Test("statistics and the associated-objects predicate, for the workout and each activity; replay rebuilds them")
+    func associatedStatistics() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "workouts")
+        let workout = Self.run()
+        let rates = [(120.0, 100.0), (150, 800), (170, 1000)]
+        let samples = rates.map { Fixtures.heartRate($0.0, at: $0.1) } + [Fixtures.steps(1000, from: 0, to: 600), Fixtures.steps(1500, from: 1000, to: 1600)]
+        let unrelated = Fixtures.heartRate(60, at: 200)
+        _ = try await ledger.save([.workout(workout)] + samples + [unrelated], by: .owner)
+        try await ledger.associate(samples.map(\.uuid), with: workout.uuid, by: .owner)
+        try await ledger.associate([samples[0].uuid], with: workout.uuid, by: .owner)  // again: no change
+
+        let statistics = try #require(try ledger.workoutStatistics(for: workout.uuid, as: .owner))
+        let heart = try #require(statistics.statistics(for: Self.heartRate))
+        #expect(Self.bpm(heart.values.average) == (440.0 / 3 * 1e9).rounded() / 1e9)
+        #expect(Self.bpm(heart.values.minimum) == 120 && Self.bpm(heart.values.maximum) == 170)
+        #expect(statistics.statistics(for: Self.steps)?.values.sum?.value == 2500)
+        let second = try #require(workout.activities.last?.uuid)
+        #expect(Self.bpm(statistics.statistics(for: Self.heartRate, activity: second)?.values.average) == 170)
+        #expect(statistics.statistics(for: Self.steps, activity: second)?.values.sum?.value == 1500)
+
+        let associated = try ledger.samples(SampleQuery(type: Self.heartRate.objectType, workout: workout.uuid), as: .owner)
+        #expect(associated.map(\.uuid) == samples.prefix(3).map(\.uuid))
+        let late = try ledger.samples(
+            SampleQuery(type: Self.heartRate.objectType, interval: DateInterval(start: Self.base.addingTimeInterval(500), duration: 1000),
+                        sort: .startDate(ascending: false), workout: workout.uuid), as: .owner)
+        #expect(late.map(\.uuid) == [samples[2].uuid, samples[1].uuid])
+
+        let hard = WorkoutPredicate.activity(.statistic(Self.heartRate, .average, .greater, try Quantity(150, "count/min")))
+        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: hard), as: .owner).map(\.uuid) == [workout.uuid])
+        let easy = WorkoutPredicate.all([.activityType(.running), .not(hard)])
+        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: easy), as: .owner).isEmpty)
+        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: .duration(.greaterOrEqual, 1740)), as: .owner).count == 1)
+        #expect(throws: HealthError.self) {
+            try ledger.samples(SampleQuery(type: .workout, workoutPredicate: .statistic(Self.heartRate, .sum, .greater, Quantity(1, .count))), as: .owner)
+        }
+
+        // A deleted sample leaves the workout; one replaced by sync version hands its place on.
+        try await ledger.delete([samples[0].uuid], by: .owner)
+        #expect(Self.bpm(try ledger.workoutStatistics(for: workout.uuid, as: .owner)?.statistics(for: Self.heartRate)?.values.minimum) == 150)
+        let weight = Fixtures.weight(70, syncIdentifier: "w", version: 1)
+        _ = try await ledger.save([weight], by: .owner)
+        try await ledger.associate([weight.uuid], with: workout.uuid, by: .owner)
+        let newer = Fixtures.weight(71, syncIdentifier: "w", version: 2)
+        _ = try await ledger.save([newer], by: .owner)
+        let weights = try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType, workout: workout.uuid), as: .owner)
+        #expect(weights.map(\.uuid) == [newer.uuid])
+        #expect(try ledger.replay().identical)
+    }
+
+    @Test("routes: built in batches in any order, stored sorted in chunks, read back, deleted with their workout")
+    func routes() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "routes")
+        let workout = Self.run()
+        let heart = Fixtures.heartRate(130, at: 100)
+        _ = try await ledger.save([.workout(workout), heart], by: .owner)
+        try await ledger.associate([heart.uuid], with: workout.uuid, by: .owner)
+
+        let builder = try ledger.beginRoute(by: .owner)
+        await #expect(throws: HealthError.self) { _ = try await ledger.finishRoute(builder, workout: workout.uuid, by: .owner) }
+        let seconds = (0..<10_000).map(Double.init).shuffled()
+        for batch in stride(from: 0, to: seconds.count, by: 3000) {
+            try ledger.addRouteLocations(seconds[batch..<min(batch + 3000, seconds.count)].map(Self.location), to: builder, by: .owner)
+        }
+        #expect(throws: HealthError.self) { try ledger.addRouteLocations([RouteLocation(timestamp: Self.base, latitude: 91, longitude: 0)], to: builder, by: .owner) }
+        #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(1)], to: builder, by: Self.appA) }
+        let route = try await ledger.finishRoute(builder, workout: workout.uuid, by: .owner)
+        #expect(route.locationCount == 10_000 && route.startDate == Self.base && route.endDate == Self.base.addingTimeInterval(9999))
+        #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(1)], to: builder, by: .owner) }
+
+        let chunks = try ledger.routeChunks(of: route.uuid, as: .owner)
+        #expect(chunks.count == 3)
+        let locations = try ledger.routeLocations(of: route.uuid, as: .owner)
+        #expect(locations == (0..<10_000).map { Self.location(Double($0)) })
+        let routes = try ledger.samples(SampleQuery(type: .workoutRoute, workout: workout.uuid), as: .owner)
+        #expect(routes.compactMap(\.workoutRoute) == [route])
+        #expect(try ledger.replay().identical)
+
+        try await ledger.delete([workout.uuid], by: .owner)
+        #expect(try ledger.object(with: route.uuid, as: .owner) == nil)
+        #expect(try ledger.tombstone(for: route.uuid)?.reason == .workoutDeleted)
+        #expect(try ledger.object(with: heart.uuid, as: .owner) != nil)
+        #expect(throws: HealthError.self) { try ledger.routeChunks(of: route.uuid, as: .owner) }
+        #expect(try ledger.replay().identical)
+    }
+
+    @Test("privacy: statistics, predicates, associated objects and routes count only what the reader may read")
+    func privacy() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "private")
+        // A may share and read workouts; it shares heart rate but may not read others' heart rate.
+        try await ledger.authorize([Fixtures.appA], share: [.workout, Self.heartRate.objectType, .workoutRoute], read: [.workout])
+        try await ledger.authorize([Fixtures.appB], share: [Self.heartRate.objectType])
+        let workout = Self.run()
+        let hidden = Fixtures.heartRate(180, at: 100)
+        _ = try await ledger.save([.workout(workout), hidden], by: .owner)
+        try await ledger.associate([hidden.uuid], with: workout.uuid, by: .owner)
+        let builder = try ledger.beginRoute(by: .owner)
+        try ledger.addRouteLocations([Self.location(0), Self.location(1)], to: builder, by: .owner)
+        let route = try await ledger.finishRoute(builder, workout: workout.uuid, by: .owner)
+
+        // A reads the workout but none of the heart rate: no statistics, no match, no members.
+        let seen = try #require(try ledger.workoutStatistics(for: workout.uuid, as: Self.appA))
+        #expect(seen.workout.isEmpty && seen.activities.values.allSatisfy(\.isEmpty))
+        let fast = WorkoutPredicate.statistic(Self.heartRate, .maximum, .greater, try Quantity(100, "count/min"))
+        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: fast), as: Self.appA).isEmpty)
+        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: .not(fast)), as: Self.appA).count == 1)
+        #expect(try ledger.samples(SampleQuery(type: Self.heartRate.objectType, workout: workout.uuid), as: Self.appA).isEmpty)
+        // Routes need their own read authorization.
+        #expect(try ledger.samples(SampleQuery(type: .workoutRoute, workout: workout.uuid), as: Self.appA).isEmpty)
+        #expect(throws: HealthError.self) { try ledger.routeChunks(of: route.uuid, as: Self.appA) }
+        // Associating a hidden sample is answered as for an unknown one.
+        let ownWorkout = Self.run()
+        _ = try await ledger.save([.workout(ownWorkout)], by: Self.appA)
+        await #expect { try await ledger.associate([hidden.uuid], with: ownWorkout.uuid, by: Self.appA) } throws: { error in
+            (error as? HealthError)?.code == .noData
+        }
+        // A's own sample counts in the owner's workout; B, without workout read, sees nothing.
+        let own = Fixtures.heartRate(90, at: 300)
+        _ = try await ledger.save([own], by: Self.appA)
+        try await ledger.associate([own.uuid], with: workout.uuid, by: .owner)
+        #expect(Self.bpm(try ledger.workoutStatistics(for: workout.uuid, as: Self.appA)?.statistics(for: Self.heartRate)?.values.maximum) == 90)
+        #expect(Self.bpm(try ledger.workoutStatistics(for: workout.uuid, as: .owner)?.statistics(for: Self.heartRate)?.values.maximum) == 180)
+        #expect(try ledger.workoutStatistics(for: workout.uuid, as: Self.appB) == nil)
+        #expect(try ledger.samples(SampleQuery(type: Self.heartRate.objectType, workout: workout.uuid), as: Self.appB).isEmpty)
+        // A may not attach a route to a workout it did not save.
+        let other = try ledger.beginRoute(by: Self.appA)
+        try ledger.addRouteLocations([Self.location(5)], to: other, by: Self.appA)
+        await #expect { _ = try await ledger.finishRoute(other, workout: workout.uuid, by: Self.appA) } throws: { error in
+            (error as? HealthError)?.code == .authorizationDenied
+        }
+        #expect(try await ledger.finishRoute(other, workout: ownWorkout.uuid, by: Self.appA).locationCount == 1)
+    }
+}
