@@ -114,8 +114,17 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case removeAttachment = "healthledger.v1.Ledger/RemoveAttachment"
     case characteristics = "healthledger.v1.Ledger/Characteristics"
     case setCharacteristic = "healthledger.v1.Ledger/SetCharacteristic"
+    // Workouts and routes.
+    case associateSamples = "healthledger.v1.Ledger/AssociateSamples"
+    case workoutStatistics = "healthledger.v1.Ledger/WorkoutStatistics"
+    case beginRoute = "healthledger.v1.Ledger/BeginRoute"
+    case addRouteLocations = "healthledger.v1.Ledger/AddRouteLocations"
+    case finishRoute = "healthledger.v1.Ledger/FinishRoute"
+    case discardRoute = "healthledger.v1.Ledger/DiscardRoute"
+    /// Server streaming: `RouteBatch` messages.
+    case routeLocations = "healthledger.v1.Ledger/RouteLocations"
 
-    public var isStreaming: Bool { self == .querySamples || self == .queryChanges || self == .statisticsCollection || isLongRunning }
+    public var isStreaming: Bool { self == .querySamples || self == .queryChanges || self == .statisticsCollection || self == .routeLocations || isLongRunning }
 
     /// Runs until the client cancels it: no deadline unless the call sets one.
     public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection }

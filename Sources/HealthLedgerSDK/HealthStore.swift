@@ -76,13 +76,22 @@ public struct SampleQueryDescriptor: Sendable, Hashable {
     public var sort: Sort
     /// Objects per streamed batch.
     public var batchSize: Int
+    /// Only objects associated with this workout (HealthKit's `predicateForObjects(from:)`).
+    public var workout: UUID?
+    /// With the workout type: only the workouts that match.
+    public var workoutPredicate: WorkoutPredicate?
 
-    public init(type: ObjectType, interval: DateInterval? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true), batchSize: Int = 500) {
+    public init(
+        type: ObjectType, interval: DateInterval? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true), batchSize: Int = 500,
+        workout: UUID? = nil, workoutPredicate: WorkoutPredicate? = nil
+    ) {
         self.type = type
         self.interval = interval
         self.limit = limit
         self.sort = sort
         self.batchSize = batchSize
+        self.workout = workout
+        self.workoutPredicate = workoutPredicate
     }
 }
 
@@ -202,6 +211,8 @@ public final class HealthStore: Sendable {
             request.limit = UInt32(clamping: query.limit)
             request.batchSize = UInt32(clamping: query.batchSize)
             request.sort = .init(query.sort)
+            if let workout = query.workout { request.workoutUuid = Data(workout.bytes) }
+            if let predicate = query.workoutPredicate { request.workoutPredicate = .init(predicate) }
         }
         let (stream, consumed) = try await openStream(.querySamples, request)
         return SampleBatches(stream: stream, consumed: consumed)

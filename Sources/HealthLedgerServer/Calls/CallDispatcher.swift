@@ -92,7 +92,7 @@ struct CallDispatcher: Sendable {
         case .delete: send(.message(id: id, try await call.delete()))
         case .deleteObjects: send(.message(id: id, try await call.deleteObjects()))
         case .fetch: send(.message(id: id, try call.fetch()))
-        case .querySamples, .queryChanges, .watchChanges, .observe, .statisticsCollection, .watchStatisticsCollection:
+        case .querySamples, .queryChanges, .watchChanges, .observe, .statisticsCollection, .watchStatisticsCollection, .routeLocations:
             metrics.streamOpened()
             defer { metrics.streamClosed() }
             let access = StreamAccess(call, type: try call.streamedType(of: method), credential: request.credential)
@@ -107,6 +107,7 @@ struct CallDispatcher: Sendable {
                 case .observe: try await call.observe(onScope: access.scanned, emit)
                 case .statisticsCollection: try await call.statisticsCollection(onScope: access.scanned, emit)
                 case .watchStatisticsCollection: try await call.watchStatisticsCollection(onScope: access.scanned, emit)
+                case .routeLocations: try await call.routeLocations(onScope: access.scanned, emit)
                 default: try await call.querySamples(onScope: access.scanned, emit)
                 }
             }
@@ -128,6 +129,12 @@ struct CallDispatcher: Sendable {
         case .removeAttachment: send(.message(id: id, try await call.removeAttachment()))
         case .characteristics: send(.message(id: id, try call.characteristics()))
         case .setCharacteristic: send(.message(id: id, try await call.setCharacteristic()))
+        case .associateSamples: send(.message(id: id, try await call.associateSamples()))
+        case .workoutStatistics: send(.message(id: id, try call.workoutStatistics()))
+        case .beginRoute: send(.message(id: id, try call.beginRoute()))
+        case .addRouteLocations: send(.message(id: id, try call.addRouteLocations()))
+        case .finishRoute: send(.message(id: id, try await call.finishRoute()))
+        case .discardRoute: send(.message(id: id, try call.discardRoute()))
         }
     }
 }

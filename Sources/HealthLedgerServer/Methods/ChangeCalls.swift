@@ -119,6 +119,7 @@ extension LedgerCall {
         case .observe: try ObjectType(try decode(Healthledger_V1_ObserveRequest.self).type)
         case .statisticsCollection, .watchStatisticsCollection:
             try QuantityType(try decode(Healthledger_V1_StatisticsCollectionRequest.self).type).objectType
+        case .routeLocations: .workoutRoute
         default: try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)
         }
     }

@@ -81,7 +81,11 @@ struct LedgerCall: Sendable {
         let query = SampleQuery(
             type: try ObjectType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
-            limit: Int(request.limit), sort: request.sort.model)
+            limit: Int(request.limit), sort: request.sort.model,
+            workout: request.workoutUuid.isEmpty ? nil : try UUID(bytes: request.workoutUuid) ?? {
+                throw HealthError.invalidArgument("a UUID must be 16 bytes", field: "workout_uuid")
+            }(),
+            workoutPredicate: request.hasWorkoutPredicate ? try request.workoutPredicate.model() : nil)
         let batchSize = request.batchSize == 0 ? 500 : Int(min(request.batchSize, 10_000))
         // SampleBatch { repeated HealthObject objects = 1; } written directly.
         var batch = ProtoWriter(capacity: 64 << 10)

@@ -1,0 +1,119 @@
+import Foundation
+import HealthLedgerRPC
+import LedgerSchema
+import SwiftProtobuf
+
+/// Workouts: associating samples, workout statistics, route builders and route queries.
+/// Workouts themselves are saved, fetched and queried like any sample; to find the samples
+/// of a workout, query with ``SampleQueryDescriptor/workout``.
+extension HealthStore {
+    /// Associates saved samples with a workout this app saved (HealthKit's `add(_:to:)`).
+    /// The workout's statistics and the "associated with" predicate then include them.
+    public func add(_ samples: [UUID], to workout: UUID) async throws {
+        let request = Healthledger_V1_AssociateSamplesRequest.with {
+            $0.workoutUuid = Data(workout.bytes)
+            $0.sampleUuids = samples.map { Data($0.bytes) }
+        }
+        _ = try await unary(.associateSamples, request)
+    }
+
+    /// The statistics of the samples associated with a workout that this app may read, for
+    /// the workout and each of its activities (HealthKit's `statistics(for:)`).
+    public func statistics(for workout: UUID) async throws -> WorkoutStatistics {
+        let request = Healthledger_V1_WorkoutStatisticsRequest.with { $0.workoutUuid = Data(workout.bytes) }
+        let response = try Self.decode(Healthledger_V1_WorkoutStatisticsResponse.self, try await unary(.workoutStatistics, request))
+        do { return try response.model() } catch { throw RPCError(.internalError, "the server sent invalid workout statistics: \(error)") }
+    }
+
+    /// Opens a route builder on the server (HealthKit's `HKWorkoutRouteBuilder`).
+    public func makeRouteBuilder() async throws -> WorkoutRouteBuilder {
+        let response = try Self.decode(Healthledger_V1_RouteBuilderResponse.self, try await unary(.beginRoute, Healthledger_V1_BeginRouteRequest()))
+        guard let id = UUID(bytes: response.builderID) else { throw RPCError(.internalError, "the server sent an invalid route builder id") }
+        return WorkoutRouteBuilder(store: self, id: id)
+    }
+
+    /// A route's locations in time order, in batches as the server stores them (HealthKit's
+    /// `HKWorkoutRouteQuery`): the route is never held whole unless the caller keeps it.
+    public func routeLocations(of route: UUID) async throws -> RouteLocationBatches {
+        let (stream, consumed) = try await openStream(.routeLocations, Healthledger_V1_RouteQueryRequest.with { $0.routeUuid = Data(route.bytes) })
+        return RouteLocationBatches(stream: stream, consumed: consumed)
+    }
+}
+
+/// Collects a route's locations on the server and stores them with a workout (HealthKit's
+/// `HKWorkoutRouteBuilder`). Locations may come in any order and any number of calls.
+///
+/// ```swift
+/// let builder = try await store.makeRouteBuilder()
+/// try await builder.insertRouteData(firstKilometre)
+/// try await builder.insertRouteData(rest)
+/// let route = try await builder.finishRoute(with: workout.uuid)
+/// ```
+public struct WorkoutRouteBuilder: Sendable {
+    let store: HealthStore
+    public let id: UUID
+    /// Locations per call.
+    static let batchSize = 4096
+
+    /// Adds locations; returns how many the builder holds.
+    @discardableResult
+    public func insertRouteData(_ locations: [RouteLocation]) async throws -> Int {
+        var count = 0
+        for start in stride(from: 0, to: max(locations.count, 1), by: Self.batchSize) {
+            let request = Healthledger_V1_AddRouteLocationsRequest.with {
+                $0.builderID = Data(id.bytes)
+                $0.locations = .init(locations[start..<min(start + Self.batchSize, locations.count)])
+            }
+            let response = try HealthStore.decode(Healthledger_V1_RouteBuilderResponse.self, try await store.unary(.addRouteLocations, request))
+            count = Int(clamping: response.locationCount)
+        }
+        return count
+    }
+
+    /// Stores the locations, sorted by time, as a route of `workout` (a workout this app saved).
+    public func finishRoute(with workout: UUID, metadata: Metadata = [:]) async throws -> WorkoutRoute {
+        let request = Healthledger_V1_FinishRouteRequest.with {
+            $0.builderID = Data(id.bytes)
+            $0.workoutUuid = Data(workout.bytes)
+            $0.metadata = .init(metadata)
+        }
+        let object = try HealthStore.decode(Healthledger_V1_HealthObject.self, try await store.unary(.finishRoute, request))
+        guard case .workoutRoute(let route)? = try? object.model() else { throw RPCError(.internalError, "the server sent an invalid route") }
+        return route
+    }
+
+    /// Drops the builder and its locations.
+    public func discard() async throws {
+        _ = try await store.unary(.discardRoute, Healthledger_V1_DiscardRouteRequest.with { $0.builderID = Data(id.bytes) })
+    }
+}
+
+/// Batches of a route query: locations in time order; the last batch has `done` set.
+public struct RouteLocationBatches: AsyncSequence, Sendable {
+    public typealias Element = (locations: [RouteLocation], done: Bool)
+    let stream: AsyncThrowingStream<[UInt8], any Error>
+    let consumed: @Sendable () -> Void
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+        let consumed: @Sendable () -> Void
+
+        public mutating func next() async throws -> (locations: [RouteLocation], done: Bool)? {
+            guard let bytes = try await base.next() else { return nil }
+            consumed()
+            let batch = try HealthStore.decode(Healthledger_V1_RouteBatch.self, bytes)
+            do { return (try batch.locations.model(), batch.done) } catch {
+                throw RPCError(.internalError, "the server sent invalid route locations: \(error)")
+            }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), consumed: consumed) }
+
+    /// Every location, in time order.
+    public func all() async throws -> [RouteLocation] {
+        var locations: [RouteLocation] = []
+        for try await batch in self { locations += batch.locations }
+        return locations
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import HealthLedgerRPC
+import HealthModel
+import Ledger
+import LedgerSchema
+import SwiftProtobuf
+
+/// Workouts: associated samples, their statistics, route builders and route queries.
+extension LedgerCall {
+    private static func uuid(_ bytes: Data, field: String) throws -> UUID {
+        guard let uuid = UUID(bytes: bytes) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: field) }
+        return uuid
+    }
+
+    func associateSamples() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AssociateSamplesRequest.self)
+        let samples = try request.sampleUuids.map { try Self.uuid($0, field: "sample_uuids") }
+        try await ledger.associate(samples, with: try Self.uuid(request.workoutUuid, field: "workout_uuid"), by: principal)
+        return []
+    }
+
+    func workoutStatistics() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_WorkoutStatisticsRequest.self)
+        let uuid = try Self.uuid(request.workoutUuid, field: "workout_uuid")
+        guard let statistics = try ledger.workoutStatistics(for: uuid, as: principal),
+            case .workout(let workout)? = try ledger.object(with: uuid, as: principal)
+        else { throw HealthError(.noData, "no workout with UUID \(uuid)", field: "workout_uuid") }
+        return try Healthledger_V1_WorkoutStatisticsResponse(statistics, activities: workout.activities.map(\.uuid)).serializedBytes()
+    }
+
+    func beginRoute() throws -> [UInt8] {
+        _ = try decode(Healthledger_V1_BeginRouteRequest.self)
+        let id = try ledger.beginRoute(by: principal)
+        return try Healthledger_V1_RouteBuilderResponse.with { $0.builderID = Data(id.bytes) }.serializedBytes()
+    }
+
+    func addRouteLocations() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_AddRouteLocationsRequest.self)
+        let id = try Self.uuid(request.builderID, field: "builder_id")
+        let count = try ledger.addRouteLocations(try request.locations.model(), to: id, by: principal)
+        return try Healthledger_V1_RouteBuilderResponse.with {
+            $0.builderID = request.builderID
+            $0.locationCount = UInt64(count)
+        }.serializedBytes()
+    }
+
+    func finishRoute() async throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_FinishRouteRequest.self)
+        let route = try await ledger.finishRoute(
+            try Self.uuid(request.builderID, field: "builder_id"), workout: try Self.uuid(request.workoutUuid, field: "workout_uuid"),
+            metadata: try request.metadata.model(), by: principal)
+        return try Healthledger_V1_HealthObject(.workoutRoute(route)).serializedBytes()
+    }
+
+    func discardRoute() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_DiscardRouteRequest.self)
+        try ledger.discardRoute(try Self.uuid(request.builderID, field: "builder_id"), by: principal)
+        return []
+    }
+
+    /// RouteLocations: one RouteBatch per stored chunk, straight from the log, the last one
+    /// marked done (one empty, done batch for a route without chunks).
+    func routeLocations(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
+        let request = try decode(Healthledger_V1_RouteQueryRequest.self)
+        onScope(try ledger.readScope(of: .workoutRoute, for: principal))
+        let chunks = try ledger.routeChunks(of: try Self.uuid(request.routeUuid, field: "route_uuid"), as: principal)
+        for index in 0..<max(chunks.count, 1) {
+            try Task.checkCancellation()
+            // RouteBatch { RouteLocations locations = 1; bool done = 2; } written directly.
+            var batch = ProtoWriter(capacity: 1 << 16)
+            if index < chunks.count { batch.message(field: 1, try ledger.encodedRouteLocations(chunks, chunk: index)) }
+            if index >= chunks.count - 1 { batch.varint(field: 2, 1) }
+            try await emit(batch.buffer)
+        }
+    }
+}
