@@ -320,7 +320,7 @@ struct Projector {
             let member = WorkoutMember(
                 type: object.typeCode, uuid: object.uuid, startUs: object.startUs, endUs: object.endUs, sequence: sequence, value: object.value,
                 source: source)
-            try WorkoutIndex.objectSaved(member, routeOf: object.workout, in: txn, databases)
+            try WorkoutIndex.objectSaved(member, routeOf: object.workout, replacing: object.syncIdentifier != nil, in: txn, databases)
         case .samplesAssociated(let workout, let samples):
             for uuid in samples {
                 guard let stored = try StoredObject.load(uuid, in: txn, databases) else {

@@ -1,3 +1,4 @@
+import HealthModel
 import LMDB
 
 /// A sample associated with a workout, or one of its routes, as `workout_members` holds it:
@@ -93,8 +94,14 @@ enum WorkoutIndex {
 
     /// A newly saved object joins the workouts it was promised to: a route its workout, an
     /// object replacing a member (by sync version) the workouts of the one it replaced.
-    static func objectSaved(_ member: WorkoutMember, routeOf workout: [UInt8]?, in txn: Transaction, _ databases: LedgerDatabases) throws {
+    ///
+    /// - Parameter replacing: whether the object may replace another (it has a sync
+    ///   identifier); only such objects can have been promised memberships.
+    static func objectSaved(
+        _ member: WorkoutMember, routeOf workout: [UInt8]?, replacing: Bool, in txn: Transaction, _ databases: LedgerDatabases
+    ) throws {
         if let workout, workout.count == 16 { try txn.put([], forKey: member.uuid + workout, in: databases.memberWorkouts) }
+        guard replacing || workout != nil else { return }
         for workout in try workouts(of: member.uuid, in: txn, databases) {
             try txn.put(member.encodedValue, forKey: memberKey(workout: workout, type: member.type, member: member.uuid), in: databases.workoutMembers)
         }
@@ -109,11 +116,14 @@ enum WorkoutIndex {
             try txn.delete(uuid + workout, in: databases.memberWorkouts)
             if let replacedBy { try txn.put([], forKey: replacedBy + workout, in: databases.memberWorkouts) }
         }
-        for member in try members(of: uuid, in: txn, databases) {
-            try txn.delete(memberKey(workout: uuid, type: member.type, member: member.uuid), in: databases.workoutMembers)
-            try txn.delete(member.uuid + uuid, in: databases.memberWorkouts)
-            if let replacedBy { try add(member, to: replacedBy, in: txn, databases) }
+        if type == ObjectType.workout.code {
+            for member in try members(of: uuid, in: txn, databases) {
+                try txn.delete(memberKey(workout: uuid, type: member.type, member: member.uuid), in: databases.workoutMembers)
+                try txn.delete(member.uuid + uuid, in: databases.memberWorkouts)
+                if let replacedBy { try add(member, to: replacedBy, in: txn, databases) }
+            }
         }
+        guard type == ObjectType.workoutRoute.code else { return }
         try txn.withCursor(on: databases.routeData) { cursor in
             var entry = try cursor.seek(atLeast: uuid)
             while let current = entry, current.key.count == 20, current.key.starts(with: uuid) {

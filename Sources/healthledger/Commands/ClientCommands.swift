@@ -207,6 +207,7 @@ struct QueryCommand: AsyncParsableCommand {
     @Option(help: "Sort by start or end.") var sort = "start"
     @Flag(help: "Newest first.") var descending = false
     @Option(help: "Show values in this unit (quantity types).") var unit: String?
+    @Option(help: "Only objects associated with this workout (UUID).") var workout: String?
 
     func run() async throws {
         let query: SampleQueryDescriptor
@@ -218,7 +219,8 @@ struct QueryCommand: AsyncParsableCommand {
             guard sort == "start" || sort == "end" else { throw ValidationErrorExit("--sort is start or end") }
             query = SampleQueryDescriptor(
                 type: try resolveType(type), interval: interval, limit: limit,
-                sort: sort == "start" ? .startDate(ascending: !descending) : .endDate(ascending: !descending))
+                sort: sort == "start" ? .startDate(ascending: !descending) : .endDate(ascending: !descending),
+                workout: try workout.map { try AttachmentCommand.uuid($0, "--workout") })
             displayUnit = try unit.map { try HealthUnit($0) }
         } catch { throw fail(error) }
         try await connection.withStore { store in

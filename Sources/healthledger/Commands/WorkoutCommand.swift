@@ -1,0 +1,128 @@
+import ArgumentParser
+import Foundation
+import HealthLedgerSDK
+
+struct WorkoutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "workout", abstract: "Save workouts, associate samples with them, show their statistics and routes.",
+        discussion: """
+            Find a workout's samples with: healthledger query --type HeartRate --workout <uuid>
+            and its routes with:          healthledger query --type HKWorkoutRouteTypeIdentifier --workout <uuid>
+            """,
+        subcommands: [Save.self, Add.self, Stats.self, Route.self])
+
+    struct Save: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "save", abstract: "Save a workout.")
+        @OptionGroup var connection: ConnectionOptions
+        @Option(help: "The activity type (running, cycling, swimming, swimBikeRun, …).") var activity: String
+        @Option(help: "Start (ISO 8601).") var start: String
+        @Option(help: "End (ISO 8601).") var end: String
+        @Option(help: "indoor, outdoor or unknown.") var location = "unknown"
+        @Option(help: "A paused span START/END (ISO 8601), repeatable.") var pause: [String] = []
+
+        func run() async throws {
+            let workout: Workout
+            do {
+                guard let type = WorkoutActivityType(name: activity) else { throw ValidationErrorExit("unknown activity type '\(activity)'") }
+                let locations: [String: WorkoutLocationType] = ["indoor": .indoor, "outdoor": .outdoor, "unknown": .unknown]
+                guard let locationType = locations[location] else { throw ValidationErrorExit("--location is indoor, outdoor or unknown") }
+                guard let from = try SampleInput.date(start, "--start"), let to = try SampleInput.date(end, "--end") else {
+                    throw ValidationErrorExit("--start and --end are required")
+                }
+                let events = try pause.flatMap { span -> [WorkoutEvent] in
+                    let parts = span.split(separator: "/").map(String.init)
+                    guard parts.count == 2, let paused = try SampleInput.date(parts[0], "--pause"), let resumed = try SampleInput.date(parts[1], "--pause") else {
+                        throw ValidationErrorExit("--pause takes START/END, got '\(span)'")
+                    }
+                    return [WorkoutEvent(type: .pause, start: paused), WorkoutEvent(type: .resume, start: resumed)]
+                }
+                workout = Workout(configuration: WorkoutConfiguration(activityType: type, locationType: locationType), start: from, end: to, events: events)
+            } catch { throw fail(error) }
+            try await connection.withStore { store in
+                _ = try await store.save(.workout(workout))
+                if connection.json {
+                    printJSON(["uuid": workout.uuid.uuidString, "duration_s": workout.duration])
+                } else {
+                    print(workout.uuid.uuidString)
+                }
+            }
+        }
+    }
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Associate saved samples with a workout.")
+        @OptionGroup var connection: ConnectionOptions
+        @Option(help: "The workout's UUID.") var workout: String
+        @Argument(help: "The samples' UUIDs.") var samples: [String]
+
+        func run() async throws {
+            let (workoutUUID, sampleUUIDs) = try wrap {
+                (try AttachmentCommand.uuid(workout, "--workout"), try samples.map { try AttachmentCommand.uuid($0, "sample") })
+            }
+            try await connection.withStore { store in try await store.add(sampleUUIDs, to: workoutUUID) }
+        }
+    }
+
+    struct Stats: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "stats", abstract: "Statistics of the samples associated with a workout, for it and each activity.")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The workout's UUID.") var workout: String
+
+        func run() async throws {
+            let uuid = try wrap { try AttachmentCommand.uuid(workout, "workout") }
+            try await connection.withStore { store in
+                let statistics = try await store.statistics(for: uuid)
+                var rows: [[String: Any]] = Self.rows(statistics.workout, scope: "workout")
+                for (activity, values) in statistics.activities.sorted(by: { $0.key.uuidString < $1.key.uuidString }) {
+                    rows += Self.rows(values, scope: activity.uuidString)
+                }
+                if connection.json { return printJSON(rows) }
+                print(["SCOPE", "TYPE", "SUM", "AVERAGE", "MINIMUM", "MAXIMUM", "UNIT"].joined(separator: "\t"))
+                for row in rows {
+                    print(["scope", "type", "sum", "average", "minimum", "maximum", "unit"].map { "\(row[$0] ?? "")" }.joined(separator: "\t"))
+                }
+            }
+        }
+
+        static func rows(_ statistics: [QuantityType: Statistics], scope: String) -> [[String: Any]] {
+            statistics.sorted { $0.key.identifier < $1.key.identifier }.map { type, value in
+                var row: [String: Any] = ["scope": scope, "type": type.identifier, "unit": type.canonicalUnit.description]
+                for (name, quantity) in [("sum", value.values.sum), ("average", value.values.average), ("minimum", value.values.minimum), ("maximum", value.values.maximum)] {
+                    if let quantity { row[name] = Double(String(format: "%.12g", quantity.value)) ?? quantity.value }
+                }
+                return row
+            }
+        }
+    }
+
+    struct Route: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "route", abstract: "Print a route's locations in time order, as they stream in.")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The route's UUID.") var route: String
+
+        func run() async throws {
+            let uuid = try wrap { try AttachmentCommand.uuid(route, "route") }
+            try await connection.withStore { store in
+                if !connection.json { print(["TIME", "LATITUDE", "LONGITUDE", "ALTITUDE", "SPEED"].joined(separator: "\t")) }
+                var rows: [[String: Any]] = []
+                for try await batch in try await store.routeLocations(of: uuid) {
+                    for location in batch.locations {
+                        let time = location.timestamp.formatted(.iso8601)
+                        if connection.json {
+                            rows.append(["time": time, "latitude": location.latitude, "longitude": location.longitude, "altitude": location.altitude, "speed": location.speed])
+                        } else {
+                            print([time, "\(location.latitude)", "\(location.longitude)", "\(location.altitude)", "\(location.speed)"].joined(separator: "\t"))
+                        }
+                    }
+                }
+                if connection.json { printJSON(rows) }
+            }
+        }
+    }
+}
+
+/// Runs `body`, turning its errors into the CLI's usage failure.
+private func wrap<T>(_ body: () throws -> T) throws -> T {
+    do { return try body() } catch { throw fail(error) }
+}
