@@ -360,7 +360,7 @@ struct Projector {
                 try txn.delete(syncKey, in: databases.syncIdentifiers)
             }
             stats.record(type: object.typeCode, countDelta: -1, duration: 0)
-            try WorkoutIndex.objectDeleted(uuid, type: object.typeCode, replacedBy: replacedBy, in: txn, databases)
+            try WorkoutIndex.objectDeleted(uuid, type: object.typeCode, source: stored.source, replacedBy: replacedBy, in: txn, databases)
             // A deleted object's attachments go with it (their bytes stay in the log).
             for attachment in try AttachmentIndex.attachments(of: uuid, in: txn, databases) {
                 try txn.delete(attachment, in: databases.attachments)

@@ -15,49 +15,92 @@ struct WorkoutMember: Sendable {
 
     var indexEntry: IndexEntry { IndexEntry(uuid: uuid, startUs: startUs, endUs: endUs, sequence: sequence, source: source, value: value) }
 
-    /// start(8) end(8) sequence(8) value(8) source(4).
+    /// start(8) end(8) sequence(8) value(8); the source is in the key.
     var encodedValue: [UInt8] {
         var value: [UInt8] = []
-        value.reserveCapacity(36)
+        value.reserveCapacity(32)
         KeyEncoding.appendTime(startUs, to: &value)
         KeyEncoding.appendTime(endUs, to: &value)
         KeyEncoding.append(sequence, to: &value)
         KeyEncoding.append(self.value.bitPattern, to: &value)
-        KeyEncoding.append(source, to: &value)
         return value
     }
 }
 
 /// The workout projections: `workout_members`, `member_workouts` and `route_data`.
 enum WorkoutIndex {
-    static func memberKey(workout: [UInt8], type: UInt32, member: [UInt8]) -> [UInt8] {
+    /// workout(16) type(4) source(4) member(16): by type, then by source, so a reader who may
+    /// see only its own source's members seeks to them and never visits the others'.
+    static func memberKey(workout: [UInt8], type: UInt32, source: UInt32, member: [UInt8]) -> [UInt8] {
         var key = workout
-        key.reserveCapacity(36)
+        key.reserveCapacity(40)
         KeyEncoding.append(type, to: &key)
+        KeyEncoding.append(source, to: &key)
         key.append(contentsOf: member)
         return key
     }
 
-    /// The members of `workout` (of `type` only, when given), by type then UUID.
+    /// The members of `workout` (of `type` only, when given), by type, source, then UUID.
     static func members(of workout: [UInt8], type: UInt32? = nil, in txn: Transaction, _ databases: LedgerDatabases) throws -> [WorkoutMember] {
         var prefix = workout
         if let type { KeyEncoding.append(type, to: &prefix) }
         var members: [WorkoutMember] = []
         try txn.withCursor(on: databases.workoutMembers) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
-            while let current = entry, current.key.count == 36, current.key.starts(with: prefix) {
-                guard current.value.count == 36 else {
-                    throw LedgerFailure.corrupted("a workout_members entry is \(current.value.count) bytes, not 36: replay the ledger")
-                }
-                members.append(WorkoutMember(
-                    type: KeyEncoding.uint32(current.key, at: 16), uuid: Array(current.key[20..<36]),
-                    startUs: KeyEncoding.time(current.value, at: 0), endUs: KeyEncoding.time(current.value, at: 8),
-                    sequence: KeyEncoding.uint64(current.value, at: 16), value: Double(bitPattern: KeyEncoding.uint64(current.value, at: 24)),
-                    source: KeyEncoding.uint32(current.value, at: 32)))
+            while let current = entry, current.key.count == 40, current.key.starts(with: prefix) {
+                members.append(try member(current.key, current.value))
                 entry = try cursor.next()
             }
         }
         return members
+    }
+
+    /// The members of `workout` (of `type` only, when given) that readers with these scopes
+    /// may see. For a type the reader may not read whole, only its own source's members are
+    /// visited (one seek per type): the work done does not depend on what it may not see.
+    static func visibleMembers(
+        of workout: [UInt8], type: UInt32? = nil, scope: (UInt32) throws -> ReadScope?, in txn: Transaction, _ databases: LedgerDatabases
+    ) throws -> [WorkoutMember] {
+        var members: [WorkoutMember] = []
+        try txn.withCursor(on: databases.workoutMembers) { cursor in
+            var prefix = workout
+            if let type { KeyEncoding.append(type, to: &prefix) }
+            var entry = try cursor.seek(atLeast: prefix)
+            while let current = entry, current.key.count == 40, current.key.starts(with: prefix) {
+                let memberType = KeyEncoding.uint32(current.key, at: 16)
+                var typePrefix = workout
+                KeyEncoding.append(memberType, to: &typePrefix)
+                let readable = try scope(memberType)
+                if let readable, readable.all {
+                    while let current = entry, current.key.count == 40, current.key.starts(with: typePrefix) {
+                        members.append(try member(current.key, current.value))
+                        entry = try cursor.next()
+                    }
+                } else if let readable, readable.ownSource != 0 {
+                    var ownPrefix = typePrefix
+                    KeyEncoding.append(readable.ownSource, to: &ownPrefix)
+                    entry = try cursor.seek(atLeast: ownPrefix)
+                    while let current = entry, current.key.count == 40, current.key.starts(with: ownPrefix) {
+                        members.append(try member(current.key, current.value))
+                        entry = try cursor.next()
+                    }
+                }
+                // On to the next type.
+                guard memberType < UInt32.max else { break }
+                var next = workout
+                KeyEncoding.append(memberType + 1, to: &next)
+                entry = try cursor.seek(atLeast: next)
+            }
+        }
+        return members
+    }
+
+    private static func member(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> WorkoutMember {
+        guard value.count == 32 else { throw LedgerFailure.corrupted("a workout_members entry is \(value.count) bytes, not 32: replay the ledger") }
+        return WorkoutMember(
+            type: KeyEncoding.uint32(key, at: 16), uuid: Array(key[24..<40]), startUs: KeyEncoding.time(value, at: 0),
+            endUs: KeyEncoding.time(value, at: 8), sequence: KeyEncoding.uint64(value, at: 16),
+            value: Double(bitPattern: KeyEncoding.uint64(value, at: 24)), source: KeyEncoding.uint32(key, at: 20))
     }
 
     /// The workouts `member` belongs to.
@@ -88,7 +131,7 @@ enum WorkoutIndex {
     }
 
     static func add(_ member: WorkoutMember, to workout: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws {
-        try txn.put(member.encodedValue, forKey: memberKey(workout: workout, type: member.type, member: member.uuid), in: databases.workoutMembers)
+        try txn.put(member.encodedValue, forKey: memberKey(workout: workout, type: member.type, source: member.source, member: member.uuid), in: databases.workoutMembers)
         try txn.put([], forKey: member.uuid + workout, in: databases.memberWorkouts)
     }
 
@@ -103,22 +146,26 @@ enum WorkoutIndex {
         if let workout, workout.count == 16 { try txn.put([], forKey: member.uuid + workout, in: databases.memberWorkouts) }
         guard replacing || workout != nil else { return }
         for workout in try workouts(of: member.uuid, in: txn, databases) {
-            try txn.put(member.encodedValue, forKey: memberKey(workout: workout, type: member.type, member: member.uuid), in: databases.workoutMembers)
+            try txn.put(
+                member.encodedValue, forKey: memberKey(workout: workout, type: member.type, source: member.source, member: member.uuid),
+                in: databases.workoutMembers)
         }
     }
 
     /// A deleted object leaves its workouts, a deleted workout loses its members, a deleted
     /// route its chunks. With `replacedBy`, the new object takes the memberships over: its
     /// own are written when it is saved (next in the log), a workout's members move now.
-    static func objectDeleted(_ uuid: [UInt8], type: UInt32, replacedBy: [UInt8]?, in txn: Transaction, _ databases: LedgerDatabases) throws {
+    static func objectDeleted(
+        _ uuid: [UInt8], type: UInt32, source: UInt32, replacedBy: [UInt8]?, in txn: Transaction, _ databases: LedgerDatabases
+    ) throws {
         for workout in try workouts(of: uuid, in: txn, databases) {
-            try txn.delete(memberKey(workout: workout, type: type, member: uuid), in: databases.workoutMembers)
+            try txn.delete(memberKey(workout: workout, type: type, source: source, member: uuid), in: databases.workoutMembers)
             try txn.delete(uuid + workout, in: databases.memberWorkouts)
             if let replacedBy { try txn.put([], forKey: replacedBy + workout, in: databases.memberWorkouts) }
         }
         if type == ObjectType.workout.code {
             for member in try members(of: uuid, in: txn, databases) {
-                try txn.delete(memberKey(workout: uuid, type: member.type, member: member.uuid), in: databases.workoutMembers)
+                try txn.delete(memberKey(workout: uuid, type: member.type, source: member.source, member: member.uuid), in: databases.workoutMembers)
                 try txn.delete(member.uuid + uuid, in: databases.memberWorkouts)
                 if let replacedBy { try add(member, to: replacedBy, in: txn, databases) }
             }

@@ -110,7 +110,8 @@ extension Ledger {
         _ query: SampleQuery, workout: UUID, range: TimeRange, as principal: Principal, in txn: Transaction, _ visit: (IndexEntry) throws -> Bool
     ) throws {
         guard try Self.readable(workout, as: principal, in: txn, databases) != nil else { return }
-        let entries = try WorkoutIndex.members(of: workout.bytes, type: query.type.code, in: txn, databases)
+        let scope = try ReadScope(principal, type: query.type, in: txn, databases)
+        let entries = try WorkoutIndex.visibleMembers(of: workout.bytes, type: query.type.code, scope: { _ in scope }, in: txn, databases)
             .filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map(\.indexEntry)
         for entry in Self.sorted(entries, by: query.sort) where try !visit(entry) { return }
     }

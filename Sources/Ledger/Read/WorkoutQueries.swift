@@ -81,14 +81,18 @@ final class WorkoutMemberReader {
 
     /// The quantity samples associated with `workout` that the reader may read.
     func readableQuantities(of workout: UUID) throws -> [(QuantityType, WorkoutMember)] {
-        var readable: [(QuantityType, WorkoutMember)] = []
-        for member in try WorkoutIndex.members(of: workout.bytes, in: txn, databases) {
-            guard let identifier = TypeCatalogue.identifiersByCode[member.type], let type = try? QuantityType(identifier) else { continue }
-            let scope = try scopes[member.type] ?? ReadScope(principal, type: type.objectType, in: txn, databases)
-            scopes[member.type] = scope
-            if scope.allows(sourceCode: member.source, uuid: member.uuid) { readable.append((type, member)) }
+        var types: [UInt32: (QuantityType, ReadScope)] = [:]
+        let members = try WorkoutIndex.visibleMembers(of: workout.bytes, scope: { code in
+            guard let identifier = TypeCatalogue.identifiersByCode[code], let type = try? QuantityType(identifier) else { return nil }
+            let scope = try scopes[code] ?? ReadScope(principal, type: type.objectType, in: txn, databases)
+            scopes[code] = scope
+            types[code] = (type, scope)
+            return scope
+        }, in: txn, databases)
+        return members.compactMap { member in
+            guard let (type, scope) = types[member.type], scope.allows(sourceCode: member.source, uuid: member.uuid) else { return nil }
+            return (type, member)
         }
-        return readable
     }
 
     func statistics(of workout: Workout) throws -> WorkoutStatistics {

@@ -31,7 +31,6 @@ extension Ledger {
             try Self.requireWorkout(workout, changeableBy: principal, in: context)
             var body = Healthledger_V1_WorkoutSamplesAssociated()
             body.workoutUuid = Data(workout.bytes)
-            let already = Set(try WorkoutIndex.members(of: workout.bytes, in: context.txn, context.databases).map(\.uuid))
             for uuid in unique {
                 guard let stored = try Self.readable(uuid, as: principal, in: context.txn, context.databases) else {
                     throw HealthError(.noData, "no sample with UUID \(uuid)", field: "sample_uuids")
@@ -40,7 +39,9 @@ extension Ledger {
                 guard family == .quantity || family == .category else {
                     throw HealthError.invalidArgument("\(uuid) is a \(family.rawValue), not a quantity or category sample", field: "sample_uuids")
                 }
-                if !already.contains(uuid.bytes) { body.sampleUuids.append(Data(uuid.bytes)) }
+                if try !context.txn.contains(uuid.bytes + workout.bytes, in: context.databases.memberWorkouts) {
+                    body.sampleUuids.append(Data(uuid.bytes))
+                }
             }
             guard !body.sampleUuids.isEmpty else { return }
             let bytes: [UInt8] = try body.serializedBytes()

@@ -28,16 +28,20 @@ struct PrivacyBench {
         }
         let ownSamples = (0..<own).map { sample(minute: $0 * spacing) }
         let hiddenUUID = UUID.timeOrdered()
+        // The owner's workout spanning everything, every sample associated with it.
+        let workout = Workout(
+            configuration: WorkoutConfiguration(activityType: .running), start: base,
+            end: base.addingTimeInterval(Double(max(others, own * spacing) + 1) * 60))
 
         print("== denied-read: an app without read authorization, \(own) samples of its own, alone and among \(others) of other sources")
-        let alone = try await ledger("denied-alone", ownSamples, others: [])
+        let alone = try await ledger("denied-alone", ownSamples, others: [], workout: workout)
         let crowd = (0..<others).lazy.map { index -> HealthObject in
             let date = base.addingTimeInterval(Double(index) * 60 + 30)
             return .quantitySample(QuantitySample(
                 type: type, quantity: Quantity(Double(60 + index % 100), unit), start: date, end: date,
                 uuid: index == others / 2 ? hiddenUUID : .timeOrdered()))
         }
-        let crowded = try await ledger("denied-crowded", ownSamples, others: crowd)
+        let crowded = try await ledger("denied-crowded", ownSamples, others: crowd, workout: workout)
 
         let app = Principal.app(Self.app)
         let middle = base.addingTimeInterval(Double(own * spacing / 2) * 60)
@@ -57,6 +61,12 @@ struct PrivacyBench {
             ("observer check, nothing new", { ledger in
                 let latest = try ledger.latestAnchor(for: type.objectType, as: app)
                 return try ledger.hasChanges(ChangeQuery(type: type.objectType, anchor: latest), as: app).changed ? 1 : 0
+            }),
+            ("workout statistics, every sample associated", { try $0.workoutStatistics(for: workout.uuid, as: app)?.workout.count ?? -1 }),
+            ("samples associated with the workout", { try $0.samples(SampleQuery(type: type.objectType, workout: workout.uuid), as: app).count }),
+            ("workouts whose maximum heart rate > 100 count/min", {
+                let fast = WorkoutPredicate.statistic(type, .maximum, .greater, Quantity(100, unit))
+                return try $0.samples(SampleQuery(type: .workout, workoutPredicate: fast), as: app).count
             }),
             ("fetch another source's UUID (crowded) / an unknown one (alone)", { ledger in
                 (0..<100).reduce(0) { count, _ in count + ((try? ledger.object(with: hiddenUUID, as: app)) == nil ? 1 : 0) }
@@ -95,24 +105,32 @@ struct PrivacyBench {
             hidden.microseconds, unknown.microseconds, hidden.microseconds / unknown.microseconds))
     }
 
-    /// A ledger where the app may share heart rate but never asked to read, holding its
-    /// samples and the owner's `others`.
-    private func ledger(_ id: String, _ own: [HealthObject], others: some Sequence<HealthObject>) async throws -> Ledger {
+    /// A ledger where the app may share heart rate but never asked to read it (it reads
+    /// workouts), holding its samples and the owner's `others`, all associated with the
+    /// owner's `workout`.
+    private func ledger(_ id: String, _ own: [HealthObject], others: some Sequence<HealthObject>, workout: Workout) async throws -> Ledger {
         let ledger = try store.createLedger(id: id)
         let app = Principal.app(Self.app)
         let heartRate = own.first!.objectType
-        try await ledger.requestAuthorization(toShare: [heartRate], read: [], by: app)
+        try await ledger.requestAuthorization(toShare: [heartRate], read: [.workout], by: app)
         try await ledger.decideAuthorization(app: Self.app.bundleIdentifier, type: heartRate, direction: .share, decision: .granted, by: .owner)
+        try await ledger.decideAuthorization(app: Self.app.bundleIdentifier, type: .workout, direction: .read, decision: .granted, by: .owner)
+        _ = try await ledger.save([.workout(workout)], by: .owner)
         var batch: [HealthObject] = []
         for object in others {
             batch.append(object)
-            if batch.count == 10_000 {
+            if batch.count == Ledger.maximumAssociatedSamples {
                 _ = try await ledger.save(batch, by: .owner)
+                try await ledger.associate(batch.map(\.uuid), with: workout.uuid, by: .owner)
                 batch.removeAll(keepingCapacity: true)
             }
         }
-        if !batch.isEmpty { _ = try await ledger.save(batch, by: .owner) }
+        if !batch.isEmpty {
+            _ = try await ledger.save(batch, by: .owner)
+            try await ledger.associate(batch.map(\.uuid), with: workout.uuid, by: .owner)
+        }
         _ = try await ledger.save(own, by: app)
+        try await ledger.associate(own.map(\.uuid), with: workout.uuid, by: .owner)
         return ledger
     }
 }
