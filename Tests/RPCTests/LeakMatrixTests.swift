@@ -12,19 +12,23 @@ struct LeakMatrixTests {
         var testDescription: String { rawValue }
         /// Whether the app reads other sources' heart rate.
         var readsOthers: Bool { self == .granted }
+        /// The owner's decisions, in order, that lead to this state from a pending request.
+        var decisions: [AuthorizationDecision] {
+            switch self {
+            case .notDetermined, .pending: []
+            case .denied: [.denied]
+            case .granted: [.granted]
+            case .revoked: [.granted, .revoked]
+            }
+        }
     }
 
     /// Puts the app's read authorization for heart rate in `state`.
     static func setReadState(_ state: ReadState, app: HealthStore, bundle: String, owner: HealthStore) async throws {
         if state == .notDetermined { return }
         #expect(try await app.requestAuthorization(toShare: [], read: [Types.heartRate]) == 1)
-        switch state {
-        case .notDetermined, .pending: break
-        case .denied: try await owner.decideAuthorization(app: bundle, type: Types.heartRate, direction: .read, decision: .denied)
-        case .granted: try await owner.decideAuthorization(app: bundle, type: Types.heartRate, direction: .read, decision: .granted)
-        case .revoked:
-            try await owner.decideAuthorization(app: bundle, type: Types.heartRate, direction: .read, decision: .granted)
-            try await owner.decideAuthorization(app: bundle, type: Types.heartRate, direction: .read, decision: .revoked)
+        for decision in state.decisions {
+            try await owner.decideAuthorization(app: bundle, type: Types.heartRate, direction: .read, decision: decision)
         }
     }
 
@@ -271,13 +275,8 @@ struct LeakMatrixTests {
         try await owner.setCharacteristic(of: .bloodType, to: .bloodType(.abPositive))
         if state != .notDetermined { _ = try await app.requestAuthorization(toShare: [], read: [.dateOfBirth, .bloodType, .biologicalSex]) }
         for type in [ObjectType.dateOfBirth, .biologicalSex] {
-            switch state {
-            case .notDetermined, .pending: break
-            case .denied: try await owner.decideAuthorization(app: bundle, type: type, direction: .read, decision: .denied)
-            case .granted: try await owner.decideAuthorization(app: bundle, type: type, direction: .read, decision: .granted)
-            case .revoked:
-                try await owner.decideAuthorization(app: bundle, type: type, direction: .read, decision: .granted)
-                try await owner.decideAuthorization(app: bundle, type: type, direction: .read, decision: .revoked)
+            for decision in state.decisions {
+                try await owner.decideAuthorization(app: bundle, type: type, direction: .read, decision: decision)
             }
         }
         // Blood type is set but never granted; biological sex is granted (when granted) but not set.

@@ -37,13 +37,8 @@ struct WorkoutRPCTests {
         guard state != .notDetermined else { return }
         try await ledger.requestAuthorization(toShare: [], read: [Types.heartRate, .workoutRoute], by: .app(app))
         for type in [Types.heartRate, ObjectType.workoutRoute] {
-            switch state {
-            case .notDetermined, .pending: break
-            case .denied: try await ledger.decideAuthorization(app: app.bundleIdentifier, type: type, direction: .read, decision: .denied, by: .owner)
-            case .granted: try await ledger.decideAuthorization(app: app.bundleIdentifier, type: type, direction: .read, decision: .granted, by: .owner)
-            case .revoked:
-                try await ledger.decideAuthorization(app: app.bundleIdentifier, type: type, direction: .read, decision: .granted, by: .owner)
-                try await ledger.decideAuthorization(app: app.bundleIdentifier, type: type, direction: .read, decision: .revoked, by: .owner)
+            for decision in state.decisions {
+                try await ledger.decideAuthorization(app: app.bundleIdentifier, type: type, direction: .read, decision: decision, by: .owner)
             }
         }
     }

@@ -7,11 +7,6 @@ import SwiftProtobuf
 
 /// Attachments: files on objects, readable with the object.
 extension LedgerCall {
-    private static func uuid(_ bytes: Data, field: String) throws -> UUID {
-        guard let uuid = UUID(bytes: bytes) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: field) }
-        return uuid
-    }
-
     func addAttachment() async throws -> [UInt8] {
         let request = try decode(Healthledger_V1_AddAttachmentRequest.self)
         let attachment = try await ledger.addAttachment(

@@ -82,9 +82,7 @@ struct LedgerCall: Sendable {
             type: try ObjectType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
             limit: Int(request.limit), sort: request.sort.model,
-            workout: request.workoutUuid.isEmpty ? nil : try UUID(bytes: request.workoutUuid) ?? {
-                throw HealthError.invalidArgument("a UUID must be 16 bytes", field: "workout_uuid")
-            }(),
+            workout: request.workoutUuid.isEmpty ? nil : try Self.uuid(request.workoutUuid, field: "workout_uuid"),
             workoutPredicate: request.hasWorkoutPredicate ? try request.workoutPredicate.model() : nil)
         let batchSize = request.batchSize == 0 ? 500 : Int(min(request.batchSize, 10_000))
         // SampleBatch { repeated HealthObject objects = 1; } written directly.
@@ -208,6 +206,12 @@ struct LedgerCall: Sendable {
         // A "not set" value clears the characteristic.
         try await ledger.setCharacteristic(of: type, to: try request.model(), by: principal)
         return Self.empty
+    }
+
+    /// The UUID in `bytes`, which must be 16 bytes (`invalidArgument` naming `field` otherwise).
+    static func uuid(_ bytes: Data, field: String) throws -> UUID {
+        guard let uuid = UUID(bytes: bytes) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: field) }
+        return uuid
     }
 
     static func interval(start: Int64?, end: Int64?) throws -> DateInterval? {

@@ -7,11 +7,6 @@ import SwiftProtobuf
 
 /// Workouts: associated samples, their statistics, route builders and route queries.
 extension LedgerCall {
-    private static func uuid(_ bytes: Data, field: String) throws -> UUID {
-        guard let uuid = UUID(bytes: bytes) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: field) }
-        return uuid
-    }
-
     func associateSamples() async throws -> [UInt8] {
         let request = try decode(Healthledger_V1_AssociateSamplesRequest.self)
         let samples = try request.sampleUuids.map { try Self.uuid($0, field: "sample_uuids") }
