@@ -159,6 +159,25 @@ struct WorkoutLedgerTests {
         #expect(try ledger.replay().identical)
     }
 
+    @Test("route builders are capped per app and per ledger, and belong to whoever opened them")
+    func builderLimits() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "builders")
+        let opened = try (0..<RouteBuilders.maximumOpenPerPrincipal).map { _ in try ledger.beginRoute(by: Self.appA) }
+        #expect(throws: HealthError.self) { try ledger.beginRoute(by: Self.appA) }
+        let other = try ledger.beginRoute(by: Self.appB)
+        #expect(throws: HealthError.self) { try ledger.discardRoute(other, by: Self.appA) }
+        try ledger.discardRoute(opened[0], by: Self.appA)
+        let again = try ledger.beginRoute(by: Self.appA)
+        // The ledger's builders together hold at most a million locations.
+        let batch = (0..<ObjectLimits.maximumRouteLocations).map { Self.location(Double($0)) }
+        for builder in opened.dropFirst().prefix(5) { try ledger.addRouteLocations(batch, to: builder, by: Self.appA) }
+        #expect(throws: HealthError.self) { try ledger.addRouteLocations(batch, to: other, by: Self.appB) }
+        #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(0)], to: again, by: Self.appA) }
+        try ledger.discardRoute(opened[1], by: Self.appA)
+        #expect(try ledger.addRouteLocations(batch, to: other, by: Self.appB) == ObjectLimits.maximumRouteLocations)
+    }
+
     @Test("privacy: statistics, predicates, associated objects and routes count only what the reader may read")
     func privacy() async throws {
         let temporary = try TemporaryStore()

@@ -128,9 +128,13 @@ extension Ledger {
 
 /// Route builders in progress, per ledger, in memory: each belongs to the principal that
 /// opened it and holds at most ``ObjectLimits/maximumRouteLocations`` locations. A builder
-/// unused for an hour is dropped, as are the oldest when too many are open.
+/// unused for an hour is dropped. Caps per principal and per ledger keep one app from
+/// filling the server's memory or crowding out the others.
 final class RouteBuilders: Sendable {
+    static let maximumOpenPerPrincipal = 8
     static let maximumOpen = 64
+    /// Locations held by all builders of the ledger together (about 64 MiB).
+    static let maximumPendingLocations = 1_000_000
     static let idleLimit: TimeInterval = 3600
 
     private struct Builder {
@@ -144,10 +148,15 @@ final class RouteBuilders: Sendable {
     func begin(for principal: Principal) throws -> UUID {
         let id = UUID()
         let now = Date()
-        builders.withLock { builders in
+        try builders.withLock { builders in
             builders = builders.filter { now.timeIntervalSince($0.value.lastUsed) < Self.idleLimit }
-            if builders.count >= Self.maximumOpen, let oldest = builders.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
-                builders[oldest.key] = nil
+            guard builders.values.count(where: { $0.owner == principal }) < Self.maximumOpenPerPrincipal else {
+                throw HealthError(
+                    .dataSizeExceeded, "at most \(Self.maximumOpenPerPrincipal) route builders may be open at once: finish or discard one",
+                    field: "builder_id")
+            }
+            guard builders.count < Self.maximumOpen else {
+                throw HealthError(.dataSizeExceeded, "too many route builders are open on this ledger; try again later", field: "builder_id")
             }
             builders[id] = Builder(owner: principal, locations: [], lastUsed: now)
         }
@@ -159,6 +168,12 @@ final class RouteBuilders: Sendable {
             guard var builder = builders[id], builder.owner == principal else { throw Self.unknown(id) }
             guard builder.locations.count + locations.count <= ObjectLimits.maximumRouteLocations else {
                 throw HealthError(.dataSizeExceeded, "a route holds at most \(ObjectLimits.maximumRouteLocations) locations", field: "locations")
+            }
+            let pending = builders.values.reduce(0) { $0 + $1.locations.count }
+            guard pending + locations.count <= Self.maximumPendingLocations else {
+                throw HealthError(
+                    .dataSizeExceeded, "the ledger's route builders hold \(pending) locations, the most allowed at once: finish or discard some",
+                    field: "locations")
             }
             builders[id] = nil  // keeps the array uniquely referenced while it grows
             builder.locations.append(contentsOf: locations)

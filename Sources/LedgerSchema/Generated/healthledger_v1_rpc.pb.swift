@@ -2088,7 +2088,8 @@ public nonisolated struct Healthledger_V1_ActivityStatistics: Sendable {
 
 /// healthledger.v1.Ledger/BeginRoute: opens a route builder (HealthKit's
 /// HKWorkoutRouteBuilder) and answers its id. A builder lives on the server until it is
-/// finished or discarded, or after an hour without use; it belongs to the caller.
+/// finished or discarded, or after an hour without use; it belongs to the caller, who may have
+/// at most 8 open (64 per ledger, 1,000,000 locations in all).
 public nonisolated struct Healthledger_V1_BeginRouteRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
