@@ -1,5 +1,7 @@
 import Foundation
 import HealthModel
+import LedgerSchema
+import SwiftProtobuf
 import Testing
 
 @testable import Ledger
@@ -41,6 +43,32 @@ struct WorkoutLedgerTests {
         var open = Self.run()
         open.events = [WorkoutEvent(type: .pause, start: Self.base.addingTimeInterval(1500))]
         #expect(open.duration == 1500)
+    }
+
+    @Test("workouts and routes survive the schema both ways, with every field")
+    func roundTrip() throws {
+        var workout = Self.run(metadata: ["HKMetadataKeyIndoorWorkout": .number(0)])
+        workout.configuration = WorkoutConfiguration(activityType: .swimming, locationType: .indoor, swimmingLocationType: .pool, lapLength: try Quantity(25, "m"))
+        workout.activities = []
+        workout.events = [
+            WorkoutEvent(type: .lap, start: Self.base, end: Self.base.addingTimeInterval(40), metadata: ["HKMetadataKeySwimmingStrokeStyle": .number(2)]),
+            WorkoutEvent(type: .marker, start: Self.base.addingTimeInterval(50)),
+        ]
+        workout.device = Device(name: "Watch", manufacturer: "Apple")
+        let objects: [HealthObject] = [
+            .workout(workout), .workout(Self.run()),
+            .workoutRoute(WorkoutRoute(workoutUUID: workout.uuid, locationCount: 3, start: Self.base, end: Self.base.addingTimeInterval(2))),
+        ]
+        for object in objects {
+            let bytes = object.encodedBytes()
+            #expect(try Healthledger_V1_HealthObject(serializedBytes: bytes).model() == object)
+            #expect(try bytes.withUnsafeBytes { try HealthObject(serialized: $0) } == object)
+        }
+        let locations = (0..<5).map { Self.location(Double($0)) }
+        #expect(try Healthledger_V1_RouteLocations(locations).model() == locations)
+        var ragged = Healthledger_V1_RouteLocations(locations)
+        ragged.speed.removeLast()
+        #expect(throws: HealthError.self) { try ragged.model() }
     }
 
     @Test("workout rules: events inside, a pause first, laps only in pools, activities ordered and of the right type")
