@@ -17,6 +17,11 @@ extension HealthStore {
         _ = try await unary(.associateSamples, request)
     }
 
+    /// Associates saved samples with a saved workout (HealthKit's `add(_:to:)`).
+    public func add(_ samples: [HealthObject], to workout: Workout) async throws {
+        try await add(samples.map(\.uuid), to: workout.uuid)
+    }
+
     /// The statistics of the samples associated with a workout that this app may read, for
     /// the workout and each of its activities (HealthKit's `statistics(for:)`).
     public func statistics(for workout: UUID) async throws -> WorkoutStatistics {

@@ -65,7 +65,7 @@ struct WorkoutRPCTests {
         try await runner.save(runRates)
         try await app.save(ownRates)
         let members = ownerRates + runRates + ownRates
-        try await owner.add(members.map(\.uuid), to: workout.uuid)
+        try await owner.add(members, to: workout)
         #expect(try await owner.delete([ownerRates[3]]) == 1)
         #expect(try await app.delete([ownRates[2]]) == 1)
         let present = members.filter { $0.uuid != ownerRates[3].uuid && $0.uuid != ownRates[2].uuid }
