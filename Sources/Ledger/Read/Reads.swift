@@ -17,16 +17,20 @@ extension Ledger {
     /// is none or it may not, at the same cost.
     ///
     /// Decided on the entry, before the object is loaded: a hidden object costs what an
-    /// unknown one does, whatever its size. For an unknown UUID a scope is taken anyway (of a
-    /// type read by type, as most are) for the same reason.
+    /// unknown one does, whatever its size. For an unknown UUID a type is resolved and a scope
+    /// taken anyway for the same reason.
     static func readable(_ uuid: UUID, as principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws -> StoredObject? {
         guard let stored = try StoredObject.load(uuid.bytes, in: txn, databases) else {
-            _ = try ReadScope(principal, type: .workout, in: txn, databases)
+            _ = try ReadScope(principal, type: try objectType(code: decoyTypeCode), in: txn, databases)
             return nil
         }
         let scope = try ReadScope(principal, type: try objectType(code: stored.type), in: txn, databases)
         return scope.allows(sourceCode: stored.source, uuid: uuid.bytes) ? stored : nil
     }
+
+    /// The type an unknown UUID's lookup resolves, as a found object's would (heart rate: a
+    /// type read by type, found early in the catalogue, as most stored objects' are).
+    private static let decoyTypeCode = TypeCatalogue.code(of: "HKQuantityTypeIdentifierHeartRate")
 
     /// The tombstone of a deleted object, or nil.
     public func tombstone(for uuid: UUID) throws -> Tombstone? {
