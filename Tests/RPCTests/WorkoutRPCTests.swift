@@ -154,6 +154,33 @@ struct WorkoutRPCTests {
         await server.stop()
     }
 
+    @Test("revoking the route read grant ends a route stream at once; the workout stays readable")
+    func routeRevocation() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        try await Self.authorize(server.ledger, app: TestServer.appSource, state: .granted)
+        let workout = Self.run()
+        try await owner.save(.workout(workout))
+        // 200,000 locations: 49 chunks, more than the stream's window of 16 batches, so the
+        // server is still sending when the grant goes.
+        let builder = try await owner.makeRouteBuilder()
+        try await builder.insertRouteData((0..<ObjectLimits.maximumRouteLocations).map(Self.location))
+        let route = try await builder.finishRoute(with: workout.uuid)
+        var batches = try await app.routeLocations(of: route.uuid).makeAsyncIterator()
+        var received = try #require(try await batches.next()).locations.count
+        try await owner.decideAuthorization(
+            app: TestServer.appSource.bundleIdentifier, type: .workoutRoute, direction: .read, decision: .revoked)
+        await expectRPCError(.permissionDenied, .authorizationDenied, "route stream") {
+            while let batch = try await batches.next() { received += batch.locations.count }
+        }
+        #expect(received < route.locationCount, "the stream ended early (got \(received))")
+        await expectRPCError(.notFound, .noData, "the next route query") { _ = try await app.routeLocations(of: route.uuid).all() }
+        #expect(try await app.object(with: workout.uuid) != nil)
+        for store in [owner, app] { await store.close() }
+        await server.stop()
+    }
+
     @Test("an app builds a marathon-sized route in batches and reads it back in order; bad input changes nothing")
     func appRoute() async throws {
         let server = try await TestServer()
