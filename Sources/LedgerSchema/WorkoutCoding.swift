@@ -60,13 +60,13 @@ extension Healthledger_V1_WorkoutPredicate {
 }
 
 extension Healthledger_V1_WorkoutStatisticsResponse {
-    public init(_ statistics: WorkoutStatistics, activities order: [UUID]) {
+    public init(_ statistics: WorkoutStatistics) {
         self.init()
         workout = Self.entries(statistics.workout)
-        activities = order.map { uuid in
+        activities = statistics.activities.map { activity in
             Healthledger_V1_ActivityStatistics.with {
-                $0.activityUuid = Data(uuid.bytes)
-                $0.statistics = Self.entries(statistics.activities[uuid] ?? [:])
+                $0.activityUuid = Data(activity.uuid.bytes)
+                $0.statistics = Self.entries(activity.statistics)
             }
         }
     }
@@ -93,7 +93,7 @@ extension Healthledger_V1_WorkoutStatisticsResponse {
         var result = WorkoutStatistics(workout: try statistics(workout))
         for activity in activities {
             guard let uuid = UUID(bytes: activity.activityUuid) else { throw HealthError.invalidArgument("an activity UUID must be 16 bytes", field: "activity_uuid") }
-            result.activities[uuid] = try statistics(activity.statistics)
+            result.activities.append(ActivityStatistics(uuid: uuid, statistics: try statistics(activity.statistics)))
         }
         return result
     }

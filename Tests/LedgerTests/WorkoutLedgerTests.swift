@@ -167,6 +167,8 @@ struct WorkoutLedgerTests {
         }
         #expect(throws: HealthError.self) { try ledger.addRouteLocations([RouteLocation(timestamp: Self.base, latitude: 91, longitude: 0)], to: builder, by: .owner) }
         #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(1)], to: builder, by: Self.appA) }
+        let sync: Metadata = [MetadataKey.syncIdentifier: .string("r"), MetadataKey.syncVersion: .number(1)]
+        await #expect(throws: HealthError.self) { _ = try await ledger.finishRoute(builder, workout: workout.uuid, metadata: sync, by: .owner) }
         let route = try await ledger.finishRoute(builder, workout: workout.uuid, by: .owner)
         #expect(route.locationCount == 10_000 && route.startDate == Self.base && route.endDate == Self.base.addingTimeInterval(9999))
         #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(1)], to: builder, by: .owner) }
@@ -223,7 +225,7 @@ struct WorkoutLedgerTests {
 
         // A reads the workout but none of the heart rate: no statistics, no match, no members.
         let seen = try #require(try ledger.workoutStatistics(for: workout.uuid, as: Self.appA))
-        #expect(seen.workout.isEmpty && seen.activities.values.allSatisfy(\.isEmpty))
+        #expect(seen.workout.isEmpty && seen.activities.allSatisfy(\.statistics.isEmpty))
         let fast = WorkoutPredicate.statistic(Self.heartRate, .maximum, .greater, try Quantity(100, "count/min"))
         #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: fast), as: Self.appA).isEmpty)
         #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: .not(fast)), as: Self.appA).count == 1)

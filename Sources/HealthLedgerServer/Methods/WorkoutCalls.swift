@@ -17,10 +17,10 @@ extension LedgerCall {
     func workoutStatistics() throws -> [UInt8] {
         let request = try decode(Healthledger_V1_WorkoutStatisticsRequest.self)
         let uuid = try Self.uuid(request.workoutUuid, field: "workout_uuid")
-        guard let statistics = try ledger.workoutStatistics(for: uuid, as: principal),
-            case .workout(let workout)? = try ledger.object(with: uuid, as: principal)
-        else { throw HealthError(.noData, "no workout with UUID \(uuid)", field: "workout_uuid") }
-        return try Healthledger_V1_WorkoutStatisticsResponse(statistics, activities: workout.activities.map(\.uuid)).serializedBytes()
+        guard let statistics = try ledger.workoutStatistics(for: uuid, as: principal) else {
+            throw HealthError(.noData, "no workout with UUID \(uuid)", field: "workout_uuid")
+        }
+        return try Healthledger_V1_WorkoutStatisticsResponse(statistics).serializedBytes()
     }
 
     func beginRoute() throws -> [UInt8] {
@@ -57,8 +57,7 @@ extension LedgerCall {
     /// marked done (one empty, done batch for a route without chunks).
     func routeLocations(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
         let request = try decode(Healthledger_V1_RouteQueryRequest.self)
-        onScope(try ledger.readScope(of: .workoutRoute, for: principal))
-        let chunks = try ledger.routeChunks(of: try Self.uuid(request.routeUuid, field: "route_uuid"), as: principal)
+        let chunks = try ledger.routeChunks(of: try Self.uuid(request.routeUuid, field: "route_uuid"), as: principal, onScope: onScope)
         for index in 0..<max(chunks.count, 1) {
             try Task.checkCancellation()
             // RouteBatch { RouteLocations locations = 1; bool done = 2; } written directly.

@@ -7,17 +7,19 @@ import Foundation
 public struct WorkoutStatistics: Sendable, Hashable {
     /// Over the whole workout.
     public var workout: [QuantityType: Statistics]
-    /// Per activity (by its UUID): the samples starting within it.
-    public var activities: [UUID: [QuantityType: Statistics]]
+    /// Per activity, in the workout's order: the samples starting within it.
+    public var activities: [ActivityStatistics]
 
-    public init(workout: [QuantityType: Statistics] = [:], activities: [UUID: [QuantityType: Statistics]] = [:]) {
+    public init(workout: [QuantityType: Statistics] = [:], activities: [ActivityStatistics] = []) {
         self.workout = workout
         self.activities = activities
     }
 
     public func statistics(for type: QuantityType) -> Statistics? { workout[type] }
 
-    public func statistics(for type: QuantityType, activity: UUID) -> Statistics? { activities[activity]?[type] }
+    public func statistics(for type: QuantityType, activity: UUID) -> Statistics? {
+        activities.first { $0.uuid == activity }?.statistics[type]
+    }
 
     /// The values of samples with `values` (canonical units) over an interval: what a
     /// workout or activity reports for `type`.
@@ -29,6 +31,17 @@ public struct WorkoutStatistics: Sendable, Hashable {
         return StatisticsValues(
             average: Quantity(values.reduce(0, +) / Double(values.count), unit), minimum: values.min().map { Quantity($0, unit) },
             maximum: values.max().map { Quantity($0, unit) })
+    }
+}
+
+/// The statistics of one workout activity's samples, per quantity type.
+public struct ActivityStatistics: Sendable, Hashable {
+    public var uuid: UUID
+    public var statistics: [QuantityType: Statistics]
+
+    public init(uuid: UUID, statistics: [QuantityType: Statistics]) {
+        self.uuid = uuid
+        self.statistics = statistics
     }
 }
 

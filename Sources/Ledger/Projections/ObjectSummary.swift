@@ -37,7 +37,7 @@ struct ObjectSummary: Sendable {
         switch object.body {
         case .quantity(let body): value = try units.canonicalValue(body.quantity.value, unit: body.quantity.unit, type: object.type)
         case .category(let body): value = Double(body.value)
-        case .workoutRoute(let body): value = 0; workout = Array(body.workoutUuid)
+        case .workoutRoute(let body): value = 0; workout = body.workoutUuid.count == 16 ? Array(body.workoutUuid) : nil
         case .visionPrescription, .workout, nil: value = 0
         }
     }
@@ -151,7 +151,7 @@ struct ObjectSummary: Sendable {
             case (14, .lengthDelimited):
                 quantity = nil
                 value = 0
-                workout = try ProtoReader.field(1, in: try reader.bytes()).map { Array($0) } ?? []
+                workout = try ProtoReader.field(1, in: try reader.bytes()).flatMap { $0.count == 16 ? Array($0) : nil }
             default: try reader.skip(wireType)
             }
         }

@@ -317,10 +317,13 @@ struct Projector {
                 try txn.put(value, forKey: syncKey, in: databases.syncIdentifiers)
             }
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
-            let member = WorkoutMember(
-                type: object.typeCode, uuid: object.uuid, startUs: object.startUs, endUs: object.endUs, sequence: sequence, value: object.value,
-                source: source)
-            try WorkoutIndex.objectSaved(member, routeOf: object.workout, replacing: object.syncIdentifier != nil, in: txn, databases)
+            // Only a route, or an object that can replace a workout member, joins a workout here.
+            if object.workout != nil || object.syncIdentifier != nil {
+                let member = WorkoutMember(
+                    type: object.typeCode, uuid: object.uuid, startUs: object.startUs, endUs: object.endUs, sequence: sequence,
+                    value: object.value, source: source)
+                try WorkoutIndex.objectSaved(member, routeOf: object.workout, in: txn, databases)
+            }
         case .samplesAssociated(let workout, let samples):
             for uuid in samples {
                 guard let stored = try StoredObject.load(uuid, in: txn, databases) else {

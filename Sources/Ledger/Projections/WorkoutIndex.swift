@@ -76,7 +76,9 @@ enum WorkoutIndex {
                         members.append(try member(current.key, current.value))
                         entry = try cursor.next()
                     }
-                } else if let readable, readable.ownSource != 0 {
+                    continue  // the cursor stands on the next type already
+                }
+                if let readable, readable.ownSource != 0 {
                     var ownPrefix = typePrefix
                     KeyEncoding.append(readable.ownSource, to: &ownPrefix)
                     entry = try cursor.seek(atLeast: ownPrefix)
@@ -135,16 +137,11 @@ enum WorkoutIndex {
         try txn.put([], forKey: member.uuid + workout, in: databases.memberWorkouts)
     }
 
-    /// A newly saved object joins the workouts it was promised to: a route its workout, an
-    /// object replacing a member (by sync version) the workouts of the one it replaced.
-    ///
-    /// - Parameter replacing: whether the object may replace another (it has a sync
-    ///   identifier); only such objects can have been promised memberships.
-    static func objectSaved(
-        _ member: WorkoutMember, routeOf workout: [UInt8]?, replacing: Bool, in txn: Transaction, _ databases: LedgerDatabases
-    ) throws {
-        if let workout, workout.count == 16 { try txn.put([], forKey: member.uuid + workout, in: databases.memberWorkouts) }
-        guard replacing || workout != nil else { return }
+    /// A newly saved object joins the workouts it belongs to: a route its workout; an object
+    /// that replaced a member (by sync version) the workouts promised to it when that member
+    /// was deleted, just before. Only routes and objects with a sync identifier get here.
+    static func objectSaved(_ member: WorkoutMember, routeOf workout: [UInt8]?, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        if let workout { return try add(member, to: workout, in: txn, databases) }
         for workout in try workouts(of: member.uuid, in: txn, databases) {
             try txn.put(
                 member.encodedValue, forKey: memberKey(workout: workout, type: member.type, source: member.source, member: member.uuid),

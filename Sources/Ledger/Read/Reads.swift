@@ -81,18 +81,18 @@ extension Ledger {
             let scope = try ReadScope(principal, type: query.type, in: txn, databases)
             onScope(scope)
             var results: [Result] = []
-            let members = query.workoutPredicate.map { _ in WorkoutMemberReader(principal: principal, txn: txn, databases: databases) }
+            let predicate = query.workoutPredicate.map { ($0, WorkoutMemberReader(principal: principal, txn: txn, databases: databases)) }
             let visit: (IndexEntry) throws -> Bool = { entry in
                 guard scope.allows(sourceCode: entry.source, uuid: entry.uuid) else { return true }
                 guard let stored = try txn.get(KeyEncoding.sequenceKey(entry.sequence), in: self.databases.events) else {
                     throw LedgerFailure.corrupted("event \(entry.sequence) is missing from the log")
                 }
-                if let members, let predicate = query.workoutPredicate, !(try members.matches(predicate, workoutEvent: stored)) { return true }
+                if let (predicate, members) = predicate, !(try members.matches(predicate, workoutEvent: stored)) { return true }
                 results.append(try load(stored))
                 return query.limit == 0 || results.count < query.limit
             }
             if let workout = query.workout {
-                try scanAssociated(query, workout: workout, range: range, as: principal, in: txn, visit)
+                try scanAssociated(query, workout: workout, range: range, scope: scope, as: principal, in: txn, visit)
             } else if scope.all {
                 let longest = try Self.longestDuration(type: query.type.code, in: txn, databases)
                 switch query.sort {
@@ -111,10 +111,10 @@ extension Ledger {
     /// Visits, in the query's order, the objects of `query.type` associated with `workout`
     /// that overlap `range`; none when `principal` may not read the workout.
     private func scanAssociated(
-        _ query: SampleQuery, workout: UUID, range: TimeRange, as principal: Principal, in txn: Transaction, _ visit: (IndexEntry) throws -> Bool
+        _ query: SampleQuery, workout: UUID, range: TimeRange, scope: ReadScope, as principal: Principal, in txn: Transaction,
+        _ visit: (IndexEntry) throws -> Bool
     ) throws {
         guard try Self.readable(workout, as: principal, in: txn, databases) != nil else { return }
-        let scope = try ReadScope(principal, type: query.type, in: txn, databases)
         let entries = try WorkoutIndex.visibleMembers(of: workout.bytes, type: query.type.code, scope: { _ in scope }, in: txn, databases)
             .filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map(\.indexEntry)
         for entry in Self.sorted(entries, by: query.sort) where try !visit(entry) { return }

@@ -23,10 +23,13 @@ extension Ledger {
     /// The location chunks of a route `principal` may read, to read one at a time with
     /// ``routeLocations(_:chunk:)``: the route is never loaded whole.
     ///
+    /// - Parameter onScope: told the read scope of routes the read ran with, for a server that
+    ///   must end the stream of these chunks if that access is taken away.
     /// - Throws: ``HealthError`` `noData` when there is no such route or `principal` may not
     ///   read it (the two are not told apart).
-    public func routeChunks(of route: UUID, as principal: Principal) throws -> RouteChunks {
+    public func routeChunks(of route: UUID, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> RouteChunks {
         try environment.read { txn in
+            onScope(try ReadScope(principal, type: .workoutRoute, in: txn, databases))
             guard let stored = try Self.readable(route, as: principal, in: txn, databases), stored.type == ObjectType.workoutRoute.code else {
                 throw HealthError(.noData, "no route with UUID \(route)", field: "route_uuid")
             }
@@ -81,18 +84,16 @@ final class WorkoutMemberReader {
 
     /// The quantity samples associated with `workout` that the reader may read.
     func readableQuantities(of workout: UUID) throws -> [(QuantityType, WorkoutMember)] {
-        var types: [UInt32: (QuantityType, ReadScope)] = [:]
+        var types: [UInt32: QuantityType] = [:]
         let members = try WorkoutIndex.visibleMembers(of: workout.bytes, scope: { code in
             guard let identifier = TypeCatalogue.identifiersByCode[code], let type = try? QuantityType(identifier) else { return nil }
             let scope = try scopes[code] ?? ReadScope(principal, type: type.objectType, in: txn, databases)
             scopes[code] = scope
-            types[code] = (type, scope)
+            types[code] = type
             return scope
         }, in: txn, databases)
-        return members.compactMap { member in
-            guard let (type, scope) = types[member.type], scope.allows(sourceCode: member.source, uuid: member.uuid) else { return nil }
-            return (type, member)
-        }
+        // visibleMembers visits only quantity types, and of each only what its scope allows.
+        return members.map { (types[$0.type]!, $0) }
     }
 
     func statistics(of workout: Workout) throws -> WorkoutStatistics {
@@ -101,7 +102,7 @@ final class WorkoutMemberReader {
         result.workout = Self.statistics(members, from: workout.startDate, to: workout.endDate)
         for activity in workout.activities {
             let inside = members.filter { Self.activity(activity.startDate, activity.endDate, contains: $0.1) }
-            result.activities[activity.uuid] = Self.statistics(inside, from: activity.startDate, to: activity.endDate)
+            result.activities.append(ActivityStatistics(uuid: activity.uuid, statistics: Self.statistics(inside, from: activity.startDate, to: activity.endDate)))
         }
         return result
     }

@@ -101,6 +101,10 @@ extension Ledger {
             metadata: metadata, sourceRevision: SourceRevision(source: .owner))
         if case .app(let source) = principal { route.sourceRevision = SourceRevision(source: source) }
         try HealthObject.workoutRoute(route).validate()
+        guard route.syncIdentifier == nil else {
+            // Sync upserts replace objects that are saved; a route is built, and finished once.
+            throw HealthError.invalidArgument("a route's metadata cannot carry \(MetadataKey.syncIdentifier)", field: "metadata")
+        }
         let summary = try ObjectSummary(.workoutRoute(route), units: UnitCache())
         let objectBytes = HealthObject.workoutRoute(route).encodedBytes()
         let chunks: [[UInt8]] = try stride(from: 0, to: locations.count, by: Self.routeChunkSize).enumerated().map { index, start in

@@ -161,9 +161,13 @@ extension Ledger {
 
     /// An app's source code (0 if it never saved), whose objects are the ones it may change;
     /// nil for the owner, who may change any.
+    /// - Throws: ``HealthError`` `authorizationDenied` for the operator, who changes no health data.
     static func ownSource(of principal: Principal, in context: WriteContext) throws -> UInt32? {
-        guard case .app(let app) = principal else { return nil }
-        return try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) ?? 0
+        switch principal {
+        case .app(let app): return try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) ?? 0
+        case .owner, .system: return nil
+        case .operator: throw HealthError(.authorizationDenied, "the operator cannot change health data")
+        }
     }
 
     /// Checks that `principal` may change (delete, attach to) the object with `uuid`: one it

@@ -74,9 +74,7 @@ struct WorkoutCommand: AsyncParsableCommand {
             try await connection.withStore { store in
                 let statistics = try await store.statistics(for: uuid)
                 var rows: [[String: Any]] = Self.rows(statistics.workout, scope: "workout")
-                for (activity, values) in statistics.activities.sorted(by: { $0.key.uuidString < $1.key.uuidString }) {
-                    rows += Self.rows(values, scope: activity.uuidString)
-                }
+                for activity in statistics.activities { rows += Self.rows(activity.statistics, scope: activity.uuid.uuidString) }
                 if connection.json { return printJSON(rows) }
                 print(["SCOPE", "TYPE", "SUM", "AVERAGE", "MINIMUM", "MAXIMUM", "UNIT"].joined(separator: "\t"))
                 for row in rows {
