@@ -57,4 +57,24 @@ struct ValidationErrorExit: LocalizedError, CustomStringConvertible {
     var errorDescription: String? { message }
 }
 
+/// The UUID `text` names; `option` names the flag or argument in the error.
+func parseUUID(_ text: String, _ option: String) throws -> UUID {
+    guard let uuid = UUID(uuidString: text) else { throw ValidationErrorExit("\(option) is not a UUID: '\(text)'") }
+    return uuid
+}
+
+/// The interval from `start` to `end`, open-ended on a missing side; nil when both are.
+/// - Throws: ``ValidationErrorExit`` when `start` is after `end`.
+func dateInterval(_ start: Date?, _ end: Date?) throws -> DateInterval? {
+    guard start != nil || end != nil else { return nil }
+    let (from, to) = (start ?? .distantPast, end ?? .distantFuture)
+    guard from <= to else { throw ValidationErrorExit("--from is after --to") }
+    return DateInterval(start: from, end: to)
+}
+
+/// The interval of `--from` and `--to` (ISO 8601).
+func dateInterval(from: String?, to: String?) throws -> DateInterval? {
+    try dateInterval(try SampleInput.date(from, "--from"), try SampleInput.date(to, "--to"))
+}
+
 func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }

@@ -36,9 +36,9 @@ struct WorkoutCLITests {
 
         let ownerStats = try #require(try await cli.json(server.ownerCredential, ["workout", "stats", workout.uuidString]) as? [[String: Any]])
         #expect(ownerStats.count == 1 && ownerStats[0]["scope"] as? String == "workout")
-        #expect((ownerStats[0]["maximum"] as? Double).map { ($0 * 60).rounded() } == 170)
+        #expect(((ownerStats[0]["values"] as? [String: Double])?["max"]).map { ($0 * 60).rounded() } == 170)
         let appStats = try #require(try await cli.json(server.appCredential, ["workout", "stats", workout.uuidString]) as? [[String: Any]])
-        #expect((appStats.first?["maximum"] as? Double).map { ($0 * 60).rounded() } == 120, "the app counts its own heart rate only")
+        #expect(((appStats.first?["values"] as? [String: Double])?["max"]).map { ($0 * 60).rounded() } == 120, "the app counts its own heart rate only")
 
         let associated = try #require(try await cli.json(server.appCredential, ["query", "--type", "HeartRate", "--workout", workout.uuidString]) as? [[String: Any]])
         #expect(associated.compactMap { $0["uuid"] as? String } == [appRate.uuid.uuidString])
@@ -52,6 +52,8 @@ struct WorkoutCLITests {
         #expect(hidden.status != 0 && hidden.error.contains("no route with UUID"))
         let badActivity = try await cli.run(server.ownerCredential, ["workout", "save", "--activity", "teleporting", "--start", "2023-11-14T22:13:20Z", "--end", "2023-11-14T23:13:20Z"])
         #expect(badActivity.status != 0 && badActivity.error.contains("unknown activity type"))
+        let reversed = try await cli.run(server.ownerCredential, ["query", "--type", "HeartRate", "--from", "2023-11-15T00:00:00Z", "--to", "2023-11-14T00:00:00Z"])
+        #expect(reversed.status != 0 && reversed.error.contains("--from is after --to"))
         for store in [owner, app] { await store.close() }
         await server.stop()
     }

@@ -16,7 +16,7 @@ extension LedgerCall {
             type: try ObjectType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
             anchor: request.anchor.isEmpty ? nil : QueryAnchor(bytes: Array(request.anchor)), limit: Int(request.limit))
-        return (query, request.batchSize == 0 ? 500 : Int(min(request.batchSize, 10_000)))
+        return (query, Self.batchSize(request.batchSize, default: 500))
     }
 
     /// QueryChanges: the changes after the anchor, up to the limit, in batches.

@@ -47,10 +47,7 @@ struct LedgerCall: Sendable {
 
     func delete() async throws -> [UInt8] {
         let request = try decode(Healthledger_V1_DeleteRequest.self)
-        let uuids = try request.uuids.map { bytes in
-            guard let uuid = UUID(bytes: bytes) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: "uuids") }
-            return uuid
-        }
+        let uuids = try request.uuids.map { try Self.uuid($0, field: "uuids") }
         var response = Healthledger_V1_DeleteResponse()
         response.deleted = UInt64(try await ledger.delete(uuids, by: principal))
         return try response.serializedBytes()
@@ -67,7 +64,7 @@ struct LedgerCall: Sendable {
 
     func fetch() throws -> [UInt8] {
         let request = try decode(Healthledger_V1_FetchRequest.self)
-        guard let uuid = UUID(bytes: request.uuid) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: "uuid") }
+        let uuid = try Self.uuid(request.uuid, field: "uuid")
         var response = Healthledger_V1_FetchResponse()
         if let object = try ledger.object(with: uuid, as: principal) { response.object = .init(object) }
         return try response.serializedBytes()
@@ -84,7 +81,7 @@ struct LedgerCall: Sendable {
             limit: Int(request.limit), sort: request.sort.model,
             workout: request.workoutUuid.isEmpty ? nil : try Self.uuid(request.workoutUuid, field: "workout_uuid"),
             workoutPredicate: request.hasWorkoutPredicate ? try request.workoutPredicate.model() : nil)
-        let batchSize = request.batchSize == 0 ? 500 : Int(min(request.batchSize, 10_000))
+        let batchSize = Self.batchSize(request.batchSize, default: 500)
         // SampleBatch { repeated HealthObject objects = 1; } written directly.
         var batch = ProtoWriter(capacity: 64 << 10)
         var count = 0
@@ -93,7 +90,7 @@ struct LedgerCall: Sendable {
             try Task.checkCancellation()
             batch.message(field: 1, object)
             count += 1
-            if count >= batchSize || batch.buffer.count >= 1 << 20 {
+            if count >= batchSize || batch.buffer.count >= Self.batchBytes {
                 try await emit(batch.buffer)
                 batch = ProtoWriter(capacity: 64 << 10)
                 count = 0
@@ -161,10 +158,7 @@ struct LedgerCall: Sendable {
 
     func setObjectReadSelection() async throws -> [UInt8] {
         let request = try decode(Healthledger_V1_ObjectReadSelectionRequest.self)
-        let uuids = try request.uuids.map { bytes in
-            guard let uuid = UUID(bytes: bytes) else { throw HealthError.invalidArgument("a UUID must be 16 bytes", field: "uuids") }
-            return uuid
-        }
+        let uuids = try request.uuids.map { try Self.uuid($0, field: "uuids") }
         try await ledger.setObjectReadSelection(app: request.app, type: try ObjectType(request.type), objects: uuids, by: principal)
         return Self.empty
     }
@@ -206,6 +200,11 @@ struct LedgerCall: Sendable {
         // A "not set" value clears the characteristic.
         try await ledger.setCharacteristic(of: type, to: try request.model(), by: principal)
         return Self.empty
+    }
+
+    /// A streaming request's `batch_size`: 0 asks for `defaultSize`; at most 10,000.
+    static func batchSize(_ requested: UInt32, default defaultSize: Int) -> Int {
+        requested == 0 ? defaultSize : Int(min(requested, 10_000))
     }
 
     /// The UUID in `bytes`, which must be 16 bytes (`invalidArgument` naming `field` otherwise).

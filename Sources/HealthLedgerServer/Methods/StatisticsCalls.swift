@@ -81,6 +81,6 @@ extension LedgerCall {
         let query = StatisticsCollectionQuery(
             type: type, range: DateInterval(start: date(microseconds: request.startUs), end: date(microseconds: request.endUs)), intervals: intervals,
             options: StatisticsOptions(rawValue: Int(request.options)))
-        return (query, request.batchSize == 0 ? 1_000 : Int(min(request.batchSize, 10_000)))
+        return (query, Self.batchSize(request.batchSize, default: 1_000))
     }
 }

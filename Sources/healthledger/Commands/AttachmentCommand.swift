@@ -22,11 +22,6 @@ struct AttachmentCommand: AsyncParsableCommand {
         }
     }
 
-    static func uuid(_ text: String, _ option: String) throws -> UUID {
-        guard let uuid = UUID(uuidString: text) else { throw ValidationErrorExit("\(option) is not a UUID: '\(text)'") }
-        return uuid
-    }
-
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "add", abstract: "Attach a file (JPEG, PNG, HEIC, GIF, TIFF or PDF) to an object.")
         @OptionGroup var connection: ConnectionOptions
@@ -41,7 +36,7 @@ struct AttachmentCommand: AsyncParsableCommand {
             let data: [UInt8]
             var entries: [String: String] = [:]
             do {
-                objectUUID = try AttachmentCommand.uuid(object, "--object")
+                objectUUID = try parseUUID(object, "--object")
                 guard let contents = FileManager.default.contents(atPath: file) else { throw ValidationErrorExit("cannot read \(file)") }
                 data = Array(contents)
                 for entry in metadata {
@@ -65,8 +60,7 @@ struct AttachmentCommand: AsyncParsableCommand {
         @Option(help: "The object's UUID.") var object: String
 
         func run() async throws {
-            let objectUUID: UUID
-            do { objectUUID = try AttachmentCommand.uuid(object, "--object") } catch { throw fail(error) }
+            let objectUUID = try parseUUID(object, "--object")
             try await connection.withStore { store in
                 AttachmentCommand.print(try await store.attachments(of: objectUUID), json: connection.json)
             }
@@ -80,8 +74,7 @@ struct AttachmentCommand: AsyncParsableCommand {
         @Option(help: "The file to write.") var output: String
 
         func run() async throws {
-            let attachmentUUID: UUID
-            do { attachmentUUID = try AttachmentCommand.uuid(uuid, "--uuid") } catch { throw fail(error) }
+            let attachmentUUID = try parseUUID(uuid, "--uuid")
             try await connection.withStore { store in
                 let (attachment, data) = try await store.data(of: attachmentUUID)
                 guard FileManager.default.createFile(atPath: output, contents: Data(data)) else { throw ValidationErrorExit("cannot write \(output)") }
@@ -96,8 +89,7 @@ struct AttachmentCommand: AsyncParsableCommand {
         @Option(help: "The attachment's UUID.") var uuid: String
 
         func run() async throws {
-            let attachmentUUID: UUID
-            do { attachmentUUID = try AttachmentCommand.uuid(uuid, "--uuid") } catch { throw fail(error) }
+            let attachmentUUID = try parseUUID(uuid, "--uuid")
             try await connection.withStore { store in
                 try await store.removeAttachment(attachmentUUID)
                 Swift.print("removed \(attachmentUUID.uuidString)")

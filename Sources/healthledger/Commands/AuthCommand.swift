@@ -175,10 +175,7 @@ struct AuthCommand: AsyncParsableCommand {
 
         func run() async throws {
             let type = try resolveType(type)
-            let uuids = try uuid.map { text in
-                guard let uuid = UUID(uuidString: text) else { throw ValidationErrorExit("'\(text)' is not a UUID") }
-                return uuid
-            }
+            let uuids = try uuid.map { try parseUUID($0, "--uuid") }
             try await connection.withStore { store in
                 try await store.setObjectReadSelection(app: app, type: type, objects: uuids)
                 print("\(app) may read \(uuids.count) selected \(type.identifier) object(s)")
@@ -215,18 +212,6 @@ func resolveType(_ name: String) throws -> ObjectType {
     ]
     for candidate in candidates { if let type = try? ObjectType(candidate) { return type } }
     throw ValidationErrorExit("unknown type '\(name)'")
-}
-
-private func dateInterval(from: String?, to: String?) throws -> DateInterval? {
-    guard from != nil || to != nil else { return nil }
-    func parse(_ text: String) throws -> Date {
-        guard let date = ISO8601DateFormatter().date(from: text) else { throw ValidationErrorExit("'\(text)' is not an ISO 8601 date") }
-        return date
-    }
-    let start = try from.map(parse) ?? .distantPast
-    let end = try to.map(parse) ?? .distantFuture
-    guard start <= end else { throw ValidationErrorExit("--from is after --to") }
-    return DateInterval(start: start, end: end)
 }
 
 private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }

@@ -11,9 +11,7 @@ struct ChangeOptions: ParsableArguments {
     @Option(help: "Show values in this unit (quantity types).") var unit: String?
 
     func descriptor(limit: Int = 0) throws -> (AnchoredObjectQueryDescriptor, HealthUnit?) {
-        let start = try SampleInput.date(from, "from")
-        let end = try SampleInput.date(to, "to")
-        let interval = (start != nil || end != nil) ? DateInterval(start: start ?? .distantPast, end: end ?? .distantFuture) : nil
+        let interval = try dateInterval(from: from, to: to)
         let resume = try anchor.map { text in
             guard let bytes = Data(base64Encoded: text), !bytes.isEmpty else { throw ValidationErrorExit("--anchor is not base64") }
             return QueryAnchor(bytes: Array(bytes))

@@ -169,10 +169,7 @@ struct SampleInput {
     func object() throws -> HealthObject {
         let startDate = try Self.date(start, "start") ?? Date()
         let endDate = try Self.date(end, "end") ?? startDate
-        let id = try uuid.map { text in
-            guard let id = UUID(uuidString: text) else { throw ValidationErrorExit("uuid '\(text)' is not a UUID") }
-            return id
-        } ?? .timeOrdered()
+        let id = try uuid.map { try parseUUID($0, "uuid") } ?? .timeOrdered()
         var fields: Metadata = [:]
         for (key, value) in metadata {
             switch value {
@@ -213,14 +210,12 @@ struct QueryCommand: AsyncParsableCommand {
         let query: SampleQueryDescriptor
         let displayUnit: HealthUnit?
         do {
-            let start = try SampleInput.date(from, "from")
-            let end = try SampleInput.date(to, "to")
-            let interval = (start != nil || end != nil) ? DateInterval(start: start ?? .distantPast, end: end ?? .distantFuture) : nil
+            let interval = try dateInterval(from: from, to: to)
             guard sort == "start" || sort == "end" else { throw ValidationErrorExit("--sort is start or end") }
             query = SampleQueryDescriptor(
                 type: try resolveType(type), interval: interval, limit: limit,
                 sort: sort == "start" ? .startDate(ascending: !descending) : .endDate(ascending: !descending),
-                workout: try workout.map { try AttachmentCommand.uuid($0, "--workout") })
+                workout: try workout.map { try parseUUID($0, "--workout") })
             displayUnit = try unit.map { try HealthUnit($0) }
         } catch { throw fail(error) }
         try await connection.withStore { store in

@@ -45,6 +45,10 @@ struct PrivacyBench {
 
         let app = Principal.app(Self.app)
         let middle = base.addingTimeInterval(Double(own * spacing / 2) * 60)
+        /// 100 fetches of `uuid`; the answer counts those that found nothing.
+        func fetches(_ uuid: UUID) -> @Sendable (Ledger) throws -> Int {
+            { ledger in (0..<100).reduce(0) { count, _ in count + ((try? ledger.object(with: uuid, as: app)) == nil ? 1 : 0) } }
+        }
         let reads: [(String, @Sendable (Ledger) throws -> Int)] = [
             ("sample query, all its own", { try $0.samples(SampleQuery(type: type.objectType), as: app).count }),
             ("sample query, limit 10, start descending", {
@@ -68,9 +72,7 @@ struct PrivacyBench {
                 let fast = WorkoutPredicate.statistic(type, .maximum, .greater, Quantity(100, unit))
                 return try $0.samples(SampleQuery(type: .workout, workoutPredicate: fast), as: app).count
             }),
-            ("fetch another source's UUID (crowded) / an unknown one (alone)", { ledger in
-                (0..<100).reduce(0) { count, _ in count + ((try? ledger.object(with: hiddenUUID, as: app)) == nil ? 1 : 0) }
-            }),
+            ("fetch another source's UUID (crowded) / an unknown one (alone)", fetches(hiddenUUID)),
         ]
         let clock = ContinuousClock()
         /// The median duration of a read and what it answered.
@@ -95,9 +97,6 @@ struct PrivacyBench {
         // What an app could compare itself: in one ledger, another source's UUID against one
         // never used (100 fetches each).
         let unknownUUID = UUID.timeOrdered()
-        func fetches(_ uuid: UUID) -> (Ledger) throws -> Int {
-            { ledger in (0..<100).reduce(0) { count, _ in count + ((try? ledger.object(with: uuid, as: app)) == nil ? 1 : 0) } }
-        }
         let hidden = try timed(crowded, fetches(hiddenUUID))
         let unknown = try timed(crowded, fetches(unknownUUID))
         print(String(

@@ -68,7 +68,7 @@ struct StatsCommand: AsyncParsableCommand {
                 results = try await store.statisticsCollection(for: StatisticsCollectionQueryDescriptor(
                     type: quantityType, range: DateInterval(start: start, end: end), intervals: intervals, options: options)).statistics
             } else {
-                let interval = (start != nil || end != nil) ? DateInterval(start: start ?? .distantPast, end: end ?? .distantFuture) : nil
+                let interval = try dateInterval(start, end)
                 results = try await store.statistics(for: StatisticsQueryDescriptor(type: quantityType, interval: interval, options: options)).map { [$0] } ?? []
             }
             let rows = try results.map { try Self.row($0, unit: displayUnit ?? quantityType.canonicalUnit) }
@@ -77,18 +77,20 @@ struct StatsCommand: AsyncParsableCommand {
             } else if rows.isEmpty {
                 print("no samples")
             } else {
-                func text(_ values: Any?) -> String {
-                    (values as? [String: Double] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\(String(format: "%.12g", $0.value))" }
-                        .joined(separator: " ")
-                }
                 for row in rows {
-                    print(["\(row["start"]!)", "\(row["end"]!)", text(row["values"]), "\(row["unit"]!)"].joined(separator: "\t"))
+                    print(["\(row["start"]!)", "\(row["end"]!)", Self.text(row["values"]), "\(row["unit"]!)"].joined(separator: "\t"))
                     for source in row["sources"] as? [[String: Any]] ?? [] where source["values"] != nil {
-                        print("\t\t\(source["source"]!)\t\(text(source["values"]))")
+                        print("\t\t\(source["source"]!)\t\(Self.text(source["values"]))")
                     }
                 }
             }
         }
+    }
+
+    /// A row's values as `name=value` pairs, for tables.
+    static func text(_ values: Any?) -> String {
+        (values as? [String: Double] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\(String(format: "%.12g", $0.value))" }
+            .joined(separator: " ")
     }
 
     static func row(_ statistics: Statistics, unit: HealthUnit) throws -> [String: Any] {

@@ -56,9 +56,8 @@ struct WorkoutCommand: AsyncParsableCommand {
         @Argument(help: "The samples' UUIDs.") var samples: [String]
 
         func run() async throws {
-            let (workoutUUID, sampleUUIDs) = try wrap {
-                (try AttachmentCommand.uuid(workout, "--workout"), try samples.map { try AttachmentCommand.uuid($0, "sample") })
-            }
+            let workoutUUID = try parseUUID(workout, "--workout")
+            let sampleUUIDs = try samples.map { try parseUUID($0, "sample") }
             try await connection.withStore { store in try await store.add(sampleUUIDs, to: workoutUUID) }
         }
     }
@@ -70,25 +69,25 @@ struct WorkoutCommand: AsyncParsableCommand {
         @Argument(help: "The workout's UUID.") var workout: String
 
         func run() async throws {
-            let uuid = try wrap { try AttachmentCommand.uuid(workout, "workout") }
+            let uuid = try parseUUID(workout, "workout")
             try await connection.withStore { store in
                 let statistics = try await store.statistics(for: uuid)
-                var rows: [[String: Any]] = Self.rows(statistics.workout, scope: "workout")
-                for activity in statistics.activities { rows += Self.rows(activity.statistics, scope: activity.uuid.uuidString) }
+                var rows = try Self.rows(statistics.workout, scope: "workout")
+                for activity in statistics.activities { rows += try Self.rows(activity.statistics, scope: activity.uuid.uuidString) }
                 if connection.json { return printJSON(rows) }
-                print(["SCOPE", "TYPE", "SUM", "AVERAGE", "MINIMUM", "MAXIMUM", "UNIT"].joined(separator: "\t"))
+                print(["SCOPE", "TYPE", "VALUES", "UNIT"].joined(separator: "\t"))
                 for row in rows {
-                    print(["scope", "type", "sum", "average", "minimum", "maximum", "unit"].map { "\(row[$0] ?? "")" }.joined(separator: "\t"))
+                    print(["\(row["scope"]!)", "\(row["type"]!)", StatsCommand.text(row["values"]), "\(row["unit"]!)"].joined(separator: "\t"))
                 }
             }
         }
 
-        static func rows(_ statistics: [QuantityType: Statistics], scope: String) -> [[String: Any]] {
-            statistics.sorted { $0.key.identifier < $1.key.identifier }.map { type, value in
-                var row: [String: Any] = ["scope": scope, "type": type.identifier, "unit": type.canonicalUnit.description]
-                for (name, quantity) in [("sum", value.values.sum), ("average", value.values.average), ("minimum", value.values.minimum), ("maximum", value.values.maximum)] {
-                    if let quantity { row[name] = Double(String(format: "%.12g", quantity.value)) ?? quantity.value }
-                }
+        /// `stats` rows, in canonical units, with the scope (the workout or an activity) and type.
+        static func rows(_ statistics: [QuantityType: Statistics], scope: String) throws -> [[String: Any]] {
+            try statistics.sorted { $0.key.identifier < $1.key.identifier }.map { type, value in
+                var row = try StatsCommand.row(value, unit: type.canonicalUnit)
+                row["scope"] = scope
+                row["type"] = type.identifier
                 return row
             }
         }
@@ -100,7 +99,7 @@ struct WorkoutCommand: AsyncParsableCommand {
         @Argument(help: "The route's UUID.") var route: String
 
         func run() async throws {
-            let uuid = try wrap { try AttachmentCommand.uuid(route, "route") }
+            let uuid = try parseUUID(route, "route")
             try await connection.withStore { store in
                 if !connection.json { print(["TIME", "LATITUDE", "LONGITUDE", "ALTITUDE", "SPEED"].joined(separator: "\t")) }
                 var rows: [[String: Any]] = []
@@ -118,9 +117,4 @@ struct WorkoutCommand: AsyncParsableCommand {
             }
         }
     }
-}
-
-/// Runs `body`, turning its errors into the CLI's usage failure.
-private func wrap<T>(_ body: () throws -> T) throws -> T {
-    do { return try body() } catch { throw fail(error) }
 }
