@@ -19,7 +19,7 @@ extension HealthStore {
             request.name = name
             request.contentType = contentType
             request.data = Data(data)
-            request.metadata = metadata.keys.sorted().map { key in .with { $0.key = key; $0.value = metadata[key]! } }
+            request.metadata = Healthledger_V1_Attachment.entries(metadata)
         }
         return try Self.attachment(try Self.decode(Healthledger_V1_Attachment.self, try await unary(.addAttachment, request)))
     }

@@ -53,10 +53,7 @@ extension HealthStore {
     /// Runs an anchored query once: the changes since the descriptor's anchor, up to its limit.
     public func result(for query: AnchoredObjectQueryDescriptor) async throws -> AnchoredObjectQueryResult {
         var result = AnchoredObjectQueryResult(addedObjects: [], deletedObjects: [], newAnchor: QueryAnchor(bytes: []), hasMore: false, caughtUp: false)
-        let (stream, consumed) = try await openStream(.queryChanges, Self.changeRequest(query))
-        for try await bytes in stream {
-            consumed()
-            let batch = try Self.changeResult(bytes)
+        for try await batch in try await openStream(.queryChanges, Self.changeRequest(query), decode: Self.changeResult) {
             result.addedObjects += batch.addedObjects
             result.deletedObjects += batch.deletedObjects
             result.newAnchor = batch.newAnchor
@@ -77,8 +74,7 @@ extension HealthStore {
     /// }
     /// ```
     public func changes(for query: AnchoredObjectQueryDescriptor) async throws -> AnchoredObjectQueryResults {
-        let (stream, consumed) = try await openStream(.watchChanges, Self.changeRequest(query))
-        return AnchoredObjectQueryResults(stream: stream, consumed: consumed)
+        try await openStream(.watchChanges, Self.changeRequest(query), decode: Self.changeResult)
     }
 
     /// Observes a type (HealthKit's `HKObserverQuery`): returns once the observer is in
@@ -122,11 +118,7 @@ extension HealthStore {
             switch (field, value) {
             case (1, .bytes(let object)): result.addedObjects.append(try HealthObject(serialized: object))
             case (2, .bytes(let bytes)):
-                let deleted = try Healthledger_V1_DeletedObject(serializedBytes: Array(bytes))
-                guard let uuid = UUID(bytes: deleted.uuid) else { throw RPCError(.internalError, "a bad UUID") }
-                result.deletedObjects.append(DeletedObject(
-                    uuid: uuid, syncIdentifier: deleted.hasSyncIdentifier ? deleted.syncIdentifier : nil,
-                    syncVersion: deleted.hasSyncVersion ? deleted.syncVersion : nil))
+                result.deletedObjects.append(try Healthledger_V1_DeletedObject(serializedBytes: Array(bytes)).model())
             case (3, .bytes(let anchor)): result.newAnchor = QueryAnchor(bytes: Array(anchor))
             case (4, .varint(let flag)): result.hasMore = flag != 0
             case (5, .varint(let flag)): result.caughtUp = flag != 0
@@ -138,24 +130,7 @@ extension HealthStore {
 }
 
 /// The batches of a watched anchored query, as they commit.
-public struct AnchoredObjectQueryResults: AsyncSequence, Sendable {
-    public typealias Element = AnchoredObjectQueryResult
-    let stream: AsyncThrowingStream<[UInt8], any Error>
-    let consumed: @Sendable () -> Void
-
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
-        let consumed: @Sendable () -> Void
-
-        public mutating func next() async throws -> AnchoredObjectQueryResult? {
-            guard let bytes = try await base.next() else { return nil }
-            consumed()
-            return try HealthStore.changeResult(bytes)
-        }
-    }
-
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), consumed: consumed) }
-}
+public typealias AnchoredObjectQueryResults = DecodedStream<AnchoredObjectQueryResult>
 
 /// An observer's updates: one element each time what it observes changed. Iterate it once.
 public struct ObserverUpdates: AsyncSequence, Sendable {

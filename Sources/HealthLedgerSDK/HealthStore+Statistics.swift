@@ -57,17 +57,14 @@ extension HealthStore {
     /// Statistics per interval; the intervals without samples are left out (see
     /// ``StatisticsCollection/enumerateStatistics(from:to:)`` for all of them).
     public func statisticsCollection(for query: StatisticsCollectionQueryDescriptor) async throws -> StatisticsCollection {
-        let request = Self.collectionRequest(query)
-        var statistics: [Statistics] = []
-        let (stream, consumed) = try await openStream(.statisticsCollection, request)
-        for try await bytes in stream {
-            consumed()
-            let batch = try Self.decode(Healthledger_V1_StatisticsBatch.self, bytes)
-            do { statistics += try batch.results.map { try $0.model(type: query.type) } } catch {
-                throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
-            }
+        // The one-shot stream is the first state of a watched collection: its batches up to
+        // the one marked complete.
+        let (stream, consumed) = try await openStream(.statisticsCollection, Self.collectionRequest(query))
+        var states = StatisticsCollectionUpdates(stream: stream, consumed: consumed, query: query).makeAsyncIterator()
+        guard let collection = try await states.next() else {
+            throw RPCError(.internalError, "the server ended the statistics collection before it was complete")
         }
-        return StatisticsCollection(statistics: statistics, intervals: Self.wireIntervals(query), type: query.type)
+        return collection
     }
 
     /// The query's intervals as the server tiles them: from the anchor at the microsecond

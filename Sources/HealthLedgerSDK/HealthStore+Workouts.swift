@@ -40,8 +40,12 @@ extension HealthStore {
     /// A route's locations in time order, in batches as the server stores them (HealthKit's
     /// `HKWorkoutRouteQuery`): the route is never held whole unless the caller keeps it.
     public func routeLocations(of route: UUID) async throws -> RouteLocationBatches {
-        let (stream, consumed) = try await openStream(.routeLocations, Healthledger_V1_RouteQueryRequest.with { $0.routeUuid = Data(route.bytes) })
-        return RouteLocationBatches(stream: stream, consumed: consumed)
+        try await openStream(.routeLocations, Healthledger_V1_RouteQueryRequest.with { $0.routeUuid = Data(route.bytes) }) { bytes in
+            let batch = try HealthStore.decode(Healthledger_V1_RouteBatch.self, bytes)
+            do { return RouteLocationBatch(locations: try batch.locations.model(), done: batch.done) } catch {
+                throw RPCError(.internalError, "the server sent invalid route locations: \(error)")
+            }
+        }
     }
 }
 
@@ -93,28 +97,16 @@ public struct WorkoutRouteBuilder: Sendable {
     }
 }
 
-/// Batches of a route query: locations in time order; the last batch has `done` set.
-public struct RouteLocationBatches: AsyncSequence, Sendable {
-    public typealias Element = (locations: [RouteLocation], done: Bool)
-    let stream: AsyncThrowingStream<[UInt8], any Error>
-    let consumed: @Sendable () -> Void
+/// One batch of a route query: locations in time order; the last batch has `done` set.
+public struct RouteLocationBatch: Sendable, Hashable {
+    public var locations: [RouteLocation]
+    public var done: Bool
+}
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
-        let consumed: @Sendable () -> Void
+/// The batches of a route query.
+public typealias RouteLocationBatches = DecodedStream<RouteLocationBatch>
 
-        public mutating func next() async throws -> (locations: [RouteLocation], done: Bool)? {
-            guard let bytes = try await base.next() else { return nil }
-            consumed()
-            let batch = try HealthStore.decode(Healthledger_V1_RouteBatch.self, bytes)
-            do { return (try batch.locations.model(), batch.done) } catch {
-                throw RPCError(.internalError, "the server sent invalid route locations: \(error)")
-            }
-        }
-    }
-
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), consumed: consumed) }
-
+extension DecodedStream where Element == RouteLocationBatch {
     /// Every location, in time order.
     public func all() async throws -> [RouteLocation] {
         var locations: [RouteLocation] = []

@@ -214,8 +214,14 @@ public final class HealthStore: Sendable {
             if let workout = query.workout { request.workoutUuid = Data(workout.bytes) }
             if let predicate = query.workoutPredicate { request.workoutPredicate = .init(predicate) }
         }
-        let (stream, consumed) = try await openStream(.querySamples, request)
-        return SampleBatches(stream: stream, consumed: consumed)
+        return try await openStream(.querySamples, request) { bytes in
+            // SampleBatch { repeated HealthObject objects = 1; }, read in place.
+            var objects: [HealthObject] = []
+            try HealthStore.readBatch(bytes, "SampleBatch") { field, value in
+                if field == 1, case .bytes(let object) = value { objects.append(try HealthObject(serialized: object)) }
+            }
+            return objects
+        }
     }
 
     /// A field of a batch message, read in place.
@@ -243,6 +249,14 @@ public final class HealthStore: Sendable {
         }
     }
 
+    /// Opens a server-streaming call whose messages `decode` reads.
+    func openStream<Element>(
+        _ method: RPCMethod, _ message: some SwiftProtobuf.Message, decode: @escaping @Sendable ([UInt8]) throws -> Element
+    ) async throws -> DecodedStream<Element> {
+        let (stream, consumed) = try await openStream(method, message)
+        return DecodedStream(stream: stream, consumed: consumed, decode: decode)
+    }
+
     /// Opens a server-streaming call; `consumed` grants the server one more message.
     /// Long-running methods get no deadline.
     func openStream(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> (
@@ -256,31 +270,30 @@ public final class HealthStore: Sendable {
     }
 }
 
-/// Batches of a sample query's results.
-public struct SampleBatches: AsyncSequence, Sendable {
-    public typealias Element = [HealthObject]
+/// A server stream's messages, each decoded as it arrives. Taking one grants the server the
+/// next (flow control); stopping the iteration (or cancelling its task) cancels the call.
+public struct DecodedStream<Element: Sendable>: AsyncSequence, Sendable {
     let stream: AsyncThrowingStream<[UInt8], any Error>
-    /// Grants the server one more batch (flow control).
     let consumed: @Sendable () -> Void
+    let decode: @Sendable ([UInt8]) throws -> Element
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
         let consumed: @Sendable () -> Void
+        let decode: @Sendable ([UInt8]) throws -> Element
 
-        public mutating func next() async throws -> [HealthObject]? {
+        public mutating func next() async throws -> Element? {
             guard let bytes = try await base.next() else { return nil }
             consumed()
-            // SampleBatch { repeated HealthObject objects = 1; }, read in place.
-            var objects: [HealthObject] = []
-            try HealthStore.readBatch(bytes, "SampleBatch") { field, value in
-                if field == 1, case .bytes(let object) = value { objects.append(try HealthObject(serialized: object)) }
-            }
-            return objects
+            return try decode(bytes)
         }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), consumed: consumed) }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), consumed: consumed, decode: decode) }
 }
+
+/// Batches of a sample query's results.
+public typealias SampleBatches = DecodedStream<[HealthObject]>
 
 /// Opens the connection on first use and reopens it, with backoff, once it fails.
 actor ConnectionManager {

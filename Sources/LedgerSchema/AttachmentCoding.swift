@@ -11,7 +11,7 @@ extension Healthledger_V1_Attachment {
         contentType = attachment.contentType
         size = UInt64(attachment.size)
         createdUs = microseconds(attachment.creationDate)
-        metadata = attachment.metadata.keys.sorted().map { key in .with { $0.key = key; $0.value = attachment.metadata[key]! } }
+        metadata = Self.entries(attachment.metadata)
     }
 
     /// - Throws: ``HealthError`` `invalidArgument` for a bad UUID or a repeated metadata key.
@@ -25,6 +25,11 @@ extension Healthledger_V1_Attachment {
     }
 
     /// Metadata entries as a dictionary; a key given twice is refused.
+    /// The entries of `metadata`, sorted by key (the schema's order).
+    public static func entries(_ metadata: [String: String]) -> [Healthledger_V1_AttachmentMetadataEntry] {
+        metadata.keys.sorted().map { key in .with { $0.key = key; $0.value = metadata[key]! } }
+    }
+
     public static func metadata(_ entries: [Healthledger_V1_AttachmentMetadataEntry]) throws -> [String: String] {
         var metadata: [String: String] = [:]
         for entry in entries {

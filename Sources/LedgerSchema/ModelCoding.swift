@@ -476,3 +476,18 @@ extension Healthledger_V1_SampleQueryRequest.Sort {
         }
     }
 }
+
+extension Healthledger_V1_DeletedObject {
+    public init(_ deleted: DeletedObject) {
+        self.init()
+        uuid = Data(deleted.uuid.bytes)
+        if let identifier = deleted.syncIdentifier { syncIdentifier = identifier }
+        if let version = deleted.syncVersion { syncVersion = version }
+    }
+
+    /// - Throws: ``HealthError`` `invalidArgument` for a UUID that is not 16 bytes.
+    public func model() throws -> DeletedObject {
+        guard let uuid = UUID(bytes: uuid) else { throw HealthError.invalidArgument("uuid must be 16 bytes", field: "uuid") }
+        return DeletedObject(uuid: uuid, syncIdentifier: hasSyncIdentifier ? syncIdentifier : nil, syncVersion: hasSyncVersion ? syncVersion : nil)
+    }
+}

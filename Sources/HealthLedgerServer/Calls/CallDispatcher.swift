@@ -25,10 +25,13 @@ struct CallDispatcher: Sendable {
 
     /// Runs the call to its end and sends its status. A call cancelled because its
     /// deadline passed (``CallDeadline/expire()``) ends with `deadlineExceeded`.
-    func run(id: UInt64, request: Healthledger_V1_CallRequest, window: StreamWindow?, deadline: CallDeadline, send: @escaping Send) async {
+    ///
+    /// - Parameter method: the request's method, parsed once by the connection (nil: unknown).
+    func run(
+        id: UInt64, method: RPCMethod?, request: Healthledger_V1_CallRequest, window: StreamWindow?, deadline: CallDeadline, send: @escaping Send
+    ) async {
         let clock = ContinuousClock()
         let started = clock.now
-        let method = RPCMethod(rawValue: request.method)
         var failure: RPCError?
         var underlying: (any Error)?
         if let method {

@@ -14,7 +14,7 @@ final class StreamAccess: Sendable {
     private struct State {
         /// The scope of the stream's snapshot, once the read took it.
         var used: ReadScope?
-        /// An authorization change for this app arrived since the watch began.
+        /// An authorization change for this app arrived that no read has checked yet.
         var changed = false
         var revoked = false
         var task: Task<Void, any Error>?
@@ -62,6 +62,8 @@ final class StreamAccess: Sendable {
         let (recheck, narrowed) = state.withLock { state in
             let narrowed = state.used?.isNarrowed(by: scope) ?? false
             if !narrowed { state.used = scope }
+            // A change announced before this read is checked once; later ones check themselves.
+            defer { state.changed = false }
             return (state.changed, narrowed)
         }
         if narrowed { return revoke() }

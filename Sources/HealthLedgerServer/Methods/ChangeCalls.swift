@@ -99,12 +99,7 @@ extension LedgerCall {
         var batch = ProtoWriter(capacity: page.added.reduce(64) { $0 + $1.count + 6 } + page.deleted.count * 48)
         for object in page.added { batch.message(field: 1, object) }
         for deleted in page.deleted {
-            let message = Healthledger_V1_DeletedObject.with { message in
-                message.uuid = Data(deleted.uuid.bytes)
-                if let identifier = deleted.syncIdentifier { message.syncIdentifier = identifier }
-                if let version = deleted.syncVersion { message.syncVersion = version }
-            }
-            batch.message(field: 2, try message.serializedBytes())
+            batch.message(field: 2, try Healthledger_V1_DeletedObject(deleted).serializedBytes())
         }
         batch.bytes(field: 3, page.anchor.bytes)
         if hasMore { batch.varint(field: 4, 1) }

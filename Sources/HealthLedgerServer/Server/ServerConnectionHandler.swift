@@ -92,7 +92,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             return
         }
         highestCallID = max(highestCallID, id)
-        let window = RPCMethod(rawValue: request.method)?.isStreaming == true
+        let method = RPCMethod(rawValue: request.method)
+        let window = method?.isStreaming == true
             ? StreamWindow(initial: request.initialWindow == 0 ? 16 : Int(min(request.initialWindow, 1 << 20))) : nil
         let channel = context.channel
         let loop = context.eventLoop
@@ -100,14 +101,14 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         let finished = NIOLoopBound(self, eventLoop: loop)
         let deadline = CallDeadline()
         let task = Task {
-            await dispatcher.run(id: id, request: request, window: window, deadline: deadline) { frame in
+            await dispatcher.run(id: id, method: method, request: request, window: window, deadline: deadline) { frame in
                 channel.writeAndFlush(frame, promise: nil)
             }
             loop.execute { finished.value.finish(id) }
         }
         // The deadline is a timer on the event loop that cancels the call's task.
         var timer: Scheduled<Void>?
-        if request.timeoutMs != 0 || RPCMethod(rawValue: request.method)?.isLongRunning != true {
+        if request.timeoutMs != 0 || method?.isLongRunning != true {
             let timeout = dispatcher.timeout(milliseconds: request.timeoutMs)
             timer = loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
                 deadline.expire()
@@ -115,7 +116,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             }
         }
         calls[id] = ActiveCall(
-            task: task, window: window, timer: timer, deadline: deadline, longRunning: RPCMethod(rawValue: request.method)?.isLongRunning == true)
+            task: task, window: window, timer: timer, deadline: deadline, longRunning: method?.isLongRunning == true)
     }
 
     private func finish(_ id: UInt64) {
