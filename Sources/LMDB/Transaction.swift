@@ -109,6 +109,20 @@ public final class Transaction {
         defer { mdb_cursor_close(cursor) }
         return try body(Cursor(handle: cursor!, database: database))
     }
+
+    /// Visits, in key order, the entries of `database` whose keys are `keyLength` bytes and
+    /// start with `prefix`, until `visit` returns false.
+    public func forEach(
+        prefix: [UInt8], keyLength: Int, in database: Database, _ visit: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try withCursor(on: database) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let current = entry, current.key.count == keyLength, current.key.starts(with: prefix) {
+                guard try visit(current.key, current.value) else { return }
+                entry = try cursor.next()
+            }
+        }
+    }
 }
 
 @available(*, unavailable)

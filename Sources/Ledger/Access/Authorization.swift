@@ -207,9 +207,7 @@ extension Ledger {
                 }
             }
             return try sequences.sorted().map { sequence in
-                guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
-                    throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
-                }
+                let stored = try Ledger.storedEvent(sequence, in: txn, databases)
                 return try AuthorizationEvent(try LedgerEvent(stored: stored))
             }
         }

@@ -69,9 +69,7 @@ extension Ledger {
         progress: ((UInt64) -> Void)?
     ) throws {
         let loadSaved: (UInt64) throws -> ObjectSummary = { sequence in
-            guard let stored = try live.get(KeyEncoding.sequenceKey(sequence), in: self.databases.events) else {
-                throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
-            }
+            let stored = try Ledger.storedEvent(sequence, in: live, self.databases)
             return try projector.savedSummary(stored: stored, sequence: sequence)
         }
         try live.withCursor(on: databases.events) { cursor in

@@ -181,16 +181,12 @@ struct SelectionEntry {
     static func all(app: String, type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [SelectionEntry] {
         let prefix = AuthorizationRecord.selectionPrefix(app: app, type: type)
         var entries: [SelectionEntry] = []
-        try txn.withCursor(on: databases.objectReads) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
-            while let current = entry, current.key.count == prefix.count + 16, current.key.starts(with: prefix) {
-                guard current.value.count == 9, current.value[0] == 1 || current.value[0] == 2 else {
-                    throw LedgerFailure.corrupted("an object_reads entry of '\(app)' is damaged: replay the ledger")
-                }
-                entries.append(
-                    SelectionEntry(uuid: Array(current.key[prefix.count...]), selected: current.value[0] == 1, sequence: KeyEncoding.uint64(current.value, at: 1)))
-                entry = try cursor.next()
+        try txn.forEach(prefix: prefix, keyLength: prefix.count + 16, in: databases.objectReads) { key, value in
+            guard value.count == 9, value[0] == 1 || value[0] == 2 else {
+                throw LedgerFailure.corrupted("an object_reads entry of '\(app)' is damaged: replay the ledger")
             }
+            entries.append(SelectionEntry(uuid: Array(key[prefix.count...]), selected: value[0] == 1, sequence: KeyEncoding.uint64(value, at: 1)))
+            return true
         }
         return entries
     }

@@ -392,6 +392,9 @@ struct TypeStatsDelta {
         entries[type] = (current.count + countDelta, max(current.longest, duration))
     }
 
+    /// The types recorded in this transaction so far.
+    var types: Dictionary<UInt32, (count: Int64, longest: Int64)>.Keys { entries.keys }
+
     /// The longest duration recorded for `type` in this transaction so far.
     func longest(type: UInt32) -> Int64 { entries[type]?.longest ?? 0 }
 

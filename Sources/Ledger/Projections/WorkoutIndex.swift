@@ -45,12 +45,9 @@ enum WorkoutIndex {
         var prefix = workout
         if let type { KeyEncoding.append(type, to: &prefix) }
         var members: [WorkoutMember] = []
-        try txn.withCursor(on: databases.workoutMembers) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
-            while let current = entry, current.key.count == 40, current.key.starts(with: prefix) {
-                members.append(try member(current.key, current.value))
-                entry = try cursor.next()
-            }
+        try txn.forEach(prefix: prefix, keyLength: 40, in: databases.workoutMembers) { key, value in
+            members.append(try member(key, value))
+            return true
         }
         return members
     }
@@ -108,12 +105,9 @@ enum WorkoutIndex {
     /// The workouts `member` belongs to.
     static func workouts(of member: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
         var workouts: [[UInt8]] = []
-        try txn.withCursor(on: databases.memberWorkouts) { cursor in
-            var entry = try cursor.seek(atLeast: member)
-            while let current = entry, current.key.count == 32, current.key.starts(with: member) {
-                workouts.append(Array(current.key[16..<32]))
-                entry = try cursor.next()
-            }
+        try txn.forEach(prefix: member, keyLength: 32, in: databases.memberWorkouts) { key, _ in
+            workouts.append(Array(key[16..<32]))
+            return true
         }
         return workouts
     }
@@ -121,13 +115,10 @@ enum WorkoutIndex {
     /// The sequences of a route's location chunks, in chunk (time) order.
     static func routeChunks(of route: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [UInt64] {
         var chunks: [UInt64] = []
-        try txn.withCursor(on: databases.routeData) { cursor in
-            var entry = try cursor.seek(atLeast: route)
-            while let current = entry, current.key.count == 20, current.key.starts(with: route) {
-                guard current.value.count == 8 else { throw LedgerFailure.corrupted("a route_data entry is not 8 bytes: replay the ledger") }
-                chunks.append(KeyEncoding.uint64(current.value, at: 0))
-                entry = try cursor.next()
-            }
+        try txn.forEach(prefix: route, keyLength: 20, in: databases.routeData) { _, value in
+            guard value.count == 8 else { throw LedgerFailure.corrupted("a route_data entry is not 8 bytes: replay the ledger") }
+            chunks.append(KeyEncoding.uint64(value, at: 0))
+            return true
         }
         return chunks
     }

@@ -236,9 +236,7 @@ extension Ledger {
     /// The change as the query reports it, or nil when the interval excludes it.
     private func matches(_ entry: ChangeEntry, range: TimeRange?, projector: Projector, in txn: Transaction) throws -> Match? {
         guard let saved = entry.savedSequence else { return .deleted }
-        guard let stored = try txn.get(KeyEncoding.sequenceKey(saved), in: databases.events) else {
-            throw LedgerFailure.corrupted("event \(saved) is missing from the log")
-        }
+        let stored = try Ledger.storedEvent(saved, in: txn, databases)
         if let range {
             let summary = try projector.savedSummary(stored: stored, sequence: saved)
             guard range.overlaps(start: summary.startUs, end: summary.endUs) else { return nil }

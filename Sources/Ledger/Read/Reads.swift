@@ -84,9 +84,7 @@ extension Ledger {
             let predicate = query.workoutPredicate.map { ($0, WorkoutMemberReader(principal: principal, txn: txn, databases: databases)) }
             let visit: (IndexEntry) throws -> Bool = { entry in
                 guard scope.allows(sourceCode: entry.source, uuid: entry.uuid) else { return true }
-                guard let stored = try txn.get(KeyEncoding.sequenceKey(entry.sequence), in: self.databases.events) else {
-                    throw LedgerFailure.corrupted("event \(entry.sequence) is missing from the log")
-                }
+                let stored = try Ledger.storedEvent(entry.sequence, in: txn, self.databases)
                 if let (predicate, members) = predicate, !(try members.matches(predicate, workoutEvent: stored)) { return true }
                 results.append(try load(stored))
                 return query.limit == 0 || results.count < query.limit
@@ -159,9 +157,7 @@ extension Ledger {
             let projector = Projector(databases: databases, units: UnitCache())
             for uuid in scope.selected {
                 guard let stored = try StoredObject.load(uuid, in: txn, databases), stored.type == type, own == 0 || stored.source != own else { continue }
-                guard let event = try txn.get(KeyEncoding.sequenceKey(stored.sequence), in: databases.events) else {
-                    throw LedgerFailure.corrupted("event \(stored.sequence) is missing from the log")
-                }
+                let event = try Ledger.storedEvent(stored.sequence, in: txn, databases)
                 let summary = try projector.savedSummary(stored: event, sequence: stored.sequence)
                 guard range.overlaps(start: summary.startUs, end: summary.endUs) else { continue }
                 entries.append(IndexEntry(uuid: uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source))
@@ -184,10 +180,16 @@ extension Ledger {
         return type
     }
 
-    static func loadObject(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> HealthObject {
+    /// The stored bytes of event `sequence`.
+    static func storedEvent(_ sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> UnsafeRawBufferPointer {
         guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
             throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
         }
+        return stored
+    }
+
+    static func loadObject(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> HealthObject {
+        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
         return try LedgerEvent(stored: stored).savedObject()
     }
 

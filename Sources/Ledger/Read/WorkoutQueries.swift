@@ -41,9 +41,7 @@ extension Ledger {
     /// from the log (the log is append-only, so a chunk stays readable once listed).
     public func encodedRouteLocations(_ chunks: RouteChunks, chunk index: Int) throws -> [UInt8] {
         try environment.read { txn in
-            guard let stored = try txn.get(KeyEncoding.sequenceKey(chunks.sequences[index]), in: databases.events) else {
-                throw LedgerFailure.corrupted("event \(chunks.sequences[index]) is missing from the log")
-            }
+            let stored = try Ledger.storedEvent(chunks.sequences[index], in: txn, databases)
             return try ProtoReader.field(3, in: try LedgerEvent.bodyView(stored: stored)).map { Array($0) } ?? []
         }
     }

@@ -9,12 +9,9 @@ enum AttachmentIndex {
     /// The attachments of an object, oldest first (their UUIDs are time-ordered).
     static func attachments(of object: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
         var uuids: [[UInt8]] = []
-        try txn.withCursor(on: databases.objectAttachments) { cursor in
-            var entry = try cursor.seek(atLeast: object)
-            while let current = entry, current.key.count == 32, current.key.starts(with: object) {
-                uuids.append(Array(current.key[16..<32]))
-                entry = try cursor.next()
-            }
+        try txn.forEach(prefix: object, keyLength: 32, in: databases.objectAttachments) { key, _ in
+            uuids.append(Array(key[16..<32]))
+            return true
         }
         return uuids
     }
@@ -29,9 +26,7 @@ enum AttachmentIndex {
     /// The attachment's description alone, read in place from the event that added it
     /// (skipping its bytes).
     static func description(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> Attachment {
-        guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
-            throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
-        }
+        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
         do {
             // The AttachmentAdded's attachment (field 1), without its bytes (field 2).
             guard let attachment = try ProtoReader.field(1, in: try LedgerEvent.bodyView(stored: stored)) else {
@@ -47,9 +42,7 @@ enum AttachmentIndex {
 
     /// The attachment and its bytes, from the event that added it.
     static func load(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> (Attachment, [UInt8]) {
-        guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
-            throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
-        }
+        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
         do {
             let added = try Healthledger_V1_AttachmentAdded(serializedBytes: try LedgerEvent.body(stored: stored))
             return (try added.attachment.model(), Array(added.data))

@@ -122,8 +122,9 @@ final class GroupCommitter: Sendable {
                         }
                     }
                 }
-                if !succeeded.isEmpty { try context.finish() }
-                changedTypes = succeeded.isEmpty ? [] : context.changedTypes
+                guard !succeeded.isEmpty else { return }
+                changedTypes = context.changedTypes
+                try context.finish()
             }
             onCommit(batch.count, clock.now - started)
             changeWatchers.notify(changedTypes)

@@ -14,9 +14,8 @@ final class WriteContext {
     /// Type statistics gathered in this transaction, written by ``finish()``.
     var stats = TypeStatsDelta()
     let commitTimeUs: Int64
-    /// The type codes whose objects (or per-object selections) this transaction changed, for
-    /// ``ChangeWatchers``; a superset when a request of the batch failed.
-    var changedTypes = Set<UInt32>()
+    /// The types whose per-object read selections this transaction changed.
+    var selectionChanges = Set<UInt32>()
 
     init(txn: Transaction, databases: LedgerDatabases, projector: Projector, now: Date) throws {
         self.txn = txn
@@ -40,29 +39,26 @@ final class WriteContext {
             kind: kind, objectType: objectType, objectUUID: objectUUID, body: body)
         try txn.put(stored, forKey: KeyEncoding.sequenceKey(sequence), in: databases.events, append: true)
         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
-        switch change {
-        case .saved(let summary): changedTypes.insert(summary.typeCode)
-        case .deleted: if let objectType { changedTypes.insert(TypeCatalogue.code(of: objectType)) }
-        case .objectReadSelectionChanged(_, let type, _): changedTypes.insert(type)
-        default: break
-        }
+        if case .objectReadSelectionChanged(_, let type, _) = change { selectionChanges.insert(type) }
         head = LogHead(sequence: sequence, hash: EventCodec.hash(stored), commitTimeUs: commitTimeUs)
         return sequence
     }
 
     /// The summary of the object saved by event `sequence`, read from the log.
     func loadSaved(_ sequence: UInt64) throws -> ObjectSummary {
-        guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
-            throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
-        }
+        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
         return try projector.savedSummary(stored: stored, sequence: sequence)
     }
 
-    /// The state a failed request must not leave behind.
-    var snapshot: (LogHead, TypeStatsDelta) { (head, stats) }
+    /// The type codes whose objects (saved or deleted, through ``stats``) or per-object
+    /// selections this transaction changed, for ``ChangeWatchers``. Read before ``finish()``.
+    var changedTypes: Set<UInt32> { selectionChanges.union(stats.types) }
 
-    func restore(_ snapshot: (LogHead, TypeStatsDelta)) {
-        (head, stats) = snapshot
+    /// The state a failed request must not leave behind.
+    var snapshot: (LogHead, TypeStatsDelta, Set<UInt32>) { (head, stats, selectionChanges) }
+
+    func restore(_ snapshot: (LogHead, TypeStatsDelta, Set<UInt32>)) {
+        (head, stats, selectionChanges) = snapshot
     }
 
     /// The longest duration of `type`'s samples, counting this transaction's saves.
