@@ -27,33 +27,33 @@ extension Healthledger_V1_WorkoutPredicate {
     }
 
     /// - Throws: ``HealthError`` (`invalidArgument`) for an empty predicate, an unknown
-    ///   activity type, comparison or statistic, or a bad type or unit. Nesting deeper than
-    ///   ``WorkoutPredicate/maximumTerms`` is refused before it is followed.
-    public func model(depth: Int = 0) throws -> WorkoutPredicate {
+    ///   activity type, comparison or statistic, or a bad type or unit. A predicate of more
+    ///   than ``WorkoutPredicate/maximumTerms`` terms is refused before the rest is converted.
+    public func model() throws -> WorkoutPredicate {
+        var terms = 0
+        return try model(terms: &terms)
+    }
+
+    private func model(terms: inout Int) throws -> WorkoutPredicate {
         let field = "workout_predicate"
-        guard depth < WorkoutPredicate.maximumTerms else {
+        terms += 1
+        guard terms <= WorkoutPredicate.maximumTerms else {
             throw HealthError.invalidArgument("a workout predicate has at most \(WorkoutPredicate.maximumTerms) terms", field: field)
-        }
-        func comparison(_ value: Healthledger_V1_Comparison) throws -> Comparison {
-            guard let comparison = Comparison(rawValue: value.rawValue) else {
-                throw HealthError.invalidArgument("the comparison must be less, lessOrEqual, equal, greaterOrEqual, greater or notEqual", field: "\(field).comparison")
-            }
-            return comparison
         }
         switch kind {
         case .activityType(let raw): return .activityType(try WorkoutActivityType(validating: Int(raw), field: "\(field).activity_type"))
-        case .duration(let duration): return .duration(try comparison(duration.comparison), duration.seconds)
+        case .duration(let duration):
+            return .duration(try Comparison(validating: duration.comparison.rawValue, field: "\(field).comparison"), duration.seconds)
         case .statistic(let statistic):
-            guard let kind = WorkoutStatistic(rawValue: statistic.statistic.rawValue) else {
-                throw HealthError.invalidArgument("the statistic must be sum, average, minimum or maximum", field: "\(field).statistic")
-            }
             guard statistic.hasQuantity else { throw HealthError.invalidArgument("the statistic needs a quantity to compare with", field: "\(field).quantity") }
             return .statistic(
-                try QuantityType(statistic.type), kind, try comparison(statistic.comparison), try statistic.quantity.model(field: "\(field).quantity"))
-        case .activity(let inner): return .activity(try inner.model(depth: depth + 1))
-        case .allOf(let list): return .all(try list.predicates.map { try $0.model(depth: depth + 1) })
-        case .anyOf(let list): return .any(try list.predicates.map { try $0.model(depth: depth + 1) })
-        case .negation(let inner): return .not(try inner.model(depth: depth + 1))
+                try QuantityType(statistic.type), try WorkoutStatistic(validating: statistic.statistic.rawValue, field: "\(field).statistic"),
+                try Comparison(validating: statistic.comparison.rawValue, field: "\(field).comparison"),
+                try statistic.quantity.model(field: "\(field).quantity"))
+        case .activity(let inner): return .activity(try inner.model(terms: &terms))
+        case .allOf(let list): return .all(try list.predicates.map { try $0.model(terms: &terms) })
+        case .anyOf(let list): return .any(try list.predicates.map { try $0.model(terms: &terms) })
+        case .negation(let inner): return .not(try inner.model(terms: &terms))
         case nil: throw HealthError.invalidArgument("the workout predicate is empty", field: field)
         }
     }

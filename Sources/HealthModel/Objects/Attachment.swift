@@ -55,7 +55,7 @@ public struct Attachment: Sendable, Hashable {
     ///   a content type that is not accepted or not what the bytes are, empty data, too
     ///   much metadata; `dataSizeExceeded` above ``maximumSize``.
     public static func validate(name: String, contentType: String, data: some Collection<UInt8>, metadata: [String: String]) throws {
-        guard !name.isEmpty, name.utf8.count <= 255, !name.contains("/"), !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard !name.isEmpty, name.utf8.count <= ObjectLimits.maximumIdentifierLength, !name.contains("/"), !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw HealthError.invalidArgument("an attachment's name is 1 to 255 bytes, without '/' or control characters", field: "name")
         }
         guard contentTypes.contains(contentType) else {
@@ -70,7 +70,9 @@ public struct Attachment: Sendable, Hashable {
             throw HealthError.invalidArgument(
                 "the bytes are \(sniff(data).map { "a \($0) file" } ?? "no image or PDF"), not \(contentType)", field: "data")
         }
-        guard metadata.count <= 64, metadata.allSatisfy({ !$0.key.isEmpty && $0.key.utf8.count <= 256 && $0.value.utf8.count <= 4096 }) else {
+        guard metadata.count <= 64, metadata.allSatisfy({
+            !$0.key.isEmpty && $0.key.utf8.count <= ObjectLimits.maximumKeyLength && $0.value.utf8.count <= ObjectLimits.maximumStringLength
+        }) else {
             throw HealthError.invalidArgument("attachment metadata: at most 64 entries, keys of 1 to 256 bytes, values up to 4096", field: "metadata")
         }
     }

@@ -39,12 +39,7 @@ public enum Characteristic: Sendable, Hashable {
     /// - Throws: ``HealthError`` `invalidArgument` for a value outside the enumeration, the
     ///   date of birth (use ``dateOfBirth(year:month:day:)``), or a type that is no characteristic.
     public init(_ type: ObjectType, rawValue: Int) throws {
-        func value<E: RawRepresentable<Int>>(_: E.Type) throws -> E {
-            guard let value = E(rawValue: rawValue) else {
-                throw HealthError.invalidArgument("\(rawValue) is not a value of \(type.identifier)", field: "value")
-            }
-            return value
-        }
+        func value<E: RawRepresentable<Int> & CaseIterable>(_: E.Type) throws -> E { try enumerationCase(rawValue, field: "value") }
         switch type {
         case .biologicalSex: self = .biologicalSex(try value(BiologicalSex.self))
         case .bloodType: self = .bloodType(try value(BloodType.self))

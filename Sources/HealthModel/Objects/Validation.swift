@@ -7,12 +7,12 @@ public enum ObjectLimits {
     public static let maximumStringLength = 4096
     /// Bundle identifiers, names and version strings.
     public static let maximumIdentifierLength = 255
-    /// Dates must fall within years 0001–9999.
     /// Events of one workout or activity.
     public static let maximumWorkoutEvents = 4096
     public static let maximumWorkoutActivities = 256
     /// Locations of one route (55 hours at one a second).
     public static let maximumRouteLocations = 200_000
+    /// Dates must fall within years 0001–9999.
     public static let dateRange: ClosedRange<Date> =
         Date(timeIntervalSince1970: -62_135_596_800)...Date(timeIntervalSince1970: 253_402_300_799)
 }
@@ -364,6 +364,16 @@ extension WorkoutEventType {
     public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
 }
 
+extension Comparison {
+    /// less 1 … notEqual 6, for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension WorkoutStatistic {
+    /// sum 1, average 2, minimum 3, maximum 4, for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
 extension VisionPrescriptionType {
     /// The type with `rawValue` (glasses 1, contacts 2), for decoders.
     /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for any other value.
@@ -382,7 +392,7 @@ extension PrismBase {
     public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
 }
 
-private func enumerationCase<Value: RawRepresentable & CaseIterable>(_ rawValue: Int, field: String) throws -> Value
+func enumerationCase<Value: RawRepresentable & CaseIterable>(_ rawValue: Int, field: String) throws -> Value
 where Value.RawValue == Int {
     guard let value = Value(rawValue: rawValue) else {
         let allowed = Value.allCases.map { "\($0) \($0.rawValue)" }.joined(separator: ", ")

@@ -134,7 +134,7 @@ public struct StatisticsIntervals: Sendable, Hashable {
     }
 
     /// The dates calendars handle: the years 1 to 9999.
-    public static let supported = DateInterval(start: Date(timeIntervalSince1970: -62_135_596_800), end: Date(timeIntervalSince1970: 253_402_300_799))
+    public static let supported = DateInterval(start: ObjectLimits.dateRange.lowerBound, end: ObjectLimits.dateRange.upperBound)
 
     private var calendar: Calendar {
         var calendar = Calendar(identifier: .gregorian)

@@ -178,7 +178,7 @@ struct StatisticsEngine {
                 if sample.end > sample.start {
                     let free = Double(clipEnd - clipStart) - Double(covered.overlap(clipStart, clipEnd))
                     if free > 0 {
-                        sum += sample.value * free / Double(sample.end - sample.start)
+                        sum += Self.share(of: sample, over: free)
                         included.append(sample)
                     }
                 } else if !covered.contains(sample.start) {
@@ -203,7 +203,7 @@ struct StatisticsEngine {
                 for sample in own {
                     if sample.end > sample.start {
                         let (clipStart, clipEnd) = (max(sample.start, bucket.start), min(sample.end, bucket.end))
-                        raw += sample.value * Double(clipEnd - clipStart) / Double(sample.end - sample.start)
+                        raw += Self.share(of: sample, over: Double(clipEnd - clipStart))
                         coverage.add(clipStart, clipEnd)
                     } else {
                         raw += sample.value
@@ -212,11 +212,17 @@ struct StatisticsEngine {
                 if let source = sources[code] { separate[source] = values(of: own, sum: raw, duration: coverage.length, bucket: bucket) }
             }
         }
-        let samplesStart = samples.map(\.start).min() ?? bucket.start
-        let samplesEnd = samples.map(\.end).max() ?? bucket.end
+        // Collections give their interval's dates; a single result spans its samples.
         return Statistics(
-            type: type, startDate: dates?.start ?? date(microseconds: samplesStart), endDate: dates?.end ?? date(microseconds: samplesEnd),
+            type: type, startDate: dates?.start ?? date(microseconds: samples.lazy.map(\.start).min() ?? bucket.start),
+            endDate: dates?.end ?? date(microseconds: samples.lazy.map(\.end).max() ?? bucket.end),
             values: merged, valuesBySource: separate, sources: present.compactMap { sources[$0] })
+    }
+
+    /// The part of a lasting sample's value that falls in `length` microseconds of it (sums
+    /// count samples in proportion to their time inside a bucket).
+    static func share(of sample: StatisticsSample, over length: Double) -> Double {
+        sample.value * length / Double(sample.end - sample.start)
     }
 
     /// The common case, without the merge's bookkeeping: one source, no per-source values,
@@ -236,7 +242,7 @@ struct StatisticsEngine {
             latest = max(latest, sample.end)
             if sample.end > sample.start {
                 let (clipStart, clipEnd) = (max(sample.start, bucket.start), min(sample.end, bucket.end))
-                sum += sample.value * (Double(clipEnd) - Double(clipStart)) / (Double(sample.end) - Double(sample.start))
+                sum += Self.share(of: sample, over: Double(clipEnd - clipStart))
                 if options.contains(.duration) { coverage.add(clipStart, clipEnd) }
             } else {
                 sum += sample.value
