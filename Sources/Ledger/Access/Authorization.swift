@@ -256,8 +256,7 @@ extension Ledger {
     // MARK: Helpers
 
     static func ownerOrder(_ type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [String] {
-        var key: [UInt8] = []
-        KeyEncoding.append(type, to: &key)
+        let key = KeyEncoding.typeKey(type)
         guard let stored = try txn.get(key, in: databases.sourcePriority) else { return [] }
         var bundles: [String] = []
         var index = 0

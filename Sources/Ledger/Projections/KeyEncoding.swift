@@ -64,21 +64,27 @@ enum KeyEncoding {
         return key
     }
 
-    /// type(4) | source(4) | sequence(8): the key of the per-source change index.
-    static func sourceChangeKey(type: UInt32, source: UInt32, sequence: UInt64) -> [UInt8] {
+    /// type(4), then source(4) when given: the keys of the per-type databases
+    /// (`type_stats`, `characteristics`, `source_priority`) and the part of a change-index
+    /// key before the sequence (`changes`, `source_changes`).
+    static func typeKey(_ type: UInt32, source: UInt32? = nil) -> [UInt8] {
         var key: [UInt8] = []
         key.reserveCapacity(16)
         append(type, to: &key)
-        append(source, to: &key)
+        if let source { append(source, to: &key) }
+        return key
+    }
+
+    /// type(4) | source(4) | sequence(8): the key of the per-source change index.
+    static func sourceChangeKey(type: UInt32, source: UInt32, sequence: UInt64) -> [UInt8] {
+        var key = typeKey(type, source: source)
         append(sequence, to: &key)
         return key
     }
 
     /// type(4) | sequence(8): the key of the change index.
     static func changeKey(type: UInt32, sequence: UInt64) -> [UInt8] {
-        var key: [UInt8] = []
-        key.reserveCapacity(12)
-        append(type, to: &key)
+        var key = typeKey(type)
         append(sequence, to: &key)
         return key
     }

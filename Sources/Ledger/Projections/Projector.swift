@@ -262,8 +262,7 @@ struct Projector {
             try record.store(app: app, direction: .objectRead, type: type, in: txn, databases)
             try logAuthorizationEvent(app: app, sequence: sequence, in: txn)
         case .characteristicSet(let type, let value):
-            var key: [UInt8] = []
-            KeyEncoding.append(type, to: &key)
+            let key = KeyEncoding.typeKey(type)
             if let value {
                 try txn.put(value, forKey: key, in: databases.characteristics)
             } else {
@@ -278,8 +277,7 @@ struct Projector {
             try txn.delete(uuid, in: databases.attachments)
             try txn.delete(object + uuid, in: databases.objectAttachments)
         case .sourcePriorityChanged(let type, let bundles):
-            var key: [UInt8] = []
-            KeyEncoding.append(type, to: &key)
+            let key = KeyEncoding.typeKey(type)
             if bundles.isEmpty {
                 try txn.delete(key, in: databases.sourcePriority)
             } else {
@@ -402,8 +400,7 @@ struct TypeStatsDelta {
     mutating func flush(in txn: Transaction, _ databases: LedgerDatabases) throws {
         for type in entries.keys.sorted() {
             let delta = entries[type]!
-            var key: [UInt8] = []
-            KeyEncoding.append(type, to: &key)
+            let key = KeyEncoding.typeKey(type)
             var count: Int64 = 0
             var longest: Int64 = 0
             if let stored = try txn.get(key, in: databases.typeStats), stored.count == 16 {

@@ -167,10 +167,10 @@ extension Ledger {
             onScope(scope)
             var last = ChangePosition.origin
             if scope.all {
-                last = try lastChange(in: databases.changes, prefix: Self.typePrefix(type.code), in: txn) ?? last
+                last = try lastChange(in: databases.changes, prefix: KeyEncoding.typeKey(type.code), in: txn) ?? last
             } else {
                 if scope.ownSource != 0 {
-                    let prefix = Self.typePrefix(type.code) + Self.typePrefix(scope.ownSource)
+                    let prefix = KeyEncoding.typeKey(type.code, source: scope.ownSource)
                     last = try lastChange(in: databases.sourceChanges, prefix: prefix, in: txn) ?? last
                 }
                 for entry in try selectionChanges(type, scope: scope, principal: principal, in: txn) { last = max(last, entry.position) }
@@ -273,14 +273,14 @@ extension Ledger {
             return own == 0 || stored.source != own
         }
         if scope.all {
-            try scanChangeIndex(databases.changes, prefix: Self.typePrefix(type.code), after: state.position, in: txn) { entry in
+            try scanChangeIndex(databases.changes, prefix: KeyEncoding.typeKey(type.code), after: state.position, in: txn) { entry in
                 if entry.position <= boundary, try !othersPresent(entry) { return true }
                 return try visit(entry)
             }
             return
         }
         var going = true
-        try scanChangeIndex(databases.changes, prefix: Self.typePrefix(type.code), after: state.position, in: txn) { entry in
+        try scanChangeIndex(databases.changes, prefix: KeyEncoding.typeKey(type.code), after: state.position, in: txn) { entry in
             guard entry.position <= boundary else { return false }
             guard try othersPresent(entry) else { return true }
             going = try visit(ChangeEntry(position: entry.position, savedSequence: nil))
@@ -297,13 +297,13 @@ extension Ledger {
         _ visit: (ChangeEntry) throws -> Bool
     ) throws {
         if scope.all {
-            return try scanChangeIndex(databases.changes, prefix: Self.typePrefix(type.code), after: after, in: txn, visit)
+            return try scanChangeIndex(databases.changes, prefix: KeyEncoding.typeKey(type.code), after: after, in: txn, visit)
         }
         let selected = try selectionChanges(type, scope: scope, principal: principal, in: txn).filter { $0.position > after }
         var next = 0
         var going = true
         if scope.ownSource != 0 {
-            let prefix = Self.typePrefix(type.code) + Self.typePrefix(scope.ownSource)
+            let prefix = KeyEncoding.typeKey(type.code, source: scope.ownSource)
             try scanChangeIndex(databases.sourceChanges, prefix: prefix, after: after, in: txn) { entry in
                 while next < selected.count, selected[next].position < entry.position {
                     going = try visit(selected[next])
@@ -370,12 +370,6 @@ extension Ledger {
             }
         }
         return changes.sorted { $0.position < $1.position }
-    }
-
-    static func typePrefix(_ code: UInt32) -> [UInt8] {
-        var prefix: [UInt8] = []
-        KeyEncoding.append(code, to: &prefix)
-        return prefix
     }
 }
 

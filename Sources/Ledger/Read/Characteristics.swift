@@ -29,7 +29,7 @@ extension Ledger {
         }
         let body: [UInt8] = try (value.map(Healthledger_V1_Characteristic.init) ?? .notSet(type)).serializedBytes()
         try await committer.submit { context in
-            let stored = try context.txn.get(Self.characteristicKey(type), in: context.databases.characteristics).map { Array($0) }
+            let stored = try context.txn.get(KeyEncoding.typeKey(type.code), in: context.databases.characteristics).map { Array($0) }
             guard stored != (value == nil ? nil : body) else { return }
             try context.append(
                 kind: .characteristicSet, actor: principal, objectType: type.identifier, objectUUID: nil, body: body,
@@ -52,7 +52,7 @@ extension Ledger {
             try types.map { type in
                 let scope = try ReadScope(principal, type: type, in: txn, databases)
                 // Read whether or not it is shown, so both answers cost the same.
-                let stored = try txn.get(Self.characteristicKey(type), in: databases.characteristics).map { Array($0) }
+                let stored = try txn.get(KeyEncoding.typeKey(type.code), in: databases.characteristics).map { Array($0) }
                 guard scope.all, let stored else { return nil }
                 guard let characteristic = try? Healthledger_V1_Characteristic(serializedBytes: stored).model() else {
                     throw LedgerFailure.corrupted("the stored \(type.identifier) is damaged: replay the ledger")
@@ -60,11 +60,5 @@ extension Ledger {
                 return characteristic
             }
         }
-    }
-
-    static func characteristicKey(_ type: ObjectType) -> [UInt8] {
-        var key: [UInt8] = []
-        KeyEncoding.append(type.code, to: &key)
-        return key
     }
 }

@@ -194,8 +194,7 @@ extension Ledger {
     }
 
     static func typeStats(type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> (count: Int, longest: Int64) {
-        var key: [UInt8] = []
-        KeyEncoding.append(type, to: &key)
+        let key = KeyEncoding.typeKey(type)
         guard let stored = try txn.get(key, in: databases.typeStats), stored.count == 16 else { return (0, 0) }
         return (Int(Int64(bitPattern: KeyEncoding.uint64(stored, at: 0))), Int64(bitPattern: KeyEncoding.uint64(stored, at: 8)))
     }
