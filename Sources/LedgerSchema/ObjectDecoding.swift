@@ -6,25 +6,26 @@ extension HealthObject {
     /// Decodes a serialized `healthledger.v1.HealthObject` into the model object: the same
     /// result (and the same errors) as SwiftProtobuf's decoding followed by
     /// `Healthledger_V1_HealthObject.model()`, read in place for samples, which is what
-    /// clients decode by the thousand. Anything unusual (a vision prescription, a repeated
-    /// nested message, a wire type out of place, invalid UTF-8) takes SwiftProtobuf's path.
+    /// clients decode by the thousand. Anything else (another payload, a repeated nested
+    /// message, a wire type out of place, invalid UTF-8, any error) takes SwiftProtobuf's
+    /// path, which decides.
     public init(serialized bytes: UnsafeRawBufferPointer) throws {
-        if let object = try? FastObjectDecoder.decode(bytes) {
-            self = object
-            return
+        do {
+            self = try FastObjectDecoder.decode(bytes)
+        } catch {
+            self = try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model()
         }
-        self = try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model()
     }
 }
 
-/// The in-place reader behind ``HealthObject/init(serialized:)``. `decode` returns nil (or
-/// throws) whenever the slow path must decide.
+/// The in-place reader behind ``HealthObject/init(serialized:)``. `decode` throws whenever the
+/// slow path must decide, including on every error: the slow path words it.
 private enum FastObjectDecoder {
     struct Fallback: Error {}
 
-    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject? {
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject {
         var reader = ProtoReader(bytes)
-        var uuidBytes: [UInt8] = []
+        var uuidBytes = UnsafeRawBufferPointer(start: nil, count: 0)
         var type = ""
         var sourceRevision: SourceRevision?
         var device: Device?
@@ -39,7 +40,7 @@ private enum FastObjectDecoder {
         var body: Body?
         while let (field, wireType) = try reader.next() {
             switch (field, wireType) {
-            case (1, .lengthDelimited): uuidBytes = Array(try reader.bytes())
+            case (1, .lengthDelimited): uuidBytes = try reader.bytes()
             case (2, .lengthDelimited): type = try string(&reader)
             case (3, .lengthDelimited):
                 guard sourceRevision == nil else { throw Fallback() }
@@ -70,28 +71,21 @@ private enum FastObjectDecoder {
             default: try reader.skip(wireType)
             }
         }
-        // The same checks, in the same order, as Healthledger_V1_HealthObject.model().
-        guard let uuid = UUID(bytes: uuidBytes) else {
-            throw HealthError.invalidArgument("uuid must be 16 bytes, got \(uuidBytes.count)", field: "uuid")
-        }
-        guard let sourceRevision else { throw HealthError.invalidArgument("sourceRevision is missing", field: "sourceRevision") }
+        guard let uuid = UUID(bytes: uuidBytes), let sourceRevision else { throw Fallback() }
         let start = date(microseconds: startUs)
         let end = date(microseconds: endUs)
         var metadata: Metadata = [:]
         for (key, value) in entries {
-            guard let value else { throw HealthError.invalidArgument("metadata entry '\(key)' has no value", field: "metadata.\(key)") }
-            guard metadata.updateValue(value, forKey: key) == nil else {
-                throw HealthError.invalidArgument("metadata key '\(key)' appears twice", field: "metadata.\(key)")
-            }
+            guard let value, metadata.updateValue(value, forKey: key) == nil else { throw Fallback() }
         }
         switch body {
         case .quantity(let quantity)?:
-            guard let (value, unit) = quantity else { throw HealthError.invalidArgument("quantity is missing", field: "quantity") }
+            guard let (value, unit) = quantity else { throw Fallback() }
             return .quantitySample(QuantitySample(
                 type: try QuantityType(type), quantity: Quantity(value, try HealthUnit(unit)), start: start, end: end,
                 device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision))
         case .category(let raw)?:
-            guard let value = Int(exactly: raw) else { throw HealthError.invalidArgument("value is out of range", field: "value") }
+            guard let value = Int(exactly: raw) else { throw Fallback() }
             return .categorySample(CategorySample(
                 type: try CategoryType(type), value: value, start: start, end: end,
                 device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision))
@@ -155,7 +149,7 @@ private enum FastObjectDecoder {
         return device
     }
 
-    /// A `Quantity` message: its value and unit string (nil when a field repeats).
+    /// A `Quantity` message: its value and unit string.
     private static func decodeQuantity(_ bytes: UnsafeRawBufferPointer) throws -> (Double, String) {
         var reader = ProtoReader(bytes)
         var value = 0.0
