@@ -261,8 +261,8 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
     return row
 }
 
-func printSampleTable(_ rows: [[String: Any]], header: Bool = true) {
-    if header { print(["START", "END", "VALUE", "UNIT", "SOURCE", "UUID"].joined(separator: "\t")) }
+func printSampleTable(_ rows: [[String: Any]]) {
+    print(["START", "END", "VALUE", "UNIT", "SOURCE", "UUID"].joined(separator: "\t"))
     for row in rows {
         print(["start", "end", "value", "unit", "source", "uuid"].map { "\(row[$0] ?? "")" }.joined(separator: "\t"))
     }
