@@ -123,8 +123,10 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case discardRoute = "healthledger.v1.Ledger/DiscardRoute"
     /// Server streaming: `RouteBatch` messages.
     case routeLocations = "healthledger.v1.Ledger/RouteLocations"
+    /// Server streaming: correlations and the members the caller may read.
+    case queryCorrelations = "healthledger.v1.Ledger/QueryCorrelations"
 
-    public var isStreaming: Bool { self == .querySamples || self == .queryChanges || self == .statisticsCollection || self == .routeLocations || isLongRunning }
+    public var isStreaming: Bool { self == .querySamples || self == .queryChanges || self == .statisticsCollection || self == .routeLocations || self == .queryCorrelations || isLongRunning }
 
     /// Runs until the client cancels it: no deadline unless the call sets one.
     public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection }

@@ -17,6 +17,8 @@ public struct AnchoredObjectQueryDescriptor: Sendable, Hashable {
     /// Added objects must overlap this interval; deleted objects are reported whatever
     /// their dates. All when nil.
     public var interval: DateInterval?
+    /// Added objects must match it too; deleted objects are reported whatever they were.
+    public var predicate: ObjectPredicate?
     /// Where an earlier result stopped; nil starts from the beginning.
     public var anchor: QueryAnchor?
     /// At most this many changes (added plus deleted); 0 means no limit. Must be 0 for
@@ -25,9 +27,13 @@ public struct AnchoredObjectQueryDescriptor: Sendable, Hashable {
     /// Changes per streamed batch.
     public var batchSize: Int
 
-    public init(type: ObjectType, interval: DateInterval? = nil, anchor: QueryAnchor? = nil, limit: Int = 0, batchSize: Int = 500) {
+    public init(
+        type: ObjectType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil, anchor: QueryAnchor? = nil, limit: Int = 0,
+        batchSize: Int = 500
+    ) {
         self.type = type
         self.interval = interval
+        self.predicate = predicate
         self.anchor = anchor
         self.limit = limit
         self.batchSize = batchSize
@@ -81,13 +87,16 @@ extension HealthStore {
     /// place; the sequence then yields each time objects of `type` that this app may read
     /// are saved (overlapping `interval`) or deleted. Updates that arrive while one is
     /// still unread fold into it. Run an anchored query to learn what changed.
-    public func observe(_ type: ObjectType, overlapping interval: DateInterval? = nil) async throws -> ObserverUpdates {
+    public func observe(_ type: ObjectType, overlapping interval: DateInterval? = nil, matching predicate: ObjectPredicate? = nil) async throws
+        -> ObserverUpdates
+    {
         let request = Healthledger_V1_ObserveRequest.with { request in
             request.type = type.identifier
             if let interval {
                 request.startUs = microseconds(interval.start)
                 request.endUs = microseconds(interval.end)
             }
+            if let predicate { request.predicate = .init(predicate) }
         }
         let (stream, consumed) = try await openStream(.observe, request)
         let updates = ObserverUpdates(iterator: StreamIterator(stream.makeAsyncIterator()), consumed: consumed)
@@ -106,6 +115,7 @@ extension HealthStore {
                 request.endUs = microseconds(interval.end)
             }
             if let anchor = query.anchor { request.anchor = Data(anchor.bytes) }
+            if let predicate = query.predicate { request.predicate = .init(predicate) }
             request.limit = UInt32(clamping: query.limit)
             request.batchSize = UInt32(clamping: query.batchSize)
         }

@@ -46,6 +46,7 @@ extension HealthStore {
                 request.endUs = microseconds(interval.end)
             }
             request.options = UInt32(truncatingIfNeeded: query.options.rawValue)
+            if let predicate = query.predicate { request.predicate = .init(predicate) }
         }
         let response = try Self.decode(Healthledger_V1_StatisticsResponse.self, try await unary(.statistics, request))
         guard response.hasStatistics else { return nil }
@@ -99,6 +100,7 @@ extension HealthStore {
             request.intervalUnit = query.intervals.unit.schema
             request.timeZone = query.intervals.timeZone.identifier
             request.options = UInt32(truncatingIfNeeded: query.options.rawValue)
+            if let predicate = query.predicate { request.predicate = .init(predicate) }
         }
     }
 }

@@ -58,12 +58,15 @@ public struct PingResult: Sendable, Hashable {
     public var roundTrip: Duration
 }
 
-/// A sample query (HealthKit's `HKSampleQueryDescriptor`, date-range form).
+/// A sample query (HealthKit's `HKSampleQueryDescriptor`).
 ///
 /// ```swift
-/// let query = SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierHeartRate"),
-///                                   interval: DateInterval(start: start, end: end), limit: 100)
-/// let samples = try await store.result(for: query)
+/// // The most recent blood-glucose reading taken before a meal.
+/// let query = SampleQueryDescriptor(
+///     type: bloodGlucose.objectType,
+///     predicate: .predicateForObjects(withMetadataKey: MetadataKey.bloodGlucoseMealTime, operatorType: .equal, value: .number(1)),
+///     limit: 1, sort: .startDate(ascending: false))
+/// let latest = try await query.result(for: store).first
 /// ```
 public struct SampleQueryDescriptor: Sendable, Hashable {
     public typealias Sort = SampleSort
@@ -71,28 +74,31 @@ public struct SampleQueryDescriptor: Sendable, Hashable {
     public var type: ObjectType
     /// Samples overlapping this interval; all when nil.
     public var interval: DateInterval?
+    /// Only objects that match.
+    public var predicate: ObjectPredicate?
     /// 0: no limit.
     public var limit: Int
     public var sort: Sort
     /// Objects per streamed batch.
     public var batchSize: Int
-    /// Only objects associated with this workout (HealthKit's `predicateForObjects(from:)`).
-    public var workout: UUID?
-    /// With the workout type: only the workouts that match.
-    public var workoutPredicate: WorkoutPredicate?
 
     public init(
-        type: ObjectType, interval: DateInterval? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true), batchSize: Int = 500,
-        workout: UUID? = nil, workoutPredicate: WorkoutPredicate? = nil
+        type: ObjectType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true),
+        batchSize: Int = 500
     ) {
         self.type = type
         self.interval = interval
+        self.predicate = predicate
         self.limit = limit
         self.sort = sort
         self.batchSize = batchSize
-        self.workout = workout
-        self.workoutPredicate = workoutPredicate
     }
+
+    /// All results (HealthKit's `result(for:)`).
+    public func result(for store: HealthStore) async throws -> [HealthObject] { try await store.result(for: self) }
+
+    /// The results in batches as they arrive; stopping the iteration cancels the call.
+    public func results(for store: HealthStore) async throws -> SampleBatches { try await store.results(for: self) }
 }
 
 /// A connection to one ledger on a HealthLedger server, shaped like HealthKit's `HKHealthStore`.
@@ -172,16 +178,18 @@ public final class HealthStore: Sendable {
         try await delete(objects.map(\.uuid))
     }
 
-    /// Deletes the caller's objects of `type` overlapping `interval` (all of them when nil);
-    /// returns how many.
+    /// Deletes the caller's objects of `type` overlapping `interval` (all of them when nil)
+    /// that match `predicate` (HealthKit's `deleteObjects(of:predicate:)`); returns how many.
+    /// The owner deletes anyone's.
     @discardableResult
-    public func deleteObjects(of type: ObjectType, overlapping interval: DateInterval? = nil) async throws -> Int {
+    public func deleteObjects(of type: ObjectType, overlapping interval: DateInterval? = nil, matching predicate: ObjectPredicate? = nil) async throws -> Int {
         let request = Healthledger_V1_DeleteObjectsRequest.with { request in
             request.type = type.identifier
             if let interval {
                 request.startUs = microseconds(interval.start)
                 request.endUs = microseconds(interval.end)
             }
+            if let predicate { request.predicate = .init(predicate) }
         }
         return Int(try Self.decode(Healthledger_V1_DeleteResponse.self, try await unary(.deleteObjects, request)).deleted)
     }
@@ -211,8 +219,7 @@ public final class HealthStore: Sendable {
             request.limit = UInt32(clamping: query.limit)
             request.batchSize = UInt32(clamping: query.batchSize)
             request.sort = .init(query.sort)
-            if let workout = query.workout { request.workoutUuid = Data(workout.bytes) }
-            if let predicate = query.workoutPredicate { request.workoutPredicate = .init(predicate) }
+            if let predicate = query.predicate { request.predicate = .init(predicate) }
         }
         return try await openStream(.querySamples, request) { bytes in
             // SampleBatch { repeated HealthObject objects = 1; }, read in place.

@@ -49,7 +49,7 @@ extension UUID {
     public init?(bytes data: Data) {
         guard data.count == 16 else { return nil }
         var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &value) { target in data.copyBytes(to: target.bindMemory(to: UInt8.self)) }
+        _ = withUnsafeMutableBytes(of: &value) { target in data.copyBytes(to: target.bindMemory(to: UInt8.self)) }
         self.init(uuid: value)
     }
 }
@@ -197,6 +197,11 @@ extension Healthledger_V1_HealthObject {
             body.workoutUuid = Data(route.workoutUUID.bytes)
             body.locationCount = UInt64(route.locationCount)
             self.body = .workoutRoute(body)
+        case .correlation(let correlation):
+            setCommonFields(correlation)
+            var body = Healthledger_V1_CorrelationBody()
+            body.objects = correlation.objects.map { Healthledger_V1_HealthObject(.quantitySample($0)) }
+            self.body = .correlation(body)
         }
     }
 
@@ -266,9 +271,32 @@ extension Healthledger_V1_HealthObject {
             return .workoutRoute(WorkoutRoute(
                 workoutUUID: workout, locationCount: count, start: start, end: end, device: device, metadata: metadata, uuid: uuid,
                 sourceRevision: sourceRevision.model))
+        case .correlation(let body):
+            let members = try body.objects.enumerated().map { index, member in
+                guard case .quantitySample(let sample) = try member.model() else {
+                    throw HealthError.invalidArgument("a correlation's members are quantity samples", field: "objects[\(index)]")
+                }
+                return sample
+            }
+            return .correlation(Correlation(
+                type: try CorrelationType(type), start: start, end: end, objects: members, device: device, metadata: metadata, uuid: uuid,
+                sourceRevision: sourceRevision.model))
         case nil:
-            throw HealthError.invalidArgument("the object has no payload (quantity, category, vision prescription, workout or route)", field: "body")
+            throw HealthError.invalidArgument(
+                "the object has no payload (quantity, category, vision prescription, workout, route or correlation)", field: "body")
         }
+    }
+}
+
+extension Correlation {
+    /// The serialized `healthledger.v1.HealthObject` the log stores for the correlation: its
+    /// members by UUID, since each member is stored as an object of its own.
+    public func storedBytes() -> [UInt8] {
+        var message = Healthledger_V1_HealthObject(.correlation(self))
+        message.correlation.objects = []
+        message.correlation.memberUuids = objects.map { Data($0.uuid.bytes) }
+        // A proto3 message without `Any` fields cannot fail to serialize.
+        return try! message.serializedBytes()
     }
 }
 

@@ -30,7 +30,7 @@ extension HealthObject {
             if let lens = prescription.rightEye { body.message(field: 3, Self.encoded(lens)) }
             if let lens = prescription.leftEye { body.message(field: 4, Self.encoded(lens)) }
             writer.message(field: 12, body.buffer)
-        case .workout, .workoutRoute:
+        case .workout, .workoutRoute, .correlation:
             // Rare and small next to samples: SwiftProtobuf writes them. A proto3 message
             // without `Any` fields cannot fail to serialize.
             return try! Healthledger_V1_HealthObject(self).serializedBytes()

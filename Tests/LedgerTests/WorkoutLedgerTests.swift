@@ -121,20 +121,20 @@ struct WorkoutLedgerTests {
         #expect(Self.bpm(statistics.statistics(for: Self.heartRate, activity: second)?.values.average) == 170)
         #expect(statistics.statistics(for: Self.steps, activity: second)?.values.sum?.value == 1500)
 
-        let associated = try ledger.samples(SampleQuery(type: Self.heartRate.objectType, workout: workout.uuid), as: .owner)
+        let associated = try ledger.samples(SampleQuery(type: Self.heartRate.objectType, predicate: .associatedWithWorkout(workout.uuid)), as: .owner)
         #expect(associated.map(\.uuid) == samples.prefix(3).map(\.uuid))
         let late = try ledger.samples(
             SampleQuery(type: Self.heartRate.objectType, interval: DateInterval(start: Self.base.addingTimeInterval(500), duration: 1000),
-                        sort: .startDate(ascending: false), workout: workout.uuid), as: .owner)
+                        predicate: .associatedWithWorkout(workout.uuid), sort: .startDate(ascending: false)), as: .owner)
         #expect(late.map(\.uuid) == [samples[2].uuid, samples[1].uuid])
 
         let hard = WorkoutPredicate.activity(.statistic(Self.heartRate, .average, .greater, try Quantity(150, "count/min")))
-        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: hard), as: .owner).map(\.uuid) == [workout.uuid])
+        #expect(try ledger.samples(SampleQuery(type: .workout, predicate: .workout(hard)), as: .owner).map(\.uuid) == [workout.uuid])
         let easy = WorkoutPredicate.all([.activityType(.running), .not(hard)])
-        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: easy), as: .owner).isEmpty)
-        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: .duration(.greaterOrEqual, 1740)), as: .owner).count == 1)
+        #expect(try ledger.samples(SampleQuery(type: .workout, predicate: .workout(easy)), as: .owner).isEmpty)
+        #expect(try ledger.samples(SampleQuery(type: .workout, predicate: .workout(.duration(.greaterOrEqual, 1740))), as: .owner).count == 1)
         #expect(throws: HealthError.self) {
-            try ledger.samples(SampleQuery(type: .workout, workoutPredicate: .statistic(Self.heartRate, .sum, .greater, Quantity(1, .count))), as: .owner)
+            try ledger.samples(SampleQuery(type: .workout, predicate: .workout(.statistic(Self.heartRate, .sum, .greater, Quantity(1, .count)))), as: .owner)
         }
 
         // A deleted sample leaves the workout; one replaced by sync version hands its place on.
@@ -145,7 +145,7 @@ struct WorkoutLedgerTests {
         try await ledger.associate([weight.uuid], with: workout.uuid, by: .owner)
         let newer = Fixtures.weight(71, syncIdentifier: "w", version: 2)
         _ = try await ledger.save([newer], by: .owner)
-        let weights = try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType, workout: workout.uuid), as: .owner)
+        let weights = try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType, predicate: .associatedWithWorkout(workout.uuid)), as: .owner)
         #expect(weights.map(\.uuid) == [newer.uuid])
         #expect(try ledger.replay().identical)
     }
@@ -177,7 +177,7 @@ struct WorkoutLedgerTests {
         #expect(chunks.count == 3)
         let locations = try ledger.routeLocations(of: route.uuid, as: .owner)
         #expect(locations == (0..<10_000).map { Self.location(Double($0)) })
-        let routes = try ledger.samples(SampleQuery(type: .workoutRoute, workout: workout.uuid), as: .owner)
+        let routes = try ledger.samples(SampleQuery(type: .workoutRoute, predicate: .associatedWithWorkout(workout.uuid)), as: .owner)
         #expect(routes.compactMap(\.workoutRoute) == [route])
         #expect(try ledger.replay().identical)
 
@@ -227,11 +227,11 @@ struct WorkoutLedgerTests {
         let seen = try #require(try ledger.workoutStatistics(for: workout.uuid, as: Self.appA))
         #expect(seen.workout.isEmpty && seen.activities.allSatisfy(\.statistics.isEmpty))
         let fast = WorkoutPredicate.statistic(Self.heartRate, .maximum, .greater, try Quantity(100, "count/min"))
-        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: fast), as: Self.appA).isEmpty)
-        #expect(try ledger.samples(SampleQuery(type: .workout, workoutPredicate: .not(fast)), as: Self.appA).count == 1)
-        #expect(try ledger.samples(SampleQuery(type: Self.heartRate.objectType, workout: workout.uuid), as: Self.appA).isEmpty)
+        #expect(try ledger.samples(SampleQuery(type: .workout, predicate: .workout(fast)), as: Self.appA).isEmpty)
+        #expect(try ledger.samples(SampleQuery(type: .workout, predicate: .workout(.not(fast))), as: Self.appA).count == 1)
+        #expect(try ledger.samples(SampleQuery(type: Self.heartRate.objectType, predicate: .associatedWithWorkout(workout.uuid)), as: Self.appA).isEmpty)
         // Routes need their own read authorization.
-        #expect(try ledger.samples(SampleQuery(type: .workoutRoute, workout: workout.uuid), as: Self.appA).isEmpty)
+        #expect(try ledger.samples(SampleQuery(type: .workoutRoute, predicate: .associatedWithWorkout(workout.uuid)), as: Self.appA).isEmpty)
         #expect(throws: HealthError.self) { try ledger.routeChunks(of: route.uuid, as: Self.appA) }
         // Associating a hidden sample is answered as for an unknown one.
         let ownWorkout = Self.run()
@@ -246,7 +246,7 @@ struct WorkoutLedgerTests {
         #expect(Self.bpm(try ledger.workoutStatistics(for: workout.uuid, as: Self.appA)?.statistics(for: Self.heartRate)?.values.maximum) == 90)
         #expect(Self.bpm(try ledger.workoutStatistics(for: workout.uuid, as: .owner)?.statistics(for: Self.heartRate)?.values.maximum) == 180)
         #expect(try ledger.workoutStatistics(for: workout.uuid, as: Self.appB) == nil)
-        #expect(try ledger.samples(SampleQuery(type: Self.heartRate.objectType, workout: workout.uuid), as: Self.appB).isEmpty)
+        #expect(try ledger.samples(SampleQuery(type: Self.heartRate.objectType, predicate: .associatedWithWorkout(workout.uuid)), as: Self.appB).isEmpty)
         // A may not attach a route to a workout it did not save.
         let other = try ledger.beginRoute(by: Self.appA)
         try ledger.addRouteLocations([Self.location(5)], to: other, by: Self.appA)

@@ -306,9 +306,9 @@ struct BadInputTests {
             .with { $0.type = steps; $0.options = 16; $0.startUs = year; $0.endUs = 0; $0.intervalCount = 1; $0.intervalUnit = .day },
             .with { $0.type = steps; $0.options = 2; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day },
         ]
+        // Each is refused before any work: a request that computed its range would end with
+        // deadlineExceeded instead (no wall-clock bound here: a loaded machine could miss it).
         var id: UInt64 = 0
-        let clock = ContinuousClock()
-        let started = clock.now
         for credential in [server.ownerCredential, server.appCredential] {
             for request in statistics {
                 id += 1
@@ -330,7 +330,6 @@ struct BadInputTests {
                 #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
             }
         }
-        #expect(clock.now - started < .seconds(20), "hostile requests are refused quickly")
         await raw.close()
         await server.stop()
     }

@@ -86,10 +86,10 @@ struct WorkoutRPCTests {
         #expect(try await owner.statistics(for: workout.uuid).statistics(for: Self.heartRate)?.maximumQuantity()?.doubleValue(for: Self.bpm).rounded() == 170)
 
         // Samples associated with the workout: the visible ones, in order, with limits.
-        let associated = SampleQueryDescriptor(type: Types.heartRate, workout: workout.uuid)
+        let associated = SampleQueryDescriptor(type: Types.heartRate, predicate: .associatedWithWorkout(workout.uuid))
         let expected = visible.sorted { $0.startDate < $1.startDate }.map(\.uuid)
         #expect(try await app.result(for: associated).map(\.uuid) == expected, "\(state): associated samples")
-        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, limit: 1, workout: workout.uuid)).map(\.uuid)
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, predicate: .associatedWithWorkout(workout.uuid), limit: 1)).map(\.uuid)
             == Array(expected.prefix(1)))
         #expect(try await peek.result(for: associated).isEmpty, "peek may not read the workout")
 
@@ -97,13 +97,13 @@ struct WorkoutRPCTests {
         // when it may read the others'.
         let hot = WorkoutPredicate.statistic(Self.heartRate, .maximum, .greater, try Quantity(140, "count/min"))
         let workouts = { (predicate: WorkoutPredicate) in
-            try await app.result(for: SampleQueryDescriptor(type: .workout, workoutPredicate: predicate)).map(\.uuid)
+            try await app.result(for: SampleQueryDescriptor(type: .workout, predicate: .workout(predicate))).map(\.uuid)
         }
         #expect(try await workouts(hot) == (state.readsOthers ? [workout.uuid] : []), "\(state): statistic predicate")
         #expect(try await workouts(.not(hot)) == (state.readsOthers ? [] : [workout.uuid]), "\(state): negated")
         #expect(try await workouts(.activity(hot)) == (state.readsOthers ? [workout.uuid] : []), "\(state): activity predicate")
         #expect(try await workouts(.all([.activityType(.running), .duration(.equal, 3600)])) == [workout.uuid])
-        #expect(try await peek.result(for: SampleQueryDescriptor(type: .workout, workoutPredicate: .activityType(.running))).isEmpty)
+        #expect(try await peek.result(for: SampleQueryDescriptor(type: .workout, predicate: .workout(.activityType(.running)))).isEmpty)
         await expectRPCError(.invalidArgument, .invalidArgument, "sum of heart rate") {
             _ = try await workouts(.statistic(Self.heartRate, .sum, .greater, Quantity(1, .count)))
         }
@@ -112,7 +112,7 @@ struct WorkoutRPCTests {
         let builder = try await owner.makeRouteBuilder()
         try await builder.insertRouteData((0..<5000).reversed().map(Self.location))
         let route = try await owner.finishRoute(builder, workout.uuid)
-        let routes = try await app.result(for: SampleQueryDescriptor(type: .workoutRoute, workout: workout.uuid)).map(\.uuid)
+        let routes = try await app.result(for: SampleQueryDescriptor(type: .workoutRoute, predicate: .associatedWithWorkout(workout.uuid))).map(\.uuid)
         #expect(routes == (state.readsOthers ? [route.uuid] : []), "\(state): routes of the workout")
         let unknown = UUID()
         let unknownError = await expectRPCError(.notFound, .noData, "unknown route") { _ = try await app.routeLocations(of: unknown).all() }

@@ -95,7 +95,8 @@ struct CallDispatcher: Sendable {
         case .delete: send(.message(id: id, try await call.delete()))
         case .deleteObjects: send(.message(id: id, try await call.deleteObjects()))
         case .fetch: send(.message(id: id, try call.fetch()))
-        case .querySamples, .queryChanges, .watchChanges, .observe, .statisticsCollection, .watchStatisticsCollection, .routeLocations:
+        case .querySamples, .queryChanges, .watchChanges, .observe, .statisticsCollection, .watchStatisticsCollection, .routeLocations,
+            .queryCorrelations:
             metrics.streamOpened()
             defer { metrics.streamClosed() }
             let access = StreamAccess(call, type: try call.streamedType(of: method), credential: request.credential)
@@ -111,6 +112,7 @@ struct CallDispatcher: Sendable {
                 case .statisticsCollection: try await call.statisticsCollection(onScope: access.scanned, emit)
                 case .watchStatisticsCollection: try await call.watchStatisticsCollection(onScope: access.scanned, emit)
                 case .routeLocations: try await call.routeLocations(onScope: access.scanned, emit)
+                case .queryCorrelations: try await call.queryCorrelations(onScope: access.scanned, emit)
                 default: try await call.querySamples(onScope: access.scanned, emit)
                 }
             }

@@ -15,6 +15,7 @@ extension LedgerCall {
         let query = ChangeQuery(
             type: try ObjectType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
+            predicate: request.hasPredicate ? try request.predicate.model() : nil,
             anchor: request.anchor.isEmpty ? nil : QueryAnchor(bytes: Array(request.anchor)), limit: Int(request.limit))
         return (query, Self.batchSize(request.batchSize, default: 500))
     }
@@ -64,7 +65,8 @@ extension LedgerCall {
         let request = try decode(Healthledger_V1_ObserveRequest.self)
         var query = ChangeQuery(
             type: try ObjectType(request.type),
-            interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil))
+            interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
+            predicate: request.hasPredicate ? try request.predicate.model() : nil)
         try await following(query.type) { first in
             if first {
                 query.anchor = try ledger.latestAnchor(for: query.type, as: principal, onScope: onScope)
@@ -115,6 +117,7 @@ extension LedgerCall {
         case .statisticsCollection, .watchStatisticsCollection:
             try QuantityType(try decode(Healthledger_V1_StatisticsCollectionRequest.self).type).objectType
         case .routeLocations: .workoutRoute
+        case .queryCorrelations: try CorrelationType(try decode(Healthledger_V1_CorrelationQueryRequest.self).type).objectType
         default: try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)
         }
     }

@@ -57,8 +57,9 @@ struct LedgerCall: Sendable {
         let request = try decode(Healthledger_V1_DeleteObjectsRequest.self)
         let type = try ObjectType(request.type)
         let interval = try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil)
+        let predicate = request.hasPredicate ? try request.predicate.model() : nil
         var response = Healthledger_V1_DeleteResponse()
-        response.deleted = UInt64(try await ledger.deleteObjects(of: type, overlapping: interval, by: principal))
+        response.deleted = UInt64(try await ledger.deleteObjects(of: type, overlapping: interval, matching: predicate, by: principal))
         return try response.serializedBytes()
     }
 
@@ -75,18 +76,44 @@ struct LedgerCall: Sendable {
     /// - Parameter onScope: told the read scope the query ran with.
     func querySamples(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
         let request = try decode(Healthledger_V1_SampleQueryRequest.self)
+        // workout_uuid and workout_predicate are the older spellings of two predicate kinds.
+        var conditions: [ObjectPredicate] = []
+        if !request.workoutUuid.isEmpty { conditions.append(.associatedWithWorkout(try Self.uuid(request.workoutUuid, field: "workout_uuid"))) }
+        if request.hasWorkoutPredicate { conditions.append(.workout(try request.workoutPredicate.model())) }
+        if request.hasPredicate { conditions.append(try request.predicate.model()) }
         let query = SampleQuery(
             type: try ObjectType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
-            limit: Int(request.limit), sort: request.sort.model,
-            workout: request.workoutUuid.isEmpty ? nil : try Self.uuid(request.workoutUuid, field: "workout_uuid"),
-            workoutPredicate: request.hasWorkoutPredicate ? try request.workoutPredicate.model() : nil)
-        let batchSize = Self.batchSize(request.batchSize, default: 500)
+            predicate: conditions.count > 1 ? .and(conditions) : conditions.first, limit: Int(request.limit), sort: request.sort.model)
+        try await Self.streamObjects(
+            try ledger.encodedSamples(query, as: principal, onScope: onScope), batchSize: Self.batchSize(request.batchSize, default: 500), emit)
+    }
+
+    /// QueryCorrelations: the matching correlations, each with the members the caller may read.
+    func queryCorrelations(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
+        let request = try decode(Healthledger_V1_CorrelationQueryRequest.self)
+        var memberPredicates: [QuantityType: ObjectPredicate] = [:]
+        for descriptor in request.memberPredicates {
+            let type = try QuantityType(descriptor.type)
+            guard memberPredicates[type] == nil else { throw HealthError.invalidArgument("\(type) has two member predicates", field: "member_predicates") }
+            memberPredicates[type] = descriptor.hasPredicate ? try descriptor.predicate.model() : .and([])
+        }
+        let query = CorrelationQuery(
+            type: try CorrelationType(request.type),
+            interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
+            predicate: request.hasPredicate ? try request.predicate.model() : nil, memberPredicates: memberPredicates, limit: Int(request.limit),
+            sort: request.sort.model)
+        try await Self.streamObjects(
+            try ledger.encodedCorrelations(query, as: principal, onScope: onScope), batchSize: Self.batchSize(request.batchSize, default: 500), emit)
+    }
+
+    /// Sends serialized objects as SampleBatch messages of at most `batchSize` objects and 1 MiB.
+    static func streamObjects(_ objects: [[UInt8]], batchSize: Int, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
         // SampleBatch { repeated HealthObject objects = 1; } written directly.
         var batch = ProtoWriter(capacity: 64 << 10)
         var count = 0
         // Objects go out as the log stores them: no decode and re-encode.
-        for object in try ledger.encodedSamples(query, as: principal, onScope: onScope) {
+        for object in objects {
             try Task.checkCancellation()
             batch.message(field: 1, object)
             count += 1

@@ -12,7 +12,7 @@ extension LedgerCall {
         let query = StatisticsQuery(
             type: try QuantityType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
-            options: StatisticsOptions(rawValue: Int(request.options)))
+            options: StatisticsOptions(rawValue: Int(request.options)), predicate: request.hasPredicate ? try request.predicate.model() : nil)
         var response = Healthledger_V1_StatisticsResponse()
         if let statistics = try ledger.statistics(query, as: principal) { response.statistics = .init(statistics) }
         return try response.serializedBytes()
@@ -80,7 +80,7 @@ extension LedgerCall {
             anchor: date(microseconds: request.anchorUs), every: Int(min(request.intervalCount, 1_000_000)), unit, timeZone: timeZone)
         let query = StatisticsCollectionQuery(
             type: type, range: DateInterval(start: date(microseconds: request.startUs), end: date(microseconds: request.endUs)), intervals: intervals,
-            options: StatisticsOptions(rawValue: Int(request.options)))
+            options: StatisticsOptions(rawValue: Int(request.options)), predicate: request.hasPredicate ? try request.predicate.model() : nil)
         return (query, Self.batchSize(request.batchSize, default: 1_000))
     }
 }

@@ -104,6 +104,7 @@ public enum HealthObject: Sendable, Hashable {
     case visionPrescription(VisionPrescription)
     case workout(Workout)
     case workoutRoute(WorkoutRoute)
+    case correlation(Correlation)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
@@ -113,6 +114,7 @@ public enum HealthObject: Sendable, Hashable {
         case .visionPrescription(let sample): sample
         case .workout(let sample): sample
         case .workoutRoute(let sample): sample
+        case .correlation(let sample): sample
         }
     }
 
@@ -123,6 +125,7 @@ public enum HealthObject: Sendable, Hashable {
         case .visionPrescription(let sample): sample.uuid
         case .workout(let sample): sample.uuid
         case .workoutRoute(let sample): sample.uuid
+        case .correlation(let sample): sample.uuid
         }
     }
 
@@ -133,6 +136,7 @@ public enum HealthObject: Sendable, Hashable {
         case .visionPrescription(let sample): sample.objectType
         case .workout(let sample): sample.objectType
         case .workoutRoute(let sample): sample.objectType
+        case .correlation(let sample): sample.objectType
         }
     }
 
@@ -143,6 +147,7 @@ public enum HealthObject: Sendable, Hashable {
         case .visionPrescription(let sample): sample.startDate
         case .workout(let sample): sample.startDate
         case .workoutRoute(let sample): sample.startDate
+        case .correlation(let sample): sample.startDate
         }
     }
 
@@ -153,6 +158,7 @@ public enum HealthObject: Sendable, Hashable {
         case .visionPrescription(let sample): sample.endDate
         case .workout(let sample): sample.endDate
         case .workoutRoute(let sample): sample.endDate
+        case .correlation(let sample): sample.endDate
         }
     }
 
@@ -163,6 +169,7 @@ public enum HealthObject: Sendable, Hashable {
         case .visionPrescription(let sample): sample.metadata
         case .workout(let sample): sample.metadata
         case .workoutRoute(let sample): sample.metadata
+        case .correlation(let sample): sample.metadata
         }
     }
 
@@ -173,6 +180,7 @@ public enum HealthObject: Sendable, Hashable {
         case .visionPrescription(let sample): sample.device
         case .workout(let sample): sample.device
         case .workoutRoute(let sample): sample.device
+        case .correlation(let sample): sample.device
         }
     }
 
@@ -183,6 +191,7 @@ public enum HealthObject: Sendable, Hashable {
         case .visionPrescription(let sample): sample.syncIdentifier
         case .workout(let sample): sample.syncIdentifier
         case .workoutRoute(let sample): sample.syncIdentifier
+        case .correlation(let sample): sample.syncIdentifier
         }
     }
 
@@ -193,6 +202,7 @@ public enum HealthObject: Sendable, Hashable {
         case .visionPrescription(let sample): sample.syncVersion
         case .workout(let sample): sample.syncVersion
         case .workoutRoute(let sample): sample.syncVersion
+        case .correlation(let sample): sample.syncVersion
         }
     }
 
@@ -204,6 +214,7 @@ public enum HealthObject: Sendable, Hashable {
             case .visionPrescription(let sample): sample.sourceRevision
             case .workout(let sample): sample.sourceRevision
             case .workoutRoute(let sample): sample.sourceRevision
+            case .correlation(let sample): sample.sourceRevision
             }
         }
         set {
@@ -213,6 +224,11 @@ public enum HealthObject: Sendable, Hashable {
             case .visionPrescription(var sample): sample.sourceRevision = newValue; self = .visionPrescription(sample)
             case .workout(var sample): sample.sourceRevision = newValue; self = .workout(sample)
             case .workoutRoute(var sample): sample.sourceRevision = newValue; self = .workoutRoute(sample)
+            case .correlation(var sample):
+                // Members saved with a correlation come from the same source.
+                sample.sourceRevision = newValue
+                for index in sample.objects.indices { sample.objects[index].sourceRevision.source = newValue.source }
+                self = .correlation(sample)
             }
         }
     }
@@ -234,6 +250,11 @@ public enum HealthObject: Sendable, Hashable {
 
     public var workout: Workout? {
         if case .workout(let workout) = self { return workout }
+        return nil
+    }
+
+    public var correlation: Correlation? {
+        if case .correlation(let correlation) = self { return correlation }
         return nil
     }
 

@@ -36,6 +36,9 @@ extension HealthObject {
         case .workout(let workout):
             try Self.validateCommon(workout)
             try Self.validate(workout)
+        case .correlation(let correlation):
+            try Self.validateCommon(correlation)
+            try correlation.validateMembers()
         case .workoutRoute(let route):
             try Self.validateCommon(route)
             guard route.locationCount > 0 else {

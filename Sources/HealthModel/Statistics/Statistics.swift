@@ -213,11 +213,14 @@ public struct StatisticsQuery: Sendable, Hashable {
     /// Samples overlapping this interval; every sample when nil.
     public var interval: DateInterval?
     public var options: StatisticsOptions
+    /// Only samples that match count.
+    public var predicate: ObjectPredicate?
 
-    public init(type: QuantityType, interval: DateInterval? = nil, options: StatisticsOptions) {
+    public init(type: QuantityType, interval: DateInterval? = nil, options: StatisticsOptions, predicate: ObjectPredicate? = nil) {
         self.type = type
         self.interval = interval
         self.options = options
+        self.predicate = predicate
     }
 }
 
@@ -229,11 +232,16 @@ public struct StatisticsCollectionQuery: Sendable, Hashable {
     public var range: DateInterval
     public var intervals: StatisticsIntervals
     public var options: StatisticsOptions
+    /// Only samples that match count.
+    public var predicate: ObjectPredicate?
 
-    public init(type: QuantityType, range: DateInterval, intervals: StatisticsIntervals, options: StatisticsOptions) {
+    public init(
+        type: QuantityType, range: DateInterval, intervals: StatisticsIntervals, options: StatisticsOptions, predicate: ObjectPredicate? = nil
+    ) {
         self.type = type
         self.range = range
         self.intervals = intervals
         self.options = options
+        self.predicate = predicate
     }
 }

@@ -26,7 +26,16 @@ public struct ReadScope: Sendable, Hashable {
         case .app(let source):
             let app = source.bundleIdentifier
             let code = try SourceRegistry.code(of: app, in: txn, databases) ?? 0
-            if type.isReadPerObject {
+            if type.family == .correlation {
+                // A correlation is read through its member types: with any of them readable,
+                // every correlation of the type, showing only the readable members.
+                var any = false
+                for member in TypeCatalogue.correlationTypes[type.identifier] ?? [] where !any {
+                    let record = try AuthorizationRecord.load(app: app, direction: .read, type: TypeCatalogue.code(of: member), in: txn, databases)
+                    any = record.decision == .granted
+                }
+                self.init(all: any, ownSource: code, selected: [])
+            } else if type.isReadPerObject {
                 let selected = Set(try AuthorizationRecord.selection(app: app, type: type.code, in: txn, databases))
                 self.init(all: false, ownSource: code, selected: selected)
             } else {
@@ -35,6 +44,11 @@ public struct ReadScope: Sendable, Hashable {
             }
         }
     }
+
+    /// Only the objects of source `code` (0: none): what an app may change.
+    static func own(_ code: UInt32) -> ReadScope { ReadScope(all: false, ownSource: code, selected: []) }
+    /// Every object: what the owner may change.
+    static let everything = ReadScope(all: true, ownSource: 0, selected: [])
 
     private init(all: Bool, ownSource: UInt32, selected: Set<[UInt8]>) {
         self.all = all

@@ -18,6 +18,8 @@ struct ObjectSummary: Sendable {
     var value: Double
     /// A route's workout.
     var workout: [UInt8]?
+    /// A correlation's members (as the log stores them), saved just before it.
+    var members: [[UInt8]] = []
 
     init(_ object: Healthledger_V1_HealthObject, units: UnitCache) throws {
         uuid = Array(object.uuid)
@@ -38,6 +40,7 @@ struct ObjectSummary: Sendable {
         case .quantity(let body): value = try units.canonicalValue(body.quantity.value, unit: body.quantity.unit, type: object.type)
         case .category(let body): value = Double(body.value)
         case .workoutRoute(let body): value = 0; workout = body.workoutUuid.count == 16 ? Array(body.workoutUuid) : nil
+        case .correlation(let body): value = 0; members = body.memberUuids.map { Array($0) }
         case .visionPrescription, .workout, nil: value = 0
         }
     }
@@ -60,6 +63,9 @@ struct ObjectSummary: Sendable {
         case .workoutRoute(let route):
             self.init(route, value: 0)
             workout = route.workoutUUID.bytes
+        case .correlation(let correlation):
+            self.init(correlation, value: 0)
+            members = correlation.objects.map(\.uuid.bytes)
         }
     }
 
@@ -152,6 +158,14 @@ struct ObjectSummary: Sendable {
                 quantity = nil
                 value = 0
                 workout = try ProtoReader.field(1, in: try reader.bytes()).flatMap { $0.count == 16 ? Array($0) : nil }
+            case (15, .lengthDelimited):
+                quantity = nil
+                value = 0
+                members = []
+                var body = ProtoReader(try reader.bytes())
+                while let (field, wireType) = try body.next() {
+                    if field == 2, wireType == .lengthDelimited { members.append(Array(try body.bytes())) } else { try body.skip(wireType) }
+                }
             default: try reader.skip(wireType)
             }
         }

@@ -322,17 +322,10 @@ struct Projector {
                     value: object.value, source: source)
                 try WorkoutIndex.objectSaved(member, routeOf: object.workout, in: txn, databases)
             }
+            // A correlation's members were saved just before it.
+            if !object.members.isEmpty { try addMembers(object.members, to: object.uuid, sequence: sequence, in: txn, loadSaved: loadSaved) }
         case .samplesAssociated(let workout, let samples):
-            for uuid in samples {
-                guard let stored = try StoredObject.load(uuid, in: txn, databases) else {
-                    throw LedgerFailure.corrupted("event \(sequence) associates an object that is not stored")
-                }
-                let sample = try loadSaved(stored.sequence)
-                let member = WorkoutMember(
-                    type: stored.type, uuid: uuid, startUs: sample.startUs, endUs: sample.endUs, sequence: stored.sequence, value: sample.value,
-                    source: stored.source)
-                try WorkoutIndex.add(member, to: workout, in: txn, databases)
-            }
+            try addMembers(samples, to: workout, sequence: sequence, in: txn, loadSaved: loadSaved)
         case .routeLocationsAdded(let route, let chunk):
             var key = route
             KeyEncoding.append(chunk, to: &key)
@@ -367,6 +360,22 @@ struct Projector {
                 try txn.delete(attachment, in: databases.attachments)
                 try txn.delete(uuid + attachment, in: databases.objectAttachments)
             }
+        }
+    }
+
+    /// Makes stored objects members of a workout (associated samples) or a correlation.
+    private func addMembers(
+        _ uuids: [[UInt8]], to parent: [UInt8], sequence: UInt64, in txn: Transaction, loadSaved: (UInt64) throws -> ObjectSummary
+    ) throws {
+        for uuid in uuids {
+            guard let stored = try StoredObject.load(uuid, in: txn, databases) else {
+                throw LedgerFailure.corrupted("event \(sequence) makes a member of an object that is not stored")
+            }
+            let sample = try loadSaved(stored.sequence)
+            let member = WorkoutMember(
+                type: stored.type, uuid: uuid, startUs: sample.startUs, endUs: sample.endUs, sequence: stored.sequence, value: sample.value,
+                source: stored.source)
+            try WorkoutIndex.add(member, to: parent, in: txn, databases)
         }
     }
 

@@ -20,6 +20,8 @@ public enum DeletionReason: Int, Sendable, Hashable {
     case replacedBySyncVersion = 2
     /// A route deleted with its workout.
     case workoutDeleted = 3
+    /// A member deleted with its correlation (deleted, or replaced by a sync version).
+    case correlationDeleted = 4
 }
 
 extension Tombstone {

@@ -3,6 +3,7 @@ import Foundation
 import HealthModel
 import LMDB
 import LedgerSchema
+import SwiftProtobuf
 
 /// An anchored object query (HealthKit's `HKAnchoredObjectQueryDescriptor`): the changes to
 /// objects of one type since an anchor.
@@ -22,12 +23,15 @@ public struct ChangeQuery: Sendable, Hashable {
     public var interval: DateInterval?
     /// Where the previous page stopped; nil starts from the beginning of the ledger.
     public var anchor: QueryAnchor?
+    /// Added objects must match it too (deleted ones are reported whatever they were).
+    public var predicate: ObjectPredicate?
     /// At most this many changes (added plus deleted); 0 means no limit.
     public var limit: Int
 
-    public init(type: ObjectType, interval: DateInterval? = nil, anchor: QueryAnchor? = nil, limit: Int = 0) {
+    public init(type: ObjectType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil, anchor: QueryAnchor? = nil, limit: Int = 0) {
         self.type = type
         self.interval = interval
+        self.predicate = predicate
         self.anchor = anchor
         self.limit = limit
     }
@@ -118,7 +122,7 @@ extension Ledger {
     /// - Throws: ``HealthError`` `invalidArgument` for a negative limit, an interval that ends
     ///   before it starts, or an anchor from another ledger or type.
     public func changes(_ query: ChangeQuery, as principal: Principal) throws -> ChangePage<HealthObject> {
-        try page(query, as: principal) { stored in (try LedgerEvent(stored: stored).savedObject(), 0) }
+        try page(query, as: principal) { object in (try HealthObject(serialized: object), 0) }
     }
 
     /// The same page with added objects as serialized `healthledger.v1.HealthObject`
@@ -130,10 +134,7 @@ extension Ledger {
     public func encodedChanges(
         _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in }
     ) throws -> ChangePage<[UInt8]> {
-        try page(query, as: principal, maximumBytes: maximumBytes, onScope: onScope) { stored in
-            let body = try LedgerEvent.body(stored: stored)
-            return (body, body.count)
-        }
+        try page(query, as: principal, maximumBytes: maximumBytes, onScope: onScope) { object in (Array(object), object.count) }
     }
 
     /// Whether `principal` may see changes matching the query after its anchor, and the
@@ -147,11 +148,11 @@ extension Ledger {
             let scope = try ReadScope(principal, type: query.type, in: txn, databases)
             onScope(scope)
             let state = anchor.resumed(under: scope)
-            let projector = Projector(databases: databases, units: UnitCache())
+            let filter = ChangeFilter(query, range: range, principal: principal, txn: txn, databases: databases)
             var last = state.position
             var changed = false
             try scanChanges(query.type, from: state, scope: scope, principal: principal, in: txn) { entry in
-                if !changed, try matches(entry, range: query.interval == nil ? nil : range, projector: projector, in: txn) != nil { changed = true }
+                if !changed, try filter.match(entry) != nil { changed = true }
                 last = entry.position
                 return true
             }
@@ -181,6 +182,7 @@ extension Ledger {
 
     private func position(of query: ChangeQuery) throws -> (AnchorState, TimeRange) {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
+        try query.predicate?.validate(for: query.type)
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
         let after = try query.anchor.map { try anchors.open($0, type: query.type.code) } ?? .origin
@@ -189,21 +191,21 @@ extension Ledger {
 
     private func page<Object>(
         _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in },
-        _ load: (UnsafeRawBufferPointer) throws -> (Object, bytes: Int)
+        _ load: (_ object: UnsafeRawBufferPointer) throws -> (Object, bytes: Int)
     ) throws -> ChangePage<Object> {
         let (anchor, range) = try position(of: query)
         return try environment.read { txn in
             let scope = try ReadScope(principal, type: query.type, in: txn, databases)
             onScope(scope)
             let state = anchor.resumed(under: scope)
-            let projector = Projector(databases: databases, units: UnitCache())
+            let filter = ChangeFilter(query, range: range, principal: principal, txn: txn, databases: databases)
             var added: [Object] = []
             var deleted: [DeletedObject] = []
             var bytes = 0
             var last = state.position
             var hasMore = false
             try scanChanges(query.type, from: state, scope: scope, principal: principal, in: txn) { entry in
-                guard let match = try matches(entry, range: query.interval == nil ? nil : range, projector: projector, in: txn) else {
+                guard let match = try filter.match(entry) else {
                     // A change the interval excludes: the next page need not look at it again.
                     last = entry.position
                     return true
@@ -213,9 +215,13 @@ extension Ledger {
                     return false
                 }
                 switch match {
-                case .added(let stored):
-                    let (object, size) = try load(stored)
-                    added.append(object)
+                case .added(let object):
+                    let (loaded, size) = try load(object)
+                    added.append(loaded)
+                    bytes += size
+                case .assembled(let object):
+                    let (loaded, size) = try object.withUnsafeBytes { try load($0) }
+                    added.append(loaded)
                     bytes += size
                 case .deleted:
                     deleted.append(try deletedObject(entry.position, in: txn))
@@ -226,22 +232,6 @@ extension Ledger {
             let next = hasMore ? state.paused(at: last) : state.finished(at: last)
             return ChangePage(added: added, deleted: deleted, anchor: anchors.seal(type: query.type.code, next), hasMore: hasMore)
         }
-    }
-
-    private enum Match {
-        case added(UnsafeRawBufferPointer)
-        case deleted
-    }
-
-    /// The change as the query reports it, or nil when the interval excludes it.
-    private func matches(_ entry: ChangeEntry, range: TimeRange?, projector: Projector, in txn: Transaction) throws -> Match? {
-        guard let saved = entry.savedSequence else { return .deleted }
-        let stored = try Ledger.storedEvent(saved, in: txn, databases)
-        if let range {
-            let summary = try projector.savedSummary(stored: stored, sequence: saved)
-            guard range.overlaps(start: summary.startUs, end: summary.endUs) else { return nil }
-        }
-        return .added(stored)
     }
 
     /// What a gone object's change reports: its tombstone's sync identifier and version when
@@ -370,6 +360,61 @@ extension Ledger {
             }
         }
         return changes.sorted { $0.position < $1.position }
+    }
+}
+
+/// Decides how an anchored query reports each change it may see: a deletion always; an
+/// added object when it overlaps the interval and matches the predicate, a correlation
+/// assembled with the members the reader may read (left out when it shows none).
+final class ChangeFilter {
+    enum Match {
+        /// The serialized `HealthObject` to report, as the log stores it.
+        case added(UnsafeRawBufferPointer)
+        /// A correlation, assembled for the reader.
+        case assembled([UInt8])
+        case deleted
+    }
+
+    private let query: ChangeQuery
+    private let range: TimeRange?
+    private let txn: Transaction
+    private let databases: LedgerDatabases
+    private let projector: Projector
+    private let context: PredicateContext
+    private let correlations: CorrelationAssembler?
+
+    init(_ query: ChangeQuery, range: TimeRange, principal: Principal, txn: Transaction, databases: LedgerDatabases) {
+        self.query = query
+        self.range = query.interval == nil ? nil : range
+        self.txn = txn
+        self.databases = databases
+        projector = Projector(databases: databases, units: UnitCache())
+        context = PredicateContext(principal: principal, txn: txn, databases: databases)
+        correlations = query.type.family == .correlation ? CorrelationAssembler(principal: principal, txn: txn, databases: databases) : nil
+    }
+
+    /// The change as the query reports it, or nil when it excludes it.
+    func match(_ entry: ChangeEntry) throws -> Match? {
+        guard let saved = entry.savedSequence else { return .deleted }
+        let stored = try Ledger.storedEvent(saved, in: txn, databases)
+        if range != nil || query.predicate != nil || correlations != nil {
+            let summary = try projector.savedSummary(stored: stored, sequence: saved)
+            if let range, !range.overlaps(start: summary.startUs, end: summary.endUs) { return nil }
+            let source = try StoredObject.load(entry.position.uuid, in: txn, databases)?.source ?? 0
+            if let predicate = query.predicate {
+                let subject = EntrySubject(
+                    IndexEntry(uuid: entry.position.uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: saved, source: source, value: summary.value),
+                    context)
+                guard try predicate.matches(subject, type: query.type) else { return nil }
+            }
+            if let correlations {
+                guard case .correlation(let correlation) = try LedgerEvent(stored: stored).savedObject(),
+                    let visible = try correlations.assemble(correlation, source: source)
+                else { return nil }
+                return .assembled(try Healthledger_V1_HealthObject(.correlation(visible)).serializedBytes())
+            }
+        }
+        return .added(try LedgerEvent.bodyView(stored: stored))
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import HealthModel
 import LMDB
 import LedgerSchema
+import SwiftProtobuf
 
 extension Ledger {
     /// The stored object with `uuid`, or nil when there is none (never saved, or deleted)
@@ -9,7 +10,10 @@ extension Ledger {
     public func object(with uuid: UUID, as principal: Principal) throws -> HealthObject? {
         try environment.read { txn in
             guard let stored = try Self.readable(uuid, as: principal, in: txn, databases) else { return nil }
-            return try Self.loadObject(sequence: stored.sequence, in: txn, databases)
+            let object = try Self.loadObject(sequence: stored.sequence, in: txn, databases)
+            guard case .correlation(let correlation) = object else { return object }
+            return try CorrelationAssembler(principal: principal, txn: txn, databases: databases).assemble(correlation, source: stored.source)
+                .map(HealthObject.correlation)
         }
     }
 
@@ -45,7 +49,7 @@ extension Ledger {
     /// everything for the owner; for an app, everything of a type it may read, otherwise
     /// only its own objects (and, for per-object types, the ones the owner selected).
     public func samples(_ query: SampleQuery, as principal: Principal) throws -> [HealthObject] {
-        try scan(query, as: principal) { stored in try LedgerEvent(stored: stored).savedObject() }
+        try scan(query, as: principal) { stored, assembled in try assembled ?? LedgerEvent(stored: stored).savedObject() }
     }
 
     /// The same query's results as serialized `healthledger.v1.HealthObject` messages,
@@ -54,7 +58,9 @@ extension Ledger {
     /// - Parameter onScope: told the read scope of the query's snapshot, for a server that
     ///   must end the stream of these results if that access is taken away.
     public func encodedSamples(_ query: SampleQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> [[UInt8]] {
-        try scan(query, as: principal, onScope: onScope) { stored in try LedgerEvent.body(stored: stored) }
+        try scan(query, as: principal, onScope: onScope) { stored, assembled in
+            try assembled.map { try Healthledger_V1_HealthObject($0).serializedBytes() } ?? LedgerEvent.body(stored: stored)
+        }
     }
 
     /// What `principal` may read of `type` now. Servers compare scopes to end streams whose
@@ -64,58 +70,108 @@ extension Ledger {
     }
 
     /// Runs `query` on the time indexes, turning each matching save event `principal` may
-    /// read into a result. Objects it may not read are skipped before the limit counts.
-    private func scan<Result>(
-        _ query: SampleQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }, _ load: (UnsafeRawBufferPointer) throws -> Result
+    /// read into a result. Objects it may not read are skipped before the predicate is
+    /// checked and before the limit counts.
+    /// A correlation comes assembled (with the members `principal` may read); it is left out
+    /// when it shows none and is not the reader's own, or when `memberPredicates` name a type
+    /// none of whose readable members match.
+    func scan<Result>(
+        _ query: SampleQuery, memberPredicates: [(ObjectType, ObjectPredicate)] = [], as principal: Principal,
+        onScope: (ReadScope) -> Void = { _ in }, _ load: (_ stored: UnsafeRawBufferPointer, _ assembled: HealthObject?) throws -> Result
     ) throws -> [Result] {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
-        if let predicate = query.workoutPredicate {
-            guard query.type == .workout else {
-                throw HealthError.invalidArgument("a workout predicate needs the workout type, not \(query.type)", field: "workout_predicate")
-            }
-            try predicate.validate()
-        }
+        try query.predicate?.validate(for: query.type)
+        for (type, predicate) in memberPredicates { try predicate.validate(for: type) }
         return try environment.read { txn in
             let scope = try ReadScope(principal, type: query.type, in: txn, databases)
             onScope(scope)
+            let context = PredicateContext(principal: principal, txn: txn, databases: databases)
+            let correlations = query.type.family == .correlation ? CorrelationAssembler(principal: principal, txn: txn, databases: databases) : nil
             var results: [Result] = []
-            let predicate = query.workoutPredicate.map { ($0, WorkoutMemberReader(principal: principal, txn: txn, databases: databases)) }
-            let visit: (IndexEntry) throws -> Bool = { entry in
-                guard scope.allows(sourceCode: entry.source, uuid: entry.uuid) else { return true }
+            try visitCandidates(
+                of: query.type, plan: PredicatePlan(query.predicate, range: range), sort: query.sort, scope: scope, context: context
+            ) { entry in
+                if let predicate = query.predicate, try !predicate.matches(EntrySubject(entry, context), type: query.type) { return true }
                 let stored = try Ledger.storedEvent(entry.sequence, in: txn, self.databases)
-                if let (predicate, members) = predicate, !(try members.matches(predicate, workoutEvent: stored)) { return true }
-                results.append(try load(stored))
-                return query.limit == 0 || results.count < query.limit
-            }
-            if let workout = query.workout {
-                try scanAssociated(query, workout: workout, range: range, scope: scope, as: principal, in: txn, visit)
-            } else if scope.all {
-                let longest = try Self.longestDuration(type: query.type.code, in: txn, databases)
-                switch query.sort {
-                case .startDate(let ascending):
-                    try Self.scanByStart(type: query.type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
-                case .endDate(let ascending):
-                    try Self.scanByEnd(type: query.type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+                var assembled: HealthObject?
+                if let correlations {
+                    guard case .correlation(let correlation) = try LedgerEvent(stored: stored).savedObject(),
+                        let visible = try correlations.assemble(correlation, source: entry.source, memberPredicates: memberPredicates, context: context)
+                    else { return true }
+                    assembled = .correlation(visible)
                 }
-            } else {
-                try scanScoped(query, range: range, scope: scope, in: txn, visit)
+                results.append(try load(stored, assembled))
+                return query.limit == 0 || results.count < query.limit
             }
             return results
         }
     }
 
-    /// Visits, in the query's order, the objects of `query.type` associated with `workout`
-    /// that overlap `range`; none when `principal` may not read the workout.
-    private func scanAssociated(
-        _ query: SampleQuery, workout: UUID, range: TimeRange, scope: ReadScope, as principal: Principal, in txn: Transaction,
+    /// Visits, in `sort` order, the objects of `type` in `scope` that the plan leaves: looked
+    /// up directly by UUID, through a workout's or correlation's members, through the
+    /// sources' own indexes, or over the type's time index. A reader limited to its own
+    /// objects walks only those, whatever the plan: the work never depends on others' data.
+    ///
+    /// - Parameter longest: the type's longest duration, when the caller knows better than the
+    ///   committed statistics (a write transaction's own saves).
+    func visitCandidates(
+        of type: ObjectType, plan: PredicatePlan, sort: SampleSort, scope: ReadScope, context: PredicateContext, longest: Int64? = nil,
         _ visit: (IndexEntry) throws -> Bool
     ) throws {
-        guard try Self.readable(workout, as: principal, in: txn, databases) != nil else { return }
-        let entries = try WorkoutIndex.visibleMembers(of: workout.bytes, type: query.type.code, scope: { _ in scope }, in: txn, databases)
-            .filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map(\.indexEntry)
-        for entry in Self.sorted(entries, by: query.sort) where try !visit(entry) { return }
+        let txn = context.txn
+        let range = plan.range
+        guard range.start <= range.end else { return }
+        if let uuids = plan.uuids {
+            // Each UUID costs one lookup, whoever saved it (or whether it exists at all).
+            let projector = Projector(databases: databases, units: UnitCache())
+            var entries: [IndexEntry] = []
+            for uuid in uuids {
+                guard let stored = try StoredObject.load(uuid.bytes, in: txn, databases), stored.type == type.code,
+                    scope.allows(sourceCode: stored.source, uuid: uuid.bytes)
+                else { continue }
+                let summary = try projector.savedSummary(stored: try Ledger.storedEvent(stored.sequence, in: txn, databases), sequence: stored.sequence)
+                guard range.overlaps(start: summary.startUs, end: summary.endUs) else { continue }
+                entries.append(IndexEntry(
+                    uuid: uuid.bytes, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source, value: summary.value))
+            }
+            for entry in Self.sorted(entries, by: sort) where try !visit(entry) { return }
+            return
+        }
+        if let parent = plan.parent {
+            // A workout's or correlation's members, none when the reader may not read it.
+            guard try Self.readable(parent, as: context.principal, in: txn, databases) != nil else { return }
+            let entries = try WorkoutIndex.visibleMembers(of: parent.bytes, type: type.code, scope: { _ in scope }, in: txn, databases)
+                .filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map(\.indexEntry)
+            for entry in Self.sorted(entries, by: sort) where try !visit(entry) { return }
+            return
+        }
+        guard scope.all else { return try scanScoped(type, sort: sort, range: range, scope: scope, in: txn, visit) }
+        if let sources = plan.sources {
+            // Only the named sources' indexes are walked.
+            let codes = try sources.compactMap { try SourceRegistry.code(of: $0, in: txn, databases) }.sorted()
+            let longest = try codes.map { try SourceRegistry.longestDuration(type: type.code, code: $0, in: txn, databases) }
+            if codes.count == 1, case .startDate(let ascending) = sort {
+                return try Self.scanByStart(type: type.code, source: codes[0], range: range, longest: longest[0], descending: !ascending, in: txn, databases, visit)
+            }
+            var entries: [IndexEntry] = []
+            for (code, longest) in zip(codes, longest) {
+                try Self.scanByStart(type: type.code, source: code, range: range, longest: longest, in: txn, databases) { entry in
+                    entries.append(entry)
+                    return true
+                }
+            }
+            for entry in Self.sorted(entries, by: sort) where try !visit(entry) { return }
+            return
+        }
+        let longest = try longest ?? Self.longestDuration(type: type.code, in: txn, databases)
+        switch sort {
+        case .startDate(let ascending):
+            try Self.scanByStart(type: type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+        case .endDate(let ascending):
+            try Self.scanByEnd(type: type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+        }
     }
 
     /// Entries in the order of the type's indexes: by date, ties by UUID; descending reverses both.
@@ -137,12 +193,14 @@ extension Ledger {
     /// the reader's own, through its source's index, and the ones selected for it. Other
     /// sources' objects are never touched, so the work done (and the time it takes)
     /// depends only on what the reader may see.
-    private func scanScoped(_ query: SampleQuery, range: TimeRange, scope: ReadScope, in txn: Transaction, _ visit: (IndexEntry) throws -> Bool) throws {
-        let type = query.type.code
+    private func scanScoped(
+        _ objectType: ObjectType, sort: SampleSort, range: TimeRange, scope: ReadScope, in txn: Transaction, _ visit: (IndexEntry) throws -> Bool
+    ) throws {
+        let type = objectType.code
         let own = scope.ownSource
         let longest = own == 0 ? 0 : try SourceRegistry.longestDuration(type: type, code: own, in: txn, databases)
         // Without selected objects, the source's start index is already in start order.
-        if scope.selected.isEmpty, case .startDate(let ascending) = query.sort {
+        if scope.selected.isEmpty, case .startDate(let ascending) = sort {
             guard own != 0 else { return }
             return try Self.scanByStart(type: type, source: own, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
         }
@@ -163,7 +221,7 @@ extension Ledger {
                 entries.append(IndexEntry(uuid: uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source))
             }
         }
-        for entry in Self.sorted(entries, by: query.sort) where try !visit(entry) { return }
+        for entry in Self.sorted(entries, by: sort) where try !visit(entry) { return }
     }
 
     /// The number of stored objects of `type`, all sources together (an operator's and

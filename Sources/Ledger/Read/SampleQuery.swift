@@ -2,11 +2,12 @@ import Foundation
 import HealthModel
 import LedgerSchema
 
-/// A one-shot query for samples of one type (HealthKit's `HKSampleQuery`, date-range form).
+/// A one-shot query for objects of one type (HealthKit's `HKSampleQuery`).
 ///
 /// ```swift
 /// let recent = try ledger.samples(SampleQuery(
 ///     type: heartRate.objectType, interval: DateInterval(start: dayStart, duration: 86_400),
+///     predicate: .quantity(.greater, try Quantity(120, "count/min")),
 ///     limit: 100, sort: .startDate(ascending: false)))
 /// ```
 public struct SampleQuery: Sendable, Hashable {
@@ -17,26 +18,21 @@ public struct SampleQuery: Sendable, Hashable {
     /// its start does not match; an instant sample matches when start ≤ date < end).
     /// Nil matches every sample.
     public var interval: DateInterval?
+    /// Only objects that match (see ``ObjectPredicate``): checked against the type before the query
+    /// runs. Statistics in a workout predicate count only the associated samples the reader
+    /// may read; "associated with" and "member of" match nothing when the reader may not read
+    /// the workout or correlation.
+    public var predicate: ObjectPredicate?
     /// At most this many results; 0 means no limit.
     public var limit: Int
     public var sort: Sort
-    /// Only objects associated with this workout (HealthKit's `predicateForObjects(from:)`):
-    /// samples added to it, its routes. None when the reader may not read the workout.
-    public var workout: UUID?
-    /// With the workout type: only the workouts that match. Its statistics count only the
-    /// associated samples the reader may read.
-    public var workoutPredicate: WorkoutPredicate?
 
-    public init(
-        type: ObjectType, interval: DateInterval? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true), workout: UUID? = nil,
-        workoutPredicate: WorkoutPredicate? = nil
-    ) {
+    public init(type: ObjectType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil, limit: Int = 0, sort: Sort = .startDate(ascending: true)) {
         self.type = type
         self.interval = interval
+        self.predicate = predicate
         self.limit = limit
         self.sort = sort
-        self.workout = workout
-        self.workoutPredicate = workoutPredicate
     }
 }
 

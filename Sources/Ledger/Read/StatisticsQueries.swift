@@ -27,9 +27,10 @@ extension Ledger {
         }
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
+        try query.predicate?.validate(for: query.type.objectType)
         return try environment.read { txn in
             let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
-            let samples = try engine.samples(overlapping: range, in: txn, databases)
+            let samples = try statisticsSamples(engine, overlapping: range, predicate: query.predicate, as: principal, in: txn)
             guard !samples.isEmpty else { return nil }
             return engine.statistics(samples[...], bucket: (range.start, range.end), dates: query.interval)
         }
@@ -47,6 +48,7 @@ extension Ledger {
         _ query: StatisticsCollectionQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }
     ) throws -> [Statistics] {
         try query.options.validate(for: query.type)
+        try query.predicate?.validate(for: query.type.objectType)
         guard StatisticsIntervals.supported.contains(query.range.start), StatisticsIntervals.supported.contains(query.range.end) else {
             throw HealthError.invalidArgument("the range must lie in the years 1 to 9999", field: "interval")
         }
@@ -59,7 +61,8 @@ extension Ledger {
         return try environment.read { txn in
             let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
             onScope(engine.scope)
-            let samples = try engine.samples(overlapping: TimeRange(DateInterval(start: first.start, end: last.end)), in: txn, databases)
+            let samples = try statisticsSamples(
+                engine, overlapping: TimeRange(DateInterval(start: first.start, end: last.end)), predicate: query.predicate, as: principal, in: txn)
             // One pass over intervals and samples together (both in time order): an interval
             // holds the samples starting in it, plus those carried over from earlier intervals
             // that still reach into it. Without carried samples, its members are a slice of
@@ -94,6 +97,28 @@ extension Ledger {
     }
 }
 
+extension Ledger {
+    /// The samples a statistics query counts, in (start, save order): the engine's scan, or
+    /// with a predicate the candidates its plan leaves, each checked against it.
+    func statisticsSamples(
+        _ engine: StatisticsEngine, overlapping range: TimeRange, predicate: ObjectPredicate?, as principal: Principal, in txn: Transaction
+    ) throws -> [StatisticsSample] {
+        guard let predicate else { return try engine.samples(overlapping: range, in: txn, databases) }
+        let context = PredicateContext(principal: principal, txn: txn, databases: databases)
+        let type = engine.type.objectType
+        var samples: [StatisticsSample] = []
+        try visitCandidates(
+            of: type, plan: PredicatePlan(predicate, range: range), sort: .startDate(ascending: true), scope: engine.scope, context: context
+        ) { entry in
+            if range.overlaps(start: entry.startUs, end: entry.endUs), try predicate.matches(EntrySubject(entry, context), type: type) {
+                samples.append(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
+            }
+            return true
+        }
+        return StatisticsSample.ordered(samples)
+    }
+}
+
 /// One sample as statistics see it, from the start indexes.
 struct StatisticsSample {
     var start: Int64
@@ -103,6 +128,14 @@ struct StatisticsSample {
     var source: UInt32
     /// The save event's sequence: breaks ties between equally recent samples.
     var sequence: UInt64
+
+    /// Samples in the one order every statistics path uses: by start, then by the order they
+    /// were saved (docs/SEMANTICS.md §7). The indexes order ties by UUID; this settles them.
+    static func ordered(_ samples: [StatisticsSample]) -> [StatisticsSample] {
+        let inOrder: (StatisticsSample, StatisticsSample) -> Bool = { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
+        guard zip(samples, samples.dropFirst()).contains(where: { !inOrder($0, $1) }) else { return samples }
+        return samples.sorted(by: inOrder)
+    }
 }
 
 /// Computes statistics for one reader: which samples it may see, and how sources merge.
@@ -152,7 +185,7 @@ struct StatisticsEngine {
             samples.append(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
             return true
         }
-        return samples
+        return StatisticsSample.ordered(samples)
     }
 
     /// The statistics of `samples` (all overlapping `bucket`, in start order).

@@ -47,6 +47,7 @@ final class GroupCommitter: Sendable {
     ///
     /// `body` may run more than once (when the map grows mid-batch): it must have no
     /// effects outside the transaction.
+    @discardableResult
     func submit<R: Sendable>(_ body: @escaping @Sendable (WriteContext) throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
             let box = ResultBox<R>()

@@ -8,6 +8,8 @@ import SwiftProtobuf
 struct PreparedObject: Sendable {
     let summary: ObjectSummary
     let body: [UInt8]
+    /// A correlation's members, saved just before it.
+    var members: [PreparedObject] = []
 }
 
 extension Ledger {
@@ -24,13 +26,17 @@ extension Ledger {
     /// - Parameter principal: for an app, the objects' source is set to the app's source.
     /// - Throws: ``HealthError`` (`invalidArgument`) naming the object and field at fault,
     ///   including a UUID that already exists; ``LedgerFailure`` when storage fails.
+    @discardableResult
     public func save(_ objects: [HealthObject], by principal: Principal) async throws -> [SaveResult] {
         guard !objects.isEmpty else { throw HealthError.invalidArgument("nothing to save: the list of objects is empty", field: "objects") }
         guard objects.count <= Ledger.maximumBatchSize else {
             throw HealthError(.dataSizeExceeded, "a save holds at most \(Ledger.maximumBatchSize) objects, got \(objects.count)", field: "objects")
         }
         let prepared = try prepare(objects, by: principal)
-        let types = Set(objects.map(\.objectType)).sorted { $0.identifier < $1.identifier }
+        // Correlations are shared through their member types.
+        let types = Set(objects.flatMap { object in
+            object.correlation.map { $0.objects.map(\.objectType) } ?? [object.objectType]
+        }).sorted { $0.identifier < $1.identifier }
         return try await committer.submit { context in
             for type in types { try Self.requireSharing(type, by: principal, in: context) }
             return try Self.apply(prepared, by: principal, in: context)
@@ -47,7 +53,7 @@ extension Ledger {
             var object = original
             switch principal {
             case .app(let source):
-                if object.sourceRevision.source != source { object.sourceRevision.source = source }
+                if object.sourceRevision.source != source || object.correlation != nil { object.sourceRevision.source = source }
             case .owner, .system: break
             case .operator:
                 throw HealthError(.authorizationDenied, "the operator cannot save health data")
@@ -65,40 +71,58 @@ extension Ledger {
             guard seen.insert(object.uuid).inserted else {
                 throw HealthError.invalidArgument("object \(index): UUID \(object.uuid) appears twice in the save", field: "uuid")
             }
-            return PreparedObject(summary: try ObjectSummary(object, units: units), body: object.encodedBytes())
+            guard case .correlation(let correlation) = object else {
+                return PreparedObject(summary: try ObjectSummary(object, units: units), body: object.encodedBytes())
+            }
+            let members = try correlation.objects.map { member in
+                guard seen.insert(member.uuid).inserted else {
+                    throw HealthError.invalidArgument("object \(index): UUID \(member.uuid) appears twice in the save", field: "uuid")
+                }
+                let sample = HealthObject.quantitySample(member)
+                return PreparedObject(summary: try ObjectSummary(sample, units: units), body: sample.encodedBytes())
+            }
+            return PreparedObject(summary: try ObjectSummary(object, units: units), body: correlation.storedBytes(), members: members)
         }
     }
 
     static func apply(_ objects: [PreparedObject], by principal: Principal, in context: WriteContext) throws -> [SaveResult] {
-        let databases = context.databases
         var results: [SaveResult] = []
         results.reserveCapacity(objects.count)
         for (index, object) in objects.enumerated() {
-            let summary = object.summary
-            let uuid = UUID(bytes: summary.uuid)!
-            if try context.txn.contains(summary.uuid, in: databases.objects)
-                || context.txn.contains(summary.uuid, in: databases.tombstones)
-            {
-                throw HealthError.invalidArgument("object \(index): an object with UUID \(uuid) already exists", field: "uuid")
-            }
-            var disposition = SaveResult.Disposition.saved
-            if let syncKey = summary.syncKey, let existing = try context.txn.get(syncKey, in: databases.syncIdentifiers) {
-                let existingUUID = UUID(bytes: existing[0..<16])!
-                let existingVersion = Int64(bitPattern: KeyEncoding.uint64(existing, at: 16))
-                if existingVersion >= summary.syncVersion ?? 0 {
-                    results.append(SaveResult(uuid: uuid, disposition: .ignored(existing: existingUUID)))
-                    continue
-                }
-                try deleteStored(
-                    existingUUID.bytes, reason: .replacedBySyncVersion, replacedBy: summary.uuid, by: principal, in: context)
-                disposition = .replaced(previous: existingUUID)
-            }
-            try context.append(
-                kind: .objectSaved, actor: principal, objectType: summary.type, objectUUID: summary.uuid,
-                body: object.body, change: .saved(summary))
-            results.append(SaveResult(uuid: uuid, disposition: disposition))
+            results.append(try apply(object, index: index, by: principal, in: context))
         }
         return results
+    }
+
+    /// Saves one object (a correlation with its members) following the sync rules: an
+    /// equal or higher stored version leaves everything as it is; a lower one is deleted
+    /// (a correlation with its members) before the new object is saved.
+    private static func apply(_ object: PreparedObject, index: Int, by principal: Principal, in context: WriteContext) throws -> SaveResult {
+        let databases = context.databases
+        let summary = object.summary
+        let uuid = UUID(bytes: summary.uuid)!
+        for candidate in [object] + object.members {
+            if try context.txn.contains(candidate.summary.uuid, in: databases.objects)
+                || context.txn.contains(candidate.summary.uuid, in: databases.tombstones)
+            {
+                throw HealthError.invalidArgument(
+                    "object \(index): an object with UUID \(UUID(bytes: candidate.summary.uuid)!) already exists", field: "uuid")
+            }
+        }
+        var disposition = SaveResult.Disposition.saved
+        if let syncKey = summary.syncKey, let existing = try context.txn.get(syncKey, in: databases.syncIdentifiers) {
+            let existingUUID = UUID(bytes: existing[0..<16])!
+            let existingVersion = Int64(bitPattern: KeyEncoding.uint64(existing, at: 16))
+            if existingVersion >= summary.syncVersion ?? 0 { return SaveResult(uuid: uuid, disposition: .ignored(existing: existingUUID)) }
+            try deleteStored(existingUUID.bytes, reason: .replacedBySyncVersion, replacedBy: summary.uuid, by: principal, in: context)
+            disposition = .replaced(previous: existingUUID)
+        }
+        // A correlation's members are samples of their own, saved first (each by the sync rules).
+        for member in object.members { _ = try apply(member, index: index, by: principal, in: context) }
+        try context.append(
+            kind: .objectSaved, actor: principal, objectType: summary.type, objectUUID: summary.uuid,
+            body: object.body, change: .saved(summary))
+        return SaveResult(uuid: uuid, disposition: disposition)
     }
 
     /// Appends the delete event for a stored object.
@@ -110,9 +134,15 @@ extension Ledger {
         }
         let summary = try context.loadSaved(stored.sequence)
         if summary.typeCode == ObjectType.workout.code, reason == .deleted {
-            // Deleting a workout deletes its routes (SEMANTICS §5); associated samples stay.
+            // Deleting a workout deletes its routes (docs/SEMANTICS.md §5); associated samples stay.
             for route in try WorkoutIndex.members(of: uuid, type: ObjectType.workoutRoute.code, in: context.txn, context.databases) {
                 try deleteStored(route.uuid, reason: .workoutDeleted, by: principal, in: context)
+            }
+        }
+        if TypeCatalogue.correlationTypes[summary.type] != nil {
+            // A correlation goes with its members, deleted or replaced.
+            for member in try WorkoutIndex.members(of: uuid, in: context.txn, context.databases) {
+                try deleteStored(member.uuid, reason: .correlationDeleted, by: principal, in: context)
             }
         }
         var body = Healthledger_V1_ObjectDeleted()
@@ -120,6 +150,7 @@ extension Ledger {
         case .deleted: .deleted
         case .replacedBySyncVersion: .replacedBySyncVersion
         case .workoutDeleted: .workoutDeleted
+        case .correlationDeleted: .correlationDeleted
         }
         if let identifier = summary.syncIdentifier {
             body.syncIdentifier = identifier
@@ -192,27 +223,36 @@ extension Ledger {
     }
 
     /// Deletes the objects of `type` whose time span overlaps `interval` (all of the type
-    /// when nil). Apps delete only their own matching objects; the owner deletes all.
+    /// when nil) and that match `predicate`. Apps delete only their own matching objects; the
+    /// owner deletes all. A correlation goes with its members.
     ///
-    /// - Returns: the number of objects deleted (0 when none match).
+    /// - Returns: the number of objects deleted (0 when none match), members not counted.
+    /// - Throws: ``HealthError`` `invalidArgument` for a predicate that does not fit the type.
     @discardableResult
-    public func deleteObjects(of type: ObjectType, overlapping interval: DateInterval? = nil, by principal: Principal) async throws -> Int {
+    public func deleteObjects(
+        of type: ObjectType, overlapping interval: DateInterval? = nil, matching predicate: ObjectPredicate? = nil, by principal: Principal
+    ) async throws -> Int {
         if case .operator = principal { throw HealthError(.authorizationDenied, "the operator cannot delete health data") }
         let range = TimeRange(interval)
+        guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
+        try predicate?.validate(for: type)
         return try await committer.submit { context in
             try Self.requireSharing(type, by: principal, in: context)
             // An app's own objects, through its source's index: others' are never visited.
-            let source: UInt32?
-            let longest: Int64
+            let scope: ReadScope
             if case .app(let app) = principal {
                 guard let code = try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) else { return 0 }
-                (source, longest) = (code, try SourceRegistry.longestDuration(type: type.code, code: code, in: context.txn, context.databases))
+                scope = .own(code)
             } else {
-                (source, longest) = (nil, try context.longestDuration(type: type.code))
+                scope = .everything
             }
+            let predicateContext = PredicateContext(principal: principal, txn: context.txn, databases: context.databases)
             var matches: [[UInt8]] = []
-            try Self.scanByStart(type: type.code, source: source, range: range, longest: longest, in: context.txn, context.databases) { entry in
-                matches.append(entry.uuid)
+            try self.visitCandidates(
+                of: type, plan: PredicatePlan(predicate, range: range), sort: .startDate(ascending: true), scope: scope, context: predicateContext,
+                longest: try context.longestDuration(type: type.code)
+            ) { entry in
+                if try predicate?.matches(EntrySubject(entry, predicateContext), type: type) ?? true { matches.append(entry.uuid) }
                 return true
             }
             for uuid in matches {

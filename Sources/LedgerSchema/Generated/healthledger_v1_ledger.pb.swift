@@ -347,6 +347,9 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
 
     /// A route deleted because its workout was.
     case workoutDeleted // = 3
+
+    /// A correlation's member deleted because the correlation was (deleted or replaced).
+    case correlationDeleted // = 4
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -359,6 +362,7 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
       case 1: self = .deleted
       case 2: self = .replacedBySyncVersion
       case 3: self = .workoutDeleted
+      case 4: self = .correlationDeleted
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -369,6 +373,7 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
       case .deleted: return 1
       case .replacedBySyncVersion: return 2
       case .workoutDeleted: return 3
+      case .correlationDeleted: return 4
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -379,6 +384,7 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
       .deleted,
       .replacedBySyncVersion,
       .workoutDeleted,
+      .correlationDeleted,
     ]
 
   }
@@ -890,7 +896,7 @@ nonisolated extension Healthledger_V1_ObjectDeleted: SwiftProtobuf.Message, Swif
 }
 
 nonisolated extension Healthledger_V1_ObjectDeleted.Reason: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_DELETED\0\u{1}REASON_REPLACED_BY_SYNC_VERSION\0\u{1}REASON_WORKOUT_DELETED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_DELETED\0\u{1}REASON_REPLACED_BY_SYNC_VERSION\0\u{1}REASON_WORKOUT_DELETED\0\u{1}REASON_CORRELATION_DELETED\0")
 }
 
 nonisolated extension Healthledger_V1_CredentialIssued: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -842,7 +842,26 @@ public nonisolated struct Healthledger_V1_RouteLocations: Sendable {
   public init() {}
 }
 
-/// Any health object. Further payloads (correlations) take further fields of the oneof.
+/// A correlation's payload (HealthKit's HKCorrelation): a blood-pressure reading (one
+/// systolic and one diastolic sample) or a food (dietary samples). On the wire `objects`
+/// holds the members: all of them when saving, the ones the caller may read when reading.
+/// The log stores the members as objects of their own and the correlation with
+/// `member_uuids` only.
+public nonisolated struct Healthledger_V1_CorrelationBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var objects: [Healthledger_V1_HealthObject] = []
+
+  public var memberUuids: [Data] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Any health object.
 public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -938,6 +957,14 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .workoutRoute(newValue)}
   }
 
+  public var correlation: Healthledger_V1_CorrelationBody {
+    get {
+      if case .correlation(let v)? = _storage._body {return v}
+      return Healthledger_V1_CorrelationBody()
+    }
+    set {_uniqueStorage()._body = .correlation(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -946,6 +973,7 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     case visionPrescription(Healthledger_V1_VisionPrescriptionBody)
     case workout(Healthledger_V1_WorkoutBody)
     case workoutRoute(Healthledger_V1_WorkoutRouteBody)
+    case correlation(Healthledger_V1_CorrelationBody)
 
   }
 
@@ -1986,9 +2014,44 @@ nonisolated extension Healthledger_V1_RouteLocations: SwiftProtobuf.Message, Swi
   }
 }
 
+nonisolated extension Healthledger_V1_CorrelationBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CorrelationBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}objects\0\u{3}member_uuids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.objects) }()
+      case 2: try { try decoder.decodeRepeatedBytesField(value: &self.memberUuids) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.objects.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.objects, fieldNumber: 1)
+    }
+    if !self.memberUuids.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.memberUuids, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_CorrelationBody, rhs: Healthledger_V1_CorrelationBody) -> Bool {
+    if lhs.objects != rhs.objects {return false}
+    if lhs.memberUuids != rhs.memberUuids {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -2107,6 +2170,19 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .workoutRoute(v)
           }
         }()
+        case 15: try {
+          var v: Healthledger_V1_CorrelationBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .correlation(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .correlation(v)
+          }
+        }()
         default: break
         }
       }
@@ -2160,6 +2236,10 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .workoutRoute?: try {
         guard case .workoutRoute(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
+      }()
+      case .correlation?: try {
+        guard case .correlation(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
       }()
       case nil: break
       }

@@ -540,12 +540,23 @@ public nonisolated struct Healthledger_V1_DeleteObjectsRequest: Sendable {
   /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
   public mutating func clearEndUs() {self._endUs = nil}
 
+  /// Only objects that match (and, for an app, that it saved).
+  public var predicate: Healthledger_V1_Predicate {
+    get {_predicate ?? Healthledger_V1_Predicate()}
+    set {_predicate = newValue}
+  }
+  /// Returns true if `predicate` has been explicitly set.
+  public var hasPredicate: Bool {self._predicate != nil}
+  /// Clears the value of `predicate`. Subsequent reads from it will return its default value.
+  public mutating func clearPredicate() {self._predicate = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _startUs: Int64? = nil
   fileprivate var _endUs: Int64? = nil
+  fileprivate var _predicate: Healthledger_V1_Predicate? = nil
 }
 
 public nonisolated struct Healthledger_V1_DeleteResponse: Sendable {
@@ -644,6 +655,17 @@ public nonisolated struct Healthledger_V1_SampleQueryRequest: Sendable {
   /// Clears the value of `workoutPredicate`. Subsequent reads from it will return its default value.
   public mutating func clearWorkoutPredicate() {self._workoutPredicate = nil}
 
+  /// Only objects that match (ANDed with workout_uuid and workout_predicate, the older
+  /// spellings of its associated_with_workout and workout kinds).
+  public var predicate: Healthledger_V1_Predicate {
+    get {_predicate ?? Healthledger_V1_Predicate()}
+    set {_predicate = newValue}
+  }
+  /// Returns true if `predicate` has been explicitly set.
+  public var hasPredicate: Bool {self._predicate != nil}
+  /// Clears the value of `predicate`. Subsequent reads from it will return its default value.
+  public mutating func clearPredicate() {self._predicate = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum Sort: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -693,6 +715,7 @@ public nonisolated struct Healthledger_V1_SampleQueryRequest: Sendable {
   fileprivate var _startUs: Int64? = nil
   fileprivate var _endUs: Int64? = nil
   fileprivate var _workoutPredicate: Healthledger_V1_WorkoutPredicate? = nil
+  fileprivate var _predicate: Healthledger_V1_Predicate? = nil
 }
 
 /// A condition on workouts (HealthKit's workout predicates), composable with all_of, any_of, negation.
@@ -891,6 +914,566 @@ public nonisolated struct Healthledger_V1_StatisticComparison: Sendable {
   fileprivate var _quantity: Healthledger_V1_Quantity? = nil
 }
 
+/// A condition on objects (HealthKit's HKQuery.predicateFor... family), accepted by
+/// QuerySamples, QueryChanges, WatchChanges, Observe, Statistics, StatisticsCollection,
+/// WatchStatisticsCollection, QueryCorrelations and DeleteObjects. Exactly one kind is set.
+/// Limits: 16 nested levels, 256 predicates in all, 10,000 values per list; over a limit
+/// the call fails with INVALID_ARGUMENT naming it. See PROTOCOL.md §7.13 for each kind's rule.
+public nonisolated struct Healthledger_V1_Predicate: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var kind: OneOf_Kind? {
+    get {return _storage._kind}
+    set {_uniqueStorage()._kind = newValue}
+  }
+
+  /// Samples in a date range.
+  public var samples: Healthledger_V1_DateRangePredicate {
+    get {
+      if case .samples(let v)? = _storage._kind {return v}
+      return Healthledger_V1_DateRangePredicate()
+    }
+    set {_uniqueStorage()._kind = .samples(newValue)}
+  }
+
+  /// The start or end date compares with a date.
+  public var date: Healthledger_V1_DateComparison {
+    get {
+      if case .date(let v)? = _storage._kind {return v}
+      return Healthledger_V1_DateComparison()
+    }
+    set {_uniqueStorage()._kind = .date(newValue)}
+  }
+
+  /// Objects with one of these UUIDs (16 bytes each).
+  public var uuids: Healthledger_V1_UUIDList {
+    get {
+      if case .uuids(let v)? = _storage._kind {return v}
+      return Healthledger_V1_UUIDList()
+    }
+    set {_uniqueStorage()._kind = .uuids(newValue)}
+  }
+
+  /// Objects saved by one of these sources (bundle identifiers).
+  public var sources: Healthledger_V1_StringList {
+    get {
+      if case .sources(let v)? = _storage._kind {return v}
+      return Healthledger_V1_StringList()
+    }
+    set {_uniqueStorage()._kind = .sources(newValue)}
+  }
+
+  /// Objects saved by one of these source revisions.
+  public var sourceRevisions: Healthledger_V1_SourceRevisionPatterns {
+    get {
+      if case .sourceRevisions(let v)? = _storage._kind {return v}
+      return Healthledger_V1_SourceRevisionPatterns()
+    }
+    set {_uniqueStorage()._kind = .sourceRevisions(newValue)}
+  }
+
+  /// Objects from one of these devices (a device's unset fields match anything).
+  public var devices: Healthledger_V1_DeviceList {
+    get {
+      if case .devices(let v)? = _storage._kind {return v}
+      return Healthledger_V1_DeviceList()
+    }
+    set {_uniqueStorage()._kind = .devices(newValue)}
+  }
+
+  /// Objects whose device has the property set to one of the values.
+  public var deviceProperty: Healthledger_V1_DevicePropertyPredicate {
+    get {
+      if case .deviceProperty(let v)? = _storage._kind {return v}
+      return Healthledger_V1_DevicePropertyPredicate()
+    }
+    set {_uniqueStorage()._kind = .deviceProperty(newValue)}
+  }
+
+  public var metadata: Healthledger_V1_MetadataPredicate {
+    get {
+      if case .metadata(let v)? = _storage._kind {return v}
+      return Healthledger_V1_MetadataPredicate()
+    }
+    set {_uniqueStorage()._kind = .metadata(newValue)}
+  }
+
+  /// Quantity samples whose value compares with the quantity (unit-converted).
+  public var quantity: Healthledger_V1_QuantityComparison {
+    get {
+      if case .quantity(let v)? = _storage._kind {return v}
+      return Healthledger_V1_QuantityComparison()
+    }
+    set {_uniqueStorage()._kind = .quantity(newValue)}
+  }
+
+  /// Category samples whose value compares with a raw value.
+  public var category: Healthledger_V1_CategoryComparison {
+    get {
+      if case .category(let v)? = _storage._kind {return v}
+      return Healthledger_V1_CategoryComparison()
+    }
+    set {_uniqueStorage()._kind = .category(newValue)}
+  }
+
+  /// Category samples whose value is one of these.
+  public var categoryValues: Healthledger_V1_CategoryValues {
+    get {
+      if case .categoryValues(let v)? = _storage._kind {return v}
+      return Healthledger_V1_CategoryValues()
+    }
+    set {_uniqueStorage()._kind = .categoryValues(newValue)}
+  }
+
+  /// Workouts matching a workout predicate.
+  public var workout: Healthledger_V1_WorkoutPredicate {
+    get {
+      if case .workout(let v)? = _storage._kind {return v}
+      return Healthledger_V1_WorkoutPredicate()
+    }
+    set {_uniqueStorage()._kind = .workout(newValue)}
+  }
+
+  /// Objects associated with this workout (16 bytes).
+  public var associatedWithWorkout: Data {
+    get {
+      if case .associatedWithWorkout(let v)? = _storage._kind {return v}
+      return Data()
+    }
+    set {_uniqueStorage()._kind = .associatedWithWorkout(newValue)}
+  }
+
+  /// Members of this correlation (16 bytes).
+  public var memberOfCorrelation: Data {
+    get {
+      if case .memberOfCorrelation(let v)? = _storage._kind {return v}
+      return Data()
+    }
+    set {_uniqueStorage()._kind = .memberOfCorrelation(newValue)}
+  }
+
+  public var allOf: Healthledger_V1_Predicates {
+    get {
+      if case .allOf(let v)? = _storage._kind {return v}
+      return Healthledger_V1_Predicates()
+    }
+    set {_uniqueStorage()._kind = .allOf(newValue)}
+  }
+
+  public var anyOf: Healthledger_V1_Predicates {
+    get {
+      if case .anyOf(let v)? = _storage._kind {return v}
+      return Healthledger_V1_Predicates()
+    }
+    set {_uniqueStorage()._kind = .anyOf(newValue)}
+  }
+
+  public var negation: Healthledger_V1_Predicate {
+    get {
+      if case .negation(let v)? = _storage._kind {return v}
+      return Healthledger_V1_Predicate()
+    }
+    set {_uniqueStorage()._kind = .negation(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Kind: Equatable, Sendable {
+    /// Samples in a date range.
+    case samples(Healthledger_V1_DateRangePredicate)
+    /// The start or end date compares with a date.
+    case date(Healthledger_V1_DateComparison)
+    /// Objects with one of these UUIDs (16 bytes each).
+    case uuids(Healthledger_V1_UUIDList)
+    /// Objects saved by one of these sources (bundle identifiers).
+    case sources(Healthledger_V1_StringList)
+    /// Objects saved by one of these source revisions.
+    case sourceRevisions(Healthledger_V1_SourceRevisionPatterns)
+    /// Objects from one of these devices (a device's unset fields match anything).
+    case devices(Healthledger_V1_DeviceList)
+    /// Objects whose device has the property set to one of the values.
+    case deviceProperty(Healthledger_V1_DevicePropertyPredicate)
+    case metadata(Healthledger_V1_MetadataPredicate)
+    /// Quantity samples whose value compares with the quantity (unit-converted).
+    case quantity(Healthledger_V1_QuantityComparison)
+    /// Category samples whose value compares with a raw value.
+    case category(Healthledger_V1_CategoryComparison)
+    /// Category samples whose value is one of these.
+    case categoryValues(Healthledger_V1_CategoryValues)
+    /// Workouts matching a workout predicate.
+    case workout(Healthledger_V1_WorkoutPredicate)
+    /// Objects associated with this workout (16 bytes).
+    case associatedWithWorkout(Data)
+    /// Members of this correlation (16 bytes).
+    case memberOfCorrelation(Data)
+    case allOf(Healthledger_V1_Predicates)
+    case anyOf(Healthledger_V1_Predicates)
+    case negation(Healthledger_V1_Predicate)
+
+  }
+
+  public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+public nonisolated struct Healthledger_V1_Predicates: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var predicates: [Healthledger_V1_Predicate] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Absent bounds are open. Without options: samples overlapping [start_us, end_us) (an
+/// instant sample at start_us matches, one at end_us does not).
+public nonisolated struct Healthledger_V1_DateRangePredicate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  /// The sample starts at or after start_us.
+  public var strictStart: Bool = false
+
+  /// The sample ends at or before end_us.
+  public var strictEnd: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+}
+
+public nonisolated struct Healthledger_V1_DateComparison: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var field: Healthledger_V1_DateComparison.Field = .unspecified
+
+  public var comparison: Healthledger_V1_Comparison = .unspecified
+
+  public var dateUs: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Field: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+    case start // = 1
+    case end // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .start
+      case 2: self = .end
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .start: return 1
+      case .end: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_DateComparison.Field] = [
+      .unspecified,
+      .start,
+      .end,
+    ]
+
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_UUIDList: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var uuids: [Data] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_StringList: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var values: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A source revision; an absent version, product type or OS version matches any.
+public nonisolated struct Healthledger_V1_SourceRevisionPatterns: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var revisions: [Healthledger_V1_SourceRevision] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_DeviceList: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var devices: [Healthledger_V1_Device] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_DevicePropertyPredicate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var property: Healthledger_V1_DevicePropertyPredicate.Property = .unspecified
+
+  public var allowedValues: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Property: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+    case name // = 1
+    case manufacturer // = 2
+    case model // = 3
+    case hardwareVersion // = 4
+    case firmwareVersion // = 5
+    case softwareVersion // = 6
+    case localIdentifier // = 7
+    case udiDeviceIdentifier // = 8
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .name
+      case 2: self = .manufacturer
+      case 3: self = .model
+      case 4: self = .hardwareVersion
+      case 5: self = .firmwareVersion
+      case 6: self = .softwareVersion
+      case 7: self = .localIdentifier
+      case 8: self = .udiDeviceIdentifier
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .name: return 1
+      case .manufacturer: return 2
+      case .model: return 3
+      case .hardwareVersion: return 4
+      case .firmwareVersion: return 5
+      case .softwareVersion: return 6
+      case .localIdentifier: return 7
+      case .udiDeviceIdentifier: return 8
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Healthledger_V1_DevicePropertyPredicate.Property] = [
+      .unspecified,
+      .name,
+      .manufacturer,
+      .model,
+      .hardwareVersion,
+      .firmwareVersion,
+      .softwareVersion,
+      .localIdentifier,
+      .udiDeviceIdentifier,
+    ]
+
+  }
+
+  public init() {}
+}
+
+/// A condition on one metadata key: it exists (no values), compares with one value
+/// (`comparison` set, one value), or equals one of several (`comparison` unset, values).
+/// Values reuse MetadataEntry's value (the entry's key is ignored).
+public nonisolated struct Healthledger_V1_MetadataPredicate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var key: String = String()
+
+  public var comparison: Healthledger_V1_Comparison = .unspecified
+
+  public var values: [Healthledger_V1_MetadataEntry] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_QuantityComparison: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var comparison: Healthledger_V1_Comparison = .unspecified
+
+  public var quantity: Healthledger_V1_Quantity {
+    get {_quantity ?? Healthledger_V1_Quantity()}
+    set {_quantity = newValue}
+  }
+  /// Returns true if `quantity` has been explicitly set.
+  public var hasQuantity: Bool {self._quantity != nil}
+  /// Clears the value of `quantity`. Subsequent reads from it will return its default value.
+  public mutating func clearQuantity() {self._quantity = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _quantity: Healthledger_V1_Quantity? = nil
+}
+
+public nonisolated struct Healthledger_V1_CategoryComparison: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var comparison: Healthledger_V1_Comparison = .unspecified
+
+  public var value: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_CategoryValues: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var values: [Int64] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/QueryCorrelations (server streaming: SampleBatch messages):
+/// HealthKit's HKCorrelationQuery. The correlations of `type` that match `predicate` and,
+/// for each member predicate, hold at least one member of that type that matches it.
+/// Each correlation carries the members the caller may read.
+public nonisolated struct Healthledger_V1_CorrelationQueryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var predicate: Healthledger_V1_Predicate {
+    get {_predicate ?? Healthledger_V1_Predicate()}
+    set {_predicate = newValue}
+  }
+  /// Returns true if `predicate` has been explicitly set.
+  public var hasPredicate: Bool {self._predicate != nil}
+  /// Clears the value of `predicate`. Subsequent reads from it will return its default value.
+  public mutating func clearPredicate() {self._predicate = nil}
+
+  public var memberPredicates: [Healthledger_V1_QueryDescriptor] = []
+
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  /// 0: no limit.
+  public var limit: UInt32 = 0
+
+  public var sort: Healthledger_V1_SampleQueryRequest.Sort = .startAscending
+
+  /// Objects per SampleBatch (0: 500).
+  public var batchSize: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _predicate: Healthledger_V1_Predicate? = nil
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+}
+
 public nonisolated struct Healthledger_V1_SampleBatch: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -947,12 +1530,52 @@ public nonisolated struct Healthledger_V1_ChangeQueryRequest: Sendable {
   /// Most changes per ChangeBatch (0: 500); a batch also stays under 1 MiB of objects.
   public var batchSize: UInt32 = 0
 
+  /// Added objects must match; deleted objects are reported whatever they were.
+  public var predicate: Healthledger_V1_Predicate {
+    get {_predicate ?? Healthledger_V1_Predicate()}
+    set {_predicate = newValue}
+  }
+  /// Returns true if `predicate` has been explicitly set.
+  public var hasPredicate: Bool {self._predicate != nil}
+  /// Clears the value of `predicate`. Subsequent reads from it will return its default value.
+  public mutating func clearPredicate() {self._predicate = nil}
+
+  /// Several types at once (HealthKit's HKAnchoredObjectQueryDescriptor(predicates:)):
+  /// each type with its own predicate; `type` and `predicate` must then be unset. One anchor
+  /// covers them all. At most 64 descriptors; a type may appear once.
+  public var descriptors: [Healthledger_V1_QueryDescriptor] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _startUs: Int64? = nil
   fileprivate var _endUs: Int64? = nil
+  fileprivate var _predicate: Healthledger_V1_Predicate? = nil
+}
+
+/// One type of a multi-type query and the predicate its objects must match.
+public nonisolated struct Healthledger_V1_QueryDescriptor: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var type: String = String()
+
+  public var predicate: Healthledger_V1_Predicate {
+    get {_predicate ?? Healthledger_V1_Predicate()}
+    set {_predicate = newValue}
+  }
+  /// Returns true if `predicate` has been explicitly set.
+  public var hasPredicate: Bool {self._predicate != nil}
+  /// Clears the value of `predicate`. Subsequent reads from it will return its default value.
+  public mutating func clearPredicate() {self._predicate = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _predicate: Healthledger_V1_Predicate? = nil
 }
 
 public nonisolated struct Healthledger_V1_ChangeBatch: Sendable {
@@ -1045,12 +1668,26 @@ public nonisolated struct Healthledger_V1_ObserveRequest: Sendable {
   /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
   public mutating func clearEndUs() {self._endUs = nil}
 
+  /// Only saves of objects that match are reported (deletions always are).
+  public var predicate: Healthledger_V1_Predicate {
+    get {_predicate ?? Healthledger_V1_Predicate()}
+    set {_predicate = newValue}
+  }
+  /// Returns true if `predicate` has been explicitly set.
+  public var hasPredicate: Bool {self._predicate != nil}
+  /// Clears the value of `predicate`. Subsequent reads from it will return its default value.
+  public mutating func clearPredicate() {self._predicate = nil}
+
+  /// Several types at once (`type` and `predicate` unset), as in ChangeQueryRequest.
+  public var descriptors: [Healthledger_V1_QueryDescriptor] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _startUs: Int64? = nil
   fileprivate var _endUs: Int64? = nil
+  fileprivate var _predicate: Healthledger_V1_Predicate? = nil
 }
 
 public nonisolated struct Healthledger_V1_ObserverUpdate: Sendable {
@@ -1594,12 +2231,23 @@ public nonisolated struct Healthledger_V1_StatisticsRequest: Sendable {
   /// discreteMin 4, discreteMax 8, cumulativeSum 16, mostRecent 32, duration 64.
   public var options: UInt32 = 0
 
+  /// Only samples that match count.
+  public var predicate: Healthledger_V1_Predicate {
+    get {_predicate ?? Healthledger_V1_Predicate()}
+    set {_predicate = newValue}
+  }
+  /// Returns true if `predicate` has been explicitly set.
+  public var hasPredicate: Bool {self._predicate != nil}
+  /// Clears the value of `predicate`. Subsequent reads from it will return its default value.
+  public mutating func clearPredicate() {self._predicate = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _startUs: Int64? = nil
   fileprivate var _endUs: Int64? = nil
+  fileprivate var _predicate: Healthledger_V1_Predicate? = nil
 }
 
 public nonisolated struct Healthledger_V1_StatisticsResponse: Sendable {
@@ -1809,6 +2457,16 @@ public nonisolated struct Healthledger_V1_StatisticsCollectionRequest: Sendable 
   /// Results per StatisticsBatch (0: 1,000).
   public var batchSize: UInt32 = 0
 
+  /// Only samples that match count.
+  public var predicate: Healthledger_V1_Predicate {
+    get {_predicate ?? Healthledger_V1_Predicate()}
+    set {_predicate = newValue}
+  }
+  /// Returns true if `predicate` has been explicitly set.
+  public var hasPredicate: Bool {self._predicate != nil}
+  /// Clears the value of `predicate`. Subsequent reads from it will return its default value.
+  public mutating func clearPredicate() {self._predicate = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum IntervalUnit: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -1866,6 +2524,8 @@ public nonisolated struct Healthledger_V1_StatisticsCollectionRequest: Sendable 
   }
 
   public init() {}
+
+  fileprivate var _predicate: Healthledger_V1_Predicate? = nil
 }
 
 public nonisolated struct Healthledger_V1_StatisticsBatch: Sendable {
@@ -2842,7 +3502,7 @@ nonisolated extension Healthledger_V1_DeleteRequest: SwiftProtobuf.Message, Swif
 
 nonisolated extension Healthledger_V1_DeleteObjectsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DeleteObjectsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}predicate\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2853,6 +3513,7 @@ nonisolated extension Healthledger_V1_DeleteObjectsRequest: SwiftProtobuf.Messag
       case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
       case 2: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
       case 3: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
       default: break
       }
     }
@@ -2872,6 +3533,9 @@ nonisolated extension Healthledger_V1_DeleteObjectsRequest: SwiftProtobuf.Messag
     try { if let v = self._endUs {
       try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
     } }()
+    try { if let v = self._predicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2879,6 +3543,7 @@ nonisolated extension Healthledger_V1_DeleteObjectsRequest: SwiftProtobuf.Messag
     if lhs.type != rhs.type {return false}
     if lhs._startUs != rhs._startUs {return false}
     if lhs._endUs != rhs._endUs {return false}
+    if lhs._predicate != rhs._predicate {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2980,7 +3645,7 @@ nonisolated extension Healthledger_V1_FetchResponse: SwiftProtobuf.Message, Swif
 
 nonisolated extension Healthledger_V1_SampleQueryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SampleQueryRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}limit\0\u{1}sort\0\u{3}batch_size\0\u{3}workout_uuid\0\u{3}workout_predicate\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}limit\0\u{1}sort\0\u{3}batch_size\0\u{3}workout_uuid\0\u{3}workout_predicate\0\u{1}predicate\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2996,6 +3661,7 @@ nonisolated extension Healthledger_V1_SampleQueryRequest: SwiftProtobuf.Message,
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.batchSize) }()
       case 7: try { try decoder.decodeSingularBytesField(value: &self.workoutUuid) }()
       case 8: try { try decoder.decodeSingularMessageField(value: &self._workoutPredicate) }()
+      case 9: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
       default: break
       }
     }
@@ -3030,6 +3696,9 @@ nonisolated extension Healthledger_V1_SampleQueryRequest: SwiftProtobuf.Message,
     try { if let v = self._workoutPredicate {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
     } }()
+    try { if let v = self._predicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3042,6 +3711,7 @@ nonisolated extension Healthledger_V1_SampleQueryRequest: SwiftProtobuf.Message,
     if lhs.batchSize != rhs.batchSize {return false}
     if lhs.workoutUuid != rhs.workoutUuid {return false}
     if lhs._workoutPredicate != rhs._workoutPredicate {return false}
+    if lhs._predicate != rhs._predicate {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3352,6 +4022,849 @@ nonisolated extension Healthledger_V1_StatisticComparison.Statistic: SwiftProtob
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0STATISTIC_UNSPECIFIED\0\u{1}STATISTIC_SUM\0\u{1}STATISTIC_AVERAGE\0\u{1}STATISTIC_MINIMUM\0\u{1}STATISTIC_MAXIMUM\0")
 }
 
+nonisolated extension Healthledger_V1_Predicate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Predicate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}samples\0\u{1}date\0\u{1}uuids\0\u{1}sources\0\u{3}source_revisions\0\u{1}devices\0\u{3}device_property\0\u{1}metadata\0\u{1}quantity\0\u{1}category\0\u{3}category_values\0\u{1}workout\0\u{3}associated_with_workout\0\u{3}member_of_correlation\0\u{3}all_of\0\u{3}any_of\0\u{1}negation\0")
+
+  fileprivate class _StorageClass {
+    var _kind: Healthledger_V1_Predicate.OneOf_Kind?
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _kind = source._kind
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try {
+          var v: Healthledger_V1_DateRangePredicate?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .samples(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .samples(v)
+          }
+        }()
+        case 2: try {
+          var v: Healthledger_V1_DateComparison?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .date(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .date(v)
+          }
+        }()
+        case 3: try {
+          var v: Healthledger_V1_UUIDList?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .uuids(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .uuids(v)
+          }
+        }()
+        case 4: try {
+          var v: Healthledger_V1_StringList?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .sources(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .sources(v)
+          }
+        }()
+        case 5: try {
+          var v: Healthledger_V1_SourceRevisionPatterns?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .sourceRevisions(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .sourceRevisions(v)
+          }
+        }()
+        case 6: try {
+          var v: Healthledger_V1_DeviceList?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .devices(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .devices(v)
+          }
+        }()
+        case 7: try {
+          var v: Healthledger_V1_DevicePropertyPredicate?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .deviceProperty(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .deviceProperty(v)
+          }
+        }()
+        case 8: try {
+          var v: Healthledger_V1_MetadataPredicate?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .metadata(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .metadata(v)
+          }
+        }()
+        case 9: try {
+          var v: Healthledger_V1_QuantityComparison?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .quantity(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .quantity(v)
+          }
+        }()
+        case 10: try {
+          var v: Healthledger_V1_CategoryComparison?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .category(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .category(v)
+          }
+        }()
+        case 11: try {
+          var v: Healthledger_V1_CategoryValues?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .categoryValues(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .categoryValues(v)
+          }
+        }()
+        case 12: try {
+          var v: Healthledger_V1_WorkoutPredicate?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .workout(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .workout(v)
+          }
+        }()
+        case 13: try {
+          var v: Data?
+          try decoder.decodeSingularBytesField(value: &v)
+          if let v = v {
+            if _storage._kind != nil {try decoder.handleConflictingOneOf()}
+            _storage._kind = .associatedWithWorkout(v)
+          }
+        }()
+        case 14: try {
+          var v: Data?
+          try decoder.decodeSingularBytesField(value: &v)
+          if let v = v {
+            if _storage._kind != nil {try decoder.handleConflictingOneOf()}
+            _storage._kind = .memberOfCorrelation(v)
+          }
+        }()
+        case 15: try {
+          var v: Healthledger_V1_Predicates?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .allOf(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .allOf(v)
+          }
+        }()
+        case 16: try {
+          var v: Healthledger_V1_Predicates?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .anyOf(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .anyOf(v)
+          }
+        }()
+        case 17: try {
+          var v: Healthledger_V1_Predicate?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .negation(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .negation(v)
+          }
+        }()
+        default: break
+        }
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      switch _storage._kind {
+      case .samples?: try {
+        guard case .samples(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+      }()
+      case .date?: try {
+        guard case .date(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+      }()
+      case .uuids?: try {
+        guard case .uuids(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+      }()
+      case .sources?: try {
+        guard case .sources(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+      }()
+      case .sourceRevisions?: try {
+        guard case .sourceRevisions(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      }()
+      case .devices?: try {
+        guard case .devices(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      }()
+      case .deviceProperty?: try {
+        guard case .deviceProperty(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      }()
+      case .metadata?: try {
+        guard case .metadata(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+      }()
+      case .quantity?: try {
+        guard case .quantity(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+      }()
+      case .category?: try {
+        guard case .category(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+      }()
+      case .categoryValues?: try {
+        guard case .categoryValues(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+      }()
+      case .workout?: try {
+        guard case .workout(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+      }()
+      case .associatedWithWorkout?: try {
+        guard case .associatedWithWorkout(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularBytesField(value: v, fieldNumber: 13)
+      }()
+      case .memberOfCorrelation?: try {
+        guard case .memberOfCorrelation(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularBytesField(value: v, fieldNumber: 14)
+      }()
+      case .allOf?: try {
+        guard case .allOf(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
+      }()
+      case .anyOf?: try {
+        guard case .anyOf(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
+      }()
+      case .negation?: try {
+        guard case .negation(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
+      }()
+      case nil: break
+      }
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_Predicate, rhs: Healthledger_V1_Predicate) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._kind != rhs_storage._kind {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_Predicates: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Predicates"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}predicates\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.predicates) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.predicates.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.predicates, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_Predicates, rhs: Healthledger_V1_Predicates) -> Bool {
+    if lhs.predicates != rhs.predicates {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DateRangePredicate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DateRangePredicate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}start_us\0\u{3}end_us\0\u{3}strict_start\0\u{3}strict_end\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.strictStart) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.strictEnd) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 2)
+    } }()
+    if self.strictStart != false {
+      try visitor.visitSingularBoolField(value: self.strictStart, fieldNumber: 3)
+    }
+    if self.strictEnd != false {
+      try visitor.visitSingularBoolField(value: self.strictEnd, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_DateRangePredicate, rhs: Healthledger_V1_DateRangePredicate) -> Bool {
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs.strictStart != rhs.strictStart {return false}
+    if lhs.strictEnd != rhs.strictEnd {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DateComparison: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DateComparison"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}field\0\u{1}comparison\0\u{3}date_us\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.field) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.comparison) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self.dateUs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.field != .unspecified {
+      try visitor.visitSingularEnumField(value: self.field, fieldNumber: 1)
+    }
+    if self.comparison != .unspecified {
+      try visitor.visitSingularEnumField(value: self.comparison, fieldNumber: 2)
+    }
+    if self.dateUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.dateUs, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_DateComparison, rhs: Healthledger_V1_DateComparison) -> Bool {
+    if lhs.field != rhs.field {return false}
+    if lhs.comparison != rhs.comparison {return false}
+    if lhs.dateUs != rhs.dateUs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DateComparison.Field: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0FIELD_UNSPECIFIED\0\u{1}FIELD_START\0\u{1}FIELD_END\0")
+}
+
+nonisolated extension Healthledger_V1_UUIDList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UUIDList"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedBytesField(value: &self.uuids) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.uuids.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.uuids, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_UUIDList, rhs: Healthledger_V1_UUIDList) -> Bool {
+    if lhs.uuids != rhs.uuids {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StringList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StringList"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}values\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.values) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.values.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.values, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StringList, rhs: Healthledger_V1_StringList) -> Bool {
+    if lhs.values != rhs.values {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_SourceRevisionPatterns: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SourceRevisionPatterns"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}revisions\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.revisions) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.revisions.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.revisions, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_SourceRevisionPatterns, rhs: Healthledger_V1_SourceRevisionPatterns) -> Bool {
+    if lhs.revisions != rhs.revisions {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DeviceList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DeviceList"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}devices\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.devices) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.devices.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.devices, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_DeviceList, rhs: Healthledger_V1_DeviceList) -> Bool {
+    if lhs.devices != rhs.devices {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DevicePropertyPredicate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DevicePropertyPredicate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}property\0\u{3}allowed_values\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.property) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.allowedValues) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.property != .unspecified {
+      try visitor.visitSingularEnumField(value: self.property, fieldNumber: 1)
+    }
+    if !self.allowedValues.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.allowedValues, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_DevicePropertyPredicate, rhs: Healthledger_V1_DevicePropertyPredicate) -> Bool {
+    if lhs.property != rhs.property {return false}
+    if lhs.allowedValues != rhs.allowedValues {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_DevicePropertyPredicate.Property: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PROPERTY_UNSPECIFIED\0\u{1}PROPERTY_NAME\0\u{1}PROPERTY_MANUFACTURER\0\u{1}PROPERTY_MODEL\0\u{1}PROPERTY_HARDWARE_VERSION\0\u{1}PROPERTY_FIRMWARE_VERSION\0\u{1}PROPERTY_SOFTWARE_VERSION\0\u{1}PROPERTY_LOCAL_IDENTIFIER\0\u{1}PROPERTY_UDI_DEVICE_IDENTIFIER\0")
+}
+
+nonisolated extension Healthledger_V1_MetadataPredicate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MetadataPredicate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{1}comparison\0\u{1}values\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.key) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.comparison) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.values) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.key.isEmpty {
+      try visitor.visitSingularStringField(value: self.key, fieldNumber: 1)
+    }
+    if self.comparison != .unspecified {
+      try visitor.visitSingularEnumField(value: self.comparison, fieldNumber: 2)
+    }
+    if !self.values.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.values, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_MetadataPredicate, rhs: Healthledger_V1_MetadataPredicate) -> Bool {
+    if lhs.key != rhs.key {return false}
+    if lhs.comparison != rhs.comparison {return false}
+    if lhs.values != rhs.values {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_QuantityComparison: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".QuantityComparison"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}comparison\0\u{1}quantity\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.comparison) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._quantity) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.comparison != .unspecified {
+      try visitor.visitSingularEnumField(value: self.comparison, fieldNumber: 1)
+    }
+    try { if let v = self._quantity {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_QuantityComparison, rhs: Healthledger_V1_QuantityComparison) -> Bool {
+    if lhs.comparison != rhs.comparison {return false}
+    if lhs._quantity != rhs._quantity {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_CategoryComparison: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CategoryComparison"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}comparison\0\u{1}value\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.comparison) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self.value) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.comparison != .unspecified {
+      try visitor.visitSingularEnumField(value: self.comparison, fieldNumber: 1)
+    }
+    if self.value != 0 {
+      try visitor.visitSingularSInt64Field(value: self.value, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_CategoryComparison, rhs: Healthledger_V1_CategoryComparison) -> Bool {
+    if lhs.comparison != rhs.comparison {return false}
+    if lhs.value != rhs.value {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_CategoryValues: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CategoryValues"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}values\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedSInt64Field(value: &self.values) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.values.isEmpty {
+      try visitor.visitPackedSInt64Field(value: self.values, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_CategoryValues, rhs: Healthledger_V1_CategoryValues) -> Bool {
+    if lhs.values != rhs.values {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_CorrelationQueryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CorrelationQueryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}predicate\0\u{3}member_predicates\0\u{3}start_us\0\u{3}end_us\0\u{1}limit\0\u{1}sort\0\u{3}batch_size\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.memberPredicates) }()
+      case 4: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 5: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      case 7: try { try decoder.decodeSingularEnumField(value: &self.sort) }()
+      case 8: try { try decoder.decodeSingularUInt32Field(value: &self.batchSize) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    try { if let v = self._predicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if !self.memberPredicates.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.memberPredicates, fieldNumber: 3)
+    }
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 4)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 5)
+    } }()
+    if self.limit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 6)
+    }
+    if self.sort != .startAscending {
+      try visitor.visitSingularEnumField(value: self.sort, fieldNumber: 7)
+    }
+    if self.batchSize != 0 {
+      try visitor.visitSingularUInt32Field(value: self.batchSize, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_CorrelationQueryRequest, rhs: Healthledger_V1_CorrelationQueryRequest) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs._predicate != rhs._predicate {return false}
+    if lhs.memberPredicates != rhs.memberPredicates {return false}
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.sort != rhs.sort {return false}
+    if lhs.batchSize != rhs.batchSize {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_SampleBatch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SampleBatch"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}objects\0")
@@ -3384,7 +4897,7 @@ nonisolated extension Healthledger_V1_SampleBatch: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Healthledger_V1_ChangeQueryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ChangeQueryRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}anchor\0\u{1}limit\0\u{3}batch_size\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}anchor\0\u{1}limit\0\u{3}batch_size\0\u{1}predicate\0\u{1}descriptors\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3398,6 +4911,8 @@ nonisolated extension Healthledger_V1_ChangeQueryRequest: SwiftProtobuf.Message,
       case 4: try { try decoder.decodeSingularBytesField(value: &self.anchor) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.batchSize) }()
+      case 7: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
+      case 8: try { try decoder.decodeRepeatedMessageField(value: &self.descriptors) }()
       default: break
       }
     }
@@ -3426,6 +4941,12 @@ nonisolated extension Healthledger_V1_ChangeQueryRequest: SwiftProtobuf.Message,
     if self.batchSize != 0 {
       try visitor.visitSingularUInt32Field(value: self.batchSize, fieldNumber: 6)
     }
+    try { if let v = self._predicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    } }()
+    if !self.descriptors.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.descriptors, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3436,6 +4957,47 @@ nonisolated extension Healthledger_V1_ChangeQueryRequest: SwiftProtobuf.Message,
     if lhs.anchor != rhs.anchor {return false}
     if lhs.limit != rhs.limit {return false}
     if lhs.batchSize != rhs.batchSize {return false}
+    if lhs._predicate != rhs._predicate {return false}
+    if lhs.descriptors != rhs.descriptors {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_QueryDescriptor: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".QueryDescriptor"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}predicate\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
+    }
+    try { if let v = self._predicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_QueryDescriptor, rhs: Healthledger_V1_QueryDescriptor) -> Bool {
+    if lhs.type != rhs.type {return false}
+    if lhs._predicate != rhs._predicate {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3537,7 +5099,7 @@ nonisolated extension Healthledger_V1_DeletedObject: SwiftProtobuf.Message, Swif
 
 nonisolated extension Healthledger_V1_ObserveRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ObserveRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}predicate\0\u{1}descriptors\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3548,6 +5110,8 @@ nonisolated extension Healthledger_V1_ObserveRequest: SwiftProtobuf.Message, Swi
       case 1: try { try decoder.decodeSingularStringField(value: &self.type) }()
       case 2: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
       case 3: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.descriptors) }()
       default: break
       }
     }
@@ -3567,6 +5131,12 @@ nonisolated extension Healthledger_V1_ObserveRequest: SwiftProtobuf.Message, Swi
     try { if let v = self._endUs {
       try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
     } }()
+    try { if let v = self._predicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    if !self.descriptors.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.descriptors, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3574,6 +5144,8 @@ nonisolated extension Healthledger_V1_ObserveRequest: SwiftProtobuf.Message, Swi
     if lhs.type != rhs.type {return false}
     if lhs._startUs != rhs._startUs {return false}
     if lhs._endUs != rhs._endUs {return false}
+    if lhs._predicate != rhs._predicate {return false}
+    if lhs.descriptors != rhs.descriptors {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -4275,7 +5847,7 @@ nonisolated extension Healthledger_V1_SetSourcePriorityRequest: SwiftProtobuf.Me
 
 nonisolated extension Healthledger_V1_StatisticsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StatisticsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}options\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}options\0\u{1}predicate\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4287,6 +5859,7 @@ nonisolated extension Healthledger_V1_StatisticsRequest: SwiftProtobuf.Message, 
       case 2: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
       case 3: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.options) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
       default: break
       }
     }
@@ -4309,6 +5882,9 @@ nonisolated extension Healthledger_V1_StatisticsRequest: SwiftProtobuf.Message, 
     if self.options != 0 {
       try visitor.visitSingularUInt32Field(value: self.options, fieldNumber: 4)
     }
+    try { if let v = self._predicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4317,6 +5893,7 @@ nonisolated extension Healthledger_V1_StatisticsRequest: SwiftProtobuf.Message, 
     if lhs._startUs != rhs._startUs {return false}
     if lhs._endUs != rhs._endUs {return false}
     if lhs.options != rhs.options {return false}
+    if lhs._predicate != rhs._predicate {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -4520,7 +6097,7 @@ nonisolated extension Healthledger_V1_StatisticsValues: SwiftProtobuf.Message, S
 
 nonisolated extension Healthledger_V1_StatisticsCollectionRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StatisticsCollectionRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{3}anchor_us\0\u{3}interval_count\0\u{3}interval_unit\0\u{3}time_zone\0\u{1}options\0\u{3}batch_size\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{3}anchor_us\0\u{3}interval_count\0\u{3}interval_unit\0\u{3}time_zone\0\u{1}options\0\u{3}batch_size\0\u{1}predicate\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4537,12 +6114,17 @@ nonisolated extension Healthledger_V1_StatisticsCollectionRequest: SwiftProtobuf
       case 7: try { try decoder.decodeSingularStringField(value: &self.timeZone) }()
       case 8: try { try decoder.decodeSingularUInt32Field(value: &self.options) }()
       case 9: try { try decoder.decodeSingularUInt32Field(value: &self.batchSize) }()
+      case 10: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.type.isEmpty {
       try visitor.visitSingularStringField(value: self.type, fieldNumber: 1)
     }
@@ -4570,6 +6152,9 @@ nonisolated extension Healthledger_V1_StatisticsCollectionRequest: SwiftProtobuf
     if self.batchSize != 0 {
       try visitor.visitSingularUInt32Field(value: self.batchSize, fieldNumber: 9)
     }
+    try { if let v = self._predicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4583,6 +6168,7 @@ nonisolated extension Healthledger_V1_StatisticsCollectionRequest: SwiftProtobuf
     if lhs.timeZone != rhs.timeZone {return false}
     if lhs.options != rhs.options {return false}
     if lhs.batchSize != rhs.batchSize {return false}
+    if lhs._predicate != rhs._predicate {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

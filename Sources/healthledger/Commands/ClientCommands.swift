@@ -213,9 +213,9 @@ struct QueryCommand: AsyncParsableCommand {
             let interval = try dateInterval(from: from, to: to)
             guard sort == "start" || sort == "end" else { throw ValidationErrorExit("--sort is start or end") }
             query = SampleQueryDescriptor(
-                type: try resolveType(type), interval: interval, limit: limit,
-                sort: sort == "start" ? .startDate(ascending: !descending) : .endDate(ascending: !descending),
-                workout: try workout.map { try parseUUID($0, "--workout") })
+                type: try resolveType(type), interval: interval,
+                predicate: try workout.map { .associatedWithWorkout(try parseUUID($0, "--workout")) }, limit: limit,
+                sort: sort == "start" ? .startDate(ascending: !descending) : .endDate(ascending: !descending))
             displayUnit = try unit.map { try HealthUnit($0) }
         } catch { throw fail(error) }
         try await connection.withStore { store in
@@ -253,6 +253,10 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["value"] = workout.activityType.name
         row["duration_s"] = workout.duration
         if !workout.activities.isEmpty { row["activities"] = workout.activities.count }
+    case .correlation(let correlation):
+        row["value"] = correlation.objects.count
+        row["unit"] = "members"
+        row["members"] = try correlation.objects.map { try sampleRow(.quantitySample($0), unit: nil) }
     case .workoutRoute(let route):
         row["value"] = route.locationCount
         row["unit"] = "locations"

@@ -67,10 +67,10 @@ struct PrivacyBench {
                 return try ledger.hasChanges(ChangeQuery(type: type.objectType, anchor: latest), as: app).changed ? 1 : 0
             }),
             ("workout statistics, every sample associated", { try $0.workoutStatistics(for: workout.uuid, as: app)?.workout.count ?? -1 }),
-            ("samples associated with the workout", { try $0.samples(SampleQuery(type: type.objectType, workout: workout.uuid), as: app).count }),
+            ("samples associated with the workout", { try $0.samples(SampleQuery(type: type.objectType, predicate: .associatedWithWorkout(workout.uuid)), as: app).count }),
             ("workouts whose maximum heart rate > 100 count/min", {
                 let fast = WorkoutPredicate.statistic(type, .maximum, .greater, Quantity(100, unit))
-                return try $0.samples(SampleQuery(type: .workout, workoutPredicate: fast), as: app).count
+                return try $0.samples(SampleQuery(type: .workout, predicate: .workout(fast)), as: app).count
             }),
             ("fetch another source's UUID (crowded) / an unknown one (alone)", fetches(hiddenUUID)),
         ]

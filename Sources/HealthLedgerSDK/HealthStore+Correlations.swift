@@ -1,0 +1,77 @@
+import Foundation
+import LedgerSchema
+import SwiftProtobuf
+
+/// A correlation query (HealthKit's `HKCorrelationQuery`): correlations of a type that match
+/// a predicate and, for each member type named, hold a member of that type that matches.
+///
+/// ```swift
+/// let systolic = try QuantityType("HKQuantityTypeIdentifierBloodPressureSystolic")
+/// let high = try await CorrelationQueryDescriptor(
+///     type: .bloodPressure,
+///     memberPredicates: [systolic: .predicateForQuantitySamples(with: .greaterOrEqual, quantity: try Quantity(140, "mmHg"))]
+/// ).result(for: store)
+/// ```
+public struct CorrelationQueryDescriptor: Sendable, Hashable {
+    public var type: CorrelationType
+    /// Correlations overlapping this interval; all when nil.
+    public var interval: DateInterval?
+    /// A condition on the correlation itself.
+    public var predicate: ObjectPredicate?
+    /// Per member type: at least one member of it (that this app may read) matches.
+    public var memberPredicates: [QuantityType: ObjectPredicate]
+    /// 0: no limit.
+    public var limit: Int
+    public var sort: SampleSort
+
+    public init(
+        type: CorrelationType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil, memberPredicates: [QuantityType: ObjectPredicate] = [:],
+        limit: Int = 0, sort: SampleSort = .startDate(ascending: true)
+    ) {
+        self.type = type
+        self.interval = interval
+        self.predicate = predicate
+        self.memberPredicates = memberPredicates
+        self.limit = limit
+        self.sort = sort
+    }
+
+    /// The matching correlations, each with the members this app may read.
+    public func result(for store: HealthStore) async throws -> [Correlation] { try await store.result(for: self) }
+}
+
+extension HealthStore {
+    /// Runs a correlation query: the matching correlations, each with the members this app may read.
+    public func result(for query: CorrelationQueryDescriptor) async throws -> [Correlation] {
+        let request = Healthledger_V1_CorrelationQueryRequest.with { request in
+            request.type = query.type.identifier
+            if let predicate = query.predicate { request.predicate = .init(predicate) }
+            request.memberPredicates = query.memberPredicates.sorted { $0.key.identifier < $1.key.identifier }.map { type, predicate in
+                .with {
+                    $0.type = type.identifier
+                    $0.predicate = .init(predicate)
+                }
+            }
+            if let interval = query.interval {
+                request.startUs = microseconds(interval.start)
+                request.endUs = microseconds(interval.end)
+            }
+            request.limit = UInt32(clamping: query.limit)
+            request.sort = .init(query.sort)
+        }
+        var correlations: [Correlation] = []
+        let batches = try await openStream(.queryCorrelations, request) { bytes in
+            var objects: [Correlation] = []
+            try HealthStore.readBatch(bytes, "SampleBatch") { field, value in
+                guard field == 1, case .bytes(let object) = value else { return }
+                guard case .correlation(let correlation) = try HealthObject(serialized: object) else {
+                    throw RPCError(.internalError, "the server sent an object that is not a correlation")
+                }
+                objects.append(correlation)
+            }
+            return objects
+        }
+        for try await batch in batches { correlations += batch }
+        return correlations
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+import SwiftProtobuf
+
+/// A correlation query (HealthKit's `HKCorrelationQuery`): the correlations of a type that
+/// match a predicate and, for each member predicate, hold a member of that type that matches.
+///
+/// ```swift
+/// // Blood-pressure readings with a systolic value of 140 mmHg or more.
+/// let high = try ledger.correlations(CorrelationQuery(
+///     type: .bloodPressure,
+///     memberPredicates: [systolic: .quantity(.greaterOrEqual, try Quantity(140, "mmHg"))]), as: .owner)
+/// ```
+public struct CorrelationQuery: Sendable, Hashable {
+    public var type: CorrelationType
+    /// Correlations overlapping this interval; all when nil.
+    public var interval: DateInterval?
+    /// A condition on the correlation itself (dates, source, metadata …).
+    public var predicate: ObjectPredicate?
+    /// For each type: at least one member of that type (that the reader may read) matches.
+    public var memberPredicates: [QuantityType: ObjectPredicate]
+    /// 0: no limit.
+    public var limit: Int
+    public var sort: SampleSort
+
+    public init(
+        type: CorrelationType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil, memberPredicates: [QuantityType: ObjectPredicate] = [:],
+        limit: Int = 0, sort: SampleSort = .startDate(ascending: true)
+    ) {
+        self.type = type
+        self.interval = interval
+        self.predicate = predicate
+        self.memberPredicates = memberPredicates
+        self.limit = limit
+        self.sort = sort
+    }
+
+    var sampleQuery: SampleQuery { SampleQuery(type: type.objectType, interval: interval, predicate: predicate, limit: limit, sort: sort) }
+
+    /// The member predicates in a stable order, each checked to belong to the correlation type.
+    func orderedMemberPredicates() throws -> [(ObjectType, ObjectPredicate)] {
+        guard memberPredicates.count <= 64 else {
+            throw HealthError.invalidArgument("a correlation query takes at most 64 member predicates", field: "member_predicates")
+        }
+        return try memberPredicates.sorted { $0.key.identifier < $1.key.identifier }.map { type, predicate in
+            guard self.type.memberTypes.contains(type.identifier) else {
+                throw HealthError.invalidArgument("\(type) does not belong in a \(self.type) correlation", field: "member_predicates")
+            }
+            return (type.objectType, predicate)
+        }
+    }
+}
+
+extension Ledger {
+    /// Runs a correlation query: each correlation with the members `principal` may read.
+    public func correlations(_ query: CorrelationQuery, as principal: Principal) throws -> [Correlation] {
+        try scan(query.sampleQuery, memberPredicates: try query.orderedMemberPredicates(), as: principal) { _, assembled in
+            guard case .correlation(let correlation)? = assembled else { throw LedgerFailure.corrupted("a correlation read did not assemble") }
+            return correlation
+        }
+    }
+
+    /// The same correlations as serialized `healthledger.v1.HealthObject` messages.
+    public func encodedCorrelations(_ query: CorrelationQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> [[UInt8]] {
+        try scan(query.sampleQuery, memberPredicates: try query.orderedMemberPredicates(), as: principal, onScope: onScope) { _, assembled in
+            try Healthledger_V1_HealthObject(assembled!).serializedBytes()
+        }
+    }
+}
+
+/// Fills in correlations as one reader sees them: the members of each type that reader may
+/// read, found through the membership index (so a member replaced by a sync version shows
+/// its replacement).
+final class CorrelationAssembler {
+    let principal: Principal
+    let txn: Transaction
+    let databases: LedgerDatabases
+    private var scopes: [UInt32: ReadScope] = [:]
+
+    init(principal: Principal, txn: Transaction, databases: LedgerDatabases) {
+        self.principal = principal
+        self.txn = txn
+        self.databases = databases
+    }
+
+    /// The correlation with its readable members; nil when it shows none and is not the
+    /// reader's own (`source` is the correlation's source code), or when a member predicate
+    /// finds no match among them.
+    func assemble(
+        _ correlation: Correlation, source: UInt32, memberPredicates: [(ObjectType, ObjectPredicate)] = [], context: PredicateContext? = nil
+    ) throws -> Correlation? {
+        let members = try WorkoutIndex.visibleMembers(of: correlation.uuid.bytes, scope: { code in
+            if let scope = scopes[code] { return scope }
+            let scope = try ReadScope(principal, type: try Ledger.objectType(code: code), in: txn, databases)
+            scopes[code] = scope
+            return scope
+        }, in: txn, databases)
+        let own = try ReadScope(principal, type: correlation.objectType, in: txn, databases).ownSource
+        if members.isEmpty, case .app = principal, own == 0 || own != source { return nil }
+        for (type, predicate) in memberPredicates {
+            let context = context ?? PredicateContext(principal: principal, txn: txn, databases: databases)
+            let candidates = members.filter { $0.type == type.code }
+            guard try candidates.contains(where: { try predicate.matches(EntrySubject($0.indexEntry, context), type: type) }) else { return nil }
+        }
+        var assembled = correlation
+        assembled.objects = try members.map { member in
+            guard case .quantitySample(let sample) = try Ledger.loadObject(sequence: member.sequence, in: txn, databases) else {
+                throw LedgerFailure.corrupted("a correlation member is not a quantity sample")
+            }
+            return sample
+        }
+        return assembled
+    }
+}

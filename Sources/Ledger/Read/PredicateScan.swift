@@ -1,0 +1,142 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+
+/// What one read needs to check predicates on its snapshot: source names by code, the
+/// reader's view of workouts and correlations, and the workout statistics it may see.
+final class PredicateContext {
+    let principal: Principal
+    let txn: Transaction
+    let databases: LedgerDatabases
+    private var bundles: [UInt32: String] = [:]
+    private var readableParents: [UUID: Bool] = [:]
+    private lazy var members = WorkoutMemberReader(principal: principal, txn: txn, databases: databases)
+
+    init(principal: Principal, txn: Transaction, databases: LedgerDatabases) {
+        self.principal = principal
+        self.txn = txn
+        self.databases = databases
+    }
+
+    func bundle(of code: UInt32) throws -> String {
+        if let bundle = bundles[code] { return bundle }
+        let bundle = try SourceRegistry.source(code: code, in: txn, databases)?.bundleIdentifier ?? ""
+        bundles[code] = bundle
+        return bundle
+    }
+
+    /// Whether `member` belongs to the workout or correlation `parent`; never when the reader
+    /// may not read `parent` (as if it did not exist).
+    func isMember(_ member: [UInt8], of parent: UUID) throws -> Bool {
+        let readable: Bool
+        if let known = readableParents[parent] {
+            readable = known
+        } else {
+            readable = try Ledger.readable(parent, as: principal, in: txn, databases) != nil
+            readableParents[parent] = readable
+        }
+        return try readable && txn.contains(member + parent.bytes, in: databases.memberWorkouts)
+    }
+
+    func workoutMatches(_ predicate: WorkoutPredicate, event: UnsafeRawBufferPointer) throws -> Bool {
+        try members.matches(predicate, workoutEvent: event)
+    }
+}
+
+/// An index entry as a predicate subject: dates, UUID, source and value come from the entry;
+/// the object is loaded from the log only when a leaf needs it, once.
+final class EntrySubject: PredicateSubject {
+    let entry: IndexEntry
+    let context: PredicateContext
+    private var loaded: HealthObject?
+
+    init(_ entry: IndexEntry, _ context: PredicateContext) {
+        self.entry = entry
+        self.context = context
+    }
+
+    var uuid: UUID { UUID(bytes: entry.uuid)! }
+    var startDate: Date { date(microseconds: entry.startUs) }
+    var endDate: Date { date(microseconds: entry.endUs) }
+    func sourceBundleIdentifier() throws -> String { try context.bundle(of: entry.source) }
+    func value() throws -> Double? { entry.value.isNaN ? try object().canonicalValue : entry.value }
+
+    func object() throws -> HealthObject {
+        if let loaded { return loaded }
+        let object = try LedgerEvent(stored: try event()).savedObject()
+        loaded = object
+        return object
+    }
+
+    func isMember(of parent: UUID) throws -> Bool { try context.isMember(entry.uuid, of: parent) }
+    func matches(_ predicate: WorkoutPredicate) throws -> Bool { try context.workoutMatches(predicate, event: try event()) }
+
+    private func event() throws -> UnsafeRawBufferPointer { try Ledger.storedEvent(entry.sequence, in: context.txn, context.databases) }
+}
+
+extension HealthObject {
+    /// A quantity sample's value in its type's canonical unit, a category sample's raw value.
+    var canonicalValue: Double? {
+        switch self {
+        case .quantitySample(let sample): try? sample.quantity.doubleValue(for: sample.type.canonicalUnit)
+        case .categorySample(let sample): Double(sample.value)
+        default: nil
+        }
+    }
+}
+
+/// What the indexes can answer of a predicate before any object is loaded, read from the
+/// leaves that must all hold: a narrower time range, the UUIDs to look up directly, the
+/// sources whose index to walk, the workout or correlation whose members to visit. The
+/// whole predicate is still checked on every candidate, so the plan only prunes.
+struct PredicatePlan {
+    var range: TimeRange
+    var uuids: Set<UUID>?
+    var sources: Set<String>?
+    var parent: UUID?
+
+    init(_ predicate: ObjectPredicate?, range: TimeRange) {
+        self.range = range
+        guard let predicate else { return }
+        // Bounds are widened by a microsecond: dates round to microseconds in the indexes.
+        func narrow(start: Int64?, end: Int64?) {
+            self.range = self.range.narrowed(to: TimeRange(start: start.map { $0 &- 1 }, end: end.map { $0 &+ 1 }))
+        }
+        for leaf in predicate.conjuncts {
+            switch leaf {
+            case .samples(let start, let end, _):
+                // Strict options select a subset of the overlapping samples (an instant at the
+                // end included, which the widened end keeps).
+                narrow(start: start.map(microseconds), end: end.map(microseconds))
+            case .date(.start, let comparison, let bound):
+                let time = microseconds(bound)
+                switch comparison {
+                case .less, .lessOrEqual: narrow(start: nil, end: time)
+                case .equal: narrow(start: time, end: time)
+                case .greaterOrEqual, .greater: narrow(start: time, end: nil)
+                case .notEqual: break
+                }
+            case .uuids(let set): uuids = uuids.map { $0.intersection(set) } ?? set
+            case .sources(let set): sources = sources.map { $0.intersection(set) } ?? set
+            case .associatedWithWorkout(let uuid), .memberOfCorrelation(let uuid): parent = parent ?? uuid
+            default: break
+            }
+        }
+    }
+}
+
+extension TimeRange {
+    init(start: Int64?, end: Int64?) {
+        self.start = start ?? Int64.min
+        self.end = end ?? Int64.max
+    }
+
+    /// The intersection of two ranges (empty ranges have start ≥ end).
+    func narrowed(to other: TimeRange) -> TimeRange {
+        var range = self
+        range.start = Swift.max(start, other.start)
+        range.end = Swift.min(end, other.end)
+        return range
+    }
+}
