@@ -13,31 +13,43 @@ import SwiftProtobuf
 /// anchor = changes.newAnchor                    // keep its bytes for next time
 /// ```
 public struct AnchoredObjectQueryDescriptor: Sendable, Hashable {
-    public var type: ObjectType
+    /// The types, each with the predicate its added objects must match (HealthKit's
+    /// `predicates:`): one anchor covers them all.
+    public var descriptors: [QueryDescriptor]
     /// Added objects must overlap this interval; deleted objects are reported whatever
     /// their dates. All when nil.
     public var interval: DateInterval?
-    /// Added objects must match it too; deleted objects are reported whatever they were.
-    public var predicate: ObjectPredicate?
     /// Where an earlier result stopped; nil starts from the beginning.
     public var anchor: QueryAnchor?
-    /// At most this many changes (added plus deleted); 0 means no limit. Must be 0 for
-    /// ``HealthStore/changes(for:)``.
+    /// At most this many changes (added plus deleted, all types together); 0 means no
+    /// limit. Must be 0 for ``HealthStore/changes(for:)``.
     public var limit: Int
     /// Changes per streamed batch.
     public var batchSize: Int
 
+    /// One type, with an optional predicate.
     public init(
         type: ObjectType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil, anchor: QueryAnchor? = nil, limit: Int = 0,
         batchSize: Int = 500
     ) {
-        self.type = type
+        self.init(descriptors: [QueryDescriptor(type: type, predicate: predicate)], interval: interval, anchor: anchor, limit: limit, batchSize: batchSize)
+    }
+
+    /// Several types (HealthKit's `HKAnchoredObjectQueryDescriptor(predicates:anchor:limit:)`).
+    public init(descriptors: [QueryDescriptor], interval: DateInterval? = nil, anchor: QueryAnchor? = nil, limit: Int = 0, batchSize: Int = 500) {
+        self.descriptors = descriptors
         self.interval = interval
-        self.predicate = predicate
         self.anchor = anchor
         self.limit = limit
         self.batchSize = batchSize
     }
+
+    /// The changes since the anchor, up to the limit (HealthKit's `result(for:)`).
+    public func result(for store: HealthStore) async throws -> AnchoredObjectQueryResult { try await store.result(for: self) }
+
+    /// The changes since the anchor, then each new batch as it commits (HealthKit's
+    /// `results(for:)`); stopping the iteration cancels the call.
+    public func results(for store: HealthStore) async throws -> AnchoredObjectQueryResults { try await store.changes(for: self) }
 }
 
 /// The changes an anchored query found.
@@ -90,13 +102,21 @@ extension HealthStore {
     public func observe(_ type: ObjectType, overlapping interval: DateInterval? = nil, matching predicate: ObjectPredicate? = nil) async throws
         -> ObserverUpdates
     {
+        try await observe([QueryDescriptor(type: type, predicate: predicate)], overlapping: interval)
+    }
+
+    /// Observes several types at once (HealthKit's `HKObserverQuery(queryDescriptors:)`): one
+    /// update whenever a matching object of any of them is saved, or one is deleted.
+    public func observe(_ descriptors: [QueryDescriptor], overlapping interval: DateInterval? = nil) async throws -> ObserverUpdates {
         let request = Healthledger_V1_ObserveRequest.with { request in
-            request.type = type.identifier
+            let (type, predicate, list) = Self.wireDescriptors(descriptors)
+            request.type = type
+            if let predicate { request.predicate = predicate }
+            request.descriptors = list
             if let interval {
                 request.startUs = microseconds(interval.start)
                 request.endUs = microseconds(interval.end)
             }
-            if let predicate { request.predicate = .init(predicate) }
         }
         let (stream, consumed) = try await openStream(.observe, request)
         let updates = ObserverUpdates(iterator: StreamIterator(stream.makeAsyncIterator()), consumed: consumed)
@@ -107,15 +127,30 @@ extension HealthStore {
         return updates
     }
 
+    /// One descriptor goes as `type` and `predicate`, several as `descriptors`.
+    static func wireDescriptors(_ descriptors: [QueryDescriptor]) -> (
+        type: String, predicate: Healthledger_V1_Predicate?, list: [Healthledger_V1_QueryDescriptor]
+    ) {
+        if descriptors.count == 1 { return (descriptors[0].type.identifier, descriptors[0].predicate.map(Healthledger_V1_Predicate.init), []) }
+        return ("", nil, descriptors.map { descriptor in
+            .with {
+                $0.type = descriptor.type.identifier
+                if let predicate = descriptor.predicate { $0.predicate = .init(predicate) }
+            }
+        })
+    }
+
     static func changeRequest(_ query: AnchoredObjectQueryDescriptor) -> Healthledger_V1_ChangeQueryRequest {
         .with { request in
-            request.type = query.type.identifier
+            let (type, predicate, list) = wireDescriptors(query.descriptors)
+            request.type = type
+            if let predicate { request.predicate = predicate }
+            request.descriptors = list
             if let interval = query.interval {
                 request.startUs = microseconds(interval.start)
                 request.endUs = microseconds(interval.end)
             }
             if let anchor = query.anchor { request.anchor = Data(anchor.bytes) }
-            if let predicate = query.predicate { request.predicate = .init(predicate) }
             request.limit = UInt32(clamping: query.limit)
             request.batchSize = UInt32(clamping: query.batchSize)
         }

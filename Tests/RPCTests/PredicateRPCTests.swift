@@ -1,6 +1,7 @@
 import Foundation
 import HealthLedgerSDK
 import Ledger
+import Synchronization
 import Testing
 
 /// Predicates through the SDK against a real server: every leaf kind, compositions, every
@@ -233,5 +234,88 @@ struct PredicateRPCTests {
         #expect(try await fixture.names(.and([])).count == 5)
         await app.close()
         await fixture.stop()
+    }
+
+    @Test("one anchor over several descriptors: paging under concurrent writers neither skips nor repeats a change")
+    func severalDescriptors() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let fast = ObjectPredicate.predicateForQuantitySamples(with: .greater, quantity: try Quantity(100, "count/min"))
+        let descriptors = [
+            QueryDescriptor(type: Types.heartRate, predicate: fast), QueryDescriptor(type: Types.bodyMass), QueryDescriptor(type: Types.stepCount),
+        ]
+        let bodyMass = try QuantityType(Types.bodyMass.identifier)
+        let steps = try QuantityType(Types.stepCount.identifier)
+        // Writers save (and delete) the three types while a reader pages; what must be seen:
+        // every matching save and every deletion, each exactly once.
+        let writers = (0..<3).map { writer in
+            Task { () -> (added: [UUID], deleted: [UUID]) in
+                let store = server.client()
+                var added: [UUID] = []
+                var deleted: [UUID] = []
+                for round in 0..<25 {
+                    let date = Samples.base.addingTimeInterval(Double(writer * 1000 + round) * 60)
+                    let pulse = QuantitySample(type: Samples.heartRate, quantity: try Quantity(round.isMultiple(of: 2) ? 120 : 80, "count/min"), start: date, end: date)
+                    let weight = QuantitySample(type: bodyMass, quantity: try Quantity(70, "kg"), start: date, end: date)
+                    let walk = QuantitySample(type: steps, quantity: Quantity(100, .count), start: date, end: date.addingTimeInterval(60))
+                    try await store.save([.quantitySample(pulse), .quantitySample(weight), .quantitySample(walk)])
+                    if round.isMultiple(of: 2) { added.append(pulse.uuid) }
+                    added += [weight.uuid, walk.uuid]
+                    if round.isMultiple(of: 5) {
+                        try await store.delete([weight.uuid])
+                        deleted.append(weight.uuid)
+                    }
+                }
+                await store.close()
+                return (added, deleted)
+            }
+        }
+        var seenAdded: [UUID] = []
+        var seenDeleted: [UUID] = []
+        var anchor: QueryAnchor?
+        func drain() async throws -> Bool {
+            let page = try await AnchoredObjectQueryDescriptor(descriptors: descriptors, anchor: anchor, limit: 7).result(for: owner)
+            #expect(page.addedObjects.count + page.deletedObjects.count <= 7)
+            seenAdded += page.addedObjects.map(\.uuid)
+            seenDeleted += page.deletedObjects.map(\.uuid)
+            anchor = page.newAnchor
+            return page.hasMore
+        }
+        let written = Mutex(false)
+        let writing = Task { () -> (added: [UUID], deleted: [UUID]) in
+            var added: [UUID] = []
+            var deleted: [UUID] = []
+            for writer in writers {
+                let result = try await writer.value
+                added += result.added
+                deleted += result.deleted
+            }
+            written.withLock { $0 = true }
+            return (added, deleted)
+        }
+        // Page while the writers write (no time bound: until they are done).
+        while !written.withLock({ $0 }) { _ = try await drain() }
+        let (expectedAdded, expectedDeleted) = try await writing.value
+        while try await drain() {}
+        _ = try await drain()
+        #expect(Set(seenAdded).count == seenAdded.count, "no object reported twice")
+        #expect(Set(seenDeleted).count == seenDeleted.count, "no deletion reported twice")
+        // A deleted object may have been deleted before the reader saw it added: then it is
+        // reported deleted only. Every other matching save is reported added.
+        #expect(Set(seenAdded).union(seenDeleted) == Set(expectedAdded), "no gap")
+        #expect(Set(seenDeleted) == Set(expectedDeleted))
+        // The anchor belongs to the three types together.
+        await expectRPCError(.invalidArgument) { _ = try await AnchoredObjectQueryDescriptor(type: Types.heartRate, anchor: anchor).result(for: owner) }
+        await expectRPCError(.invalidArgument) {
+            _ = try await AnchoredObjectQueryDescriptor(descriptors: descriptors + [QueryDescriptor(type: Types.heartRate)]).result(for: owner)
+        }
+        // In another order, the same types resume from the same place.
+        #expect(try await AnchoredObjectQueryDescriptor(descriptors: descriptors.reversed(), anchor: anchor).result(for: owner).addedObjects.isEmpty)
+        // An observer of several types hears a save of any of them.
+        var updates = try await owner.observe(descriptors).makeAsyncIterator()
+        try await owner.save(.quantitySample(QuantitySample(type: bodyMass, quantity: try Quantity(71, "kg"), start: Samples.base, end: Samples.base)))
+        #expect(try await updates.next() != nil)
+        await owner.close()
+        await server.stop()
     }
 }

@@ -99,7 +99,7 @@ struct CallDispatcher: Sendable {
             .queryCorrelations:
             metrics.streamOpened()
             defer { metrics.streamClosed() }
-            let access = StreamAccess(call, type: try call.streamedType(of: method), credential: request.credential)
+            let access = StreamAccess(call, types: try call.streamedTypes(of: method), credential: request.credential)
             let emit: @Sendable ([UInt8]) async throws -> Void = { message in
                 try await window?.acquire()
                 send(.message(id: id, message))

@@ -12,8 +12,8 @@ import Synchronization
 /// caller's own objects rely on no grant and keep running.
 final class StreamAccess: Sendable {
     private struct State {
-        /// The scope of the stream's snapshot, once the read took it.
-        var used: ReadScope?
+        /// The scope of each type the stream's snapshot read, once the read took it.
+        var used: [ObjectType: ReadScope] = [:]
         /// An authorization change for this app arrived that no read has checked yet.
         var changed = false
         var revoked = false
@@ -22,14 +22,14 @@ final class StreamAccess: Sendable {
 
     private let ledger: Ledger
     private let principal: Principal
-    private let type: ObjectType
+    private let types: [ObjectType]
     private let credentialID: String?
     private let state = Mutex(State())
 
-    init(_ call: LedgerCall, type: ObjectType, credential: String) {
+    init(_ call: LedgerCall, types: [ObjectType], credential: String) {
         ledger = call.ledger
         principal = call.principal
-        self.type = type
+        self.types = types
         credentialID = CredentialString(credential)?.id
     }
 
@@ -49,7 +49,8 @@ final class StreamAccess: Sendable {
         } catch {
             // A stream that had sent everything before a revocation ends normally.
             if state.withLock({ $0.revoked }) {
-                throw RPCError(.permissionDenied, "access to \(type) was revoked", healthErrorCode: .authorizationDenied)
+                throw RPCError(
+                    .permissionDenied, "access to \(types.map(\.identifier).joined(separator: ", ")) was revoked", healthErrorCode: .authorizationDenied)
             }
             throw error
         }
@@ -59,9 +60,10 @@ final class StreamAccess: Sendable {
     /// stream reads again and again: one that read with a grant and now reads without it
     /// ends, even if its read saw the narrower scope before the change was announced.
     @Sendable func scanned(with scope: ReadScope) {
+        guard let type = types.first(where: { $0.code == scope.typeCode }) else { return }
         let (recheck, narrowed) = state.withLock { state in
-            let narrowed = state.used?.isNarrowed(by: scope) ?? false
-            if !narrowed { state.used = scope }
+            let narrowed = state.used[type]?.isNarrowed(by: scope) ?? false
+            if !narrowed { state.used[type] = scope }
             // A change announced before this read is checked once; later ones check themselves.
             defer { state.changed = false }
             return (state.changed, narrowed)
@@ -78,17 +80,18 @@ final class StreamAccess: Sendable {
             guard case .app(let source) = principal, source.bundleIdentifier == app else { return }
             let ready = state.withLock { state in
                 state.changed = true
-                return state.used != nil
+                return !state.used.isEmpty
             }
             if ready { check() }
         }
     }
 
-    /// Compares the scope the stream used with the current one.
+    /// Compares the scopes the stream used with the current ones.
     private func check() {
-        guard let used = state.withLock({ $0.used }) else { return }
-        guard let current = try? ledger.readScope(of: type, for: principal) else { return revoke() }
-        if used.isNarrowed(by: current) { revoke() }
+        for (type, used) in state.withLock({ $0.used }) {
+            guard let current = try? ledger.readScope(of: type, for: principal) else { return revoke() }
+            if used.isNarrowed(by: current) { return revoke() }
+        }
     }
 
     private func revoke() {

@@ -13,11 +13,24 @@ extension LedgerCall {
     private func changeQuery() throws -> (query: ChangeQuery, batchSize: Int) {
         let request = try decode(Healthledger_V1_ChangeQueryRequest.self)
         let query = ChangeQuery(
-            type: try ObjectType(request.type),
+            descriptors: try Self.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
-            predicate: request.hasPredicate ? try request.predicate.model() : nil,
             anchor: request.anchor.isEmpty ? nil : QueryAnchor(bytes: Array(request.anchor)), limit: Int(request.limit))
         return (query, Self.batchSize(request.batchSize, default: 500))
+    }
+
+    /// A request's descriptors: `type` (and `predicate`) alone, or the `descriptors` list.
+    static func descriptors(
+        type: String, predicate: Healthledger_V1_Predicate?, _ list: [Healthledger_V1_QueryDescriptor]
+    ) throws -> [QueryDescriptor] {
+        if list.isEmpty { return [QueryDescriptor(type: try ObjectType(type), predicate: try predicate?.model())] }
+        guard type.isEmpty, predicate == nil else {
+            throw HealthError.invalidArgument("give either type (and predicate) or descriptors, not both", field: "descriptors")
+        }
+        guard list.count <= QueryDescriptor.maximumCount else {
+            throw HealthError.invalidArgument("a query takes at most \(QueryDescriptor.maximumCount) descriptors", field: "descriptors")
+        }
+        return try list.map { QueryDescriptor(type: try ObjectType($0.type), predicate: $0.hasPredicate ? try $0.predicate.model() : nil) }
     }
 
     /// QueryChanges: the changes after the anchor, up to the limit, in batches.
@@ -45,7 +58,7 @@ extension LedgerCall {
             throw HealthError.invalidArgument("a watched query streams every change: page it with batch_size, not limit", field: "limit")
         }
         query.limit = batchSize
-        try await following(query.type) { first in
+        try await following(query.types) { first in
             var owesCaughtUp = false
             while true {
                 let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope)
@@ -64,12 +77,12 @@ extension LedgerCall {
     func observe(onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ update: [UInt8]) async throws -> Void) async throws {
         let request = try decode(Healthledger_V1_ObserveRequest.self)
         var query = ChangeQuery(
-            type: try ObjectType(request.type),
-            interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
-            predicate: request.hasPredicate ? try request.predicate.model() : nil)
-        try await following(query.type) { first in
+            descriptors: try Self.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors),
+            interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil))
+        try QueryDescriptor.validate(query.descriptors)
+        try await following(query.types) { first in
             if first {
-                query.anchor = try ledger.latestAnchor(for: query.type, as: principal, onScope: onScope)
+                query.anchor = try ledger.latestAnchor(for: query.types, as: principal, onScope: onScope)
                 return try await emit(try Healthledger_V1_ObserverUpdate.with { $0.registered = true }.serializedBytes())
             }
             let (changed, anchor) = try ledger.hasChanges(query, as: principal, onScope: onScope)
@@ -78,12 +91,12 @@ extension LedgerCall {
         }
     }
 
-    /// Runs `check(true)` once, then `check(false)` after each commit that touches `type`
-    /// (commits during a check fold into one more run), until the call is cancelled.
-    func following(_ type: ObjectType, _ check: (_ first: Bool) async throws -> Void) async throws {
+    /// Runs `check(true)` once, then `check(false)` after each commit that touches one of
+    /// `types` (commits during a check fold into one more run), until the call is cancelled.
+    func following(_ types: [ObjectType], _ check: (_ first: Bool) async throws -> Void) async throws {
         let (commits, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         // Registered before the first read, so no commit falls between the two.
-        let token = ledger.changeWatchers.add(type: type) { signal.yield() }
+        let token = ledger.changeWatchers.add(types: types) { signal.yield() }
         defer {
             ledger.changeWatchers.remove(token)
             signal.finish()
@@ -109,16 +122,20 @@ extension LedgerCall {
         return batch.buffer
     }
 
-    /// The type a streaming call reads (for watching the caller's access while it streams).
-    func streamedType(of method: RPCMethod) throws -> ObjectType {
+    /// The types a streaming call reads (for watching the caller's access while it streams).
+    func streamedTypes(of method: RPCMethod) throws -> [ObjectType] {
         switch method {
-        case .queryChanges, .watchChanges: try ObjectType(try decode(Healthledger_V1_ChangeQueryRequest.self).type)
-        case .observe: try ObjectType(try decode(Healthledger_V1_ObserveRequest.self).type)
+        case .queryChanges, .watchChanges:
+            let request = try decode(Healthledger_V1_ChangeQueryRequest.self)
+            return try Self.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors).map(\.type)
+        case .observe:
+            let request = try decode(Healthledger_V1_ObserveRequest.self)
+            return try Self.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors).map(\.type)
         case .statisticsCollection, .watchStatisticsCollection:
-            try QuantityType(try decode(Healthledger_V1_StatisticsCollectionRequest.self).type).objectType
-        case .routeLocations: .workoutRoute
-        case .queryCorrelations: try CorrelationType(try decode(Healthledger_V1_CorrelationQueryRequest.self).type).objectType
-        default: try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)
+            return [try QuantityType(try decode(Healthledger_V1_StatisticsCollectionRequest.self).type).objectType]
+        case .routeLocations: return [.workoutRoute]
+        case .queryCorrelations: return [try CorrelationType(try decode(Healthledger_V1_CorrelationQueryRequest.self).type).objectType]
+        default: return [try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)]
         }
     }
 }

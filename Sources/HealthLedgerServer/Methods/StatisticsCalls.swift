@@ -30,7 +30,7 @@ extension LedgerCall {
     func watchStatisticsCollection(onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ batch: [UInt8]) async throws -> Void) async throws {
         let (query, batchSize) = try collectionQuery()
         var current: [Int64: Healthledger_V1_StatisticsResult] = [:]
-        try await following(query.type.objectType) { first in
+        try await following([query.type.objectType]) { first in
             let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope).map(Healthledger_V1_StatisticsResult.init)
             var latest: [Int64: Healthledger_V1_StatisticsResult] = [:]
             for result in results { latest[result.startUs] = result }

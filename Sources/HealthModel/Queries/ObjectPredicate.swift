@@ -489,3 +489,35 @@ public struct ObjectSubject: PredicateSubject {
             }))
     }
 }
+
+/// One type of a query over several types and the predicate its objects must match
+/// (HealthKit's `HKSamplePredicate` / `HKQueryDescriptor`).
+public struct QueryDescriptor: Sendable, Hashable {
+    public var type: ObjectType
+    public var predicate: ObjectPredicate?
+
+    public init(type: ObjectType, predicate: ObjectPredicate? = nil) {
+        self.type = type
+        self.predicate = predicate
+    }
+
+    /// Most descriptors one query takes.
+    public static let maximumCount = 64
+
+    /// Checks a query's descriptors: 1 to ``maximumCount``, each type once, each predicate
+    /// against its type.
+    /// - Throws: ``HealthError`` `invalidArgument` naming the fault.
+    public static func validate(_ descriptors: [QueryDescriptor]) throws {
+        guard !descriptors.isEmpty else { throw HealthError.invalidArgument("a query needs at least one type", field: "descriptors") }
+        guard descriptors.count <= maximumCount else {
+            throw HealthError.invalidArgument("a query takes at most \(maximumCount) descriptors", field: "descriptors")
+        }
+        var seen = Set<ObjectType>()
+        for descriptor in descriptors {
+            guard seen.insert(descriptor.type).inserted else {
+                throw HealthError.invalidArgument("\(descriptor.type) appears in two descriptors: combine their predicates with OR", field: "descriptors")
+            }
+            try descriptor.predicate?.validate(for: descriptor.type)
+        }
+    }
+}

@@ -8,6 +8,8 @@ import LMDB
 /// objects the owner selected for it. Every read path filters through a scope, so an
 /// object outside it is indistinguishable from one that does not exist.
 public struct ReadScope: Sendable, Hashable {
+    /// The type's catalogue code.
+    let type: UInt32
     /// Every object of the type.
     var all: Bool
     /// The reader's own source code (0 when it never saved).
@@ -20,7 +22,7 @@ public struct ReadScope: Sendable, Hashable {
     init(_ principal: Principal, type: ObjectType, in txn: Transaction, _ databases: LedgerDatabases) throws {
         switch principal {
         case .owner, .system:
-            self.init(all: true, ownSource: 0, selected: [])
+            self.init(type: type.code, all: true, ownSource: 0, selected: [])
         case .operator:
             throw Self.operatorDenied
         case .app(let source):
@@ -34,23 +36,24 @@ public struct ReadScope: Sendable, Hashable {
                     let record = try AuthorizationRecord.load(app: app, direction: .read, type: TypeCatalogue.code(of: member), in: txn, databases)
                     any = record.decision == .granted
                 }
-                self.init(all: any, ownSource: code, selected: [])
+                self.init(type: type.code, all: any, ownSource: code, selected: [])
             } else if type.isReadPerObject {
                 let selected = Set(try AuthorizationRecord.selection(app: app, type: type.code, in: txn, databases))
-                self.init(all: false, ownSource: code, selected: selected)
+                self.init(type: type.code, all: false, ownSource: code, selected: selected)
             } else {
                 let record = try AuthorizationRecord.load(app: app, direction: .read, type: type.code, in: txn, databases)
-                self.init(all: record.decision == .granted, ownSource: code, selected: [])
+                self.init(type: type.code, all: record.decision == .granted, ownSource: code, selected: [])
             }
         }
     }
 
     /// Only the objects of source `code` (0: none): what an app may change.
-    static func own(_ code: UInt32) -> ReadScope { ReadScope(all: false, ownSource: code, selected: []) }
+    static func own(_ code: UInt32) -> ReadScope { ReadScope(type: 0, all: false, ownSource: code, selected: []) }
     /// Every object: what the owner may change.
-    static let everything = ReadScope(all: true, ownSource: 0, selected: [])
+    static let everything = ReadScope(type: 0, all: true, ownSource: 0, selected: [])
 
-    private init(all: Bool, ownSource: UInt32, selected: Set<[UInt8]>) {
+    private init(type: UInt32, all: Bool, ownSource: UInt32, selected: Set<[UInt8]>) {
+        self.type = type
         self.all = all
         self.ownSource = ownSource
         self.selected = selected
@@ -60,6 +63,9 @@ public struct ReadScope: Sendable, Hashable {
     func allows(sourceCode: UInt32, uuid: [UInt8]) -> Bool {
         all || (ownSource != 0 && sourceCode == ownSource) || (!selected.isEmpty && selected.contains(uuid))
     }
+
+    /// The catalogue code of the type the scope is of.
+    public var typeCode: UInt32 { type }
 
     /// Whether `newer` takes away something this scope allowed: a revoked read grant, or a
     /// selected object no longer selected.

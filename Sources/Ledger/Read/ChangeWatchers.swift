@@ -7,7 +7,7 @@ import HealthModel
 /// it is decided by the read it then runs, under its own read scope.
 public final class ChangeWatchers: Sendable {
     private struct Watcher: Sendable {
-        var type: UInt32
+        var types: Set<UInt32>
         var onChange: @Sendable () -> Void
     }
 
@@ -16,7 +16,12 @@ public final class ChangeWatchers: Sendable {
     /// Calls `onChange` after each commit that touched objects of `type` (saves, deletes,
     /// per-object read selections). Keep the token and pass it to ``remove(_:)`` when done.
     public func add(type: ObjectType, _ onChange: @escaping @Sendable () -> Void) -> Int {
-        registry.add(Watcher(type: type.code, onChange: onChange))
+        add(types: [type], onChange)
+    }
+
+    /// Calls `onChange` after each commit that touched objects of any of `types`.
+    public func add(types: [ObjectType], _ onChange: @escaping @Sendable () -> Void) -> Int {
+        registry.add(Watcher(types: Set(types.map(\.code)), onChange: onChange))
     }
 
     /// How many watchers are registered (one per running observer or watched query).
@@ -27,6 +32,6 @@ public final class ChangeWatchers: Sendable {
     /// Called once a commit that touched `types` is durable.
     func notify(_ types: Set<UInt32>) {
         guard !types.isEmpty else { return }
-        for watcher in registry.watchers(where: { types.contains($0.type) }) { watcher.onChange() }
+        for watcher in registry.watchers(where: { !types.isDisjoint(with: $0.types) }) { watcher.onChange() }
     }
 }

@@ -6,7 +6,7 @@ import LedgerSchema
 import SwiftProtobuf
 
 /// An anchored object query (HealthKit's `HKAnchoredObjectQueryDescriptor`): the changes to
-/// objects of one type since an anchor.
+/// objects of one or several types since an anchor. One anchor covers every type.
 ///
 /// ```swift
 /// var anchor: QueryAnchor?
@@ -17,24 +17,30 @@ import SwiftProtobuf
 /// } while page.hasMore
 /// ```
 public struct ChangeQuery: Sendable, Hashable {
-    public var type: ObjectType
+    /// The types and the predicate each one's added objects must match: at least one, each
+    /// type once (see ``QueryDescriptor/validate(_:)``).
+    public var descriptors: [QueryDescriptor]
     /// Added objects must overlap this interval (as in ``SampleQuery``); nil matches all.
     /// Deleted objects are reported whatever their dates, as HealthKit does.
     public var interval: DateInterval?
     /// Where the previous page stopped; nil starts from the beginning of the ledger.
     public var anchor: QueryAnchor?
-    /// Added objects must match it too (deleted ones are reported whatever they were).
-    public var predicate: ObjectPredicate?
-    /// At most this many changes (added plus deleted); 0 means no limit.
+    /// At most this many changes (added plus deleted, all types together); 0 means no limit.
     public var limit: Int
 
     public init(type: ObjectType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil, anchor: QueryAnchor? = nil, limit: Int = 0) {
-        self.type = type
+        self.init(descriptors: [QueryDescriptor(type: type, predicate: predicate)], interval: interval, anchor: anchor, limit: limit)
+    }
+
+    public init(descriptors: [QueryDescriptor], interval: DateInterval? = nil, anchor: QueryAnchor? = nil, limit: Int = 0) {
+        self.descriptors = descriptors
         self.interval = interval
-        self.predicate = predicate
         self.anchor = anchor
         self.limit = limit
     }
+
+    /// The query's types, in descriptor order.
+    public var types: [ObjectType] { descriptors.map(\.type) }
 }
 
 /// One page of an anchored query's results.
@@ -139,82 +145,117 @@ extension Ledger {
 
     /// Whether `principal` may see changes matching the query after its anchor, and the
     /// anchor past all of them (an observer's check: nothing is loaded but what the
-    /// interval needs).
+    /// interval and predicates need).
     public func hasChanges(_ query: ChangeQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> (
         changed: Bool, anchor: QueryAnchor
     ) {
-        let (anchor, range) = try position(of: query)
+        let (anchors, range) = try position(of: query)
         return try environment.read { txn in
-            let scope = try ReadScope(principal, type: query.type, in: txn, databases)
-            onScope(scope)
-            let state = anchor.resumed(under: scope)
-            let filter = ChangeFilter(query, range: range, principal: principal, txn: txn, databases: databases)
-            var last = state.position
             var changed = false
-            try scanChanges(query.type, from: state, scope: scope, principal: principal, in: txn) { entry in
-                if !changed, try filter.match(entry) != nil { changed = true }
-                last = entry.position
-                return true
-            }
-            return (changed, anchors.seal(type: query.type.code, state.finished(at: last)))
-        }
-    }
-
-    /// An anchor after every change `principal` may see of `type` now: a query from it
-    /// reports only what changes later.
-    public func latestAnchor(for type: ObjectType, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> QueryAnchor {
-        try environment.read { txn in
-            let scope = try ReadScope(principal, type: type, in: txn, databases)
-            onScope(scope)
-            var last = ChangePosition.origin
-            if scope.all {
-                last = try lastChange(in: databases.changes, prefix: KeyEncoding.typeKey(type.code), in: txn) ?? last
-            } else {
-                if scope.ownSource != 0 {
-                    let prefix = KeyEncoding.typeKey(type.code, source: scope.ownSource)
-                    last = try lastChange(in: databases.sourceChanges, prefix: prefix, in: txn) ?? last
+            var states: [AnchorState] = []
+            for (descriptor, anchor) in zip(query.descriptors, anchors) {
+                let scope = try ReadScope(principal, type: descriptor.type, in: txn, databases)
+                onScope(scope)
+                let state = anchor.resumed(under: scope)
+                let filter = ChangeFilter(descriptor, interval: query.interval, range: range, principal: principal, txn: txn, databases: databases)
+                var last = state.position
+                try scanChanges(descriptor.type, from: state, scope: scope, principal: principal, in: txn) { entry in
+                    if !changed, try filter.match(entry) != nil { changed = true }
+                    last = entry.position
+                    return true
                 }
-                for entry in try selectionChanges(type, scope: scope, principal: principal, in: txn) { last = max(last, entry.position) }
+                states.append(state.finished(at: last))
             }
-            return anchors.seal(type: type.code, AnchorState(all: scope.all, position: last, boundary: nil))
+            return (changed, self.anchors.seal(types: query.types.map(\.code), states))
         }
     }
 
-    private func position(of query: ChangeQuery) throws -> (AnchorState, TimeRange) {
+    /// An anchor after every change `principal` may see of `types` now: a query from it
+    /// reports only what changes later.
+    public func latestAnchor(for types: [ObjectType], as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> QueryAnchor {
+        try QueryDescriptor.validate(types.map { QueryDescriptor(type: $0) })
+        return try environment.read { txn in
+            var states: [AnchorState] = []
+            for type in types {
+                let scope = try ReadScope(principal, type: type, in: txn, databases)
+                onScope(scope)
+                var last = ChangePosition.origin
+                if scope.all {
+                    last = try lastChange(in: databases.changes, prefix: KeyEncoding.typeKey(type.code), in: txn) ?? last
+                } else {
+                    if scope.ownSource != 0 {
+                        let prefix = KeyEncoding.typeKey(type.code, source: scope.ownSource)
+                        last = try lastChange(in: databases.sourceChanges, prefix: prefix, in: txn) ?? last
+                    }
+                    for entry in try selectionChanges(type, scope: scope, principal: principal, in: txn) { last = max(last, entry.position) }
+                }
+                states.append(AnchorState(all: scope.all, position: last, boundary: nil))
+            }
+            return anchors.seal(types: types.map(\.code), states)
+        }
+    }
+
+    /// An anchor after every change `principal` may see of `type` now.
+    public func latestAnchor(for type: ObjectType, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> QueryAnchor {
+        try latestAnchor(for: [type], as: principal, onScope: onScope)
+    }
+
+    /// The query's states, one per descriptor, and its range, after checking it.
+    private func position(of query: ChangeQuery) throws -> ([AnchorState], TimeRange) {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
-        try query.predicate?.validate(for: query.type)
+        try QueryDescriptor.validate(query.descriptors)
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
-        let after = try query.anchor.map { try anchors.open($0, type: query.type.code) } ?? .origin
+        let codes = query.types.map(\.code)
+        let after = try query.anchor.map { try anchors.open($0, types: codes) } ?? Array(repeating: .origin, count: codes.count)
         return (after, range)
     }
 
+    /// One page: each type's visible changes after its own position (at most `limit` of
+    /// each), merged in commit order up to the limit. Each type's position then moves to
+    /// the last of its changes the page took, so pages never skip or repeat a change.
     private func page<Object>(
         _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in },
         _ load: (_ object: UnsafeRawBufferPointer) throws -> (Object, bytes: Int)
     ) throws -> ChangePage<Object> {
-        let (anchor, range) = try position(of: query)
+        let (anchors, range) = try position(of: query)
         return try environment.read { txn in
-            let scope = try ReadScope(principal, type: query.type, in: txn, databases)
-            onScope(scope)
-            let state = anchor.resumed(under: scope)
-            let filter = ChangeFilter(query, range: range, principal: principal, txn: txn, databases: databases)
+            var streams: [ChangeStream] = []
+            for (descriptor, anchor) in zip(query.descriptors, anchors) {
+                let scope = try ReadScope(principal, type: descriptor.type, in: txn, databases)
+                onScope(scope)
+                let state = anchor.resumed(under: scope)
+                let filter = ChangeFilter(descriptor, interval: query.interval, range: range, principal: principal, txn: txn, databases: databases)
+                var stream = ChangeStream(state: state, scanned: state.position)
+                try scanChanges(descriptor.type, from: state, scope: scope, principal: principal, in: txn) { entry in
+                    guard let match = try filter.match(entry) else {
+                        // A change the query excludes: the next page need not look at it again.
+                        stream.scanned = entry.position
+                        return true
+                    }
+                    if query.limit > 0, stream.items.count >= query.limit {
+                        stream.stopped = true
+                        return false
+                    }
+                    stream.items.append((entry.position, match))
+                    stream.scanned = entry.position
+                    return true
+                }
+                streams.append(stream)
+            }
             var added: [Object] = []
             var deleted: [DeletedObject] = []
             var bytes = 0
-            var last = state.position
             var hasMore = false
-            try scanChanges(query.type, from: state, scope: scope, principal: principal, in: txn) { entry in
-                guard let match = try filter.match(entry) else {
-                    // A change the interval excludes: the next page need not look at it again.
-                    last = entry.position
-                    return true
-                }
+            while let next = streams.indices.filter({ streams[$0].taken < streams[$0].items.count })
+                .min(by: { streams[$0].items[streams[$0].taken].position < streams[$1].items[streams[$1].taken].position })
+            {
                 if (query.limit > 0 && added.count + deleted.count >= query.limit) || bytes >= maximumBytes {
                     hasMore = true
-                    return false
+                    break
                 }
-                switch match {
+                let item = streams[next].items[streams[next].taken]
+                switch item.match {
                 case .added(let object):
                     let (loaded, size) = try load(object)
                     added.append(loaded)
@@ -224,13 +265,16 @@ extension Ledger {
                     added.append(loaded)
                     bytes += size
                 case .deleted:
-                    deleted.append(try deletedObject(entry.position, in: txn))
+                    deleted.append(try deletedObject(item.position, in: txn))
                 }
-                last = entry.position
-                return true
+                streams[next].taken += 1
             }
-            let next = hasMore ? state.paused(at: last) : state.finished(at: last)
-            return ChangePage(added: added, deleted: deleted, anchor: anchors.seal(type: query.type.code, next), hasMore: hasMore)
+            let states = streams.map { stream in
+                if stream.taken == stream.items.count, !stream.stopped { return stream.state.finished(at: stream.scanned) }
+                return stream.state.paused(at: stream.taken > 0 ? stream.items[stream.taken - 1].position : stream.state.position)
+            }
+            hasMore = hasMore || streams.contains(where: \.stopped)
+            return ChangePage(added: added, deleted: deleted, anchor: self.anchors.seal(types: query.types.map(\.code), states), hasMore: hasMore)
         }
     }
 
@@ -363,6 +407,18 @@ extension Ledger {
     }
 }
 
+/// One type's part of an anchored query's page: its changes after its position, and how
+/// many of them the page took.
+struct ChangeStream {
+    var state: AnchorState
+    var items: [(position: ChangePosition, match: ChangeFilter.Match)] = []
+    var taken = 0
+    /// The last change read, matching or not, while the scan ran to the end.
+    var scanned: ChangePosition
+    /// The scan stopped at the limit: more changes follow.
+    var stopped = false
+}
+
 /// Decides how an anchored query reports each change it may see: a deletion always; an
 /// added object when it overlaps the interval and matches the predicate, a correlation
 /// assembled with the members the reader may read (left out when it shows none).
@@ -375,7 +431,8 @@ final class ChangeFilter {
         case deleted
     }
 
-    private let query: ChangeQuery
+    private let type: ObjectType
+    private let predicate: ObjectPredicate?
     private let range: TimeRange?
     private let txn: Transaction
     private let databases: LedgerDatabases
@@ -383,29 +440,30 @@ final class ChangeFilter {
     private let context: PredicateContext
     private let correlations: CorrelationAssembler?
 
-    init(_ query: ChangeQuery, range: TimeRange, principal: Principal, txn: Transaction, databases: LedgerDatabases) {
-        self.query = query
-        self.range = query.interval == nil ? nil : range
+    init(_ descriptor: QueryDescriptor, interval: DateInterval?, range: TimeRange, principal: Principal, txn: Transaction, databases: LedgerDatabases) {
+        type = descriptor.type
+        predicate = descriptor.predicate
+        self.range = interval == nil ? nil : range
         self.txn = txn
         self.databases = databases
         projector = Projector(databases: databases, units: UnitCache())
         context = PredicateContext(principal: principal, txn: txn, databases: databases)
-        correlations = query.type.family == .correlation ? CorrelationAssembler(principal: principal, txn: txn, databases: databases) : nil
+        correlations = type.family == .correlation ? CorrelationAssembler(principal: principal, txn: txn, databases: databases) : nil
     }
 
     /// The change as the query reports it, or nil when it excludes it.
     func match(_ entry: ChangeEntry) throws -> Match? {
         guard let saved = entry.savedSequence else { return .deleted }
         let stored = try Ledger.storedEvent(saved, in: txn, databases)
-        if range != nil || query.predicate != nil || correlations != nil {
+        if range != nil || predicate != nil || correlations != nil {
             let summary = try projector.savedSummary(stored: stored, sequence: saved)
             if let range, !range.overlaps(start: summary.startUs, end: summary.endUs) { return nil }
             let source = try StoredObject.load(entry.position.uuid, in: txn, databases)?.source ?? 0
-            if let predicate = query.predicate {
+            if let predicate {
                 let subject = EntrySubject(
                     IndexEntry(uuid: entry.position.uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: saved, source: source, value: summary.value),
                     context)
-                guard try predicate.matches(subject, type: query.type) else { return nil }
+                guard try predicate.matches(subject, type: type) else { return nil }
             }
             if let correlations {
                 guard case .correlation(let correlation) = try LedgerEvent(stored: stored).savedObject(),
@@ -425,7 +483,7 @@ final class ChangeFilter {
 struct AnchorSeal: Sendable {
     private let key: SymmetricKey
     private static let metaKey: [UInt8] = Array("anchor_key".utf8)
-    private static let version: UInt8 = 2
+    private static let version: UInt8 = 3
 
     /// Loads the ledger's anchor key from `meta`, creating it on first use.
     init(environment: Environment, databases: LedgerDatabases) throws {
@@ -441,34 +499,36 @@ struct AnchorSeal: Sendable {
         }
     }
 
-    /// version(1) type(4) flags(1: 1 all, 2 boundary) position [boundary], each position
-    /// sequence(8) uuid length(1) uuid(0 or 16); sealed.
-    func seal(type: UInt32, _ state: AnchorState) -> QueryAnchor {
-        var plain: [UInt8] = [Self.version]
-        KeyEncoding.append(type, to: &plain)
-        plain.append((state.all ? 1 : 0) | (state.boundary == nil ? 0 : 2))
+    /// version(1) count(1), then per type: type(4) flags(1: 1 all, 2 boundary) position
+    /// [boundary], each position sequence(8) uuid length(1) uuid(0 or 16); sealed. Version 2
+    /// (one type, no count) is still opened.
+    func seal(types: [UInt32], _ states: [AnchorState]) -> QueryAnchor {
+        var plain: [UInt8] = [Self.version, UInt8(types.count)]
         func append(_ position: ChangePosition) {
             KeyEncoding.append(position.sequence, to: &plain)
             plain.append(UInt8(position.uuid.count))
             plain.append(contentsOf: position.uuid)
         }
-        append(state.position)
-        if let boundary = state.boundary { append(boundary) }
+        for (type, state) in zip(types, states) {
+            KeyEncoding.append(type, to: &plain)
+            plain.append((state.all ? 1 : 0) | (state.boundary == nil ? 0 : 2))
+            append(state.position)
+            if let boundary = state.boundary { append(boundary) }
+        }
         // Sealing with a fresh random nonce cannot fail.
         let box = try! AES.GCM.seal(plain, using: key)
         return QueryAnchor(bytes: Array(box.combined!))
     }
 
-    func open(_ anchor: QueryAnchor, type: UInt32) throws -> AnchorState {
+    /// The states an anchor holds for `types` (any order of the same types).
+    func open(_ anchor: QueryAnchor, types: [UInt32]) throws -> [AnchorState] {
         let invalid = HealthError.invalidArgument("the anchor was not issued by this ledger, or is damaged", field: "anchor")
-        guard anchor.bytes.count <= 160, let box = try? AES.GCM.SealedBox(combined: anchor.bytes),
+        guard anchor.bytes.count <= Self.maximumSize, let box = try? AES.GCM.SealedBox(combined: anchor.bytes),
             let plain = try? Array(AES.GCM.open(box, using: key))
         else { throw invalid }
-        guard plain.count >= 6, plain[0] == Self.version else { throw invalid }
-        let anchoredType = plain.withUnsafeBytes { KeyEncoding.uint32($0, at: 1) }
-        guard anchoredType == type else { throw HealthError.invalidArgument("the anchor was issued for another type", field: "anchor") }
-        let flags = plain[5]
-        var offset = 6
+        guard plain.count >= 2, plain[0] == Self.version || plain[0] == 2 else { throw invalid }
+        var offset = plain[0] == 2 ? 1 : 2
+        let count = plain[0] == 2 ? 1 : Int(plain[1])
         func position() throws -> ChangePosition {
             guard plain.count >= offset + 9 else { throw invalid }
             let sequence = plain.withUnsafeBytes { KeyEncoding.uint64($0, at: offset) }
@@ -477,8 +537,23 @@ struct AnchorSeal: Sendable {
             defer { offset += 9 + length }
             return ChangePosition(sequence: sequence, uuid: Array(plain[(offset + 9)..<(offset + 9 + length)]))
         }
-        let state = AnchorState(all: flags & 1 != 0, position: try position(), boundary: flags & 2 != 0 ? try position() : nil)
-        guard offset == plain.count, flags & ~3 == 0 else { throw invalid }
-        return state
+        var states: [UInt32: AnchorState] = [:]
+        for _ in 0..<count {
+            guard plain.count >= offset + 5 else { throw invalid }
+            let type = plain.withUnsafeBytes { KeyEncoding.uint32($0, at: offset) }
+            let flags = plain[offset + 4]
+            offset += 5
+            guard flags & ~3 == 0 else { throw invalid }
+            states[type] = AnchorState(all: flags & 1 != 0, position: try position(), boundary: flags & 2 != 0 ? try position() : nil)
+        }
+        guard offset == plain.count else { throw invalid }
+        guard states.count == types.count, let ordered = Optional(types.compactMap({ states[$0] })), ordered.count == types.count else {
+            throw HealthError.invalidArgument(
+                types.count == 1 ? "the anchor was issued for another type" : "the anchor was issued for other types", field: "anchor")
+        }
+        return ordered
     }
+
+    /// The largest anchor: every descriptor of a query with both positions.
+    static let maximumSize = 64 + QueryDescriptor.maximumCount * 55
 }

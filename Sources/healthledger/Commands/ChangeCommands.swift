@@ -86,9 +86,10 @@ struct WatchCommand: AsyncParsableCommand {
         do { (query, unit) = try options.descriptor() } catch { throw fail(error) }
         try await connection.withStore { store in
             if observe {
-                let updates = try await store.observe(query.type, overlapping: query.interval)
-                Self.line(["observing": query.type.identifier])
-                for try await _ in updates { Self.line(["changed": query.type.identifier, "at": Date().formatted(.iso8601)]) }
+                let updates = try await store.observe(query.descriptors, overlapping: query.interval)
+                let types = query.descriptors.map(\.type.identifier).joined(separator: ",")
+                Self.line(["observing": types])
+                for try await _ in updates { Self.line(["changed": types, "at": Date().formatted(.iso8601)]) }
             } else {
                 for try await changes in try await store.changes(for: query) { Self.line(try changeRecord(changes, unit: unit)) }
             }
