@@ -9,6 +9,8 @@ struct ChangeOptions: ParsableArguments {
     @Option(help: "…until this date (ISO 8601).") var to: String?
     @Option(help: "Resume after this anchor (base64, as printed by an earlier run).") var anchor: String?
     @Option(help: "Show values in this unit (quantity types).") var unit: String?
+    @Option(name: .customLong("where"), help: "Only added objects matching this expression (`healthledger query --help` shows the grammar).")
+    var condition: String?
 
     func descriptor(limit: Int = 0) throws -> (AnchoredObjectQueryDescriptor, HealthUnit?) {
         let interval = try dateInterval(from: from, to: to)
@@ -18,7 +20,9 @@ struct ChangeOptions: ParsableArguments {
         }
         guard limit >= 0 else { throw ValidationErrorExit("--limit is 0 (all) or positive") }
         return (
-            AnchoredObjectQueryDescriptor(type: try resolveType(type), interval: interval, anchor: resume, limit: limit),
+            AnchoredObjectQueryDescriptor(
+                type: try resolveType(type), interval: interval, predicate: try condition.map { try WhereExpression.parse($0, for: try resolveType(type)) },
+                anchor: resume, limit: limit),
             try unit.map { try HealthUnit($0) }
         )
     }

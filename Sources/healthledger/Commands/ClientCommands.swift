@@ -166,10 +166,8 @@ struct SampleInput {
         return date
     }
 
-    func object() throws -> HealthObject {
-        let startDate = try Self.date(start, "start") ?? Date()
-        let endDate = try Self.date(end, "end") ?? startDate
-        let id = try uuid.map { try parseUUID($0, "uuid") } ?? .timeOrdered()
+    /// The metadata as model values (strings and numbers).
+    func metadataValues() throws -> Metadata {
         var fields: Metadata = [:]
         for (key, value) in metadata {
             switch value {
@@ -178,6 +176,14 @@ struct SampleInput {
             default: throw ValidationErrorExit("metadata '\(key)' must be a string or a number")
             }
         }
+        return fields
+    }
+
+    func object() throws -> HealthObject {
+        let startDate = try Self.date(start, "start") ?? Date()
+        let endDate = try Self.date(end, "end") ?? startDate
+        let id = try uuid.map { try parseUUID($0, "uuid") } ?? .timeOrdered()
+        let fields = try metadataValues()
         let resolved = try resolveType(type)
         let type = resolved.identifier
         switch resolved.family {
@@ -195,9 +201,16 @@ struct SampleInput {
 }
 
 struct QueryCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "query", abstract: "Query samples of a type.")
+    static let configuration = CommandConfiguration(
+        commandName: "query", abstract: "Query samples of a type.",
+        discussion: """
+            Values show in the unit people read for the type (heart rate in count/min) unless --unit says otherwise.
+
+            \(WhereExpression.help)
+            """)
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "HealthKit type identifier.") var type: String
+    @Option(name: .customLong("where"), help: "Only objects matching this expression (see below).") var condition: String?
     @Option(help: "Only samples overlapping from this date (ISO 8601).") var from: String?
     @Option(help: "…until this date (ISO 8601).") var to: String?
     @Option(help: "At most this many (0: all).") var limit = 100
@@ -212,9 +225,12 @@ struct QueryCommand: AsyncParsableCommand {
         do {
             let interval = try dateInterval(from: from, to: to)
             guard sort == "start" || sort == "end" else { throw ValidationErrorExit("--sort is start or end") }
+            let objectType = try resolveType(type)
+            let associated = try workout.map { ObjectPredicate.associatedWithWorkout(try parseUUID($0, "--workout")) }
+            let filter = try condition.map { try WhereExpression.parse($0, for: objectType) }
             query = SampleQueryDescriptor(
-                type: try resolveType(type), interval: interval,
-                predicate: try workout.map { .associatedWithWorkout(try parseUUID($0, "--workout")) }, limit: limit,
+                type: objectType, interval: interval,
+                predicate: [associated, filter].compactMap { $0 }.count == 2 ? .and([associated!, filter!]) : associated ?? filter, limit: limit,
                 sort: sort == "start" ? .startDate(ascending: !descending) : .endDate(ascending: !descending))
             displayUnit = try unit.map { try HealthUnit($0) }
         } catch { throw fail(error) }
@@ -234,11 +250,11 @@ struct QueryCommand: AsyncParsableCommand {
 func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> [String: Any] {
     var row: [String: Any] = [
         "uuid": sample.uuid.uuidString, "start": sample.startDate.formatted(.iso8601), "end": sample.endDate.formatted(.iso8601),
-        "source": sample.sourceRevision.source.bundleIdentifier,
+        "source": sample.sourceRevision.source.bundleIdentifier, "type": sample.objectType.identifier.replacingOccurrences(of: "HKQuantityTypeIdentifier", with: ""),
     ]
     switch sample {
     case .quantitySample(let quantity):
-        let target = displayUnit ?? quantity.quantity.unit
+        let target = displayUnit ?? DisplayUnits.unit(for: quantity.type)
         // 12 significant digits: 68.0388, not 68.03880000000001.
         let value = try quantity.quantity.doubleValue(for: target)
         row["value"] = Double(String(format: "%.12g", value)) ?? value
@@ -257,6 +273,7 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["value"] = correlation.objects.count
         row["unit"] = "members"
         row["members"] = try correlation.objects.map { try sampleRow(.quantitySample($0), unit: nil) }
+        if case .string(let food)? = correlation.metadata[MetadataKey.foodType] { row["food"] = food }
     case .workoutRoute(let route):
         row["value"] = route.locationCount
         row["unit"] = "locations"

@@ -10,7 +10,10 @@ struct StatsCommand: AsyncParsableCommand {
             Statistics: sum (cumulative types), average, min, max (discrete types), recent, duration. \
             Overlapping sources are merged by the owner's source priority; --by-source adds each \
             source's own values. With --every, one row per interval (days in --tz follow daylight \
-            saving). Only samples the credential may read count.
+            saving). Only samples the credential may read count. Values show in the unit people read \
+            the type in (heart rate in count/min) unless --unit says otherwise.
+
+            \(WhereExpression.help)
             """)
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "HealthKit quantity type identifier.") var type: String
@@ -21,10 +24,13 @@ struct StatsCommand: AsyncParsableCommand {
     @Option(help: "Per interval: COUNT followed by minute, hour, day, week, month or year (e.g. 1day, 15minute).") var every: String?
     @Option(help: "Intervals start at this date (ISO 8601; default: --from).") var anchor: String?
     @Option(help: "The intervals' time zone (IANA).") var tz = "UTC"
-    @Option(help: "Show values in this unit.") var unit: String?
+    @Option(help: "Show values in this unit (default: the unit people read the type in).") var unit: String?
+    @Option(name: .customLong("where"), help: "Only samples matching this expression (`healthledger query --help` shows the grammar).")
+    var condition: String?
 
     func run() async throws {
         let quantityType: QuantityType
+        let predicate: ObjectPredicate?
         var options: StatisticsOptions = bySource ? .separateBySource : []
         let start, end: Date?
         let displayUnit: HealthUnit?
@@ -33,6 +39,7 @@ struct StatsCommand: AsyncParsableCommand {
             let resolved = try resolveType(type)
             guard resolved.family == .quantity else { throw ValidationErrorExit("\(type) is not a quantity type") }
             quantityType = try QuantityType(resolved.identifier)
+            predicate = try condition.map { try WhereExpression.parse($0, for: resolved) }
             for name in statistics.split(separator: ",") {
                 switch name.trimmingCharacters(in: .whitespaces) {
                 case "sum": options.insert(.cumulativeSum)
@@ -66,12 +73,12 @@ struct StatsCommand: AsyncParsableCommand {
             let results: [Statistics]
             if let intervals, let start, let end {
                 results = try await store.statisticsCollection(for: StatisticsCollectionQueryDescriptor(
-                    type: quantityType, range: DateInterval(start: start, end: end), intervals: intervals, options: options)).statistics
+                    type: quantityType, range: DateInterval(start: start, end: end), intervals: intervals, options: options, predicate: predicate)).statistics
             } else {
                 let interval = try dateInterval(start, end)
-                results = try await store.statistics(for: StatisticsQueryDescriptor(type: quantityType, interval: interval, options: options)).map { [$0] } ?? []
+                results = try await store.statistics(for: StatisticsQueryDescriptor(type: quantityType, interval: interval, options: options, predicate: predicate)).map { [$0] } ?? []
             }
-            let rows = try results.map { try Self.row($0, unit: displayUnit ?? quantityType.canonicalUnit) }
+            let rows = try results.map { try Self.row($0, unit: displayUnit ?? DisplayUnits.unit(for: quantityType)) }
             if connection.json {
                 printJSON(rows)
             } else if rows.isEmpty {

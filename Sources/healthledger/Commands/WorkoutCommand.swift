@@ -85,7 +85,7 @@ struct WorkoutCommand: AsyncParsableCommand {
         /// `stats` rows, in canonical units, with the scope (the workout or an activity) and type.
         static func rows(_ statistics: [QuantityType: Statistics], scope: String) throws -> [[String: Any]] {
             try statistics.sorted { $0.key.identifier < $1.key.identifier }.map { type, value in
-                var row = try StatsCommand.row(value, unit: type.canonicalUnit)
+                var row = try StatsCommand.row(value, unit: DisplayUnits.unit(for: type))
                 row["scope"] = scope
                 row["type"] = type.identifier
                 return row

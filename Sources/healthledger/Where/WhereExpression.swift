@@ -1,0 +1,304 @@
+import Foundation
+import HealthLedgerSDK
+
+/// The `--where` expression language: a small text form of ``ObjectPredicate`` for the
+/// command line.
+///
+/// ```
+/// expression := term ("or" term)*
+/// term       := factor ("and" factor)*
+/// factor     := "not" factor | "(" expression ")" | condition
+/// condition  := FIELD OP VALUE | FIELD "in" "(" VALUE ("," VALUE)* ")" | FIELD "exists"
+/// OP         := "=" | "!=" | "<" | "<=" | ">" | ">="
+/// FIELD      := value | category | start | end | source | uuid | workout | correlation
+///             | device.(name|manufacturer|model|hardwareVersion|firmwareVersion|softwareVersion|localIdentifier|udiDeviceIdentifier)
+///             | metadata.KEY
+/// VALUE      := NUMBER [UNIT] | "text" | 'text' | ISO-8601 date | word
+/// ```
+enum WhereExpression {
+    /// The grammar and examples, for `--help`.
+    static let help = """
+        --where EXPR filters with HealthKit's predicates:
+          fields   value (a quantity with its unit, or a category value by number or name), category,
+                   start, end (ISO 8601 dates), source (bundle id), uuid, workout, correlation (UUIDs),
+                   device.name|manufacturer|model|hardwareVersion|firmwareVersion|softwareVersion|
+                   localIdentifier|udiDeviceIdentifier, metadata.KEY
+          ops      = != < <= > >=   FIELD in (V, V, ...)   FIELD exists
+          combine  and, or, not, ( )     values: 120 count/min, "text", 'text', 2026-11-23T08:00:00Z, word
+          examples value > 120 count/min and device.model = Watch
+                   category in (asleepCore, asleepDeep, asleepREM)      category = asleep (any sleep stage)
+                   metadata.HKMetadataKeyInsulinDeliveryReason = 1 and start >= 2026-11-23T00:00:00Z
+                   not metadata.HKMetadataKeyWasUserEntered exists or source in (com.apple.health, com.example.app)
+        """
+
+    /// A syntax or meaning error, at a column (1-based) of the expression.
+    struct Failure: Error, CustomStringConvertible {
+        let column: Int
+        let message: String
+        let text: String
+
+        var description: String {
+            "--where: \(message) at column \(column)\n  \(text)\n  \(String(repeating: " ", count: max(0, column - 1)))^"
+        }
+    }
+
+    /// Parses `text` into a predicate on objects of `type`.
+    static func parse(_ text: String, for type: ObjectType) throws -> ObjectPredicate {
+        var parser = Parser(text: text, type: type, tokens: try tokenize(text))
+        let predicate = try parser.expression()
+        if let extra = parser.peek { throw parser.failure("unexpected '\(extra.text)'", at: extra) }
+        return predicate
+    }
+
+    struct Token: Equatable {
+        enum Kind: Equatable { case word, string, symbol }
+        var kind: Kind
+        var text: String
+        /// 1-based.
+        var column: Int
+    }
+
+    static func tokenize(_ text: String) throws -> [Token] {
+        let characters = Array(text)
+        var tokens: [Token] = []
+        var index = 0
+        let separators: Set<Character> = ["(", ")", ","]
+        while index < characters.count {
+            let character = characters[index]
+            let column = index + 1
+            if character.isWhitespace {
+                index += 1
+            } else if separators.contains(character) {
+                tokens.append(Token(kind: .symbol, text: String(character), column: column))
+                index += 1
+            } else if character == "\"" || character == "'" {
+                var end = index + 1
+                var value = ""
+                while end < characters.count, characters[end] != character {
+                    if characters[end] == "\\", end + 1 < characters.count { end += 1 }
+                    value.append(characters[end])
+                    end += 1
+                }
+                guard end < characters.count else { throw Failure(column: column, message: "the text starting here is not closed", text: text) }
+                tokens.append(Token(kind: .string, text: value, column: column))
+                index = end + 1
+            } else if "=!<>".contains(character) {
+                var symbol = String(character)
+                if index + 1 < characters.count, characters[index + 1] == "=" { symbol.append("=") }
+                guard symbol != "!" else { throw Failure(column: column, message: "'!' must be followed by '='", text: text) }
+                tokens.append(Token(kind: .symbol, text: symbol, column: column))
+                index += symbol.count
+            } else {
+                var end = index
+                var word = ""
+                while end < characters.count {
+                    let next = characters[end]
+                    if next.isWhitespace || separators.contains(next) || next == "\"" || next == "'" || next == "=" || next == "!" { break }
+                    if next == "<" || next == ">" {
+                        // mol<180.15588> is a unit; elsewhere '<' and '>' compare.
+                        guard next == "<", word.hasSuffix("mol"), let close = characters[end...].firstIndex(of: ">") else { break }
+                        word += String(characters[end...close])
+                        end = close + 1
+                        continue
+                    }
+                    word.append(next)
+                    end += 1
+                }
+                tokens.append(Token(kind: .word, text: word, column: column))
+                index = end
+            }
+        }
+        return tokens
+    }
+
+    struct Parser {
+        let text: String
+        let type: ObjectType
+        var tokens: [Token]
+        var position = 0
+
+        static let keywords: Set<String> = ["and", "or", "not", "in", "exists"]
+
+        var peek: Token? { position < tokens.count ? tokens[position] : nil }
+
+        func failure(_ message: String, at token: Token?) -> Failure {
+            Failure(column: token?.column ?? text.count + 1, message: message, text: text)
+        }
+
+        mutating func take() -> Token? {
+            defer { position += 1 }
+            return peek
+        }
+
+        mutating func accept(_ word: String) -> Bool {
+            guard let token = peek, token.kind != .string, token.text.lowercased() == word else { return false }
+            position += 1
+            return true
+        }
+
+        mutating func expect(_ symbol: String) throws {
+            guard accept(symbol) else { throw failure("expected '\(symbol)'", at: peek) }
+        }
+
+        mutating func expression() throws -> ObjectPredicate {
+            var terms = [try term()]
+            while accept("or") { terms.append(try term()) }
+            return terms.count == 1 ? terms[0] : .or(terms)
+        }
+
+        mutating func term() throws -> ObjectPredicate {
+            var factors = [try factor()]
+            while accept("and") { factors.append(try factor()) }
+            return factors.count == 1 ? factors[0] : .and(factors)
+        }
+
+        mutating func factor() throws -> ObjectPredicate {
+            if accept("not") { return .not(try factor()) }
+            if accept("(") {
+                let inner = try expression()
+                try expect(")")
+                return inner
+            }
+            return try condition()
+        }
+
+        mutating func condition() throws -> ObjectPredicate {
+            guard let field = take(), field.kind == .word, !Self.keywords.contains(field.text.lowercased()) else {
+                throw failure("expected a field (value, start, end, source, uuid, device.…, metadata.…, category)", at: tokens[safe: position - 1])
+            }
+            if accept("exists") {
+                guard field.text.hasPrefix("metadata."), field.text.count > 9 else { throw failure("only metadata.KEY can be tested with 'exists'", at: field) }
+                return .metadata(String(field.text.dropFirst(9)), .exists)
+            }
+            if accept("in") {
+                try expect("(")
+                var values: [(Token, [Token])] = [try value()]
+                while accept(",") { values.append(try value()) }
+                try expect(")")
+                return try oneOf(field, values)
+            }
+            guard let symbol = take(), symbol.kind == .symbol, let comparison = Self.comparisons[symbol.text] else {
+                throw failure("expected an operator (= != < <= > >=), 'in' or 'exists' after '\(field.text)'", at: tokens[safe: position - 1])
+            }
+            return try compare(field, comparison, try value(), operatorToken: symbol)
+        }
+
+        static let comparisons: [String: Comparison] = ["=": .equal, "!=": .notEqual, "<": .less, "<=": .lessOrEqual, ">": .greater, ">=": .greaterOrEqual]
+
+        /// A value token and the unit words after a number.
+        mutating func value() throws -> (Token, [Token]) {
+            guard let token = take(), token.kind != .symbol, token.kind == .string || !Self.keywords.contains(token.text.lowercased()) else {
+                throw failure("expected a value", at: tokens[safe: position - 1])
+            }
+            var unit: [Token] = []
+            if token.kind == .word, Double(token.text) != nil, let next = peek, next.kind == .word,
+                !Self.keywords.contains(next.text.lowercased()), (try? HealthUnit(next.text)) != nil
+            {
+                unit.append(next)
+                position += 1
+            }
+            return (token, unit)
+        }
+
+        func compare(_ field: Token, _ comparison: Comparison, _ value: (Token, [Token]), operatorToken: Token) throws -> ObjectPredicate {
+            let name = field.text
+            switch name {
+            case "value", "category":
+                if type.family == .category || name == "category" {
+                    let raw = try categoryValues(value)
+                    if raw.count > 1 {
+                        guard comparison == .equal || comparison == .notEqual else { throw failure("a named set compares with = or != only", at: operatorToken) }
+                        return comparison == .equal ? .categoryValues(Set(raw)) : .not(.categoryValues(Set(raw)))
+                    }
+                    return .categoryValue(comparison, raw.first!)
+                }
+                return .quantity(comparison, try quantity(value))
+            case "start", "end":
+                return .date(name == "start" ? .start : .end, comparison, try date(value.0))
+            case "source", "uuid", "workout", "correlation":
+                guard comparison == .equal || comparison == .notEqual else { throw failure("\(name) compares with = or != only", at: operatorToken) }
+                let predicate = try oneOf(field, [value])
+                return comparison == .equal ? predicate : .not(predicate)
+            default:
+                if name.hasPrefix("device.") {
+                    guard comparison == .equal || comparison == .notEqual else { throw failure("device properties compare with = or != only", at: operatorToken) }
+                    let predicate = try oneOf(field, [value])
+                    return comparison == .equal ? predicate : .not(predicate)
+                }
+                if name.hasPrefix("metadata."), name.count > 9 {
+                    return .metadata(String(name.dropFirst(9)), .comparison(comparison, try metadataValue(value)))
+                }
+                throw failure("unknown field '\(name)'", at: field)
+            }
+        }
+
+        func oneOf(_ field: Token, _ values: [(Token, [Token])]) throws -> ObjectPredicate {
+            let name = field.text
+            switch name {
+            case "value", "category":
+                if type.family == .category || name == "category" { return .categoryValues(Set(try values.flatMap { try categoryValues($0) })) }
+                return .or(try values.map { .quantity(.equal, try quantity($0)) })
+            case "source": return .sources(Set(values.map(\.0.text)))
+            case "uuid": return .uuids(Set(try values.map { try uuid($0.0) }))
+            case "workout", "correlation":
+                guard values.count == 1 else { throw failure("\(name) takes one UUID", at: values[1].0) }
+                let id = try uuid(values[0].0)
+                return name == "workout" ? .associatedWithWorkout(id) : .memberOfCorrelation(id)
+            case "start", "end":
+                return .or(try values.map { .date(name == "start" ? .start : .end, .equal, try date($0.0)) })
+            default:
+                if name.hasPrefix("device.") {
+                    guard let property = DeviceProperty(rawValue: String(name.dropFirst(7))) else { throw failure("unknown device property '\(name)'", at: field) }
+                    return .deviceProperty(property, Set(values.map(\.0.text)))
+                }
+                if name.hasPrefix("metadata."), name.count > 9 { return .metadata(String(name.dropFirst(9)), .oneOf(try values.map(metadataValue))) }
+                throw failure("unknown field '\(name)'", at: field)
+            }
+        }
+
+        func quantity(_ value: (Token, [Token])) throws -> Quantity {
+            guard value.0.kind == .word, let number = Double(value.0.text) else { throw failure("expected a number", at: value.0) }
+            if let unit = value.1.first { return Quantity(number, try HealthUnit(unit.text)) }
+            guard let quantityType = try? QuantityType(type.identifier), quantityType.canonicalUnit.description == "count" else {
+                throw failure("give the value's unit, e.g. \(value.0.text) \(DisplayUnits.unit(for: type)?.description ?? "count")", at: value.0)
+            }
+            return Quantity(number, .count)
+        }
+
+        /// A category value by raw number or case name; `asleep` is every sleep stage.
+        func categoryValues(_ value: (Token, [Token])) throws -> [Int] {
+            guard let category = try? CategoryType(type.identifier) else { throw failure("\(type) has no category values", at: value.0) }
+            if let raw = Int(value.0.text) { return [raw] }
+            if category.values == CategoryValueSet.sleepAnalysis, value.0.text == "asleep" { return ObjectPredicate.allAsleepValues.sorted() }
+            guard let raw = category.values.value(named: value.0.text) else {
+                throw failure("'\(value.0.text)' is not a value of \(category.values.name) (\(category.values.cases.map(\.name).joined(separator: ", ")))", at: value.0)
+            }
+            return [raw]
+        }
+
+        func date(_ token: Token) throws -> Date {
+            guard let date = try? Date(token.text, strategy: .iso8601) else { throw failure("expected an ISO 8601 date", at: token) }
+            return date
+        }
+
+        func uuid(_ token: Token) throws -> UUID {
+            guard let uuid = UUID(uuidString: token.text) else { throw failure("expected a UUID", at: token) }
+            return uuid
+        }
+
+        /// A quoted text is a string; a number (with a unit: a quantity), a date or a word otherwise.
+        func metadataValue(_ value: (Token, [Token])) throws -> MetadataValue {
+            if value.0.kind == .string { return .string(value.0.text) }
+            if let number = Double(value.0.text) {
+                if let unit = value.1.first { return .quantity(Quantity(number, try HealthUnit(unit.text))) }
+                return .number(number)
+            }
+            if value.0.text.contains("T"), let date = try? Date(value.0.text, strategy: .iso8601) { return .date(date) }
+            return .string(value.0.text)
+        }
+    }
+}
+
+extension Array {
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+}
