@@ -124,8 +124,21 @@ public struct StatisticsIntervals: Sendable, Hashable {
         guard (1...10_000).contains(count) else {
             throw HealthError.invalidArgument("an interval is 1 to 10,000 \(unit)s, not \(count)", field: "interval")
         }
-        guard Self.supported.contains(anchor) else {
-            throw HealthError.invalidArgument("the anchor date must lie in the years 1 to 9999", field: "anchor")
+        var anchor = anchor
+        switch unit {
+        case .minute, .hour:
+            // Fixed-length intervals need no calendar: any anchor from distantPast (HealthKit's
+            // usual choice) to distantFuture tiles time.
+            guard anchor >= .distantPast, anchor <= .distantFuture else {
+                throw HealthError.invalidArgument("the anchor date must lie between distantPast and distantFuture", field: "anchor")
+            }
+        case .day, .week, .month, .year:
+            // Calendars work in the years 1 to 9999; distantPast (just before year 1) means
+            // the start of year 1 (UTC).
+            if anchor == .distantPast { anchor = Self.supported.start }
+            guard Self.supported.contains(anchor) else {
+                throw HealthError.invalidArgument("the anchor date must lie in the years 1 to 9999", field: "anchor")
+            }
         }
         self.anchor = anchor
         self.count = count
