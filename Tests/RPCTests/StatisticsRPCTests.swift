@@ -67,4 +67,45 @@ struct StatisticsRPCTests {
         for store in [owner, app] { await store.close() }
         await server.stop()
     }
+
+    @Test("samples with the same start are ordered by save order on every path: the app's own, the owner's merged and per-source views agree")
+    func ties() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        let base = Samples.base
+        func pulse(_ perSecond: Double, at offset: TimeInterval, lasting: TimeInterval = 0, uuid: String) -> HealthObject {
+            .quantitySample(QuantitySample(
+                type: Samples.heartRate, quantity: try! Quantity(perSecond, "count/s"), start: base.addingTimeInterval(offset),
+                end: base.addingTimeInterval(offset + lasting), uuid: UUID(uuidString: uuid)!))
+        }
+        // An instant and a lasting sample share a start; the UUIDs order them the other way
+        // round from their save order, which is the order that counts: the instant holds for
+        // no time (the next sample starts with it), 30 holds 10 s, 20 holds the last 10 s.
+        try await app.save([
+            pulse(10, at: 0, uuid: "FFFFFFFF-0000-4000-8000-000000000000"), pulse(30, at: 0, lasting: 5, uuid: "00000000-0000-4000-8000-000000000000"),
+        ])
+        try await app.save(pulse(20, at: 10, uuid: "88888888-0000-4000-8000-000000000000"))
+        let interval = DateInterval(start: base, duration: 20)
+        func average(_ store: HealthStore, _ options: StatisticsOptions) async throws -> Statistics {
+            try #require(try await store.statistics(for: StatisticsQueryDescriptor(type: Samples.heartRate, interval: interval, options: options)))
+        }
+        let unit = try HealthUnit("count/s")
+        let own = try await average(app, .discreteAverage)
+        let merged = try await average(owner, .discreteAverage)
+        let separate = try await average(owner, [.discreteAverage, .separateBySource])
+        #expect(try own.averageQuantity()?.doubleValue(for: unit) == 25)
+        #expect(try merged.averageQuantity()?.doubleValue(for: unit) == 25)
+        #expect(try separate.averageQuantity(for: TestServer.appSource)?.doubleValue(for: unit) == 25)
+        #expect(try separate.averageQuantity()?.doubleValue(for: unit) == 25)
+        let collection = try await owner.statisticsCollection(for: StatisticsCollectionQueryDescriptor(
+            type: Samples.heartRate, range: interval, intervals: try StatisticsIntervals(anchor: base, every: 1, .minute, timeZone: .gmt),
+            options: [.discreteAverage, .separateBySource]))
+        // In a one-minute interval the last value holds to its end: (30·10 + 20·50) / 60.
+        let minute = try #require(collection.statistics.first)
+        #expect(try minute.averageQuantity(for: TestServer.appSource)?.doubleValue(for: unit) == minute.averageQuantity()?.doubleValue(for: unit))
+        #expect(abs(try minute.averageQuantity()!.doubleValue(for: unit) - 1300.0 / 60) < 1e-9)
+        for store in [app, owner] { await store.close() }
+        await server.stop()
+    }
 }
