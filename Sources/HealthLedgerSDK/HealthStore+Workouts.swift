@@ -80,21 +80,33 @@ public struct WorkoutRouteBuilder: Sendable {
     }
 
     /// Stores the locations, sorted by time, as a route of `workout` (a workout this app saved).
-    public func finishRoute(with workout: UUID, metadata: Metadata = [:]) async throws -> WorkoutRoute {
+    public func finishRoute(with workout: UUID, metadata: Metadata = [:]) async throws -> FinishedRoute {
         let request = Healthledger_V1_FinishRouteRequest.with {
             $0.builderID = Data(id.bytes)
             $0.workoutUuid = Data(workout.bytes)
             $0.metadata = .init(metadata)
         }
-        let object = try HealthStore.decode(Healthledger_V1_HealthObject.self, try await store.unary(.finishRoute, request))
-        guard case .workoutRoute(let route)? = try? object.model() else { throw RPCError(.internalError, "the server sent an invalid route") }
-        return route
+        let response = try HealthStore.decode(Healthledger_V1_FinishRouteResponse.self, try await store.unary(.finishRoute, request))
+        guard case .workoutRoute(let route)? = try? response.route.model(), let outcome = try? response.outcome.model() else {
+            throw RPCError(.internalError, "the server sent an invalid route")
+        }
+        return FinishedRoute(route: route, disposition: outcome.disposition)
     }
 
     /// Drops the builder and its locations.
     public func discard() async throws {
         _ = try await store.unary(.discardRoute, Healthledger_V1_DiscardRouteRequest.with { $0.builderID = Data(id.bytes) })
     }
+}
+
+/// A finished route and what became of it: saved, replacing an older version of its sync
+/// identifier, or ignored (an equal or newer version is stored; nothing was written).
+@dynamicMemberLookup
+public struct FinishedRoute: Sendable, Hashable {
+    public var route: WorkoutRoute
+    public var disposition: SaveResult.Disposition
+
+    public subscript<Value>(dynamicMember keyPath: KeyPath<WorkoutRoute, Value>) -> Value { route[keyPath: keyPath] }
 }
 
 /// One batch of a route query: locations in time order; the last batch has `done` set.

@@ -167,9 +167,9 @@ struct WorkoutLedgerTests {
         }
         #expect(throws: HealthError.self) { try ledger.addRouteLocations([RouteLocation(timestamp: Self.base, latitude: 91, longitude: 0)], to: builder, by: .owner) }
         #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(1)], to: builder, by: Self.appA) }
-        let sync: Metadata = [MetadataKey.syncIdentifier: .string("r"), MetadataKey.syncVersion: .number(1)]
-        await #expect(throws: HealthError.self) { _ = try await ledger.finishRoute(builder, workout: workout.uuid, metadata: sync, by: .owner) }
-        let route = try await ledger.finishRoute(builder, workout: workout.uuid, by: .owner)
+        let unpaired: Metadata = [MetadataKey.syncIdentifier: .string("r")]
+        await #expect(throws: HealthError.self) { _ = try await ledger.finishRoute(builder, workout: workout.uuid, metadata: unpaired, by: .owner) }
+        let route = try await ledger.finishRoute(builder, workout: workout.uuid, by: .owner).route
         #expect(route.locationCount == 10_000 && route.startDate == Self.base && route.endDate == Self.base.addingTimeInterval(9999))
         #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(1)], to: builder, by: .owner) }
 
@@ -221,7 +221,7 @@ struct WorkoutLedgerTests {
         try await ledger.associate([hidden.uuid], with: workout.uuid, by: .owner)
         let builder = try ledger.beginRoute(by: .owner)
         try ledger.addRouteLocations([Self.location(0), Self.location(1)], to: builder, by: .owner)
-        let route = try await ledger.finishRoute(builder, workout: workout.uuid, by: .owner)
+        let route = try await ledger.finishRoute(builder, workout: workout.uuid, by: .owner).route
 
         // A reads the workout but none of the heart rate: no statistics, no match, no members.
         let seen = try #require(try ledger.workoutStatistics(for: workout.uuid, as: Self.appA))
@@ -253,6 +253,6 @@ struct WorkoutLedgerTests {
         await #expect { _ = try await ledger.finishRoute(other, workout: workout.uuid, by: Self.appA) } throws: { error in
             (error as? HealthError)?.code == .authorizationDenied
         }
-        #expect(try await ledger.finishRoute(other, workout: ownWorkout.uuid, by: Self.appA).locationCount == 1)
+        #expect(try await ledger.finishRoute(other, workout: ownWorkout.uuid, by: Self.appA).route.locationCount == 1)
     }
 }

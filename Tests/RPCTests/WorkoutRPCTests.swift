@@ -196,7 +196,7 @@ struct WorkoutRPCTests {
             try await builder.insertRouteData([RouteLocation(timestamp: Samples.base, latitude: 95, longitude: 0)])
         }
         await expectRPCError(.notFound, .noData, "unknown workout") { _ = try await builder.finishRoute(with: UUID()) }
-        let route = try await builder.finishRoute(with: workout.uuid, metadata: ["com.example.note": .string("city loop")])
+        let route = try await builder.finishRoute(with: workout.uuid, metadata: ["com.example.note": .string("city loop")]).route
         #expect(route.locationCount == 14_400 && route.endDate == Samples.base.addingTimeInterval(14_399))
         #expect(try await app.object(with: route.uuid) == .workoutRoute(route))
         #expect(try await app.routeLocations(of: route.uuid).all() == (0..<14_400).map(Self.location))
@@ -216,9 +216,47 @@ struct WorkoutRPCTests {
     }
 }
 
+extension WorkoutRPCTests {
+    @Test("a route finished with a higher sync version replaces the stored one atomically; an equal one is ignored")
+    func routeReplacement() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let workout = Self.run()
+        try await owner.save(.workout(workout))
+        func finish(_ seconds: Range<Int>, step: Int, version: Double) async throws -> FinishedRoute {
+            let builder = try await owner.makeRouteBuilder()
+            try await builder.insertRouteData(stride(from: seconds.lowerBound, to: seconds.upperBound, by: step).map(Self.location))
+            return try await builder.finishRoute(
+                with: workout.uuid, metadata: [MetadataKey.syncIdentifier: .string("route-1"), MetadataKey.syncVersion: .number(version)])
+        }
+        let raw = try await finish(0..<600, step: 1, version: 1)
+        #expect(raw.disposition == .saved && raw.locationCount == 600)
+        let anchor = try await owner.result(for: AnchoredObjectQueryDescriptor(type: .workoutRoute)).newAnchor
+        // The "smoothed" route of the 2017 talk: fewer points, a higher version.
+        let smoothed = try await finish(0..<600, step: 10, version: 2)
+        #expect(smoothed.disposition == .replaced(previous: raw.uuid))
+        let routes = try await SampleQueryDescriptor(type: .workoutRoute, predicate: .associatedWithWorkout(workout.uuid)).result(for: owner)
+        #expect(routes.map(\.uuid) == [smoothed.uuid])
+        #expect(try await owner.routeLocations(of: smoothed.uuid).all().count == 60)
+        #expect(try await owner.object(with: raw.uuid) == nil)
+        await expectRPCError(.notFound) { _ = try await owner.routeLocations(of: raw.uuid).all() }
+        let changes = try await owner.result(for: AnchoredObjectQueryDescriptor(type: .workoutRoute, anchor: anchor))
+        #expect(changes.deletedObjects.map(\.uuid) == [raw.uuid] && changes.addedObjects.map(\.uuid) == [smoothed.uuid])
+        #expect(changes.deletedObjects.first?.syncVersion == 1)
+        // The same version again changes nothing, and says so.
+        let again = try await finish(0..<600, step: 20, version: 2)
+        #expect(again.disposition == .ignored(existing: smoothed.uuid))
+        #expect(try await owner.object(with: again.uuid) == nil)
+        #expect(try await SampleQueryDescriptor(type: .workoutRoute).result(for: owner).map(\.uuid) == [smoothed.uuid])
+        #expect(try server.ledger.replay().identical)
+        await owner.close()
+        await server.stop()
+    }
+}
+
 extension HealthStore {
     /// Finishes `builder` with `workout` (test shorthand).
     func finishRoute(_ builder: WorkoutRouteBuilder, _ workout: UUID) async throws -> WorkoutRoute {
-        try await builder.finishRoute(with: workout)
+        try await builder.finishRoute(with: workout).route
     }
 }

@@ -41,10 +41,13 @@ extension LedgerCall {
 
     func finishRoute() async throws -> [UInt8] {
         let request = try decode(Healthledger_V1_FinishRouteRequest.self)
-        let route = try await ledger.finishRoute(
+        let (route, disposition) = try await ledger.finishRoute(
             try Self.uuid(request.builderID, field: "builder_id"), workout: try Self.uuid(request.workoutUuid, field: "workout_uuid"),
             metadata: try request.metadata.model(), by: principal)
-        return try Healthledger_V1_HealthObject(.workoutRoute(route)).serializedBytes()
+        return try Healthledger_V1_FinishRouteResponse.with {
+            $0.route = .init(.workoutRoute(route))
+            $0.outcome = .init(SaveResult(uuid: route.uuid, disposition: disposition))
+        }.serializedBytes()
     }
 
     func discardRoute() throws -> [UInt8] {

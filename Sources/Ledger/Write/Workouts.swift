@@ -85,13 +85,21 @@ extension Ledger {
 
     /// Stores a builder's locations, sorted by time, as a route of `workout`: the route
     /// object, then its locations in chunks, in one commit. The builder is consumed once the
-    /// route is durable; if the save fails it stays, to try again.
+    /// route is durable (or ignored); if the save fails it stays, to try again.
     ///
+    /// A route finished with `HKMetadataKeySyncIdentifier` and `HKMetadataKeySyncVersion`
+    /// follows the sync rules: a higher version than the stored route's replaces it
+    /// atomically (the old one leaves a tombstone, its locations go with it), an equal or
+    /// lower one writes nothing and is reported ignored.
+    ///
+    /// - Returns: the route and what became of it.
     /// - Throws: ``HealthError``: `invalidArgument` for a builder without locations or a
     ///   workout UUID that is not a workout; `noData` for an unknown builder or a workout
     ///   `principal` may not read; `authorizationDenied`/`authorizationNotDetermined` when it
     ///   may not share routes or change the workout.
-    public func finishRoute(_ builder: UUID, workout: UUID, metadata: Metadata = [:], by principal: Principal) async throws -> WorkoutRoute {
+    public func finishRoute(
+        _ builder: UUID, workout: UUID, metadata: Metadata = [:], by principal: Principal
+    ) async throws -> (route: WorkoutRoute, disposition: SaveResult.Disposition) {
         let locations = try routeBuilders.locations(of: builder, for: principal).sorted { $0.timestamp < $1.timestamp }
         guard let first = locations.first else {
             throw HealthError.invalidArgument("the route builder has no locations: add some before finishing", field: "builder_id")
@@ -101,10 +109,6 @@ extension Ledger {
             metadata: metadata, sourceRevision: SourceRevision(source: .owner))
         if case .app(let source) = principal { route.sourceRevision = SourceRevision(source: source) }
         try HealthObject.workoutRoute(route).validate()
-        guard route.syncIdentifier == nil else {
-            // Sync upserts replace objects that are saved; a route is built, and finished once.
-            throw HealthError.invalidArgument("a route's metadata cannot carry \(MetadataKey.syncIdentifier)", field: "metadata")
-        }
         let summary = try ObjectSummary(.workoutRoute(route), units: UnitCache())
         let objectBytes = HealthObject.workoutRoute(route).encodedBytes()
         let chunks: [[UInt8]] = try stride(from: 0, to: locations.count, by: Self.routeChunkSize).enumerated().map { index, start in
@@ -114,9 +118,17 @@ extension Ledger {
             chunk.locations = .init(locations[start..<min(start + Self.routeChunkSize, locations.count)])
             return try chunk.serializedBytes()
         }
-        try await committer.submit { context in
+        let disposition = try await committer.submit { context -> SaveResult.Disposition in
             try Self.requireSharing(.workoutRoute, by: principal, in: context)
             try Self.requireWorkout(workout, changeableBy: principal, in: context)
+            var disposition = SaveResult.Disposition.saved
+            if let syncKey = summary.syncKey, let existing = try context.txn.get(syncKey, in: context.databases.syncIdentifiers) {
+                let existingUUID = UUID(bytes: existing[0..<16])!
+                guard Int64(bitPattern: KeyEncoding.uint64(existing, at: 16)) < summary.syncVersion ?? 0 else { return .ignored(existing: existingUUID) }
+                // The new route names its own workout: no membership to carry over.
+                try Self.deleteStored(existingUUID.bytes, reason: .replacedBySyncVersion, by: principal, in: context)
+                disposition = .replaced(previous: existingUUID)
+            }
             try context.append(
                 kind: .objectSaved, actor: principal, objectType: summary.type, objectUUID: summary.uuid, body: objectBytes, change: .saved(summary))
             for (index, chunk) in chunks.enumerated() {
@@ -124,9 +136,10 @@ extension Ledger {
                     kind: .routeLocationsAdded, actor: principal, objectType: summary.type, objectUUID: summary.uuid, body: chunk,
                     change: .routeLocationsAdded(route: summary.uuid, chunk: UInt32(index)))
             }
+            return disposition
         }
         try? routeBuilders.discard(builder, for: principal)
-        return route
+        return (route, disposition)
     }
 }
 

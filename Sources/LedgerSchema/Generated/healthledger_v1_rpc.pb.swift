@@ -2801,9 +2801,11 @@ public nonisolated struct Healthledger_V1_AddRouteLocationsRequest: Sendable {
 }
 
 /// healthledger.v1.Ledger/FinishRoute: stores the collected locations, sorted by time, as a
-/// route of a workout the caller saved (the owner: any), and answers the route (a
-/// HealthObject). Needs share authorization for the route type. A builder without
-/// locations is INVALID_ARGUMENT.
+/// route of a workout the caller saved (the owner: any), and answers FinishRouteResponse.
+/// Needs share authorization for the route type. A builder without locations is
+/// INVALID_ARGUMENT. With HKMetadataKeySyncIdentifier and HKMetadataKeySyncVersion in the
+/// metadata, a higher version replaces the caller's stored route of that identifier (which
+/// leaves a tombstone) and an equal or lower one stores nothing (outcome IGNORED).
 public nonisolated struct Healthledger_V1_FinishRouteRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -2818,6 +2820,38 @@ public nonisolated struct Healthledger_V1_FinishRouteRequest: Sendable {
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+}
+
+public nonisolated struct Healthledger_V1_FinishRouteResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The route as finished (when ignored: as it would have been; not stored).
+  public var route: Healthledger_V1_HealthObject {
+    get {_route ?? Healthledger_V1_HealthObject()}
+    set {_route = newValue}
+  }
+  /// Returns true if `route` has been explicitly set.
+  public var hasRoute: Bool {self._route != nil}
+  /// Clears the value of `route`. Subsequent reads from it will return its default value.
+  public mutating func clearRoute() {self._route = nil}
+
+  public var outcome: Healthledger_V1_SaveOutcome {
+    get {_outcome ?? Healthledger_V1_SaveOutcome()}
+    set {_outcome = newValue}
+  }
+  /// Returns true if `outcome` has been explicitly set.
+  public var hasOutcome: Bool {self._outcome != nil}
+  /// Clears the value of `outcome`. Subsequent reads from it will return its default value.
+  public mutating func clearOutcome() {self._outcome = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _route: Healthledger_V1_HealthObject? = nil
+  fileprivate var _outcome: Healthledger_V1_SaveOutcome? = nil
 }
 
 /// healthledger.v1.Ledger/DiscardRoute: drops a builder. Answered with an empty message.
@@ -6754,6 +6788,45 @@ nonisolated extension Healthledger_V1_FinishRouteRequest: SwiftProtobuf.Message,
     if lhs.builderID != rhs.builderID {return false}
     if lhs.workoutUuid != rhs.workoutUuid {return false}
     if lhs.metadata != rhs.metadata {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_FinishRouteResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FinishRouteResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}route\0\u{1}outcome\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._route) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._outcome) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._route {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._outcome {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_FinishRouteResponse, rhs: Healthledger_V1_FinishRouteResponse) -> Bool {
+    if lhs._route != rhs._route {return false}
+    if lhs._outcome != rhs._outcome {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
