@@ -114,7 +114,8 @@ struct WorkoutLedgerTests {
 
         let statistics = try #require(try ledger.workoutStatistics(for: workout.uuid, as: .owner))
         let heart = try #require(statistics.statistics(for: Self.heartRate))
-        #expect(Self.bpm(heart.values.average) == (440.0 / 3 * 1e9).rounded() / 1e9)
+        // Time-weighted, as heart rate is: 120 holds 700 s, 150 holds 200 s, 170 the last 800 s.
+        #expect(Self.bpm(heart.values.average) == ((120.0 * 700 + 150 * 200 + 170 * 800) / 1700 * 1e9).rounded() / 1e9)
         #expect(Self.bpm(heart.values.minimum) == 120 && Self.bpm(heart.values.maximum) == 170)
         #expect(statistics.statistics(for: Self.steps)?.values.sum?.value == 2500)
         let second = try #require(workout.activities.last?.uuid)
@@ -206,6 +207,32 @@ struct WorkoutLedgerTests {
         #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(0)], to: again, by: Self.appA) }
         try ledger.discardRoute(opened[1], by: Self.appA)
         #expect(try ledger.addRouteLocations(batch, to: other, by: Self.appB) == ObjectLimits.maximumRouteLocations)
+    }
+
+    @Test("workout statistics are statistics queries over the workout's span; a sample crossing an activity boundary is split")
+    func statisticsAgree() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "workouts")
+        let workout = Self.run()
+        let samples = [
+            Fixtures.heartRate(120, at: 100), Fixtures.heartRate(150, at: 800), Fixtures.heartRate(170, at: 1000),
+            Fixtures.steps(600, from: 600, to: 1200), Fixtures.steps(100, from: 1700, to: 1900),
+        ]
+        try await ledger.save([.workout(workout)] + samples, by: .owner)
+        try await ledger.associate(samples.map(\.uuid), with: workout.uuid, by: .owner)
+        let statistics = try #require(try ledger.workoutStatistics(for: workout.uuid, as: .owner))
+        let span = DateInterval(start: workout.startDate, end: workout.endDate)
+        let associated = ObjectPredicate.associatedWithWorkout(workout.uuid)
+        for (type, options) in [(Self.heartRate, StatisticsOptions([.discreteAverage, .discreteMin, .discreteMax])), (Self.steps, .cumulativeSum)] {
+            let query = try #require(try ledger.statistics(StatisticsQuery(type: type, interval: span, options: options, predicate: associated), as: .owner))
+            #expect(statistics.statistics(for: type)?.values == query.values, "\(type)")
+        }
+        // 600 steps over [600 s, 1200 s] cross the activities' boundary at 900 s: half each;
+        // the last sample runs 100 s past the workout's end: half of it counts.
+        let (first, second) = (workout.activities[0].uuid, workout.activities[1].uuid)
+        #expect(statistics.statistics(for: Self.steps, activity: first)?.values.sum?.value == 300)
+        #expect(statistics.statistics(for: Self.steps, activity: second)?.values.sum?.value == 350)
+        #expect(statistics.statistics(for: Self.steps)?.values.sum?.value == 650)
     }
 
     @Test("privacy: statistics, predicates, associated objects and routes count only what the reader may read")

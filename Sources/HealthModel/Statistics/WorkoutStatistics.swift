@@ -3,11 +3,12 @@ import Foundation
 /// The statistics of the samples associated with a workout (HealthKit's
 /// `HKWorkout.statistics(for:)` and `HKWorkoutActivity.statistics(for:)`), per quantity type,
 /// in canonical units: a sum for cumulative types; average, minimum and maximum for discrete
-/// ones. Only samples the reader may read count.
+/// ones, computed as a statistics query over the workout's (or activity's) span computes them.
+/// Only samples the reader may read count.
 public struct WorkoutStatistics: Sendable, Hashable {
     /// Over the whole workout.
     public var workout: [QuantityType: Statistics]
-    /// Per activity, in the workout's order: the samples starting within it.
+    /// Per activity, in the workout's order: the samples overlapping it.
     public var activities: [ActivityStatistics]
 
     public init(workout: [QuantityType: Statistics] = [:], activities: [ActivityStatistics] = []) {
@@ -19,18 +20,6 @@ public struct WorkoutStatistics: Sendable, Hashable {
 
     public func statistics(for type: QuantityType, activity: UUID) -> Statistics? {
         activities.first { $0.uuid == activity }?.statistics[type]
-    }
-
-    /// The values of samples with `values` (canonical units) over an interval: what a
-    /// workout or activity reports for `type`.
-    public static func values(of type: QuantityType, _ values: some Collection<Double>) -> StatisticsValues {
-        let unit = type.canonicalUnit
-        if type.aggregationStyle == .cumulative {
-            return StatisticsValues(sum: Quantity(values.reduce(0, +), unit))
-        }
-        return StatisticsValues(
-            average: Quantity(values.reduce(0, +) / Double(values.count), unit), minimum: values.min().map { Quantity($0, unit) },
-            maximum: values.max().map { Quantity($0, unit) })
     }
 }
 

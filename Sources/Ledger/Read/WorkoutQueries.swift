@@ -68,11 +68,15 @@ public struct RouteChunks: Sendable {
 
 /// Reads the samples associated with workouts as one reader may see them: each type through
 /// that reader's scope, so statistics and predicates never count a sample it may not read.
+/// Their statistics come from the statistics engine, over the workout's or activity's span:
+/// time-weighted where the type is, sums split in proportion at the span's edges, sources
+/// merged by priority. A statistics query over the same samples and span gives the same values.
 final class WorkoutMemberReader {
     let principal: Principal
     let txn: Transaction
     let databases: LedgerDatabases
     private var scopes: [UInt32: ReadScope] = [:]
+    private var engines: [QuantityType: StatisticsEngine] = [:]
 
     init(principal: Principal, txn: Transaction, databases: LedgerDatabases) {
         self.principal = principal
@@ -95,44 +99,54 @@ final class WorkoutMemberReader {
     }
 
     func statistics(of workout: Workout) throws -> WorkoutStatistics {
-        let members = try readableQuantities(of: workout.uuid)
-        var result = WorkoutStatistics()
-        result.workout = Self.statistics(members, from: workout.startDate, to: workout.endDate)
+        let members = Dictionary(grouping: try readableQuantities(of: workout.uuid), by: \.0).mapValues { $0.map(\.1) }
+        func statistics(from start: Date, to end: Date) throws -> [QuantityType: Statistics] {
+            var result: [QuantityType: Statistics] = [:]
+            for (type, samples) in members { result[type] = try self.statistics(type, samples, from: start, to: end) }
+            return result
+        }
+        var result = WorkoutStatistics(workout: try statistics(from: workout.startDate, to: workout.endDate))
         for activity in workout.activities {
-            let inside = members.filter { Self.activity(activity.startDate, activity.endDate, contains: $0.1) }
-            result.activities.append(ActivityStatistics(uuid: activity.uuid, statistics: Self.statistics(inside, from: activity.startDate, to: activity.endDate)))
+            result.activities.append(ActivityStatistics(uuid: activity.uuid, statistics: try statistics(from: activity.startDate, to: activity.endDate)))
         }
         return result
+    }
+
+    /// The statistics of `members` (of `type`) over `[start, end)`, as a statistics query
+    /// computes them: a sum for cumulative types; average, minimum and maximum for discrete
+    /// ones. Nil when none overlaps the span.
+    func statistics(_ type: QuantityType, _ members: [WorkoutMember], from start: Date, to end: Date) throws -> Statistics? {
+        let bucket = (start: microseconds(start), end: microseconds(end))
+        let range = TimeRange(start: bucket.start, end: bucket.end)
+        let samples = StatisticsSample.ordered(members.filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map {
+            StatisticsSample(start: $0.startUs, end: $0.endUs, value: $0.value, source: $0.source, sequence: $0.sequence)
+        })
+        guard !samples.isEmpty else { return nil }
+        return try engine(for: type).statistics(samples[...], bucket: bucket, dates: DateInterval(start: start, end: end))
+    }
+
+    private func engine(for type: QuantityType) throws -> StatisticsEngine {
+        if let engine = engines[type] { return engine }
+        let options: StatisticsOptions = type.aggregationStyle == .cumulative ? .cumulativeSum : [.discreteAverage, .discreteMin, .discreteMax]
+        let engine = try StatisticsEngine(type: type, options: options, principal: principal, in: txn, databases)
+        engines[type] = engine
+        return engine
     }
 
     /// Whether the workout saved by the event stored as `stored` matches `predicate`.
     func matches(_ predicate: WorkoutPredicate, workoutEvent stored: UnsafeRawBufferPointer) throws -> Bool {
         guard case .workout(let workout) = try LedgerEvent(stored: stored).savedObject() else { return false }
-        var members: [(QuantityType, WorkoutMember)]?
-        func facts(type: WorkoutActivityType, duration: TimeInterval, start: Date, end: Date, isActivity: Bool, activities: [WorkoutFacts]?) -> WorkoutFacts {
+        var members: [QuantityType: [WorkoutMember]]?
+        func facts(type: WorkoutActivityType, duration: TimeInterval, start: Date, end: Date, activities: [WorkoutFacts]?) -> WorkoutFacts {
             WorkoutFacts(activityType: type, duration: duration, statistics: { [self] quantityType in
-                if members == nil { members = try readableQuantities(of: workout.uuid) }
-                let values = members!.filter { $0.0 == quantityType && (!isActivity || Self.activity(start, end, contains: $0.1)) }.map(\.1.value)
-                return values.isEmpty ? nil : WorkoutStatistics.values(of: quantityType, values)
+                if members == nil { members = Dictionary(grouping: try readableQuantities(of: workout.uuid), by: \.0).mapValues { $0.map(\.1) } }
+                return try statistics(quantityType, members![quantityType] ?? [], from: start, to: end)?.values
             }, activities: activities)
         }
         let activities = workout.activities.map {
-            facts(type: $0.configuration.activityType, duration: $0.duration, start: $0.startDate, end: $0.endDate, isActivity: true, activities: nil)
+            facts(type: $0.configuration.activityType, duration: $0.duration, start: $0.startDate, end: $0.endDate, activities: nil)
         }
         return try predicate.matches(
-            facts(type: workout.activityType, duration: workout.duration, start: workout.startDate, end: workout.endDate, isActivity: false, activities: activities))
-    }
-
-    /// An activity's samples are those starting within it.
-    static func activity(_ start: Date, _ end: Date, contains member: WorkoutMember) -> Bool {
-        let (low, high) = (microseconds(start), microseconds(end))
-        return member.startUs >= low && (member.startUs < high || (low == high && member.startUs == low))
-    }
-
-    private static func statistics(_ members: [(QuantityType, WorkoutMember)], from start: Date, to end: Date) -> [QuantityType: Statistics] {
-        Dictionary(grouping: members, by: \.0).mapValues { group in
-            let type = group[0].0
-            return Statistics(type: type, startDate: start, endDate: end, values: WorkoutStatistics.values(of: type, group.map(\.1.value)))
-        }
+            facts(type: workout.activityType, duration: workout.duration, start: workout.startDate, end: workout.endDate, activities: activities))
     }
 }
