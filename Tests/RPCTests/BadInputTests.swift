@@ -423,5 +423,62 @@ struct BadInputTests {
         await bystander.close()
         await server.stop()
     }
-}
 
+    @Test("malformed predicates and descriptors on the wire: each a clear INVALID_ARGUMENT, nothing read or deleted")
+    func badPredicates() async throws {
+        let server = try await TestServer()
+        let raw = try await RawConnection(port: server.port)
+        let heartRate = Samples.heartRate.identifier
+        let cases: [(RPCMethod, [UInt8], String)] = [
+            (.querySamples, try Healthledger_V1_SampleQueryRequest.with { $0.type = heartRate; $0.predicate = .init() }.serializedBytes(), "empty"),
+            (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
+                $0.type = heartRate
+                $0.predicate.uuids = .with { $0.uuids = [Data([1, 2, 3])] }
+            }.serializedBytes(), "16 bytes"),
+            (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
+                $0.type = heartRate
+                $0.predicate.metadata = .with {
+                    $0.key = "zone"
+                    $0.comparison = .equal
+                    $0.values = [.with { $0.stringValue = "a" }, .with { $0.stringValue = "b" }]
+                }
+            }.serializedBytes(), "exactly one value"),
+            (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
+                $0.type = heartRate
+                $0.predicate.deviceProperty = .with { $0.property = .init(rawValue: 42) ?? .unspecified; $0.allowedValues = ["x"] }
+            }.serializedBytes(), "device property"),
+            (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
+                $0.type = heartRate
+                $0.predicate.date = .with { $0.comparison = .less }
+            }.serializedBytes(), "start or the end"),
+            (.queryChanges, try Healthledger_V1_ChangeQueryRequest.with {
+                $0.type = heartRate
+                $0.descriptors = [.with { $0.type = heartRate }]
+            }.serializedBytes(), "not both"),
+            (.queryChanges, try Healthledger_V1_ChangeQueryRequest.with {
+                $0.descriptors = [.with { $0.type = heartRate }, .with { $0.type = heartRate }]
+            }.serializedBytes(), "two descriptors"),
+            (.observe, try Healthledger_V1_ObserveRequest.with {
+                $0.descriptors = (0...64).map { _ in .with { $0.type = heartRate } }
+            }.serializedBytes(), "at most 64"),
+            (.queryCorrelations, try Healthledger_V1_CorrelationQueryRequest.with {
+                $0.type = "HKCorrelationTypeIdentifierBloodPressure"
+                $0.memberPredicates = [.with { $0.type = heartRate }]
+            }.serializedBytes(), "does not belong"),
+            (.deleteObjects, try Healthledger_V1_DeleteObjectsRequest.with {
+                $0.type = heartRate
+                $0.predicate.categoryValues = .with { $0.values = [1] }
+            }.serializedBytes(), "category type"),
+        ]
+        try await server.client().save(Samples.heartRate(70, at: 0))
+        for (index, (method, payload, words)) in cases.enumerated() {
+            let id = UInt64(index + 1)
+            try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: payload))
+            let status = try #require(await raw.status(of: id))
+            #expect(status.code == .invalidArgument && status.healthErrorCode == 3 && status.message.contains(words), "\(method) \(words): \(status)")
+        }
+        #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: server.client()).count == 1, "nothing deleted")
+        await raw.close()
+        await server.stop()
+    }
+}
