@@ -1,9 +1,9 @@
-import HealthModel
+@testable import HealthModel
 import Testing
 
-@Suite("Type catalogue (SEMANTICS §2)")
+@Suite("Type catalogue (docs/SEMANTICS.md §2)")
 struct CatalogueTests {
-    @Test("SEMANTICS §2 table", arguments: [
+    @Test("docs/SEMANTICS.md §2 table", arguments: [
         ("StepCount", "count", AggregationStyle.cumulative),
         ("DistanceWalkingRunning", "m", .cumulative), ("DistanceCycling", "m", .cumulative), ("DistanceSwimming", "m", .cumulative),
         ("ActiveEnergyBurned", "kcal", .cumulative), ("BasalEnergyBurned", "kcal", .cumulative),
@@ -84,5 +84,16 @@ struct CatalogueTests {
         #expect(WorkoutActivityType.handCycling.rawValue == 74)
         #expect(WorkoutActivityType.mixedCardio.rawValue == 73)
         #expect(WorkoutActivityType.swimming.rawValue == 46)
+    }
+
+    @Test("every display unit parses, names a catalogue type and converts to its canonical unit")
+    func displayUnits() throws {
+        for (identifier, unit) in DisplayUnits.overrides {
+            let type = try QuantityType(identifier)
+            #expect(try HealthUnit(unit).isCompatible(with: type.canonicalUnit), "\(identifier) in \(unit)")
+        }
+        #expect(DisplayUnits.unit(for: try QuantityType("HKQuantityTypeIdentifierHeartRate")).description == "count/min")
+        #expect(DisplayUnits.unit(for: try QuantityType("HKQuantityTypeIdentifierBodyMass")).description == "kg")
+        #expect(DisplayUnits.unit(for: ObjectType.workout) == nil)
     }
 }

@@ -2,7 +2,7 @@ import HealthModel
 import TestSupport
 import Testing
 
-@Suite("Units (SEMANTICS §1)")
+@Suite("Units (docs/SEMANTICS.md §1)")
 struct UnitTests {
     static func convert(_ value: Double, _ from: String, _ to: String) throws -> Double {
         try HealthUnit(from).convert(value, to: HealthUnit(to))

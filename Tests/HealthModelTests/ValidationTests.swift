@@ -2,7 +2,7 @@ import Foundation
 import HealthModel
 import Testing
 
-@Suite("Object validation (SEMANTICS §3–4)")
+@Suite("Object validation (docs/SEMANTICS.md §3–4)")
 struct ValidationTests {
     let now = Date(timeIntervalSince1970: 1_700_000_000)
 

@@ -2,7 +2,7 @@ import Foundation
 import HealthModel
 import Testing
 
-@Suite("Vision prescription validation (SEMANTICS §9)")
+@Suite("Vision prescription validation (docs/SEMANTICS.md §9)")
 struct VisionPrescriptionTests {
     let issued = Date(timeIntervalSince1970: 1_700_000_000)
     var expires: Date { issued.addingTimeInterval(2 * 365 * 86_400) }

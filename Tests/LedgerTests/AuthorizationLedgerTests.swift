@@ -4,7 +4,7 @@ import Ledger
 import Synchronization
 import Testing
 
-/// SEMANTICS §6 on the ledger API: requests and decisions as events, share checks, read
+/// docs/SEMANTICS.md §6 on the ledger API: requests and decisions as events, share checks, read
 /// scopes, per-object selections, source priority, and replay of all of it.
 @Suite("Authorization in the ledger")
 struct AuthorizationLedgerTests {

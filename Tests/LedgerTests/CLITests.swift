@@ -24,6 +24,15 @@ struct CLITests {
         #expect(notANumber.status != 0 && notANumber.error.contains("abc"))
     }
 
+    @Test("docs/TYPES.md is what `healthledger types --markdown` prints: every type's canonical and display unit")
+    func typesDocument() throws {
+        let document = URL(filePath: #filePath).deletingLastPathComponent().appending(path: "../../docs/TYPES.md")
+        let run = try Self.run(["types", "--markdown"])
+        #expect(run.status == 0)
+        #expect(run.output == (try String(contentsOf: document, encoding: .utf8)), "regenerate docs/TYPES.md with `healthledger types --markdown`")
+        #expect(run.output.contains("| HeartRate | `count/s` | `count/min` | discreteTemporallyWeighted |"))
+    }
+
     @Test("create, list, verify, replay and log a ledger")
     func ledgerLifecycle() throws {
         let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cli-\(UUID().uuidString)")

@@ -8,7 +8,7 @@ import Testing
 
 @testable import Ledger
 
-/// Anchored object queries (SEMANTICS §7) and what they show each reader (§6).
+/// Anchored object queries (docs/SEMANTICS.md §7) and what they show each reader (§6).
 @Suite("Anchored object queries")
 struct ChangeQueryTests {
     static let heartRate = Fixtures.heartRate.objectType

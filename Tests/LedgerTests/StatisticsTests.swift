@@ -5,7 +5,7 @@ import Testing
 
 @testable import Ledger
 
-/// Statistics and statistics collections (SEMANTICS §7) and what each reader sees of them (§6).
+/// Statistics and statistics collections (docs/SEMANTICS.md §7) and what each reader sees of them (§6).
 @Suite("Statistics")
 struct StatisticsTests {
     static let steps = Fixtures.steps
@@ -28,7 +28,7 @@ struct StatisticsTests {
     func mergeByPriority() async throws {
         let temporary = try TemporaryStore()
         let ledger = try await Self.ledger(temporary)
-        // SEMANTICS' vector: A (first to write, so first in priority) 120 steps over [0, 1200 s];
+        // The docs/SEMANTICS.md §7 vector: A (first to write, so first in priority) 120 steps over [0, 1200 s];
         // B 90 steps over [600 s, 1500 s] → 120 + 90 · 300/900 = 150; a naive sum gives 210.
         try await ledger.save([Self.sample(Self.steps, 120, "count", from: 0, to: 1200)], by: Self.appA)
         try await ledger.save([Self.sample(Self.steps, 90, "count", from: 600, to: 1500)], by: Self.appB)

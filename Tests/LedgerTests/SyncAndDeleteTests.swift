@@ -3,7 +3,7 @@ import HealthModel
 import Ledger
 import Testing
 
-@Suite("Sync identifiers (SEMANTICS §4) and deletion (§5)")
+@Suite("Sync identifiers (docs/SEMANTICS.md §4) and deletion (§5)")
 struct SyncAndDeleteTests {
     @Test("a higher version replaces, an equal or lower one is ignored")
     func upsertOutcomes() async throws {

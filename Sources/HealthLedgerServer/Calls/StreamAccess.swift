@@ -5,7 +5,7 @@ import Synchronization
 
 /// Ends a stream with `permissionDenied` the moment its caller loses access the stream
 /// relied on: a read grant revoked, a selected object deselected, or the credential
-/// revoked (SEMANTICS §6: revocation is immediate).
+/// revoked (docs/SEMANTICS.md §6: revocation is immediate).
 ///
 /// The reference is the scope the stream's read actually ran with, so a grant given and
 /// taken back while the stream starts cannot slip through. Streams that read only the

@@ -134,6 +134,6 @@ public struct AuthorizationEvent: Sendable, Hashable {
 
 
 extension ObjectType {
-    /// Types whose read authorization is per object (SEMANTICS §6): vision prescriptions.
+    /// Types whose read authorization is per object (docs/SEMANTICS.md §6): vision prescriptions.
     public var isReadPerObject: Bool { family == .visionPrescription }
 }

@@ -18,7 +18,7 @@ public enum ObjectLimits {
 }
 
 extension HealthObject {
-    /// Checks the object against SEMANTICS §3–4 and §9.
+    /// Checks the object against docs/SEMANTICS.md §3–4 and §9.
     ///
     /// - Throws: ``HealthError`` (`invalidArgument`) whose message and ``HealthError/field``
     ///   name the field at fault.

@@ -19,7 +19,7 @@ public struct StatisticsOptions: OptionSet, Sendable, Hashable {
 
     static let all: StatisticsOptions = [.separateBySource, .discreteAverage, .discreteMin, .discreteMax, .cumulativeSum, .mostRecent, .duration]
 
-    /// Checks that the options fit `type`'s aggregation style (SEMANTICS §7): a sum needs a
+    /// Checks that the options fit `type`'s aggregation style (docs/SEMANTICS.md §7): a sum needs a
     /// cumulative type; average, minimum and maximum need a discrete one.
     ///
     /// - Throws: ``HealthError`` `invalidArgument` naming the option and the type.

@@ -28,7 +28,7 @@ enum UnitSymbols {
     private static let energy = Dimension([(.mass, 1), (.length, 2), (.time, -2)])
     private static let power = Dimension([(.mass, 1), (.length, 2), (.time, -3)])
 
-    /// Every base symbol by spelling. Factors are HealthKit's (SEMANTICS §1).
+    /// Every base symbol by spelling. Factors are HealthKit's (docs/SEMANTICS.md §1).
     static let table: [String: Symbol] = {
         var t: [String: Symbol] = [:]
         // SI units (take prefixes).

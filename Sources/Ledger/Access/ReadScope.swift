@@ -1,7 +1,7 @@
 import HealthModel
 import LMDB
 
-/// What one principal may read of one type, decided on a read's snapshot (SEMANTICS §6).
+/// What one principal may read of one type, decided on a read's snapshot (docs/SEMANTICS.md §6).
 ///
 /// The owner reads everything. An app reads everything of a type the owner let it read;
 /// otherwise only its own objects, plus, for per-object types (vision prescriptions), the

@@ -114,7 +114,7 @@ struct ChangeEntry {
 
 extension Ledger {
     /// The changes `principal` may see to objects of the query's type after its anchor
-    /// (SEMANTICS §7, §6).
+    /// (docs/SEMANTICS.md §7, §6).
     ///
     /// The owner, and an app allowed to read the type, see every change. Any other app sees
     /// the changes to its own objects and, for per-object types, selected objects as added

@@ -10,7 +10,7 @@ extension Ledger {
     /// interval it overlaps.
     public static let maximumStatisticsMemberships = 4_000_000
 
-    /// Statistics over the samples `principal` may read (SEMANTICS §7): for an app without
+    /// Statistics over the samples `principal` may read (docs/SEMANTICS.md §7): for an app without
     /// read authorization, its own samples only, computed as if no one else's existed.
     ///
     /// - Returns: nil when no sample matches.

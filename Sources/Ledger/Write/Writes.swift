@@ -15,7 +15,7 @@ struct PreparedObject: Sendable {
 extension Ledger {
     /// Saves objects atomically: all of them, or (on any error) none.
     ///
-    /// Objects with a sync identifier follow SEMANTICS §4: a higher version replaces the
+    /// Objects with a sync identifier follow docs/SEMANTICS.md §4: a higher version replaces the
     /// stored object (leaving a tombstone), an equal or lower one is ignored and reported.
     /// The call returns once the data is on disk.
     ///
