@@ -27,8 +27,8 @@ import LMDB
 /// | `characteristics` | type(4) | the owner's `Characteristic` message (absent: not set) |
 /// | `attachments` | attachment uuid(16) | object uuid(16) sequence(8) of the `attachmentAdded` event |
 /// | `object_attachments` | object uuid(16) attachment uuid(16) | empty: the object's attachments |
-/// | `workout_members` | workout uuid(16) type(4) source(4) member uuid(16) | start(8) end(8) sequence(8) value(8) of the member: samples associated with the workout, its routes |
-/// | `member_workouts` | member uuid(16) workout uuid(16) | empty: `workout_members` the other way |
+/// | `workout_members` | parent uuid(16) type(4) source(4) member uuid(16) | start(8) end(8) sequence(8) value(8) of the member: a workout's associated samples and routes, a correlation's members |
+/// | `member_workouts` | member uuid(16) parent uuid(16) | empty: `workout_members` the other way |
 /// | `route_data` | route uuid(16) chunk(4) | sequence(8) of the chunk's `routeLocationsAdded` event |
 /// | `checkpoint` | `applied` | sequence(8) of the last event applied |
 ///
