@@ -318,4 +318,33 @@ struct PredicateRPCTests {
         await owner.close()
         await server.stop()
     }
+
+    @Test("descriptors in HealthKit's shape run against a store; cancelling the consuming task cancels the call")
+    func descriptorShapes() async throws {
+        let fixture = try await Fixture()
+        let owner = fixture.owner
+        let fast = ObjectPredicate.predicateForQuantitySamples(with: .greater, quantity: try Quantity(120, "count/min"))
+        let statistics = try await StatisticsQueryDescriptor(type: Samples.heartRate, options: .discreteMax, predicate: fast).result(for: owner)
+        #expect(try statistics?.maximumQuantity()?.doubleValue(for: HealthUnit("count/min")) == 182)
+        let collection = StatisticsCollectionQueryDescriptor(
+            type: Samples.heartRate, range: DateInterval(start: Samples.base, duration: 86_400),
+            intervals: try StatisticsIntervals(anchor: Samples.base, every: 1, .day, timeZone: .gmt), options: .discreteMax, predicate: fast)
+        #expect(try await collection.result(for: owner).statistics.count == 1)
+        var updates = try await collection.results(for: owner).makeAsyncIterator()
+        #expect(try await updates.next()?.statistics.count == 1)
+        // An observer whose consuming task is cancelled: the server drops its watcher.
+        let watchers = fixture.server.ledger.changeWatchers.count
+        let registered = AsyncStream.makeStream(of: Void.self)
+        let observing = Task {
+            let results = try await ObserverQueryDescriptor([QueryDescriptor(type: Types.heartRate, predicate: fast)]).results(for: owner)
+            registered.continuation.yield()
+            for try await _ in results {}
+        }
+        for await _ in registered.stream { break }
+        #expect(fixture.server.ledger.changeWatchers.count == watchers + 1)
+        observing.cancel()
+        while fixture.server.ledger.changeWatchers.count > watchers { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(fixture.server.ledger.changeWatchers.count == watchers)
+        await fixture.stop()
+    }
 }
