@@ -24,10 +24,10 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("denied-own"), help: "denied-read: the app's own samples.") var deniedOwn = 1_000
     @Option(name: .customLong("denied-others"), help: "denied-read: other sources' samples next to them.") var deniedOthers = 1_000_000
     @Option(help: """
-        Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, \
+        Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, predicates, \
         rpc-ping, rpc-calls, rpc-ingest, rpc-concurrent, rpc-changes, rpc-stats.
         """)
-    var only = "ingest,concurrent,sequential,replay,denied-read,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent,rpc-changes,rpc-stats"
+    var only = "ingest,concurrent,sequential,replay,denied-read,predicates,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent,rpc-changes,rpc-stats"
 
     private func wants(_ scenario: String) -> Bool { only.split(separator: ",").contains { $0 == scenario } }
 
@@ -145,7 +145,12 @@ struct BenchCommand: AsyncParsableCommand {
             try await PrivacyBench(store: store, rounds: rounds, own: deniedOwn, others: deniedOthers).run()
         }
 
-        // 6. The same ledger over RPC.
+        // 6. Predicate queries among a million samples, against the same queries without one.
+        if wants("predicates") {
+            try await PredicateBench(store: store, rounds: rounds, samples: samples).run()
+        }
+
+        // 7. The same ledger over RPC.
         try await RPCBench(store: store, rounds: rounds, reference: reference, sample: sample).run(scenarios: wants)
     }
 

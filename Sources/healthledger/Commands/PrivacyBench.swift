@@ -73,6 +73,19 @@ struct PrivacyBench {
                 return try $0.samples(SampleQuery(type: .workout, predicate: .workout(fast)), as: app).count
             }),
             ("fetch another source's UUID (crowded) / an unknown one (alone)", fetches(hiddenUUID)),
+            // Predicates that would match the others' samples, or name them outright.
+            ("source predicate naming the owner and itself", {
+                try $0.samples(SampleQuery(type: type.objectType, predicate: .sources([Source.owner.bundleIdentifier, Self.app.bundleIdentifier])), as: app).count
+            }),
+            ("UUID predicate, its own 100 and another source's", {
+                try $0.samples(SampleQuery(type: type.objectType, predicate: .uuids(Set(ownSamples.prefix(100).map(\.uuid) + [hiddenUUID]))), as: app).count
+            }),
+            ("quantity predicate > 100 count/min, limit 10", {
+                try $0.samples(SampleQuery(type: type.objectType, predicate: .quantity(.greater, Quantity(100, unit)), limit: 10), as: app).count
+            }),
+            ("statistics with a quantity predicate", {
+                try $0.statistics(StatisticsQuery(type: type, options: .discreteMax, predicate: .quantity(.greater, Quantity(100, unit))), as: app) == nil ? 0 : 1
+            }),
         ]
         let clock = ContinuousClock()
         /// The median duration of a read and what it answered.
