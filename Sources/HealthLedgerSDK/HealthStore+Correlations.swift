@@ -2,8 +2,9 @@ import Foundation
 import LedgerSchema
 import SwiftProtobuf
 
-/// A correlation query (HealthKit's `HKCorrelationQuery`): correlations of a type that match
-/// a predicate and, for each member type named, hold a member of that type that matches.
+/// A correlation query (HealthKit's `HKCorrelationQueryDescriptor`): correlations of a type
+/// that match a predicate and, for each member type named, hold a member of that type that
+/// matches.
 ///
 /// ```swift
 /// let systolic = try QuantityType("HKQuantityTypeIdentifierBloodPressureSystolic")
@@ -12,30 +13,9 @@ import SwiftProtobuf
 ///     memberPredicates: [systolic: .predicateForQuantitySamples(with: .greaterOrEqual, quantity: try Quantity(140, "mmHg"))]
 /// ).result(for: store)
 /// ```
-public struct CorrelationQueryDescriptor: Sendable, Hashable {
-    public var type: CorrelationType
-    /// Correlations overlapping this interval; all when nil.
-    public var interval: DateInterval?
-    /// A condition on the correlation itself.
-    public var predicate: ObjectPredicate?
-    /// Per member type: at least one member of it (that this app may read) matches.
-    public var memberPredicates: [QuantityType: ObjectPredicate]
-    /// 0: no limit.
-    public var limit: Int
-    public var sort: SampleSort
+public typealias CorrelationQueryDescriptor = CorrelationQuery
 
-    public init(
-        type: CorrelationType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil, memberPredicates: [QuantityType: ObjectPredicate] = [:],
-        limit: Int = 0, sort: SampleSort = .startDate(ascending: true)
-    ) {
-        self.type = type
-        self.interval = interval
-        self.predicate = predicate
-        self.memberPredicates = memberPredicates
-        self.limit = limit
-        self.sort = sort
-    }
-
+extension CorrelationQueryDescriptor {
     /// The matching correlations, each with the members this app may read.
     public func result(for store: HealthStore) async throws -> [Correlation] { try await store.result(for: self) }
 }

@@ -61,10 +61,13 @@ struct ChangeQueryRPCTests {
     @Test("a watched query streams the initial changes, then each commit's, with no deadline")
     func watched() async throws {
         let server = try await TestServer()
-        let owner = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, timeout: .milliseconds(300)))
+        // The watch goes through a store whose calls have a 300 ms deadline; the other calls
+        // through one with the default (a loaded machine can take longer than 300 ms for them).
+        let hurried = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, timeout: .milliseconds(300)))
+        let owner = server.client()
         let first = (0..<30).map { Samples.heartRate(60, at: Double($0)) }
         try await owner.save(first)
-        var iterator = try await owner.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, batchSize: 20)).makeAsyncIterator()
+        var iterator = try await hurried.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, batchSize: 20)).makeAsyncIterator()
         var initial: [UUID] = []
         while true {
             let batch = try #require(try await iterator.next())
@@ -97,6 +100,7 @@ struct ChangeQueryRPCTests {
         #expect(clock.now - started < .seconds(5))
         let error = await expectRPCError(.unavailable, nil, "watch at shutdown") { while try await iterator.next() != nil {} }
         #expect(error?.message.contains("shutting down") == true)
+        await hurried.close()
         await owner.close()
     }
 
@@ -139,16 +143,13 @@ struct ChangeQueryRPCTests {
                     }
                 }
             }
-            // All 20 registered (each has had its first message or is about to).
-            let clock = ContinuousClock()
-            let deadline = clock.now + .seconds(10)
-            while server.ledger.changeWatchers.count < 20, clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            // All 20 registered (each has had its first message or is about to). No time bound:
+            // the suite's time limit ends a hang, and a loaded machine may take a while.
+            while server.ledger.changeWatchers.count < 20 { try await Task.sleep(for: .milliseconds(10)) }
             #expect(server.ledger.changeWatchers.count == 20)
             group.cancelAll()
         }
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(10)
-        while server.ledger.changeWatchers.count > 0, clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        while server.ledger.changeWatchers.count > 0 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(server.ledger.changeWatchers.count == 0)
         #expect(try await app.ping().principal == "app com.example.walk", "the connection still serves")
         await app.close()

@@ -175,7 +175,8 @@ struct EndToEndTests {
     @Test("graceful shutdown lets calls in flight finish and refuses new ones")
     func gracefulShutdown() async throws {
         let server = try await TestServer()
-        let owner = server.client()
+        // A generous deadline: this is about the drain, and a loaded machine is slow.
+        let owner = server.client(timeout: .seconds(120))
         try await owner.save((0..<5000).map { Samples.heartRate(60, at: Double($0)) })
         // A streaming call is in flight: the server waits on its window after 16 batches.
         var iterator = try await owner.results(for: SampleQueryDescriptor(type: Samples.heartRate.objectType, batchSize: 100)).makeAsyncIterator()
@@ -184,9 +185,7 @@ struct EndToEndTests {
         // New calls are refused once the drain has begun (on a loaded machine the shutdown
         // task may start late: until then pings are answered)…
         var refused: RPCError?
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(20)
-        while refused == nil, clock.now < deadline {
+        while refused == nil {
             do {
                 _ = try await owner.ping()
                 try await Task.sleep(for: .milliseconds(20))

@@ -188,6 +188,29 @@ struct LeakMatrixTests {
         #expect(try await app.delete([ownLater.uuid]) == 1)
         #expect(try await owner.delete([othersLater.uuid]) == 1)
 
+        // Predicates: whatever they name or would match, the app's view is the same.
+        let everyone: Set<String> = [TestServer.appSource.bundleIdentifier, "com.example.run", Source.owner.bundleIdentifier]
+        let above = try Quantity(80, "count/min")
+        let predicates: [(ObjectPredicate, [HealthObject], String)] = [
+            (.uuids(Set(all.map(\.uuid))), visible, "every UUID"),
+            (.sources(everyone), visible, "every source"),
+            (.not(.sources([TestServer.appSource.bundleIdentifier])), state.readsOthers ? othersPresent : [], "not its own"),
+            (.quantity(.greater, above), visible.filter { ($0.quantitySample?.quantity.value ?? 0) > 80 }, "value > 80"),
+            (.or([.uuids([ownerObjects[1].uuid]), .sources(["com.example.run"])]), state.readsOthers ? othersPresent.filter { !ownerObjects.contains($0) || $0 == ownerObjects[1] } : [], "another's UUID or source"),
+        ]
+        for (predicate, expected, what) in predicates {
+            #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, predicate: predicate)).map(\.uuid) == expected.map(\.uuid), "\(state): \(what)")
+            #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate, predicate: predicate, limit: 2)).map(\.uuid)
+                == expected.prefix(2).map(\.uuid), "\(state): \(what), limit 2")
+            let expectedChanges = committed.filter { object in expected.contains { $0.uuid == object.uuid } }.map(\.uuid)
+            let predicateChanges = try await app.result(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, predicate: predicate, limit: 3))
+            #expect(predicateChanges.addedObjects.map(\.uuid) == Array(expectedChanges.prefix(3)), "\(state): \(what), anchored")
+            #expect(try await peek.result(for: SampleQueryDescriptor(type: Types.heartRate, predicate: predicate)).map(\.uuid)
+                == expected.filter { object in peekVisible.contains { $0.uuid == object.uuid } }.map(\.uuid), "\(state): peek \(what)")
+        }
+        let predicated = try await app.statistics(for: StatisticsQueryDescriptor(type: Samples.heartRate, options: .discreteMax, predicate: .sources(everyone)))
+        #expect(try predicated?.maximumQuantity()?.doubleValue(for: HealthUnit("count/min")) == visible.compactMap { $0.quantitySample?.quantity.value }.max(), "\(state): statistics with a predicate")
+
         // Statistics: computed from what the app may read only, sources included.
         let bpm = try HealthUnit("count/min")
         let visibleValues = visible.compactMap { $0.quantitySample?.quantity.value }

@@ -153,13 +153,9 @@ extension Ledger {
         return try environment.read { txn in
             var changed = false
             var states: [AnchorState] = []
-            for (descriptor, anchor) in zip(query.descriptors, anchors) {
-                let scope = try ReadScope(principal, type: descriptor.type, in: txn, databases)
-                onScope(scope)
-                let state = anchor.resumed(under: scope)
-                let filter = ChangeFilter(descriptor, interval: query.interval, range: range, principal: principal, txn: txn, databases: databases)
+            try eachDescriptor(of: query, anchors, range: range, as: principal, in: txn, onScope: onScope) { state, filter, scan in
                 var last = state.position
-                try scanChanges(descriptor.type, from: state, scope: scope, principal: principal, in: txn) { entry in
+                try scan { entry in
                     if !changed, try filter.match(entry) != nil { changed = true }
                     last = entry.position
                     return true
@@ -200,6 +196,23 @@ extension Ledger {
         try latestAnchor(for: [type], as: principal, onScope: onScope)
     }
 
+    /// Calls `body` for each of the query's descriptors with its state (resumed under the
+    /// reader's scope on this snapshot, which `onScope` is told), its filter, and a scan of
+    /// the changes after that state the reader may see.
+    private func eachDescriptor(
+        of query: ChangeQuery, _ anchors: [AnchorState], range: TimeRange, as principal: Principal, in txn: Transaction,
+        onScope: (ReadScope) -> Void,
+        _ body: (_ state: AnchorState, _ filter: ChangeFilter, _ scan: (_ visit: (ChangeEntry) throws -> Bool) throws -> Void) throws -> Void
+    ) throws {
+        for (descriptor, anchor) in zip(query.descriptors, anchors) {
+            let scope = try ReadScope(principal, type: descriptor.type, in: txn, databases)
+            onScope(scope)
+            let state = anchor.resumed(under: scope)
+            let filter = ChangeFilter(descriptor, interval: query.interval, range: range, principal: principal, txn: txn, databases: databases)
+            try body(state, filter) { visit in try scanChanges(descriptor.type, from: state, scope: scope, principal: principal, in: txn, visit) }
+        }
+    }
+
     /// The query's states, one per descriptor, and its range, after checking it.
     private func position(of query: ChangeQuery) throws -> ([AnchorState], TimeRange) {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
@@ -221,13 +234,9 @@ extension Ledger {
         let (anchors, range) = try position(of: query)
         return try environment.read { txn in
             var streams: [ChangeStream] = []
-            for (descriptor, anchor) in zip(query.descriptors, anchors) {
-                let scope = try ReadScope(principal, type: descriptor.type, in: txn, databases)
-                onScope(scope)
-                let state = anchor.resumed(under: scope)
-                let filter = ChangeFilter(descriptor, interval: query.interval, range: range, principal: principal, txn: txn, databases: databases)
+            try eachDescriptor(of: query, anchors, range: range, as: principal, in: txn, onScope: onScope) { state, filter, scan in
                 var stream = ChangeStream(state: state, scanned: state.position)
-                try scanChanges(descriptor.type, from: state, scope: scope, principal: principal, in: txn) { entry in
+                try scan { entry in
                     guard let match = try filter.match(entry) else {
                         // A change the query excludes: the next page need not look at it again.
                         stream.scanned = entry.position
