@@ -53,6 +53,45 @@ struct WhereCLITests {
         await server.stop()
     }
 
+    @Test("--where on source revisions and workouts: activity, duration and statistics of their samples")
+    func revisionsAndWorkouts() async throws {
+        let server = try await TestServer()
+        let cli = AuthCLITests.Session(server: server)
+        let owner = server.client()
+        let watch = SourceRevision(source: Source(bundleIdentifier: "com.apple.health", name: "Watch"), version: "10.1", productType: "Watch6,1")
+        let phone = SourceRevision(source: Source(bundleIdentifier: "com.apple.health", name: "iPhone"), version: "17.0", productType: "iPhone15,2")
+        let samples = [watch, phone].enumerated().map { index, revision in
+            QuantitySample(
+                type: Samples.heartRate, quantity: try! Quantity(Double(140 + index * 30), "count/min"), start: Samples.base.addingTimeInterval(Double(index) * 60),
+                end: Samples.base.addingTimeInterval(Double(index) * 60), sourceRevision: revision)
+        }
+        try await owner.save(samples.map(HealthObject.quantitySample))
+        let credential = server.ownerCredential
+        let onWatch = try #require(try await cli.json(credential, ["query", "--type", "HeartRate", "--where", "revision = 'com.apple.health@*@Watch6,1'"]) as? [[String: Any]])
+        #expect(onWatch.compactMap { $0["uuid"] as? String } == [samples[0].uuid.uuidString])
+        let anyVersion = try #require(try await cli.json(credential, ["query", "--type", "HeartRate", "--where", "revision = com.apple.health"]) as? [[String: Any]])
+        #expect(anyVersion.count == 2)
+        let run = Workout(configuration: WorkoutConfiguration(activityType: .running), start: Samples.base, end: Samples.base.addingTimeInterval(1800))
+        let ride = Workout(configuration: WorkoutConfiguration(activityType: .cycling), start: Samples.base, end: Samples.base.addingTimeInterval(3600))
+        try await owner.save([.workout(run), .workout(ride)])
+        try await owner.add([samples[1].uuid], to: run.uuid)
+        let cases: [(String, [UUID])] = [
+            ("activity = running", [run.uuid]),
+            ("activity in (cycling, swimming)", [ride.uuid]),
+            ("duration > 2000", [ride.uuid]),
+            ("max.HeartRate >= 150 count/min", [run.uuid]),
+            ("not activity = running and duration <= 3600", [ride.uuid]),
+        ]
+        for (expression, expected) in cases {
+            let found = try #require(try await cli.json(credential, ["query", "--type", "Workout", "--where", expression]) as? [[String: Any]])
+            #expect(found.compactMap { $0["uuid"] as? String } == expected.map(\.uuidString), "\(expression)")
+        }
+        let unknown = try await cli.run(credential, ["query", "--type", "Workout", "--where", "activity = flying"])
+        #expect(unknown.status != 0 && unknown.error.contains("not a workout activity type"))
+        await owner.close()
+        await server.stop()
+    }
+
     @Test("a syntax error points at its column; the grammar is in --help")
     func syntaxErrors() async throws {
         let server = try await TestServer()

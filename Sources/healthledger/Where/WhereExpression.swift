@@ -10,9 +10,9 @@ import HealthLedgerSDK
 /// factor     := "not" factor | "(" expression ")" | condition
 /// condition  := FIELD OP VALUE | FIELD "in" "(" VALUE ("," VALUE)* ")" | FIELD "exists"
 /// OP         := "=" | "!=" | "<" | "<=" | ">" | ">="
-/// FIELD      := value | category | start | end | source | uuid | workout | correlation
+/// FIELD      := value | category | start | end | source | revision | uuid | workout | correlation
 ///             | device.(name|manufacturer|model|hardwareVersion|firmwareVersion|softwareVersion|localIdentifier|udiDeviceIdentifier)
-///             | metadata.KEY
+///             | metadata.KEY | activity | duration | (sum|average|min|max).TYPE
 /// VALUE      := NUMBER [UNIT] | "text" | 'text' | ISO-8601 date | word
 /// ```
 enum WhereExpression {
@@ -21,14 +21,18 @@ enum WhereExpression {
         --where EXPR filters with HealthKit's predicates:
           fields   value (a quantity with its unit, or a category value by number or name), category,
                    start, end (ISO 8601 dates), source (bundle id), uuid, workout, correlation (UUIDs),
+                   revision ('BUNDLE@VERSION@PRODUCT@OS', '*' or nothing for any: 'com.apple.health@*@Watch6,1'),
                    device.name|manufacturer|model|hardwareVersion|firmwareVersion|softwareVersion|
-                   localIdentifier|udiDeviceIdentifier, metadata.KEY
+                   localIdentifier|udiDeviceIdentifier, metadata.KEY;
+                   workouts: activity (running …), duration (seconds, pauses excluded),
+                   sum.TYPE, average.TYPE, min.TYPE, max.TYPE (statistics of its samples)
           ops      = != < <= > >=   FIELD in (V, V, ...)   FIELD exists
           combine  and, or, not, ( )     values: 120 count/min, "text", 'text', 2026-11-23T08:00:00Z, word
           examples value > 120 count/min and device.model = Watch
                    category in (asleepCore, asleepDeep, asleepREM)      category = asleep (any sleep stage)
                    metadata.HKMetadataKeyInsulinDeliveryReason = 1 and start >= 2026-11-23T00:00:00Z
                    not metadata.HKMetadataKeyWasUserEntered exists or source in (com.apple.health, com.example.app)
+                   activity = running and average.HeartRate > 150 count/min      (with --type Workout)
         """
 
     /// A syntax or meaning error, at a column (1-based) of the expression.
@@ -183,6 +187,8 @@ enum WhereExpression {
             return try compare(field, comparison, try value(), operatorToken: symbol)
         }
 
+        static let statistics: [String: WorkoutStatistic] = ["sum": .sum, "average": .average, "min": .minimum, "max": .maximum]
+
         static let comparisons: [String: Comparison] = ["=": .equal, "!=": .notEqual, "<": .less, "<=": .lessOrEqual, ">": .greater, ">=": .greaterOrEqual]
 
         /// A value token and the unit words after a number.
@@ -215,11 +221,22 @@ enum WhereExpression {
                 return .quantity(comparison, try quantity(value))
             case "start", "end":
                 return .date(name == "start" ? .start : .end, comparison, try date(value.0))
-            case "source", "uuid", "workout", "correlation":
+            case "source", "uuid", "workout", "correlation", "revision", "activity":
                 guard comparison == .equal || comparison == .notEqual else { throw failure("\(name) compares with = or != only", at: operatorToken) }
                 let predicate = try oneOf(field, [value])
                 return comparison == .equal ? predicate : .not(predicate)
+            case "duration":
+                guard value.0.kind == .word, let seconds = Double(value.0.text) else { throw failure("expected a number of seconds", at: value.0) }
+                return .workout(.duration(comparison, seconds))
             default:
+                if let statistic = Self.statistics[String(name.prefix { $0 != "." })], name.contains(".") {
+                    let typeName = String(name.drop { $0 != "." }.dropFirst())
+                    guard let quantityType = try? QuantityType(try resolveType(typeName).identifier) else {
+                        throw failure("'\(typeName)' is not a quantity type", at: field)
+                    }
+                    let bound = try quantityOf(value, for: quantityType)
+                    return .workout(.statistic(quantityType, statistic, comparison, bound))
+                }
                 if name.hasPrefix("device.") {
                     guard comparison == .equal || comparison == .notEqual else { throw failure("device properties compare with = or != only", at: operatorToken) }
                     let predicate = try oneOf(field, [value])
@@ -239,6 +256,14 @@ enum WhereExpression {
                 if type.family == .category || name == "category" { return .categoryValues(Set(try values.flatMap { try categoryValues($0) })) }
                 return .or(try values.map { .quantity(.equal, try quantity($0)) })
             case "source": return .sources(Set(values.map(\.0.text)))
+            case "revision": return .sourceRevisions(Set(try values.map { try revision($0.0) }))
+            case "activity":
+                return .workout(.any(try values.map { value in
+                    guard let activity = WorkoutActivityType(name: value.0.text) ?? Int(value.0.text).flatMap(WorkoutActivityType.init(rawValue:)) else {
+                        throw failure("'\(value.0.text)' is not a workout activity type", at: value.0)
+                    }
+                    return .activityType(activity)
+                }))
             case "uuid": return .uuids(Set(try values.map { try uuid($0.0) }))
             case "workout", "correlation":
                 guard values.count == 1 else { throw failure("\(name) takes one UUID", at: values[1].0) }
@@ -257,12 +282,30 @@ enum WhereExpression {
         }
 
         func quantity(_ value: (Token, [Token])) throws -> Quantity {
+            guard let quantityType = try? QuantityType(type.identifier) else {
+                throw failure("\(type) has no quantities to compare", at: value.0)
+            }
+            return try quantityOf(value, for: quantityType)
+        }
+
+        /// A number with its unit; a bare number only for a type counted in `count`.
+        func quantityOf(_ value: (Token, [Token]), for quantityType: QuantityType) throws -> Quantity {
             guard value.0.kind == .word, let number = Double(value.0.text) else { throw failure("expected a number", at: value.0) }
             if let unit = value.1.first { return Quantity(number, try HealthUnit(unit.text)) }
-            guard let quantityType = try? QuantityType(type.identifier), quantityType.canonicalUnit.description == "count" else {
-                throw failure("give the value's unit, e.g. \(value.0.text) \(DisplayUnits.unit(for: type)?.description ?? "count")", at: value.0)
+            guard quantityType.canonicalUnit.description == "count" else {
+                throw failure("give the value's unit, e.g. \(value.0.text) \(DisplayUnits.unit(for: quantityType))", at: value.0)
             }
             return Quantity(number, .count)
+        }
+
+        /// `BUNDLE@VERSION@PRODUCT@OS`; a missing or `*` part matches any.
+        func revision(_ token: Token) throws -> SourceRevisionPattern {
+            let parts = token.text.split(separator: "@", omittingEmptySubsequences: false).map(String.init)
+            guard let bundle = parts.first, !bundle.isEmpty, parts.count <= 4 else {
+                throw failure("a revision is BUNDLE@VERSION@PRODUCT@OS (later parts optional, * for any)", at: token)
+            }
+            func part(_ index: Int) -> String? { index < parts.count && parts[index] != "*" && !parts[index].isEmpty ? parts[index] : nil }
+            return SourceRevisionPattern(bundleIdentifier: bundle, version: part(1), productType: part(2), operatingSystemVersion: part(3))
         }
 
         /// A category value by raw number or case name; `asleep` is every sleep stage.
