@@ -222,4 +222,69 @@ struct CorrelationRPCTests {
         await owner.close()
         await server.stop()
     }
+
+    @Test("an app deletes its own readings; a reading named with its member goes in one delete; parents are of their kind")
+    func deletesAndParents() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let (_, credential) = try await server.addApp("com.example.cuff", name: "Cuff", share: [Self.systolic.objectType, Self.diastolic.objectType])
+        let cuff = server.client(credential)
+        let first = Self.reading(120, 80, at: 0)
+        let second = Self.reading(125, 82, at: 10)
+        try await cuff.save([.correlation(first), .correlation(second)])
+        #expect(try await cuff.delete([first.uuid]) == 1)
+        #expect(try await cuff.deleteObjects(of: CorrelationType.bloodPressure.objectType) == 1)
+        #expect(try await SampleQueryDescriptor(type: Self.systolic.objectType).result(for: cuff).isEmpty, "members went with them")
+        let third = Self.reading(130, 85, at: 20)
+        try await owner.save(.correlation(third))
+        #expect(try await owner.delete([third.uuid, third.objects[0].uuid]) == 2)
+        #expect(try await SampleQueryDescriptor(type: Self.diastolic.objectType).result(for: owner).isEmpty)
+        // A workout's UUID is no correlation, and a correlation's no workout.
+        let reading = Self.reading(140, 90, at: 30)
+        let run = Workout(configuration: WorkoutConfiguration(activityType: .running), start: Samples.base, end: Samples.base.addingTimeInterval(3600))
+        try await owner.save([.correlation(reading), .workout(run)])
+        try await owner.add([reading.objects[0].uuid], to: run.uuid)
+        let systolic = Self.systolic.objectType
+        #expect(try await SampleQueryDescriptor(type: systolic, predicate: .predicateForObjects(inCorrelation: reading.uuid)).result(for: owner).count == 1)
+        #expect(try await SampleQueryDescriptor(type: systolic, predicate: .predicateForObjects(inCorrelation: run.uuid)).result(for: owner).isEmpty)
+        #expect(try await SampleQueryDescriptor(type: systolic, predicate: .predicateForObjects(from: reading.uuid)).result(for: owner).isEmpty)
+        #expect(try await SampleQueryDescriptor(type: systolic, predicate: .predicateForObjects(from: run.uuid)).result(for: owner).count == 1)
+        #expect(try await SampleQueryDescriptor(type: systolic, predicate: .or([.predicateForObjects(inCorrelation: run.uuid)])).result(for: owner).isEmpty)
+        for store in [cuff, owner] { await store.close() }
+        await server.stop()
+    }
+
+    @Test("another source's correlation showing no readable member does not exist for the app; revoking a member type ends its streams")
+    func hiddenAndRevoked() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let protein = try QuantityType("HKQuantityTypeIdentifierDietaryProtein")
+        let meal = Correlation(
+            type: .food, start: Samples.base, end: Samples.base,
+            objects: [QuantitySample(type: protein, quantity: try Quantity(30, "g"), start: Samples.base, end: Samples.base)])
+        try await owner.save(.correlation(meal))
+        let (source, credential) = try await server.addApp("com.example.diet", name: "Diet", share: [Self.energy.objectType])
+        let app = server.client(credential)
+        _ = try await app.requestAuthorization(toShare: [], read: [Self.energy.objectType, Self.systolic.objectType, Self.diastolic.objectType])
+        try await owner.decideAuthorization(app: source.bundleIdentifier, type: Self.energy.objectType, direction: .read, decision: .granted)
+        #expect(try await CorrelationQueryDescriptor(type: .food).result(for: app).isEmpty)
+        #expect(try await app.object(with: meal.uuid) == nil)
+        let unknown = await expectRPCError(.notFound, .noData) { try await app.delete([UUID()]) }
+        let hidden = await expectRPCError(.notFound, .noData, "as for an unknown UUID") { try await app.delete([meal.uuid]) }
+        #expect(messageShape(hidden, naming: meal.uuid) == messageShape(unknown, naming: UUID()) || hidden?.message.contains("no object") == true)
+        // A reader of both blood-pressure member types watches readings; losing one ends the watch.
+        for type in [Self.systolic, Self.diastolic] {
+            try await owner.decideAuthorization(app: source.bundleIdentifier, type: type.objectType, direction: .read, decision: .granted)
+        }
+        try await owner.save(.correlation(Self.reading(120, 80, at: 0)))
+        var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: CorrelationType.bloodPressure.objectType)).makeAsyncIterator()
+        let initial = try #require(try await watch.next())
+        #expect(initial.addedObjects.count == 1)
+        guard case .correlation(let seen)? = initial.addedObjects.first else { Issue.record("not a correlation"); return }
+        #expect(seen.objects.count == 2)
+        try await owner.decideAuthorization(app: source.bundleIdentifier, type: Self.diastolic.objectType, direction: .read, decision: .revoked)
+        await expectRPCError(.permissionDenied, .authorizationDenied, "the watch relied on diastolic") { while try await watch.next() != nil {} }
+        for store in [app, owner] { await store.close() }
+        await server.stop()
+    }
 }

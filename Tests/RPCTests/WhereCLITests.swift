@@ -79,6 +79,7 @@ struct WhereCLITests {
             ("activity = running", [run.uuid]),
             ("activity in (cycling, swimming)", [ride.uuid]),
             ("duration > 2000", [ride.uuid]),
+            ("duration > 40 min", [ride.uuid]),
             ("max.HeartRate >= 150 count/min", [run.uuid]),
             ("not activity = running and duration <= 3600", [ride.uuid]),
         ]
@@ -115,6 +116,8 @@ struct WhereCLITests {
             let caret = run.error.split(separator: "\n").last.map(String.init) ?? ""
             #expect(caret.firstIndex(of: "^").map { caret.distance(from: caret.startIndex, to: $0) } == column + 1, "\(expression): caret under column \(column)")
         }
+        let deep = try await cli.run(server.ownerCredential, ["query", "--type", "HeartRate", "--where", String(repeating: "not ", count: 5000) + "metadata.x exists"])
+        #expect(deep.status != 0 && deep.error.contains("nests deeper"), "\(deep.error.prefix(200))")
         let sleep = try await cli.run(server.ownerCredential, ["query", "--type", "SleepAnalysis", "--where", "category = dozing"])
         #expect(sleep.status != 0 && sleep.error.contains("asleepREM"), "the error lists the values: \(sleep.error)")
         let help = try await cli.run(server.ownerCredential, ["query", "--help"])

@@ -122,8 +122,15 @@ extension LedgerCall {
         return batch.buffer
     }
 
-    /// The types a streaming call reads (for watching the caller's access while it streams).
+    /// The types a streaming call reads (for watching the caller's access while it streams):
+    /// a correlation type's member types too.
     func streamedTypes(of method: RPCMethod) throws -> [ObjectType] {
+        try readTypes(of: method).flatMap { type in
+            [type] + (TypeCatalogue.correlationTypes[type.identifier] ?? []).sorted().compactMap { try? ObjectType($0) }
+        }
+    }
+
+    private func readTypes(of method: RPCMethod) throws -> [ObjectType] {
         switch method {
         case .queryChanges, .watchChanges:
             let request = try decode(Healthledger_V1_ChangeQueryRequest.self)

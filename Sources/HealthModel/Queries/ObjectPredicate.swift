@@ -356,8 +356,9 @@ public protocol PredicateSubject {
     func value() throws -> Double?
     /// The whole object (source revision, device, metadata, workout).
     func object() throws -> HealthObject
-    /// Whether the object is associated with the workout, or a member of the correlation.
-    func isMember(of parent: UUID) throws -> Bool
+    /// Whether the object is associated with the workout (`correlation` false), or a member
+    /// of the correlation.
+    func isMember(of parent: UUID, correlation: Bool) throws -> Bool
     /// Whether the object, a workout, matches a workout predicate (its statistics count only
     /// what the reader may read).
     func matches(_ predicate: WorkoutPredicate) throws -> Bool
@@ -414,8 +415,10 @@ extension ObjectPredicate {
             return allowed.contains(raw)
         case .workout(let predicate):
             return try subject.matches(predicate)
-        case .associatedWithWorkout(let parent), .memberOfCorrelation(let parent):
-            return try subject.isMember(of: parent)
+        case .associatedWithWorkout(let parent):
+            return try subject.isMember(of: parent, correlation: false)
+        case .memberOfCorrelation(let parent):
+            return try subject.isMember(of: parent, correlation: true)
         case .and(let predicates):
             for predicate in predicates where try !predicate.matches(subject, type: type) { return false }
             return true
@@ -479,7 +482,7 @@ public struct ObjectSubject: PredicateSubject {
         }
     }
     public func object() -> HealthObject { wrapped }
-    public func isMember(of parent: UUID) -> Bool { false }
+    public func isMember(of parent: UUID, correlation: Bool) -> Bool { false }
     public func matches(_ predicate: WorkoutPredicate) throws -> Bool {
         guard case .workout(let workout) = wrapped else { return false }
         return try predicate.matches(WorkoutFacts(

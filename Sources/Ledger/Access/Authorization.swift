@@ -286,6 +286,16 @@ extension Ledger {
     /// Refuses a save or delete of `type` by an app without share authorization.
     static func requireSharing(_ type: ObjectType, by principal: Principal, in context: WriteContext) throws {
         guard case .app(let source) = principal else { return }
+        if type.family == .correlation {
+            // A correlation is shared through its member types: changing one (deleting it,
+            // attaching to it) needs sharing of one of them, as saving it did.
+            let members = (TypeCatalogue.correlationTypes[type.identifier] ?? []).sorted()
+            for member in members {
+                let record = try record(source.bundleIdentifier, .share, try ObjectType(member), context.txn, context.databases)
+                if sharingStatus(record) == .sharingAuthorized { return }
+            }
+            throw HealthError(.authorizationDenied, "\(source.bundleIdentifier) is not authorized to share any member type of \(type)", field: "type")
+        }
         switch sharingStatus(try record(source.bundleIdentifier, .share, type, context.txn, context.databases)) {
         case .sharingAuthorized: return
         case .sharingDenied:

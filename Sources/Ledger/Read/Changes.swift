@@ -210,6 +210,7 @@ extension Ledger {
             let state = anchor.resumed(under: scope)
             let filter = ChangeFilter(descriptor, interval: query.interval, range: range, principal: principal, txn: txn, databases: databases)
             try body(state, filter) { visit in try scanChanges(descriptor.type, from: state, scope: scope, principal: principal, in: txn, visit) }
+            filter.memberScopes.forEach(onScope)
         }
     }
 
@@ -459,6 +460,9 @@ final class ChangeFilter {
         context = PredicateContext(principal: principal, txn: txn, databases: databases)
         correlations = type.family == .correlation ? CorrelationAssembler(principal: principal, txn: txn, databases: databases) : nil
     }
+
+    /// The member types' scopes a correlation query's reads used.
+    var memberScopes: [ReadScope] { correlations?.memberScopes ?? [] }
 
     /// The change as the query reports it, or nil when it excludes it.
     func match(_ entry: ChangeEntry) throws -> Match? {

@@ -53,18 +53,27 @@ final class CorrelationAssembler {
         self.databases = databases
     }
 
+    /// The member types' scopes the reads used, for a stream that must end when one of
+    /// those grants goes.
+    var memberScopes: [ReadScope] { Array(scopes.values) }
+
+    /// The members of `correlation` the reader may read, each type through its scope.
+    func visibleMembers(of correlation: UUID) throws -> [WorkoutMember] {
+        try WorkoutIndex.visibleMembers(of: correlation.bytes, scope: { code in
+            if let scope = scopes[code] { return scope }
+            let scope = try ReadScope(principal, type: try Ledger.objectType(code: code), in: txn, databases)
+            scopes[code] = scope
+            return scope
+        }, in: txn, databases)
+    }
+
     /// The correlation with its readable members; nil when it shows none and is not the
     /// reader's own (`source` is the correlation's source code), or when a member predicate
     /// finds no match among them.
     func assemble(
         _ correlation: Correlation, source: UInt32, memberPredicates: [(ObjectType, ObjectPredicate)] = [], context: PredicateContext? = nil
     ) throws -> Correlation? {
-        let members = try WorkoutIndex.visibleMembers(of: correlation.uuid.bytes, scope: { code in
-            if let scope = scopes[code] { return scope }
-            let scope = try ReadScope(principal, type: try Ledger.objectType(code: code), in: txn, databases)
-            scopes[code] = scope
-            return scope
-        }, in: txn, databases)
+        let members = try visibleMembers(of: correlation.uuid)
         let own = try ReadScope(principal, type: correlation.objectType, in: txn, databases).ownSource
         if members.isEmpty, case .app = principal, own == 0 || own != source { return nil }
         for (type, predicate) in memberPredicates {

@@ -10,7 +10,7 @@ final class PredicateContext {
     let txn: Transaction
     let databases: LedgerDatabases
     private var bundles: [UInt32: String] = [:]
-    private var readableParents: [UUID: Bool] = [:]
+    private var parents: [UUID: ParentKind] = [:]
     private lazy var members = WorkoutMemberReader(principal: principal, txn: txn, databases: databases)
 
     init(principal: Principal, txn: Transaction, databases: LedgerDatabases) {
@@ -26,21 +26,39 @@ final class PredicateContext {
         return bundle
     }
 
-    /// Whether `member` belongs to the workout or correlation `parent`; never when the reader
-    /// may not read `parent` (as if it did not exist).
-    func isMember(_ member: [UInt8], of parent: UUID) throws -> Bool {
-        let readable: Bool
-        if let known = readableParents[parent] {
-            readable = known
+    /// Whether `member` belongs to `parent`, a workout (`correlation` false) or a correlation;
+    /// never when `parent` is not of that kind or the reader may not read it (as if it did
+    /// not exist).
+    func isMember(_ member: [UInt8], of parent: UUID, correlation: Bool) throws -> Bool {
+        let kind: ParentKind
+        if let known = parents[parent] {
+            kind = known
         } else {
-            readable = try Ledger.readable(parent, as: principal, in: txn, databases) != nil
-            readableParents[parent] = readable
+            kind = try ParentKind(parent, as: principal, in: txn, databases)
+            parents[parent] = kind
         }
-        return try readable && txn.contains(member + parent.bytes, in: databases.memberWorkouts)
+        guard kind == (correlation ? .correlation : .workout) else { return false }
+        return try txn.contains(member + parent.bytes, in: databases.memberWorkouts)
     }
 
     func workoutMatches(_ predicate: WorkoutPredicate, event: UnsafeRawBufferPointer) throws -> Bool {
         try members.matches(predicate, workoutEvent: event)
+    }
+}
+
+/// What a predicate's parent UUID names, as one reader sees it.
+enum ParentKind: Equatable {
+    case workout, correlation
+    /// Anything else: another kind of object, none, or one the reader may not read.
+    case none
+
+    init(_ uuid: UUID, as principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        guard let stored = try Ledger.readable(uuid, as: principal, in: txn, databases) else {
+            self = .none
+            return
+        }
+        let family = try Ledger.objectType(code: stored.type).family
+        self = family == .workout ? .workout : family == .correlation ? .correlation : .none
     }
 }
 
@@ -69,7 +87,7 @@ final class EntrySubject: PredicateSubject {
         return object
     }
 
-    func isMember(of parent: UUID) throws -> Bool { try context.isMember(entry.uuid, of: parent) }
+    func isMember(of parent: UUID, correlation: Bool) throws -> Bool { try context.isMember(entry.uuid, of: parent, correlation: correlation) }
     func matches(_ predicate: WorkoutPredicate) throws -> Bool { try context.workoutMatches(predicate, event: try event()) }
 
     private func event() throws -> UnsafeRawBufferPointer { try Ledger.storedEvent(entry.sequence, in: context.txn, context.databases) }
@@ -94,7 +112,8 @@ struct PredicatePlan {
     var range: TimeRange
     var uuids: Set<UUID>?
     var sources: Set<String>?
-    var parent: UUID?
+    /// A workout's (`correlation` false) or a correlation's members.
+    var parent: (uuid: UUID, correlation: Bool)?
 
     init(_ predicate: ObjectPredicate?, range: TimeRange) {
         self.range = range
@@ -119,7 +138,8 @@ struct PredicatePlan {
                 }
             case .uuids(let set): uuids = uuids.map { $0.intersection(set) } ?? set
             case .sources(let set): sources = sources.map { $0.intersection(set) } ?? set
-            case .associatedWithWorkout(let uuid), .memberOfCorrelation(let uuid): parent = parent ?? uuid
+            case .associatedWithWorkout(let uuid): parent = parent ?? (uuid, false)
+            case .memberOfCorrelation(let uuid): parent = parent ?? (uuid, true)
             default: break
             }
         }

@@ -28,8 +28,15 @@ extension Ledger {
             _ = try ReadScope(principal, type: try objectType(code: decoyTypeCode), in: txn, databases)
             return nil
         }
-        let scope = try ReadScope(principal, type: try objectType(code: stored.type), in: txn, databases)
-        return scope.allows(sourceCode: stored.source, uuid: uuid.bytes) ? stored : nil
+        let type = try objectType(code: stored.type)
+        let scope = try ReadScope(principal, type: type, in: txn, databases)
+        guard scope.allows(sourceCode: stored.source, uuid: uuid.bytes) else { return nil }
+        // Another source's correlation is readable only while it shows a member the reader
+        // may read (docs/SEMANTICS.md §6): the same rule as in queries.
+        if type.family == .correlation, case .app = principal, stored.source != scope.ownSource {
+            guard try !CorrelationAssembler(principal: principal, txn: txn, databases: databases).visibleMembers(of: uuid).isEmpty else { return nil }
+        }
+        return stored
     }
 
     /// The type an unknown UUID's lookup resolves, as a found object's would (heart rate: a
@@ -105,6 +112,7 @@ extension Ledger {
                 results.append(try load(stored, assembled))
                 return query.limit == 0 || results.count < query.limit
             }
+            correlations?.memberScopes.forEach(onScope)
             return results
         }
     }
@@ -141,8 +149,8 @@ extension Ledger {
         }
         if let parent = plan.parent {
             // A workout's or correlation's members, none when the reader may not read it.
-            guard try Self.readable(parent, as: context.principal, in: txn, databases) != nil else { return }
-            let entries = try WorkoutIndex.visibleMembers(of: parent.bytes, type: type.code, scope: { _ in scope }, in: txn, databases)
+            guard try ParentKind(parent.uuid, as: context.principal, in: txn, databases) == (parent.correlation ? .correlation : .workout) else { return }
+            let entries = try WorkoutIndex.visibleMembers(of: parent.uuid.bytes, type: type.code, scope: { _ in scope }, in: txn, databases)
                 .filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map(\.indexEntry)
             for entry in Self.sorted(entries, by: sort) where try !visit(entry) { return }
             return

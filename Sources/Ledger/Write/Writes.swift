@@ -182,8 +182,10 @@ extension Ledger {
         let unique = uuids.filter { seen.insert($0).inserted }
         return try await committer.submit { context in
             let ownSource = try Self.ownSource(of: principal, in: context)
-            for uuid in unique {
-                _ = try Self.requireChangeable(uuid, by: principal, ownSource: ownSource, field: "uuids", in: context)
+            // Every object is checked before any goes: a correlation named with its own
+            // member deletes that member with it.
+            for uuid in unique { _ = try Self.requireChangeable(uuid, by: principal, ownSource: ownSource, field: "uuids", in: context) }
+            for uuid in unique where try StoredObject.load(uuid.bytes, in: context.txn, context.databases) != nil {
                 try Self.deleteStored(uuid.bytes, reason: .deleted, by: principal, in: context)
             }
             return unique.count
@@ -213,7 +215,7 @@ extension Ledger {
         }
         let type = try objectType(code: stored.type)
         if let ownSource, stored.source != ownSource {
-            guard try ReadScope(principal, type: type, in: context.txn, context.databases).allows(sourceCode: stored.source, uuid: uuid.bytes) else {
+            guard try readable(uuid, as: principal, in: context.txn, context.databases) != nil else {
                 throw HealthError(.noData, "no object with UUID \(uuid)", field: field)
             }
             throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: field)

@@ -156,7 +156,16 @@ enum WhereExpression {
             return factors.count == 1 ? factors[0] : .and(factors)
         }
 
+        /// How deep `not` and parentheses nest here; past the predicates' own limit the
+        /// expression is refused before recursing further.
+        var depth = 0
+
         mutating func factor() throws -> ObjectPredicate {
+            depth += 1
+            defer { depth -= 1 }
+            guard depth <= ObjectPredicate.maximumDepth * 2 else {
+                throw failure("the expression nests deeper than \(ObjectPredicate.maximumDepth) levels", at: peek)
+            }
             if accept("not") { return .not(try factor()) }
             if accept("(") {
                 let inner = try expression()
@@ -226,7 +235,11 @@ enum WhereExpression {
                 let predicate = try oneOf(field, [value])
                 return comparison == .equal ? predicate : .not(predicate)
             case "duration":
-                guard value.0.kind == .word, let seconds = Double(value.0.text) else { throw failure("expected a number of seconds", at: value.0) }
+                guard value.0.kind == .word, let number = Double(value.0.text) else { throw failure("expected a number of seconds", at: value.0) }
+                guard let unit = value.1.first else { return .workout(.duration(comparison, number)) }
+                guard let seconds = try? Quantity(number, try HealthUnit(unit.text)).doubleValue(for: HealthUnit("s")) else {
+                    throw failure("a duration is in seconds or another unit of time, not '\(unit.text)'", at: unit)
+                }
                 return .workout(.duration(comparison, seconds))
             default:
                 if let statistic = Self.statistics[String(name.prefix { $0 != "." })], name.contains(".") {
