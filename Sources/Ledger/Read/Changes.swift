@@ -442,6 +442,7 @@ final class ChangeFilter {
     }
 
     private let type: ObjectType
+    private let principal: Principal
     private let predicate: ObjectPredicate?
     private let range: TimeRange?
     private let txn: Transaction
@@ -452,6 +453,7 @@ final class ChangeFilter {
 
     init(_ descriptor: QueryDescriptor, interval: DateInterval?, range: TimeRange, principal: Principal, txn: Transaction, databases: LedgerDatabases) {
         type = descriptor.type
+        self.principal = principal
         predicate = descriptor.predicate
         self.range = interval == nil ? nil : range
         self.txn = txn
@@ -466,7 +468,15 @@ final class ChangeFilter {
 
     /// The change as the query reports it, or nil when it excludes it.
     func match(_ entry: ChangeEntry) throws -> Match? {
-        guard let saved = entry.savedSequence else { return .deleted }
+        guard let saved = entry.savedSequence else {
+            // Another source's correlation the app never could see is not reported gone either.
+            if let correlations, case .app(let source) = principal,
+                try !correlations.deletionVisible(entry.position.uuid, at: entry.position.sequence, app: source.bundleIdentifier)
+            {
+                return nil
+            }
+            return .deleted
+        }
         let stored = try Ledger.storedEvent(saved, in: txn, databases)
         if range != nil || predicate != nil || correlations != nil {
             let summary = try projector.savedSummary(stored: stored, sequence: saved)

@@ -67,6 +67,31 @@ final class CorrelationAssembler {
         }, in: txn, databases)
     }
 
+    /// Whether the reader, an app reading part of the correlation type (`app` its bundle), may
+    /// be told that the correlation deleted by event `sequence` is gone: when it saved it, or
+    /// when one of its members was of a type the reader may read. The members are deleted just
+    /// before their correlation, in the same commit (reason `correlationDeleted`), so their
+    /// delete events, right before `sequence`, name their types.
+    func deletionVisible(_ uuid: [UInt8], at sequence: UInt64, app: String) throws -> Bool {
+        // Still stored: not a deletion but one the reader saw and may no longer read (it
+        // is told so when its scope narrows).
+        guard let stored = try txn.get(uuid, in: databases.tombstones) else { return true }
+        if try Tombstone(uuid: UUID(bytes: uuid)!, stored: stored, type: "").sourceBundle == app { return true }
+        var previous = sequence
+        while previous > 1 {
+            previous -= 1
+            let event = try LedgerEvent(stored: try Ledger.storedEvent(previous, in: txn, databases))
+            guard event.kind == .objectDeleted, let type = event.objectType,
+                (try? Healthledger_V1_ObjectDeleted(serializedBytes: event.body))?.reason == .correlationDeleted
+            else { return false }
+            let code = TypeCatalogue.code(of: type)
+            let scope = try scopes[code] ?? ReadScope(principal, type: try Ledger.objectType(code: code), in: txn, databases)
+            scopes[code] = scope
+            if scope.all { return true }
+        }
+        return false
+    }
+
     /// The correlation with its readable members; nil when it shows none and is not the
     /// reader's own (`source` is the correlation's source code), or when a member predicate
     /// finds no match among them.
