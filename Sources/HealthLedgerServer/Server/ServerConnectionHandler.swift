@@ -142,7 +142,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             $0.reason = reason
         }
         logger.debug("closing a connection", metadata: ["reason": "\(reason)"])
-        context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in context.close(promise: nil) }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Refuses new calls, tells the client, and closes once the calls in flight have ended.
