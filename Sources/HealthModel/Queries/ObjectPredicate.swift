@@ -463,6 +463,18 @@ extension ObjectPredicate {
     }
 }
 
+extension HealthObject {
+    /// A quantity sample's value in its type's canonical unit, a category sample's raw value;
+    /// nil for other objects (what quantity and category predicates compare).
+    public var canonicalValue: Double? {
+        switch self {
+        case .quantitySample(let sample): try? sample.quantity.doubleValue(for: sample.type.canonicalUnit)
+        case .categorySample(let sample): Double(sample.value)
+        default: nil
+        }
+    }
+}
+
 /// A plain object as a predicate subject (no ledger around it: it belongs to no workout or
 /// correlation, and a workout predicate sees no statistics).
 public struct ObjectSubject: PredicateSubject {
@@ -474,13 +486,7 @@ public struct ObjectSubject: PredicateSubject {
     public var startDate: Date { wrapped.startDate }
     public var endDate: Date { wrapped.endDate }
     public func sourceBundleIdentifier() -> String { wrapped.sourceRevision.source.bundleIdentifier }
-    public func value() throws -> Double? {
-        switch wrapped {
-        case .quantitySample(let sample): try sample.quantity.doubleValue(for: sample.type.canonicalUnit)
-        case .categorySample(let sample): Double(sample.value)
-        default: nil
-        }
-    }
+    public func value() -> Double? { wrapped.canonicalValue }
     public func object() -> HealthObject { wrapped }
     public func isMember(of parent: UUID, correlation: Bool) -> Bool { false }
     public func matches(_ predicate: WorkoutPredicate) throws -> Bool {

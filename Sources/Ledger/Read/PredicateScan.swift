@@ -93,17 +93,6 @@ final class EntrySubject: PredicateSubject {
     private func event() throws -> UnsafeRawBufferPointer { try Ledger.storedEvent(entry.sequence, in: context.txn, context.databases) }
 }
 
-extension HealthObject {
-    /// A quantity sample's value in its type's canonical unit, a category sample's raw value.
-    var canonicalValue: Double? {
-        switch self {
-        case .quantitySample(let sample): try? sample.quantity.doubleValue(for: sample.type.canonicalUnit)
-        case .categorySample(let sample): Double(sample.value)
-        default: nil
-        }
-    }
-}
-
 /// What the indexes can answer of a predicate before any object is loaded, read from the
 /// leaves that must all hold: a narrower time range, the UUIDs to look up directly, the
 /// sources whose index to walk, the workout or correlation whose members to visit. The
