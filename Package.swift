@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.19"),
     ],
     targets: [
         // LMDB, as Debian's liblmdb-dev installs it.
@@ -34,6 +35,12 @@ let package = Package(
             name: "CLMDB",
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
+        ),
+        // libxml2, as Debian's libxml2-dev installs it: a streaming (SAX) XML parser.
+        .systemLibrary(
+            name: "CLibXML2",
+            pkgConfig: "libxml-2.0",
+            providers: [.apt(["libxml2-dev"])]
         ),
         // A small, closure-scoped Swift API over LMDB.
         .target(
@@ -65,6 +72,21 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Health data in and out: Apple Health exports (XML + GPX, streamed from a zip) and
+        // HealthLedger's own JSON Lines, read and written without holding a file in memory.
+        .target(
+            name: "HealthExport",
+            dependencies: [
+                "CLibXML2",
+                "HealthModel",
+                "LedgerSchema",
+                "HealthLedgerRPC",
+                "HealthLedgerSDK",
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -115,6 +137,7 @@ let package = Package(
             name: "healthledger",
             dependencies: [
                 "Ledger",
+                "HealthExport",
                 "HealthLedgerSDK",
                 "HealthLedgerServer",
                 .product(name: "Logging", package: "swift-log"),

@@ -5,6 +5,7 @@ set -euo pipefail
 
 need=()
 [ -f /usr/include/lmdb.h ] || need+=(liblmdb-dev)
+[ -f /usr/include/libxml2/libxml/parser.h ] || need+=(libxml2-dev)
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || need+=(libprotobuf-c-dev)
 command -v protoc-c >/dev/null 2>&1 || need+=(protobuf-c-compiler)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)

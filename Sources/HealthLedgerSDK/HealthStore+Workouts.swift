@@ -80,11 +80,20 @@ public struct WorkoutRouteBuilder: Sendable {
     }
 
     /// Stores the locations, sorted by time, as a route of `workout` (a workout this app saved).
-    public func finishRoute(with workout: UUID, metadata: Metadata = [:]) async throws -> FinishedRoute {
+    ///
+    /// - Parameters:
+    ///   - sourceRevision: the route's source; only the owner's choice is kept (an app's
+    ///     route is always its own), as on a save.
+    ///   - device: the device that recorded the route.
+    public func finishRoute(
+        with workout: UUID, metadata: Metadata = [:], sourceRevision: SourceRevision? = nil, device: Device? = nil
+    ) async throws -> FinishedRoute {
         let request = Healthledger_V1_FinishRouteRequest.with {
             $0.builderID = Data(id.bytes)
             $0.workoutUuid = Data(workout.bytes)
             $0.metadata = .init(metadata)
+            if let sourceRevision { $0.sourceRevision = .init(sourceRevision) }
+            if let device { $0.device = .init(device) }
         }
         let response = try HealthStore.decode(Healthledger_V1_FinishRouteResponse.self, try await store.unary(.finishRoute, request))
         guard case .workoutRoute(let route)? = try? response.route.model(), let outcome = try? response.outcome.model() else {

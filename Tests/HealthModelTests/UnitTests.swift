@@ -29,6 +29,9 @@ struct UnitTests {
         (1, "atm", "mmHg", 101_325 / 133.3224),
         (1, "cal", "J", 4.184),
         (1, "Cal", "kcal", 1),
+        // The Health app writes a product with a middle dot.
+        (5.4321, "kcal/hr·kg", "kcal/(kg*hr)", 5.4321),
+        (42, "mL/min·kg", "ml/(kg*min)", 42),
         (1, "d", "hr", 24),
         (1, "hr", "min", 60),
         (1, "mcg", "g", 1e-6),

@@ -43,7 +43,9 @@ extension LedgerCall {
         let request = try decode(Healthledger_V1_FinishRouteRequest.self)
         let (route, disposition) = try await ledger.finishRoute(
             try Self.uuid(request.builderID, field: "builder_id"), workout: try Self.uuid(request.workoutUuid, field: "workout_uuid"),
-            metadata: try request.metadata.model(), by: principal)
+            metadata: try request.metadata.model(),
+            sourceRevision: request.hasSourceRevision ? request.sourceRevision.model : nil,
+            device: request.hasDevice ? request.device.modelValue : nil, by: principal)
         return try Healthledger_V1_FinishRouteResponse.with {
             $0.route = .init(.workoutRoute(route))
             $0.outcome = .init(SaveResult(uuid: route.uuid, disposition: disposition))

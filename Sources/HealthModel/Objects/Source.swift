@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where an object came from: an app or device, by bundle identifier.
 public struct Source: Sendable, Hashable, Codable, CustomStringConvertible {
     public var bundleIdentifier: String
@@ -12,6 +14,40 @@ public struct Source: Sendable, Hashable, Codable, CustomStringConvertible {
     public static let owner = Source(bundleIdentifier: "org.healthledger.owner", name: "Owner")
 
     public var description: String { "\(name) (\(bundleIdentifier))" }
+
+    /// Bundle identifiers under this prefix belong to the ledger itself (the owner's source
+    /// and imported sources); no app credential is ever issued for one.
+    public static let reservedPrefix = "org.healthledger."
+
+    /// The prefix of sources recorded by an import: `org.healthledger.import.`.
+    public static let importedPrefix = reservedPrefix + "import."
+
+    /// The source an import records for a name an export gives (`sourceName`):
+    /// `org.healthledger.import.` + the name in lower-case letters, digits and dashes (at most
+    /// 48) + `.` + 8 hex digits of the name's FNV-1a hash, so that two names never share one.
+    ///
+    /// Such a source is not an app: an app connecting later under the same display name has
+    /// its own bundle identifier, so it neither changes nor gains the imported data.
+    public static func imported(named name: String) -> Source {
+        var slug = ""
+        for scalar in name.lowercased().unicodeScalars {
+            if scalar.isASCII, CharacterSet.alphanumerics.contains(scalar) {
+                slug.unicodeScalars.append(scalar)
+            } else if !slug.hasSuffix("-"), !slug.isEmpty {
+                slug.append("-")
+            }
+            if slug.count >= 48 { break }
+        }
+        while slug.hasSuffix("-") { slug.removeLast() }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        let suffix = String(UInt32(truncatingIfNeeded: hash ^ (hash >> 32)), radix: 16)
+        let padded = String(repeating: "0", count: 8 - suffix.count) + suffix
+        return Source(bundleIdentifier: importedPrefix + (slug.isEmpty ? "source" : slug) + "." + padded, name: name)
+    }
 }
 
 /// A source plus the version details of the software that saved an object.

@@ -119,6 +119,9 @@ public enum TypeCatalogue {
     ]
 
     /// The family of `identifier`, or nil if the catalogue does not know it.
+    /// Every type a correlation may hold as a member.
+    public static let correlationMemberTypes: Set<String> = correlationTypes.values.reduce(into: []) { $0.formUnion($1) }
+
     public static func family(of identifier: String) -> ObjectTypeFamily? {
         if quantityTypes[identifier] != nil { return .quantity }
         if categoryTypes[identifier] != nil { return .category }

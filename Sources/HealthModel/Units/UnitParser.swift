@@ -29,10 +29,12 @@ struct UnitParser {
         return factors
     }
 
-    /// product := factor ( ('.' | '*') factor )*
+    /// product := factor ( ('.' | '*' | '·') factor )*
+    ///
+    /// `·` is how the Health app writes a product, as in `kcal/hr·kg` and `mL/min·kg`.
     private mutating func parseProduct() throws -> [HealthUnit.Factor] {
         var factors = try parseFactor()
-        while let next = peek(), next == "." || next == "*" {
+        while let next = peek(), next == "." || next == "*" || next == "·" {
             position += 1
             factors += try parseFactor()
         }
@@ -70,7 +72,7 @@ struct UnitParser {
 
     private mutating func parseAtom() throws -> HealthUnit.Factor {
         var name = ""
-        while let next = peek(), !"./*^()<>".contains(next) {
+        while let next = peek(), !"./*·^()<>".contains(next) {
             guard next.isLetter || next == "_" || next == "%" else {
                 throw failure("unexpected '\(next)' at position \(position + 1)")
             }

@@ -93,6 +93,12 @@ extension Ledger {
             guard !source.bundleIdentifier.isEmpty, source.bundleIdentifier.utf8.count <= ObjectLimits.maximumIdentifierLength,
                 source.name.utf8.count <= ObjectLimits.maximumIdentifierLength
             else { throw HealthError.invalidArgument("an app needs a bundle identifier (1–255 bytes) and a name of at most 255 bytes", field: "bundleIdentifier") }
+            // The owner's source and imported sources are the ledger's: an app named like
+            // one of them would change (and share) what the owner entered or imported.
+            guard !source.bundleIdentifier.lowercased().hasPrefix(Source.reservedPrefix) else {
+                throw HealthError.invalidArgument(
+                    "bundle identifiers under '\(Source.reservedPrefix)' are reserved for the ledger's own sources", field: "bundleIdentifier")
+            }
         case .system, .operator:
             throw HealthError.invalidArgument("credentials are issued to the owner or to an app", field: "principal")
         }

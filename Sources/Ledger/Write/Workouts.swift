@@ -98,7 +98,8 @@ extension Ledger {
     ///   `principal` may not read; `authorizationDenied`/`authorizationNotDetermined` when it
     ///   may not share routes or change the workout.
     public func finishRoute(
-        _ builder: UUID, workout: UUID, metadata: Metadata = [:], by principal: Principal
+        _ builder: UUID, workout: UUID, metadata: Metadata = [:], sourceRevision: SourceRevision? = nil, device: Device? = nil,
+        by principal: Principal
     ) async throws -> (route: WorkoutRoute, disposition: SaveResult.Disposition) {
         let locations = try routeBuilders.locations(of: builder, for: principal).sorted { $0.timestamp < $1.timestamp }
         guard let first = locations.first else {
@@ -106,8 +107,9 @@ extension Ledger {
         }
         var route = WorkoutRoute(
             workoutUUID: workout, locationCount: locations.count, start: first.timestamp, end: locations.last!.timestamp,
-            metadata: metadata, sourceRevision: SourceRevision(source: .owner))
-        if case .app(let source) = principal { route.sourceRevision = SourceRevision(source: source) }
+            device: device, metadata: metadata, sourceRevision: sourceRevision ?? SourceRevision(source: .owner))
+        // As on a save: the owner may record another source's route, an app only its own.
+        if case .app(let source) = principal { route.sourceRevision.source = source }
         try HealthObject.workoutRoute(route).validate()
         let summary = try ObjectSummary(.workoutRoute(route), units: UnitCache())
         let objectBytes = HealthObject.workoutRoute(route).encodedBytes()

@@ -2817,9 +2817,32 @@ public nonisolated struct Healthledger_V1_FinishRouteRequest: Sendable {
 
   public var metadata: [Healthledger_V1_MetadataEntry] = []
 
+  /// The route's source revision and device, as on a save: the owner may record a route of
+  /// another source (an import does); an app's route is always its own source's.
+  public var sourceRevision: Healthledger_V1_SourceRevision {
+    get {_sourceRevision ?? Healthledger_V1_SourceRevision()}
+    set {_sourceRevision = newValue}
+  }
+  /// Returns true if `sourceRevision` has been explicitly set.
+  public var hasSourceRevision: Bool {self._sourceRevision != nil}
+  /// Clears the value of `sourceRevision`. Subsequent reads from it will return its default value.
+  public mutating func clearSourceRevision() {self._sourceRevision = nil}
+
+  public var device: Healthledger_V1_Device {
+    get {_device ?? Healthledger_V1_Device()}
+    set {_device = newValue}
+  }
+  /// Returns true if `device` has been explicitly set.
+  public var hasDevice: Bool {self._device != nil}
+  /// Clears the value of `device`. Subsequent reads from it will return its default value.
+  public mutating func clearDevice() {self._device = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _sourceRevision: Healthledger_V1_SourceRevision? = nil
+  fileprivate var _device: Healthledger_V1_Device? = nil
 }
 
 public nonisolated struct Healthledger_V1_FinishRouteResponse: Sendable {
@@ -6755,7 +6778,7 @@ nonisolated extension Healthledger_V1_AddRouteLocationsRequest: SwiftProtobuf.Me
 
 nonisolated extension Healthledger_V1_FinishRouteRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".FinishRouteRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}builder_id\0\u{3}workout_uuid\0\u{1}metadata\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}builder_id\0\u{3}workout_uuid\0\u{1}metadata\0\u{3}source_revision\0\u{1}device\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -6766,12 +6789,18 @@ nonisolated extension Healthledger_V1_FinishRouteRequest: SwiftProtobuf.Message,
       case 1: try { try decoder.decodeSingularBytesField(value: &self.builderID) }()
       case 2: try { try decoder.decodeSingularBytesField(value: &self.workoutUuid) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.metadata) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._sourceRevision) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._device) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.builderID.isEmpty {
       try visitor.visitSingularBytesField(value: self.builderID, fieldNumber: 1)
     }
@@ -6781,6 +6810,12 @@ nonisolated extension Healthledger_V1_FinishRouteRequest: SwiftProtobuf.Message,
     if !self.metadata.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.metadata, fieldNumber: 3)
     }
+    try { if let v = self._sourceRevision {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    try { if let v = self._device {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -6788,6 +6823,8 @@ nonisolated extension Healthledger_V1_FinishRouteRequest: SwiftProtobuf.Message,
     if lhs.builderID != rhs.builderID {return false}
     if lhs.workoutUuid != rhs.workoutUuid {return false}
     if lhs.metadata != rhs.metadata {return false}
+    if lhs._sourceRevision != rhs._sourceRevision {return false}
+    if lhs._device != rhs._device {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

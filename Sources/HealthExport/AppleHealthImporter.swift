@@ -1,0 +1,539 @@
+import Foundation
+import HealthLedgerRPC
+import HealthLedgerSDK
+import HealthModel
+import LedgerSchema
+
+/// What an import did, counted.
+public struct ImportSummary: Sendable, Codable {
+    /// Objects stored, by kind (`samples`, `correlations`, `workouts`, `routes`,
+    /// `visionPrescriptions`, `characteristics`).
+    public var imported: [String: Int] = [:]
+    /// Objects the ledger already held (the same sync identifier and version): a re-import.
+    public var alreadyPresent = 0
+    /// Elements not imported because the ledger does not hold them, by reason.
+    public var skipped: [String: Int] = [:]
+    /// Records refused, by ``RejectionKind``.
+    public var rejected: [String: Int] = [:]
+    /// The first rejections, with their lines (at most ``ImportSummary/detailLimit``).
+    public var rejections: [Rejection] = []
+    /// Samples associated with their workouts (from the workouts' statistics types).
+    public var associatedWithWorkouts = 0
+    /// Top-level elements read.
+    public var elements = 0
+    public var seconds = 0.0
+    /// Why the import stopped early (a truncated or malformed file), after committing
+    /// everything complete before that point.
+    public var error: String?
+
+    public struct Rejection: Sendable, Codable, Hashable {
+        public var line: Int
+        public var element: String
+        public var kind: String
+        public var reason: String
+    }
+
+    public static let detailLimit = 1000
+
+    public init() {}
+
+    public var importedTotal: Int { imported.values.reduce(0, +) }
+    public var skippedTotal: Int { skipped.values.reduce(0, +) }
+    public var rejectedTotal: Int { rejected.values.reduce(0, +) }
+}
+
+/// Progress of a running import, for a progress bar.
+public struct ImportProgress: Sendable {
+    public var elements: Int
+    public var bytesRead: UInt64
+    public var totalBytes: UInt64
+    public var elapsed: Double
+
+    public var fraction: Double { totalBytes == 0 ? 0 : min(1, Double(bytesRead) / Double(totalBytes)) }
+    public var elementsPerSecond: Double { elapsed > 0 ? Double(elements) / elapsed : 0 }
+}
+
+/// Imports an Apple Health export into a ledger through a running server, as its owner.
+///
+/// The export is parsed on a thread of its own while batches are saved (several in
+/// flight), so memory stays flat whatever the file's size: what is held at once is a few
+/// batches, the keys of correlation members, and the workouts still to be linked to their
+/// samples. Samples of the types a correlation holds are set aside in a temporary file until
+/// the end, because the export lists a correlation's members twice (inside it and at top
+/// level, usually before it); those that turn out to be members are not saved again.
+///
+/// ```swift
+/// let summary = try await AppleHealthImporter(store: store, archive: try ExportArchive(url: url)).run()
+/// ```
+public final class AppleHealthImporter {
+    public let store: HealthStore
+    public let archive: ExportArchive
+    public var batchSize = 2000
+    public var batchesInFlight = 3
+    public var progress: (@Sendable (ImportProgress) -> Void)?
+
+    private var summary = ImportSummary()
+    private var pending = Batch()
+    private var inFlight: [Task<BatchOutcome, any Error>] = []
+    private var memberKeys = Set<String>()
+    private var characteristics: [Characteristic] = []
+    private var workouts: [WorkoutLink] = []
+    private var deferred: DeferredSamples?
+    private let started = ContinuousClock.now
+
+    public init(store: HealthStore, archive: ExportArchive) {
+        self.store = store
+        self.archive = archive
+    }
+
+    /// Runs the import to the end of the file.
+    ///
+    /// - Returns: the summary; its `error` is set when the file ended early or was not XML
+    ///   (what came before was committed).
+    /// - Throws: ``RPCError`` when the server fails (for example the connection is lost);
+    ///   batches already answered stay committed, and a re-run adds nothing twice.
+    public func run() async throws -> ImportSummary {
+        deferred = try DeferredSamples()
+        defer { deferred?.remove() }
+        let channel = ItemChannel(capacity: 8)
+        let archive = self.archive
+        let thread = Thread {
+            var items: [AppleHealthItem] = []
+            let reader = AppleHealthReader { items.append($0) }
+            let parser = XMLStreamParser(handler: reader, documentName: "export.xml")
+            var bytes: UInt64 = 0
+            do {
+                try archive.readXML { chunk in
+                    try parser.feed(chunk)
+                    bytes += UInt64(chunk.count)
+                    if !items.isEmpty || bytes == archive.xmlSize {
+                        guard channel.put(items, bytesRead: bytes) else { throw ArchiveReadStop() }
+                        items.removeAll(keepingCapacity: true)
+                    }
+                }
+                try parser.finish()
+                _ = channel.put(items, bytesRead: bytes)
+                channel.close(error: nil)
+            } catch is ArchiveReadStop {
+                channel.close(error: nil)
+            } catch {
+                _ = channel.put(items, bytesRead: bytes)
+                channel.close(error: error)
+            }
+        }
+        thread.stackSize = 8 << 20
+        thread.start()
+        do {
+            while let (items, bytes) = await channel.next() {
+                for item in items { try await handle(item) }
+                progress?(ImportProgress(elements: summary.elements, bytesRead: bytes, totalBytes: archive.xmlSize, elapsed: elapsed))
+            }
+            try await flush()
+            try await drain()
+            try await saveDeferred()
+            try await linkWorkouts()
+            try await saveCharacteristics()
+        } catch {
+            channel.cancel()
+            for task in inFlight { _ = try? await task.value }
+            throw error
+        }
+        if let error = channel.failure {
+            summary.error = switch error {
+            case let error as XMLStreamError: "the export is not complete XML (\(error)); everything before that point was imported"
+            default: "\(error)"
+            }
+        }
+        summary.seconds = elapsed
+        return summary
+    }
+
+    private var elapsed: Double {
+        let duration = ContinuousClock.now - started
+        return Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    // MARK: - Items
+
+    private func handle(_ item: AppleHealthItem) async throws {
+        switch item {
+        case .characteristic(let characteristic, _):
+            summary.elements += 1
+            characteristics.removeAll { $0.objectType == characteristic.objectType }
+            characteristics.append(characteristic)
+        case .sample(let object, let key, let mayBeMember, let line):
+            summary.elements += 1
+            if mayBeMember {
+                try deferred?.append(object, key: key, line: line)
+            } else {
+                try await add(object, kind: "samples", line: line)
+            }
+        case .correlation(let correlation, let keys, let line):
+            summary.elements += 1
+            memberKeys.formUnion(keys)
+            try await add(.correlation(correlation), kind: "correlations", line: line)
+        case .workout(let workout, let routes, let types, let line):
+            summary.elements += 1
+            pending.routes[workout.uuid] = routes
+            if !types.isEmpty { workouts.append(WorkoutLink(workout: workout, types: types)) }
+            try await add(.workout(workout), kind: "workouts", line: line)
+        case .visionPrescription(let prescription, let line):
+            summary.elements += 1
+            try await add(.visionPrescription(prescription), kind: "visionPrescriptions", line: line)
+        case .skipped(let element, let reason, _):
+            summary.skipped["\(element): \(reason)", default: 0] += 1
+        case .rejected(let element, let kind, let reason, let line):
+            reject(element: element, kind: kind, reason: reason, line: line)
+        }
+    }
+
+    private func reject(element: String, kind: RejectionKind, reason: String, line: Int) {
+        summary.rejected[kind.rawValue, default: 0] += 1
+        if summary.rejections.count < ImportSummary.detailLimit {
+            summary.rejections.append(.init(line: line, element: element, kind: kind.rawValue, reason: reason))
+        }
+    }
+
+    private func add(_ object: HealthObject, kind: String, line: Int) async throws {
+        pending.objects.append(object)
+        pending.lines.append(line)
+        pending.kinds.append(kind)
+        if pending.objects.count >= batchSize { try await flush() }
+    }
+
+    // MARK: - Batches
+
+    /// Starts saving the pending batch; waits for the oldest when enough are in flight.
+    private func flush() async throws {
+        guard !pending.objects.isEmpty else { return }
+        let batch = pending
+        pending = Batch()
+        let store = self.store
+        let archive = self.archive
+        inFlight.append(Task { [batch, store, archive] in try await BatchSaver.save(batch, store: store, archive: archive) })
+        while inFlight.count >= batchesInFlight { try await absorb(inFlight.removeFirst()) }
+    }
+
+    private func drain() async throws {
+        while !inFlight.isEmpty { try await absorb(inFlight.removeFirst()) }
+    }
+
+    private func absorb(_ task: Task<BatchOutcome, any Error>) async throws {
+        let outcome = try await task.value
+        for (kind, count) in outcome.imported { summary.imported[kind, default: 0] += count }
+        summary.alreadyPresent += outcome.alreadyPresent
+        for rejection in outcome.rejections { reject(element: rejection.element, kind: .refusedByServer, reason: rejection.reason, line: rejection.line) }
+        for (element, reason) in outcome.skipped { summary.skipped["\(element): \(reason)", default: 0] += 1 }
+        for (local, stored) in outcome.storedWorkouts {
+            if let index = workouts.firstIndex(where: { $0.workout.uuid == local }) { workouts[index].storedUUID = stored }
+        }
+    }
+
+    // MARK: - After the file
+
+    /// Saves the set-aside samples that are not members of a correlation.
+    private func saveDeferred() async throws {
+        guard let deferred else { return }
+        try deferred.finishWriting()
+        try await deferred.forEach { object, key, line in
+            if memberKeys.contains(key) {
+                summary.skipped["Record: listed again inside its correlation", default: 0] += 1
+                return
+            }
+            pending.objects.append(object)
+            pending.lines.append(line)
+            pending.kinds.append("samples")
+        } flushWhenFull: { [self] in
+            if pending.objects.count >= batchSize { try await flush() }
+        }
+        try await flush()
+        try await drain()
+    }
+
+    /// Associates each workout with the samples its statistics summarise: those of the
+    /// workout's source, of those types, within its span (HealthKit's `add(_:to:)`).
+    private func linkWorkouts() async throws {
+        for link in workouts {
+            guard let stored = link.storedUUID else { continue }
+            var uuids: [UUID] = []
+            for type in link.types {
+                let predicate = ObjectPredicate.andPredicate(withSubpredicates: [
+                    .predicateForObjects(from: [link.workout.sourceRevision.source]),
+                    .predicateForSamples(withStart: link.workout.startDate, end: link.workout.endDate, options: [.strictStartDate, .strictEndDate]),
+                ])
+                let query = SampleQueryDescriptor(type: type.objectType, predicate: predicate)
+                uuids += try await query.result(for: store).map(\.uuid)
+            }
+            for start in stride(from: 0, to: uuids.count, by: 10_000) {
+                try await store.add(Array(uuids[start..<min(start + 10_000, uuids.count)]), to: stored)
+            }
+            summary.associatedWithWorkouts += uuids.count
+        }
+    }
+
+    /// Sets the characteristics of `Me` that differ from the ledger's (a re-import writes nothing).
+    private func saveCharacteristics() async throws {
+        guard !characteristics.isEmpty else { return }
+        let current = try await store.characteristics(characteristics.map(\.objectType))
+        for (characteristic, stored) in zip(characteristics, current) {
+            guard characteristic != stored else {
+                summary.alreadyPresent += 1
+                continue
+            }
+            try await store.setCharacteristic(of: characteristic.objectType, to: characteristic)
+            summary.imported["characteristics", default: 0] += 1
+        }
+    }
+}
+
+/// Saves batches of an import (outside the importer, so a batch runs in a task of its own).
+private enum BatchSaver {
+    /// Saves a batch; a batch the server refuses is split until the refused objects are
+    /// found, so one bad record never costs its neighbours. Then the batch's workouts get
+    /// their routes.
+    static func save(_ batch: Batch, store: HealthStore, archive: ExportArchive) async throws -> BatchOutcome {
+        var outcome = BatchOutcome()
+        var storedUUIDs: [UUID: UUID] = [:]
+        // A stack of ranges still to save, the next on top.
+        var ranges = [0..<batch.objects.count]
+        while let range = ranges.popLast() {
+            do {
+                let results = try await store.save(Array(batch.objects[range]))
+                for (offset, result) in results.enumerated() {
+                    let index = range.lowerBound + offset
+                    switch result.disposition {
+                    case .saved, .replaced:
+                        outcome.imported[batch.kinds[index], default: 0] += 1
+                        storedUUIDs[batch.objects[index].uuid] = result.uuid
+                    case .ignored(let existing):
+                        outcome.alreadyPresent += 1
+                        storedUUIDs[batch.objects[index].uuid] = existing
+                    }
+                }
+            } catch let error as RPCError where error.code == .invalidArgument {
+                guard range.count > 1 else {
+                    outcome.rejections.append(.init(line: batch.lines[range.lowerBound], element: batch.kinds[range.lowerBound], reason: error.message))
+                    continue
+                }
+                let middle = range.lowerBound + range.count / 2
+                ranges.append(middle..<range.upperBound)
+                ranges.append(range.lowerBound..<middle)
+            }
+        }
+        for (local, routes) in batch.routes {
+            guard let workout = storedUUIDs[local] else { continue }
+            outcome.storedWorkouts.append((local, workout))
+            for route in routes { try await saveRoute(route, of: workout, store: store, archive: archive, outcome: &outcome) }
+        }
+        return outcome
+    }
+
+    static func saveRoute(
+        _ route: RouteReference, of workout: UUID, store: HealthStore, archive: ExportArchive, outcome: inout BatchOutcome
+    ) async throws {
+        let locations: [RouteLocation]
+        do {
+            guard let data = try archive.file(at: route.path) else {
+                outcome.rejections.append(.init(line: route.line, element: "WorkoutRoute", reason: "the export holds no file \(route.path)"))
+                return
+            }
+            locations = try GPXRoute.locations(data)
+        } catch {
+            outcome.rejections.append(.init(line: route.line, element: "WorkoutRoute", reason: "\(route.path): \(error)"))
+            return
+        }
+        guard !locations.isEmpty else {
+            outcome.skipped.append(("WorkoutRoute", "the route file has no points"))
+            return
+        }
+        var metadata = route.metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(AppleHealthReader.key(["WorkoutRoute", workout.uuidString, route.path]))
+            metadata[MetadataKey.syncVersion] = .number(1)
+        }
+        let builder = try await store.makeRouteBuilder()
+        do {
+            for start in stride(from: 0, to: locations.count, by: 5000) {
+                _ = try await builder.insertRouteData(Array(locations[start..<min(start + 5000, locations.count)]))
+            }
+            let finished = try await builder.finishRoute(with: workout, metadata: metadata, sourceRevision: route.sourceRevision, device: route.device)
+            if case .ignored = finished.disposition { outcome.alreadyPresent += 1 } else { outcome.imported["routes", default: 0] += 1 }
+        } catch let error as RPCError where error.code == .invalidArgument {
+            try? await builder.discard()
+            outcome.rejections.append(.init(line: route.line, element: "WorkoutRoute", reason: error.message))
+        }
+    }
+}
+
+private struct Batch: Sendable {
+    var objects: [HealthObject] = []
+    var lines: [Int] = []
+    var kinds: [String] = []
+    /// Routes of the batch's workouts, by the workout's UUID in the batch.
+    var routes: [UUID: [RouteReference]] = [:]
+}
+
+private struct BatchOutcome: Sendable {
+    struct Refusal: Sendable {
+        var line: Int
+        var element: String
+        var reason: String
+    }
+    var imported: [String: Int] = [:]
+    var alreadyPresent = 0
+    var rejections: [Refusal] = []
+    var skipped: [(String, String)] = []
+    /// Workouts of the batch: the UUID sent and the UUID stored (the existing one on a re-import).
+    var storedWorkouts: [(UUID, UUID)] = []
+}
+
+private struct WorkoutLink {
+    var workout: Workout
+    var types: [QuantityType]
+    var storedUUID: UUID?
+}
+
+/// Samples set aside until the end of the file, in a temporary file: a length-prefixed
+/// protobuf object, its key and its line, one after another.
+private final class DeferredSamples {
+    let url: URL
+    private var handle: FileHandle?
+    private var buffer: [UInt8] = []
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appending(path: "healthledger-import-\(UUID().uuidString).bin")
+        guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
+            throw ExportArchiveError("cannot create a temporary file in \(FileManager.default.temporaryDirectory.path)")
+        }
+        handle = try FileHandle(forWritingTo: url)
+    }
+
+    func append(_ object: HealthObject, key: String, line: Int) throws {
+        let bytes = object.encodedBytes()
+        let record = [UInt8](key.utf8)
+        for value in [UInt64(bytes.count), UInt64(record.count), UInt64(line)] {
+            withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
+        }
+        buffer += bytes
+        buffer += record
+        if buffer.count >= 1 << 20 { try write() }
+    }
+
+    private func write() throws {
+        try handle?.write(contentsOf: buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    func finishWriting() throws {
+        try write()
+        try handle?.close()
+        handle = nil
+    }
+
+    /// Reads the samples back in order.
+    func forEach(
+        _ body: (HealthObject, String, Int) throws -> Void, flushWhenFull: () async throws -> Void
+    ) async throws {
+        let reader = try FileHandle(forReadingFrom: url)
+        defer { try? reader.close() }
+        var data = Data()
+        var offset = 0
+        func need(_ count: Int) throws -> Bool {
+            while data.count - offset < count {
+                guard let more = try reader.read(upToCount: max(1 << 20, count)), !more.isEmpty else { return false }
+                data = data.subdata(in: offset..<data.count) + more
+                offset = 0
+            }
+            return true
+        }
+        func number(at position: Int) -> Int {
+            var value: UInt64 = 0
+            for index in 0..<8 { value |= UInt64(data[data.startIndex + position + index]) << (8 * index) }
+            return Int(value)
+        }
+        while try need(24) {
+            let (objectLength, keyLength, line) = (number(at: offset), number(at: offset + 8), number(at: offset + 16))
+            offset += 24
+            guard try need(objectLength + keyLength) else { throw ExportArchiveError("the temporary file \(url.path) is damaged") }
+            let objectBytes = data.subdata(in: (data.startIndex + offset)..<(data.startIndex + offset + objectLength))
+            let key = String(decoding: data.subdata(in: (data.startIndex + offset + objectLength)..<(data.startIndex + offset + objectLength + keyLength)), as: UTF8.self)
+            offset += objectLength + keyLength
+            let object = try objectBytes.withUnsafeBytes { try HealthObject(serialized: $0) }
+            try body(object, key, line)
+            try await flushWhenFull()
+        }
+    }
+
+    func remove() {
+        try? handle?.close()
+        try? FileManager.default.removeItem(at: url)
+    }
+}
+
+/// Hands parsed items from the parsing thread to the importer, holding at most `capacity`
+/// chunks: the parser blocks when the importer falls behind.
+private final class ItemChannel: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var chunks: [([AppleHealthItem], UInt64)] = []
+    private var waiter: CheckedContinuation<([AppleHealthItem], UInt64)?, Never>?
+    private var closed = false
+    private var cancelled = false
+    private(set) var failure: (any Error)?
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Blocks while the channel is full. - Returns: false once the importer has cancelled.
+    func put(_ items: [AppleHealthItem], bytesRead: UInt64) -> Bool {
+        condition.lock()
+        while chunks.count >= capacity && !cancelled { condition.wait() }
+        guard !cancelled else {
+            condition.unlock()
+            return false
+        }
+        if let waiter {
+            self.waiter = nil
+            condition.unlock()
+            waiter.resume(returning: (items, bytesRead))
+            return true
+        }
+        chunks.append((items, bytesRead))
+        condition.unlock()
+        return true
+    }
+
+    func close(error: (any Error)?) {
+        condition.lock()
+        closed = true
+        failure = error
+        let waiter = self.waiter
+        self.waiter = nil
+        condition.unlock()
+        waiter?.resume(returning: nil)
+    }
+
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func next() async -> ([AppleHealthItem], UInt64)? {
+        await withCheckedContinuation { continuation in
+            condition.lock()
+            if !chunks.isEmpty {
+                let chunk = chunks.removeFirst()
+                condition.signal()
+                condition.unlock()
+                continuation.resume(returning: chunk)
+            } else if closed {
+                condition.unlock()
+                continuation.resume(returning: nil)
+            } else {
+                waiter = continuation
+                condition.unlock()
+            }
+        }
+    }
+}

@@ -1,0 +1,712 @@
+import Crypto
+import Foundation
+import HealthModel
+
+/// What an Apple Health export holds, element by element, turned into the ledger's model.
+public enum AppleHealthItem: Sendable {
+    /// A characteristic from `Me`.
+    case characteristic(Characteristic, line: Int)
+    /// A top-level `Record`. `mayBeCorrelationMember` is true for the types a correlation
+    /// holds (blood pressure, dietary), which the export also lists inside their correlation.
+    case sample(HealthObject, key: String, mayBeCorrelationMember: Bool, line: Int)
+    /// A `Correlation` with its members; `memberKeys` are the members' record keys.
+    case correlation(Correlation, memberKeys: [String], line: Int)
+    /// A `Workout`, its routes' files and the types its `WorkoutStatistics` summarise.
+    case workout(Workout, routes: [RouteReference], statisticsTypes: [QuantityType], line: Int)
+    case visionPrescription(VisionPrescription, line: Int)
+    /// Something the ledger does not hold (yet); counted, never silently dropped.
+    case skipped(element: String, reason: String, line: Int)
+    /// A record the ledger would refuse; the rest of the import goes on.
+    case rejected(element: String, kind: RejectionKind, reason: String, line: Int)
+}
+
+/// Why a record was rejected, for the import summary's counts.
+public enum RejectionKind: String, Sendable, Codable, CaseIterable {
+    case unknownType = "unknown type"
+    case unparsableValue = "unparsable value"
+    case incompatibleUnit = "unit incompatible with its type"
+    case invalidDate = "invalid date"
+    case datesOutOfOrder = "dates out of order"
+    case invalidObject = "invalid object"
+    case refusedByServer = "refused by the server"
+}
+
+/// A route a workout names: its GPX file and the metadata of its `WorkoutRoute` element.
+public struct RouteReference: Sendable, Hashable {
+    /// The path as the export gives it, e.g. `/workout-routes/route_2025-05-18_12.30pm.gpx`.
+    public var path: String
+    public var sourceRevision: SourceRevision
+    public var device: Device?
+    public var metadata: Metadata
+    public var line: Int
+}
+
+/// Reads `export.xml` as a stream of elements (an ``XMLStreamHandler``) and hands each
+/// finished top-level element to `emit` as an ``AppleHealthItem``.
+///
+/// Each object gets a sync identifier (unless the export gives one) derived from its
+/// content and source, so that importing the same export twice, or an overlapping later
+/// one, adds nothing twice: see ``AppleHealthReader/recordKey(type:source:start:end:value:unit:)``.
+public final class AppleHealthReader: XMLStreamHandler {
+    /// The prefix of every sync identifier the importer derives.
+    public static let syncIdentifierPrefix = "apple-health:"
+    /// The bundle identifier prefix of the sources an import records (never an app's).
+    public static let sourcePrefix = Source.importedPrefix
+
+    private let emit: (AppleHealthItem) -> Void
+    private var units: [String: HealthUnit] = [:]
+    private var sources: [String: Source] = [:]
+    private var devices: [String: Device] = [:]
+    /// Open elements, outermost first.
+    private var path: [String] = []
+    private var current: Builder?
+    /// The top-level element being skipped, whose children are not reported again.
+    private var skipping: String?
+    /// When the export was made (`ExportDate`), if it says.
+    public private(set) var exportDate: Date?
+
+    public init(emit: @escaping (AppleHealthItem) -> Void) {
+        self.emit = emit
+    }
+
+    // MARK: - XMLStreamHandler
+
+    public func startElement(_ name: String, attributes: [XMLAttribute], line: Int) {
+        path.append(name)
+        let depth = path.count
+        if depth == 1 { return }  // HealthData
+        if depth == 2 {
+            skipping = nil
+            startTopLevel(name, Attributes(attributes), line: line)
+            return
+        }
+        guard skipping == nil, var builder = current else { return }
+        builder.child(name, Attributes(attributes), depth: depth, line: line, reader: self)
+        current = builder
+    }
+
+    public func endElement(_ name: String) {
+        defer { path.removeLast() }
+        if path.count == 2 {
+            if let builder = current { finish(builder) }
+            current = nil
+            return
+        }
+        if path.count > 2, var builder = current {
+            builder.end(name, depth: path.count, reader: self)
+            current = builder
+        }
+    }
+
+    // MARK: - Elements
+
+    private func startTopLevel(_ name: String, _ attributes: Attributes, line: Int) {
+        switch name {
+        case "ExportDate":
+            exportDate = attributes["value"].flatMap(AppleHealthValues.date)
+        case "Me":
+            characteristics(attributes, line: line)
+        case "Record":
+            current = .record(RecordBuilder(attributes, line: line))
+        case "Correlation":
+            current = .correlation(CorrelationBuilder(attributes: attributes, line: line))
+        case "Workout":
+            current = .workout(WorkoutBuilder(attributes: attributes, line: line))
+        case "VisionPrescription":
+            current = .prescription(PrescriptionBuilder(attributes: attributes, line: line))
+        default:
+            skipping = name
+            let reason = switch name {
+            case "ActivitySummary": "activity summaries are not held by the ledger yet"
+            case "ClinicalRecord": "clinical records are not held by the ledger yet"
+            case "Audiogram": "audiograms are not held by the ledger yet"
+            default: "the ledger does not hold \(name) elements"
+            }
+            emit(.skipped(element: name, reason: reason, line: line))
+        }
+    }
+
+    private func finish(_ builder: Builder) {
+        switch builder {
+        case .record(let record):
+            switch sample(record, topLevel: true) {
+            case .success(let (object, key)):
+                let member = TypeCatalogue.correlationMemberTypes.contains(object.objectType.identifier)
+                emit(.sample(object, key: key, mayBeCorrelationMember: member, line: record.line))
+            case .failure(let rejection):
+                reject("Record", rejection, line: record.line)
+            }
+        case .correlation(let builder): correlation(builder)
+        case .workout(let builder): workout(builder)
+        case .prescription(let builder): prescription(builder)
+        }
+    }
+
+    private func characteristics(_ attributes: Attributes, line: Int) {
+        for (name, value) in attributes.pairs where !value.isEmpty {
+            let result: Characteristic?
+            switch name {
+            case ObjectType.dateOfBirth.identifier:
+                let parts = value.split(separator: "-").compactMap { Int($0) }
+                result = parts.count == 3 ? .dateOfBirth(year: parts[0], month: parts[1], day: parts[2]) : nil
+                if result == nil {
+                    reject("Me", Rejection(kind: .invalidDate, reason: "\(name): '\(value)' is not a date (yyyy-MM-dd)"), line: line)
+                    continue
+                }
+            case ObjectType.biologicalSex.identifier:
+                result = BiologicalSex.allCases.first { "HKBiologicalSex" + capitalized("\($0)") == value }.map { .biologicalSex($0) }
+            case ObjectType.bloodType.identifier:
+                result = BloodType.allCases.first { "HKBloodType" + capitalized("\($0)") == value }.map { .bloodType($0) }
+            case ObjectType.fitzpatrickSkinType.identifier:
+                result = FitzpatrickSkinType.allCases.first { "HKFitzpatrickSkinType" + capitalized("\($0)") == value }.map {
+                    .fitzpatrickSkinType($0)
+                }
+            case ObjectType.wheelchairUse.identifier:
+                result = WheelchairUse.allCases.first { "HKWheelchairUse" + capitalized("\($0)") == value }.map { .wheelchairUse($0) }
+            case ObjectType.activityMoveMode.identifier:
+                result = ActivityMoveMode.allCases.first { "HKActivityMoveMode" + capitalized("\($0)") == value }.map { .activityMoveMode($0) }
+            default:
+                emit(.skipped(element: "Me", reason: "the characteristic \(name) is not held by the ledger", line: line))
+                continue
+            }
+            guard let result else {
+                reject("Me", Rejection(kind: .unparsableValue, reason: "\(name): unknown value '\(value)'"), line: line)
+                continue
+            }
+            guard !result.isNotSet else { continue }
+            do {
+                try result.validate()
+                emit(.characteristic(result, line: line))
+            } catch {
+                reject("Me", Rejection(kind: .invalidObject, reason: "\(name): \(Self.message(error))"), line: line)
+            }
+        }
+    }
+
+    struct Rejection: Error {
+        var kind: RejectionKind
+        var reason: String
+    }
+
+    /// A `Record` as a quantity or category sample, with its record key.
+    private func sample(_ record: RecordBuilder, topLevel: Bool) -> Result<(HealthObject, String), Rejection> {
+        let attributes = record.attributes
+        guard let type = attributes["type"], !type.isEmpty else { return .failure(Rejection(kind: .unknownType, reason: "the record has no type")) }
+        guard let (start, end) = dates(attributes, start: "startDate", end: "endDate") else {
+            return .failure(dateProblem(attributes, start: "startDate", end: "endDate"))
+        }
+        let value = attributes["value"] ?? ""
+        let unitText = attributes["unit"] ?? ""
+        let source = sourceRevision(attributes)
+        let key = Self.recordKey(type: type, source: source.source.name, start: start, end: end, value: value, unit: unitText)
+        var metadata = record.metadata
+        if topLevel, metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(key)
+            metadata[MetadataKey.syncVersion] = .number(1)
+        } else if !topLevel {
+            // A correlation's members are replaced with it, never on their own.
+            metadata[MetadataKey.syncIdentifier] = nil
+            metadata[MetadataKey.syncVersion] = nil
+        }
+        let object: HealthObject
+        switch TypeCatalogue.family(of: type) {
+        case .quantity:
+            guard let number = Double(value), number.isFinite else {
+                return .failure(Rejection(kind: .unparsableValue, reason: "\(type): '\(value)' is not a number"))
+            }
+            guard let unit = AppleHealthValues.unit(unitText, cache: &units) else {
+                return .failure(Rejection(kind: .unparsableValue, reason: "\(type): '\(unitText)' is not a unit"))
+            }
+            let quantityType = try! QuantityType(type)
+            guard unit.isCompatible(with: quantityType.canonicalUnit) else {
+                return .failure(Rejection(kind: .incompatibleUnit, reason: "\(type): the unit '\(unitText)' is not compatible with \(quantityType.canonicalUnit)"))
+            }
+            object = .quantitySample(QuantitySample(
+                type: quantityType, quantity: Quantity(number, unit), start: start, end: end, device: device(attributes),
+                metadata: metadata, sourceRevision: source))
+        case .category:
+            let categoryType = try! CategoryType(type)
+            guard let raw = AppleHealthValues.categoryValue(value, of: categoryType) else {
+                return .failure(Rejection(kind: .unparsableValue, reason: "\(type): '\(value)' is not one of its values (\(categoryType.values.name))"))
+            }
+            object = .categorySample(CategorySample(
+                type: categoryType, value: raw, start: start, end: end, device: device(attributes), metadata: metadata,
+                sourceRevision: source))
+        case nil:
+            return .failure(Rejection(kind: .unknownType, reason: "unknown type '\(type)'"))
+        default:
+            return .failure(Rejection(kind: .unknownType, reason: "\(type) is not a quantity or category type"))
+        }
+        do {
+            try object.validate()
+        } catch {
+            return .failure(Rejection(kind: .invalidObject, reason: "\(type): \(Self.message(error))"))
+        }
+        return .success((object, key))
+    }
+
+    private func correlation(_ builder: CorrelationBuilder) {
+        let attributes = builder.attributes
+        let line = builder.line
+        guard let typeName = attributes["type"], let type = try? CorrelationType(typeName) else {
+            reject("Correlation", Rejection(kind: .unknownType, reason: "unknown correlation type '\(attributes["type"] ?? "")'"), line: line)
+            return
+        }
+        guard let (start, end) = dates(attributes, start: "startDate", end: "endDate") else {
+            reject("Correlation", dateProblem(attributes, start: "startDate", end: "endDate"), line: line)
+            return
+        }
+        var members: [QuantitySample] = []
+        var keys: [String] = []
+        for record in builder.records {
+            switch sample(record, topLevel: false) {
+            case .success(let (.quantitySample(member), key)):
+                members.append(member)
+                keys.append(key)
+            case .success:
+                reject("Correlation", Rejection(kind: .invalidObject, reason: "\(typeName): a member is not a quantity sample (line \(record.line))"), line: line)
+                return
+            case .failure(let rejection):
+                reject("Correlation", Rejection(kind: rejection.kind, reason: "member at line \(record.line): \(rejection.reason)"), line: line)
+                return
+            }
+        }
+        let source = sourceRevision(attributes)
+        var metadata = builder.metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            let key = Self.key(["Correlation", typeName, source.source.name, Self.seconds(start), Self.seconds(end)] + keys.sorted())
+            metadata[MetadataKey.syncIdentifier] = .string(key)
+            metadata[MetadataKey.syncVersion] = .number(1)
+        }
+        let correlation = Correlation(
+            type: type, start: start, end: end, objects: members, device: device(attributes), metadata: metadata, sourceRevision: source)
+        do {
+            try HealthObject.correlation(correlation).validate()
+            emit(.correlation(correlation, memberKeys: keys, line: line))
+        } catch {
+            reject("Correlation", Rejection(kind: .invalidObject, reason: "\(typeName): \(Self.message(error))"), line: line)
+        }
+    }
+
+    private func workout(_ builder: WorkoutBuilder) {
+        let attributes = builder.attributes
+        let line = builder.line
+        guard let name = attributes["workoutActivityType"], let activity = WorkoutActivityType(name: name) else {
+            reject("Workout", Rejection(kind: .unknownType, reason: "unknown workout activity type '\(attributes["workoutActivityType"] ?? "")'"), line: line)
+            return
+        }
+        guard let (start, end) = dates(attributes, start: "startDate", end: "endDate") else {
+            reject("Workout", dateProblem(attributes, start: "startDate", end: "endDate"), line: line)
+            return
+        }
+        for problem in builder.problems { reject("Workout", problem, line: line) }
+        guard builder.problems.isEmpty else { return }
+        var configuration = WorkoutConfiguration(activityType: activity)
+        switch builder.metadata[MetadataKey.indoorWorkout] {
+        case .number(1)?: configuration.locationType = .indoor
+        case .number(0)?: configuration.locationType = .outdoor
+        default: break
+        }
+        if case .number(let raw)? = builder.metadata[MetadataKey.swimmingLocationType], let type = SwimmingLocationType(rawValue: Int(raw)) {
+            configuration.swimmingLocationType = type
+        }
+        if case .quantity(let length)? = builder.metadata[MetadataKey.lapLength] { configuration.lapLength = length }
+        let source = sourceRevision(attributes)
+        var metadata = builder.metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key(["Workout", name, source.source.name, Self.seconds(start), Self.seconds(end)]))
+            metadata[MetadataKey.syncVersion] = .number(1)
+        }
+        let activities = builder.activities.map { activity in
+            var activity = activity
+            activity.configuration = WorkoutConfiguration(
+                activityType: configuration.activityType, locationType: configuration.locationType,
+                swimmingLocationType: configuration.swimmingLocationType, lapLength: configuration.lapLength)
+            return activity
+        }
+        let workout = Workout(
+            configuration: configuration, start: start, end: end, events: builder.events.sorted { $0.startDate < $1.startDate },
+            activities: activities, device: device(attributes), metadata: metadata, sourceRevision: source)
+        do {
+            try HealthObject.workout(workout).validate()
+        } catch {
+            reject("Workout", Rejection(kind: .invalidObject, reason: "\(name): \(Self.message(error))"), line: line)
+            return
+        }
+        var routes: [RouteReference] = []
+        for route in builder.routes {
+            guard let path = route.path else {
+                emit(.skipped(element: "WorkoutRoute", reason: "the route names no file", line: route.line))
+                continue
+            }
+            routes.append(RouteReference(
+                path: path, sourceRevision: sourceRevision(route.attributes), device: device(route.attributes), metadata: route.metadata,
+                line: route.line))
+        }
+        var statisticsTypes: [QuantityType] = []
+        for type in builder.statisticsTypes {
+            guard let quantityType = try? QuantityType(type) else {
+                emit(.skipped(element: "WorkoutStatistics", reason: "unknown statistics type '\(type)'", line: line))
+                continue
+            }
+            if !statisticsTypes.contains(quantityType) { statisticsTypes.append(quantityType) }
+        }
+        emit(.workout(workout, routes: routes, statisticsTypes: statisticsTypes, line: line))
+    }
+
+    private func prescription(_ builder: PrescriptionBuilder) {
+        let attributes = builder.attributes
+        let line = builder.line
+        let typeText = attributes["type"] ?? ""
+        let type: VisionPrescriptionType? = switch typeText.lowercased() {
+        case "glasses", "hkvisionprescriptiontypeglasses", "1": .glasses
+        case "contacts", "hkvisionprescriptiontypecontacts", "2": .contacts
+        default: nil
+        }
+        guard let type else {
+            reject("VisionPrescription", Rejection(kind: .unknownType, reason: "unknown prescription type '\(typeText)'"), line: line)
+            return
+        }
+        guard let issued = attributes["dateIssued"].flatMap(AppleHealthValues.date) else {
+            reject("VisionPrescription", Rejection(kind: .invalidDate, reason: "dateIssued is missing or not a date"), line: line)
+            return
+        }
+        var expiration = issued.addingTimeInterval(365.25 * 86_400 * 2)
+        if let text = attributes["expirationDate"] {
+            guard let date = AppleHealthValues.date(text), date >= issued else {
+                reject("VisionPrescription", Rejection(kind: .invalidDate, reason: "expirationDate '\(text)' is not a date on or after dateIssued"), line: line)
+                return
+            }
+            expiration = date
+        }
+        for problem in builder.problems { reject("VisionPrescription", problem, line: line) }
+        guard builder.problems.isEmpty else { return }
+        let source = sourceRevision(attributes)
+        var metadata = builder.metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key(["VisionPrescription", typeText, source.source.name, Self.seconds(issued)]))
+            metadata[MetadataKey.syncVersion] = .number(1)
+        }
+        let prescription = VisionPrescription(
+            type: type, dateIssued: issued, expirationDate: expiration, description: attributes["brand"] ?? "", rightEye: builder.rightEye,
+            leftEye: builder.leftEye, device: device(attributes), metadata: metadata, sourceRevision: source)
+        do {
+            try HealthObject.visionPrescription(prescription).validate()
+        } catch {
+            reject("VisionPrescription", Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
+            return
+        }
+        for attachment in builder.attachments {
+            emit(.skipped(element: "Attachment", reason: "attachment \(attachment): its bytes are not part of the export", line: line))
+        }
+        emit(.visionPrescription(prescription, line: line))
+    }
+
+    // MARK: - Values
+
+    private func dates(_ attributes: Attributes, start: String, end: String) -> (Date, Date)? {
+        guard let startDate = attributes[start].flatMap(AppleHealthValues.date), let endDate = attributes[end].flatMap(AppleHealthValues.date),
+            startDate <= endDate
+        else { return nil }
+        return (startDate, endDate)
+    }
+
+    private func dateProblem(_ attributes: Attributes, start: String, end: String) -> Rejection {
+        for name in [start, end] {
+            guard let text = attributes[name] else { return Rejection(kind: .invalidDate, reason: "\(name) is missing") }
+            if AppleHealthValues.date(text) == nil {
+                return Rejection(kind: .invalidDate, reason: "\(name) '\(text)' is not a date (yyyy-MM-dd HH:mm:ss ±hhmm)")
+            }
+        }
+        return Rejection(kind: .datesOutOfOrder, reason: "\(start) \(attributes[start]!) is after \(end) \(attributes[end]!)")
+    }
+
+    private func reject(_ element: String, _ rejection: Rejection, line: Int) {
+        emit(.rejected(element: element, kind: rejection.kind, reason: rejection.reason, line: line))
+    }
+
+    /// The source revision of an element: the source by its name, under the import prefix.
+    private func sourceRevision(_ attributes: Attributes) -> SourceRevision {
+        let name = attributes["sourceName"] ?? "Unknown"
+        let source: Source
+        if let known = sources[name] {
+            source = known
+        } else {
+            source = Source.imported(named: name)
+            sources[name] = source
+        }
+        return SourceRevision(source: source, version: attributes["sourceVersion"])
+    }
+
+    private func device(_ attributes: Attributes) -> Device? {
+        guard let text = attributes["device"], !text.isEmpty else { return nil }
+        if let known = devices[text] { return known }
+        let device = AppleHealthValues.device(text)
+        if let device { devices[text] = device }
+        return device
+    }
+
+    fileprivate func metadataValue(key: String, _ text: String) -> MetadataValue {
+        if Self.stringKeys.contains(key) { return .string(text) }
+        return AppleHealthValues.metadataValue(text, units: &units)
+    }
+
+    fileprivate func quantity(_ value: String?, unit: String?, default defaultUnit: String) -> Quantity? {
+        guard let value, let number = Double(value), number.isFinite else { return nil }
+        guard let healthUnit = AppleHealthValues.unit(unit ?? defaultUnit, cache: &units) else { return nil }
+        return Quantity(number, healthUnit)
+    }
+
+    /// Keys HealthKit defines as strings, whose values must not be read as numbers or dates.
+    static let stringKeys: Set<String> = [
+        MetadataKey.syncIdentifier, MetadataKey.timeZone, MetadataKey.foodType, MetadataKey.deviceName, MetadataKey.externalUUID,
+        "HKMetadataKeyDeviceSerialNumber", "HKMetadataKeyUDIDeviceIdentifier", "HKMetadataKeyUDIProductionIdentifier",
+        "HKMetadataKeyDigitalSignature", "HKMetadataKeyDeviceManufacturerName", "HKMetadataKeyWorkoutBrandName",
+    ]
+
+    // MARK: - Keys
+
+    /// The key of a record: the first 128 bits of SHA-256 over its type, source name, start
+    /// and end (seconds since 1970), value and unit as exported, in hex after
+    /// ``syncIdentifierPrefix``. It is the sync identifier of an imported record (version 1)
+    /// and tells a correlation's member from the same record listed at top level.
+    public static func recordKey(type: String, source: String, start: Date, end: Date, value: String, unit: String) -> String {
+        key(["Record", type, source, seconds(start), seconds(end), value, unit])
+    }
+
+    /// The first 128 bits of SHA-256 over the fields, each followed by a 0x1F separator.
+    static func key(_ fields: [String]) -> String {
+        var hasher = SHA256()
+        for field in fields {
+            hasher.update(data: Array(field.utf8))
+            hasher.update(data: [0x1F])
+        }
+        let digest = Array(hasher.finalize().prefix(16))
+        return syncIdentifierPrefix + digest.map { byte in
+            let text = String(byte, radix: 16)
+            return byte < 16 ? "0" + text : text
+        }.joined()
+    }
+
+    static func seconds(_ date: Date) -> String { String(Int64(date.timeIntervalSince1970.rounded())) }
+
+    static func message(_ error: any Error) -> String {
+        (error as? HealthError)?.message ?? "\(error)"
+    }
+}
+
+private func capitalized(_ text: String) -> String { text.prefix(1).uppercased() + text.dropFirst() }
+
+/// An element's attributes, looked up by name.
+struct Attributes: Sendable {
+    let pairs: [(String, String)]
+
+    init(_ attributes: [XMLAttribute]) { pairs = attributes.map { ($0.name, $0.value) } }
+
+    subscript(name: String) -> String? {
+        for (key, value) in pairs where key == name { return value }
+        return nil
+    }
+}
+
+// MARK: - Builders of the top-level elements
+
+private enum Builder {
+    case record(RecordBuilder)
+    case correlation(CorrelationBuilder)
+    case workout(WorkoutBuilder)
+    case prescription(PrescriptionBuilder)
+
+    mutating func child(_ name: String, _ attributes: Attributes, depth: Int, line: Int, reader: AppleHealthReader) {
+        switch self {
+        case .record(var record):
+            record.child(name, attributes, line: line, reader: reader)
+            self = .record(record)
+        case .correlation(var correlation):
+            if name == "Record", depth == 3 {
+                correlation.records.append(RecordBuilder(attributes, line: line))
+            } else if depth == 4, !correlation.records.isEmpty {
+                correlation.records[correlation.records.count - 1].child(name, attributes, line: line, reader: reader)
+            } else if name == "MetadataEntry", depth == 3 {
+                correlation.metadata.add(attributes, reader: reader)
+            }
+            self = .correlation(correlation)
+        case .workout(var workout):
+            workout.child(name, attributes, depth: depth, line: line, reader: reader)
+            self = .workout(workout)
+        case .prescription(var prescription):
+            prescription.child(name, attributes, line: line, reader: reader)
+            self = .prescription(prescription)
+        }
+    }
+
+    mutating func end(_ name: String, depth: Int, reader: AppleHealthReader) {
+        if case .workout(var workout) = self {
+            workout.end(name, depth: depth)
+            self = .workout(workout)
+        }
+    }
+}
+
+private struct RecordBuilder {
+    let attributes: Attributes
+    let line: Int
+    var metadata: Metadata = [:]
+
+    init(_ attributes: Attributes, line: Int) {
+        self.attributes = attributes
+        self.line = line
+    }
+
+    mutating func child(_ name: String, _ attributes: Attributes, line: Int, reader: AppleHealthReader) {
+        switch name {
+        case "MetadataEntry": metadata.add(attributes, reader: reader)
+        case "HeartRateVariabilityMetadataList":
+            reader.note(.skipped(element: name, reason: "heartbeat series lists are not held by the ledger yet", line: line))
+        default: break
+        }
+    }
+}
+
+extension AppleHealthReader {
+    fileprivate func note(_ item: AppleHealthItem) { emit(item) }
+}
+
+private struct CorrelationBuilder {
+    let attributes: Attributes
+    let line: Int
+    var metadata: Metadata = [:]
+    var records: [RecordBuilder] = []
+}
+
+private struct RouteBuilder {
+    let attributes: Attributes
+    let line: Int
+    var metadata: Metadata = [:]
+    var path: String?
+}
+
+private struct WorkoutBuilder {
+    let attributes: Attributes
+    let line: Int
+    var metadata: Metadata = [:]
+    var events: [WorkoutEvent] = []
+    var activities: [WorkoutActivity] = []
+    var routes: [RouteBuilder] = []
+    var statisticsTypes: [String] = []
+    var problems: [AppleHealthReader.Rejection] = []
+    /// What the open child at depth 3 is: its metadata entries go to it.
+    private var openChild: String?
+
+    init(attributes: Attributes, line: Int) {
+        self.attributes = attributes
+        self.line = line
+    }
+
+    mutating func child(_ name: String, _ attributes: Attributes, depth: Int, line: Int, reader: AppleHealthReader) {
+        if depth == 3 { openChild = name }
+        switch (name, depth) {
+        case ("MetadataEntry", 3): metadata.add(attributes, reader: reader)
+        case ("WorkoutEvent", 3): if let event = event(attributes, line: line) { events.append(event) }
+        case ("WorkoutEvent", 4) where openChild == "WorkoutActivity" && !activities.isEmpty:
+            if let event = event(attributes, line: line) { activities[activities.count - 1].events.append(event) }
+        case ("MetadataEntry", 4):
+            switch openChild {
+            case "WorkoutEvent" where !events.isEmpty: events[events.count - 1].metadata.add(attributes, reader: reader)
+            case "WorkoutActivity" where !activities.isEmpty: activities[activities.count - 1].metadata.add(attributes, reader: reader)
+            case "WorkoutRoute" where !routes.isEmpty: routes[routes.count - 1].metadata.add(attributes, reader: reader)
+            default: break
+            }
+        case ("WorkoutActivity", 3):
+            guard let start = attributes["startDate"].flatMap(AppleHealthValues.date) else {
+                problems.append(.init(kind: .invalidDate, reason: "line \(line): WorkoutActivity has no valid startDate"))
+                return
+            }
+            let end = attributes["endDate"].flatMap(AppleHealthValues.date) ?? start
+            guard end >= start else {
+                problems.append(.init(kind: .datesOutOfOrder, reason: "line \(line): WorkoutActivity ends before it starts"))
+                return
+            }
+            let uuid = attributes["uuid"].flatMap(UUID.init(uuidString:)) ?? .timeOrdered()
+            activities.append(WorkoutActivity(configuration: WorkoutConfiguration(activityType: .other), start: start, end: end, uuid: uuid))
+        case ("WorkoutStatistics", _):
+            if let type = attributes["type"] { statisticsTypes.append(type) }
+        case ("WorkoutRoute", 3):
+            routes.append(RouteBuilder(attributes: attributes, line: line))
+        case ("FileReference", 4) where openChild == "WorkoutRoute" && !routes.isEmpty:
+            routes[routes.count - 1].path = attributes["path"]
+        default: break
+        }
+    }
+
+    mutating func end(_ name: String, depth: Int) {
+        if depth == 3 { openChild = nil }
+    }
+
+    private mutating func event(_ attributes: Attributes, line: Int) -> WorkoutEvent? {
+        let typeName = attributes["type"] ?? ""
+        guard let type = WorkoutEventType.allCases.first(where: { "HKWorkoutEventType" + capitalized("\($0)") == typeName }) else {
+            problems.append(.init(kind: .unknownType, reason: "line \(line): unknown workout event type '\(typeName)'"))
+            return nil
+        }
+        guard let date = attributes["date"].flatMap(AppleHealthValues.date) else {
+            problems.append(.init(kind: .invalidDate, reason: "line \(line): the workout event has no valid date"))
+            return nil
+        }
+        var end = date
+        if let duration = attributes["duration"].flatMap(Double.init), duration > 0 {
+            let unit = (try? HealthUnit(attributes["durationUnit"] ?? "min")) ?? HealthUnit.second
+            let seconds = (try? unit.convert(duration, to: .second)) ?? duration
+            end = date.addingTimeInterval(seconds)
+        }
+        return WorkoutEvent(type: type, start: date, end: type.hasDuration ? end : nil)
+    }
+}
+
+private struct PrescriptionBuilder {
+    let attributes: Attributes
+    let line: Int
+    var metadata: Metadata = [:]
+    var rightEye: LensSpecification?
+    var leftEye: LensSpecification?
+    var attachments: [String] = []
+    var problems: [AppleHealthReader.Rejection] = []
+
+    init(attributes: Attributes, line: Int) {
+        self.attributes = attributes
+        self.line = line
+    }
+
+    mutating func child(_ name: String, _ attributes: Attributes, line: Int, reader: AppleHealthReader) {
+        switch name {
+        case "MetadataEntry": metadata.add(attributes, reader: reader)
+        case "RightEye", "LeftEye":
+            func quantity(_ key: String, _ unit: String) -> Quantity? {
+                reader.quantity(attributes[key], unit: attributes[key + "Unit"], default: unit)
+            }
+            guard let sphere = quantity("sphere", "D") else {
+                problems.append(.init(kind: .unparsableValue, reason: "line \(line): \(name) has no sphere"))
+                return
+            }
+            var prism: Prism?
+            if let amount = quantity("prismAmount", "pD"), let angle = quantity("prismAngle", "deg") {
+                prism = Prism(amount: amount, angle: angle, base: .none, eye: name == "RightEye" ? .right : .left)
+            }
+            let lens = LensSpecification(
+                sphere: sphere, cylinder: quantity("cylinder", "D"), axis: quantity("axis", "deg"), addPower: quantity("add", "D"),
+                vertexDistance: quantity("vertex", "mm"), prism: prism, farPupillaryDistance: quantity("farPD", "mm"),
+                nearPupillaryDistance: quantity("nearPD", "mm"), baseCurve: quantity("baseCurve", "mm"), diameter: quantity("diameter", "mm"))
+            if name == "RightEye" { rightEye = lens } else { leftEye = lens }
+        case "Attachment":
+            attachments.append(attributes["identifier"] ?? "(unnamed)")
+        default: break
+        }
+    }
+}
+
+extension Metadata {
+    fileprivate mutating func add(_ attributes: Attributes, reader: AppleHealthReader) {
+        guard let key = attributes["key"], let value = attributes["value"] else { return }
+        self[key] = reader.metadataValue(key: key, value)
+    }
+}

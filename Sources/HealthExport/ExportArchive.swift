@@ -1,0 +1,102 @@
+import Foundation
+import HealthModel
+import ZIPFoundation
+
+/// An Apple Health export as the Health app writes it: `export.zip` (with
+/// `apple_health_export/export.xml` and `workout-routes/*.gpx`) or an unpacked `export.xml`
+/// next to its `workout-routes` folder.
+public struct ExportArchive: Sendable {
+    public enum Form: Sendable { case zip, xml }
+
+    public let url: URL
+    public let form: Form
+    /// The bytes of `export.xml` (inflated), for progress.
+    public let xmlSize: UInt64
+    private let xmlEntryPath: String?
+
+    /// Opens `url`, telling a zip from XML by its first bytes.
+    /// - Throws: ``ExportArchiveError`` when the file is missing, or a zip without `export.xml`.
+    public init(url: URL) throws {
+        self.url = url
+        guard let handle = FileHandle(forReadingAtPath: url.path) else { throw ExportArchiveError("cannot open \(url.path)") }
+        let magic = (try? handle.read(upToCount: 4)) ?? Data()
+        try? handle.close()
+        if magic.starts(with: [0x50, 0x4B, 0x03, 0x04]) {
+            form = .zip
+            let archive: Archive
+            do { archive = try Archive(url: url, accessMode: .read) } catch { throw ExportArchiveError("\(url.path) is not a readable zip: \(error)") }
+            guard let entry = archive.first(where: { $0.type == .file && ($0.path == "export.xml" || $0.path.hasSuffix("/export.xml")) }) else {
+                throw ExportArchiveError("\(url.path) holds no export.xml")
+            }
+            xmlEntryPath = entry.path
+            xmlSize = entry.uncompressedSize
+        } else {
+            form = .xml
+            xmlEntryPath = nil
+            let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
+            xmlSize = (attributes?[.size] as? NSNumber)?.uint64Value ?? 0
+        }
+    }
+
+    /// Streams `export.xml` to `consumer` in chunks (inflating a zip entry as it goes),
+    /// blocking the calling thread; returns after the last chunk.
+    public func readXML(chunkSize: Int = 1 << 18, _ consumer: (UnsafeRawBufferPointer) throws -> Void) throws {
+        switch form {
+        case .zip:
+            let archive = try Archive(url: url, accessMode: .read)
+            guard let path = xmlEntryPath, let entry = archive[path] else { throw ExportArchiveError("export.xml vanished from \(url.path)") }
+            do {
+                _ = try archive.extract(entry, bufferSize: chunkSize, skipCRC32: false) { data in
+                    try data.withUnsafeBytes { try consumer($0) }
+                }
+            } catch let error as XMLStreamError {
+                throw error
+            } catch let error as ArchiveReadStop {
+                throw error
+            } catch {
+                throw ExportArchiveError("the zip entry \(path) is damaged: \(error)")
+            }
+        case .xml:
+            guard let handle = FileHandle(forReadingAtPath: url.path) else { throw ExportArchiveError("cannot open \(url.path)") }
+            defer { try? handle.close() }
+            while true {
+                let data = try handle.read(upToCount: chunkSize) ?? Data()
+                if data.isEmpty { break }
+                try data.withUnsafeBytes { try consumer($0) }
+            }
+        }
+    }
+
+    /// A file the export names, such as `/workout-routes/route_….gpx`: from the zip (under
+    /// the folder holding `export.xml`) or beside `export.xml`.
+    /// - Returns: nil when the export does not hold it.
+    public func file(at exportPath: String, limit: Int = 64 << 20) throws -> Data? {
+        let relative = exportPath.split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
+        guard !relative.isEmpty else { return nil }
+        switch form {
+        case .zip:
+            let archive = try Archive(url: url, accessMode: .read)
+            let folder = xmlEntryPath.map { ($0 as NSString).deletingLastPathComponent } ?? ""
+            let candidates = [folder.isEmpty ? relative : folder + "/" + relative, relative]
+            guard let entry = candidates.lazy.compactMap({ archive[$0] }).first else { return nil }
+            guard entry.uncompressedSize <= UInt64(limit) else { throw ExportArchiveError("\(exportPath) is larger than \(limit >> 20) MiB") }
+            var data = Data()
+            _ = try archive.extract(entry) { data.append($0) }
+            return data
+        case .xml:
+            let file = url.deletingLastPathComponent().appending(path: relative)
+            guard FileManager.default.fileExists(atPath: file.path) else { return nil }
+            return try Data(contentsOf: file)
+        }
+    }
+}
+
+/// Thrown by a consumer to stop reading early.
+public struct ArchiveReadStop: Error {
+    public init() {}
+}
+
+public struct ExportArchiveError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,141 @@
+import CLibXML2
+import Foundation
+
+/// One attribute of an element, as the parser decoded it (entities resolved).
+public struct XMLAttribute: Sendable, Hashable {
+    public var name: String
+    public var value: String
+}
+
+/// Receives a document's elements in order, as the parser meets them.
+public protocol XMLStreamHandler: AnyObject {
+    /// An element opens; `line` is its line in the document.
+    func startElement(_ name: String, attributes: [XMLAttribute], line: Int)
+    func endElement(_ name: String)
+    /// Text inside the current element, possibly in several pieces.
+    func characters(_ text: UnsafeBufferPointer<UInt8>)
+}
+
+extension XMLStreamHandler {
+    public func characters(_ text: UnsafeBufferPointer<UInt8>) {}
+}
+
+/// Why a document could not be read: the parser's message and the line it stopped at.
+public struct XMLStreamError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public var line: Int
+    public var description: String { "line \(line): \(message)" }
+}
+
+/// A push parser over libxml2's SAX2 interface: bytes go in as they arrive (from a file or
+/// a zip entry being inflated), elements come out, and nothing of the document is kept.
+///
+/// It never loads external entities or DTDs (no network, no files), and libxml2's limits
+/// on entity expansion stay on, so a hostile document costs bounded work.
+///
+/// ```swift
+/// let parser = XMLStreamParser(handler: reader)
+/// try parser.feed(chunk)        // as many times as there are chunks
+/// try parser.finish()           // a truncated document fails here
+/// ```
+public final class XMLStreamParser {
+    private let box: HandlerBox
+    private var context: xmlParserCtxtPtr?
+    private var finished = false
+
+    public init(handler: any XMLStreamHandler, documentName: String = "document") {
+        xmlInitParser()
+        box = HandlerBox(handler)
+        var sax = xmlSAXHandler()
+        sax.initialized = XML_SAX2_MAGIC
+        sax.startElementNs = { user, localName, _, _, _, _, attributeCount, _, attributes in
+            guard let user, let localName else { return }
+            let box = Unmanaged<HandlerBox>.fromOpaque(user).takeUnretainedValue()
+            var decoded: [XMLAttribute] = []
+            if let attributes, attributeCount > 0 {
+                decoded.reserveCapacity(Int(attributeCount))
+                // Five pointers per attribute: local name, prefix, URI, value start, value end.
+                for index in 0..<Int(attributeCount) {
+                    guard let name = attributes[index * 5], let start = attributes[index * 5 + 3], let end = attributes[index * 5 + 4] else {
+                        continue
+                    }
+                    let value = String(decoding: UnsafeBufferPointer(start: start, count: end - start), as: UTF8.self)
+                    decoded.append(XMLAttribute(name: String(cString: name), value: value))
+                }
+            }
+            box.handler.startElement(String(cString: localName), attributes: decoded, line: box.line())
+        }
+        sax.endElementNs = { user, localName, _, _ in
+            guard let user, let localName else { return }
+            Unmanaged<HandlerBox>.fromOpaque(user).takeUnretainedValue().handler.endElement(String(cString: localName))
+        }
+        sax.characters = { user, text, length in
+            guard let user, let text, length > 0 else { return }
+            Unmanaged<HandlerBox>.fromOpaque(user).takeUnretainedValue().handler.characters(UnsafeBufferPointer(start: text, count: Int(length)))
+        }
+        let user = Unmanaged.passUnretained(box).toOpaque()
+        context = documentName.withCString { name in xmlCreatePushParserCtxt(&sax, user, nil, 0, name) }
+        if let context {
+            xmlCtxtUseOptions(context, Int32(XML_PARSE_NONET.rawValue) | Int32(XML_PARSE_NOCDATA.rawValue))
+            box.context = context
+        }
+    }
+
+    deinit {
+        if let context {
+            if let document = context.pointee.myDoc { xmlFreeDoc(document) }
+            xmlFreeParserCtxt(context)
+        }
+    }
+
+    /// The line the parser has reached.
+    public var line: Int { box.line() }
+
+    /// Parses the next bytes of the document.
+    /// - Throws: ``XMLStreamError`` when the document is not well-formed XML; the handler has
+    ///   seen every element before the fault.
+    public func feed(_ bytes: UnsafeRawBufferPointer) throws {
+        guard let context else { throw XMLStreamError(message: "libxml2 could not create a parser", line: 0) }
+        var offset = 0
+        while offset < bytes.count {
+            let length = min(bytes.count - offset, 1 << 20)
+            let status = xmlParseChunk(context, bytes.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self), Int32(length), 0)
+            if status != 0 { throw failure(context) }
+            offset += length
+        }
+    }
+
+    /// Parses the next bytes of the document.
+    public func feed(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try feed($0) }
+    }
+
+    /// Ends the document.
+    /// - Throws: ``XMLStreamError`` when the document is incomplete (a truncated file).
+    public func finish() throws {
+        guard let context, !finished else { return }
+        finished = true
+        if xmlParseChunk(context, nil, 0, 1) != 0 || context.pointee.wellFormed == 0 { throw failure(context) }
+    }
+
+    private func failure(_ context: xmlParserCtxtPtr) -> XMLStreamError {
+        if let error = xmlCtxtGetLastError(context), let message = error.pointee.message {
+            let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+            return XMLStreamError(message: text, line: Int(error.pointee.line))
+        }
+        return XMLStreamError(message: "the document is not well-formed XML", line: box.line())
+    }
+}
+
+/// What the C callbacks reach through their user pointer.
+private final class HandlerBox {
+    let handler: any XMLStreamHandler
+    var context: xmlParserCtxtPtr?
+
+    init(_ handler: any XMLStreamHandler) { self.handler = handler }
+
+    func line() -> Int {
+        guard let context, let input = context.pointee.input else { return 0 }
+        return Int(input.pointee.line)
+    }
+}
