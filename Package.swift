@@ -179,7 +179,8 @@ let package = Package(
         .testTarget(
             name: "RPCTests",
             dependencies: [
-                "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema", "TestSupport", "healthledger",
+                "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema", "TestSupport", "healthledger", "HealthExport",
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -93,6 +93,11 @@ public final class AppleHealthImporter {
     /// - Throws: ``RPCError`` when the server fails (for example the connection is lost);
     ///   batches already answered stay committed, and a re-run adds nothing twice.
     public func run() async throws -> ImportSummary {
+        // Recording other sources' data is the owner's: an app's saves are always its own.
+        let principal = try await store.ping().principal
+        guard principal == "owner" else {
+            throw RPCError(.permissionDenied, "an import records other sources' data, which only the owner may do; this credential is \(principal)'s")
+        }
         deferred = try DeferredSamples()
         defer { deferred?.remove() }
         let channel = ItemChannel(capacity: 8)

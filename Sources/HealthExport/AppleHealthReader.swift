@@ -706,7 +706,8 @@ private struct PrescriptionBuilder {
 
 extension Metadata {
     fileprivate mutating func add(_ attributes: Attributes, reader: AppleHealthReader) {
-        guard let key = attributes["key"], let value = attributes["value"] else { return }
+        guard let stored = attributes["key"], let value = attributes["value"] else { return }
+        let key = MetadataKey.named(storedAs: stored)
         self[key] = reader.metadataValue(key: key, value)
     }
 }

@@ -49,6 +49,27 @@ public enum MetadataKey {
     public static let heartRateMotionContext = "HKMetadataKeyHeartRateMotionContext"
     public static let deviceName = "HKMetadataKeyDeviceName"
     public static let externalUUID = "HKMetadataKeyExternalUUID"
+
+    /// The keys above that the ledger checks (``MetadataRule``), by their symbol names.
+    public static let predefined: Set<String> = Set(MetadataRule.rules.keys).union([timeZone, deviceName, externalUUID])
+
+    /// The ledger's name of a key as HealthKit stores it: most predefined keys' values drop
+    /// "MetadataKey" (`HKMetadataKeyIndoorWorkout` is the string `HKIndoorWorkout`, which is
+    /// what an Apple Health export writes). Other keys are returned as they are.
+    public static func named(storedAs key: String) -> String {
+        guard key.hasPrefix("HK"), !key.hasPrefix("HKMetadataKey") else { return key }
+        let name = "HKMetadataKey" + key.dropFirst(2)
+        return predefined.contains(name) ? name : key
+    }
+
+    /// The inverse of ``named(storedAs:)``: the string HealthKit stores for a key.
+    public static func storedName(of key: String) -> String {
+        guard key.hasPrefix("HKMetadataKey"), predefined.contains(key), !keptWhole.contains(key) else { return key }
+        return "HK" + key.dropFirst("HKMetadataKey".count)
+    }
+
+    /// Keys whose stored string is their symbol name.
+    static let keptWhole: Set<String> = [syncIdentifier, syncVersion, heartRateMotionContext]
 }
 
 /// The rule a predefined key's value must follow.

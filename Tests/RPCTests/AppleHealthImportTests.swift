@@ -1,0 +1,235 @@
+import Foundation
+import HealthLedgerSDK
+import Ledger
+import TestSupport
+import Testing
+import ZIPFoundation
+
+/// `healthledger import apple-health` against a real server: every element kind, unit and
+/// date form, metadata kind and bad record of an export.
+@Suite("Apple Health import", .timeLimit(.minutes(3)))
+struct AppleHealthImportTests {
+    static let watch = "Alice’s Apple Watch"
+    static let device = "&lt;&lt;HKDevice: 0x283c74a50&gt;, name:Apple Watch, manufacturer:Apple Inc., model:Watch, hardware:Watch6,2, software:9.4&gt;"
+
+    /// An export covering what the importer reads, and one bad record of each kind.
+    static let exportXML = """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <!DOCTYPE HealthData [
+        <!-- HealthKit Export Version: 14 -->
+        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary|ClinicalRecord|Audiogram|VisionPrescription)*)>
+        <!ATTLIST HealthData locale CDATA #REQUIRED>
+        <!ELEMENT ExportDate EMPTY>
+        <!ATTLIST ExportDate value CDATA #REQUIRED>
+        ]>
+        <HealthData locale="en_GB">
+         <ExportDate value="2025-06-01 10:00:00 +0100"/>
+         <Me HKCharacteristicTypeIdentifierDateOfBirth="1980-05-17" HKCharacteristicTypeIdentifierBiologicalSex="HKBiologicalSexFemale" HKCharacteristicTypeIdentifierBloodType="HKBloodTypeAPositive" HKCharacteristicTypeIdentifierFitzpatrickSkinType="HKFitzpatrickSkinTypeNotSet" HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse="None"/>
+         <Record type="HKQuantityTypeIdentifierHeartRate" sourceName="\(watch)" sourceVersion="9.4" device="\(device)" unit="count/min" creationDate="2025-05-18 12:31:00 +0100" startDate="2025-05-18 12:05:00 +0100" endDate="2025-05-18 12:05:00 +0100" value="72">
+          <MetadataEntry key="HKMetadataKeyHeartRateMotionContext" value="1"/>
+          <MetadataEntry key="HKMetadataKeyTimeZone" value="Europe/London"/>
+          <MetadataEntry key="Recorded" value="2025-05-18 12:05:00 +0100"/>
+          <MetadataEntry key="HKAverageMETs" value="5.4321 kcal/hr·kg"/>
+          <MetadataEntry key="note" value="after coffee"/>
+         </Record>
+         <Record type="HKQuantityTypeIdentifierHeartRate" sourceName="\(watch)" unit="count/min" startDate="2025-05-18 12:20:00 -0400" endDate="2025-05-18 12:20:00 -0400" value="140">
+          <HeartRateVariabilityMetadataList>
+           <InstantaneousBeatsPerMinute bpm="70" time="12:20:00.00 PM"/>
+          </HeartRateVariabilityMetadataList>
+         </Record>
+         <Record type="HKQuantityTypeIdentifierBloodGlucose" sourceName="Contour" unit="mmol&lt;180.1558800000541&gt;/L" startDate="2025-05-18 07:00:00 +0100" endDate="2025-05-18 07:00:00 +0100" value="5.4"/>
+         <Record type="HKQuantityTypeIdentifierActiveEnergyBurned" sourceName="\(watch)" unit="Cal" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:10:00 +0100" value="80"/>
+         <Record type="HKQuantityTypeIdentifierOxygenSaturation" sourceName="\(watch)" unit="%" startDate="2025-05-18 03:00:00 +0100" endDate="2025-05-18 03:00:00 +0100" value="0.97"/>
+         <Record type="HKQuantityTypeIdentifierHeartRateVariabilitySDNN" sourceName="\(watch)" unit="ms" startDate="2025-05-18 03:00:00 +0100" endDate="2025-05-18 03:01:00 +0100" value="48.5"/>
+         <Record type="HKQuantityTypeIdentifierEnvironmentalAudioExposure" sourceName="\(watch)" unit="dBASPL" startDate="2025-05-18 09:00:00 +0100" endDate="2025-05-18 09:30:00 +0100" value="61.2"/>
+         <Record type="HKQuantityTypeIdentifierBodyTemperature" sourceName="Thermometer" unit="degF" startDate="2025-05-18 06:00:00 +0100" endDate="2025-05-18 06:00:00 +0100" value="98.6"/>
+         <Record type="HKQuantityTypeIdentifierBloodPressureSystolic" sourceName="Omron" unit="mmHg" startDate="2025-05-18 08:00:00 +0100" endDate="2025-05-18 08:00:00 +0100" value="120"/>
+         <Record type="HKQuantityTypeIdentifierBloodPressureDiastolic" sourceName="Omron" unit="mmHg" startDate="2025-05-18 08:00:00 +0100" endDate="2025-05-18 08:00:00 +0100" value="80"/>
+         <Record type="HKQuantityTypeIdentifierDietaryEnergyConsumed" sourceName="Food Log" unit="kcal" startDate="2025-05-18 13:00:00 +0100" endDate="2025-05-18 13:00:00 +0100" value="95"/>
+         <Record type="HKQuantityTypeIdentifierDietaryEnergyConsumed" sourceName="Food Log" unit="kcal" startDate="2025-05-18 16:00:00 +0100" endDate="2025-05-18 16:00:00 +0100" value="30"/>
+         <Record type="HKCategoryTypeIdentifierSleepAnalysis" sourceName="\(watch)" startDate="2025-05-18 01:00:00 +0100" endDate="2025-05-18 02:00:00 +0100" value="HKCategoryValueSleepAnalysisAsleepREM"/>
+         <Record type="HKCategoryTypeIdentifierSleepAnalysis" sourceName="\(watch)" startDate="2025-05-18 00:30:00 +0100" endDate="2025-05-18 06:00:00 +0100" value="HKCategoryValueSleepAnalysisInBed"/>
+         <Record type="HKQuantityTypeIdentifierMadeUp" sourceName="X" unit="count" startDate="2025-05-18 01:00:00 +0100" endDate="2025-05-18 02:00:00 +0100" value="1"/>
+         <Record type="HKQuantityTypeIdentifierStepCount" sourceName="X" unit="count" startDate="2025-05-18 01:00:00 +0100" endDate="2025-05-18 02:00:00 +0100" value="many"/>
+         <Record type="HKQuantityTypeIdentifierStepCount" sourceName="X" unit="kg" startDate="2025-05-18 01:00:00 +0100" endDate="2025-05-18 02:00:00 +0100" value="1"/>
+         <Record type="HKQuantityTypeIdentifierStepCount" sourceName="X" unit="count" startDate="2025-05-18 03:00:00 +0100" endDate="2025-05-18 02:00:00 +0100" value="1"/>
+         <Record type="HKQuantityTypeIdentifierStepCount" sourceName="X" unit="count" startDate="18/05/2025" endDate="2025-05-18 02:00:00 +0100" value="1"/>
+         <Correlation type="HKCorrelationTypeIdentifierBloodPressure" sourceName="Omron" startDate="2025-05-18 08:00:00 +0100" endDate="2025-05-18 08:00:00 +0100">
+          <MetadataEntry key="HKWasUserEntered" value="1"/>
+          <Record type="HKQuantityTypeIdentifierBloodPressureSystolic" sourceName="Omron" unit="mmHg" startDate="2025-05-18 08:00:00 +0100" endDate="2025-05-18 08:00:00 +0100" value="120"/>
+          <Record type="HKQuantityTypeIdentifierBloodPressureDiastolic" sourceName="Omron" unit="mmHg" startDate="2025-05-18 08:00:00 +0100" endDate="2025-05-18 08:00:00 +0100" value="80"/>
+         </Correlation>
+         <Correlation type="HKCorrelationTypeIdentifierFood" sourceName="Food Log" startDate="2025-05-18 13:00:00 +0100" endDate="2025-05-18 13:00:00 +0100">
+          <MetadataEntry key="HKFoodType" value="Apple"/>
+          <Record type="HKQuantityTypeIdentifierDietaryEnergyConsumed" sourceName="Food Log" unit="kcal" startDate="2025-05-18 13:00:00 +0100" endDate="2025-05-18 13:00:00 +0100" value="95"/>
+         </Correlation>
+         <Workout workoutActivityType="HKWorkoutActivityTypeRunning" duration="30" durationUnit="min" sourceName="\(watch)" device="\(device)" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:30:00 +0100">
+          <MetadataEntry key="HKIndoorWorkout" value="0"/>
+          <WorkoutEvent type="HKWorkoutEventTypePause" date="2025-05-18 12:10:00 +0100"/>
+          <WorkoutEvent type="HKWorkoutEventTypeResume" date="2025-05-18 12:11:00 +0100"/>
+          <WorkoutActivity uuid="0A1B2C3D-0000-4000-8000-000000000001" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:30:00 +0100" duration="30" durationUnit="min"/>
+          <WorkoutStatistics type="HKQuantityTypeIdentifierHeartRate" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:30:00 +0100" average="72" minimum="72" maximum="72" unit="count/min"/>
+          <WorkoutStatistics type="HKQuantityTypeIdentifierActiveEnergyBurned" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:30:00 +0100" sum="80" unit="Cal"/>
+          <WorkoutRoute sourceName="\(watch)" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:30:00 +0100">
+           <MetadataEntry key="HKMetadataKeySyncIdentifier" value="ROUTE-1"/>
+           <MetadataEntry key="HKMetadataKeySyncVersion" value="2"/>
+           <FileReference path="/workout-routes/route_2025-05-18_12.00pm.gpx"/>
+          </WorkoutRoute>
+         </Workout>
+         <VisionPrescription type="glasses" dateIssued="2025-01-10 09:00:00 +0000" expirationDate="2027-01-10 09:00:00 +0000" brand="Acme">
+          <RightEye sphere="-1.25" sphereUnit="D" cylinder="-0.5" cylinderUnit="D" axis="90" axisUnit="deg"/>
+          <LeftEye sphere="-1" sphereUnit="D"/>
+          <Attachment identifier="scan-1"/>
+         </VisionPrescription>
+         <ActivitySummary dateComponents="2025-05-18" activeEnergyBurned="500"/>
+         <ClinicalRecord type="HKClinicalTypeIdentifierLabResultRecord" identifier="x" sourceName="Hospital" sourceURL="https://example.org" fhirVersion="4.0.1" receivedDate="2025-05-18 08:00:00 +0100" resourceFilePath="/clinical-records/x.json"/>
+         <Audiogram type="HKDataTypeIdentifierAudiogram" sourceName="Hearing" startDate="2025-05-18 08:00:00 +0100" endDate="2025-05-18 08:00:00 +0100"/>
+        </HealthData>
+
+        """
+
+    /// Three points, written out of time order in the file's second half to show that the
+    /// route keeps time order.
+    static let gpx = """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <gpx version="1.1" creator="Apple Health Export" xmlns="http://www.topografix.com/GPX/1/1">
+         <trk><name>Route</name><trkseg>
+          <trkpt lon="-0.1000" lat="51.5000"><ele>10.5</ele><time>2025-05-18T11:00:00Z</time><extensions><speed>3.1</speed><course>90</course><hAcc>5</hAcc><vAcc>3</vAcc></extensions></trkpt>
+          <trkpt lon="-0.1001" lat="51.5001"><ele>10.7</ele><time>2025-05-18T11:00:05Z</time><extensions><speed>3.2</speed><course>91</course><hAcc>5</hAcc><vAcc>3</vAcc></extensions></trkpt>
+          <trkpt lon="-0.1002" lat="51.5002"><ele>10.9</ele><time>2025-05-18T11:00:10Z</time><extensions><speed>3.3</speed><course>92</course><hAcc>5</hAcc><vAcc>3</vAcc></extensions></trkpt>
+         </trkseg></trk>
+        </gpx>
+
+        """
+
+    /// Writes `export.zip` as the Health app does and returns its URL.
+    static func writeZip(in directory: URL, xml: String = exportXML) throws -> URL {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let url = directory.appending(path: "export.zip")
+        try? FileManager.default.removeItem(at: url)
+        let archive = try Archive(url: url, accessMode: .create)
+        for (path, text) in [("apple_health_export/export.xml", xml), ("apple_health_export/workout-routes/route_2025-05-18_12.00pm.gpx", gpx)] {
+            let data = Data(text.utf8)
+            try archive.addEntry(with: path, type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate) { position, size in
+                data.subdata(in: Int(position)..<Int(position) + size)
+            }
+        }
+        return url
+    }
+
+    @Test("every element kind goes in through the server; bad records are rejected with their line; a re-import adds nothing")
+    func importsEverything() async throws {
+        let server = try await TestServer()
+        let cli = AuthCLITests.Session(server: server)
+        let zip = try Self.writeZip(in: server.directory.appending(path: "export"))
+        let owner = server.ownerCredential
+
+        let first = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
+        let imported = try #require(first["imported"] as? [String: Int])
+        // 11 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
+        // the second dietary energy), 2 correlations, 1 workout, its route, a prescription, 3 characteristics.
+        #expect(imported == ["samples": 11, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "characteristics": 3])
+        #expect(first["rejected"] as? [String: Int] == [
+            "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
+        ])
+        let rejections = try #require(first["rejections"] as? [[String: Any]])
+        #expect(rejections.map { $0["line"] as? Int } == [36, 37, 38, 39, 40], "each rejection names its line")
+        let skipped = try #require(first["skipped"] as? [String: Int])
+        #expect(skipped["Record: listed again inside its correlation"] == 3, "top-level copies of correlation members are not saved twice")
+        #expect(skipped["ActivitySummary: activity summaries are not held by the ledger yet"] == 1)
+        #expect(skipped["ClinicalRecord: clinical records are not held by the ledger yet"] == 1)
+        #expect(skipped["Audiogram: audiograms are not held by the ledger yet"] == 1)
+        #expect(skipped["HeartRateVariabilityMetadataList: heartbeat series lists are not held by the ledger yet"] == 1)
+        #expect(skipped["Attachment: attachment scan-1: its bytes are not part of the export"] == 1)
+        #expect(first["associatedWithWorkouts"] as? Int == 2, "the workout's heart rate and energy samples")
+        #expect(first["error"] == nil)
+
+        // What the SDK sees.
+        let store = server.client()
+        let heartRate = try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store)
+        let first72 = try #require(heartRate.first?.quantitySample)
+        #expect(heartRate.count == 2 && first72.quantity.value == 72)
+        #expect(first72.sourceRevision.source == Source.imported(named: Self.watch) && first72.sourceRevision.version == "9.4")
+        #expect(first72.device == Device(name: "Apple Watch", manufacturer: "Apple Inc.", model: "Watch", hardwareVersion: "Watch6,2", softwareVersion: "9.4"))
+        #expect(first72.startDate == Date(timeIntervalSince1970: 1_747_566_300), "12:05 at +0100 is 11:05 UTC")
+        #expect(first72.metadata["HKMetadataKeyHeartRateMotionContext"] == .number(1))
+        #expect(first72.metadata["HKMetadataKeyTimeZone"] == .string("Europe/London"))
+        #expect(first72.metadata["Recorded"] == .date(first72.startDate))
+        #expect(first72.metadata["HKAverageMETs"] == .quantity(try Quantity(5.4321, "kcal/(hr*kg)")))
+        #expect(first72.metadata["note"] == .string("after coffee"))
+        #expect(heartRate[1].startDate == Date(timeIntervalSince1970: 1_747_585_200), "12:20 at -0400 is 16:20 UTC")
+        let glucose = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBloodGlucose")).result(for: store)
+        #expect(try glucose.first?.quantitySample?.quantity.doubleValue(for: HealthUnit("mmol<180.1558800000541>/L")) == 5.4)
+        let temperature = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBodyTemperature")).result(for: store)
+        #expect(abs(try #require(temperature.first?.quantitySample).quantity.doubleValue(for: HealthUnit("degC")) - 37) < 1e-9)
+        let sleep = try await SampleQueryDescriptor(type: try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")).result(for: store)
+        #expect(Set(sleep.compactMap { $0.categorySample?.value }) == [0, 5], "inBed and asleepREM by name")
+
+        let systolic = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBloodPressureSystolic")).result(for: store)
+        #expect(systolic.count == 1, "the correlation's member only, not its top-level copy")
+        let pressures = try await CorrelationQueryDescriptor(type: try CorrelationType("HKCorrelationTypeIdentifierBloodPressure")).result(for: store)
+        #expect(pressures.first?.metadata[MetadataKey.wasUserEntered] == .number(1), "HKWasUserEntered is HealthKit's stored name of the key")
+        #expect(pressures.count == 1 && pressures.first?.objects.count == 2 && pressures.first?.objects.map(\.uuid).contains(systolic[0].uuid) == true)
+        let energy = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierDietaryEnergyConsumed")).result(for: store)
+        #expect(energy.compactMap { $0.quantitySample?.quantity.value }.sorted() == [30, 95], "the apple's member and the lone snack")
+
+        let workouts = try await SampleQueryDescriptor(type: .workout).result(for: store)
+        let workout = try #require(workouts.first?.workout)
+        #expect(workouts.count == 1 && workout.activityType == .running && workout.configuration.locationType == .outdoor)
+        #expect(workout.duration == 29 * 60, "30 minutes less the minute paused")
+        #expect(workout.activities.map(\.uuid) == [UUID(uuidString: "0A1B2C3D-0000-4000-8000-000000000001")!])
+        let statistics = try await store.statistics(for: workout.uuid)
+        #expect(try statistics.statistics(for: Samples.heartRate)?.averageQuantity()?.doubleValue(for: HealthUnit("count/min")) == 72)
+        let routes = try await SampleQueryDescriptor(type: .workoutRoute).result(for: store).compactMap(\.workoutRoute)
+        let route = try #require(routes.first)
+        #expect(route.workoutUUID == workout.uuid && route.sourceRevision.source == Source.imported(named: Self.watch))
+        #expect(routes.count == 1 && route.syncIdentifier == "ROUTE-1" && route.syncVersion == 2 && route.locationCount == 3)
+        let locations = try await store.routeLocations(of: route.uuid).all()
+        #expect(locations.map(\.latitude) == [51.5, 51.5001, 51.5002] && locations.map(\.speed) == [3.1, 3.2, 3.3])
+        let prescriptions = try await SampleQueryDescriptor(type: .visionPrescription).result(for: store)
+        #expect(prescriptions.first?.visionPrescription?.rightEye?.cylinder?.value == -0.5)
+        let (sex, blood) = (try await store.biologicalSex(), try await store.bloodType())
+        #expect(sex == .female && blood == .aPositive)
+
+        // The same file again adds nothing, and says so.
+        let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
+        #expect((second["imported"] as? [String: Int])?.isEmpty == true)
+        #expect(second["alreadyPresent"] as? Int == 19, "15 objects, the route and 3 characteristics")
+        #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
+
+        // An app never gets an imported source's name: the prefix is the ledger's.
+        await #expect(throws: HealthError.self) {
+            _ = try await server.ledger.issueCredential(for: .app(Source(bundleIdentifier: Source.imported(named: Self.watch).bundleIdentifier, name: Self.watch)))
+        }
+        await store.close()
+        await server.stop()
+    }
+
+    @Test("a truncated export commits what was complete and ends with a clear error; a file that is not XML is refused")
+    func truncatedAndGarbage() async throws {
+        let server = try await TestServer()
+        let cli = AuthCLITests.Session(server: server)
+        let directory = server.directory.appending(path: "bad")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let cut = Self.exportXML.range(of: "<Correlation type=\"HKCorrelationTypeIdentifierFood\"")!.lowerBound
+        let truncated = directory.appending(path: "export.xml")
+        try Data(Self.exportXML[..<cut].utf8).write(to: truncated)
+        let run = try await cli.run(server.ownerCredential, ["import", "apple-health", truncated.path])
+        #expect(run.status == 1 && run.error.contains("not complete XML") && run.error.contains("everything before that point was imported"), "\(run.error)")
+        let store = server.client()
+        #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
+        let pressures = try await CorrelationQueryDescriptor(type: try CorrelationType("HKCorrelationTypeIdentifierBloodPressure")).result(for: store)
+        #expect(pressures.count == 1, "the blood pressure before the cut is in")
+
+        let garbage = directory.appending(path: "garbage.xml")
+        try Data("this is not xml\u{0}\u{1}".utf8).write(to: garbage)
+        let refused = try await cli.run(server.ownerCredential, ["import", "apple-health", garbage.path])
+        #expect(refused.status == 1 && refused.error.contains("not complete XML"), "\(refused.error)")
+        let missing = try await cli.run(server.ownerCredential, ["import", "apple-health", directory.appending(path: "none.zip").path])
+        #expect(missing.status != 0 && missing.error.contains("cannot open"))
+        let app = try await cli.run(server.appCredential, ["import", "apple-health", truncated.path])
+        #expect(app.status != 0, "an app cannot import: \(app.output)")
+        await store.close()
+        await server.stop()
+    }
+}
