@@ -7,7 +7,7 @@ struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Import health data through the running server, as the ledger's owner.",
-        subcommands: [AppleHealth.self])
+        subcommands: [AppleHealth.self, HealthLedgerLines.self])
 
     struct AppleHealth: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

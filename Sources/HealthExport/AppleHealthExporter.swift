@@ -1,0 +1,370 @@
+import Foundation
+import HealthLedgerSDK
+import HealthModel
+import ZIPFoundation
+
+/// Writes what the caller may read as the Health app's export: `export.zip` holding
+/// `apple_health_export/export.xml` (with the app's DTD) and `workout-routes/*.gpx`.
+///
+/// As in the Health app's exports, a correlation's members appear inside it and again at top
+/// level (the importer knows them apart). Dates are written to the second, in UTC; sources by
+/// name. Use the JSON Lines export for an exact copy.
+public struct AppleHealthExporter {
+    public let store: HealthStore
+
+    public init(store: HealthStore) { self.store = store }
+
+    public func export(to destination: URL) async throws -> ExportSummary {
+        let started = ContinuousClock.now
+        var summary = ExportSummary()
+        let work = FileManager.default.temporaryDirectory.appending(path: "healthledger-export-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let xmlURL = work.appending(path: "export.xml")
+        guard FileManager.default.createFile(atPath: xmlURL.path, contents: nil) else { throw ExportArchiveError("cannot write in \(work.path)") }
+        let xml = try XMLWriter(handle: FileHandle(forWritingTo: xmlURL))
+        try xml.write(AppleHealthWriter.prologue(exportDate: Date()))
+
+        let characteristicTypes = TypeCatalogue.characteristicTypes.compactMap { try? ObjectType($0) }
+        let characteristics = try await store.characteristics(characteristicTypes)
+        try xml.write(AppleHealthWriter.me(Dictionary(uniqueKeysWithValues: zip(characteristicTypes, characteristics).compactMap { type, value in
+            value.map { (type, $0) }
+        })))
+        summary.characteristics = characteristics.compactMap { $0 }.filter { !$0.isNotSet }.count
+
+        var routesByWorkout: [UUID: [WorkoutRoute]] = [:]
+        for route in try await SampleQueryDescriptor(type: .workoutRoute).result(for: store).compactMap(\.workoutRoute) {
+            routesByWorkout[route.workoutUUID, default: []].append(route)
+        }
+        var routeFiles: [(String, [RouteLocation])] = []
+        for type in LedgerLines.exportedTypes where type != .workoutRoute {
+            for try await batch in try await store.results(for: SampleQueryDescriptor(type: type, batchSize: 1000)) {
+                for object in batch {
+                    switch object {
+                    case .quantitySample, .categorySample, .correlation, .visionPrescription:
+                        // A correlation's members come again at top level with their type, as
+                        // the Health app lists them.
+                        try xml.write(AppleHealthWriter.element(object))
+                    case .workout(let workout):
+                        let statistics = try await store.statistics(for: workout.uuid)
+                        var routes: [(WorkoutRoute, String)] = []
+                        for route in routesByWorkout[workout.uuid] ?? [] {
+                            let name = "route_\(AppleHealthValues.string(route.startDate).prefix(10))_\(route.uuid.uuidString.prefix(8)).gpx"
+                            routes.append((route, "/workout-routes/" + name))
+                            routeFiles.append((name, try await store.routeLocations(of: route.uuid).all()))
+                            summary.objects[ObjectType.workoutRoute.identifier, default: 0] += 1
+                        }
+                        try xml.write(AppleHealthWriter.workout(workout, statistics: statistics, routes: routes))
+                    case .workoutRoute:
+                        continue
+                    }
+                    summary.objects[type.identifier, default: 0] += 1
+                }
+                try xml.flush()
+            }
+        }
+        try xml.write("</HealthData>\n")
+        try xml.close()
+
+        let archive: Archive
+        do { archive = try Archive(url: destination, accessMode: .create) } catch { throw ExportArchiveError("cannot create \(destination.path): \(error)") }
+        try archive.addEntry(with: "apple_health_export/export.xml", fileURL: xmlURL, compressionMethod: .deflate)
+        for (name, locations) in routeFiles {
+            let data = Data(GPXRoute.document(locations, name: name).utf8)
+            try archive.addEntry(
+                with: "apple_health_export/workout-routes/\(name)", type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate
+            ) { position, size in data.subdata(in: Int(position)..<Int(position) + size) }
+        }
+        let elapsed = ContinuousClock.now - started
+        summary.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return summary
+    }
+}
+
+/// The elements of `export.xml`, as text.
+public enum AppleHealthWriter {
+    /// The XML declaration, the Health app's DTD (export version 14) and the opening of the
+    /// document up to `ExportDate`.
+    public static func prologue(exportDate: Date, locale: String = "en_US") -> String {
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + dtd + "<HealthData locale=\"\(locale)\">\n <ExportDate value=\"\(AppleHealthValues.string(exportDate))\"/>\n"
+    }
+
+    public static func me(_ characteristics: [ObjectType: Characteristic]) -> String {
+        func name(_ prefix: String, _ value: Any?) -> String {
+            guard let value else { return prefix + "NotSet" }
+            let text = "\(value)"
+            return prefix + text.prefix(1).uppercased() + text.dropFirst()
+        }
+        var birth = ""
+        if case .dateOfBirth(let year, let month, let day)? = characteristics[.dateOfBirth] {
+            birth = String(format: "%04d-%02d-%02d", year, month, day)
+        }
+        func value<T>(_ type: ObjectType, _ extract: (Characteristic) -> T?) -> T? { characteristics[type].flatMap(extract) }
+        let sex = value(.biologicalSex) { if case .biologicalSex(let value) = $0 { value } else { nil } }
+        let blood = value(.bloodType) { if case .bloodType(let value) = $0 { value } else { nil } }
+        let skin = value(.fitzpatrickSkinType) { if case .fitzpatrickSkinType(let value) = $0 { value } else { nil } }
+        return " <Me HKCharacteristicTypeIdentifierDateOfBirth=\"\(birth)\" HKCharacteristicTypeIdentifierBiologicalSex=\"\(name("HKBiologicalSex", sex))\""
+            + " HKCharacteristicTypeIdentifierBloodType=\"\(name("HKBloodType", blood))\""
+            + " HKCharacteristicTypeIdentifierFitzpatrickSkinType=\"\(name("HKFitzpatrickSkinType", skin))\""
+            + " HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse=\"None\"/>\n"
+    }
+
+    /// A `Record`, `Correlation` or `VisionPrescription` element.
+    public static func element(_ object: HealthObject, indent: String = " ") -> String {
+        switch object {
+        case .quantitySample(let sample):
+            return record(
+                sample, type: sample.type.identifier, unit: sample.quantity.unit.description, value: AppleHealthValues.number(sample.quantity.value),
+                indent: indent)
+        case .categorySample(let sample):
+            let value = sample.type.values.name == CategoryValueSet.notApplicable.name
+                ? String(sample.value) : AppleHealthValues.categoryName(sample.value, of: sample.type)
+            return record(sample, type: sample.type.identifier, unit: nil, value: value, indent: indent)
+        case .correlation(let correlation):
+            var text = "\(indent)<Correlation type=\"\(correlation.type.identifier)\"\(common(correlation))>\n"
+            text += metadata(correlation.metadata, indent: indent + " ")
+            for member in correlation.objects { text += element(.quantitySample(member), indent: indent + " ") }
+            return text + "\(indent)</Correlation>\n"
+        case .visionPrescription(let prescription):
+            var text = "\(indent)<VisionPrescription type=\"\(prescription.prescriptionType == .glasses ? "glasses" : "contacts")\""
+            text += " dateIssued=\"\(AppleHealthValues.string(prescription.dateIssued))\" expirationDate=\"\(AppleHealthValues.string(prescription.expirationDate))\""
+            if !prescription.description.isEmpty { text += " brand=\"\(AppleHealthValues.escape(prescription.description))\"" }
+            text += source(prescription) + ">\n"
+            for (name, lens) in [("RightEye", prescription.rightEye), ("LeftEye", prescription.leftEye)] {
+                guard let lens else { continue }
+                text += "\(indent) <\(name)" + quantity("sphere", lens.sphere) + quantity("cylinder", lens.cylinder) + quantity("axis", lens.axis)
+                    + quantity("add", lens.addPower) + quantity("vertex", lens.vertexDistance) + quantity("prismAmount", lens.prism?.amount)
+                    + quantity("prismAngle", lens.prism?.angle) + quantity("farPD", lens.farPupillaryDistance)
+                    + quantity("nearPD", lens.nearPupillaryDistance) + quantity("baseCurve", lens.baseCurve) + quantity("diameter", lens.diameter) + "/>\n"
+            }
+            return text + metadata(prescription.metadata, indent: indent + " ") + "\(indent)</VisionPrescription>\n"
+        case .workout, .workoutRoute:
+            return ""
+        }
+    }
+
+    public static func workout(_ workout: Workout, statistics: WorkoutStatistics, routes: [(WorkoutRoute, String)]) -> String {
+        var text = " <Workout workoutActivityType=\"\(workout.activityType.exportName)\" duration=\"\(AppleHealthValues.number(workout.duration / 60))\" durationUnit=\"min\""
+        text += common(workout) + ">\n"
+        var entries = workout.metadata
+        switch workout.configuration.locationType {
+        case .indoor: entries[MetadataKey.indoorWorkout] = .number(1)
+        case .outdoor: entries[MetadataKey.indoorWorkout] = .number(0)
+        case .unknown: break
+        }
+        text += metadata(entries, indent: "  ")
+        for event in workout.events { text += self.event(event, indent: "  ") }
+        for activity in workout.activities {
+            text += "  <WorkoutActivity uuid=\"\(activity.uuid.uuidString)\" startDate=\"\(AppleHealthValues.string(activity.startDate))\""
+            text += " endDate=\"\(AppleHealthValues.string(activity.endDate))\" duration=\"\(AppleHealthValues.number(activity.duration / 60))\" durationUnit=\"min\">\n"
+            text += metadata(activity.metadata, indent: "   ")
+            for event in activity.events { text += self.event(event, indent: "   ") }
+            text += "  </WorkoutActivity>\n"
+        }
+        for (type, values) in statistics.workout.sorted(by: { $0.key.identifier < $1.key.identifier }) {
+            let unit = DisplayUnits.unit(for: type)
+            func number(_ quantity: Quantity?) -> String? { quantity.flatMap { try? $0.doubleValue(for: unit) }.map(AppleHealthValues.number) }
+            text += "  <WorkoutStatistics type=\"\(type.identifier)\" startDate=\"\(AppleHealthValues.string(workout.startDate))\" endDate=\"\(AppleHealthValues.string(workout.endDate))\""
+            for (name, value) in [
+                ("average", number(values.averageQuantity())), ("minimum", number(values.minimumQuantity())),
+                ("maximum", number(values.maximumQuantity())), ("sum", number(values.sumQuantity())),
+            ] {
+                if let value { text += " \(name)=\"\(value)\"" }
+            }
+            text += " unit=\"\(unit)\"/>\n"
+        }
+        for (route, path) in routes {
+            text += "  <WorkoutRoute\(common(route))>\n" + metadata(route.metadata, indent: "   ")
+            text += "   <FileReference path=\"\(AppleHealthValues.escape(path))\"/>\n  </WorkoutRoute>\n"
+        }
+        return text + " </Workout>\n"
+    }
+
+    private static func event(_ event: WorkoutEvent, indent: String) -> String {
+        let name = "\(event.type)"
+        var text = "\(indent)<WorkoutEvent type=\"HKWorkoutEventType\(name.prefix(1).uppercased() + name.dropFirst())\" date=\"\(AppleHealthValues.string(event.startDate))\""
+        if event.endDate > event.startDate {
+            text += " duration=\"\(AppleHealthValues.number(event.endDate.timeIntervalSince(event.startDate) / 60))\" durationUnit=\"min\""
+        }
+        if event.metadata.isEmpty { return text + "/>\n" }
+        return text + ">\n" + metadata(event.metadata, indent: indent + " ") + "\(indent)</WorkoutEvent>\n"
+    }
+
+    private static func record(_ sample: some HealthSample, type: String, unit: String?, value: String, indent: String) -> String {
+        var text = "\(indent)<Record type=\"\(type)\""
+        text += source(sample)
+        if let unit { text += " unit=\"\(AppleHealthValues.escape(unit))\"" }
+        text += " startDate=\"\(AppleHealthValues.string(sample.startDate))\" endDate=\"\(AppleHealthValues.string(sample.endDate))\""
+        text += " value=\"\(AppleHealthValues.escape(value))\""
+        guard !sample.metadata.isEmpty else { return text + "/>\n" }
+        return text + ">\n" + metadata(sample.metadata, indent: indent + " ") + "\(indent)</Record>\n"
+    }
+
+    private static func common(_ sample: some HealthSample) -> String {
+        source(sample) + " startDate=\"\(AppleHealthValues.string(sample.startDate))\" endDate=\"\(AppleHealthValues.string(sample.endDate))\""
+    }
+
+    private static func source(_ sample: some HealthSample) -> String {
+        var text = " sourceName=\"\(AppleHealthValues.escape(sample.sourceRevision.source.name))\""
+        if let version = sample.sourceRevision.version { text += " sourceVersion=\"\(AppleHealthValues.escape(version))\"" }
+        if let device = sample.device { text += " device=\"\(AppleHealthValues.escape(AppleHealthValues.string(device)))\"" }
+        return text
+    }
+
+    private static func quantity(_ name: String, _ quantity: Quantity?) -> String {
+        guard let quantity else { return "" }
+        return " \(name)=\"\(AppleHealthValues.number(quantity.value))\" \(name)Unit=\"\(AppleHealthValues.escape(quantity.unit.description))\""
+    }
+
+    private static func metadata(_ metadata: Metadata, indent: String) -> String {
+        metadata.sorted { $0.key < $1.key }.map { key, value in
+            "\(indent)<MetadataEntry key=\"\(AppleHealthValues.escape(MetadataKey.storedName(of: key)))\" value=\"\(AppleHealthValues.escape(AppleHealthValues.string(value)))\"/>\n"
+        }.joined()
+    }
+
+    /// The internal DTD the Health app writes at the top of `export.xml` (export version 14).
+    public static let dtd = """
+        <!DOCTYPE HealthData [
+        <!-- HealthKit Export Version: 14 -->
+        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary|ClinicalRecord|Audiogram|VisionPrescription)*)>
+        <!ATTLIST HealthData
+          locale CDATA #REQUIRED
+        >
+        <!ELEMENT ExportDate EMPTY>
+        <!ATTLIST ExportDate
+          value CDATA #REQUIRED
+        >
+        <!ELEMENT Me EMPTY>
+        <!ATTLIST Me
+          HKCharacteristicTypeIdentifierDateOfBirth                   CDATA #REQUIRED
+          HKCharacteristicTypeIdentifierBiologicalSex                 CDATA #REQUIRED
+          HKCharacteristicTypeIdentifierBloodType                     CDATA #REQUIRED
+          HKCharacteristicTypeIdentifierFitzpatrickSkinType           CDATA #REQUIRED
+          HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse   CDATA #REQUIRED
+        >
+        <!ELEMENT Record ((MetadataEntry|HeartRateVariabilityMetadataList)*)>
+        <!ATTLIST Record
+          type          CDATA #REQUIRED
+          unit          CDATA #IMPLIED
+          value         CDATA #IMPLIED
+          sourceName    CDATA #REQUIRED
+          sourceVersion CDATA #IMPLIED
+          device        CDATA #IMPLIED
+          creationDate  CDATA #IMPLIED
+          startDate     CDATA #REQUIRED
+          endDate       CDATA #REQUIRED
+        >
+        <!-- Note: Any Records that appear as children of a correlation also appear as top-level records in this document. -->
+        <!ELEMENT Correlation ((MetadataEntry|Record)*)>
+        <!ATTLIST Correlation
+          type          CDATA #REQUIRED
+          sourceName    CDATA #REQUIRED
+          sourceVersion CDATA #IMPLIED
+          device        CDATA #IMPLIED
+          creationDate  CDATA #IMPLIED
+          startDate     CDATA #REQUIRED
+          endDate       CDATA #REQUIRED
+        >
+        <!ELEMENT Workout ((MetadataEntry|WorkoutEvent|WorkoutRoute|WorkoutStatistics|WorkoutActivity)*)>
+        <!ATTLIST Workout
+          workoutActivityType   CDATA #REQUIRED
+          duration              CDATA #IMPLIED
+          durationUnit          CDATA #IMPLIED
+          totalDistance         CDATA #IMPLIED
+          totalDistanceUnit     CDATA #IMPLIED
+          totalEnergyBurned     CDATA #IMPLIED
+          totalEnergyBurnedUnit CDATA #IMPLIED
+          sourceName            CDATA #REQUIRED
+          sourceVersion         CDATA #IMPLIED
+          device                CDATA #IMPLIED
+          creationDate          CDATA #IMPLIED
+          startDate             CDATA #REQUIRED
+          endDate               CDATA #REQUIRED
+        >
+        <!ELEMENT WorkoutActivity ((WorkoutEvent|WorkoutStatistics|MetadataEntry)*)>
+        <!ATTLIST WorkoutActivity
+          uuid                  CDATA #REQUIRED
+          startDate             CDATA #REQUIRED
+          endDate               CDATA #IMPLIED
+          duration              CDATA #IMPLIED
+          durationUnit          CDATA #IMPLIED
+        >
+        <!ELEMENT WorkoutEvent (MetadataEntry*)>
+        <!ATTLIST WorkoutEvent
+          type                  CDATA #REQUIRED
+          date                  CDATA #REQUIRED
+          duration              CDATA #IMPLIED
+          durationUnit          CDATA #IMPLIED
+        >
+        <!ELEMENT WorkoutStatistics EMPTY>
+        <!ATTLIST WorkoutStatistics
+          type                  CDATA #REQUIRED
+          startDate             CDATA #REQUIRED
+          endDate               CDATA #REQUIRED
+          average               CDATA #IMPLIED
+          minimum               CDATA #IMPLIED
+          maximum               CDATA #IMPLIED
+          sum                   CDATA #IMPLIED
+          unit                  CDATA #IMPLIED
+        >
+        <!ELEMENT WorkoutRoute ((MetadataEntry|FileReference)*)>
+        <!ATTLIST WorkoutRoute
+          sourceName    CDATA #REQUIRED
+          sourceVersion CDATA #IMPLIED
+          device        CDATA #IMPLIED
+          creationDate  CDATA #IMPLIED
+          startDate     CDATA #REQUIRED
+          endDate       CDATA #REQUIRED
+        >
+        <!ELEMENT FileReference EMPTY>
+        <!ATTLIST FileReference
+          path CDATA #REQUIRED
+        >
+        <!ELEMENT VisionPrescription ((RightEye|LeftEye|Attachment|MetadataEntry)*)>
+        <!ATTLIST VisionPrescription
+          type             CDATA #REQUIRED
+          dateIssued       CDATA #REQUIRED
+          expirationDate   CDATA #IMPLIED
+          brand            CDATA #IMPLIED
+          sourceName       CDATA #IMPLIED
+          sourceVersion    CDATA #IMPLIED
+          device           CDATA #IMPLIED
+        >
+        <!ELEMENT RightEye EMPTY>
+        <!ELEMENT LeftEye EMPTY>
+        <!ELEMENT Attachment EMPTY>
+        <!ATTLIST Attachment
+          identifier       CDATA #IMPLIED
+        >
+        <!ELEMENT MetadataEntry EMPTY>
+        <!ATTLIST MetadataEntry
+          key   CDATA #REQUIRED
+          value CDATA #REQUIRED
+        >
+        ]>
+
+        """
+}
+
+/// Buffered text output to a file.
+final class XMLWriter {
+    private let handle: FileHandle
+    private var buffer = Data()
+
+    init(handle: FileHandle) { self.handle = handle }
+
+    func write(_ text: String) throws {
+        buffer.append(contentsOf: text.utf8)
+        if buffer.count >= 1 << 20 { try flush() }
+    }
+
+    func flush() throws {
+        try handle.write(contentsOf: buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    func close() throws {
+        try flush()
+        try handle.close()
+    }
+}

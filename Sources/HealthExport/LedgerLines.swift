@@ -1,0 +1,331 @@
+import Foundation
+import HealthLedgerRPC
+import HealthLedgerSDK
+import HealthModel
+import LedgerSchema
+import SwiftProtobuf
+
+/// HealthLedger's own export: JSON Lines, one self-describing line per item, in an order a
+/// reader can replay (docs/EXPORT.md):
+///
+/// - `{"kind":"header","format":"healthledger-export","version":1,"ledger":…,"exportedAt":…}`
+/// - `{"kind":"characteristic","type":…,"value":…}`
+/// - `{"kind":"object","object":{…}}` — the `HealthObject` message of `objects.proto` in
+///   protobuf's JSON mapping (UUIDs, sources, devices and metadata as stored); a route's
+///   line adds `"locations":{…}` (the columnar `RouteLocations` message)
+/// - `{"kind":"association","workout":UUID,"samples":[UUID…]}` — samples added to a workout
+/// - `{"kind":"attachment","attachment":{…},"data":BASE64}`
+/// - `{"kind":"end","objects":N}` — a file without it was cut short.
+public enum LedgerLines {
+    public static let format = "healthledger-export"
+    public static let version = 1
+
+    /// The object types an export walks, in replay order: samples, then correlations (with
+    /// their members), workouts, routes and prescriptions.
+    static var exportedTypes: [ObjectType] {
+        let samples = (QuantityTypeDescriptor.catalogue.map(\.identifier) + CategoryTypeDescriptor.catalogue.map(\.identifier))
+            .compactMap { try? ObjectType($0) }
+        let correlations = TypeCatalogue.correlationTypes.keys.sorted().compactMap { try? ObjectType($0) }
+        return correlations + samples + [.workout, .workoutRoute, .visionPrescription]
+    }
+}
+
+/// What an export wrote.
+public struct ExportSummary: Sendable, Codable {
+    public var objects: [String: Int] = [:]
+    public var characteristics = 0
+    public var associations = 0
+    public var attachments = 0
+    public var seconds = 0.0
+    public init() {}
+}
+
+/// Writes every object the caller may read as ``LedgerLines``.
+public struct LedgerLinesExporter {
+    public let store: HealthStore
+
+    public init(store: HealthStore) { self.store = store }
+
+    public func export(ledgerID: String, to output: LineWriter) async throws -> ExportSummary {
+        let started = ContinuousClock.now
+        var summary = ExportSummary()
+        try output.json([
+            "kind": "header", "format": LedgerLines.format, "version": LedgerLines.version, "ledger": ledgerID,
+            "exportedAt": Date().formatted(.iso8601),
+        ])
+        let characteristicTypes = TypeCatalogue.characteristicTypes.compactMap { try? ObjectType($0) }
+        for (type, value) in zip(characteristicTypes, try await store.characteristics(characteristicTypes)) {
+            guard let value, !value.isNotSet else { continue }
+            let text: Any = switch value {
+            case .dateOfBirth(let year, let month, let day): String(format: "%04d-%02d-%02d", year, month, day)
+            default: value.rawValue ?? 0
+            }
+            try output.json(["kind": "characteristic", "type": type.identifier, "value": text])
+            summary.characteristics += 1
+        }
+        // Members are written inside their correlation, not again on their own.
+        var members = Set<UUID>()
+        var workouts: [UUID] = []
+        var prescriptions: [UUID] = []
+        for type in LedgerLines.exportedTypes {
+            for try await batch in try await store.results(for: SampleQueryDescriptor(type: type, batchSize: 1000)) {
+                for object in batch {
+                    if case .correlation(let correlation) = object { members.formUnion(correlation.objects.map(\.uuid)) }
+                    if members.contains(object.uuid) { continue }
+                    var line: [String: Any] = ["kind": "object", "object": try Self.json(Healthledger_V1_HealthObject(object))]
+                    if case .workoutRoute(let route) = object {
+                        let locations = try await store.routeLocations(of: route.uuid).all()
+                        line["locations"] = try Self.json(Healthledger_V1_RouteLocations(locations))
+                    }
+                    if case .workout = object { workouts.append(object.uuid) }
+                    if case .visionPrescription = object { prescriptions.append(object.uuid) }
+                    try output.json(line)
+                    summary.objects[type.identifier, default: 0] += 1
+                }
+            }
+        }
+        for workout in workouts {
+            let statistics = try await store.statistics(for: workout)
+            var samples: [String] = []
+            for type in statistics.workout.keys.sorted(by: { $0.identifier < $1.identifier }) {
+                let query = SampleQueryDescriptor(type: type.objectType, predicate: .predicateForObjects(from: workout))
+                samples += try await query.result(for: store).map(\.uuid.uuidString)
+            }
+            guard !samples.isEmpty else { continue }
+            try output.json(["kind": "association", "workout": workout.uuidString, "samples": samples])
+            summary.associations += 1
+        }
+        for object in prescriptions {
+            for attachment in try await store.attachments(of: object) {
+                let (info, data) = try await store.data(of: attachment.uuid)
+                try output.json([
+                    "kind": "attachment",
+                    "attachment": [
+                        "uuid": info.uuid.uuidString, "object": info.objectUUID.uuidString, "name": info.name, "contentType": info.contentType,
+                        "metadata": info.metadata,
+                    ],
+                    "data": Data(data).base64EncodedString(),
+                ])
+                summary.attachments += 1
+            }
+        }
+        try output.json(["kind": "end", "objects": summary.objects.values.reduce(0, +)])
+        try output.flush()
+        let elapsed = ContinuousClock.now - started
+        summary.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return summary
+    }
+
+    static func json(_ message: some SwiftProtobuf.Message) throws -> [String: Any] {
+        let data = try message.jsonUTF8Data()
+        return try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
+    }
+}
+
+/// Reads ``LedgerLines`` into a ledger through the server, as its owner: the same UUIDs,
+/// sources, devices and metadata, so queries and statistics answer as they did.
+public struct LedgerLinesImporter {
+    public let store: HealthStore
+    public var batchSize = 1000
+
+    public init(store: HealthStore) { self.store = store }
+
+    public func run(_ url: URL) async throws -> ImportSummary {
+        let principal = try await store.ping().principal
+        guard principal == "owner" else {
+            throw RPCError(.permissionDenied, "an import records other sources' data, which only the owner may do; this credential is \(principal)'s")
+        }
+        let started = ContinuousClock.now
+        var summary = ImportSummary()
+        var batch: [(HealthObject, Int)] = []
+        var sawHeader = false
+        var sawEnd = false
+        func flush() async throws {
+            guard !batch.isEmpty else { return }
+            var ranges = [0..<batch.count]
+            while let range = ranges.popLast() {
+                do {
+                    let results = try await store.save(batch[range].map(\.0))
+                    for (offset, result) in results.enumerated() {
+                        if case .ignored = result.disposition { summary.alreadyPresent += 1 } else {
+                            summary.imported[batch[range.lowerBound + offset].0.objectType.identifier, default: 0] += 1
+                        }
+                    }
+                } catch let error as RPCError where error.code == .invalidArgument {
+                    if range.count == 1 {
+                        if error.message.contains("already exists") {
+                            summary.alreadyPresent += 1
+                        } else {
+                            record(&summary, line: batch[range.lowerBound].1, kind: .refusedByServer, reason: error.message)
+                        }
+                        continue
+                    }
+                    let middle = range.lowerBound + range.count / 2
+                    ranges.append(middle..<range.upperBound)
+                    ranges.append(range.lowerBound..<middle)
+                }
+            }
+            batch.removeAll()
+        }
+        var lineNumber = 0
+        for try await text in LineReader(url: url) {
+            lineNumber += 1
+            summary.elements += 1
+            guard let data = text.data(using: .utf8), let line = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                let kind = line["kind"] as? String
+            else {
+                guard sawHeader else {
+                    throw ExportArchiveError("\(url.path) is not a HealthLedger export (its first line is no \(LedgerLines.format) header)")
+                }
+                record(&summary, line: lineNumber, kind: .unparsableValue, reason: "not a JSON object with a kind")
+                continue
+            }
+            if !sawHeader {
+                guard kind == "header", line["format"] as? String == LedgerLines.format else {
+                    throw ExportArchiveError("\(url.path) is not a HealthLedger export (its first line is no \(LedgerLines.format) header)")
+                }
+                guard (line["version"] as? Int) == LedgerLines.version else {
+                    throw ExportArchiveError("\(url.path) is export version \(line["version"] ?? "?"); this reader knows version \(LedgerLines.version)")
+                }
+                sawHeader = true
+                continue
+            }
+            do {
+                switch kind {
+                case "object":
+                    guard let object = line["object"] else { throw ExportArchiveError("the line has no object") }
+                    let message = try Healthledger_V1_HealthObject(jsonUTF8Data: try JSONSerialization.data(withJSONObject: object))
+                    let model = try message.model()
+                    if case .workoutRoute(let route) = model {
+                        try await flush()
+                        try await saveRoute(route, locations: line["locations"], summary: &summary)
+                    } else {
+                        batch.append((model, lineNumber))
+                        if batch.count >= batchSize { try await flush() }
+                    }
+                case "characteristic":
+                    try await flush()
+                    guard let name = line["type"] as? String, let type = try? ObjectType(name) else { throw ExportArchiveError("unknown characteristic type") }
+                    let characteristic: Characteristic
+                    if let text = line["value"] as? String {
+                        let parts = text.split(separator: "-").compactMap { Int($0) }
+                        guard parts.count == 3 else { throw ExportArchiveError("'\(text)' is not a date") }
+                        characteristic = .dateOfBirth(year: parts[0], month: parts[1], day: parts[2])
+                    } else {
+                        characteristic = try Characteristic(type, rawValue: line["value"] as? Int ?? -1)
+                    }
+                    let current = try await store.characteristics([type]).first ?? nil
+                    if current == characteristic { summary.alreadyPresent += 1 } else {
+                        try await store.setCharacteristic(of: type, to: characteristic)
+                        summary.imported["characteristics", default: 0] += 1
+                    }
+                case "association":
+                    try await flush()
+                    guard let workout = (line["workout"] as? String).flatMap(UUID.init(uuidString:)),
+                        let samples = (line["samples"] as? [String])?.compactMap(UUID.init(uuidString:)), !samples.isEmpty
+                    else { throw ExportArchiveError("an association needs a workout and samples") }
+                    try await store.add(samples, to: workout)
+                    summary.associatedWithWorkouts += samples.count
+                case "attachment":
+                    try await flush()
+                    guard let info = line["attachment"] as? [String: Any], let object = (info["object"] as? String).flatMap(UUID.init(uuidString:)),
+                        let name = info["name"] as? String, let contentType = info["contentType"] as? String,
+                        let data = (line["data"] as? String).flatMap({ Data(base64Encoded: $0) })
+                    else { throw ExportArchiveError("an attachment needs object, name, contentType and data") }
+                    let existing = try await store.attachments(of: object)
+                    if existing.contains(where: { $0.name == name && $0.size == data.count }) { summary.alreadyPresent += 1 } else {
+                        _ = try await store.addAttachment(
+                            to: object, name: name, contentType: contentType, data: [UInt8](data), metadata: info["metadata"] as? [String: String] ?? [:])
+                        summary.imported["attachments", default: 0] += 1
+                    }
+                case "end":
+                    sawEnd = true
+                default:
+                    summary.skipped["line kind '\(kind)'", default: 0] += 1
+                }
+            } catch let error as RPCError where error.code != .invalidArgument && error.code != .notFound && error.code != .permissionDenied {
+                throw error
+            } catch {
+                record(&summary, line: lineNumber, kind: .refusedByServer, reason: (error as? RPCError)?.message ?? "\(error)")
+            }
+        }
+        try await flush()
+        if !sawHeader { throw ExportArchiveError("\(url.path) is empty") }
+        if !sawEnd { summary.error = "the export ends without its end line: it was cut short; everything before that point was imported" }
+        let elapsed = ContinuousClock.now - started
+        summary.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return summary
+    }
+
+    private func saveRoute(_ route: WorkoutRoute, locations: Any?, summary: inout ImportSummary) async throws {
+        let data = try JSONSerialization.data(withJSONObject: locations ?? [String: Any]())
+        let points = try Healthledger_V1_RouteLocations(jsonUTF8Data: data).model()
+        guard !points.isEmpty else { throw ExportArchiveError("the route has no locations") }
+        let builder = try await store.makeRouteBuilder()
+        for start in stride(from: 0, to: points.count, by: 5000) {
+            _ = try await builder.insertRouteData(Array(points[start..<min(start + 5000, points.count)]))
+        }
+        let finished = try await builder.finishRoute(
+            with: route.workoutUUID, metadata: route.metadata, sourceRevision: route.sourceRevision, device: route.device)
+        if case .ignored = finished.disposition { summary.alreadyPresent += 1 } else { summary.imported[ObjectType.workoutRoute.identifier, default: 0] += 1 }
+    }
+
+    private func record(_ summary: inout ImportSummary, line: Int, kind: RejectionKind, reason: String) {
+        summary.rejected[kind.rawValue, default: 0] += 1
+        if summary.rejections.count < ImportSummary.detailLimit {
+            summary.rejections.append(.init(line: line, element: "line", kind: kind.rawValue, reason: reason))
+        }
+    }
+}
+
+/// Buffered output of lines to a file or standard output.
+public final class LineWriter {
+    private let handle: FileHandle
+    private var buffer = Data()
+
+    public init(handle: FileHandle) { self.handle = handle }
+
+    public func json(_ value: [String: Any]) throws {
+        buffer.append(try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]))
+        buffer.append(0x0A)
+        if buffer.count >= 1 << 20 { try flush() }
+    }
+
+    public func flush() throws {
+        try handle.write(contentsOf: buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// The lines of a file, read in chunks.
+struct LineReader: AsyncSequence {
+    typealias Element = String
+    let url: URL
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let handle: FileHandle?
+        var buffer = Data()
+        var done = false
+
+        mutating func next() async throws -> String? {
+            guard let handle else { throw ExportArchiveError("cannot open the export") }
+            while true {
+                if let newline = buffer.firstIndex(of: 0x0A) {
+                    let line = buffer[buffer.startIndex..<newline]
+                    buffer = buffer[(newline + 1)...]
+                    if line.isEmpty { continue }
+                    return String(decoding: line, as: UTF8.self)
+                }
+                if done {
+                    guard !buffer.isEmpty else { return nil }
+                    defer { buffer = Data() }
+                    return String(decoding: buffer, as: UTF8.self)
+                }
+                let more = try handle.read(upToCount: 1 << 20) ?? Data()
+                if more.isEmpty { done = true } else { buffer = Data(buffer) + more }
+            }
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: FileHandle(forReadingAtPath: url.path)) }
+}

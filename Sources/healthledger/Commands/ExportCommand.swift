@@ -1,0 +1,100 @@
+import ArgumentParser
+import Foundation
+import HealthExport
+import HealthLedgerSDK
+
+struct ExportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Export every object the credential may read, through the running server.",
+        discussion: """
+            --format jsonl (the default): HealthLedger's JSON Lines (docs/EXPORT.md), read back by
+            `healthledger import healthledger`. --format apple-health: a zip with
+            apple_health_export/export.xml (with the Health app's DTD) and workout-routes/*.gpx, read by
+            `healthledger import apple-health` and by the tools people use on the Health app's exports.
+            The owner's credential exports everything; an app's, what it may read.
+            """)
+
+    enum Format: String, ExpressibleByArgument, CaseIterable { case jsonl, appleHealth = "apple-health" }
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The ledger (checked against the credential's).") var ledger: String
+    @Option(name: .shortAndLong, help: "Where to write: a file, or - for standard output (jsonl only).") var output = "-"
+    @Option(help: "jsonl or apple-health.") var format = Format.jsonl
+
+    func validate() throws {
+        if format == .appleHealth && output == "-" { throw ValidationError("--format apple-health writes a zip: give --output FILE") }
+    }
+
+    func run() async throws {
+        let destination = URL(filePath: output)
+        if output != "-" {
+            guard !FileManager.default.fileExists(atPath: destination.path) else {
+                throw ValidationErrorExit("\(output) exists: choose a new file")
+            }
+        }
+        var summary = ExportSummary()
+        try await connection.withStore { store in
+            let ping = try await store.ping()
+            guard ping.ledgerID == ledger else {
+                throw ValidationErrorExit("the credential is for ledger '\(ping.ledgerID)', not '\(ledger)'")
+            }
+            switch format {
+            case .jsonl:
+                let handle: FileHandle
+                if output == "-" {
+                    handle = .standardOutput
+                } else {
+                    guard FileManager.default.createFile(atPath: destination.path, contents: nil) else {
+                        throw ValidationErrorExit("cannot create \(output)")
+                    }
+                    handle = try FileHandle(forWritingTo: destination)
+                }
+                defer { if output != "-" { try? handle.close() } }
+                summary = try await LedgerLinesExporter(store: store).export(ledgerID: ledger, to: LineWriter(handle: handle))
+            case .appleHealth:
+                summary = try await AppleHealthExporter(store: store).export(to: destination)
+            }
+        }
+        let counts = summary.objects.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+        let total = summary.objects.values.reduce(0, +)
+        FileHandle.standardError.write(Data("exported \(total) objects (\(counts)), \(summary.characteristics) characteristics, \(summary.associations) workout associations, \(summary.attachments) attachments in \(String(format: "%.1f", summary.seconds)) s\n".utf8))
+    }
+}
+
+extension ImportCommand {
+    struct HealthLedgerLines: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "healthledger",
+            abstract: "Import a HealthLedger JSON Lines export (`healthledger export`) into the credential's ledger.",
+            discussion: """
+                Objects keep their UUIDs, sources, devices and metadata, so queries and statistics answer as they
+                did. Objects already present are counted, not saved twice. Needs the owner's credential.
+                """)
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The .jsonl file.") var path: String
+
+        func run() async throws {
+            guard FileManager.default.isReadableFile(atPath: path) else { throw ValidationErrorExit("cannot open \(path)") }
+            var summary = ImportSummary()
+            try await connection.withStore { store in
+                do {
+                    summary = try await LedgerLinesImporter(store: store).run(URL(filePath: path))
+                } catch let error as ExportArchiveError {
+                    throw ValidationErrorExit(error.description)
+                }
+            }
+            if connection.json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                print(String(decoding: try encoder.encode(summary), as: UTF8.self))
+            } else {
+                AppleHealth.printSummary(summary)
+            }
+            if let error = summary.error {
+                FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
+                throw ExitCode.failure
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import HealthLedgerSDK
+import Ledger
+import TestSupport
+import Testing
+
+/// `healthledger export` (JSON Lines and apple-health) read back by `healthledger import`
+/// into other ledgers: the same queries and statistics.
+@Suite("Export round trips", .timeLimit(.minutes(3)))
+struct ExportRoundTripTests {
+    /// What a ledger answers, reduced to comparable values: per type, the objects' values
+    /// and dates, and statistics; the workouts' statistics.
+    static func portrait(_ store: HealthStore, sameSources: Bool) async throws -> [String] {
+        var lines: [String] = []
+        let quantityTypes = ["HeartRate", "ActiveEnergyBurned", "BloodGlucose", "BodyTemperature", "BloodPressureSystolic", "DietaryEnergyConsumed"]
+            .map { try! QuantityType("HKQuantityTypeIdentifier" + $0) }
+        for type in quantityTypes {
+            let samples = try await SampleQueryDescriptor(type: type.objectType).result(for: store).compactMap(\.quantitySample)
+            for sample in samples {
+                let source = sameSources ? sample.sourceRevision.source.bundleIdentifier : sample.sourceRevision.source.name
+                lines.append("\(type) \(sample.startDate.timeIntervalSince1970) \(sample.endDate.timeIntervalSince1970) \(try sample.quantity.doubleValue(for: type.canonicalUnit)) \(source)")
+            }
+            let options: StatisticsOptions = type.aggregationStyle == .cumulative ? [.cumulativeSum] : [.discreteAverage, .discreteMin, .discreteMax]
+            let statistics = try await store.statistics(for: StatisticsQueryDescriptor(type: type, options: options))
+            lines.append("\(type) statistics \(String(describing: statistics?.values))")
+        }
+        let sleep = try await SampleQueryDescriptor(type: try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")).result(for: store)
+        lines += sleep.compactMap(\.categorySample).map { "sleep \($0.startDate.timeIntervalSince1970) \($0.value)" }
+        let pressures = try await CorrelationQueryDescriptor(type: try CorrelationType("HKCorrelationTypeIdentifierBloodPressure")).result(for: store)
+        lines += pressures.map { "pressure \($0.startDate.timeIntervalSince1970) \($0.objects.map(\.quantity.value).sorted())" }
+        for workout in try await SampleQueryDescriptor(type: .workout).result(for: store).compactMap(\.workout) {
+            let statistics = try await store.statistics(for: workout.uuid)
+            lines.append("workout \(workout.activityType) \(workout.duration) \(statistics.workout.mapValues(\.values).sorted { $0.key.identifier < $1.key.identifier })")
+            let routes = try await SampleQueryDescriptor(type: .workoutRoute).result(for: store).compactMap(\.workoutRoute)
+            for route in routes where route.workoutUUID == workout.uuid {
+                let locations = try await store.routeLocations(of: route.uuid).all()
+                lines.append("route \(route.syncIdentifier ?? "") \(locations.map { "\($0.latitude),\($0.longitude),\($0.timestamp.timeIntervalSince1970)" })")
+            }
+        }
+        let (sex, blood) = (try await store.biologicalSex(), try await store.bloodType())
+        lines.append("me \(sex) \(blood) \(String(describing: try await store.dateOfBirthComponents()))")
+        return lines
+    }
+
+    @Test("JSON Lines and apple-health exports import into new ledgers with identical queries and statistics")
+    func roundTrips() async throws {
+        let server = try await TestServer()
+        let cli = AuthCLITests.Session(server: server)
+        let zip = try AppleHealthImportTests.writeZip(in: server.directory.appending(path: "export"))
+        _ = try await cli.json(server.ownerCredential, ["import", "apple-health", zip.path])
+        let original = server.client()
+        let expected = try await Self.portrait(original, sameSources: true)
+        #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
+
+        // JSON Lines into a second ledger: the same objects, sources included.
+        let lines = server.directory.appending(path: "alice.jsonl")
+        let exported = try await cli.run(server.ownerCredential, ["export", "alice", "--output", lines.path])
+        #expect(exported.status == 0, "\(exported.error)")
+        let copy = try server.store.createLedger(id: "copy")
+        let copyOwner = try await copy.issueCredential(for: .owner)
+        let imported = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+        #expect(imported["error"] == nil && (imported["rejected"] as? [String: Int])?.isEmpty != false, "\(imported)")
+        let copyStore = server.client(copyOwner)
+        #expect(try await Self.portrait(copyStore, sameSources: true) == expected)
+        let again = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+        #expect((again["imported"] as? [String: Int])?.isEmpty == true, "a second import adds nothing: \(again)")
+
+        // apple-health into a third: the same values and statistics (sources by name).
+        let appleZip = server.directory.appending(path: "alice-apple.zip")
+        let zipped = try await cli.run(server.ownerCredential, ["export", "alice", "--format", "apple-health", "--output", appleZip.path])
+        #expect(zipped.status == 0, "\(zipped.error)")
+        let apple = try server.store.createLedger(id: "apple")
+        let appleOwner = try await apple.issueCredential(for: .owner)
+        let fromApple = try #require(try await cli.json(appleOwner, ["import", "apple-health", appleZip.path]) as? [String: Any])
+        #expect((fromApple["rejected"] as? [String: Int])?.isEmpty != false, "\(fromApple)")
+        let appleStore = server.client(appleOwner)
+        #expect(try await Self.portrait(appleStore, sameSources: false) == (try await Self.portrait(original, sameSources: false)))
+        // Our own apple-health export re-imported over the original adds nothing: the sync
+        // identifiers travel in the metadata.
+        let over = try #require(try await cli.json(server.ownerCredential, ["import", "apple-health", appleZip.path]) as? [String: Any])
+        #expect((over["imported"] as? [String: Int])?.isEmpty == true, "\(over)")
+
+        let refused = try await cli.run(server.ownerCredential, ["export", "someone-else", "--output", server.directory.appending(path: "x.jsonl").path])
+        #expect(refused.status != 0 && refused.error.contains("not 'someone-else'"))
+        let notAnExport = try await cli.run(copyOwner, ["import", "healthledger", zip.path])
+        #expect(notAnExport.status != 0 && notAnExport.error.contains("not a HealthLedger export"), "\(notAnExport.error)")
+        for store in [original, copyStore, appleStore] { await store.close() }
+        await server.stop()
+    }
+}
