@@ -1,0 +1,191 @@
+import ArgumentParser
+import FoundationXML
+import Foundation
+import HealthExport
+import HealthLedgerSDK
+import HealthModel
+import Ledger
+
+/// The Apple Health import benchmark: a generated `export.xml` imported into `healthledgerd`
+/// running as its own process, next to `xmllint --stream` reading the same file (libxml2's
+/// own streaming parser: the reference) and the two parsers the importer could use.
+struct ImportBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-import",
+        abstract: "Benchmark the Apple Health import (build with -c release): records/s and peak memory, against xmllint --stream.")
+
+    @Option(help: "Records in the generated export.xml (3,500,000 is about 1 GB).") var records = 3_500_000
+    @Option(help: "Use this export.xml instead of generating one.") var file: String?
+    @Option(help: "Rounds of the parse-only scenarios; medians are reported.") var rounds = 3
+    @Option(help: "Records of the smaller file the two parsers are compared on.") var parserRecords = 300_000
+    @Option(name: .customLong("work-dir"), help: "Scratch directory (default: a temporary one).") var workDirectory: String?
+
+    func run() async throws {
+        let scratch = URL(filePath: workDirectory ?? NSTemporaryDirectory(), directoryHint: .isDirectory)
+            .appending(path: "healthledger-import-bench-\(UUID().uuidString)", directoryHint: .isDirectory)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let clock = ContinuousClock()
+
+        let big: URL
+        if let file { big = URL(filePath: file) } else {
+            big = scratch.appending(path: "export.xml")
+            let started = clock.now
+            let count = try SyntheticExport(records: records).write(to: big)
+            print("generated \(count) records, \(fileSize(big) >> 20) MiB in \(String(format: "%.1f", seconds(clock.now - started))) s")
+        }
+        let small = scratch.appending(path: "small.xml")
+        try SyntheticExport(records: parserRecords, seed: 7).write(to: small)
+        // Foundation's XMLParser on Linux crashes (a null default value in its attribute-
+        // declaration callback) on the DTD every Health export carries, so it reads a copy
+        // without the DTD.
+        let smallWithoutDTD = scratch.appending(path: "small-no-dtd.xml")
+        let text = try String(contentsOf: small, encoding: .utf8)
+        guard let dtd = text.range(of: "<!DOCTYPE"), let dtdEnd = text.range(of: "]>\n") else { throw ValidationErrorExit("the generated file has no DTD") }
+        try Data((String(text[..<dtd.lowerBound]) + String(text[dtdEnd.upperBound...])).utf8).write(to: smallWithoutDTD)
+
+        // The reference: libxml2's streaming reader doing nothing but read.
+        let xmllint = try which("xmllint")
+        var lintTimes: [Double] = []
+        for _ in 0..<rounds {
+            let started = clock.now
+            let run = try runChild(xmllint, ["--stream", "--noout", big.path])
+            guard run == 0 else { throw ValidationErrorExit("xmllint --stream failed on \(big.path)") }
+            lintTimes.append(seconds(clock.now - started))
+        }
+        let elements = try countRecords(big)
+        print("== reference: xmllint --stream --noout: \(String(format: "%.2f", median(lintTimes))) s, \(Int(Double(elements) / median(lintTimes))) records/s (median of \(rounds))")
+
+        // The two parsers, on the smaller file: the importer's libxml2 SAX reader and Foundation's XMLParser.
+        let smallCount = try countRecords(small)
+        var saxTimes: [Double] = []
+        var foundationTimes: [Double] = []
+        for _ in 0..<rounds {
+            var started = clock.now
+            _ = try countRecords(small)
+            saxTimes.append(seconds(clock.now - started))
+            started = clock.now
+            let parser = XMLParser(contentsOf: smallWithoutDTD)!
+            let counter = FoundationCounter()
+            parser.delegate = counter
+            guard parser.parse() else { throw ValidationErrorExit("XMLParser failed: \(parser.parserError.map { "\($0)" } ?? "")") }
+            foundationTimes.append(seconds(clock.now - started))
+        }
+        print("parsers on \(smallCount) records (\(fileSize(small) >> 20) MiB), median of \(rounds):")
+        print("  libxml2 SAX + mapping to objects: \(Int(Double(smallCount) / median(saxTimes))) records/s")
+        print("  Foundation XMLParser (crashes on the export's DTD; read without it), elements and attributes only: \(Int(Double(smallCount) / median(foundationTimes))) records/s")
+
+        // The import through a server of its own, on a quarter of the file and the whole, for memory.
+        let quarter = scratch.appending(path: "quarter.xml")
+        try SyntheticExport(records: max(1, elements / 4)).write(to: quarter)
+        for (name, url) in [("quarter", quarter), ("whole", big)] {
+            let result = try await importThroughServer(url, scratch: scratch.appending(path: name))
+            print("import (\(name), \(result.elements) records, \(fileSize(url) >> 20) MiB): \(Int(Double(result.elements) / result.seconds)) records/s,"
+                + " importer peak RSS \(result.importerPeakKiB >> 10) MiB, server peak RSS \(result.serverPeakKiB >> 10) MiB")
+        }
+        print("target: ≥ 200,000 records/s with memory flat")
+    }
+
+    struct ImportResult {
+        var elements: Int
+        var seconds: Double
+        var importerPeakKiB: Int
+        var serverPeakKiB: Int
+    }
+
+    /// Starts `healthledgerd` on a fresh data directory, imports with the CLI (a process of its
+    /// own, so its peak memory is its own), and stops the server.
+    private func importThroughServer(_ url: URL, scratch: URL) async throws -> ImportResult {
+        let store = try LedgerStore(directory: scratch)
+        let ledger = try store.createLedger(id: "bench")
+        let credential = try await ledger.issueCredential(for: .owner)
+        let binaries = URL(filePath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let port = 20_000 + Int.random(in: 0..<20_000)
+        let server = Process()
+        server.executableURL = binaries.appending(path: "healthledgerd")
+        server.arguments = ["--data-dir", scratch.path, "--port", "\(port)", "--metrics-port", "0", "--log-level", "warning"]
+        try server.run()
+        defer { if server.isRunning { server.terminate() } }
+        let probe = HealthStore(configuration: .init(port: port, credential: credential, connectAttempts: 40))
+        _ = try await probe.ping()
+        await probe.close()
+        let started = ContinuousClock.now
+        let importer = Process()
+        importer.executableURL = binaries.appending(path: "healthledger")
+        importer.arguments = ["import", "apple-health", url.path, "--port", "\(port)", "--credential", credential, "--json", "--quiet"]
+        let output = Pipe()
+        importer.standardOutput = output
+        try importer.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        importer.waitUntilExit()
+        let elapsed = seconds(ContinuousClock.now - started)
+        var usage = rusage()
+        getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+        let serverPeak = peakResidentKiB(of: server.processIdentifier)
+        server.terminate()
+        server.waitUntilExit()
+        guard importer.terminationStatus == 0, let summary = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw ValidationErrorExit("the import failed: \(String(decoding: data, as: UTF8.self))")
+        }
+        return ImportResult(
+            elements: summary["elements"] as? Int ?? 0, seconds: elapsed, importerPeakKiB: Int(usage.ru_maxrss), serverPeakKiB: serverPeak)
+    }
+
+    private func countRecords(_ url: URL) throws -> Int {
+        var count = 0
+        let reader = AppleHealthReader { item in
+            switch item {
+            case .sample, .correlation, .workout, .visionPrescription, .characteristic: count += 1
+            case .skipped, .rejected: break
+            }
+        }
+        let parser = XMLStreamParser(handler: reader)
+        try ExportArchive(url: url).readXML { try parser.feed($0) }
+        try parser.finish()
+        return count
+    }
+
+    private func fileSize(_ url: URL) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.intValue ?? 0
+    }
+
+    private func peakResidentKiB(of pid: Int32) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+        else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+    }
+
+    private func which(_ name: String) throws -> URL {
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":") {
+            let candidate = URL(filePath: String(directory)).appending(path: name)
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        }
+        throw ValidationErrorExit("\(name) is not installed (Debian: apt-get install libxml2-utils)")
+    }
+
+    private func runChild(_ executable: URL, _ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// Counts what Foundation's XMLParser reports, keeping each element's attributes as it hands
+/// them over (the least an importer would do).
+private final class FoundationCounter: NSObject, XMLParserDelegate {
+    var elements = 0
+    var attributes = 0
+
+    func parser(
+        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?,
+        attributes attributeDict: [String: String] = [:]
+    ) {
+        elements += 1
+        attributes += attributeDict.count
+    }
+}
