@@ -326,7 +326,10 @@ private enum BatchSaver {
             }
         }
         for (local, routes) in batch.routes {
-            guard let workout = storedUUIDs[local] else { continue }
+            guard let workout = storedUUIDs[local] else {
+                for route in routes { outcome.skipped.append(("WorkoutRoute", "its workout was rejected (line \(route.line))")) }
+                continue
+            }
             outcome.storedWorkouts.append((local, workout))
             for route in routes { try await saveRoute(route, of: workout, store: store, archive: archive, outcome: &outcome) }
         }

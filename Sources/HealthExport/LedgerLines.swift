@@ -245,8 +245,10 @@ public struct LedgerLinesImporter {
                 }
             } catch let error as RPCError where error.code != .invalidArgument && error.code != .notFound && error.code != .permissionDenied {
                 throw error
+            } catch let error as RPCError {
+                record(&summary, line: lineNumber, kind: .refusedByServer, reason: error.message)
             } catch {
-                record(&summary, line: lineNumber, kind: .refusedByServer, reason: (error as? RPCError)?.message ?? "\(error)")
+                record(&summary, line: lineNumber, kind: .invalidObject, reason: (error as? HealthError)?.message ?? "\(error)")
             }
         }
         try await flush()

@@ -84,6 +84,18 @@ struct ExportRoundTripTests {
         #expect(refused.status != 0 && refused.error.contains("not 'someone-else'"))
         let notAnExport = try await cli.run(copyOwner, ["import", "healthledger", zip.path])
         #expect(notAnExport.status != 0 && notAnExport.error.contains("not a HealthLedger export"), "\(notAnExport.error)")
+        // A damaged copy: a line that is not JSON, an object that breaks the rules, and no end line.
+        let damaged = server.directory.appending(path: "damaged.jsonl")
+        let header = try String(contentsOf: lines, encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
+        let object = #"{"kind":"object","object":{"uuid":"AaIKXfNycG2EMRj+IokEmQ==","type":"HKQuantityTypeIdentifierStepCount","startUs":"2","endUs":"1","quantity":{"quantity":{"unit":"count","value":5}}}}"#
+        try Data([header, "{not json", object].joined(separator: "\n").utf8).write(to: damaged)
+        let fresh = try server.store.createLedger(id: "fresh")
+        let freshOwner = try await fresh.issueCredential(for: .owner)
+        let cut = try await cli.run(freshOwner, ["import", "healthledger", damaged.path, "--json"])
+        #expect(cut.status == 1 && cut.error.contains("cut short"), "\(cut.error)")
+        let cutSummary = try #require(try JSONSerialization.jsonObject(with: Data(cut.output.utf8)) as? [String: Any])
+        let rejected = try #require(cutSummary["rejected"] as? [String: Int])
+        #expect(rejected["unparsable value"] == 1 && rejected.values.reduce(0, +) == 2, "the bad line and the object whose end precedes its start: \(cutSummary)")
         for store in [original, copyStore, appleStore] { await store.close() }
         await server.stop()
     }

@@ -196,7 +196,12 @@ struct WorkoutRPCTests {
             try await builder.insertRouteData([RouteLocation(timestamp: Samples.base, latitude: 95, longitude: 0)])
         }
         await expectRPCError(.notFound, .noData, "unknown workout") { _ = try await builder.finishRoute(with: UUID()) }
-        let route = try await builder.finishRoute(with: workout.uuid, metadata: ["com.example.note": .string("city loop")]).route
+        // An app cannot record its route under another source: the source is always its own.
+        let forged = SourceRevision(source: Source(bundleIdentifier: "com.apple.health", name: "Health"), version: "2")
+        let device = Device(name: "Apple Watch")
+        let route = try await builder.finishRoute(
+            with: workout.uuid, metadata: ["com.example.note": .string("city loop")], sourceRevision: forged, device: device).route
+        #expect(route.sourceRevision.source == TestServer.appSource && route.device == device)
         #expect(route.locationCount == 14_400 && route.endDate == Samples.base.addingTimeInterval(14_399))
         #expect(try await app.object(with: route.uuid) == .workoutRoute(route))
         #expect(try await app.routeLocations(of: route.uuid).all() == (0..<14_400).map(Self.location))
