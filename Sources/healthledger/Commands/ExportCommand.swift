@@ -84,17 +84,7 @@ extension ImportCommand {
                     throw ValidationErrorExit(error.description)
                 }
             }
-            if connection.json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                print(String(decoding: try encoder.encode(summary), as: UTF8.self))
-            } else {
-                AppleHealth.printSummary(summary)
-            }
-            if let error = summary.error {
-                FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
-                throw ExitCode.failure
-            }
+            try ImportCommand.report(summary, json: connection.json)
         }
     }
 }

@@ -42,34 +42,40 @@ struct ImportCommand: AsyncParsableCommand {
                 summary = try await importer.run()
                 bar.done()
             }
-            if connection.json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                print(String(decoding: try encoder.encode(summary), as: UTF8.self))
-            } else {
-                Self.printSummary(summary)
-            }
-            if let error = summary.error {
-                FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
-                throw ExitCode.failure
-            }
+            try ImportCommand.report(summary, json: connection.json)
         }
+    }
 
-        static func printSummary(_ summary: ImportSummary) {
-            let rate = summary.seconds > 0 ? Int(Double(summary.elements) / summary.seconds) : 0
-            print("read \(summary.elements) elements in \(String(format: "%.1f", summary.seconds)) s (\(rate)/s)")
-            print("imported \(summary.importedTotal): " + summary.imported.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))
-            print("already present \(summary.alreadyPresent)")
-            if summary.associatedWithWorkouts > 0 { print("associated with workouts \(summary.associatedWithWorkouts) samples") }
-            print("skipped \(summary.skippedTotal)")
-            for (reason, count) in summary.skipped.sorted(by: { $0.key < $1.key }) { print("  \(count)\t\(reason)") }
-            print("rejected \(summary.rejectedTotal)")
-            for (kind, count) in summary.rejected.sorted(by: { $0.key < $1.key }) { print("  \(count)\t\(kind)") }
-            for rejection in summary.rejections.prefix(20) {
-                print("  line \(rejection.line): \(rejection.element): \(rejection.reason)")
-            }
-            if summary.rejections.count > 20 { print("  … \(summary.rejectedTotal - 20) more (--json lists the first \(ImportSummary.detailLimit))") }
+    /// Prints an import's summary (a table, or JSON), then fails with status 1 when the import
+    /// stopped early.
+    static func report(_ summary: ImportSummary, json: Bool) throws {
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(summary), as: UTF8.self))
+        } else {
+            printSummary(summary)
         }
+        if let error = summary.error {
+            FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+
+    private static func printSummary(_ summary: ImportSummary) {
+        let rate = summary.seconds > 0 ? Int(Double(summary.elements) / summary.seconds) : 0
+        print("read \(summary.elements) elements in \(String(format: "%.1f", summary.seconds)) s (\(rate)/s)")
+        print("imported \(summary.importedTotal): " + summary.imported.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))
+        print("already present \(summary.alreadyPresent)")
+        if summary.associatedWithWorkouts > 0 { print("associated with workouts \(summary.associatedWithWorkouts) samples") }
+        print("skipped \(summary.skippedTotal)")
+        for (reason, count) in summary.skipped.sorted(by: { $0.key < $1.key }) { print("  \(count)\t\(reason)") }
+        print("rejected \(summary.rejectedTotal)")
+        for (kind, count) in summary.rejected.sorted(by: { $0.key < $1.key }) { print("  \(count)\t\(kind)") }
+        for rejection in summary.rejections.prefix(20) {
+            print("  line \(rejection.line): \(rejection.element): \(rejection.reason)")
+        }
+        if summary.rejections.count > 20 { print("  … \(summary.rejectedTotal - 20) more (--json lists the first \(ImportSummary.detailLimit))") }
     }
 }
 
