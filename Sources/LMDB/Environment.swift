@@ -166,6 +166,42 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Writes a compacted copy of the environment to `data.mdb` in `directory`
+    /// (`mdb_env_copy2` with `MDB_CP_COMPACT`).
+    ///
+    /// The copy is hot and consistent: it runs in a read transaction, so it holds exactly
+    /// the last commit before it began while writers (of this process or others) go on.
+    /// Compaction leaves out free pages and renumbers the rest, so the copy is usually
+    /// smaller than the environment's own file. The copy does not include a lock file.
+    ///
+    /// ```swift
+    /// try FileManager.default.createDirectory(atPath: "/backups/alice", withIntermediateDirectories: true)
+    /// try env.copyCompacted(to: "/backups/alice")   // writes /backups/alice/data.mdb
+    /// ```
+    ///
+    /// A write of this process that must grow the map waits until the copy is done.
+    /// The copy is not synced to disk: call `fsync` on the file for durability.
+    ///
+    /// - Parameter directory: an existing directory without a `data.mdb`.
+    /// - Throws: ``LMDBError`` when the copy fails (`EEXIST` when `data.mdb` exists
+    ///   there, `ENOENT` when the directory does not); a partial `data.mdb` may be left.
+    public func copyCompacted(to directory: String) throws {
+        while true {
+            do {
+                try resizeLock.withReadLock {
+                    let result = mdb_env_copy2(handle, directory, UInt32(MDB_CP_COMPACT))
+                    if result == MDB_MAP_RESIZED { throw LMDBError(result, "mdb_env_copy2(\(directory))") }
+                    try check(result, "mdb_env_copy2(\(directory))")
+                }
+                return
+            } catch let error as LMDBError where error.code == .mapResized {
+                // The copy failed before writing anything, but after creating the file.
+                unlink(directory.hasSuffix("/") ? directory + "data.mdb" : directory + "/data.mdb")
+                try adoptResizedMap()
+            }
+        }
+    }
+
     /// Flushes buffers to disk (for environments opened with `durable: false`).
     public func sync() throws {
         try check(mdb_env_sync(handle, 1), "mdb_env_sync")

@@ -96,6 +96,20 @@ public final class LedgerStore: Sendable {
         }
     }
 
+    /// Whether ledger `id` is open in this process, through this store or another one on
+    /// the same directory.
+    func isOpenInProcess(_ id: String) -> Bool {
+        open.withLock { $0[id] != nil } || Self.process.isOpen(at: directory(of: id))
+    }
+
+    /// Runs `body` with `id` reserved: no creation or restore of the same id runs meanwhile.
+    func reserving<R>(_ id: String, _ body: () throws -> R) throws -> R {
+        let reserved = creating.withLock { $0.insert(id).inserted }
+        guard reserved else { throw LedgerFailure(.alreadyExists, "ledger '\(id)' is being created or restored") }
+        defer { _ = creating.withLock { $0.remove(id) } }
+        return try body()
+    }
+
     /// The ledgers open in this process, by path: LMDB forbids opening one environment
     /// twice in a process, so stores on the same directory share their ledgers.
     private static let process = OpenLedgers()
@@ -113,10 +127,15 @@ public final class LedgerStore: Sendable {
                 return ledger
             }
         }
+
+        func isOpen(at url: URL) -> Bool {
+            let key = url.standardizedFileURL.resolvingSymlinksInPath().path
+            return entries.withLock { $0[key]?.ledger != nil }
+        }
     }
 
     /// Makes a rename in `directory` durable.
-    private static func syncDirectory(_ directory: URL) throws {
+    static func syncDirectory(_ directory: URL) throws {
         let descriptor = Glibc.open(directory.path, O_RDONLY | O_DIRECTORY)
         guard descriptor >= 0 else { throw LedgerFailure(.storage, "cannot open \(directory.path) to sync it") }
         defer { Glibc.close(descriptor) }

@@ -1,0 +1,176 @@
+import ArgumentParser
+import Foundation
+import Ledger
+
+/// `healthledger backup`: hot, compacted, consistent copies of ledgers, and their verification.
+struct BackupCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Back up ledgers while the server runs, or verify a backup.",
+        usage: """
+            healthledger backup <ledger> <dest> [--data-dir <dir>] [--json]
+            healthledger backup --all <dest> [--data-dir <dir>] [--json]
+            healthledger backup --verify <dest> [--json]
+            """,
+        discussion: """
+            A backup is a compacted copy of the ledger's LMDB file taken in one read \
+            transaction: it holds every write acknowledged before it began, while writes go \
+            on. <dest> must not exist or be empty; backup.json there records the ledger id, \
+            the head (sequence and hash) of the copy, and the time. --all writes each ledger \
+            into <dest>/<ledger-id>/ and an index, backup-set.json.
+
+            --verify checks a backup on a temporary copy: the hash chain, the projections \
+            against a fresh replay of the log, and the head against backup.json (each \
+            ledger of a --all backup). It exits with 2 and names the first problem when a \
+            backup is damaged. Restore with `healthledger restore`.
+            """)
+
+    @OptionGroup var store: StoreOptions
+    @Flag(help: "Back up every ledger of the data directory, each into <dest>/<ledger-id>/.")
+    var all = false
+    @Flag(help: "Verify the backup in <dest> (for a --all backup, each ledger's) instead of making one.")
+    var verify = false
+    @Flag(help: "Print the manifest (with --all, every manifest; with --verify, the results) as JSON.")
+    var json = false
+    @Argument(help: ArgumentHelp("<ledger> <dest>, or <dest> alone with --all or --verify.", valueName: "paths"))
+    var paths: [String] = []
+
+    func run() async throws {
+        if verify {
+            guard !all else { throw ValidationErrorExit("--verify takes the backup directory alone: healthledger backup --verify <dest>") }
+            guard paths.count == 1 else { throw ValidationErrorExit("--verify takes one backup directory: healthledger backup --verify <dest>") }
+            return try verifyBackups(at: Self.url(paths[0]))
+        }
+        if all {
+            guard paths.count == 1 else { throw ValidationErrorExit("--all takes one destination directory: healthledger backup --all <dest>") }
+            return try backupAll(to: Self.url(paths[0]))
+        }
+        guard paths.count == 2 else {
+            throw ValidationErrorExit("give a ledger and a destination: healthledger backup <ledger> <dest> (or --all <dest>, --verify <dest>)")
+        }
+        let destination = Self.url(paths[1])
+        let manifest: BackupManifest
+        do {
+            manifest = try openExistingStore().ledger(paths[0]).backup(to: destination)
+        } catch { throw fail(error) }
+        if json {
+            print(String(decoding: try manifest.encoded(), as: UTF8.self))
+        } else {
+            print("backed up ledger '\(manifest.ledgerID)': head event \(manifest.headSequence), hash \(manifest.headHash), in \(destination.path)")
+        }
+    }
+
+    private func backupAll(to destination: URL) throws {
+        let manifests: [BackupManifest]
+        do {
+            let store = try openExistingStore()
+            guard try !store.ledgerIDs().isEmpty else {
+                throw ValidationErrorExit("no ledgers in \(store.directory.path): nothing to back up")
+            }
+            manifests = try store.backupAll(to: destination)
+        } catch { throw fail(error) }
+        if json {
+            let objects = try manifests.map { try JSONSerialization.jsonObject(with: try $0.encoded()) }
+            printJSON(objects)
+            return
+        }
+        for manifest in manifests {
+            print("backed up ledger '\(manifest.ledgerID)': head event \(manifest.headSequence), hash \(manifest.headHash)")
+        }
+        print("\(manifests.count) ledger(s) in \(destination.path)")
+    }
+
+    private func verifyBackups(at directory: URL) throws {
+        let results: [BackupVerification]
+        do {
+            results = try LedgerStore.verifyBackups(at: directory)
+        } catch let failure as LedgerFailure where failure.kind == .corrupted {
+            if json { printJSON([["directory": directory.path, "valid": false, "problem": failure.message]]) } else { print("FAILED: \(failure.message)") }
+            throw ExitCode(2)
+        } catch { throw fail(error) }
+        if json {
+            printJSON(results.map { result -> [String: Any] in
+                var object: [String: Any] = [
+                    "ledgerID": result.ledgerID, "directory": result.directory.path, "valid": result.isValid,
+                    "eventsChecked": result.eventsChecked, "objects": result.objects,
+                ]
+                if let manifest = result.manifest {
+                    object["headSequence"] = manifest.headSequence
+                    object["headHash"] = manifest.headHash
+                }
+                if let problem = result.problem { object["problem"] = problem }
+                return object
+            })
+        } else {
+            for result in results {
+                if let problem = result.problem {
+                    print("FAILED: \(result.ledgerID) (\(result.directory.path)): \(problem)")
+                } else {
+                    print(
+                        "OK: \(result.ledgerID): \(result.eventsChecked) events, hash chain intact, projections equal a fresh replay, head event \(result.manifest?.headSequence ?? 0) as recorded"
+                    )
+                }
+            }
+            if results.isEmpty { print("OK: the backup set in \(directory.path) holds no ledgers") }
+        }
+        if results.contains(where: { !$0.isValid }) { throw ExitCode(2) }
+    }
+
+    /// The store, refusing a data directory that does not exist (rather than creating it).
+    private func openExistingStore() throws -> LedgerStore {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: store.directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ValidationErrorExit("no data directory at \(store.directory.path)")
+        }
+        return try store.openStore()
+    }
+
+    static func url(_ path: String) -> URL {
+        URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
+    }
+}
+
+/// `healthledger restore`: a backup back into a data directory, verified before it is installed.
+struct RestoreCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Restore a ledger from a backup into the data directory.",
+        discussion: """
+            The backup is copied next to the ledgers and verified there (hash chain, \
+            projections, head against backup.json) before it becomes the ledger. An existing \
+            ledger is only replaced with --force, atomically, and never while a server has it \
+            open: stop healthledgerd first. Nothing changes when restore fails.
+            """)
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The backup directory of one ledger (for a --all backup, <dest>/<ledger-id>).")
+    var source: String
+    @Option(name: .customLong("as"), help: "Restore under this ledger id instead of the backed-up ledger's.")
+    var id: String?
+    @Flag(help: "Replace the ledger when it exists.")
+    var force = false
+    @Flag(help: "Print the restored backup's manifest as JSON.")
+    var json = false
+
+    func run() async throws {
+        let backup = BackupCommand.url(source)
+        let store: LedgerStore
+        let verification: BackupVerification
+        let replaced: Bool
+        do {
+            store = try self.store.openStore()
+            let target = id ?? (try? BackupManifest.read(from: backup))?.ledgerID
+            replaced = try target.map { try store.ledgerIDs().contains($0) } ?? false
+            verification = try store.restore(from: backup, as: id, replace: force)
+        } catch let failure as LedgerFailure where failure.kind == .alreadyExists && !force {
+            throw ValidationErrorExit("\(failure.message); nothing was changed (add --force to replace it)")
+        } catch { throw fail(error) }
+        let ledgerID = id ?? verification.ledgerID
+        if json, let manifest = verification.manifest {
+            print(String(decoding: try manifest.encoded(), as: UTF8.self))
+        } else {
+            let head = verification.manifest.map { "head event \($0.headSequence), hash \($0.headHash)" } ?? ""
+            print("\(replaced ? "replaced" : "restored") ledger '\(ledgerID)' in \(store.directory.path): \(head)")
+        }
+    }
+}
