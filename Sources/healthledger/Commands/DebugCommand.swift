@@ -1,12 +1,29 @@
 import ArgumentParser
 import Foundation
+import HealthExport
 import HealthModel
 import Ledger
 
 struct DebugCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "debug", abstract: "Tools for testing the ledger itself.", shouldDisplay: false,
-        subcommands: [Ingest.self])
+        subcommands: [Ingest.self, GenerateExport.self])
+
+    /// Writes the benchmark's generated Apple Health export, to import by hand.
+    struct GenerateExport: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "generate-export", abstract: "Write a realistic generated export.xml (about 375 bytes a record).")
+
+        @Option var records = 100_000
+        @Option(name: .shortAndLong) var output: String
+
+        func run() async throws {
+            do {
+                let count = try SyntheticExport(records: records).write(to: URL(filePath: output))
+                print("\(count) records in \(output)")
+            } catch { throw fail(error) }
+        }
+    }
 
     /// Saves numbered batches and reports each one on stdout once it is durable; the crash
     /// test kills this process at random moments and checks every acknowledged batch.
