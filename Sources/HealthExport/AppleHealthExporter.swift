@@ -75,8 +75,7 @@ public struct AppleHealthExporter {
                 with: "apple_health_export/workout-routes/\(name)", type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate
             ) { position, size in data.subdata(in: Int(position)..<Int(position) + size) }
         }
-        let elapsed = ContinuousClock.now - started
-        summary.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        summary.seconds = seconds(since: started)
         return summary
     }
 }

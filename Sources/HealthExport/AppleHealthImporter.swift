@@ -153,10 +153,7 @@ public final class AppleHealthImporter {
         return summary
     }
 
-    private var elapsed: Double {
-        let duration = ContinuousClock.now - started
-        return Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
+    private var elapsed: Double { seconds(since: started) }
 
     // MARK: - Items
 
@@ -299,31 +296,17 @@ private enum BatchSaver {
     static func save(_ batch: Batch, store: HealthStore, archive: ExportArchive) async throws -> BatchOutcome {
         var outcome = BatchOutcome()
         var storedUUIDs: [UUID: UUID] = [:]
-        // A stack of ranges still to save, the next on top.
-        var ranges = [0..<batch.objects.count]
-        while let range = ranges.popLast() {
-            do {
-                let results = try await store.save(Array(batch.objects[range]))
-                for (offset, result) in results.enumerated() {
-                    let index = range.lowerBound + offset
-                    switch result.disposition {
-                    case .saved, .replaced:
-                        outcome.imported[batch.kinds[index], default: 0] += 1
-                        storedUUIDs[batch.objects[index].uuid] = result.uuid
-                    case .ignored(let existing):
-                        outcome.alreadyPresent += 1
-                        storedUUIDs[batch.objects[index].uuid] = existing
-                    }
-                }
-            } catch let error as RPCError where error.code == .invalidArgument {
-                guard range.count > 1 else {
-                    outcome.rejections.append(.init(line: batch.lines[range.lowerBound], element: batch.kinds[range.lowerBound], reason: error.message))
-                    continue
-                }
-                let middle = range.lowerBound + range.count / 2
-                ranges.append(middle..<range.upperBound)
-                ranges.append(range.lowerBound..<middle)
+        try await store.saveIsolatingRefusals(batch.objects) { index, result in
+            switch result.disposition {
+            case .saved, .replaced:
+                outcome.imported[batch.kinds[index], default: 0] += 1
+                storedUUIDs[batch.objects[index].uuid] = result.uuid
+            case .ignored(let existing):
+                outcome.alreadyPresent += 1
+                storedUUIDs[batch.objects[index].uuid] = existing
             }
+        } refused: { index, error in
+            outcome.rejections.append(.init(line: batch.lines[index], element: batch.kinds[index], reason: error.message))
         }
         for (local, routes) in batch.routes {
             guard let workout = storedUUIDs[local] else {

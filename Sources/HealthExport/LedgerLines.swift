@@ -111,8 +111,7 @@ public struct LedgerLinesExporter {
         }
         try output.json(["kind": "end", "objects": summary.objects.values.reduce(0, +)])
         try output.flush()
-        let elapsed = ContinuousClock.now - started
-        summary.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        summary.seconds = seconds(since: started)
         return summary
     }
 
@@ -142,27 +141,16 @@ public struct LedgerLinesImporter {
         var sawEnd = false
         func flush() async throws {
             guard !batch.isEmpty else { return }
-            var ranges = [0..<batch.count]
-            while let range = ranges.popLast() {
-                do {
-                    let results = try await store.save(batch[range].map(\.0))
-                    for (offset, result) in results.enumerated() {
-                        if case .ignored = result.disposition { summary.alreadyPresent += 1 } else {
-                            summary.imported[batch[range.lowerBound + offset].0.objectType.identifier, default: 0] += 1
-                        }
-                    }
-                } catch let error as RPCError where error.code == .invalidArgument {
-                    if range.count == 1 {
-                        if error.message.contains("already exists") {
-                            summary.alreadyPresent += 1
-                        } else {
-                            record(&summary, line: batch[range.lowerBound].1, kind: .refusedByServer, reason: error.message)
-                        }
-                        continue
-                    }
-                    let middle = range.lowerBound + range.count / 2
-                    ranges.append(middle..<range.upperBound)
-                    ranges.append(range.lowerBound..<middle)
+            try await store.saveIsolatingRefusals(batch.map(\.0)) { index, result in
+                if case .ignored = result.disposition { summary.alreadyPresent += 1 } else {
+                    summary.imported[batch[index].0.objectType.identifier, default: 0] += 1
+                }
+            } refused: { index, error in
+                // An object the ledger holds already (the same UUID) is a re-import, not a refusal.
+                if error.message.contains("already exists") {
+                    summary.alreadyPresent += 1
+                } else {
+                    record(&summary, line: batch[index].1, kind: .refusedByServer, reason: error.message)
                 }
             }
             batch.removeAll()
@@ -254,8 +242,7 @@ public struct LedgerLinesImporter {
         try await flush()
         if !sawHeader { throw ExportArchiveError("\(url.path) is empty") }
         if !sawEnd { summary.error = "the export ends without its end line: it was cut short; everything before that point was imported" }
-        let elapsed = ContinuousClock.now - started
-        summary.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        summary.seconds = seconds(since: started)
         return summary
     }
 
