@@ -35,6 +35,8 @@ public final class Ledger: Sendable {
     let anchors: AnchorSeal
     /// Route builders in progress.
     let routeBuilders = RouteBuilders()
+    /// Polls for other processes' commits (see ``LogFollower``); cancelled with the ledger.
+    private let following: Task<Void, Never>?
 
     init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger) throws {
         self.id = id
@@ -48,12 +50,25 @@ public final class Ledger: Sendable {
         self.databases = databases
         let changeWatchers = ChangeWatchers()
         self.changeWatchers = changeWatchers
+        let follower = try LogFollower(
+            environment: environment, databases: databases, accessWatchers: accessWatchers, changeWatchers: changeWatchers)
         self.committer = GroupCommitter(
             environment: environment, databases: databases,
-            label: id, logger: logger, changeWatchers: changeWatchers, onCommit: configuration.onCommit)
+            label: id, logger: logger, changeWatchers: changeWatchers, follower: follower, onCommit: configuration.onCommit)
         self.anchors = try AnchorSeal(environment: environment, databases: databases)
+        following = configuration.followInterval.map { interval in
+            Task.detached { [weak follower] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    guard let follower else { return }
+                    follower.poll()
+                }
+            }
+        }
         try upgradeProjections()
     }
+
+    deinit { following?.cancel() }
 
     /// Rebuilds the projections from the log when another version laid them out.
     private func upgradeProjections() throws {
@@ -145,13 +160,18 @@ public struct LedgerConfiguration: Sendable {
     public var maximumMapSize: Int
     /// Observes each group commit: requests in the batch and the commit time (for metrics).
     public var onCommit: @Sendable (Int, Duration) -> Void
+    /// How often each open ledger checks for events other processes committed, to tell its
+    /// watchers (a revocation by `healthledger admin` ends this process's streams within
+    /// about this time); nil never checks.
+    public var followInterval: Duration?
 
     public init(
-        initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40,
+        initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40, followInterval: Duration? = .milliseconds(250),
         onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
     ) {
         self.initialMapSize = initialMapSize
         self.maximumMapSize = maximumMapSize
+        self.followInterval = followInterval
         self.onCommit = onCommit
     }
 }

@@ -197,13 +197,20 @@ final class LineProcess: Sendable {
     private let process: Process
     private let lines: AsyncStream<String>
 
-    init(_ executable: URL, _ arguments: [String]) throws {
+    /// - Parameter readingStandardError: read the process's standard error (its log)
+    ///   instead of its standard output.
+    init(_ executable: URL, _ arguments: [String], readingStandardError: Bool = false) throws {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
         let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if readingStandardError {
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = output
+        } else {
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+        }
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
         self.process = process
         self.lines = lines

@@ -1,6 +1,7 @@
 import Foundation
 import HealthLedgerSDK
 import Ledger
+import TestSupport
 import Testing
 
 @Suite("Revocation ends live streams", .timeLimit(.minutes(3)))
@@ -157,4 +158,92 @@ struct RevocationTests {
         await app.close()
         await server.stop()
     }
+
+    /// `healthledger` and `healthledgerd`, built next to the test bundle.
+    static let binaries = URL(filePath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+
+    @Test("a credential revoked by another process (healthledger admin on the data directory) ends the app's live streams; its next call is refused")
+    func revocationByAnotherProcess() async throws {
+        let (server, owner, app, _) = try await Self.seeded()
+        var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, batchSize: 5000)).makeAsyncIterator()
+        #expect(try #require(try await watch.next()).caughtUp)
+        var observer = try await app.observe(Types.heartRate).makeAsyncIterator()
+        // The owner's streams of the same type live on.
+        var ownerWatch = try await owner.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, batchSize: 5000)).makeAsyncIterator()
+        #expect(try #require(try await ownerWatch.next()).caughtUp)
+
+        let clock = ContinuousClock()
+        let revoke = try await runProcess(
+            Self.binaries.appending(path: "healthledger"),
+            ["admin", "revoke-credential", "alice", credentialID(server.appCredential), "--data-dir", server.directory.path])
+        #expect(revoke.status == 0, "\(revoke.error)")
+        let revoked = clock.now
+        // Nothing in the server's process announces it: the streams end because the ledger
+        // saw the other process's event.
+        await expectRPCError(.permissionDenied, .authorizationDenied, "watched query") { while try await watch.next() != nil {} }
+        await expectRPCError(.permissionDenied, .authorizationDenied, "observer") { while try await observer.next() != nil {} }
+        let ended = clock.now - revoked
+        // The ledger checks every 250 ms; the bound is loose so that a loaded machine passes.
+        #expect(ended < .seconds(10), "the streams ended \(ended) after the revocation")
+        await expectRPCError(.unauthenticated, nil, "next call") { _ = try await app.ping() }
+
+        // So does revoking the owner's credential: the owner's watch ends too.
+        let ownerRevoke = try await runProcess(
+            Self.binaries.appending(path: "healthledger"),
+            ["admin", "revoke-credential", "alice", credentialID(server.ownerCredential), "--data-dir", server.directory.path])
+        #expect(ownerRevoke.status == 0, "\(ownerRevoke.error)")
+        await expectRPCError(.permissionDenied, nil, "owner watch") { while try await ownerWatch.next() != nil {} }
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+
+    @Test("an owner's decision made through another server process on the same data directory ends the app's stream")
+    func decisionByAnotherProcess() async throws {
+        let (server, owner, app, _) = try await Self.seeded()
+        var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate, batchSize: 5000)).makeAsyncIterator()
+        #expect(try #require(try await watch.next()).caughtUp)
+        var weights = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.bodyMass)).makeAsyncIterator()
+        #expect(try #require(try await weights.next()).caughtUp)
+
+        let other = try await DaemonProcess(dataDirectory: server.directory)
+        defer { other.stop() }
+        let otherOwner = HealthStore(configuration: .init(port: other.port, credential: server.ownerCredential))
+        // A save through the other process reaches this server's watch of the type.
+        let weight = HealthObject.quantitySample(QuantitySample(
+            type: try QuantityType(Types.bodyMass.identifier), quantity: try Quantity(71, "kg"), start: Samples.base, end: Samples.base))
+        try await otherOwner.save(weight)
+        #expect(try #require(try await weights.next()).addedObjects == [weight])
+        // A revocation through the other process ends the stream that relied on the grant.
+        try await otherOwner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .revoked)
+        await expectRPCError(.permissionDenied, .authorizationDenied, "watched query") { while try await watch.next() != nil {} }
+        #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate)).allSatisfy { $0.sourceRevision.source == TestServer.appSource })
+        await otherOwner.close()
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+}
+
+/// `healthledgerd` in a process of its own on port 0, for tests of several processes on one
+/// data directory; the port is read from its "listening" log line.
+final class DaemonProcess: Sendable {
+    private let process: LineProcess
+    let port: Int
+
+    init(dataDirectory: URL) async throws {
+        process = try LineProcess(
+            RevocationTests.binaries.appending(path: "healthledgerd"),
+            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--log-level", "info"], readingStandardError: true)
+        while true {
+            guard let line = await process.nextLine() else { throw DaemonFailure(message: "healthledgerd exited before listening") }
+            guard line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) else { continue }
+            port = Int(address.1)!
+            break
+        }
+    }
+
+    struct DaemonFailure: Error { var message: String }
+
+    func stop() { process.stop() }
 }

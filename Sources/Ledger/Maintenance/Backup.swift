@@ -328,7 +328,7 @@ extension LedgerStore {
         var result = BackupVerification(directory: backup, ledgerID: manifest.ledgerID, manifest: manifest, eventsChecked: 0, objects: 0, problem: nil)
         do {
             let ledger = try Ledger(
-                id: manifest.ledgerID, directory: ledgerDirectory, configuration: LedgerConfiguration(), logger: Logger(label: "healthledger.backup"))
+                id: manifest.ledgerID, directory: ledgerDirectory, configuration: LedgerConfiguration(followInterval: nil), logger: Logger(label: "healthledger.backup"))
             let chain = try ledger.verify()
             result.eventsChecked = chain.eventsChecked
             if let problem = chain.problem {

@@ -30,12 +30,17 @@ final class GroupCommitter: Sendable {
     private let onCommit: @Sendable (_ requests: Int, _ duration: Duration) -> Void
     /// Told, after each durable commit, which types it changed.
     private let changeWatchers: ChangeWatchers
+    /// Told, after each durable commit, which head it started from and which it left, to
+    /// announce what other processes committed before it.
+    private let follower: LogFollower?
 
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
-        changeWatchers: ChangeWatchers = ChangeWatchers(), onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
+        changeWatchers: ChangeWatchers = ChangeWatchers(), follower: LogFollower? = nil,
+        onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
     ) {
         self.changeWatchers = changeWatchers
+        self.follower = follower
         self.environment = environment
         self.databases = databases
         self.queue = DispatchQueue(label: "healthledger.commit.\(label)")
@@ -94,12 +99,14 @@ final class GroupCommitter: Sendable {
         var succeeded: [Int] = []
         var failed: [Int: any Error] = [:]
         var changedTypes = Set<UInt32>()
+        var heads: (start: UInt64, end: UInt64) = (0, 0)
         do {
             try environment.write { txn in
                 succeeded = []
                 failed = [:]
                 let context = try WriteContext(
                     txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date())
+                heads = (context.head.sequence, context.head.sequence)
                 if batch.count == 1 {
                     // Alone in the batch: a failure aborts the whole transaction.
                     try batch[0].run(context)
@@ -125,9 +132,11 @@ final class GroupCommitter: Sendable {
                 }
                 guard !succeeded.isEmpty else { return }
                 changedTypes = context.changedTypes
+                heads.end = context.head.sequence
                 try context.finish()
             }
             onCommit(batch.count, clock.now - started)
+            follower?.committed(from: heads.start, to: heads.end)
             changeWatchers.notify(changedTypes)
             for index in succeeded { batch[index].complete(.success(())) }
             for (index, error) in failed { batch[index].complete(.failure(error)) }

@@ -1,0 +1,97 @@
+import HealthModel
+import LMDB
+import Synchronization
+
+/// Announces what other processes commit to a ledger, so that this process's streams learn
+/// of it as they do of its own commits.
+///
+/// LMDB lets several processes write one ledger: the operator's `healthledger admin` on the
+/// data directory, another server on the same volume. Their commits reach this process's
+/// reads at once, but not its watchers: without this, an app's live stream would outlive a
+/// revocation made by another process. The follower closes that gap with one cheap check
+/// per ledger (never one per stream): every `interval` it reads the head, and any events
+/// past the last one accounted for that this process did not commit are decoded and
+/// announced, credential revocations and authorization changes to ``AccessWatchers``,
+/// saves, deletes and selections to ``ChangeWatchers``. The committer also finds another
+/// process's events when its transaction starts from a head it did not leave.
+///
+/// An event this process committed is, in a narrow race, announced twice: a duplicate
+/// costs a re-read, never a missed revocation.
+final class LogFollower: Sendable {
+    private let environment: Environment
+    private let databases: LedgerDatabases
+    private let accessWatchers: AccessWatchers
+    private let changeWatchers: ChangeWatchers
+    /// Every event up to this sequence has been announced (or was this process's own).
+    private let accounted: Mutex<UInt64>
+
+    init(environment: Environment, databases: LedgerDatabases, accessWatchers: AccessWatchers, changeWatchers: ChangeWatchers) throws {
+        self.environment = environment
+        self.databases = databases
+        self.accessWatchers = accessWatchers
+        self.changeWatchers = changeWatchers
+        let head = try environment.read { txn in try LogHead.read(txn, databases).sequence }
+        accounted = Mutex(head)
+    }
+
+    /// Called by the committer after each durable commit: its transaction started from head
+    /// `start` and left head `end`. Announces the events before `start` that another
+    /// process committed and nobody has announced yet.
+    func committed(from start: UInt64, to end: UInt64) {
+        let foreign = accounted.withLock { accounted -> ClosedRange<UInt64>? in
+            defer { accounted = max(accounted, end) }
+            return accounted < start ? (accounted + 1)...start : nil
+        }
+        if let foreign { announce(foreign) }
+    }
+
+    /// Reads the head and announces the events past the last one accounted for: what other
+    /// processes committed since.
+    func poll() {
+        guard let head = try? environment.read({ txn in try LogHead.read(txn, databases).sequence }) else { return }
+        let foreign = accounted.withLock { accounted -> ClosedRange<UInt64>? in
+            guard head > accounted else { return nil }
+            defer { accounted = head }
+            return (accounted + 1)...head
+        }
+        if let foreign { announce(foreign) }
+    }
+
+    /// Events read per read transaction while announcing.
+    private static let chunk: UInt64 = 10_000
+
+    private func announce(_ range: ClosedRange<UInt64>) {
+        var types = Set<UInt32>()
+        var access = Set<AccessChange>()
+        let projector = Projector(databases: databases, units: UnitCache())
+        var next = range.lowerBound
+        while next <= range.upperBound {
+            let last = min(range.upperBound, next + Self.chunk - 1)
+            do {
+                try environment.read { txn in
+                    for sequence in next...last {
+                        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
+                        let change = try projector.change(stored: stored).change
+                        switch change {
+                        case .saved(let summary): types.insert(summary.typeCode)
+                        case .deleted:
+                            if let type = try LedgerEvent(stored: stored).objectType { types.insert(TypeCatalogue.code(of: type)) }
+                        case .objectReadSelectionChanged(let app, let type, _):
+                            types.insert(type)
+                            access.insert(.authorization(app: app))
+                        case .authorizationDecided(let app, _, _, _): access.insert(.authorization(app: app))
+                        case .credentialRevoked(let id): access.insert(.credentialRevoked(id: id))
+                        default: break
+                        }
+                    }
+                }
+            } catch {
+                // A log this process cannot read is reported by its own reads; announce what was found.
+                break
+            }
+            next = last + 1
+        }
+        for change in access { accessWatchers.notify(change) }
+        changeWatchers.notify(types)
+    }
+}
