@@ -1,6 +1,7 @@
 import Foundation
 import HealthModel
 import Ledger
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -65,29 +66,24 @@ struct CrashTests {
     /// Starts the ingest child, waits for `killAfter` acknowledgements, kills it with SIGKILL
     /// and returns the batches it acknowledged.
     static func runAndKill(directory: URL, offset: Int, batches: Int, killAfter: Int, concurrency: Int) async throws -> Set<Int> {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = [
-            "debug", "ingest", "crash", "--data-dir", directory.path, "--batches", "\(batches)",
-            "--batch-size", "\(batchSize)", "--concurrency", "\(concurrency)", "--offset", "\(offset)",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(
+            executable,
+            [
+                "debug", "ingest", "crash", "--data-dir", directory.path, "--batches", "\(batches)",
+                "--batch-size", "\(batchSize)", "--concurrency", "\(concurrency)", "--offset", "\(offset)",
+            ], captureError: false)
         var acknowledged = Set<Int>()
         var buffer = Data()
-        let reader = output.fileHandleForReading
         while acknowledged.count < killAfter {
-            let chunk = reader.availableData
+            let chunk = ChildProcess.readSome(process.output)
             if chunk.isEmpty { break }
             buffer.append(chunk)
             acknowledged.formUnion(parse(&buffer))
         }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.terminate(SIGKILL)
+        process.wait()
         // Acknowledgements written before the kill are still in the pipe.
-        buffer.append(reader.readDataToEndOfFile())
+        buffer.append(ChildProcess.readAll(process.output))
         acknowledged.formUnion(parse(&buffer))
         return acknowledged
     }

@@ -194,32 +194,22 @@ struct AttachmentCLITests {
 
 /// A child process whose standard output is read line by line as it comes.
 final class LineProcess: Sendable {
-    private let process: Process
+    private let process: ChildProcess
     private let lines: AsyncStream<String>
 
     /// - Parameter readingStandardError: read the process's standard error (its log)
     ///   instead of its standard output.
     init(_ executable: URL, _ arguments: [String], readingStandardError: Bool = false) throws {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let output = Pipe()
-        if readingStandardError {
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = output
-        } else {
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-        }
+        let process = try ChildProcess(executable, arguments, captureOutput: !readingStandardError, captureError: readingStandardError)
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
         self.process = process
         self.lines = lines
-        try process.run()
-        let handle = output.fileHandleForReading
+        let fd = readingStandardError ? process.error : process.output
         Thread.detachNewThread {
+            // The thread holds the process, whose descriptors close when both are done.
             var pending = Data()
             while true {
-                let chunk = handle.availableData
+                let chunk = ChildProcess.readSome(process.output == fd ? process.output : process.error)
                 if chunk.isEmpty { break }
                 pending += chunk
                 while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
@@ -244,7 +234,7 @@ final class LineProcess: Sendable {
     }
 
     func stop() {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        process.terminate()
+        process.wait()
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HealthLedgerSDK
 import HealthLedgerServer
+import TestSupport
 import Testing
 
 @Suite("TLS", .timeLimit(.minutes(2)))
@@ -9,18 +10,12 @@ struct TLSTests {
     static func makeCertificate(in directory: URL) throws -> (certificate: String, key: String) {
         let certificate = directory.appending(path: "cert.pem").path
         let key = directory.appending(path: "key.pem").path
-        let process = Process()
-        process.executableURL = URL(filePath: "/usr/bin/env")
-        process.arguments = [
+        let run = try runProcess(URL(filePath: "/usr/bin/env"), [
             "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=localhost",
             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+        ]) as ProcessRun
+        guard run.status == 0 else { throw CocoaError(.fileWriteUnknown) }
         return (certificate, key)
     }
 

@@ -24,18 +24,25 @@ public struct ProcessRun: Sendable {
 
 /// Runs `executable` with `arguments` to its end, capturing its output.
 public func runProcess(_ executable: URL, _ arguments: [String]) throws -> ProcessRun {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let output = Pipe()
-    let error = Pipe()
-    process.standardOutput = output
-    process.standardError = error
-    try process.run()
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    let err = error.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return ProcessRun(status: process.terminationStatus, output: String(decoding: out, as: UTF8.self), error: String(decoding: err, as: UTF8.self))
+    let child = try ChildProcess(executable, arguments)
+    // Standard error is drained alongside, so that a child filling one pipe never blocks.
+    let error = LockedData()
+    let drained = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        error.set(ChildProcess.readAll(child.error))
+        drained.signal()
+    }
+    let out = ChildProcess.readAll(child.output)
+    drained.wait()
+    let status = child.wait()
+    return ProcessRun(status: status, output: String(decoding: out, as: UTF8.self), error: String(decoding: error.get(), as: UTF8.self))
+}
+
+private final class LockedData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+    func set(_ value: Data) { lock.withLock { data = value } }
+    func get() -> Data { lock.withLock { data } }
 }
 
 /// ``runProcess(_:_:)`` for async tests: the wait happens on a thread of its own, not on

@@ -309,7 +309,7 @@ extension Ledger {
     static func appendAccessEvent(_ kind: EventKind, by principal: Principal, body: [UInt8], in context: WriteContext) throws {
         try context.append(
             kind: kind, actor: principal, objectType: nil, objectUUID: nil, body: body,
-            change: try Projector.accessChange(kind: kind, actor: principal, body: body))
+            change: try Projector.change(kind: kind, actor: principal, body: body))
     }
 
     static func requestingApp(_ principal: Principal) throws -> Source {

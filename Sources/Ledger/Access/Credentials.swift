@@ -116,7 +116,7 @@ extension Ledger {
         try await committer.submit { context in
             try context.append(
                 kind: .credentialIssued, actor: issuer, objectType: nil, objectUUID: nil, body: bytes,
-                change: try Projector.credentialChange(kind: .credentialIssued, body: bytes))
+                change: try Projector.change(kind: .credentialIssued, actor: issuer, body: bytes))
         }
         return CredentialString(ledgerID: self.id, id: id, secret: secret).text
     }
@@ -133,7 +133,7 @@ extension Ledger {
             guard !record.revoked else { throw HealthError.invalidArgument("credential '\(id)' is already revoked", field: "id") }
             try context.append(
                 kind: .credentialRevoked, actor: issuer, objectType: nil, objectUUID: nil, body: bytes,
-                change: try Projector.credentialChange(kind: .credentialRevoked, body: bytes))
+                change: try Projector.change(kind: .credentialRevoked, actor: issuer, body: bytes))
         }
         accessWatchers.notify(.credentialRevoked(id: id))
     }

@@ -4,43 +4,6 @@ import HealthModel
 import LedgerSchema
 import SwiftProtobuf
 
-/// The kind of a ledger event.
-public enum EventKind: Int, Sendable, Hashable, CustomStringConvertible {
-    case ledgerCreated = 1
-    case objectSaved = 2
-    case objectDeleted = 3
-    case authorizationRequested = 10
-    case authorizationDecided = 11
-    case objectReadSelectionChanged = 12
-    case sourcePriorityChanged = 13
-    case characteristicSet = 14
-    case credentialIssued = 15
-    case credentialRevoked = 16
-    case attachmentAdded = 17
-    case attachmentRemoved = 18
-    case workoutSamplesAssociated = 19
-    case routeLocationsAdded = 20
-
-    public var description: String {
-        switch self {
-        case .ledgerCreated: "ledgerCreated"
-        case .objectSaved: "objectSaved"
-        case .objectDeleted: "objectDeleted"
-        case .authorizationRequested: "authorizationRequested"
-        case .authorizationDecided: "authorizationDecided"
-        case .objectReadSelectionChanged: "objectReadSelectionChanged"
-        case .sourcePriorityChanged: "sourcePriorityChanged"
-        case .characteristicSet: "characteristicSet"
-        case .credentialIssued: "credentialIssued"
-        case .credentialRevoked: "credentialRevoked"
-        case .attachmentAdded: "attachmentAdded"
-        case .attachmentRemoved: "attachmentRemoved"
-        case .workoutSamplesAssociated: "workoutSamplesAssociated"
-        case .routeLocationsAdded: "routeLocationsAdded"
-        }
-    }
-}
-
 /// One event of a ledger's log, decoded: the header plus the body bytes.
 public struct LedgerEvent: Sendable, Hashable {
     /// 1, 2, 3, … without gaps: the ledger's clock.

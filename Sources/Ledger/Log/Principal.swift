@@ -1,26 +1,7 @@
 import HealthModel
 import LedgerSchema
 
-/// Who performs an operation on a ledger; recorded as the actor of every event.
-public enum Principal: Sendable, Hashable, CustomStringConvertible {
-    /// The server or a tool acting on its own (e.g. creating a ledger).
-    case system
-    /// The server operator: manages ledgers, reads no health data.
-    case `operator`
-    /// The person whose ledger it is.
-    case owner
-    /// An app, identified by its source.
-    case app(Source)
-
-    public var description: String {
-        switch self {
-        case .system: "system"
-        case .operator: "operator"
-        case .owner: "owner"
-        case .app(let source): "app \(source.bundleIdentifier)"
-        }
-    }
-
+extension Principal {
     /// `healthledger.v1.Actor.Kind`.
     var schemaKind: Int {
         switch self {

@@ -62,133 +62,64 @@ struct Projector {
                 default: try reader.skip(wireType)
                 }
             }
-            switch EventKind(rawValue: Int(kind)) {
-            case .objectSaved:
-                return (sequence, .saved(try ObjectSummary(encoded: body, units: units)))
-            case .objectDeleted:
-                guard uuid.count == 16 else { throw LedgerFailure.corrupted("delete event \(sequence) names no object") }
-                var deleted = ProtoReader(body)
-                var reason = DeletionReason.deleted
-                var replacedBy: [UInt8]?
-                while let (field, wireType) = try deleted.next() {
-                    switch (field, wireType) {
-                    case (1, .varint): reason = DeletionReason(rawValue: Int(try deleted.varint())) ?? .deleted
-                    case (4, .lengthDelimited): replacedBy = Array(try deleted.bytes())
-                    default: try deleted.skip(wireType)
-                    }
-                }
-                return (sequence, .deleted(uuid: uuid, reason: reason, replacedBy: replacedBy?.count == 16 ? replacedBy : nil))
-            case .workoutSamplesAssociated:
-                let associated = try Healthledger_V1_WorkoutSamplesAssociated(serializedBytes: Array(body))
-                return (sequence, .samplesAssociated(workout: Array(associated.workoutUuid), samples: associated.sampleUuids.map { Array($0) }))
-            case .routeLocationsAdded:
-                var reader = ProtoReader(body)
-                var route: [UInt8] = []
-                var chunk: UInt64 = 0
-                while let (field, wireType) = try reader.next() {
-                    switch (field, wireType) {
-                    case (1, .lengthDelimited): route = Array(try reader.bytes())
-                    case (2, .varint): chunk = try reader.varint()
-                    default: try reader.skip(wireType)
-                    }
-                }
-                guard route.count == 16, let chunk = UInt32(exactly: chunk) else { throw LedgerFailure.corrupted("route event \(sequence) names no route") }
-                return (sequence, .routeLocationsAdded(route: route, chunk: chunk))
-            case .credentialIssued, .credentialRevoked:
-                return (sequence, try Self.credentialChange(kind: EventKind(rawValue: Int(kind))!, body: Array(body)))
-            case .characteristicSet:
-                return (sequence, try Self.characteristicChange(body: Array(body)))
-            case .attachmentAdded, .attachmentRemoved:
-                return (sequence, try Self.attachmentChange(kind: EventKind(rawValue: Int(kind))!, body: body))
-            case .authorizationRequested, .authorizationDecided, .objectReadSelectionChanged, .sourcePriorityChanged:
-                let principal = Principal(try Healthledger_V1_Actor(serializedBytes: Array(actor)))
-                return (sequence, try Self.accessChange(kind: EventKind(rawValue: Int(kind))!, actor: principal, body: Array(body)))
-            case nil:
+            guard let kind = EventKind(rawValue: Int(kind)) else {
                 throw LedgerFailure.corrupted("event \(sequence) has kind \(kind), which this version does not know")
-            default:
-                return (sequence, .none)
             }
+            // A saved object's summary is read in place from the object's bytes.
+            if kind == .objectSaved { return (sequence, .saved(try ObjectSummary(encoded: body, units: units))) }
+            // Only an authorization request needs its actor (the app that asked).
+            let principal = kind == .authorizationRequested ? Principal(try Healthledger_V1_Actor(serializedBytes: Array(actor))) : .system
+            return (sequence, try Self.change(kind: kind, actor: principal, objectUUID: uuid, body: body))
         } catch is ProtoReader.Malformed {
             throw LedgerFailure.corrupted("event \(sequence) does not decode")
         } catch is SwiftProtobuf.BinaryDecodingError {
             throw LedgerFailure.corrupted("event \(sequence) does not decode")
+        } catch let failure as LedgerFailure {
+            throw LedgerFailure.corrupted("event \(sequence): \(failure.message)")
         }
     }
 
-    /// The change an authorization or source-priority event's body makes (the live path
-    /// and replay both use this).
-    static func accessChange(kind: EventKind, actor: Principal, body: [UInt8]) throws -> Change {
-        switch kind {
-        case .authorizationRequested:
-            guard case .app(let source) = actor else { throw LedgerFailure.corrupted("an authorization request not made by an app") }
-            let request = try Healthledger_V1_AuthorizationRequested(serializedBytes: body)
-            let pairs = request.shareTypes.map { (AuthorizationDirection.share, TypeCatalogue.code(of: $0)) }
-                + request.readTypes.map { (AuthorizationDirection.read, TypeCatalogue.code(of: $0)) }
-            var range: ObjectReadRange?
-            if request.hasObjectRead {
-                let objectRead = request.objectRead
-                range = ObjectReadRange(
-                    type: TypeCatalogue.code(of: objectRead.type), startUs: objectRead.hasStartUs ? objectRead.startUs : nil,
-                    endUs: objectRead.hasEndUs ? objectRead.endUs : nil)
-            }
-            return .authorizationRequested(app: source.bundleIdentifier, pairs: pairs, objectRead: range)
-        case .authorizationDecided:
-            let decided = try Healthledger_V1_AuthorizationDecided(serializedBytes: body)
-            guard let direction = AuthorizationDirection(rawValue: UInt8(clamping: decided.direction.rawValue)),
-                let decision = AuthorizationDecision(rawValue: UInt8(clamping: decided.decision.rawValue))
-            else { throw LedgerFailure.corrupted("an authorization decision without a direction or decision") }
-            return .authorizationDecided(app: decided.app, direction: direction, type: TypeCatalogue.code(of: decided.type), decision: decision)
-        case .objectReadSelectionChanged:
-            let selection = try Healthledger_V1_ObjectReadSelectionChanged(serializedBytes: body)
-            return .objectReadSelectionChanged(app: selection.app, type: TypeCatalogue.code(of: selection.type), uuids: selection.uuids.map { Array($0) })
-        case .sourcePriorityChanged:
-            let priority = try Healthledger_V1_SourcePriorityChanged(serializedBytes: body)
-            return .sourcePriorityChanged(type: TypeCatalogue.code(of: priority.type), bundles: priority.bundleIdentifiers)
-        default:
+    /// The change an event makes to the projections, from its decoded body: the live write
+    /// path and replay both come here (a saved object's change is its ``ObjectSummary``).
+    static func change(kind: EventKind, actor: Principal, objectUUID: [UInt8]?, body: UnsafeRawBufferPointer) throws -> Change {
+        switch try EventBody(kind: kind, body: body) {
+        case .ledgerCreated, .objectSaved:
             return .none
+        case .objectDeleted(let reason, _, _, let replacedBy):
+            guard let objectUUID, objectUUID.count == 16 else { throw LedgerFailure.corrupted("a delete event names no object") }
+            return .deleted(uuid: objectUUID, reason: reason, replacedBy: replacedBy?.bytes)
+        case .authorizationRequested(let share, let read, let objectRead):
+            guard case .app(let source) = actor else { throw LedgerFailure.corrupted("an authorization request not made by an app") }
+            let pairs = share.map { (AuthorizationDirection.share, TypeCatalogue.code(of: $0)) } + read.map { (AuthorizationDirection.read, TypeCatalogue.code(of: $0)) }
+            let range = objectRead.map { ObjectReadRange(type: TypeCatalogue.code(of: $0.type), startUs: $0.startUs, endUs: $0.endUs) }
+            return .authorizationRequested(app: source.bundleIdentifier, pairs: pairs, objectRead: range)
+        case .authorizationDecided(let app, let type, let direction, let decision):
+            return .authorizationDecided(app: app, direction: direction, type: TypeCatalogue.code(of: type), decision: decision)
+        case .objectReadSelectionChanged(let app, let type, let objects):
+            return .objectReadSelectionChanged(app: app, type: TypeCatalogue.code(of: type), uuids: objects.map(\.bytes))
+        case .sourcePriorityChanged(let type, let bundles):
+            return .sourcePriorityChanged(type: TypeCatalogue.code(of: type), bundles: bundles)
+        case .characteristicSet(let type, let value):
+            // The stored form of a characteristic is its event's body.
+            return .characteristicSet(type: TypeCatalogue.code(of: type), value: value == nil ? nil : Array(body))
+        case .credentialIssued(let id, let principal, _, let secretHash):
+            return .credentialIssued(id: id, record: CredentialRecord(hash: secretHash, revoked: false, principal: principal).encoded)
+        case .credentialRevoked(let id):
+            return .credentialRevoked(id: id)
+        case .attachmentAdded(let attachment):
+            return .attachmentAdded(uuid: attachment.uuid.bytes, object: attachment.object.bytes)
+        case .attachmentRemoved(let uuid, let object):
+            return .attachmentRemoved(uuid: uuid.bytes, object: object.bytes)
+        case .workoutSamplesAssociated(let workout, let samples):
+            return .samplesAssociated(workout: workout.bytes, samples: samples.map(\.bytes))
+        case .routeLocationsAdded(let route, let chunk):
+            return .routeLocationsAdded(route: route.bytes, chunk: chunk)
         }
     }
 
-    /// The change a characteristic event's body makes: the stored form of the value, or nil
-    /// when it clears it.
-    static func characteristicChange(body: [UInt8]) throws -> Change {
-        let characteristic = try Healthledger_V1_Characteristic(serializedBytes: body)
-        guard TypeCatalogue.family(of: characteristic.type) == .characteristic else {
-            throw LedgerFailure.corrupted("a characteristic event names no characteristic type")
-        }
-        let type = TypeCatalogue.code(of: characteristic.type)
-        let isSet = characteristic.value != 0 || characteristic.year != 0
-        return .characteristicSet(type: type, value: isSet ? body : nil)
-    }
-
-    /// The change an attachment event's body makes. An added attachment's description is
-    /// read in place: its bytes can be megabytes.
-    static func attachmentChange(kind: EventKind, body: UnsafeRawBufferPointer) throws -> Change {
-        // AttachmentRemoved holds uuid (1) and object_uuid (2); AttachmentAdded holds them in
-        // its attachment (1), next to the bytes.
-        let fields = kind == .attachmentRemoved ? body : try ProtoReader.field(1, in: body) ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        var uuid: [UInt8] = []
-        var object: [UInt8] = []
-        var reader = ProtoReader(fields)
-        while let (field, wireType) = try reader.next() {
-            switch (field, wireType) {
-            case (1, .lengthDelimited): uuid = Array(try reader.bytes())
-            case (2, .lengthDelimited): object = Array(try reader.bytes())
-            default: try reader.skip(wireType)
-            }
-        }
-        guard uuid.count == 16, object.count == 16 else { throw LedgerFailure.corrupted("an attachment event names no attachment or object") }
-        return kind == .attachmentRemoved ? .attachmentRemoved(uuid: uuid, object: object) : .attachmentAdded(uuid: uuid, object: object)
-    }
-
-    /// The change a credential event's body makes (the live path and replay both use this).
-    static func credentialChange(kind: EventKind, body: [UInt8]) throws -> Change {
-        if kind == .credentialRevoked {
-            return .credentialRevoked(id: try Healthledger_V1_CredentialRevoked(serializedBytes: body).credentialID)
-        }
-        let issued = try Healthledger_V1_CredentialIssued(serializedBytes: body)
-        return .credentialIssued(
-            id: issued.credentialID, record: CredentialRecord(hash: Array(issued.secretSha256), revoked: false, principal: Principal(issued.principal)).encoded)
+    /// ``change(kind:actor:objectUUID:body:)`` for a body being written.
+    static func change(kind: EventKind, actor: Principal, objectUUID: [UInt8]? = nil, body: [UInt8]) throws -> Change {
+        try body.withUnsafeBytes { try change(kind: kind, actor: actor, objectUUID: objectUUID, body: $0) }
     }
 
     /// The summary of the object saved by the event stored as `stored`.

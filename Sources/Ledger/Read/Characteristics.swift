@@ -33,7 +33,7 @@ extension Ledger {
             guard stored != (value == nil ? nil : body) else { return }
             try context.append(
                 kind: .characteristicSet, actor: principal, objectType: type.identifier, objectUUID: nil, body: body,
-                change: try Projector.characteristicChange(body: body))
+                change: try Projector.change(kind: .characteristicSet, actor: principal, body: body))
         }
     }
 

@@ -82,7 +82,7 @@ extension Ledger {
             $0.attachment = .init(attachment)
             $0.data = Data(data)
         }.serializedBytes()
-        let change = try body.withUnsafeBytes { try Projector.attachmentChange(kind: .attachmentAdded, body: $0) }
+        let change = try Projector.change(kind: .attachmentAdded, actor: principal, body: body)
         try await committer.submit { context in
             let type = try Self.requireAttachable(object, by: principal, in: context)
             guard try AttachmentIndex.attachments(of: object.bytes, in: context.txn, context.databases).count < Self.maximumAttachments else {

@@ -1,0 +1,205 @@
+import Foundation
+import HealthModel
+import LedgerSchema
+import SwiftProtobuf
+
+/// What an event did, decoded from its body: the one place that reads event bodies by kind.
+/// The projections, the audit trail and `healthledger log` are all built on it.
+///
+/// Types stay identifiers as stored (a log written by a later version may name a type this
+/// one does not know; replay must still apply it). A saved object's body is not decoded
+/// here: it is the object itself (``LedgerEvent/savedObject()``), and replay reads what it
+/// needs of it in place.
+public enum EventBody: Sendable, Hashable {
+    case ledgerCreated(id: String, displayName: String)
+    case objectSaved
+    /// `replacedBy`: the object that replaced it (by a higher sync version), saved next.
+    case objectDeleted(reason: DeletionReason, syncIdentifier: String?, syncVersion: Int64?, replacedBy: UUID?)
+    /// An app asked to share and read types, or (`objectRead`) to read objects of a type.
+    case authorizationRequested(share: [String], read: [String], objectRead: ObjectReadRequest?)
+    case authorizationDecided(app: String, type: String, direction: AuthorizationDirection, decision: AuthorizationDecision)
+    case objectReadSelectionChanged(app: String, type: String, objects: [UUID])
+    /// An empty list restores the default order.
+    case sourcePriorityChanged(type: String, bundles: [String])
+    /// `value` is nil when the characteristic was cleared.
+    case characteristicSet(type: String, value: CharacteristicValue?)
+    case credentialIssued(id: String, principal: Principal, label: String, secretHash: [UInt8])
+    case credentialRevoked(id: String)
+    case attachmentAdded(AttachmentSummary)
+    case attachmentRemoved(uuid: UUID, object: UUID)
+    case workoutSamplesAssociated(workout: UUID, samples: [UUID])
+    case routeLocationsAdded(route: UUID, chunk: UInt32)
+
+    /// A per-object read request's type and optional date range (microseconds).
+    public struct ObjectReadRequest: Sendable, Hashable {
+        public var type: String
+        public var startUs: Int64?
+        public var endUs: Int64?
+    }
+
+    /// A characteristic's stored value: a date of birth, or an enumeration's raw value.
+    public enum CharacteristicValue: Sendable, Hashable {
+        case date(year: Int, month: Int, day: Int)
+        case value(Int64)
+    }
+
+    /// An added attachment's description (its bytes are not read).
+    public struct AttachmentSummary: Sendable, Hashable {
+        public var uuid: UUID
+        public var object: UUID
+        public var name: String
+        public var contentType: String
+        public var size: UInt64
+    }
+
+    /// Decodes the body of an event of `kind`.
+    /// - Throws: ``LedgerFailure`` `corrupted` when the body does not decode.
+    public init(kind: EventKind, body: UnsafeRawBufferPointer) throws {
+        do {
+            self = try Self.decode(kind: kind, body: body)
+        } catch let failure as LedgerFailure {
+            throw failure
+        } catch {
+            throw LedgerFailure.corrupted("a \(kind) event's body does not decode")
+        }
+    }
+
+    private static func decode(kind: EventKind, body: UnsafeRawBufferPointer) throws -> EventBody {
+        switch kind {
+        case .ledgerCreated:
+            let created = try Healthledger_V1_LedgerCreated(serializedBytes: Array(body))
+            return .ledgerCreated(id: created.ledgerID, displayName: created.displayName)
+        case .objectSaved:
+            return .objectSaved
+        case .objectDeleted:
+            let deleted = try Healthledger_V1_ObjectDeleted(serializedBytes: Array(body))
+            return .objectDeleted(
+                reason: DeletionReason(rawValue: deleted.reason.rawValue) ?? .deleted,
+                syncIdentifier: deleted.hasSyncIdentifier ? deleted.syncIdentifier : nil,
+                syncVersion: deleted.hasSyncVersion ? deleted.syncVersion : nil,
+                replacedBy: UUID(bytes: deleted.replacedBy))
+        case .authorizationRequested:
+            let request = try Healthledger_V1_AuthorizationRequested(serializedBytes: Array(body))
+            var objectRead: ObjectReadRequest?
+            if request.hasObjectRead {
+                let range = request.objectRead
+                objectRead = ObjectReadRequest(
+                    type: range.type, startUs: range.hasStartUs ? range.startUs : nil, endUs: range.hasEndUs ? range.endUs : nil)
+            }
+            return .authorizationRequested(share: request.shareTypes, read: request.readTypes, objectRead: objectRead)
+        case .authorizationDecided:
+            let decided = try Healthledger_V1_AuthorizationDecided(serializedBytes: Array(body))
+            guard let direction = AuthorizationDirection(rawValue: UInt8(clamping: decided.direction.rawValue)),
+                let decision = AuthorizationDecision(rawValue: UInt8(clamping: decided.decision.rawValue))
+            else { throw LedgerFailure.corrupted("an authorization decision without a direction or decision") }
+            return .authorizationDecided(app: decided.app, type: decided.type, direction: direction, decision: decision)
+        case .objectReadSelectionChanged:
+            let selection = try Healthledger_V1_ObjectReadSelectionChanged(serializedBytes: Array(body))
+            return .objectReadSelectionChanged(app: selection.app, type: selection.type, objects: try selection.uuids.map(Self.uuid))
+        case .sourcePriorityChanged:
+            let priority = try Healthledger_V1_SourcePriorityChanged(serializedBytes: Array(body))
+            return .sourcePriorityChanged(type: priority.type, bundles: priority.bundleIdentifiers)
+        case .characteristicSet:
+            let characteristic = try Healthledger_V1_Characteristic(serializedBytes: Array(body))
+            guard TypeCatalogue.family(of: characteristic.type) == .characteristic else {
+                throw LedgerFailure.corrupted("a characteristic event names no characteristic type")
+            }
+            let value: CharacteristicValue? =
+                characteristic.year != 0
+                ? .date(year: Int(characteristic.year), month: Int(characteristic.month), day: Int(characteristic.day))
+                : characteristic.value != 0 ? .value(characteristic.value) : nil
+            return .characteristicSet(type: characteristic.type, value: value)
+        case .credentialIssued:
+            let issued = try Healthledger_V1_CredentialIssued(serializedBytes: Array(body))
+            return .credentialIssued(
+                id: issued.credentialID, principal: Principal(issued.principal), label: issued.label, secretHash: Array(issued.secretSha256))
+        case .credentialRevoked:
+            return .credentialRevoked(id: try Healthledger_V1_CredentialRevoked(serializedBytes: Array(body)).credentialID)
+        case .attachmentAdded:
+            // The description only: the attachment's bytes (field 2) can be megabytes.
+            let description = try ProtoReader.field(1, in: body) ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            var reader = ProtoReader(description)
+            var summary = AttachmentSummary(uuid: UUID(), object: UUID(), name: "", contentType: "", size: 0)
+            var found = (uuid: false, object: false)
+            while let (field, wireType) = try reader.next() {
+                switch (field, wireType) {
+                case (1, .lengthDelimited): (summary.uuid, found.uuid) = (try uuid(Data(try reader.bytes())), true)
+                case (2, .lengthDelimited): (summary.object, found.object) = (try uuid(Data(try reader.bytes())), true)
+                case (3, .lengthDelimited): summary.name = String(decoding: try reader.bytes(), as: UTF8.self)
+                case (4, .lengthDelimited): summary.contentType = String(decoding: try reader.bytes(), as: UTF8.self)
+                case (5, .varint): summary.size = try reader.varint()
+                default: try reader.skip(wireType)
+                }
+            }
+            guard found.uuid, found.object else { throw LedgerFailure.corrupted("an attachment event names no attachment or object") }
+            return .attachmentAdded(summary)
+        case .attachmentRemoved:
+            let removed = try Healthledger_V1_AttachmentRemoved(serializedBytes: Array(body))
+            return .attachmentRemoved(uuid: try uuid(removed.uuid), object: try uuid(removed.objectUuid))
+        case .workoutSamplesAssociated:
+            let associated = try Healthledger_V1_WorkoutSamplesAssociated(serializedBytes: Array(body))
+            return .workoutSamplesAssociated(workout: try uuid(associated.workoutUuid), samples: try associated.sampleUuids.map(uuid))
+        case .routeLocationsAdded:
+            // The route and chunk only: the locations are read by route reads.
+            var reader = ProtoReader(body)
+            var route: [UInt8] = []
+            var chunk: UInt64 = 0
+            while let (field, wireType) = try reader.next() {
+                switch (field, wireType) {
+                case (1, .lengthDelimited): route = Array(try reader.bytes())
+                case (2, .varint): chunk = try reader.varint()
+                default: try reader.skip(wireType)
+                }
+            }
+            guard let route = UUID(bytes: route), let chunk = UInt32(exactly: chunk) else {
+                throw LedgerFailure.corrupted("a route event names no route")
+            }
+            return .routeLocationsAdded(route: route, chunk: chunk)
+        }
+    }
+
+    private static func uuid(_ bytes: Data) throws -> UUID {
+        guard let uuid = UUID(bytes: Array(bytes)) else { throw LedgerFailure.corrupted("an event names an object by \(bytes.count) bytes, not a UUID") }
+        return uuid
+    }
+
+    /// The types the event concerns besides its header's object type (decisions,
+    /// selections, requests, priorities, characteristics).
+    public var types: [String] {
+        switch self {
+        case .authorizationRequested(let share, let read, let objectRead): share + read + (objectRead.map { [$0.type] } ?? [])
+        case .authorizationDecided(_, let type, _, _), .objectReadSelectionChanged(_, let type, _), .sourcePriorityChanged(let type, _),
+            .characteristicSet(let type, _):
+            [type]
+        default: []
+        }
+    }
+
+    /// The objects the event concerns besides its header's object.
+    public var objects: [UUID] {
+        switch self {
+        case .objectDeleted(_, _, _, let replacedBy): replacedBy.map { [$0] } ?? []
+        case .objectReadSelectionChanged(_, _, let objects): objects
+        case .attachmentAdded(let attachment): [attachment.uuid, attachment.object]
+        case .attachmentRemoved(let uuid, let object): [uuid, object]
+        case .workoutSamplesAssociated(let workout, let samples): [workout] + samples
+        case .routeLocationsAdded(let route, _): [route]
+        default: []
+        }
+    }
+
+    /// The app an authorization event is about.
+    public var app: String? {
+        switch self {
+        case .authorizationDecided(let app, _, _, _), .objectReadSelectionChanged(let app, _, _): app
+        default: nil
+        }
+    }
+}
+
+extension LedgerEvent {
+    /// The event's body, decoded (see ``EventBody``).
+    public func decodedBody() throws -> EventBody {
+        try body.withUnsafeBytes { try EventBody(kind: kind, body: $0) }
+    }
+}
