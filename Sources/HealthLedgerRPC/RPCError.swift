@@ -125,9 +125,16 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case routeLocations = "healthledger.v1.Ledger/RouteLocations"
     /// Server streaming: correlations and the members the caller may read.
     case queryCorrelations = "healthledger.v1.Ledger/QueryCorrelations"
+    /// Server streaming: `AuditBatch` messages, the owner's audit trail.
+    case audit = "healthledger.v1.Ledger/Audit"
+    /// Long-running: `AuditBatch` messages, then the events that match as they commit.
+    case watchAudit = "healthledger.v1.Ledger/WatchAudit"
 
-    public var isStreaming: Bool { self == .querySamples || self == .queryChanges || self == .statisticsCollection || self == .routeLocations || self == .queryCorrelations || isLongRunning }
+    public var isStreaming: Bool {
+        self == .querySamples || self == .queryChanges || self == .statisticsCollection || self == .routeLocations || self == .queryCorrelations
+            || self == .audit || isLongRunning
+    }
 
     /// Runs until the client cancels it: no deadline unless the call sets one.
-    public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection }
+    public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection || self == .watchAudit }
 }

@@ -28,7 +28,11 @@ struct CharacteristicTests {
         #expect(try ledger.head().sequence == head + 4, "repeating the current value records nothing")
         let events = try ledger.events(from: head + 1)
         #expect(events.map(\.kind) == Array(repeating: .characteristicSet, count: 4))
-        #expect(events.map(\.detail) == ["DateOfBirth: 1984-2-29", "BloodType: 8", "WheelchairUse: 1", "WheelchairUse: not set"])
+        let sentences = try ledger.audit(AuditFilter(fromSequence: head + 1), as: .owner).events.map(\.sentence)
+        #expect(sentences == [
+            "DateOfBirth was set to 1984-02-29 by the owner", "BloodType was set to oNegative by the owner", "WheelchairUse was set to no by the owner",
+            "WheelchairUse was cleared by the owner",
+        ])
 
         let expected: [Characteristic?] = [.dateOfBirth(year: 1984, month: 2, day: 29), nil, .bloodType(.oNegative), nil, nil, nil]
         #expect(try ledger.characteristics(Self.all, as: .owner) == expected)

@@ -280,6 +280,36 @@ struct BadInputTests {
         await server.stop()
     }
 
+    @Test("audit requests: unknown kinds and actors, bad types, UUIDs and ranges, and a watch with an end get invalidArgument")
+    func badAuditCalls() async throws {
+        let server = try await TestServer()
+        let raw = try await RawConnection(port: server.port)
+        let requests: [(Healthledger_V1_AuditRequest, [RPCMethod])] = [
+            (.with { $0.kinds = [.init(rawValue: 99)!] }, [.audit, .watchAudit]),
+            (.with { $0.actor.kind = .init(rawValue: 9)! }, [.audit, .watchAudit]),
+            (.with { $0.type = "HKQuantityTypeIdentifierNope" }, [.audit, .watchAudit]),
+            (.with { $0.objectUuid = Data([1, 2, 3]) }, [.audit, .watchAudit]),
+            (.with { $0.fromSequence = 10; $0.toSequence = 5 }, [.audit]),
+            (.with { $0.sinceUs = 10; $0.untilUs = 5 }, [.audit]),
+            (.with { $0.toSequence = 5 }, [.watchAudit]),
+            (.with { $0.untilUs = 5 }, [.watchAudit]),
+        ]
+        var id: UInt64 = 0
+        for (request, methods) in requests {
+            for method in methods {
+                id += 1
+                try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: try request.serializedBytes()))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
+            }
+        }
+        id += 1
+        try await raw.send(Self.request(id, RPCMethod.audit.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
+        #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
+        await raw.close()
+        await server.stop()
+    }
+
     @Test("statistics requests: unfit options, hostile dates, zones and intervals get invalidArgument, fast")
     func badStatisticsCalls() async throws {
         let server = try await TestServer()

@@ -280,6 +280,14 @@ struct LeakMatrixTests {
         #expect(try await app.result(for: query).map(\.uuid) == (state.readsOthers ? othersPresent.map(\.uuid) : []))
         for object in ownPresent { #expect(try await app.object(with: object.uuid) == nil) }
 
+        // The audit trail is the owner's: no read grant opens it to an app.
+        for (store, who) in [(app, "app"), (peek, "peek")] {
+            await expectRPCError(.permissionDenied, .authorizationDenied, "\(state): \(who)'s audit") { for try await _ in try await store.audit() {} }
+            await expectRPCError(.permissionDenied, .authorizationDenied, "\(state): \(who)'s watched audit") {
+                for try await _ in try await store.watchAudit() {}
+            }
+        }
+
         for store in [owner, app, runner, peek] { await store.close() }
         await server.stop()
     }

@@ -96,7 +96,7 @@ struct CallDispatcher: Sendable {
         case .deleteObjects: send(.message(id: id, try await call.deleteObjects()))
         case .fetch: send(.message(id: id, try call.fetch()))
         case .querySamples, .queryChanges, .watchChanges, .observe, .statisticsCollection, .watchStatisticsCollection, .routeLocations,
-            .queryCorrelations:
+            .queryCorrelations, .audit, .watchAudit:
             metrics.streamOpened()
             defer { metrics.streamClosed() }
             let access = StreamAccess(call, types: try call.streamedTypes(of: method), credential: request.credential)
@@ -113,6 +113,8 @@ struct CallDispatcher: Sendable {
                 case .watchStatisticsCollection: try await call.watchStatisticsCollection(onScope: access.scanned, emit)
                 case .routeLocations: try await call.routeLocations(onScope: access.scanned, emit)
                 case .queryCorrelations: try await call.queryCorrelations(onScope: access.scanned, emit)
+                case .audit: try await call.audit(follow: false, emit)
+                case .watchAudit: try await call.audit(follow: true, emit)
                 default: try await call.querySamples(onScope: access.scanned, emit)
                 }
             }

@@ -92,11 +92,12 @@ extension LedgerCall {
     }
 
     /// Runs `check(true)` once, then `check(false)` after each commit that touches one of
-    /// `types` (commits during a check fold into one more run), until the call is cancelled.
-    func following(_ types: [ObjectType], _ check: (_ first: Bool) async throws -> Void) async throws {
+    /// `types` (every commit when nil; commits during a check fold into one more run),
+    /// until the call is cancelled.
+    func following(_ types: [ObjectType]?, _ check: (_ first: Bool) async throws -> Void) async throws {
         let (commits, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         // Registered before the first read, so no commit falls between the two.
-        let token = ledger.changeWatchers.add(types: types) { signal.yield() }
+        let token = types.map { ledger.changeWatchers.add(types: $0) { signal.yield() } } ?? ledger.changeWatchers.addForEveryCommit { signal.yield() }
         defer {
             ledger.changeWatchers.remove(token)
             signal.finish()
@@ -142,6 +143,8 @@ extension LedgerCall {
             return [try QuantityType(try decode(Healthledger_V1_StatisticsCollectionRequest.self).type).objectType]
         case .routeLocations: return [.workoutRoute]
         case .queryCorrelations: return [try CorrelationType(try decode(Healthledger_V1_CorrelationQueryRequest.self).type).objectType]
+        // The audit trail relies on no grant (it is the owner's); its credential is watched.
+        case .audit, .watchAudit: return []
         default: return [try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)]
         }
     }

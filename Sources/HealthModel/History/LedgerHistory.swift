@@ -22,7 +22,7 @@ public enum Principal: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// The kind of a ledger event.
-public enum EventKind: Int, Sendable, Hashable, CustomStringConvertible {
+public enum EventKind: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     case ledgerCreated = 1
     case objectSaved = 2
     case objectDeleted = 3

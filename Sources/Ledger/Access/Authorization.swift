@@ -404,79 +404,25 @@ extension AuthorizationEvent {
     init(_ event: LedgerEvent) throws {
         let app: String
         let action: Action
-        switch event.kind {
-        case .authorizationRequested:
-            let body = try Healthledger_V1_AuthorizationRequested(serializedBytes: event.body)
+        switch try event.decodedBody() {
+        case .authorizationRequested(let share, let read, let objectRead):
             if case .app(let source) = event.actor { app = source.bundleIdentifier } else { app = "" }
-            if body.hasObjectRead {
+            if let objectRead {
                 action = .requestedObjects(
-                    try ObjectType(body.objectRead.type),
-                    start: body.objectRead.hasStartUs ? date(microseconds: body.objectRead.startUs) : nil,
-                    end: body.objectRead.hasEndUs ? date(microseconds: body.objectRead.endUs) : nil)
+                    try ObjectType(objectRead.type), start: objectRead.startUs.map { date(microseconds: $0) },
+                    end: objectRead.endUs.map { date(microseconds: $0) })
             } else {
-                action = .requested(share: try body.shareTypes.map(ObjectType.init), read: try body.readTypes.map(ObjectType.init))
+                action = .requested(share: try share.map(ObjectType.init), read: try read.map(ObjectType.init))
             }
-        case .authorizationDecided:
-            let body = try Healthledger_V1_AuthorizationDecided(serializedBytes: event.body)
-            app = body.app
-            guard let direction = AuthorizationDirection(rawValue: UInt8(clamping: body.direction.rawValue)),
-                let decision = AuthorizationDecision(rawValue: UInt8(clamping: body.decision.rawValue))
-            else { throw LedgerFailure.corrupted("event \(event.sequence) is a damaged decision") }
-            action = .decided(try ObjectType(body.type), direction, decision)
-        case .objectReadSelectionChanged:
-            let body = try Healthledger_V1_ObjectReadSelectionChanged(serializedBytes: event.body)
-            app = body.app
-            action = .selectedObjects(try ObjectType(body.type), count: body.uuids.count)
+        case .authorizationDecided(let decidedApp, let type, let direction, let decision):
+            app = decidedApp
+            action = .decided(try ObjectType(type), direction, decision)
+        case .objectReadSelectionChanged(let selectingApp, let type, let objects):
+            app = selectingApp
+            action = .selectedObjects(try ObjectType(type), count: objects.count)
         default:
             throw LedgerFailure.corrupted("event \(event.sequence) is not an authorization event")
         }
         self.init(sequence: event.sequence, time: event.commitTime, actor: "\(event.actor)", app: app, action: action)
-    }
-}
-
-extension LedgerEvent {
-    /// A one-line description of what the event did, for audit listings (`healthledger log`).
-    public var detail: String {
-        switch kind {
-        case .objectSaved, .objectDeleted:
-            return [objectType, objectUUID?.uuidString].compactMap { $0 }.joined(separator: " ")
-        case .authorizationRequested, .authorizationDecided, .objectReadSelectionChanged:
-            guard let event = try? AuthorizationEvent(self) else { return "(damaged body)" }
-            return "\(event.app): \(event.action)"
-        case .sourcePriorityChanged:
-            guard let body = try? Healthledger_V1_SourcePriorityChanged(serializedBytes: self.body) else { return "(damaged body)" }
-            return body.bundleIdentifiers.isEmpty ? "\(body.type): default order" : "\(body.type): \(body.bundleIdentifiers.joined(separator: " > "))"
-        case .credentialIssued:
-            guard let body = try? Healthledger_V1_CredentialIssued(serializedBytes: self.body) else { return "(damaged body)" }
-            return "\(body.credentialID) for \(Principal(body.principal))" + (body.label.isEmpty ? "" : " (\(body.label))")
-        case .credentialRevoked:
-            guard let body = try? Healthledger_V1_CredentialRevoked(serializedBytes: self.body) else { return "(damaged body)" }
-            return body.credentialID
-        case .characteristicSet:
-            guard let body = try? Healthledger_V1_Characteristic(serializedBytes: self.body) else { return "(damaged body)" }
-            let name = body.type.replacingOccurrences(of: "HKCharacteristicTypeIdentifier", with: "")
-            if body.year != 0 { return "\(name): \(body.year)-\(body.month)-\(body.day)" }
-            return body.value == 0 ? "\(name): not set" : "\(name): \(body.value)"
-        case .attachmentAdded:
-            guard let body = try? Healthledger_V1_AttachmentAdded(serializedBytes: self.body), let attachment = try? body.attachment.model() else {
-                return "(damaged body)"
-            }
-            return "\(attachment.uuid.uuidString) \(attachment.contentType) \(attachment.size) bytes on \(attachment.objectUUID.uuidString)"
-        case .attachmentRemoved:
-            guard let body = try? Healthledger_V1_AttachmentRemoved(serializedBytes: self.body), let uuid = UUID(bytes: body.uuid) else { return "(damaged body)" }
-            return uuid.uuidString
-        case .workoutSamplesAssociated:
-            guard let body = try? Healthledger_V1_WorkoutSamplesAssociated(serializedBytes: self.body), let workout = UUID(bytes: body.workoutUuid) else {
-                return "(damaged body)"
-            }
-            return "\(body.sampleUuids.count) samples to workout \(workout.uuidString)"
-        case .routeLocationsAdded:
-            guard let body = try? Healthledger_V1_RouteLocationsAdded(serializedBytes: self.body), let route = UUID(bytes: body.routeUuid) else {
-                return "(damaged body)"
-            }
-            return "route \(route.uuidString) chunk \(body.chunk): \(body.locations.timestampUs.count) locations"
-        case .ledgerCreated:
-            return ""
-        }
     }
 }

@@ -7,7 +7,8 @@ import HealthModel
 /// it is decided by the read it then runs, under its own read scope.
 public final class ChangeWatchers: Sendable {
     private struct Watcher: Sendable {
-        var types: Set<UInt32>
+        /// nil: every commit.
+        var types: Set<UInt32>?
         var onChange: @Sendable () -> Void
     }
 
@@ -24,14 +25,19 @@ public final class ChangeWatchers: Sendable {
         registry.add(Watcher(types: Set(types.map(\.code)), onChange: onChange))
     }
 
+    /// Calls `onChange` after every commit, whatever it changed (the audit trail follows the
+    /// whole log).
+    public func addForEveryCommit(_ onChange: @escaping @Sendable () -> Void) -> Int {
+        registry.add(Watcher(types: nil, onChange: onChange))
+    }
+
     /// How many watchers are registered (one per running observer or watched query).
     public var count: Int { registry.count }
 
     public func remove(_ token: Int) { registry.remove(token) }
 
-    /// Called once a commit that touched `types` is durable.
+    /// Called once a commit that touched `types` (maybe none) is durable.
     func notify(_ types: Set<UInt32>) {
-        guard !types.isEmpty else { return }
-        for watcher in registry.watchers(where: { !types.isDisjoint(with: $0.types) }) { watcher.onChange() }
+        for watcher in registry.watchers(where: { $0.types.map { !types.isDisjoint(with: $0) } ?? true }) { watcher.onChange() }
     }
 }

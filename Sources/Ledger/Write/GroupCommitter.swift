@@ -137,7 +137,7 @@ final class GroupCommitter: Sendable {
             }
             onCommit(batch.count, clock.now - started)
             follower?.committed(from: heads.start, to: heads.end)
-            changeWatchers.notify(changedTypes)
+            if heads.end > heads.start { changeWatchers.notify(changedTypes) }
             for index in succeeded { batch[index].complete(.success(())) }
             for (index, error) in failed { batch[index].complete(.failure(error)) }
         } catch {

@@ -2938,6 +2938,145 @@ public nonisolated struct Healthledger_V1_Empty: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Ledger/Audit (server streaming: AuditBatch messages): the ledger's events
+/// that match every filter given, in sequence order, each with a sentence saying what it did.
+/// The owner's only: an app gets PERMISSION_DENIED. The stream ends once it has read up to
+/// the head as it was when the call started (or `to_sequence`, or `until_us`).
+///
+/// healthledger.v1.Ledger/WatchAudit (server streaming, long-running): the same, then the
+/// events that match as they commit, until the client cancels. `to_sequence` and `until_us`
+/// must be unset. The first batch that reaches the head has `caught_up` set (it may be empty).
+public nonisolated struct Healthledger_V1_AuditRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// First sequence number (0 or 1: the first event).
+  public var fromSequence: UInt64 = 0
+
+  /// Last sequence number, inclusive (0: no bound).
+  public var toSequence: UInt64 = 0
+
+  /// Events committed at or after this time (microseconds since 1970).
+  public var sinceUs: Int64 {
+    get {_sinceUs ?? 0}
+    set {_sinceUs = newValue}
+  }
+  /// Returns true if `sinceUs` has been explicitly set.
+  public var hasSinceUs: Bool {self._sinceUs != nil}
+  /// Clears the value of `sinceUs`. Subsequent reads from it will return its default value.
+  public mutating func clearSinceUs() {self._sinceUs = nil}
+
+  /// Events committed before this time.
+  public var untilUs: Int64 {
+    get {_untilUs ?? 0}
+    set {_untilUs = newValue}
+  }
+  /// Returns true if `untilUs` has been explicitly set.
+  public var hasUntilUs: Bool {self._untilUs != nil}
+  /// Clears the value of `untilUs`. Subsequent reads from it will return its default value.
+  public mutating func clearUntilUs() {self._untilUs = nil}
+
+  /// Events of this actor: kind SYSTEM, OPERATOR or OWNER, or APP with the app's bundle
+  /// identifier in source.bundle_identifier (empty: any app). Unset: any actor.
+  public var actor: Healthledger_V1_Actor {
+    get {_actor ?? Healthledger_V1_Actor()}
+    set {_actor = newValue}
+  }
+  /// Returns true if `actor` has been explicitly set.
+  public var hasActor: Bool {self._actor != nil}
+  /// Clears the value of `actor`. Subsequent reads from it will return its default value.
+  public mutating func clearActor() {self._actor = nil}
+
+  /// Events of these kinds (empty: every kind).
+  public var kinds: [Healthledger_V1_EventKind] = []
+
+  /// Events about this type: objects of it saved or deleted, or decisions, requests,
+  /// selections, source orders and characteristics naming it.
+  public var type: String = String()
+
+  /// Events about this object (16 bytes): its save and delete, its attachments, workout
+  /// associations, route locations, selections naming it, the save that replaced it.
+  public var objectUuid: Data = Data()
+
+  /// Send each event's stored bytes (AuditEvent.stored), for an export that can be
+  /// verified elsewhere.
+  public var includeStored: Bool = false
+
+  /// Most events per AuditBatch (0: 500; at most 5,000).
+  public var batchSize: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _sinceUs: Int64? = nil
+  fileprivate var _untilUs: Int64? = nil
+  fileprivate var _actor: Healthledger_V1_Actor? = nil
+}
+
+public nonisolated struct Healthledger_V1_AuditEvent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var sequence: UInt64 = 0
+
+  public var commitTimeUs: Int64 = 0
+
+  public var actor: Healthledger_V1_Actor {
+    get {_actor ?? Healthledger_V1_Actor()}
+    set {_actor = newValue}
+  }
+  /// Returns true if `actor` has been explicitly set.
+  public var hasActor: Bool {self._actor != nil}
+  /// Clears the value of `actor`. Subsequent reads from it will return its default value.
+  public mutating func clearActor() {self._actor = nil}
+
+  public var kind: Healthledger_V1_EventKind = .unspecified
+
+  /// The object's HealthKit type identifier and UUID, for events about one object.
+  public var objectType: String = String()
+
+  public var objectUuid: Data = Data()
+
+  /// What the event did, in English, e.g. "app com.example.walk (Walk) was granted read of
+  /// StepCount by the owner".
+  public var sentence: String = String()
+
+  /// SHA-256 of the event's stored bytes: the next event's previous_hash.
+  public var hash: Data = Data()
+
+  /// The event's stored bytes (a serialized LedgerEvent), when include_stored is set.
+  public var stored: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _actor: Healthledger_V1_Actor? = nil
+}
+
+public nonisolated struct Healthledger_V1_AuditBatch: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var events: [Healthledger_V1_AuditEvent] = []
+
+  /// The head (last event's sequence and hash) when the batch was read.
+  public var headSequence: UInt64 = 0
+
+  public var headHash: Data = Data()
+
+  /// Every event up to the head has been read.
+  public var caughtUp: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "healthledger.v1"
@@ -6982,6 +7121,204 @@ nonisolated extension Healthledger_V1_Empty: SwiftProtobuf.Message, SwiftProtobu
   }
 
   public static func ==(lhs: Healthledger_V1_Empty, rhs: Healthledger_V1_Empty) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuditRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuditRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}from_sequence\0\u{3}to_sequence\0\u{3}since_us\0\u{3}until_us\0\u{1}actor\0\u{1}kinds\0\u{1}type\0\u{3}object_uuid\0\u{3}include_stored\0\u{3}batch_size\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.fromSequence) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.toSequence) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self._sinceUs) }()
+      case 4: try { try decoder.decodeSingularSInt64Field(value: &self._untilUs) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._actor) }()
+      case 6: try { try decoder.decodeRepeatedEnumField(value: &self.kinds) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 8: try { try decoder.decodeSingularBytesField(value: &self.objectUuid) }()
+      case 9: try { try decoder.decodeSingularBoolField(value: &self.includeStored) }()
+      case 10: try { try decoder.decodeSingularUInt32Field(value: &self.batchSize) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.fromSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.fromSequence, fieldNumber: 1)
+    }
+    if self.toSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.toSequence, fieldNumber: 2)
+    }
+    try { if let v = self._sinceUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._untilUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 4)
+    } }()
+    try { if let v = self._actor {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    if !self.kinds.isEmpty {
+      try visitor.visitPackedEnumField(value: self.kinds, fieldNumber: 6)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 7)
+    }
+    if !self.objectUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.objectUuid, fieldNumber: 8)
+    }
+    if self.includeStored != false {
+      try visitor.visitSingularBoolField(value: self.includeStored, fieldNumber: 9)
+    }
+    if self.batchSize != 0 {
+      try visitor.visitSingularUInt32Field(value: self.batchSize, fieldNumber: 10)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuditRequest, rhs: Healthledger_V1_AuditRequest) -> Bool {
+    if lhs.fromSequence != rhs.fromSequence {return false}
+    if lhs.toSequence != rhs.toSequence {return false}
+    if lhs._sinceUs != rhs._sinceUs {return false}
+    if lhs._untilUs != rhs._untilUs {return false}
+    if lhs._actor != rhs._actor {return false}
+    if lhs.kinds != rhs.kinds {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.objectUuid != rhs.objectUuid {return false}
+    if lhs.includeStored != rhs.includeStored {return false}
+    if lhs.batchSize != rhs.batchSize {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuditEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuditEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}commit_time_us\0\u{1}actor\0\u{1}kind\0\u{3}object_type\0\u{3}object_uuid\0\u{1}sentence\0\u{1}hash\0\u{1}stored\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self.commitTimeUs) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._actor) }()
+      case 4: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.objectType) }()
+      case 6: try { try decoder.decodeSingularBytesField(value: &self.objectUuid) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.sentence) }()
+      case 8: try { try decoder.decodeSingularBytesField(value: &self.hash) }()
+      case 9: try { try decoder.decodeSingularBytesField(value: &self.stored) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 1)
+    }
+    if self.commitTimeUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.commitTimeUs, fieldNumber: 2)
+    }
+    try { if let v = self._actor {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if self.kind != .unspecified {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 4)
+    }
+    if !self.objectType.isEmpty {
+      try visitor.visitSingularStringField(value: self.objectType, fieldNumber: 5)
+    }
+    if !self.objectUuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.objectUuid, fieldNumber: 6)
+    }
+    if !self.sentence.isEmpty {
+      try visitor.visitSingularStringField(value: self.sentence, fieldNumber: 7)
+    }
+    if !self.hash.isEmpty {
+      try visitor.visitSingularBytesField(value: self.hash, fieldNumber: 8)
+    }
+    if !self.stored.isEmpty {
+      try visitor.visitSingularBytesField(value: self.stored, fieldNumber: 9)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuditEvent, rhs: Healthledger_V1_AuditEvent) -> Bool {
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.commitTimeUs != rhs.commitTimeUs {return false}
+    if lhs._actor != rhs._actor {return false}
+    if lhs.kind != rhs.kind {return false}
+    if lhs.objectType != rhs.objectType {return false}
+    if lhs.objectUuid != rhs.objectUuid {return false}
+    if lhs.sentence != rhs.sentence {return false}
+    if lhs.hash != rhs.hash {return false}
+    if lhs.stored != rhs.stored {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AuditBatch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AuditBatch"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_sequence\0\u{3}head_hash\0\u{3}caught_up\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSequence) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.headHash) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.caughtUp) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.events.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.events, fieldNumber: 1)
+    }
+    if self.headSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.headSequence, fieldNumber: 2)
+    }
+    if !self.headHash.isEmpty {
+      try visitor.visitSingularBytesField(value: self.headHash, fieldNumber: 3)
+    }
+    if self.caughtUp != false {
+      try visitor.visitSingularBoolField(value: self.caughtUp, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AuditBatch, rhs: Healthledger_V1_AuditBatch) -> Bool {
+    if lhs.events != rhs.events {return false}
+    if lhs.headSequence != rhs.headSequence {return false}
+    if lhs.headHash != rhs.headHash {return false}
+    if lhs.caughtUp != rhs.caughtUp {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

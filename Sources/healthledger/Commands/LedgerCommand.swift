@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HealthModel
 import Ledger
 
 struct LedgerCommand: AsyncParsableCommand {
@@ -109,7 +110,8 @@ struct ReplayCommand: AsyncParsableCommand {
 }
 
 struct LogCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "log", abstract: "Print a ledger's events.")
+    static let configuration = CommandConfiguration(
+        commandName: "log", abstract: "Print a ledger's events, one per line (see `healthledger audit` for filters).")
 
     @OptionGroup var store: StoreOptions
     @Argument(help: "The ledger id.") var ledger: String
@@ -118,9 +120,10 @@ struct LogCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let events = try store.openStore().ledger(ledger).events(from: from, limit: limit)
-            for event in events {
-                print("\(event.sequence)\t\(event.commitTime.formatted(.iso8601))\t\(event.actor)\t\(event.kind)\t\(event.detail)")
+            let ledger = try store.openStore().ledger(ledger)
+            let page = try ledger.audit(AuditFilter(fromSequence: from), limit: max(1, min(limit, Ledger.maximumAuditPage)), as: .operator)
+            for event in page.events {
+                print("\(event.sequence)\t\(event.time.formatted(.iso8601))\t\(event.actor)\t\(event.kind)\t\(event.sentence)")
             }
         } catch { throw fail(error) }
     }

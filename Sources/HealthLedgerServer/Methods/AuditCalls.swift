@@ -1,0 +1,57 @@
+import Foundation
+import HealthModel
+import Ledger
+import LedgerSchema
+import SwiftProtobuf
+
+/// The owner's audit trail: Audit and WatchAudit.
+extension LedgerCall {
+    /// Audit (`follow` false): the matching events up to the head as the call found it, in
+    /// batches; the last batch (maybe empty) has `caught_up` set.
+    /// WatchAudit (`follow` true): the same, then the matching events as they commit.
+    func audit(follow: Bool, _ emit: @escaping (_ batch: [UInt8]) async throws -> Void) async throws {
+        let request = try decode(Healthledger_V1_AuditRequest.self)
+        var filter = try request.filter()
+        if follow, filter.toSequence != nil || filter.until != nil {
+            throw HealthError.invalidArgument("a watched audit follows new events: it takes no to_sequence or until_us", field: "to_sequence")
+        }
+        let batchSize = Int(min(request.batchSize == 0 ? 500 : request.batchSize, UInt32(Ledger.maximumAuditPage)))
+        var next: UInt64 = 1
+        func page() throws -> AuditPage {
+            let page = try ledger.audit(filter, from: next, limit: batchSize, includeStored: request.includeStored, as: principal)
+            next = page.next
+            return page
+        }
+        guard follow else {
+            // The head as the call found it bounds the stream.
+            let head = try ledger.head().sequence
+            filter.toSequence = min(filter.toSequence ?? head, head)
+            while true {
+                try Task.checkCancellation()
+                let page = try page()
+                if !page.events.isEmpty || page.caughtUp { try await emit(try Self.auditBatch(page)) }
+                if page.caughtUp { return }
+            }
+        }
+        try await following(nil) { first in
+            var owesCaughtUp = first
+            while true {
+                let page = try page()
+                if !page.events.isEmpty || (owesCaughtUp && page.caughtUp) {
+                    try await emit(try Self.auditBatch(page))
+                    if page.caughtUp { owesCaughtUp = false }
+                }
+                if page.caughtUp { return }
+            }
+        }
+    }
+
+    static func auditBatch(_ page: AuditPage) throws -> [UInt8] {
+        try Healthledger_V1_AuditBatch.with {
+            $0.events = page.events.map(Healthledger_V1_AuditEvent.init)
+            $0.headSequence = page.headSequence
+            $0.headHash = Data(page.headHash)
+            $0.caughtUp = page.caughtUp
+        }.serializedBytes()
+    }
+}

@@ -1,0 +1,188 @@
+import Crypto
+import Foundation
+import HealthLedgerSDK
+import Ledger
+import LedgerSchema
+import SwiftProtobuf
+import TestSupport
+import Testing
+
+@Suite("The owner's audit trail", .timeLimit(.minutes(3)))
+struct AuditTests {
+    static let app = TestServer.appSource.bundleIdentifier
+
+    static func weight(_ kilograms: Double, version: Double) -> HealthObject {
+        .quantitySample(QuantitySample(
+            type: try! QuantityType(Types.bodyMass.identifier), quantity: try! Quantity(kilograms, "kg"), start: Samples.base, end: Samples.base,
+            metadata: [MetadataKey.syncIdentifier: .string("scale-1"), MetadataKey.syncVersion: .number(version)]))
+    }
+
+    /// Every event, read through the SDK in small batches.
+    static func everything(_ store: HealthStore, _ filter: AuditFilter = AuditFilter(), includeStored: Bool = false) async throws -> [AuditEvent] {
+        var events: [AuditEvent] = []
+        var caughtUp = false
+        for try await batch in try await store.audit(filter, includeStored: includeStored, batchSize: 4) {
+            #expect(!caughtUp, "nothing follows the caught-up batch")
+            events += batch.events
+            caughtUp = batch.caughtUp
+        }
+        #expect(caughtUp)
+        return events
+    }
+
+    @Test("the owner reads who did what, in sentences, with every filter; apps are refused")
+    func ownerAudit() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        let heartRates = (0..<3).map { Samples.heartRate(Double(60 + $0), at: Double($0)) }
+        try await app.save(heartRates)
+        let first = Self.weight(70, version: 1)
+        try await owner.save(first)
+        let second = Self.weight(71, version: 3)
+        try await owner.save(second)
+        _ = try await app.requestAuthorization(toShare: [], read: [Types.stepCount])
+        try await owner.decideAuthorization(app: Self.app, type: Types.stepCount, direction: .read, decision: .granted)
+        let spare = try await server.ledger.issueCredential(for: .app(TestServer.appSource), label: "spare")
+        try await server.ledger.revokeCredential(id: credentialID(spare))
+
+        let all = try await Self.everything(owner, includeStored: true)
+        #expect(all.map(\.sequence) == Array(1...UInt64(all.count)), "every event, in order, none twice")
+        let sentences = all.map(\.sentence)
+        let walk = "app com.example.walk (Walk)"
+        let firstID = first.uuid.uuidString
+        let secondID = second.uuid.uuidString
+        for expected in [
+            "ledger alice was created by the system",
+            "\(walk) was granted share of HeartRate by the owner",
+            "\(walk) asked to read StepCount",
+            "\(walk) was granted read of StepCount by the owner",
+            "BodyMass \(firstID) saved by the owner",
+            "BodyMass \(firstID) deleted: replaced by sync version 3, \(secondID) (the owner)",
+            "credential \(credentialID(spare)) was issued to \(walk) (spare) by the operator",
+            "credential \(credentialID(spare)) of \(walk) was revoked by the operator",
+        ] {
+            #expect(sentences.contains(expected), "missing: \(expected)\nin: \(sentences)")
+        }
+        // One save of three samples is one line.
+        let lines = AuditLine.lines(all)
+        let saved = try #require(lines.first { $0.sentence == "3 samples of HeartRate saved by \(walk)" })
+        #expect(saved.sequences.count == 3 && saved.kind == .objectSaved && saved.actor == .app(TestServer.appSource))
+        #expect(lines.count == all.count - 2)
+
+        // The stored bytes chain: each hash is SHA-256 of the stored bytes, and the next event's previous hash.
+        for (previous, event) in zip(all, all.dropFirst()) {
+            let stored = try #require(event.stored)
+            #expect(Array(SHA256.hash(data: stored)) == event.hash)
+            #expect(Array(try Healthledger_V1_LedgerEvent(serializedBytes: stored).previousHash) == previous.hash)
+        }
+        #expect(try await Self.everything(owner).allSatisfy { $0.stored == nil }, "stored bytes only when asked for")
+
+        // Each filter gives exactly the events it describes, in order.
+        func check(_ filter: AuditFilter, _ expected: (AuditEvent) -> Bool, _ what: String) async throws {
+            let got = try await Self.everything(owner, filter)
+            #expect(got.map(\.sequence) == all.filter(expected).map(\.sequence), "\(what)")
+            #expect(!got.isEmpty, "\(what) matches something")
+        }
+        try await check(AuditFilter(actor: .app(Self.app)), { $0.actor == .app(TestServer.appSource) }, "actor app")
+        try await check(AuditFilter(actor: .anyApp), { if case .app = $0.actor { true } else { false } }, "any app")
+        try await check(AuditFilter(actor: .operator), { $0.actor == .operator }, "operator")
+        try await check(AuditFilter(kinds: [.objectDeleted, .credentialRevoked]), { [.objectDeleted, .credentialRevoked].contains($0.kind) }, "kinds")
+        try await check(AuditFilter(fromSequence: 4, toSequence: 9), { (4...9).contains($0.sequence) }, "sequence range")
+        let middle = all[all.count / 2].time
+        try await check(AuditFilter(since: middle), { $0.time >= middle }, "since")
+        try await check(AuditFilter(until: middle), { $0.time < middle }, "until")
+        try await check(AuditFilter(type: Types.stepCount), { $0.sentence.contains("StepCount") }, "type named in decisions")
+        try await check(
+            AuditFilter(type: Types.bodyMass), { $0.objectType == Types.bodyMass.identifier || $0.sentence.contains("BodyMass") }, "type of objects")
+        try await check(AuditFilter(object: first.uuid), { $0.objectUUID == first.uuid }, "object")
+        // The replacing object is named by the delete of the object it replaced.
+        try await check(AuditFilter(object: second.uuid), { $0.objectUUID == second.uuid || $0.sentence.contains("\(secondID)") }, "replacement")
+        try await check(
+            AuditFilter(actor: .owner, kinds: [.objectSaved], type: Types.bodyMass), { $0.actor == .owner && $0.kind == .objectSaved && $0.objectType == Types.bodyMass.identifier },
+            "filters together")
+        #expect(try await Self.everything(owner, AuditFilter(fromSequence: 10_000)).isEmpty)
+
+        // Apps never read it, whatever they are granted.
+        await expectRPCError(.permissionDenied, .authorizationDenied, "app audit") { _ = try await Self.everything(app) }
+        await expectRPCError(.invalidArgument, .invalidArgument, "a watch with an end") {
+            for try await _ in try await owner.watchAudit(AuditFilter(toSequence: 3)) {}
+        }
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+
+    @Test("a watched audit streams events as they commit, and ends when the owner's credential is revoked")
+    func watchedAudit() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        let watcherCredential = try await server.ledger.issueCredential(for: .owner)
+        let watcher = server.client(watcherCredential)
+        var batches = try await watcher.watchAudit(AuditFilter(actor: .app(Self.app))).makeAsyncIterator()
+        let initial = try #require(try await batches.next())
+        #expect(initial.caughtUp && initial.events.map(\.kind) == [.authorizationRequested], "the app has only asked to share")
+
+        // The owner's save does not match the filter; the app's does, and arrives alone.
+        try await owner.save(Samples.heartRate(80, at: 10))
+        let sample = Samples.heartRate(81, at: 11)
+        try await app.save(sample)
+        let next = try #require(try await batches.next())
+        #expect(next.events.map(\.objectUUID) == [sample.uuid])
+        #expect(next.events.first?.sentence == "HeartRate \(sample.uuid.uuidString) saved by app com.example.walk (Walk)")
+        #expect(next.headSequence >= next.events[0].sequence)
+
+        try await server.ledger.revokeCredential(id: credentialID(watcherCredential))
+        await expectRPCError(.permissionDenied, nil, "watch of a revoked credential") { while try await batches.next() != nil {} }
+        await watcher.close()
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+
+    @Test("healthledger audit: on the data directory and through the server, a table or JSON lines, and --follow")
+    func cli() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        try await app.save((0..<3).map { Samples.heartRate(Double(60 + $0), at: Double($0)) })
+        let cli = AuthCLITests.executable
+        let dataDir = server.directory.path
+
+        let table = try await runProcess(cli, ["audit", "alice", "--data-dir", dataDir])
+        #expect(table.status == 0, "\(table.error)")
+        #expect(table.output.contains("\t3 samples of HeartRate saved by app com.example.walk (Walk)\n"), "\(table.output)")
+        #expect(table.output.hasPrefix("1\t"))
+
+        let json = try await runProcess(
+            cli, ["audit", "--port", "\(server.port)", "--credential", server.ownerCredential, "--json", "--kind", "objectSaved", "--actor", Self.app])
+        #expect(json.status == 0, "\(json.error)")
+        let objects = json.output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(objects.count == 3 && objects.allSatisfy { $0["kind"] as? String == "objectSaved" && $0["actor"] as? String == "app \(Self.app)" })
+        #expect(objects.allSatisfy { ($0["hash"] as? String)?.count == 64 })
+
+        let refused = try await runProcess(cli, ["audit", "--port", "\(server.port)", "--credential", server.appCredential])
+        #expect(refused.status != 0 && refused.error.contains("permissionDenied"), "\(refused.error)")
+        let bad = try await runProcess(cli, ["audit", "alice", "--data-dir", dataDir, "--kind", "objectEaten"])
+        #expect(bad.status != 0 && bad.error.contains("objectEaten"))
+        let badTime = try await runProcess(cli, ["audit", "alice", "--data-dir", dataDir, "--since", "yesterday"])
+        #expect(badTime.status != 0 && badTime.error.contains("ISO 8601"))
+
+        // --follow through the server: the lines so far, then each new commit's.
+        let follower = try LineProcess(cli, ["audit", "--port", "\(server.port)", "--credential", server.ownerCredential, "--follow", "--type", "BodyMass"])
+        defer { follower.stop() }
+        try await owner.save(AuditTests.weight(72, version: 1))
+        // First the events so far that name BodyMass (the app's share request and grant), then the save.
+        var lines: [String] = []
+        while let line = await follower.nextLine() {
+            lines.append(line)
+            if line.hasSuffix("saved by the owner") { break }
+        }
+        #expect(lines.count == 3 && lines[0].contains("asked to share") && lines[1].contains("granted share of BodyMass"), "\(lines)")
+        #expect(lines.last?.contains("BodyMass") == true)
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
+}
