@@ -185,4 +185,57 @@ struct AuditTests {
         await app.close()
         await server.stop()
     }
+
+    @Test("export --events writes the hash-chained log with its head; verify --events checks it anywhere and names the line of a tampered copy")
+    func eventLogExport() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let app = server.client(server.appCredential)
+        try await app.save((0..<5).map { Samples.heartRate(Double(60 + $0), at: Double($0)) })
+        try await owner.save(Self.weight(70, version: 1))
+        let cli = AuthCLITests.executable
+        let directory = server.directory.appending(path: "exports")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let file = directory.appending(path: "events.jsonl")
+
+        let exported = try await runProcess(cli, ["export", "alice", "--events", "-o", file.path, "--port", "\(server.port)", "--credential", server.ownerCredential])
+        #expect(exported.status == 0, "\(exported.error)")
+        let head = try server.ledger.head()
+        let headText = "\(head.sequence):\(head.hash.map { String(format: "%02x", $0) }.joined())"
+        #expect(exported.error.contains("head \(headText)"))
+        let verified = try await runProcess(cli, ["verify", "--events", file.path])
+        #expect(verified.status == 0 && verified.output.contains("OK: \(head.sequence) events of ledger alice") && verified.output.contains(headText), "\(verified.output)")
+
+        // An app may not export the log.
+        let refused = try await runProcess(cli, ["export", "alice", "--events", "--port", "\(server.port)", "--credential", server.appCredential])
+        #expect(refused.status != 0 && refused.error.contains("permissionDenied"))
+
+        // Tampered copies: a changed event re-hashed (the chain breaks at the next one), a line gone, the end cut off.
+        let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        func write(_ lines: [String]) throws -> URL {
+            let copy = directory.appending(path: "copy-\(UUID().uuidString).jsonl")
+            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: copy)
+            return copy
+        }
+        var event = try #require(try JSONSerialization.jsonObject(with: Data(lines[4].utf8)) as? [String: Any])
+        var stored = try Healthledger_V1_LedgerEvent(serializedBytes: Data(base64Encoded: event["stored"] as! String)!)
+        stored.commitTimeUs += 1
+        let rewritten: [UInt8] = try stored.serializedBytes()
+        event["stored"] = Data(rewritten).base64EncodedString()
+        event["hash"] = Array(SHA256.hash(data: rewritten)).map { String(format: "%02x", $0) }.joined()
+        var changed = lines
+        changed[4] = String(decoding: try JSONSerialization.data(withJSONObject: event, options: [.sortedKeys]), as: UTF8.self)
+        let cases: [([String], String)] = [
+            (changed, "line 6: event 5: its previous hash is not event 4's hash"),
+            (lines.enumerated().filter { $0.offset != 3 }.map(\.element), "line 4: event 4 follows event 2"),
+            (Array(lines.dropLast()), "the end line is missing"),
+        ]
+        for (copy, expected) in cases {
+            let result = try await runProcess(cli, ["verify", "--events", try write(copy).path])
+            #expect(result.status == 2 && result.output.contains(expected), "\(result.output)")
+        }
+        await owner.close()
+        await app.close()
+        await server.stop()
+    }
 }

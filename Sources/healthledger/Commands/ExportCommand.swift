@@ -13,6 +13,8 @@ struct ExportCommand: AsyncParsableCommand {
             apple_health_export/export.xml (with the Health app's DTD) and workout-routes/*.gpx, read by
             `healthledger import apple-health` and by the tools people use on the Health app's exports.
             The owner's credential exports everything; an app's, what it may read.
+            --events (the owner's only): the raw hash-chained event log with its head, as JSON Lines
+            (docs/EXPORT.md §3), which `healthledger verify --events FILE` checks anywhere.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case jsonl, appleHealth = "apple-health" }
@@ -21,9 +23,11 @@ struct ExportCommand: AsyncParsableCommand {
     @Argument(help: "The ledger (checked against the credential's).") var ledger: String
     @Option(name: .shortAndLong, help: "Where to write: a file, or - for standard output (jsonl only).") var output = "-"
     @Option(help: "jsonl or apple-health.") var format = Format.jsonl
+    @Flag(help: "Export the raw event log with its head instead of the objects (owner only).") var events = false
 
     func validate() throws {
         if format == .appleHealth && output == "-" { throw ValidationError("--format apple-health writes a zip: give --output FILE") }
+        if events && format != .jsonl { throw ValidationError("--events writes JSON Lines: leave out --format") }
     }
 
     func run() async throws {
@@ -39,26 +43,36 @@ struct ExportCommand: AsyncParsableCommand {
             guard ping.ledgerID == ledger else {
                 throw ValidationErrorExit("the credential is for ledger '\(ping.ledgerID)', not '\(ledger)'")
             }
+            if events {
+                let (handle, close) = try Self.open(output, destination)
+                defer { close() }
+                let head = try await EventLogExport.export(from: store, ledgerID: ledger, to: LineWriter(handle: handle))
+                FileHandle.standardError.write(Data("exported \(head.sequence) events, head \(head.sequence):\(head.hash.map { String(format: "%02x", $0) }.joined())\n".utf8))
+                return
+            }
             switch format {
             case .jsonl:
-                let handle: FileHandle
-                if output == "-" {
-                    handle = .standardOutput
-                } else {
-                    guard FileManager.default.createFile(atPath: destination.path, contents: nil) else {
-                        throw ValidationErrorExit("cannot create \(output)")
-                    }
-                    handle = try FileHandle(forWritingTo: destination)
-                }
-                defer { if output != "-" { try? handle.close() } }
+                let (handle, close) = try Self.open(output, destination)
+                defer { close() }
                 summary = try await LedgerLinesExporter(store: store).export(ledgerID: ledger, to: LineWriter(handle: handle))
             case .appleHealth:
                 summary = try await AppleHealthExporter(store: store).export(to: destination)
             }
         }
+        if events { return }
         let counts = summary.objects.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
         let total = summary.objects.values.reduce(0, +)
         FileHandle.standardError.write(Data("exported \(total) objects (\(counts)), \(summary.characteristics) characteristics, \(summary.associations) workout associations, \(summary.attachments) attachments in \(String(format: "%.1f", summary.seconds)) s\n".utf8))
+    }
+}
+
+extension ExportCommand {
+    /// Standard output for "-", else a new file; and how to close it.
+    static func open(_ output: String, _ destination: URL) throws -> (FileHandle, () -> Void) {
+        if output == "-" { return (.standardOutput, {}) }
+        guard FileManager.default.createFile(atPath: destination.path, contents: nil) else { throw ValidationErrorExit("cannot create \(output)") }
+        let handle = try FileHandle(forWritingTo: destination)
+        return (handle, { try? handle.close() })
     }
 }
 

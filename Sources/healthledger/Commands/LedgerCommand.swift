@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HealthExport
 import HealthModel
 import Ledger
 
@@ -49,15 +50,31 @@ struct LedgerCommand: AsyncParsableCommand {
 
 struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "verify", abstract: "Recompute a ledger's hash chain and report the first bad event.")
+        commandName: "verify", abstract: "Recompute a ledger's hash chain and report the first bad event.",
+        discussion: "With --events FILE, checks an event-log export (`healthledger export --events`) instead, without any ledger.")
 
     @OptionGroup var store: StoreOptions
-    @Argument(help: "The ledger id.") var ledger: String
+    @Argument(help: "The ledger id.") var ledger: String?
+    @Option(help: "An event-log export to check on its own.") var events: String?
+
+    func validate() throws {
+        if (ledger == nil) == (events == nil) { throw ValidationError("give a ledger id, or --events FILE") }
+    }
 
     func run() async throws {
+        if let events {
+            do {
+                let result = try await EventLogExport.verify(URL(filePath: events))
+                print("OK: \(result.events) events of ledger \(result.ledgerID), hash chain intact, head \(result.events):\(result.headHash.map { String(format: "%02x", $0) }.joined())")
+            } catch let error as EventLogError {
+                print("FAILED: \(error)")
+                throw ExitCode(2)
+            } catch { throw fail(error) }
+            return
+        }
         let report: VerifyReport
         do {
-            report = try store.openStore().ledger(ledger).verify { count in
+            report = try store.openStore().ledger(ledger!).verify { count in
                 FileHandle.standardError.write(Data("  verified \(count) events\n".utf8))
             }
         } catch let failure as LedgerFailure where failure.kind == .corrupted {
