@@ -44,8 +44,9 @@ public enum EventLogExport {
     /// Checks an export on its own: the events run 1, 2, 3, … without gaps; each one's
     /// stored bytes hash to its hash and decode to its sequence; each one's previous hash is
     /// the hash of the one before (zeros for the first); the end line names the last.
+    /// - Parameter eachEvent: called with each event's sequence and hash once it checked.
     /// - Throws: ``EventLogError`` naming the first line at fault.
-    public static func verify(_ url: URL) async throws -> Verification {
+    public static func verify(_ url: URL, eachEvent: (UInt64, [UInt8]) throws -> Void = { _, _ in }) async throws -> Verification {
         var lineNumber = 0
         var ledgerID: String?
         var previous = [UInt8](repeating: 0, count: 32)
@@ -83,6 +84,7 @@ public enum EventLogExport {
             }
             previous = hash
             sequence = number
+            try eachEvent(number, hash)
         }
         guard let ledgerID else { throw EventLogError(line: 0, message: "the file is empty") }
         guard ended else { throw EventLogError(line: lineNumber, message: "the end line is missing: the file was cut short") }
@@ -91,7 +93,8 @@ public enum EventLogExport {
 
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
-    static func bytes(hex: String) -> [UInt8]? {
+    /// The bytes of an even number of hex digits; nil for anything else.
+    public static func bytes(hex: String) -> [UInt8]? {
         let digits = Array(hex.utf8)
         guard digits.count % 2 == 0 else { return nil }
         var result: [UInt8] = []

@@ -149,6 +149,21 @@ public final class Ledger: Sendable {
         }
     }
 
+    /// The hashes (SHA-256 of the stored bytes) of up to `limit` events from sequence `from`.
+    public func eventHashes(from: UInt64, limit: Int) throws -> [[UInt8]] {
+        try environment.read { txn in
+            var hashes: [[UInt8]] = []
+            try txn.withCursor(on: databases.events) { cursor in
+                var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(from))
+                while let current = entry, hashes.count < limit {
+                    hashes.append(EventCodec.hash(current.value))
+                    entry = try cursor.next()
+                }
+            }
+            return hashes
+        }
+    }
+
     /// The size of the memory map now (it grows on demand).
     public var mapSize: Int { environment.currentMapSize }
 }

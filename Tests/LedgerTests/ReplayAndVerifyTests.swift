@@ -1,8 +1,10 @@
+import Crypto
 import Foundation
 import HealthModel
 import LMDB
 import Ledger
 import LedgerSchema
+import SwiftProtobuf
 import Testing
 
 @Suite("Replay and verify")
@@ -132,6 +134,56 @@ struct ReplayAndVerifyTests {
         try Data(bytes).write(to: file)
         let report = try temporary.reopen().ledger("link").verify()
         #expect(report.problem?.sequence == target)
+    }
+
+    @Test("verify prints the head; --expect-head passes on the ledger that extends it and fails on a history rewritten with a consistent chain")
+    func expectedHead() async throws {
+        let temporary = try TemporaryStore()
+        let pinned: (sequence: UInt64, hash: [UInt8])
+        do {
+            let ledger = try temporary.ledgerStore.createLedger(id: "pinned")
+            for round in 0..<4 { _ = try await ledger.save((0..<5).map { Fixtures.heartRate(60, at: Double(round * 10 + $0)) }, by: .owner) }
+            pinned = try ledger.head()
+            let report = try ledger.verify(expectedHead: pinned)
+            #expect(report.isValid && report.headSequence == pinned.sequence && report.headHash == pinned.hash)
+            // More events later: the ledger still extends the pinned head.
+            _ = try await ledger.save([Fixtures.heartRate(70, at: 999)], by: .owner)
+            #expect(try ledger.verify(expectedHead: pinned).isValid)
+            #expect(try ledger.verify(expectedHead: (pinned.sequence + 5, pinned.hash)).problem?.reason.contains("ends at event") == true)
+            var wrong = pinned.hash
+            wrong[0] ^= 1
+            #expect(try ledger.verify(expectedHead: (pinned.sequence, wrong)).problem?.sequence == pinned.sequence)
+        }
+        temporary.close()
+        // Rewrite event 5 (its commit time), then re-link every later event and the head, as
+        // someone covering their tracks would: the chain is consistent again.
+        let rewritten: UInt64 = 5
+        do {
+            let environment = try Environment(path: temporary.directory.appending(path: "ledgers/pinned").path)
+            let events = try environment.openDatabase("events")
+            let meta = try environment.openDatabase("meta")
+            try environment.write { txn in
+                func key(_ sequence: UInt64) -> [UInt8] { withUnsafeBytes(of: sequence.bigEndian) { Array($0) } }
+                var previous: [UInt8] = []
+                var sequence = rewritten
+                while let stored = try txn.bytes(forKey: key(sequence), in: events) {
+                    var event = try Healthledger_V1_LedgerEvent(serializedBytes: stored)
+                    if sequence == rewritten { event.commitTimeUs -= 1 } else { event.previousHash = Data(previous) }
+                    let bytes: [UInt8] = try event.serializedBytes()
+                    try txn.put(bytes, forKey: key(sequence), in: events)
+                    previous = Array(SHA256.hash(data: bytes))
+                    sequence += 1
+                }
+                var head = try #require(try txn.bytes(forKey: Array("head".utf8), in: meta))
+                head.replaceSubrange(8..<40, with: previous)
+                try txn.put(head, forKey: Array("head".utf8), in: meta)
+            }
+        }
+        let ledger = try temporary.reopen().ledger("pinned")
+        #expect(try ledger.verify().isValid, "the rewritten chain is consistent on its own")
+        let report = try ledger.verify(expectedHead: pinned)
+        #expect(report.problem?.sequence == pinned.sequence)
+        #expect(report.problem?.reason.contains("rewritten") == true)
     }
 
     @Test("verify detects events removed from the end or the middle of the log")

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HealthExport
 import HealthLedgerSDK
 import Ledger
 import LedgerSchema
@@ -234,6 +235,41 @@ struct AuditTests {
             let result = try await runProcess(cli, ["verify", "--events", try write(copy).path])
             #expect(result.status == 2 && result.output.contains(expected), "\(result.output)")
         }
+
+        // verify on the data directory: the head, the projections, the attachments; a pinned
+        // head and an earlier export that the ledger extends.
+        let dataDir = server.directory.path
+        let plain = try await runProcess(cli, ["verify", "alice", "--data-dir", dataDir])
+        #expect(plain.status == 0 && plain.output.hasPrefix("head \(headText)\n"), "\(plain.output)")
+        #expect(plain.output.contains("projections equal a fresh replay") && plain.output.contains("0 attachments match their events"))
+        try await owner.save(Samples.heartRate(90, at: 100))
+        let extended = try await runProcess(cli, ["verify", "alice", "--data-dir", dataDir, "--expect-head", headText, "--against", file.path, "--quick"])
+        #expect(extended.status == 0 && extended.output.contains("extends the pinned head \(head.sequence)") && extended.output.contains("extends the history"), "\(extended.output)")
+        var wrongHead = headText
+        wrongHead.replaceSubrange(wrongHead.index(before: wrongHead.endIndex)..., with: headText.hasSuffix("0") ? "1" : "0")
+        let pinnedWrong = try await runProcess(cli, ["verify", "alice", "--data-dir", dataDir, "--expect-head", wrongHead, "--quick"])
+        #expect(pinnedWrong.status == 2 && pinnedWrong.output.contains("FAILED: event \(head.sequence): its hash is"), "\(pinnedWrong.output)")
+        let badHead = try await runProcess(cli, ["verify", "alice", "--data-dir", dataDir, "--expect-head", "12:zz"])
+        #expect(badHead.status != 0 && badHead.error.contains("SEQ:HASH"))
+        // A history that differs from event 4 on (here the export's, re-chained): named at event 4.
+        var chain = Array(lines[0...3])
+        var previous = try #require(EventLogExport.bytes(hex: (try JSONSerialization.jsonObject(with: Data(lines[3].utf8)) as! [String: Any])["hash"] as! String))
+        for line in lines[4...].dropLast() {
+            var event = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
+            var stored = try Healthledger_V1_LedgerEvent(serializedBytes: Data(base64Encoded: event["stored"] as! String)!)
+            if stored.sequence == 4 { stored.commitTimeUs += 1 } else { stored.previousHash = Data(previous) }
+            let bytes: [UInt8] = try stored.serializedBytes()
+            previous = Array(SHA256.hash(data: bytes))
+            event["stored"] = Data(bytes).base64EncodedString()
+            event["hash"] = previous.map { String(format: "%02x", $0) }.joined()
+            chain.append(String(decoding: try JSONSerialization.data(withJSONObject: event, options: [.sortedKeys]), as: UTF8.self))
+        }
+        let last = try JSONSerialization.jsonObject(with: Data(chain.last!.utf8)) as! [String: Any]
+        chain.append(#"{"end":true,"events":\#(last["sequence"]!),"headHash":"\#(last["hash"]!)","headSequence":\#(last["sequence"]!)}"#)
+        let other = try write(chain)
+        #expect(try await runProcess(cli, ["verify", "--events", other.path]).status == 0, "the forged export is consistent on its own")
+        let diverged = try await runProcess(cli, ["verify", "alice", "--data-dir", dataDir, "--against", other.path, "--quick"])
+        #expect(diverged.status == 2 && diverged.output.contains("FAILED: event 4: its hash is"), "\(diverged.output)")
         await owner.close()
         await app.close()
         await server.stop()

@@ -97,8 +97,8 @@ struct AuthCLITests {
         ])
         // The operator's log names every decision too.
         let log = try await runProcess(AuthCLITests.executable, ["log", "alice", "--data-dir", server.directory.path, "--limit", "100"])
-        #expect(log.output.contains("owner\tauthorizationDecided\tcom.example.pedometer: revoked read of HKQuantityTypeIdentifierStepCount\n"))
-        #expect(log.output.contains("app com.example.pedometer\tauthorizationRequested\tcom.example.pedometer: requested share [HKQuantityTypeIdentifierStepCount]"))
+        #expect(log.output.contains("owner\tauthorizationDecided\tapp com.example.pedometer (Pedometer) had read of StepCount revoked by the owner\n"))
+        #expect(log.output.contains("app com.example.pedometer\tauthorizationRequested\tapp com.example.pedometer (Pedometer) asked to share StepCount"))
         await server.stop()
     }
 }

@@ -109,15 +109,17 @@ struct EndToEndTests {
 
     @Test("keepalive pings keep a quiet connection open past the server's idle timeout")
     func keepalive() async throws {
-        let server = try await TestServer(configuration: ServerConfiguration(port: 0, idleTimeout: .seconds(1)))
-        var configuration = HealthStoreConfiguration(port: server.port, credential: server.ownerCredential, connectAttempts: 1, keepaliveInterval: .milliseconds(250))
+        // Pings every 100 ms against an idle timeout of 4 s: only a stall of seconds on a
+        // loaded machine could let the kept connection go idle.
+        let server = try await TestServer(configuration: ServerConfiguration(port: 0, idleTimeout: .seconds(4)))
+        var configuration = HealthStoreConfiguration(port: server.port, credential: server.ownerCredential, connectAttempts: 1, keepaliveInterval: .milliseconds(100))
         let kept = HealthStore(configuration: configuration)
         configuration.keepaliveInterval = nil
         let quiet = HealthStore(configuration: configuration)
         let stream1 = try await kept.results(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
         for try await _ in stream1 {}
         _ = try await quiet.ping()
-        try await Task.sleep(for: .milliseconds(2500))
+        try await Task.sleep(for: .seconds(5))
         // Both still answer (the quiet one after reconnecting); the kept one never lost its connection.
         #expect(try await kept.ping().ledgerID == "alice")
         #expect(try await quiet.ping().ledgerID == "alice")
@@ -174,8 +176,8 @@ struct EndToEndTests {
 
     @Test("graceful shutdown lets calls in flight finish and refuses new ones")
     func gracefulShutdown() async throws {
-        let server = try await TestServer()
-        // A generous deadline: this is about the drain, and a loaded machine is slow.
+        // Generous deadlines: this is about the drain, and a loaded machine is slow.
+        let server = try await TestServer(configuration: ServerConfiguration(port: 0, drainTimeout: .seconds(600)))
         let owner = server.client(timeout: .seconds(120))
         try await owner.save((0..<5000).map { Samples.heartRate(60, at: Double($0)) })
         // A streaming call is in flight: the server waits on its window after 16 batches.

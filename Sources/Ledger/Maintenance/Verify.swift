@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
+import HealthModel
 import LMDB
+import LedgerSchema
 
 /// The outcome of checking a ledger's hash chain.
 public struct VerifyReport: Sendable, Hashable {
@@ -20,6 +22,8 @@ public struct VerifyReport: Sendable, Hashable {
     public var eventsChecked: UInt64
     /// The sequence the log head records.
     public var headSequence: UInt64
+    /// The hash the log head records (SHA-256 of the last event's stored bytes).
+    public var headHash: [UInt8] = []
     public var problem: Problem?
     public var duration: Duration
 
@@ -31,13 +35,17 @@ extension Ledger {
     /// and the projections' checkpoint.
     ///
     /// Any edited, reordered, inserted or removed event is reported as the first bad event.
-    /// - Parameter progress: called every 100,000 events with the count checked so far.
-    public func verify(progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport {
+    /// - Parameters:
+    ///   - expectedHead: a head pinned earlier (sequence and hash): the ledger must still
+    ///     hold that event with that hash, so today's history extends the pinned one. A
+    ///     history rewritten up to it, even with a consistent chain, fails at that event.
+    ///   - progress: called every 100,000 events with the count checked so far.
+    public func verify(expectedHead: (sequence: UInt64, hash: [UInt8])? = nil, progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport {
         let clock = ContinuousClock()
         let started = clock.now
         return try environment.read { txn in
             let head = try LogHead.read(txn, databases)
-            var report = VerifyReport(eventsChecked: 0, headSequence: head.sequence, problem: nil, duration: .zero)
+            var report = VerifyReport(eventsChecked: 0, headSequence: head.sequence, headHash: head.hash, problem: nil, duration: .zero)
             func fail(_ sequence: UInt64?, _ reason: String) -> VerifyReport {
                 report.problem = .init(sequence: sequence, reason: reason)
                 report.duration = clock.now - started
@@ -94,6 +102,17 @@ extension Ledger {
             guard previousHash.equals(head.hash) else {
                 return fail(last, "its stored bytes do not match the hash recorded in the log head")
             }
+            if let expectedHead {
+                guard expectedHead.sequence >= 1, expectedHead.sequence <= head.sequence else {
+                    return fail(expectedHead.sequence, "the pinned head is event \(expectedHead.sequence), but the ledger ends at event \(head.sequence)")
+                }
+                let hash = EventCodec.hash(try Ledger.storedEvent(expectedHead.sequence, in: txn, databases))
+                guard hash == expectedHead.hash else {
+                    return fail(
+                        expectedHead.sequence,
+                        "its hash is \(hex(hash)), not the pinned \(hex(expectedHead.hash)): the history up to it was rewritten")
+                }
+            }
             let checkpoint = try txn.get(Projector.checkpointKey, in: databases.checkpoint).map { KeyEncoding.uint64($0, at: 0) } ?? 0
             guard checkpoint == head.sequence else {
                 return fail(nil, "the projections were last applied at event \(checkpoint), but the log head is \(head.sequence): run replay")
@@ -103,6 +122,51 @@ extension Ledger {
         }
     }
 }
+
+/// The outcome of checking a ledger's attachments.
+public struct AttachmentCheck: Sendable, Hashable {
+    public var checked: Int
+    public var problem: VerifyReport.Problem?
+}
+
+extension Ledger {
+    /// Checks every attachment against the event that added it: the event is an
+    /// attachment's, names it and its object, and holds as many bytes as the description
+    /// says, of the content type it says. The bytes are inside the event, so the hash chain
+    /// (``verify(expectedHead:progress:)``) is what proves them unchanged.
+    public func verifyAttachments() throws -> AttachmentCheck {
+        try environment.read { txn in
+            var check = AttachmentCheck(checked: 0, problem: nil)
+            try txn.withCursor(on: databases.attachments) { cursor in
+                var entry = try cursor.first()
+                while let current = entry, check.problem == nil {
+                    let uuid = UUID(bytes: Array(current.key))
+                    guard let uuid, let (object, sequence) = try AttachmentIndex.entry(Array(current.key), in: txn, databases) else {
+                        check.problem = .init(sequence: nil, reason: "the attachments projection holds a malformed entry: replay the ledger")
+                        return
+                    }
+                    do {
+                        let (attachment, data) = try AttachmentIndex.load(sequence: sequence, in: txn, databases)
+                        if attachment.uuid != uuid || attachment.objectUUID.bytes != object {
+                            check.problem = .init(sequence: sequence, reason: "it does not add attachment \(uuid) to object \(UUID(bytes: object).map(\.uuidString) ?? "?")")
+                        } else if data.count != attachment.size {
+                            check.problem = .init(sequence: sequence, reason: "attachment \(uuid) holds \(data.count) bytes, its description says \(attachment.size)")
+                        } else if (try? Attachment.validate(name: attachment.name, contentType: attachment.contentType, data: data, metadata: attachment.metadata)) == nil {
+                            check.problem = .init(sequence: sequence, reason: "attachment \(uuid)'s bytes are not the \(attachment.contentType) its description says")
+                        }
+                    } catch let failure as LedgerFailure {
+                        check.problem = .init(sequence: sequence, reason: failure.message)
+                    }
+                    check.checked += 1
+                    entry = try cursor.next()
+                }
+            }
+            return check
+        }
+    }
+}
+
+private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
 /// A 32-byte hash held inline.
 private struct HashBuffer {

@@ -103,7 +103,7 @@ struct AuditCommand: AsyncParsableCommand {
             for event in events {
                 var object: [String: Any] = [
                     "sequence": event.sequence, "time": event.time.formatted(.iso8601), "actor": "\(event.actor)", "kind": "\(event.kind)",
-                    "sentence": event.sentence, "hash": event.hash.map { String(format: "%02x", $0) }.joined(),
+                    "sentence": event.sentence, "hash": hex(event.hash),
                 ]
                 if let type = event.objectType { object["objectType"] = type }
                 if let uuid = event.objectUUID { object["objectUUID"] = uuid.uuidString }

@@ -47,7 +47,7 @@ struct ExportCommand: AsyncParsableCommand {
                 let (handle, close) = try Self.open(output, destination)
                 defer { close() }
                 let head = try await EventLogExport.export(from: store, ledgerID: ledger, to: LineWriter(handle: handle))
-                FileHandle.standardError.write(Data("exported \(head.sequence) events, head \(head.sequence):\(head.hash.map { String(format: "%02x", $0) }.joined())\n".utf8))
+                FileHandle.standardError.write(Data("exported \(head.sequence) events, head \(head.sequence):\(hex(head.hash))\n".utf8))
                 return
             }
             switch format {

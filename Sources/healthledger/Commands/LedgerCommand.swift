@@ -50,47 +50,123 @@ struct LedgerCommand: AsyncParsableCommand {
 
 struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "verify", abstract: "Recompute a ledger's hash chain and report the first bad event.",
-        discussion: "With --events FILE, checks an event-log export (`healthledger export --events`) instead, without any ledger.")
+        commandName: "verify", abstract: "Check a ledger: its hash chain, projections and attachments; print its head.",
+        discussion: """
+            Recomputes the hash chain and names the first bad event; compares the live projections with a \
+            fresh replay of the log; checks every attachment against the event that added it; prints the \
+            head (sequence:SHA-256), which --expect-head takes later to prove the ledger still extends it. \
+            --against FILE compares the ledger with an earlier event-log export and names the first event \
+            that differs. \
+            With --events FILE, checks an event-log export (`healthledger export --events`) instead, \
+            without any ledger. Exits 2 when something is wrong.
+            """)
 
     @OptionGroup var store: StoreOptions
     @Argument(help: "The ledger id.") var ledger: String?
     @Option(help: "An event-log export to check on its own.") var events: String?
+    @Option(name: .customLong("expect-head"), help: "A head printed earlier, SEQ:HASH: the ledger must still hold event SEQ with that hash.")
+    var expectHead: String?
+    @Option(help: "An earlier event-log export of this ledger: the ledger must still hold every event in it.") var against: String?
+    @Flag(help: "Check the hash chain (and --expect-head, --against) only: no replay, no attachments.") var quick = false
 
     func validate() throws {
         if (ledger == nil) == (events == nil) { throw ValidationError("give a ledger id, or --events FILE") }
+        if expectHead != nil || against != nil, events != nil { throw ValidationError("--expect-head and --against check a ledger, not --events") }
+    }
+
+    /// The first event of the export whose hash the ledger does not hold: the first divergence.
+    static func compare(_ ledger: Ledger, with export: URL) async throws -> String? {
+        var divergence: String?
+        var window: (start: UInt64, hashes: [[UInt8]]) = (1, [])
+        _ = try await EventLogExport.verify(export) { sequence, hash in
+            guard divergence == nil else { return }
+            if sequence >= window.start + UInt64(window.hashes.count) {
+                window = (sequence, try ledger.eventHashes(from: sequence, limit: 10_000))
+            }
+            let index = Int(sequence - window.start)
+            guard index < window.hashes.count else {
+                divergence = "event \(sequence): the export holds it, the ledger ends before it"
+                return
+            }
+            if window.hashes[index] != hash {
+                divergence = "event \(sequence): its hash is \(hex(window.hashes[index])), the export's is \(hex(hash)): the history was rewritten from here"
+            }
+        }
+        return divergence
+    }
+
+    /// SEQ:HASH, the hash in 64 hex digits.
+    static func head(_ text: String) throws -> (sequence: UInt64, hash: [UInt8]) {
+        let parts = text.split(separator: ":")
+        guard parts.count == 2, let sequence = UInt64(parts[0]), parts[1].count == 64,
+            let hash = EventLogExport.bytes(hex: String(parts[1]))
+        else { throw ValidationErrorExit("--expect-head '\(text)' is not SEQ:HASH (a sequence number and 64 hex digits)") }
+        return (sequence, hash)
     }
 
     func run() async throws {
         if let events {
             do {
                 let result = try await EventLogExport.verify(URL(filePath: events))
-                print("OK: \(result.events) events of ledger \(result.ledgerID), hash chain intact, head \(result.events):\(result.headHash.map { String(format: "%02x", $0) }.joined())")
+                print("OK: \(result.events) events of ledger \(result.ledgerID), hash chain intact, head \(result.events):\(hex(result.headHash))")
             } catch let error as EventLogError {
                 print("FAILED: \(error)")
                 throw ExitCode(2)
             } catch { throw fail(error) }
             return
         }
-        let report: VerifyReport
+        let pinned = try expectHead.map(Self.head)
         do {
-            report = try store.openStore().ledger(ledger!).verify { count in
+            let ledger = try store.openStore().ledger(ledger!)
+            let report = try ledger.verify(expectedHead: pinned) { count in
                 FileHandle.standardError.write(Data("  verified \(count) events\n".utf8))
             }
+            print("head \(report.headSequence):\(hex(report.headHash))")
+            let seconds = Double(report.duration.components.seconds) + Double(report.duration.components.attoseconds) / 1e18
+            let rate = seconds > 0 ? Int(Double(report.eventsChecked) / seconds) : 0
+            if let problem = report.problem {
+                print("FAILED: \(problem)")
+                print("checked \(report.eventsChecked) of \(report.headSequence) events")
+                throw ExitCode(2)
+            }
+            var findings = ["\(report.eventsChecked) events, hash chain intact (\(rate) events/s)"]
+            if let pinned { findings.append("extends the pinned head \(pinned.sequence)") }
+            if let against {
+                do {
+                    if let divergence = try await Self.compare(ledger, with: URL(filePath: against)) {
+                        print("FAILED: \(divergence)")
+                        throw ExitCode(2)
+                    }
+                } catch let error as EventLogError {
+                    print("FAILED: the export \(against) does not verify: \(error)")
+                    throw ExitCode(2)
+                }
+                findings.append("extends the history in \(against)")
+            }
+            if !quick {
+                let replay = try ledger.replay()
+                guard replay.identical else {
+                    print("FAILED: the live projections differ from a fresh replay of the log (digest \(hex(replay.liveDigest)), not \(hex(replay.rebuiltDigest))): run `healthledger replay --install`")
+                    throw ExitCode(2)
+                }
+                findings.append("projections equal a fresh replay")
+                let attachments = try ledger.verifyAttachments()
+                if let problem = attachments.problem {
+                    print("FAILED: \(problem)")
+                    throw ExitCode(2)
+                }
+                findings.append("\(attachments.checked) attachment\(attachments.checked == 1 ? "" : "s") match their events")
+            }
+            print("OK: " + findings.joined(separator: "; "))
         } catch let failure as LedgerFailure where failure.kind == .corrupted {
             print("FAILED: \(failure.message)")
             throw ExitCode(2)
+        } catch let exit as ExitCode {
+            throw exit
         } catch { throw fail(error) }
-        let seconds = Double(report.duration.components.seconds) + Double(report.duration.components.attoseconds) / 1e18
-        let rate = seconds > 0 ? Int(Double(report.eventsChecked) / seconds) : 0
-        if let problem = report.problem {
-            print("FAILED: \(problem)")
-            print("checked \(report.eventsChecked) of \(report.headSequence) events")
-            throw ExitCode(2)
-        }
-        print("OK: \(report.eventsChecked) events, hash chain intact, projections at the head (\(rate) events/s)")
     }
 }
+
 
 struct ReplayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
