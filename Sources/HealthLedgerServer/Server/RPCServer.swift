@@ -93,6 +93,9 @@ public final class RPCServer: Service, Sendable {
     }
 
     /// Stops accepting, refuses new calls, waits for calls in flight, and closes.
+    /// The connections open now.
+    public var openConnections: Int { connections.count }
+
     public func shutdown() async {
         let listener: (any Channel)? = state.withLock { state in
             guard case .running(let channel) = state else { return nil }
@@ -170,4 +173,5 @@ private final class ConnectionRegistry: Sendable {
     }
 
     var all: [NIOLoopBound<ServerConnectionHandler>] { entries.withLock { Array($0.values) } }
+    var count: Int { entries.withLock { $0.count } }
 }
