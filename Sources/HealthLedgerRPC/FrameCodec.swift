@@ -92,14 +92,22 @@ public struct FrameEncoder: MessageToByteEncoder {
 }
 
 extension Healthledger_V1_Frame {
-    /// A frame opening call `id`.
-    public static func request(id: UInt64, method: RPCMethod, credential: String, payload: [UInt8], timeoutMilliseconds: UInt32 = 0, window: UInt32 = 0) -> Self {
+    /// A frame opening call `id`; `asOf` makes it a point-in-time read.
+    public static func request(
+        id: UInt64, method: RPCMethod, credential: String, payload: [UInt8], timeoutMilliseconds: UInt32 = 0, window: UInt32 = 0,
+        asOf: PointInTime? = nil
+    ) -> Self {
         var request = Healthledger_V1_CallRequest()
         request.method = method.rawValue
         request.credential = credential
         request.payload = Data(payload)
         request.timeoutMs = timeoutMilliseconds
         request.initialWindow = window
+        switch asOf {
+        case .sequence(let sequence)?: request.asOfSequence = sequence
+        case .time(let time)?: request.asOfTimeUs = microseconds(time)
+        case nil: break
+        }
         var frame = Self()
         frame.callID = id
         frame.request = request
@@ -128,3 +136,16 @@ extension Healthledger_V1_Frame {
 }
 
 import Foundation
+
+extension Healthledger_V1_CallRequest {
+    /// The point in time the call reads at, if it is a point-in-time read.
+    /// - Throws: ``RPCError`` `invalidArgument` when both fields are set.
+    public func pointInTime() throws -> PointInTime? {
+        switch (asOfSequence, hasAsOfTimeUs) {
+        case (0, false): return nil
+        case (let sequence, false): return .sequence(sequence)
+        case (0, true): return .time(date(microseconds: asOfTimeUs))
+        default: throw RPCError(.invalidArgument, "a call reads as of a sequence or a time, not both", healthErrorCode: .invalidArgument)
+        }
+    }
+}

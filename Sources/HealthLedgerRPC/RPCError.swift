@@ -135,6 +135,17 @@ public enum RPCMethod: String, Sendable, CaseIterable {
             || self == .audit || isLongRunning
     }
 
+    /// Reads without writing, and ends by itself: what a point-in-time view answers.
+    public var answersAsOf: Bool {
+        switch self {
+        case .ping, .fetch, .querySamples, .queryChanges, .statistics, .statisticsCollection, .getRequestStatus, .authorizationStatus,
+            .authorizations, .pendingAuthorizations, .authorizationHistory, .sourcePriority, .attachments, .attachmentData, .characteristics,
+            .workoutStatistics, .routeLocations, .queryCorrelations, .audit:
+            true
+        default: false
+        }
+    }
+
     /// Runs until the client cancels it: no deadline unless the call sets one.
     public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection || self == .watchAudit }
 }

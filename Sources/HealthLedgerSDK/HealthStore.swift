@@ -115,11 +115,34 @@ public struct SampleQueryDescriptor: Sendable, Hashable {
 public final class HealthStore: Sendable {
     public let configuration: HealthStoreConfiguration
     private let connections: ConnectionManager
+    /// For a store made by ``asOf(_:)``, the moment it reads at.
+    public let pointInTime: PointInTime?
 
     /// - Parameter group: the event loops for the connection; NIO's shared singleton by default.
     public init(configuration: HealthStoreConfiguration, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration
         self.connections = ConnectionManager(configuration: configuration, group: group)
+        pointInTime = nil
+    }
+
+    private init(configuration: HealthStoreConfiguration, connections: ConnectionManager, pointInTime: PointInTime) {
+        self.configuration = configuration
+        self.connections = connections
+        self.pointInTime = pointInTime
+    }
+
+    /// The ledger as it stood at `point`: "what did my ledger say on 1 March". Every read
+    /// of the returned store (queries, anchored queries, statistics, fetches,
+    /// characteristics, workouts, authorizations, the audit trail) answers from that moment,
+    /// with the caller's authorization as it stood then (an app also needs it now); writes
+    /// and long-running calls are refused. It shares this store's connection.
+    ///
+    /// ```swift
+    /// let march = store.asOf(.time(firstOfMarch))
+    /// let weights = try await march.result(for: SampleQueryDescriptor(type: bodyMass))
+    /// ```
+    public func asOf(_ point: PointInTime) -> HealthStore {
+        HealthStore(configuration: configuration, connections: connections, pointInTime: point)
     }
 
     /// Closes the connection. The store cannot be used afterwards.
@@ -130,7 +153,7 @@ public final class HealthStore: Sendable {
     func unary(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> [UInt8] {
         let payload: [UInt8] = try message.serializedBytes()
         let connection = try await connections.connection()
-        return try await connection.unary(method, payload, credential: configuration.credential, timeout: configuration.timeout)
+        return try await connection.unary(method, payload, credential: configuration.credential, timeout: configuration.timeout, asOf: pointInTime)
     }
 
     static func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) throws -> M {
@@ -272,7 +295,7 @@ public final class HealthStore: Sendable {
         let payload: [UInt8] = try message.serializedBytes()
         let connection = try await connections.connection()
         let (id, stream) = try connection.stream(
-            method, payload, credential: configuration.credential, timeout: method.isLongRunning ? nil : configuration.timeout)
+            method, payload, credential: configuration.credential, timeout: method.isLongRunning ? nil : configuration.timeout, asOf: pointInTime)
         return (stream, { connection.grant(id, 1) })
     }
 }

@@ -37,9 +37,12 @@ public final class Ledger: Sendable {
     let routeBuilders = RouteBuilders()
     /// Polls for other processes' commits (see ``LogFollower``); cancelled with the ledger.
     private let following: Task<Void, Never>?
+    /// For a point-in-time view, the last event it holds; it is read-only. Nil for the ledger itself.
+    public let viewOf: UInt64?
 
-    init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger) throws {
+    init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger, viewOf: UInt64? = nil) throws {
         self.id = id
+        self.viewOf = viewOf
         self.directory = directory
         var logger = logger
         logger[metadataKey: "ledger.id"] = "\(id)"
@@ -54,7 +57,7 @@ public final class Ledger: Sendable {
             environment: environment, databases: databases, accessWatchers: accessWatchers, changeWatchers: changeWatchers)
         self.committer = GroupCommitter(
             environment: environment, databases: databases,
-            label: id, logger: logger, changeWatchers: changeWatchers, follower: follower, onCommit: configuration.onCommit)
+            label: id, logger: logger, changeWatchers: changeWatchers, follower: follower, readOnly: viewOf != nil, onCommit: configuration.onCommit)
         self.anchors = try AnchorSeal(environment: environment, databases: databases)
         following = configuration.followInterval.map { interval in
             Task.detached { [weak follower] in
@@ -179,14 +182,21 @@ public struct LedgerConfiguration: Sendable {
     /// watchers (a revocation by `healthledger admin` ends this process's streams within
     /// about this time); nil never checks.
     public var followInterval: Duration?
+    /// Most point-in-time views kept on disk at once (the least recently used goes first).
+    public var viewCapacity: Int
+    /// A view unused for this long is removed.
+    public var viewIdleLifetime: Duration
 
     public init(
         initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40, followInterval: Duration? = .milliseconds(250),
+        viewCapacity: Int = 8, viewIdleLifetime: Duration = .seconds(600),
         onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
     ) {
         self.initialMapSize = initialMapSize
         self.maximumMapSize = maximumMapSize
         self.followInterval = followInterval
+        self.viewCapacity = viewCapacity
+        self.viewIdleLifetime = viewIdleLifetime
         self.onCommit = onCommit
     }
 }

@@ -61,10 +61,10 @@ final class ClientConnection: Sendable {
     var isUsable: Bool { channel.isActive && !calls.isClosed }
 
     /// A unary call: one request, one response message.
-    func unary(_ method: RPCMethod, _ payload: [UInt8], credential: String, timeout: Duration) async throws -> [UInt8] {
+    func unary(_ method: RPCMethod, _ payload: [UInt8], credential: String, timeout: Duration, asOf: PointInTime? = nil) async throws -> [UInt8] {
         let id = try calls.reserve()
         let frame = Healthledger_V1_Frame.request(
-            id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: Self.milliseconds(timeout))
+            id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: Self.milliseconds(timeout), asOf: asOf)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 calls.registerUnary(id, continuation)
@@ -81,7 +81,7 @@ final class ClientConnection: Sendable {
     /// the consumer takes one, and cancels the call when the consumer stops early.
     ///
     /// - Parameter timeout: the call's deadline; nil for none (long-running calls only).
-    func stream(_ method: RPCMethod, _ payload: [UInt8], credential: String, timeout: Duration?, window: UInt32 = 16) throws
+    func stream(_ method: RPCMethod, _ payload: [UInt8], credential: String, timeout: Duration?, window: UInt32 = 16, asOf: PointInTime? = nil) throws
         -> (id: UInt64, stream: AsyncThrowingStream<[UInt8], any Error>)
     {
         let id = try calls.reserve()
@@ -92,7 +92,7 @@ final class ClientConnection: Sendable {
         }
         let frame = Healthledger_V1_Frame.request(
             id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: timeout.map(Self.milliseconds) ?? 0,
-            window: window)
+            window: window, asOf: asOf)
         channel.writeAndFlush(frame).whenFailure { [calls] error in
             calls.abandon(id, with: RPCError(.unavailable, "the connection failed: \(error)"))
         }

@@ -88,7 +88,32 @@ struct CallDispatcher: Sendable {
         guard let (ledger, principal) = store.authenticate(request.credential) else {
             throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
         }
-        let call = LedgerCall(ledger: ledger, principal: principal, payload: Array(request.payload))
+        guard let point = try request.pointInTime() else {
+            return try await dispatch(method, id: id, call: LedgerCall(ledger: ledger, principal: principal, payload: Array(request.payload)),
+                live: ledger, request: request, window: window, send: send)
+        }
+        // A point-in-time read: the same method on a read-only view of the ledger, where an
+        // app sees only what it could read then and may read now.
+        guard method.answersAsOf else {
+            throw RPCError(
+                .invalidArgument, "\(method.rawValue) cannot be asked as of a past point: only reads that end by themselves can",
+                healthErrorCode: .invalidArgument)
+        }
+        let view = try store.view(of: ledger, at: point)
+        let call = LedgerCall(ledger: view, principal: principal, payload: Array(request.payload))
+        guard case .app = principal else {
+            return try await dispatch(method, id: id, call: call, live: ledger, request: request, window: window, send: send)
+        }
+        try await ReadScope.$present.withValue({ type in try ledger.readScope(of: type, for: principal) }) {
+            try await dispatch(method, id: id, call: call, live: ledger, request: request, window: window, send: send)
+        }
+    }
+
+    /// Runs `method` on `call`'s ledger (`live` itself, or a view of it).
+    private func dispatch(
+        _ method: RPCMethod, id: UInt64, call: LedgerCall, live: Ledger, request: Healthledger_V1_CallRequest, window: StreamWindow?,
+        send: @escaping Send
+    ) async throws {
         switch method {
         case .ping: send(.message(id: id, try await call.ping()))
         case .save: send(.message(id: id, try await call.save()))
@@ -99,7 +124,7 @@ struct CallDispatcher: Sendable {
             .queryCorrelations, .audit, .watchAudit:
             metrics.streamOpened()
             defer { metrics.streamClosed() }
-            let access = StreamAccess(call, types: try call.streamedTypes(of: method), credential: request.credential)
+            let access = StreamAccess(call, live: live, types: try call.streamedTypes(of: method), credential: request.credential)
             let emit: @Sendable ([UInt8]) async throws -> Void = { message in
                 try await window?.acquire()
                 send(.message(id: id, message))

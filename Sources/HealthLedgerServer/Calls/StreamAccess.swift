@@ -26,8 +26,10 @@ final class StreamAccess: Sendable {
     private let credentialID: String?
     private let state = Mutex(State())
 
-    init(_ call: LedgerCall, types: [ObjectType], credential: String) {
-        ledger = call.ledger
+    /// - Parameter live: the ledger itself, whose changes the stream answers to (the call may
+    ///   read a point-in-time view of it, which an app reads as it may read the ledger now).
+    init(_ call: LedgerCall, live: Ledger, types: [ObjectType], credential: String) {
+        ledger = live
         principal = call.principal
         self.types = types
         credentialID = CredentialString(credential)?.id

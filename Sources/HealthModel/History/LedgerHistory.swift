@@ -57,3 +57,17 @@ public enum EventKind: Int, Sendable, Hashable, CaseIterable, CustomStringConver
         }
     }
 }
+
+/// A moment of a ledger's history: after a given event, or as of a time (after the last
+/// event committed at or before it).
+public enum PointInTime: Sendable, Hashable, CustomStringConvertible {
+    case sequence(UInt64)
+    case time(Date)
+
+    public var description: String {
+        switch self {
+        case .sequence(let sequence): "event \(sequence)"
+        case .time(let date): date.formatted(.iso8601)
+        }
+    }
+}

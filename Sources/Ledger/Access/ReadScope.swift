@@ -19,6 +19,11 @@ public struct ReadScope: Sendable, Hashable {
 
     static let operatorDenied = HealthError(.authorizationDenied, "the operator manages ledgers and reads no health data")
 
+    /// While a point-in-time view is read, what the caller may read of a type today: an app
+    /// then sees of the past only what it could read then *and* may read now, so a grant
+    /// given later does not open the past, and a revocation reaches it too.
+    @TaskLocal public static var present: (@Sendable (ObjectType) throws -> ReadScope)?
+
     init(_ principal: Principal, type: ObjectType, in txn: Transaction, _ databases: LedgerDatabases) throws {
         switch principal {
         case .owner, .system:
@@ -43,6 +48,11 @@ public struct ReadScope: Sendable, Hashable {
             } else {
                 let record = try AuthorizationRecord.load(app: app, direction: .read, type: type.code, in: txn, databases)
                 self.init(type: type.code, all: record.decision == .granted, ownSource: code, selected: [])
+            }
+            if let present = Self.present {
+                let now = try Self.$present.withValue(nil) { try present(type) }
+                all = all && now.all
+                selected.formIntersection(now.selected)
             }
         }
     }

@@ -64,9 +64,11 @@ extension Ledger {
         return report
     }
 
-    private func rebuild(
+    /// - Parameter copyingEventsTo: also copy each event replayed into this database of
+    ///   `fresh` (a point-in-time view holds its log too).
+    func rebuild(
         from live: Transaction, upTo last: UInt64, into fresh: Environment, projector: Projector,
-        progress: ((UInt64) -> Void)?
+        copyingEventsTo events: Database? = nil, progress: ((UInt64) -> Void)?
     ) throws {
         let loadSaved: (UInt64) throws -> ObjectSummary = { sequence in
             let stored = try Ledger.storedEvent(sequence, in: live, self.databases)
@@ -86,6 +88,7 @@ extension Ledger {
                     while let current = entry, reached < last, count < 50_000 {
                         let (sequence, change) = try projector.change(stored: current.value)
                         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
+                        if let events { try txn.put(current.value, forKey: current.key, in: events, append: true) }
                         reached = sequence
                         count += 1
                         entry = try cursor.next()

@@ -505,7 +505,7 @@ final class ChangeFilter {
 /// another type is refused.
 struct AnchorSeal: Sendable {
     private let key: SymmetricKey
-    private static let metaKey: [UInt8] = Array("anchor_key".utf8)
+    static let metaKey: [UInt8] = Array("anchor_key".utf8)
     private static let version: UInt8 = 3
 
     /// Loads the ledger's anchor key from `meta`, creating it on first use.

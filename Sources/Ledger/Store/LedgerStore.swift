@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import HealthModel
 import LMDB
 import Logging
 import Synchronization
@@ -21,12 +22,17 @@ public final class LedgerStore: Sendable {
     let logger: Logger
     private let open = Mutex<[String: Ledger]>([:])
     private let creating = Mutex<Set<String>>([])
+    /// Point-in-time views, in `<directory>/views/` (see ``view(of:at:)``).
+    private let views: PointInTimeViews
 
     /// Opens (creating if needed) the store in `directory`.
     public init(directory: URL, configuration: LedgerConfiguration = .init(), logger: Logger = Logger(label: "healthledger.store")) throws {
         self.directory = directory
         self.configuration = configuration
         self.logger = logger
+        views = PointInTimeViews(
+            root: directory.appending(path: "views", directoryHint: .isDirectory), capacity: configuration.viewCapacity,
+            idleLifetime: configuration.viewIdleLifetime, logger: logger)
         do {
             try FileManager.default.createDirectory(at: ledgersDirectory, withIntermediateDirectories: true)
         } catch {
@@ -140,6 +146,16 @@ public final class LedgerStore: Sendable {
         guard descriptor >= 0 else { throw LedgerFailure(.storage, "cannot open \(directory.path) to sync it") }
         defer { Glibc.close(descriptor) }
         guard fsync(descriptor) == 0 else { throw LedgerFailure(.storage, "cannot sync \(directory.path)") }
+    }
+
+    /// `ledger` as it stood at `point`: a read-only ledger materialized from its log up to
+    /// that event, with the projections (authorizations included) as they were then. Built
+    /// on first use and reused by later reads at the same event; see
+    /// ``LedgerConfiguration/viewCapacity``.
+    /// - Throws: ``HealthError`` `invalidArgument` for a point before the ledger or past its head.
+    public func view(of ledger: Ledger, at point: PointInTime) throws -> Ledger {
+        guard ledger.viewOf == nil else { throw HealthError.invalidArgument("a view has no views of its own", field: "as_of") }
+        return try views.view(of: ledger, at: try ledger.sequence(at: point))
     }
 
     /// The ids of every ledger in the store, sorted.

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import HealthModel
 import LMDB
 import Logging
 import Synchronization
@@ -33,14 +34,17 @@ final class GroupCommitter: Sendable {
     /// Told, after each durable commit, which head it started from and which it left, to
     /// announce what other processes committed before it.
     private let follower: LogFollower?
+    /// A point-in-time view's committer refuses every write.
+    private let readOnly: Bool
 
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
-        changeWatchers: ChangeWatchers = ChangeWatchers(), follower: LogFollower? = nil,
+        changeWatchers: ChangeWatchers = ChangeWatchers(), follower: LogFollower? = nil, readOnly: Bool = false,
         onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
     ) {
         self.changeWatchers = changeWatchers
         self.follower = follower
+        self.readOnly = readOnly
         self.environment = environment
         self.databases = databases
         self.queue = DispatchQueue(label: "healthledger.commit.\(label)")
@@ -54,7 +58,8 @@ final class GroupCommitter: Sendable {
     /// effects outside the transaction.
     @discardableResult
     func submit<R: Sendable>(_ body: @escaping @Sendable (WriteContext) throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { continuation in
+        guard !readOnly else { throw HealthError.invalidArgument("a point-in-time view is read-only: write to the ledger itself", field: "as_of") }
+        return try await withCheckedThrowingContinuation { continuation in
             let box = ResultBox<R>()
             let pending = Pending(
                 run: { context in box.value = try body(context) },

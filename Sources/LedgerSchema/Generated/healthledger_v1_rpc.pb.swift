@@ -302,9 +302,25 @@ public nonisolated struct Healthledger_V1_CallRequest: Sendable {
   /// Streaming calls: how many messages the server may send before a WindowUpdate (0: 16).
   public var initialWindow: UInt32 = 0
 
+  /// A point-in-time read (docs/PROTOCOL.md §4.10): the ledger as it stood after event
+  /// as_of_sequence, or after the last event committed at or before as_of_time_us. Read
+  /// methods only; at most one of the two.
+  public var asOfSequence: UInt64 = 0
+
+  public var asOfTimeUs: Int64 {
+    get {_asOfTimeUs ?? 0}
+    set {_asOfTimeUs = newValue}
+  }
+  /// Returns true if `asOfTimeUs` has been explicitly set.
+  public var hasAsOfTimeUs: Bool {self._asOfTimeUs != nil}
+  /// Clears the value of `asOfTimeUs`. Subsequent reads from it will return its default value.
+  public mutating func clearAsOfTimeUs() {self._asOfTimeUs = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _asOfTimeUs: Int64? = nil
 }
 
 public nonisolated struct Healthledger_V1_CallStatus: Sendable {
@@ -3260,7 +3276,7 @@ nonisolated extension Healthledger_V1_Frame: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Healthledger_V1_CallRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CallRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}method\0\u{1}credential\0\u{3}timeout_ms\0\u{1}payload\0\u{3}initial_window\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}method\0\u{1}credential\0\u{3}timeout_ms\0\u{1}payload\0\u{3}initial_window\0\u{3}as_of_sequence\0\u{3}as_of_time_us\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3273,12 +3289,18 @@ nonisolated extension Healthledger_V1_CallRequest: SwiftProtobuf.Message, SwiftP
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.timeoutMs) }()
       case 4: try { try decoder.decodeSingularBytesField(value: &self.payload) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.initialWindow) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.asOfSequence) }()
+      case 7: try { try decoder.decodeSingularSInt64Field(value: &self._asOfTimeUs) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.method.isEmpty {
       try visitor.visitSingularStringField(value: self.method, fieldNumber: 1)
     }
@@ -3294,6 +3316,12 @@ nonisolated extension Healthledger_V1_CallRequest: SwiftProtobuf.Message, SwiftP
     if self.initialWindow != 0 {
       try visitor.visitSingularUInt32Field(value: self.initialWindow, fieldNumber: 5)
     }
+    if self.asOfSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.asOfSequence, fieldNumber: 6)
+    }
+    try { if let v = self._asOfTimeUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 7)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3303,6 +3331,8 @@ nonisolated extension Healthledger_V1_CallRequest: SwiftProtobuf.Message, SwiftP
     if lhs.timeoutMs != rhs.timeoutMs {return false}
     if lhs.payload != rhs.payload {return false}
     if lhs.initialWindow != rhs.initialWindow {return false}
+    if lhs.asOfSequence != rhs.asOfSequence {return false}
+    if lhs._asOfTimeUs != rhs._asOfTimeUs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -9,16 +9,26 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "The bearer credential [HEALTHLEDGER_CREDENTIAL].") var credential: String?
     @Option(name: .customLong("tls-ca"), help: "Use TLS, trusting the roots in this PEM file.") var tlsRoots: String?
     @Flag(help: "Print JSON instead of a table.") var json = false
+    @Option(name: .customLong("as-of"), help: "Read the ledger as it stood after event SEQ, or at a time (ISO 8601 date or date and time).")
+    var asOf: String?
 
     func store() throws -> HealthStore {
         let environment = ProcessInfo.processInfo.environment
         guard let credential = credential ?? environment["HEALTHLEDGER_CREDENTIAL"], !credential.isEmpty else {
             throw ValidationErrorExit("a credential is needed: --credential or HEALTHLEDGER_CREDENTIAL (see `healthledger admin issue-app-credential`)")
         }
-        return HealthStore(configuration: .init(
+        let store = HealthStore(configuration: .init(
             host: host ?? environment["HEALTHLEDGER_HOST"] ?? "127.0.0.1",
             port: port ?? environment["HEALTHLEDGER_PORT"].flatMap(Int.init) ?? 7411,
             credential: credential, tls: tlsRoots.map { .init(trustRoots: $0, verifyHostname: false) }, connectAttempts: 2))
+        return try asOf.map { store.asOf(try Self.pointInTime($0)) } ?? store
+    }
+
+    /// SEQ (an event's sequence number) or an ISO 8601 date or date and time.
+    static func pointInTime(_ text: String) throws -> PointInTime {
+        if let sequence = UInt64(text) { return .sequence(sequence) }
+        guard let time = try AuditCommand.time(text, "--as-of") else { throw ValidationErrorExit("--as-of needs a value") }
+        return .time(time)
     }
 }
 

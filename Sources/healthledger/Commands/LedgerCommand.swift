@@ -171,14 +171,41 @@ struct VerifyCommand: AsyncParsableCommand {
 struct ReplayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replay",
-        abstract: "Rebuild a ledger's projections from its log and compare them with the live ones.")
+        abstract: "Rebuild a ledger's projections from its log and compare them with the live ones.",
+        discussion: """
+            With --until SEQ|TIME --output DIR, writes the ledger as it stood then instead: its log up to that \
+            event and the projections rebuilt from it, as DIR/ledgers/<id>/, a data directory of its own. \
+            `healthledgerd --data-dir DIR` serves it (query it, export it), and the operator commands \
+            (audit, log, verify, backup) read it.
+            """)
 
     @OptionGroup var store: StoreOptions
     @Argument(help: "The ledger id.") var ledger: String
     @Flag(help: "Replace the live projections with the rebuilt ones when they differ.")
     var install = false
+    @Option(help: "Write the ledger as it stood after this event (a sequence number) or at this time (ISO 8601).") var until: String?
+    @Option(help: "The new data directory for --until.") var output: String?
+
+    func validate() throws {
+        if (until == nil) != (output == nil) { throw ValidationError("--until and --output go together") }
+        if until != nil, install { throw ValidationError("--install repairs the ledger itself: not with --until") }
+    }
 
     func run() async throws {
+        if let until, let output {
+            let point = try ConnectionOptions.pointInTime(until)
+            do {
+                let source = try store.openStore().ledger(ledger)
+                let sequence = try source.sequence(at: point)
+                let destination = URL(filePath: output, directoryHint: .isDirectory)
+                let ledgers = destination.appending(path: "ledgers", directoryHint: .isDirectory)
+                try FileManager.default.createDirectory(at: ledgers, withIntermediateDirectories: true)
+                try source.materialize(upTo: sequence, at: ledgers.appending(path: ledger, directoryHint: .isDirectory))
+                let head = try LedgerStore(directory: destination).ledger(ledger).head()
+                print("wrote \(ledger) as of event \(sequence) (head \(head.sequence):\(hex(head.hash))) to \(ledgers.appending(path: ledger).path)")
+            } catch { throw fail(error) }
+            return
+        }
         let report: ReplayReport
         do {
             report = try store.openStore().ledger(ledger).replay(install: install) { count in
