@@ -129,6 +129,10 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case audit = "healthledger.v1.Ledger/Audit"
     /// Long-running: `AuditBatch` messages, then the events that match as they commit.
     case watchAudit = "healthledger.v1.Ledger/WatchAudit"
+    // The Merkle tree over the log: signed tree heads and proofs (the owner's).
+    case treeHead = "healthledger.v1.Ledger/TreeHead"
+    case inclusionProof = "healthledger.v1.Ledger/InclusionProof"
+    case consistencyProof = "healthledger.v1.Ledger/ConsistencyProof"
 
     public var isStreaming: Bool {
         self == .querySamples || self == .queryChanges || self == .statisticsCollection || self == .routeLocations || self == .queryCorrelations

@@ -1,6 +1,7 @@
 @_exported import HealthLedgerRPC
 @_exported import HealthModel
 import Foundation
+import Synchronization
 import LedgerSchema
 import NIOCore
 import NIOPosix
@@ -22,6 +23,12 @@ public struct HealthStoreConfiguration: Sendable {
     /// When set, a connection quiet for this long sends a keepalive ping, and is closed
     /// (to be reopened by the next call) if no pong comes back within the same time.
     public var keepaliveInterval: Duration?
+    /// The ledger's Ed25519 public key, if known (from its ledger-created event, or from an
+    /// earlier session): tree heads signed with another key are refused. When nil, the
+    /// key of the first tree head seen is trusted from then on.
+    public var ledgerPublicKey: [UInt8]?
+    /// A tree head seen earlier (kept from an earlier session): every new one must extend it.
+    public var trustedTreeHead: SignedTreeHead?
 
     public struct TLS: Sendable {
         /// A PEM file of trusted roots; the system's when nil.
@@ -37,9 +44,11 @@ public struct HealthStoreConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: Int = 7411, credential: String, timeout: Duration = .seconds(30),
         maximumFrameSize: Int = FrameLayout.defaultMaximumFrameSize, tls: TLS? = nil, connectAttempts: Int = 4,
-        keepaliveInterval: Duration? = nil
+        keepaliveInterval: Duration? = nil, ledgerPublicKey: [UInt8]? = nil, trustedTreeHead: SignedTreeHead? = nil
     ) {
         self.keepaliveInterval = keepaliveInterval
+        self.ledgerPublicKey = ledgerPublicKey
+        self.trustedTreeHead = trustedTreeHead
         self.host = host
         self.port = port
         self.credential = credential
@@ -117,18 +126,22 @@ public final class HealthStore: Sendable {
     private let connections: ConnectionManager
     /// For a store made by ``asOf(_:)``, the moment it reads at.
     public let pointInTime: PointInTime?
+    /// The ledger key and the last tree head this store checked (see ``treeHead()``).
+    let trust: Mutex<(publicKey: [UInt8]?, last: SignedTreeHead?)>
 
     /// - Parameter group: the event loops for the connection; NIO's shared singleton by default.
     public init(configuration: HealthStoreConfiguration, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration
         self.connections = ConnectionManager(configuration: configuration, group: group)
         pointInTime = nil
+        trust = Mutex((configuration.ledgerPublicKey ?? configuration.trustedTreeHead?.publicKey, configuration.trustedTreeHead))
     }
 
     private init(configuration: HealthStoreConfiguration, connections: ConnectionManager, pointInTime: PointInTime) {
         self.configuration = configuration
         self.connections = connections
         self.pointInTime = pointInTime
+        trust = Mutex((configuration.ledgerPublicKey ?? configuration.trustedTreeHead?.publicKey, configuration.trustedTreeHead))
     }
 
     /// The ledger as it stood at `point`: "what did my ledger say on 1 March". Every read

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HealthModel
 import LMDB
@@ -39,6 +40,8 @@ public final class Ledger: Sendable {
     private let following: Task<Void, Never>?
     /// For a point-in-time view, the last event it holds; it is read-only. Nil for the ledger itself.
     public let viewOf: UInt64?
+    /// Signs the tree heads.
+    let signingKey: SigningKey
 
     init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger, viewOf: UInt64? = nil) throws {
         self.id = id
@@ -59,6 +62,7 @@ public final class Ledger: Sendable {
             environment: environment, databases: databases,
             label: id, logger: logger, changeWatchers: changeWatchers, follower: follower, readOnly: viewOf != nil, onCommit: configuration.onCommit)
         self.anchors = try AnchorSeal(environment: environment, databases: databases)
+        signingKey = try SigningKey.load(environment: environment, databases: databases)
         following = configuration.followInterval.map { interval in
             Task.detached { [weak follower] in
                 while !Task.isCancelled {
@@ -118,9 +122,13 @@ public final class Ledger: Sendable {
         try environment.write { txn in
             let context = try WriteContext(txn: txn, databases: databases, projector: projector, now: Date())
             guard context.head.sequence == 0 else { throw LedgerFailure(.alreadyExists, "ledger '\(id)' already has events") }
+            // The key that signs the ledger's tree heads: its public half is part of the log.
+            let key = SigningKey(key: Curve25519.Signing.PrivateKey())
+            try txn.put(Array(key.key.rawRepresentation), forKey: SigningKey.metaKey, in: databases.meta)
             var body = Healthledger_V1_LedgerCreated()
             body.ledgerID = id
             body.displayName = displayName
+            body.signingPublicKey = Data(key.publicKey)
             try context.append(
                 kind: .ledgerCreated, actor: .system, objectType: nil, objectUUID: nil, body: try body.serializedBytes(),
                 change: .none)

@@ -167,6 +167,9 @@ struct CallDispatcher: Sendable {
         case .addRouteLocations: send(.message(id: id, try call.addRouteLocations()))
         case .finishRoute: send(.message(id: id, try await call.finishRoute()))
         case .discardRoute: send(.message(id: id, try call.discardRoute()))
+        case .treeHead: send(.message(id: id, try call.treeHead()))
+        case .inclusionProof: send(.message(id: id, try call.inclusionProof()))
+        case .consistencyProof: send(.message(id: id, try call.consistencyProof()))
         }
     }
 }

@@ -55,3 +55,23 @@ extension LedgerCall {
         }.serializedBytes()
     }
 }
+
+/// The Merkle tree over the log: the signed tree head and the proofs (the owner's).
+extension LedgerCall {
+    func treeHead() throws -> [UInt8] {
+        _ = try decode(Healthledger_V1_Empty.self)
+        return try Healthledger_V1_SignedTreeHead(try ledger.signedTreeHead(as: principal)).serializedBytes()
+    }
+
+    func inclusionProof() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_InclusionProofRequest.self)
+        let proof = try ledger.inclusionProof(sequence: request.sequence, treeSize: request.treeSize == 0 ? nil : request.treeSize, as: principal)
+        return try Healthledger_V1_InclusionProof(proof).serializedBytes()
+    }
+
+    func consistencyProof() throws -> [UInt8] {
+        let request = try decode(Healthledger_V1_ConsistencyProofRequest.self)
+        let proof = try ledger.consistencyProof(from: request.firstSize, to: request.secondSize == 0 ? nil : request.secondSize, as: principal)
+        return try Healthledger_V1_ConsistencyProof(proof).serializedBytes()
+    }
+}

@@ -11,7 +11,8 @@ import SwiftProtobuf
 /// here: it is the object itself (``LedgerEvent/savedObject()``), and replay reads what it
 /// needs of it in place.
 public enum EventBody: Sendable, Hashable {
-    case ledgerCreated(id: String, displayName: String)
+    /// `publicKey`: the key that signs the ledger's tree heads (empty for older ledgers).
+    case ledgerCreated(id: String, displayName: String, publicKey: [UInt8])
     case objectSaved
     /// `replacedBy`: the object that replaced it (by a higher sync version), saved next.
     case objectDeleted(reason: DeletionReason, syncIdentifier: String?, syncVersion: Int64?, replacedBy: UUID?)
@@ -68,7 +69,7 @@ public enum EventBody: Sendable, Hashable {
         switch kind {
         case .ledgerCreated:
             let created = try Healthledger_V1_LedgerCreated(serializedBytes: Array(body))
-            return .ledgerCreated(id: created.ledgerID, displayName: created.displayName)
+            return .ledgerCreated(id: created.ledgerID, displayName: created.displayName, publicKey: Array(created.signingPublicKey))
         case .objectSaved:
             return .objectSaved
         case .objectDeleted:

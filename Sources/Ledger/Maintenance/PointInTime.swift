@@ -57,8 +57,10 @@ extension Ledger {
                     try fresh.write { txn in
                         try LogHead(sequence: sequence, hash: EventCodec.hash(last), commitTimeUs: microseconds(event.commitTime)).write(txn, freshDatabases)
                         try ProjectionLayout.recordCurrent(in: txn, freshDatabases)
-                        // The same anchor key: anchors move between the ledger and its views.
-                        if let key = try live.get(AnchorSeal.metaKey, in: databases.meta) { try txn.put(key, forKey: AnchorSeal.metaKey, in: freshDatabases.meta) }
+                        // The same anchor key (anchors move between the ledger and its views) and signing key.
+                        for metaKey in [AnchorSeal.metaKey, SigningKey.metaKey] {
+                            if let value = try live.get(metaKey, in: databases.meta) { try txn.put(value, forKey: metaKey, in: freshDatabases.meta) }
+                        }
                     }
                 }
                 try fresh.sync()

@@ -88,6 +88,7 @@ extension Ledger {
                     while let current = entry, reached < last, count < 50_000 {
                         let (sequence, change) = try projector.change(stored: current.value)
                         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
+                        try MerkleTree.append(index: sequence - 1, eventHash: EventCodec.hash(current.value), in: txn, projector.databases.merkle)
                         if let events { try txn.put(current.value, forKey: current.key, in: events, append: true) }
                         reached = sequence
                         count += 1

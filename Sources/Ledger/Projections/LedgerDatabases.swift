@@ -59,6 +59,8 @@ struct LedgerDatabases: Sendable {
     let workoutMembers: Database
     let memberWorkouts: Database
     let routeData: Database
+    /// The Merkle tree over the event hashes (``MerkleTree``).
+    let merkle: Database
     let checkpoint: Database
 
     /// The projections, in digest order.
@@ -66,7 +68,7 @@ struct LedgerDatabases: Sendable {
         [
             objects, byStart, byEnd, bySource, changes, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
             authorizations, objectReads, authorizationLog, characteristics, attachments, objectAttachments, workoutMembers, memberWorkouts, routeData,
-            checkpoint,
+            merkle, checkpoint,
         ]
     }
 
@@ -95,6 +97,7 @@ struct LedgerDatabases: Sendable {
         workoutMembers = try environment.openDatabase("workout_members")
         memberWorkouts = try environment.openDatabase("member_workouts")
         routeData = try environment.openDatabase("route_data")
+        merkle = try environment.openDatabase("merkle")
         checkpoint = try environment.openDatabase("checkpoint")
     }
 }
@@ -105,9 +108,9 @@ struct LedgerDatabases: Sendable {
 /// 1 (unrecorded): before `by_source`. 2: `by_source`, `objects` naming type and source,
 /// `type_sources` with the source's longest duration. 3: `source_changes`, `object_reads`
 /// remembering when each object was selected or deselected, `characteristics`, `attachments`,
-/// `object_attachments`. 4: `workout_members`, `member_workouts`, `route_data`.
+/// `object_attachments`. 4: `workout_members`, `member_workouts`, `route_data`. 5: `merkle`.
 enum ProjectionLayout {
-    static let current: UInt32 = 4
+    static let current: UInt32 = 5
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

@@ -40,7 +40,9 @@ final class WriteContext {
         try txn.put(stored, forKey: KeyEncoding.sequenceKey(sequence), in: databases.events, append: true)
         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
         if case .objectReadSelectionChanged(_, let type, _) = change { selectionChanges.insert(type) }
-        head = LogHead(sequence: sequence, hash: EventCodec.hash(stored), commitTimeUs: commitTimeUs)
+        let hash = EventCodec.hash(stored)
+        try MerkleTree.append(index: sequence - 1, eventHash: hash, in: txn, databases.merkle)
+        head = LogHead(sequence: sequence, hash: hash, commitTimeUs: commitTimeUs)
         return sequence
     }
 

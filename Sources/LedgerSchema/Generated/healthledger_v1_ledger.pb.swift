@@ -299,6 +299,9 @@ public nonisolated struct Healthledger_V1_LedgerCreated: Sendable {
 
   public var displayName: String = String()
 
+  /// The Ed25519 public key (32 bytes) that signs the ledger's tree heads (docs/LEDGER.md).
+  public var signingPublicKey: Data = Data()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -813,7 +816,7 @@ nonisolated extension Healthledger_V1_LedgerEvent: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Healthledger_V1_LedgerCreated: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".LedgerCreated"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}display_name\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}display_name\0\u{3}signing_public_key\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -823,6 +826,7 @@ nonisolated extension Healthledger_V1_LedgerCreated: SwiftProtobuf.Message, Swif
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.displayName) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.signingPublicKey) }()
       default: break
       }
     }
@@ -835,12 +839,16 @@ nonisolated extension Healthledger_V1_LedgerCreated: SwiftProtobuf.Message, Swif
     if !self.displayName.isEmpty {
       try visitor.visitSingularStringField(value: self.displayName, fieldNumber: 2)
     }
+    if !self.signingPublicKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.signingPublicKey, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Healthledger_V1_LedgerCreated, rhs: Healthledger_V1_LedgerCreated) -> Bool {
     if lhs.ledgerID != rhs.ledgerID {return false}
     if lhs.displayName != rhs.displayName {return false}
+    if lhs.signingPublicKey != rhs.signingPublicKey {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

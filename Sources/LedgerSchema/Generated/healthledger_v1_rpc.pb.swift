@@ -3093,6 +3093,102 @@ public nonisolated struct Healthledger_V1_AuditBatch: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Ledger/TreeHead (owner): the ledger's signed tree head now. Empty request.
+/// The Merkle tree over the events and the signed bytes are in docs/LEDGER.md.
+public nonisolated struct Healthledger_V1_SignedTreeHead: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var ledgerID: String = String()
+
+  public var treeSize: UInt64 = 0
+
+  /// RFC 9162 MTH of the first tree_size event hashes (32 bytes).
+  public var rootHash: Data = Data()
+
+  public var timestampUs: Int64 = 0
+
+  /// Ed25519 over the signed bytes (64 bytes).
+  public var signature: Data = Data()
+
+  /// The ledger's Ed25519 public key (32 bytes).
+  public var publicKey: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/InclusionProof (owner): that event `sequence` is leaf sequence - 1
+/// of the tree of `tree_size` leaves (0: the current size).
+public nonisolated struct Healthledger_V1_InclusionProofRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var sequence: UInt64 = 0
+
+  public var treeSize: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_InclusionProof: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var sequence: UInt64 = 0
+
+  public var treeSize: UInt64 = 0
+
+  /// The event's hash: SHA-256 of its stored bytes.
+  public var eventHash: Data = Data()
+
+  /// RFC 9162 §2.1.3 audit path, leaf to root.
+  public var path: [Data] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Ledger/ConsistencyProof (owner): that the tree of `first_size` leaves is a
+/// prefix of the tree of `second_size` leaves (0: the current size).
+public nonisolated struct Healthledger_V1_ConsistencyProofRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var firstSize: UInt64 = 0
+
+  public var secondSize: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_ConsistencyProof: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var firstSize: UInt64 = 0
+
+  public var secondSize: UInt64 = 0
+
+  /// RFC 9162 §2.1.4 consistency proof.
+  public var path: [Data] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "healthledger.v1"
@@ -7349,6 +7445,216 @@ nonisolated extension Healthledger_V1_AuditBatch: SwiftProtobuf.Message, SwiftPr
     if lhs.headSequence != rhs.headSequence {return false}
     if lhs.headHash != rhs.headHash {return false}
     if lhs.caughtUp != rhs.caughtUp {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_SignedTreeHead: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SignedTreeHead"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}tree_size\0\u{3}root_hash\0\u{3}timestamp_us\0\u{1}signature\0\u{3}public_key\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.treeSize) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.rootHash) }()
+      case 4: try { try decoder.decodeSingularSInt64Field(value: &self.timestampUs) }()
+      case 5: try { try decoder.decodeSingularBytesField(value: &self.signature) }()
+      case 6: try { try decoder.decodeSingularBytesField(value: &self.publicKey) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.ledgerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.ledgerID, fieldNumber: 1)
+    }
+    if self.treeSize != 0 {
+      try visitor.visitSingularUInt64Field(value: self.treeSize, fieldNumber: 2)
+    }
+    if !self.rootHash.isEmpty {
+      try visitor.visitSingularBytesField(value: self.rootHash, fieldNumber: 3)
+    }
+    if self.timestampUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.timestampUs, fieldNumber: 4)
+    }
+    if !self.signature.isEmpty {
+      try visitor.visitSingularBytesField(value: self.signature, fieldNumber: 5)
+    }
+    if !self.publicKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.publicKey, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_SignedTreeHead, rhs: Healthledger_V1_SignedTreeHead) -> Bool {
+    if lhs.ledgerID != rhs.ledgerID {return false}
+    if lhs.treeSize != rhs.treeSize {return false}
+    if lhs.rootHash != rhs.rootHash {return false}
+    if lhs.timestampUs != rhs.timestampUs {return false}
+    if lhs.signature != rhs.signature {return false}
+    if lhs.publicKey != rhs.publicKey {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_InclusionProofRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".InclusionProofRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}tree_size\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.treeSize) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 1)
+    }
+    if self.treeSize != 0 {
+      try visitor.visitSingularUInt64Field(value: self.treeSize, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_InclusionProofRequest, rhs: Healthledger_V1_InclusionProofRequest) -> Bool {
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.treeSize != rhs.treeSize {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_InclusionProof: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".InclusionProof"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}tree_size\0\u{3}event_hash\0\u{1}path\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.treeSize) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.eventHash) }()
+      case 4: try { try decoder.decodeRepeatedBytesField(value: &self.path) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 1)
+    }
+    if self.treeSize != 0 {
+      try visitor.visitSingularUInt64Field(value: self.treeSize, fieldNumber: 2)
+    }
+    if !self.eventHash.isEmpty {
+      try visitor.visitSingularBytesField(value: self.eventHash, fieldNumber: 3)
+    }
+    if !self.path.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.path, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_InclusionProof, rhs: Healthledger_V1_InclusionProof) -> Bool {
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.treeSize != rhs.treeSize {return false}
+    if lhs.eventHash != rhs.eventHash {return false}
+    if lhs.path != rhs.path {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ConsistencyProofRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConsistencyProofRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}first_size\0\u{3}second_size\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.firstSize) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.secondSize) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.firstSize != 0 {
+      try visitor.visitSingularUInt64Field(value: self.firstSize, fieldNumber: 1)
+    }
+    if self.secondSize != 0 {
+      try visitor.visitSingularUInt64Field(value: self.secondSize, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ConsistencyProofRequest, rhs: Healthledger_V1_ConsistencyProofRequest) -> Bool {
+    if lhs.firstSize != rhs.firstSize {return false}
+    if lhs.secondSize != rhs.secondSize {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ConsistencyProof: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConsistencyProof"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}first_size\0\u{3}second_size\0\u{1}path\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.firstSize) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.secondSize) }()
+      case 3: try { try decoder.decodeRepeatedBytesField(value: &self.path) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.firstSize != 0 {
+      try visitor.visitSingularUInt64Field(value: self.firstSize, fieldNumber: 1)
+    }
+    if self.secondSize != 0 {
+      try visitor.visitSingularUInt64Field(value: self.secondSize, fieldNumber: 2)
+    }
+    if !self.path.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.path, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ConsistencyProof, rhs: Healthledger_V1_ConsistencyProof) -> Bool {
+    if lhs.firstSize != rhs.firstSize {return false}
+    if lhs.secondSize != rhs.secondSize {return false}
+    if lhs.path != rhs.path {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

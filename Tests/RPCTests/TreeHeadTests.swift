@@ -1,0 +1,187 @@
+import Crypto
+import Foundation
+import HealthLedgerSDK
+import LMDB
+import Ledger
+import LedgerSchema
+import SwiftProtobuf
+import TestSupport
+import Testing
+
+/// RFC 9162's Merkle tree written out plainly from its definition, to check the server's
+/// heads and proofs with code that shares nothing with it.
+enum ReferenceTree {
+    static func leaf(_ eventHash: [UInt8]) -> [UInt8] { Array(SHA256.hash(data: [0] + eventHash)) }
+    static func node(_ left: [UInt8], _ right: [UInt8]) -> [UInt8] { Array(SHA256.hash(data: [1] + left + right)) }
+    static func split(_ n: Int) -> Int {
+        var k = 1
+        while k * 2 < n { k *= 2 }
+        return k
+    }
+
+    /// MTH(D[n]) over leaf hashes.
+    static func root(_ leaves: ArraySlice<[UInt8]>) -> [UInt8] {
+        if leaves.count == 1 { return leaves.first! }
+        let k = split(leaves.count)
+        return node(root(leaves.prefix(k)), root(leaves.dropFirst(k)))
+    }
+
+    /// PATH(m, D[n]).
+    static func path(_ m: Int, _ leaves: ArraySlice<[UInt8]>) -> [[UInt8]] {
+        if leaves.count <= 1 { return [] }
+        let k = split(leaves.count)
+        return m < k ? path(m, leaves.prefix(k)) + [root(leaves.dropFirst(k))] : path(m - k, leaves.dropFirst(k)) + [root(leaves.prefix(k))]
+    }
+
+    /// SUBPROOF(m, D[n], b).
+    static func subproof(_ m: Int, _ leaves: ArraySlice<[UInt8]>, _ complete: Bool) -> [[UInt8]] {
+        if m == leaves.count { return complete ? [] : [root(leaves)] }
+        let k = split(leaves.count)
+        return m <= k
+            ? subproof(m, leaves.prefix(k), complete) + [root(leaves.dropFirst(k))]
+            : subproof(m - k, leaves.dropFirst(k), false) + [root(leaves.prefix(k))]
+    }
+
+    /// The signed bytes, as docs/LEDGER.md spells them.
+    static func signed(ledger: String, size: UInt64, time: Int64, root: [UInt8]) -> [UInt8] {
+        Array("healthledger-tree-head-v1".utf8) + [0] + Array(ledger.utf8) + [0] + withUnsafeBytes(of: size.bigEndian, Array.init)
+            + withUnsafeBytes(of: UInt64(bitPattern: time).bigEndian, Array.init) + root
+    }
+}
+
+@Suite("Signed tree heads and proofs", .timeLimit(.minutes(3)))
+struct TreeHeadTests {
+    /// The hashes of every event, from the owner's audit trail.
+    static func eventHashes(_ store: HealthStore) async throws -> [[UInt8]] {
+        var hashes: [[UInt8]] = []
+        for try await batch in try await store.audit(includeStored: true) {
+            for event in batch.events {
+                #expect(Array(SHA256.hash(data: event.stored!)) == event.hash)
+                hashes.append(event.hash)
+            }
+        }
+        return hashes
+    }
+
+    @Test("tree heads are signed roots of the event hashes; inclusion and consistency proofs match the definition; tampered ones fail")
+    func proofs() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        for round in 0..<6 { try await owner.save((0..<(round + 1)).map { Samples.heartRate(Double(60 + $0), at: Double(round * 10 + $0)) }) }
+        let first = try await owner.treeHead()
+        for round in 6..<9 { try await owner.save((0..<round).map { Samples.heartRate(Double(60 + $0), at: Double(round * 10 + $0)) }) }
+        let second = try await owner.treeHead()
+        #expect(owner.lastTreeHead == second)
+
+        let leaves = try await Self.eventHashes(owner).map(ReferenceTree.leaf)
+        #expect(UInt64(leaves.count) == second.size && first.size < second.size)
+        for head in [first, second] {
+            #expect(head.rootHash == ReferenceTree.root(leaves.prefix(Int(head.size))))
+            let key = try Curve25519.Signing.PublicKey(rawRepresentation: head.publicKey)
+            #expect(key.isValidSignature(head.signature, for: ReferenceTree.signed(ledger: "alice", size: head.size, time: head.timestampUs, root: head.rootHash)))
+        }
+        // The ledger-created event names the key.
+        let created = try #require(try await owner.audit(AuditFilter(toSequence: 1)).reduce(into: [AuditEvent]()) { $0 += $1.events }.first)
+        #expect(created.sentence.hasSuffix(second.publicKey.map { String(format: "%02x", $0) }.joined()))
+
+        for sequence in [1, 2, 7, Int(first.size), Int(second.size)] {
+            let proof = try await owner.inclusionProof(of: UInt64(sequence), in: second)
+            #expect(proof.path == ReferenceTree.path(sequence - 1, leaves[...]), "inclusion of \(sequence)")
+            #expect(ReferenceTree.leaf(proof.eventHash) == leaves[sequence - 1])
+        }
+        for size in [1, 2, 3, 4, 5, Int(first.size), Int(second.size) - 1] {
+            let proof = try await owner.consistencyProof(
+                from: SignedTreeHead(ledgerID: "alice", size: UInt64(size), rootHash: ReferenceTree.root(leaves.prefix(size)), timestampUs: 0, signature: [], publicKey: []),
+                to: second)
+            #expect(proof.path == ReferenceTree.subproof(size, leaves[...], true), "consistency from \(size)")
+        }
+
+        // Tampered proofs and heads are refused.
+        var inclusion = try await owner.inclusionProof(of: 7, in: second)
+        inclusion.path[0][0] ^= 1
+        #expect(throws: TreeProofs.Failure.self) { try TreeProofs.verify(inclusion, root: second.rootHash) }
+        let other = try await owner.inclusionProof(of: 8, in: second)
+        #expect(throws: TreeProofs.Failure.self) { try TreeProofs.verify(InclusionProof(sequence: 7, treeSize: second.size, eventHash: other.eventHash, path: other.path), root: second.rootHash) }
+        var consistency = try await owner.consistencyProof(from: first, to: second)
+        consistency.path[consistency.path.count - 1][5] ^= 1
+        #expect(throws: TreeProofs.Failure.self) { try TreeProofs.verify(consistency, firstRoot: first.rootHash, secondRoot: second.rootHash) }
+        var forged = second
+        forged.rootHash[0] ^= 1
+        #expect(throws: TreeProofs.Failure.self) { try TreeProofs.verify(forged) }
+        #expect(throws: TreeProofs.Failure.self) { try TreeProofs.verify(second, publicKey: Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation)) }
+
+        // The owner's only; bad sizes are refused.
+        let app = server.client(server.appCredential)
+        await expectRPCError(.permissionDenied, .authorizationDenied, "an app's tree head") { _ = try await app.treeHead() }
+        await expectRPCError(.permissionDenied, .authorizationDenied, "an app's proof") { _ = try await app.inclusionProof(of: 1, in: second) }
+        await expectRPCError(.invalidArgument, .invalidArgument, "past the tree") { _ = try await owner.inclusionProof(of: second.size + 1, in: second) }
+        var bigger = second
+        bigger.size += 100
+        await expectRPCError(.invalidArgument, .invalidArgument, "a tree larger than the ledger") { _ = try await owner.consistencyProof(from: first, to: bigger) }
+        await app.close()
+        await owner.close()
+        await server.stop()
+    }
+
+    @Test("the SDK catches a server whose history was rewritten since a tree head it kept")
+    func rewrittenHistory() async throws {
+        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-tree-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let ownerCredential: String
+        do {
+            let store = try LedgerStore(directory: directory, configuration: LedgerConfiguration(followInterval: nil))
+            let ledger = try store.createLedger(id: "alice")
+            ownerCredential = try await ledger.issueCredential(for: .owner)
+        }
+        var daemon = try await DaemonProcess(dataDirectory: directory)
+        var owner = HealthStore(configuration: .init(port: daemon.port, credential: ownerCredential))
+        for round in 0..<5 { try await owner.save((0..<3).map { Samples.heartRate(Double(60 + $0), at: Double(round * 10 + $0)) }) }
+        let kept = try await owner.treeHead()
+        try await owner.save(Samples.heartRate(99, at: 500))
+        #expect(try await owner.treeHead().size == kept.size + 1, "an honest server's next head extends the one kept")
+        await owner.close()
+        daemon.stop()
+
+        // Someone with the data directory changes event 4 and re-links everything after it,
+        // the Merkle tree included (a replay rebuilds it): the chain verifies on its own.
+        do {
+            let environment = try Environment(path: directory.appending(path: "ledgers/alice").path)
+            let events = try environment.openDatabase("events")
+            let meta = try environment.openDatabase("meta")
+            try environment.write { txn in
+                func key(_ sequence: UInt64) -> [UInt8] { withUnsafeBytes(of: sequence.bigEndian) { Array($0) } }
+                var previous: [UInt8] = []
+                var sequence: UInt64 = 4
+                while let stored = try txn.bytes(forKey: key(sequence), in: events) {
+                    var event = try Healthledger_V1_LedgerEvent(serializedBytes: stored)
+                    if sequence == 4 { event.commitTimeUs += 1 } else { event.previousHash = Data(previous) }
+                    let bytes: [UInt8] = try event.serializedBytes()
+                    try txn.put(bytes, forKey: key(sequence), in: events)
+                    previous = Array(SHA256.hash(data: bytes))
+                    sequence += 1
+                }
+                var head = try #require(try txn.bytes(forKey: Array("head".utf8), in: meta))
+                head.replaceSubrange(8..<40, with: previous)
+                try txn.put(head, forKey: Array("head".utf8), in: meta)
+            }
+        }
+        do {
+            let ledger = try LedgerStore(directory: directory, configuration: LedgerConfiguration(followInterval: nil)).ledger("alice")
+            #expect(try ledger.replay(install: true).installed)
+            #expect(try ledger.verify().isValid)
+        }
+
+        daemon = try await DaemonProcess(dataDirectory: directory)
+        defer { daemon.stop() }
+        // A client that kept the tree head from before is not fooled…
+        owner = HealthStore(configuration: .init(port: daemon.port, credential: ownerCredential, trustedTreeHead: kept))
+        let caught = await #expect(throws: TreeProofs.Failure.self) { _ = try await owner.treeHead() }
+        #expect(caught?.description.contains("rewritten") == true, "\(String(describing: caught))")
+        #expect(owner.lastTreeHead == kept, "the rejected head is not trusted")
+        await owner.close()
+        // …while a client that never saw it has nothing to compare with.
+        let newcomer = HealthStore(configuration: .init(port: daemon.port, credential: ownerCredential))
+        #expect(try await newcomer.treeHead().size == kept.size + 1)
+        await newcomer.close()
+    }
+}
