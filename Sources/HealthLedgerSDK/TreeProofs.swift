@@ -7,6 +7,7 @@ public enum TreeProofs {
     /// Why a tree head or a proof does not hold.
     public struct Failure: Error, CustomStringConvertible, Sendable, Hashable {
         public var description: String
+        public init(description: String) { self.description = description }
     }
 
     /// The signature of `head` is the ledger key's over its signed bytes, and (when given)

@@ -184,4 +184,45 @@ struct TreeHeadTests {
         #expect(try await newcomer.treeHead().size == kept.size + 1)
         await newcomer.close()
     }
+
+    @Test("healthledger proof: tree-head, inclusion and consistency files that proof check verifies offline; tampered files fail")
+    func cli() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        try await owner.save((0..<10).map { Samples.heartRate(Double(60 + $0), at: Double($0)) })
+        let cli = AuthCLITests.executable
+        let connection = ["--port", "\(server.port)", "--credential", server.ownerCredential]
+        let directory = server.directory.appending(path: "proofs")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        func file(_ name: String) -> String { directory.appending(path: name).path }
+
+        #expect(try await runProcess(cli, ["proof", "tree-head", "-o", file("head.json")] + connection).status == 0)
+        try await owner.save(Samples.heartRate(99, at: 100))
+        let inclusion = try await runProcess(cli, ["proof", "inclusion", "--sequence", "5", "--tree-head", file("head.json"), "-o", file("inclusion.json")] + connection)
+        #expect(inclusion.status == 0, "\(inclusion.error)")
+        let consistency = try await runProcess(cli, ["proof", "consistency", "--from", file("head.json"), "-o", file("consistency.json")] + connection)
+        #expect(consistency.status == 0, "\(consistency.error)")
+
+        let key = try await owner.treeHead().publicKey.map { String(format: "%02x", $0) }.joined()
+        for (name, expected) in [("head.json", "OK: tree head of ledger alice"), ("inclusion.json", "OK: event 5"), ("consistency.json", "OK: the tree of 17 events extends the tree of 16 events of ledger alice")] {
+            let checked = try await runProcess(cli, ["proof", "check", file(name), "--public-key", key])
+            #expect(checked.status == 0 && checked.output.hasPrefix(expected), "\(name): \(checked.output)\(checked.error)")
+        }
+        // A changed hash anywhere fails; so does another key.
+        for name in ["head.json", "inclusion.json", "consistency.json"] {
+            var text = try String(contentsOfFile: file(name), encoding: .utf8)
+            let root = try #require(text.firstRange(of: /"root" : "([0-9a-f])/))
+            let digit = text[text.index(root.upperBound, offsetBy: -1)]
+            text.replaceSubrange(text.index(root.upperBound, offsetBy: -1)..<root.upperBound, with: digit == "0" ? "1" : "0")
+            try text.write(toFile: file("bad-" + name), atomically: true, encoding: .utf8)
+            let checked = try await runProcess(cli, ["proof", "check", file("bad-" + name)])
+            #expect(checked.status == 2 && checked.output.hasPrefix("FAILED"), "\(name): \(checked.output)")
+        }
+        let otherKey = String(repeating: "ab", count: 32)
+        #expect(try await runProcess(cli, ["proof", "check", file("head.json"), "--public-key", otherKey]).status == 2)
+        let app = try await runProcess(cli, ["proof", "tree-head", "--port", "\(server.port)", "--credential", server.appCredential])
+        #expect(app.status != 0 && app.error.contains("permissionDenied"))
+        await owner.close()
+        await server.stop()
+    }
 }
