@@ -60,7 +60,8 @@ public final class Ledger: Sendable {
             environment: environment, databases: databases, accessWatchers: accessWatchers, changeWatchers: changeWatchers)
         self.committer = GroupCommitter(
             environment: environment, databases: databases,
-            label: id, logger: logger, changeWatchers: changeWatchers, follower: follower, readOnly: viewOf != nil, onCommit: configuration.onCommit)
+            label: id, logger: logger, changeWatchers: changeWatchers, follower: follower, readOnly: viewOf != nil,
+            maintainsMerkleTree: configuration.maintainsMerkleTree, onCommit: configuration.onCommit)
         self.anchors = try AnchorSeal(environment: environment, databases: databases)
         signingKey = try SigningKey.load(environment: environment, databases: databases)
         following = configuration.followInterval.map { interval in
@@ -194,6 +195,9 @@ public struct LedgerConfiguration: Sendable {
     public var viewCapacity: Int
     /// A view unused for this long is removed.
     public var viewIdleLifetime: Duration
+    /// Whether writes extend the Merkle tree. Only `healthledger bench` turns it off, to
+    /// measure what the tree costs: such a ledger's tree heads and proofs are wrong.
+    public var maintainsMerkleTree = true
 
     public init(
         initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40, followInterval: Duration? = .milliseconds(250),

@@ -76,19 +76,22 @@ extension Ledger {
         }
         try live.withCursor(on: databases.events) { cursor in
             var applied: UInt64 = 0
+            var frontier = Frontier(size: 0)
             while applied < last {
                 // One scratch transaction per chunk keeps its dirty pages bounded. The chunk
                 // seeks to its own start, so a retry after the map grows starts over cleanly.
                 let chunkStart = applied
+                let chunkFrontier = frontier
                 applied = try fresh.write { txn in
                     var reached = chunkStart
+                    frontier = chunkFrontier
                     var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(chunkStart + 1))
                     var count = 0
                     var stats = TypeStatsDelta()
                     while let current = entry, reached < last, count < 50_000 {
                         let (sequence, change) = try projector.change(stored: current.value)
                         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
-                        try MerkleTree.append(index: sequence - 1, eventHash: EventCodec.hash(current.value), in: txn, projector.databases.merkle)
+                        try frontier.append(eventHash: EventCodec.hash(current.value), in: txn, projector.databases)
                         if let events { try txn.put(current.value, forKey: current.key, in: events, append: true) }
                         reached = sequence
                         count += 1

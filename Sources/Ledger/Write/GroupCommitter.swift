@@ -36,12 +36,14 @@ final class GroupCommitter: Sendable {
     private let follower: LogFollower?
     /// A point-in-time view's committer refuses every write.
     private let readOnly: Bool
+    private let maintainsMerkleTree: Bool
 
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
         changeWatchers: ChangeWatchers = ChangeWatchers(), follower: LogFollower? = nil, readOnly: Bool = false,
-        onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
+        maintainsMerkleTree: Bool = true, onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
     ) {
+        self.maintainsMerkleTree = maintainsMerkleTree
         self.changeWatchers = changeWatchers
         self.follower = follower
         self.readOnly = readOnly
@@ -110,7 +112,8 @@ final class GroupCommitter: Sendable {
                 succeeded = []
                 failed = [:]
                 let context = try WriteContext(
-                    txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date())
+                    txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date(),
+                    maintainsMerkleTree: maintainsMerkleTree)
                 heads = (context.head.sequence, context.head.sequence)
                 if batch.count == 1 {
                     // Alone in the batch: a failure aborts the whole transaction.

@@ -17,7 +17,13 @@ final class WriteContext {
     /// The types whose per-object read selections this transaction changed.
     var selectionChanges = Set<UInt32>()
 
-    init(txn: Transaction, databases: LedgerDatabases, projector: Projector, now: Date) throws {
+    /// Whether appends extend the Merkle tree (always, except to measure what that costs).
+    let maintainsMerkleTree: Bool
+    /// The Merkle tree's frontier, loaded at the first append.
+    var frontier: Frontier?
+
+    init(txn: Transaction, databases: LedgerDatabases, projector: Projector, now: Date, maintainsMerkleTree: Bool = true) throws {
+        self.maintainsMerkleTree = maintainsMerkleTree
         self.txn = txn
         self.databases = databases
         self.projector = projector
@@ -41,7 +47,10 @@ final class WriteContext {
         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
         if case .objectReadSelectionChanged(_, let type, _) = change { selectionChanges.insert(type) }
         let hash = EventCodec.hash(stored)
-        try MerkleTree.append(index: sequence - 1, eventHash: hash, in: txn, databases.merkle)
+        if maintainsMerkleTree {
+            if frontier == nil { frontier = try MerkleTree.frontier(size: sequence - 1, in: txn, databases) }
+            try frontier!.append(eventHash: hash, in: txn, databases)
+        }
         head = LogHead(sequence: sequence, hash: hash, commitTimeUs: commitTimeUs)
         return sequence
     }
@@ -57,10 +66,10 @@ final class WriteContext {
     var changedTypes: Set<UInt32> { selectionChanges.union(stats.types) }
 
     /// The state a failed request must not leave behind.
-    var snapshot: (LogHead, TypeStatsDelta, Set<UInt32>) { (head, stats, selectionChanges) }
+    var snapshot: (LogHead, TypeStatsDelta, Set<UInt32>, Frontier?) { (head, stats, selectionChanges, frontier) }
 
-    func restore(_ snapshot: (LogHead, TypeStatsDelta, Set<UInt32>)) {
-        (head, stats, selectionChanges) = snapshot
+    func restore(_ snapshot: (LogHead, TypeStatsDelta, Set<UInt32>, Frontier?)) {
+        (head, stats, selectionChanges, frontier) = snapshot
     }
 
     /// The longest duration of `type`'s samples, counting this transaction's saves.

@@ -27,7 +27,7 @@ struct BenchCommand: AsyncParsableCommand {
         Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, predicates, \
         rpc-ping, rpc-calls, rpc-ingest, rpc-concurrent, rpc-changes, rpc-stats.
         """)
-    var only = "ingest,concurrent,sequential,replay,denied-read,predicates,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent,rpc-changes,rpc-stats"
+    var only = "ingest,concurrent,sequential,replay,denied-read,predicates,history,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent,rpc-changes,rpc-stats"
 
     private func wants(_ scenario: String) -> Bool { only.split(separator: ",").contains { $0 == scenario } }
 
@@ -150,7 +150,12 @@ struct BenchCommand: AsyncParsableCommand {
             try await PredicateBench(store: store, rounds: rounds, samples: samples).run()
         }
 
-        // 7. The same ledger over RPC.
+        // 7. The verifiable history: the Merkle tree's cost, proofs, point-in-time views.
+        if wants("history") {
+            try await HistoryBench(store: store, rounds: rounds, samples: samples, batchSize: batchSize, pipeline: pipeline, sample: sample).run()
+        }
+
+        // 8. The same ledger over RPC.
         try await RPCBench(store: store, rounds: rounds, reference: reference, sample: sample).run(scenarios: wants)
     }
 
