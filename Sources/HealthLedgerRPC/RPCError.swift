@@ -133,6 +133,20 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case treeHead = "healthledger.v1.Ledger/TreeHead"
     case inclusionProof = "healthledger.v1.Ledger/InclusionProof"
     case consistencyProof = "healthledger.v1.Ledger/ConsistencyProof"
+    // The operator's: ledgers and credentials, with an operator credential.
+    case createLedger = "healthledger.v1.Ledger/CreateLedger"
+    case listLedgers = "healthledger.v1.Ledger/ListLedgers"
+    case issueCredential = "healthledger.v1.Ledger/IssueCredential"
+    case revokeCredential = "healthledger.v1.Ledger/RevokeCredential"
+    case listCredentials = "healthledger.v1.Ledger/ListCredentials"
+
+    /// Called with an operator credential, on the store rather than one ledger.
+    public var isOperatorMethod: Bool {
+        switch self {
+        case .createLedger, .listLedgers, .issueCredential, .revokeCredential, .listCredentials: true
+        default: false
+        }
+    }
 
     public var isStreaming: Bool {
         self == .querySamples || self == .queryChanges || self == .statisticsCollection || self == .routeLocations || self == .queryCorrelations

@@ -85,6 +85,15 @@ struct CallDispatcher: Sendable {
     private func handle(
         _ method: RPCMethod, id: UInt64, request: Healthledger_V1_CallRequest, window: StreamWindow?, send: @escaping Send
     ) async throws {
+        if method.isOperatorMethod {
+            guard store.authenticateOperator(request.credential) else {
+                throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
+            }
+            guard try request.pointInTime() == nil else {
+                throw RPCError(.invalidArgument, "\(method.rawValue) cannot be asked as of a past point", healthErrorCode: .invalidArgument)
+            }
+            return send(.message(id: id, try await OperatorCall(store: store, payload: Array(request.payload)).run(method)))
+        }
         guard let (ledger, principal) = store.authenticate(request.credential) else {
             throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
         }
@@ -170,6 +179,8 @@ struct CallDispatcher: Sendable {
         case .treeHead: send(.message(id: id, try call.treeHead()))
         case .inclusionProof: send(.message(id: id, try call.inclusionProof()))
         case .consistencyProof: send(.message(id: id, try call.consistencyProof()))
+        case .createLedger, .listLedgers, .issueCredential, .revokeCredential, .listCredentials:
+            throw RPCError(.permissionDenied, "\(method.rawValue) is the operator's: call it with an operator credential", healthErrorCode: .authorizationDenied)
         }
     }
 }

@@ -79,6 +79,17 @@ public struct CredentialString: Sendable, Hashable {
     }
 
     public var text: String { "hl1:\(ledgerID):\(id):\(secret)" }
+
+    /// A new credential for `ledgerID`: 8 random bytes of id (16 hex digits), 32 of secret
+    /// (base64url).
+    static func random(ledgerID: String) -> CredentialString {
+        var random = SystemRandomNumberGenerator()
+        let id = (0..<8).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
+        let secretBytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let secret = Data(secretBytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return CredentialString(ledgerID: ledgerID, id: id, secret: secret)
+    }
 }
 
 extension Ledger {
@@ -102,14 +113,10 @@ extension Ledger {
         case .system, .operator:
             throw HealthError.invalidArgument("credentials are issued to the owner or to an app", field: "principal")
         }
-        var random = SystemRandomNumberGenerator()
-        let id = (0..<8).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
-        let secretBytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
-        let secret = Data(secretBytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let credential = CredentialString.random(ledgerID: self.id)
         var body = Healthledger_V1_CredentialIssued()
-        body.credentialID = id
-        body.secretSha256 = Data(SHA256.hash(data: Array(secret.utf8)))
+        body.credentialID = credential.id
+        body.secretSha256 = Data(SHA256.hash(data: Array(credential.secret.utf8)))
         body.principal = principal.schema
         body.label = label
         let bytes: [UInt8] = try body.serializedBytes()
@@ -118,7 +125,7 @@ extension Ledger {
                 kind: .credentialIssued, actor: issuer, objectType: nil, objectUUID: nil, body: bytes,
                 change: try Projector.change(kind: .credentialIssued, actor: issuer, body: bytes))
         }
-        return CredentialString(ledgerID: self.id, id: id, secret: secret).text
+        return credential.text
     }
 
     /// Revokes a credential by id; recorded as an event. Calls made with it fail from now on.

@@ -1,79 +1,156 @@
 import ArgumentParser
 import Foundation
+import HealthLedgerSDK
 import HealthModel
 import Ledger
 
-/// Operator commands working directly on the data directory (safe while the server runs:
-/// LMDB serializes writers across processes).
+/// Operator commands: on the data directory (bootstrap and recovery; safe while the server
+/// runs, LMDB serializes writers across processes), or with `--server` through the
+/// server's operator RPCs, with an operator credential.
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "admin", abstract: "Operator commands: ledgers and credentials (on the data directory).",
-        subcommands: [CreateLedger.self, IssueOwnerCredential.self, IssueAppCredential.self, RevokeCredential.self, ListCredentials.self])
+        commandName: "admin", abstract: "Operator commands: ledgers and credentials (on the data directory, or --server).",
+        discussion: """
+            Without --server, works on the data directory (--data-dir). With --server, calls the running server \
+            (--host, --port) with an operator credential (--credential), made once on the data directory with \
+            issue-operator-credential. The operator manages ledgers and credentials and reads no health data.
+            """,
+        subcommands: [
+            CreateLedger.self, ListLedgers.self, IssueOwnerCredential.self, IssueAppCredential.self, RevokeCredential.self, ListCredentials.self,
+            IssueOperatorCredential.self, RevokeOperatorCredential.self, ListOperatorCredentials.self,
+        ])
+
+    /// Where an admin command acts: the data directory, or the server.
+    struct Target: ParsableArguments {
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var connection: ConnectionOptions
+        @Flag(help: "Call the running server's operator methods (with an operator --credential) instead of the data directory.")
+        var server = false
+
+        /// Runs `onDisk` on the store, or `remote` on a connection to the server.
+        func run(onDisk: (LedgerStore) async throws -> Void, remote: (HealthStore) async throws -> Void) async throws {
+            if server {
+                try await connection.withStore(remote)
+            } else {
+                do { try await onDisk(try store.openStore()) } catch { throw fail(error) }
+            }
+        }
+    }
 
     struct CreateLedger: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "create-ledger", abstract: "Create a ledger.")
-        @OptionGroup var store: StoreOptions
+        @OptionGroup var target: Target
         @Argument(help: "The ledger id; a random UUID when omitted.") var id: String?
         @Option(help: "A display name.") var name = ""
 
         func run() async throws {
-            do { print(try store.openStore().createLedger(id: id, displayName: name).id) } catch { throw fail(error) }
+            try await target.run(
+                onDisk: { print(try $0.createLedger(id: id, displayName: name).id) },
+                remote: { print(try await $0.createLedger(id: id, displayName: name)) })
+        }
+    }
+
+    struct ListLedgers: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "ledgers", abstract: "List the ledgers.")
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            try await target.run(onDisk: { for id in try $0.ledgerIDs() { print(id) } }, remote: { for id in try await $0.ledgers() { print(id) } })
         }
     }
 
     struct IssueOwnerCredential: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "issue-owner-credential", abstract: "Issue the owner a credential (printed once; only its hash is kept).")
-        @OptionGroup var store: StoreOptions
+        @OptionGroup var target: Target
         @Argument(help: "The ledger id.") var ledger: String
         @Option(help: "A note to tell credentials apart.") var label = ""
 
         func run() async throws {
-            do { print(try await store.openStore().ledger(ledger).issueCredential(for: .owner, label: label)) } catch { throw fail(error) }
+            try await target.run(
+                onDisk: { print(try await $0.ledger(ledger).issueCredential(for: .owner, label: label)) },
+                remote: { print(try await $0.issueCredential(ledger: ledger, for: .owner, label: label)) })
         }
     }
 
     struct IssueAppCredential: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "issue-app-credential", abstract: "Issue an app (a source) a credential (printed once).")
-        @OptionGroup var store: StoreOptions
+        @OptionGroup var target: Target
         @Argument(help: "The ledger id.") var ledger: String
         @Option(name: .customLong("bundle-id"), help: "The app's bundle identifier, e.g. com.example.walk.") var bundleID: String
         @Option(help: "The app's name.") var name: String
         @Option(help: "A note to tell credentials apart.") var label = ""
 
         func run() async throws {
-            do {
-                let source = Source(bundleIdentifier: bundleID, name: name)
-                print(try await store.openStore().ledger(ledger).issueCredential(for: .app(source), label: label))
-            } catch { throw fail(error) }
+            let principal = Principal.app(Source(bundleIdentifier: bundleID, name: name))
+            try await target.run(
+                onDisk: { print(try await $0.ledger(ledger).issueCredential(for: principal, label: label)) },
+                remote: { print(try await $0.issueCredential(ledger: ledger, for: principal, label: label)) })
         }
     }
 
     struct RevokeCredential: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "revoke-credential", abstract: "Revoke a credential by id.")
-        @OptionGroup var store: StoreOptions
+        static let configuration = CommandConfiguration(
+            commandName: "revoke-credential", abstract: "Revoke a credential by id: its next call is refused, its streams end.")
+        @OptionGroup var target: Target
         @Argument(help: "The ledger id.") var ledger: String
         @Argument(help: "The credential id (the third part of the credential string).") var id: String
 
         func run() async throws {
-            do {
-                try await store.openStore().ledger(ledger).revokeCredential(id: id)
-                print("revoked \(id)")
-            } catch { throw fail(error) }
+            try await target.run(
+                onDisk: { try await $0.ledger(ledger).revokeCredential(id: id) },
+                remote: { try await $0.revokeCredential(ledger: ledger, id: id) })
+            print("revoked \(id)")
         }
     }
 
     struct ListCredentials: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "credentials", abstract: "List a ledger's credentials.")
-        @OptionGroup var store: StoreOptions
+        @OptionGroup var target: Target
         @Argument(help: "The ledger id.") var ledger: String
 
         func run() async throws {
+            func show(_ id: String, _ principal: Principal, _ revoked: Bool) { print("\(id)\t\(principal)\t\(revoked ? "revoked" : "active")") }
+            try await target.run(
+                onDisk: { for credential in try $0.ledger(ledger).credentials() { show(credential.id, credential.principal, credential.revoked) } },
+                remote: { for credential in try await $0.credentials(ledger: ledger) { show(credential.id, credential.principal, credential.revoked) } })
+        }
+    }
+
+    struct IssueOperatorCredential: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "issue-operator-credential",
+            abstract: "Issue an operator credential for the operator RPCs (on the data directory; printed once).")
+        @OptionGroup var store: StoreOptions
+        @Option(help: "A note to tell credentials apart.") var label = ""
+
+        func run() async throws {
+            do { print(try store.openStore().issueOperatorCredential(label: label)) } catch { throw fail(error) }
+        }
+    }
+
+    struct RevokeOperatorCredential: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revoke-operator-credential", abstract: "Revoke an operator credential by id (on the data directory).")
+        @OptionGroup var store: StoreOptions
+        @Argument(help: "The credential id (the third part of the credential string).") var id: String
+
+        func run() async throws {
             do {
-                for credential in try store.openStore().ledger(ledger).credentials() {
-                    print("\(credential.id)\t\(credential.principal)\t\(credential.revoked ? "revoked" : "active")")
-                }
+                try store.openStore().revokeOperatorCredential(id: id)
+                print("revoked \(id)")
+            } catch { throw fail(error) }
+        }
+    }
+
+    struct ListOperatorCredentials: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "operator-credentials", abstract: "List the operator credentials (on the data directory).")
+        @OptionGroup var store: StoreOptions
+
+        func run() async throws {
+            do {
+                for credential in try store.openStore().operatorCredentials() { print("\(credential.id)\toperator\t\(credential.revoked ? "revoked" : "active")") }
             } catch { throw fail(error) }
         }
     }

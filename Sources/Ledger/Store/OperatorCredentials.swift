@@ -1,0 +1,95 @@
+import Crypto
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import HealthModel
+
+/// The operator's credentials: `hl1:_operator:<id>:<secret>`, for the operator RPCs
+/// (ledgers and credentials, never health data). Kept as SHA-256 hashes in
+/// `<data>/operators.json`, rewritten atomically under a lock so that the server and
+/// `healthledger admin` on the same directory can both change it.
+extension LedgerStore {
+    /// The realm of operator credentials: where a ledger id would be (no ledger id starts with `_`).
+    public static let operatorRealm = "_operator"
+
+    private struct OperatorRecord: Codable {
+        var id: String
+        var secretSHA256: String
+        var label: String
+        var revoked: Bool
+    }
+
+    private var operatorsFile: URL { directory.appending(path: "operators.json") }
+
+    /// Issues an operator credential (printed once: only its hash is kept).
+    public func issueOperatorCredential(label: String = "") throws -> String {
+        let credential = CredentialString.random(ledgerID: Self.operatorRealm)
+        try updateOperators { records in
+            records.append(OperatorRecord(id: credential.id, secretSHA256: Self.hash(credential.secret), label: label, revoked: false))
+        }
+        return credential.text
+    }
+
+    /// Revokes an operator credential by id: its next call is refused.
+    public func revokeOperatorCredential(id: String) throws {
+        try updateOperators { records in
+            guard let index = records.firstIndex(where: { $0.id == id }) else { throw HealthError(.noData, "no operator credential '\(id)'", field: "id") }
+            guard !records[index].revoked else { throw HealthError.invalidArgument("operator credential '\(id)' is already revoked", field: "id") }
+            records[index].revoked = true
+        }
+    }
+
+    /// The operator credentials issued for this data directory.
+    public func operatorCredentials() throws -> [CredentialInfo] {
+        try readOperators().map { CredentialInfo(id: $0.id, principal: .operator, revoked: $0.revoked) }
+    }
+
+    /// Whether `text` is a valid, unrevoked operator credential (the secret's hash compared
+    /// in constant time).
+    public func authenticateOperator(_ text: String) -> Bool {
+        guard let credential = CredentialString(text), credential.ledgerID == Self.operatorRealm,
+            let record = (try? readOperators())?.first(where: { $0.id == credential.id }), !record.revoked
+        else { return false }
+        let presented = Array(Self.hash(credential.secret).utf8)
+        let stored = Array(record.secretSHA256.utf8)
+        guard presented.count == stored.count else { return false }
+        return zip(presented, stored).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    private static func hash(_ secret: String) -> String { SHA256.hash(data: Array(secret.utf8)).map { String(format: "%02x", $0) }.joined() }
+
+    private func readOperators() throws -> [OperatorRecord] {
+        guard let data = FileManager.default.contents(atPath: operatorsFile.path) else { return [] }
+        do { return try JSONDecoder().decode([OperatorRecord].self, from: data) } catch {
+            throw LedgerFailure.corrupted("\(operatorsFile.path) is damaged: \(error)")
+        }
+    }
+
+    /// Read, change and write the records under an exclusive lock; the new file replaces the
+    /// old by a rename, made durable.
+    private func updateOperators(_ change: (inout [OperatorRecord]) throws -> Void) throws {
+        let lock = open(directory.appending(path: "operators.lock").path, O_CREAT | O_RDWR, 0o600)
+        guard lock >= 0 else { throw LedgerFailure(.storage, "cannot open the operator credentials' lock in \(directory.path)") }
+        defer { close(lock) }
+        guard flock(lock, LOCK_EX) == 0 else { throw LedgerFailure(.storage, "cannot lock the operator credentials") }
+        var records = try readOperators()
+        try change(&records)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let staging = directory.appending(path: ".operators-\(UUID().uuidString).json")
+        do {
+            try encoder.encode(records).write(to: staging)
+            let descriptor = open(staging.path, O_RDONLY)
+            if descriptor >= 0 {
+                fsync(descriptor)
+                close(descriptor)
+            }
+            _ = rename(staging.path, operatorsFile.path)
+            try Self.syncDirectory(directory)
+        } catch {
+            try? FileManager.default.removeItem(at: staging)
+            throw LedgerFailure(.storage, "cannot write \(operatorsFile.path): \(error)")
+        }
+    }
+}
