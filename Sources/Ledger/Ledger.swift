@@ -193,6 +193,8 @@ public struct LedgerConfiguration: Sendable {
     public var followInterval: Duration?
     /// Most point-in-time views kept on disk at once (the least recently used goes first).
     public var viewCapacity: Int
+    /// Most bytes the point-in-time views take on disk together (the newest always stays).
+    public var viewDiskLimit = 8 << 30
     /// A view unused for this long is removed.
     public var viewIdleLifetime: Duration
     /// Whether writes extend the Merkle tree. Only `healthledger bench` turns it off, to

@@ -9,24 +9,33 @@ import LMDB
 /// `SHA-256(0x01 ‖ left ‖ right)`. The tree of *n* leaves splits at the largest power of two
 /// below *n* (RFC 9162 §2.1.1). docs/LEDGER.md gives the proofs' construction.
 ///
-/// Stored: the hash of every perfect subtree of two leaves or more, keyed by the index of
+/// Stored: the hash of every perfect subtree of four leaves or more, keyed by the index of
 /// the last leaf it covers (8 bytes, big-endian) and its level (1 byte), so that each new
-/// leaf's writes are appends. A leaf's own hash is not stored: it is one read and one hash
-/// of its event away. Any subtree's hash is then at most ~log n reads away.
+/// leaf's writes are appends (half a write per event on average). Smaller subtrees are at
+/// most two event reads and three hashes away. Any subtree's hash is then at most ~log n
+/// reads away.
 enum MerkleTree {
+    /// The lowest level stored; lower nodes are computed from the events.
+    static let storedLevel = 2
+
     static func leafHash(eventHash: some ContiguousBytesKey) -> [UInt8] {
-        var hasher = SHA256()
-        hasher.update(data: [0x00])
-        eventHash.withKeyBytes { hasher.update(bufferPointer: $0) }
-        return Array(hasher.finalize())
+        eventHash.withKeyBytes { hash in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 33) { buffer in
+                buffer[0] = 0x00
+                UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[1..<33]).copyBytes(from: hash.prefix(32))
+                return Array(SHA256.hash(data: UnsafeRawBufferPointer(buffer)))
+            }
+        }
     }
 
     static func nodeHash(_ left: [UInt8], _ right: [UInt8]) -> [UInt8] {
-        var hasher = SHA256()
-        hasher.update(data: [0x01])
-        hasher.update(data: left)
-        hasher.update(data: right)
-        return Array(hasher.finalize())
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 65) { buffer in
+            buffer[0] = 0x01
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            left.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[1..<33]).copyBytes(from: $0.prefix(32)) }
+            right.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[33..<65]).copyBytes(from: $0.prefix(32)) }
+            return Array(SHA256.hash(data: UnsafeRawBufferPointer(buffer)))
+        }
     }
 
     static func key(level: Int, index: UInt64) -> [UInt8] {
@@ -38,6 +47,9 @@ enum MerkleTree {
     /// The hash of the perfect subtree at `level` covering leaves `index << level` onwards.
     static func node(level: Int, index: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> [UInt8] {
         if level == 0 { return leafHash(eventHash: EventCodec.hash(try Ledger.storedEvent(index + 1, in: txn, databases))) }
+        if level < storedLevel {
+            return nodeHash(try node(level: level - 1, index: index * 2, in: txn, databases), try node(level: level - 1, index: index * 2 + 1, in: txn, databases))
+        }
         guard let value = try txn.get(key(level: level, index: index), in: databases.merkle), value.count == 32 else {
             throw LedgerFailure.corrupted("the Merkle tree lacks node \(index) of level \(level): replay the ledger")
         }
@@ -125,7 +137,9 @@ struct Frontier: Sendable, Equatable {
         while size & (UInt64(1) << level) != 0 {
             hash = MerkleTree.nodeHash(nodes.removeLast(), hash)
             level += 1
-            try txn.put(hash, forKey: MerkleTree.key(level: level, index: size >> level), in: databases.merkle, append: true)
+            if level >= MerkleTree.storedLevel {
+                try txn.put(hash, forKey: MerkleTree.key(level: level, index: size >> level), in: databases.merkle, append: true)
+            }
         }
         nodes.append(hash)
         size += 1

@@ -77,17 +77,20 @@ extension Ledger {
 }
 
 /// Point-in-time views of a store's ledgers: each a read-only ledger materialized at one
-/// event, kept on disk and reused by later reads at the same point, at most `capacity` of
-/// them (the least recently used goes first) and none unused for longer than `idleLifetime`.
+/// event, kept on disk and reused by later reads at the same point: at most `capacity` of
+/// them and `diskLimit` bytes together (the least recently used goes first, though the
+/// newest always stays), none unused for longer than `idleLifetime`.
 final class PointInTimeViews: Sendable {
     private struct Entry {
         var ledger: Ledger
         var location: URL
+        var bytes: Int
         var lastUsed: ContinuousClock.Instant
     }
 
     private let directory: URL
     private let capacity: Int
+    private let diskLimit: Int
     private let idleLifetime: Duration
     private let logger: Logger
     private let entries = Mutex<[String: Entry]>([:])
@@ -97,13 +100,14 @@ final class PointInTimeViews: Sendable {
     /// - Parameter root: the store's views directory; this process's views go in a
     ///   directory of their own inside it (`<pid>-<random>`), and those of processes that
     ///   are gone are removed: views do not outlive the process that built them.
-    init(root: URL, capacity: Int, idleLifetime: Duration, logger: Logger) {
+    init(root: URL, capacity: Int, diskLimit: Int, idleLifetime: Duration, logger: Logger) {
         for name in (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? [] {
             guard let pid = name.split(separator: "-").first.flatMap({ Int32($0) }), kill(pid, 0) != 0, errno == ESRCH else { continue }
             try? FileManager.default.removeItem(at: root.appending(path: name, directoryHint: .isDirectory))
         }
         directory = root.appending(path: "\(getpid())-\(UUID().uuidString.prefix(8))", directoryHint: .isDirectory)
         self.capacity = capacity
+        self.diskLimit = diskLimit
         self.idleLifetime = idleLifetime
         self.logger = logger
     }
@@ -124,7 +128,8 @@ final class PointInTimeViews: Sendable {
             let view = try Ledger(
                 id: ledger.id, directory: location, configuration: LedgerConfiguration(followInterval: nil), logger: logger, viewOf: sequence)
             let evicted = entries.withLock { entries -> [URL] in
-                entries[key] = Entry(ledger: view, location: location, lastUsed: .now)
+                let bytes = ((try? FileManager.default.attributesOfItem(atPath: location.appending(path: "data.mdb").path))?[.size] as? NSNumber)?.intValue ?? 0
+                entries[key] = Entry(ledger: view, location: location, bytes: bytes, lastUsed: .now)
                 return evict(&entries)
             }
             for stale in evicted { remove(stale) }
@@ -153,7 +158,9 @@ final class PointInTimeViews: Sendable {
             entries.removeValue(forKey: key)
             evicted.append(entry.location)
         }
-        while entries.count > capacity, let oldest = entries.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
+        while entries.count > 1, entries.count > capacity || entries.values.reduce(0, { $0 + $1.bytes }) > diskLimit,
+            let oldest = entries.min(by: { $0.value.lastUsed < $1.value.lastUsed })
+        {
             entries.removeValue(forKey: oldest.key)
             evicted.append(oldest.value.location)
         }

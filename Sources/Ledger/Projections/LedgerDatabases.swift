@@ -108,9 +108,10 @@ struct LedgerDatabases: Sendable {
 /// 1 (unrecorded): before `by_source`. 2: `by_source`, `objects` naming type and source,
 /// `type_sources` with the source's longest duration. 3: `source_changes`, `object_reads`
 /// remembering when each object was selected or deselected, `characteristics`, `attachments`,
-/// `object_attachments`. 4: `workout_members`, `member_workouts`, `route_data`. 5: `merkle`.
+/// `object_attachments`. 4: `workout_members`, `member_workouts`, `route_data`. 6: `merkle` (5, its first
+/// layout, stored every level).
 enum ProjectionLayout {
-    static let current: UInt32 = 5
+    static let current: UInt32 = 6
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

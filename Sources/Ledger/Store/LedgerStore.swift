@@ -32,6 +32,7 @@ public final class LedgerStore: Sendable {
         self.logger = logger
         views = PointInTimeViews(
             root: directory.appending(path: "views", directoryHint: .isDirectory), capacity: configuration.viewCapacity,
+            diskLimit: configuration.viewDiskLimit,
             idleLifetime: configuration.viewIdleLifetime, logger: logger)
         do {
             try FileManager.default.createDirectory(at: ledgersDirectory, withIntermediateDirectories: true)
