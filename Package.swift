@@ -166,9 +166,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Helpers shared by the test targets (deterministic randomness, child processes).
+        // Helpers shared by the test targets (deterministic randomness, child processes,
+        // rewriting a ledger's history as an attacker would).
         .target(
             name: "TestSupport",
+            dependencies: [
+                "LMDB", "LedgerSchema",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),

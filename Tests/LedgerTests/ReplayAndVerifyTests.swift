@@ -1,10 +1,9 @@
-import Crypto
 import Foundation
 import HealthModel
 import LMDB
 import Ledger
 import LedgerSchema
-import SwiftProtobuf
+import TestSupport
 import Testing
 
 @Suite("Replay and verify")
@@ -158,27 +157,7 @@ struct ReplayAndVerifyTests {
         // Rewrite event 5 (its commit time), then re-link every later event and the head, as
         // someone covering their tracks would: the chain is consistent again.
         let rewritten: UInt64 = 5
-        do {
-            let environment = try Environment(path: temporary.directory.appending(path: "ledgers/pinned").path)
-            let events = try environment.openDatabase("events")
-            let meta = try environment.openDatabase("meta")
-            try environment.write { txn in
-                func key(_ sequence: UInt64) -> [UInt8] { withUnsafeBytes(of: sequence.bigEndian) { Array($0) } }
-                var previous: [UInt8] = []
-                var sequence = rewritten
-                while let stored = try txn.bytes(forKey: key(sequence), in: events) {
-                    var event = try Healthledger_V1_LedgerEvent(serializedBytes: stored)
-                    if sequence == rewritten { event.commitTimeUs -= 1 } else { event.previousHash = Data(previous) }
-                    let bytes: [UInt8] = try event.serializedBytes()
-                    try txn.put(bytes, forKey: key(sequence), in: events)
-                    previous = Array(SHA256.hash(data: bytes))
-                    sequence += 1
-                }
-                var head = try #require(try txn.bytes(forKey: Array("head".utf8), in: meta))
-                head.replaceSubrange(8..<40, with: previous)
-                try txn.put(head, forKey: Array("head".utf8), in: meta)
-            }
-        }
+        try rewriteHistory(ledgerAt: temporary.directory.appending(path: "ledgers/pinned"), from: rewritten)
         let ledger = try temporary.reopen().ledger("pinned")
         #expect(try ledger.verify().isValid, "the rewritten chain is consistent on its own")
         let report = try ledger.verify(expectedHead: pinned)

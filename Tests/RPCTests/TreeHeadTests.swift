@@ -1,10 +1,7 @@
 import Crypto
 import Foundation
 import HealthLedgerSDK
-import LMDB
 import Ledger
-import LedgerSchema
-import SwiftProtobuf
 import TestSupport
 import Testing
 
@@ -144,27 +141,7 @@ struct TreeHeadTests {
 
         // Someone with the data directory changes event 4 and re-links everything after it,
         // the Merkle tree included (a replay rebuilds it): the chain verifies on its own.
-        do {
-            let environment = try Environment(path: directory.appending(path: "ledgers/alice").path)
-            let events = try environment.openDatabase("events")
-            let meta = try environment.openDatabase("meta")
-            try environment.write { txn in
-                func key(_ sequence: UInt64) -> [UInt8] { withUnsafeBytes(of: sequence.bigEndian) { Array($0) } }
-                var previous: [UInt8] = []
-                var sequence: UInt64 = 4
-                while let stored = try txn.bytes(forKey: key(sequence), in: events) {
-                    var event = try Healthledger_V1_LedgerEvent(serializedBytes: stored)
-                    if sequence == 4 { event.commitTimeUs += 1 } else { event.previousHash = Data(previous) }
-                    let bytes: [UInt8] = try event.serializedBytes()
-                    try txn.put(bytes, forKey: key(sequence), in: events)
-                    previous = Array(SHA256.hash(data: bytes))
-                    sequence += 1
-                }
-                var head = try #require(try txn.bytes(forKey: Array("head".utf8), in: meta))
-                head.replaceSubrange(8..<40, with: previous)
-                try txn.put(head, forKey: Array("head".utf8), in: meta)
-            }
-        }
+        try rewriteHistory(ledgerAt: directory.appending(path: "ledgers/alice"), from: 4)
         do {
             let ledger = try LedgerStore(directory: directory, configuration: LedgerConfiguration(followInterval: nil)).ledger("alice")
             #expect(try ledger.replay(install: true).installed)
