@@ -170,6 +170,15 @@ struct AuditTests {
         let badTime = try await runProcess(cli, ["audit", "alice", "--data-dir", dataDir, "--since", "yesterday"])
         #expect(badTime.status != 0 && badTime.error.contains("ISO 8601"))
 
+        // --follow on the data directory sees the server's commits (another process) as they land.
+        let onDisk = try LineProcess(cli, ["audit", "alice", "--data-dir", dataDir, "--follow", "--kind", "objectDeleted", "--json"])
+        defer { onDisk.stop() }
+        let doomed = Samples.heartRate(50, at: 500)
+        try await owner.save(doomed)
+        #expect(try await owner.delete([doomed.uuid]) == 1)
+        let deleted = try #require(try await onDisk.nextObject())
+        #expect(deleted["objectUUID"] as? String == doomed.uuid.uuidString && deleted["kind"] as? String == "objectDeleted")
+
         // --follow through the server: the lines so far, then each new commit's.
         let follower = try LineProcess(cli, ["audit", "--port", "\(server.port)", "--credential", server.ownerCredential, "--follow", "--type", "BodyMass"])
         defer { follower.stop() }

@@ -280,6 +280,13 @@ struct LeakMatrixTests {
         #expect(try await app.result(for: query).map(\.uuid) == (state.readsOthers ? othersPresent.map(\.uuid) : []))
         for object in ownPresent { #expect(try await app.object(with: object.uuid) == nil) }
 
+        // The past shows an app no more than the present: as of the head, exactly what it
+        // reads now; as of before any of its requests, its own objects only.
+        let head = try server.ledger.head().sequence
+        #expect(try await app.asOf(.sequence(head)).result(for: query).map(\.uuid) == (try await app.result(for: query)).map(\.uuid), "\(state): as of the head")
+        #expect(try await peek.asOf(.sequence(head)).result(for: query).map(\.uuid) == (try await peek.result(for: query)).map(\.uuid), "\(state): peek as of the head")
+        #expect(try await app.asOf(.sequence(3)).result(for: query).isEmpty, "\(state): as of before the app saved anything")
+
         // The audit trail is the owner's: no read grant opens it to an app.
         for (store, who) in [(app, "app"), (peek, "peek")] {
             await expectRPCError(.permissionDenied, .authorizationDenied, "\(state): \(who)'s audit") { for try await _ in try await store.audit() {} }
