@@ -108,7 +108,13 @@ struct CallDispatcher: Sendable {
                 .invalidArgument, "\(method.rawValue) cannot be asked as of a past point: only reads that end by themselves can",
                 healthErrorCode: .invalidArgument)
         }
-        let view = try store.view(of: ledger, at: point)
+        // Building a view replays the log up to the point: seconds on a large ledger, which
+        // must not hold one of the few threads every call shares.
+        let view = try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global(qos: .userInitiated).async {
+                continuation.resume(with: Result { try store.view(of: ledger, at: point) })
+            }
+        }
         let call = LedgerCall(ledger: view, principal: principal, payload: Array(request.payload))
         guard case .app = principal else {
             return try await dispatch(method, id: id, call: call, live: ledger, request: request, window: window, send: send)
@@ -180,7 +186,8 @@ struct CallDispatcher: Sendable {
         case .inclusionProof: send(.message(id: id, try call.inclusionProof()))
         case .consistencyProof: send(.message(id: id, try call.consistencyProof()))
         case .createLedger, .listLedgers, .issueCredential, .revokeCredential, .listCredentials:
-            throw RPCError(.permissionDenied, "\(method.rawValue) is the operator's: call it with an operator credential", healthErrorCode: .authorizationDenied)
+            // handle(…) sends these to OperatorCall before any ledger is chosen.
+            throw RPCError(.internalError, "\(method.rawValue) reached a ledger's dispatch")
         }
     }
 }
