@@ -132,6 +132,16 @@ struct EndToEndTests {
         await server.stop()
     }
 
+    @Test("with a limit of one call per connection, strictly sequential calls are never refused: a call's slot is free before its status leaves")
+    func sequentialCallsAtTheLimit() async throws {
+        let server = try await TestServer(configuration: ServerConfiguration(port: 0, maximumConcurrentCalls: 1))
+        let store = server.client()
+        for _ in 0..<2_000 { _ = try await store.ping() }
+        #expect(try await store.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).isEmpty)
+        await store.close()
+        await server.stop()
+    }
+
     @Test("many concurrent clients")
     func concurrentClients() async throws {
         let server = try await TestServer()

@@ -87,7 +87,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         }
         guard calls.count < maximumConcurrentCalls else {
             context.writeAndFlush(
-                wrapOutboundOut(.status(id: id, RPCError(.resourceExhausted, "more than \(maximumConcurrentCalls) calls are open on this connection"))),
+                wrapOutboundOut(.status(id: id, RPCError(.resourceExhausted, "\(maximumConcurrentCalls) calls are already open on this connection, its limit"))),
                 promise: nil)
             return
         }
@@ -102,9 +102,14 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         let deadline = CallDeadline()
         let task = Task {
             await dispatcher.run(id: id, method: method, request: request, window: window, deadline: deadline) { frame in
-                channel.writeAndFlush(frame, promise: nil)
+                guard case .status = frame.kind else { return channel.writeAndFlush(frame, promise: nil) }
+                // The status ends the call: its slot is freed in the same event-loop turn that
+                // writes it, so a client holding every status may open its next call at once.
+                loop.execute {
+                    channel.writeAndFlush(frame, promise: nil)
+                    finished.value.finish(id)
+                }
             }
-            loop.execute { finished.value.finish(id) }
         }
         // The deadline is a timer on the event loop that cancels the call's task.
         var timer: Scheduled<Void>?
