@@ -118,6 +118,10 @@ struct BadInputTests {
         try await raw.send(Self.request(12, RPCMethod.ping.rawValue, credential: server.ownerCredential))
         let refused = await raw.status(of: 12)
         #expect(refused?.code == .resourceExhausted && refused?.message == "2 calls are already open on this connection, its limit")
+        // A request on an id still open is answered on call 0, never on the running call's id.
+        try await raw.send(Self.request(10, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+        let reused = await raw.status(of: 0)
+        #expect(reused?.code == .invalidArgument && reused?.message == "call id 10 is already in use")
 
         // An oversize frame: the header alone gets a go-away and the connection closes.
         try await raw.send([0] + withUnsafeBytes(of: UInt32(1 << 30).bigEndian, Array.init))

@@ -82,7 +82,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             return
         }
         guard calls[id] == nil else {
-            context.writeAndFlush(wrapOutboundOut(.status(id: id, RPCError(.invalidArgument, "call id \(id) is already in use"))), promise: nil)
+            // Answered on call 0: a status on `id` would read as the running call's own.
+            context.writeAndFlush(wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, "call id \(id) is already in use"))), promise: nil)
             return
         }
         guard calls.count < maximumConcurrentCalls else {
