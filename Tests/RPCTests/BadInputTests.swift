@@ -285,6 +285,29 @@ struct BadInputTests {
         await server.stop()
     }
 
+    @Test("a half-close: running calls still get their status, a frame cut short gets the go-away that names it, then the connection closes")
+    func halfClose() async throws {
+        let server = try await TestServer()
+        // A ping, then the end of the stream: the status comes, then the close.
+        let polite = try await RawConnection(port: server.port)
+        try await polite.send(Self.request(1, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+        try await polite.closeOutput()
+        #expect(await polite.status(of: 1)?.code == .ok)
+        #expect(await polite.next(timeout: .seconds(60)) == nil, "the server closes once its calls are done")
+
+        // Half a frame, then the end of the stream: a go-away saying what is missing, then the close.
+        let cut = try await RawConnection(port: server.port)
+        let frame = RawConnection.encode(Self.request(1, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+        try await cut.send(Array(frame.prefix(frame.count - 3)))
+        try await cut.closeOutput()
+        var reason: String?
+        while let next = await cut.next(timeout: .seconds(60)) {
+            if case .frame(let frame) = next, case .goAway(let goAway) = frame.kind { reason = goAway.reason }
+        }
+        #expect(reason == "the stream ended 3 bytes short of a frame", "\(String(describing: reason))")
+        await server.stop()
+    }
+
     @Test("audit requests: unknown kinds and actors, bad types, UUIDs and ranges, and a watch with an end get invalidArgument")
     func badAuditCalls() async throws {
         let server = try await TestServer()

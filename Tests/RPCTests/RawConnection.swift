@@ -60,6 +60,9 @@ final class RawConnection: @unchecked Sendable {
 
     func close() async { try? await channel.close() }
 
+    /// Half-closes: the server sees the end of the stream, this side still reads.
+    func closeOutput() async throws { try await channel.close(mode: .output) }
+
     private final class Collector: ChannelInboundHandler {
         typealias InboundIn = InboundFrame
         let continuation: AsyncStream<InboundFrame>.Continuation

@@ -131,6 +131,12 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            // The client sends nothing more: its running calls finish, then the connection closes.
+            draining = true
+            if calls.isEmpty { context.close(promise: nil) }
+            return
+        }
         if event is IdleStateHandler.IdleStateEvent, calls.isEmpty {
             logger.debug("closing an idle connection")
             context.close(promise: nil)
