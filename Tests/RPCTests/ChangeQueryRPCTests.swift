@@ -58,6 +58,25 @@ struct ChangeQueryRPCTests {
         await server.stop()
     }
 
+    @Test("an anchor resumes only a query over its own types; the message says which case it is")
+    func anchorOfOtherTypes() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        try await owner.save(Samples.heartRate(60, at: 0))
+        let anchor = try await owner.result(for: AnchoredObjectQueryDescriptor(type: Types.heartRate)).newAnchor
+        let one = await expectRPCError(.invalidArgument, .invalidArgument, "one other type") {
+            _ = try await owner.result(for: AnchoredObjectQueryDescriptor(type: Types.bodyMass, anchor: anchor))
+        }
+        #expect(one?.message == "the anchor was issued for another type")
+        let several = await expectRPCError(.invalidArgument, .invalidArgument, "other types") {
+            _ = try await owner.result(for: AnchoredObjectQueryDescriptor(
+                descriptors: [QueryDescriptor(type: Types.heartRate), QueryDescriptor(type: Types.bodyMass)], anchor: anchor))
+        }
+        #expect(several?.message == "the anchor was issued for other types")
+        await owner.close()
+        await server.stop()
+    }
+
     @Test("a watched query streams the initial changes, then each commit's, with no deadline")
     func watched() async throws {
         let server = try await TestServer()
