@@ -58,6 +58,23 @@ struct ChangeQueryRPCTests {
         await server.stop()
     }
 
+    @Test("equal dates are ordered by UUID bytes: ascending for an ascending sort, descending for a descending one")
+    func tieBreaks() async throws {
+        let server = try await TestServer()
+        let owner = server.client()
+        let same = (0..<6).map { _ in Samples.heartRate(60, at: 0) }
+        try await owner.save(same)
+        let ascending = same.map(\.uuid).sorted { $0.uuidString < $1.uuidString }
+        for (sort, expected) in [
+            (SampleQueryDescriptor.Sort.startDate(ascending: true), ascending), (.startDate(ascending: false), ascending.reversed()),
+            (.endDate(ascending: true), ascending), (.endDate(ascending: false), ascending.reversed()),
+        ] {
+            #expect(try await owner.result(for: SampleQueryDescriptor(type: Types.heartRate, sort: sort)).map(\.uuid) == Array(expected), "\(sort)")
+        }
+        await owner.close()
+        await server.stop()
+    }
+
     @Test("an anchor resumes only a query over its own types; the message says which case it is")
     func anchorOfOtherTypes() async throws {
         let server = try await TestServer()
