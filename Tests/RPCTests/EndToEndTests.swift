@@ -2,6 +2,8 @@ import Foundation
 import HealthLedgerSDK
 import HealthLedgerServer
 import Ledger
+import Logging
+import NIOCore
 import Testing
 
 @Suite("End to end: server and SDK", .timeLimit(.minutes(3)))
@@ -109,10 +111,10 @@ struct EndToEndTests {
 
     @Test("keepalive pings keep a quiet connection open past the server's idle timeout")
     func keepalive() async throws {
-        // Pings every 100 ms against an idle timeout of 3 s: only a stall of seconds could
-        // let the kept connection go idle.
+        // A ping after each quiet second (its pong due within a second) against an idle
+        // timeout of 3 s: only a stall of seconds could let the kept connection go idle.
         let server = try await TestServer(configuration: ServerConfiguration(port: 0, idleTimeout: .seconds(3)))
-        var configuration = HealthStoreConfiguration(port: server.port, credential: server.ownerCredential, connectAttempts: 1, keepaliveInterval: .milliseconds(100))
+        var configuration = HealthStoreConfiguration(port: server.port, credential: server.ownerCredential, connectAttempts: 1, keepaliveInterval: .seconds(1))
         let kept = HealthStore(configuration: configuration)
         configuration.keepaliveInterval = nil
         let quiet = HealthStore(configuration: configuration)
@@ -122,8 +124,7 @@ struct EndToEndTests {
         // The server closes the quiet connection once it idles (no wall-clock bound here: the
         // suite's time limit is the only one)…
         while server.server.openConnections > 1 { try await Task.sleep(for: .milliseconds(50)) }
-        // …and the kept one lives through more idle periods, on its first connection.
-        try await Task.sleep(for: .seconds(4))
+        // …while the kept one, as old, lives on, on its first connection.
         #expect(server.server.openConnections == 1)
         #expect(try await kept.ping().ledgerID == "alice")
         #expect(server.server.openConnections == 1, "the kept store did not need a new connection")
@@ -140,6 +141,29 @@ struct EndToEndTests {
         #expect(try await store.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).isEmpty)
         await store.close()
         await server.stop()
+    }
+
+    @Test("run() closes its listener and its connections when its task is cancelled")
+    func cancelledRun() async throws {
+        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-run-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LedgerStore(directory: directory)
+        let credential = try await store.createLedger(id: "alice").issueCredential(for: .owner)
+        let server = RPCServer(store: store, configuration: ServerConfiguration(port: 0), logger: Logger(label: "test"))
+        let running = Task { try await server.run() }
+        // Polled, not timed: the suite's time limit is the only bound.
+        while server.localAddress == nil { try await Task.sleep(for: .milliseconds(20)) }
+        let port = try #require(server.localAddress?.port)
+        let client = HealthStore(configuration: .init(port: port, credential: credential, connectAttempts: 1))
+        #expect(try await client.ping().ledgerID == "alice")
+
+        running.cancel()
+        try await running.value
+        #expect(server.localAddress == nil && server.openConnections == 0)
+        let late = HealthStore(configuration: .init(port: port, credential: credential, connectAttempts: 1))
+        await expectRPCError(.unavailable, nil, "a call after the run ended") { _ = try await late.ping() }
+        await client.close()
+        await late.close()
     }
 
     @Test("many concurrent clients")

@@ -31,15 +31,27 @@ public final class RPCServer: Service, Sendable {
     public let configuration: ServerConfiguration
     private let store: LedgerStore
     private let logger: Logger
-    private let group: MultiThreadedEventLoopGroup
+    /// The event loops the server runs on; the caller's, which the server never shuts down.
+    private let group: any EventLoopGroup
     private let state = Mutex(State.idle)
     private let connections = ConnectionRegistry()
 
-    public init(store: LedgerStore, configuration: ServerConfiguration = .init(), logger: Logger = Logger(label: "healthledgerd")) {
+    /// - Parameter group: the event loops to serve on, NIO's shared singleton by default; the
+    ///   server uses them and leaves them running when it stops.
+    public init(
+        store: LedgerStore, configuration: ServerConfiguration = .init(), logger: Logger = Logger(label: "healthledgerd"),
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
         self.store = store
         self.configuration = configuration
         self.logger = logger
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        self.group = group
+    }
+
+    /// The address the server listens on, while it does.
+    public var localAddress: SocketAddress? {
+        guard case .running(let channel) = state.withLock({ $0 }) else { return nil }
+        return channel.localAddress
     }
 
     /// Binds the listening socket and returns its address (read the port from it when
@@ -88,17 +100,19 @@ public final class RPCServer: Service, Sendable {
         return channel.localAddress!
     }
 
-    /// Serves until graceful shutdown is triggered, then drains.
+    /// Serves until graceful shutdown is triggered, or the task is cancelled, then drains
+    /// and closes: the listener and every connection are closed when it returns.
     public func run() async throws {
         if case .idle = state.withLock({ $0 }) { try await start() }
-        try await gracefulShutdown()
+        // Cancellation ends the wait with an error; the shutdown happens either way.
+        try? await gracefulShutdown()
         await shutdown()
     }
 
-    /// Stops accepting, refuses new calls, waits for calls in flight, and closes.
     /// The connections open now.
     public var openConnections: Int { connections.count }
 
+    /// Stops accepting, refuses new calls, waits for calls in flight, and closes.
     public func shutdown() async {
         let listener: (any Channel)? = state.withLock { state in
             guard case .running(let channel) = state else { return nil }
@@ -121,7 +135,6 @@ public final class RPCServer: Service, Sendable {
                 bound.eventLoop.execute { bound.value.forceClose() }
             }
         }
-        try? await group.shutdownGracefully()
         logger.info("stopped")
     }
 
