@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HealthModel
 import HealthLedgerSDK
 import LedgerSchema
 import SwiftProtobuf
@@ -25,11 +26,11 @@ public enum EventLogExport {
         for try await batch in try await store.audit(includeStored: true, batchSize: 1_000) {
             for event in batch.events {
                 guard let stored = event.stored else { throw EventLogError(line: 0, message: "the server sent event \(event.sequence) without its bytes") }
-                try output.json(["sequence": event.sequence, "hash": hex(event.hash), "stored": Data(stored).base64EncodedString()])
+                try output.json(["sequence": event.sequence, "hash": event.hash.hexString, "stored": Data(stored).base64EncodedString()])
                 head = (event.sequence, event.hash)
             }
         }
-        try output.json(["end": true, "events": head.sequence, "headSequence": head.sequence, "headHash": hex(head.hash)])
+        try output.json(["end": true, "events": head.sequence, "headSequence": head.sequence, "headHash": head.hash.hexString])
         try output.flush()
         return head
     }
@@ -65,17 +66,17 @@ public enum EventLogExport {
                 continue
             }
             if object["end"] as? Bool == true {
-                guard (object["headSequence"] as? NSNumber)?.uint64Value == sequence, object["headHash"] as? String == hex(previous) else {
-                    throw fail("the end line names head \(object["headSequence"] ?? "?"):\(object["headHash"] ?? "?"), but the events end at \(sequence):\(hex(previous))")
+                guard (object["headSequence"] as? NSNumber)?.uint64Value == sequence, object["headHash"] as? String == previous.hexString else {
+                    throw fail("the end line names head \(object["headSequence"] ?? "?"):\(object["headHash"] ?? "?"), but the events end at \(sequence):\(previous.hexString)")
                 }
                 ended = true
                 continue
             }
-            guard let number = (object["sequence"] as? NSNumber)?.uint64Value, let hash = (object["hash"] as? String).flatMap(bytes(hex:)),
+            guard let number = (object["sequence"] as? NSNumber)?.uint64Value, let hash = (object["hash"] as? String).flatMap({ [UInt8](hexString: $0) }),
                 let encoded = object["stored"] as? String, let stored = Data(base64Encoded: encoded)
             else { throw fail("an event line needs sequence, hash and stored") }
             guard number == sequence + 1 else { throw fail("event \(number) follows event \(sequence)") }
-            guard Array(SHA256.hash(data: stored)) == hash else { throw fail("event \(number): its bytes do not hash to \(hex(hash))") }
+            guard Array(SHA256.hash(data: stored)) == hash else { throw fail("event \(number): its bytes do not hash to \(hash.hexString)") }
             let event: Healthledger_V1_LedgerEvent
             do { event = try Healthledger_V1_LedgerEvent(serializedBytes: stored) } catch { throw fail("event \(number): its bytes are not a LedgerEvent") }
             guard event.sequence == number else { throw fail("event \(number): its bytes say sequence \(event.sequence)") }
@@ -89,21 +90,6 @@ public enum EventLogExport {
         guard let ledgerID else { throw EventLogError(line: 0, message: "the file is empty") }
         guard ended else { throw EventLogError(line: lineNumber, message: "the end line is missing: the file was cut short") }
         return Verification(ledgerID: ledgerID, events: sequence, headHash: previous)
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
-
-    /// The bytes of an even number of hex digits; nil for anything else.
-    public static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var result: [UInt8] = []
-        result.reserveCapacity(digits.count / 2)
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let byte = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) else { return nil }
-            result.append(byte)
-        }
-        return result
     }
 }
 

@@ -77,4 +77,12 @@ func dateInterval(from: String?, to: String?) throws -> DateInterval? {
     try dateInterval(try SampleInput.date(from, "--from"), try SampleInput.date(to, "--to"))
 }
 
-func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
+
+/// An ISO 8601 date and time, or a date (midnight UTC), given as option `name`.
+func parseTime(_ text: String?, _ name: String) throws -> Date? {
+    guard let text else { return nil }
+    if let date = try? Date(text, strategy: .iso8601) { return date }
+    if let date = try? Date(text, strategy: .iso8601.year().month().day()) { return date }
+    throw ValidationErrorExit("\(name) '\(text)' is not an ISO 8601 date or date and time")
+}

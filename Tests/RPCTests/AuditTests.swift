@@ -262,7 +262,7 @@ struct AuditTests {
         #expect(badHead.status != 0 && badHead.error.contains("SEQ:HASH"))
         // A history that differs from event 4 on (here the export's, re-chained): named at event 4.
         var chain = Array(lines[0...3])
-        var previous = try #require(EventLogExport.bytes(hex: (try JSONSerialization.jsonObject(with: Data(lines[3].utf8)) as! [String: Any])["hash"] as! String))
+        var previous = try #require([UInt8](hexString: (try JSONSerialization.jsonObject(with: Data(lines[3].utf8)) as! [String: Any])["hash"] as! String))
         for line in lines[4...].dropLast() {
             var event = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
             var stored = try Healthledger_V1_LedgerEvent(serializedBytes: Data(base64Encoded: event["stored"] as! String)!)

@@ -159,9 +159,6 @@ struct RevocationTests {
         await server.stop()
     }
 
-    /// `healthledger` and `healthledgerd`, built next to the test bundle.
-    static let binaries = URL(filePath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-
     @Test("a credential revoked by another process (healthledger admin on the data directory) ends the app's live streams; its next call is refused")
     func revocationByAnotherProcess() async throws {
         let (server, owner, app, _) = try await Self.seeded()
@@ -174,7 +171,7 @@ struct RevocationTests {
 
         let clock = ContinuousClock()
         let revoke = try await runProcess(
-            Self.binaries.appending(path: "healthledger"),
+            AuthCLITests.executable,
             ["admin", "revoke-credential", "alice", credentialID(server.appCredential), "--data-dir", server.directory.path])
         #expect(revoke.status == 0, "\(revoke.error)")
         let revoked = clock.now
@@ -189,7 +186,7 @@ struct RevocationTests {
 
         // So does revoking the owner's credential: the owner's watch ends too.
         let ownerRevoke = try await runProcess(
-            Self.binaries.appending(path: "healthledger"),
+            AuthCLITests.executable,
             ["admin", "revoke-credential", "alice", credentialID(server.ownerCredential), "--data-dir", server.directory.path])
         #expect(ownerRevoke.status == 0, "\(ownerRevoke.error)")
         await expectRPCError(.permissionDenied, nil, "owner watch") { while try await ownerWatch.next() != nil {} }
@@ -223,27 +220,4 @@ struct RevocationTests {
         await app.close()
         await server.stop()
     }
-}
-
-/// `healthledgerd` in a process of its own on port 0, for tests of several processes on one
-/// data directory; the port is read from its "listening" log line.
-final class DaemonProcess: Sendable {
-    private let process: LineProcess
-    let port: Int
-
-    init(dataDirectory: URL) async throws {
-        process = try LineProcess(
-            RevocationTests.binaries.appending(path: "healthledgerd"),
-            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--log-level", "info"], readingStandardError: true)
-        while true {
-            guard let line = await process.nextLine() else { throw DaemonFailure(message: "healthledgerd exited before listening") }
-            guard line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) else { continue }
-            port = Int(address.1)!
-            break
-        }
-    }
-
-    struct DaemonFailure: Error { var message: String }
-
-    func stop() { process.stop() }
 }

@@ -54,3 +54,26 @@ enum Samples {
         return .quantitySample(QuantitySample(type: heartRate, quantity: try! Quantity(value, "count/min"), start: date, end: date, metadata: metadata))
     }
 }
+
+/// `healthledgerd` in a process of its own on port 0, for tests of several processes on one
+/// data directory; the port is read from its "listening" log line.
+final class DaemonProcess: Sendable {
+    private let process: LineProcess
+    let port: Int
+
+    init(dataDirectory: URL) async throws {
+        process = try LineProcess(
+            AuthCLITests.executable.deletingLastPathComponent().appending(path: "healthledgerd"),
+            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--log-level", "info"], readingStandardError: true)
+        while true {
+            guard let line = await process.nextLine() else { throw DaemonFailure(message: "healthledgerd exited before listening") }
+            guard line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) else { continue }
+            port = Int(address.1)!
+            break
+        }
+    }
+
+    struct DaemonFailure: Error { var message: String }
+
+    func stop() { process.stop() }
+}

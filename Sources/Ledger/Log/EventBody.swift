@@ -188,14 +188,6 @@ public enum EventBody: Sendable, Hashable {
         default: []
         }
     }
-
-    /// The app an authorization event is about.
-    public var app: String? {
-        switch self {
-        case .authorizationDecided(let app, _, _, _), .objectReadSelectionChanged(let app, _, _): app
-        default: nil
-        }
-    }
 }
 
 extension LedgerEvent {

@@ -137,9 +137,6 @@ final class PointInTimeViews: Sendable {
         }
     }
 
-    /// How many views are on disk.
-    var count: Int { entries.withLock { $0.count } }
-
     private func touch(_ key: String) -> Ledger? {
         let (view, evicted) = entries.withLock { entries -> (Ledger?, [URL]) in
             entries[key]?.lastUsed = .now

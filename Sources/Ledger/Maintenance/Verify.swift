@@ -110,7 +110,7 @@ extension Ledger {
                 guard hash == expectedHead.hash else {
                     return fail(
                         expectedHead.sequence,
-                        "its hash is \(hex(hash)), not the pinned \(hex(expectedHead.hash)): the history up to it was rewritten")
+                        "its hash is \(hash.hexString), not the pinned \(expectedHead.hash.hexString): the history up to it was rewritten")
                 }
             }
             let checkpoint = try txn.get(Projector.checkpointKey, in: databases.checkpoint).map { KeyEncoding.uint64($0, at: 0) } ?? 0
@@ -165,8 +165,6 @@ extension Ledger {
         }
     }
 }
-
-private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
 /// A 32-byte hash held inline.
 private struct HashBuffer {

@@ -108,7 +108,7 @@ struct AuditNarrator {
         let object = [event.objectType.map(ObjectType.shortName), event.objectUUID.map(Self.uuid)].compactMap { $0 }.joined(separator: " ")
         switch body {
         case .ledgerCreated(let id, let name, let key):
-            let signing = key.isEmpty ? "" : ", signing its tree heads with key \(key.map { String(format: "%02x", $0) }.joined())"
+            let signing = key.isEmpty ? "" : ", signing its tree heads with key \(key.hexString)"
             return "ledger \(id)\(name.isEmpty ? "" : " (\(name))") was created by \(who)\(signing)"
         case .objectSaved:
             return "\(object) saved by \(who)"

@@ -63,24 +63,25 @@ final class LogFollower: Sendable {
     private func announce(_ range: ClosedRange<UInt64>) {
         var types = Set<UInt32>()
         var access = Set<AccessChange>()
-        let projector = Projector(databases: databases, units: UnitCache())
         var next = range.lowerBound
         while next <= range.upperBound {
             let last = min(range.upperBound, next + Self.chunk - 1)
             do {
                 try environment.read { txn in
                     for sequence in next...last {
-                        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
-                        let change = try projector.change(stored: stored).change
-                        switch change {
-                        case .saved(let summary): types.insert(summary.typeCode)
-                        case .deleted:
-                            if let type = try LedgerEvent(stored: stored).objectType { types.insert(TypeCatalogue.code(of: type)) }
-                        case .objectReadSelectionChanged(let app, let type, _):
-                            types.insert(type)
-                            access.insert(.authorization(app: app))
-                        case .authorizationDecided(let app, _, _, _): access.insert(.authorization(app: app))
-                        case .credentialRevoked(let id): access.insert(.credentialRevoked(id: id))
+                        let event = try LedgerEvent(stored: try Ledger.storedEvent(sequence, in: txn, databases))
+                        switch event.kind {
+                        case .objectSaved, .objectDeleted:
+                            if let type = event.objectType { types.insert(TypeCatalogue.code(of: type)) }
+                        case .authorizationDecided, .objectReadSelectionChanged, .credentialRevoked:
+                            switch try event.decodedBody() {
+                            case .objectReadSelectionChanged(let app, let type, _):
+                                types.insert(TypeCatalogue.code(of: type))
+                                access.insert(.authorization(app: app))
+                            case .authorizationDecided(let app, _, _, _): access.insert(.authorization(app: app))
+                            case .credentialRevoked(let id): access.insert(.credentialRevoked(id: id))
+                            default: break
+                            }
                         default: break
                         }
                     }

@@ -57,7 +57,7 @@ extension LedgerStore {
         return zip(presented, stored).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
-    private static func hash(_ secret: String) -> String { SHA256.hash(data: Array(secret.utf8)).map { String(format: "%02x", $0) }.joined() }
+    private static func hash(_ secret: String) -> String { Array(SHA256.hash(data: Array(secret.utf8))).hexString }
 
     private func readOperators() throws -> [OperatorRecord] {
         guard let data = FileManager.default.contents(atPath: operatorsFile.path) else { return [] }

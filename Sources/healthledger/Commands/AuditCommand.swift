@@ -34,7 +34,7 @@ struct AuditCommand: AsyncParsableCommand {
     }
 
     func filter() throws -> AuditFilter {
-        var filter = AuditFilter(fromSequence: from, toSequence: to, since: try Self.time(since, "--since"), until: try Self.time(until, "--until"))
+        var filter = AuditFilter(fromSequence: from, toSequence: to, since: try parseTime(since, "--since"), until: try parseTime(until, "--until"))
         if let actor {
             guard let parsed = AuditFilter.Actor(parsing: actor) else { throw ValidationErrorExit("--actor '\(actor)' is not owner, operator, system, app or a bundle identifier") }
             filter.actor = parsed
@@ -51,14 +51,6 @@ struct AuditCommand: AsyncParsableCommand {
             filter.object = uuid
         }
         return filter
-    }
-
-    /// An ISO 8601 date and time, or a date (midnight UTC).
-    static func time(_ text: String?, _ name: String) throws -> Date? {
-        guard let text else { return nil }
-        if let date = try? Date(text, strategy: .iso8601) { return date }
-        if let date = try? Date(text, strategy: .iso8601.year().month().day()) { return date }
-        throw ValidationErrorExit("\(name) '\(text)' is not an ISO 8601 date or date and time")
     }
 
     func run() async throws {

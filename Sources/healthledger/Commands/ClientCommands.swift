@@ -27,7 +27,7 @@ struct ConnectionOptions: ParsableArguments {
     /// SEQ (an event's sequence number) or an ISO 8601 date or date and time.
     static func pointInTime(_ text: String) throws -> PointInTime {
         if let sequence = UInt64(text) { return .sequence(sequence) }
-        guard let time = try AuditCommand.time(text, "--as-of") else { throw ValidationErrorExit("--as-of needs a value") }
+        guard let time = try parseTime(text, "--as-of") else { throw ValidationErrorExit("--as-of needs a value") }
         return .time(time)
     }
 }

@@ -99,7 +99,7 @@ struct VerifyCommand: AsyncParsableCommand {
     static func head(_ text: String) throws -> (sequence: UInt64, hash: [UInt8]) {
         let parts = text.split(separator: ":")
         guard parts.count == 2, let sequence = UInt64(parts[0]), parts[1].count == 64,
-            let hash = EventLogExport.bytes(hex: String(parts[1]))
+            let hash = [UInt8](hexString: String(parts[1]))
         else { throw ValidationErrorExit("--expect-head '\(text)' is not SEQ:HASH (a sequence number and 64 hex digits)") }
         return (sequence, hash)
     }

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import HealthExport
 import HealthLedgerSDK
 
 /// `healthledger proof`: signed tree heads and Merkle proofs, as JSON files anyone can check.
@@ -77,7 +76,7 @@ struct ProofCommand: AsyncParsableCommand {
 
         func run() async throws {
             let key = try publicKey.map { text in
-                guard let bytes = EventLogExport.bytes(hex: text), bytes.count == 32 else { throw ValidationErrorExit("--public-key needs 64 hex digits") }
+                guard let bytes = [UInt8](hexString: text), bytes.count == 32 else { throw ValidationErrorExit("--public-key needs 64 hex digits") }
                 return bytes
             }
             let object = try ProofCommand.read(file)
@@ -90,7 +89,7 @@ struct ProofCommand: AsyncParsableCommand {
                 case "inclusion":
                     let head = try ProofCommand.treeHead(from: object, key: "treeHead")
                     try TreeProofs.verify(head, publicKey: key)
-                    guard let sequence = (object["sequence"] as? NSNumber)?.uint64Value, let eventHash = (object["eventHash"] as? String).flatMap(EventLogExport.bytes(hex:))
+                    guard let sequence = (object["sequence"] as? NSNumber)?.uint64Value, let eventHash = (object["eventHash"] as? String).flatMap({ [UInt8](hexString: $0) })
                     else { throw ValidationErrorExit("\(file): an inclusion proof needs sequence and eventHash") }
                     try TreeProofs.verify(InclusionProof(sequence: sequence, treeSize: head.size, eventHash: eventHash, path: try ProofCommand.path(object)), root: head.rootHash)
                     print("OK: event \(sequence) (hash \(hex(eventHash))) is in the tree of \(head.size) events of ledger \(head.ledgerID)")
@@ -123,9 +122,9 @@ struct ProofCommand: AsyncParsableCommand {
 
     static func treeHead(from object: [String: Any], key: String) throws -> SignedTreeHead {
         guard let head = object[key] as? [String: Any], let ledger = head["ledger"] as? String, let size = (head["size"] as? NSNumber)?.uint64Value,
-            let root = (head["root"] as? String).flatMap(EventLogExport.bytes(hex:)), let time = (head["timestampUs"] as? NSNumber)?.int64Value,
-            let signature = (head["signature"] as? String).flatMap(EventLogExport.bytes(hex:)),
-            let publicKey = (head["publicKey"] as? String).flatMap(EventLogExport.bytes(hex:))
+            let root = (head["root"] as? String).flatMap({ [UInt8](hexString: $0) }), let time = (head["timestampUs"] as? NSNumber)?.int64Value,
+            let signature = (head["signature"] as? String).flatMap({ [UInt8](hexString: $0) }),
+            let publicKey = (head["publicKey"] as? String).flatMap({ [UInt8](hexString: $0) })
         else { throw ValidationErrorExit("the file's \(key) is not a tree head (ledger, size, root, timestampUs, signature, publicKey)") }
         return SignedTreeHead(ledgerID: ledger, size: size, rootHash: root, timestampUs: time, signature: signature, publicKey: publicKey)
     }
@@ -133,7 +132,7 @@ struct ProofCommand: AsyncParsableCommand {
     static func path(_ object: [String: Any]) throws -> [[UInt8]] {
         guard let path = object["path"] as? [String] else { throw ValidationErrorExit("the proof has no path") }
         return try path.map { element in
-            guard let bytes = EventLogExport.bytes(hex: element), bytes.count == 32 else { throw ValidationErrorExit("a path element is not 32 bytes of hex") }
+            guard let bytes = [UInt8](hexString: element), bytes.count == 32 else { throw ValidationErrorExit("a path element is not 32 bytes of hex") }
             return bytes
         }
     }
