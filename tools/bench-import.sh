@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# The Apple Health import benchmark: builds release binaries, installs xmllint (Debian's
-# libxml2-utils, the parsing reference) when missing, and runs `healthledger bench-import`.
-# Arguments go to bench-import, e.g. `tools/bench-import.sh --records 3500000`.
+# The Apple Health import benchmark: installs xmllint (Debian's libxml2-utils, the parsing
+# reference) when missing, and runs `healthledger-bench import` through tools/bench.sh.
+# Arguments go to it, e.g. `tools/bench-import.sh --records 3500000`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh
 if ! command -v xmllint >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
@@ -14,6 +13,4 @@ if ! command -v xmllint >/dev/null 2>&1; then
     exit 1
   fi
 fi
-swift build -c release --product healthledgerd
-swift build -c release --product healthledger
-exec .build/release/healthledger bench-import "$@"
+exec tools/bench.sh import "$@"

@@ -10,7 +10,7 @@ struct HealthLedgerCommand: AsyncParsableCommand {
         abstract: "Manage HealthLedger ledgers: create, verify, replay, convert units, benchmark.",
         subcommands: [
             LedgerCommand.self, AdminCommand.self, AuthCommand.self, PingCommand.self, SaveCommand.self, QueryCommand.self, DeleteCommand.self, CorrelationCommand.self, ImportCommand.self, ExportCommand.self, ChangesCommand.self, WatchCommand.self, StatsCommand.self, CharacteristicsCommand.self, AttachmentCommand.self, WorkoutCommand.self, VerifyCommand.self, ReplayCommand.self, BackupCommand.self, RestoreCommand.self, LogCommand.self, AuditCommand.self, ProofCommand.self, UnitCommand.self, TypesCommand.self,
-            BenchCommand.self, ImportBenchCommand.self, DebugCommand.self,
+            DebugCommand.self,
         ])
 }
 

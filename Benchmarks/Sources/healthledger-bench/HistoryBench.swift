@@ -2,7 +2,7 @@ import Foundation
 import HealthModel
 import Ledger
 
-/// `healthledger bench --only history`: what the verifiable history costs on a ledger of
+/// `healthledger-bench ledger --only history`: what the verifiable history costs on a ledger of
 /// `samples` events. Batched ingest with the Merkle tree against the same ingest without it
 /// (rounds alternate, so both see the same machine); tree-head signing, inclusion and
 /// consistency proofs (median time and size); a point-in-time view at the middle of the

@@ -2,7 +2,7 @@ import Foundation
 import HealthModel
 import Ledger
 
-/// The `denied-read` scenario of `healthledger bench`: what a read-denied app's reads cost
+/// The `denied-read` scenario of `healthledger-bench ledger`: what a read-denied app's reads cost
 /// alone in a ledger, and next to a crowd of other sources' samples of the same type.
 /// The cost must not depend on the crowd (TARGETS: no count, error or timing difference
 /// reveals others' data), so each read is reported as a ratio crowded / alone.
@@ -102,7 +102,7 @@ struct PrivacyBench {
         for (name, read) in reads {
             let lone = try timed(alone, read)
             let among = try timed(crowded, read)
-            guard lone.answer == among.answer else { throw ValidationErrorExit("\(name): the crowded ledger answered differently") }
+            guard lone.answer == among.answer else { throw BenchFailure("\(name): the crowded ledger answered differently") }
             print(String(
                 format: "RESULT denied read, %@: median %.1f µs among %d others | alone %.1f µs | ratio %.2f",
                 name, among.microseconds, others, lone.microseconds, among.microseconds / lone.microseconds))

@@ -2,7 +2,7 @@ import Foundation
 import HealthModel
 import Ledger
 
-/// The `predicates` scenario of `healthledger bench`: predicate queries next to a million
+/// The `predicates` scenario of `healthledger-bench ledger`: predicate queries next to a million
 /// samples, each against the same query without a predicate (the owner's reads), and a
 /// read-denied app's predicate queries alone and among other sources' samples.
 struct PredicateBench {

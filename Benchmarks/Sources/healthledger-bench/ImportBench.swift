@@ -11,7 +11,7 @@ import Ledger
 /// own streaming parser: the reference) and the two parsers the importer could use.
 struct ImportBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-import",
+        commandName: "import",
         abstract: "Benchmark the Apple Health import (build with -c release): records/s and peak memory, against xmllint --stream.")
 
     @Option(help: "Records in the generated export.xml (3,500,000 is about 1 GB).") var records = 3_500_000
@@ -19,6 +19,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
     @Option(help: "Rounds of the parse-only scenarios; medians are reported.") var rounds = 3
     @Option(help: "Records of the smaller file the two parsers are compared on.") var parserRecords = 300_000
     @Option(name: .customLong("work-dir"), help: "Scratch directory (default: a temporary one).") var workDirectory: String?
+    @Option(help: "The folder holding release builds of healthledgerd and healthledger.") var binaries = ".build/release"
 
     func run() async throws {
         let scratch = URL(filePath: workDirectory ?? NSTemporaryDirectory(), directoryHint: .isDirectory)
@@ -41,7 +42,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
         // without the DTD.
         let smallWithoutDTD = scratch.appending(path: "small-no-dtd.xml")
         let text = try String(contentsOf: small, encoding: .utf8)
-        guard let dtd = text.range(of: "<!DOCTYPE"), let dtdEnd = text.range(of: "]>\n") else { throw ValidationErrorExit("the generated file has no DTD") }
+        guard let dtd = text.range(of: "<!DOCTYPE"), let dtdEnd = text.range(of: "]>\n") else { throw BenchFailure("the generated file has no DTD") }
         try Data((String(text[..<dtd.lowerBound]) + String(text[dtdEnd.upperBound...])).utf8).write(to: smallWithoutDTD)
 
         // The reference: libxml2's streaming reader doing nothing but read.
@@ -50,7 +51,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
         for _ in 0..<rounds {
             let started = clock.now
             let run = try runChild(xmllint, ["--stream", "--noout", big.path])
-            guard run == 0 else { throw ValidationErrorExit("xmllint --stream failed on \(big.path)") }
+            guard run == 0 else { throw BenchFailure("xmllint --stream failed on \(big.path)") }
             lintTimes.append(seconds(clock.now - started))
         }
         let elements = try countRecords(big)
@@ -75,7 +76,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
             let parser = XMLParser(contentsOf: smallWithoutDTD)!
             let counter = FoundationCounter()
             parser.delegate = counter
-            guard parser.parse() else { throw ValidationErrorExit("XMLParser failed: \(parser.parserError.map { "\($0)" } ?? "")") }
+            guard parser.parse() else { throw BenchFailure("XMLParser failed: \(parser.parserError.map { "\($0)" } ?? "")") }
             foundationTimes.append(seconds(clock.now - started))
         }
         print("parsers on \(smallCount) records (\(fileSize(small) >> 20) MiB), median of \(rounds):")
@@ -107,7 +108,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
         let store = try LedgerStore(directory: scratch)
         let ledger = try store.createLedger(id: "bench")
         let credential = try await ledger.issueCredential(for: .owner)
-        let binaries = URL(filePath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let binaries = URL(filePath: self.binaries, directoryHint: .isDirectory)
         let port = 20_000 + Int.random(in: 0..<20_000)
         let server = Process()
         server.executableURL = binaries.appending(path: "healthledgerd")
@@ -133,7 +134,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
         server.terminate()
         server.waitUntilExit()
         guard importer.terminationStatus == 0, let summary = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw ValidationErrorExit("the import failed: \(String(decoding: data, as: UTF8.self))")
+            throw BenchFailure("the import failed: \(String(decoding: data, as: UTF8.self))")
         }
         return ImportResult(
             elements: summary["elements"] as? Int ?? 0, seconds: elapsed, importerPeakKiB: importerPeak.stop(), serverPeakKiB: serverPeak)
@@ -169,7 +170,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
             let candidate = URL(filePath: String(directory)).appending(path: name)
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         }
-        throw ValidationErrorExit("\(name) is not installed (Debian: apt-get install libxml2-utils)")
+        throw BenchFailure("\(name) is not installed (Debian: apt-get install libxml2-utils)")
     }
 
     private func runChild(_ executable: URL, _ arguments: [String]) throws -> Int32 {

@@ -4,11 +4,13 @@ import HealthModel
 import Ledger
 import Synchronization
 
-/// Ledger-level benchmarks, each quoted next to the raw LMDB reference measured in the same run.
-struct BenchCommand: AsyncParsableCommand {
+/// `healthledger-bench ledger`: the ledger library alone, in this process (no RPC), each
+/// figure quoted next to the raw LMDB reference measured in the same run; and the scenarios
+/// that have no peer: a read-denied app's reads, predicate queries, the verifiable history.
+struct LedgerBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench",
-        abstract: "Benchmark ingest, group commit, replay and verify against raw LMDB (build with -c release).")
+        commandName: "ledger",
+        abstract: "The ledger in process: ingest, group commit, replay, verify, denied reads, predicates, history (against raw LMDB).")
 
     @Option(help: "Heart-rate samples to ingest in the batched scenario.") var samples = 1_000_000
     @Option(name: .customLong("batch-size"), help: "Samples per durable save.") var batchSize = 1000
@@ -24,10 +26,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("denied-own"), help: "denied-read: the app's own samples.") var deniedOwn = 1_000
     @Option(name: .customLong("denied-others"), help: "denied-read: other sources' samples next to them.") var deniedOthers = 1_000_000
     @Option(help: """
-        Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, predicates, \
-        rpc-ping, rpc-calls, rpc-ingest, rpc-concurrent, rpc-changes, rpc-stats.
+        Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, predicates, history.
         """)
-    var only = "ingest,concurrent,sequential,replay,denied-read,predicates,history,rpc-ping,rpc-calls,rpc-ingest,rpc-concurrent,rpc-changes,rpc-stats"
+    var only = "ingest,concurrent,sequential,replay,denied-read,predicates,history"
 
     private func wants(_ scenario: String) -> Bool { only.split(separator: ",").contains { $0 == scenario } }
 
@@ -130,10 +131,10 @@ struct BenchCommand: AsyncParsableCommand {
         var verifyRates: [Double] = []
         for _ in 0..<max(1, rounds / 2) {
             let replayed = try ingest.replay()
-            guard replayed.identical else { throw ValidationErrorExit("replay differs from the live projections") }
+            guard replayed.identical else { throw BenchFailure("replay differs from the live projections") }
             replayRates.append(Double(replayed.events) / seconds(replayed.rebuildDuration))
             let verified = try ingest.verify()
-            guard verified.isValid else { throw ValidationErrorExit("verify failed: \(verified.problem!)") }
+            guard verified.isValid else { throw BenchFailure("verify failed: \(verified.problem!)") }
             verifyRates.append(Double(verified.eventsChecked) / seconds(verified.duration))
         }
         report("replay (rebuild all projections; digest comparison not timed)", median(replayRates), "events/s", reference.scan, "raw LMDB cursor scan")
@@ -155,8 +156,6 @@ struct BenchCommand: AsyncParsableCommand {
             try await HistoryBench(store: store, rounds: rounds, samples: samples, batchSize: batchSize, pipeline: pipeline, sample: sample).run()
         }
 
-        // 8. The same ledger over RPC.
-        try await RPCBench(store: store, rounds: rounds, reference: reference, sample: sample).run(scenarios: wants)
     }
 
     private func report(_ name: String, _ value: Double, _ unit: String, _ reference: Double?, _ referenceName: String) {
@@ -165,57 +164,5 @@ struct BenchCommand: AsyncParsableCommand {
             line += String(format: " | %@ %d/s | ratio %.3f", referenceName, Int(reference), value / reference)
         }
         print(line)
-    }
-}
-
-func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
-
-func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return 0 }
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
-
-/// Raw figures from `limits.sh`, run in the same process tree as the benchmark.
-struct Reference {
-    var batchedAppends: Double?
-    var singleCommits: Double?
-    var scan: Double?
-    var pingPongMicroseconds: Double?
-    var output: String
-
-    var summary: String { output.isEmpty ? "  (reference unavailable)" : output.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") }
-
-    static func measure(script: String) -> Reference {
-        guard FileManager.default.fileExists(atPath: script) else {
-            return Reference(output: "reference script \(script) not found: ratios omitted")
-        }
-        let process = Process()
-        process.executableURL = URL(filePath: "/bin/bash")
-        process.arguments = [script]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        do {
-            try process.run()
-        } catch {
-            return Reference(output: "cannot run \(script): \(error)")
-        }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let output = String(decoding: data, as: UTF8.self)
-        var reference = Reference(output: output.trimmingCharacters(in: .whitespacesAndNewlines))
-        for line in output.split(separator: "\n") {
-            let rate = line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) }
-            if line.hasPrefix("append"), line.contains("batch=1000"), line.contains("sync=1") { reference.batchedAppends = rate }
-            if line.hasPrefix("append"), line.contains("batch=1 "), line.contains("sync=1") { reference.singleCommits = rate }
-            if line.hasPrefix("scan"), reference.scan == nil { reference.scan = rate }
-            if line.hasPrefix("loopback ping-pong:") {
-                reference.pingPongMicroseconds = line.split(separator: " ").dropFirst(2).first.flatMap { Double($0) }
-            }
-        }
-        return reference
     }
 }

@@ -1,0 +1,263 @@
+import Foundation
+import HealthLedgerSDK
+import HealthModel
+import Ledger
+
+/// HealthLedger's figures over RPC.
+struct HealthLedgerFigures: Sendable {
+    var pingP50 = Figure([])
+    var pingP99 = Figure([])
+    var callsInFlight = Figure([])
+    var batchedIngest = Figure([])
+    var serverResidentMiB: [Double]?
+    var concurrentSaves = Figure([])
+    var sequentialSaves = Figure([])
+    var hourlyAverage = Figure([])
+    var dailyMergedSteps = Figure([])
+    /// The merged daily step sums, for the peers' check that they did the same work.
+    var dailySums: [Double] = []
+    /// The steps' sources, highest priority first.
+    var sourcePriority: [String] = []
+    var anchoredPage = Figure([])
+    var anchoredPageDeniedApp = Figure([])
+}
+
+/// The TARGETS scenarios against `healthledgerd` running as its own process, through the SDK.
+final class RPCScenarios: Sendable {
+    static let ingestLedger = "ingest"
+    static let statisticsLedger = "statistics"
+    static let pagesLedger = "pages"
+    static let app = Source(bundleIdentifier: "com.example.bench", name: "Bench")
+
+    let server: ServerProcess
+    let workload: Workload
+    /// Owner credentials by ledger id, and the app's on the pages ledger.
+    let owners: [String: String]
+    let appCredential: String
+
+    private init(server: ServerProcess, workload: Workload, owners: [String: String], appCredential: String) {
+        self.server = server
+        self.workload = workload
+        self.owners = owners
+        self.appCredential = appCredential
+    }
+
+    /// Bootstraps an operator credential on a new data directory, starts the server on it and
+    /// creates the ledgers and credentials through the operator's RPCs.
+    static func start(executable: URL, dataDirectory: URL, workload: Workload) async throws -> RPCScenarios {
+        let operatorCredential = try LedgerStore(directory: dataDirectory).issueOperatorCredential(label: "bench")
+        let server = try ServerProcess(executable: executable, dataDirectory: dataDirectory)
+        print("== healthledgerd (pid \(server.processIdentifier)) listening on port \(server.port)")
+        let operatorClient = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: operatorCredential))
+        var owners: [String: String] = [:]
+        for id in [ingestLedger, statisticsLedger, pagesLedger] {
+            _ = try await operatorClient.createLedger(id: id)
+            owners[id] = try await operatorClient.issueCredential(ledger: id, for: .owner, label: "bench")
+        }
+        let appCredential = try await operatorClient.issueCredential(ledger: pagesLedger, for: .app(app), label: "bench")
+        await operatorClient.close()
+        return RPCScenarios(server: server, workload: workload, owners: owners, appCredential: appCredential)
+    }
+
+    func stop() async { server.stop() }
+
+    private func client(_ ledger: String) -> HealthStore {
+        HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: owners[ledger]!))
+    }
+
+    func run(_ plan: Plan) async throws -> HealthLedgerFigures {
+        var figures = HealthLedgerFigures()
+        let clock = ContinuousClock()
+        let client = client(Self.ingestLedger)
+        _ = try await client.ping()
+
+        // Unary pings, one after another on one connection.
+        var p50s: [Double] = []
+        var p99s: [Double] = []
+        for _ in 0..<plan.rounds {
+            var times: [Double] = []
+            for _ in 0..<plan.pings {
+                let started = clock.now
+                _ = try await client.ping()
+                times.append(seconds(clock.now - started) * 1e6)
+            }
+            times.sort()
+            p50s.append(percentile(times, 0.5))
+            p99s.append(percentile(times, 0.99))
+        }
+        figures.pingP50 = Figure(p50s)
+        figures.pingP99 = Figure(p99s)
+
+        // 64 calls in flight on the one connection.
+        var rates: [Double] = []
+        for _ in 0..<plan.rounds {
+            let next = Counter()
+            let total = plan.callsInFlight
+            let started = clock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<64 { group.addTask { while next.take(below: total) != nil { _ = try await client.ping() } } }
+                try await group.waitForAll()
+            }
+            rates.append(Double(total) / seconds(clock.now - started))
+        }
+        figures.callsInFlight = Figure(rates)
+
+        // Batched durable ingest: 1,000 samples per call, 4 calls in flight.
+        rates = []
+        var resident: [Double] = []
+        let workload = self.workload
+        for round in 0..<plan.rounds {
+            let first = round * plan.ingestPerRound
+            let batches = plan.ingestPerRound / 1000
+            let next = Counter()
+            let started = clock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        while let batch = next.take(below: batches) {
+                            _ = try await client.save((0..<1000).map { workload.ingest(first + batch * 1000 + $0).object })
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            rates.append(Double(plan.ingestPerRound) / seconds(clock.now - started))
+            resident.append(Double(residentKiB(of: server.processIdentifier).now) / 1024)
+        }
+        figures.batchedIngest = Figure(rates)
+        figures.serverResidentMiB = resident
+
+        // 64 clients, each on its own connection, saving one sample per call.
+        let clients = (0..<64).map { _ in self.client(Self.ingestLedger) }
+        for store in clients { _ = try await store.ping() }
+        rates = []
+        var base = 50_000_000
+        for _ in 0..<plan.rounds {
+            let total = plan.concurrentSaves
+            let next = Counter()
+            let first = base
+            let started = clock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for store in clients {
+                    group.addTask { while let index = next.take(below: total) { _ = try await store.save(workload.ingest(first + index).object) } }
+                }
+                try await group.waitForAll()
+            }
+            base += total
+            rates.append(Double(total) / seconds(clock.now - started))
+        }
+        for store in clients { await store.close() }
+        figures.concurrentSaves = Figure(rates)
+
+        // One client, one durable save after another.
+        rates = []
+        for _ in 0..<plan.rounds {
+            let started = clock.now
+            for index in 0..<plan.sequentialSaves { _ = try await client.save(workload.ingest(base + index).object) }
+            base += plan.sequentialSaves
+            rates.append(Double(plan.sequentialSaves) / seconds(clock.now - started))
+        }
+        figures.sequentialSaves = Figure(rates)
+        await client.close()
+
+        try await statistics(plan, into: &figures)
+        try await anchoredPages(plan, into: &figures)
+        return figures
+    }
+
+    /// Loads `count` objects in batches of 1,000, 4 calls in flight.
+    private func load(_ store: HealthStore, count: Int, _ object: @escaping @Sendable (Int) -> HealthObject) async throws {
+        let next = Counter()
+        let batches = (count + 999) / 1000
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    while let batch = next.take(below: batches) {
+                        _ = try await store.save((batch * 1000..<min(count, batch * 1000 + 1000)).map(object))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// The statistics collections: hourly average heart rate over the year's per-minute
+    /// samples; daily step sums from three overlapping sources, merged by priority.
+    private func statistics(_ plan: Plan, into figures: inout HealthLedgerFigures) async throws {
+        let store = client(Self.statisticsLedger)
+        let workload = self.workload
+        try await load(store, count: workload.minutes) { workload.minuteOfYear($0).object }
+        for source in 0..<3 {
+            try await load(store, count: workload.stepsPerSource) { workload.steps(source: source, $0).object }
+        }
+        figures.sourcePriority = try await store.sourcePriority(for: workload.steps.objectType).map(\.bundleIdentifier)
+        let clock = ContinuousClock()
+        var hourly: [Double] = []
+        var daily: [Double] = []
+        for _ in 0..<max(plan.rounds, 3) {
+            var started = clock.now
+            let averages = try await store.statisticsCollection(for: Self.hourly(workload))
+            hourly.append(seconds(clock.now - started) * 1e3)
+            guard averages.statistics.count == workload.days * 24 else { throw BenchFailure("hourly averages: \(averages.statistics.count) intervals") }
+            started = clock.now
+            let sums = try await store.statisticsCollection(for: Self.daily(workload))
+            daily.append(seconds(clock.now - started) * 1e3)
+            guard sums.statistics.count == workload.days else { throw BenchFailure("daily sums: \(sums.statistics.count) intervals") }
+            figures.dailySums = sums.statistics.map { $0.sumQuantity()?.value ?? 0 }
+        }
+        await store.close()
+        figures.hourlyAverage = Figure(hourly)
+        figures.dailyMergedSteps = Figure(daily)
+    }
+
+    static func hourly(_ workload: Workload) throws -> StatisticsCollectionQueryDescriptor {
+        StatisticsCollectionQueryDescriptor(
+            type: workload.heartRate, range: workload.year,
+            intervals: try StatisticsIntervals(anchor: workload.year.start, every: 1, .hour, timeZone: TimeZone(identifier: "UTC")!), options: .discreteAverage)
+    }
+
+    static func daily(_ workload: Workload) throws -> StatisticsCollectionQueryDescriptor {
+        StatisticsCollectionQueryDescriptor(
+            type: workload.steps, range: workload.year,
+            intervals: try StatisticsIntervals(anchor: workload.year.start, every: 1, .day, timeZone: TimeZone(identifier: "UTC")!), options: .cumulativeSum)
+    }
+
+    /// Anchored pages of 1,000 changes, walked from the beginning: the owner's (every source's
+    /// changes) and a read-denied app's (its own, interleaved with ten times as many of others').
+    private func anchoredPages(_ plan: Plan, into figures: inout HealthLedgerFigures) async throws {
+        let owner = client(Self.pagesLedger)
+        let app = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: appCredential))
+        let type = workload.restingHeartRate.objectType
+        _ = try await app.requestAuthorization(toShare: [type], read: [type])
+        try await owner.decideAuthorization(app: Self.app.bundleIdentifier, type: type, direction: .share, decision: .granted)
+        try await owner.decideAuthorization(app: Self.app.bundleIdentifier, type: type, direction: .read, decision: .denied)
+        // 10 owner batches for each app batch, so the app's changes are spread through the log.
+        let workload = self.workload
+        for batch in 0..<plan.pageSamples / 1000 {
+            _ = try await (batch % 11 == 10 ? app : owner).save((0..<1000).map { workload.resting(batch * 1000 + $0).object })
+        }
+        let clock = ContinuousClock()
+        func walk(_ store: HealthStore, pages: Int) async throws -> Double {
+            var anchor: QueryAnchor?
+            var times: [Double] = []
+            for _ in 0..<pages {
+                let started = clock.now
+                let page = try await store.result(for: AnchoredObjectQueryDescriptor(type: type, anchor: anchor, limit: 1000, batchSize: 1000))
+                times.append(seconds(clock.now - started) * 1e3)
+                guard page.addedObjects.count + page.deletedObjects.count == 1000 else { throw BenchFailure("a short page") }
+                anchor = page.newAnchor
+            }
+            return percentile(times.sorted(), 0.5)
+        }
+        var ownerP50s: [Double] = []
+        var appP50s: [Double] = []
+        for _ in 0..<plan.rounds {
+            ownerP50s.append(try await walk(owner, pages: plan.ownerPages))
+            appP50s.append(try await walk(app, pages: plan.pageSamples / 11_000))
+        }
+        await owner.close()
+        await app.close()
+        figures.anchoredPage = Figure(ownerP50s)
+        figures.anchoredPageDeniedApp = Figure(appP50s)
+    }
+}

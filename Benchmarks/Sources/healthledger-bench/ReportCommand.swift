@@ -1,0 +1,296 @@
+import ArgumentParser
+import BenchmarkPeers
+import Foundation
+import HealthLedgerSDK
+import HealthModel
+import Ledger
+
+/// `healthledger-bench report`: every scenario of TARGETS.md, HealthLedger reached over RPC
+/// in a `healthledgerd` process of its own, next to raw LMDB and loopback TCP
+/// (`limits.sh`), the ledger library in process, PostgreSQL and SQLite doing the same work,
+/// all in one run.
+struct ReportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "The TARGETS report: HealthLedger over RPC against raw LMDB, TCP, PostgreSQL and SQLite, in one run.")
+
+    @Flag(help: "A short run (under two minutes): fewer rounds and samples, a month of statistics instead of a year.")
+    var quick = false
+    @Option(help: "Rounds per scenario (default 5, quick 3); medians are reported.") var rounds: Int?
+    @Option(help: "The reference script (raw LMDB and TCP limits).") var limits = "../shared/tools/limits.sh"
+    @Option(help: "The folder holding a release build of healthledgerd.") var binaries = ".build/release"
+    @Option(help: "Peers to run, comma-separated: postgresql, sqlite (empty for none).") var peers = "postgresql,sqlite"
+    @Option(name: .customLong("work-dir"), help: "Scratch directory (default: a temporary one).") var workDirectory: String?
+    @Option(help: "Write the report as Markdown to this file (with the plot next to it, as .svg).") var write: String?
+
+    func run() async throws {
+        let scratch = URL(filePath: workDirectory ?? NSTemporaryDirectory(), directoryHint: .isDirectory)
+            .appending(path: "healthledger-report-\(UUID().uuidString)", directoryHint: .isDirectory)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let plan = Plan(quick: quick, rounds: rounds)
+        let workload = try Workload(days: plan.days)
+        let report = BenchReport()
+        report.mode = quick ? "quick" : "full"
+        report.machine = Self.machine()
+
+        print("== reference: \(limits)")
+        let reference = limits.isEmpty ? Reference(output: "") : Reference.measure(script: limits)
+        report.referenceOutput = reference.output
+        print(reference.summary)
+
+        // HealthLedger: the server as a process of its own, reached over loopback.
+        let server = try await RPCScenarios.start(
+            executable: URL(filePath: binaries).appending(path: "healthledgerd"), dataDirectory: scratch.appending(path: "server"), workload: workload)
+        let healthLedger: HealthLedgerFigures
+        do {
+            healthLedger = try await server.run(plan)
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+        // Replay and verify (the operator's tools) and the statistics in process, on the
+        // server's data once it has stopped.
+        let offline = try Self.offline(dataDirectory: scratch.appending(path: "server"), workload: workload, rounds: plan.rounds)
+        // The ledger alone, in this process: what the RPC layer costs.
+        let inProcess = try await Self.ingestInProcess(scratch.appending(path: "in-process"), workload: workload, plan: plan)
+
+        var peerFigures: [(name: String, figures: PeerFigures)] = []
+        for name in peers.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !name.isEmpty {
+            // A short path: PostgreSQL's socket lives in it, and socket paths are limited to 107 bytes.
+            let directory = URL(filePath: "/tmp/hl-\(name)-\(UInt32.random(in: 0...UInt32.max))", directoryHint: .isDirectory)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let peer: any PeerDatabase
+            switch name {
+            case "postgresql": peer = try PostgresPeer.start(in: directory)
+            case "sqlite": peer = try SQLitePeer.open(in: directory)
+            default: throw BenchFailure("unknown peer '\(name)': postgresql or sqlite")
+            }
+            print("== peer: \(peer.name)")
+            defer { peer.stop() }
+            let figures = try PeerScenarios(
+                peer: peer, workload: workload, plan: plan, sourcePriority: healthLedger.sourcePriority, expectedDailySums: healthLedger.dailySums
+            ).run()
+            peerFigures.append((peer.name, figures))
+        }
+        for result in Self.results(healthLedger, offline, inProcess, peerFigures, reference, plan) { report.add(result) }
+
+        if let write {
+            let markdown = URL(filePath: write)
+            let plot = markdown.deletingPathExtension().appendingPathExtension("svg")
+            try Data(report.svg().utf8).write(to: plot)
+            try Data(Self.document(report, plot: plot.lastPathComponent).utf8).write(to: markdown)
+            print("wrote \(markdown.path) and \(plot.path)")
+        }
+    }
+
+    /// The scenarios with their targets (TARGETS.md) and every reference measured.
+    static func results(
+        _ hl: HealthLedgerFigures, _ offline: OfflineFigures, _ inProcess: Figure,
+        _ peers: [(name: String, figures: PeerFigures)], _ reference: Reference, _ plan: Plan
+    ) -> [ScenarioResult] {
+        func peer(_ path: KeyPath<PeerFigures, Figure?>) -> [(name: String, figure: Figure)] {
+            peers.compactMap { name, figures in figures[keyPath: path].map { (name, $0) } }
+        }
+        var results: [ScenarioResult] = []
+        var ping = ScenarioResult(
+            name: "unary ping, one connection (p50)", unit: "µs", direction: .lowerIsBetter, target: 50, targetText: "p50 ≤ 50 µs, p99 ≤ 200 µs",
+            healthLedger: hl.pingP50)
+        if let tcp = reference.pingPongMicroseconds {
+            ping.references.append(("C TCP ping-pong", Figure(tcp)))
+            ping.notes.append(String(format: "p50 is %.2f× the C ping-pong (target ≤ 2.5×)", hl.pingP50.median / tcp))
+        }
+        ping.references += peer(\.ping)
+        ping.notes.append(String(format: "p99 median %.1f µs (target ≤ 200 µs: %@)", hl.pingP99.median, hl.pingP99.median <= 200 ? "met" : "NOT met"))
+        results.append(ping)
+        results.append(ScenarioResult(
+            name: "64 calls in flight, one connection", unit: "calls/s", direction: .higherIsBetter, target: 50_000, targetText: "≥ 50,000 calls/s",
+            healthLedger: hl.callsInFlight))
+        var ingest = ScenarioResult(
+            name: "batched ingest, 1,000 per call, durable", unit: "samples/s", direction: .higherIsBetter, target: 250_000,
+            targetText: "≥ 250,000 samples/s", healthLedger: hl.batchedIngest)
+        ingest.references.append(("the ledger in process", inProcess))
+        if let raw = reference.batchedAppends { ingest.references.append(("raw LMDB, 1,000 per commit", Figure(raw))) }
+        ingest.references += peer(\.batchedIngest)
+        ingest.notes.append("4 calls in flight (PostgreSQL: 4 connections; SQLite: 4 threads sharing its one writer)")
+        if let rss = hl.serverResidentMiB { ingest.notes.append("server resident memory after each ingest round (MiB): \(rss.map { String(format: "%.0f", $0) }.joined(separator: ", "))") }
+        results.append(ingest)
+        var concurrent = ScenarioResult(
+            name: "64 clients, single durable saves", unit: "saves/s", direction: .higherIsBetter, target: 20_000, targetText: "≥ 20,000 saves/s",
+            healthLedger: hl.concurrentSaves)
+        if let raw = reference.singleCommits { concurrent.references.append(("raw LMDB, 1 per commit", Figure(raw))) }
+        concurrent.references += peer(\.concurrentSaves)
+        results.append(concurrent)
+        var sequential = ScenarioResult(
+            name: "one client, sequential durable saves", unit: "saves/s", direction: .higherIsBetter, target: 2_000, targetText: "≥ 2,000 saves/s",
+            healthLedger: hl.sequentialSaves)
+        if let raw = reference.singleCommits { sequential.references.append(("raw LMDB, 1 per commit", Figure(raw))) }
+        sequential.references += peer(\.sequentialSaves)
+        results.append(sequential)
+        var hourly = ScenarioResult(
+            name: "hourly average heart rate, \(plan.days) days of per-minute samples", unit: "ms", direction: .lowerIsBetter, target: 20,
+            targetText: "≤ 20 ms (a year)", healthLedger: hl.hourlyAverage)
+        hourly.references.append(("the ledger in process", offline.hourlyAverage))
+        hourly.references += peer(\.hourlyAverage)
+        results.append(hourly)
+        var daily = ScenarioResult(
+            name: "daily step sums, \(plan.days) days, 3 overlapping sources merged", unit: "ms", direction: .lowerIsBetter, target: 20,
+            targetText: "≤ 20 ms (a year)", healthLedger: hl.dailyMergedSteps)
+        daily.references.append(("the ledger in process", offline.dailyMergedSteps))
+        daily.references += peer(\.dailyMergedSteps)
+        daily.notes.append("the peers return the samples (SQL) and merge them in the client with the same rule")
+        for (name, figures) in peers where figures.mergeMismatch != nil {
+            daily.notes.append("\(name)'s merged sums differ from HealthLedger's: \(figures.mergeMismatch!)")
+        }
+        results.append(daily)
+        var page = ScenarioResult(
+            name: "anchored page of 1,000 changes (owner)", unit: "ms", direction: .lowerIsBetter, target: 1, targetText: "p50 ≤ 1 ms",
+            healthLedger: hl.anchoredPage)
+        page.references += peer(\.anchoredPage)
+        page.notes.append(String(format: "a read-denied app's page (its own changes among 10× others'): p50 %.2f ms", hl.anchoredPageDeniedApp.median))
+        results.append(page)
+        var replay = ScenarioResult(
+            name: "replay: rebuild every projection from the log", unit: "events/s", direction: .higherIsBetter, target: 500_000,
+            targetText: "≥ 500,000 events/s", healthLedger: offline.replay)
+        if let scan = reference.scan { replay.references.append(("raw LMDB cursor scan", Figure(scan))) }
+        replay.references += peer(\.rebuild)
+        replay.notes.append("the peers rebuild their samples table from their events table in SQL")
+        results.append(replay)
+        var verify = ScenarioResult(
+            name: "verify: recompute the hash chain", unit: "events/s", direction: .higherIsBetter, target: 2_000_000,
+            targetText: "≥ 2,000,000 events/s", healthLedger: offline.verify)
+        if let scan = reference.scan { verify.references.append(("raw LMDB cursor scan", Figure(scan))) }
+        results.append(verify)
+        return results
+    }
+
+    /// What is measured on the server's data directory once the server has stopped: replay
+    /// (a rebuild into a scratch copy, compared with the live projections) and verify of the
+    /// ledger the batched ingest wrote; the statistics collections by the ledger in process.
+    struct OfflineFigures {
+        var replay: Figure
+        var verify: Figure
+        var hourlyAverage: Figure
+        var dailyMergedSteps: Figure
+    }
+
+    static func offline(dataDirectory: URL, workload: Workload, rounds: Int) throws -> OfflineFigures {
+        let store = try LedgerStore(directory: dataDirectory)
+        let ledger = try store.ledger(RPCScenarios.ingestLedger)
+        var replays: [Double] = []
+        var verifies: [Double] = []
+        for _ in 0..<max(1, rounds / 2) {
+            let replayed = try ledger.replay()
+            guard replayed.identical else { throw BenchFailure("replay differs from the live projections") }
+            replays.append(Double(replayed.events) / seconds(replayed.rebuildDuration))
+            let verified = try ledger.verify()
+            guard verified.isValid else { throw BenchFailure("verify failed: \(verified.problem.map { "\($0)" } ?? "")") }
+            verifies.append(Double(verified.eventsChecked) / seconds(verified.duration))
+        }
+        let statistics = try store.ledger(RPCScenarios.statisticsLedger)
+        var hourly: [Double] = []
+        var daily: [Double] = []
+        let clock = ContinuousClock()
+        for _ in 0..<max(rounds, 3) {
+            var started = clock.now
+            _ = try statistics.statisticsCollection(RPCScenarios.hourly(workload), as: .owner)
+            hourly.append(seconds(clock.now - started) * 1e3)
+            started = clock.now
+            _ = try statistics.statisticsCollection(RPCScenarios.daily(workload), as: .owner)
+            daily.append(seconds(clock.now - started) * 1e3)
+        }
+        return OfflineFigures(replay: Figure(replays), verify: Figure(verifies), hourlyAverage: Figure(hourly), dailyMergedSteps: Figure(daily))
+    }
+
+    /// The batched ingest into the ledger library in this process, with the same samples,
+    /// batches and pipeline as over RPC.
+    static func ingestInProcess(_ directory: URL, workload: Workload, plan: Plan) async throws -> Figure {
+        let store = try LedgerStore(directory: directory)
+        let ledger = try store.createLedger(id: "ingest")
+        var rates: [Double] = []
+        for round in 0..<plan.rounds {
+            let first = round * plan.ingestPerRound
+            let batches = plan.ingestPerRound / 1000
+            let next = Counter()
+            let started = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        while let batch = next.take(below: batches) {
+                            _ = try await ledger.save((0..<1000).map { workload.ingest(first + batch * 1000 + $0).object }, by: .owner)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            rates.append(Double(plan.ingestPerRound) / seconds(ContinuousClock.now - started))
+        }
+        return Figure(rates)
+    }
+
+    static func machine() -> String {
+        let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
+        let memory = (try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("MemTotal") }?.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        return "\(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(memory >> 20) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
+    }
+
+    static func document(_ report: BenchReport, plot: String) -> String {
+        """
+        # Benchmarks
+
+        The latest full report of `tools/bench.sh` (generated by `healthledger-bench report --write BENCHMARKS.md`;
+        do not edit by hand). Every figure comes from one run on one machine: HealthLedger reached over RPC in a
+        `healthledgerd` process of its own, and in the same run the references: raw LMDB and a C loopback ping-pong
+        (`../shared/tools/limits.sh`), the ledger library in process, PostgreSQL (a throw-away cluster, fsync on,
+        Unix socket, COPY in transactions of 1,000) and SQLite (WAL, `synchronous=FULL`), loaded with the same
+        samples through their C client libraries. Medians of the rounds, with min–max; ×N is HealthLedger's
+        advantage (above 1: better, below 1: worse).
+
+        - Date: \(ISO8601DateFormatter().string(from: Date()))
+        - Machine: \(report.machine)
+        - Mode: \(report.mode)
+
+        \(report.markdown(plot: plot))
+        ## Reproduce
+
+        On a Debian machine with Swift 6, from the repository's root: `tools/bench.sh` (installs PostgreSQL,
+        libpq-dev and libsqlite3-dev when missing, builds `healthledgerd` and the benchmark package in release,
+        and runs the report; `tools/bench.sh --quick` finishes in under two minutes). `tools/bench.sh --write
+        BENCHMARKS.md` rewrites this file. The ledger-only scenarios (denied reads, predicates, the Merkle tree's
+        cost) are `Benchmarks/.build/release/healthledger-bench ledger`, the import is `tools/bench-import.sh`.
+
+        """
+    }
+}
+
+/// How much work each scenario does.
+struct Plan: Sendable {
+    var rounds: Int
+    var ingestPerRound: Int
+    var concurrentSaves: Int
+    var sequentialSaves: Int
+    var pings: Int
+    var callsInFlight: Int
+    var days: Int
+    var pageSamples: Int
+
+    init(quick: Bool, rounds: Int?) {
+        self.rounds = max(1, rounds ?? (quick ? 3 : 5))
+        ingestPerRound = quick ? 40_000 : 200_000
+        concurrentSaves = quick ? 4_000 : 20_000
+        sequentialSaves = quick ? 400 : 2_000
+        pings = quick ? 2_000 : 5_000
+        callsInFlight = quick ? 10_000 : 50_000
+        days = quick ? 30 : 365
+        pageSamples = quick ? 22_000 : 110_000
+    }
+}
+
+extension Plan {
+    /// Pages of 1,000 the owner walks in each round (of the pages ledger's changes).
+    var ownerPages: Int { pageSamples / 1000 * 10 / 11 }
+}

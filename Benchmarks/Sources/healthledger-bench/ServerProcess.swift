@@ -1,0 +1,63 @@
+import Foundation
+import Synchronization
+
+/// `healthledgerd` running as a process of its own on a data directory, listening on a port
+/// the system picked; the benchmark's RPC scenarios reach it over loopback as any client would.
+final class ServerProcess: Sendable {
+    let port: Int
+    private let process: Process
+
+    /// Starts the server and waits until it logs that it listens (it prints its address).
+    init(executable: URL, dataDirectory: URL) throws {
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else {
+            throw BenchFailure("\(executable.path) not found: build it with `swift build -c release --product healthledgerd` (tools/bench.sh does)")
+        }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--log-level", "info"]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        // The log is read to its end on a thread of its own (a full pipe would stop the
+        // server); the first "listening" line gives the port.
+        let found = Mutex<Int?>(nil)
+        let ready = DispatchSemaphore(value: 0)
+        let reader = errors.fileHandleForReading
+        Thread.detachNewThread {
+            var pending = Data()
+            var signalled = false
+            while case let chunk = reader.availableData, !chunk.isEmpty {
+                pending.append(chunk)
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: pending[..<newline], as: UTF8.self)
+                    pending.removeSubrange(...newline)
+                    if !signalled, line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
+                        found.withLock { $0 = Int(address.1) }
+                        signalled = true
+                        ready.signal()
+                    } else if line.contains("error") || line.contains("critical") {
+                        FileHandle.standardError.write(Data("healthledgerd: \(line)\n".utf8))
+                    }
+                }
+            }
+            if !signalled { ready.signal() }
+        }
+        ready.wait()
+        guard let port = found.withLock({ $0 }) else {
+            process.terminate()
+            throw BenchFailure("healthledgerd exited before listening")
+        }
+        self.port = port
+    }
+
+    var processIdentifier: Int32 { process.processIdentifier }
+
+    /// Stops the server (SIGTERM: it drains and closes the ledgers) and waits for it.
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Synchronization
+
+/// An error the benchmark prints as `Error: <message>` with exit code 1.
+struct BenchFailure: LocalizedError, CustomStringConvertible {
+    let message: String
+    init(_ message: String) { self.message = message }
+    var description: String { message }
+    var errorDescription: String? { message }
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// The value below which `fraction` of `sorted` lies (nearest rank).
+func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
+    guard !sorted.isEmpty else { return 0 }
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+}
+
+/// Hands out 0, 1, 2, … across tasks.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+
+    func take(below limit: Int) -> Int? {
+        value.withLock { current in
+            guard current < limit else { return nil }
+            defer { current += 1 }
+            return current
+        }
+    }
+}
+
+/// Runs `body` on `count` threads of their own and waits for all: for the peers' blocking
+/// client libraries, which must not hold the cooperative pool's few threads.
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
+    let failure = Mutex<(any Error)?>(nil)
+    let group = DispatchGroup()
+    for index in 0..<count {
+        group.enter()
+        let thread = Thread {
+            defer { group.leave() }
+            do { try body(index) } catch { failure.withLock { $0 = $0 ?? error } }
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+    group.wait()
+    if let error = failure.withLock({ $0 }) { throw error }
+}
+
+/// Raw figures from `limits.sh` (raw LMDB and loopback TCP), run in the same process tree
+/// as the benchmark.
+struct Reference {
+    var batchedAppends: Double?
+    var singleCommits: Double?
+    var scan: Double?
+    var pingPongMicroseconds: Double?
+    var output: String
+
+    var summary: String { output.isEmpty ? "  (reference unavailable)" : output.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") }
+
+    static func measure(script: String) -> Reference {
+        guard FileManager.default.fileExists(atPath: script) else {
+            return Reference(output: "reference script \(script) not found: ratios omitted")
+        }
+        let process = Process()
+        process.executableURL = URL(filePath: "/bin/bash")
+        process.arguments = [script]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        do {
+            try process.run()
+        } catch {
+            return Reference(output: "cannot run \(script): \(error)")
+        }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let output = String(decoding: data, as: UTF8.self)
+        var reference = Reference(output: output.trimmingCharacters(in: .whitespacesAndNewlines))
+        for line in output.split(separator: "\n") {
+            let rate = line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) }
+            if line.hasPrefix("append"), line.contains("batch=1000"), line.contains("sync=1") { reference.batchedAppends = rate }
+            if line.hasPrefix("append"), line.contains("batch=1 "), line.contains("sync=1") { reference.singleCommits = rate }
+            if line.hasPrefix("scan"), reference.scan == nil { reference.scan = rate }
+            if line.hasPrefix("loopback ping-pong:") {
+                reference.pingPongMicroseconds = line.split(separator: " ").dropFirst(2).first.flatMap { Double($0) }
+            }
+        }
+        return reference
+    }
+}
+
+/// A process's resident memory now (`VmRSS`) and at its peak (`VmHWM`), in KiB.
+func residentKiB(of pid: Int32) -> (now: Int, peak: Int) {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return (0, 0) }
+    func field(_ name: String) -> Int {
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) }) else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+    }
+    return (field("VmRSS:"), field("VmHWM:"))
+}

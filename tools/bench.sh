@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The benchmark report (BENCHMARKS.md): installs what the peers and the reference need when
+# missing (PostgreSQL, libpq-dev, libsqlite3-dev; gcc and liblmdb-dev come with setup.sh),
+# builds healthledgerd and the benchmark package (Benchmarks/) in release, and runs
+# `healthledger-bench`. Arguments go to it:
+#   tools/bench.sh                          the full report, printed
+#   tools/bench.sh --quick                  a short run (under two minutes)
+#   tools/bench.sh --write BENCHMARKS.md    the full report, written with its plot
+#   tools/bench.sh ledger --only history    the ledger-only scenarios
+# Run from anywhere; the reference script is ../shared/tools/limits.sh from the repository.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+
+need=()
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+[ -f /usr/include/postgresql/libpq-fe.h ] || need+=(libpq-dev)
+[ -f /usr/include/sqlite3.h ] || need+=(libsqlite3-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "bench: installing ${need[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 || {
+      apt-get update -qq >/dev/null && apt-get install -y -qq "${need[@]}" >/dev/null
+    }
+  else
+    echo "bench: missing system packages: ${need[*]}" >&2
+    echo "bench: install them with: sudo apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
+fi
+# Debian's postgresql package starts a cluster of its own; the benchmark starts a throw-away
+# one and needs none running.
+
+swift build -c release --product healthledgerd
+swift build -c release --product healthledger
+swift build -c release --package-path Benchmarks --product healthledger-bench
+exec Benchmarks/.build/release/healthledger-bench "$@"
