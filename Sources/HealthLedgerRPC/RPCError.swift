@@ -140,30 +140,6 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case revokeCredential = "healthledger.v1.Ledger/RevokeCredential"
     case listCredentials = "healthledger.v1.Ledger/ListCredentials"
 
-    /// Called with an operator credential, on the store rather than one ledger.
-    public var isOperatorMethod: Bool {
-        switch self {
-        case .createLedger, .listLedgers, .issueCredential, .revokeCredential, .listCredentials: true
-        default: false
-        }
-    }
-
-    public var isStreaming: Bool {
-        self == .querySamples || self == .queryChanges || self == .statisticsCollection || self == .routeLocations || self == .queryCorrelations
-            || self == .audit || isLongRunning
-    }
-
-    /// Reads without writing, and ends by itself: what a point-in-time view answers.
-    public var answersAsOf: Bool {
-        switch self {
-        case .ping, .fetch, .querySamples, .queryChanges, .statistics, .statisticsCollection, .getRequestStatus, .authorizationStatus,
-            .authorizations, .pendingAuthorizations, .authorizationHistory, .sourcePriority, .attachments, .attachmentData, .characteristics,
-            .workoutStatistics, .routeLocations, .queryCorrelations, .audit:
-            true
-        default: false
-        }
-    }
-
     /// Runs until the client cancels it: no deadline unless the call sets one.
     public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection || self == .watchAudit }
 }

@@ -7,36 +7,66 @@ import Logging
 import Metrics
 import Synchronization
 
-/// Runs one call: picks the method, authenticates the caller, enforces the deadline, and
-/// answers with messages and exactly one status.
+/// Runs one call: picks the method's registration, authenticates the caller, decodes the
+/// request once, and answers with messages and exactly one status.
 struct CallDispatcher: Sendable {
     let store: LedgerStore
     let configuration: ServerConfiguration
     let logger: Logger
     let metrics: CallMetrics
 
-    /// Sends a frame of this call to the client.
-    typealias Send = @Sendable (Healthledger_V1_Frame) -> Void
+    /// Sends a streamed message of this call to the client.
+    typealias Send = @Sendable (_ message: [UInt8]) -> Void
+    /// Ends the call: its response (unary calls) and its status, written together.
+    typealias Finish = @Sendable (_ response: [UInt8]?, _ failure: RPCError?) -> Void
 
     /// The deadline of a call that asks for `milliseconds` (0: the default).
     func timeout(milliseconds: UInt32) -> Duration {
         milliseconds == 0 ? configuration.defaultTimeout : min(.milliseconds(Int64(milliseconds)), configuration.maximumTimeout)
     }
 
-    /// Runs the call to its end and sends its status. A call cancelled because its
-    /// deadline passed (``CallDeadline/expire()``) ends with `deadlineExceeded`.
+    /// Answers at once, on the caller's thread (the connection's event loop), a call of an
+    /// ``MethodKind/immediate`` method asked of the present; returns false, having done
+    /// nothing, for any other call.
+    func answerAtOnce(id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, finish: Finish) -> Bool {
+        let registration = MethodTable.registration(method)
+        guard registration.kind == .immediate, request.asOfSequence == 0, !request.hasAsOfTimeUs else { return false }
+        let started = ContinuousClock.now
+        var response: [UInt8]?
+        var failure: RPCError?
+        var underlying: (any Error)?
+        do {
+            guard let (ledger, principal) = store.authenticate(request.credential) else {
+                throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
+            }
+            guard case .immediate(let respond) = try registration.bind(Array(request.payload)) else {
+                throw RPCError(.internalError, "\(method.rawValue) is not registered as immediate")
+            }
+            response = try respond(LedgerCall(ledger: ledger, principal: principal))
+        } catch {
+            underlying = error
+            failure = Self.status(for: error)
+        }
+        finish(response, failure)
+        recorded(id: id, method: method, request: request, failure: failure, underlying: underlying, started: started)
+        return true
+    }
+
+    /// Runs the call to its end and finishes it. A call cancelled because its deadline
+    /// passed (``CallDeadline/expire()``) ends with `deadlineExceeded`.
     ///
     /// - Parameter method: the request's method, parsed once by the connection (nil: unknown).
     func run(
-        id: UInt64, method: RPCMethod?, request: Healthledger_V1_CallRequest, window: StreamWindow?, deadline: CallDeadline, send: @escaping Send
+        id: UInt64, method: RPCMethod?, request: Healthledger_V1_CallRequest, window: StreamWindow?, deadline: CallDeadline, send: @escaping Send,
+        finish: Finish
     ) async {
-        let clock = ContinuousClock()
-        let started = clock.now
+        let started = ContinuousClock.now
+        var response: [UInt8]?
         var failure: RPCError?
         var underlying: (any Error)?
         if let method {
             do {
-                try await handle(method, id: id, request: request, window: window, send: send)
+                response = try await handle(method, request: request, window: window, send: send)
             } catch {
                 underlying = error
                 let status = Self.status(for: error)
@@ -52,8 +82,14 @@ struct CallDispatcher: Sendable {
         } else {
             failure = RPCError(.unimplemented, "unknown method '\(request.method.prefix(200))'")
         }
-        send(.status(id: id, failure))
-        metrics.record(method: method, code: failure?.code ?? .ok, duration: clock.now - started)
+        finish(failure == nil ? response : nil, failure)
+        recorded(id: id, method: method, request: request, failure: failure, underlying: underlying, started: started)
+    }
+
+    private func recorded(
+        id: UInt64, method: RPCMethod?, request: Healthledger_V1_CallRequest, failure: RPCError?, underlying: (any Error)?, started: ContinuousClock.Instant
+    ) {
+        metrics.record(method: method, code: failure?.code ?? .ok, duration: ContinuousClock.now - started)
         if let failure, failure.code == .internalError {
             logger.error(
                 "call failed",
@@ -82,32 +118,37 @@ struct CallDispatcher: Sendable {
         }
     }
 
-    private func handle(
-        _ method: RPCMethod, id: UInt64, request: Healthledger_V1_CallRequest, window: StreamWindow?, send: @escaping Send
-    ) async throws {
-        if method.isOperatorMethod {
+    /// Runs the call; returns a unary method's response (nil for a stream, whose messages
+    /// went out through `send`).
+    private func handle(_ method: RPCMethod, request: Healthledger_V1_CallRequest, window: StreamWindow?, send: @escaping Send) async throws -> [UInt8]? {
+        let registration = MethodTable.registration(method)
+        if registration.isOperatorMethod {
             guard store.authenticateOperator(request.credential) else {
                 throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
             }
             guard try request.pointInTime() == nil else {
                 throw RPCError(.invalidArgument, "\(method.rawValue) cannot be asked as of a past point", healthErrorCode: .invalidArgument)
             }
-            return send(.message(id: id, try await OperatorCall(store: store, payload: Array(request.payload)).run(method)))
+            guard case .onStore(let run) = try registration.bind(Array(request.payload)) else {
+                throw RPCError(.internalError, "\(method.rawValue) is not registered as an operator method")
+            }
+            return try await run(OperatorCall(store: store))
         }
         guard let (ledger, principal) = store.authenticate(request.credential) else {
             throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
         }
         guard let point = try request.pointInTime() else {
-            return try await dispatch(method, id: id, call: LedgerCall(ledger: ledger, principal: principal, payload: Array(request.payload)),
-                live: ledger, request: request, window: window, send: send)
+            let bound = try registration.bind(Array(request.payload))
+            return try await run(bound, call: LedgerCall(ledger: ledger, principal: principal), live: ledger, request: request, window: window, send: send)
         }
         // A point-in-time read: the same method on a read-only view of the ledger, where an
         // app sees only what it could read then and may read now.
-        guard method.answersAsOf else {
+        guard registration.answersAsOf else {
             throw RPCError(
                 .invalidArgument, "\(method.rawValue) cannot be asked as of a past point: only reads that end by themselves can",
                 healthErrorCode: .invalidArgument)
         }
+        let bound = try registration.bind(Array(request.payload))
         // Building a view replays the log up to the point: seconds on a large ledger, which
         // must not hold one of the few threads every call shares.
         let view = try await withCheckedThrowingContinuation { continuation in
@@ -115,79 +156,34 @@ struct CallDispatcher: Sendable {
                 continuation.resume(with: Result { try store.view(of: ledger, at: point) })
             }
         }
-        let call = LedgerCall(ledger: view, principal: principal, payload: Array(request.payload))
+        let call = LedgerCall(ledger: view, principal: principal)
         guard case .app = principal else {
-            return try await dispatch(method, id: id, call: call, live: ledger, request: request, window: window, send: send)
+            return try await run(bound, call: call, live: ledger, request: request, window: window, send: send)
         }
-        try await ReadScope.$present.withValue({ type in try ledger.readScope(of: type, for: principal) }) {
-            try await dispatch(method, id: id, call: call, live: ledger, request: request, window: window, send: send)
+        return try await ReadScope.$present.withValue({ type in try ledger.readScope(of: type, for: principal) }) {
+            try await run(bound, call: call, live: ledger, request: request, window: window, send: send)
         }
     }
 
-    /// Runs `method` on `call`'s ledger (`live` itself, or a view of it).
-    private func dispatch(
-        _ method: RPCMethod, id: UInt64, call: LedgerCall, live: Ledger, request: Healthledger_V1_CallRequest, window: StreamWindow?,
-        send: @escaping Send
-    ) async throws {
-        switch method {
-        case .ping: send(.message(id: id, try await call.ping()))
-        case .save: send(.message(id: id, try await call.save()))
-        case .delete: send(.message(id: id, try await call.delete()))
-        case .deleteObjects: send(.message(id: id, try await call.deleteObjects()))
-        case .fetch: send(.message(id: id, try call.fetch()))
-        case .querySamples, .queryChanges, .watchChanges, .observe, .statisticsCollection, .watchStatisticsCollection, .routeLocations,
-            .queryCorrelations, .audit, .watchAudit:
+    /// Runs a bound request on `call`'s ledger (`live` itself, or a view of it).
+    private func run(
+        _ bound: BoundCall, call: LedgerCall, live: Ledger, request: Healthledger_V1_CallRequest, window: StreamWindow?, send: @escaping Send
+    ) async throws -> [UInt8]? {
+        switch bound {
+        case .immediate(let respond): return try respond(call)
+        case .unary(let respond): return try await respond(call)
+        case .stream(let types, let body):
             metrics.streamOpened()
             defer { metrics.streamClosed() }
-            let access = StreamAccess(call, live: live, types: try call.streamedTypes(of: method), credential: request.credential)
-            let emit: @Sendable ([UInt8]) async throws -> Void = { message in
+            let access = StreamAccess(call, live: live, types: types, credential: request.credential)
+            let stream = StreamContext(scanned: access.scanned(with:)) { message in
                 try await window?.acquire()
-                send(.message(id: id, message))
+                send(message)
             }
-            try await access.run {
-                switch method {
-                case .queryChanges: try await call.queryChanges(onScope: access.scanned, emit)
-                case .watchChanges: try await call.watchChanges(onScope: access.scanned, emit)
-                case .observe: try await call.observe(onScope: access.scanned, emit)
-                case .statisticsCollection: try await call.statisticsCollection(onScope: access.scanned, emit)
-                case .watchStatisticsCollection: try await call.watchStatisticsCollection(onScope: access.scanned, emit)
-                case .routeLocations: try await call.routeLocations(onScope: access.scanned, emit)
-                case .queryCorrelations: try await call.queryCorrelations(onScope: access.scanned, emit)
-                case .audit: try await call.audit(follow: false, emit)
-                case .watchAudit: try await call.audit(follow: true, emit)
-                default: try await call.querySamples(onScope: access.scanned, emit)
-                }
-            }
-        case .requestAuthorization: send(.message(id: id, try await call.requestAuthorization()))
-        case .getRequestStatus: send(.message(id: id, try call.getRequestStatus()))
-        case .authorizationStatus: send(.message(id: id, try call.authorizationStatus()))
-        case .requestObjectReadAuthorization: send(.message(id: id, try await call.requestObjectReadAuthorization()))
-        case .authorizations: send(.message(id: id, try call.authorizations(pendingOnly: false)))
-        case .pendingAuthorizations: send(.message(id: id, try call.authorizations(pendingOnly: true)))
-        case .decideAuthorization: send(.message(id: id, try await call.decideAuthorization()))
-        case .setObjectReadSelection: send(.message(id: id, try await call.setObjectReadSelection()))
-        case .authorizationHistory: send(.message(id: id, try call.authorizationHistory()))
-        case .sourcePriority: send(.message(id: id, try call.sourcePriority()))
-        case .setSourcePriority: send(.message(id: id, try await call.setSourcePriority()))
-        case .statistics: send(.message(id: id, try call.statistics()))
-        case .addAttachment: send(.message(id: id, try await call.addAttachment()))
-        case .attachments: send(.message(id: id, try call.attachments()))
-        case .attachmentData: send(.message(id: id, try call.attachmentData()))
-        case .removeAttachment: send(.message(id: id, try await call.removeAttachment()))
-        case .characteristics: send(.message(id: id, try call.characteristics()))
-        case .setCharacteristic: send(.message(id: id, try await call.setCharacteristic()))
-        case .associateSamples: send(.message(id: id, try await call.associateSamples()))
-        case .workoutStatistics: send(.message(id: id, try call.workoutStatistics()))
-        case .beginRoute: send(.message(id: id, try call.beginRoute()))
-        case .addRouteLocations: send(.message(id: id, try call.addRouteLocations()))
-        case .finishRoute: send(.message(id: id, try await call.finishRoute()))
-        case .discardRoute: send(.message(id: id, try call.discardRoute()))
-        case .treeHead: send(.message(id: id, try call.treeHead()))
-        case .inclusionProof: send(.message(id: id, try call.inclusionProof()))
-        case .consistencyProof: send(.message(id: id, try call.consistencyProof()))
-        case .createLedger, .listLedgers, .issueCredential, .revokeCredential, .listCredentials:
-            // handle(…) sends these to OperatorCall before any ledger is chosen.
-            throw RPCError(.internalError, "\(method.rawValue) reached a ledger's dispatch")
+            try await access.run { try await body(call, stream) }
+            return nil
+        case .onStore:
+            throw RPCError(.internalError, "an operator method reached a ledger's dispatch")
         }
     }
 }

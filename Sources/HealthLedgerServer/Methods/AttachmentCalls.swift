@@ -7,22 +7,19 @@ import SwiftProtobuf
 
 /// Attachments: files on objects, readable with the object.
 extension LedgerCall {
-    func addAttachment() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AddAttachmentRequest.self)
+    func addAttachment(_ request: Healthledger_V1_AddAttachmentRequest) async throws -> [UInt8] {
         let attachment = try await ledger.addAttachment(
             to: try Self.uuid(request.objectUuid, field: "object_uuid"), name: request.name, contentType: request.contentType,
             data: Array(request.data), metadata: try Healthledger_V1_Attachment.metadata(request.metadata), by: principal)
         return try Healthledger_V1_Attachment(attachment).serializedBytes()
     }
 
-    func attachments() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AttachmentsRequest.self)
+    func attachments(_ request: Healthledger_V1_AttachmentsRequest) throws -> [UInt8] {
         let attachments = try ledger.attachments(of: try Self.uuid(request.objectUuid, field: "object_uuid"), as: principal)
         return try Healthledger_V1_AttachmentsResponse.with { $0.attachments = attachments.map(Healthledger_V1_Attachment.init) }.serializedBytes()
     }
 
-    func attachmentData() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AttachmentRequest.self)
+    func attachmentData(_ request: Healthledger_V1_AttachmentRequest) throws -> [UInt8] {
         let (attachment, data) = try ledger.attachmentData(try Self.uuid(request.uuid, field: "uuid"), as: principal)
         return try Healthledger_V1_AttachmentDataResponse.with {
             $0.attachment = .init(attachment)
@@ -30,8 +27,7 @@ extension LedgerCall {
         }.serializedBytes()
     }
 
-    func removeAttachment() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AttachmentRequest.self)
+    func removeAttachment(_ request: Healthledger_V1_AttachmentRequest) async throws -> [UInt8] {
         try await ledger.removeAttachment(try Self.uuid(request.uuid, field: "uuid"), by: principal)
         return []
     }

@@ -9,8 +9,9 @@ extension LedgerCall {
     /// Audit (`follow` false): the matching events up to the head as the call found it, in
     /// batches; the last batch (maybe empty) has `caught_up` set.
     /// WatchAudit (`follow` true): the same, then the matching events as they commit.
-    func audit(follow: Bool, _ emit: @escaping (_ batch: [UInt8]) async throws -> Void) async throws {
-        let request = try decode(Healthledger_V1_AuditRequest.self)
+    func audit(
+        _ request: Healthledger_V1_AuditRequest, follow: Bool, _ emit: @escaping (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
         var filter = try request.filter()
         if follow, filter.toSequence != nil || filter.until != nil {
             throw HealthError.invalidArgument("a watched audit follows new events: it takes no to_sequence or until_us", field: "to_sequence")
@@ -58,19 +59,16 @@ extension LedgerCall {
 
 /// The Merkle tree over the log: the signed tree head and the proofs (the owner's).
 extension LedgerCall {
-    func treeHead() throws -> [UInt8] {
-        _ = try decode(Healthledger_V1_Empty.self)
+    func treeHead(_: Healthledger_V1_Empty) throws -> [UInt8] {
         return try Healthledger_V1_SignedTreeHead(try ledger.signedTreeHead(as: principal)).serializedBytes()
     }
 
-    func inclusionProof() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_InclusionProofRequest.self)
+    func inclusionProof(_ request: Healthledger_V1_InclusionProofRequest) throws -> [UInt8] {
         let proof = try ledger.inclusionProof(sequence: request.sequence, treeSize: request.treeSize == 0 ? nil : request.treeSize, as: principal)
         return try Healthledger_V1_InclusionProof(proof).serializedBytes()
     }
 
-    func consistencyProof() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_ConsistencyProofRequest.self)
+    func consistencyProof(_ request: Healthledger_V1_ConsistencyProofRequest) throws -> [UInt8] {
         let proof = try ledger.consistencyProof(from: request.firstSize, to: request.secondSize == 0 ? nil : request.secondSize, as: principal)
         return try Healthledger_V1_ConsistencyProof(proof).serializedBytes()
     }

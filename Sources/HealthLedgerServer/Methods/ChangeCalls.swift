@@ -10,8 +10,7 @@ extension LedgerCall {
     /// A batch's objects stay under this many bytes (plus one object).
     static let batchBytes = 1 << 20
 
-    private func changeQuery() throws -> (query: ChangeQuery, batchSize: Int) {
-        let request = try decode(Healthledger_V1_ChangeQueryRequest.self)
+    private func changeQuery(_ request: Healthledger_V1_ChangeQueryRequest) throws -> (query: ChangeQuery, batchSize: Int) {
         let query = ChangeQuery(
             descriptors: try Self.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
@@ -34,8 +33,10 @@ extension LedgerCall {
     }
 
     /// QueryChanges: the changes after the anchor, up to the limit, in batches.
-    func queryChanges(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
-        var (query, batchSize) = try changeQuery()
+    func queryChanges(
+        _ request: Healthledger_V1_ChangeQueryRequest, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
+        var (query, batchSize) = try changeQuery(request)
         let limit = query.limit
         var remaining = limit
         while true {
@@ -52,8 +53,10 @@ extension LedgerCall {
 
     /// WatchChanges: the changes after the anchor, then more each time some commit, until
     /// the call is cancelled. Later batches go out only when they hold a change.
-    func watchChanges(onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ batch: [UInt8]) async throws -> Void) async throws {
-        var (query, batchSize) = try changeQuery()
+    func watchChanges(
+        _ request: Healthledger_V1_ChangeQueryRequest, onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
+        var (query, batchSize) = try changeQuery(request)
         guard query.limit == 0 else {
             throw HealthError.invalidArgument("a watched query streams every change: page it with batch_size, not limit", field: "limit")
         }
@@ -74,8 +77,9 @@ extension LedgerCall {
 
     /// Observe: one message once the observer is registered, then one per commit (or run of
     /// commits the client has not yet taken) that changed what the caller may see.
-    func observe(onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ update: [UInt8]) async throws -> Void) async throws {
-        let request = try decode(Healthledger_V1_ObserveRequest.self)
+    func observe(
+        _ request: Healthledger_V1_ObserveRequest, onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ update: [UInt8]) async throws -> Void
+    ) async throws {
         var query = ChangeQuery(
             descriptors: try Self.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil))
@@ -121,31 +125,5 @@ extension LedgerCall {
         if hasMore { batch.varint(field: 4, 1) }
         if caughtUp { batch.varint(field: 5, 1) }
         return batch.buffer
-    }
-
-    /// The types a streaming call reads (for watching the caller's access while it streams):
-    /// a correlation type's member types too.
-    func streamedTypes(of method: RPCMethod) throws -> [ObjectType] {
-        try readTypes(of: method).flatMap { type in
-            [type] + (TypeCatalogue.correlationTypes[type.identifier] ?? []).sorted().compactMap { try? ObjectType($0) }
-        }
-    }
-
-    private func readTypes(of method: RPCMethod) throws -> [ObjectType] {
-        switch method {
-        case .queryChanges, .watchChanges:
-            let request = try decode(Healthledger_V1_ChangeQueryRequest.self)
-            return try Self.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors).map(\.type)
-        case .observe:
-            let request = try decode(Healthledger_V1_ObserveRequest.self)
-            return try Self.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors).map(\.type)
-        case .statisticsCollection, .watchStatisticsCollection:
-            return [try QuantityType(try decode(Healthledger_V1_StatisticsCollectionRequest.self).type).objectType]
-        case .routeLocations: return [.workoutRoute]
-        case .queryCorrelations: return [try CorrelationType(try decode(Healthledger_V1_CorrelationQueryRequest.self).type).objectType]
-        // The audit trail relies on no grant (it is the owner's); its credential is watched.
-        case .audit, .watchAudit: return []
-        default: return [try ObjectType(try decode(Healthledger_V1_SampleQueryRequest.self).type)]
-        }
     }
 }

@@ -5,23 +5,13 @@ import Ledger
 import LedgerSchema
 import SwiftProtobuf
 
-/// The `healthledger.v1.Ledger` methods for one authenticated call: decode the request,
-/// run it on the ledger as the caller, encode the response.
+/// The `healthledger.v1.Ledger` methods for one authenticated call: run the decoded request
+/// on the ledger as the caller, encode the response (``MethodTable`` decodes each request once).
 struct LedgerCall: Sendable {
     let ledger: Ledger
     let principal: Principal
-    let payload: [UInt8]
 
-    func decode<M: SwiftProtobuf.Message>(_ type: M.Type) throws -> M {
-        do {
-            return try M(serializedBytes: payload)
-        } catch {
-            throw RPCError(.invalidArgument, "the request is not a valid \(M.protoMessageName)", healthErrorCode: .invalidArgument)
-        }
-    }
-
-    func ping() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_PingRequest.self)
+    func ping(_ request: Healthledger_V1_PingRequest) throws -> [UInt8] {
         var response = Healthledger_V1_PingResponse()
         response.data = request.data
         response.ledgerID = ledger.id
@@ -29,8 +19,7 @@ struct LedgerCall: Sendable {
         return try response.serializedBytes()
     }
 
-    func save() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_SaveRequest.self)
+    func save(_ request: Healthledger_V1_SaveRequest) async throws -> [UInt8] {
         let objects = try request.objects.enumerated().map { index, object in
             do {
                 return try object.model()
@@ -45,16 +34,14 @@ struct LedgerCall: Sendable {
         return try response.serializedBytes()
     }
 
-    func delete() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_DeleteRequest.self)
+    func delete(_ request: Healthledger_V1_DeleteRequest) async throws -> [UInt8] {
         let uuids = try request.uuids.map { try Self.uuid($0, field: "uuids") }
         var response = Healthledger_V1_DeleteResponse()
         response.deleted = UInt64(try await ledger.delete(uuids, by: principal))
         return try response.serializedBytes()
     }
 
-    func deleteObjects() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_DeleteObjectsRequest.self)
+    func deleteObjects(_ request: Healthledger_V1_DeleteObjectsRequest) async throws -> [UInt8] {
         let type = try ObjectType(request.type)
         let interval = try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil)
         let predicate = request.hasPredicate ? try request.predicate.model() : nil
@@ -63,8 +50,7 @@ struct LedgerCall: Sendable {
         return try response.serializedBytes()
     }
 
-    func fetch() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_FetchRequest.self)
+    func fetch(_ request: Healthledger_V1_FetchRequest) throws -> [UInt8] {
         let uuid = try Self.uuid(request.uuid, field: "uuid")
         var response = Healthledger_V1_FetchResponse()
         if let object = try ledger.object(with: uuid, as: principal) { response.object = .init(object) }
@@ -74,8 +60,9 @@ struct LedgerCall: Sendable {
     /// Streams the matching samples in batches of at most `batch_size` objects and 1 MiB.
     ///
     /// - Parameter onScope: told the read scope the query ran with.
-    func querySamples(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
-        let request = try decode(Healthledger_V1_SampleQueryRequest.self)
+    func querySamples(
+        _ request: Healthledger_V1_SampleQueryRequest, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
         // workout_uuid and workout_predicate are the older spellings of two predicate kinds.
         var conditions: [ObjectPredicate] = []
         if !request.workoutUuid.isEmpty { conditions.append(.associatedWithWorkout(try Self.uuid(request.workoutUuid, field: "workout_uuid"))) }
@@ -90,8 +77,9 @@ struct LedgerCall: Sendable {
     }
 
     /// QueryCorrelations: the matching correlations, each with the members the caller may read.
-    func queryCorrelations(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
-        let request = try decode(Healthledger_V1_CorrelationQueryRequest.self)
+    func queryCorrelations(
+        _ request: Healthledger_V1_CorrelationQueryRequest, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
         var memberPredicates: [QuantityType: ObjectPredicate] = [:]
         for descriptor in request.memberPredicates {
             let type = try QuantityType(descriptor.type)
@@ -130,24 +118,21 @@ struct LedgerCall: Sendable {
 
     private static let empty: [UInt8] = []
 
-    func requestAuthorization() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AuthorizationRequest.self)
+    func requestAuthorization(_ request: Healthledger_V1_AuthorizationRequest) async throws -> [UInt8] {
         let count = try await ledger.requestAuthorization(
             toShare: try request.shareTypes.objectTypes(field: "share_types"), read: try request.readTypes.objectTypes(field: "read_types"),
             by: principal)
         return try Healthledger_V1_RequestAuthorizationResponse.with { $0.newRequests = UInt32(count) }.serializedBytes()
     }
 
-    func getRequestStatus() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AuthorizationRequest.self)
+    func getRequestStatus(_ request: Healthledger_V1_AuthorizationRequest) throws -> [UInt8] {
         let status = try ledger.requestStatus(
             toShare: try request.shareTypes.objectTypes(field: "share_types"), read: try request.readTypes.objectTypes(field: "read_types"),
             for: principal)
         return try Healthledger_V1_RequestStatusResponse.with { $0.status = status == .unnecessary ? .unnecessary : .shouldRequest }.serializedBytes()
     }
 
-    func authorizationStatus() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AuthorizationStatusRequest.self)
+    func authorizationStatus(_ request: Healthledger_V1_AuthorizationStatusRequest) throws -> [UInt8] {
         guard !request.types.isEmpty, request.types.count <= Ledger.maximumRequestedTypes else {
             throw HealthError.invalidArgument("ask for 1 to \(Ledger.maximumRequestedTypes) types", field: "types")
         }
@@ -159,22 +144,19 @@ struct LedgerCall: Sendable {
         }.serializedBytes()
     }
 
-    func requestObjectReadAuthorization() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_ObjectReadAuthorizationRequest.self)
+    func requestObjectReadAuthorization(_ request: Healthledger_V1_ObjectReadAuthorizationRequest) async throws -> [UInt8] {
         let interval = try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil)
         try await ledger.requestObjectReadAuthorization(for: try ObjectType(request.type), overlapping: interval, by: principal)
         return Self.empty
     }
 
-    func authorizations(pendingOnly: Bool) throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AuthorizationsRequest.self)
+    func authorizations(_ request: Healthledger_V1_AuthorizationsRequest, pendingOnly: Bool) throws -> [UInt8] {
         let app = request.app.isEmpty ? nil : request.app
         let entries = pendingOnly ? try ledger.pendingAuthorizations(app: app, as: principal) : try ledger.authorizations(app: app, as: principal)
         return try Healthledger_V1_AuthorizationsResponse.with { $0.entries = entries.map(Healthledger_V1_AuthorizationEntry.init) }.serializedBytes()
     }
 
-    func decideAuthorization() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_DecideAuthorizationRequest.self)
+    func decideAuthorization(_ request: Healthledger_V1_DecideAuthorizationRequest) async throws -> [UInt8] {
         guard let decision = request.decision.model else {
             throw HealthError.invalidArgument("the decision must be granted, denied or revoked", field: "decision")
         }
@@ -183,35 +165,30 @@ struct LedgerCall: Sendable {
         return Self.empty
     }
 
-    func setObjectReadSelection() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_ObjectReadSelectionRequest.self)
+    func setObjectReadSelection(_ request: Healthledger_V1_ObjectReadSelectionRequest) async throws -> [UInt8] {
         let uuids = try request.uuids.map { try Self.uuid($0, field: "uuids") }
         try await ledger.setObjectReadSelection(app: request.app, type: try ObjectType(request.type), objects: uuids, by: principal)
         return Self.empty
     }
 
-    func authorizationHistory() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AuthorizationsRequest.self)
+    func authorizationHistory(_ request: Healthledger_V1_AuthorizationsRequest) throws -> [UInt8] {
         let events = try ledger.authorizationHistory(app: request.app.isEmpty ? nil : request.app, as: principal)
         return try Healthledger_V1_AuthorizationHistoryResponse.with { $0.events = events.map(Healthledger_V1_AuthorizationEvent.init) }.serializedBytes()
     }
 
-    func sourcePriority() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_SourcePriorityRequest.self)
+    func sourcePriority(_ request: Healthledger_V1_SourcePriorityRequest) throws -> [UInt8] {
         let sources = try ledger.sourcePriority(for: try ObjectType(request.type), as: principal)
         return try Healthledger_V1_SourcePriorityResponse.with { $0.sources = sources.map(Healthledger_V1_Source.init) }.serializedBytes()
     }
 
-    func setSourcePriority() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_SetSourcePriorityRequest.self)
+    func setSourcePriority(_ request: Healthledger_V1_SetSourcePriorityRequest) async throws -> [UInt8] {
         try await ledger.setSourcePriority(for: try ObjectType(request.type), bundleIdentifiers: request.bundleIdentifiers, by: principal)
         return Self.empty
     }
 
     // MARK: Characteristics
 
-    func characteristics() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_CharacteristicsRequest.self)
+    func characteristics(_ request: Healthledger_V1_CharacteristicsRequest) throws -> [UInt8] {
         guard !request.types.isEmpty else { throw HealthError.invalidArgument("ask for at least one characteristic", field: "types") }
         guard request.types.count <= 16 else { throw HealthError.invalidArgument("ask for at most 16 characteristics", field: "types") }
         let types = try request.types.map { try ObjectType($0) }
@@ -221,8 +198,7 @@ struct LedgerCall: Sendable {
         }.serializedBytes()
     }
 
-    func setCharacteristic() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_Characteristic.self)
+    func setCharacteristic(_ request: Healthledger_V1_Characteristic) async throws -> [UInt8] {
         let type = try ObjectType(request.type)
         // A "not set" value clears the characteristic.
         try await ledger.setCharacteristic(of: type, to: try request.model(), by: principal)

@@ -7,8 +7,7 @@ import SwiftProtobuf
 
 /// Statistics and statistics collections.
 extension LedgerCall {
-    func statistics() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_StatisticsRequest.self)
+    func statistics(_ request: Healthledger_V1_StatisticsRequest) throws -> [UInt8] {
         let query = StatisticsQuery(
             type: try QuantityType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
@@ -19,16 +18,21 @@ extension LedgerCall {
     }
 
     /// StatisticsCollection: every populated interval, from one snapshot, in batches.
-    func statisticsCollection(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
-        let (query, batchSize) = try collectionQuery()
+    func statisticsCollection(
+        _ request: Healthledger_V1_StatisticsCollectionRequest, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
+        let (query, batchSize) = try collectionQuery(request)
         let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope)
         try await Self.emit(results.map(Healthledger_V1_StatisticsResult.init), batchSize: batchSize, emit)
     }
 
     /// WatchStatisticsCollection: the collection, then after each commit of the type the
     /// intervals whose statistics changed (emptied ones as results without values).
-    func watchStatisticsCollection(onScope: @escaping (ReadScope) -> Void, _ emit: @escaping (_ batch: [UInt8]) async throws -> Void) async throws {
-        let (query, batchSize) = try collectionQuery()
+    func watchStatisticsCollection(
+        _ request: Healthledger_V1_StatisticsCollectionRequest, onScope: @escaping (ReadScope) -> Void,
+        _ emit: @escaping (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
+        let (query, batchSize) = try collectionQuery(request)
         var current: [Int64: Healthledger_V1_StatisticsResult] = [:]
         try await following([query.type.objectType]) { first in
             let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope).map(Healthledger_V1_StatisticsResult.init)
@@ -65,8 +69,7 @@ extension LedgerCall {
         } while start < results.count
     }
 
-    private func collectionQuery() throws -> (StatisticsCollectionQuery, batchSize: Int) {
-        let request = try decode(Healthledger_V1_StatisticsCollectionRequest.self)
+    private func collectionQuery(_ request: Healthledger_V1_StatisticsCollectionRequest) throws -> (StatisticsCollectionQuery, batchSize: Int) {
         let type = try QuantityType(request.type)
         guard request.startUs <= request.endUs else { throw HealthError.invalidArgument("the range ends before it starts", field: "end_us") }
         guard let unit = StatisticsIntervals.Unit(request.intervalUnit) else {

@@ -7,15 +7,13 @@ import SwiftProtobuf
 
 /// Workouts: associated samples, their statistics, route builders and route queries.
 extension LedgerCall {
-    func associateSamples() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AssociateSamplesRequest.self)
+    func associateSamples(_ request: Healthledger_V1_AssociateSamplesRequest) async throws -> [UInt8] {
         let samples = try request.sampleUuids.map { try Self.uuid($0, field: "sample_uuids") }
         try await ledger.associate(samples, with: try Self.uuid(request.workoutUuid, field: "workout_uuid"), by: principal)
         return []
     }
 
-    func workoutStatistics() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_WorkoutStatisticsRequest.self)
+    func workoutStatistics(_ request: Healthledger_V1_WorkoutStatisticsRequest) throws -> [UInt8] {
         let uuid = try Self.uuid(request.workoutUuid, field: "workout_uuid")
         guard let statistics = try ledger.workoutStatistics(for: uuid, as: principal) else {
             throw HealthError(.noData, "no workout with UUID \(uuid)", field: "workout_uuid")
@@ -23,14 +21,12 @@ extension LedgerCall {
         return try Healthledger_V1_WorkoutStatisticsResponse(statistics).serializedBytes()
     }
 
-    func beginRoute() throws -> [UInt8] {
-        _ = try decode(Healthledger_V1_BeginRouteRequest.self)
+    func beginRoute(_: Healthledger_V1_BeginRouteRequest) throws -> [UInt8] {
         let id = try ledger.beginRoute(by: principal)
         return try Healthledger_V1_RouteBuilderResponse.with { $0.builderID = Data(id.bytes) }.serializedBytes()
     }
 
-    func addRouteLocations() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_AddRouteLocationsRequest.self)
+    func addRouteLocations(_ request: Healthledger_V1_AddRouteLocationsRequest) throws -> [UInt8] {
         let id = try Self.uuid(request.builderID, field: "builder_id")
         let count = try ledger.addRouteLocations(try request.locations.model(), to: id, by: principal)
         return try Healthledger_V1_RouteBuilderResponse.with {
@@ -39,8 +35,7 @@ extension LedgerCall {
         }.serializedBytes()
     }
 
-    func finishRoute() async throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_FinishRouteRequest.self)
+    func finishRoute(_ request: Healthledger_V1_FinishRouteRequest) async throws -> [UInt8] {
         let (route, disposition) = try await ledger.finishRoute(
             try Self.uuid(request.builderID, field: "builder_id"), workout: try Self.uuid(request.workoutUuid, field: "workout_uuid"),
             metadata: try request.metadata.model(),
@@ -52,16 +47,16 @@ extension LedgerCall {
         }.serializedBytes()
     }
 
-    func discardRoute() throws -> [UInt8] {
-        let request = try decode(Healthledger_V1_DiscardRouteRequest.self)
+    func discardRoute(_ request: Healthledger_V1_DiscardRouteRequest) throws -> [UInt8] {
         try ledger.discardRoute(try Self.uuid(request.builderID, field: "builder_id"), by: principal)
         return []
     }
 
     /// RouteLocations: one RouteBatch per stored chunk, straight from the log, the last one
     /// marked done (one empty, done batch for a route without chunks).
-    func routeLocations(onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
-        let request = try decode(Healthledger_V1_RouteQueryRequest.self)
+    func routeLocations(
+        _ request: Healthledger_V1_RouteQueryRequest, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
         let chunks = try ledger.routeChunks(of: try Self.uuid(request.routeUuid, field: "route_uuid"), as: principal, onScope: onScope)
         for index in 0..<max(chunks.count, 1) {
             try Task.checkCancellation()

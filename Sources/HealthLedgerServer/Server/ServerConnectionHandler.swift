@@ -94,35 +94,42 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         }
         highestCallID = max(highestCallID, id)
         let method = RPCMethod(rawValue: request.method)
-        let window = method?.isStreaming == true
-            ? StreamWindow(initial: request.initialWindow == 0 ? 16 : Int(min(request.initialWindow, 1 << 20))) : nil
         let channel = context.channel
         let loop = context.eventLoop
         let dispatcher = dispatcher
+        // The response and the status go out in one write, from the event loop; the status
+        // ends the call, so its slot is freed in that same turn and a client holding every
+        // status may open its next call at once.
         let finished = NIOLoopBound(self, eventLoop: loop)
+        let finish: CallDispatcher.Finish = { response, failure in
+            let write: @Sendable () -> Void = {
+                if let response { channel.write(Healthledger_V1_Frame.message(id: id, response), promise: nil) }
+                channel.writeAndFlush(Healthledger_V1_Frame.status(id: id, failure), promise: nil)
+                finished.value.finish(id)
+            }
+            if loop.inEventLoop { write() } else { loop.execute(write) }
+        }
+        // A read that needs no task is answered in this turn.
+        if let method, dispatcher.answerAtOnce(id: id, method: method, request: request, finish: finish) { return }
+        let kind = method.map { MethodTable.registration($0).kind }
+        let window = kind?.isStreaming == true
+            ? StreamWindow(initial: request.initialWindow == 0 ? 16 : Int(min(request.initialWindow, 1 << 20))) : nil
         let deadline = CallDeadline()
         let task = Task {
-            await dispatcher.run(id: id, method: method, request: request, window: window, deadline: deadline) { frame in
-                guard case .status = frame.kind else { return channel.writeAndFlush(frame, promise: nil) }
-                // The status ends the call: its slot is freed in the same event-loop turn that
-                // writes it, so a client holding every status may open its next call at once.
-                loop.execute {
-                    channel.writeAndFlush(frame, promise: nil)
-                    finished.value.finish(id)
-                }
-            }
+            await dispatcher.run(
+                id: id, method: method, request: request, window: window, deadline: deadline,
+                send: { message in channel.writeAndFlush(Healthledger_V1_Frame.message(id: id, message), promise: nil) }, finish: finish)
         }
         // The deadline is a timer on the event loop that cancels the call's task.
         var timer: Scheduled<Void>?
-        if request.timeoutMs != 0 || method?.isLongRunning != true {
+        if request.timeoutMs != 0 || kind != .longRunning {
             let timeout = dispatcher.timeout(milliseconds: request.timeoutMs)
             timer = loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
                 deadline.expire()
                 task.cancel()
             }
         }
-        calls[id] = ActiveCall(
-            task: task, window: window, timer: timer, deadline: deadline, longRunning: method?.isLongRunning == true)
+        calls[id] = ActiveCall(task: task, window: window, timer: timer, deadline: deadline, longRunning: kind == .longRunning)
     }
 
     private func finish(_ id: UInt64) {

@@ -1,0 +1,185 @@
+import HealthLedgerRPC
+import HealthModel
+import Ledger
+import LedgerSchema
+import SwiftProtobuf
+
+/// How a method runs.
+enum MethodKind: Sendable, Equatable {
+    /// One response computed at once from a read snapshot, without waiting on anything: it
+    /// runs on the connection's event loop, in the turn that read the request.
+    case immediate
+    /// One response that waits (a commit, a long read): it runs in a task.
+    case unary
+    /// Messages under the stream window, then the status; ends by itself.
+    case serverStreaming
+    /// Messages until the client cancels: no deadline unless the call asks for one.
+    case longRunning
+
+    var isStreaming: Bool { self == .serverStreaming || self == .longRunning }
+}
+
+/// Emits a streaming call's messages and reports the read scopes it used.
+struct StreamContext: Sendable {
+    /// Told the read scope each snapshot read ran with (``StreamAccess`` watches it).
+    let scanned: @Sendable (ReadScope) -> Void
+    /// Sends one message, waiting for the client's window.
+    let emit: @Sendable ([UInt8]) async throws -> Void
+}
+
+/// A request decoded once and bound to its method's handler.
+enum BoundCall: Sendable {
+    case immediate(@Sendable (LedgerCall) throws -> [UInt8])
+    case unary(@Sendable (LedgerCall) async throws -> [UInt8])
+    /// `types`: what the stream reads, whose access it holds while it runs.
+    case stream(types: [ObjectType], run: @Sendable (LedgerCall, StreamContext) async throws -> Void)
+    /// The operator's: on the store, before any ledger is chosen.
+    case onStore(@Sendable (OperatorCall) async throws -> [UInt8])
+}
+
+/// One method: its kind, whether a point-in-time view answers it, and the decode of its
+/// request bound to its handler.
+struct MethodRegistration: Sendable {
+    let kind: MethodKind
+    /// Reads without writing and ends by itself: a point-in-time view can answer it.
+    let answersAsOf: Bool
+    /// Called with an operator credential, on the store rather than one ledger.
+    let isOperatorMethod: Bool
+    /// Decodes the request's payload (once) and binds it to the handler.
+    let bind: @Sendable (_ payload: [UInt8]) throws -> BoundCall
+
+    static func decode<Request: SwiftProtobuf.Message>(_: Request.Type, _ payload: [UInt8]) throws -> Request {
+        do {
+            return try Request(serializedBytes: payload)
+        } catch {
+            throw RPCError(.invalidArgument, "the request is not a valid \(Request.protoMessageName)", healthErrorCode: .invalidArgument)
+        }
+    }
+
+    /// A read answered at once on the event loop.
+    static func immediate<Request: SwiftProtobuf.Message>(
+        _: Request.Type, asOf: Bool = true, _ handler: @escaping @Sendable (LedgerCall, Request) throws -> [UInt8]
+    ) -> Self {
+        MethodRegistration(kind: .immediate, answersAsOf: asOf, isOperatorMethod: false) { payload in
+            let request = try decode(Request.self, payload)
+            return .immediate { try handler($0, request) }
+        }
+    }
+
+    /// A method that waits: a write, or a read that may take long.
+    static func unary<Request: SwiftProtobuf.Message>(
+        _: Request.Type, asOf: Bool = false, _ handler: @escaping @Sendable (LedgerCall, Request) async throws -> [UInt8]
+    ) -> Self {
+        MethodRegistration(kind: .unary, answersAsOf: asOf, isOperatorMethod: false) { payload in
+            let request = try decode(Request.self, payload)
+            return .unary { try await handler($0, request) }
+        }
+    }
+
+    /// A server-streaming method, and the types whose access its stream holds.
+    static func stream<Request: SwiftProtobuf.Message>(
+        _: Request.Type, _ kind: MethodKind = .serverStreaming, types: @escaping @Sendable (Request) throws -> [ObjectType],
+        _ handler: @escaping @Sendable (LedgerCall, Request, StreamContext) async throws -> Void
+    ) -> Self {
+        MethodRegistration(kind: kind, answersAsOf: kind == .serverStreaming, isOperatorMethod: false) { payload in
+            let request = try decode(Request.self, payload)
+            return .stream(types: try types(request)) { try await handler($0, request, $1) }
+        }
+    }
+
+    /// An operator method.
+    static func onStore<Request: SwiftProtobuf.Message>(
+        _: Request.Type, _ handler: @escaping @Sendable (OperatorCall, Request) async throws -> [UInt8]
+    ) -> Self {
+        MethodRegistration(kind: .unary, answersAsOf: false, isOperatorMethod: true) { payload in
+            let request = try decode(Request.self, payload)
+            return .onStore { try await handler($0, request) }
+        }
+    }
+}
+
+/// Every method the server answers, registered once: the one place that says how each runs.
+enum MethodTable {
+    static func registration(_ method: RPCMethod) -> MethodRegistration { registrations[method]! }
+
+    static let registrations: [RPCMethod: MethodRegistration] = [
+        .ping: .immediate(Healthledger_V1_PingRequest.self) { try $0.ping($1) },
+        .save: .unary(Healthledger_V1_SaveRequest.self) { try await $0.save($1) },
+        .delete: .unary(Healthledger_V1_DeleteRequest.self) { try await $0.delete($1) },
+        .deleteObjects: .unary(Healthledger_V1_DeleteObjectsRequest.self) { try await $0.deleteObjects($1) },
+        .fetch: .immediate(Healthledger_V1_FetchRequest.self) { try $0.fetch($1) },
+        .querySamples: .stream(Healthledger_V1_SampleQueryRequest.self, types: { [try ObjectType($0.type)] }) {
+            try await $0.querySamples($1, onScope: $2.scanned, $2.emit)
+        },
+        .queryCorrelations: .stream(Healthledger_V1_CorrelationQueryRequest.self, types: { withMembers(try CorrelationType($0.type).objectType) }) {
+            try await $0.queryCorrelations($1, onScope: $2.scanned, $2.emit)
+        },
+        .queryChanges: .stream(Healthledger_V1_ChangeQueryRequest.self, types: changeTypes) { try await $0.queryChanges($1, onScope: $2.scanned, $2.emit) },
+        .watchChanges: .stream(Healthledger_V1_ChangeQueryRequest.self, .longRunning, types: changeTypes) {
+            try await $0.watchChanges($1, onScope: $2.scanned, $2.emit)
+        },
+        .observe: .stream(
+            Healthledger_V1_ObserveRequest.self, .longRunning,
+            types: { try LedgerCall.descriptors(type: $0.type, predicate: $0.hasPredicate ? $0.predicate : nil, $0.descriptors).flatMap { withMembers($0.type) } }
+        ) { try await $0.observe($1, onScope: $2.scanned, $2.emit) },
+        .requestAuthorization: .unary(Healthledger_V1_AuthorizationRequest.self) { try await $0.requestAuthorization($1) },
+        .getRequestStatus: .immediate(Healthledger_V1_AuthorizationRequest.self) { try $0.getRequestStatus($1) },
+        .authorizationStatus: .immediate(Healthledger_V1_AuthorizationStatusRequest.self) { try $0.authorizationStatus($1) },
+        .requestObjectReadAuthorization: .unary(Healthledger_V1_ObjectReadAuthorizationRequest.self) {
+            try await $0.requestObjectReadAuthorization($1)
+        },
+        .authorizations: .immediate(Healthledger_V1_AuthorizationsRequest.self) { try $0.authorizations($1, pendingOnly: false) },
+        .pendingAuthorizations: .immediate(Healthledger_V1_AuthorizationsRequest.self) { try $0.authorizations($1, pendingOnly: true) },
+        .decideAuthorization: .unary(Healthledger_V1_DecideAuthorizationRequest.self) { try await $0.decideAuthorization($1) },
+        .setObjectReadSelection: .unary(Healthledger_V1_ObjectReadSelectionRequest.self) { try await $0.setObjectReadSelection($1) },
+        // The history grows with the ledger: read in a task.
+        .authorizationHistory: .unary(Healthledger_V1_AuthorizationsRequest.self, asOf: true) { try $0.authorizationHistory($1) },
+        .sourcePriority: .immediate(Healthledger_V1_SourcePriorityRequest.self) { try $0.sourcePriority($1) },
+        .setSourcePriority: .unary(Healthledger_V1_SetSourcePriorityRequest.self) { try await $0.setSourcePriority($1) },
+        // Statistics read every sample of their range: in a task.
+        .statistics: .unary(Healthledger_V1_StatisticsRequest.self, asOf: true) { try $0.statistics($1) },
+        .statisticsCollection: .stream(Healthledger_V1_StatisticsCollectionRequest.self, types: { [try QuantityType($0.type).objectType] }) {
+            try await $0.statisticsCollection($1, onScope: $2.scanned, $2.emit)
+        },
+        .watchStatisticsCollection: .stream(
+            Healthledger_V1_StatisticsCollectionRequest.self, .longRunning, types: { [try QuantityType($0.type).objectType] }
+        ) { try await $0.watchStatisticsCollection($1, onScope: $2.scanned, $2.emit) },
+        .addAttachment: .unary(Healthledger_V1_AddAttachmentRequest.self) { try await $0.addAttachment($1) },
+        .attachments: .immediate(Healthledger_V1_AttachmentsRequest.self) { try $0.attachments($1) },
+        // Up to an attachment's size limit of bytes: in a task.
+        .attachmentData: .unary(Healthledger_V1_AttachmentRequest.self, asOf: true) { try $0.attachmentData($1) },
+        .removeAttachment: .unary(Healthledger_V1_AttachmentRequest.self) { try await $0.removeAttachment($1) },
+        .characteristics: .immediate(Healthledger_V1_CharacteristicsRequest.self) { try $0.characteristics($1) },
+        .setCharacteristic: .unary(Healthledger_V1_Characteristic.self) { try await $0.setCharacteristic($1) },
+        .associateSamples: .unary(Healthledger_V1_AssociateSamplesRequest.self) { try await $0.associateSamples($1) },
+        .workoutStatistics: .unary(Healthledger_V1_WorkoutStatisticsRequest.self, asOf: true) { try $0.workoutStatistics($1) },
+        .beginRoute: .immediate(Healthledger_V1_BeginRouteRequest.self, asOf: false) { try $0.beginRoute($1) },
+        .addRouteLocations: .immediate(Healthledger_V1_AddRouteLocationsRequest.self, asOf: false) { try $0.addRouteLocations($1) },
+        .finishRoute: .unary(Healthledger_V1_FinishRouteRequest.self) { try await $0.finishRoute($1) },
+        .discardRoute: .immediate(Healthledger_V1_DiscardRouteRequest.self, asOf: false) { try $0.discardRoute($1) },
+        .routeLocations: .stream(Healthledger_V1_RouteQueryRequest.self, types: { _ in [.workoutRoute] }) {
+            try await $0.routeLocations($1, onScope: $2.scanned, $2.emit)
+        },
+        // The audit trail relies on no grant (it is the owner's); its credential is watched.
+        .audit: .stream(Healthledger_V1_AuditRequest.self, types: { _ in [] }) { try await $0.audit($1, follow: false, $2.emit) },
+        .watchAudit: .stream(Healthledger_V1_AuditRequest.self, .longRunning, types: { _ in [] }) { try await $0.audit($1, follow: true, $2.emit) },
+        .treeHead: .immediate(Healthledger_V1_Empty.self, asOf: false) { try $0.treeHead($1) },
+        .inclusionProof: .immediate(Healthledger_V1_InclusionProofRequest.self, asOf: false) { try $0.inclusionProof($1) },
+        .consistencyProof: .immediate(Healthledger_V1_ConsistencyProofRequest.self, asOf: false) { try $0.consistencyProof($1) },
+        .createLedger: .onStore(Healthledger_V1_CreateLedgerRequest.self) { try $0.createLedger($1) },
+        .listLedgers: .onStore(Healthledger_V1_Empty.self) { try $0.listLedgers($1) },
+        .issueCredential: .onStore(Healthledger_V1_IssueCredentialRequest.self) { try await $0.issueCredential($1) },
+        .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self) { try await $0.revokeCredential($1) },
+        .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self) { try $0.listCredentials($1) },
+    ]
+
+    /// A type and, for a correlation type, its member types: a correlation's stream reads both.
+    private static func withMembers(_ type: ObjectType) -> [ObjectType] {
+        [type] + (TypeCatalogue.correlationTypes[type.identifier] ?? []).sorted().compactMap { try? ObjectType($0) }
+    }
+
+    private static func changeTypes(_ request: Healthledger_V1_ChangeQueryRequest) throws -> [ObjectType] {
+        try LedgerCall.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors)
+            .flatMap { withMembers($0.type) }
+    }
+}
