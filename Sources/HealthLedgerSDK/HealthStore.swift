@@ -165,9 +165,24 @@ public final class HealthStore: Sendable {
 
     func unary(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> [UInt8] {
         let payload: [UInt8] = try message.serializedBytes()
-        let connection = try await connections.connection()
-        return try await connection.unary(method, payload, credential: configuration.credential, timeout: configuration.timeout, asOf: pointInTime)
+        // A call the server never started (it went away, for example closing the idle
+        // connection as the request crossed) is sent again on a new connection.
+        var attempts = 0
+        while true {
+            attempts += 1
+            let connection = try await connections.connection()
+            do {
+                return try await connection.unary(method, payload, credential: configuration.credential, timeout: configuration.timeout, asOf: pointInTime)
+            } catch let notStarted as CallNotStarted where attempts == Self.unstartedCallAttempts {
+                throw notStarted.error
+            } catch is CallNotStarted {
+                continue
+            }
+        }
     }
+
+    /// How often a call the server never started is sent.
+    static let unstartedCallAttempts = 3
 
     static func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) throws -> M {
         do { return try M(serializedBytes: bytes) } catch {
@@ -350,7 +365,16 @@ actor ConnectionManager {
         self.group = group
     }
 
-    func connection() async throws -> ClientConnection {
+    /// The usable connection, if there is one: read without entering the actor, which
+    /// only (re)connects.
+    private nonisolated let usable = Mutex<ClientConnection?>(nil)
+
+    nonisolated func connection() async throws -> ClientConnection {
+        if let connection = usable.withLock({ $0 }), connection.isUsable { return connection }
+        return try await connect()
+    }
+
+    private func connect() async throws -> ClientConnection {
         guard !closed else { throw RPCError(.unavailable, "the store was closed") }
         if let current, current.isUsable { return current }
         var delay = Duration.milliseconds(50)
@@ -363,6 +387,7 @@ actor ConnectionManager {
             do {
                 let connection = try await ClientConnection.connect(configuration, group: group)
                 current = connection
+                usable.withLock { $0 = connection }
                 return connection
             } catch {
                 lastError = error
@@ -373,6 +398,7 @@ actor ConnectionManager {
 
     func close() async {
         closed = true
+        usable.withLock { $0 = nil }
         await current?.close()
         current = nil
     }

@@ -107,5 +107,29 @@ final class CallTable: Sendable {
         }
     }
 
+    /// The server's go-away: no new calls here. Calls above `lastCallID` never started:
+    /// unary ones fail with ``CallNotStarted`` (the store retries them on a new connection),
+    /// streams with `unavailable`. The others may still finish.
+    func goAway(lastCallID: UInt64, reason: String) {
+        let error = RPCError(.unavailable, "the server is going away: \(reason)")
+        let unstarted = state.withLock { state -> [(UInt64, Pending)] in
+            if state.closed == nil { state.closed = error }
+            let ids = state.pending.keys.filter { $0 > lastCallID }
+            return ids.compactMap { id in state.pending.removeValue(forKey: id).map { (id, $0) } }
+        }
+        for (_, pending) in unstarted {
+            switch pending {
+            case .unary(let continuation, _): continuation.resume(throwing: CallNotStarted(error: error))
+            case .stream(let continuation): continuation.finish(throwing: RPCError(.unavailable, "\(error.message); the call was not started"))
+            }
+        }
+    }
+
     var isClosed: Bool { state.withLock { $0.closed != nil } }
+}
+
+/// A call the server never started (its id was above a go-away's last call id): safe to
+/// send again on another connection.
+struct CallNotStarted: Error {
+    let error: RPCError
 }

@@ -155,8 +155,9 @@ final class ClientFrameHandler: ChannelInboundHandler {
         awaitingPong = false
         guard case .frame(let frame) = unwrapInboundIn(data) else { return }
         if case .goAway(let goAway) = frame.kind {
-            // No new calls on this connection; the open ones may still finish.
-            calls.close(RPCError(.unavailable, "the server is going away: \(goAway.reason)"), failOpen: false)
+            // No new calls on this connection; the open ones may still finish, those above
+            // the last call id never started.
+            calls.goAway(lastCallID: goAway.lastCallID, reason: goAway.reason)
             return
         }
         calls.deliver(frame)

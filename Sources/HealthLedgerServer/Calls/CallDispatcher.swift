@@ -9,11 +9,18 @@ import Synchronization
 
 /// Runs one call: picks the method's registration, authenticates the caller, decodes the
 /// request once, and answers with messages and exactly one status.
-struct CallDispatcher: Sendable {
+package struct CallDispatcher: Sendable {
     let store: LedgerStore
     let configuration: ServerConfiguration
     let logger: Logger
     let metrics: CallMetrics
+
+    package init(store: LedgerStore, configuration: ServerConfiguration, logger: Logger, metrics: CallMetrics) {
+        self.store = store
+        self.configuration = configuration
+        self.logger = logger
+        self.metrics = metrics
+    }
 
     /// Sends a streamed message of this call to the client.
     typealias Send = @Sendable (_ message: [UInt8]) -> Void
@@ -29,8 +36,7 @@ struct CallDispatcher: Sendable {
     /// ``MethodKind/immediate`` method asked of the present; returns false, having done
     /// nothing, for any other call.
     func answerAtOnce(id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, finish: Finish) -> Bool {
-        let registration = MethodTable.registration(method)
-        guard registration.kind == .immediate, request.asOfSequence == 0, !request.hasAsOfTimeUs else { return false }
+        guard let registration = MethodTable.registrations[method], registration.kind == .immediate, request.asOfSequence == 0, !request.hasAsOfTimeUs else { return false }
         let started = ContinuousClock.now
         var response: [UInt8]?
         var failure: RPCError?
@@ -121,7 +127,9 @@ struct CallDispatcher: Sendable {
     /// Runs the call; returns a unary method's response (nil for a stream, whose messages
     /// went out through `send`).
     private func handle(_ method: RPCMethod, request: Healthledger_V1_CallRequest, window: StreamWindow?, send: @escaping Send) async throws -> [UInt8]? {
-        let registration = MethodTable.registration(method)
+        guard let registration = MethodTable.registrations[method] else {
+            throw RPCError(.unimplemented, "\(method.rawValue) is not implemented by this server")
+        }
         if registration.isOperatorMethod {
             guard store.authenticateOperator(request.credential) else {
                 throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
@@ -201,7 +209,7 @@ final class CallDeadline: Sendable {
 }
 
 /// Metric handles for calls, made once per method and status code (not per call).
-final class CallMetrics: Sendable {
+package final class CallMetrics: Sendable {
     private let counters = Mutex<[String: Counter]>([:])
     private let timers: [String: Timer]
     private let openStreams = Mutex(0)
@@ -210,7 +218,7 @@ final class CallMetrics: Sendable {
     func streamOpened() { streamGauge.record(openStreams.withLock { $0 += 1; return $0 }) }
     func streamClosed() { streamGauge.record(openStreams.withLock { $0 -= 1; return $0 }) }
 
-    init() {
+    package init() {
         var timers: [String: Timer] = [:]
         for method in RPCMethod.allCases + [nil] {
             let name = method?.rawValue ?? "unknown"

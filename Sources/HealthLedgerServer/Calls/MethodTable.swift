@@ -100,8 +100,6 @@ struct MethodRegistration: Sendable {
 
 /// Every method the server answers, registered once: the one place that says how each runs.
 enum MethodTable {
-    static func registration(_ method: RPCMethod) -> MethodRegistration { registrations[method]! }
-
     static let registrations: [RPCMethod: MethodRegistration] = [
         .ping: .immediate(Healthledger_V1_PingRequest.self) { try $0.ping($1) },
         .save: .unary(Healthledger_V1_SaveRequest.self) { try await $0.save($1) },

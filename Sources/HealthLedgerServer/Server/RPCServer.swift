@@ -87,7 +87,7 @@ public final class RPCServer: Service, Sendable {
                         ByteToMessageHandler(FrameDecoder(maximumFrameSize: configuration.maximumFrameSize)))
                     try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
                     let handler = ServerConnectionHandler(
-                        dispatcher: dispatcher, maximumConcurrentCalls: configuration.maximumConcurrentCalls,
+                        dispatcher: dispatcher, maximumConcurrentCalls: configuration.maximumConcurrentCalls, idleTimeout: configuration.idleTimeout,
                         logger: logger, onClose: { id in connections.remove(id) })
                     try channel.pipeline.syncOperations.addHandler(handler)
                     connections.add(NIOLoopBound(handler, eventLoop: channel.eventLoop))

@@ -6,12 +6,14 @@ import SwiftProtobuf
 
 /// One client connection: opens a task per call, routes cancels and window updates to
 /// them, answers pings, refuses calls beyond the limit or while draining, and closes the
-/// connection when its byte stream can no longer be trusted or it idles.
-final class ServerConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = InboundFrame
-    typealias OutboundOut = Healthledger_V1_Frame
+/// connection when its byte stream can no longer be trusted or it idles. Which of these
+/// happens is decided by ``ConnectionState``; this handler carries it out.
+package final class ServerConnectionHandler: ChannelInboundHandler {
+    package typealias InboundIn = InboundFrame
+    package typealias OutboundOut = Healthledger_V1_Frame
 
-    private struct ActiveCall {
+    /// What a call running in a task holds (a call answered at once holds nothing).
+    private struct RunningCall {
         let task: Task<Void, Never>
         let window: StreamWindow?
         /// The deadline; none for a long-running call that set none.
@@ -22,45 +24,47 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     }
 
     private let dispatcher: CallDispatcher
-    private let maximumConcurrentCalls: Int
+    private let idleTimeout: Duration
     private let logger: Logger
     private let onClose: @Sendable (ObjectIdentifier) -> Void
-    private var calls: [UInt64: ActiveCall] = [:]
-    private var draining = false
-    private var highestCallID: UInt64 = 0
+    private var state: ConnectionState
+    private var running: [UInt64: RunningCall] = [:]
     private var context: ChannelHandlerContext?
     private var drained: EventLoopPromise<Void>?
-    private var inactive = false
 
-    init(dispatcher: CallDispatcher, maximumConcurrentCalls: Int, logger: Logger, onClose: @escaping @Sendable (ObjectIdentifier) -> Void) {
+    package init(
+        dispatcher: CallDispatcher, maximumConcurrentCalls: Int, idleTimeout: Duration, logger: Logger,
+        onClose: @escaping @Sendable (ObjectIdentifier) -> Void
+    ) {
         self.dispatcher = dispatcher
-        self.maximumConcurrentCalls = maximumConcurrentCalls
+        self.idleTimeout = idleTimeout
         self.logger = logger
         self.onClose = onClose
+        state = ConnectionState(maximumCalls: maximumConcurrentCalls)
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
-        inactive = true
-        for call in calls.values { call.task.cancel() }
+    package func channelInactive(context: ChannelHandlerContext) {
+        _ = state.inactive()
+        for call in running.values { call.task.cancel() }
         onClose(ObjectIdentifier(self))
         drained?.succeed()
         drained = nil
         context.fireChannelInactive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .malformed(let reason):
             context.writeAndFlush(wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, reason))), promise: nil)
         case .frame(let frame):
             switch frame.kind {
             case .request(let request): open(frame.callID, request, context: context)
-            case .cancel: calls[frame.callID]?.task.cancel()
-            case .windowUpdate(let update): calls[frame.callID]?.window?.grant(Int(min(update.messages, 1 << 20)))
+            case .cancel: running[frame.callID]?.task.cancel()
+            case .windowUpdate(let update): running[frame.callID]?.window?.grant(Int(min(update.messages, 1 << 20)))
             case .ping(let ping):
                 var pong = Healthledger_V1_Frame()
                 pong.pong = .with { $0.nonce = ping.nonce }
@@ -73,26 +77,13 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     }
 
     private func open(_ id: UInt64, _ request: Healthledger_V1_CallRequest, context: ChannelHandlerContext) {
-        guard id != 0 else {
-            context.writeAndFlush(wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, "call id 0 is reserved"))), promise: nil)
+        switch state.admit(id) {
+        case .ignore: return
+        case .refuse(let callID, let error):
+            context.writeAndFlush(wrapOutboundOut(.status(id: callID, error)), promise: nil)
             return
+        case .start: break
         }
-        guard !draining else {
-            context.writeAndFlush(wrapOutboundOut(.status(id: id, RPCError(.unavailable, "the server is shutting down"))), promise: nil)
-            return
-        }
-        guard calls[id] == nil else {
-            // Answered on call 0: a status on `id` would read as the running call's own.
-            context.writeAndFlush(wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, "call id \(id) is already in use"))), promise: nil)
-            return
-        }
-        guard calls.count < maximumConcurrentCalls else {
-            context.writeAndFlush(
-                wrapOutboundOut(.status(id: id, RPCError(.resourceExhausted, "\(maximumConcurrentCalls) calls are already open on this connection, its limit"))),
-                promise: nil)
-            return
-        }
-        highestCallID = max(highestCallID, id)
         let method = RPCMethod(rawValue: request.method)
         let channel = context.channel
         let loop = context.eventLoop
@@ -111,7 +102,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         }
         // A read that needs no task is answered in this turn.
         if let method, dispatcher.answerAtOnce(id: id, method: method, request: request, finish: finish) { return }
-        let kind = method.map { MethodTable.registration($0).kind }
+        let kind = method.flatMap { MethodTable.registrations[$0]?.kind }
         let window = kind?.isStreaming == true
             ? StreamWindow(initial: request.initialWindow == 0 ? 16 : Int(min(request.initialWindow, 1 << 20))) : nil
         let deadline = CallDeadline()
@@ -129,64 +120,57 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 task.cancel()
             }
         }
-        calls[id] = ActiveCall(task: task, window: window, timer: timer, deadline: deadline, longRunning: kind == .longRunning)
+        running[id] = RunningCall(task: task, window: window, timer: timer, deadline: deadline, longRunning: kind == .longRunning)
     }
 
     private func finish(_ id: UInt64) {
-        calls.removeValue(forKey: id)?.timer?.cancel()
-        if draining, calls.isEmpty { context?.close(promise: nil) }
+        running.removeValue(forKey: id)?.timer?.cancel()
+        if state.ended(id) { context?.close(promise: nil) }
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
             // The client sends nothing more: its running calls finish, then the connection closes.
-            draining = true
-            if calls.isEmpty { context.close(promise: nil) }
+            if state.inputClosed() { context.close(promise: nil) }
             return
         }
-        if event is IdleStateHandler.IdleStateEvent, calls.isEmpty {
-            logger.debug("closing an idle connection")
-            context.close(promise: nil)
+        if event is IdleStateHandler.IdleStateEvent {
+            // Idle with no call open: a go-away first, so that a request crossing the close
+            // on the wire is known not to have started (its id is above the last call id).
+            if let goAway = state.idle(reason: "the connection was idle for \(idleTimeout)") {
+                logger.debug("closing an idle connection")
+                let channel = context.channel
+                context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in channel.close(promise: nil) }
+            }
             return
         }
         context.fireUserInboundEventTriggered(event)
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // The byte stream can no longer be trusted: say why, then close.
         let reason = (error as? FrameError).map(\.description) ?? "connection error: \(error)"
-        var goAway = Healthledger_V1_Frame()
-        goAway.goAway = .with {
-            $0.lastCallID = highestCallID
-            $0.reason = reason
-        }
         logger.debug("closing a connection", metadata: ["reason": "\(reason)"])
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(state.broken(reason: reason))).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Refuses new calls, tells the client, and closes once the calls in flight have ended.
-    func drain(promise: EventLoopPromise<Void>) {
-        guard let context, !inactive else { return promise.succeed() }
-        draining = true
+    package func drain(promise: EventLoopPromise<Void>) {
+        guard let context, let (goAway, closeNow) = state.drain(reason: "the server is shutting down") else { return promise.succeed() }
         drained = promise
-        var goAway = Healthledger_V1_Frame()
-        goAway.goAway = .with {
-            $0.lastCallID = highestCallID
-            $0.reason = "the server is shutting down"
-        }
         context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
         // Long-running calls would never finish by themselves: end them now.
-        for call in calls.values where call.longRunning {
+        for call in running.values where call.longRunning {
             call.deadline.shutDown()
             call.task.cancel()
         }
-        if calls.isEmpty { context.close(promise: nil) }
+        if closeNow { context.close(promise: nil) }
     }
 
     /// Cancels every call and closes (when draining took too long).
-    func forceClose() {
-        for call in calls.values { call.task.cancel() }
+    package func forceClose() {
+        for call in running.values { call.task.cancel() }
         context?.close(promise: nil)
     }
 }
