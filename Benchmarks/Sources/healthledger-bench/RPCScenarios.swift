@@ -68,100 +68,108 @@ final class RPCScenarios: Sendable {
     func run(_ plan: Plan) async throws -> HealthLedgerFigures {
         var figures = HealthLedgerFigures()
         let clock = ContinuousClock()
+        let workload = self.workload
         let client = client(Self.ingestLedger)
         _ = try await client.ping()
 
         // Unary pings, one after another on one connection.
-        var p50s: [Double] = []
-        var p99s: [Double] = []
-        for _ in 0..<plan.rounds {
-            var times: [Double] = []
-            for _ in 0..<plan.pings {
-                let started = clock.now
-                _ = try await client.ping()
-                times.append(seconds(clock.now - started) * 1e6)
+        if plan.wants("ping") {
+            var p50s: [Double] = []
+            var p99s: [Double] = []
+            for _ in 0..<plan.rounds {
+                var times: [Double] = []
+                for _ in 0..<plan.pings {
+                    let started = clock.now
+                    _ = try await client.ping()
+                    times.append(seconds(clock.now - started) * 1e6)
+                }
+                times.sort()
+                p50s.append(percentile(times, 0.5))
+                p99s.append(percentile(times, 0.99))
             }
-            times.sort()
-            p50s.append(percentile(times, 0.5))
-            p99s.append(percentile(times, 0.99))
+            figures.pingP50 = Figure(p50s)
+            figures.pingP99 = Figure(p99s)
         }
-        figures.pingP50 = Figure(p50s)
-        figures.pingP99 = Figure(p99s)
-
         // 64 calls in flight on the one connection.
-        var rates: [Double] = []
-        for _ in 0..<plan.rounds {
-            let next = Counter()
-            let total = plan.callsInFlight
-            let started = clock.now
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<64 { group.addTask { while next.take(below: total) != nil { _ = try await client.ping() } } }
-                try await group.waitForAll()
+        if plan.wants("calls") {
+            var rates: [Double] = []
+            for _ in 0..<plan.rounds {
+                let next = Counter()
+                let total = plan.callsInFlight
+                let started = clock.now
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<64 { group.addTask { while next.take(below: total) != nil { _ = try await client.ping() } } }
+                    try await group.waitForAll()
+                }
+                rates.append(Double(total) / seconds(clock.now - started))
             }
-            rates.append(Double(total) / seconds(clock.now - started))
+            figures.callsInFlight = Figure(rates)
         }
-        figures.callsInFlight = Figure(rates)
-
-        // Batched durable ingest: 1,000 samples per call, 4 calls in flight.
-        rates = []
-        var resident: [Double] = []
-        let workload = self.workload
-        for round in 0..<plan.rounds {
-            let first = round * plan.ingestPerRound
-            let batches = plan.ingestPerRound / 1000
-            let next = Counter()
-            let started = clock.now
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<4 {
-                    group.addTask {
-                        while let batch = next.take(below: batches) {
-                            _ = try await client.save((0..<1000).map { workload.ingest(first + batch * 1000 + $0).object })
+        if plan.wants("ingest") {
+            // Batched durable ingest: 1,000 samples per call, 4 calls in flight.
+            var rates: [Double] = []
+            var resident: [Double] = []
+            let workload = self.workload
+            for round in 0..<plan.rounds {
+                let first = round * plan.ingestPerRound
+                let batches = plan.ingestPerRound / 1000
+                let next = Counter()
+                let started = clock.now
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<4 {
+                        group.addTask {
+                            while let batch = next.take(below: batches) {
+                                _ = try await client.save((0..<1000).map { workload.ingest(first + batch * 1000 + $0).object })
+                            }
                         }
                     }
+                    try await group.waitForAll()
                 }
-                try await group.waitForAll()
+                rates.append(Double(plan.ingestPerRound) / seconds(clock.now - started))
+                resident.append(Double(residentKiB(of: server.processIdentifier).now) / 1024)
             }
-            rates.append(Double(plan.ingestPerRound) / seconds(clock.now - started))
-            resident.append(Double(residentKiB(of: server.processIdentifier).now) / 1024)
+            figures.batchedIngest = Figure(rates)
+            figures.serverResidentMiB = resident
         }
-        figures.batchedIngest = Figure(rates)
-        figures.serverResidentMiB = resident
-
-        // 64 clients, each on its own connection, saving one sample per call.
-        let clients = (0..<64).map { _ in self.client(Self.ingestLedger) }
-        for store in clients { _ = try await store.ping() }
-        rates = []
-        var base = 50_000_000
-        for _ in 0..<plan.rounds {
-            let total = plan.concurrentSaves
-            let next = Counter()
-            let first = base
-            let started = clock.now
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for store in clients {
-                    group.addTask { while let index = next.take(below: total) { _ = try await store.save(workload.ingest(first + index).object) } }
+        if plan.wants("concurrent") {
+            // 64 clients, each on its own connection, saving one sample per call.
+            let clients = (0..<64).map { _ in self.client(Self.ingestLedger) }
+            for store in clients { _ = try await store.ping() }
+            var rates: [Double] = []
+            var base = 50_000_000
+            for _ in 0..<plan.rounds {
+                let total = plan.concurrentSaves
+                let next = Counter()
+                let first = base
+                let started = clock.now
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for store in clients {
+                        group.addTask { while let index = next.take(below: total) { _ = try await store.save(workload.ingest(first + index).object) } }
+                    }
+                    try await group.waitForAll()
                 }
-                try await group.waitForAll()
+                base += total
+                rates.append(Double(total) / seconds(clock.now - started))
             }
-            base += total
-            rates.append(Double(total) / seconds(clock.now - started))
+            for store in clients { await store.close() }
+            figures.concurrentSaves = Figure(rates)
         }
-        for store in clients { await store.close() }
-        figures.concurrentSaves = Figure(rates)
-
-        // One client, one durable save after another.
-        rates = []
-        for _ in 0..<plan.rounds {
-            let started = clock.now
-            for index in 0..<plan.sequentialSaves { _ = try await client.save(workload.ingest(base + index).object) }
-            base += plan.sequentialSaves
-            rates.append(Double(plan.sequentialSaves) / seconds(clock.now - started))
+        if plan.wants("sequential") {
+            // One client, one durable save after another.
+            var rates: [Double] = []
+            var base = 60_000_000
+            for _ in 0..<plan.rounds {
+                let started = clock.now
+                for index in 0..<plan.sequentialSaves { _ = try await client.save(workload.ingest(base + index).object) }
+                base += plan.sequentialSaves
+                rates.append(Double(plan.sequentialSaves) / seconds(clock.now - started))
+            }
+            figures.sequentialSaves = Figure(rates)
         }
-        figures.sequentialSaves = Figure(rates)
         await client.close()
 
-        try await statistics(plan, into: &figures)
-        try await anchoredPages(plan, into: &figures)
+        if plan.wants("statistics") { try await statistics(plan, into: &figures) }
+        if plan.wants("pages") { try await anchoredPages(plan, into: &figures) }
         return figures
     }
 

@@ -22,13 +22,19 @@ struct ReportCommand: AsyncParsableCommand {
     @Option(help: "Peers to run, comma-separated: postgresql, sqlite (empty for none).") var peers = "postgresql,sqlite"
     @Option(name: .customLong("work-dir"), help: "Scratch directory (default: a temporary one).") var workDirectory: String?
     @Option(help: "Write the report as Markdown to this file (with the plot next to it, as .svg).") var write: String?
+    @Option(help: """
+        Only these of HealthLedger's scenarios, comma-separated (ping, calls, ingest, concurrent, sequential, statistics, pages, \
+        replay), without the peers: for profiling one path.
+        """)
+    var only: String?
 
     func run() async throws {
         let scratch = URL(filePath: workDirectory ?? NSTemporaryDirectory(), directoryHint: .isDirectory)
             .appending(path: "healthledger-report-\(UUID().uuidString)", directoryHint: .isDirectory)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let plan = Plan(quick: quick, rounds: rounds)
+        var plan = Plan(quick: quick, rounds: rounds)
+        plan.only = only.map { Set($0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) }
         let workload = try Workload(days: plan.days)
         let report = BenchReport()
         report.mode = quick ? "quick" : "full"
@@ -52,12 +58,13 @@ struct ReportCommand: AsyncParsableCommand {
         await server.stop()
         // Replay and verify (the operator's tools) and the statistics in process, on the
         // server's data once it has stopped.
-        let offline = try Self.offline(dataDirectory: scratch.appending(path: "server"), workload: workload, rounds: plan.rounds)
+        let offline = try Self.offline(dataDirectory: scratch.appending(path: "server"), workload: workload, plan: plan)
         // The ledger alone, in this process: what the RPC layer costs.
-        let inProcess = try await Self.ingestInProcess(scratch.appending(path: "in-process"), workload: workload, plan: plan)
+        let inProcess = plan.wants("ingest")
+            ? try await Self.ingestInProcess(scratch.appending(path: "in-process"), workload: workload, plan: plan) : Figure([])
 
         var peerFigures: [(name: String, figures: PeerFigures)] = []
-        for name in peers.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !name.isEmpty {
+        for name in peers.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !name.isEmpty && plan.only == nil {
             // A short path: PostgreSQL's socket lives in it, and socket paths are limited to 107 bytes.
             let directory = URL(filePath: "/tmp/hl-\(name)-\(UInt32.random(in: 0...UInt32.max))", directoryHint: .isDirectory)
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -75,7 +82,9 @@ struct ReportCommand: AsyncParsableCommand {
             ).run()
             peerFigures.append((peer.name, figures))
         }
-        for result in Self.results(healthLedger, offline, inProcess, peerFigures, reference, plan) { report.add(result) }
+        for result in Self.results(healthLedger, offline, inProcess, peerFigures, reference, plan) where result.healthLedger?.values.isEmpty == false {
+            report.add(result)
+        }
 
         if let write {
             let markdown = URL(filePath: write)
@@ -176,12 +185,13 @@ struct ReportCommand: AsyncParsableCommand {
         var dailyMergedSteps: Figure
     }
 
-    static func offline(dataDirectory: URL, workload: Workload, rounds: Int) throws -> OfflineFigures {
+    static func offline(dataDirectory: URL, workload: Workload, plan: Plan) throws -> OfflineFigures {
+        let rounds = plan.rounds
         let store = try LedgerStore(directory: dataDirectory)
         let ledger = try store.ledger(RPCScenarios.ingestLedger)
         var replays: [Double] = []
         var verifies: [Double] = []
-        for _ in 0..<max(1, rounds / 2) {
+        for _ in 0..<(plan.wants("replay") ? max(1, rounds / 2) : 0) {
             let replayed = try ledger.replay()
             guard replayed.identical else { throw BenchFailure("replay differs from the live projections") }
             replays.append(Double(replayed.events) / seconds(replayed.rebuildDuration))
@@ -193,7 +203,7 @@ struct ReportCommand: AsyncParsableCommand {
         var hourly: [Double] = []
         var daily: [Double] = []
         let clock = ContinuousClock()
-        for _ in 0..<max(rounds, 3) {
+        for _ in 0..<(plan.wants("statistics") ? max(rounds, 3) : 0) {
             var started = clock.now
             _ = try statistics.statisticsCollection(RPCScenarios.hourly(workload), as: .owner)
             hourly.append(seconds(clock.now - started) * 1e3)
@@ -277,6 +287,10 @@ struct Plan: Sendable {
     var callsInFlight: Int
     var days: Int
     var pageSamples: Int
+    /// The scenarios to run; nil for all.
+    var only: Set<String>?
+
+    func wants(_ scenario: String) -> Bool { only?.contains(scenario) ?? true }
 
     init(quick: Bool, rounds: Int?) {
         self.rounds = max(1, rounds ?? (quick ? 3 : 5))
