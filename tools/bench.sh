@@ -16,19 +16,8 @@ need=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 [ -f /usr/include/postgresql/libpq-fe.h ] || need+=(libpq-dev)
 [ -f /usr/include/sqlite3.h ] || need+=(libsqlite3-dev)
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "bench: installing ${need[*]}" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 || {
-      apt-get update -qq >/dev/null && apt-get install -y -qq "${need[@]}" >/dev/null
-    }
-  else
-    echo "bench: missing system packages: ${need[*]}" >&2
-    echo "bench: install them with: sudo apt-get install -y ${need[*]}" >&2
-    exit 1
-  fi
-fi
+. tools/apt.sh
+install_missing bench ${need[@]+"${need[@]}"}
 # Debian's postgresql package starts a cluster of its own; the benchmark starts a throw-away
 # one and needs none running.
 

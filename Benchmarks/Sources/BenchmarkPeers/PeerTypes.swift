@@ -301,3 +301,16 @@ public enum PeerMerge {
         return result
     }
 }
+
+/// What both peers' schemas share: the projection's indexes and the columns a
+/// ``PeerSample`` is read from.
+enum PeerSchema {
+    static let indexes = """
+        CREATE INDEX samples_type_start ON samples (type, start_us);
+        CREATE INDEX samples_type_anchor ON samples (type, anchor);
+        CREATE UNIQUE INDEX samples_source_type_sync ON samples (source, type, sync_id);
+        """
+
+    /// In the order the peers' row readers expect.
+    static let sampleColumns = "uuid, type, source, start_us, end_us, value, unit, sync_id, metadata"
+}

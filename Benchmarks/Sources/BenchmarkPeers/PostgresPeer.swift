@@ -298,17 +298,10 @@ final class PostgresConnection: PeerConnection {
             anchor bigint NOT NULL,
             metadata jsonb NOT NULL
         );
-        \(indexes)
+        \(PeerSchema.indexes)
         """
 
-    static let indexes = """
-        CREATE INDEX samples_type_start ON samples (type, start_us);
-        CREATE INDEX samples_type_anchor ON samples (type, anchor);
-        CREATE UNIQUE INDEX samples_source_type_sync ON samples (source, type, sync_id);
-        """
 
-    /// The columns a ``PeerSample`` is read from, in the order `sample(from:row:)` expects.
-    private static let sampleColumns = "uuid, type, source, start_us, end_us, value, unit, sync_id, metadata"
 
     private let connection: OpaquePointer
     /// The statements prepared on this connection: SQL text to statement name.
@@ -426,7 +419,7 @@ final class PostgresConnection: PeerConnection {
     func samples(type: String, overlapping from: Int64, _ to: Int64) throws -> [PeerSample] {
         let result = try query(
             """
-            SELECT \(Self.sampleColumns) FROM samples
+            SELECT \(PeerSchema.sampleColumns) FROM samples
             WHERE type = $1 AND start_us < $3::bigint
               AND (end_us > $2::bigint OR (start_us = $2::bigint AND end_us = $2::bigint))
             ORDER BY start_us, anchor
@@ -438,7 +431,7 @@ final class PostgresConnection: PeerConnection {
     func changes(type: String, after anchor: Int64, limit: Int) throws -> (samples: [PeerSample], anchor: Int64) {
         let result = try query(
             """
-            SELECT \(Self.sampleColumns), anchor FROM samples
+            SELECT \(PeerSchema.sampleColumns), anchor FROM samples
             WHERE type = $1 AND anchor > $2::bigint
             ORDER BY anchor LIMIT $3::bigint
             """,
@@ -467,7 +460,7 @@ final class PostgresConnection: PeerConnection {
             guard let count = Int(String(cString: PQcmdTuples(insert.result))) else {
                 throw PeerError("PostgreSQL: INSERT reported no row count")
             }
-            try execute(Self.indexes)
+            try execute(PeerSchema.indexes)
             try execute("COMMIT")
             return count
         } catch {
@@ -573,7 +566,7 @@ final class PostgresConnection: PeerConnection {
         }
     }
 
-    /// Reads the columns of `sampleColumns` from one row.
+    /// Reads the columns of `PeerSchema.sampleColumns` from one row.
     private func sample(from result: PostgresResult, row: Int) throws -> PeerSample {
         let uuidText = result.text(row, 0)
         guard let uuid = UUID(uuidString: uuidText) else {

@@ -81,17 +81,10 @@ final class SQLiteConnection: PeerConnection {
             anchor INTEGER NOT NULL,
             metadata TEXT NOT NULL
         );
-        \(indexes)
+        \(PeerSchema.indexes)
         """
 
-    static let indexes = """
-        CREATE INDEX samples_type_start ON samples (type, start_us);
-        CREATE INDEX samples_type_anchor ON samples (type, anchor);
-        CREATE UNIQUE INDEX samples_source_type_sync ON samples (source, type, sync_id);
-        """
 
-    /// The columns a ``PeerSample`` is read from, in the order `sample(from:)` expects.
-    private static let sampleColumns = "uuid, type, source, start_us, end_us, value, unit, sync_id, metadata"
 
     private let peer: SQLitePeer
     private let database: OpaquePointer
@@ -186,7 +179,7 @@ final class SQLiteConnection: PeerConnection {
 
     func samples(type: String, overlapping from: Int64, _ to: Int64) throws -> [PeerSample] {
         let query = try statement("""
-            SELECT \(Self.sampleColumns) FROM samples
+            SELECT \(PeerSchema.sampleColumns) FROM samples
             WHERE type = ?1 AND start_us < ?3 AND (end_us > ?2 OR (start_us = ?2 AND end_us = ?2))
             ORDER BY start_us, anchor
             """)
@@ -203,7 +196,7 @@ final class SQLiteConnection: PeerConnection {
 
     func changes(type: String, after anchor: Int64, limit: Int) throws -> (samples: [PeerSample], anchor: Int64) {
         let query = try statement("""
-            SELECT \(Self.sampleColumns), anchor FROM samples
+            SELECT \(PeerSchema.sampleColumns), anchor FROM samples
             WHERE type = ?1 AND anchor > ?2
             ORDER BY anchor LIMIT ?3
             """)
@@ -239,7 +232,7 @@ final class SQLiteConnection: PeerConnection {
                     FROM events WHERE kind = 'save' ORDER BY seq
                     """)
                 let count = Int(sqlite3_changes64(database))
-                try execute(Self.indexes)
+                try execute(PeerSchema.indexes)
                 try execute("COMMIT")
                 return count
             } catch {
@@ -325,7 +318,7 @@ final class SQLiteConnection: PeerConnection {
         return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
 
-    /// Reads the columns of `sampleColumns` from the current row.
+    /// Reads the columns of `PeerSchema.sampleColumns` from the current row.
     private func sample(from statement: OpaquePointer) throws -> PeerSample {
         guard let uuidText = text(statement, 0), let uuid = UUID(uuidString: uuidText) else {
             throw PeerError("SQLite: \(text(statement, 0) ?? "NULL") is not a UUID")

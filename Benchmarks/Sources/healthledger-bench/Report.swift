@@ -110,7 +110,7 @@ final class BenchReport: @unchecked Sendable {
             system == "HealthLedger" ? result.healthLedger?.median : result.figure(named: system)?.median
         }
         let panels: [(title: String, scenarios: [ScenarioResult])] = [
-            ("Durable ingest (samples or saves per second, higher is better)", results.filter { $0.direction == .higherIsBetter && $0.references.contains { $0.name.hasPrefix("PostgreSQL") } }),
+            ("Durable writes and replay (per second, higher is better)", results.filter { $0.direction == .higherIsBetter && $0.references.contains { $0.name.hasPrefix("PostgreSQL") } }),
             ("Queries over RPC (milliseconds, lower is better)", results.filter { $0.direction == .lowerIsBetter && $0.unit == "ms" && $0.references.contains { $0.name.hasPrefix("PostgreSQL") } }),
         ]
         let width = 900.0
