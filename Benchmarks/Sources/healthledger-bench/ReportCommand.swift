@@ -90,7 +90,12 @@ struct ReportCommand: AsyncParsableCommand {
             let markdown = URL(filePath: write)
             let plot = markdown.deletingPathExtension().appendingPathExtension("svg")
             try Data(report.svg().utf8).write(to: plot)
-            try Data(Self.document(report, plot: plot.lastPathComponent).utf8).write(to: markdown)
+            // The analysis below the marker is written by hand and kept across runs.
+            var kept = ""
+            if let previous = try? String(contentsOf: markdown, encoding: .utf8), let marker = previous.range(of: Self.analysisMarker) {
+                kept = String(previous[marker.lowerBound...])
+            }
+            try Data((Self.document(report, plot: plot.lastPathComponent) + kept).utf8).write(to: markdown)
             print("wrote \(markdown.path) and \(plot.path)")
         }
     }
@@ -247,6 +252,9 @@ struct ReportCommand: AsyncParsableCommand {
             .split(separator: "\n").first { $0.hasPrefix("MemTotal") }?.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
         return "\(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(memory >> 20) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
     }
+
+    /// Where the hand-written analysis of a report begins; `--write` keeps it.
+    static let analysisMarker = "<!-- analysis: written by hand, kept by --write -->"
 
     static func document(_ report: BenchReport, plot: String) -> String {
         """
