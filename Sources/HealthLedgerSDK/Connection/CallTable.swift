@@ -112,12 +112,11 @@ final class CallTable: Sendable {
     /// streams with `unavailable`. The others may still finish.
     func goAway(lastCallID: UInt64, reason: String) {
         let error = RPCError(.unavailable, "the server is going away: \(reason)")
-        let unstarted = state.withLock { state -> [(UInt64, Pending)] in
+        let unstarted = state.withLock { state -> [Pending] in
             if state.closed == nil { state.closed = error }
-            let ids = state.pending.keys.filter { $0 > lastCallID }
-            return ids.compactMap { id in state.pending.removeValue(forKey: id).map { (id, $0) } }
+            return state.pending.keys.filter { $0 > lastCallID }.compactMap { state.pending.removeValue(forKey: $0) }
         }
-        for (_, pending) in unstarted {
+        for pending in unstarted {
             switch pending {
             case .unary(let continuation, _): continuation.resume(throwing: CallNotStarted(error: error))
             case .stream(let continuation): continuation.finish(throwing: RPCError(.unavailable, "\(error.message); the call was not started"))
