@@ -117,6 +117,8 @@ public struct StatisticsCollectionUpdates: AsyncSequence, Sendable {
         let consumed: @Sendable () -> Void
         let query: StatisticsCollectionQueryDescriptor
         var current: [Date: Statistics] = [:]
+        /// The results' units, parsed once each.
+        var units: [String: HealthUnit] = [:]
 
         public mutating func next() async throws -> StatisticsCollection? {
             while let bytes = try await base.next() {
@@ -124,7 +126,10 @@ public struct StatisticsCollectionUpdates: AsyncSequence, Sendable {
                 let batch = try HealthStore.decode(Healthledger_V1_StatisticsBatch.self, bytes)
                 for result in batch.results {
                     let statistics: Statistics
-                    do { statistics = try result.model(type: query.type) } catch {
+                    do {
+                        if units[result.unit] == nil { units[result.unit] = try HealthUnit(result.unit) }
+                        statistics = try result.model(type: query.type, unit: units[result.unit]!)
+                    } catch {
                         throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
                     }
                     current[statistics.startDate] = statistics.sources.isEmpty ? nil : statistics

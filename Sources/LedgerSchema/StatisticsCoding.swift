@@ -46,7 +46,13 @@ extension Healthledger_V1_StatisticsResult {
 
     /// - Throws: ``HealthError`` when the unit does not parse or the dates are reversed.
     public func model(type: QuantityType) throws -> Statistics {
-        let unit = try HealthUnit(self.unit)
+        try model(type: type, unit: try HealthUnit(self.unit))
+    }
+
+    /// The statistics, their `unit` field already parsed as `unit` (a collection's results
+    /// share one: parsing it once per result was most of the decoding).
+    /// - Throws: ``HealthError`` when the dates are reversed.
+    public func model(type: QuantityType, unit: HealthUnit) throws -> Statistics {
         guard startUs <= endUs else { throw HealthError.invalidArgument("a statistics result ends before it starts", field: "end_us") }
         var bySource: [Source: StatisticsValues] = [:]
         for entry in sources where entry.hasValues { bySource[entry.source.model] = entry.values.model(unit: unit) }
