@@ -72,8 +72,9 @@ extension HealthStore {
     public func result(for query: AnchoredObjectQueryDescriptor) async throws -> AnchoredObjectQueryResult {
         var result = AnchoredObjectQueryResult(addedObjects: [], deletedObjects: [], newAnchor: QueryAnchor(bytes: []), hasMore: false, caughtUp: false)
         for try await batch in try await openStream(.queryChanges, Self.changeRequest(query), decode: Self.changeResult) {
-            result.addedObjects += batch.addedObjects
-            result.deletedObjects += batch.deletedObjects
+            // The first batch's arrays are taken as they are: appending them would copy every object.
+            if result.addedObjects.isEmpty { result.addedObjects = batch.addedObjects } else { result.addedObjects += batch.addedObjects }
+            if result.deletedObjects.isEmpty { result.deletedObjects = batch.deletedObjects } else { result.deletedObjects += batch.deletedObjects }
             result.newAnchor = batch.newAnchor
             result.hasMore = batch.hasMore
             result.caughtUp = batch.caughtUp

@@ -254,7 +254,8 @@ public final class HealthStore: Sendable {
     /// All results of a sample query.
     public func result(for query: SampleQueryDescriptor) async throws -> [HealthObject] {
         var objects: [HealthObject] = []
-        for try await batch in try await results(for: query) { objects += batch }
+        // The first batch is taken as it is: appending it would copy every object.
+        for try await batch in try await results(for: query) { if objects.isEmpty { objects = batch } else { objects += batch } }
         return objects
     }
 
