@@ -98,7 +98,7 @@ public struct CategorySample: HealthSample {
 }
 
 /// Any object a ledger stores.
-public enum HealthObject: Sendable, Hashable {
+public indirect enum HealthObject: Sendable, Hashable {
     case quantitySample(QuantitySample)
     case categorySample(CategorySample)
     case visionPrescription(VisionPrescription)
