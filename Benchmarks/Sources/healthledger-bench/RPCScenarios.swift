@@ -112,18 +112,9 @@ final class RPCScenarios: Sendable {
             let workload = self.workload
             for round in 0..<plan.rounds {
                 let first = round * plan.ingestPerRound
-                let batches = plan.ingestPerRound / 1000
-                let next = Counter()
                 let started = clock.now
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for _ in 0..<4 {
-                        group.addTask {
-                            while let batch = next.take(below: batches) {
-                                _ = try await client.save((0..<1000).map { workload.ingest(first + batch * 1000 + $0).object })
-                            }
-                        }
-                    }
-                    try await group.waitForAll()
+                try await pipelinedBatches(count: plan.ingestPerRound) { range in
+                    _ = try await client.save(range.map { workload.ingest(first + $0).object })
                 }
                 rates.append(Double(plan.ingestPerRound) / seconds(clock.now - started))
                 resident.append(Double(residentKiB(of: server.processIdentifier).now) / 1024)
@@ -175,18 +166,7 @@ final class RPCScenarios: Sendable {
 
     /// Loads `count` objects in batches of 1,000, 4 calls in flight.
     private func load(_ store: HealthStore, count: Int, _ object: @escaping @Sendable (Int) -> HealthObject) async throws {
-        let next = Counter()
-        let batches = (count + 999) / 1000
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<4 {
-                group.addTask {
-                    while let batch = next.take(below: batches) {
-                        _ = try await store.save((batch * 1000..<min(count, batch * 1000 + 1000)).map(object))
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
+        try await pipelinedBatches(count: count) { range in _ = try await store.save(range.map(object)) }
     }
 
     /// The statistics collections: hourly average heart rate over the year's per-minute

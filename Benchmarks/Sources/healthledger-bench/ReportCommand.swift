@@ -227,18 +227,9 @@ struct ReportCommand: AsyncParsableCommand {
         var rates: [Double] = []
         for round in 0..<plan.rounds {
             let first = round * plan.ingestPerRound
-            let batches = plan.ingestPerRound / 1000
-            let next = Counter()
             let started = ContinuousClock.now
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<4 {
-                    group.addTask {
-                        while let batch = next.take(below: batches) {
-                            _ = try await ledger.save((0..<1000).map { workload.ingest(first + batch * 1000 + $0).object }, by: .owner)
-                        }
-                    }
-                }
-                try await group.waitForAll()
+            try await pipelinedBatches(count: plan.ingestPerRound) { range in
+                _ = try await ledger.save(range.map { workload.ingest(first + $0).object }, by: .owner)
             }
             rates.append(Double(plan.ingestPerRound) / seconds(ContinuousClock.now - started))
         }

@@ -38,6 +38,21 @@ final class Counter: Sendable {
     }
 }
 
+/// Saves `count` items in batches of 1,000 with 4 batches in flight, as an ingest pipeline
+/// does: `save` is given each batch's range of item indexes.
+func pipelinedBatches(count: Int, _ save: @escaping @Sendable (Range<Int>) async throws -> Void) async throws {
+    let next = Counter()
+    let batches = (count + 999) / 1000
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<4 {
+            group.addTask {
+                while let batch = next.take(below: batches) { try await save(batch * 1000..<min(count, batch * 1000 + 1000)) }
+            }
+        }
+        try await group.waitForAll()
+    }
+}
+
 /// Runs `body` on `count` threads of their own and waits for all: for the peers' blocking
 /// client libraries, which must not hold the cooperative pool's few threads.
 func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
