@@ -30,6 +30,7 @@ import LMDB
 /// | `workout_members` | parent uuid(16) type(4) source(4) member uuid(16) | start(8) end(8) sequence(8) value(8) of the member: a workout's associated samples and routes, a correlation's members |
 /// | `member_workouts` | member uuid(16) parent uuid(16) | empty: `workout_members` the other way |
 /// | `route_data` | route uuid(16) chunk(4) | sequence(8) of the chunk's `routeLocationsAdded` event |
+/// | `rollups` | type(4) source(4) hour start(8) | see ``StatisticsPartial``: the source's samples of the type starting in that hour, summarised (``Rollups``) |
 /// | `checkpoint` | `applied` | sequence(8) of the last event applied |
 ///
 /// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
@@ -61,6 +62,8 @@ struct LedgerDatabases: Sendable {
     let routeData: Database
     /// The Merkle tree over the event hashes (``MerkleTree``).
     let merkle: Database
+    /// Statistics per type, source and hour (``Rollups``).
+    let rollups: Database
     let checkpoint: Database
 
     /// The projections, in digest order.
@@ -68,7 +71,7 @@ struct LedgerDatabases: Sendable {
         [
             objects, byStart, byEnd, bySource, changes, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
             authorizations, objectReads, authorizationLog, characteristics, attachments, objectAttachments, workoutMembers, memberWorkouts, routeData,
-            merkle, checkpoint,
+            merkle, rollups, checkpoint,
         ]
     }
 
@@ -98,6 +101,7 @@ struct LedgerDatabases: Sendable {
         memberWorkouts = try environment.openDatabase("member_workouts")
         routeData = try environment.openDatabase("route_data")
         merkle = try environment.openDatabase("merkle")
+        rollups = try environment.openDatabase("rollups")
         checkpoint = try environment.openDatabase("checkpoint")
     }
 }
@@ -109,9 +113,9 @@ struct LedgerDatabases: Sendable {
 /// `type_sources` with the source's longest duration. 3: `source_changes`, `object_reads`
 /// remembering when each object was selected or deselected, `characteristics`, `attachments`,
 /// `object_attachments`. 4: `workout_members`, `member_workouts`, `route_data`. 6: `merkle` (5, its first
-/// layout, stored every level).
+/// layout, stored every level). 7: `rollups`.
 enum ProjectionLayout {
-    static let current: UInt32 = 6
+    static let current: UInt32 = 7
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

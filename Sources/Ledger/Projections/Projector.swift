@@ -246,6 +246,7 @@ struct Projector {
                 try txn.put(value, forKey: syncKey, in: databases.syncIdentifiers)
             }
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
+            stats.touch(type: object.typeCode, source: source, start: object.startUs)
             // Only a route, or an object that can replace a workout member, joins a workout here.
             if object.workout != nil || object.syncIdentifier != nil {
                 let member = WorkoutMember(
@@ -285,6 +286,7 @@ struct Projector {
                 try txn.delete(syncKey, in: databases.syncIdentifiers)
             }
             stats.record(type: object.typeCode, countDelta: -1, duration: 0)
+            stats.touch(type: object.typeCode, source: stored.source, start: object.startUs)
             try WorkoutIndex.objectDeleted(uuid, type: object.typeCode, source: stored.source, replacedBy: replacedBy, in: txn, databases)
             // A deleted object's attachments go with it (their bytes stay in the log).
             for attachment in try AttachmentIndex.attachments(of: uuid, in: txn, databases) {
@@ -322,8 +324,19 @@ struct Projector {
 
 /// Per-type changes to `type_stats` (object count, longest duration), gathered over a
 /// transaction and written once at its end instead of once per object.
+/// What a transaction's events change in the projections kept per type, gathered while they
+/// are applied and written once at its end: the type statistics (`type_stats`) and the hours
+/// whose rollups must be recomputed.
 struct TypeStatsDelta {
     private var entries: [UInt32: (count: Int64, longest: Int64)] = [:]
+    private var hours = Set<Rollups.Block>()
+
+    /// Notes that a sample of `type` from `source` starting at `start` was saved or deleted
+    /// (only quantity types have rollups).
+    mutating func touch(type: UInt32, source: UInt32, start: Int64) {
+        guard Rollups.levels[type] != nil else { return }
+        hours.insert(Rollups.Block(type: type, source: source, hour: Rollups.hourStart(start)))
+    }
 
     mutating func record(type: UInt32, countDelta: Int64, duration: Int64) {
         let current = entries[type] ?? (0, 0)
@@ -336,7 +349,8 @@ struct TypeStatsDelta {
     /// The longest duration recorded for `type` in this transaction so far.
     func longest(type: UInt32) -> Int64 { entries[type]?.longest ?? 0 }
 
-    /// Adds the gathered changes to the stored statistics and clears them.
+    /// Adds the gathered changes to the stored statistics, recomputes the touched hours'
+    /// rollups, and clears them.
     mutating func flush(in txn: Transaction, _ databases: LedgerDatabases) throws {
         for type in entries.keys.sorted() {
             let delta = entries[type]!
@@ -354,5 +368,7 @@ struct TypeStatsDelta {
             try txn.put(value, forKey: key, in: databases.typeStats)
         }
         entries = [:]
+        for block in hours.sorted() { try Rollups.recompute(block, in: txn, databases) }
+        hours = []
     }
 }

@@ -15,7 +15,10 @@ extension Ledger {
     ///
     /// - Returns: nil when no sample matches.
     /// - Throws: ``HealthError`` `invalidArgument` for options that do not fit the type.
-    public func statistics(_ query: StatisticsQuery, as principal: Principal) throws -> Statistics? {
+    ///
+    /// - Parameter rollups: false computes every interval from the samples (what rollups
+    ///   must equal).
+    public func statistics(_ query: StatisticsQuery, as principal: Principal, rollups: Bool = true) throws -> Statistics? {
         try query.options.validate(for: query.type)
         if let interval = query.interval {
             // Open ends (distant past or future) are fine; other dates must be calendar dates.
@@ -30,9 +33,12 @@ extension Ledger {
         try query.predicate?.validate(for: query.type.objectType)
         return try environment.read { txn in
             let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
+            if let interval = query.interval {
+                return try statistics(engine, buckets: [interval], predicate: query.predicate, as: principal, rollups: rollups, in: txn).first
+            }
             let samples = try statisticsSamples(engine, overlapping: range, predicate: query.predicate, as: principal, in: txn)
             guard !samples.isEmpty else { return nil }
-            return engine.statistics(samples[...], bucket: (range.start, range.end), dates: query.interval)
+            return engine.statistics(samples[...], bucket: (range.start, range.end), dates: nil)
         }
     }
 
@@ -43,9 +49,11 @@ extension Ledger {
     ///   range that ends before it starts, or more than
     ///   ``maximumStatisticsIntervals`` intervals.
     ///
-    /// - Parameter onScope: told the read scope of the query's snapshot.
+    /// - Parameters:
+    ///   - onScope: told the read scope of the query's snapshot.
+    ///   - rollups: false computes every interval from the samples (what rollups must equal).
     public func statisticsCollection(
-        _ query: StatisticsCollectionQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }
+        _ query: StatisticsCollectionQuery, as principal: Principal, rollups: Bool = true, onScope: (ReadScope) -> Void = { _ in }
     ) throws -> [Statistics] {
         try query.options.validate(for: query.type)
         try query.predicate?.validate(for: query.type.objectType)
@@ -56,28 +64,71 @@ extension Ledger {
         guard buckets.count <= Self.maximumStatisticsIntervals else {
             throw HealthError.invalidArgument("the range holds more than \(Self.maximumStatisticsIntervals) intervals", field: "interval")
         }
-        guard let first = buckets.first, let last = buckets.last else { return [] }
-        let bounds = buckets.map { (microseconds($0.start), microseconds($0.end)) }
         return try environment.read { txn in
             let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
             onScope(engine.scope)
+            return try statistics(engine, buckets: buckets, predicate: query.predicate, as: principal, rollups: rollups, in: txn)
+        }
+    }
+
+    /// Statistics per bucket, in order, for the buckets holding samples: from the rollups
+    /// where they answer a bucket exactly, from the samples elsewhere.
+    private func statistics(
+        _ engine: StatisticsEngine, buckets: [DateInterval], predicate: ObjectPredicate?, as principal: Principal, rollups: Bool, in txn: Transaction
+    ) throws -> [Statistics] {
+        let bounds = buckets.map { (start: microseconds($0.start), end: microseconds($0.end)) }
+        guard let first = bounds.first, let last = bounds.last else { return [] }
+        var results = [Statistics?](repeating: nil, count: bounds.count)
+        var answered = [Bool](repeating: false, count: bounds.count)
+        if rollups, predicate == nil, let rows = try engine.rollups(from: first.start, to: last.end, in: txn, databases) {
+            var next = 0
+            // The latest end of the samples starting in the hours read so far.
+            var reach = Int64.min
+            for (index, bucket) in bounds.enumerated() {
+                while next < rows.count, rows[next].hour < bucket.start {
+                    reach = max(reach, rows[next].partial.maxEnd)
+                    next += 1
+                }
+                let inside = next
+                while next < rows.count, rows[next].hour < bucket.end { next += 1 }
+                let members = rows[inside..<next]
+                // Rows answer a bucket made of whole hours that no sample crosses into, out
+                // of or within, each hour holding one source's samples (several would merge).
+                let aligned = Rollups.hourStart(bucket.start) == bucket.start && Rollups.hourStart(bucket.end) == bucket.end
+                let closed = reach <= bucket.start && members.allSatisfy { $0.partial.maxEnd <= $0.hour + Rollups.hour }
+                let single = zip(members, members.dropFirst()).allSatisfy { $0.hour != $1.hour }
+                for row in members { reach = max(reach, row.partial.maxEnd) }
+                guard aligned, closed, single else { continue }
+                answered[index] = true
+                if !members.isEmpty { results[index] = engine.statistics(rows: members, bucket: bucket, dates: buckets[index]) }
+            }
+        }
+        // The other buckets, from their samples: one scan per run of neighbouring buckets.
+        var memberships = 0
+        var index = 0
+        while index < bounds.count {
+            guard !answered[index] else {
+                index += 1
+                continue
+            }
+            var end = index
+            while end < bounds.count, !answered[end] { end += 1 }
             let samples = try statisticsSamples(
-                engine, overlapping: TimeRange(DateInterval(start: first.start, end: last.end)), predicate: query.predicate, as: principal, in: txn)
-            // One pass over intervals and samples together (both in time order): an interval
-            // holds the samples starting in it, plus those carried over from earlier intervals
+                engine, overlapping: TimeRange(start: bounds[index].start, end: bounds[end - 1].end), predicate: predicate, as: principal, in: txn)
+            // One pass over buckets and samples together (both in time order): a bucket
+            // holds the samples starting in it, plus those carried over from earlier buckets
             // that still reach into it. Without carried samples, its members are a slice of
             // the scan: nothing is copied.
-            var results: [Statistics] = []
             var carried: [StatisticsSample] = []
             var next = 0
-            var memberships = 0
-            for (index, (start, end)) in bounds.enumerated() {
+            for position in index..<end {
+                let (start, end) = bounds[position]
                 let first = next
                 while next < samples.count, samples[next].start < end { next += 1 }
                 let fresh = samples[first..<next]
                 if !carried.isEmpty { carried.removeAll { $0.end <= start } }
                 memberships += carried.count + fresh.count
-                // Long samples over many intervals: bound the work (and memory) one query may ask.
+                // Long samples over many buckets: bound the work (and memory) one query may ask.
                 guard memberships <= Self.maximumStatisticsMemberships else {
                     throw HealthError(
                         .dataSizeExceeded,
@@ -85,15 +136,16 @@ extension Ledger {
                         field: "interval")
                 }
                 if carried.isEmpty {
-                    if !fresh.isEmpty { results.append(engine.statistics(fresh, bucket: (start, end), dates: buckets[index])) }
+                    if !fresh.isEmpty { results[position] = engine.statistics(fresh, bucket: (start, end), dates: buckets[position]) }
                 } else {
                     let members = (carried + fresh).sorted { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
-                    results.append(engine.statistics(members[...], bucket: (start, end), dates: buckets[index]))
+                    results[position] = engine.statistics(members[...], bucket: (start, end), dates: buckets[position])
                 }
                 for sample in fresh where sample.end > end { carried.append(sample) }
             }
-            return results
+            index = end
         }
+        return results.compactMap { $0 }
     }
 }
 
@@ -117,6 +169,13 @@ extension Ledger {
         }
         return StatisticsSample.ordered(samples)
     }
+}
+
+/// One hour of one source's rollup, as a statistics query reads it.
+struct RollupRow {
+    var hour: Int64
+    var source: UInt32
+    var partial: StatisticsPartial
 }
 
 /// One sample as statistics see it, from the start indexes.
@@ -188,8 +247,168 @@ struct StatisticsEngine {
         return StatisticsSample.ordered(samples)
     }
 
+    /// Whether averages weigh sound energies (decibel levels).
+    var level: Bool { type.aggregationStyle == .discreteEquivalentContinuousLevel }
+
     /// The statistics of `samples` (all overlapping `bucket`, in start order).
+    ///
+    /// A bounded bucket whose samples each lie within one clock hour of it is computed hour
+    /// by hour: each hour's ``StatisticsPartial``, merged across sources inside the hour,
+    /// then the hours combined in order, exactly as from the rollups. Otherwise the bucket
+    /// is merged as a whole.
     func statistics(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64), dates: DateInterval?) -> Statistics {
+        if let dates, bucket.start != .min, bucket.end != .max, let hours = Self.hours(samples, bucket: bucket) {
+            var merged = StatisticsPartial()
+            var bySource: [UInt32: StatisticsPartial] = [:]
+            var present = Set<UInt32>()
+            let separate = options.contains(.separateBySource)
+            for hour in hours {
+                let first = hour.first!.source
+                if hour.allSatisfy({ $0.source == first }) {
+                    let partial = StatisticsPartial(samples: hour, level: level)
+                    merged.append(partial, level: level)
+                    if separate { bySource[first, default: StatisticsPartial()].append(partial, level: level) }
+                    present.insert(first)
+                } else {
+                    let codes = Set(hour.map(\.source)).sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
+                    merged.append(mergedPartial(hour, codes: codes), level: level)
+                    if separate {
+                        for code in codes {
+                            bySource[code, default: StatisticsPartial()].append(StatisticsPartial(samples: hour.lazy.filter { $0.source == code }, level: level), level: level)
+                        }
+                    }
+                    present.formUnion(codes)
+                }
+            }
+            return statistics(merged: merged, bySource: bySource, present: present, bucket: bucket, dates: dates)
+        }
+        return wholeBucketStatistics(samples, bucket: bucket, dates: dates)
+    }
+
+    /// The statistics of a bucket whose hours are `rows`, one source each, in order.
+    func statistics(rows: ArraySlice<RollupRow>, bucket: (start: Int64, end: Int64), dates: DateInterval) -> Statistics {
+        var merged = StatisticsPartial()
+        var bySource: [UInt32: StatisticsPartial] = [:]
+        var present = Set<UInt32>()
+        let separate = options.contains(.separateBySource)
+        for row in rows {
+            merged.append(row.partial, level: level)
+            if separate { bySource[row.source, default: StatisticsPartial()].append(row.partial, level: level) }
+            present.insert(row.source)
+        }
+        return statistics(merged: merged, bySource: bySource, present: present, bucket: bucket, dates: dates)
+    }
+
+    /// `samples` cut into the clock hours of `bucket` they start in; nil when one does not
+    /// lie wholly within its hour and the bucket.
+    static func hours(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64)) -> [ArraySlice<StatisticsSample>]? {
+        var hours: [ArraySlice<StatisticsSample>] = []
+        var index = samples.startIndex
+        while index < samples.endIndex {
+            let hour = Rollups.hourStart(samples[index].start)
+            let (from, to) = (max(hour, bucket.start), min(hour + Rollups.hour, bucket.end))
+            var end = index
+            while end < samples.endIndex, samples[end].start < hour + Rollups.hour {
+                guard samples[end].start >= from, samples[end].end <= to else { return nil }
+                end += 1
+            }
+            hours.append(samples[index..<end])
+            index = end
+        }
+        return hours
+    }
+
+    /// The merged partial of one hour's samples from several sources (`codes`, highest
+    /// priority first): a lower source counts only where no higher one has covered the time.
+    private func mergedPartial(_ hour: ArraySlice<StatisticsSample>, codes: [UInt32]) -> StatisticsPartial {
+        var covered = Coverage()
+        var included: [(sample: StatisticsSample, share: Double)] = []
+        for code in codes {
+            for sample in hour where sample.source == code {
+                if sample.end > sample.start {
+                    let free = Double(sample.end - sample.start) - Double(covered.overlap(sample.start, sample.end))
+                    if free > 0 { included.append((sample, Self.share(of: sample, over: free))) }
+                } else if !covered.contains(sample.start) {
+                    included.append((sample, sample.value))
+                }
+            }
+            for sample in hour where sample.source == code && sample.end > sample.start { covered.add(sample.start, sample.end) }
+        }
+        included.sort { ($0.sample.start, $0.sample.sequence) < ($1.sample.start, $1.sample.sequence) }
+        var partial = StatisticsPartial()
+        for (sample, share) in included { partial.add(sample, share: share, level: level) }
+        partial.coverage = covered.length
+        return partial
+    }
+
+    /// The result of a bucket combined hour by hour.
+    private func statistics(
+        merged: StatisticsPartial, bySource: [UInt32: StatisticsPartial], present: Set<UInt32>, bucket: (start: Int64, end: Int64), dates: DateInterval
+    ) -> Statistics {
+        let order = present.sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
+        var separate: [Source: StatisticsValues] = [:]
+        for (code, partial) in bySource { if let source = sources[code] { separate[source] = values(of: partial, bucket: bucket) } }
+        return Statistics(
+            type: type, startDate: dates.start, endDate: dates.end, values: values(of: merged, bucket: bucket), valuesBySource: separate,
+            sources: order.compactMap { sources[$0] })
+    }
+
+    /// The asked-for values of a combined partial.
+    private func values(of partial: StatisticsPartial, bucket: (start: Int64, end: Int64)) -> StatisticsValues {
+        var values = StatisticsValues()
+        guard partial.count > 0 else { return values }
+        let unit = type.canonicalUnit
+        if options.contains(.cumulativeSum) { values.sum = Quantity(partial.sum, unit) }
+        if options.contains(.discreteMin) { values.minimum = Quantity(partial.minimum, unit) }
+        if options.contains(.discreteMax) { values.maximum = Quantity(partial.maximum, unit) }
+        if options.contains(.discreteAverage) {
+            var mean = partial.plain / Double(partial.count)
+            if type.aggregationStyle == .discreteTemporallyWeighted || level {
+                // The last value holds to the end of the bucket.
+                let last = Double(max(bucket.end, partial.lastStart)) - Double(partial.lastStart)
+                let weighted = partial.weighted + StatisticsPartial.energy(partial.lastValue, level: level) * last
+                let total = partial.weightTotal + last
+                if total > 0 { mean = weighted / total }
+            }
+            values.average = Quantity(level ? 10 * log10(mean) : mean, unit)
+        }
+        if options.contains(.mostRecent) {
+            values.mostRecent = Quantity(partial.latestValue, unit)
+            values.mostRecentInterval = DateInterval(start: date(microseconds: partial.latestStart), end: date(microseconds: partial.latestEnd))
+        }
+        if options.contains(.duration) { values.duration = Double(partial.coverage) / 1_000_000 }
+        return values
+    }
+
+    /// The rollup rows a query over `[from, to)` reads, in (hour, priority) order, from
+    /// as far back as a readable sample can last; nil when rollups cannot serve this reader.
+    func rollups(from: Int64, to: Int64, in txn: Transaction, _ databases: LedgerDatabases) throws -> [RollupRow]? {
+        guard scope.selected.isEmpty else { return nil }
+        let code = type.objectType.code
+        let codes = scope.all ? order : scope.ownSource == 0 ? [] : [scope.ownSource]
+        let longest = scope.all
+            ? try Ledger.longestDuration(type: code, in: txn, databases) : try SourceRegistry.longestDuration(type: code, code: scope.ownSource, in: txn, databases)
+        // A sample lasting longer than a year would make every query read a year of rows
+        // before its range: such types are computed from their samples.
+        guard longest <= Self.longestRolledUp else { return nil }
+        var rows: [RollupRow] = []
+        for source in codes {
+            try Rollups.rows(type: code, source: source, from: Rollups.hourStart(from - longest), to: to, in: txn, databases) { hour, partial in
+                rows.append(RollupRow(hour: hour, source: source, partial: partial))
+            }
+        }
+        if codes.count > 1 {
+            rows.sort { ($0.hour, rank[$0.source] ?? Int.max, $0.source) < ($1.hour, rank[$1.source] ?? Int.max, $1.source) }
+        }
+        return rows
+    }
+
+    /// The longest a sample may last for its type's statistics to come from rollups.
+    static let longestRolledUp: Int64 = 366 * 86_400 * 1_000_000
+
+    /// The whole bucket merged at once: a lower source counts only where no higher one has
+    /// covered the time, partly covered samples in proportion.
+    private func wholeBucketStatistics(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64), dates: DateInterval?) -> Statistics {
         if let single = singleSource(samples, bucket: bucket, dates: dates) { return single }
         var bySource: [UInt32: [StatisticsSample]] = [:]
         if let only = samples.first?.source, samples.allSatisfy({ $0.source == only }) {
