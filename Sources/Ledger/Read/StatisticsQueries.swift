@@ -15,10 +15,12 @@ extension Ledger {
     ///
     /// - Returns: nil when no sample matches.
     /// - Throws: ``HealthError`` `invalidArgument` for options that do not fit the type.
-    ///
-    /// - Parameter rollups: false computes every interval from the samples (what rollups
-    ///   must equal).
-    public func statistics(_ query: StatisticsQuery, as principal: Principal, rollups: Bool = true) throws -> Statistics? {
+    public func statistics(_ query: StatisticsQuery, as principal: Principal) throws -> Statistics? {
+        try statistics(query, as: principal, computation: .fastest)
+    }
+
+    /// ``statistics(_:as:)``, computed as `computation` says.
+    func statistics(_ query: StatisticsQuery, as principal: Principal, computation: StatisticsComputation) throws -> Statistics? {
         try query.options.validate(for: query.type)
         if let interval = query.interval {
             // Open ends (distant past or future) are fine; other dates must be calendar dates.
@@ -32,9 +34,10 @@ extension Ledger {
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
         try query.predicate?.validate(for: query.type.objectType)
         return try environment.read { txn in
-            let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
+            let engine = try StatisticsEngine(
+                type: query.type, options: query.options, principal: principal, wholeBuckets: computation == .wholeBuckets, in: txn, databases)
             if let interval = query.interval {
-                return try statistics(engine, buckets: [interval], predicate: query.predicate, as: principal, rollups: rollups, in: txn).first
+                return try statistics(engine, buckets: [interval], predicate: query.predicate, as: principal, rollups: computation == .fastest, in: txn).first
             }
             let samples = try statisticsSamples(engine, overlapping: range, predicate: query.predicate, as: principal, in: txn)
             guard !samples.isEmpty else { return nil }
@@ -49,11 +52,16 @@ extension Ledger {
     ///   range that ends before it starts, or more than
     ///   ``maximumStatisticsIntervals`` intervals.
     ///
-    /// - Parameters:
-    ///   - onScope: told the read scope of the query's snapshot.
-    ///   - rollups: false computes every interval from the samples (what rollups must equal).
+    /// - Parameter onScope: told the read scope of the query's snapshot.
     public func statisticsCollection(
-        _ query: StatisticsCollectionQuery, as principal: Principal, rollups: Bool = true, onScope: (ReadScope) -> Void = { _ in }
+        _ query: StatisticsCollectionQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }
+    ) throws -> [Statistics] {
+        try statisticsCollection(query, as: principal, computation: .fastest, onScope: onScope)
+    }
+
+    /// ``statisticsCollection(_:as:onScope:)``, computed as `computation` says.
+    func statisticsCollection(
+        _ query: StatisticsCollectionQuery, as principal: Principal, computation: StatisticsComputation, onScope: (ReadScope) -> Void = { _ in }
     ) throws -> [Statistics] {
         try query.options.validate(for: query.type)
         try query.predicate?.validate(for: query.type.objectType)
@@ -65,9 +73,10 @@ extension Ledger {
             throw HealthError.invalidArgument("the range holds more than \(Self.maximumStatisticsIntervals) intervals", field: "interval")
         }
         return try environment.read { txn in
-            let engine = try StatisticsEngine(type: query.type, options: query.options, principal: principal, in: txn, databases)
+            let engine = try StatisticsEngine(
+                type: query.type, options: query.options, principal: principal, wholeBuckets: computation == .wholeBuckets, in: txn, databases)
             onScope(engine.scope)
-            return try statistics(engine, buckets: buckets, predicate: query.predicate, as: principal, rollups: rollups, in: txn)
+            return try statistics(engine, buckets: buckets, predicate: query.predicate, as: principal, rollups: computation == .fastest, in: txn)
         }
     }
 
@@ -171,6 +180,17 @@ extension Ledger {
     }
 }
 
+/// How a statistics query computes its buckets. Tests hold the first two equal bit for bit,
+/// and the third equal to them up to rounding.
+enum StatisticsComputation {
+    /// From the rollups where they answer a bucket exactly, otherwise from the samples.
+    case fastest
+    /// From the samples alone, hour by hour where every sample lies within one hour.
+    case samples
+    /// From the samples alone, every bucket merged as a whole.
+    case wholeBuckets
+}
+
 /// One hour of one source's rollup, as a statistics query reads it.
 struct RollupRow {
     var hour: Int64
@@ -206,8 +226,13 @@ struct StatisticsEngine {
     let order: [UInt32]
     let rank: [UInt32: Int]
     let sources: [UInt32: Source]
+    /// Merge every bucket as a whole, never hour by hour.
+    let wholeBuckets: Bool
 
-    init(type: QuantityType, options: StatisticsOptions, principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws {
+    init(
+        type: QuantityType, options: StatisticsOptions, principal: Principal, wholeBuckets: Bool = false, in txn: Transaction, _ databases: LedgerDatabases
+    ) throws {
+        self.wholeBuckets = wholeBuckets
         self.type = type
         self.options = options
         scope = try ReadScope(principal, type: type.objectType, in: txn, databases)
@@ -257,7 +282,7 @@ struct StatisticsEngine {
     /// then the hours combined in order, exactly as from the rollups. Otherwise the bucket
     /// is merged as a whole.
     func statistics(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64), dates: DateInterval?) -> Statistics {
-        if let dates, bucket.start != .min, bucket.end != .max, let hours = Self.hours(samples, bucket: bucket) {
+        if !wholeBuckets, let dates, bucket.start != .min, bucket.end != .max, let hours = Self.hours(samples, bucket: bucket) {
             var merged = StatisticsPartial()
             var bySource: [UInt32: StatisticsPartial] = [:]
             var present = Set<UInt32>()

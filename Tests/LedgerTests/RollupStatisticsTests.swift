@@ -1,0 +1,174 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+import Testing
+
+@testable import Ledger
+
+/// Statistics from rollups equal statistics from samples (docs/LEDGER.md, "Rollups").
+@Suite("Rollup statistics")
+struct RollupStatisticsTests {
+    /// A clock hour (22:00 UTC on 14 November 2023).
+    static let base = Date(timeIntervalSince1970: 1_699_999_200)
+    static let noise = try! QuantityType("HKQuantityTypeIdentifierEnvironmentalAudioExposure")
+    static let types: [(QuantityType, String)] = [(Fixtures.steps, "count"), (Fixtures.heartRate, "count/min"), (Fixtures.bodyMass, "kg"), (noise, "dBASPL")]
+    static let sources: [Source] = [.owner, Fixtures.appA, Fixtures.appB]
+    static let zones = ["UTC", "America/New_York", "Asia/Kolkata", "Asia/Kathmandu", "Australia/Lord_Howe"].map { TimeZone(identifier: $0)! }
+
+    /// A small, seeded generator: a failing seed reproduces.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    /// How a seed lays its samples out.
+    enum Layout: CaseIterable {
+        /// Each sample inside one hour, each hour one source's: rollups answer whole-hour buckets.
+        case hourPerSource
+        /// Each sample inside one hour, sources mixed within hours.
+        case mixedHours
+        /// Some samples cross hours (and a few last for many).
+        case crossing
+    }
+
+    static func sample(_ type: QuantityType, _ unit: String, value: Double, start: Double, length: Double) -> HealthObject {
+        let start = base.addingTimeInterval(start)
+        return .quantitySample(QuantitySample(type: type, quantity: try! Quantity(value, unit), start: start, end: start.addingTimeInterval(length)))
+    }
+
+    @Test(
+        "rollup statistics equal sample statistics bit for bit, and the whole-bucket merge up to rounding: random samples, sources, priorities, deletes, intervals, time zones and readers",
+        arguments: 0..<36)
+    func rollupsEqualSamples(seed: Int) async throws {
+        var random = SplitMix(state: UInt64(seed) &* 7919 &+ 17)
+        let layout = Layout.allCases[seed % Layout.allCases.count]
+        let (type, unit) = Self.types[(seed / Layout.allCases.count) % Self.types.count]
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "rollups")
+        let readGranted = Bool.random(using: &random)
+        try await ledger.authorize([Fixtures.appA], share: [type.objectType], read: readGranted ? [type.objectType] : [])
+        try await ledger.authorize([Fixtures.appB], share: [type.objectType])
+        let sourceCount = Int.random(in: 1...3, using: &random)
+        let hours = 72
+        let hourSource = (0..<hours).map { _ in Int.random(in: 0..<sourceCount, using: &random) }
+
+        // Samples, saved by their sources in batches of random size.
+        var bySource: [[HealthObject]] = Array(repeating: [], count: 3)
+        for _ in 0..<Int.random(in: 40...400, using: &random) {
+            // Mixed hours crowd into a few, so that sources overlap.
+            let hour = Int.random(in: 0..<(layout == .mixedHours ? 6 : hours), using: &random)
+            let offset = Double(Int.random(in: 0..<3600, using: &random)) + (Bool.random(using: &random) ? 0 : 0.5)
+            let source = layout == .hourPerSource ? hourSource[hour] : Int.random(in: 0..<sourceCount, using: &random)
+            var length = 0.0
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<4: length = 0
+            case 4..<9: length = Double(Int.random(in: 1...max(1, 3600 - Int(offset.rounded(.up))), using: &random))
+            default:
+                if layout == .crossing { length = Double(Int.random(in: 600...(Bool.random(using: &random) ? 3 * 3600 : 40 * 3600), using: &random)) }
+            }
+            if Double(hour) * 3600 + offset + length > Double(hours * 3600) { length = 0 }
+            // Values that do not add up exactly in binary.
+            let value = (Double.random(in: 1...120, using: &random) * 1000).rounded() / 1000
+            bySource[source].append(Self.sample(type, unit, value: value, start: Double(hour) * 3600 + offset, length: length))
+        }
+        var saved: [UUID] = []
+        for (index, objects) in bySource.enumerated() {
+            var rest = objects[...]
+            while !rest.isEmpty {
+                let batch = rest.prefix(Int.random(in: 1...60, using: &random))
+                rest = rest.dropFirst(batch.count)
+                let principal: Principal = index == 0 ? .owner : .app(Self.sources[index])
+                saved += try await ledger.save(Array(batch), by: principal).map(\.uuid)
+            }
+        }
+        // Some deleted, a few at a time (each delete recomputes its hour's rollup).
+        for uuid in saved.shuffled(using: &random).prefix(saved.count / 8) { _ = try await ledger.delete([uuid], by: .owner) }
+        // A random priority among the sources that saved.
+        let present = (0..<3).filter { !bySource[$0].isEmpty }.map { Self.sources[$0].bundleIdentifier }
+        if present.count > 1, Bool.random(using: &random) {
+            try await ledger.setSourcePriority(for: type.objectType, bundleIdentifiers: present.shuffled(using: &random), by: .owner)
+        }
+
+        var options: StatisticsOptions = type.aggregationStyle == .cumulative ? [.cumulativeSum] : [.discreteAverage, .discreteMin, .discreteMax]
+        for extra in [StatisticsOptions.separateBySource, .mostRecent, .duration] where Bool.random(using: &random) { options.insert(extra) }
+        var answered = 0
+        for _ in 0..<6 {
+            let (count, unit) = [(30, StatisticsIntervals.Unit.minute), (1, .hour), (3, .hour), (1, .day), (1, .week)].randomElement(using: &random)!
+            let zone = Self.zones.randomElement(using: &random)!
+            let anchor = Self.base.addingTimeInterval([0, 1800, Double(Int.random(in: 0..<86_400, using: &random))].randomElement(using: &random)!)
+            let from = Self.base.addingTimeInterval(-Double(Int.random(in: 0...6, using: &random)) * 3600)
+            let range = DateInterval(start: from, end: Self.base.addingTimeInterval(Double(Int.random(in: 1...80, using: &random)) * 3600))
+            let query = StatisticsCollectionQuery(
+                type: type, range: range, intervals: try StatisticsIntervals(anchor: anchor, every: count, unit, timeZone: zone), options: options)
+            for principal in [Principal.owner, .app(Fixtures.appA)] {
+                let fastest = try ledger.statisticsCollection(query, as: principal, computation: .fastest)
+                let samples = try ledger.statisticsCollection(query, as: principal, computation: .samples)
+                let whole = try ledger.statisticsCollection(query, as: principal, computation: .wholeBuckets)
+                #expect(fastest == samples, "seed \(seed): \(query)")
+                #expect(Self.close(samples, whole), "seed \(seed): \(query)")
+                answered += fastest.count
+            }
+            let single = StatisticsQuery(type: type, interval: range, options: options)
+            let fastest = try ledger.statistics(single, as: .owner, computation: .fastest)
+            #expect(fastest == (try ledger.statistics(single, as: .owner, computation: .samples)), "seed \(seed)")
+            #expect(Self.close(fastest.map { [$0] } ?? [], try ledger.statistics(single, as: .owner, computation: .wholeBuckets).map { [$0] } ?? []))
+        }
+        #expect(answered > 0)
+        // The rollups a replay rebuilds are the live ones, byte for byte.
+        #expect(try ledger.replay().identical)
+    }
+
+    /// Equal but for rounding: the same buckets, sources and options answered.
+    static func close(_ left: [Statistics], _ right: [Statistics]) -> Bool {
+        guard left.count == right.count else { return false }
+        func near(_ a: Quantity?, _ b: Quantity?) -> Bool {
+            guard let a, let b else { return a == nil && b == nil }
+            return a.unit == b.unit && abs(a.value - b.value) <= 1e-9 * max(1, abs(a.value), abs(b.value))
+        }
+        func near(_ a: StatisticsValues?, _ b: StatisticsValues?) -> Bool {
+            guard let a, let b else { return a == nil && b == nil }
+            return near(a.sum, b.sum) && near(a.average, b.average) && near(a.minimum, b.minimum) && near(a.maximum, b.maximum)
+                && near(a.mostRecent, b.mostRecent) && a.mostRecentInterval == b.mostRecentInterval && a.duration == b.duration
+        }
+        return zip(left, right).allSatisfy { a, b in
+            a.startDate == b.startDate && a.endDate == b.endDate && a.sources == b.sources && near(a.values, b.values)
+                && Set(a.valuesBySource.keys) == Set(b.valuesBySource.keys) && a.valuesBySource.keys.allSatisfy { near(a.valuesBySource[$0], b.valuesBySource[$0]) }
+        }
+    }
+
+    @Test("a query reads the rollups: a tampered row shows in the result, verify's replay tells it apart, and a replay repairs it")
+    func rollupsAreRead() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "rollups")
+        // Per-minute heart rate over three hours, every sample inside its hour.
+        try await ledger.save((0..<180).map { Self.sample(Fixtures.heartRate, "count/min", value: Double(60 + $0 % 40), start: Double($0) * 60, length: 0) }, by: .owner)
+        let hourly = try StatisticsIntervals(anchor: Self.base, every: 1, .hour, timeZone: TimeZone(identifier: "UTC")!)
+        let query = StatisticsCollectionQuery(
+            type: Fixtures.heartRate, range: DateInterval(start: Self.base, duration: 3 * 3600), intervals: hourly, options: [.discreteMax])
+        let honest = try ledger.statisticsCollection(query, as: .owner)
+        let maximum = try #require(honest.first?.maximumQuantity())
+        #expect(honest.map { $0.maximumQuantity() } == [maximum, maximum, maximum])
+        #expect(try abs(maximum.doubleValue(for: Fixtures.bpm) - 99) < 1e-9)
+
+        // The second hour's row claims a maximum of 1,000 (in the canonical unit, count/s).
+        try ledger.environment.write { txn in
+            let owner = try #require(try SourceRegistry.code(of: Source.owner.bundleIdentifier, in: txn, ledger.databases))
+            let key = Rollups.key(type: Fixtures.heartRate.objectType.code, source: owner, hour: microseconds(Self.base) + Rollups.hour)
+            var row = try StatisticsPartial(encoded: try #require(try txn.get(key, in: ledger.databases.rollups)))
+            row.maximum = 1_000
+            try txn.put(row.encoded, forKey: key, in: ledger.databases.rollups)
+        }
+        #expect(try ledger.statisticsCollection(query, as: .owner).map { $0.maximumQuantity()?.value } == [maximum.value, 1_000, maximum.value])
+        #expect(try ledger.statisticsCollection(query, as: .owner, computation: .samples) == honest)
+        #expect(try !ledger.replay().identical)
+        #expect(try ledger.replay(install: true).installed)
+        #expect(try ledger.statisticsCollection(query, as: .owner) == honest)
+    }
+}
