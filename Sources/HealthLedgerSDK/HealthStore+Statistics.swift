@@ -117,23 +117,19 @@ public struct StatisticsCollectionUpdates: AsyncSequence, Sendable {
         let consumed: @Sendable () -> Void
         let query: StatisticsCollectionQueryDescriptor
         var current: [Date: Statistics] = [:]
-        /// The results' units, parsed once each.
-        var units: [String: HealthUnit] = [:]
+        /// Reads the batches, each unit and source decoded once.
+        var reader = StatisticsBatchReader()
 
         public mutating func next() async throws -> StatisticsCollection? {
             while let bytes = try await base.next() {
                 consumed()
-                let batch = try HealthStore.decode(Healthledger_V1_StatisticsBatch.self, bytes)
-                for result in batch.results {
-                    let statistics: Statistics
-                    do {
-                        if units[result.unit] == nil { units[result.unit] = try HealthUnit(result.unit) }
-                        statistics = try result.model(type: query.type, unit: units[result.unit]!)
-                    } catch {
-                        throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
-                    }
-                    current[statistics.startDate] = statistics.sources.isEmpty ? nil : statistics
+                let batch: (results: [Statistics], complete: Bool)
+                do {
+                    batch = try reader.read(bytes, type: query.type)
+                } catch {
+                    throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
                 }
+                for statistics in batch.results { current[statistics.startDate] = statistics.sources.isEmpty ? nil : statistics }
                 if batch.complete {
                     return StatisticsCollection(
                         statistics: current.values.sorted { $0.startDate < $1.startDate }, intervals: HealthStore.wireIntervals(query), type: query.type)

@@ -86,3 +86,190 @@ extension StatisticsIntervals.Unit {
         }
     }
 }
+
+/// Writes a `StatisticsBatch` straight from model statistics: a collection's hot path,
+/// byte-identical to SwiftProtobuf's serialization of the same message (tests hold it so).
+/// Each unit and source is encoded once per writer.
+public struct StatisticsBatchWriter {
+    private var units: [String: String] = [:]
+    private var sources: [Source: [UInt8]] = [:]
+
+    public init() {}
+
+    /// The batch holding `results`, marked `complete` or not.
+    public mutating func batch(_ results: some Collection<Statistics>, complete: Bool) -> [UInt8] {
+        var batch = ProtoWriter(capacity: results.count * 80 + 2)
+        for statistics in results { batch.message(field: 1, result(statistics)) }
+        batch.varint(field: 2, complete ? 1 : 0)
+        return batch.buffer
+    }
+
+    private mutating func result(_ statistics: Statistics) -> [UInt8] {
+        var result = ProtoWriter(capacity: 80)
+        result.signed(field: 1, microseconds(statistics.startDate))
+        result.signed(field: 2, microseconds(statistics.endDate))
+        let type = statistics.type.identifier
+        if units[type] == nil { units[type] = statistics.type.canonicalUnit.description }
+        result.string(field: 3, units[type]!)
+        result.message(field: 4, Self.values(statistics.values))
+        for source in statistics.sources {
+            var entry = ProtoWriter(capacity: 64)
+            entry.message(field: 1, encoded(source))
+            if let values = statistics.valuesBySource[source] { entry.message(field: 2, Self.values(values)) }
+            result.message(field: 5, entry.buffer)
+        }
+        return result.buffer
+    }
+
+    private mutating func encoded(_ source: Source) -> [UInt8] {
+        if let bytes = sources[source] { return bytes }
+        var writer = ProtoWriter(capacity: 48)
+        writer.string(field: 1, source.bundleIdentifier)
+        writer.string(field: 2, source.name)
+        sources[source] = writer.buffer
+        return writer.buffer
+    }
+
+    private static func values(_ values: StatisticsValues) -> [UInt8] {
+        var writer = ProtoWriter(capacity: 64)
+        if let sum = values.sum { writer.double(field: 1, sum.value, present: true) }
+        if let average = values.average { writer.double(field: 2, average.value, present: true) }
+        if let minimum = values.minimum { writer.double(field: 3, minimum.value, present: true) }
+        if let maximum = values.maximum { writer.double(field: 4, maximum.value, present: true) }
+        if let mostRecent = values.mostRecent { writer.double(field: 5, mostRecent.value, present: true) }
+        if let interval = values.mostRecentInterval {
+            writer.presentSigned(field: 6, microseconds(interval.start))
+            writer.presentSigned(field: 7, microseconds(interval.end))
+        }
+        if let duration = values.duration { writer.double(field: 8, duration, present: true) }
+        return writer.buffer
+    }
+}
+
+/// Reads a `StatisticsBatch` straight into model statistics (the SDK's side of
+/// ``StatisticsBatchWriter``), as `Healthledger_V1_StatisticsResult.model(type:unit:)` would
+/// from SwiftProtobuf's decoding (tests hold it so). Each unit and source is decoded once
+/// per reader.
+public struct StatisticsBatchReader {
+    private var units: [String: HealthUnit] = [:]
+    private var sources: [[UInt8]: Source] = [:]
+
+    public init() {}
+
+    /// - Throws: ``ProtoReader/Malformed`` for bytes that are not a batch; ``HealthError``
+    ///   for a unit that does not parse or a result that ends before it starts.
+    public mutating func read(_ bytes: [UInt8], type: QuantityType) throws -> (results: [Statistics], complete: Bool) {
+        try bytes.withUnsafeBytes { buffer in
+            var reader = ProtoReader(buffer)
+            var results: [Statistics] = []
+            var complete = false
+            while let (field, wireType) = try reader.next() {
+                switch (field, wireType) {
+                case (1, .lengthDelimited): results.append(try result(try reader.bytes(), type: type))
+                case (2, .varint): complete = try reader.varint() != 0
+                default: try reader.skip(wireType)
+                }
+            }
+            return (results, complete)
+        }
+    }
+
+    private mutating func result(_ bytes: UnsafeRawBufferPointer, type: QuantityType) throws -> Statistics {
+        var reader = ProtoReader(bytes)
+        var startUs: Int64 = 0
+        var endUs: Int64 = 0
+        var unitName = ""
+        var values = RawValues()
+        var entries: [(source: Source, values: RawValues?)] = []
+        while let (field, wireType) = try reader.next() {
+            switch (field, wireType) {
+            case (1, .varint): startUs = try reader.signed()
+            case (2, .varint): endUs = try reader.signed()
+            case (3, .lengthDelimited): unitName = try reader.string()
+            case (4, .lengthDelimited): try values.merge(try reader.bytes())
+            case (5, .lengthDelimited): entries.append(try entry(try reader.bytes()))
+            default: try reader.skip(wireType)
+            }
+        }
+        guard startUs <= endUs else { throw HealthError.invalidArgument("a statistics result ends before it starts", field: "end_us") }
+        if units[unitName] == nil { units[unitName] = try HealthUnit(unitName) }
+        let unit = units[unitName]!
+        var bySource: [Source: StatisticsValues] = [:]
+        for entry in entries { if let values = entry.values { bySource[entry.source] = values.model(unit: unit) } }
+        return Statistics(
+            type: type, startDate: date(microseconds: startUs), endDate: date(microseconds: endUs), values: values.model(unit: unit),
+            valuesBySource: bySource, sources: entries.map(\.source))
+    }
+
+    private mutating func entry(_ bytes: UnsafeRawBufferPointer) throws -> (source: Source, values: RawValues?) {
+        var reader = ProtoReader(bytes)
+        var sourceBytes: [UInt8] = []
+        var values: RawValues?
+        while let (field, wireType) = try reader.next() {
+            switch (field, wireType) {
+            // A message field given twice merges: its fields, in order, as one message.
+            case (1, .lengthDelimited): sourceBytes += try reader.bytes()
+            case (2, .lengthDelimited):
+                var merged = values ?? RawValues()
+                try merged.merge(try reader.bytes())
+                values = merged
+            default: try reader.skip(wireType)
+            }
+        }
+        if let source = sources[sourceBytes] { return (source, values) }
+        var bundle = ""
+        var name = ""
+        try sourceBytes.withUnsafeBytes { buffer in
+            var reader = ProtoReader(buffer)
+            while let (field, wireType) = try reader.next() {
+                switch (field, wireType) {
+                case (1, .lengthDelimited): bundle = try reader.string()
+                case (2, .lengthDelimited): name = try reader.string()
+                default: try reader.skip(wireType)
+                }
+            }
+        }
+        let source = Source(bundleIdentifier: bundle, name: name)
+        sources[sourceBytes] = source
+        return (source, values)
+    }
+
+    /// A `StatisticsValues` message's fields as sent.
+    private struct RawValues {
+        var sum: Double?
+        var average: Double?
+        var minimum: Double?
+        var maximum: Double?
+        var mostRecent: Double?
+        var mostRecentStartUs: Int64?
+        var mostRecentEndUs: Int64?
+        var duration: Double?
+
+        mutating func merge(_ bytes: UnsafeRawBufferPointer) throws {
+            var reader = ProtoReader(bytes)
+            while let (field, wireType) = try reader.next() {
+                switch (field, wireType) {
+                case (1, .fixed64): sum = try reader.double()
+                case (2, .fixed64): average = try reader.double()
+                case (3, .fixed64): minimum = try reader.double()
+                case (4, .fixed64): maximum = try reader.double()
+                case (5, .fixed64): mostRecent = try reader.double()
+                case (6, .varint): mostRecentStartUs = try reader.signed()
+                case (7, .varint): mostRecentEndUs = try reader.signed()
+                case (8, .fixed64): duration = try reader.double()
+                default: try reader.skip(wireType)
+                }
+            }
+        }
+
+        func model(unit: HealthUnit) -> StatisticsValues {
+            StatisticsValues(
+                sum: sum.map { Quantity($0, unit) }, average: average.map { Quantity($0, unit) }, minimum: minimum.map { Quantity($0, unit) },
+                maximum: maximum.map { Quantity($0, unit) }, mostRecent: mostRecent.map { Quantity($0, unit) },
+                mostRecentInterval: mostRecentStartUs.flatMap { start in
+                    mostRecentEndUs.flatMap { end in start <= end ? DateInterval(start: date(microseconds: start), end: date(microseconds: end)) : nil }
+                },
+                duration: duration)
+        }
+    }
+}

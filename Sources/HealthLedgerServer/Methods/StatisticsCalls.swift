@@ -23,7 +23,15 @@ extension LedgerCall {
     ) async throws {
         let (query, batchSize) = try collectionQuery(request)
         let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope)
-        try await Self.emit(results.map(Healthledger_V1_StatisticsResult.init), batchSize: batchSize, emit)
+        // Written straight from the model: no message per result.
+        var writer = StatisticsBatchWriter()
+        var start = 0
+        repeat {
+            try Task.checkCancellation()
+            let end = min(start + batchSize, results.count)
+            try await emit(writer.batch(results[start..<end], complete: end == results.count))
+            start = end
+        } while start < results.count
     }
 
     /// WatchStatisticsCollection: the collection, then after each commit of the type the

@@ -80,36 +80,54 @@ extension Ledger {
         }
     }
 
+    /// How many buckets a query answers from rollups before it reads the rows of the rest.
+    static let rollupProbe = 16
+
     /// Statistics per bucket, in order, for the buckets holding samples: from the rollups
     /// where they answer a bucket exactly, from the samples elsewhere.
     private func statistics(
         _ engine: StatisticsEngine, buckets: [DateInterval], predicate: ObjectPredicate?, as principal: Principal, rollups: Bool, in txn: Transaction
     ) throws -> [Statistics] {
         let bounds = buckets.map { (start: microseconds($0.start), end: microseconds($0.end)) }
-        guard let first = bounds.first, let last = bounds.last else { return [] }
+        guard !bounds.isEmpty else { return [] }
         var results = [Statistics?](repeating: nil, count: bounds.count)
         var answered = [Bool](repeating: false, count: bounds.count)
-        if rollups, predicate == nil, let rows = try engine.rollups(from: first.start, to: last.end, in: txn, databases) {
-            var next = 0
+        if rollups, predicate == nil {
             // The latest end of the samples starting in the hours read so far.
             var reach = Int64.min
-            for (index, bucket) in bounds.enumerated() {
-                while next < rows.count, rows[next].hour < bucket.start {
-                    reach = max(reach, rows[next].partial.maxEnd)
-                    next += 1
+            var chunk = 0..<min(Self.rollupProbe, bounds.count)
+            while !chunk.isEmpty,
+                let rows = try engine.rollups(
+                    from: bounds[chunk.lowerBound].start, to: bounds[chunk.upperBound - 1].end, lookingBack: chunk.lowerBound == 0, in: txn, databases)
+            {
+                var next = 0
+                var useful = false
+                for index in chunk {
+                    let bucket = bounds[index]
+                    while next < rows.count, rows[next].hour < bucket.start {
+                        reach = max(reach, rows[next].partial.maxEnd)
+                        next += 1
+                    }
+                    let inside = next
+                    while next < rows.count, rows[next].hour < bucket.end { next += 1 }
+                    let members = rows[inside..<next]
+                    // Rows answer a bucket made of whole hours that no sample crosses into, out
+                    // of or within, each hour holding one source's samples (several would merge).
+                    let aligned = Rollups.hourStart(bucket.start) == bucket.start && Rollups.hourStart(bucket.end) == bucket.end
+                    let closed = reach <= bucket.start && members.allSatisfy { $0.partial.maxEnd <= $0.hour + Rollups.hour }
+                    let single = zip(members, members.dropFirst()).allSatisfy { $0.hour != $1.hour }
+                    for row in members { reach = max(reach, row.partial.maxEnd) }
+                    guard aligned, closed, single else { continue }
+                    answered[index] = true
+                    if !members.isEmpty {
+                        results[index] = engine.statistics(rows: members, bucket: bucket, dates: buckets[index])
+                        useful = true
+                    }
                 }
-                let inside = next
-                while next < rows.count, rows[next].hour < bucket.end { next += 1 }
-                let members = rows[inside..<next]
-                // Rows answer a bucket made of whole hours that no sample crosses into, out
-                // of or within, each hour holding one source's samples (several would merge).
-                let aligned = Rollups.hourStart(bucket.start) == bucket.start && Rollups.hourStart(bucket.end) == bucket.end
-                let closed = reach <= bucket.start && members.allSatisfy { $0.partial.maxEnd <= $0.hour + Rollups.hour }
-                let single = zip(members, members.dropFirst()).allSatisfy { $0.hour != $1.hour }
-                for row in members { reach = max(reach, row.partial.maxEnd) }
-                guard aligned, closed, single else { continue }
-                answered[index] = true
-                if !members.isEmpty { results[index] = engine.statistics(rows: members, bucket: bucket, dates: buckets[index]) }
+                // Rows that answer none of the first buckets (samples crossing hours, or
+                // sources sharing them) are not read for the rest: the samples will be.
+                if chunk.lowerBound == 0, !useful, !rows.isEmpty { break }
+                chunk = chunk.upperBound..<bounds.count
             }
         }
         // The other buckets, from their samples: one scan per run of neighbouring buckets.
@@ -195,6 +213,8 @@ enum StatisticsComputation {
 struct RollupRow {
     var hour: Int64
     var source: UInt32
+    /// The source's place in the reader's priority order.
+    var rank: Int
     var partial: StatisticsPartial
 }
 
@@ -405,9 +425,10 @@ struct StatisticsEngine {
         return values
     }
 
-    /// The rollup rows a query over `[from, to)` reads, in (hour, priority) order, from
-    /// as far back as a readable sample can last; nil when rollups cannot serve this reader.
-    func rollups(from: Int64, to: Int64, in txn: Transaction, _ databases: LedgerDatabases) throws -> [RollupRow]? {
+    /// The rollup rows of the hours starting in `[from, to)` (looking back, also those before
+    /// it as far as a readable sample can last), in (hour, priority) order; nil when rollups
+    /// cannot serve this reader.
+    func rollups(from: Int64, to: Int64, lookingBack: Bool, in txn: Transaction, _ databases: LedgerDatabases) throws -> [RollupRow]? {
         guard scope.selected.isEmpty else { return nil }
         let code = type.objectType.code
         let codes = scope.all ? order : scope.ownSource == 0 ? [] : [scope.ownSource]
@@ -417,14 +438,12 @@ struct StatisticsEngine {
         // before its range: such types are computed from their samples.
         guard longest <= Self.longestRolledUp else { return nil }
         var rows: [RollupRow] = []
-        for source in codes {
-            try Rollups.rows(type: code, source: source, from: Rollups.hourStart(from - longest), to: to, in: txn, databases) { hour, partial in
-                rows.append(RollupRow(hour: hour, source: source, partial: partial))
+        for (rank, source) in codes.enumerated() {
+            try Rollups.rows(type: code, source: source, from: lookingBack ? Rollups.hourStart(from - longest) : from, to: to, in: txn, databases) {
+                rows.append(RollupRow(hour: $0, source: source, rank: rank, partial: $1))
             }
         }
-        if codes.count > 1 {
-            rows.sort { ($0.hour, rank[$0.source] ?? Int.max, $0.source) < ($1.hour, rank[$1.source] ?? Int.max, $1.source) }
-        }
+        if codes.count > 1 { rows.sort { ($0.hour, $0.rank) < ($1.hour, $1.rank) } }
         return rows
     }
 
