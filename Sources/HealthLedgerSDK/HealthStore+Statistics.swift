@@ -116,7 +116,8 @@ public struct StatisticsCollectionUpdates: AsyncSequence, Sendable {
         var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
         let consumed: @Sendable () -> Void
         let query: StatisticsCollectionQueryDescriptor
-        var current: [Date: Statistics] = [:]
+        /// The collection so far, in start order.
+        var current: [Statistics] = []
         /// Reads the batches, each unit and source decoded once.
         var reader = StatisticsBatchReader()
 
@@ -129,13 +130,31 @@ public struct StatisticsCollectionUpdates: AsyncSequence, Sendable {
                 } catch {
                     throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
                 }
-                for statistics in batch.results { current[statistics.startDate] = statistics.sources.isEmpty ? nil : statistics }
-                if batch.complete {
-                    return StatisticsCollection(
-                        statistics: current.values.sorted { $0.startDate < $1.startDate }, intervals: HealthStore.wireIntervals(query), type: query.type)
-                }
+                for statistics in batch.results { update(with: statistics) }
+                if batch.complete { return StatisticsCollection(statistics: current, intervals: HealthStore.wireIntervals(query), type: query.type) }
             }
             return nil
+        }
+
+        /// Puts an interval's statistics in place (one without sources empties its interval).
+        /// The server sends intervals in order, so the first state only appends.
+        private mutating func update(with statistics: Statistics) {
+            let present = !statistics.sources.isEmpty
+            if current.last.map({ $0.startDate < statistics.startDate }) ?? true {
+                if present { current.append(statistics) }
+                return
+            }
+            var low = 0
+            var high = current.count
+            while low < high {
+                let middle = (low + high) / 2
+                if current[middle].startDate < statistics.startDate { low = middle + 1 } else { high = middle }
+            }
+            if low < current.count, current[low].startDate == statistics.startDate {
+                if present { current[low] = statistics } else { current.remove(at: low) }
+            } else if present {
+                current.insert(statistics, at: low)
+            }
         }
     }
 

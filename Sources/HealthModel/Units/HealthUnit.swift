@@ -47,15 +47,36 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    let factors: [Factor]
+    /// A unit's parts, shared: a unit (and every quantity in it) is one reference to copy.
+    private final class Storage: Sendable {
+        let factors: [Factor]
+        let scale: Double
+        let offset: Double
+        let dimension: Dimension
+        let signature: [String]
+        let canonical: String
+
+        init(factors: [Factor], scale: Double, offset: Double, dimension: Dimension, signature: [String], canonical: String) {
+            self.factors = factors
+            self.scale = scale
+            self.offset = offset
+            self.dimension = dimension
+            self.signature = signature
+            self.canonical = canonical
+        }
+    }
+
+    private let storage: Storage
+
+    var factors: [Factor] { storage.factors }
     /// Multiply a value in this unit by `scale` (and add `offset`) to get base units.
-    let scale: Double
-    let offset: Double
-    let dimension: Dimension
+    var scale: Double { storage.scale }
+    var offset: Double { storage.offset }
+    var dimension: Dimension { storage.dimension }
     /// The factors in a canonical order, for equality and hashing.
-    private let signature: [String]
+    private var signature: [String] { storage.signature }
     /// The canonical string (see ``description``).
-    private let canonical: String
+    private var canonical: String { storage.canonical }
 
     /// Parses a unit string.
     ///
@@ -114,12 +135,9 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
             scale *= Self.power(atomScale, factor.exponent)
             dimension = dimension * atomDimension.raised(to: factor.exponent)
         }
-        self.factors = combined
-        self.signature = combined.map { "\($0.identity)^\($0.exponent)" }.sorted()
-        self.canonical = Self.render(combined)
-        self.scale = scale
-        self.offset = offset
-        self.dimension = dimension
+        storage = Storage(
+            factors: combined, scale: scale, offset: offset, dimension: dimension,
+            signature: combined.map { "\($0.identity)^\($0.exponent)" }.sorted(), canonical: Self.render(combined))
     }
 
     private static func resolve(_ factor: Factor, in source: String) throws -> (Double, Dimension, Double?) {
@@ -155,7 +173,7 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
             throw HealthError.invalidArgument(
                 "Cannot convert from '\(self)' to '\(other)': the units are incompatible", field: "unit")
         }
-        if signature == other.signature { return value }
+        if storage === other.storage || signature == other.signature { return value }
         let base = value * scale + offset
         return (base - other.offset) / other.scale
     }
@@ -184,7 +202,7 @@ public struct HealthUnit: Sendable, Hashable, CustomStringConvertible {
 
     /// Units are equal when they have the same factors with the same powers, in any order.
     public static func == (lhs: HealthUnit, rhs: HealthUnit) -> Bool {
-        lhs.signature == rhs.signature
+        lhs.storage === rhs.storage || lhs.signature == rhs.signature
     }
 
     public func hash(into hasher: inout Hasher) {

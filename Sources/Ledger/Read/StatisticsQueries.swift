@@ -305,7 +305,7 @@ struct StatisticsEngine {
         if !wholeBuckets, let dates, bucket.start != .min, bucket.end != .max, let hours = Self.hours(samples, bucket: bucket) {
             var merged = StatisticsPartial()
             var bySource: [UInt32: StatisticsPartial] = [:]
-            var present = Set<UInt32>()
+            var present: [UInt32] = []
             let separate = options.contains(.separateBySource)
             for hour in hours {
                 let first = hour.first!.source
@@ -313,7 +313,7 @@ struct StatisticsEngine {
                     let partial = StatisticsPartial(samples: hour, level: level)
                     merged.append(partial, level: level)
                     if separate { bySource[first, default: StatisticsPartial()].append(partial, level: level) }
-                    present.insert(first)
+                    if !present.contains(first) { present.append(first) }
                 } else {
                     let codes = Set(hour.map(\.source)).sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
                     merged.append(mergedPartial(hour, codes: codes), level: level)
@@ -322,7 +322,7 @@ struct StatisticsEngine {
                             bySource[code, default: StatisticsPartial()].append(StatisticsPartial(samples: hour.lazy.filter { $0.source == code }, level: level), level: level)
                         }
                     }
-                    present.formUnion(codes)
+                    for code in codes where !present.contains(code) { present.append(code) }
                 }
             }
             return statistics(merged: merged, bySource: bySource, present: present, bucket: bucket, dates: dates)
@@ -334,12 +334,12 @@ struct StatisticsEngine {
     func statistics(rows: ArraySlice<RollupRow>, bucket: (start: Int64, end: Int64), dates: DateInterval) -> Statistics {
         var merged = StatisticsPartial()
         var bySource: [UInt32: StatisticsPartial] = [:]
-        var present = Set<UInt32>()
+        var present: [UInt32] = []
         let separate = options.contains(.separateBySource)
         for row in rows {
             merged.append(row.partial, level: level)
             if separate { bySource[row.source, default: StatisticsPartial()].append(row.partial, level: level) }
-            present.insert(row.source)
+            if !present.contains(row.source) { present.append(row.source) }
         }
         return statistics(merged: merged, bySource: bySource, present: present, bucket: bucket, dates: dates)
     }
@@ -388,9 +388,9 @@ struct StatisticsEngine {
 
     /// The result of a bucket combined hour by hour.
     private func statistics(
-        merged: StatisticsPartial, bySource: [UInt32: StatisticsPartial], present: Set<UInt32>, bucket: (start: Int64, end: Int64), dates: DateInterval
+        merged: StatisticsPartial, bySource: [UInt32: StatisticsPartial], present: [UInt32], bucket: (start: Int64, end: Int64), dates: DateInterval
     ) -> Statistics {
-        let order = present.sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
+        let order = present.count < 2 ? present : present.sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
         var separate: [Source: StatisticsValues] = [:]
         for (code, partial) in bySource { if let source = sources[code] { separate[source] = values(of: partial, bucket: bucket) } }
         return Statistics(
