@@ -454,21 +454,27 @@ struct StatisticsEngine {
     /// covered the time, partly covered samples in proportion.
     private func wholeBucketStatistics(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64), dates: DateInterval?) -> Statistics {
         if let single = singleSource(samples, bucket: bucket, dates: dates) { return single }
-        var bySource: [UInt32: [StatisticsSample]] = [:]
-        if let only = samples.first?.source, samples.allSatisfy({ $0.source == only }) {
-            bySource[only] = Array(samples)
-        } else {
-            for sample in samples { bySource[sample.source, default: []].append(sample) }
+        // Each source's samples (a bucket holds a handful of sources: a list, not a table).
+        var codes: [UInt32] = []
+        var groups: [[StatisticsSample]] = []
+        for sample in samples {
+            if let index = codes.firstIndex(of: sample.source) {
+                groups[index].append(sample)
+            } else {
+                codes.append(sample.source)
+                groups.append([sample])
+            }
         }
-        let present = bySource.keys.sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
+        let ranked = codes.indices.sorted { (rank[codes[$0]] ?? Int.max, codes[$0]) < (rank[codes[$1]] ?? Int.max, codes[$1]) }
+        let present = ranked.map { codes[$0] }
 
         // Merged: sources in priority order; a lower one counts only where no higher one
         // has covered the time already (a partly covered sample in proportion).
         var covered = Coverage()
         var included: [StatisticsSample] = []
         var sum = 0.0
-        for code in present {
-            let own = bySource[code]!
+        for index in ranked {
+            let own = groups[index]
             for sample in own {
                 let (clipStart, clipEnd) = (max(sample.start, bucket.start), min(sample.end, bucket.end))
                 if sample.end > sample.start {
@@ -492,8 +498,8 @@ struct StatisticsEngine {
 
         var separate: [Source: StatisticsValues] = [:]
         if options.contains(.separateBySource) {
-            for code in present {
-                let own = bySource[code]!
+            for index in ranked {
+                let (code, own) = (codes[index], groups[index])
                 var coverage = Coverage()
                 var raw = 0.0
                 for sample in own {
@@ -643,7 +649,18 @@ struct Coverage {
 
     mutating func add(_ start: Int64, _ end: Int64) {
         guard start < end else { return }
+        // Spans mostly come in start order: they extend or follow the last one.
+        if let last = spans.last, start >= last.start {
+            if start > last.end {
+                spans.append((start, end))
+            } else if end > last.end {
+                spans[spans.count - 1].end = end
+            }
+            return
+        }
         let index = firstEnding(after: start &- 1)
+        // Already covered.
+        if index < spans.count, spans[index].start <= start, spans[index].end >= end { return }
         var merged = (start: start, end: end)
         while index < spans.count, spans[index].start <= merged.end {
             merged = (min(merged.start, spans[index].start), max(merged.end, spans[index].end))
