@@ -5,7 +5,7 @@ import LedgerSchema
 import SwiftProtobuf
 
 /// How a method runs.
-enum MethodKind: Sendable, Equatable {
+package enum MethodKind: Sendable, Equatable {
     /// One response computed at once from a read snapshot, without waiting on anything: it
     /// runs on the connection's event loop, in the turn that read the request.
     case immediate
@@ -99,7 +99,10 @@ struct MethodRegistration: Sendable {
 }
 
 /// Every method the server answers, registered once: the one place that says how each runs.
-enum MethodTable {
+package enum MethodTable {
+    /// How `method` runs; nil for a method the server does not answer.
+    package static func kind(of method: RPCMethod) -> MethodKind? { registrations[method]?.kind }
+
     static let registrations: [RPCMethod: MethodRegistration] = [
         .ping: .immediate(Healthledger_V1_PingRequest.self) { try $0.ping($1) },
         .save: .unary(Healthledger_V1_SaveRequest.self) { try await $0.save($1) },
