@@ -95,7 +95,7 @@ private enum FastObjectDecoder {
     }
 
     private static func string(_ reader: inout ProtoReader) throws -> String {
-        guard let string = String(validating: try reader.bytes(), as: UTF8.self) else { throw Fallback() }
+        guard let string = try reader.validString() else { throw Fallback() }
         return string
     }
 

@@ -73,8 +73,35 @@ public struct ProtoReader {
         return slice
     }
 
+    /// A string field, invalid UTF-8 repaired (U+FFFD), as SwiftProtobuf's lenient paths do.
     public mutating func string() throws -> String {
-        String(decoding: try bytes(), as: UTF8.self)
+        // The typed buffer takes the standard library's direct path; a raw one goes through
+        // generic code that looks its metadata up on every call.
+        String(decoding: try bytes().assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+    }
+
+    /// A string field that must be valid UTF-8; nil when it is not.
+    public mutating func validString() throws -> String? {
+        let bytes = try bytes().assumingMemoryBound(to: UInt8.self)
+        // ASCII (nearly every identifier, unit and name) is valid as it stands.
+        if Self.isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        // Eight bytes at a time, then the rest.
+        if let base = bytes.baseAddress {
+            while index + 8 <= bytes.count {
+                if UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
+                index += 8
+            }
+        }
+        while index < bytes.count {
+            if bytes[index] >= 0x80 { return false }
+            index += 1
+        }
+        return true
     }
 
     /// Skips a field's value.
