@@ -160,9 +160,10 @@ extension HealthStore {
     /// A ChangeBatch, read in place.
     static func changeResult(_ bytes: [UInt8]) throws -> AnchoredObjectQueryResult {
         var result = AnchoredObjectQueryResult(addedObjects: [], deletedObjects: [], newAnchor: QueryAnchor(bytes: []), hasMore: false, caughtUp: false)
+        var decoder = HealthObjectDecoder()
         try readBatch(bytes, "ChangeBatch") { field, value in
             switch (field, value) {
-            case (1, .bytes(let object)): result.addedObjects.append(try HealthObject(serialized: object))
+            case (1, .bytes(let object)): result.addedObjects.append(try decoder.decode(object))
             case (2, .bytes(let bytes)):
                 result.deletedObjects.append(try Healthledger_V1_DeletedObject(serializedBytes: Array(bytes)).model())
             case (3, .bytes(let anchor)): result.newAnchor = QueryAnchor(bytes: Array(anchor))

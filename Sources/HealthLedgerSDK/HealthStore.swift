@@ -276,8 +276,9 @@ public final class HealthStore: Sendable {
         return try await openStream(.querySamples, request) { bytes in
             // SampleBatch { repeated HealthObject objects = 1; }, read in place.
             var objects: [HealthObject] = []
+            var decoder = HealthObjectDecoder()
             try HealthStore.readBatch(bytes, "SampleBatch") { field, value in
-                if field == 1, case .bytes(let object) = value { objects.append(try HealthObject(serialized: object)) }
+                if field == 1, case .bytes(let object) = value { objects.append(try decoder.decode(object)) }
             }
             return objects
         }

@@ -10,23 +10,57 @@ extension HealthObject {
     /// message, a wire type out of place, invalid UTF-8, any error) takes SwiftProtobuf's
     /// path, which decides.
     public init(serialized bytes: UnsafeRawBufferPointer) throws {
+        var decoder = HealthObjectDecoder()
+        self = try decoder.decode(bytes)
+    }
+}
+
+/// Decodes many serialized objects, as ``HealthObject/init(serialized:)`` does each: a batch's
+/// objects mostly share their type, unit, source revision and device, and the decoder reuses
+/// what it made of the same bytes in the object before instead of reading them again.
+public struct HealthObjectDecoder {
+    private var fast = FastObjectDecoder()
+
+    public init() {}
+
+    public mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject {
         do {
-            self = try FastObjectDecoder.decode(bytes)
+            return try fast.decode(bytes)
         } catch {
-            self = try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model()
+            return try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model()
         }
     }
 }
 
-/// The in-place reader behind ``HealthObject/init(serialized:)``. `decode` throws whenever the
-/// slow path must decide, including on every error: the slow path words it.
-private enum FastObjectDecoder {
+/// The in-place reader behind ``HealthObjectDecoder``. `decode` throws whenever the slow
+/// path must decide, including on every error: the slow path words it.
+private struct FastObjectDecoder {
     struct Fallback: Error {}
 
-    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject {
+    /// The last value made from some bytes, reused when the same bytes come again.
+    struct Reuse<Value> {
+        var bytes: [UInt8] = []
+        var value: Value?
+
+        mutating func value(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> Value) rethrows -> Value {
+            if let value, raw.elementsEqual(bytes) { return value }
+            let made = try make(raw)
+            bytes = Array(raw)
+            value = made
+            return made
+        }
+    }
+
+    private var types = Reuse<String>()
+    private var quantityTypes = Reuse<QuantityType>()
+    private var units = Reuse<HealthUnit>()
+    private var revisions = Reuse<SourceRevision>()
+    private var devices = Reuse<Device>()
+
+    mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject {
         var reader = ProtoReader(bytes)
         var uuidBytes = UnsafeRawBufferPointer(start: nil, count: 0)
-        var type = ""
+        var typeBytes = UnsafeRawBufferPointer(start: nil, count: 0)
         var sourceRevision: SourceRevision?
         var device: Device?
         var entries: [(String, MetadataValue?)] = []
@@ -34,26 +68,26 @@ private enum FastObjectDecoder {
         var endUs: Int64 = 0
         enum Body {
             /// The quantity's value and unit, nil when the body has none.
-            case quantity((Double, String)?)
+            case quantity((Double, UnsafeRawBufferPointer)?)
             case category(Int64)
         }
         var body: Body?
         while let (field, wireType) = try reader.next() {
             switch (field, wireType) {
             case (1, .lengthDelimited): uuidBytes = try reader.bytes()
-            case (2, .lengthDelimited): type = try string(&reader)
+            case (2, .lengthDelimited): typeBytes = try reader.bytes()
             case (3, .lengthDelimited):
                 guard sourceRevision == nil else { throw Fallback() }
-                sourceRevision = try decodeSourceRevision(try reader.bytes())
+                sourceRevision = try revisions.value(for: try reader.bytes(), Self.decodeSourceRevision)
             case (4, .lengthDelimited):
                 guard device == nil else { throw Fallback() }
-                device = try decodeDevice(try reader.bytes())
-            case (5, .lengthDelimited): entries.append(try decodeMetadataEntry(try reader.bytes()))
+                device = try devices.value(for: try reader.bytes(), Self.decodeDevice)
+            case (5, .lengthDelimited): entries.append(try Self.decodeMetadataEntry(try reader.bytes()))
             case (6, .varint): startUs = try reader.signed()
             case (7, .varint): endUs = try reader.signed()
             case (10, .lengthDelimited):
                 guard body == nil else { throw Fallback() }
-                body = .quantity(try decodeQuantityBody(try reader.bytes()))
+                body = .quantity(try Self.decodeQuantityBody(try reader.bytes()))
             case (11, .lengthDelimited):
                 guard body == nil else { throw Fallback() }
                 var inner = ProtoReader(try reader.bytes())
@@ -72,6 +106,10 @@ private enum FastObjectDecoder {
             }
         }
         guard let uuid = UUID(bytes: uuidBytes), let sourceRevision else { throw Fallback() }
+        let type = try types.value(for: typeBytes) { raw in
+            guard let string = ProtoReader.validString(raw) else { throw Fallback() }
+            return string
+        }
         let start = date(microseconds: startUs)
         let end = date(microseconds: endUs)
         var metadata: Metadata = [:]
@@ -80,9 +118,14 @@ private enum FastObjectDecoder {
         }
         switch body {
         case .quantity(let quantity)?:
-            guard let (value, unit) = quantity else { throw Fallback() }
+            guard let (value, unitBytes) = quantity else { throw Fallback() }
+            let quantityType = try quantityTypes.value(for: typeBytes) { _ in try QuantityType(type) }
+            let unit = try units.value(for: unitBytes) { raw in
+                guard let string = ProtoReader.validString(raw) else { throw Fallback() }
+                return try HealthUnit(string)
+            }
             return .quantitySample(QuantitySample(
-                type: try QuantityType(type), quantity: Quantity(value, try HealthUnit(unit)), start: start, end: end,
+                type: quantityType, quantity: Quantity(value, unit), start: start, end: end,
                 device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision))
         case .category(let raw)?:
             guard let value = Int(exactly: raw) else { throw Fallback() }
@@ -151,13 +194,20 @@ private enum FastObjectDecoder {
 
     /// A `Quantity` message: its value and unit string.
     private static func decodeQuantity(_ bytes: UnsafeRawBufferPointer) throws -> (Double, String) {
+        let (value, unit) = try decodeRawQuantity(bytes)
+        guard let string = ProtoReader.validString(unit) else { throw Fallback() }
+        return (value, string)
+    }
+
+    /// A `Quantity` message: its value and its unit's bytes.
+    private static func decodeRawQuantity(_ bytes: UnsafeRawBufferPointer) throws -> (Double, UnsafeRawBufferPointer) {
         var reader = ProtoReader(bytes)
         var value = 0.0
-        var unit = ""
+        var unit = UnsafeRawBufferPointer(start: nil, count: 0)
         while let (field, wireType) = try reader.next() {
             switch (field, wireType) {
             case (1, .fixed64): value = try reader.double()
-            case (2, .lengthDelimited): unit = try string(&reader)
+            case (2, .lengthDelimited): unit = try reader.bytes()
             case (1, _), (2, _): throw Fallback()
             default: try reader.skip(wireType)
             }
@@ -165,13 +215,13 @@ private enum FastObjectDecoder {
         return (value, unit)
     }
 
-    private static func decodeQuantityBody(_ bytes: UnsafeRawBufferPointer) throws -> (Double, String)? {
+    private static func decodeQuantityBody(_ bytes: UnsafeRawBufferPointer) throws -> (Double, UnsafeRawBufferPointer)? {
         var reader = ProtoReader(bytes)
-        var quantity: (Double, String)?
+        var quantity: (Double, UnsafeRawBufferPointer)?
         while let (field, wireType) = try reader.next() {
             if field == 1 {
                 guard wireType == .lengthDelimited, quantity == nil else { throw Fallback() }
-                quantity = try decodeQuantity(try reader.bytes())
+                quantity = try decodeRawQuantity(try reader.bytes())
             } else {
                 try reader.skip(wireType)
             }

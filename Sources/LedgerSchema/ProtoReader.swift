@@ -82,9 +82,14 @@ public struct ProtoReader {
 
     /// A string field that must be valid UTF-8; nil when it is not.
     public mutating func validString() throws -> String? {
-        let bytes = try bytes().assumingMemoryBound(to: UInt8.self)
+        Self.validString(try bytes())
+    }
+
+    /// `raw` as a string if it is valid UTF-8.
+    public static func validString(_ raw: UnsafeRawBufferPointer) -> String? {
+        let bytes = raw.assumingMemoryBound(to: UInt8.self)
         // ASCII (nearly every identifier, unit and name) is valid as it stands.
-        if Self.isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
+        if isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
         return String(validating: bytes, as: UTF8.self)
     }
 

@@ -79,7 +79,7 @@ struct ObjectEncodingTests {
             baseCurve: try quantity(length), diameter: try quantity(length))
     }
 
-    @Test("property: reading an object in place gives SwiftProtobuf's object, or its error, also for mutated bytes")
+    @Test("property: reading an object in place gives SwiftProtobuf's object, or its error, also for mutated bytes, alone or after others through one decoder")
     func inPlaceDecoding() throws {
         var rng = SplitMix(state: 77)
         enum Outcome: Equatable {
@@ -92,6 +92,11 @@ struct ObjectEncodingTests {
         func fast(_ bytes: [UInt8]) -> Outcome {
             (try? bytes.withUnsafeBytes { try HealthObject(serialized: $0) }).map(Outcome.object) ?? .failure
         }
+        // One decoder for every object: it reuses what it read of the same bytes before.
+        var decoder = HealthObjectDecoder()
+        func shared(_ bytes: [UInt8]) -> Outcome {
+            (try? bytes.withUnsafeBytes { try decoder.decode($0) }).map(Outcome.object) ?? .failure
+        }
         var mutatedOK = 0
         for round in 0..<3000 {
             let object = try Self.randomObject(&rng)
@@ -100,6 +105,9 @@ struct ObjectEncodingTests {
             let original = slow(bytes)
             #expect(original != .failure)
             #expect(fast(bytes) == original)
+            #expect(shared(bytes) == original)
+            // The same object again: now from what the decoder kept.
+            #expect(shared(bytes) == original)
             if round % 2 == 0 {
                 // A few bytes changed, dropped or appended.
                 switch Int.random(in: 0..<3, using: &rng) {
@@ -109,6 +117,7 @@ struct ObjectEncodingTests {
                 }
                 let expected = slow(bytes)
                 #expect(fast(bytes) == expected)
+                #expect(shared(bytes) == expected)
                 if expected != .failure { mutatedOK += 1 }
             }
         }

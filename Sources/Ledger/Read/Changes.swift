@@ -128,7 +128,8 @@ extension Ledger {
     /// - Throws: ``HealthError`` `invalidArgument` for a negative limit, an interval that ends
     ///   before it starts, or an anchor from another ledger or type.
     public func changes(_ query: ChangeQuery, as principal: Principal) throws -> ChangePage<HealthObject> {
-        try page(query, as: principal) { object in (try HealthObject(serialized: object), 0) }
+        var decoder = HealthObjectDecoder()
+        return try page(query, as: principal) { object in (try decoder.decode(object), 0) }
     }
 
     /// The same page with added objects as serialized `healthledger.v1.HealthObject`
