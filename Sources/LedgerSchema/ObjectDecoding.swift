@@ -43,7 +43,9 @@ private struct FastObjectDecoder {
         var value: Value?
 
         mutating func value(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> Value) rethrows -> Value {
-            if let value, raw.elementsEqual(bytes) { return value }
+            if let value, raw.count == bytes.count, raw.count == 0 || bytes.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
+                return value
+            }
             let made = try make(raw)
             bytes = Array(raw)
             value = made
