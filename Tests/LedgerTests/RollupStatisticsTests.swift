@@ -2,6 +2,7 @@ import Foundation
 import HealthModel
 import LMDB
 import LedgerSchema
+import TestSupport
 import Testing
 
 @testable import Ledger
@@ -15,18 +16,6 @@ struct RollupStatisticsTests {
     static let types: [(QuantityType, String)] = [(Fixtures.steps, "count"), (Fixtures.heartRate, "count/min"), (Fixtures.bodyMass, "kg"), (noise, "dBASPL")]
     static let sources: [Source] = [.owner, Fixtures.appA, Fixtures.appB]
     static let zones = ["UTC", "America/New_York", "Asia/Kolkata", "Asia/Kathmandu", "Australia/Lord_Howe"].map { TimeZone(identifier: $0)! }
-
-    /// A small, seeded generator: a failing seed reproduces.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     /// How a seed lays its samples out.
     enum Layout: CaseIterable {
@@ -47,6 +36,7 @@ struct RollupStatisticsTests {
         "rollup statistics equal sample statistics bit for bit, and the whole-bucket merge up to rounding: random samples, sources, priorities, deletes, intervals, time zones and readers",
         arguments: 0..<36)
     func rollupsEqualSamples(seed: Int) async throws {
+        // Seeded: a failing seed reproduces.
         var random = SplitMix(state: UInt64(seed) &* 7919 &+ 17)
         let layout = Layout.allCases[seed % Layout.allCases.count]
         let (type, unit) = Self.types[(seed / Layout.allCases.count) % Self.types.count]
