@@ -155,8 +155,9 @@ extension Ledger {
                 let fresh = samples[first..<next]
                 if !carried.isEmpty { carried.removeAll { $0.end <= start } }
                 memberships += carried.count + fresh.count
-                // Long samples over many buckets: bound the work (and memory) one query may ask.
-                guard memberships <= Self.maximumStatisticsMemberships else {
+                // Long samples over many buckets: bound the work (and memory) one collection
+                // may ask (a single interval holds each sample once).
+                guard bounds.count == 1 || memberships <= Self.maximumStatisticsMemberships else {
                     throw HealthError(
                         .dataSizeExceeded,
                         "the query spreads more than \(Self.maximumStatisticsMemberships) samples over its intervals: narrow the range or widen the intervals",
