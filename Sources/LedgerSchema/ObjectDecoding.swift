@@ -54,7 +54,8 @@ private struct FastObjectDecoder {
     }
 
     private var types = Reuse<String>()
-    private var quantityTypes = Reuse<QuantityType>()
+    /// The last quantity type, reused while the type string (itself reused) is the same.
+    private var quantityType: QuantityType?
     private var units = Reuse<HealthUnit>()
     private var revisions = Reuse<SourceRevision>()
     private var devices = Reuse<Device>()
@@ -121,7 +122,8 @@ private struct FastObjectDecoder {
         switch body {
         case .quantity(let quantity)?:
             guard let (value, unitBytes) = quantity else { throw Fallback() }
-            let quantityType = try quantityTypes.value(for: typeBytes) { _ in try QuantityType(type) }
+            let quantityType = try self.quantityType.flatMap { $0.identifier == type ? $0 : nil } ?? QuantityType(type)
+            self.quantityType = quantityType
             let unit = try units.value(for: unitBytes) { raw in
                 guard let string = ProtoReader.validString(raw) else { throw Fallback() }
                 return try HealthUnit(string)

@@ -22,16 +22,7 @@ extension LedgerCall {
         _ request: Healthledger_V1_StatisticsCollectionRequest, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
     ) async throws {
         let (query, batchSize) = try collectionQuery(request)
-        let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope)
-        // Written straight from the model: no message per result.
-        var writer = StatisticsBatchWriter()
-        var start = 0
-        repeat {
-            try Task.checkCancellation()
-            let end = min(start + batchSize, results.count)
-            try await emit(writer.batch(results[start..<end], complete: end == results.count))
-            start = end
-        } while start < results.count
+        try await Self.emit(try ledger.statisticsCollection(query, as: principal, onScope: onScope), batchSize: batchSize, emit)
     }
 
     /// WatchStatisticsCollection: the collection, then after each commit of the type the
@@ -41,17 +32,17 @@ extension LedgerCall {
         _ emit: @escaping (_ batch: [UInt8]) async throws -> Void
     ) async throws {
         let (query, batchSize) = try collectionQuery(request)
-        var current: [Int64: Healthledger_V1_StatisticsResult] = [:]
+        var current: [Date: Statistics] = [:]
         try await following([query.type.objectType]) { first in
-            let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope).map(Healthledger_V1_StatisticsResult.init)
-            var latest: [Int64: Healthledger_V1_StatisticsResult] = [:]
-            for result in results { latest[result.startUs] = result }
-            var changed = results.filter { current[$0.startUs] != $0 }
+            let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope)
+            var latest: [Date: Statistics] = [:]
+            for result in results { latest[result.startDate] = result }
+            var changed = results.filter { current[$0.startDate] != $0 }
             for (start, gone) in current where latest[start] == nil {
-                changed.append(.with { $0.startUs = start; $0.endUs = gone.endUs; $0.unit = gone.unit; $0.values = .init() })
+                changed.append(Statistics(type: query.type, startDate: start, endDate: gone.endDate, values: StatisticsValues()))
             }
             current = latest
-            if first || !changed.isEmpty { try await Self.emit(changed.sorted { $0.startUs < $1.startUs }, batchSize: batchSize, emit) }
+            if first || !changed.isEmpty { try await Self.emit(changed.sorted { $0.startDate < $1.startDate }, batchSize: batchSize, emit) }
             // Each recomputation reads the whole range: under a stream of commits, let them
             // fold into the next one instead of recomputing after every commit.
             if !first { try await Task.sleep(for: Self.statisticsRecomputeInterval) }
@@ -61,18 +52,15 @@ extension LedgerCall {
     /// The shortest time between two recomputations of a watched collection.
     static let statisticsRecomputeInterval = Duration.milliseconds(100)
 
-    /// Sends `results` in batches, the last one marked complete (one empty batch if none).
-    private static func emit(
-        _ results: [Healthledger_V1_StatisticsResult], batchSize: Int, _ emit: (_ batch: [UInt8]) async throws -> Void
-    ) async throws {
+    /// Sends `results` in batches written straight from the model, the last one marked
+    /// complete (one empty batch if none).
+    private static func emit(_ results: [Statistics], batchSize: Int, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
+        var writer = StatisticsBatchWriter()
         var start = 0
         repeat {
             try Task.checkCancellation()
             let end = min(start + batchSize, results.count)
-            try await emit(try Healthledger_V1_StatisticsBatch.with {
-                $0.results = Array(results[start..<end])
-                $0.complete = end == results.count
-            }.serializedBytes())
+            try await emit(writer.batch(results[start..<end], complete: end == results.count))
             start = end
         } while start < results.count
     }

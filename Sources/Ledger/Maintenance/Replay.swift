@@ -87,7 +87,7 @@ extension Ledger {
                     frontier = chunkFrontier
                     var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(chunkStart + 1))
                     var count = 0
-                    var stats = TypeStatsDelta()
+                    var stats = DeferredProjections()
                     while let current = entry, reached < last, count < 50_000 {
                         let (sequence, change) = try projector.change(stored: current.value)
                         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)

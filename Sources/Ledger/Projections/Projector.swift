@@ -134,7 +134,7 @@ struct Projector {
     ///
     /// - Parameter loadSaved: the summary of the object saved by a given event (for deletes).
     func apply(
-        _ change: Change, sequence: UInt64, in txn: Transaction, stats: inout TypeStatsDelta,
+        _ change: Change, sequence: UInt64, in txn: Transaction, stats: inout DeferredProjections,
         loadSaved: (UInt64) throws -> ObjectSummary
     ) throws {
         switch change {
@@ -322,12 +322,10 @@ struct Projector {
 
 }
 
-/// Per-type changes to `type_stats` (object count, longest duration), gathered over a
-/// transaction and written once at its end instead of once per object.
 /// What a transaction's events change in the projections kept per type, gathered while they
 /// are applied and written once at its end: the type statistics (`type_stats`) and the hours
-/// whose rollups must be recomputed.
-struct TypeStatsDelta {
+/// whose rollups must be recomputed. Written once per transaction instead of once per object.
+struct DeferredProjections {
     private var entries: [UInt32: (count: Int64, longest: Int64)] = [:]
     private var hours = Set<Rollups.Block>()
 

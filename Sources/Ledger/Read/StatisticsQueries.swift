@@ -219,6 +219,34 @@ struct RollupRow {
     var partial: StatisticsPartial
 }
 
+/// A bucket's hours combined in time order: merged across sources, each source's own, and
+/// the sources present.
+struct BucketParts {
+    var merged = StatisticsPartial()
+    /// Each source's own partial (with ``StatisticsOptions/separateBySource`` only).
+    var bySource: [UInt32: StatisticsPartial] = [:]
+    var present: [UInt32] = []
+    let separate: Bool
+    let level: Bool
+
+    init(separate: Bool, level: Bool) {
+        self.separate = separate
+        self.level = level
+    }
+
+    /// An hour holding only `source`'s samples: merged and own at once.
+    mutating func add(_ partial: StatisticsPartial, source: UInt32) {
+        merged.append(partial, level: level)
+        addOwn(source: source, partial)
+    }
+
+    /// `source`'s own part of an hour (computed only when asked for).
+    mutating func addOwn(source: UInt32, _ partial: @autoclosure () -> StatisticsPartial) {
+        if separate { bySource[source, default: StatisticsPartial()].append(partial(), level: level) }
+        if !present.contains(source) { present.append(source) }
+    }
+}
+
 /// One sample as statistics see it, from the start indexes.
 struct StatisticsSample {
     var start: Int64
@@ -304,45 +332,27 @@ struct StatisticsEngine {
     /// is merged as a whole.
     func statistics(_ samples: ArraySlice<StatisticsSample>, bucket: (start: Int64, end: Int64), dates: DateInterval?) -> Statistics {
         if !wholeBuckets, let dates, bucket.start != .min, bucket.end != .max, let hours = Self.hours(samples, bucket: bucket) {
-            var merged = StatisticsPartial()
-            var bySource: [UInt32: StatisticsPartial] = [:]
-            var present: [UInt32] = []
-            let separate = options.contains(.separateBySource)
+            var parts = BucketParts(separate: options.contains(.separateBySource), level: level)
             for hour in hours {
                 let first = hour.first!.source
                 if hour.allSatisfy({ $0.source == first }) {
-                    let partial = StatisticsPartial(samples: hour, level: level)
-                    merged.append(partial, level: level)
-                    if separate { bySource[first, default: StatisticsPartial()].append(partial, level: level) }
-                    if !present.contains(first) { present.append(first) }
+                    parts.add(StatisticsPartial(samples: hour, level: level), source: first)
                 } else {
                     let codes = Set(hour.map(\.source)).sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
-                    merged.append(mergedPartial(hour, codes: codes), level: level)
-                    if separate {
-                        for code in codes {
-                            bySource[code, default: StatisticsPartial()].append(StatisticsPartial(samples: hour.lazy.filter { $0.source == code }, level: level), level: level)
-                        }
-                    }
-                    for code in codes where !present.contains(code) { present.append(code) }
+                    parts.merged.append(mergedPartial(hour, codes: codes), level: level)
+                    for code in codes { parts.addOwn(source: code, StatisticsPartial(samples: hour.lazy.filter { $0.source == code }, level: level)) }
                 }
             }
-            return statistics(merged: merged, bySource: bySource, present: present, bucket: bucket, dates: dates)
+            return statistics(parts, bucket: bucket, dates: dates)
         }
         return wholeBucketStatistics(samples, bucket: bucket, dates: dates)
     }
 
     /// The statistics of a bucket whose hours are `rows`, one source each, in order.
     func statistics(rows: ArraySlice<RollupRow>, bucket: (start: Int64, end: Int64), dates: DateInterval) -> Statistics {
-        var merged = StatisticsPartial()
-        var bySource: [UInt32: StatisticsPartial] = [:]
-        var present: [UInt32] = []
-        let separate = options.contains(.separateBySource)
-        for row in rows {
-            merged.append(row.partial, level: level)
-            if separate { bySource[row.source, default: StatisticsPartial()].append(row.partial, level: level) }
-            if !present.contains(row.source) { present.append(row.source) }
-        }
-        return statistics(merged: merged, bySource: bySource, present: present, bucket: bucket, dates: dates)
+        var parts = BucketParts(separate: options.contains(.separateBySource), level: level)
+        for row in rows { parts.add(row.partial, source: row.source) }
+        return statistics(parts, bucket: bucket, dates: dates)
     }
 
     /// `samples` cut into the clock hours of `bucket` they start in; nil when one does not
@@ -388,14 +398,13 @@ struct StatisticsEngine {
     }
 
     /// The result of a bucket combined hour by hour.
-    private func statistics(
-        merged: StatisticsPartial, bySource: [UInt32: StatisticsPartial], present: [UInt32], bucket: (start: Int64, end: Int64), dates: DateInterval
-    ) -> Statistics {
+    private func statistics(_ parts: BucketParts, bucket: (start: Int64, end: Int64), dates: DateInterval) -> Statistics {
+        let present = parts.present
         let order = present.count < 2 ? present : present.sorted { (rank[$0] ?? Int.max, $0) < (rank[$1] ?? Int.max, $1) }
         var separate: [Source: StatisticsValues] = [:]
-        for (code, partial) in bySource { if let source = sources[code] { separate[source] = values(of: partial, bucket: bucket) } }
+        for (code, partial) in parts.bySource { if let source = sources[code] { separate[source] = values(of: partial, bucket: bucket) } }
         return Statistics(
-            type: type, startDate: dates.start, endDate: dates.end, values: values(of: merged, bucket: bucket), valuesBySource: separate,
+            type: type, startDate: dates.start, endDate: dates.end, values: values(of: parts.merged, bucket: bucket), valuesBySource: separate,
             sources: order.compactMap { sources[$0] })
     }
 

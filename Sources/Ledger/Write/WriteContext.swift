@@ -11,8 +11,8 @@ final class WriteContext {
     let databases: LedgerDatabases
     let projector: Projector
     var head: LogHead
-    /// Type statistics gathered in this transaction, written by ``finish()``.
-    var stats = TypeStatsDelta()
+    /// Type statistics and touched rollup hours gathered in this transaction, written by ``finish()``.
+    var stats = DeferredProjections()
     let commitTimeUs: Int64
     /// The types whose per-object read selections this transaction changed.
     var selectionChanges = Set<UInt32>()
@@ -66,9 +66,9 @@ final class WriteContext {
     var changedTypes: Set<UInt32> { selectionChanges.union(stats.types) }
 
     /// The state a failed request must not leave behind.
-    var snapshot: (LogHead, TypeStatsDelta, Set<UInt32>, Frontier?) { (head, stats, selectionChanges, frontier) }
+    var snapshot: (LogHead, DeferredProjections, Set<UInt32>, Frontier?) { (head, stats, selectionChanges, frontier) }
 
-    func restore(_ snapshot: (LogHead, TypeStatsDelta, Set<UInt32>, Frontier?)) {
+    func restore(_ snapshot: (LogHead, DeferredProjections, Set<UInt32>, Frontier?)) {
         (head, stats, selectionChanges, frontier) = snapshot
     }
 
