@@ -1,6 +1,7 @@
 import Foundation
 import HealthModel
 import Ledger
+import TestSupport
 import Testing
 
 @Suite("Saving, fetching and querying")
@@ -147,6 +148,50 @@ struct SaveAndQueryTests {
         // 256 saves took fewer commits than saves: they were coalesced.
         #expect(batches.commits < 256)
         #expect(batches.largest > 1)
+        #expect(try ledger.verify().isValid)
+        #expect(try ledger.replay().identical)
+    }
+
+    @Test("a request refused inside a group commit takes its events back from the Merkle tree too")
+    func refusedRequestInGroupCommit() async throws {
+        let batches = BatchSizes()
+        let temporary = try TemporaryStore(configuration: LedgerConfiguration(onCommit: { requests, _ in batches.record(requests) }))
+        let ledger = try temporary.ledgerStore.createLedger(id: "refused")
+        let existing = Fixtures.heartRate(60, at: -1)
+        _ = try await ledger.save([existing], by: .owner)
+        // Each request saves 300 samples (more than one hand-over to the hashing helper); every
+        // third then repeats a UUID already stored, so it fails after its 300 events were appended.
+        let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            for request in 0..<48 {
+                group.addTask {
+                    var objects = (0..<300).map { Fixtures.heartRate(Double(40 + $0 % 100), at: Double(request * 300 + $0)) }
+                    if request % 3 == 1 { objects.append(Fixtures.heartRate(70, at: 0, uuid: existing.uuid)) }
+                    do {
+                        _ = try await ledger.save(objects, by: .owner)
+                        return (request, true)
+                    } catch is HealthError {
+                        return (request, false)
+                    }
+                }
+            }
+            return try await group.reduce(into: [Int: Bool]()) { $0[$1.0] = $1.1 }
+        }
+        for (request, saved) in outcomes { #expect(saved == (request % 3 != 1), "request \(request)") }
+        #expect(batches.largest > 1)
+        #expect(try ledger.count(of: Fixtures.heartRate.objectType) == 1 + 32 * 300)
+
+        // The tree head is RFC 9162's root over exactly the events in the log.
+        var hashes: [[UInt8]] = []
+        var next: UInt64 = 1
+        while true {
+            let page = try ledger.audit(AuditFilter(), from: next, limit: Ledger.maximumAuditPage, as: .owner)
+            hashes += page.events.map(\.hash)
+            next = page.next
+            if page.caughtUp { break }
+        }
+        let head = try ledger.signedTreeHead(as: .owner)
+        #expect(head.size == UInt64(hashes.count))
+        #expect(head.rootHash == ReferenceTree.root(hashes.map(ReferenceTree.leaf)[...]))
         #expect(try ledger.verify().isValid)
         #expect(try ledger.replay().identical)
     }

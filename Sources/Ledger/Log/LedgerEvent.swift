@@ -99,11 +99,11 @@ enum EventCodec {
     }
 
     static func hash(_ stored: UnsafeRawBufferPointer) -> [UInt8] {
-        Array(SHA256.hash(data: stored))
+        SHA256.digest(of: stored).withUnsafeBytes { Array($0) }
     }
 
     static func hash(_ stored: [UInt8]) -> [UInt8] {
-        Array(SHA256.hash(data: stored))
+        stored.withUnsafeBytes { hash($0) }
     }
 
     /// Reads `previous_hash` (field 1) and `sequence` (field 2) straight from the stored
@@ -124,3 +124,13 @@ enum EventCodec {
     }
 }
 
+
+extension SHA256 {
+    /// The digest of `bytes`, hashed straight from memory (``hash(data:)`` goes through the
+    /// generic `DataProtocol` path).
+    static func digest(of bytes: UnsafeRawBufferPointer) -> SHA256Digest {
+        var hasher = SHA256()
+        hasher.update(bufferPointer: bytes)
+        return hasher.finalize()
+    }
+}

@@ -9,43 +9,38 @@ import LMDB
 /// `SHA-256(0x01 ‖ left ‖ right)`. The tree of *n* leaves splits at the largest power of two
 /// below *n* (RFC 9162 §2.1.1). docs/LEDGER.md gives the proofs' construction.
 ///
-/// Stored: the hash of every perfect subtree of four leaves or more, keyed by the index of
+/// Stored: the hash of every perfect subtree of sixteen leaves or more, keyed by the index of
 /// the last leaf it covers (8 bytes, big-endian) and its level (1 byte), so that each new
-/// leaf's writes are appends (half a write per event on average). Smaller subtrees are at
-/// most two event reads and three hashes away. Any subtree's hash is then at most ~log n
-/// reads away.
+/// leaf's writes are appends (an eighth of a write per event on average). Smaller subtrees
+/// are at most eight event reads and fifteen hashes away. Any subtree's hash is then at most
+/// ~log n reads away.
 enum MerkleTree {
     /// The lowest level stored; lower nodes are computed from the events.
-    static let storedLevel = 2
+    static let storedLevel = 4
 
-    static func leafHash(eventHash: some ContiguousBytesKey) -> [UInt8] {
+    static func leafHash(eventHash: some ContiguousBytesKey) -> TreeHash {
         eventHash.withKeyBytes { hash in
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 33) { buffer in
+            withUnsafeTemporaryAllocation(byteCount: 33, alignment: 1) { buffer in
                 buffer[0] = 0x00
-                UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[1..<33]).copyBytes(from: hash.prefix(32))
-                return Array(SHA256.hash(data: UnsafeRawBufferPointer(buffer)))
+                UnsafeMutableRawBufferPointer(rebasing: buffer[1..<33]).copyMemory(from: UnsafeRawBufferPointer(rebasing: hash.prefix(32)))
+                return TreeHash(SHA256.digest(of: UnsafeRawBufferPointer(buffer)))
             }
         }
     }
 
-    static func nodeHash(_ left: [UInt8], _ right: [UInt8]) -> [UInt8] {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 65) { buffer in
+    static func nodeHash(_ left: TreeHash, _ right: TreeHash) -> TreeHash {
+        withUnsafeTemporaryAllocation(byteCount: 65, alignment: 1) { buffer in
             buffer[0] = 0x01
-            let raw = UnsafeMutableRawBufferPointer(buffer)
-            left.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[1..<33]).copyBytes(from: $0.prefix(32)) }
-            right.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[33..<65]).copyBytes(from: $0.prefix(32)) }
-            return Array(SHA256.hash(data: UnsafeRawBufferPointer(buffer)))
+            left.withKeyBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[1..<33]).copyMemory(from: $0) }
+            right.withKeyBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[33..<65]).copyMemory(from: $0) }
+            return TreeHash(SHA256.digest(of: UnsafeRawBufferPointer(buffer)))
         }
     }
 
-    static func key(level: Int, index: UInt64) -> [UInt8] {
-        var key = KeyEncoding.sequenceKey(((index + 1) << level) - 1)
-        key.append(UInt8(level))
-        return key
-    }
+    static func key(level: Int, index: UInt64) -> NodeKey { NodeKey(level: level, index: index) }
 
     /// The hash of the perfect subtree at `level` covering leaves `index << level` onwards.
-    static func node(level: Int, index: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> [UInt8] {
+    static func node(level: Int, index: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> TreeHash {
         if level == 0 { return leafHash(eventHash: EventCodec.hash(try Ledger.storedEvent(index + 1, in: txn, databases))) }
         if level < storedLevel {
             return nodeHash(try node(level: level - 1, index: index * 2, in: txn, databases), try node(level: level - 1, index: index * 2 + 1, in: txn, databases))
@@ -53,7 +48,7 @@ enum MerkleTree {
         guard let value = try txn.get(key(level: level, index: index), in: databases.merkle), value.count == 32 else {
             throw LedgerFailure.corrupted("the Merkle tree lacks node \(index) of level \(level): replay the ledger")
         }
-        return Array(value)
+        return TreeHash(value)
     }
 
     /// The roots of the perfect subtrees the tree of `size` leaves is made of, highest level
@@ -69,7 +64,7 @@ enum MerkleTree {
     }
 
     /// MTH(D[range]): the hash of the tree over the leaves in `range` (not empty).
-    static func hash(_ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> [UInt8] {
+    static func hash(_ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> TreeHash {
         let count = UInt64(range.count)
         if count & (count - 1) == 0, range.lowerBound % count == 0 {
             let level = count.trailingZeroBitCount
@@ -82,12 +77,12 @@ enum MerkleTree {
     }
 
     /// The root of the tree of the first `size` leaves; SHA-256 of nothing for size 0.
-    static func root(size: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> [UInt8] {
-        size == 0 ? Array(SHA256.hash(data: [UInt8]())) : try hash(0..<size, in: txn, databases)
+    static func root(size: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> TreeHash {
+        size == 0 ? TreeHash(SHA256.digest(of: UnsafeRawBufferPointer(start: nil, count: 0))) : try hash(0..<size, in: txn, databases)
     }
 
     /// PATH(m, D[range]) of RFC 9162 §2.1.3.1: the audit path of leaf `leaf` (absolute).
-    static func inclusionPath(leaf: UInt64, _ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
+    static func inclusionPath(leaf: UInt64, _ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> [TreeHash] {
         let count = UInt64(range.count)
         guard count > 1 else { return [] }
         let split = largestPowerOfTwo(below: count)
@@ -100,7 +95,7 @@ enum MerkleTree {
 
     /// SUBPROOF(m, D[range], b) of RFC 9162 §2.1.4.1; PROOF(m, D[n]) is `(m, 0..<n, true)`.
     static func consistencyPath(_ first: UInt64, _ range: Range<UInt64>, complete: Bool, in txn: Transaction, _ databases: LedgerDatabases) throws
-        -> [[UInt8]]
+        -> [TreeHash]
     {
         let count = UInt64(range.count)
         if first == count { return complete ? [] : [try hash(range, in: txn, databases)] }
@@ -125,23 +120,66 @@ enum MerkleTree {
 /// merged nodes are written.
 struct Frontier: Sendable, Equatable {
     private(set) var size: UInt64
-    var nodes: [[UInt8]] = []
+    var nodes: [TreeHash] = []
 
     init(size: UInt64) { self.size = size }
 
-    /// Adds leaf `size` (event `size + 1`) with `eventHash`, writing each node it completes.
-    mutating func append(eventHash: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws {
+    /// Adds leaf `size` (event `size + 1`) with `eventHash`, handing `store` each node it
+    /// completes at a stored level.
+    mutating func append(eventHash: some ContiguousBytesKey, store: (NodeKey, TreeHash) throws -> Void) rethrows {
         var hash = MerkleTree.leafHash(eventHash: eventHash)
         var level = 0
         // A set bit of the size at `level` is a subtree this leaf now completes a parent of.
         while size & (UInt64(1) << level) != 0 {
             hash = MerkleTree.nodeHash(nodes.removeLast(), hash)
             level += 1
-            if level >= MerkleTree.storedLevel {
-                try txn.put(hash, forKey: MerkleTree.key(level: level, index: size >> level), in: databases.merkle, append: true)
-            }
+            if level >= MerkleTree.storedLevel { try store(MerkleTree.key(level: level, index: size >> level), hash) }
         }
         nodes.append(hash)
         size += 1
+    }
+}
+
+/// A tree node's SHA-256 hash, held inline: the frontier and the proofs handle hashes without
+/// allocating for each.
+struct TreeHash: Equatable, Sendable, ContiguousBytesKey {
+    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+
+    /// The hash in `bytes` (exactly 32 of them).
+    init(_ bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == 32, "a tree hash has 32 bytes")
+        withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
+    }
+
+    init(_ digest: SHA256Digest) {
+        digest.withUnsafeBytes { digest in withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: digest) } }
+    }
+
+    /// The 32 bytes as an array, for the wire.
+    var bytes: [UInt8] { withKeyBytes { Array($0) } }
+
+    func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: words, body)
+    }
+
+    static func == (left: TreeHash, right: TreeHash) -> Bool {
+        left.words.0 == right.words.0 && left.words.1 == right.words.1 && left.words.2 == right.words.2 && left.words.3 == right.words.3
+    }
+}
+
+/// A stored node's key: the index of the last leaf it covers (8 bytes, big-endian), then its
+/// level (1 byte), so that the nodes a new leaf completes are appends.
+struct NodeKey: ContiguousBytesKey {
+    let lastLeaf: UInt64
+    let level: UInt8
+
+    init(level: Int, index: UInt64) {
+        lastLeaf = ((index + 1) << level) - 1
+        self.level = UInt8(level)
+    }
+
+    func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var bytes: (UInt64, UInt8) = (lastLeaf.bigEndian, level)
+        return try withUnsafeBytes(of: &bytes) { try body(UnsafeRawBufferPointer(rebasing: $0[0..<9])) }
     }
 }

@@ -84,20 +84,21 @@ extension Ledger {
                 let chunkFrontier = frontier
                 applied = try fresh.write { txn in
                     var reached = chunkStart
-                    frontier = chunkFrontier
+                    let merkle = MerkleAppender(frontier: chunkFrontier)
                     var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(chunkStart + 1))
                     var count = 0
                     var stats = DeferredProjections()
                     while let current = entry, reached < last, count < 50_000 {
                         let (sequence, change) = try projector.change(stored: current.value)
                         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
-                        try frontier.append(eventHash: EventCodec.hash(current.value), in: txn, projector.databases)
+                        merkle.append(eventHash: EventCodec.hash(current.value))
                         if let events { try txn.put(current.value, forKey: current.key, in: events, append: true) }
                         reached = sequence
                         count += 1
                         entry = try cursor.next()
                     }
                     guard reached > chunkStart else { throw LedgerFailure.corrupted("the log ends at event \(reached), before its head \(last)") }
+                    frontier = try merkle.finish(in: txn, projector.databases.merkle)
                     try stats.flush(in: txn, projector.databases)
                     try projector.writeCheckpoint(reached, in: txn)
                     return reached

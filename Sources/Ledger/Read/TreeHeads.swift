@@ -48,7 +48,7 @@ extension Ledger {
         try Self.requireTreeReader(principal)
         let (size, root) = try environment.read { txn in
             let head = try LogHead.read(txn, databases)
-            return (head.sequence, try MerkleTree.root(size: head.sequence, in: txn, databases))
+            return (head.sequence, try MerkleTree.root(size: head.sequence, in: txn, databases).bytes)
         }
         let timestampUs = microseconds(Date())
         let signed = SignedTreeHead.signedBytes(ledgerID: id, size: size, timestampUs: timestampUs, rootHash: root)
@@ -71,7 +71,7 @@ extension Ledger {
             }
             let hash = EventCodec.hash(try Ledger.storedEvent(sequence, in: txn, databases))
             let path = try MerkleTree.inclusionPath(leaf: sequence - 1, 0..<size, in: txn, databases)
-            return InclusionProof(sequence: sequence, treeSize: size, eventHash: hash, path: path)
+            return InclusionProof(sequence: sequence, treeSize: size, eventHash: hash, path: path.map(\.bytes))
         }
     }
 
@@ -87,7 +87,7 @@ extension Ledger {
                 throw HealthError.invalidArgument("first_size must be 1 to second_size (\(second)), not \(firstSize)", field: "first_size")
             }
             let path = try MerkleTree.consistencyPath(firstSize, 0..<second, complete: true, in: txn, databases)
-            return ConsistencyProof(firstSize: firstSize, secondSize: second, path: path)
+            return ConsistencyProof(firstSize: firstSize, secondSize: second, path: path.map(\.bytes))
         }
     }
 }

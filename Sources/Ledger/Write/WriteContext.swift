@@ -19,8 +19,8 @@ final class WriteContext {
 
     /// Whether appends extend the Merkle tree (always, except to measure what that costs).
     let maintainsMerkleTree: Bool
-    /// The Merkle tree's frontier, loaded at the first append.
-    var frontier: Frontier?
+    /// Extends the Merkle tree from the frontier loaded at the first append.
+    private var merkle: MerkleAppender?
 
     init(txn: Transaction, databases: LedgerDatabases, projector: Projector, now: Date, maintainsMerkleTree: Bool = true) throws {
         self.maintainsMerkleTree = maintainsMerkleTree
@@ -48,8 +48,8 @@ final class WriteContext {
         if case .objectReadSelectionChanged(_, let type, _) = change { selectionChanges.insert(type) }
         let hash = EventCodec.hash(stored)
         if maintainsMerkleTree {
-            if frontier == nil { frontier = try MerkleTree.frontier(size: sequence - 1, in: txn, databases) }
-            try frontier!.append(eventHash: hash, in: txn, databases)
+            if merkle == nil { merkle = MerkleAppender(frontier: try MerkleTree.frontier(size: sequence - 1, in: txn, databases)) }
+            merkle!.append(eventHash: hash)
         }
         head = LogHead(sequence: sequence, hash: hash, commitTimeUs: commitTimeUs)
         return sequence
@@ -66,10 +66,20 @@ final class WriteContext {
     var changedTypes: Set<UInt32> { selectionChanges.union(stats.types) }
 
     /// The state a failed request must not leave behind.
-    var snapshot: (LogHead, DeferredProjections, Set<UInt32>, Frontier?) { (head, stats, selectionChanges, frontier) }
+    var snapshot: Snapshot { Snapshot(head: head, stats: stats, selectionChanges: selectionChanges, merkle: merkle.map { ($0, $0.mark()) }) }
 
-    func restore(_ snapshot: (LogHead, DeferredProjections, Set<UInt32>, Frontier?)) {
-        (head, stats, selectionChanges, frontier) = snapshot
+    func restore(_ snapshot: Snapshot) {
+        (head, stats, selectionChanges) = (snapshot.head, snapshot.stats, snapshot.selectionChanges)
+        if let (appender, mark) = snapshot.merkle { appender.rollBack(to: mark) } else { merkle = nil }
+    }
+
+    /// What ``restore(_:)`` returns to: the head, the deferred projections and the Merkle
+    /// tree's size before a request.
+    struct Snapshot {
+        let head: LogHead
+        let stats: DeferredProjections
+        let selectionChanges: Set<UInt32>
+        let merkle: (MerkleAppender, mark: UInt64)?
     }
 
     /// The longest duration of `type`'s samples, counting this transaction's saves.
@@ -79,6 +89,7 @@ final class WriteContext {
 
     /// Records the new head, type statistics and checkpoint (once per transaction).
     func finish() throws {
+        if let merkle { _ = try merkle.finish(in: txn, databases.merkle) }
         try stats.flush(in: txn, databases)
         try head.write(txn, databases)
         try projector.writeCheckpoint(head.sequence, in: txn)
