@@ -215,6 +215,18 @@ struct RevocationTests {
         try await otherOwner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .revoked)
         await expectRPCError(.permissionDenied, .authorizationDenied, "watched query") { while try await watch.next() != nil {} }
         #expect(try await app.result(for: SampleQueryDescriptor(type: Types.heartRate)).allSatisfy { $0.sourceRevision.source == TestServer.appSource })
+        // This server's next commit extends the Merkle tree past the other process's events,
+        // not from the frontier it kept after its own last commit (40 events complete stored
+        // nodes, of sixteen leaves and up).
+        try await owner.save((0..<40).map { index in
+            HealthObject.quantitySample(QuantitySample(
+                type: try QuantityType(Types.bodyMass.identifier), quantity: try Quantity(72, "kg"),
+                start: Samples.base.addingTimeInterval(Double(index)), end: Samples.base.addingTimeInterval(Double(index))))
+        })
+        let head = try await owner.treeHead()
+        let leaves = try await TreeHeadTests.eventHashes(owner).map(ReferenceTree.leaf)
+        #expect(head.size == UInt64(leaves.count))
+        #expect(head.rootHash == ReferenceTree.root(leaves[...]))
         await otherOwner.close()
         await owner.close()
         await app.close()

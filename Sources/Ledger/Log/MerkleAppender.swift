@@ -11,7 +11,7 @@ import LMDB
 /// atomically with its events, only its hashing runs beside the rest of the write.
 final class MerkleAppender: @unchecked Sendable {
     /// Leaves handed over at a time: enough to make a hand-over's cost vanish per leaf.
-    static let chunk = 256
+    static let chunk = 128
 
     private let queue = DispatchQueue(label: "healthledger.merkle")
     // The writer's side.

@@ -37,6 +37,9 @@ final class GroupCommitter: Sendable {
     /// A point-in-time view's committer refuses every write.
     private let readOnly: Bool
     private let maintainsMerkleTree: Bool
+    /// The Merkle tree's frontier after the last commit, with the head it belongs to: the
+    /// next transaction starting from that head need not load it.
+    private let lastFrontier = Mutex<(head: LogHead, frontier: Frontier)?>(nil)
 
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
@@ -107,14 +110,17 @@ final class GroupCommitter: Sendable {
         var failed: [Int: any Error] = [:]
         var changedTypes = Set<UInt32>()
         var heads: (start: UInt64, end: UInt64) = (0, 0)
+        var finished: (LogHead, Frontier)?
         do {
             try environment.write { txn in
                 succeeded = []
                 failed = [:]
+                finished = nil
                 let context = try WriteContext(
                     txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date(),
                     maintainsMerkleTree: maintainsMerkleTree)
                 heads = (context.head.sequence, context.head.sequence)
+                if let last = lastFrontier.withLock({ $0 }), last.head == context.head { context.startFrontier = last.frontier }
                 if batch.count == 1 {
                     // Alone in the batch: a failure aborts the whole transaction.
                     try batch[0].run(context)
@@ -142,7 +148,9 @@ final class GroupCommitter: Sendable {
                 changedTypes = context.changedTypes
                 heads.end = context.head.sequence
                 try context.finish()
+                finished = context.finalFrontier.map { (context.head, $0) }
             }
+            lastFrontier.withLock { $0 = finished }
             onCommit(batch.count, clock.now - started)
             follower?.committed(from: heads.start, to: heads.end)
             if heads.end > heads.start { changeWatchers.notify(changedTypes) }

@@ -21,6 +21,11 @@ final class WriteContext {
     let maintainsMerkleTree: Bool
     /// Extends the Merkle tree from the frontier loaded at the first append.
     private var merkle: MerkleAppender?
+    /// The tree's frontier at the head this transaction started from, when the committer
+    /// kept it from its last commit (otherwise the first append loads it).
+    var startFrontier: Frontier?
+    /// The tree's frontier once ``finish()`` has run.
+    private(set) var finalFrontier: Frontier?
 
     init(txn: Transaction, databases: LedgerDatabases, projector: Projector, now: Date, maintainsMerkleTree: Bool = true) throws {
         self.maintainsMerkleTree = maintainsMerkleTree
@@ -48,7 +53,10 @@ final class WriteContext {
         if case .objectReadSelectionChanged(_, let type, _) = change { selectionChanges.insert(type) }
         let hash = EventCodec.hash(stored)
         if maintainsMerkleTree {
-            if merkle == nil { merkle = MerkleAppender(frontier: try MerkleTree.frontier(size: sequence - 1, in: txn, databases)) }
+            if merkle == nil {
+                let start = startFrontier?.size == sequence - 1 ? startFrontier! : try MerkleTree.frontier(size: sequence - 1, in: txn, databases)
+                merkle = MerkleAppender(frontier: start)
+            }
             merkle!.append(eventHash: hash)
         }
         head = LogHead(sequence: sequence, hash: hash, commitTimeUs: commitTimeUs)
@@ -89,7 +97,7 @@ final class WriteContext {
 
     /// Records the new head, type statistics and checkpoint (once per transaction).
     func finish() throws {
-        if let merkle { _ = try merkle.finish(in: txn, databases.merkle) }
+        finalFrontier = try merkle.map { try $0.finish(in: txn, databases.merkle) } ?? startFrontier
         try stats.flush(in: txn, databases)
         try head.write(txn, databases)
         try projector.writeCheckpoint(head.sequence, in: txn)
