@@ -65,10 +65,13 @@ public struct LedgerLinesExporter {
         }
         // Members are written inside their correlation, not again on their own.
         var members = Set<UUID>()
+        // The sample types the ledger holds samples of: those a workout's members can be.
+        var sampleTypes: [ObjectType] = []
         var workouts: [UUID] = []
         var prescriptions: [UUID] = []
         for type in LedgerLines.exportedTypes {
             for try await batch in try await store.results(for: SampleQueryDescriptor(type: type, batchSize: 1000)) {
+                if !batch.isEmpty, [.quantity, .category].contains(type.family), sampleTypes.last != type { sampleTypes.append(type) }
                 for object in batch {
                     if case .correlation(let correlation) = object { members.formUnion(correlation.objects.map(\.uuid)) }
                     if members.contains(object.uuid) { continue }
@@ -84,11 +87,12 @@ public struct LedgerLinesExporter {
                 }
             }
         }
+        // A workout's associated samples may be of any sample type, whenever they were taken:
+        // each type the ledger holds is asked for the workout's members.
         for workout in workouts {
-            let statistics = try await store.statistics(for: workout)
             var samples: [String] = []
-            for type in statistics.workout.keys.sorted(by: { $0.identifier < $1.identifier }) {
-                let query = SampleQueryDescriptor(type: type.objectType, predicate: .predicateForObjects(from: workout))
+            for type in sampleTypes {
+                let query = SampleQueryDescriptor(type: type, predicate: .predicateForObjects(from: workout))
                 samples += try await query.result(for: store).map(\.uuid.uuidString)
             }
             guard !samples.isEmpty else { continue }

@@ -10,7 +10,10 @@ import Testing
 struct ExportRoundTripTests {
     /// What a ledger answers, reduced to comparable values: per type, the objects' values
     /// and dates, and statistics; the workouts' statistics.
-    static func portrait(_ store: HealthStore, sameSources: Bool) async throws -> [String] {
+    ///
+    /// - Parameter members: also list each workout's associated samples of every type here
+    ///   (JSON Lines carries them; an apple-health export has only its statistics types').
+    static func portrait(_ store: HealthStore, sameSources: Bool, members: Bool = false) async throws -> [String] {
         var lines: [String] = []
         let quantityTypes = ["HeartRate", "ActiveEnergyBurned", "BloodGlucose", "BodyTemperature", "BloodPressureSystolic", "DietaryEnergyConsumed"]
             .map { try! QuantityType("HKQuantityTypeIdentifier" + $0) }
@@ -31,6 +34,10 @@ struct ExportRoundTripTests {
         for workout in try await SampleQueryDescriptor(type: .workout).result(for: store).compactMap(\.workout) {
             let statistics = try await store.statistics(for: workout.uuid)
             lines.append("workout \(workout.activityType) \(workout.duration) \(statistics.workout.mapValues(\.values).sorted { $0.key.identifier < $1.key.identifier })")
+            for type in (members ? quantityTypes.map(\.objectType) + [try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")] : []) {
+                let associated = try await SampleQueryDescriptor(type: type, predicate: .predicateForObjects(from: workout.uuid)).result(for: store)
+                if !associated.isEmpty { lines.append("workout member \(type) \(associated.map(\.startDate.timeIntervalSince1970).sorted())") }
+            }
             let routes = try await SampleQueryDescriptor(type: .workoutRoute).result(for: store).compactMap(\.workoutRoute)
             for route in routes where route.workoutUUID == workout.uuid {
                 let locations = try await store.routeLocations(of: route.uuid).all()
@@ -51,6 +58,15 @@ struct ExportRoundTripTests {
         let original = server.client()
         let expected = try await Self.portrait(original, sameSources: true)
         #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
+        // Samples associated by hand travel with JSON Lines too: category samples, and a heart
+        // rate outside the workout's span (neither found through the workout's statistics).
+        let workout = try #require(try await SampleQueryDescriptor(type: .workout).result(for: original).first?.workout)
+        let sleep = try await SampleQueryDescriptor(type: try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")).result(for: original)
+        let heartRates = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierHeartRate")).result(for: original)
+        let late = try #require(heartRates.first { $0.startDate > workout.endDate })
+        try await original.add(sleep.map(\.uuid) + [late.uuid], to: workout.uuid)
+        let withMembers = try await Self.portrait(original, sameSources: true, members: true)
+        #expect(withMembers.contains { $0.hasPrefix("workout member HKCategoryTypeIdentifierSleepAnalysis") }, "\(withMembers)")
 
         // JSON Lines into a second ledger: the same objects, sources included.
         let lines = server.directory.appending(path: "alice.jsonl")
@@ -61,7 +77,7 @@ struct ExportRoundTripTests {
         let imported = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
         #expect(imported["error"] == nil && (imported["rejected"] as? [String: Int])?.isEmpty != false, "\(imported)")
         let copyStore = server.client(copyOwner)
-        #expect(try await Self.portrait(copyStore, sameSources: true) == expected)
+        #expect(try await Self.portrait(copyStore, sameSources: true, members: true) == withMembers)
         let again = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
         #expect((again["imported"] as? [String: Int])?.isEmpty == true, "a second import adds nothing: \(again)")
 
