@@ -4,7 +4,8 @@ import HealthLedgerSDK
 import HealthModel
 
 extension HealthStore {
-    /// Saves `objects` in one call; when the server refuses the batch (`invalidArgument`),
+    /// Saves `objects` in one call; when the server refuses the batch (`invalidArgument`, or
+    /// `alreadyExists` for a UUID it holds),
     /// splits it in halves until the refused objects stand alone, so one bad object never
     /// costs its neighbours. Every object ends up either answered or refused, in order.
     ///
@@ -22,7 +23,7 @@ extension HealthStore {
             do {
                 let results = try await save(Array(objects[range]))
                 for (offset, result) in results.enumerated() { saved(range.lowerBound + offset, result) }
-            } catch let error as RPCError where error.code == .invalidArgument {
+            } catch let error as RPCError where error.code == .invalidArgument || error.code == .alreadyExists {
                 guard range.count > 1 else {
                     refused(range.lowerBound, error)
                     continue

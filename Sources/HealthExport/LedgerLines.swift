@@ -151,7 +151,7 @@ public struct LedgerLinesImporter {
                 }
             } refused: { index, error in
                 // An object the ledger holds already (the same UUID) is a re-import, not a refusal.
-                if error.message.contains("already exists") {
+                if error.code == .alreadyExists {
                     summary.alreadyPresent += 1
                 } else {
                     record(&summary, line: batch[index].1, kind: .refusedByServer, reason: error.message)

@@ -49,7 +49,7 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The error a ``HealthError`` becomes on the wire.
     public init(_ error: HealthError) {
         let code: RPCStatusCode = switch error.code {
-        case .invalidArgument: .invalidArgument
+        case .invalidArgument: error.existingUUID == nil ? .invalidArgument : .alreadyExists
         case .authorizationDenied, .authorizationNotDetermined, .requiredAuthorizationDenied: .permissionDenied
         case .noData: .notFound
         case .dataSizeExceeded: .resourceExhausted

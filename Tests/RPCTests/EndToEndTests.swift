@@ -64,8 +64,18 @@ struct EndToEndTests {
         #expect(denied?.code == .permissionDenied && denied?.healthErrorCode == .authorizationDenied)
         let missing = await #expect(throws: RPCError.self) { try await owner.delete([UUID()]) }
         #expect(missing?.code == .notFound && missing?.healthErrorCode == .noData)
-        let duplicate = await #expect(throws: RPCError.self) { try await owner.save(saved) }
-        #expect(duplicate?.code == .invalidArgument && duplicate?.healthErrorCode == .invalidArgument)
+        // A UUID the ledger holds, live or deleted, is ALREADY_EXISTS; one repeated within the save is a bad request.
+        let duplicate = await #expect(throws: RPCError.self) { try await owner.save([Samples.heartRate(71, at: 2), saved]) }
+        #expect(duplicate?.code == .alreadyExists && duplicate?.healthErrorCode == .invalidArgument)
+        #expect(duplicate?.message == "object 1: an object with UUID \(saved.uuid) already exists")
+        let gone = Samples.heartRate(72, at: 3)
+        try await owner.save(gone)
+        try await owner.delete([gone.uuid])
+        let deleted = await #expect(throws: RPCError.self) { try await owner.save(gone) }
+        #expect(deleted?.code == .alreadyExists && deleted?.healthErrorCode == .invalidArgument)
+        let fresh = Samples.heartRate(73, at: 4)
+        let repeated = await #expect(throws: RPCError.self) { try await owner.save([fresh, fresh]) }
+        #expect(repeated?.code == .invalidArgument && repeated?.message.contains("appears twice") == true)
         let bad = HealthObject.quantitySample(QuantitySample(
             type: Samples.heartRate, quantity: try Quantity(70, "count/min"), start: Samples.base, end: Samples.base.addingTimeInterval(-5)))
         let invalid = await #expect(throws: RPCError.self) { try await owner.save([Samples.heartRate(1, at: 1), bad]) }

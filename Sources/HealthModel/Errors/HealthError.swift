@@ -1,3 +1,5 @@
+import Foundation
+
 /// An error from the health data model or the ledger, carrying HealthKit's error code.
 ///
 /// Every failure a caller can cause is one of these: the ``code`` says what kind of
@@ -36,11 +38,16 @@ public struct HealthError: Error, Sendable, Hashable, CustomStringConvertible {
     public var message: String
     /// The field at fault (e.g. `endDate`, `metadata.HKMetadataKeySyncVersion`), if any.
     public var field: String?
+    /// Set when a save names a UUID the ledger already holds, live or deleted: the object it
+    /// collides with. The code stays ``Code/invalidArgument``; over RPC the status is
+    /// `ALREADY_EXISTS`, so that a client can tell "already there" from a bad object.
+    public var existingUUID: UUID?
 
-    public init(_ code: Code, _ message: String, field: String? = nil) {
+    public init(_ code: Code, _ message: String, field: String? = nil, existingUUID: UUID? = nil) {
         self.code = code
         self.message = message
         self.field = field
+        self.existingUUID = existingUUID
     }
 
     /// An ``Code/invalidArgument`` error.

@@ -105,8 +105,8 @@ extension Ledger {
             if try context.txn.contains(candidate.summary.uuid, in: databases.objects)
                 || context.txn.contains(candidate.summary.uuid, in: databases.tombstones)
             {
-                throw HealthError.invalidArgument(
-                    "object \(index): an object with UUID \(UUID(bytes: candidate.summary.uuid)!) already exists", field: "uuid")
+                let existing = UUID(bytes: candidate.summary.uuid)!
+                throw HealthError(.invalidArgument, "object \(index): an object with UUID \(existing) already exists", field: "uuid", existingUUID: existing)
             }
         }
         var disposition = SaveResult.Disposition.saved
