@@ -193,8 +193,9 @@ struct BackupTests {
             _ = try await ledger.save((0..<5).map { Fixtures.heartRate(60, at: Double($0)) }, by: .owner)
         }
         let destination = scratch.path("all")
-        let manifests = try temporary.ledgerStore.backupAll(to: destination)
-        #expect(manifests.map(\.ledgerID) == ["alice", "bob"])
+        let outcome = try temporary.ledgerStore.backupAll(to: destination)
+        let manifests = outcome.manifests
+        #expect(manifests.map(\.ledgerID) == ["alice", "bob"] && outcome.failed.isEmpty)
         #expect(Self.contents(destination) == ["alice", "backup-set.json", "bob"])
         #expect(try BackupSetManifest.read(from: destination).ledgers == ["alice", "bob"])
         let results = try LedgerStore.verifyBackups(at: destination)
@@ -209,5 +210,52 @@ struct BackupTests {
         try FileManager.default.removeItem(at: destination.appending(path: "bob"))
         let damaged = try LedgerStore.verifyBackups(at: destination)
         #expect(damaged[0].isValid && damaged[1].problem?.contains("does not exist") == true)
+    }
+
+    @Test("a ledger that cannot be backed up does not cost the others: the set keeps them and names it; restoreAll restores what the set holds")
+    func backupAllWithADamagedLedger() async throws {
+        let temporary = try TemporaryStore()
+        let scratch = Scratch()
+        for id in ["alice", "bob", "carol"] {
+            let ledger = try temporary.ledgerStore.createLedger(id: id)
+            _ = try await ledger.save((0..<500).map { Fixtures.heartRate(60, at: Double($0)) }, by: .owner)
+        }
+        temporary.close()
+        let file = temporary.directory.appending(path: "ledgers/bob/data.mdb")
+        let handle = try FileHandle(forWritingTo: file)
+        try handle.truncate(atOffset: try handle.seekToEnd() / 2)
+        try handle.close()
+        let store = try temporary.reopen()
+
+        let destination = scratch.path("all")
+        let outcome = try store.backupAll(to: destination)
+        #expect(outcome.manifests.map(\.ledgerID) == ["alice", "carol"])
+        #expect(outcome.failed.map(\.ledgerID) == ["bob"] && outcome.failed[0].problem.contains("truncated"))
+        #expect(Self.contents(destination) == ["alice", "backup-set.json", "carol"])
+        let index = try BackupSetManifest.read(from: destination)
+        #expect(index.ledgers == ["alice", "carol"] && index.failed == outcome.failed)
+        let verified = try LedgerStore.verifyBackups(at: destination)
+        #expect(verified.map(\.ledgerID) == ["bob", "alice", "carol"])
+        #expect(verified[0].problem?.hasPrefix("it was not backed up: ") == true && verified[1...].allSatisfy(\.isValid))
+
+        let other = try TemporaryStore()
+        try await other.ledgerStore.createLedger(id: "carol").save([Fixtures.heartRate(70, at: 0)], by: .owner)
+        let restored = try other.ledgerStore.restoreAll(from: destination)
+        #expect(restored.map(\.ledgerID) == ["alice", "carol", "bob"])
+        #expect((try? restored[0].result.get())?.isValid == true)
+        #expect(throws: LedgerFailure.self) { try restored[1].result.get() }
+        #expect(try other.ledgerStore.ledger("carol").head().sequence < outcome.manifests[1].headSequence, "carol was not replaced")
+        #expect(throws: LedgerFailure.self) { try restored[2].result.get() }
+        #expect(try other.ledgerStore.ledger("alice").head().sequence == outcome.manifests[0].headSequence)
+        #expect(try other.ledgerStore.ledgerIDs().sorted() == ["alice", "carol"])
+
+        // Every ledger unusable: nothing is written.
+        let broken = try TemporaryStore()
+        _ = try broken.ledgerStore.createLedger(id: "dave")
+        broken.close()
+        try FileHandle(forWritingTo: broken.directory.appending(path: "ledgers/dave/data.mdb")).truncate(atOffset: 100)
+        let none = scratch.path("none")
+        #expect(throws: LedgerFailure.self) { try broken.reopen().backupAll(to: none) }
+        #expect(!FileManager.default.fileExists(atPath: none.path) || Self.contents(none).isEmpty)
     }
 }

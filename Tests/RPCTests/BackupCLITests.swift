@@ -203,6 +203,32 @@ struct BackupCLITests {
         let whole = try await Self.run(["restore", destination, "--data-dir", workspace.path("restored")])
         #expect(whole.status != 0 && whole.error.contains("several ledgers") && Self.isOneLine(whole.error))
 
+        // restore --all puts every ledger of the set back; again, it refuses the existing ones
+        // (each named, nothing changed) unless --force.
+        let both = try await Self.run(["restore", "--all", destination, "--data-dir", workspace.path("restored-all")])
+        #expect(both.status == 0 && both.output.contains("restored ledger 'alice'") && both.output.contains("restored ledger 'bob'"), "\(both.output)\(both.error)")
+        let again = try await Self.run(["restore", "--all", destination, "--data-dir", workspace.path("restored-all"), "--json"])
+        let refusals = try #require(try JSONSerialization.jsonObject(with: Data(again.output.utf8)) as? [[String: Any]])
+        #expect(again.status == 1 && refusals.count == 2 && refusals.allSatisfy { ($0["problem"] as? String)?.contains("--force") == true }, "\(again.output)")
+        let forced = try await Self.run(["restore", "--all", destination, "--data-dir", workspace.path("restored-all"), "--force"])
+        #expect(forced.status == 0, "\(forced.output)\(forced.error)")
+        let notASet = try await Self.run(["restore", "--all", destination + "/bob", "--data-dir", workspace.path("restored-all")])
+        #expect(notASet.status != 0 && notASet.error.contains("not a backup set") && Self.isOneLine(notASet.error), "\(notASet.error)")
+
+        // A ledger that cannot be read is left out of backup --all: the others are kept, it
+        // is named, and the exit status is 1; restore --all names it too.
+        let data = try await Self.dataDirectory(workspace, "damaged-data", ledgers: ["carol", "dave"])
+        let carolFile = workspace.path("damaged-data") + "/ledgers/carol/data.mdb"
+        let handle = try #require(FileHandle(forWritingAtPath: carolFile))
+        try handle.truncate(atOffset: try handle.seekToEnd() / 2)
+        try handle.close()
+        let partial = try await Self.run(["backup", "--all", workspace.path("partial")] + data)
+        #expect(partial.status == 1 && partial.output.contains("FAILED: ledger 'carol' was not backed up") && partial.output.contains("backed up ledger 'dave'"), "\(partial.output)")
+        let partialVerify = try await Self.run(["backup", "--verify", workspace.path("partial")])
+        #expect(partialVerify.status == 2 && partialVerify.output.contains("FAILED: carol") && partialVerify.output.contains("OK: dave"), "\(partialVerify.output)")
+        let partialRestore = try await Self.run(["restore", "--all", workspace.path("partial"), "--data-dir", workspace.path("partial-restored")])
+        #expect(partialRestore.status == 1 && partialRestore.output.contains("restored ledger 'dave'") && partialRestore.output.contains("FAILED: ledger 'carol'"), "\(partialRestore.output)")
+
         // Damage bob's copy: verify names bob and exits 2, alice still passes.
         try FileManager.default.removeItem(atPath: destination + "/bob/data.mdb")
         let damaged = try await Self.run(["backup", "--verify", destination])

@@ -101,12 +101,38 @@ public struct BackupSetManifest: Codable, Sendable, Hashable {
     public var createdAt: Date
     /// The ids of the ledgers backed up, sorted; each has a subdirectory of that name.
     public var ledgers: [String]
+    /// The ledgers of the store that could not be backed up, with why; they have no
+    /// subdirectory, and verifying the set reports each.
+    public var failed: [Failure]
+
+    /// A ledger left out of a backup set.
+    public struct Failure: Codable, Sendable, Hashable {
+        public var ledgerID: String
+        public var problem: String
+
+        public init(ledgerID: String, problem: String) {
+            self.ledgerID = ledgerID
+            self.problem = problem
+        }
+    }
 
     /// An index; ``LedgerStore/backupAll(to:)`` makes the one it writes.
-    public init(formatVersion: Int = BackupManifest.currentFormatVersion, createdAt: Date, ledgers: [String]) {
+    public init(formatVersion: Int = BackupManifest.currentFormatVersion, createdAt: Date, ledgers: [String], failed: [Failure] = []) {
         self.formatVersion = formatVersion
         self.createdAt = createdAt
         self.ledgers = ledgers
+        self.failed = failed
+    }
+
+    private enum CodingKeys: String, CodingKey { case formatVersion, createdAt, ledgers, failed }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        formatVersion = try container.decode(Int.self, forKey: .formatVersion)
+        createdAt = try container.decode(Date.self, forKey: .createdAt)
+        ledgers = try container.decode([String].self, forKey: .ledgers)
+        // Sets written before failures were recorded have none.
+        failed = try container.decodeIfPresent([Failure].self, forKey: .failed) ?? []
     }
 
     /// Reads and checks the index of the backup set in `directory`.
@@ -230,34 +256,75 @@ extension Ledger {
     }
 }
 
+/// What ``LedgerStore/backupAll(to:)`` did: the ledgers backed up and those it could not.
+public struct BackupSetOutcome: Sendable {
+    /// Each backed-up ledger's manifest, in the order of ``LedgerStore/ledgerIDs()``.
+    public var manifests: [BackupManifest]
+    /// The ledgers left out, with why.
+    public var failed: [BackupSetManifest.Failure]
+}
+
 extension LedgerStore {
     /// Backs up every ledger of the store, each into `directory/<ledger-id>/` as
     /// ``Ledger/backup(to:)`` does, and writes the index `backup-set.json`.
     ///
     /// Each ledger's copy is consistent on its own; the ledgers are copied one after another.
+    /// A ledger that cannot be backed up (a damaged file, say) does not cost the others: it
+    /// is left out, named in the index with its problem, and reported in the outcome.
     ///
     /// - Parameter directory: where to write the backups; it must not exist or be empty.
-    /// - Returns: each ledger's manifest, in the order of ``ledgerIDs()``.
-    /// - Throws: ``LedgerFailure`` as ``Ledger/backup(to:)`` does; nothing is left behind.
+    /// - Throws: ``LedgerFailure`` when the destination is unusable, when the index cannot be
+    ///   written, or (with the first ledger's error) when no ledger could be backed up;
+    ///   nothing is left behind then.
     @discardableResult
-    public func backupAll(to directory: URL) throws -> [BackupManifest] {
+    public func backupAll(to directory: URL) throws -> BackupSetOutcome {
         let ids = try ledgerIDs()
         let destination = try BackupFiles.Destination(directory)
         do {
             let started = BackupFiles.now()
-            var manifests: [BackupManifest] = []
+            var outcome = BackupSetOutcome(manifests: [], failed: [])
+            var firstError: (any Error)?
             for id in ids {
-                manifests.append(try ledger(id).backup(to: directory.appending(path: id, directoryHint: .isDirectory)))
+                do {
+                    outcome.manifests.append(try ledger(id).backup(to: directory.appending(path: id, directoryHint: .isDirectory)))
+                } catch {
+                    firstError = firstError ?? error
+                    let problem = (error as? LedgerFailure)?.message ?? "\(error)"
+                    outcome.failed.append(BackupSetManifest.Failure(ledgerID: id, problem: problem))
+                }
             }
-            let index = BackupSetManifest(createdAt: started, ledgers: ids)
+            if outcome.manifests.isEmpty, let firstError { throw firstError }
+            let index = BackupSetManifest(createdAt: started, ledgers: outcome.manifests.map(\.ledgerID), failed: outcome.failed)
             try BackupFiles.writeDurably(
                 try BackupFiles.encoder.encode(index) + Data("\n".utf8), to: directory.appending(path: BackupSetManifest.fileName))
             try Self.syncDirectory(directory)
-            return manifests
+            return outcome
         } catch {
             destination.discard()
             throw error
         }
+    }
+
+    /// Restores every ledger of the backup set in `directory` (``backupAll(to:)``), each as
+    /// ``restore(from:as:replace:)`` does: one ledger's failure leaves it unchanged and does
+    /// not stop the others.
+    ///
+    /// - Returns: per ledger of the set's index, its verification or the error that stopped
+    ///   its restore; the ledgers the set left out come back as ``LedgerFailure/Kind/notFound``.
+    /// - Throws: ``LedgerFailure`` when `directory` holds no readable backup set.
+    public func restoreAll(from directory: URL, replace: Bool = false) throws -> [(ledgerID: String, result: Result<BackupVerification, LedgerFailure>)] {
+        let index = try BackupSetManifest.read(from: directory)
+        var results: [(ledgerID: String, result: Result<BackupVerification, LedgerFailure>)] = index.ledgers.map { id in
+            do {
+                return (id, .success(try restore(from: directory.appending(path: id, directoryHint: .isDirectory), replace: replace)))
+            } catch let failure as LedgerFailure {
+                return (id, .failure(failure))
+            } catch {
+                return (id, .failure(LedgerFailure(.storage, "\(error)")))
+            }
+        }
+        results += index.failed.map { ($0.ledgerID, .failure(LedgerFailure(.notFound, "it is not in the backup set: \($0.problem)"))) }
+        return results
     }
 
     /// Verifies the backup in `directory`, whether of one ledger (``Ledger/backup(to:)``)
@@ -275,7 +342,12 @@ extension LedgerStore {
             return [try verifyBackup(at: directory, scratch: scratch)]
         }
         let index = try BackupSetManifest.read(from: directory)
-        return index.ledgers.map { id in
+        let leftOut = index.failed.map { failure in
+            BackupVerification(
+                directory: directory.appending(path: failure.ledgerID, directoryHint: .isDirectory), ledgerID: failure.ledgerID, manifest: nil,
+                eventsChecked: 0, objects: 0, problem: "it was not backed up: \(failure.problem)")
+        }
+        return leftOut + index.ledgers.map { id in
             let member = directory.appending(path: id, directoryHint: .isDirectory)
             do {
                 var verification = try verifyBackup(at: member, scratch: scratch)

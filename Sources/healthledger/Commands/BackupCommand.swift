@@ -17,7 +17,9 @@ struct BackupCommand: AsyncParsableCommand {
             transaction: it holds every write acknowledged before it began, while writes go \
             on. <dest> must not exist or be empty; backup.json there records the ledger id, \
             the head (sequence and hash) of the copy, and the time. --all writes each ledger \
-            into <dest>/<ledger-id>/ and an index, backup-set.json.
+            into <dest>/<ledger-id>/ and an index, backup-set.json; a ledger that cannot be \
+            backed up is named there and on the output, the others are kept, and the exit \
+            status is 1.
 
             --verify checks a backup on a temporary copy: the hash chain, the projections \
             against a fresh replay of the log, and the head against backup.json (each \
@@ -61,23 +63,27 @@ struct BackupCommand: AsyncParsableCommand {
     }
 
     private func backupAll(to destination: URL) throws {
-        let manifests: [BackupManifest]
+        let outcome: BackupSetOutcome
         do {
             let store = try openExistingStore()
             guard try !store.ledgerIDs().isEmpty else {
                 throw ValidationErrorExit("no ledgers in \(store.directory.path): nothing to back up")
             }
-            manifests = try store.backupAll(to: destination)
+            outcome = try store.backupAll(to: destination)
         } catch { throw fail(error) }
         if json {
-            let objects = try manifests.map { try JSONSerialization.jsonObject(with: try $0.encoded()) }
+            var objects = try outcome.manifests.map { try JSONSerialization.jsonObject(with: try $0.encoded()) }
+            objects += outcome.failed.map { ["ledgerID": $0.ledgerID, "problem": $0.problem] as [String: Any] }
             printJSON(objects)
-            return
+        } else {
+            for manifest in outcome.manifests {
+                print("backed up ledger '\(manifest.ledgerID)': head event \(manifest.headSequence), hash \(manifest.headHash)")
+            }
+            for failure in outcome.failed { print("FAILED: ledger '\(failure.ledgerID)' was not backed up: \(failure.problem)") }
+            let failed = outcome.failed.isEmpty ? "" : "; \(outcome.failed.count) could not be backed up (listed in backup-set.json)"
+            print("\(outcome.manifests.count) ledger(s) in \(destination.path)\(failed)")
         }
-        for manifest in manifests {
-            print("backed up ledger '\(manifest.ledgerID)': head event \(manifest.headSequence), hash \(manifest.headHash)")
-        }
-        print("\(manifests.count) ledger(s) in \(destination.path)")
+        if !outcome.failed.isEmpty { throw ExitCode(1) }
     }
 
     private func verifyBackups(at directory: URL) throws {
@@ -139,21 +145,29 @@ struct RestoreCommand: AsyncParsableCommand {
             The backup is copied next to the ledgers and verified there (hash chain, \
             projections, head against backup.json) before it becomes the ledger. An existing \
             ledger is only replaced with --force, atomically, and never while a server has it \
-            open: stop healthledgerd first. Nothing changes when restore fails.
+            open: stop healthledgerd first. Nothing changes when restore fails. --all restores \
+            every ledger of a backup --all set: one that fails is named and left unchanged, \
+            the others are restored, and the exit status is 1.
             """)
 
     @OptionGroup var store: StoreOptions
-    @Argument(help: "The backup directory of one ledger (for a --all backup, <dest>/<ledger-id>).")
+    @Argument(help: "The backup directory of one ledger (for a --all backup, <dest>/<ledger-id>; with --all, <dest>).")
     var source: String
     @Option(name: .customLong("as"), help: "Restore under this ledger id instead of the backed-up ledger's.")
     var id: String?
+    @Flag(help: "Restore every ledger of a backup set (backup --all).")
+    var all = false
     @Flag(help: "Replace the ledger when it exists.")
     var force = false
-    @Flag(help: "Print the restored backup's manifest as JSON.")
+    @Flag(help: "Print the restored backup's manifest as JSON (with --all, one object per ledger).")
     var json = false
 
     func run() async throws {
         let backup = BackupCommand.url(source)
+        if all {
+            guard id == nil else { throw ValidationErrorExit("--as names one ledger: it does not go with --all") }
+            return try restoreAll(from: backup)
+        }
         let store: LedgerStore
         let verification: BackupVerification
         let replaced: Bool
@@ -172,5 +186,40 @@ struct RestoreCommand: AsyncParsableCommand {
             let head = verification.manifest.map { "head event \($0.headSequence), hash \($0.headHash)" } ?? ""
             print("\(replaced ? "replaced" : "restored") ledger '\(ledgerID)' in \(store.directory.path): \(head)")
         }
+    }
+
+    /// Each ledger of the set in turn: one failing leaves it unchanged, the rest go on; the
+    /// exit status is 1 when any failed.
+    private func restoreAll(from backup: URL) throws {
+        let store: LedgerStore
+        let results: [(ledgerID: String, result: Result<BackupVerification, LedgerFailure>)]
+        do {
+            store = try self.store.openStore()
+            guard BackupSetManifest.isPresent(in: backup) else {
+                throw ValidationErrorExit("\(backup.path) is not a backup set (it has no backup-set.json): restore it without --all")
+            }
+            results = try store.restoreAll(from: backup, replace: force)
+        } catch { throw fail(error) }
+        var objects: [Any] = []
+        for (ledgerID, result) in results {
+            switch result {
+            case .success(let verification):
+                let manifest = verification.manifest
+                if json {
+                    objects.append(["ledgerID": ledgerID, "headSequence": manifest?.headSequence ?? 0, "headHash": manifest?.headHash ?? ""] as [String: Any])
+                } else {
+                    print("restored ledger '\(ledgerID)' in \(store.directory.path): head event \(manifest?.headSequence ?? 0), hash \(manifest?.headHash ?? "")")
+                }
+            case .failure(let failure):
+                let hint = failure.kind == .alreadyExists && !force ? " (add --force to replace it)" : ""
+                if json {
+                    objects.append(["ledgerID": ledgerID, "problem": failure.message + hint] as [String: Any])
+                } else {
+                    print("FAILED: ledger '\(ledgerID)': \(failure.message)\(hint); it was not changed")
+                }
+            }
+        }
+        if json { printJSON(objects) }
+        if results.contains(where: { if case .failure = $0.result { true } else { false } }) { throw ExitCode(1) }
     }
 }
