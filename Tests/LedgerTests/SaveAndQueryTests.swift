@@ -152,7 +152,7 @@ struct SaveAndQueryTests {
         #expect(try ledger.replay().identical)
     }
 
-    @Test("a request refused inside a group commit takes its events back from the Merkle tree too")
+    @Test("a request refused inside a group commit takes its events back from the Merkle tree and its new sources back from the source codes")
     func refusedRequestInGroupCommit() async throws {
         let batches = BatchSizes()
         let temporary = try TemporaryStore(configuration: LedgerConfiguration(onCommit: { requests, _ in batches.record(requests) }))
@@ -164,7 +164,15 @@ struct SaveAndQueryTests {
         let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
             for request in 0..<48 {
                 group.addTask {
-                    var objects = (0..<300).map { Fixtures.heartRate(Double(40 + $0 % 100), at: Double(request * 300 + $0)) }
+                    // Requests share sources first seen in this test, so a refused request may
+                    // be the one that assigned a source its neighbours in the commit use.
+                    let source = Source(bundleIdentifier: "com.example.source\(request % 5)", name: "Source \(request % 5)")
+                    var objects = (0..<300).map { index -> HealthObject in
+                        let date = Fixtures.base.addingTimeInterval(Double(request * 300 + index))
+                        return .quantitySample(QuantitySample(
+                            type: Fixtures.heartRate, quantity: Quantity(Double(40 + index % 100), Fixtures.bpm), start: date, end: date,
+                            sourceRevision: SourceRevision(source: source)))
+                    }
                     if request % 3 == 1 { objects.append(Fixtures.heartRate(70, at: 0, uuid: existing.uuid)) }
                     do {
                         _ = try await ledger.save(objects, by: .owner)
@@ -179,6 +187,8 @@ struct SaveAndQueryTests {
         for (request, saved) in outcomes { #expect(saved == (request % 3 != 1), "request \(request)") }
         #expect(batches.largest > 1)
         #expect(try ledger.count(of: Fixtures.heartRate.objectType) == 1 + 32 * 300)
+        let sources = try ledger.sourcePriority(for: Fixtures.heartRate.objectType, as: .owner).map(\.bundleIdentifier)
+        #expect(Set(sources) == Set((0..<5).map { "com.example.source\($0)" } + [Fixtures.heartRate(60, at: 0).sourceRevision.source.bundleIdentifier]))
 
         // The tree head is RFC 9162's root over exactly the events in the log.
         var hashes: [[UInt8]] = []

@@ -41,12 +41,16 @@ enum SourceRegistry {
     /// Records that `code` saved an object of `type` lasting `duration` microseconds: the
     /// first save (the default priority order is the order of first saves) and the longest
     /// duration (bounds the source's range scans).
-    static func noteSave(type: UInt32, code: UInt32, sequence: UInt64, duration: Int64, in txn: Transaction, _ databases: LedgerDatabases) throws {
+    ///
+    /// - Returns: the longest duration recorded now.
+    @discardableResult
+    static func noteSave(type: UInt32, code: UInt32, sequence: UInt64, duration: Int64, in txn: Transaction, _ databases: LedgerDatabases) throws -> Int64 {
         let key = typeSourceKey(type: type, code: code)
         var first = sequence
         if let stored = try txn.get(key, in: databases.typeSources) {
             guard stored.count == 16 else { throw LedgerFailure.corrupted("a type_sources entry is \(stored.count) bytes, not 16: replay the ledger") }
-            guard duration > Int64(bitPattern: KeyEncoding.uint64(stored, at: 8)) else { return }
+            let longest = Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
+            guard duration > longest else { return longest }
             first = KeyEncoding.uint64(stored, at: 0)
         }
         var value: [UInt8] = []
@@ -54,6 +58,7 @@ enum SourceRegistry {
         KeyEncoding.append(first, to: &value)
         KeyEncoding.append(UInt64(bitPattern: max(duration, 0)), to: &value)
         try txn.put(value, forKey: key, in: databases.typeSources)
+        return max(duration, 0)
     }
 
     /// The longest duration (microseconds) of the samples of `type` that `code` saved.

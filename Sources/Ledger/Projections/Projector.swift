@@ -216,8 +216,8 @@ struct Projector {
                 try txn.put(value, forKey: key, in: databases.sourcePriority)
             }
         case .saved(let object):
-            let source = try SourceRegistry.assign(bundle: object.sourceBundle, name: object.sourceName, in: txn, databases)
-            try SourceRegistry.noteSave(type: object.typeCode, code: source, sequence: sequence, duration: object.duration, in: txn, databases)
+            let source = try stats.sourceCode(bundle: object.sourceBundle, name: object.sourceName, in: txn, databases)
+            try stats.noteSave(type: object.typeCode, code: source, sequence: sequence, duration: object.duration, in: txn, databases)
             try txn.put(StoredObject(sequence: sequence, type: object.typeCode, source: source).encoded, forKey: object.uuid, in: databases.objects)
             // by_source's value is by_start's without the source, which its key holds.
             var startValue: [UInt8] = []
@@ -328,6 +328,29 @@ struct Projector {
 struct DeferredProjections {
     private var entries: [UInt32: (count: Int64, longest: Int64)] = [:]
     private var hours = Set<Rollups.Block>()
+    /// Source codes this transaction looked up or assigned, by bundle identifier.
+    private var sourceCodes: [String: UInt32] = [:]
+    /// The longest duration `type_sources` holds per type and source code (type in the high
+    /// half) as this transaction has left it.
+    private var notedSaves: [UInt64: Int64] = [:]
+
+    /// The code of the source `bundle` (``SourceRegistry/assign(bundle:name:in:_:)``), read
+    /// from `sources` once per transaction. Held here so that a request rolled back inside a
+    /// group commit, which restores this value, forgets the codes it assigned.
+    mutating func sourceCode(bundle: String, name: String, in txn: Transaction, _ databases: LedgerDatabases) throws -> UInt32 {
+        if let code = sourceCodes[bundle] { return code }
+        let code = try SourceRegistry.assign(bundle: bundle, name: name, in: txn, databases)
+        sourceCodes[bundle] = code
+        return code
+    }
+
+    /// ``SourceRegistry/noteSave(type:code:sequence:duration:in:_:)``, skipped when this
+    /// transaction already noted a save of the type by the source at least as long.
+    mutating func noteSave(type: UInt32, code: UInt32, sequence: UInt64, duration: Int64, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        let key = UInt64(type) << 32 | UInt64(code)
+        if let longest = notedSaves[key], longest >= duration { return }
+        notedSaves[key] = try SourceRegistry.noteSave(type: type, code: code, sequence: sequence, duration: duration, in: txn, databases)
+    }
 
     /// Notes that a sample of `type` from `source` starting at `start` was saved or deleted
     /// (only quantity types have rollups).
