@@ -15,12 +15,12 @@ final class MerkleAppender: @unchecked Sendable {
 
     private let queue = DispatchQueue(label: "healthledger.merkle")
     // The writer's side.
-    private var unsent: [TreeHash] = []
+    private var unsent: [InlineHash] = []
     /// Leaves appended so far (the tree's size once the helper catches up).
     private(set) var size: UInt64
     // The helper's side: touched only on `queue` (or after waiting for it).
     private var frontier: Frontier
-    private var completed: [(key: NodeKey, hash: TreeHash)] = []
+    private var completed: [(key: NodeKey, hash: InlineHash)] = []
     private var marks: [(size: UInt64, frontier: Frontier, completed: Int)] = []
 
     init(frontier: Frontier) {
@@ -31,7 +31,7 @@ final class MerkleAppender: @unchecked Sendable {
 
     /// Adds the leaf of the event whose hash is `eventHash`.
     func append(eventHash: [UInt8]) {
-        eventHash.withUnsafeBytes { unsent.append(TreeHash($0)) }
+        eventHash.withUnsafeBytes { unsent.append(InlineHash($0)) }
         size += 1
         if unsent.count == Self.chunk { send() }
     }

@@ -18,29 +18,29 @@ enum MerkleTree {
     /// The lowest level stored; lower nodes are computed from the events.
     static let storedLevel = 4
 
-    static func leafHash(eventHash: some ContiguousBytesKey) -> TreeHash {
+    static func leafHash(eventHash: some ContiguousBytesKey) -> InlineHash {
         eventHash.withKeyBytes { hash in
             withUnsafeTemporaryAllocation(byteCount: 33, alignment: 1) { buffer in
                 buffer[0] = 0x00
                 UnsafeMutableRawBufferPointer(rebasing: buffer[1..<33]).copyMemory(from: UnsafeRawBufferPointer(rebasing: hash.prefix(32)))
-                return TreeHash(SHA256.digest(of: UnsafeRawBufferPointer(buffer)))
+                return InlineHash(SHA256.digest(of: UnsafeRawBufferPointer(buffer)))
             }
         }
     }
 
-    static func nodeHash(_ left: TreeHash, _ right: TreeHash) -> TreeHash {
+    static func nodeHash(_ left: InlineHash, _ right: InlineHash) -> InlineHash {
         withUnsafeTemporaryAllocation(byteCount: 65, alignment: 1) { buffer in
             buffer[0] = 0x01
             left.withKeyBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[1..<33]).copyMemory(from: $0) }
             right.withKeyBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[33..<65]).copyMemory(from: $0) }
-            return TreeHash(SHA256.digest(of: UnsafeRawBufferPointer(buffer)))
+            return InlineHash(SHA256.digest(of: UnsafeRawBufferPointer(buffer)))
         }
     }
 
     static func key(level: Int, index: UInt64) -> NodeKey { NodeKey(level: level, index: index) }
 
     /// The hash of the perfect subtree at `level` covering leaves `index << level` onwards.
-    static func node(level: Int, index: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> TreeHash {
+    static func node(level: Int, index: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> InlineHash {
         if level == 0 { return leafHash(eventHash: EventCodec.hash(try Ledger.storedEvent(index + 1, in: txn, databases))) }
         if level < storedLevel {
             return nodeHash(try node(level: level - 1, index: index * 2, in: txn, databases), try node(level: level - 1, index: index * 2 + 1, in: txn, databases))
@@ -48,7 +48,7 @@ enum MerkleTree {
         guard let value = try txn.get(key(level: level, index: index), in: databases.merkle), value.count == 32 else {
             throw LedgerFailure.corrupted("the Merkle tree lacks node \(index) of level \(level): replay the ledger")
         }
-        return TreeHash(value)
+        return InlineHash(value)
     }
 
     /// The roots of the perfect subtrees the tree of `size` leaves is made of, highest level
@@ -64,7 +64,7 @@ enum MerkleTree {
     }
 
     /// MTH(D[range]): the hash of the tree over the leaves in `range` (not empty).
-    static func hash(_ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> TreeHash {
+    static func hash(_ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> InlineHash {
         let count = UInt64(range.count)
         if count & (count - 1) == 0, range.lowerBound % count == 0 {
             let level = count.trailingZeroBitCount
@@ -77,12 +77,12 @@ enum MerkleTree {
     }
 
     /// The root of the tree of the first `size` leaves; SHA-256 of nothing for size 0.
-    static func root(size: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> TreeHash {
-        size == 0 ? TreeHash(SHA256.digest(of: UnsafeRawBufferPointer(start: nil, count: 0))) : try hash(0..<size, in: txn, databases)
+    static func root(size: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> InlineHash {
+        size == 0 ? InlineHash(SHA256.digest(of: UnsafeRawBufferPointer(start: nil, count: 0))) : try hash(0..<size, in: txn, databases)
     }
 
     /// PATH(m, D[range]) of RFC 9162 §2.1.3.1: the audit path of leaf `leaf` (absolute).
-    static func inclusionPath(leaf: UInt64, _ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> [TreeHash] {
+    static func inclusionPath(leaf: UInt64, _ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> [InlineHash] {
         let count = UInt64(range.count)
         guard count > 1 else { return [] }
         let split = largestPowerOfTwo(below: count)
@@ -95,7 +95,7 @@ enum MerkleTree {
 
     /// SUBPROOF(m, D[range], b) of RFC 9162 §2.1.4.1; PROOF(m, D[n]) is `(m, 0..<n, true)`.
     static func consistencyPath(_ first: UInt64, _ range: Range<UInt64>, complete: Bool, in txn: Transaction, _ databases: LedgerDatabases) throws
-        -> [TreeHash]
+        -> [InlineHash]
     {
         let count = UInt64(range.count)
         if first == count { return complete ? [] : [try hash(range, in: txn, databases)] }
@@ -120,13 +120,13 @@ enum MerkleTree {
 /// merged nodes are written.
 struct Frontier: Sendable, Equatable {
     private(set) var size: UInt64
-    var nodes: [TreeHash] = []
+    var nodes: [InlineHash] = []
 
     init(size: UInt64) { self.size = size }
 
     /// Adds leaf `size` (event `size + 1`) with `eventHash`, handing `store` each node it
     /// completes at a stored level.
-    mutating func append(eventHash: some ContiguousBytesKey, store: (NodeKey, TreeHash) throws -> Void) rethrows {
+    mutating func append(eventHash: some ContiguousBytesKey, store: (NodeKey, InlineHash) throws -> Void) rethrows {
         var hash = MerkleTree.leafHash(eventHash: eventHash)
         var level = 0
         // A set bit of the size at `level` is a subtree this leaf now completes a parent of.
@@ -137,33 +137,6 @@ struct Frontier: Sendable, Equatable {
         }
         nodes.append(hash)
         size += 1
-    }
-}
-
-/// A tree node's SHA-256 hash, held inline: the frontier and the proofs handle hashes without
-/// allocating for each.
-struct TreeHash: Equatable, Sendable, ContiguousBytesKey {
-    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-
-    /// The hash in `bytes` (exactly 32 of them).
-    init(_ bytes: UnsafeRawBufferPointer) {
-        precondition(bytes.count == 32, "a tree hash has 32 bytes")
-        withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
-    }
-
-    init(_ digest: SHA256Digest) {
-        digest.withUnsafeBytes { digest in withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: digest) } }
-    }
-
-    /// The 32 bytes as an array, for the wire.
-    var bytes: [UInt8] { withKeyBytes { Array($0) } }
-
-    func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try withUnsafeBytes(of: words, body)
-    }
-
-    static func == (left: TreeHash, right: TreeHash) -> Bool {
-        left.words.0 == right.words.0 && left.words.1 == right.words.1 && left.words.2 == right.words.2 && left.words.3 == right.words.3
     }
 }
 

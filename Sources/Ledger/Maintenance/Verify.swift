@@ -53,7 +53,7 @@ extension Ledger {
             }
             var expected: UInt64 = 1
             // The running hash lives in a fixed buffer: no allocation per event.
-            var previousHash = HashBuffer()
+            var previousHash = InlineHash()
             let failure: VerifyReport? = try txn.withCursor(on: databases.events) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
@@ -84,7 +84,7 @@ extension Ledger {
                             ? fail(key - 1, "its stored bytes do not match the hash recorded by event \(key)")
                             : fail(key, "its link to event \(key - 1) is damaged")
                     }
-                    previousHash.set(SHA256.hash(data: current.value))
+                    previousHash = InlineHash(SHA256.digest(of: current.value))
                     report.eventsChecked = key
                     if key % 100_000 == 0 { progress?(key) }
                     expected += 1
@@ -99,7 +99,7 @@ extension Ledger {
                     ? fail(last + 1, "the log is truncated: it ends at event \(last) but its head records \(head.sequence)")
                     : fail(head.sequence + 1, "the log holds events after its recorded head \(head.sequence)")
             }
-            guard previousHash.equals(head.hash) else {
+            guard head.hash.withUnsafeBytes({ previousHash.equals($0) }) else {
                 return fail(last, "its stored bytes do not match the hash recorded in the log head")
             }
             if let expectedHead {
@@ -166,19 +166,3 @@ extension Ledger {
     }
 }
 
-/// A 32-byte hash held inline.
-private struct HashBuffer {
-    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-
-    mutating func set(_ digest: SHA256Digest) {
-        withUnsafeMutableBytes(of: &words) { target in digest.withUnsafeBytes { target.copyMemory(from: $0) } }
-    }
-
-    func equals(_ buffer: UnsafeRawBufferPointer) -> Bool {
-        buffer.count == 32 && withUnsafeBytes(of: words) { memcmp($0.baseAddress!, buffer.baseAddress!, 32) == 0 }
-    }
-
-    func equals(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { equals($0) }
-    }
-}
