@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 import LMDB
 
 /// A SHA-256 hash held inline: the Merkle frontier, the proofs and the chain check handle
@@ -28,7 +29,7 @@ struct InlineHash: Equatable, Sendable, ContiguousBytesKey {
 
     /// Whether `bytes` are this hash.
     func equals(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        bytes.count == 32 && withKeyBytes { $0.elementsEqual(bytes) }
+        bytes.count == 32 && withKeyBytes { memcmp($0.baseAddress!, bytes.baseAddress!, 32) == 0 }
     }
 
     static func == (left: InlineHash, right: InlineHash) -> Bool {
