@@ -476,17 +476,29 @@ public final class AppleHealthReader: XMLStreamHandler {
 
     /// The first 128 bits of SHA-256 over the fields, each followed by a 0x1F separator.
     static func key(_ fields: [String]) -> String {
-        var hasher = SHA256()
+        // The fields' UTF-8, each followed by 0x1F, hashed in one piece.
+        var input: [UInt8] = []
+        input.reserveCapacity(fields.reduce(0) { $0 + $1.utf8.count + 1 })
         for field in fields {
-            hasher.update(data: Array(field.utf8))
-            hasher.update(data: [0x1F])
+            input.append(contentsOf: field.utf8)
+            input.append(0x1F)
         }
-        let digest = Array(hasher.finalize().prefix(16))
-        return syncIdentifierPrefix + digest.map { byte in
-            let text = String(byte, radix: 16)
-            return byte < 16 ? "0" + text : text
-        }.joined()
+        var hasher = SHA256()
+        input.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        // The first 16 bytes of the digest in lowercase hex.
+        let hex = hasher.finalize().withUnsafeBytes { digest in
+            [UInt8](unsafeUninitializedCapacity: 32) { text, count in
+                for index in 0..<16 {
+                    text[2 * index] = hexDigits[Int(digest[index] >> 4)]
+                    text[2 * index + 1] = hexDigits[Int(digest[index] & 0x0F)]
+                }
+                count = 32
+            }
+        }
+        return syncIdentifierPrefix + String(decoding: hex, as: UTF8.self)
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     static func seconds(_ date: Date) -> String { String(Int64(date.timeIntervalSince1970.rounded())) }
 
