@@ -164,7 +164,11 @@ public final class HealthStore: Sendable {
     }
 
     func unary(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> [UInt8] {
-        let payload: [UInt8] = try message.serializedBytes()
+        try await unary(method, payload: try message.serializedBytes())
+    }
+
+    /// A unary call with its request already serialized.
+    func unary(_ method: RPCMethod, payload: [UInt8]) async throws -> [UInt8] {
         // A call the server never started (it went away, for example closing the idle
         // connection as the request crossed) is sent again on a new connection.
         var attempts = 0
@@ -201,8 +205,11 @@ public final class HealthStore: Sendable {
     /// Saves objects atomically; returns once they are on the server's disk.
     @discardableResult
     public func save(_ objects: [HealthObject]) async throws -> [SaveResult] {
-        let request = Healthledger_V1_SaveRequest.with { $0.objects = objects.map(Healthledger_V1_HealthObject.init) }
-        let response = try Self.decode(Healthledger_V1_SaveResponse.self, try await unary(.save, request))
+        // The SaveRequest written directly: each object's bytes as field 1 (the same bytes
+        // SwiftProtobuf writes, without building the messages).
+        var request = ProtoWriter(capacity: objects.count * 160)
+        for object in objects { request.message(field: 1, object.encodedBytes()) }
+        let response = try Self.decode(Healthledger_V1_SaveResponse.self, try await unary(.save, payload: request.buffer))
         do {
             return try response.outcomes.map { try $0.model() }
         } catch {
