@@ -12,7 +12,7 @@ struct InlineHash: Equatable, Sendable, ContiguousBytesKey {
 
     /// The hash in `bytes` (exactly 32 of them).
     init(_ bytes: UnsafeRawBufferPointer) {
-        precondition(bytes.count == 32, "a tree hash has 32 bytes")
+        precondition(bytes.count == 32, "a SHA-256 hash has 32 bytes")
         withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
     }
 

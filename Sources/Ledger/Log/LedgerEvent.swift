@@ -124,7 +124,6 @@ enum EventCodec {
     }
 }
 
-
 extension SHA256 {
     /// The digest of `bytes`, hashed straight from memory (``hash(data:)`` goes through the
     /// generic `DataProtocol` path).
