@@ -222,6 +222,58 @@ struct BadInputTests {
         await server.stop()
     }
 
+    @Test("Save reads its objects straight from the payload: malformed bytes refuse the whole request, an invalid object is named by its index, unknown fields are skipped")
+    func savePayloads() async throws {
+        let server = try await TestServer()
+        let raw = try await RawConnection(port: server.port)
+        let head = try server.ledger.head()
+        let valid = Samples.heartRate(70, at: 0)
+        let object = valid.encodedBytes()
+        // The object's length as a varint.
+        var length: [UInt8] = []
+        var count = object.count
+        while count >= 0x80 {
+            length.append(UInt8(count & 0x7F) | 0x80)
+            count >>= 7
+        }
+        length.append(UInt8(count))
+        let malformed: [(String, [UInt8])] = [
+            ("no message at all", [0xFF, 0xFF, 0xFF]),
+            ("objects as a varint", [0x08, 0x01]),
+            ("an object cut short", [0x0A] + length + object.prefix(object.count - 3)),
+            ("a valid object, then one that is no message", [0x0A] + length + object + [0x0A, 0x03, 0xFF, 0xFF, 0xFF]),
+            ("a group where the objects are", [0x0B, 0x0C]),
+        ]
+        var id: UInt64 = 0
+        for (what, payload) in malformed {
+            id += 1
+            try await raw.send(Self.request(id, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: payload))
+            let status = try #require(await raw.status(of: id))
+            #expect(status.code == .invalidArgument && status.message == "the request is not a valid healthledger.v1.SaveRequest", "\(what): \(status)")
+        }
+        // A well-formed object the model refuses (a type it does not know), second in the request.
+        var unknown = Healthledger_V1_HealthObject(valid)
+        unknown.uuid = Data(UUID().bytes)
+        unknown.type = "HKQuantityTypeIdentifierNoSuchThing"
+        id += 1
+        try await raw.send(Self.request(
+            id, RPCMethod.save.rawValue, credential: server.ownerCredential,
+            payload: try Healthledger_V1_SaveRequest.with { $0.objects = [Healthledger_V1_HealthObject(Samples.heartRate(71, at: 1)), unknown] }.serializedBytes()))
+        let refused = try #require(await raw.status(of: id))
+        #expect(refused.code == .invalidArgument && refused.message.hasPrefix("object 1: "), "\(refused)")
+        #expect(try server.ledger.head() == head, "no refused request wrote anything")
+
+        // Unknown fields around the objects are skipped, as any protobuf reader does.
+        id += 1
+        try await raw.send(Self.request(
+            id, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: [0x10, 0x05, 0x0A] + length + object + [0x1A, 0x01, 0x00]))
+        let saved = try #require(await raw.status(of: id))
+        #expect(saved.code == .ok, "\(saved)")
+        #expect(try server.ledger.object(with: valid.uuid, as: .owner) == valid)
+        await raw.close()
+        await server.stop()
+    }
+
     @Test("change queries and observers answer malformed and hostile requests with invalidArgument")
     func badChangeCalls() async throws {
         let server = try await TestServer()

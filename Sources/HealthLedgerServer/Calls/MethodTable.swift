@@ -70,8 +70,16 @@ struct MethodRegistration: Sendable {
     static func unary<Request: SwiftProtobuf.Message>(
         _: Request.Type, asOf: Bool = false, _ handler: @escaping @Sendable (LedgerCall, Request) async throws -> [UInt8]
     ) -> Self {
+        unary(decoding: { try decode(Request.self, $0) }, asOf: asOf, handler)
+    }
+
+    /// A method that waits, whose request `decode` reads from the payload itself.
+    static func unary<Request: Sendable>(
+        decoding decode: @escaping @Sendable ([UInt8]) throws -> Request, asOf: Bool = false,
+        _ handler: @escaping @Sendable (LedgerCall, Request) async throws -> [UInt8]
+    ) -> Self {
         MethodRegistration(kind: .unary, answersAsOf: asOf, isOperatorMethod: false) { payload in
-            let request = try decode(Request.self, payload)
+            let request = try decode(payload)
             return .unary { try await handler($0, request) }
         }
     }
@@ -105,7 +113,7 @@ package enum MethodTable {
 
     static let registrations: [RPCMethod: MethodRegistration] = [
         .ping: .immediate(Healthledger_V1_PingRequest.self) { try $0.ping($1) },
-        .save: .unary(Healthledger_V1_SaveRequest.self) { try await $0.save($1) },
+        .save: .unary(decoding: LedgerCall.saveObjects) { try await $0.save($1) },
         .delete: .unary(Healthledger_V1_DeleteRequest.self) { try await $0.delete($1) },
         .deleteObjects: .unary(Healthledger_V1_DeleteObjectsRequest.self) { try await $0.deleteObjects($1) },
         .fetch: .immediate(Healthledger_V1_FetchRequest.self) { try $0.fetch($1) },

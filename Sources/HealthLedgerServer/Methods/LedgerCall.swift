@@ -19,15 +19,41 @@ struct LedgerCall: Sendable {
         return try response.serializedBytes()
     }
 
-    func save(_ request: Healthledger_V1_SaveRequest) async throws -> [UInt8] {
-        let objects = try request.objects.enumerated().map { index, object in
-            do {
-                return try object.model()
-            } catch var error as HealthError {
-                error.message = "object \(index): \(error.message)"
-                throw error
+    /// A `SaveRequest`'s objects, read straight from the payload: each object's bytes go
+    /// through the shared object decoder (the SDK's fast path for pages, SwiftProtobuf for
+    /// anything unusual or wrong, which words the error) rather than through the request
+    /// message and a conversion.
+    static func saveObjects(_ payload: [UInt8]) throws -> [HealthObject] {
+        let invalid = RPCError(.invalidArgument, "the request is not a valid \(Healthledger_V1_SaveRequest.protoMessageName)", healthErrorCode: .invalidArgument)
+        var decoder = HealthObjectDecoder()
+        var objects: [HealthObject] = []
+        do {
+            try payload.withUnsafeBytes { raw in
+                var reader = ProtoReader(raw)
+                while let (field, wireType) = try reader.next() {
+                    guard field == 1 else {
+                        try reader.skip(wireType)
+                        continue
+                    }
+                    guard wireType == .lengthDelimited else { throw invalid }
+                    let bytes = try reader.bytes()
+                    do {
+                        objects.append(try decoder.decode(bytes))
+                    } catch var error as HealthError {
+                        error.message = "object \(objects.count): \(error.message)"
+                        throw error
+                    }
+                }
             }
+        } catch let error as HealthError {
+            throw error
+        } catch {
+            throw invalid
         }
+        return objects
+    }
+
+    func save(_ objects: [HealthObject]) async throws -> [UInt8] {
         let results = try await ledger.save(objects, by: principal)
         var response = Healthledger_V1_SaveResponse()
         response.outcomes = results.map(Healthledger_V1_SaveOutcome.init)
