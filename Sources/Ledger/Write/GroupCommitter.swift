@@ -8,9 +8,11 @@ import Synchronization
 /// Coalesces concurrent write requests into one LMDB write transaction and one fsync.
 ///
 /// Requests queue up while a commit is in progress; the next commit takes all of them.
-/// Each request runs in its own nested transaction, so one failing request (a duplicate
-/// UUID, say) is rolled back alone while the rest of the batch commits. Nobody is answered
-/// before the transaction holding their data is durable.
+/// They run one after another in the transaction. When one fails (a duplicate UUID, say),
+/// the transaction is abandoned and the batch runs again with each request in its own
+/// nested transaction, so the failing request is rolled back alone while the rest of the
+/// batch commits (nesting costs, so only a batch that needs it pays for it). Nobody is
+/// answered before the transaction holding their data is durable.
 final class GroupCommitter: Sendable {
     private struct Pending: @unchecked Sendable {
         let run: (WriteContext) throws -> Void
@@ -111,44 +113,65 @@ final class GroupCommitter: Sendable {
         var changedTypes = Set<UInt32>()
         var heads: (start: UInt64, end: UInt64) = (0, 0)
         var finished: (LogHead, Frontier)?
+        // First the whole batch in one transaction; after a request fails, again with each
+        // request nested, so that it alone is rolled back.
+        var isolating = false
         do {
-            try environment.write { txn in
-                succeeded = []
-                failed = [:]
-                finished = nil
-                let context = try WriteContext(
-                    txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date(),
-                    maintainsMerkleTree: maintainsMerkleTree)
-                heads = (context.head.sequence, context.head.sequence)
-                if let last = lastFrontier.withLock({ $0 }), last.head == context.head { context.startFrontier = last.frontier }
-                if batch.count == 1 {
-                    // Alone in the batch: a failure aborts the whole transaction.
-                    try batch[0].run(context)
-                    succeeded = [0]
-                } else {
-                    for (index, request) in batch.enumerated() {
-                        let snapshot = context.snapshot
-                        do {
-                            try txn.nested { child in
-                                context.txn = child
-                                defer { context.txn = txn }
-                                try request.run(context)
+            while true {
+                do {
+                    try environment.write { txn in
+                        succeeded = []
+                        failed = [:]
+                        finished = nil
+                        let context = try WriteContext(
+                            txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date(),
+                            maintainsMerkleTree: maintainsMerkleTree)
+                        heads = (context.head.sequence, context.head.sequence)
+                        if let last = lastFrontier.withLock({ $0 }), last.head == context.head { context.startFrontier = last.frontier }
+                        if batch.count == 1 {
+                            // Alone in the batch: a failure aborts the whole transaction.
+                            try batch[0].run(context)
+                            succeeded = [0]
+                        } else if !isolating {
+                            for request in batch {
+                                do {
+                                    try request.run(context)
+                                } catch let error as LMDBError {
+                                    throw error
+                                } catch {
+                                    throw RequestFailed()
+                                }
                             }
-                            succeeded.append(index)
-                        } catch let error as LMDBError {
-                            // A transaction-level condition (map full, I/O): the whole batch retries or fails.
-                            throw error
-                        } catch {
-                            context.restore(snapshot)
-                            failed[index] = error
+                            succeeded = Array(batch.indices)
+                        } else {
+                            for (index, request) in batch.enumerated() {
+                                let snapshot = context.snapshot
+                                do {
+                                    try txn.nested { child in
+                                        context.txn = child
+                                        defer { context.txn = txn }
+                                        try request.run(context)
+                                    }
+                                    succeeded.append(index)
+                                } catch let error as LMDBError {
+                                    // A transaction-level condition (map full, I/O): the whole batch retries or fails.
+                                    throw error
+                                } catch {
+                                    context.restore(snapshot)
+                                    failed[index] = error
+                                }
+                            }
                         }
+                        guard !succeeded.isEmpty else { return }
+                        changedTypes = context.changedTypes
+                        heads.end = context.head.sequence
+                        try context.finish()
+                        finished = context.finalFrontier.map { (context.head, $0) }
                     }
+                    break
+                } catch is RequestFailed where !isolating {
+                    isolating = true
                 }
-                guard !succeeded.isEmpty else { return }
-                changedTypes = context.changedTypes
-                heads.end = context.head.sequence
-                try context.finish()
-                finished = context.finalFrontier.map { (context.head, $0) }
             }
             lastFrontier.withLock { $0 = finished }
             onCommit(batch.count, clock.now - started)
@@ -174,6 +197,9 @@ final class GroupCommitter: Sendable {
         return LedgerFailure(.storage, "storage failed (\(error)); nothing was written")
     }
 }
+
+/// A request of a batch run without nesting failed: the batch runs again, nested.
+private struct RequestFailed: Error {}
 
 /// Carries a result from the commit queue to the continuation (both on the commit queue).
 private final class ResultBox<R>: @unchecked Sendable {
