@@ -485,20 +485,9 @@ public final class AppleHealthReader: XMLStreamHandler {
         }
         var hasher = SHA256()
         input.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-        // The first 16 bytes of the digest in lowercase hex.
-        let hex = hasher.finalize().withUnsafeBytes { digest in
-            [UInt8](unsafeUninitializedCapacity: 32) { text, count in
-                for index in 0..<16 {
-                    text[2 * index] = hexDigits[Int(digest[index] >> 4)]
-                    text[2 * index + 1] = hexDigits[Int(digest[index] & 0x0F)]
-                }
-                count = 32
-            }
-        }
-        return syncIdentifierPrefix + String(decoding: hex, as: UTF8.self)
+        // The first 16 bytes of the digest, in hex.
+        return syncIdentifierPrefix + hasher.finalize().withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0.prefix(16)).hexString }
     }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     static func seconds(_ date: Date) -> String { String(Int64(date.timeIntervalSince1970.rounded())) }
 

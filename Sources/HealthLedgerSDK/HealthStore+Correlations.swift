@@ -41,15 +41,12 @@ extension HealthStore {
         }
         var correlations: [Correlation] = []
         let batches = try await openStream(.queryCorrelations, request) { bytes in
-            var objects: [Correlation] = []
-            try HealthStore.readBatch(bytes, "SampleBatch") { field, value in
-                guard field == 1, case .bytes(let object) = value else { return }
-                guard case .correlation(let correlation) = try HealthObject(serialized: object) else {
+            try HealthStore.sampleBatch(bytes).map { object in
+                guard case .correlation(let correlation) = object else {
                     throw RPCError(.internalError, "the server sent an object that is not a correlation")
                 }
-                objects.append(correlation)
+                return correlation
             }
-            return objects
         }
         for try await batch in batches { correlations += batch }
         return correlations

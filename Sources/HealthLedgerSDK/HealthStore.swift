@@ -280,14 +280,16 @@ public final class HealthStore: Sendable {
             request.sort = .init(query.sort)
             if let predicate = query.predicate { request.predicate = .init(predicate) }
         }
-        return try await openStream(.querySamples, request) { bytes in
-            // SampleBatch { repeated HealthObject objects = 1; }, read in place.
-            var objects: [HealthObject] = []
-            var decoder = HealthObjectDecoder()
-            try HealthStore.readBatch(bytes, "SampleBatch") { field, value in
-                if field == 1, case .bytes(let object) = value { objects.append(try decoder.decode(object)) }
-            }
-            return objects
+        return try await openStream(.querySamples, request, decode: HealthStore.sampleBatch)
+    }
+
+    /// A SampleBatch's objects (`repeated HealthObject objects = 1`), read in place; bytes
+    /// that do not decode are the server's fault.
+    static func sampleBatch(_ bytes: [UInt8]) throws -> [HealthObject] {
+        do {
+            return try HealthObjectDecoder.objects(in: bytes)
+        } catch {
+            throw RPCError(.internalError, "the server sent an invalid SampleBatch: \(error)")
         }
     }
 

@@ -30,6 +30,34 @@ public struct HealthObjectDecoder {
             return try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model()
         }
     }
+
+    /// The objects of a message whose field 1 is `repeated HealthObject` and whose other
+    /// fields it skips: a `SaveRequest`, a `SampleBatch`.
+    ///
+    /// - Throws: ``HealthError`` for an object the model refuses, its message prefixed with
+    ///   "object N: " (N its index); another error for bytes that are not such a message.
+    public static func objects(in message: [UInt8]) throws -> [HealthObject] {
+        var decoder = HealthObjectDecoder()
+        var objects: [HealthObject] = []
+        try message.withUnsafeBytes { raw in
+            var reader = ProtoReader(raw)
+            while let (field, wireType) = try reader.next() {
+                guard field == 1 else {
+                    try reader.skip(wireType)
+                    continue
+                }
+                guard wireType == .lengthDelimited else { throw ProtoReader.Malformed() }
+                let bytes = try reader.bytes()
+                do {
+                    objects.append(try decoder.decode(bytes))
+                } catch var error as HealthError {
+                    error.message = "object \(objects.count): \(error.message)"
+                    throw error
+                }
+            }
+        }
+        return objects
+    }
 }
 
 /// The in-place reader behind ``HealthObjectDecoder``. `decode` throws whenever the slow

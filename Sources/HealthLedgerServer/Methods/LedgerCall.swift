@@ -19,38 +19,16 @@ struct LedgerCall: Sendable {
         return try response.serializedBytes()
     }
 
-    /// A `SaveRequest`'s objects, read straight from the payload: each object's bytes go
-    /// through the shared object decoder (the SDK's fast path for pages, SwiftProtobuf for
-    /// anything unusual or wrong, which words the error) rather than through the request
-    /// message and a conversion.
+    /// A `SaveRequest`'s objects, read straight from the payload through the shared object
+    /// decoder rather than through the request message and a conversion.
     static func saveObjects(_ payload: [UInt8]) throws -> [HealthObject] {
-        let invalid = RPCError(.invalidArgument, "the request is not a valid \(Healthledger_V1_SaveRequest.protoMessageName)", healthErrorCode: .invalidArgument)
-        var decoder = HealthObjectDecoder()
-        var objects: [HealthObject] = []
         do {
-            try payload.withUnsafeBytes { raw in
-                var reader = ProtoReader(raw)
-                while let (field, wireType) = try reader.next() {
-                    guard field == 1 else {
-                        try reader.skip(wireType)
-                        continue
-                    }
-                    guard wireType == .lengthDelimited else { throw invalid }
-                    let bytes = try reader.bytes()
-                    do {
-                        objects.append(try decoder.decode(bytes))
-                    } catch var error as HealthError {
-                        error.message = "object \(objects.count): \(error.message)"
-                        throw error
-                    }
-                }
-            }
+            return try HealthObjectDecoder.objects(in: payload)
         } catch let error as HealthError {
             throw error
         } catch {
-            throw invalid
+            throw RPCError(.invalidArgument, "the request is not a valid \(Healthledger_V1_SaveRequest.protoMessageName)", healthErrorCode: .invalidArgument)
         }
-        return objects
     }
 
     func save(_ objects: [HealthObject]) async throws -> [UInt8] {

@@ -17,7 +17,7 @@ final class MerkleAppender: @unchecked Sendable {
     // The writer's side.
     private var unsent: [InlineHash] = []
     /// Leaves appended so far (the tree's size once the helper catches up).
-    private(set) var size: UInt64
+    private var size: UInt64
     // The helper's side: touched only on `queue` (or after waiting for it).
     private var frontier: Frontier
     private var completed: [(key: NodeKey, hash: InlineHash)] = []

@@ -43,7 +43,6 @@ enum SourceRegistry {
     /// duration (bounds the source's range scans).
     ///
     /// - Returns: the longest duration recorded now.
-    @discardableResult
     static func noteSave(type: UInt32, code: UInt32, sequence: UInt64, duration: Int64, in txn: Transaction, _ databases: LedgerDatabases) throws -> Int64 {
         let key = typeSourceKey(type: type, code: code)
         var first = sequence

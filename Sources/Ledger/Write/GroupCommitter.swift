@@ -108,85 +108,83 @@ final class GroupCommitter: Sendable {
     private func commit(_ batch: [Pending]) {
         let clock = ContinuousClock()
         let started = clock.now
-        var succeeded: [Int] = []
-        var failed: [Int: any Error] = [:]
-        var changedTypes = Set<UInt32>()
-        var heads: (start: UInt64, end: UInt64) = (0, 0)
-        var finished: (LogHead, Frontier)?
-        // First the whole batch in one transaction; after a request fails, again with each
-        // request nested, so that it alone is rolled back.
-        var isolating = false
+        var outcome = Outcome()
         do {
-            while true {
-                do {
-                    try environment.write { txn in
-                        succeeded = []
-                        failed = [:]
-                        finished = nil
-                        let context = try WriteContext(
-                            txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date(),
-                            maintainsMerkleTree: maintainsMerkleTree)
-                        heads = (context.head.sequence, context.head.sequence)
-                        if let last = lastFrontier.withLock({ $0 }), last.head == context.head { context.startFrontier = last.frontier }
-                        if batch.count == 1 {
-                            // Alone in the batch: a failure aborts the whole transaction.
-                            try batch[0].run(context)
-                            succeeded = [0]
-                        } else if !isolating {
-                            for request in batch {
-                                do {
-                                    try request.run(context)
-                                } catch let error as LMDBError {
-                                    throw error
-                                } catch {
-                                    throw RequestFailed()
-                                }
-                            }
-                            succeeded = Array(batch.indices)
-                        } else {
-                            for (index, request) in batch.enumerated() {
-                                let snapshot = context.snapshot
-                                do {
-                                    try txn.nested { child in
-                                        context.txn = child
-                                        defer { context.txn = txn }
-                                        try request.run(context)
-                                    }
-                                    succeeded.append(index)
-                                } catch let error as LMDBError {
-                                    // A transaction-level condition (map full, I/O): the whole batch retries or fails.
-                                    throw error
-                                } catch {
-                                    context.restore(snapshot)
-                                    failed[index] = error
-                                }
-                            }
-                        }
-                        guard !succeeded.isEmpty else { return }
-                        changedTypes = context.changedTypes
-                        heads.end = context.head.sequence
-                        try context.finish()
-                        finished = context.finalFrontier.map { (context.head, $0) }
-                    }
-                    break
-                } catch is RequestFailed where !isolating {
-                    isolating = true
-                }
+            do {
+                try environment.write { txn in try run(batch, in: txn, nesting: false, into: &outcome) }
+            } catch is RequestFailed {
+                // A request failed with the batch sharing one transaction: again, each request
+                // nested, so that it alone is rolled back.
+                try environment.write { txn in try run(batch, in: txn, nesting: true, into: &outcome) }
             }
-            lastFrontier.withLock { $0 = finished }
+            lastFrontier.withLock { $0 = outcome.frontier }
             onCommit(batch.count, clock.now - started)
-            follower?.committed(from: heads.start, to: heads.end)
-            if heads.end > heads.start { changeWatchers.notify(changedTypes) }
-            for index in succeeded { batch[index].complete(.success(())) }
-            for (index, error) in failed { batch[index].complete(.failure(error)) }
+            follower?.committed(from: outcome.heads.start, to: outcome.heads.end)
+            if outcome.heads.end > outcome.heads.start { changeWatchers.notify(outcome.changedTypes) }
+            for index in batch.indices { batch[index].complete(outcome.failed[index].map { .failure($0) } ?? .success(())) }
         } catch {
             if batch.count > 1 {
                 logger.error("group commit failed", metadata: ["ledger.commit.requests": "\(batch.count)", "error": "\(error)"])
             }
             // Nothing was committed: answer everyone, with their own error when they had one.
             let failure = Self.storageError(error)
-            for index in batch.indices { batch[index].complete(.failure(failed[index] ?? failure)) }
+            for index in batch.indices { batch[index].complete(.failure(outcome.failed[index] ?? failure)) }
         }
+    }
+
+    /// What a run of a batch's transaction left for the answers and the notifications.
+    private struct Outcome {
+        /// The requests refused, by index in the batch, with their errors.
+        var failed: [Int: any Error] = [:]
+        var changedTypes = Set<UInt32>()
+        var heads: (start: UInt64, end: UInt64) = (0, 0)
+        /// The Merkle frontier after the commit, with its head, for the next transaction.
+        var frontier: (head: LogHead, frontier: Frontier)?
+    }
+
+    /// Runs the batch's requests in `txn`, each in a nested transaction when `nesting`;
+    /// without it, a refused request throws ``RequestFailed`` and the transaction is abandoned.
+    /// (A map that fills aborts the transaction; ``Environment/write(_:)`` runs this again.)
+    private func run(_ batch: [Pending], in txn: Transaction, nesting: Bool, into outcome: inout Outcome) throws {
+        outcome = Outcome()
+        let context = try WriteContext(
+            txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date(),
+            maintainsMerkleTree: maintainsMerkleTree)
+        outcome.heads = (context.head.sequence, context.head.sequence)
+        if let last = lastFrontier.withLock({ $0 }), last.head == context.head { context.startFrontier = last.frontier }
+        for (index, request) in batch.enumerated() {
+            if !nesting {
+                do {
+                    try request.run(context)
+                } catch let error as LMDBError {
+                    throw error
+                } catch {
+                    // Alone in the batch, its failure is the batch's.
+                    if batch.count == 1 { throw error }
+                    throw RequestFailed()
+                }
+                continue
+            }
+            let snapshot = context.snapshot
+            do {
+                try txn.nested { child in
+                    context.txn = child
+                    defer { context.txn = txn }
+                    try request.run(context)
+                }
+            } catch let error as LMDBError {
+                // A transaction-level condition (map full, I/O): the whole batch retries or fails.
+                throw error
+            } catch {
+                context.restore(snapshot)
+                outcome.failed[index] = error
+            }
+        }
+        guard outcome.failed.count < batch.count else { return }
+        outcome.changedTypes = context.changedTypes
+        outcome.heads.end = context.head.sequence
+        try context.finish()
+        outcome.frontier = context.finalFrontier.map { (context.head, $0) }
     }
 
     /// Storage errors become a ``LedgerFailure``; caller errors pass through.
