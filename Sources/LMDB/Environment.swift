@@ -52,6 +52,9 @@ public final class Environment: @unchecked Sendable {
     private let resizeLock = ReadWriteLock()
     private let mapSize: Mutex<Int>
     private let databases = Mutex<[String: Database]>([:])
+    /// The open ``Snapshot``s, which the environment ends while they are paused when it must.
+    private let snapshots = Mutex<[ObjectIdentifier: WeakSnapshot]>([:])
+    private let uses = Atomic<UInt64>(0)
 
     /// Opens (creating if needed) the environment in directory `path`.
     public init(path: String, options: Options = Options()) throws {
@@ -132,6 +135,52 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// A read snapshot that stays open between reads (see ``Snapshot``).
+    public func snapshot() -> Snapshot {
+        let snapshot = Snapshot(self)
+        snapshots.withLock { $0[ObjectIdentifier(snapshot)] = WeakSnapshot(value: snapshot) }
+        return snapshot
+    }
+
+    /// At most this many snapshots hold a transaction at once; beyond it the one paused
+    /// longest gives its transaction (and reader slot) up.
+    var maximumOpenSnapshots: Int { max(Int(options.maxReaders) / 4, 1) }
+
+    /// Runs a snapshot's read under the resize lock, then the snapshot's own lock.
+    func withSnapshotLock<R>(_ snapshot: Snapshot, _ body: () throws -> R) throws -> R {
+        while true {
+            do {
+                return try resizeLock.withReadLock { try snapshot.locked(body) }
+            } catch let error as LMDBError where error.code == .mapResized {
+                try adoptResizedMap()
+            }
+        }
+    }
+
+    /// A read transaction for `snapshot`, first ending the transaction of the snapshot
+    /// paused longest if too many are open.
+    func beginSnapshotTransaction(releasingIdleFor snapshot: Snapshot) throws -> Transaction {
+        let others = snapshots.withLock { $0.values.compactMap(\.value) }.filter { $0 !== snapshot }
+        let paused = others.compactMap { other in other.pausedSince.map { (other, $0) } }
+        if paused.count >= maximumOpenSnapshots, let oldest = paused.min(by: { $0.1 < $1.1 }) {
+            _ = oldest.0.endTransaction(wait: false)
+        }
+        return try begin(readOnly: true)
+    }
+
+    /// A counter for ordering snapshots' reads.
+    func nextUse() -> UInt64 { uses.add(1, ordering: .relaxed).newValue }
+
+    func forget(_ snapshot: ObjectIdentifier) {
+        _ = snapshots.withLock { $0.removeValue(forKey: snapshot) }
+    }
+
+    /// Ends every snapshot's transaction; called holding the resize lock exclusively, so
+    /// none is being read.
+    private func endSnapshotTransactions() {
+        for snapshot in snapshots.withLock({ $0.values.compactMap(\.value) }) { _ = snapshot.endTransaction(wait: true) }
+    }
+
     /// The current map size in bytes.
     public var currentMapSize: Int { mapSize.withLock { $0 } }
 
@@ -143,12 +192,13 @@ public final class Environment: @unchecked Sendable {
                 throw LMDBError(MDB_MAP_FULL, "grow map beyond the maximum of \(options.maximumMapSize) bytes")
             }
             let next = min(current * 2, options.maximumMapSize)
+            endSnapshotTransactions()
             try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
             mapSize.withLock { $0 = next }
         }
     }
 
-    private func begin(readOnly: Bool) throws -> Transaction {
+    func begin(readOnly: Bool) throws -> Transaction {
         var txn: OpaquePointer?
         let result = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
         if result == MDB_MAP_RESIZED { throw LMDBError(result, "mdb_txn_begin") }
@@ -159,6 +209,7 @@ public final class Environment: @unchecked Sendable {
     /// Another process grew the map: adopt its size once no transaction of ours is open.
     private func adoptResizedMap() throws {
         try resizeLock.withWriteLock {
+            endSnapshotTransactions()
             try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize(0)")
             var info = MDB_envinfo()
             mdb_env_info(handle, &info)
@@ -215,6 +266,10 @@ public final class Environment: @unchecked Sendable {
         mdb_env_stat(handle, &stat)
         return (Int(stat.ms_psize), info.me_last_pgno, info.me_mapsize, info.me_last_txnid)
     }
+}
+
+private struct WeakSnapshot {
+    weak var value: Snapshot?
 }
 
 /// A handle to a named database inside an ``Environment``.

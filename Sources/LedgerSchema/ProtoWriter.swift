@@ -65,6 +65,15 @@ public struct ProtoWriter: Sendable {
         withUnsafeBytes(of: value.bitPattern.littleEndian) { buffer.append(contentsOf: $0) }
     }
 
+    /// The bytes ``message(field:_:)`` writes for a message of `length` bytes.
+    public static func messageSize(field: Int, length: Int) -> Int {
+        varintSize(UInt64(field << 3 | 2)) + varintSize(UInt64(length)) + length
+    }
+
+    private static func varintSize(_ value: UInt64) -> Int {
+        (64 - value.leadingZeroBitCount + 6) / 7 + (value == 0 ? 1 : 0)
+    }
+
     /// A present sub-message is written even when empty.
     public mutating func message(field: Int, _ value: [UInt8]) {
         raw(UInt64(field << 3 | 2))

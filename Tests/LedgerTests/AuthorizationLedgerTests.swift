@@ -96,7 +96,7 @@ struct AuthorizationLedgerTests {
 
         #expect(try ledger.samples(query, as: Self.app).map(\.uuid) == mine.prefix(3).map(\.uuid), "the limit counts only visible objects")
         #expect(try ledger.object(with: theirs[0].uuid, as: Self.app) == nil)
-        #expect(try ledger.encodedSamples(SampleQuery(type: Self.heartRate), as: Self.app).count == 5)
+        #expect(try ledger.sampleCursor(SampleQuery(type: Self.heartRate), as: Self.app).next(maxCount: 100, maxBytes: 1 << 20).count == 5)
 
         try await ledger.requestAuthorization(toShare: [], read: [Self.heartRate], by: Self.app)
         try await ledger.decideAuthorization(app: Fixtures.appA.bundleIdentifier, type: Self.heartRate, direction: .read, decision: .granted, by: .owner)

@@ -148,4 +148,13 @@ struct ObjectEncodingTests {
             #expect(parsed.value.bitPattern == replayed.value.bitPattern)
         }
     }
+
+    @Test("the size of a sub-message field is what writing it takes", arguments: [0, 1, 127, 128, 16_383, 16_384, 2_097_152])
+    func messageFieldSize(length: Int) {
+        for field in [1, 15, 16, 2047] {
+            var writer = ProtoWriter(capacity: length + 8)
+            writer.message(field: field, [UInt8](repeating: 7, count: length))
+            #expect(ProtoWriter.messageSize(field: field, length: length) == writer.buffer.count)
+        }
+    }
 }

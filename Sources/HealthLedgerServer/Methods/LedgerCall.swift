@@ -76,8 +76,7 @@ struct LedgerCall: Sendable {
             type: try ObjectType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
             predicate: conditions.count > 1 ? .and(conditions) : conditions.first, limit: Int(request.limit), sort: request.sort.model)
-        try await Self.streamObjects(
-            try ledger.encodedSamples(query, as: principal, onScope: onScope), batchSize: Self.batchSize(request.batchSize, default: 500), emit)
+        try await Self.stream(try ledger.sampleCursor(query, as: principal), batchSize: Self.batchSize(request.batchSize, default: 500), onScope: onScope, emit)
     }
 
     /// QueryCorrelations: the matching correlations, each with the members the caller may read.
@@ -95,27 +94,26 @@ struct LedgerCall: Sendable {
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
             predicate: request.hasPredicate ? try request.predicate.model() : nil, memberPredicates: memberPredicates, limit: Int(request.limit),
             sort: request.sort.model)
-        try await Self.streamObjects(
-            try ledger.encodedCorrelations(query, as: principal, onScope: onScope), batchSize: Self.batchSize(request.batchSize, default: 500), emit)
+        try await Self.stream(
+            try ledger.correlationCursor(query, as: principal), batchSize: Self.batchSize(request.batchSize, default: 500), onScope: onScope, emit)
     }
 
-    /// Sends serialized objects as SampleBatch messages of at most `batchSize` objects and 1 MiB.
-    static func streamObjects(_ objects: [[UInt8]], batchSize: Int, _ emit: (_ batch: [UInt8]) async throws -> Void) async throws {
-        // SampleBatch { repeated HealthObject objects = 1; } written directly.
-        var batch = ProtoWriter(capacity: 64 << 10)
-        var count = 0
-        // Objects go out as the log stores them: no decode and re-encode.
-        for object in objects {
+    /// Sends a cursor's objects as SampleBatch messages of at most `batchSize` objects and
+    /// about 1 MiB, reading each batch only when the stream window has taken the one before.
+    static func stream(
+        _ cursor: QueryCursor, batchSize: Int, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
+    ) async throws {
+        defer { cursor.close() }
+        while true {
             try Task.checkCancellation()
-            batch.message(field: 1, object)
-            count += 1
-            if count >= batchSize || batch.buffer.count >= Self.batchBytes {
-                try await emit(batch.buffer)
-                batch = ProtoWriter(capacity: 64 << 10)
-                count = 0
-            }
+            let objects = try cursor.next(maxCount: batchSize, maxBytes: batchBytes, onScope: onScope)
+            guard !objects.isEmpty else { return }
+            // SampleBatch { repeated HealthObject objects = 1; } written directly: the
+            // objects go out as the log stores them, without a decode and re-encode.
+            var batch = ProtoWriter(capacity: objects.reduce(0) { $0 + ProtoWriter.messageSize(field: 1, length: $1.count) })
+            for object in objects { batch.message(field: 1, object) }
+            try await emit(batch.buffer)
         }
-        if count > 0 { try await emit(batch.buffer) }
     }
 
     // MARK: Authorization

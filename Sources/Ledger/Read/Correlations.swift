@@ -29,13 +29,6 @@ extension Ledger {
             return correlation
         }
     }
-
-    /// The same correlations as serialized `healthledger.v1.HealthObject` messages.
-    public func encodedCorrelations(_ query: CorrelationQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> [[UInt8]] {
-        try scan(query.sampleQuery, memberPredicates: try query.orderedMemberPredicates(), as: principal, onScope: onScope) { _, assembled in
-            try Healthledger_V1_HealthObject(assembled!).serializedBytes()
-        }
-    }
 }
 
 /// Fills in correlations as one reader sees them: the members of each type that reader may

@@ -59,17 +59,6 @@ extension Ledger {
         try scan(query, as: principal) { stored, assembled in try assembled ?? LedgerEvent(stored: stored).savedObject() }
     }
 
-    /// The same query's results as serialized `healthledger.v1.HealthObject` messages,
-    /// straight from the log: for serving them over the wire without decoding them.
-    ///
-    /// - Parameter onScope: told the read scope of the query's snapshot, for a server that
-    ///   must end the stream of these results if that access is taken away.
-    public func encodedSamples(_ query: SampleQuery, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> [[UInt8]] {
-        try scan(query, as: principal, onScope: onScope) { stored, assembled in
-            try assembled.map { try Healthledger_V1_HealthObject($0).serializedBytes() } ?? LedgerEvent.body(stored: stored)
-        }
-    }
-
     /// What `principal` may read of `type` now. Servers compare scopes to end streams whose
     /// access was taken away; the scope itself is never shown to an app.
     public func readScope(of type: ObjectType, for principal: Principal) throws -> ReadScope {
@@ -86,51 +75,82 @@ extension Ledger {
         _ query: SampleQuery, memberPredicates: [(ObjectType, ObjectPredicate)] = [], as principal: Principal,
         onScope: (ReadScope) -> Void = { _ in }, _ load: (_ stored: UnsafeRawBufferPointer, _ assembled: HealthObject?) throws -> Result
     ) throws -> [Result] {
+        try Self.validate(query, memberPredicates: memberPredicates)
+        return try environment.read { txn in
+            let scope = try ReadScope(principal, type: query.type, in: txn, databases)
+            onScope(scope)
+            let context = PredicateContext(principal: principal, txn: txn, databases: databases)
+            let candidates = try candidates(of: query.type, plan: PredicatePlan(query.predicate, range: TimeRange(query.interval)), sort: query.sort, scope: scope, context: context)
+            var results: [Result] = []
+            try visitResults(of: query, memberPredicates: memberPredicates, candidates: candidates, after: nil, context: context, onScope: onScope) { _, result in
+                guard let (stored, assembled) = result else { return true }
+                results.append(try load(stored, assembled))
+                return query.limit == 0 || results.count < query.limit
+            }
+            return results
+        }
+    }
+
+    /// Checks a query before it reads anything.
+    static func validate(_ query: SampleQuery, memberPredicates: [(ObjectType, ObjectPredicate)]) throws {
         guard query.limit >= 0 else { throw HealthError.invalidArgument("limit must be 0 (no limit) or positive", field: "limit") }
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
         try query.predicate?.validate(for: query.type)
         for (type, predicate) in memberPredicates { try predicate.validate(for: type) }
-        return try environment.read { txn in
-            let scope = try ReadScope(principal, type: query.type, in: txn, databases)
-            onScope(scope)
-            let context = PredicateContext(principal: principal, txn: txn, databases: databases)
-            let correlations = query.type.family == .correlation ? CorrelationAssembler(principal: principal, txn: txn, databases: databases) : nil
-            var results: [Result] = []
-            try visitCandidates(
-                of: query.type, plan: PredicatePlan(query.predicate, range: range), sort: query.sort, scope: scope, context: context
-            ) { entry in
-                if let predicate = query.predicate, try !predicate.matches(EntrySubject(entry, context), type: query.type) { return true }
-                let stored = try Ledger.storedEvent(entry.sequence, in: txn, self.databases)
-                var assembled: HealthObject?
-                if let correlations {
-                    guard case .correlation(let correlation) = try LedgerEvent(stored: stored).savedObject(),
-                        let visible = try correlations.assemble(correlation, source: entry.source, memberPredicates: memberPredicates, context: context)
-                    else { return true }
-                    assembled = .correlation(visible)
-                }
-                results.append(try load(stored, assembled))
-                return query.limit == 0 || results.count < query.limit
-            }
-            correlations?.memberScopes.forEach(onScope)
-            return results
-        }
     }
 
-    /// Visits, in `sort` order, the objects of `type` in `scope` that the plan leaves: looked
-    /// up directly by UUID, through a workout's or correlation's members, through the
-    /// sources' own indexes, or over the type's time index. A reader limited to its own
-    /// objects walks only those, whatever the plan: the work never depends on others' data.
-    ///
-    /// - Parameter longest: the type's longest duration, when the caller knows better than the
-    ///   committed statistics (a write transaction's own saves).
+    /// Visits the candidates after `position`, each with its result when it is one: a
+    /// candidate that matches the predicate, with its stored event and, for a correlation,
+    /// the correlation assembled with the members the reader may read (no result when it
+    /// shows none). `visit` returns false to stop; the member types' scopes the read used go
+    /// to `onScope`.
+    func visitResults(
+        of query: SampleQuery, memberPredicates: [(ObjectType, ObjectPredicate)], candidates: Candidates, after position: IndexEntry?,
+        context: PredicateContext, onScope: (ReadScope) -> Void,
+        _ visit: (_ entry: IndexEntry, _ result: (stored: UnsafeRawBufferPointer, assembled: HealthObject?)?) throws -> Bool
+    ) throws {
+        let txn = context.txn
+        let correlations = query.type.family == .correlation ? CorrelationAssembler(principal: context.principal, txn: txn, databases: databases) : nil
+        try candidates.visit(after: position, sort: query.sort, in: txn, databases) { entry in
+            if let predicate = query.predicate, try !predicate.matches(EntrySubject(entry, context), type: query.type) { return try visit(entry, nil) }
+            let stored = try Ledger.storedEvent(entry.sequence, in: txn, self.databases)
+            var assembled: HealthObject?
+            if let correlations {
+                guard case .correlation(let correlation) = try LedgerEvent(stored: stored).savedObject(),
+                    let visible = try correlations.assemble(correlation, source: entry.source, memberPredicates: memberPredicates, context: context)
+                else { return try visit(entry, nil) }
+                assembled = .correlation(visible)
+            }
+            return try visit(entry, (stored, assembled))
+        }
+        correlations?.memberScopes.forEach(onScope)
+    }
+
+    /// Visits, in `sort` order, the objects of `type` in `scope` that the plan leaves (see
+    /// ``candidates(of:plan:sort:scope:context:longest:)``).
     func visitCandidates(
         of type: ObjectType, plan: PredicatePlan, sort: SampleSort, scope: ReadScope, context: PredicateContext, longest: Int64? = nil,
         _ visit: (IndexEntry) throws -> Bool
     ) throws {
+        try candidates(of: type, plan: plan, sort: sort, scope: scope, context: context, longest: longest)
+            .visit(after: nil, sort: sort, in: context.txn, databases, visit)
+    }
+
+    /// Where the objects of `type` in `scope` that the plan leaves come from, in `sort`
+    /// order: looked up directly by UUID, through a workout's or correlation's members,
+    /// through the sources' own indexes, or over the type's time index. A reader limited to
+    /// its own objects walks only those, whatever the plan: the work never depends on
+    /// others' data.
+    ///
+    /// - Parameter longest: the type's longest duration, when the caller knows better than the
+    ///   committed statistics (a write transaction's own saves).
+    func candidates(
+        of type: ObjectType, plan: PredicatePlan, sort: SampleSort, scope: ReadScope, context: PredicateContext, longest: Int64? = nil
+    ) throws -> Candidates {
         let txn = context.txn
         let range = plan.range
-        guard range.start <= range.end else { return }
+        guard range.start <= range.end else { return .none }
         if let uuids = plan.uuids {
             // Each UUID costs one lookup, whoever saved it (or whether it exists at all).
             let projector = Projector(databases: databases, units: UnitCache())
@@ -144,24 +164,22 @@ extension Ledger {
                 entries.append(IndexEntry(
                     uuid: uuid.bytes, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source, value: summary.value))
             }
-            for entry in Self.sorted(entries, by: sort) where try !visit(entry) { return }
-            return
+            return .sorted(Self.sorted(entries, by: sort))
         }
         if let parent = plan.parent {
             // A workout's or correlation's members, none when the reader may not read it.
-            guard try ParentKind(parent.uuid, as: context.principal, in: txn, databases) == (parent.correlation ? .correlation : .workout) else { return }
+            guard try ParentKind(parent.uuid, as: context.principal, in: txn, databases) == (parent.correlation ? .correlation : .workout) else { return .none }
             let entries = try WorkoutIndex.visibleMembers(of: parent.uuid.bytes, type: type.code, scope: { _ in scope }, in: txn, databases)
                 .filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map(\.indexEntry)
-            for entry in Self.sorted(entries, by: sort) where try !visit(entry) { return }
-            return
+            return .sorted(Self.sorted(entries, by: sort))
         }
-        guard scope.all else { return try scanScoped(type, sort: sort, range: range, scope: scope, in: txn, visit) }
+        guard scope.all else { return try scopedCandidates(type, sort: sort, range: range, scope: scope, in: txn) }
         if let sources = plan.sources {
             // Only the named sources' indexes are walked.
             let codes = try sources.compactMap { try SourceRegistry.code(of: $0, in: txn, databases) }.sorted()
             let longest = try codes.map { try SourceRegistry.longestDuration(type: type.code, code: $0, in: txn, databases) }
             if codes.count == 1, case .startDate(let ascending) = sort {
-                return try Self.scanByStart(type: type.code, source: codes[0], range: range, longest: longest[0], descending: !ascending, in: txn, databases, visit)
+                return .byStart(type: type.code, source: codes[0], range: range, longest: longest[0], descending: !ascending)
             }
             var entries: [IndexEntry] = []
             for (code, longest) in zip(codes, longest) {
@@ -170,47 +188,34 @@ extension Ledger {
                     return true
                 }
             }
-            for entry in Self.sorted(entries, by: sort) where try !visit(entry) { return }
-            return
+            return .sorted(Self.sorted(entries, by: sort))
         }
         let longest = try longest ?? Self.longestDuration(type: type.code, in: txn, databases)
         switch sort {
-        case .startDate(let ascending):
-            try Self.scanByStart(type: type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
-        case .endDate(let ascending):
-            try Self.scanByEnd(type: type.code, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+        case .startDate(let ascending): return .byStart(type: type.code, source: nil, range: range, longest: longest, descending: !ascending)
+        case .endDate(let ascending): return .byEnd(type: type.code, range: range, longest: longest, descending: !ascending)
         }
     }
 
     /// Entries in the order of the type's indexes: by date, ties by UUID; descending reverses both.
     static func sorted(_ entries: [IndexEntry], by sort: SampleSort) -> [IndexEntry] {
-        let byEnd: Bool
-        let ascending: Bool
-        switch sort {
-        case .startDate(let up): (byEnd, ascending) = (false, up)
-        case .endDate(let up): (byEnd, ascending) = (true, up)
-        }
-        return entries.sorted { a, b in
-            let (first, second) = ascending ? (a, b) : (b, a)
-            let (x, y) = byEnd ? (first.endUs, second.endUs) : (first.startUs, second.startUs)
-            return x != y ? x < y : first.uuid.lexicographicallyPrecedes(second.uuid)
-        }
+        entries.sorted { sort.orders($0, before: $1) }
     }
 
-    /// Visits, in the query's order, the objects of a scope narrower than the whole type:
-    /// the reader's own, through its source's index, and the ones selected for it. Other
+    /// The objects, in the query's order, of a scope narrower than the whole type: the
+    /// reader's own, through its source's index, and the ones selected for it. Other
     /// sources' objects are never touched, so the work done (and the time it takes)
     /// depends only on what the reader may see.
-    private func scanScoped(
-        _ objectType: ObjectType, sort: SampleSort, range: TimeRange, scope: ReadScope, in txn: Transaction, _ visit: (IndexEntry) throws -> Bool
-    ) throws {
+    private func scopedCandidates(
+        _ objectType: ObjectType, sort: SampleSort, range: TimeRange, scope: ReadScope, in txn: Transaction
+    ) throws -> Candidates {
         let type = objectType.code
         let own = scope.ownSource
         let longest = own == 0 ? 0 : try SourceRegistry.longestDuration(type: type, code: own, in: txn, databases)
         // Without selected objects, the source's start index is already in start order.
         if scope.selected.isEmpty, case .startDate(let ascending) = sort {
-            guard own != 0 else { return }
-            return try Self.scanByStart(type: type, source: own, range: range, longest: longest, descending: !ascending, in: txn, databases, visit)
+            guard own != 0 else { return .none }
+            return .byStart(type: type, source: own, range: range, longest: longest, descending: !ascending)
         }
         var entries: [IndexEntry] = []
         if own != 0 {
@@ -229,7 +234,7 @@ extension Ledger {
                 entries.append(IndexEntry(uuid: uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source))
             }
         }
-        for entry in Self.sorted(entries, by: sort) where try !visit(entry) { return }
+        return .sorted(Self.sorted(entries, by: sort))
     }
 
     /// The number of stored objects of `type`, all sources together (an operator's and
@@ -273,11 +278,13 @@ extension Ledger {
     /// every source's through `by_start`, or only `source`'s through `by_source`.
     /// A sample can start at most `longest` before the range and still overlap it.
     ///
-    /// - Parameter uuids: false leaves the entries' UUIDs empty (statistics, which never
-    ///   need them, save an allocation per sample).
+    /// - Parameters:
+    ///   - uuids: false leaves the entries' UUIDs empty (statistics, which never need them,
+    ///     save an allocation per sample).
+    ///   - position: an entry of this walk: the walk begins after it.
     static func scanByStart(
         type: UInt32, source: UInt32? = nil, range: TimeRange, longest: Int64, descending: Bool = false, uuids: Bool = true,
-        in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
+        after position: IndexEntry? = nil, in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
     ) throws {
         let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
         let lowest = overflow ? Int64.min : lowered
@@ -291,9 +298,16 @@ extension Ledger {
             return KeyEncoding.timeKey(type: type, time: at, uuid: uuid)
         }
         try txn.withCursor(on: source == nil ? databases.byStart : databases.bySource) { cursor in
-            var entry = descending
-                ? try cursor.seek(atMost: key(range.end, [UInt8](repeating: 0, count: 16)))
-                : try cursor.seek(atLeast: key(lowest, []))
+            var entry: Cursor.Entry?
+            if let position {
+                let resume = key(position.startUs, position.uuid)
+                entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
+                if let current = entry, current.key.elementsEqual(resume) { entry = descending ? try cursor.previous() : try cursor.next() }
+            } else {
+                entry = descending
+                    ? try cursor.seek(atMost: key(range.end, [UInt8](repeating: 0, count: 16)))
+                    : try cursor.seek(atLeast: key(lowest, []))
+            }
             // atMost lands on the key equal to (end, 0…0) at worst, which starts at `end`: skipped below.
             while let current = entry, current.key.count == keyLength, KeyEncoding.uint32(current.key, at: 0) == type,
                 source == nil || KeyEncoding.uint32(current.key, at: 4) == source!
@@ -317,16 +331,25 @@ extension Ledger {
     }
 
     /// Visits the samples of `type` overlapping `range` in end-date order (ties by UUID).
+    ///
+    /// - Parameter position: an entry of this walk: the walk begins after it.
     static func scanByEnd(
-        type: UInt32, range: TimeRange, longest: Int64, descending: Bool = false,
+        type: UInt32, range: TimeRange, longest: Int64, descending: Bool = false, after position: IndexEntry? = nil,
         in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
     ) throws {
         let (raised, overflow) = range.end.addingReportingOverflow(max(longest, 0))
         let highest = overflow ? Int64.max : raised
         try txn.withCursor(on: databases.byEnd) { cursor in
-            var entry = descending
-                ? try cursor.seek(atMost: KeyEncoding.timeKey(type: type, time: highest, uuid: [UInt8](repeating: 0xFF, count: 16)))
-                : try cursor.seek(atLeast: KeyEncoding.timeKey(type: type, time: range.start, uuid: []))
+            var entry: Cursor.Entry?
+            if let position {
+                let resume = KeyEncoding.timeKey(type: type, time: position.endUs, uuid: position.uuid)
+                entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
+                if let current = entry, current.key.elementsEqual(resume) { entry = descending ? try cursor.previous() : try cursor.next() }
+            } else {
+                entry = descending
+                    ? try cursor.seek(atMost: KeyEncoding.timeKey(type: type, time: highest, uuid: [UInt8](repeating: 0xFF, count: 16)))
+                    : try cursor.seek(atLeast: KeyEncoding.timeKey(type: type, time: range.start, uuid: []))
+            }
             while let current = entry, current.key.count == 28, KeyEncoding.uint32(current.key, at: 0) == type {
                 let end = KeyEncoding.time(current.key, at: 4)
                 if descending ? end < range.start : end > highest { break }
