@@ -4,6 +4,7 @@ import HealthModel
 import LMDB
 import LedgerSchema
 import SwiftProtobuf
+import Synchronization
 
 /// A bearer credential's public part, as listed to the owner or operator.
 public struct CredentialInfo: Sendable, Hashable {
@@ -166,9 +167,14 @@ extension Ledger {
     /// The secret's hash is compared in constant time.
     public func authenticate(_ credential: CredentialString) throws -> Principal? {
         guard credential.ledgerID == id else { return nil }
-        let presented = Array(SHA256.hash(data: Array(credential.secret.utf8)))
-        return try environment.read { txn in
-            guard let stored = try txn.get(Array(credential.id.utf8), in: databases.credentials),
+        return try authenticate(id: credential.id, secretHash: Array(SHA256.hash(data: Array(credential.secret.utf8))))
+    }
+
+    /// The principal of credential `id` if `secretHash` is its secret's hash and it is not
+    /// revoked: the record is read each time, so a revocation applies to the next call.
+    func authenticate(id: String, secretHash presented: [UInt8]) throws -> Principal? {
+        try environment.read { txn in
+            guard let stored = try txn.get(Array(id.utf8), in: databases.credentials),
                 let record = CredentialRecord(stored)
             else { return nil }
             var difference: UInt8 = 0
@@ -179,13 +185,42 @@ extension Ledger {
     }
 }
 
+/// Credential strings that authenticated before, parsed and with their secrets hashed, so
+/// a connection's next call with the same string skips the parse, the ledger lookup and the
+/// hash. The record is still read on every call: a revoked credential fails at once.
+final class PresentedCredentials: Sendable {
+    struct Entry: Sendable {
+        let ledger: Ledger
+        let id: String
+        let secretHash: [UInt8]
+    }
+
+    /// Enough for every client of a busy server; when full it starts again empty.
+    static let capacity = 4096
+    private let entries = Mutex<[String: Entry]>([:])
+
+    func entry(for text: String) -> Entry? { entries.withLock { $0[text] } }
+
+    func remember(_ entry: Entry, for text: String) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[text] = entry
+        }
+    }
+}
+
 extension LedgerStore {
     /// The ledger and principal a credential string authenticates, or nil for any invalid,
     /// unknown or revoked credential (the reasons are not told apart).
     public func authenticate(_ text: String) -> (Ledger, Principal)? {
-        guard let credential = CredentialString(text), let ledger = try? ledger(credential.ledgerID),
-            let principal = try? ledger.authenticate(credential)
-        else { return nil }
+        if let entry = presented.entry(for: text) {
+            guard let principal = try? entry.ledger.authenticate(id: entry.id, secretHash: entry.secretHash) else { return nil }
+            return (entry.ledger, principal)
+        }
+        guard let credential = CredentialString(text), let ledger = try? ledger(credential.ledgerID) else { return nil }
+        let secretHash = Array(SHA256.hash(data: Array(credential.secret.utf8)))
+        guard let principal = try? ledger.authenticate(id: credential.id, secretHash: secretHash) else { return nil }
+        presented.remember(.init(ledger: ledger, id: credential.id, secretHash: secretHash), for: text)
         return (ledger, principal)
     }
 }

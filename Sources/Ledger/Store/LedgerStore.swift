@@ -21,6 +21,8 @@ public final class LedgerStore: Sendable {
     let configuration: LedgerConfiguration
     let logger: Logger
     private let open = Mutex<[String: Ledger]>([:])
+    /// Credential strings that authenticated, ready to be checked again cheaply.
+    let presented = PresentedCredentials()
     private let creating = Mutex<Set<String>>([])
     /// Point-in-time views, in `<directory>/views/` (see ``view(of:at:)``).
     private let views: PointInTimeViews
