@@ -5,15 +5,18 @@ import NIOCore
 import SwiftProtobuf
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// One connection to a server, carrying many calls.
 final class ClientConnection: Sendable {
     let channel: any Channel
     let calls: CallTable
+    private let outbound: OutboundFrames
 
     private init(channel: any Channel, calls: CallTable) {
         self.channel = channel
         self.calls = calls
+        outbound = OutboundFrames(channel: channel, calls: calls)
     }
 
     static func connect(_ configuration: HealthStoreConfiguration, group: any EventLoopGroup) async throws -> ClientConnection {
@@ -68,9 +71,7 @@ final class ClientConnection: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 calls.registerUnary(id, continuation)
-                channel.writeAndFlush(frame).whenFailure { [calls] error in
-                    calls.abandon(id, with: RPCError(.unavailable, "the connection failed: \(error)"))
-                }
+                outbound.send(frame, call: id)
             }
         } onCancel: {
             cancel(id)
@@ -93,9 +94,7 @@ final class ClientConnection: Sendable {
         let frame = Healthledger_V1_Frame.request(
             id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: timeout.map(Self.milliseconds) ?? 0,
             window: window, asOf: asOf)
-        channel.writeAndFlush(frame).whenFailure { [calls] error in
-            calls.abandon(id, with: RPCError(.unavailable, "the connection failed: \(error)"))
-        }
+        outbound.send(frame, call: id)
         return (id, stream)
     }
 
@@ -104,14 +103,14 @@ final class ClientConnection: Sendable {
         var frame = Healthledger_V1_Frame()
         frame.callID = id
         frame.windowUpdate = .with { $0.messages = messages }
-        channel.writeAndFlush(frame, promise: nil)
+        outbound.send(frame)
     }
 
     func cancel(_ id: UInt64) {
         var frame = Healthledger_V1_Frame()
         frame.callID = id
         frame.cancel = .init()
-        channel.writeAndFlush(frame, promise: nil)
+        outbound.send(frame)
         calls.abandon(id, with: RPCError(.cancelled, "the call was cancelled"))
     }
 
@@ -123,6 +122,53 @@ final class ClientConnection: Sendable {
     static func milliseconds(_ duration: Duration) -> UInt32 {
         let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return UInt32(clamping: max(ms, 1))
+    }
+}
+
+/// Frames the calls' tasks send, handed to the event loop together: however many calls
+/// send while the loop is busy, it wakes once and writes them with one flush. One queue
+/// for every frame keeps each call's frames in the order they were sent.
+final class OutboundFrames: Sendable {
+    private struct Pending {
+        var frames: [(frame: Healthledger_V1_Frame, call: UInt64?)] = []
+        var scheduled = false
+    }
+
+    private let channel: any Channel
+    private let calls: CallTable
+    private let pending = Mutex(Pending())
+
+    init(channel: any Channel, calls: CallTable) {
+        self.channel = channel
+        self.calls = calls
+    }
+
+    /// Queues `frame`; if it is `call`'s request and cannot be written, the call fails.
+    func send(_ frame: Healthledger_V1_Frame, call: UInt64? = nil) {
+        let schedule = pending.withLock { pending in
+            pending.frames.append((frame, call))
+            defer { pending.scheduled = true }
+            return !pending.scheduled
+        }
+        if schedule { channel.eventLoop.execute(write) }
+    }
+
+    /// On the event loop: writes what is queued, then flushes once.
+    private func write() {
+        let frames = pending.withLock { pending in
+            defer { pending = Pending() }
+            return pending.frames
+        }
+        for (frame, call) in frames {
+            guard let call else {
+                channel.write(frame, promise: nil)
+                continue
+            }
+            channel.write(frame).whenFailure { [calls] error in
+                calls.abandon(call, with: RPCError(.unavailable, "the connection failed: \(error)"))
+            }
+        }
+        channel.flush()
     }
 }
 

@@ -31,6 +31,10 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
     private var running: [UInt64: RunningCall] = [:]
     private var context: ChannelHandlerContext?
     private var drained: EventLoopPromise<Void>?
+    /// A read is being handled: answers given in it are flushed once, when the read completes.
+    private var reading = false
+    /// Answers written and not flushed yet.
+    private var unflushed = false
 
     package init(
         dispatcher: CallDispatcher, maximumConcurrentCalls: Int, idleTimeout: Duration, logger: Logger,
@@ -57,6 +61,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        reading = true
         switch unwrapInboundIn(data) {
         case .malformed(let reason):
             context.writeAndFlush(wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, reason))), promise: nil)
@@ -76,6 +81,20 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// The end of a read: one flush for every answer written while reading it (many calls
+    /// arrive in one read when a client has several in flight).
+    package func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        flushAnswers()
+        context.fireChannelReadComplete()
+    }
+
+    private func flushAnswers() {
+        guard unflushed else { return }
+        unflushed = false
+        context?.flush()
+    }
+
     private func open(_ id: UInt64, _ request: Healthledger_V1_CallRequest, context: ChannelHandlerContext) {
         switch state.admit(id) {
         case .ignore: return
@@ -90,13 +109,17 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         let dispatcher = dispatcher
         // The response and the status go out in one write, from the event loop; the status
         // ends the call, so its slot is freed in that same turn and a client holding every
-        // status may open its next call at once.
+        // status may open its next call at once. Answers given while a read is handled are
+        // flushed together when it completes.
         let finished = NIOLoopBound(self, eventLoop: loop)
         let finish: CallDispatcher.Finish = { response, failure in
             let write: @Sendable () -> Void = {
+                let handler = finished.value
                 if let response { channel.write(Healthledger_V1_Frame.message(id: id, response), promise: nil) }
-                channel.writeAndFlush(Healthledger_V1_Frame.status(id: id, failure), promise: nil)
-                finished.value.finish(id)
+                channel.write(Healthledger_V1_Frame.status(id: id, failure), promise: nil)
+                handler.unflushed = true
+                if !handler.reading { handler.flushAnswers() }
+                handler.finish(id)
             }
             if loop.inEventLoop { write() } else { loop.execute(write) }
         }
@@ -125,7 +148,10 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
 
     private func finish(_ id: UInt64) {
         running.removeValue(forKey: id)?.timer?.cancel()
-        if state.ended(id) { context?.close(promise: nil) }
+        if state.ended(id) {
+            flushAnswers()
+            context?.close(promise: nil)
+        }
     }
 
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
