@@ -337,6 +337,38 @@ struct BadInputTests {
         await server.stop()
     }
 
+    @Test("calls arriving in one read are all answered, each response before its status, the answers given at once and the ones from tasks alike")
+    func callsInOneRead() async throws {
+        let server = try await TestServer()
+        let raw = try await RawConnection(port: server.port)
+        // Pings alone, answered in the read that brings them; then every tenth call a save,
+        // answered from a task.
+        for (ids, saves) in [(1...50 as ClosedRange<UInt64>, false), (51...150, true)] {
+            var bytes: [UInt8] = []
+            for id in ids {
+                let save = saves && id % 10 == 0
+                let payload: [UInt8] = save ? try Healthledger_V1_SaveRequest.with { $0.objects = [.init(Samples.heartRate(60, at: Double(id)))] }.serializedBytes() : []
+                bytes += RawConnection.encode(Self.request(id, (save ? RPCMethod.save : .ping).rawValue, credential: server.ownerCredential, payload: payload))
+            }
+            try await raw.send(bytes)
+            var responded = Set<UInt64>()
+            var ended = Set<UInt64>()
+            while ended.count < ids.count, let next = await raw.next(timeout: .seconds(60)) {
+                guard case .frame(let frame) = next else { continue }
+                switch frame.kind {
+                case .message: #expect(responded.insert(frame.callID).inserted && !ended.contains(frame.callID))
+                case .status(let status):
+                    #expect(status.code == .ok && responded.contains(frame.callID))
+                    ended.insert(frame.callID)
+                default: Issue.record("unexpected frame \(frame)")
+                }
+            }
+            #expect(ended == Set(ids))
+        }
+        await raw.close()
+        await server.stop()
+    }
+
     @Test("a half-close: running calls still get their status, a frame cut short gets the go-away that names it, then the connection closes")
     func halfClose() async throws {
         let server = try await TestServer()
