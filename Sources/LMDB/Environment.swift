@@ -6,7 +6,8 @@ import Synchronization
 ///
 /// All access is closure-scoped: ``read(_:)`` runs a read-only snapshot, ``write(_:)``
 /// runs one write transaction that commits (and, unless ``Options/durable`` is off,
-/// reaches the disk) when the closure returns, and aborts when it throws.
+/// reaches the disk) when the closure returns, and aborts when it throws. A reader that
+/// pauses between reads of one snapshot keeps a ``Snapshot``.
 ///
 /// ```swift
 /// let env = try Environment(path: dir, options: .init(mapSize: 64 << 20))

@@ -15,6 +15,8 @@ import SwiftProtobuf
 /// snapshot, taking the reader's access again, and goes on after the last object it visited
 /// in the query's order.
 ///
+/// Read it from one task at a time (a stream's own).
+///
 /// ```swift
 /// let cursor = try ledger.sampleCursor(query, as: principal)
 /// defer { cursor.close() }
