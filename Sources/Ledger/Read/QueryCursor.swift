@@ -30,7 +30,7 @@ public final class QueryCursor: @unchecked Sendable {
     private let memberPredicates: [(ObjectType, ObjectPredicate)]
     private let principal: Principal
     private let snapshot: Snapshot
-    /// The candidates in the current snapshot (nil until a batch reads it).
+    /// The candidates in the current snapshot (set by every batch that starts one).
     private var candidates: Candidates?
     /// The last candidate visited, matching or not: the next batch begins after it.
     private var position: IndexEntry?
@@ -60,7 +60,8 @@ public final class QueryCursor: @unchecked Sendable {
         let wanted = query.limit == 0 ? maxCount : min(maxCount, query.limit - delivered)
         let batch = try snapshot.read { txn, fresh in
             let context = PredicateContext(principal: principal, txn: txn, databases: ledger.databases)
-            if fresh || candidates == nil {
+            // The first batch starts the snapshot, as does the first after the ledger ended it.
+            if fresh {
                 let scope = try ReadScope(principal, type: query.type, in: txn, ledger.databases)
                 onScope(scope)
                 candidates = try ledger.candidates(
