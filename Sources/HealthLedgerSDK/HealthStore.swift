@@ -205,11 +205,10 @@ public final class HealthStore: Sendable {
     /// Saves objects atomically; returns once they are on the server's disk.
     @discardableResult
     public func save(_ objects: [HealthObject]) async throws -> [SaveResult] {
-        // The SaveRequest written directly: each object's bytes as field 1 (the same bytes
+        // The SaveRequest written directly from each object's bytes (the same bytes
         // SwiftProtobuf writes, without building the messages).
-        var request = ProtoWriter(capacity: objects.count * 160)
-        for object in objects { request.message(field: 1, object.encodedBytes()) }
-        let response = try Self.decode(Healthledger_V1_SaveResponse.self, try await unary(.save, payload: request.buffer))
+        let request = HealthObjectDecoder.message(of: objects.map { $0.encodedBytes() })
+        let response = try Self.decode(Healthledger_V1_SaveResponse.self, try await unary(.save, payload: request))
         do {
             return try response.outcomes.map { try $0.model() }
         } catch {

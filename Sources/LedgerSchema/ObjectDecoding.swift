@@ -31,6 +31,14 @@ public struct HealthObjectDecoder {
         }
     }
 
+    /// A message whose field 1 is `repeated HealthObject` (a `SaveRequest`, a `SampleBatch`)
+    /// holding `objects`, each already serialized: what ``objects(in:)`` reads back.
+    public static func message(of objects: [[UInt8]]) -> [UInt8] {
+        var writer = ProtoWriter(capacity: objects.reduce(0) { $0 + ProtoWriter.messageSize(field: 1, length: $1.count) })
+        for object in objects { writer.message(field: 1, object) }
+        return writer.buffer
+    }
+
     /// The objects of a message whose field 1 is `repeated HealthObject` and whose other
     /// fields it skips: a `SaveRequest`, a `SampleBatch`.
     ///

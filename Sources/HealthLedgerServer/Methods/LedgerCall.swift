@@ -108,11 +108,8 @@ struct LedgerCall: Sendable {
             try Task.checkCancellation()
             let objects = try cursor.next(maxCount: batchSize, maxBytes: batchBytes, onScope: onScope)
             guard !objects.isEmpty else { return }
-            // SampleBatch { repeated HealthObject objects = 1; } written directly: the
-            // objects go out as the log stores them, without a decode and re-encode.
-            var batch = ProtoWriter(capacity: objects.reduce(0) { $0 + ProtoWriter.messageSize(field: 1, length: $1.count) })
-            for object in objects { batch.message(field: 1, object) }
-            try await emit(batch.buffer)
+            // The objects go out as the log stores them, without a decode and re-encode.
+            try await emit(HealthObjectDecoder.message(of: objects))
         }
     }
 
