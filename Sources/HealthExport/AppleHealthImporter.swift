@@ -339,7 +339,7 @@ private enum BatchSaver {
         }
         var metadata = route.metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
-            metadata[MetadataKey.syncIdentifier] = .string(AppleHealthReader.key(["WorkoutRoute", workout.uuidString, route.path]))
+            metadata[MetadataKey.syncIdentifier] = .string(AppleHealthReader.key(["WorkoutRoute", workout.uuidString, route.path], start: nil))
             metadata[MetadataKey.syncVersion] = .number(1)
         }
         let builder = try await store.makeRouteBuilder()

@@ -274,7 +274,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         let source = sourceRevision(attributes)
         var metadata = builder.metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
-            let key = Self.key(["Correlation", typeName, source.source.name, Self.seconds(start), Self.seconds(end)] + keys.sorted())
+            let key = Self.key(["Correlation", typeName, source.source.name, Self.seconds(start), Self.seconds(end)] + keys.sorted(), start: start)
             metadata[MetadataKey.syncIdentifier] = .string(key)
             metadata[MetadataKey.syncVersion] = .number(1)
         }
@@ -314,7 +314,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         let source = sourceRevision(attributes)
         var metadata = builder.metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
-            metadata[MetadataKey.syncIdentifier] = .string(Self.key(["Workout", name, source.source.name, Self.seconds(start), Self.seconds(end)]))
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key(["Workout", name, source.source.name, Self.seconds(start), Self.seconds(end)], start: start))
             metadata[MetadataKey.syncVersion] = .number(1)
         }
         let activities = builder.activities.map { activity in
@@ -384,7 +384,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         let source = sourceRevision(attributes)
         var metadata = builder.metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
-            metadata[MetadataKey.syncIdentifier] = .string(Self.key(["VisionPrescription", typeText, source.source.name, Self.seconds(issued)]))
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key(["VisionPrescription", typeText, source.source.name, Self.seconds(issued)], start: issued))
             metadata[MetadataKey.syncVersion] = .number(1)
         }
         let prescription = VisionPrescription(
@@ -466,16 +466,20 @@ public final class AppleHealthReader: XMLStreamHandler {
 
     // MARK: - Keys
 
-    /// The key of a record: the first 128 bits of SHA-256 over its type, source name, start
-    /// and end (seconds since 1970), value and unit as exported, in hex after
-    /// ``syncIdentifierPrefix``. It is the sync identifier of an imported record (version 1)
-    /// and tells a correlation's member from the same record listed at top level.
+    /// The key of a record: ``key(_:start:)`` over `Record`, its type, source name, start
+    /// and end (seconds since 1970), value and unit as exported. It is the sync identifier of
+    /// an imported record (version 1) and tells a correlation's member from the same record
+    /// listed at top level.
     public static func recordKey(type: String, source: String, start: Date, end: Date, value: String, unit: String) -> String {
-        key(["Record", type, source, seconds(start), seconds(end), value, unit])
+        key(["Record", type, source, seconds(start), seconds(end), value, unit], start: start)
     }
 
-    /// The first 128 bits of SHA-256 over the fields, each followed by a 0x1F separator.
-    static func key(_ fields: [String]) -> String {
+    /// ``syncIdentifierPrefix``; then, when the object has a start, that start in whole
+    /// seconds since 1970 as eleven digits (0 before 1970) and `-`; then the first 128 bits of
+    /// SHA-256 over the fields, each followed by a 0x1F separator, in hex. The start comes
+    /// first so that a source's identifiers grow with time, which keeps the server's sync
+    /// index writes together.
+    static func key(_ fields: [String], start: Date?) -> String {
         // The fields' UTF-8, each followed by 0x1F, hashed in one piece.
         var input: [UInt8] = []
         input.reserveCapacity(fields.reduce(0) { $0 + $1.utf8.count + 1 })
@@ -486,7 +490,10 @@ public final class AppleHealthReader: XMLStreamHandler {
         var hasher = SHA256()
         input.withUnsafeBytes { hasher.update(bufferPointer: $0) }
         // The first 16 bytes of the digest, in hex.
-        return syncIdentifierPrefix + hasher.finalize().withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0.prefix(16)).hexString }
+        let hash = hasher.finalize().withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0.prefix(16)).hexString }
+        guard let start else { return syncIdentifierPrefix + hash }
+        let digits = String(max(0, Int64(start.timeIntervalSince1970.rounded())))
+        return syncIdentifierPrefix + String(repeating: "0", count: max(0, 11 - digits.count)) + digits + "-" + hash
     }
 
     static func seconds(_ date: Date) -> String { String(Int64(date.timeIntervalSince1970.rounded())) }

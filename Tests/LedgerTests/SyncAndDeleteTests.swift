@@ -156,4 +156,26 @@ struct SyncAndDeleteTests {
         let second = Fixtures.weight(71, syncIdentifier: "r", version: 1)
         #expect(try await ledger.save([second], by: .owner).first?.disposition == .saved)
     }
+
+    @Test("long identifiers: equal ones replace, ones that differ past the key's 400 bytes stay apart, and replay agrees")
+    func longIdentifiers() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "long")
+        let stem = String(repeating: "x", count: 600)
+        let first = Fixtures.weight(70, syncIdentifier: stem + "a", version: 1)
+        let other = Fixtures.weight(71, syncIdentifier: stem + "b", version: 1)
+        let short = Fixtures.weight(72, syncIdentifier: "x", version: 1)
+        let prefix = Fixtures.weight(73, syncIdentifier: "xx", version: 1)
+        #expect(try await ledger.save([first, other, short, prefix], by: .owner).map(\.disposition) == [.saved, .saved, .saved, .saved])
+        let newer = Fixtures.weight(74, syncIdentifier: stem + "a", version: 2)
+        let older = Fixtures.weight(75, syncIdentifier: stem + "b", version: 1)
+        #expect(try await ledger.save([newer, older], by: .owner).map(\.disposition) == [
+            .replaced(previous: first.uuid), .ignored(existing: other.uuid),
+        ])
+        try await ledger.delete([newer.uuid], by: .owner)
+        let again = Fixtures.weight(76, syncIdentifier: stem + "a", version: 1)
+        #expect(try await ledger.save([again], by: .owner).first?.disposition == .saved, "the delete freed the identifier")
+        let report = try ledger.replay()
+        #expect(report.identical)
+    }
 }

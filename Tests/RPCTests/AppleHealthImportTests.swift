@@ -159,11 +159,12 @@ struct AppleHealthImportTests {
         #expect(first72.metadata["HKAverageMETs"] == .quantity(try Quantity(5.4321, "kcal/(hr*kg)")))
         #expect(first72.metadata["note"] == .string("after coffee"))
         #expect(heartRate[1].startDate == Date(timeIntervalSince1970: 1_747_585_200), "12:20 at -0400 is 16:20 UTC")
-        // The sync identifier is docs/EXPORT.md §1.4's recipe: SHA-256 over the record's fields,
-        // each followed by 0x1F, its first 16 bytes in hex after "apple-health:".
+        // The sync identifier is docs/EXPORT.md §1.4's recipe: "apple-health:", the start in
+        // eleven digits and "-", then SHA-256 over the record's fields, each followed by 0x1F,
+        // its first 16 bytes in hex.
         let fields = ["Record", "HKQuantityTypeIdentifierHeartRate", Self.watch, "1747585200", "1747585200", "140", "count/min"]
         let digest = SHA256.hash(data: fields.flatMap { Array($0.utf8) + [0x1F] })
-        let recipe = "apple-health:" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+        let recipe = "apple-health:01747585200-" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
         #expect(heartRate[1].metadata[MetadataKey.syncIdentifier] == .string(recipe))
         #expect(heartRate[1].metadata[MetadataKey.syncVersion] == .number(1))
         let glucose = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBloodGlucose")).result(for: store)

@@ -40,8 +40,10 @@ final class RawConnection: @unchecked Sendable {
         return [0] + withUnsafeBytes(of: UInt32(body.count).bigEndian, Array.init) + body
     }
 
-    /// The next frame, or nil when the server closed the connection (or nothing came in time).
-    func next(timeout: Duration = .seconds(5)) async -> InboundFrame? {
+    /// The next frame, or nil when the server closed the connection. `timeout` only guards
+    /// against a test hanging forever: no test relies on it passing, and a loaded machine
+    /// can take seconds to answer, so it is long.
+    func next(timeout: Duration = .seconds(60)) async -> InboundFrame? {
         let deadline = Task { [channel] in
             try? await Task.sleep(for: timeout)
             if !Task.isCancelled { try? await channel.close() }

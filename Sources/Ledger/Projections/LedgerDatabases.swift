@@ -113,9 +113,10 @@ struct LedgerDatabases: Sendable {
 /// `type_sources` with the source's longest duration. 3: `source_changes`, `object_reads`
 /// remembering when each object was selected or deselected, `characteristics`, `attachments`,
 /// `object_attachments`. 4: `workout_members`, `member_workouts`, `route_data`. 6: `merkle` (5, its first
-/// layout, stored every level; 6 from level 2). 7: `rollups`. 8: `merkle` from level 4.
+/// layout, stored every level; 6 from level 2). 7: `rollups`. 8: `merkle` from level 4. 9: `sync_ids` keyed in
+/// order by source code, type code and identifier (``SyncIdentifierIndex``), no longer hashed.
 enum ProjectionLayout {
-    static let current: UInt32 = 8
+    static let current: UInt32 = 9
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

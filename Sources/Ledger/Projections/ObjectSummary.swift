@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HealthModel
 import LedgerSchema
@@ -174,21 +173,6 @@ struct ObjectSummary: Sendable {
     }
 
     var duration: Int64 { endUs &- startUs }
-
-    /// The key of the (source, type, sync identifier) index.
-    var syncKey: [UInt8]? {
-        syncIdentifier.map { Self.syncKey(source: sourceBundle, type: type, identifier: $0) }
-    }
-
-    static func syncKey(source: String, type: String, identifier: String) -> [UInt8] {
-        var hasher = SHA256()
-        for part in [source, type, identifier] {
-            var length = UInt32(part.utf8.count).bigEndian
-            withUnsafeBytes(of: &length) { hasher.update(bufferPointer: $0) }
-            hasher.update(data: Array(part.utf8))
-        }
-        return Array(hasher.finalize())
-    }
 }
 
 /// Parsed units by (unit string, type), for converting values to canonical units.

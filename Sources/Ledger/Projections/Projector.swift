@@ -240,11 +240,7 @@ struct Projector {
             try txn.put(
                 [Self.added] + object.uuid, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: source, sequence: sequence),
                 in: databases.sourceChanges)
-            if let syncKey = object.syncKey {
-                var value = object.uuid
-                KeyEncoding.append(UInt64(bitPattern: object.syncVersion ?? 0), to: &value)
-                try txn.put(value, forKey: syncKey, in: databases.syncIdentifiers)
-            }
+            try SyncIdentifierIndex.record(object, source: source, in: txn, databases)
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
             stats.touch(type: object.typeCode, source: source, start: object.startUs)
             // Only a route, or an object that can replace a workout member, joins a workout here.
@@ -280,11 +276,7 @@ struct Projector {
                 [Self.removed] + uuid, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: stored.source, sequence: sequence),
                 in: databases.sourceChanges)
             try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason), forKey: uuid, in: databases.tombstones)
-            if let syncKey = object.syncKey, let entry = try txn.get(syncKey, in: databases.syncIdentifiers),
-                entry.count >= 16, entry[0..<16].elementsEqual(uuid)
-            {
-                try txn.delete(syncKey, in: databases.syncIdentifiers)
-            }
+            try SyncIdentifierIndex.remove(object, uuid: uuid, source: stored.source, in: txn, databases)
             stats.record(type: object.typeCode, countDelta: -1, duration: 0)
             stats.touch(type: object.typeCode, source: stored.source, start: object.startUs)
             try WorkoutIndex.objectDeleted(uuid, type: object.typeCode, source: stored.source, replacedBy: replacedBy, in: txn, databases)
@@ -340,6 +332,14 @@ struct DeferredProjections {
     mutating func sourceCode(bundle: String, name: String, in txn: Transaction, _ databases: LedgerDatabases) throws -> UInt32 {
         if let code = sourceCodes[bundle] { return code }
         let code = try SourceRegistry.assign(bundle: bundle, name: name, in: txn, databases)
+        sourceCodes[bundle] = code
+        return code
+    }
+
+    /// The code of the source `bundle`, nil when it has none yet (it never saved).
+    mutating func existingSourceCode(bundle: String, in txn: Transaction, _ databases: LedgerDatabases) throws -> UInt32? {
+        if let code = sourceCodes[bundle] { return code }
+        guard let code = try SourceRegistry.code(of: bundle, in: txn, databases) else { return nil }
         sourceCodes[bundle] = code
         return code
     }

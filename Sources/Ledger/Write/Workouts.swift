@@ -124,9 +124,9 @@ extension Ledger {
             try Self.requireSharing(.workoutRoute, by: principal, in: context)
             try Self.requireWorkout(workout, changeableBy: principal, in: context)
             var disposition = SaveResult.Disposition.saved
-            if let syncKey = summary.syncKey, let existing = try context.txn.get(syncKey, in: context.databases.syncIdentifiers) {
-                let existingUUID = UUID(bytes: existing[0..<16])!
-                guard Int64(bitPattern: KeyEncoding.uint64(existing, at: 16)) < summary.syncVersion ?? 0 else { return .ignored(existing: existingUUID) }
+            if let existing = try SyncIdentifierIndex.holder(of: summary, in: context) {
+                let existingUUID = UUID(bytes: existing.uuid)!
+                guard existing.version < summary.syncVersion ?? 0 else { return .ignored(existing: existingUUID) }
                 // The new route names its own workout: no membership to carry over.
                 try Self.deleteStored(existingUUID.bytes, reason: .replacedBySyncVersion, by: principal, in: context)
                 disposition = .replaced(previous: existingUUID)

@@ -110,10 +110,9 @@ extension Ledger {
             }
         }
         var disposition = SaveResult.Disposition.saved
-        if let syncKey = summary.syncKey, let existing = try context.txn.get(syncKey, in: databases.syncIdentifiers) {
-            let existingUUID = UUID(bytes: existing[0..<16])!
-            let existingVersion = Int64(bitPattern: KeyEncoding.uint64(existing, at: 16))
-            if existingVersion >= summary.syncVersion ?? 0 { return SaveResult(uuid: uuid, disposition: .ignored(existing: existingUUID)) }
+        if let existing = try SyncIdentifierIndex.holder(of: summary, in: context) {
+            let existingUUID = UUID(bytes: existing.uuid)!
+            if existing.version >= summary.syncVersion ?? 0 { return SaveResult(uuid: uuid, disposition: .ignored(existing: existingUUID)) }
             try deleteStored(existingUUID.bytes, reason: .replacedBySyncVersion, replacedBy: summary.uuid, by: principal, in: context)
             disposition = .replaced(previous: existingUUID)
         }
