@@ -205,9 +205,9 @@ public final class HealthStore: Sendable {
     /// Saves objects atomically; returns once they are on the server's disk.
     @discardableResult
     public func save(_ objects: [HealthObject]) async throws -> [SaveResult] {
-        // The SaveRequest written directly from each object's bytes (the same bytes
-        // SwiftProtobuf writes, without building the messages).
-        let request = HealthObjectDecoder.message(of: objects.map { $0.encodedBytes() })
+        // The SaveRequest written directly from the objects (the same bytes SwiftProtobuf
+        // writes, without building the messages).
+        let request = HealthObject.encodedMessage(of: objects)
         let response = try Self.decode(Healthledger_V1_SaveResponse.self, try await unary(.save, payload: request))
         do {
             return try response.outcomes.map { try $0.model() }

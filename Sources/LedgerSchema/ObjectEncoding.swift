@@ -8,69 +8,81 @@ extension HealthObject {
     /// Byte-identical to `Healthledger_V1_HealthObject(object).serializedBytes()` (tests
     /// hold the two together), without building the intermediate message.
     public func encodedBytes() -> [UInt8] {
-        var writer = ProtoWriter(capacity: 256)
-        switch self {
-        case .quantitySample(let sample):
-            Self.writeCommon(sample, into: &writer)
-            var quantity = ProtoWriter(capacity: 32)
-            Self.write(sample.quantity, into: &quantity)
-            var body = ProtoWriter(capacity: 40)
-            body.message(field: 1, quantity.buffer)
-            writer.message(field: 10, body.buffer)
-        case .categorySample(let sample):
-            Self.writeCommon(sample, into: &writer)
-            var body = ProtoWriter(capacity: 16)
-            body.signed(field: 1, Int64(sample.value))
-            writer.message(field: 11, body.buffer)
-        case .visionPrescription(let prescription):
-            Self.writeCommon(prescription, into: &writer)
-            var body = ProtoWriter(capacity: 256)
-            body.varint(field: 1, UInt64(prescription.prescriptionType.rawValue))
-            body.string(field: 2, prescription.description)
-            if let lens = prescription.rightEye { body.message(field: 3, Self.encoded(lens)) }
-            if let lens = prescription.leftEye { body.message(field: 4, Self.encoded(lens)) }
-            writer.message(field: 12, body.buffer)
-        case .workout, .workoutRoute, .correlation:
-            // Rare and small next to samples: SwiftProtobuf writes them. A proto3 message
-            // without `Any` fields cannot fail to serialize.
-            return try! Healthledger_V1_HealthObject(self).serializedBytes()
-        }
+        var writer = ProtoWriter(capacity: 320)
+        encode(into: &writer)
         return writer.buffer
     }
 
-    private static func writeCommon(_ sample: some HealthSample, into writer: inout ProtoWriter) {
-        writer.bytes(field: 1, withUnsafeBytes(of: sample.uuid.uuid) { Array($0) })
-        writer.string(field: 2, sample.objectType.identifier)
-        var revision = ProtoWriter(capacity: 96)
-        var source = ProtoWriter(capacity: 64)
-        source.string(field: 1, sample.sourceRevision.source.bundleIdentifier)
-        source.string(field: 2, sample.sourceRevision.source.name)
-        revision.message(field: 1, source.buffer)
-        if let value = sample.sourceRevision.version { revision.presentString(field: 2, value) }
-        if let value = sample.sourceRevision.productType { revision.presentString(field: 3, value) }
-        if let value = sample.sourceRevision.operatingSystemVersion { revision.presentString(field: 4, value) }
-        writer.message(field: 3, revision.buffer)
-        if let device = sample.device {
-            var message = ProtoWriter(capacity: 64)
-            for (index, (_, value)) in device.fields.enumerated() {
-                if let value { message.presentString(field: index + 1, value) }
+    /// A message whose field 1 is `repeated HealthObject` (a `SaveRequest`) holding
+    /// `objects`, each written in place: ``HealthObjectDecoder/message(of:)`` over their
+    /// ``encodedBytes()``, without a buffer per object.
+    public static func encodedMessage(of objects: [HealthObject]) -> [UInt8] {
+        var writer = ProtoWriter(capacity: objects.count * 320)
+        for object in objects { writer.message(field: 1) { object.encode(into: &$0) } }
+        return writer.buffer
+    }
+
+    /// Appends ``encodedBytes()`` to `writer`.
+    public func encode(into writer: inout ProtoWriter) {
+        switch self {
+        case .quantitySample(let sample):
+            Self.writeCommon(sample, into: &writer)
+            writer.message(field: 10) { body in
+                body.message(field: 1) { Self.write(sample.quantity, into: &$0) }
             }
-            writer.message(field: 4, message.buffer)
+        case .categorySample(let sample):
+            Self.writeCommon(sample, into: &writer)
+            writer.message(field: 11) { $0.signed(field: 1, Int64(sample.value)) }
+        case .visionPrescription(let prescription):
+            Self.writeCommon(prescription, into: &writer)
+            writer.message(field: 12) { body in
+                body.varint(field: 1, UInt64(prescription.prescriptionType.rawValue))
+                body.string(field: 2, prescription.description)
+                if let lens = prescription.rightEye { body.message(field: 3, Self.encoded(lens)) }
+                if let lens = prescription.leftEye { body.message(field: 4, Self.encoded(lens)) }
+            }
+        case .workout, .workoutRoute, .correlation:
+            // Rare and small next to samples: SwiftProtobuf writes them. A proto3 message
+            // without `Any` fields cannot fail to serialize.
+            let bytes: [UInt8] = try! Healthledger_V1_HealthObject(self).serializedBytes()
+            writer.append(bytes)
         }
-        let metadata = sample.metadata
-        for key in metadata.keys.sorted() {
-            var entry = ProtoWriter(capacity: 64)
-            entry.string(field: 1, key)
-            switch metadata[key]! {
-            case .string(let value): entry.presentString(field: 2, value)
-            case .number(let value): entry.double(field: 3, value, present: true)
-            case .date(let value): entry.presentSigned(field: 4, microseconds(value))
-            case .quantity(let value):
-                var quantity = ProtoWriter(capacity: 32)
-                write(value, into: &quantity)
-                entry.message(field: 5, quantity.buffer)
+    }
+
+    private static func writeCommon(_ sample: some HealthSample, into writer: inout ProtoWriter) {
+        withUnsafeBytes(of: sample.uuid.uuid) { uuid in writer.bytes(field: 1, uuid) }
+        writer.string(field: 2, sample.objectType.identifier)
+        let revision = sample.sourceRevision
+        writer.message(field: 3) { message in
+            message.message(field: 1) { source in
+                source.string(field: 1, revision.source.bundleIdentifier)
+                source.string(field: 2, revision.source.name)
             }
-            writer.message(field: 5, entry.buffer)
+            if let value = revision.version { message.presentString(field: 2, value) }
+            if let value = revision.productType { message.presentString(field: 3, value) }
+            if let value = revision.operatingSystemVersion { message.presentString(field: 4, value) }
+        }
+        if let device = sample.device {
+            writer.message(field: 4) { message in
+                let fields = [
+                    device.name, device.manufacturer, device.model, device.hardwareVersion, device.firmwareVersion, device.softwareVersion,
+                    device.localIdentifier, device.udiDeviceIdentifier,
+                ]
+                for (index, value) in fields.enumerated() {
+                    if let value { message.presentString(field: index + 1, value) }
+                }
+            }
+        }
+        for (key, value) in sample.metadata.sorted(by: { $0.key < $1.key }) {
+            writer.message(field: 5) { entry in
+                entry.string(field: 1, key)
+                switch value {
+                case .string(let value): entry.presentString(field: 2, value)
+                case .number(let value): entry.double(field: 3, value, present: true)
+                case .date(let value): entry.presentSigned(field: 4, microseconds(value))
+                case .quantity(let value): entry.message(field: 5) { write(value, into: &$0) }
+                }
+            }
         }
         writer.signed(field: 6, microseconds(sample.startDate))
         writer.signed(field: 7, microseconds(sample.endDate))

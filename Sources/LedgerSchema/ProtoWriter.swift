@@ -29,6 +29,13 @@ public struct ProtoWriter: Sendable {
         buffer.append(contentsOf: value)
     }
 
+    public mutating func bytes(field: Int, _ value: UnsafeRawBufferPointer) {
+        guard !value.isEmpty else { return }
+        raw(UInt64(field << 3 | 2))
+        raw(UInt64(value.count))
+        buffer.append(contentsOf: value)
+    }
+
     /// A proto3 `optional` or oneof member: written whenever present, even when empty.
     public mutating func presentBytes(field: Int, _ value: [UInt8]) {
         raw(UInt64(field << 3 | 2))
@@ -72,6 +79,30 @@ public struct ProtoWriter: Sendable {
 
     private static func varintSize(_ value: UInt64) -> Int {
         (64 - value.leadingZeroBitCount + 6) / 7 + (value == 0 ? 1 : 0)
+    }
+
+    /// A sub-message written in place by `body`, its length filled in afterwards: one byte
+    /// is kept for it, and the body moves up when it turns out longer than 127 bytes. The
+    /// same bytes as ``message(field:_:)`` with the body written to a writer of its own,
+    /// without that writer's buffer.
+    public mutating func message(field: Int, _ body: (inout ProtoWriter) -> Void) {
+        raw(UInt64(field << 3 | 2))
+        let lengthAt = buffer.count
+        buffer.append(0)
+        body(&self)
+        let length = buffer.count - lengthAt - 1
+        guard length >= 0x80 else {
+            buffer[lengthAt] = UInt8(length)
+            return
+        }
+        var prefix = ProtoWriter(capacity: 10)
+        prefix.raw(UInt64(length))
+        buffer.replaceSubrange(lengthAt...lengthAt, with: prefix.buffer)
+    }
+
+    /// Bytes already in wire format (a message's fields written elsewhere).
+    public mutating func append(_ bytes: [UInt8]) {
+        buffer.append(contentsOf: bytes)
     }
 
     /// A present sub-message is written even when empty.

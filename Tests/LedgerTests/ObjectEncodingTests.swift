@@ -23,14 +23,16 @@ struct ObjectEncodingTests {
             source: Source(bundleIdentifier: "com.example.\(Int.random(in: 0...9, using: &rng))", name: maybe("Äpp ✓") ?? ""),
             version: maybe("1.2"), productType: maybe("Watch6,1"), operatingSystemVersion: maybe("10.1"))
         let device: Device? = Bool.random(using: &rng)
-            ? Device(name: maybe("Watch"), manufacturer: maybe("Apple"), model: maybe("W"), hardwareVersion: maybe("1"),
+            ? Device(name: Bool.random(using: &rng) ? maybe("Watch") : String(repeating: "w", count: 130), manufacturer: maybe("Apple"), model: maybe("W"), hardwareVersion: maybe("1"),
                      firmwareVersion: maybe("2"), softwareVersion: maybe("3"), localIdentifier: maybe("x"), udiDeviceIdentifier: maybe("u"))
             : nil
         var metadata: Metadata = [:]
         for index in 0..<Int.random(in: 0...6, using: &rng) {
             let key = ["zeta", "Alpha", "ключ", "HKMetadataKeyTimeZone", "émoji😀", "a\(index)"][Int.random(in: 0..<6, using: &rng)]
             switch Int.random(in: 0..<5, using: &rng) {
-            case 0: metadata[key] = .string(Bool.random(using: &rng) ? "" : "value \(index)")
+            // Strings of every length class: empty, short, and past the 127 and 16,383 bytes
+            // at which a nested message's length takes a second and a third byte.
+            case 0: metadata[key] = .string(["", "value \(index)", String(repeating: "é", count: Int.random(in: 60...9000, using: &rng))][Int.random(in: 0..<3, using: &rng)])
             case 1: metadata[key] = .number([0, -0.5, 1e300, 42, -7][Int.random(in: 0..<5, using: &rng)])
             case 2: metadata[key] = .date(Date(timeIntervalSince1970: Double(Int.random(in: -1_000_000...1_000_000, using: &rng))))
             case 3: metadata[key] = .quantity(try Quantity([0, 1.5, -3][Int.random(in: 0..<3, using: &rng)], ["kg", "mmol<180.15588000005408>/L", "count/min"][Int.random(in: 0..<3, using: &rng)]))
@@ -147,6 +149,32 @@ struct ObjectEncodingTests {
             #expect(parsed.syncIdentifier == replayed.syncIdentifier && parsed.syncVersion == replayed.syncVersion)
             #expect(parsed.value.bitPattern == replayed.value.bitPattern)
         }
+    }
+
+    @Test("property: a SaveRequest written in place equals one assembled from each object's bytes, and SwiftProtobuf reads it")
+    func messageInPlace() throws {
+        var rng = SplitMix(state: 77)
+        for count in [0, 1, 2, 5, 40] {
+            let objects = try (0..<count).map { _ in try Self.randomObject(&rng) }
+            let inPlace = HealthObject.encodedMessage(of: objects)
+            #expect(inPlace == HealthObjectDecoder.message(of: objects.map { $0.encodedBytes() }))
+            let request = try Healthledger_V1_SaveRequest(serializedBytes: inPlace)
+            #expect(request.objects == objects.map { Healthledger_V1_HealthObject($0) })
+        }
+    }
+
+    @Test("a sub-message written in place has the bytes of one written from its own buffer", arguments: [0, 1, 127, 128, 16_383, 16_384, 2_097_152])
+    func messageInPlaceLength(length: Int) {
+        let body = (0..<length).map { UInt8(truncatingIfNeeded: $0) }
+        var inPlace = ProtoWriter(capacity: 8)
+        inPlace.varint(field: 1, 5)
+        inPlace.message(field: 2) { $0.append(body) }
+        inPlace.varint(field: 3, 9)
+        var separate = ProtoWriter(capacity: length + 16)
+        separate.varint(field: 1, 5)
+        separate.message(field: 2, body)
+        separate.varint(field: 3, 9)
+        #expect(inPlace.buffer == separate.buffer)
     }
 
     @Test("the size of a sub-message field is what writing it takes", arguments: [0, 1, 127, 128, 16_383, 16_384, 2_097_152])
