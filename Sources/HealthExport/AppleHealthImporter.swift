@@ -78,6 +78,8 @@ public final class AppleHealthImporter {
     private var memberKeys = Set<String>()
     private var characteristics: [Characteristic] = []
     private var workouts: [WorkoutLink] = []
+    /// Where each workout of ``workouts`` is, by the UUID it was sent with.
+    private var workoutIndex: [UUID: Int] = [:]
     private var deferred: DeferredSamples?
     private let started = ContinuousClock.now
 
@@ -177,7 +179,10 @@ public final class AppleHealthImporter {
         case .workout(let workout, let routes, let types, let line):
             summary.elements += 1
             pending.routes[workout.uuid] = routes
-            if !types.isEmpty { workouts.append(WorkoutLink(workout: workout, types: types)) }
+            if !types.isEmpty {
+                workoutIndex[workout.uuid] = workouts.count
+                workouts.append(WorkoutLink(workout: workout, types: types))
+            }
             try await add(.workout(workout), kind: "workouts", line: line)
         case .visionPrescription(let prescription, let line):
             summary.elements += 1
@@ -227,7 +232,7 @@ public final class AppleHealthImporter {
         for rejection in outcome.rejections { reject(element: rejection.element, kind: .refusedByServer, reason: rejection.reason, line: rejection.line) }
         for (element, reason) in outcome.skipped { summary.skipped["\(element): \(reason)", default: 0] += 1 }
         for (local, stored) in outcome.storedWorkouts {
-            if let index = workouts.firstIndex(where: { $0.workout.uuid == local }) { workouts[index].storedUUID = stored }
+            if let index = workoutIndex[local] { workouts[index].storedUUID = stored }
         }
     }
 

@@ -73,6 +73,19 @@ struct ReplayAndVerifyTests {
         #expect(try ledger.replay().identical)
     }
 
+    /// Verifies `ledger` on one thread and hashing its chain in 2 to 8 parallel segments;
+    /// every report must be the same. Returns the one-thread report.
+    static func verifyEveryWay(_ ledger: Ledger, expectedHead: (sequence: UInt64, hash: [UInt8])? = nil) throws -> VerifyReport {
+        let single = try ledger.verify(expectedHead: expectedHead, segments: 1, progress: nil)
+        for segments in 2...8 {
+            let split = try ledger.verify(expectedHead: expectedHead, segments: segments, progress: nil)
+            #expect(
+                split.problem == single.problem && split.eventsChecked == single.eventsChecked && split.headHash == single.headHash,
+                "\(segments) segments: \(split.problem?.description ?? "valid") against \(single.problem?.description ?? "valid")")
+        }
+        return single
+    }
+
     @Test("verify names the event whose stored bytes had a byte flipped")
     func flippedByte() async throws {
         let temporary = try TemporaryStore()
@@ -80,11 +93,14 @@ struct ReplayAndVerifyTests {
         let target: UInt64
         do {
             let ledger = try temporary.ledgerStore.createLedger(id: "flip")
-            _ = try await ledger.save((0..<100).map { Fixtures.heartRate(60, at: Double($0)) }, by: .owner)
+            // Events 2–99, the marked 100, then 101–200: in two segments, the marked event
+            // ends the first, and only the join of the two sees its change.
+            _ = try await ledger.save((0..<98).map { Fixtures.heartRate(60, at: Double($0)) }, by: .owner)
             let marked = Fixtures.heartRate(61, at: 500, metadata: ["note": .string(marker)])
             _ = try await ledger.save([marked], by: .owner)
             _ = try await ledger.save((0..<100).map { Fixtures.heartRate(62, at: 1000 + Double($0)) }, by: .owner)
             target = try #require(try ledger.events(from: 1, limit: 1000).first { $0.objectUUID == marked.uuid }?.sequence)
+            #expect(target == 100)
             #expect(try ledger.verify().isValid)
         }
         temporary.close()
@@ -106,16 +122,17 @@ struct ReplayAndVerifyTests {
         #expect(flipped >= 1)
         try Data(bytes).write(to: file)
 
-        let report = try temporary.reopen().ledger("flip").verify()
+        let report = try Self.verifyEveryWay(temporary.reopen().ledger("flip"))
         #expect(!report.isValid)
         #expect(report.problem?.sequence == target)
     }
 
-    @Test("verify names the event whose own link (previous hash) was damaged")
-    func damagedLink() async throws {
+    /// Event 51 of 101 begins the second of two segments: only the join of the segments
+    /// sees its link.
+    @Test("verify names the event whose own link (previous hash) was damaged", arguments: [40, 51] as [UInt64])
+    func damagedLink(target: UInt64) async throws {
         let temporary = try TemporaryStore()
         let link: [UInt8]
-        let target: UInt64 = 40
         do {
             let ledger = try temporary.ledgerStore.createLedger(id: "link")
             _ = try await ledger.save((0..<100).map { Fixtures.heartRate(60, at: Double($0)) }, by: .owner)
@@ -131,7 +148,7 @@ struct ReplayAndVerifyTests {
         }
         #expect(flipped >= 1)
         try Data(bytes).write(to: file)
-        let report = try temporary.reopen().ledger("link").verify()
+        let report = try Self.verifyEveryWay(temporary.reopen().ledger("link"))
         #expect(report.problem?.sequence == target)
     }
 
@@ -143,7 +160,7 @@ struct ReplayAndVerifyTests {
             let ledger = try temporary.ledgerStore.createLedger(id: "pinned")
             for round in 0..<4 { _ = try await ledger.save((0..<5).map { Fixtures.heartRate(60, at: Double(round * 10 + $0)) }, by: .owner) }
             pinned = try ledger.head()
-            let report = try ledger.verify(expectedHead: pinned)
+            let report = try Self.verifyEveryWay(ledger, expectedHead: pinned)
             #expect(report.isValid && report.headSequence == pinned.sequence && report.headHash == pinned.hash)
             // More events later: the ledger still extends the pinned head.
             _ = try await ledger.save([Fixtures.heartRate(70, at: 999)], by: .owner)
@@ -160,7 +177,7 @@ struct ReplayAndVerifyTests {
         try rewriteHistory(ledgerAt: temporary.directory.appending(path: "ledgers/pinned"), from: rewritten)
         let ledger = try temporary.reopen().ledger("pinned")
         #expect(try ledger.verify().isValid, "the rewritten chain is consistent on its own")
-        let report = try ledger.verify(expectedHead: pinned)
+        let report = try Self.verifyEveryWay(ledger, expectedHead: pinned)
         #expect(report.problem?.sequence == pinned.sequence)
         #expect(report.problem?.reason.contains("rewritten") == true)
     }
@@ -184,13 +201,13 @@ struct ReplayAndVerifyTests {
             #expect(removed == sequences)
         }
         try removeEvents([head, head - 1])
-        let truncated = try temporary.reopen().ledger("cut").verify()
+        let truncated = try Self.verifyEveryWay(temporary.reopen().ledger("cut"))
         #expect(truncated.problem?.sequence == head - 1)
         #expect(truncated.problem?.reason.contains("truncated") == true)
 
         temporary.close()
         try removeEvents([20])
-        let gap = try temporary.reopen().ledger("cut").verify()
+        let gap = try Self.verifyEveryWay(temporary.reopen().ledger("cut"))
         #expect(gap.problem?.sequence == 20)
     }
 

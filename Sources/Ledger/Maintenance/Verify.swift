@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import HealthModel
 import LMDB
 import LedgerSchema
@@ -39,8 +40,18 @@ extension Ledger {
     ///   - expectedHead: a head pinned earlier (sequence and hash): the ledger must still
     ///     hold that event with that hash, so today's history extends the pinned one. A
     ///     history rewritten up to it, even with a consistent chain, fails at that event.
-    ///   - progress: called every 100,000 events with the count checked so far.
+    ///   - progress: called every 100,000 events with the count checked so far (one call at
+    ///     a time, possibly from another thread: a long log is hashed on every processor).
     public func verify(expectedHead: (sequence: UInt64, hash: [UInt8])? = nil, progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport {
+        try verify(expectedHead: expectedHead, segments: nil, progress: progress)
+    }
+
+    /// ``verify(expectedHead:progress:)`` hashing the chain in `segments` parallel segments
+    /// (nil: one per processor, up to 8, for a log of at least ``parallelVerifyThreshold``
+    /// events; 1: on one thread). Every choice gives the same report.
+    package func verify(
+        expectedHead: (sequence: UInt64, hash: [UInt8])?, segments: Int?, progress: ((UInt64) -> Void)?
+    ) throws -> VerifyReport {
         let clock = ContinuousClock()
         let started = clock.now
         return try environment.read { txn in
@@ -51,56 +62,62 @@ extension Ledger {
                 report.duration = clock.now - started
                 return report
             }
-            var expected: UInt64 = 1
-            // The running hash lives in a fixed buffer: no allocation per event.
-            var previousHash = InlineHash()
-            let failure: VerifyReport? = try txn.withCursor(on: databases.events) { cursor in
-                var entry = try cursor.first()
-                while let current = entry {
-                    guard current.key.count == 8 else { return fail(nil, "the log holds a key of \(current.key.count) bytes") }
-                    let key = KeyEncoding.uint64(current.key, at: 0)
-                    guard key == expected else {
-                        return fail(expected, key > expected ? "missing: the log jumps from \(expected - 1) to \(key)" : "out of order")
-                    }
-                    guard let fields = EventCodec.chainFields(current.value) else {
-                        return fail(key, "the stored bytes are not a well-formed event")
-                    }
-                    guard fields.sequence == key else {
-                        return fail(key, "it records sequence \(fields.sequence) but is stored as \(key)")
-                    }
-                    guard previousHash.equals(fields.previousHash) else {
-                        if key == 1 { return fail(1, "the first event's previous hash is not zero") }
-                        // Either the predecessor's bytes changed, or this event's own link did.
-                        // If this event no longer hashes to what its successor (or the head)
-                        // recorded, the damage is here; otherwise it is in the predecessor.
-                        let ownHash = EventCodec.hash(current.value)
-                        let recorded: [UInt8]
-                        if let successor = try cursor.next(), let link = EventCodec.chainFields(successor.value) {
-                            recorded = Array(link.previousHash)
-                        } else {
-                            recorded = head.hash
+            var previousHash: InlineHash
+            if let lastHash = try chainHashInParallel(head: head, segments: segments, in: txn, progress: progress) {
+                previousHash = lastHash
+                report.eventsChecked = head.sequence
+            } else {
+                var expected: UInt64 = 1
+                // The running hash lives in a fixed buffer: no allocation per event.
+                previousHash = InlineHash()
+                let failure: VerifyReport? = try txn.withCursor(on: databases.events) { cursor in
+                    var entry = try cursor.first()
+                    while let current = entry {
+                        guard current.key.count == 8 else { return fail(nil, "the log holds a key of \(current.key.count) bytes") }
+                        let key = KeyEncoding.uint64(current.key, at: 0)
+                        guard key == expected else {
+                            return fail(expected, key > expected ? "missing: the log jumps from \(expected - 1) to \(key)" : "out of order")
                         }
-                        return ownHash == recorded
-                            ? fail(key - 1, "its stored bytes do not match the hash recorded by event \(key)")
-                            : fail(key, "its link to event \(key - 1) is damaged")
+                        guard let fields = EventCodec.chainFields(current.value) else {
+                            return fail(key, "the stored bytes are not a well-formed event")
+                        }
+                        guard fields.sequence == key else {
+                            return fail(key, "it records sequence \(fields.sequence) but is stored as \(key)")
+                        }
+                        guard previousHash.equals(fields.previousHash) else {
+                            if key == 1 { return fail(1, "the first event's previous hash is not zero") }
+                            // Either the predecessor's bytes changed, or this event's own link did.
+                            // If this event no longer hashes to what its successor (or the head)
+                            // recorded, the damage is here; otherwise it is in the predecessor.
+                            let ownHash = EventCodec.hash(current.value)
+                            let recorded: [UInt8]
+                            if let successor = try cursor.next(), let link = EventCodec.chainFields(successor.value) {
+                                recorded = Array(link.previousHash)
+                            } else {
+                                recorded = head.hash
+                            }
+                            return ownHash == recorded
+                                ? fail(key - 1, "its stored bytes do not match the hash recorded by event \(key)")
+                                : fail(key, "its link to event \(key - 1) is damaged")
+                        }
+                        previousHash = InlineHash(SHA256.digest(of: current.value))
+                        report.eventsChecked = key
+                        if key % 100_000 == 0 { progress?(key) }
+                        expected += 1
+                        entry = try cursor.next()
                     }
-                    previousHash = InlineHash(SHA256.digest(of: current.value))
-                    report.eventsChecked = key
-                    if key % 100_000 == 0 { progress?(key) }
-                    expected += 1
-                    entry = try cursor.next()
+                    return nil
                 }
-                return nil
-            }
-            if let failure { return failure }
-            let last = expected - 1
-            guard last == head.sequence else {
-                return last < head.sequence
-                    ? fail(last + 1, "the log is truncated: it ends at event \(last) but its head records \(head.sequence)")
-                    : fail(head.sequence + 1, "the log holds events after its recorded head \(head.sequence)")
+                if let failure { return failure }
+                let last = expected - 1
+                guard last == head.sequence else {
+                    return last < head.sequence
+                        ? fail(last + 1, "the log is truncated: it ends at event \(last) but its head records \(head.sequence)")
+                        : fail(head.sequence + 1, "the log holds events after its recorded head \(head.sequence)")
+                }
             }
             guard head.hash.withUnsafeBytes({ previousHash.equals($0) }) else {
-                return fail(last, "its stored bytes do not match the hash recorded in the log head")
+                return fail(head.sequence, "its stored bytes do not match the hash recorded in the log head")
             }
             if let expectedHead {
                 guard expectedHead.sequence >= 1, expectedHead.sequence <= head.sequence else {
@@ -120,6 +137,91 @@ extension Ledger {
             report.duration = clock.now - started
             return report
         }
+    }
+}
+
+extension Ledger {
+    /// Logs shorter than this are walked on one thread.
+    package static let parallelVerifyThreshold: UInt64 = 100_000
+
+    /// The hash chain of events 1 through `head.sequence`, checked in as many segments as
+    /// there are processors, each on a thread and a read transaction of its own, then joined
+    /// (each segment's first link must be the previous segment's last hash).
+    ///
+    /// - Returns: the last event's hash when every event is present, in order, names its own
+    ///   sequence and links to its predecessor, and nothing follows the head; nil when any
+    ///   check fails, or when the log is too short to split. The caller then walks the log on
+    ///   one thread, which names the first bad event.
+    private func chainHashInParallel(head: LogHead, segments: Int?, in txn: Transaction, progress: ((UInt64) -> Void)?) throws -> InlineHash? {
+        let processors = min(ProcessInfo.processInfo.activeProcessorCount, 8)
+        let parts = UInt64(max(1, segments ?? (head.sequence >= Self.parallelVerifyThreshold ? processors : 1)))
+        guard parts > 1, head.sequence >= parts else { return nil }
+        // Later events may exist in the segments' newer snapshots, never in this one.
+        let last = try txn.withCursor(on: databases.events) { try $0.last() }
+        guard let last, last.key.count == 8, KeyEncoding.uint64(last.key, at: 0) == head.sequence else { return nil }
+        let tally = VerifyTally(progress: progress)
+        let segments = Mutex<[ChainSegment?]>(Array(repeating: nil, count: Int(parts)))
+        DispatchQueue.concurrentPerform(iterations: Int(parts)) { index in
+            let first = 1 + head.sequence * UInt64(index) / parts
+            let end = 1 + head.sequence * UInt64(index + 1) / parts
+            let segment = try? environment.read { txn in try self.chainSegment(first..<end, in: txn, tally: tally) }
+            segments.withLock { $0[index] = segment ?? nil }
+        }
+        var previous = InlineHash()
+        for segment in segments.withLock({ $0 }) {
+            guard let segment, segment.firstLink == previous else { return nil }
+            previous = segment.lastHash
+        }
+        return previous
+    }
+
+    /// One segment's chain: its first event's link and its last event's hash; nil when an
+    /// event is missing, misplaced, malformed or not linked to its predecessor.
+    private func chainSegment(_ range: Range<UInt64>, in txn: Transaction, tally: VerifyTally) throws -> ChainSegment? {
+        try txn.withCursor(on: databases.events) { cursor in
+            var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(range.lowerBound))
+            var expected = range.lowerBound
+            var firstLink = InlineHash()
+            var previousHash = InlineHash()
+            while expected < range.upperBound {
+                guard let current = entry, current.key.count == 8, KeyEncoding.uint64(current.key, at: 0) == expected,
+                    let fields = EventCodec.chainFields(current.value), fields.sequence == expected
+                else { return nil }
+                if expected == range.lowerBound {
+                    firstLink = InlineHash(fields.previousHash)
+                } else if !previousHash.equals(fields.previousHash) {
+                    return nil
+                }
+                previousHash = InlineHash(SHA256.digest(of: current.value))
+                expected += 1
+                if expected % 10_000 == 0 { tally.add(10_000) }
+                entry = try cursor.next()
+            }
+            return ChainSegment(firstLink: firstLink, lastHash: previousHash)
+        }
+    }
+}
+
+private struct ChainSegment: Sendable {
+    var firstLink: InlineHash
+    var lastHash: InlineHash
+}
+
+/// Events hashed so far across segments, reported every 100,000, one call at a time.
+private final class VerifyTally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count: UInt64 = 0
+    private let progress: ((UInt64) -> Void)?
+
+    init(progress: ((UInt64) -> Void)?) { self.progress = progress }
+
+    func add(_ events: UInt64) {
+        guard let progress else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        let before = count / 100_000
+        count += events
+        if count / 100_000 > before { progress(count / 100_000 * 100_000) }
     }
 }
 
