@@ -1,9 +1,9 @@
 import Crypto
 import Foundation
-import Synchronization
 import HealthModel
 import LMDB
 import LedgerSchema
+import Synchronization
 
 /// The outcome of checking a ledger's hash chain.
 public struct VerifyReport: Sendable, Hashable {
@@ -165,7 +165,7 @@ extension Ledger {
             let first = 1 + head.sequence * UInt64(index) / parts
             let end = 1 + head.sequence * UInt64(index + 1) / parts
             let segment = try? environment.read { txn in try self.chainSegment(first..<end, in: txn, tally: tally) }
-            segments.withLock { $0[index] = segment ?? nil }
+            segments.withLock { $0[index] = segment }
         }
         var previous = InlineHash()
         for segment in segments.withLock({ $0 }) {
