@@ -489,11 +489,28 @@ public final class AppleHealthReader: XMLStreamHandler {
         }
         var hasher = SHA256()
         input.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        // Written as UTF-8 bytes and made a string once.
+        var text = Array(syncIdentifierPrefix.utf8)
+        text.reserveCapacity(text.count + 44)
+        if let start {
+            var seconds = UInt64(max(0, Int64(start.timeIntervalSince1970.rounded())))
+            var digits: [UInt8] = []
+            repeat {
+                digits.append(UInt8(ascii: "0") + UInt8(seconds % 10))
+                seconds /= 10
+            } while seconds > 0 || digits.count < 11
+            text.append(contentsOf: digits.reversed())
+            text.append(UInt8(ascii: "-"))
+        }
         // The first 16 bytes of the digest, in hex.
-        let hash = hasher.finalize().withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0.prefix(16)).hexString }
-        guard let start else { return syncIdentifierPrefix + hash }
-        let digits = String(max(0, Int64(start.timeIntervalSince1970.rounded())))
-        return syncIdentifierPrefix + String(repeating: "0", count: max(0, 11 - digits.count)) + digits + "-" + hash
+        let hex = Array("0123456789abcdef".utf8)
+        hasher.finalize().withUnsafeBytes { digest in
+            for byte in digest.prefix(16) {
+                text.append(hex[Int(byte >> 4)])
+                text.append(hex[Int(byte & 0x0F)])
+            }
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     static func seconds(_ date: Date) -> String { String(Int64(date.timeIntervalSince1970.rounded())) }

@@ -101,4 +101,38 @@ struct ValidationTests {
                                    metadata: ["note": .string(String(repeating: "x", count: ObjectLimits.maximumStringLength + 1))]),
                       field: "metadata.note")
     }
+
+    @Test("every device and source revision string over 255 bytes is refused, naming its field; metadata values out of range name their key")
+    func longIdentifiers() throws {
+        let long = String(repeating: "x", count: ObjectLimits.maximumIdentifierLength + 1)
+        let devicePaths: [(WritableKeyPath<Device, String?>, String)] = [
+            (\.name, "name"), (\.manufacturer, "manufacturer"), (\.model, "model"), (\.hardwareVersion, "hardwareVersion"),
+            (\.firmwareVersion, "firmwareVersion"), (\.softwareVersion, "softwareVersion"), (\.localIdentifier, "localIdentifier"),
+            (\.udiDeviceIdentifier, "udiDeviceIdentifier"),
+        ]
+        for (path, name) in devicePaths {
+            var device = Device(name: "Watch")
+            device[keyPath: path] = long
+            let sample = QuantitySample(type: try QuantityType("HKQuantityTypeIdentifierHeartRate"), quantity: try Quantity(60, "count/min"), start: now, end: now, device: device)
+            expectInvalid(.quantitySample(sample), field: "device.\(name)")
+        }
+        let revisions: [(SourceRevision, String)] = [
+            (SourceRevision(source: Source(bundleIdentifier: long, name: "a")), "sourceRevision.source.bundleIdentifier"),
+            (SourceRevision(source: Source(bundleIdentifier: "a", name: long)), "sourceRevision.source.name"),
+            (SourceRevision(source: Source(bundleIdentifier: "a", name: "a"), version: long), "sourceRevision.version"),
+            (SourceRevision(source: Source(bundleIdentifier: "a", name: "a"), productType: long), "sourceRevision.productType"),
+            (SourceRevision(source: Source(bundleIdentifier: "a", name: "a"), operatingSystemVersion: long), "sourceRevision.operatingSystemVersion"),
+            (SourceRevision(source: Source(bundleIdentifier: "", name: "a")), "sourceRevision.source.bundleIdentifier"),
+        ]
+        for (revision, field) in revisions {
+            let sample = QuantitySample(
+                type: try QuantityType("HKQuantityTypeIdentifierHeartRate"), quantity: try Quantity(60, "count/min"), start: now, end: now,
+                sourceRevision: revision)
+            expectInvalid(.quantitySample(sample), field: field)
+        }
+        let type = "HKQuantityTypeIdentifierBodyMass"
+        expectInvalid(try quantity(type, 70, "kg", metadata: ["n": .number(.nan)]), field: "metadata.n")
+        expectInvalid(try quantity(type, 70, "kg", metadata: ["d": .date(Date(timeIntervalSince1970: 1e12))]), field: "metadata.d")
+        expectInvalid(try quantity(type, 70, "kg", metadata: ["q": .quantity(try Quantity(.infinity, "kg"))]), field: "metadata.q")
+    }
 }

@@ -231,29 +231,36 @@ extension HealthObject {
     }
 
     private static func validate(_ revision: SourceRevision) throws {
-        let fields: [(String, String?)] = [
-            ("sourceRevision.source.bundleIdentifier", revision.source.bundleIdentifier),
-            ("sourceRevision.source.name", revision.source.name),
-            ("sourceRevision.version", revision.version),
-            ("sourceRevision.productType", revision.productType),
-            ("sourceRevision.operatingSystemVersion", revision.operatingSystemVersion),
-        ]
         guard !revision.source.bundleIdentifier.isEmpty else {
-            throw HealthError.invalidArgument("the source's bundle identifier is empty", field: fields[0].0)
+            throw HealthError.invalidArgument("the source's bundle identifier is empty", field: "sourceRevision.source.bundleIdentifier")
         }
-        for (field, value) in fields {
+        func check(_ value: String?, _ field: String) throws {
             if let value, value.utf8.count > ObjectLimits.maximumIdentifierLength {
                 throw HealthError.invalidArgument("\(field) is longer than \(ObjectLimits.maximumIdentifierLength) bytes", field: field)
             }
         }
+        try check(revision.source.bundleIdentifier, "sourceRevision.source.bundleIdentifier")
+        try check(revision.source.name, "sourceRevision.source.name")
+        try check(revision.version, "sourceRevision.version")
+        try check(revision.productType, "sourceRevision.productType")
+        try check(revision.operatingSystemVersion, "sourceRevision.operatingSystemVersion")
     }
 
     private static func validate(_ device: Device) throws {
-        for (name, value) in device.fields {
+        // Field by field: no list of the fields is built for a device that passes.
+        func check(_ value: String?, _ name: String) throws {
             if let value, value.utf8.count > ObjectLimits.maximumIdentifierLength {
                 throw HealthError.invalidArgument("device.\(name) is longer than \(ObjectLimits.maximumIdentifierLength) bytes", field: "device.\(name)")
             }
         }
+        try check(device.name, "name")
+        try check(device.manufacturer, "manufacturer")
+        try check(device.model, "model")
+        try check(device.hardwareVersion, "hardwareVersion")
+        try check(device.firmwareVersion, "firmwareVersion")
+        try check(device.softwareVersion, "softwareVersion")
+        try check(device.localIdentifier, "localIdentifier")
+        try check(device.udiDeviceIdentifier, "udiDeviceIdentifier")
     }
 
     static func validate(_ metadata: Metadata) throws {
@@ -262,22 +269,22 @@ extension HealthObject {
                 "metadata has \(metadata.count) entries; at most \(ObjectLimits.maximumMetadataEntries) are allowed", field: "metadata")
         }
         for (key, value) in metadata {
-            let field = "metadata.\(key)"
             guard !key.isEmpty, key.utf8.count <= ObjectLimits.maximumKeyLength else {
                 throw HealthError.invalidArgument("metadata keys must be 1–\(ObjectLimits.maximumKeyLength) bytes", field: "metadata")
             }
+            // The field's name is only spelled out for an error.
             switch value {
             case .string(let string) where string.utf8.count > ObjectLimits.maximumStringLength:
-                throw HealthError.invalidArgument("\(field) is longer than \(ObjectLimits.maximumStringLength) bytes", field: field)
+                throw HealthError.invalidArgument("metadata.\(key) is longer than \(ObjectLimits.maximumStringLength) bytes", field: "metadata.\(key)")
             case .number(let number) where !number.isFinite:
-                throw HealthError.invalidArgument("\(field) must be a finite number", field: field)
+                throw HealthError.invalidArgument("metadata.\(key) must be a finite number", field: "metadata.\(key)")
             case .date(let date) where !ObjectLimits.dateRange.contains(date):
-                throw HealthError.invalidArgument("\(field) must fall within years 0001–9999", field: field)
+                throw HealthError.invalidArgument("metadata.\(key) must fall within years 0001–9999", field: "metadata.\(key)")
             case .quantity(let quantity) where !quantity.value.isFinite:
-                throw HealthError.invalidArgument("\(field) must be a finite quantity", field: field)
+                throw HealthError.invalidArgument("metadata.\(key) must be a finite quantity", field: "metadata.\(key)")
             default: break
             }
-            if let rule = MetadataRule.rules[key] { try check(value, against: rule, field: field) }
+            if let rule = MetadataRule.rules[key] { try check(value, against: rule, key: key) }
         }
         try validateSyncPair(metadata)
     }
@@ -305,7 +312,8 @@ extension HealthObject {
         }
     }
 
-    private static func check(_ value: MetadataValue, against rule: MetadataRule, field: String) throws {
+    private static func check(_ value: MetadataValue, against rule: MetadataRule, key: String) throws {
+        var field: String { "metadata.\(key)" }
         switch (rule, value) {
         case (.string, .string): return
         case (.enumeration(let allowed), .number(let number)):
