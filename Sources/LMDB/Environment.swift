@@ -111,6 +111,21 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` in another read-only snapshot, on any thread, while the caller holds a
+    /// snapshot of ``read(_:)`` on this environment open until `body` returns: that hold
+    /// keeps the map from being resized meanwhile, so no lock is taken. (``read(_:)`` would
+    /// take it, and wait behind a resize that waits for the holder to finish: a deadlock when
+    /// the holder waits for `body`.) For a read split across threads, such as hashing the log
+    /// in segments.
+    ///
+    /// - Throws: ``LMDBError`` `mapResized` when another process grew the map since the
+    ///   holder began.
+    package func readAlongsideHeldSnapshot<R>(_ body: (Transaction) throws -> R) throws -> R {
+        let txn = try begin(readOnly: true)
+        defer { txn.abort() }
+        return try body(txn)
+    }
+
     /// Runs `body` in a write transaction and commits it; aborts if `body` throws.
     ///
     /// On `MDB_MAP_FULL` the transaction is aborted, the map doubled, and `body` run again.

@@ -46,6 +46,25 @@ struct ReplayAndVerifyTests {
         #expect(try ledger.verify().isValid)
     }
 
+    /// Past one scratch transaction (50,000 events) and many of the reader's chunks (1,024),
+    /// with deletes that read back earlier events; the log is also hashed in segments.
+    @Test("replay of a log longer than one scratch transaction is byte-identical")
+    func longReplay() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "long")
+        var kept: [UUID] = []
+        for batch in 0..<55 {
+            let objects = (0..<1000).map { Fixtures.heartRate(60, at: Double(batch * 1000 + $0)) }
+            _ = try await ledger.save(objects, by: .owner)
+            kept.append(objects[0].uuid)
+        }
+        try await ledger.delete(Array(kept.prefix(50)), by: .owner)
+        let report = try ledger.replay()
+        #expect(report.identical)
+        #expect(report.events == (try ledger.head().sequence))
+        #expect(try ledger.verify(expectedHead: nil, segments: 2, progress: nil).isValid)
+    }
+
     @Test("replay --install repairs damaged projections")
     func repair() async throws {
         let temporary = try TemporaryStore()

@@ -66,6 +66,10 @@ extension Ledger {
 
     /// - Parameter copyingEventsTo: also copy each event replayed into this database of
     ///   `fresh` (a point-in-time view holds its log too).
+    ///
+    /// The log is read, decoded and hashed on a thread of its own (``DecodedEvents``), a few
+    /// chunks ahead, while this thread applies the events to the projections: the two halves
+    /// of the work cost about the same, and run side by side.
     func rebuild(
         from live: Transaction, upTo last: UInt64, into fresh: Environment, projector: Projector,
         copyingEventsTo events: Database? = nil, progress: ((UInt64) -> Void)?
@@ -74,37 +78,73 @@ extension Ledger {
             let stored = try Ledger.storedEvent(sequence, in: live, self.databases)
             return try projector.savedSummary(stored: stored, sequence: sequence)
         }
-        try live.withCursor(on: databases.events) { cursor in
-            var applied: UInt64 = 0
-            var frontier = Frontier(size: 0)
-            while applied < last {
-                // One scratch transaction per chunk keeps its dirty pages bounded. The chunk
-                // seeks to its own start, so a retry after the map grows starts over cleanly.
-                let chunkStart = applied
-                let chunkFrontier = frontier
-                applied = try fresh.write { txn in
-                    var reached = chunkStart
-                    let merkle = MerkleAppender(frontier: chunkFrontier)
-                    var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(chunkStart + 1))
-                    var count = 0
-                    var stats = DeferredProjections()
-                    while let current = entry, reached < last, count < 50_000 {
-                        let (sequence, change) = try projector.change(stored: current.value)
-                        try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
-                        merkle.append(eventHash: EventCodec.hash(current.value))
-                        if let events { try txn.put(current.value, forKey: current.key, in: events, append: true) }
-                        reached = sequence
-                        count += 1
-                        entry = try cursor.next()
+        let decoded = DecodedEvents(capacity: 64)
+        let reading = DispatchSemaphore(value: 0)
+        let databases = self.databases
+        let environment = self.environment
+        let copying = events != nil
+        let projections = projector.databases
+        Thread.detachNewThread {
+            defer { reading.signal() }
+            // A projector of its own: the unit cache is not shared between threads.
+            let decoder = Projector(databases: projections, units: UnitCache())
+            do {
+                // Alongside the caller's snapshot, which is open until this thread is done.
+                try environment.readAlongsideHeldSnapshot { txn in
+                    try txn.withCursor(on: databases.events) { cursor in
+                        var chunk: [DecodedEvents.Event] = []
+                        chunk.reserveCapacity(DecodedEvents.chunkSize)
+                        var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(1))
+                        while let current = entry {
+                            let (sequence, change) = try decoder.change(stored: current.value)
+                            chunk.append(DecodedEvents.Event(
+                                sequence: sequence, change: change, hash: EventCodec.hash(current.value),
+                                copy: copying ? (Array(current.key), Array(current.value)) : nil))
+                            if chunk.count == DecodedEvents.chunkSize || sequence >= last {
+                                guard decoded.put(chunk) else { return }
+                                chunk.removeAll(keepingCapacity: true)
+                            }
+                            if sequence >= last { break }
+                            entry = try cursor.next()
+                        }
+                        if !chunk.isEmpty { _ = decoded.put(chunk) }
                     }
-                    guard reached > chunkStart else { throw LedgerFailure.corrupted("the log ends at event \(reached), before its head \(last)") }
-                    frontier = try merkle.finish(in: txn, projector.databases.merkle)
-                    try stats.flush(in: txn, projector.databases)
-                    try projector.writeCheckpoint(reached, in: txn)
-                    return reached
                 }
-                if applied / 100_000 != chunkStart / 100_000 { progress?(applied) }
+                decoded.finish(nil)
+            } catch {
+                decoded.finish(error)
             }
+        }
+        defer {
+            decoded.cancel()
+            reading.wait()
+        }
+        var applied: UInt64 = 0
+        var frontier = Frontier(size: 0)
+        while applied < last {
+            // One scratch transaction per 50,000 events or so keeps its dirty pages bounded.
+            // The events are gathered first, so a retry after the map grows applies them again.
+            var batch: [DecodedEvents.Event] = []
+            while batch.count < 50_000, let chunk = try decoded.next() { batch += chunk }
+            guard let reachedInBatch = batch.last?.sequence else {
+                throw LedgerFailure.corrupted("the log ends at event \(applied), before its head \(last)")
+            }
+            let chunkStart = applied
+            let chunkFrontier = frontier
+            applied = try fresh.write { txn in
+                let merkle = MerkleAppender(frontier: chunkFrontier)
+                var stats = DeferredProjections()
+                for event in batch {
+                    try projector.apply(event.change, sequence: event.sequence, in: txn, stats: &stats, loadSaved: loadSaved)
+                    merkle.append(eventHash: event.hash)
+                    if let events, let (key, value) = event.copy { try txn.put(value, forKey: key, in: events, append: true) }
+                }
+                frontier = try merkle.finish(in: txn, projector.databases.merkle)
+                try stats.flush(in: txn, projector.databases)
+                try projector.writeCheckpoint(reachedInBatch, in: txn)
+                return reachedInBatch
+            }
+            if applied / 100_000 != chunkStart / 100_000 { progress?(applied) }
         }
     }
 
@@ -168,5 +208,80 @@ extension Ledger {
         }
         hasher.update(data: block)
         return Array(hasher.finalize())
+    }
+}
+
+/// Events read, decoded and hashed by a thread of their own ahead of the replay that applies
+/// them, handed over in chunks; the reader blocks while `capacity` chunks wait.
+private final class DecodedEvents: @unchecked Sendable {
+    struct Event: Sendable {
+        var sequence: UInt64
+        var change: Projector.Change
+        /// SHA-256 of the event's stored bytes (its Merkle leaf's input).
+        var hash: [UInt8]
+        /// The event's key and stored bytes, when the replay copies the log.
+        var copy: ([UInt8], [UInt8])?
+    }
+
+    static let chunkSize = 1024
+
+    private let condition = NSCondition()
+    private var chunks: [[Event]] = []
+    private var first = 0
+    private var finished = false
+    private var cancelled = false
+    private var failure: (any Error)?
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Hands a chunk over, waiting while `capacity` chunks are queued.
+    /// - Returns: false once the replay stopped taking them.
+    func put(_ chunk: [Event]) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while chunks.count - first >= capacity, !cancelled { condition.wait() }
+        guard !cancelled else { return false }
+        chunks.append(chunk)
+        condition.broadcast()
+        return true
+    }
+
+    /// The reader is done: at the end of the log, or with `error`.
+    func finish(_ error: (any Error)?) {
+        condition.lock()
+        finished = true
+        failure = error
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The replay takes no more chunks: a waiting reader returns.
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The next chunk, waiting for it; nil after the last one.
+    /// - Throws: the reader's error, once the chunks before it are taken.
+    func next() throws -> [Event]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while first == chunks.count, !finished { condition.wait() }
+        guard first < chunks.count else {
+            if let failure { throw failure }
+            return nil
+        }
+        let chunk = chunks[first]
+        chunks[first] = []
+        first += 1
+        if first > 64, first * 2 > chunks.count {
+            chunks.removeFirst(first)
+            first = 0
+        }
+        condition.broadcast()
+        return chunk
     }
 }

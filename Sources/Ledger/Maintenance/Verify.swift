@@ -164,7 +164,8 @@ extension Ledger {
         DispatchQueue.concurrentPerform(iterations: Int(parts)) { index in
             let first = 1 + head.sequence * UInt64(index) / parts
             let end = 1 + head.sequence * UInt64(index + 1) / parts
-            let segment = try? environment.read { txn in try self.chainSegment(first..<end, in: txn, tally: tally) }
+            // Beside `txn`, held open until every segment is done.
+            let segment = try? environment.readAlongsideHeldSnapshot { txn in try self.chainSegment(first..<end, in: txn, tally: tally) }
             segments.withLock { $0[index] = segment }
         }
         var previous = InlineHash()

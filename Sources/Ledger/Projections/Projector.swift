@@ -14,7 +14,7 @@ struct ObjectReadRange {
 
 struct Projector {
     /// A change an event makes to the projections.
-    enum Change {
+    enum Change: Sendable {
         case saved(ObjectSummary)
         /// `replacedBy`: the object that replaces it (by sync version), saved next.
         case deleted(uuid: [UInt8], reason: DeletionReason, replacedBy: [UInt8]?)
