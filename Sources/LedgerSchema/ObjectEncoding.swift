@@ -64,12 +64,8 @@ extension HealthObject {
         }
         if let device = sample.device {
             writer.message(field: 4) { message in
-                let fields = [
-                    device.name, device.manufacturer, device.model, device.hardwareVersion, device.firmwareVersion, device.softwareVersion,
-                    device.localIdentifier, device.udiDeviceIdentifier,
-                ]
-                for (index, value) in fields.enumerated() {
-                    if let value { message.presentString(field: index + 1, value) }
+                device.forEachField { number, _, value in
+                    if let value { message.presentString(field: number, value) }
                 }
             }
         }

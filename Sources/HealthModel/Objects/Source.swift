@@ -95,8 +95,21 @@ public struct Device: Sendable, Hashable, Codable {
 
     /// The fields by name, in schema order.
     public var fields: [(String, String?)] {
-        [("name", name), ("manufacturer", manufacturer), ("model", model), ("hardwareVersion", hardwareVersion),
-         ("firmwareVersion", firmwareVersion), ("softwareVersion", softwareVersion),
-         ("localIdentifier", localIdentifier), ("udiDeviceIdentifier", udiDeviceIdentifier)]
+        var fields: [(String, String?)] = []
+        forEachField { _, name, value in fields.append((name, value)) }
+        return fields
+    }
+
+    /// Calls `body` with each field's number in the schema, name and value, in schema order,
+    /// without building a list (for the encoder and validation, once per object).
+    public func forEachField(_ body: (_ number: Int, _ name: String, _ value: String?) throws -> Void) rethrows {
+        try body(1, "name", name)
+        try body(2, "manufacturer", manufacturer)
+        try body(3, "model", model)
+        try body(4, "hardwareVersion", hardwareVersion)
+        try body(5, "firmwareVersion", firmwareVersion)
+        try body(6, "softwareVersion", softwareVersion)
+        try body(7, "localIdentifier", localIdentifier)
+        try body(8, "udiDeviceIdentifier", udiDeviceIdentifier)
     }
 }

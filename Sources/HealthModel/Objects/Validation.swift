@@ -247,20 +247,11 @@ extension HealthObject {
     }
 
     private static func validate(_ device: Device) throws {
-        // Field by field: no list of the fields is built for a device that passes.
-        func check(_ value: String?, _ name: String) throws {
+        try device.forEachField { _, name, value in
             if let value, value.utf8.count > ObjectLimits.maximumIdentifierLength {
                 throw HealthError.invalidArgument("device.\(name) is longer than \(ObjectLimits.maximumIdentifierLength) bytes", field: "device.\(name)")
             }
         }
-        try check(device.name, "name")
-        try check(device.manufacturer, "manufacturer")
-        try check(device.model, "model")
-        try check(device.hardwareVersion, "hardwareVersion")
-        try check(device.firmwareVersion, "firmwareVersion")
-        try check(device.softwareVersion, "softwareVersion")
-        try check(device.localIdentifier, "localIdentifier")
-        try check(device.udiDeviceIdentifier, "udiDeviceIdentifier")
     }
 
     static func validate(_ metadata: Metadata) throws {
