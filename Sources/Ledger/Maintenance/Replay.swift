@@ -177,35 +177,47 @@ extension Ledger {
     }
 
     static func digest(_ projections: [Database], in txn: Transaction) throws -> [UInt8] {
-        var hasher = SHA256()
-        // Length-prefixed names, keys and values, fed to the hasher in 64 KiB blocks.
-        var block: [UInt8] = []
-        block.reserveCapacity(1 << 16)
-        func feed(_ bytes: UnsafeRawBufferPointer) {
-            if block.count + bytes.count + 4 > 1 << 16 {
-                hasher.update(data: block)
-                block.removeAll(keepingCapacity: true)
-            }
-            withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { block.append(contentsOf: $0) }
-            if bytes.count > 1 << 15 {
-                hasher.update(data: block)
-                block.removeAll(keepingCapacity: true)
-                hasher.update(bufferPointer: bytes)
-            } else {
-                block.append(contentsOf: bytes)
-            }
-        }
+        var digest = ProjectionDigest()
         for database in projections {
-            Array(database.name.utf8).withUnsafeBytes { feed($0) }
+            Array(database.name.utf8).withUnsafeBytes { digest.feed($0) }
             try txn.withCursor(on: database) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
-                    feed(current.key)
-                    feed(current.value)
+                    digest.feed(current.key)
+                    digest.feed(current.value)
                     entry = try cursor.next()
                 }
             }
         }
+        return digest.finish()
+    }
+}
+
+/// SHA-256 over length-prefixed names, keys and values, fed to the hasher in 64 KiB blocks.
+/// (A value type passed `inout`: a nested function capturing the hasher and the block had
+/// every feed checked for exclusive access at run time.)
+private struct ProjectionDigest {
+    private var hasher = SHA256()
+    private var block: [UInt8] = []
+
+    init() { block.reserveCapacity(1 << 16) }
+
+    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        if block.count + bytes.count + 4 > 1 << 16 {
+            hasher.update(data: block)
+            block.removeAll(keepingCapacity: true)
+        }
+        withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { block.append(contentsOf: $0) }
+        if bytes.count > 1 << 15 {
+            hasher.update(data: block)
+            block.removeAll(keepingCapacity: true)
+            hasher.update(bufferPointer: bytes)
+        } else {
+            block.append(contentsOf: bytes)
+        }
+    }
+
+    mutating func finish() -> [UInt8] {
         hasher.update(data: block)
         return Array(hasher.finalize())
     }
