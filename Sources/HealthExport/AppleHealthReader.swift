@@ -503,13 +503,7 @@ public final class AppleHealthReader: XMLStreamHandler {
             text.append(UInt8(ascii: "-"))
         }
         // The first 16 bytes of the digest, in hex.
-        let hex = Array("0123456789abcdef".utf8)
-        hasher.finalize().withUnsafeBytes { digest in
-            for byte in digest.prefix(16) {
-                text.append(hex[Int(byte >> 4)])
-                text.append(hex[Int(byte & 0x0F)])
-            }
-        }
+        hasher.finalize().withUnsafeBytes { $0.prefix(16).appendHex(to: &text) }
         return String(decoding: text, as: UTF8.self)
     }
 

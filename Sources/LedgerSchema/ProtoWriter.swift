@@ -22,14 +22,8 @@ public struct ProtoWriter: Sendable {
         raw(value)
     }
 
-    public mutating func bytes(field: Int, _ value: [UInt8]) {
-        guard !value.isEmpty else { return }
-        raw(UInt64(field << 3 | 2))
-        raw(UInt64(value.count))
-        buffer.append(contentsOf: value)
-    }
-
-    public mutating func bytes(field: Int, _ value: UnsafeRawBufferPointer) {
+    /// A `bytes` field, left out when empty (an array, or bytes in place such as a UUID's).
+    public mutating func bytes(field: Int, _ value: some Collection<UInt8>) {
         guard !value.isEmpty else { return }
         raw(UInt64(field << 3 | 2))
         raw(UInt64(value.count))

@@ -2,16 +2,23 @@
 extension Sequence where Element == UInt8 {
     /// The bytes as lowercase hex digits, two per byte.
     public var hexString: String {
-        let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(underestimatedCount * 2)
-        for byte in self {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
-        }
+        appendHex(to: &text)
         return String(decoding: text, as: UTF8.self)
     }
+
+    /// Appends the bytes' lowercase hex digits (UTF-8) to `text`, for a caller building a
+    /// longer string as bytes.
+    public func appendHex(to text: inout [UInt8]) {
+        for byte in self {
+            text.append(hexDigits[Int(byte >> 4)])
+            text.append(hexDigits[Int(byte & 0x0F)])
+        }
+    }
 }
+
+private let hexDigits = Array("0123456789abcdef".utf8)
 
 extension Array where Element == UInt8 {
     /// The bytes of an even number of hex digits (either case); nil for anything else.

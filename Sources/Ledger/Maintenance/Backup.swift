@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import HealthModel
 import LMDB
 import Logging
 
@@ -220,7 +221,7 @@ extension Ledger {
             for name in files { try BackupFiles.sync(directory.appending(path: name)) }
             let head = try Self.head(ofCopyAt: directory)
             let manifest = BackupManifest(
-                ledgerID: id, headSequence: head.sequence, headHash: BackupFiles.hex(head.hash), createdAt: BackupFiles.now(), files: files)
+                ledgerID: id, headSequence: head.sequence, headHash: head.hash.hexString, createdAt: BackupFiles.now(), files: files)
             try manifest.write(to: directory)
             try LedgerStore.syncDirectory(directory)
             return manifest
@@ -408,7 +409,7 @@ extension LedgerStore {
                 return result
             }
             let head = try ledger.head()
-            let hash = BackupFiles.hex(head.hash)
+            let hash = head.hash.hexString
             guard head.sequence == manifest.headSequence, hash == manifest.headHash else {
                 result.problem =
                     "head: the copy ends at event \(head.sequence) with hash \(hash), but the manifest records event \(manifest.headSequence) with hash \(manifest.headHash)"
@@ -418,7 +419,7 @@ extension LedgerStore {
             result.objects = replay.objects
             guard replay.identical else {
                 result.problem =
-                    "projections: they differ from a fresh replay of the log (digest \(BackupFiles.hex(replay.liveDigest)), rebuilt \(BackupFiles.hex(replay.rebuiltDigest)))"
+                    "projections: they differ from a fresh replay of the log (digest \(replay.liveDigest.hexString), rebuilt \(replay.rebuiltDigest.hexString))"
                 return result
             }
         } catch let failure as LedgerFailure {
@@ -584,14 +585,4 @@ enum BackupFiles {
         Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
 }
