@@ -24,10 +24,17 @@ public struct HealthObjectDecoder {
     public init() {}
 
     public mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject {
+        try received(bytes).object
+    }
+
+    /// Decodes `bytes`, keeping them when they are exactly what ``HealthObject/encodedBytes()``
+    /// writes for the object decoded (``ReceivedObject/canonicalBytes``).
+    public mutating func received(_ bytes: UnsafeRawBufferPointer) throws -> ReceivedObject {
         do {
-            return try fast.decode(bytes)
+            let (object, canonical) = try fast.decode(bytes)
+            return ReceivedObject(object: object, canonicalBytes: canonical ? Array(bytes) : nil)
         } catch {
-            return try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model()
+            return ReceivedObject(object: try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model(), canonicalBytes: nil)
         }
     }
 
@@ -45,8 +52,13 @@ public struct HealthObjectDecoder {
     /// - Throws: ``HealthError`` for an object the model refuses, its message prefixed with
     ///   "object N: " (N its index); another error for bytes that are not such a message.
     public static func objects(in message: [UInt8]) throws -> [HealthObject] {
+        try receivedObjects(in: message).map(\.object)
+    }
+
+    /// ``objects(in:)``, each with its bytes when they are canonical (``received(_:)``).
+    public static func receivedObjects(in message: [UInt8]) throws -> [ReceivedObject] {
         var decoder = HealthObjectDecoder()
-        var objects: [HealthObject] = []
+        var objects: [ReceivedObject] = []
         try message.withUnsafeBytes { raw in
             var reader = ProtoReader(raw)
             while let (field, wireType) = try reader.next() {
@@ -57,7 +69,7 @@ public struct HealthObjectDecoder {
                 guard wireType == .lengthDelimited else { throw ProtoReader.Malformed() }
                 let bytes = try reader.bytes()
                 do {
-                    objects.append(try decoder.decode(bytes))
+                    objects.append(try decoder.received(bytes))
                 } catch var error as HealthError {
                     error.message = "object \(objects.count): \(error.message)"
                     throw error
@@ -68,8 +80,27 @@ public struct HealthObjectDecoder {
     }
 }
 
+/// An object as it was received: the model, and its serialized bytes when they are exactly
+/// the bytes ``HealthObject/encodedBytes()`` writes for it, so that a store can keep them
+/// instead of encoding the object again.
+public struct ReceivedObject: Sendable {
+    public var object: HealthObject
+    /// The received bytes when canonical: every field in the encoder's order, each present
+    /// exactly when the encoder writes it, varints in their fewest bytes, units in their
+    /// canonical spelling, metadata sorted by key. Nil otherwise (the object is encoded again).
+    public var canonicalBytes: [UInt8]?
+
+    public init(object: HealthObject, canonicalBytes: [UInt8]? = nil) {
+        self.object = object
+        self.canonicalBytes = canonicalBytes
+    }
+}
+
 /// The in-place reader behind ``HealthObjectDecoder``. `decode` throws whenever the slow
-/// path must decide, including on every error: the slow path words it.
+/// path must decide, including on every error: the slow path words it. Alongside the
+/// object it tells whether the bytes are canonical (``ReceivedObject/canonicalBytes``): the
+/// rules below mirror ``HealthObject/encode(into:)`` for quantity and category samples, and
+/// a test holds every object found canonical byte-identical to its encoding.
 private struct FastObjectDecoder {
     struct Fallback: Error {}
 
@@ -89,14 +120,15 @@ private struct FastObjectDecoder {
         }
     }
 
+    /// Each made value with whether its bytes were canonical.
     private var types = Reuse<String>()
     /// The last quantity type, reused while the type string (itself reused) is the same.
     private var quantityType: QuantityType?
-    private var units = Reuse<HealthUnit>()
-    private var revisions = Reuse<SourceRevision>()
-    private var devices = Reuse<Device>()
+    private var units = Reuse<(HealthUnit, Bool)>()
+    private var revisions = Reuse<(SourceRevision, Bool)>()
+    private var devices = Reuse<(Device, Bool)>()
 
-    mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject {
+    mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> (HealthObject, canonical: Bool) {
         var reader = ProtoReader(bytes)
         var uuidBytes = UnsafeRawBufferPointer(start: nil, count: 0)
         var typeBytes = UnsafeRawBufferPointer(start: nil, count: 0)
@@ -111,37 +143,63 @@ private struct FastObjectDecoder {
             case category(Int64)
         }
         var body: Body?
+        // Canonical: fields in ascending order (metadata entries, field 5, may repeat), none
+        // the encoder leaves out, every nested part canonical too.
+        var canonical = true
+        var lastField = 0
         while let (field, wireType) = try reader.next() {
+            if field < lastField || (field == lastField && field != 5) { canonical = false }
+            lastField = field
             switch (field, wireType) {
             case (1, .lengthDelimited): uuidBytes = try reader.bytes()
             case (2, .lengthDelimited): typeBytes = try reader.bytes()
             case (3, .lengthDelimited):
                 guard sourceRevision == nil else { throw Fallback() }
-                sourceRevision = try revisions.value(for: try reader.bytes(), Self.decodeSourceRevision)
+                let (revision, canonicalRevision) = try revisions.value(for: try reader.bytes(), Self.decodeSourceRevision)
+                sourceRevision = revision
+                canonical = canonical && canonicalRevision
             case (4, .lengthDelimited):
                 guard device == nil else { throw Fallback() }
-                device = try devices.value(for: try reader.bytes(), Self.decodeDevice)
-            case (5, .lengthDelimited): entries.append(try Self.decodeMetadataEntry(try reader.bytes()))
-            case (6, .varint): startUs = try reader.signed()
-            case (7, .varint): endUs = try reader.signed()
+                let (decoded, canonicalDevice) = try devices.value(for: try reader.bytes(), Self.decodeDevice)
+                device = decoded
+                canonical = canonical && canonicalDevice
+            case (5, .lengthDelimited):
+                let (key, value, canonicalEntry) = try Self.decodeMetadataEntry(try reader.bytes())
+                // The encoder writes the entries sorted by key.
+                if !canonicalEntry || entries.last.map({ !($0.0 < key) }) == true { canonical = false }
+                entries.append((key, value))
+            case (6, .varint):
+                startUs = try reader.signed()
+                if startUs == 0 { canonical = false }
+            case (7, .varint):
+                endUs = try reader.signed()
+                if endUs == 0 { canonical = false }
             case (10, .lengthDelimited):
                 guard body == nil else { throw Fallback() }
-                body = .quantity(try Self.decodeQuantityBody(try reader.bytes()))
+                let (quantity, canonicalBody) = try Self.decodeQuantityBody(try reader.bytes())
+                body = .quantity(quantity)
+                canonical = canonical && canonicalBody
             case (11, .lengthDelimited):
                 guard body == nil else { throw Fallback() }
                 var inner = ProtoReader(try reader.bytes())
                 var value: Int64 = 0
+                var innerFields = 0
                 while let (innerField, innerWire) = try inner.next() {
+                    innerFields += 1
                     if innerField == 1 {
                         guard innerWire == .varint else { throw Fallback() }
                         value = try inner.signed()
                     } else {
                         try inner.skip(innerWire)
+                        canonical = false
                     }
                 }
+                if innerFields > 1 || (innerFields == 1 && value == 0) || !inner.varintsMinimal { canonical = false }
                 body = .category(value)
             case (1...7, _), (10...19, _): throw Fallback()
-            default: try reader.skip(wireType)
+            default:
+                try reader.skip(wireType)
+                canonical = false
             }
         }
         guard let uuid = UUID(bytes: uuidBytes), let sourceRevision else { throw Fallback() }
@@ -151,6 +209,8 @@ private struct FastObjectDecoder {
         }
         let start = date(microseconds: startUs)
         let end = date(microseconds: endUs)
+        // The encoder writes the dates back from `Date`: canonical when they come back the same.
+        if !reader.varintsMinimal || microseconds(start) != startUs || microseconds(end) != endUs { canonical = false }
         var metadata: Metadata = [:]
         for (key, value) in entries {
             guard let value, metadata.updateValue(value, forKey: key) == nil else { throw Fallback() }
@@ -160,21 +220,26 @@ private struct FastObjectDecoder {
             guard let (value, unitBytes) = quantity else { throw Fallback() }
             let quantityType = try self.quantityType.flatMap { $0.identifier == type ? $0 : nil } ?? QuantityType(type)
             self.quantityType = quantityType
-            let unit = try units.value(for: unitBytes) { raw in
-                guard let string = ProtoReader.validString(raw) else { throw Fallback() }
-                return try HealthUnit(string)
-            }
-            return .quantitySample(QuantitySample(
+            let (unit, canonicalUnit) = try units.value(for: unitBytes, Self.unit)
+            return (.quantitySample(QuantitySample(
                 type: quantityType, quantity: Quantity(value, unit), start: start, end: end,
-                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision))
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision)), canonical && canonicalUnit)
         case .category(let raw)?:
             guard let value = Int(exactly: raw) else { throw Fallback() }
-            return .categorySample(CategorySample(
+            return (.categorySample(CategorySample(
                 type: try CategoryType(type), value: value, start: start, end: end,
-                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision))
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision)), canonical)
         case nil:
             throw Fallback()
         }
+    }
+
+    /// A unit from its string's bytes, and whether they are its canonical spelling (the one
+    /// the encoder writes).
+    private static func unit(_ raw: UnsafeRawBufferPointer) throws -> (HealthUnit, Bool) {
+        guard let string = ProtoReader.validString(raw) else { throw Fallback() }
+        let unit = try HealthUnit(string)
+        return (unit, unit.description == string)
     }
 
     private static func string(_ reader: inout ProtoReader) throws -> String {
@@ -182,41 +247,63 @@ private struct FastObjectDecoder {
         return string
     }
 
-    private static func decodeSourceRevision(_ bytes: UnsafeRawBufferPointer) throws -> SourceRevision {
+    private static func decodeSourceRevision(_ bytes: UnsafeRawBufferPointer) throws -> (SourceRevision, Bool) {
         var reader = ProtoReader(bytes)
         var source: Source?
         var revision = SourceRevision(source: Source(bundleIdentifier: "", name: ""))
+        // The encoder writes the source, then the optional fields present, in order.
+        var canonical = true
+        var lastField = 0
         while let (field, wireType) = try reader.next() {
             guard field > 4 || wireType == .lengthDelimited else { throw Fallback() }
+            if field <= lastField { canonical = false }
+            lastField = field
             switch field {
             case 1:
                 guard source == nil else { throw Fallback() }
                 var inner = ProtoReader(try reader.bytes())
                 var decoded = Source(bundleIdentifier: "", name: "")
+                var lastInner = 0
                 while let (innerField, innerWire) = try inner.next() {
                     guard innerField > 2 || innerWire == .lengthDelimited else { throw Fallback() }
+                    if innerField <= lastInner { canonical = false }
+                    lastInner = innerField
                     switch innerField {
-                    case 1: decoded.bundleIdentifier = try string(&inner)
-                    case 2: decoded.name = try string(&inner)
-                    default: try inner.skip(innerWire)
+                    case 1:
+                        decoded.bundleIdentifier = try string(&inner)
+                        if decoded.bundleIdentifier.isEmpty { canonical = false }
+                    case 2:
+                        decoded.name = try string(&inner)
+                        if decoded.name.isEmpty { canonical = false }
+                    default:
+                        try inner.skip(innerWire)
+                        canonical = false
                     }
                 }
+                if !inner.varintsMinimal { canonical = false }
                 source = decoded
             case 2: revision.version = try string(&reader)
             case 3: revision.productType = try string(&reader)
             case 4: revision.operatingSystemVersion = try string(&reader)
-            default: try reader.skip(wireType)
+            default:
+                try reader.skip(wireType)
+                canonical = false
             }
         }
+        if source == nil || !reader.varintsMinimal { canonical = false }
         revision.source = source ?? Source(bundleIdentifier: "", name: "")
-        return revision
+        return (revision, canonical)
     }
 
-    private static func decodeDevice(_ bytes: UnsafeRawBufferPointer) throws -> Device {
+    private static func decodeDevice(_ bytes: UnsafeRawBufferPointer) throws -> (Device, Bool) {
         var reader = ProtoReader(bytes)
         var device = Device()
+        var canonical = true
+        var lastField = 0
         while let (field, wireType) = try reader.next() {
             guard field > 8 || wireType == .lengthDelimited else { throw Fallback() }
+            if field <= lastField { canonical = false }
+            lastField = field
             switch field {
             case 1: device.name = try string(&reader)
             case 2: device.manufacturer = try string(&reader)
@@ -226,67 +313,93 @@ private struct FastObjectDecoder {
             case 6: device.softwareVersion = try string(&reader)
             case 7: device.localIdentifier = try string(&reader)
             case 8: device.udiDeviceIdentifier = try string(&reader)
-            default: try reader.skip(wireType)
+            default:
+                try reader.skip(wireType)
+                canonical = false
             }
         }
-        return device
+        return (device, canonical && reader.varintsMinimal)
     }
 
-    /// A `Quantity` message: its value and unit string.
-    private static func decodeQuantity(_ bytes: UnsafeRawBufferPointer) throws -> (Double, String) {
-        let (value, unit) = try decodeRawQuantity(bytes)
-        guard let string = ProtoReader.validString(unit) else { throw Fallback() }
-        return (value, string)
-    }
-
-    /// A `Quantity` message: its value and its unit's bytes.
-    private static func decodeRawQuantity(_ bytes: UnsafeRawBufferPointer) throws -> (Double, UnsafeRawBufferPointer) {
+    /// A `Quantity` message: its value, its unit's bytes, and whether the message is written
+    /// as the encoder writes it (the unit's spelling is the caller's to check).
+    private static func decodeRawQuantity(_ bytes: UnsafeRawBufferPointer) throws -> (Double, UnsafeRawBufferPointer, Bool) {
         var reader = ProtoReader(bytes)
         var value = 0.0
         var unit = UnsafeRawBufferPointer(start: nil, count: 0)
+        var canonical = true
+        var lastField = 0
         while let (field, wireType) = try reader.next() {
+            if field <= lastField { canonical = false }
+            lastField = field
             switch (field, wireType) {
-            case (1, .fixed64): value = try reader.double()
-            case (2, .lengthDelimited): unit = try reader.bytes()
+            case (1, .fixed64):
+                value = try reader.double()
+                // A +0 value is left out.
+                if value.bitPattern == 0 { canonical = false }
+            case (2, .lengthDelimited):
+                unit = try reader.bytes()
+                if unit.isEmpty { canonical = false }
             case (1, _), (2, _): throw Fallback()
-            default: try reader.skip(wireType)
+            default:
+                try reader.skip(wireType)
+                canonical = false
             }
         }
-        return (value, unit)
+        return (value, unit, canonical && reader.varintsMinimal)
     }
 
-    private static func decodeQuantityBody(_ bytes: UnsafeRawBufferPointer) throws -> (Double, UnsafeRawBufferPointer)? {
+    private static func decodeQuantityBody(_ bytes: UnsafeRawBufferPointer) throws -> ((Double, UnsafeRawBufferPointer)?, Bool) {
         var reader = ProtoReader(bytes)
         var quantity: (Double, UnsafeRawBufferPointer)?
+        var canonical = true
         while let (field, wireType) = try reader.next() {
             if field == 1 {
                 guard wireType == .lengthDelimited, quantity == nil else { throw Fallback() }
-                quantity = try decodeRawQuantity(try reader.bytes())
+                let (value, unit, canonicalQuantity) = try decodeRawQuantity(try reader.bytes())
+                quantity = (value, unit)
+                canonical = canonical && canonicalQuantity
             } else {
                 try reader.skip(wireType)
+                canonical = false
             }
         }
-        return quantity
+        return (quantity, canonical && reader.varintsMinimal)
     }
 
-    private static func decodeMetadataEntry(_ bytes: UnsafeRawBufferPointer) throws -> (String, MetadataValue?) {
+    private static func decodeMetadataEntry(_ bytes: UnsafeRawBufferPointer) throws -> (String, MetadataValue?, Bool) {
         var reader = ProtoReader(bytes)
         var key = ""
         var value: MetadataValue?
+        // The encoder writes the key (left out when empty), then the one value.
+        var canonical = true
+        var lastField = 0
         while let (field, wireType) = try reader.next() {
+            if field <= lastField || (field > 1 && value != nil) { canonical = false }
+            lastField = field
             switch (field, wireType) {
-            case (1, .lengthDelimited): key = try string(&reader)
+            case (1, .lengthDelimited):
+                key = try string(&reader)
+                if key.isEmpty { canonical = false }
             case (2, .lengthDelimited): value = .string(try string(&reader))
             case (3, .fixed64): value = .number(try reader.double())
-            case (4, .varint): value = .date(date(microseconds: try reader.signed()))
+            case (4, .varint):
+                let microseconds = try reader.signed()
+                let date = date(microseconds: microseconds)
+                if LedgerSchema.microseconds(date) != microseconds { canonical = false }
+                value = .date(date)
             case (5, .lengthDelimited):
                 guard case nil = value else { throw Fallback() }
-                let (amount, unit) = try decodeQuantity(try reader.bytes())
-                value = .quantity(Quantity(amount, try HealthUnit(unit)))
+                let (amount, unitBytes, canonicalQuantity) = try decodeRawQuantity(try reader.bytes())
+                let (unit, canonicalUnit) = try Self.unit(unitBytes)
+                if !canonicalQuantity || !canonicalUnit { canonical = false }
+                value = .quantity(Quantity(amount, unit))
             case (1...5, _): throw Fallback()
-            default: try reader.skip(wireType)
+            default:
+                try reader.skip(wireType)
+                canonical = false
             }
         }
-        return (key, value)
+        return (key, value, canonical && reader.varintsMinimal)
     }
 }

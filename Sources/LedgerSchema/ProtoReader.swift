@@ -13,6 +13,9 @@ public struct ProtoReader {
 
     private let buffer: UnsafeRawBufferPointer
     private var offset = 0
+    /// False once a varint (a tag, a length or a value) was read in more bytes than it needs,
+    /// or with bits beyond 64: bytes that decode but that no encoder writes.
+    public private(set) var varintsMinimal = true
 
     public init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
 
@@ -42,7 +45,10 @@ public struct ProtoReader {
             let byte = buffer[offset]
             offset += 1
             value |= UInt64(byte & 0x7F) << shift
-            if byte & 0x80 == 0 { return value }
+            if byte & 0x80 == 0 {
+                if (byte == 0 && shift > 0) || (shift == 63 && byte > 1) { varintsMinimal = false }
+                return value
+            }
             shift += 7
         }
         throw Malformed()

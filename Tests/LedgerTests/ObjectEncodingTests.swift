@@ -126,6 +126,105 @@ struct ObjectEncodingTests {
         #expect(mutatedOK > 0, "some mutations still decode")
     }
 
+    /// The top-level fields of a serialized message, each as its tag and value bytes.
+    static func fields(of bytes: [UInt8]) -> [[UInt8]] {
+        var fields: [[UInt8]] = []
+        var offset = 0
+        func varint() -> UInt64 {
+            var value: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                let byte = bytes[offset]
+                offset += 1
+                value |= UInt64(byte & 0x7F) << shift
+                if byte & 0x80 == 0 { return value }
+                shift += 7
+            }
+        }
+        while offset < bytes.count {
+            let start = offset
+            switch varint() & 7 {
+            case 0: _ = varint()
+            case 1: offset += 8
+            case 2: offset += Int(varint())
+            default: offset += 4
+            }
+            fields.append(Array(bytes[start..<offset]))
+        }
+        return fields
+    }
+
+    @Test("property: received bytes are kept exactly when they are the object's encoding; reordered, padded or extended bytes are encoded again")
+    func receivedBytes() throws {
+        var rng = SplitMix(state: 4242)
+        func received(_ bytes: [UInt8]) throws -> ReceivedObject {
+            var decoder = HealthObjectDecoder()
+            return try bytes.withUnsafeBytes { try decoder.received($0) }
+        }
+        var samples = 0, kept = 0, recoded = 0
+        for round in 0..<3000 {
+            let object = try Self.randomObject(&rng)
+            let canonical = object.encodedBytes()
+            let exact = try received(canonical)
+            #expect(exact.object == (try Healthledger_V1_HealthObject(serializedBytes: canonical).model()))
+            if let bytes = exact.canonicalBytes { #expect(bytes == canonical) }
+            switch object {
+            case .quantitySample, .categorySample:
+                samples += 1
+                if exact.canonicalBytes != nil { kept += 1 }
+            default:
+                #expect(exact.canonicalBytes == nil, "only samples take the in-place path")
+            }
+            // The same object in bytes no encoder writes: still decoded, never kept.
+            var fields = Self.fields(of: canonical)
+            switch round % 3 {
+            case 0:
+                // Two neighbouring fields swapped (two metadata entries: then out of key order).
+                let index = Int.random(in: 0..<(fields.count - 1), using: &rng)
+                guard fields[index] != fields[index + 1] else { continue }
+                fields.swapAt(index, index + 1)
+            case 1:
+                // An unknown field (30, varint 1) at the end.
+                fields.append([0xF0, 0x01, 0x01])
+            default:
+                // A tag written in two bytes where one does.
+                let index = Int.random(in: 0..<fields.count, using: &rng)
+                fields[index] = [fields[index][0] | 0x80, 0x00] + fields[index].dropFirst()
+            }
+            let altered = try received(fields.flatMap { $0 })
+            #expect(altered.object == exact.object)
+            #expect(altered.canonicalBytes == nil)
+            recoded += 1
+            // Random damage: whatever still decodes is kept only as its exact encoding.
+            var damaged = canonical
+            for _ in 0..<Int.random(in: 1...3, using: &rng) { damaged[Int.random(in: 0..<damaged.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) }
+            if let decoded = try? received(damaged), let bytes = decoded.canonicalBytes {
+                #expect(bytes == decoded.object.encodedBytes())
+            }
+        }
+        #expect(kept > samples * 95 / 100, "\(kept) of \(samples) samples kept")
+        #expect(recoded > 2000)
+
+        // A unit in another spelling than its canonical one, and a zero written explicitly.
+        let vo2 = try QuantityType("HKQuantityTypeIdentifierVO2Max")
+        let sample = HealthObject.quantitySample(QuantitySample(
+            type: vo2, quantity: try Quantity(41.5, "ml/(kg*min)"), start: Date(timeIntervalSince1970: 1_700_000_000),
+            end: Date(timeIntervalSince1970: 1_700_000_060), uuid: .random(), sourceRevision: SourceRevision(source: Source(bundleIdentifier: "com.example", name: "Example"))))
+        var message = Healthledger_V1_HealthObject(sample)
+        #expect(try received(try message.serializedBytes()).canonicalBytes != nil)
+        message.quantity.quantity.unit = "ml/(kg*min)"
+        let respelled = try received(try message.serializedBytes())
+        #expect(respelled.canonicalBytes == nil)
+        #expect(respelled.object == sample)
+        let category = HealthObject.categorySample(CategorySample(
+            type: Fixtures.sleep, value: 0, start: Date(timeIntervalSince1970: 1_700_000_000), end: Date(timeIntervalSince1970: 1_700_000_060),
+            uuid: .random(), sourceRevision: SourceRevision(source: Source(bundleIdentifier: "com.example", name: "Example"))))
+        let zeroWritten = Self.fields(of: category.encodedBytes()).dropLast() + [[0x5A, 0x02, 0x08, 0x00]]
+        let explicitZero = try received(zeroWritten.flatMap { $0 })
+        #expect(explicitZero.object == category)
+        #expect(explicitZero.canonicalBytes == nil)
+    }
+
     @Test("property: the direct encoding equals SwiftProtobuf's, and both summaries agree")
     func matchesSwiftProtobuf() throws {
         var rng = SplitMix(state: 2024)

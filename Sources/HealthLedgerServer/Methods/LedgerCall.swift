@@ -21,9 +21,9 @@ struct LedgerCall: Sendable {
 
     /// A `SaveRequest`'s objects, read straight from the payload through the shared object
     /// decoder rather than through the request message and a conversion.
-    static func saveObjects(_ payload: [UInt8]) throws -> [HealthObject] {
+    static func saveObjects(_ payload: [UInt8]) throws -> [ReceivedObject] {
         do {
-            return try HealthObjectDecoder.objects(in: payload)
+            return try HealthObjectDecoder.receivedObjects(in: payload)
         } catch let error as HealthError {
             throw error
         } catch {
@@ -31,8 +31,8 @@ struct LedgerCall: Sendable {
         }
     }
 
-    func save(_ objects: [HealthObject]) async throws -> [UInt8] {
-        let results = try await ledger.save(objects, by: principal)
+    func save(_ objects: [ReceivedObject]) async throws -> [UInt8] {
+        let results = try await ledger.save(received: objects, by: principal)
         var response = Healthledger_V1_SaveResponse()
         response.outcomes = results.map(Healthledger_V1_SaveOutcome.init)
         return try response.serializedBytes()

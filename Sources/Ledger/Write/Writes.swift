@@ -28,11 +28,19 @@ extension Ledger {
     ///   including a UUID that already exists; ``LedgerFailure`` when storage fails.
     @discardableResult
     public func save(_ objects: [HealthObject], by principal: Principal) async throws -> [SaveResult] {
+        try await save(received: objects.map { ReceivedObject(object: $0) }, by: principal)
+    }
+
+    /// ``save(_:by:)`` for objects as a client sent them: an object whose received bytes are
+    /// canonical (``ReceivedObject/canonicalBytes``) is stored as those bytes, not encoded again.
+    @discardableResult
+    public func save(received: [ReceivedObject], by principal: Principal) async throws -> [SaveResult] {
+        let objects = received.map(\.object)
         guard !objects.isEmpty else { throw HealthError.invalidArgument("nothing to save: the list of objects is empty", field: "objects") }
         guard objects.count <= Ledger.maximumBatchSize else {
             throw HealthError(.dataSizeExceeded, "a save holds at most \(Ledger.maximumBatchSize) objects, got \(objects.count)", field: "objects")
         }
-        let prepared = try prepare(objects, by: principal)
+        let prepared = try prepare(received, by: principal)
         // Correlations are shared through their member types.
         let types = Set(objects.flatMap { object in
             object.correlation.map { $0.objects.map(\.objectType) } ?? [object.objectType]
@@ -45,15 +53,19 @@ extension Ledger {
 
     /// Validates, stamps the source and encodes each object (in the caller's task, in parallel
     /// with other callers; only the ordered part runs in the write transaction).
-    func prepare(_ objects: [HealthObject], by principal: Principal) throws -> [PreparedObject] {
+    func prepare(_ objects: [ReceivedObject], by principal: Principal) throws -> [PreparedObject] {
         var seen = Set<UUID>()
         seen.reserveCapacity(objects.count)
         let units = UnitCache()
-        return try objects.enumerated().map { index, original in
-            var object = original
+        return try objects.enumerated().map { index, received in
+            var object = received.object
+            var canonicalBytes = received.canonicalBytes
             switch principal {
             case .app(let source):
-                if object.sourceRevision.source != source || object.correlation != nil { object.sourceRevision.source = source }
+                if object.sourceRevision.source != source || object.correlation != nil {
+                    object.sourceRevision.source = source
+                    canonicalBytes = nil
+                }
             case .owner, .system: break
             case .operator:
                 throw HealthError(.authorizationDenied, "the operator cannot save health data")
@@ -72,7 +84,7 @@ extension Ledger {
                 throw HealthError.invalidArgument("object \(index): UUID \(object.uuid) appears twice in the save", field: "uuid")
             }
             guard case .correlation(let correlation) = object else {
-                return PreparedObject(summary: try ObjectSummary(object, units: units), body: object.encodedBytes())
+                return PreparedObject(summary: try ObjectSummary(object, units: units), body: canonicalBytes ?? object.encodedBytes())
             }
             let members = try correlation.objects.map { member in
                 guard seen.insert(member.uuid).inserted else {
