@@ -39,7 +39,8 @@ extension Ledger {
         defer { try? FileManager.default.removeItem(at: scratch) }
 
         var report = try {
-            let fresh = try Environment(path: scratch.path, options: .init(mapSize: max(environment.currentMapSize, 64 << 20), durable: false))
+            let fresh = try Environment(
+                path: scratch.path, options: .init(mapSize: max(environment.currentMapSize, 64 << 20), durable: false, writesInPlace: true))
             let freshDatabases = try LedgerDatabases(environment: fresh)
             let projector = Projector(databases: freshDatabases, units: UnitCache())
             var report = try environment.read { live in
