@@ -35,16 +35,28 @@ extension Ledger {
     /// canonical (``ReceivedObject/canonicalBytes``) is stored as those bytes, not encoded again.
     @discardableResult
     public func save(received: [ReceivedObject], by principal: Principal) async throws -> [SaveResult] {
-        let objects = received.map(\.object)
-        guard !objects.isEmpty else { throw HealthError.invalidArgument("nothing to save: the list of objects is empty", field: "objects") }
-        guard objects.count <= Ledger.maximumBatchSize else {
-            throw HealthError(.dataSizeExceeded, "a save holds at most \(Ledger.maximumBatchSize) objects, got \(objects.count)", field: "objects")
+        guard !received.isEmpty else { throw HealthError.invalidArgument("nothing to save: the list of objects is empty", field: "objects") }
+        guard received.count <= Ledger.maximumBatchSize else {
+            throw HealthError(.dataSizeExceeded, "a save holds at most \(Ledger.maximumBatchSize) objects, got \(received.count)", field: "objects")
         }
         let prepared = try prepare(received, by: principal)
-        // Correlations are shared through their member types.
-        let types = Set(objects.flatMap { object in
-            object.correlation.map { $0.objects.map(\.objectType) } ?? [object.objectType]
-        }).sorted { $0.identifier < $1.identifier }
+        // Correlations are shared through their member types. (A batch mostly holds one type:
+        // the set is asked only when the type changes.)
+        var typeSet = Set<ObjectType>()
+        var lastType: ObjectType?
+        func note(_ type: ObjectType) {
+            guard type != lastType else { return }
+            typeSet.insert(type)
+            lastType = type
+        }
+        for item in received {
+            if let correlation = item.object.correlation {
+                for member in correlation.objects { note(member.objectType) }
+            } else {
+                note(item.object.objectType)
+            }
+        }
+        let types = typeSet.sorted { $0.identifier < $1.identifier }
         return try await committer.submit { context in
             for type in types { try Self.requireSharing(type, by: principal, in: context) }
             return try Self.apply(prepared, by: principal, in: context)
@@ -100,8 +112,8 @@ extension Ledger {
     static func apply(_ objects: [PreparedObject], by principal: Principal, in context: WriteContext) throws -> [SaveResult] {
         var results: [SaveResult] = []
         results.reserveCapacity(objects.count)
-        for (index, object) in objects.enumerated() {
-            results.append(try apply(object, index: index, by: principal, in: context))
+        for index in objects.indices {
+            results.append(try apply(objects[index], index: index, by: principal, in: context))
         }
         return results
     }
@@ -113,14 +125,14 @@ extension Ledger {
         let databases = context.databases
         let summary = object.summary
         let uuid = UUID(bytes: summary.uuid)!
-        for candidate in [object] + object.members {
-            if try context.txn.contains(candidate.summary.uuid, in: databases.objects)
-                || context.txn.contains(candidate.summary.uuid, in: databases.tombstones)
-            {
-                let existing = UUID(bytes: candidate.summary.uuid)!
+        func requireNew(_ candidate: [UInt8]) throws {
+            if try context.txn.contains(candidate, in: databases.objects) || context.txn.contains(candidate, in: databases.tombstones) {
+                let existing = UUID(bytes: candidate)!
                 throw HealthError(.invalidArgument, "object \(index): an object with UUID \(existing) already exists", field: "uuid", existingUUID: existing)
             }
         }
+        try requireNew(summary.uuid)
+        for member in object.members { try requireNew(member.summary.uuid) }
         var disposition = SaveResult.Disposition.saved
         if let existing = try SyncIdentifierIndex.holder(of: summary, in: context) {
             let existingUUID = UUID(bytes: existing.uuid)!
