@@ -1,3 +1,6 @@
+import Foundation
+import LMDB
+
 /// Byte layouts for projection keys and values: fixed-width, big-endian, so that LMDB's
 /// byte order is the order queries need.
 enum KeyEncoding {
@@ -44,23 +47,21 @@ enum KeyEncoding {
     }
 
     /// type(4) | time(8) | uuid(16): the key of the start and end indexes.
-    static func timeKey(type: UInt32, time: Int64, uuid: some Collection<UInt8>) -> [UInt8] {
-        var key: [UInt8] = []
-        key.reserveCapacity(28)
-        append(type, to: &key)
-        appendTime(time, to: &key)
-        key.append(contentsOf: uuid)
+    static func timeKey(type: UInt32, time: Int64, uuid: [UInt8]) -> InlineBytes {
+        var key = InlineBytes()
+        key.append(type)
+        key.appendTime(time)
+        key.append(uuid)
         return key
     }
 
     /// type(4) | source(4) | start(8) | uuid(16): the key of the per-source start index.
-    static func sourceTimeKey(type: UInt32, source: UInt32, time: Int64, uuid: some Collection<UInt8>) -> [UInt8] {
-        var key: [UInt8] = []
-        key.reserveCapacity(32)
-        append(type, to: &key)
-        append(source, to: &key)
-        appendTime(time, to: &key)
-        key.append(contentsOf: uuid)
+    static func sourceTimeKey(type: UInt32, source: UInt32, time: Int64, uuid: [UInt8]) -> InlineBytes {
+        var key = InlineBytes()
+        key.append(type)
+        key.append(source)
+        key.appendTime(time)
+        key.append(uuid)
         return key
     }
 
@@ -76,16 +77,74 @@ enum KeyEncoding {
     }
 
     /// type(4) | source(4) | sequence(8): the key of the per-source change index.
-    static func sourceChangeKey(type: UInt32, source: UInt32, sequence: UInt64) -> [UInt8] {
-        var key = typeKey(type, source: source)
-        append(sequence, to: &key)
+    static func sourceChangeKey(type: UInt32, source: UInt32, sequence: UInt64) -> InlineBytes {
+        var key = InlineBytes()
+        key.append(type)
+        key.append(source)
+        key.append(sequence)
         return key
     }
 
     /// type(4) | sequence(8): the key of the change index.
-    static func changeKey(type: UInt32, sequence: UInt64) -> [UInt8] {
-        var key = typeKey(type)
-        append(sequence, to: &key)
+    static func changeKey(type: UInt32, sequence: UInt64) -> InlineBytes {
+        var key = InlineBytes()
+        key.append(type)
+        key.append(sequence)
         return key
+    }
+
+    /// op(1) | uuid(16): the value of the change indexes.
+    static func changeValue(_ op: UInt8, uuid: [UInt8]) -> InlineBytes {
+        var value = InlineBytes()
+        value.append(op)
+        value.append(uuid)
+        return value
+    }
+}
+
+/// Up to 64 bytes of a key or value built in place, without an allocation: the fixed-width
+/// keys and values the projections write for every object saved. Big-endian, as
+/// ``KeyEncoding`` lays them out.
+struct InlineBytes: ContiguousBytesKey, Sendable {
+    static let capacity = 64
+    private var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    private(set) var count = 0
+
+    init() {}
+
+    @inline(__always)
+    private mutating func store<T: FixedWidthInteger>(_ value: T) {
+        precondition(count + MemoryLayout<T>.size <= Self.capacity, "an inline key holds at most 64 bytes")
+        let offset = count
+        withUnsafeMutableBytes(of: &words) { $0.storeBytes(of: value.bigEndian, toByteOffset: offset, as: T.self) }
+        count += MemoryLayout<T>.size
+    }
+
+    mutating func append(_ value: UInt8) { store(value) }
+    mutating func append(_ value: UInt32) { store(value) }
+    mutating func append(_ value: UInt64) { store(value) }
+
+    /// A signed time that sorts correctly as unsigned big-endian bytes.
+    mutating func appendTime(_ microseconds: Int64) { store(UInt64(bitPattern: microseconds) ^ (1 << 63)) }
+
+    mutating func append(_ bytes: [UInt8]) {
+        precondition(count + bytes.count <= Self.capacity, "an inline key holds at most 64 bytes")
+        let offset = count
+        withUnsafeMutableBytes(of: &words) { words in
+            bytes.withUnsafeBytes { words.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        }
+        count += bytes.count
+    }
+
+    func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: words) { try body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+    }
+
+    /// The bytes as an array.
+    var bytes: [UInt8] { withKeyBytes { Array($0) } }
+
+    /// Whether `other` holds these bytes.
+    func equals(_ other: UnsafeRawBufferPointer) -> Bool {
+        other.count == count && withKeyBytes { count == 0 || memcmp($0.baseAddress!, other.baseAddress!, count) == 0 }
     }
 }

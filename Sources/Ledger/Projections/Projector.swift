@@ -220,26 +220,23 @@ struct Projector {
             try stats.noteSave(type: object.typeCode, code: source, sequence: sequence, duration: object.duration, in: txn, databases)
             try txn.put(StoredObject(sequence: sequence, type: object.typeCode, source: source).encoded, forKey: object.uuid, in: databases.objects)
             // by_source's value is by_start's without the source, which its key holds.
-            var startValue: [UInt8] = []
-            startValue.reserveCapacity(28)
-            KeyEncoding.appendTime(object.endUs, to: &startValue)
-            KeyEncoding.append(sequence, to: &startValue)
-            KeyEncoding.append(object.value.bitPattern, to: &startValue)
+            var startValue = InlineBytes()
+            startValue.appendTime(object.endUs)
+            startValue.append(sequence)
+            startValue.append(object.value.bitPattern)
             try txn.put(
                 startValue, forKey: KeyEncoding.sourceTimeKey(type: object.typeCode, source: source, time: object.startUs, uuid: object.uuid),
                 in: databases.bySource)
-            KeyEncoding.append(source, to: &startValue)
+            startValue.append(source)
             try txn.put(startValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.startUs, uuid: object.uuid), in: databases.byStart)
-            var endValue: [UInt8] = []
-            endValue.reserveCapacity(20)
-            KeyEncoding.appendTime(object.startUs, to: &endValue)
-            KeyEncoding.append(sequence, to: &endValue)
-            KeyEncoding.append(source, to: &endValue)
+            var endValue = InlineBytes()
+            endValue.appendTime(object.startUs)
+            endValue.append(sequence)
+            endValue.append(source)
             try txn.put(endValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: object.uuid), in: databases.byEnd)
-            try txn.put([Self.added] + object.uuid, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
-            try txn.put(
-                [Self.added] + object.uuid, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: source, sequence: sequence),
-                in: databases.sourceChanges)
+            let change = KeyEncoding.changeValue(Self.added, uuid: object.uuid)
+            try txn.put(change, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
+            try txn.put(change, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: source, sequence: sequence), in: databases.sourceChanges)
             try SyncIdentifierIndex.record(object, source: source, in: txn, databases)
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
             stats.touch(type: object.typeCode, source: source, start: object.startUs)
@@ -270,11 +267,10 @@ struct Projector {
                 KeyEncoding.sourceTimeKey(type: object.typeCode, source: stored.source, time: object.startUs, uuid: uuid), in: databases.bySource)
             try txn.delete(KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: uuid), in: databases.byEnd)
             try txn.delete(KeyEncoding.changeKey(type: object.typeCode, sequence: savedSequence), in: databases.changes)
-            try txn.put([Self.removed] + uuid, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
+            let change = KeyEncoding.changeValue(Self.removed, uuid: uuid)
+            try txn.put(change, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
             try txn.delete(KeyEncoding.sourceChangeKey(type: object.typeCode, source: stored.source, sequence: savedSequence), in: databases.sourceChanges)
-            try txn.put(
-                [Self.removed] + uuid, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: stored.source, sequence: sequence),
-                in: databases.sourceChanges)
+            try txn.put(change, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: stored.source, sequence: sequence), in: databases.sourceChanges)
             try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason), forKey: uuid, in: databases.tombstones)
             try SyncIdentifierIndex.remove(object, uuid: uuid, source: stored.source, in: txn, databases)
             stats.record(type: object.typeCode, countDelta: -1, duration: 0)

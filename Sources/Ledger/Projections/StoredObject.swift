@@ -16,12 +16,11 @@ struct StoredObject: Sendable, Equatable {
         self.source = source
     }
 
-    var encoded: [UInt8] {
-        var value: [UInt8] = []
-        value.reserveCapacity(16)
-        KeyEncoding.append(sequence, to: &value)
-        KeyEncoding.append(type, to: &value)
-        KeyEncoding.append(source, to: &value)
+    var encoded: InlineBytes {
+        var value = InlineBytes()
+        value.append(sequence)
+        value.append(type)
+        value.append(source)
         return value
     }
 

@@ -293,7 +293,7 @@ extension Ledger {
         let time = source == nil ? 4 : 8
         let keyLength = time + 24
         let valueLength = source == nil ? 28 : 24
-        func key(_ at: Int64, _ uuid: [UInt8]) -> [UInt8] {
+        func key(_ at: Int64, _ uuid: [UInt8]) -> InlineBytes {
             if let source { return KeyEncoding.sourceTimeKey(type: type, source: source, time: at, uuid: uuid) }
             return KeyEncoding.timeKey(type: type, time: at, uuid: uuid)
         }
@@ -302,7 +302,7 @@ extension Ledger {
             if let position {
                 let resume = key(position.startUs, position.uuid)
                 entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
-                if let current = entry, current.key.elementsEqual(resume) { entry = descending ? try cursor.previous() : try cursor.next() }
+                if let current = entry, resume.equals(current.key) { entry = descending ? try cursor.previous() : try cursor.next() }
             } else {
                 entry = descending
                     ? try cursor.seek(atMost: key(range.end, [UInt8](repeating: 0, count: 16)))
@@ -344,7 +344,7 @@ extension Ledger {
             if let position {
                 let resume = KeyEncoding.timeKey(type: type, time: position.endUs, uuid: position.uuid)
                 entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
-                if let current = entry, current.key.elementsEqual(resume) { entry = descending ? try cursor.previous() : try cursor.next() }
+                if let current = entry, resume.equals(current.key) { entry = descending ? try cursor.previous() : try cursor.next() }
             } else {
                 entry = descending
                     ? try cursor.seek(atMost: KeyEncoding.timeKey(type: type, time: highest, uuid: [UInt8](repeating: 0xFF, count: 16)))
