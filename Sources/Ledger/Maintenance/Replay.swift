@@ -125,9 +125,14 @@ extension Ledger {
         while applied < last {
             // One scratch transaction per 50,000 events or so keeps its dirty pages bounded.
             // The events are gathered first, so a retry after the map grows applies them again.
-            var batch: [DecodedEvents.Event] = []
-            while batch.count < 50_000, let chunk = try decoded.next() { batch += chunk }
-            guard let reachedInBatch = batch.last?.sequence else {
+            // (Kept as the chunks handed over: joining them would copy every event.)
+            var batch: [[DecodedEvents.Event]] = []
+            var gathered = 0
+            while gathered < 50_000, let chunk = try decoded.next() {
+                batch.append(chunk)
+                gathered += chunk.count
+            }
+            guard let reachedInBatch = batch.last?.last?.sequence else {
                 throw LedgerFailure.corrupted("the log ends at event \(applied), before its head \(last)")
             }
             let chunkStart = applied
@@ -135,10 +140,12 @@ extension Ledger {
             applied = try fresh.write { txn in
                 let merkle = MerkleAppender(frontier: chunkFrontier)
                 var stats = DeferredProjections()
-                for event in batch {
-                    try projector.apply(event.change, sequence: event.sequence, in: txn, stats: &stats, loadSaved: loadSaved)
-                    merkle.append(eventHash: event.hash)
-                    if let events, let (key, value) = event.copy { try txn.put(value, forKey: key, in: events, append: true) }
+                for chunk in batch {
+                    for index in chunk.indices {
+                        try projector.apply(chunk[index].change, sequence: chunk[index].sequence, in: txn, stats: &stats, loadSaved: loadSaved)
+                        merkle.append(eventHash: chunk[index].hash)
+                        if let events, let (key, value) = chunk[index].copy { try txn.put(value, forKey: key, in: events, append: true) }
+                    }
                 }
                 frontier = try merkle.finish(in: txn, projector.databases.merkle)
                 try stats.flush(in: txn, projector.databases)
