@@ -24,7 +24,11 @@ public struct HealthObjectDecoder {
     public init() {}
 
     public mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject {
-        try received(bytes).object
+        do {
+            return try fast.decode(bytes).object
+        } catch {
+            return try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model()
+        }
     }
 
     /// Decodes `bytes`, keeping them when they are exactly what ``HealthObject/encodedBytes()``
@@ -52,13 +56,19 @@ public struct HealthObjectDecoder {
     /// - Throws: ``HealthError`` for an object the model refuses, its message prefixed with
     ///   "object N: " (N its index); another error for bytes that are not such a message.
     public static func objects(in message: [UInt8]) throws -> [HealthObject] {
-        try receivedObjects(in: message).map(\.object)
+        try each(in: message) { decoder, bytes in try decoder.decode(bytes) }
     }
 
     /// ``objects(in:)``, each with its bytes when they are canonical (``received(_:)``).
     public static func receivedObjects(in message: [UInt8]) throws -> [ReceivedObject] {
+        try each(in: message) { decoder, bytes in try decoder.received(bytes) }
+    }
+
+    private static func each<Object>(
+        in message: [UInt8], _ decode: (inout HealthObjectDecoder, UnsafeRawBufferPointer) throws -> Object
+    ) throws -> [Object] {
         var decoder = HealthObjectDecoder()
-        var objects: [ReceivedObject] = []
+        var objects: [Object] = []
         try message.withUnsafeBytes { raw in
             var reader = ProtoReader(raw)
             while let (field, wireType) = try reader.next() {
@@ -69,7 +79,7 @@ public struct HealthObjectDecoder {
                 guard wireType == .lengthDelimited else { throw ProtoReader.Malformed() }
                 let bytes = try reader.bytes()
                 do {
-                    objects.append(try decoder.received(bytes))
+                    objects.append(try decode(&decoder, bytes))
                 } catch var error as HealthError {
                     error.message = "object \(objects.count): \(error.message)"
                     throw error
@@ -128,7 +138,7 @@ private struct FastObjectDecoder {
     private var revisions = Reuse<(SourceRevision, Bool)>()
     private var devices = Reuse<(Device, Bool)>()
 
-    mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> (HealthObject, canonical: Bool) {
+    mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> (object: HealthObject, canonical: Bool) {
         var reader = ProtoReader(bytes)
         var uuidBytes = UnsafeRawBufferPointer(start: nil, count: 0)
         var typeBytes = UnsafeRawBufferPointer(start: nil, count: 0)
