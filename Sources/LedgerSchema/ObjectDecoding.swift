@@ -130,10 +130,10 @@ private struct FastObjectDecoder {
         }
     }
 
-    /// Each made value with whether its bytes were canonical.
     private var types = Reuse<String>()
     /// The last quantity type, reused while the type string (itself reused) is the same.
     private var quantityType: QuantityType?
+    /// Each made value with whether its bytes were canonical.
     private var units = Reuse<(HealthUnit, Bool)>()
     private var revisions = Reuse<(SourceRevision, Bool)>()
     private var devices = Reuse<(Device, Bool)>()
