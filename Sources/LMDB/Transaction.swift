@@ -8,6 +8,13 @@ public final class Transaction {
     let handle: OpaquePointer
     public let isReadOnly: Bool
     private var finished = false
+    /// A write transaction's cursors, one per database (indexed by its handle), through
+    /// which it reads, puts and deletes single keys. LMDB begins a cursor's search on the
+    /// page it is on when the key falls inside that page (or after the last page), so keys
+    /// written near the previous one — time-ordered indexes, appends — skip the descent from
+    /// the root that `mdb_put` makes every time. LMDB closes them when the transaction ends,
+    /// and lends them to a nested transaction while it runs.
+    private var cursors: [OpaquePointer?] = []
 
     init(handle: OpaquePointer, readOnly: Bool) {
         self.handle = handle
@@ -41,12 +48,24 @@ public final class Transaction {
         }
     }
 
+    /// This write transaction's cursor on `database`, opened on first use.
+    private func cursor(on database: Database) throws -> OpaquePointer {
+        precondition(!isReadOnly, "a read-only transaction's cursors are not closed with it")
+        let index = Int(database.dbi)
+        if index < cursors.count, let cursor = cursors[index] { return cursor }
+        if index >= cursors.count { cursors.append(contentsOf: repeatElement(nil, count: index + 1 - cursors.count)) }
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
+        cursors[index] = cursor
+        return cursor!
+    }
+
     /// The value for `key`, pointing into the map, or nil.
     public func get(_ key: some ContiguousBytesKey, in database: Database) throws -> UnsafeRawBufferPointer? {
         try key.withKeyBytes { keyBuffer in
             var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
             var v = MDB_val()
-            let result = mdb_get(handle, database.dbi, &k, &v)
+            let result = isReadOnly ? mdb_get(handle, database.dbi, &k, &v) : mdb_cursor_get(try cursor(on: database), &k, &v, MDB_SET_KEY)
             if result == MDB_NOTFOUND { return nil }
             try check(result, "mdb_get(\(database.name))")
             return UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
@@ -73,7 +92,7 @@ public final class Transaction {
             try value.withKeyBytes { valueBuffer in
                 var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
                 var v = MDB_val(mv_size: valueBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: valueBuffer.baseAddress))
-                try check(mdb_put(handle, database.dbi, &k, &v, append ? UInt32(MDB_APPEND) : 0), "mdb_put(\(database.name))")
+                try check(mdb_cursor_put(try cursor(on: database), &k, &v, append ? UInt32(MDB_APPEND) : 0), "mdb_put(\(database.name))")
             }
         }
     }
@@ -83,9 +102,16 @@ public final class Transaction {
     public func delete(_ key: some ContiguousBytesKey, in database: Database) throws -> Bool {
         try key.withKeyBytes { keyBuffer in
             var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
-            let result = mdb_del(handle, database.dbi, &k, nil)
+            guard !isReadOnly else {
+                try check(mdb_del(handle, database.dbi, &k, nil), "mdb_del(\(database.name))")
+                return true
+            }
+            var v = MDB_val()
+            let cursor = try cursor(on: database)
+            let result = mdb_cursor_get(cursor, &k, &v, MDB_SET)
             if result == MDB_NOTFOUND { return false }
             try check(result, "mdb_del(\(database.name))")
+            try check(mdb_cursor_del(cursor, 0), "mdb_del(\(database.name))")
             return true
         }
     }

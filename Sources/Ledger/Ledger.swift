@@ -197,7 +197,7 @@ public struct LedgerConfiguration: Sendable {
     public var viewDiskLimit = 8 << 30
     /// A view unused for this long is removed.
     public var viewIdleLifetime: Duration
-    /// Whether writes extend the Merkle tree. Only `healthledger bench` turns it off, to
+    /// Whether writes extend the Merkle tree. Only the ledger benchmark (`healthledger-bench ledger`) turns it off, to
     /// measure what the tree costs: such a ledger's tree heads and proofs are wrong.
     public var maintainsMerkleTree = true
 
