@@ -105,4 +105,11 @@ public struct ProtoWriter: Sendable {
         raw(UInt64(value.count))
         buffer.append(contentsOf: value)
     }
+
+    /// A present sub-message from bytes in place (a stored object's).
+    public mutating func message(field: Int, _ value: UnsafeRawBufferPointer) {
+        raw(UInt64(field << 3 | 2))
+        raw(UInt64(value.count))
+        buffer.append(contentsOf: value)
+    }
 }

@@ -170,6 +170,48 @@ struct ChangeQueryTests {
         #expect(try ledger.replay().identical)
     }
 
+    @Test("one selection changes several objects at one sequence: pages of one or two split it without skipping or repeating")
+    func selectionSplitAcrossPages() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "split")
+        try await ledger.authorize([Fixtures.appA], share: [.visionPrescription])
+        let owned = (0..<7).map { VisionPrescriptionLedgerTests.glasses(issuedAt: Double($0) * 86_400) }
+        try await ledger.save(owned.map(HealthObject.visionPrescription), by: .owner)
+        try await ledger.setObjectReadSelection(app: Fixtures.appA.bundleIdentifier, type: .visionPrescription, objects: owned.map(\.uuid), by: .owner)
+        let inOrder = owned.map(\.uuid).sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+        for limit in [1, 2, 3] {
+            var mirror = Mirror()
+            var seen: [UUID] = []
+            repeat {
+                let page = try ledger.changes(ChangeQuery(type: .visionPrescription, anchor: mirror.anchor, limit: limit), as: Self.app)
+                seen += page.added.map(\.uuid)
+                mirror.anchor = page.anchor
+                if !page.hasMore { break }
+            } while true
+            #expect(seen == inOrder, "limit \(limit)")
+        }
+    }
+
+    @Test("change positions order by sequence, then by UUID bytes; no UUID comes first")
+    func positionOrder() {
+        var random = SplitMix(state: 3)
+        func uuid() -> [UInt8] {
+            // Few distinct values per byte, so equal prefixes and equal UUIDs occur.
+            (0..<16).map { _ in UInt8.random(in: 0...2, using: &random) * 127 }
+        }
+        let positions = (0..<400).map { index in
+            ChangePosition(sequence: UInt64.random(in: 1...3, using: &random), uuid: index % 10 == 0 ? [] : uuid())
+        }
+        for a in positions {
+            #expect(ChangePosition(sequence: a.sequence, uuid: a.uuid) == a)
+            for b in positions.prefix(100) {
+                let expected = a.sequence != b.sequence ? a.sequence < b.sequence : a.uuid.lexicographicallyPrecedes(b.uuid)
+                #expect((a < b) == expected)
+                #expect((a == b) == (a.sequence == b.sequence && a.uuid == b.uuid))
+            }
+        }
+    }
+
     @Test("after a read grant an anchor catches up on what became readable; after a revocation, on what no longer is", arguments: [0, 1, 2])
     func scopeChanges(limit: Int) async throws {
         let temporary = try TemporaryStore()

@@ -42,10 +42,11 @@ extension LedgerCall {
         while true {
             try Task.checkCancellation()
             query.limit = limit == 0 ? batchSize : min(batchSize, remaining)
-            let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope)
+            var batch = Self.batchWriter()
+            let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope) { batch.message(field: 1, $0) }
             remaining -= page.count
             let limitReached = limit > 0 && remaining == 0
-            try await emit(Self.changeBatch(page, hasMore: limitReached && page.hasMore, caughtUp: !page.hasMore))
+            try await emit(Self.changeBatch(&batch, page, hasMore: limitReached && page.hasMore, caughtUp: !page.hasMore))
             if !page.hasMore || limitReached { return }
             query.anchor = page.anchor
         }
@@ -64,10 +65,11 @@ extension LedgerCall {
         try await following(query.types) { first in
             var owesCaughtUp = false
             while true {
-                let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope)
+                var batch = Self.batchWriter()
+                let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope) { batch.message(field: 1, $0) }
                 query.anchor = page.anchor
                 if first || page.count > 0 || (owesCaughtUp && !page.hasMore) {
-                    try await emit(Self.changeBatch(page, hasMore: false, caughtUp: !page.hasMore))
+                    try await emit(Self.changeBatch(&batch, page, hasMore: false, caughtUp: !page.hasMore))
                     owesCaughtUp = page.hasMore
                 }
                 if !page.hasMore { return }
@@ -114,10 +116,12 @@ extension LedgerCall {
         throw CancellationError()
     }
 
-    /// ChangeBatch written directly: the objects go out as the log stores them.
-    static func changeBatch(_ page: ChangePage<[UInt8]>, hasMore: Bool, caughtUp: Bool) throws -> [UInt8] {
-        var batch = ProtoWriter(capacity: page.added.reduce(64) { $0 + $1.count + 6 } + page.deleted.count * 48)
-        for object in page.added { batch.message(field: 1, object) }
+    /// A `ChangeBatch` under way: the page writes its added objects (field 1) into it as the
+    /// log stores them, and ``changeBatch(_:_:hasMore:caughtUp:)`` finishes it.
+    static func batchWriter() -> ProtoWriter { ProtoWriter(capacity: 64 << 10) }
+
+    /// The rest of the ChangeBatch after its added objects: the deleted ones, the anchor, the flags.
+    static func changeBatch(_ batch: inout ProtoWriter, _ page: WrittenChangePage, hasMore: Bool, caughtUp: Bool) throws -> [UInt8] {
         for deleted in page.deleted {
             batch.message(field: 2, try Healthledger_V1_DeletedObject(deleted).serializedBytes())
         }

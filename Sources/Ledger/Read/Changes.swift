@@ -44,9 +44,9 @@ public struct ChangeQuery: Sendable, Hashable {
 }
 
 /// One page of an anchored query's results.
-public struct ChangePage<Object: Sendable>: Sendable {
+public struct ChangePage: Sendable {
     /// Objects saved (or newly readable) since the anchor, in commit order.
-    public var added: [Object]
+    public var added: [HealthObject]
     /// Objects deleted (or no longer readable) since the anchor, in commit order.
     public var deleted: [DeletedObject]
     /// Resumes the query after this page.
@@ -57,17 +57,65 @@ public struct ChangePage<Object: Sendable>: Sendable {
     public var count: Int { added.count + deleted.count }
 }
 
+/// A page of an anchored query's results whose added objects were handed over serialized,
+/// as they were read (``Ledger/encodedChanges(_:as:maximumBytes:onScope:added:)``).
+public struct WrittenChangePage: Sendable {
+    /// How many objects were handed over.
+    public var addedCount: Int
+    /// Objects deleted (or no longer readable) since the anchor, in commit order.
+    public var deleted: [DeletedObject]
+    /// Resumes the query after this page.
+    public var anchor: QueryAnchor
+    /// More matching changes follow this page (it stopped at its limit or its size).
+    public var hasMore: Bool
+
+    public var count: Int { addedCount + deleted.count }
+}
+
 /// A point in a type's change stream. Changes are ordered by the sequence of the event that
 /// made them, then by UUID (one selection event can change several objects at once).
+///
+/// The UUID is held as two big-endian halves, which compare as its bytes do: a page reads a
+/// position per change, and an array each would be an allocation each.
 struct ChangePosition: Comparable, Sendable {
     var sequence: UInt64
-    /// Empty: before every UUID of the sequence.
-    var uuid: [UInt8]
+    /// Nil: before every UUID of the sequence.
+    private var halves: (high: UInt64, low: UInt64)?
 
     static let origin = ChangePosition(sequence: 0, uuid: [])
 
+    /// - Parameter uuid: 16 bytes, or none for the point before every UUID of the sequence.
+    init(sequence: UInt64, uuid: [UInt8]) {
+        precondition(uuid.isEmpty || uuid.count == 16, "a change position's UUID has 16 bytes or none")
+        self.sequence = sequence
+        halves = uuid.isEmpty ? nil : uuid.withUnsafeBytes { (KeyEncoding.uint64($0, at: 0), KeyEncoding.uint64($0, at: 8)) }
+    }
+
+    /// The position of the UUID in the 16 bytes of `bytes` from `offset`.
+    init(sequence: UInt64, uuidIn bytes: UnsafeRawBufferPointer, at offset: Int) {
+        self.sequence = sequence
+        halves = (KeyEncoding.uint64(bytes, at: offset), KeyEncoding.uint64(bytes, at: offset + 8))
+    }
+
+    /// The UUID's 16 bytes, or none.
+    var uuid: [UInt8] {
+        guard let halves else { return [] }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16)
+        KeyEncoding.append(halves.high, to: &bytes)
+        KeyEncoding.append(halves.low, to: &bytes)
+        return bytes
+    }
+
+    static func == (a: ChangePosition, b: ChangePosition) -> Bool {
+        a.sequence == b.sequence && a.halves?.high == b.halves?.high && a.halves?.low == b.halves?.low
+    }
+
     static func < (a: ChangePosition, b: ChangePosition) -> Bool {
-        a.sequence != b.sequence ? a.sequence < b.sequence : a.uuid.lexicographicallyPrecedes(b.uuid)
+        guard a.sequence == b.sequence else { return a.sequence < b.sequence }
+        guard let right = b.halves else { return false }
+        guard let left = a.halves else { return true }
+        return left.high != right.high ? left.high < right.high : left.low < right.low
     }
 }
 
@@ -127,21 +175,31 @@ extension Ledger {
     ///
     /// - Throws: ``HealthError`` `invalidArgument` for a negative limit, an interval that ends
     ///   before it starts, or an anchor from another ledger or type.
-    public func changes(_ query: ChangeQuery, as principal: Principal) throws -> ChangePage<HealthObject> {
+    public func changes(_ query: ChangeQuery, as principal: Principal) throws -> ChangePage {
         var decoder = HealthObjectDecoder()
-        return try page(query, as: principal) { object in (try decoder.decode(object), 0) }
+        var added: [HealthObject] = []
+        let page = try page(query, as: principal) { object in
+            added.append(try decoder.decode(object))
+            return 0
+        }
+        return ChangePage(added: added, deleted: page.deleted, anchor: page.anchor, hasMore: page.hasMore)
     }
 
-    /// The same page with added objects as serialized `healthledger.v1.HealthObject`
-    /// messages, straight from the log.
+    /// The same page with each added object handed to `added` as the serialized
+    /// `healthledger.v1.HealthObject` the log stores, in commit order, while the page is read
+    /// (the bytes are valid only during the call).
     ///
     /// - Parameters:
     ///   - maximumBytes: the page stops once its objects reach this size.
     ///   - onScope: told the read scope of the page's snapshot.
     public func encodedChanges(
-        _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in }
-    ) throws -> ChangePage<[UInt8]> {
-        try page(query, as: principal, maximumBytes: maximumBytes, onScope: onScope) { object in (Array(object), object.count) }
+        _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in },
+        added: (_ object: UnsafeRawBufferPointer) throws -> Void
+    ) throws -> WrittenChangePage {
+        try page(query, as: principal, maximumBytes: maximumBytes, onScope: onScope) { object in
+            try added(object)
+            return object.count
+        }
     }
 
     /// Whether `principal` may see changes matching the query after its anchor, and the
@@ -228,11 +286,13 @@ extension Ledger {
 
     /// One page: each type's visible changes after its own position (at most `limit` of
     /// each), merged in commit order up to the limit. Each type's position then moves to
-    /// the last of its changes the page took, so pages never skip or repeat a change.
-    private func page<Object>(
+    /// the last of its changes the page took, so pages never skip or repeat a change. Each
+    /// added object goes to `add` in that order, which tells the bytes it counts toward
+    /// `maximumBytes`.
+    private func page(
         _ query: ChangeQuery, as principal: Principal, maximumBytes: Int = .max, onScope: (ReadScope) -> Void = { _ in },
-        _ load: (_ object: UnsafeRawBufferPointer) throws -> (Object, bytes: Int)
-    ) throws -> ChangePage<Object> {
+        _ add: (_ object: UnsafeRawBufferPointer) throws -> Int
+    ) throws -> WrittenChangePage {
         let (anchors, range) = try position(of: query)
         return try environment.read { txn in
             var streams: [ChangeStream] = []
@@ -254,27 +314,25 @@ extension Ledger {
                 }
                 streams.append(stream)
             }
-            var added: [Object] = []
+            var added = 0
             var deleted: [DeletedObject] = []
             var bytes = 0
             var hasMore = false
             while let next = streams.indices.filter({ streams[$0].taken < streams[$0].items.count })
                 .min(by: { streams[$0].items[streams[$0].taken].position < streams[$1].items[streams[$1].taken].position })
             {
-                if (query.limit > 0 && added.count + deleted.count >= query.limit) || bytes >= maximumBytes {
+                if (query.limit > 0 && added + deleted.count >= query.limit) || bytes >= maximumBytes {
                     hasMore = true
                     break
                 }
                 let item = streams[next].items[streams[next].taken]
                 switch item.match {
                 case .added(let object):
-                    let (loaded, size) = try load(object)
-                    added.append(loaded)
-                    bytes += size
+                    bytes += try add(object)
+                    added += 1
                 case .assembled(let object):
-                    let (loaded, size) = try object.withUnsafeBytes { try load($0) }
-                    added.append(loaded)
-                    bytes += size
+                    bytes += try object.withUnsafeBytes { try add($0) }
+                    added += 1
                 case .deleted:
                     deleted.append(try deletedObject(item.position, in: txn))
                 }
@@ -285,7 +343,7 @@ extension Ledger {
                 return stream.state.paused(at: stream.taken > 0 ? stream.items[stream.taken - 1].position : stream.state.position)
             }
             hasMore = hasMore || streams.contains(where: \.stopped)
-            return ChangePage(added: added, deleted: deleted, anchor: self.anchors.seal(types: query.types.map(\.code), states), hasMore: hasMore)
+            return WrittenChangePage(addedCount: added, deleted: deleted, anchor: self.anchors.seal(types: query.types.map(\.code), states), hasMore: hasMore)
         }
     }
 
@@ -375,7 +433,7 @@ extension Ledger {
             while let current = entry, current.key.count == prefix.count + 8, current.key.starts(with: prefix) {
                 guard current.value.count == 17 else { throw LedgerFailure.corrupted("a change-index entry is damaged: replay the ledger") }
                 let sequence = KeyEncoding.uint64(current.key, at: prefix.count)
-                let position = ChangePosition(sequence: sequence, uuid: Array(current.value[1..<17]))
+                let position = ChangePosition(sequence: sequence, uuidIn: current.value, at: 1)
                 if position > after {
                     let change = ChangeEntry(position: position, savedSequence: current.value[0] == Projector.added ? sequence : nil)
                     if try !visit(change) { return }
@@ -390,7 +448,7 @@ extension Ledger {
             guard let current = try cursor.seek(atMost: prefix + KeyEncoding.sequenceKey(.max)),
                 current.key.count == prefix.count + 8, current.key.starts(with: prefix), current.value.count == 17
             else { return nil }
-            return ChangePosition(sequence: KeyEncoding.uint64(current.key, at: prefix.count), uuid: Array(current.value[1..<17]))
+            return ChangePosition(sequence: KeyEncoding.uint64(current.key, at: prefix.count), uuidIn: current.value, at: 1)
         }
     }
 
