@@ -212,7 +212,9 @@ private struct FastObjectDecoder {
                 canonical = false
             }
         }
-        guard let uuid = UUID(bytes: uuidBytes), let sourceRevision else { throw Fallback() }
+        // The parts are consumed into the sample, not copied: a copy of a source revision or a
+        // device retains each of its strings, and a page decodes a thousand objects.
+        guard let uuid = UUID(bytes: uuidBytes), let sourceRevision = consume sourceRevision else { throw Fallback() }
         let type = try types.value(for: typeBytes) { raw in
             guard let string = ProtoReader.validString(raw) else { throw Fallback() }
             return string
@@ -233,12 +235,12 @@ private struct FastObjectDecoder {
             let (unit, canonicalUnit) = try units.value(for: unitBytes, Self.unit)
             return (.quantitySample(QuantitySample(
                 type: quantityType, quantity: Quantity(value, unit), start: start, end: end,
-                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision)), canonical && canonicalUnit)
+                device: consume device, metadata: consume metadata, uuid: uuid, sourceRevision: consume sourceRevision)), canonical && canonicalUnit)
         case .category(let raw)?:
             guard let value = Int(exactly: raw) else { throw Fallback() }
             return (.categorySample(CategorySample(
                 type: try CategoryType(type), value: value, start: start, end: end,
-                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision)), canonical)
+                device: consume device, metadata: consume metadata, uuid: uuid, sourceRevision: consume sourceRevision)), canonical)
         case nil:
             throw Fallback()
         }

@@ -51,6 +51,9 @@ public struct QuantitySample: HealthSample {
     public var device: Device?
     public var metadata: Metadata
 
+    /// Inlinable: decoders make samples by the thousand, and inlined the fields go straight
+    /// into place instead of through a copy of the whole sample.
+    @inlinable
     public init(
         type: QuantityType, quantity: Quantity, start: Date, end: Date, device: Device? = nil,
         metadata: Metadata = [:], uuid: UUID = .timeOrdered(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
@@ -80,6 +83,8 @@ public struct CategorySample: HealthSample {
     public var device: Device?
     public var metadata: Metadata
 
+    /// Inlinable, as ``QuantitySample/init(type:quantity:start:end:device:metadata:uuid:sourceRevision:)`` is.
+    @inlinable
     public init(
         type: CategoryType, value: Int, start: Date, end: Date, device: Device? = nil,
         metadata: Metadata = [:], uuid: UUID = .timeOrdered(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
