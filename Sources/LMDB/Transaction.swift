@@ -102,8 +102,11 @@ public final class Transaction {
     public func delete(_ key: some ContiguousBytesKey, in database: Database) throws -> Bool {
         try key.withKeyBytes { keyBuffer in
             var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
-            guard !isReadOnly else {
-                try check(mdb_del(handle, database.dbi, &k, nil), "mdb_del(\(database.name))")
+            if isReadOnly {
+                // No kept cursors here: LMDB itself answers (it refuses, EACCES).
+                let result = mdb_del(handle, database.dbi, &k, nil)
+                if result == MDB_NOTFOUND { return false }
+                try check(result, "mdb_del(\(database.name))")
                 return true
             }
             var v = MDB_val()

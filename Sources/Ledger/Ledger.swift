@@ -197,8 +197,9 @@ public struct LedgerConfiguration: Sendable {
     public var viewDiskLimit = 8 << 30
     /// A view unused for this long is removed.
     public var viewIdleLifetime: Duration
-    /// Whether writes extend the Merkle tree. Only the ledger benchmark (`healthledger-bench ledger`) turns it off, to
-    /// measure what the tree costs: such a ledger's tree heads and proofs are wrong.
+    /// Whether writes extend the Merkle tree. Only the ledger benchmark (`healthledger-bench
+    /// ledger`) turns it off, to measure what the tree costs: such a ledger's tree heads and
+    /// proofs are wrong.
     public var maintainsMerkleTree = true
 
     public init(
