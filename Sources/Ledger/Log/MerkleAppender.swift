@@ -31,7 +31,11 @@ final class MerkleAppender: @unchecked Sendable {
 
     /// Adds the leaf of the event whose hash is `eventHash`.
     func append(eventHash: [UInt8]) {
-        eventHash.withUnsafeBytes { unsent.append(InlineHash($0)) }
+        eventHash.withUnsafeBytes { append(eventHash: InlineHash($0)) }
+    }
+
+    func append(eventHash: InlineHash) {
+        unsent.append(eventHash)
         size += 1
         if unsent.count == Self.chunk { send() }
     }

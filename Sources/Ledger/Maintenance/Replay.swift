@@ -99,7 +99,7 @@ extension Ledger {
                         while let current = entry {
                             let (sequence, change) = try decoder.change(stored: current.value)
                             chunk.append(DecodedEvents.Event(
-                                sequence: sequence, change: change, hash: EventCodec.hash(current.value),
+                                sequence: sequence, change: change, hash: InlineHash(SHA256.digest(of: current.value)),
                                 copy: copying ? (Array(current.key), Array(current.value)) : nil))
                             if chunk.count == DecodedEvents.chunkSize || sequence >= last {
                                 guard decoded.put(chunk) else { return }
@@ -237,8 +237,9 @@ private final class DecodedEvents: @unchecked Sendable {
     struct Event: Sendable {
         var sequence: UInt64
         var change: Projector.Change
-        /// SHA-256 of the event's stored bytes (its Merkle leaf's input).
-        var hash: [UInt8]
+        /// SHA-256 of the event's stored bytes (its Merkle leaf's input), inline: an array
+        /// would be an allocation per event.
+        var hash: InlineHash
         /// The event's key and stored bytes, when the replay copies the log.
         var copy: ([UInt8], [UInt8])?
     }
