@@ -95,7 +95,7 @@ struct ObjectSummary: Sendable {
         while let (field, wireType) = try reader.next() {
             switch (field, wireType) {
             case (1, .lengthDelimited): uuid = Array(try reader.bytes())
-            case (2, .lengthDelimited): type = try reader.string()
+            case (2, .lengthDelimited): type = units.types.string(try reader.bytes())
             case (3, .lengthDelimited):
                 var revision = ProtoReader(try reader.bytes())
                 while let (field, wireType) = try revision.next() {
@@ -103,8 +103,8 @@ struct ObjectSummary: Sendable {
                     var source = ProtoReader(try revision.bytes())
                     while let (field, wireType) = try source.next() {
                         switch (field, wireType) {
-                        case (1, .lengthDelimited): sourceBundle = try source.string()
-                        case (2, .lengthDelimited): sourceName = try source.string()
+                        case (1, .lengthDelimited): sourceBundle = units.bundles.string(try source.bytes())
+                        case (2, .lengthDelimited): sourceName = units.names.string(try source.bytes())
                         default: try source.skip(wireType)
                         }
                     }
@@ -168,14 +168,17 @@ struct ObjectSummary: Sendable {
             default: try reader.skip(wireType)
             }
         }
-        typeCode = TypeCatalogue.code(of: type)
+        typeCode = units.typeCode(of: type)
         if let quantity { value = try units.canonicalValue(quantity.value, unit: quantity.unit, type: type) }
     }
 
     var duration: Int64 { endUs &- startUs }
 }
 
-/// Parsed units by (unit string, type), for converting values to canonical units.
+/// Parsed units by (unit string, type), for converting values to canonical units, and what
+/// reading summaries in a row reuses: replay reads thousands of objects of one type and
+/// source in a row, and making their strings, type codes and conversions again for each
+/// would cost an allocation and a hash lookup apiece.
 ///
 /// Not thread-safe: each writer or replay owns its own.
 final class UnitCache {
@@ -185,12 +188,43 @@ final class UnitCache {
     }
 
     private var conversions: [Key: (HealthUnit, HealthUnit)] = [:]
+    private var lastConversion: (key: Key, pair: (HealthUnit, HealthUnit))?
+    private var lastTypeCode: (type: String, code: UInt32)?
+    /// The strings last read for a summary's type, source bundle and source name.
+    var types = ReusedString()
+    var bundles = ReusedString()
+    var names = ReusedString()
 
     func canonicalValue(_ value: Double, unit: String, type: String) throws -> Double {
         let key = Key(unit: unit, type: type)
-        if let (from, to) = conversions[key] { return try from.convert(value, to: to) }
-        let pair = (try HealthUnit(unit), try QuantityType(type).canonicalUnit)
+        if let last = lastConversion, last.key == key { return try last.pair.0.convert(value, to: last.pair.1) }
+        let pair = try conversions[key] ?? (try HealthUnit(unit), try QuantityType(type).canonicalUnit)
         conversions[key] = pair
+        lastConversion = (key, pair)
         return try pair.0.convert(value, to: pair.1)
+    }
+
+    /// ``TypeCatalogue/code(of:)``, remembered for the last type asked.
+    func typeCode(of type: String) -> UInt32 {
+        if let last = lastTypeCode, last.type == type { return last.code }
+        let code = TypeCatalogue.code(of: type)
+        lastTypeCode = (type, code)
+        return code
+    }
+}
+
+/// The string last made from some bytes, given again while the same bytes come (repairing
+/// invalid UTF-8 as ``ProtoReader/string()`` does).
+struct ReusedString {
+    private var bytes: [UInt8] = []
+    private var string = ""
+
+    mutating func string(_ raw: UnsafeRawBufferPointer) -> String {
+        if raw.count == bytes.count, raw.isEmpty || bytes.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
+            return string
+        }
+        bytes = Array(raw)
+        string = String(decoding: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+        return string
     }
 }
