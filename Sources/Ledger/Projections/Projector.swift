@@ -48,7 +48,7 @@ struct Projector {
         var reader = ProtoReader(stored)
         var sequence: UInt64 = 0
         var kind: UInt64 = 0
-        var uuid: [UInt8] = []
+        var uuid = UnsafeRawBufferPointer(start: nil, count: 0)
         var actor = UnsafeRawBufferPointer(start: nil, count: 0)
         var body = UnsafeRawBufferPointer(start: nil, count: 0)
         do {
@@ -57,7 +57,7 @@ struct Projector {
                 case (2, .varint): sequence = try reader.varint()
                 case (5, .lengthDelimited): actor = try reader.bytes()
                 case (6, .varint): kind = try reader.varint()
-                case (8, .lengthDelimited): uuid = Array(try reader.bytes())
+                case (8, .lengthDelimited): uuid = try reader.bytes()
                 case (15, .lengthDelimited): body = try reader.bytes()
                 default: try reader.skip(wireType)
                 }
@@ -69,7 +69,7 @@ struct Projector {
             if kind == .objectSaved { return (sequence, .saved(try ObjectSummary(encoded: body, units: units))) }
             // Only an authorization request needs its actor (the app that asked).
             let principal = kind == .authorizationRequested ? Principal(try Healthledger_V1_Actor(serializedBytes: Array(actor))) : .system
-            return (sequence, try Self.change(kind: kind, actor: principal, objectUUID: uuid, body: body))
+            return (sequence, try Self.change(kind: kind, actor: principal, objectUUID: Array(uuid), body: body))
         } catch is ProtoReader.Malformed {
             throw LedgerFailure.corrupted("event \(sequence) does not decode")
         } catch is SwiftProtobuf.BinaryDecodingError {
