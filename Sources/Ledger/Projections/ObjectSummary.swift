@@ -198,8 +198,13 @@ final class UnitCache {
     func canonicalValue(_ value: Double, unit: String, type: String) throws -> Double {
         let key = Key(unit: unit, type: type)
         if let last = lastConversion, last.key == key { return try last.pair.0.convert(value, to: last.pair.1) }
-        let pair = try conversions[key] ?? (try HealthUnit(unit), try QuantityType(type).canonicalUnit)
-        conversions[key] = pair
+        let pair: (HealthUnit, HealthUnit)
+        if let known = conversions[key] {
+            pair = known
+        } else {
+            pair = (try HealthUnit(unit), try QuantityType(type).canonicalUnit)
+            conversions[key] = pair
+        }
         lastConversion = (key, pair)
         return try pair.0.convert(value, to: pair.1)
     }
