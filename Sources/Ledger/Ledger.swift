@@ -119,7 +119,7 @@ public final class Ledger: Sendable {
     static func initialize(at directory: URL, id: String, displayName: String, configuration: LedgerConfiguration) throws {
         let environment = try openEnvironment(at: directory, configuration: configuration)
         let databases = try LedgerDatabases(environment: environment)
-        let projector = Projector(databases: databases, units: UnitCache())
+        let projector = Projector(databases: databases, units: SummaryCache())
         try environment.write { txn in
             let context = try WriteContext(txn: txn, databases: databases, projector: projector, now: Date())
             guard context.head.sequence == 0 else { throw LedgerFailure(.alreadyExists, "ledger '\(id)' already has events") }

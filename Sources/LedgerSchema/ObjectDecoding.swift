@@ -106,6 +106,28 @@ public struct ReceivedObject: Sendable {
     }
 }
 
+/// The last value made from some bytes, given again while the same bytes come: objects read
+/// in a row mostly share their type, unit, source and device. (Inlinable: specialised where
+/// it is used, in the hot loops of decoding and replay.)
+package struct Reuse<Value> {
+    @usableFromInline var bytes: [UInt8] = []
+    @usableFromInline var value: Value?
+
+    @inlinable
+    package init() {}
+
+    @inlinable
+    package mutating func value(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> Value) rethrows -> Value {
+        if let value, raw.count == bytes.count, raw.count == 0 || bytes.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
+            return value
+        }
+        let made = try make(raw)
+        bytes = Array(raw)
+        value = made
+        return made
+    }
+}
+
 /// The in-place reader behind ``HealthObjectDecoder``. `decode` throws whenever the slow
 /// path must decide, including on every error: the slow path words it. Alongside the
 /// object it tells whether the bytes are canonical (``ReceivedObject/canonicalBytes``): the
@@ -113,22 +135,6 @@ public struct ReceivedObject: Sendable {
 /// a test holds every object found canonical byte-identical to its encoding.
 private struct FastObjectDecoder {
     struct Fallback: Error {}
-
-    /// The last value made from some bytes, reused when the same bytes come again.
-    struct Reuse<Value> {
-        var bytes: [UInt8] = []
-        var value: Value?
-
-        mutating func value(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> Value) rethrows -> Value {
-            if let value, raw.count == bytes.count, raw.count == 0 || bytes.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
-                return value
-            }
-            let made = try make(raw)
-            bytes = Array(raw)
-            value = made
-            return made
-        }
-    }
 
     private var types = Reuse<String>()
     /// The last quantity type, reused while the type string (itself reused) is the same.

@@ -101,9 +101,7 @@ public struct ProtoWriter: Sendable {
 
     /// A present sub-message is written even when empty.
     public mutating func message(field: Int, _ value: [UInt8]) {
-        raw(UInt64(field << 3 | 2))
-        raw(UInt64(value.count))
-        buffer.append(contentsOf: value)
+        value.withUnsafeBytes { message(field: field, $0) }
     }
 
     /// A present sub-message from bytes in place (a stored object's).

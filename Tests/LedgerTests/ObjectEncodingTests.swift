@@ -235,14 +235,14 @@ struct ObjectEncodingTests {
             #expect(direct == (try message.serializedBytes() as [UInt8]))
             let decoded = try Healthledger_V1_HealthObject(serializedBytes: direct)
             #expect(decoded == message)
-            let live = try ObjectSummary(object, units: UnitCache())
-            let replayed = try ObjectSummary(decoded, units: UnitCache())
+            let live = try ObjectSummary(object, units: SummaryCache())
+            let replayed = try ObjectSummary(decoded, units: SummaryCache())
             #expect(live.uuid == replayed.uuid && live.typeCode == replayed.typeCode && live.type == replayed.type)
             #expect(live.startUs == replayed.startUs && live.endUs == replayed.endUs && live.sourceBundle == replayed.sourceBundle)
             #expect(live.syncIdentifier == replayed.syncIdentifier && live.syncVersion == replayed.syncVersion)
             #expect(live.syncIdentifier == object.syncIdentifier && live.syncVersion == object.syncVersion)
             #expect(live.value.bitPattern == replayed.value.bitPattern)
-            let parsed = try direct.withUnsafeBytes { try ObjectSummary(encoded: $0, units: UnitCache()) }
+            let parsed = try direct.withUnsafeBytes { try ObjectSummary(encoded: $0, units: SummaryCache()) }
             #expect(parsed.uuid == replayed.uuid && parsed.typeCode == replayed.typeCode && parsed.type == replayed.type)
             #expect(parsed.startUs == replayed.startUs && parsed.endUs == replayed.endUs && parsed.sourceBundle == replayed.sourceBundle)
             #expect(parsed.syncIdentifier == replayed.syncIdentifier && parsed.syncVersion == replayed.syncVersion)

@@ -50,7 +50,7 @@ extension Ledger {
                     guard sequence >= 1, sequence <= head.sequence else {
                         throw HealthError.invalidArgument("event \(sequence) is not in the ledger (its events run 1 to \(head.sequence))", field: "sequence")
                     }
-                    let projector = Projector(databases: freshDatabases, units: UnitCache())
+                    let projector = Projector(databases: freshDatabases, units: SummaryCache())
                     try rebuild(from: live, upTo: sequence, into: fresh, projector: projector, copyingEventsTo: freshDatabases.events, progress: nil)
                     let last = try Ledger.storedEvent(sequence, in: live, databases)
                     let event = try LedgerEvent(stored: last)

@@ -42,7 +42,7 @@ extension Ledger {
             let fresh = try Environment(
                 path: scratch.path, options: .init(mapSize: max(environment.currentMapSize, 64 << 20), durable: false, writesInPlace: true))
             let freshDatabases = try LedgerDatabases(environment: fresh)
-            let projector = Projector(databases: freshDatabases, units: UnitCache())
+            let projector = Projector(databases: freshDatabases, units: SummaryCache())
             var report = try environment.read { live in
                 let head = try LogHead.read(live, databases)
                 let rebuildStarted = clock.now
@@ -88,7 +88,7 @@ extension Ledger {
         Thread.detachNewThread {
             defer { reading.signal() }
             // A projector of its own: the unit cache is not shared between threads.
-            let decoder = Projector(databases: projections, units: UnitCache())
+            let decoder = Projector(databases: projections, units: SummaryCache())
             do {
                 // Alongside the caller's snapshot, which is open until this thread is done.
                 try environment.readAlongsideHeldSnapshot { txn in

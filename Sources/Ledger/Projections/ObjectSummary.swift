@@ -20,7 +20,7 @@ struct ObjectSummary: Sendable {
     /// A correlation's members (as the log stores them), saved just before it.
     var members: [[UInt8]] = []
 
-    init(_ object: Healthledger_V1_HealthObject, units: UnitCache) throws {
+    init(_ object: Healthledger_V1_HealthObject, units: SummaryCache) throws {
         uuid = Array(object.uuid)
         type = object.type
         typeCode = TypeCatalogue.code(of: object.type)
@@ -47,7 +47,7 @@ struct ObjectSummary: Sendable {
     /// The same summary, taken from the model object before it is encoded (the live write
     /// path). Every field is derived exactly as from the schema form, so live projections
     /// and replayed ones agree byte for byte.
-    init(_ object: HealthObject, units: UnitCache) throws {
+    init(_ object: HealthObject, units: SummaryCache) throws {
         switch object {
         case .quantitySample(let sample):
             // Through the unit's printed form, as replay sees it in the log.
@@ -82,7 +82,7 @@ struct ObjectSummary: Sendable {
     }
 
     /// The same summary, read straight from a serialized `HealthObject` (replay's hot path).
-    init(encoded bytes: UnsafeRawBufferPointer, units: UnitCache) throws {
+    init(encoded bytes: UnsafeRawBufferPointer, units: SummaryCache) throws {
         var reader = ProtoReader(bytes)
         uuid = []
         type = ""
@@ -95,7 +95,7 @@ struct ObjectSummary: Sendable {
         while let (field, wireType) = try reader.next() {
             switch (field, wireType) {
             case (1, .lengthDelimited): uuid = Array(try reader.bytes())
-            case (2, .lengthDelimited): type = units.types.string(try reader.bytes())
+            case (2, .lengthDelimited): type = units.types.value(for: try reader.bytes(), Self.string)
             case (3, .lengthDelimited):
                 var revision = ProtoReader(try reader.bytes())
                 while let (field, wireType) = try revision.next() {
@@ -103,8 +103,8 @@ struct ObjectSummary: Sendable {
                     var source = ProtoReader(try revision.bytes())
                     while let (field, wireType) = try source.next() {
                         switch (field, wireType) {
-                        case (1, .lengthDelimited): sourceBundle = units.bundles.string(try source.bytes())
-                        case (2, .lengthDelimited): sourceName = units.names.string(try source.bytes())
+                        case (1, .lengthDelimited): sourceBundle = units.bundles.value(for: try source.bytes(), Self.string)
+                        case (2, .lengthDelimited): sourceName = units.names.value(for: try source.bytes(), Self.string)
                         default: try source.skip(wireType)
                         }
                     }
@@ -173,15 +173,20 @@ struct ObjectSummary: Sendable {
     }
 
     var duration: Int64 { endUs &- startUs }
+
+    /// A string field's bytes as ``ProtoReader/string()`` reads them (invalid UTF-8 repaired).
+    private static func string(_ raw: UnsafeRawBufferPointer) -> String {
+        String(decoding: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+    }
 }
 
-/// Parsed units by (unit string, type), for converting values to canonical units, and what
-/// reading summaries in a row reuses: replay reads thousands of objects of one type and
-/// source in a row, and making their strings, type codes and conversions again for each
-/// would cost an allocation and a hash lookup apiece.
+/// What making summaries reuses: parsed units by (unit string, type), for converting values
+/// to canonical units, and what the object before gave. Replay reads thousands of objects of
+/// one type and source in a row, and making their strings, type codes and conversions again
+/// for each would cost an allocation and a hash lookup apiece.
 ///
 /// Not thread-safe: each writer or replay owns its own.
-final class UnitCache {
+final class SummaryCache {
     private struct Key: Hashable {
         var unit: String
         var type: String
@@ -191,9 +196,9 @@ final class UnitCache {
     private var lastConversion: (key: Key, pair: (HealthUnit, HealthUnit))?
     private var lastTypeCode: (type: String, code: UInt32)?
     /// The strings last read for a summary's type, source bundle and source name.
-    var types = ReusedString()
-    var bundles = ReusedString()
-    var names = ReusedString()
+    var types = Reuse<String>()
+    var bundles = Reuse<String>()
+    var names = Reuse<String>()
 
     func canonicalValue(_ value: Double, unit: String, type: String) throws -> Double {
         let key = Key(unit: unit, type: type)
@@ -215,21 +220,5 @@ final class UnitCache {
         let code = TypeCatalogue.code(of: type)
         lastTypeCode = (type, code)
         return code
-    }
-}
-
-/// The string last made from some bytes, given again while the same bytes come (repairing
-/// invalid UTF-8 as ``ProtoReader/string()`` does).
-struct ReusedString {
-    private var bytes: [UInt8] = []
-    private var string = ""
-
-    mutating func string(_ raw: UnsafeRawBufferPointer) -> String {
-        if raw.count == bytes.count, raw.isEmpty || bytes.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
-            return string
-        }
-        bytes = Array(raw)
-        string = String(decoding: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
-        return string
     }
 }

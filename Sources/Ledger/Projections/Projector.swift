@@ -40,7 +40,7 @@ struct Projector {
     static let checkpointKey: [UInt8] = Array("applied".utf8)
 
     let databases: LedgerDatabases
-    let units: UnitCache
+    let units: SummaryCache
 
     /// The sequence and change of an event, read in place from its stored bytes (replay's
     /// hot path; tests hold it equal to SwiftProtobuf's decoding).

@@ -198,7 +198,7 @@ struct AuditNarrator {
     /// tombstone when it is gone too.
     private func syncVersion(of uuid: UUID) throws -> Int64? {
         if let stored = try StoredObject.load(uuid.bytes, in: txn, databases) {
-            let projector = Projector(databases: databases, units: UnitCache())
+            let projector = Projector(databases: databases, units: SummaryCache())
             return try projector.savedSummary(stored: try Ledger.storedEvent(stored.sequence, in: txn, databases), sequence: stored.sequence).syncVersion
         }
         if let value = try txn.get(uuid.bytes, in: databases.tombstones) {

@@ -517,7 +517,7 @@ final class ChangeFilter {
         self.range = interval == nil ? nil : range
         self.txn = txn
         self.databases = databases
-        projector = Projector(databases: databases, units: UnitCache())
+        projector = Projector(databases: databases, units: SummaryCache())
         context = PredicateContext(principal: principal, txn: txn, databases: databases)
         correlations = type.family == .correlation ? CorrelationAssembler(principal: principal, txn: txn, databases: databases) : nil
     }

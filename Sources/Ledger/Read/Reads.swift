@@ -153,7 +153,7 @@ extension Ledger {
         guard range.start <= range.end else { return .none }
         if let uuids = plan.uuids {
             // Each UUID costs one lookup, whoever saved it (or whether it exists at all).
-            let projector = Projector(databases: databases, units: UnitCache())
+            let projector = Projector(databases: databases, units: SummaryCache())
             var entries: [IndexEntry] = []
             for uuid in uuids {
                 guard let stored = try StoredObject.load(uuid.bytes, in: txn, databases), stored.type == type.code,
@@ -225,7 +225,7 @@ extension Ledger {
             }
         }
         if !scope.selected.isEmpty {
-            let projector = Projector(databases: databases, units: UnitCache())
+            let projector = Projector(databases: databases, units: SummaryCache())
             for uuid in scope.selected {
                 guard let stored = try StoredObject.load(uuid, in: txn, databases), stored.type == type, own == 0 || stored.source != own else { continue }
                 let event = try Ledger.storedEvent(stored.sequence, in: txn, databases)

@@ -148,7 +148,7 @@ final class GroupCommitter: Sendable {
     private func run(_ batch: [Pending], in txn: Transaction, nesting: Bool, into outcome: inout Outcome) throws {
         outcome = Outcome()
         let context = try WriteContext(
-            txn: txn, databases: databases, projector: Projector(databases: databases, units: UnitCache()), now: Date(),
+            txn: txn, databases: databases, projector: Projector(databases: databases, units: SummaryCache()), now: Date(),
             maintainsMerkleTree: maintainsMerkleTree)
         outcome.heads = (context.head.sequence, context.head.sequence)
         if let last = lastFrontier.withLock({ $0 }), last.head == context.head { context.startFrontier = last.frontier }

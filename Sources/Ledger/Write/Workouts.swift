@@ -111,7 +111,7 @@ extension Ledger {
         // As on a save: the owner may record another source's route, an app only its own.
         if case .app(let source) = principal { route.sourceRevision.source = source }
         try HealthObject.workoutRoute(route).validate()
-        let summary = try ObjectSummary(.workoutRoute(route), units: UnitCache())
+        let summary = try ObjectSummary(.workoutRoute(route), units: SummaryCache())
         let objectBytes = HealthObject.workoutRoute(route).encodedBytes()
         let chunks: [[UInt8]] = try stride(from: 0, to: locations.count, by: Self.routeChunkSize).enumerated().map { index, start in
             var chunk = Healthledger_V1_RouteLocationsAdded()

@@ -68,7 +68,7 @@ extension Ledger {
     func prepare(_ objects: [ReceivedObject], by principal: Principal) throws -> [PreparedObject] {
         var seen = Set<UUID>()
         seen.reserveCapacity(objects.count)
-        let units = UnitCache()
+        let units = SummaryCache()
         return try objects.enumerated().map { index, received in
             var object = received.object
             var canonicalBytes = received.canonicalBytes
