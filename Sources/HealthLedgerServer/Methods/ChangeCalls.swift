@@ -42,11 +42,11 @@ extension LedgerCall {
         while true {
             try Task.checkCancellation()
             query.limit = limit == 0 ? batchSize : min(batchSize, remaining)
-            var batch = Self.batchWriter()
-            let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope) { batch.message(field: 1, $0) }
+            var batch = try changeBatch(query, onScope: onScope)
+            let page = batch.page
             remaining -= page.count
             let limitReached = limit > 0 && remaining == 0
-            try await emit(Self.changeBatch(&batch, page, hasMore: limitReached && page.hasMore, caughtUp: !page.hasMore))
+            try await emit(batch.finish(hasMore: limitReached && page.hasMore, caughtUp: !page.hasMore))
             if !page.hasMore || limitReached { return }
             query.anchor = page.anchor
         }
@@ -65,11 +65,11 @@ extension LedgerCall {
         try await following(query.types) { first in
             var owesCaughtUp = false
             while true {
-                var batch = Self.batchWriter()
-                let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope) { batch.message(field: 1, $0) }
+                var batch = try changeBatch(query, onScope: onScope)
+                let page = batch.page
                 query.anchor = page.anchor
                 if first || page.count > 0 || (owesCaughtUp && !page.hasMore) {
-                    try await emit(Self.changeBatch(&batch, page, hasMore: false, caughtUp: !page.hasMore))
+                    try await emit(batch.finish(hasMore: false, caughtUp: !page.hasMore))
                     owesCaughtUp = page.hasMore
                 }
                 if !page.hasMore { return }
@@ -116,18 +116,28 @@ extension LedgerCall {
         throw CancellationError()
     }
 
-    /// A `ChangeBatch` under way: the page writes its added objects (field 1) into it as the
-    /// log stores them, and ``changeBatch(_:_:hasMore:caughtUp:)`` finishes it.
-    static func batchWriter() -> ProtoWriter { ProtoWriter(capacity: 64 << 10) }
+    /// One page of changes as a `ChangeBatch` under way: its added objects are written into
+    /// it (field 1) as the log stores them, while the page is read.
+    private func changeBatch(_ query: ChangeQuery, onScope: (ReadScope) -> Void) throws -> ChangeBatchWriter {
+        var writer = ProtoWriter(capacity: 64 << 10)
+        let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope) { writer.message(field: 1, $0) }
+        return ChangeBatchWriter(writer: writer, page: page)
+    }
+}
 
-    /// The rest of the ChangeBatch after its added objects: the deleted ones, the anchor, the flags.
-    static func changeBatch(_ batch: inout ProtoWriter, _ page: WrittenChangePage, hasMore: Bool, caughtUp: Bool) throws -> [UInt8] {
+/// A `ChangeBatch` whose added objects are written; ``finish(hasMore:caughtUp:)`` adds the rest.
+struct ChangeBatchWriter {
+    fileprivate var writer: ProtoWriter
+    let page: WrittenChangePage
+
+    /// The batch, with the page's deleted objects, its anchor and the flags after its added objects.
+    mutating func finish(hasMore: Bool, caughtUp: Bool) throws -> [UInt8] {
         for deleted in page.deleted {
-            batch.message(field: 2, try Healthledger_V1_DeletedObject(deleted).serializedBytes())
+            writer.message(field: 2, try Healthledger_V1_DeletedObject(deleted).serializedBytes())
         }
-        batch.bytes(field: 3, page.anchor.bytes)
-        if hasMore { batch.varint(field: 4, 1) }
-        if caughtUp { batch.varint(field: 5, 1) }
-        return batch.buffer
+        writer.bytes(field: 3, page.anchor.bytes)
+        if hasMore { writer.varint(field: 4, 1) }
+        if caughtUp { writer.varint(field: 5, 1) }
+        return writer.buffer
     }
 }

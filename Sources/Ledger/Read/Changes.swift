@@ -88,7 +88,7 @@ struct ChangePosition: Comparable, Sendable {
     init(sequence: UInt64, uuid: [UInt8]) {
         precondition(uuid.isEmpty || uuid.count == 16, "a change position's UUID has 16 bytes or none")
         self.sequence = sequence
-        halves = uuid.isEmpty ? nil : uuid.withUnsafeBytes { (KeyEncoding.uint64($0, at: 0), KeyEncoding.uint64($0, at: 8)) }
+        if !uuid.isEmpty { self = uuid.withUnsafeBytes { ChangePosition(sequence: sequence, uuidIn: $0, at: 0) } }
     }
 
     /// The position of the UUID in the 16 bytes of `bytes` from `offset`.
