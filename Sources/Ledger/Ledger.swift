@@ -36,8 +36,8 @@ public final class Ledger: Sendable {
     let anchors: AnchorSeal
     /// Route builders in progress.
     let routeBuilders = RouteBuilders()
-    /// Polls for other processes' commits (see ``LogFollower``); cancelled with the ledger.
-    private let following: Task<Void, Never>?
+    /// Polls for other processes' commits (see ``LogFollower``); stopped with the ledger, which waits for a poll under way.
+    private let following: FollowLoop?
     /// For a point-in-time view, the last event it holds; it is read-only. Nil for the ledger itself.
     public let viewOf: UInt64?
     /// Signs the tree heads.
@@ -64,19 +64,11 @@ public final class Ledger: Sendable {
             maintainsMerkleTree: configuration.maintainsMerkleTree, onCommit: configuration.onCommit)
         self.anchors = try AnchorSeal(environment: environment, databases: databases)
         signingKey = try SigningKey.load(environment: environment, databases: databases)
-        following = configuration.followInterval.map { interval in
-            Task.detached { [weak follower] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
-                    guard let follower else { return }
-                    follower.poll()
-                }
-            }
-        }
+        following = configuration.followInterval.map { FollowLoop(follower, every: $0) }
         try upgradeProjections()
     }
 
-    deinit { following?.cancel() }
+    deinit { following?.stop() }
 
     /// Rebuilds the projections from the log when another version laid them out.
     private func upgradeProjections() throws {

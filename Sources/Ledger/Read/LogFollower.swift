@@ -96,3 +96,40 @@ final class LogFollower: Sendable {
         changeWatchers.notify(types)
     }
 }
+
+/// Polls a ``LogFollower`` every interval until stopped.
+///
+/// ``stop()`` returns only once no poll is under way, so that when a ledger is released
+/// nothing of this process reads its files any more (they may be copied, edited or closed
+/// right after).
+final class FollowLoop: Sendable {
+    /// Whether the loop was stopped; held while a poll runs.
+    private final class Gate: Sendable {
+        let stopped = Mutex(false)
+    }
+
+    private let gate: Gate
+    private let task: Task<Void, Never>
+
+    init(_ follower: LogFollower, every interval: Duration) {
+        let gate = Gate()
+        self.gate = gate
+        task = Task.detached { [weak follower] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                guard let follower else { return }
+                let stopped = gate.stopped.withLock { stopped in
+                    if !stopped { follower.poll() }
+                    return stopped
+                }
+                if stopped { return }
+            }
+        }
+    }
+
+    /// Stops polling; waits for a poll under way to finish.
+    func stop() {
+        task.cancel()
+        gate.stopped.withLock { $0 = true }
+    }
+}
