@@ -33,7 +33,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
             big = scratch.appending(path: "export.xml")
             let started = clock.now
             let count = try SyntheticExport(records: records).write(to: big)
-            print("generated \(count) records, \(fileSize(big) >> 20) MiB in \(String(format: "%.1f", seconds(clock.now - started))) s")
+            print("generated \(count) records, \(ImportScenario.fileSize(big) >> 20) MiB in \(String(format: "%.1f", seconds(clock.now - started))) s")
         }
         let small = scratch.appending(path: "small.xml")
         try SyntheticExport(records: parserRecords, seed: 7).write(to: small)
@@ -46,19 +46,12 @@ struct ImportBenchCommand: AsyncParsableCommand {
         try Data((String(text[..<dtd.lowerBound]) + String(text[dtdEnd.upperBound...])).utf8).write(to: smallWithoutDTD)
 
         // The reference: libxml2's streaming reader doing nothing but read.
-        let xmllint = try which("xmllint")
-        var lintTimes: [Double] = []
-        for _ in 0..<rounds {
-            let started = clock.now
-            let run = try runChild(xmllint, ["--stream", "--noout", big.path])
-            guard run == 0 else { throw BenchFailure("xmllint --stream failed on \(big.path)") }
-            lintTimes.append(seconds(clock.now - started))
-        }
-        let elements = try countRecords(big)
-        print("== reference: xmllint --stream --noout: \(String(format: "%.2f", median(lintTimes))) s, \(Int(Double(elements) / median(lintTimes))) records/s (median of \(rounds))")
+        let elements = try ImportScenario.countRecords(big)
+        let lint = try ImportScenario.xmllint(big, rounds: rounds)
+        print("== reference: xmllint --stream --noout: \(String(format: "%.2f", lint.median)) s, \(Int(Double(elements) / lint.median)) records/s (median of \(rounds))")
 
         // The two parsers, on the smaller file: the importer's libxml2 SAX reader and Foundation's XMLParser.
-        let smallCount = try countRecords(small)
+        let smallCount = try ImportScenario.countRecords(small)
         var saxTimes: [Double] = []
         var rawTimes: [Double] = []
         var foundationTimes: [Double] = []
@@ -70,7 +63,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
             try rawParser.finish()
             rawTimes.append(seconds(clock.now - started))
             started = clock.now
-            _ = try countRecords(small)
+            _ = try ImportScenario.countRecords(small)
             saxTimes.append(seconds(clock.now - started))
             started = clock.now
             let parser = XMLParser(contentsOf: smallWithoutDTD)!
@@ -79,7 +72,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
             guard parser.parse() else { throw BenchFailure("XMLParser failed: \(parser.parserError.map { "\($0)" } ?? "")") }
             foundationTimes.append(seconds(clock.now - started))
         }
-        print("parsers on \(smallCount) records (\(fileSize(small) >> 20) MiB), median of \(rounds):")
+        print("parsers on \(smallCount) records (\(ImportScenario.fileSize(small) >> 20) MiB), median of \(rounds):")
         print("  libxml2 SAX (XMLStreamParser), elements and attributes only: \(Int(Double(smallCount) / median(rawTimes))) records/s")
         print("  libxml2 SAX + mapping to objects (the importer's reader): \(Int(Double(smallCount) / median(saxTimes))) records/s")
         print("  Foundation XMLParser (crashes on the export's DTD; read without it), elements and attributes only: \(Int(Double(smallCount) / median(foundationTimes))) records/s")
@@ -88,14 +81,70 @@ struct ImportBenchCommand: AsyncParsableCommand {
         let quarter = scratch.appending(path: "quarter.xml")
         try SyntheticExport(records: max(1, elements / 4)).write(to: quarter)
         for (name, url) in [("quarter", quarter), ("whole", big)] {
-            let result = try await importThroughServer(url, scratch: scratch.appending(path: name))
-            print("import (\(name), \(result.elements) records, \(fileSize(url) >> 20) MiB): \(Int(Double(result.elements) / result.seconds)) records/s,"
+            let result = try await ImportScenario.importThroughServer(url, scratch: scratch.appending(path: name), binaries: binaries)
+            print("import (\(name), \(result.elements) records, \(ImportScenario.fileSize(url) >> 20) MiB): \(Int(Double(result.elements) / result.seconds)) records/s,"
                 + " importer peak RSS \(result.importerPeakKiB >> 10) MiB, server peak RSS \(result.serverPeakKiB >> 10) MiB"
                     + " (anonymous memory at most \(result.serverAnonymousPeakKiB >> 10) MiB; the rest is the ledger's mapped file)")
         }
         print("target: ≥ 200,000 records/s with memory flat")
     }
+}
 
+/// Counts elements and attributes, as ``FoundationCounter`` does.
+private final class StreamCounter: XMLStreamHandler {
+    var elements = 0
+    var attributes = 0
+
+    func startElement(_ name: String, attributes: [XMLAttribute], line: Int) {
+        elements += 1
+        self.attributes += attributes.count
+    }
+
+    func endElement(_ name: String) {}
+}
+
+/// Polls a field of a process's memory status until stopped, keeping the largest value.
+private final class PeakWatcher: @unchecked Sendable {
+    private let lock = NSLock()
+    private var peak = 0
+    private var running = true
+
+    init(pid: Int32, field: String) {
+        Thread.detachNewThread { [self] in
+            while lock.withLock({ running }) {
+                let value = ImportScenario.statusKiB(field, of: pid)
+                lock.withLock { peak = max(peak, value) }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+        }
+    }
+
+    func stop() -> Int {
+        lock.withLock {
+            running = false
+            return peak
+        }
+    }
+}
+
+/// Counts what Foundation's XMLParser reports, keeping each element's attributes as it hands
+/// them over (the least an importer would do).
+private final class FoundationCounter: NSObject, XMLParserDelegate {
+    var elements = 0
+    var attributes = 0
+
+    func parser(
+        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?,
+        attributes attributeDict: [String: String] = [:]
+    ) {
+        elements += 1
+        attributes += attributeDict.count
+    }
+}
+
+/// The import's measurements, shared by `import` and the report: the import through a server
+/// process of its own, and the parsing reference.
+enum ImportScenario {
     struct ImportResult {
         var elements: Int
         var seconds: Double
@@ -108,11 +157,11 @@ struct ImportBenchCommand: AsyncParsableCommand {
 
     /// Starts `healthledgerd` on a fresh data directory, imports with the CLI (a process of its
     /// own, so its peak memory is its own), and stops the server.
-    private func importThroughServer(_ url: URL, scratch: URL) async throws -> ImportResult {
+    static func importThroughServer(_ url: URL, scratch: URL, binaries: String) async throws -> ImportResult {
         let store = try LedgerStore(directory: scratch)
         let ledger = try store.createLedger(id: "bench")
         let credential = try await ledger.issueCredential(for: .owner)
-        let binaries = URL(filePath: self.binaries, directoryHint: .isDirectory)
+        let binaries = URL(filePath: binaries, directoryHint: .isDirectory)
         let port = 20_000 + Int.random(in: 0..<20_000)
         let server = Process()
         server.executableURL = binaries.appending(path: "healthledgerd")
@@ -147,7 +196,8 @@ struct ImportBenchCommand: AsyncParsableCommand {
             serverAnonymousPeakKiB: serverAnonymous)
     }
 
-    private func countRecords(_ url: URL) throws -> Int {
+    /// The records (every element the importer saves) in an export.
+    static func countRecords(_ url: URL) throws -> Int {
         var count = 0
         let reader = AppleHealthReader { item in
             switch item {
@@ -161,19 +211,19 @@ struct ImportBenchCommand: AsyncParsableCommand {
         return count
     }
 
-    private func fileSize(_ url: URL) -> Int {
+    static func fileSize(_ url: URL) -> Int {
         ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.intValue ?? 0
     }
 
     /// A field of `/proc/PID/status` in KiB (`VmHWM:`, `RssAnon:`), 0 when unreadable.
-    fileprivate static func statusKiB(_ field: String, of pid: Int32) -> Int {
+    static func statusKiB(_ field: String, of pid: Int32) -> Int {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) })
         else { return 0 }
         return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
     }
 
-    private func which(_ name: String) throws -> URL {
+    static func which(_ name: String) throws -> URL {
         for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":") {
             let candidate = URL(filePath: String(directory)).appending(path: name)
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
@@ -181,7 +231,7 @@ struct ImportBenchCommand: AsyncParsableCommand {
         throw BenchFailure("\(name) is not installed (Debian: apt-get install libxml2-utils)")
     }
 
-    private func runChild(_ executable: URL, _ arguments: [String]) throws -> Int32 {
+    static func runChild(_ executable: URL, _ arguments: [String]) throws -> Int32 {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -190,56 +240,16 @@ struct ImportBenchCommand: AsyncParsableCommand {
         process.waitUntilExit()
         return process.terminationStatus
     }
-}
 
-/// Counts elements and attributes, as ``FoundationCounter`` does.
-private final class StreamCounter: XMLStreamHandler {
-    var elements = 0
-    var attributes = 0
-
-    func startElement(_ name: String, attributes: [XMLAttribute], line: Int) {
-        elements += 1
-        self.attributes += attributes.count
-    }
-
-    func endElement(_ name: String) {}
-}
-
-/// Polls a field of a process's memory status until stopped, keeping the largest value.
-private final class PeakWatcher: @unchecked Sendable {
-    private let lock = NSLock()
-    private var peak = 0
-    private var running = true
-
-    init(pid: Int32, field: String) {
-        Thread.detachNewThread { [self] in
-            while lock.withLock({ running }) {
-                let value = ImportBenchCommand.statusKiB(field, of: pid)
-                lock.withLock { peak = max(peak, value) }
-                Thread.sleep(forTimeInterval: 0.05)
-            }
+    /// Seconds `xmllint --stream --noout` takes to read `file`, each round.
+    static func xmllint(_ file: URL, rounds: Int) throws -> Figure {
+        let xmllint = try which("xmllint")
+        var times: [Double] = []
+        for _ in 0..<rounds {
+            let started = ContinuousClock.now
+            guard try runChild(xmllint, ["--stream", "--noout", file.path]) == 0 else { throw BenchFailure("xmllint --stream failed on \(file.path)") }
+            times.append(seconds(ContinuousClock.now - started))
         }
-    }
-
-    func stop() -> Int {
-        lock.withLock {
-            running = false
-            return peak
-        }
-    }
-}
-
-/// Counts what Foundation's XMLParser reports, keeping each element's attributes as it hands
-/// them over (the least an importer would do).
-private final class FoundationCounter: NSObject, XMLParserDelegate {
-    var elements = 0
-    var attributes = 0
-
-    func parser(
-        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?,
-        attributes attributeDict: [String: String] = [:]
-    ) {
-        elements += 1
-        attributes += attributeDict.count
+        return Figure(times)
     }
 }

@@ -20,6 +20,10 @@ struct HealthLedgerFigures: Sendable {
     var sourcePriority: [String] = []
     var anchoredPage = Figure([])
     var anchoredPageDeniedApp = Figure([])
+    /// The soak: the server's anonymous memory (MiB) read once a second, and what was saved.
+    var soakAnonymousMiB: [Double] = []
+    var soakSamples = 0
+    var soakSeconds = 0.0
 }
 
 /// The TARGETS scenarios against `healthledgerd` running as its own process, through the SDK.
@@ -27,6 +31,7 @@ final class RPCScenarios: Sendable {
     static let ingestLedger = "ingest"
     static let statisticsLedger = "statistics"
     static let pagesLedger = "pages"
+    static let soakLedger = "soak"
     static let app = Source(bundleIdentifier: "com.example.bench", name: "Bench")
 
     let server: ServerProcess
@@ -50,7 +55,7 @@ final class RPCScenarios: Sendable {
         print("== healthledgerd (pid \(server.processIdentifier)) listening on port \(server.port)")
         let operatorClient = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: operatorCredential))
         var owners: [String: String] = [:]
-        for id in [ingestLedger, statisticsLedger, pagesLedger] {
+        for id in [ingestLedger, statisticsLedger, pagesLedger, soakLedger] {
             _ = try await operatorClient.createLedger(id: id)
             owners[id] = try await operatorClient.issueCredential(ledger: id, for: .owner, label: "bench")
         }
@@ -161,7 +166,36 @@ final class RPCScenarios: Sendable {
 
         if plan.wants("statistics") { try await statistics(plan, into: &figures) }
         if plan.wants("pages") { try await anchoredPages(plan, into: &figures) }
+        if plan.wants("soak") { try await soak(plan, into: &figures) }
         return figures
+    }
+
+    /// The memory soak, after every other scenario: the batched ingest (1,000 samples per call,
+    /// 4 in flight) paced to `plan.soakRate` samples a second into a ledger of its own for
+    /// `plan.soakSeconds`, with the server's `RssAnon` (its heap and stacks, not the pages of
+    /// the mapped ledger) read once a second. Paced, because ten minutes at full speed would
+    /// write some 150 million samples: more disk than the machine has.
+    private func soak(_ plan: Plan, into figures: inout HealthLedgerFigures) async throws {
+        let store = client(Self.soakLedger)
+        let workload = self.workload
+        let clock = ContinuousClock()
+        let started = clock.now
+        var readings: [Double] = []
+        var saved = 0
+        for second in 0..<plan.soakSeconds {
+            let first = 100_000_000 + saved
+            try await pipelinedBatches(count: plan.soakRate) { range in
+                _ = try await store.save(range.map { workload.ingest(first + $0).object })
+            }
+            saved += plan.soakRate
+            let due = started + .seconds(second + 1)
+            if clock.now < due { try await Task.sleep(until: due, clock: clock) }
+            readings.append(Double(ImportScenario.statusKiB("RssAnon:", of: server.processIdentifier)) / 1024)
+        }
+        figures.soakSeconds = seconds(clock.now - started)
+        await store.close()
+        figures.soakAnonymousMiB = readings
+        figures.soakSamples = saved
     }
 
     /// Loads `count` objects in batches of 1,000, 4 calls in flight.

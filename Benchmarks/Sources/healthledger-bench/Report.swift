@@ -59,6 +59,7 @@ final class BenchReport: @unchecked Sendable {
     static func format(_ value: Double, _ unit: String) -> String {
         switch unit {
         case "µs", "ms": return value >= 100 ? String(format: "%.0f %@", value, unit) : String(format: "%.2f %@", value, unit)
+        case _ where unit.hasPrefix("%"): return String(format: "%.1f %@", value, unit)
         default: return "\(Int(value.rounded()).formatted(.number.grouping(.automatic))) \(unit)"
         }
     }

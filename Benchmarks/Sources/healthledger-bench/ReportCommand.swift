@@ -1,6 +1,7 @@
 import ArgumentParser
 import BenchmarkPeers
 import Foundation
+import HealthExport
 import HealthLedgerSDK
 import HealthModel
 import Ledger
@@ -24,7 +25,7 @@ struct ReportCommand: AsyncParsableCommand {
     @Option(help: "Write the report as Markdown to this file (with the plot next to it, as .svg).") var write: String?
     @Option(help: """
         Only these of HealthLedger's scenarios, comma-separated (ping, calls, ingest, concurrent, sequential, statistics, pages, \
-        replay), without the peers: for profiling one path.
+        soak, replay, import), without the peers: for profiling one path.
         """)
     var only: String?
 
@@ -34,6 +35,7 @@ struct ReportCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         var plan = Plan(quick: quick, rounds: rounds)
+        plan.binaries = binaries
         plan.only = only.map { Set($0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) }
         let workload = try Workload(days: plan.days)
         let report = BenchReport()
@@ -82,7 +84,10 @@ struct ReportCommand: AsyncParsableCommand {
             ).run()
             peerFigures.append((peer.name, figures))
         }
-        for result in Self.results(healthLedger, offline, inProcess, peerFigures, reference, plan) where result.healthLedger?.values.isEmpty == false {
+        // The Apple Health import, through a server of its own on a data directory of its own.
+        let imported = plan.wants("import") ? try await Self.appleHealthImport(scratch.appending(path: "import"), plan: plan) : nil
+
+        for result in Self.results(healthLedger, offline, inProcess, peerFigures, imported, reference, plan) where result.healthLedger?.values.isEmpty == false {
             report.add(result)
         }
 
@@ -103,7 +108,7 @@ struct ReportCommand: AsyncParsableCommand {
     /// The scenarios with their targets (TARGETS.md) and every reference measured.
     static func results(
         _ hl: HealthLedgerFigures, _ offline: OfflineFigures, _ inProcess: Figure,
-        _ peers: [(name: String, figures: PeerFigures)], _ reference: Reference, _ plan: Plan
+        _ peers: [(name: String, figures: PeerFigures)], _ imported: ImportFigures?, _ reference: Reference, _ plan: Plan
     ) -> [ScenarioResult] {
         func peer(_ path: KeyPath<PeerFigures, Figure?>) -> [(name: String, figure: Figure)] {
             peers.compactMap { name, figures in figures[keyPath: path].map { (name, $0) } }
@@ -177,7 +182,68 @@ struct ReportCommand: AsyncParsableCommand {
             targetText: "≥ 2,000,000 events/s", healthLedger: offline.verify)
         if let scan = reference.scan { verify.references.append(("raw LMDB cursor scan", Figure(scan))) }
         results.append(verify)
+        if let imported {
+            var result = ScenarioResult(
+                name: "Apple Health import, \(imported.megabytes) MiB export.xml (\(imported.records.formatted()) records)", unit: "records/s",
+                direction: .higherIsBetter, target: 200_000, targetText: "≥ 200,000 records/s, memory flat", healthLedger: imported.rate)
+            result.references.append(("xmllint --stream, reading only", imported.xmllint))
+            result.references.append(("the importer's reader alone (libxml2 SAX, objects made)", imported.reader))
+            result.notes.append(
+                "the CLI importing over RPC into healthledgerd; importer peak RSS \(imported.importerPeakMiB) MiB, server anonymous memory at most "
+                    + "\(imported.serverAnonymousPeakMiB) MiB (the mapped ledger not counted)")
+            results.append(result)
+        }
+        if !hl.soakAnonymousMiB.isEmpty {
+            let readings = hl.soakAnonymousMiB
+            // The second tenth of the run (after warming up) against the last tenth.
+            let tenth = max(1, readings.count / 10)
+            let early = Bench.median(Array(readings[min(tenth, readings.count - 1)..<min(2 * tenth, readings.count)]))
+            let late = Bench.median(Array(readings.suffix(tenth)))
+            var soak = ScenarioResult(
+                name: "server memory under ingest, \(Int(hl.soakSeconds.rounded())) s soak", unit: "% heap growth", direction: .lowerIsBetter, target: 10,
+                targetText: "heap flat (≤ 10 % growth) over 10 minutes", healthLedger: Figure(100 * (late - early) / max(early, 1)))
+            soak.notes.append(String(
+                format: "RssAnon (heap and stacks) median %.0f MiB in the second tenth, %.0f MiB in the last; %@ samples saved, paced at %@/s (1,000 per call, 4 in flight)",
+                early, late, hl.soakSamples.formatted(), plan.soakRate.formatted()))
+            let step = max(1, readings.count / 10)
+            soak.notes.append("RssAnon every \(step) s (MiB): " + stride(from: step - 1, to: readings.count, by: step).map { String(format: "%.0f", readings[$0]) }.joined(separator: ", "))
+            results.append(soak)
+        }
         return results
+    }
+
+    /// The import's figures: records a second through the server, and the references.
+    struct ImportFigures {
+        var records: Int
+        var megabytes: Int
+        var rate: Figure
+        var xmllint: Figure
+        var reader: Figure
+        var importerPeakMiB: Int
+        var serverAnonymousPeakMiB: Int
+    }
+
+    /// Generates an export of `plan.importRecords` records, times `xmllint --stream` and the
+    /// importer's reader on it, and imports it with the CLI into a server of its own.
+    static func appleHealthImport(_ directory: URL, plan: Plan) async throws -> ImportFigures {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let file = directory.appending(path: "export.xml")
+        print("== import: generating an export of \(plan.importRecords) records")
+        try SyntheticExport(records: plan.importRecords).write(to: file)
+        let records = try ImportScenario.countRecords(file)
+        let rounds = max(1, plan.rounds / 2)
+        let lint = try ImportScenario.xmllint(file, rounds: rounds)
+        var reader: [Double] = []
+        for _ in 0..<rounds {
+            let started = ContinuousClock.now
+            _ = try ImportScenario.countRecords(file)
+            reader.append(Double(records) / seconds(ContinuousClock.now - started))
+        }
+        let result = try await ImportScenario.importThroughServer(file, scratch: directory.appending(path: "server"), binaries: plan.binaries)
+        return ImportFigures(
+            records: records, megabytes: ImportScenario.fileSize(file) >> 20, rate: Figure(Double(result.elements) / result.seconds),
+            xmllint: Figure(lint.values.map { Double(records) / $0 }), reader: Figure(reader), importerPeakMiB: result.importerPeakKiB >> 10,
+            serverAnonymousPeakMiB: result.serverAnonymousPeakKiB >> 10)
     }
 
     /// What is measured on the server's data directory once the server has stopped: replay
@@ -270,7 +336,8 @@ struct ReportCommand: AsyncParsableCommand {
         libpq-dev and libsqlite3-dev when missing, builds `healthledgerd` and the benchmark package in release,
         and runs the report; `tools/bench.sh --quick` finishes in under two minutes). `tools/bench.sh --write
         BENCHMARKS.md` rewrites this file. The ledger-only scenarios (denied reads, predicates, the Merkle tree's
-        cost) are `Benchmarks/.build/release/healthledger-bench ledger`, the import is `tools/bench-import.sh`.
+        cost) are `Benchmarks/.build/release/healthledger-bench ledger`; the import with both parsers compared and
+        a quarter of the file as well is `tools/bench-import.sh`.
 
         """
     }
@@ -286,6 +353,13 @@ struct Plan: Sendable {
     var callsInFlight: Int
     var days: Int
     var pageSamples: Int
+    /// How long the memory soak runs, and the samples a second it saves.
+    var soakSeconds: Int
+    var soakRate: Int
+    /// Records in the generated export the import reads (3,500,000 is about 1 GB).
+    var importRecords: Int
+    /// The folder holding release builds of `healthledgerd` and `healthledger`.
+    var binaries = ".build/release"
     /// The scenarios to run; nil for all.
     var only: Set<String>?
 
@@ -300,6 +374,9 @@ struct Plan: Sendable {
         callsInFlight = quick ? 10_000 : 50_000
         days = quick ? 30 : 365
         pageSamples = quick ? 22_000 : 110_000
+        soakSeconds = quick ? 10 : 600
+        soakRate = 10_000
+        importRecords = quick ? 50_000 : 3_500_000
     }
 }
 
