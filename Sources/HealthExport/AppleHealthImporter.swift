@@ -68,7 +68,7 @@ public struct ImportProgress: Sendable {
 public final class AppleHealthImporter {
     public let store: HealthStore
     public let archive: ExportArchive
-    public var batchSize = 2000
+    public var batchSize = 5000
     public var batchesInFlight = 3
     public var progress: (@Sendable (ImportProgress) -> Void)?
 

@@ -4,10 +4,11 @@ import HealthLedgerSDK
 import HealthModel
 
 extension HealthStore {
-    /// Saves `objects` in one call; when the server refuses the batch (`invalidArgument`, or
-    /// `alreadyExists` for a UUID it holds),
-    /// splits it in halves until the refused objects stand alone, so one bad object never
-    /// costs its neighbours. Every object ends up either answered or refused, in order.
+    /// Saves `objects` in one call; when the batch is refused (by the server: `invalidArgument`,
+    /// or `alreadyExists` for a UUID it holds; by the SDK: `resourceExhausted` for a request
+    /// larger than a frame), splits it in halves until the refused objects stand alone, so one
+    /// bad object never costs its neighbours. Every object ends up either answered or
+    /// refused, in order.
     ///
     /// - Parameters:
     ///   - saved: called with an object's index and the server's answer.
@@ -23,7 +24,7 @@ extension HealthStore {
             do {
                 let results = try await save(Array(objects[range]))
                 for (offset, result) in results.enumerated() { saved(range.lowerBound + offset, result) }
-            } catch let error as RPCError where error.code == .invalidArgument || error.code == .alreadyExists {
+            } catch let error as RPCError where [.invalidArgument, .alreadyExists, .resourceExhausted].contains(error.code) {
                 guard range.count > 1 else {
                     refused(range.lowerBound, error)
                     continue

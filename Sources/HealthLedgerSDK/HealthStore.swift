@@ -169,6 +169,7 @@ public final class HealthStore: Sendable {
 
     /// A unary call with its request already serialized.
     func unary(_ method: RPCMethod, payload: [UInt8]) async throws -> [UInt8] {
+        try requireFrameRoom(for: payload, method)
         // A call the server never started (it went away, for example closing the idle
         // connection as the request crossed) is sent again on a new connection.
         var attempts = 0
@@ -187,6 +188,24 @@ public final class HealthStore: Sendable {
 
     /// How often a call the server never started is sent.
     static let unstartedCallAttempts = 3
+
+    /// Bytes a request frame holds besides its payload, method and credential, at most: the
+    /// call id, the fields' tags and lengths, the deadline, the window and the point in time.
+    static let requestFrameOverhead = 64
+
+    /// Refuses, before anything is sent, a request whose frame could exceed
+    /// ``HealthStoreConfiguration/maximumFrameSize``: the server would close the connection on
+    /// it, failing every other call under way.
+    ///
+    /// - Throws: ``RPCError`` `resourceExhausted`; the connection stays as it was.
+    func requireFrameRoom(for payload: [UInt8], _ method: RPCMethod) throws {
+        let largest = payload.count + method.rawValue.utf8.count + configuration.credential.utf8.count + Self.requestFrameOverhead
+        guard largest <= configuration.maximumFrameSize else {
+            throw RPCError(
+                .resourceExhausted,
+                "the request is \(payload.count) bytes, more than a frame of at most \(configuration.maximumFrameSize) bytes holds: send less at a time (split the save)")
+        }
+    }
 
     static func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) throws -> M {
         do { return try M(serializedBytes: bytes) } catch {
@@ -331,6 +350,7 @@ public final class HealthStore: Sendable {
         stream: AsyncThrowingStream<[UInt8], any Error>, consumed: @Sendable () -> Void
     ) {
         let payload: [UInt8] = try message.serializedBytes()
+        try requireFrameRoom(for: payload, method)
         let connection = try await connections.connection()
         let (id, stream) = try connection.stream(
             method, payload, credential: configuration.credential, timeout: method.isLongRunning ? nil : configuration.timeout, asOf: pointInTime)

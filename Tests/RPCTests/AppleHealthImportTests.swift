@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HealthExport
 import HealthLedgerSDK
 import Ledger
 import TestSupport
@@ -212,6 +213,32 @@ struct AppleHealthImportTests {
         }
         await store.close()
         await server.stop()
+    }
+
+    @Test("batches too large for a frame are split until each part fits: the same import as with room to spare, nothing rejected")
+    func batchesSplitToFitFrames() async throws {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "healthledger-split-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appending(path: "export.xml")
+        try SyntheticExport(records: 12_000, seed: 3).write(to: file)
+        var summaries: [ImportSummary] = []
+        var counts: [Int] = []
+        // 256 KiB frames hold about a thousand of these records: every batch of 5,000 is split.
+        // (The limit applies to the answers too: the largest here are about 200 KiB.)
+        for frameLimit in [256 << 10, 4 << 20] {
+            let server = try await TestServer()
+            let store = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, maximumFrameSize: frameLimit))
+            let importer = AppleHealthImporter(store: store, archive: try ExportArchive(url: file))
+            importer.batchSize = 5000
+            summaries.append(try await importer.run())
+            counts.append(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count)
+            await store.close()
+        }
+        #expect(summaries[0].rejected.isEmpty && summaries[0].error == nil, "\(summaries[0].rejections)")
+        #expect(summaries[0].elements == summaries[1].elements && summaries[0].imported == summaries[1].imported)
+        #expect(summaries[0].imported.values.reduce(0, +) > 10_000)
+        #expect(counts[0] == counts[1] && counts[0] > 4000)
     }
 
     @Test("a truncated export commits what was complete and ends with a clear error; a file that is not XML is refused")

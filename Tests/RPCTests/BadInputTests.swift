@@ -222,6 +222,28 @@ struct BadInputTests {
         await server.stop()
     }
 
+    @Test("a request larger than the client's frame limit fails in the SDK with resourceExhausted; nothing is sent, the connection and a stream on it live on")
+    func oversizeRequestStaysLocal() async throws {
+        let server = try await TestServer()
+        let limit = 16 << 10
+        let store = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, maximumFrameSize: limit))
+        let type = Samples.heartRate.objectType
+        // A stream on the connection, to show that the refusal does not cost it.
+        var updates = try await store.observe(type).makeAsyncIterator()
+        let batch = (0..<400).map { Samples.heartRate(60, at: Double($0)) }
+        #expect(HealthObject.encodedMessage(of: batch).count > limit)
+        let error = await #expect(throws: RPCError.self) { try await store.save(batch) }
+        #expect(error?.code == .resourceExhausted)
+        #expect(error?.message.contains("more than a frame of at most \(limit) bytes holds") == true)
+        #expect(try await SampleQueryDescriptor(type: type).result(for: store).isEmpty, "nothing was saved")
+        // The same objects in parts that fit go through on the same connection, and the stream hears of them.
+        for start in stride(from: 0, to: 400, by: 100) { _ = try await store.save(Array(batch[start..<(start + 100)])) }
+        // (Read through another connection: 400 samples make an answer larger than this client's limit.)
+        #expect(try await SampleQueryDescriptor(type: type).result(for: server.client()).count == 400)
+        #expect(try await updates.next() != nil, "the observer, opened before the refusal, hears of the saves")
+        await store.close()
+    }
+
     @Test("Save reads its objects straight from the payload: malformed bytes refuse the whole request, an invalid object is named by its index, unknown fields are skipped")
     func savePayloads() async throws {
         let server = try await TestServer()

@@ -23,7 +23,7 @@ struct ImportCommand: AsyncParsableCommand {
                 """)
         @OptionGroup var connection: ConnectionOptions
         @Argument(help: "export.zip or export.xml.") var path: String
-        @Option(help: "Objects per save (1–10000).") var batchSize = 2000
+        @Option(help: "Objects per save (1–10000; a save too large for a frame is split).") var batchSize = 5000
         @Flag(help: "No progress bar, even on a terminal.") var quiet = false
 
         func validate() throws {
