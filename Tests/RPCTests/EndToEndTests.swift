@@ -1,6 +1,8 @@
 import Foundation
+import HealthLedgerRPC
 import HealthLedgerSDK
 import HealthLedgerServer
+import LedgerSchema
 import Ledger
 import Logging
 import NIOCore
@@ -8,6 +10,66 @@ import Testing
 
 @Suite("End to end: server and SDK", .timeLimit(.minutes(3)))
 struct EndToEndTests {
+    @Test("a small save is answered from its commit with no task, a large one from a task: the same answers; each refusal still gets its status")
+    func savesOnCommitAndInTasks() async throws {
+        #expect(MethodTable.answersOnCommit(.save) && !MethodTable.answersOnCommit(.delete))
+        let server = try await TestServer()
+        let store = server.client()
+        let small = (0..<10).map { Samples.heartRate(70, at: Double($0)) }
+        let large = (0..<1000).map { Samples.heartRate(80, at: Double(100 + $0)) }
+        // 1,000 samples are more than the server prepares on its event loop.
+        #expect(HealthObject.encodedMessage(of: large).count > CallDispatcher.largestPayloadPreparedOnLoop)
+        #expect(HealthObject.encodedMessage(of: small).count < CallDispatcher.largestPayloadPreparedOnLoop)
+        async let first = store.save(small)
+        async let second = store.save(large)
+        let (smallResults, largeResults) = try await (first, second)
+        #expect(smallResults.map(\.uuid) == small.map(\.uuid) && smallResults.allSatisfy { $0.disposition == .saved })
+        #expect(largeResults.map(\.uuid) == large.map(\.uuid) && largeResults.allSatisfy { $0.disposition == .saved })
+        #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 1010)
+        // Refused in the commit (a UUID saved already), before it (a bad credential), and as of
+        // a past point (which goes to a task, and is refused there).
+        let again = await #expect(throws: RPCError.self) { try await store.save([small[0]]) }
+        #expect(again?.code == .alreadyExists)
+        let stranger = await #expect(throws: RPCError.self) { try await server.client("nobody").save([Samples.heartRate(60, at: 5000)]) }
+        #expect(stranger?.code == .unauthenticated)
+        let past = await #expect(throws: RPCError.self) { try await store.asOf(.sequence(1)).save([Samples.heartRate(60, at: 6000)]) }
+        #expect(past?.code == .invalidArgument)
+        #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 1010, "nothing refused was saved")
+    }
+
+    @Test("a write handed to the ledger commits whatever comes after: a cancel or a passed deadline leaves it its own status, small or large")
+    func writesOutliveCancelAndDeadline() async throws {
+        let server = try await TestServer()
+        let raw = try await RawConnection(port: server.port)
+        var expected = 0
+        var bytes: [UInt8] = []
+        // Odd ids: a small save (answered on commit) and a large one (in a task), each once
+        // cancelled in the same write as its request and once with a 1 ms deadline.
+        for (index, count) in [10, 1000, 10, 1000].enumerated() {
+            let id = UInt64(2 * index + 1)
+            let samples = (0..<count).map { Samples.heartRate(70, at: Double(index * 10_000 + $0)) }
+            expected += count
+            var request = BadInputTests.request(id, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: HealthObject.encodedMessage(of: samples))
+            if index >= 2 { request.request.timeoutMs = 1 }
+            bytes += RawConnection.encode(request)
+            if index < 2 {
+                var cancel = Healthledger_V1_Frame()
+                cancel.callID = id
+                cancel.cancel = .init()
+                bytes += RawConnection.encode(cancel)
+            }
+        }
+        try await raw.send(bytes)
+        var statuses: [UInt64: Healthledger_V1_CallStatus] = [:]
+        while statuses.count < 4, let frame = await raw.next() {
+            if case .frame(let frame) = frame, case .status(let status) = frame.kind { statuses[frame.callID] = status }
+        }
+        #expect(statuses.keys.sorted() == [1, 3, 5, 7])
+        #expect(statuses.values.allSatisfy { $0.code == .ok }, "\(statuses.values.map(\.message))")
+        #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: server.client()).count == expected)
+        await raw.close()
+    }
+
     @Test("save, fetch, query and delete through the SDK")
     func roundTrip() async throws {
         let server = try await TestServer()

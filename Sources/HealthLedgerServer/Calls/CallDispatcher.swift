@@ -58,6 +58,49 @@ package struct CallDispatcher: Sendable {
         return true
     }
 
+    /// The largest request payload ``answerOnCommit(id:method:request:finish:)`` prepares on
+    /// the event loop (a few hundred samples); a larger one is prepared in a task, so that
+    /// it does not hold up the loop's other connections.
+    package static let largestPayloadPreparedOnLoop = 64 << 10
+
+    /// Whether ``answerOnCommit(id:method:request:finish:)`` answers this call: a small
+    /// request of a method registered for it, asked of the present.
+    func answersOnCommit(_ method: RPCMethod, _ request: Healthledger_V1_CallRequest) -> Bool {
+        MethodTable.registrations[method]?.answersOnCommit == true && request.asOfSequence == 0 && !request.hasAsOfTimeUs
+            && request.payload.count <= Self.largestPayloadPreparedOnLoop
+    }
+
+    /// Answers a call that ``answersOnCommit(_:_:)`` accepts without a task: authenticates,
+    /// decodes and prepares it on the caller's thread (the event loop), submits it to the
+    /// ledger's group commit, and finishes it from the committing thread once it is durable
+    /// (or at once when it fails before). Two thread hand-overs fewer than a task's, which
+    /// is most of a small save's time beyond its disk writes.
+    func answerOnCommit(id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, finish: @escaping Finish) {
+        let started = ContinuousClock.now
+        let answer: @Sendable (Result<[UInt8], any Error>) -> Void = { result in
+            switch result {
+            case .success(let response):
+                finish(response, nil)
+                recorded(id: id, method: method, request: request, failure: nil, underlying: nil, started: started)
+            case .failure(let error):
+                let failure = Self.status(for: error)
+                finish(nil, failure)
+                recorded(id: id, method: method, request: request, failure: failure, underlying: error, started: started)
+            }
+        }
+        do {
+            guard let (ledger, principal) = store.authenticate(request.credential) else {
+                throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
+            }
+            guard let registration = MethodTable.registrations[method], case .onCommit(let start) = try registration.bind(Array(request.payload)) else {
+                throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
+            }
+            start(LedgerCall(ledger: ledger, principal: principal), answer)
+        } catch {
+            answer(.failure(error))
+        }
+    }
+
     /// Runs the call to its end and finishes it. A call cancelled because its deadline
     /// passed (``CallDeadline/expire()``) ends with `deadlineExceeded`.
     ///
@@ -180,6 +223,7 @@ package struct CallDispatcher: Sendable {
         switch bound {
         case .immediate(let respond): return try respond(call)
         case .unary(let respond): return try await respond(call)
+        case .onCommit(let start): return try await withCheckedThrowingContinuation { continuation in start(call) { continuation.resume(with: $0) } }
         case .stream(let types, let body):
             metrics.streamOpened()
             defer { metrics.streamClosed() }

@@ -31,6 +31,9 @@ struct StreamContext: Sendable {
 enum BoundCall: Sendable {
     case immediate(@Sendable (LedgerCall) throws -> [UInt8])
     case unary(@Sendable (LedgerCall) async throws -> [UInt8])
+    /// A write that answers when its commit is durable: `start` prepares it on the calling
+    /// thread and calls back with the response from the committing thread.
+    case onCommit(_ start: @Sendable (LedgerCall, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) -> Void)
     /// `types`: what the stream reads, whose access it holds while it runs.
     case stream(types: [ObjectType], run: @Sendable (LedgerCall, StreamContext) async throws -> Void)
     /// The operator's: on the store, before any ledger is chosen.
@@ -45,6 +48,9 @@ struct MethodRegistration: Sendable {
     let answersAsOf: Bool
     /// Called with an operator credential, on the store rather than one ledger.
     let isOperatorMethod: Bool
+    /// A unary write whose small requests are prepared on the event loop and answered from
+    /// the committing thread, with no task between (``CallDispatcher/answerOnCommit``).
+    var answersOnCommit = false
     /// Decodes the request's payload (once) and binds it to the handler.
     let bind: @Sendable (_ payload: [UInt8]) throws -> BoundCall
 
@@ -84,6 +90,20 @@ struct MethodRegistration: Sendable {
         }
     }
 
+    /// A write that waits for its commit and nothing else: a small request needs no task
+    /// (``CallDispatcher/answerOnCommit``); a large one runs in a task like any unary call.
+    static func onCommit<Request: Sendable>(
+        decoding decode: @escaping @Sendable ([UInt8]) throws -> Request,
+        _ handler: @escaping @Sendable (LedgerCall, Request, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) -> Void
+    ) -> Self {
+        var registration = MethodRegistration(kind: .unary, answersAsOf: false, isOperatorMethod: false) { payload in
+            let request = try decode(payload)
+            return .onCommit { handler($0, request, $1) }
+        }
+        registration.answersOnCommit = true
+        return registration
+    }
+
     /// A server-streaming method, and the types whose access its stream holds.
     static func stream<Request: SwiftProtobuf.Message>(
         _: Request.Type, _ kind: MethodKind = .serverStreaming, types: @escaping @Sendable (Request) throws -> [ObjectType],
@@ -111,9 +131,12 @@ package enum MethodTable {
     /// How `method` runs; nil for a method the server does not answer.
     package static func kind(of method: RPCMethod) -> MethodKind? { registrations[method]?.kind }
 
+    /// Whether `method`'s small requests are answered from their commit, without a task.
+    package static func answersOnCommit(_ method: RPCMethod) -> Bool { registrations[method]?.answersOnCommit ?? false }
+
     static let registrations: [RPCMethod: MethodRegistration] = [
         .ping: .immediate(Healthledger_V1_PingRequest.self) { try $0.ping($1) },
-        .save: .unary(decoding: LedgerCall.saveObjects) { try await $0.save($1) },
+        .save: .onCommit(decoding: LedgerCall.saveObjects) { $0.save($1, completion: $2) },
         .delete: .unary(Healthledger_V1_DeleteRequest.self) { try await $0.delete($1) },
         .deleteObjects: .unary(Healthledger_V1_DeleteObjectsRequest.self) { try await $0.deleteObjects($1) },
         .fetch: .immediate(Healthledger_V1_FetchRequest.self) { try $0.fetch($1) },

@@ -31,11 +31,16 @@ struct LedgerCall: Sendable {
         }
     }
 
-    func save(_ objects: [ReceivedObject]) async throws -> [UInt8] {
-        let results = try await ledger.save(received: objects, by: principal)
-        var response = Healthledger_V1_SaveResponse()
-        response.outcomes = results.map(Healthledger_V1_SaveOutcome.init)
-        return try response.serializedBytes()
+    /// Saves on the calling thread's behalf; `completion` gets the encoded response once the
+    /// objects are durable, on the committing thread.
+    func save(_ objects: [ReceivedObject], completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) {
+        ledger.save(received: objects, by: principal) { result in
+            completion(Result {
+                var response = Healthledger_V1_SaveResponse()
+                response.outcomes = try result.get().map(Healthledger_V1_SaveOutcome.init)
+                return try response.serializedBytes()
+            })
+        }
     }
 
     func delete(_ request: Healthledger_V1_DeleteRequest) async throws -> [UInt8] {

@@ -12,9 +12,10 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
     package typealias InboundIn = InboundFrame
     package typealias OutboundOut = Healthledger_V1_Frame
 
-    /// What a call running in a task holds (a call answered at once holds nothing).
+    /// What a running call holds (a call answered at once holds nothing).
     private struct RunningCall {
-        let task: Task<Void, Never>
+        /// Its task; nil for a write answered on commit, which nothing can stop once submitted.
+        let task: Task<Void, Never>?
         let window: StreamWindow?
         /// The deadline; none for a long-running call that set none.
         let timer: Scheduled<Void>?
@@ -53,7 +54,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
 
     package func channelInactive(context: ChannelHandlerContext) {
         _ = state.inactive()
-        for call in running.values { call.task.cancel() }
+        for call in running.values { call.task?.cancel() }
         onClose(ObjectIdentifier(self))
         drained?.succeed()
         drained = nil
@@ -68,7 +69,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         case .frame(let frame):
             switch frame.kind {
             case .request(let request): open(frame.callID, request, context: context)
-            case .cancel: running[frame.callID]?.task.cancel()
+            case .cancel: running[frame.callID]?.task?.cancel()
             case .windowUpdate(let update): running[frame.callID]?.window?.grant(Int(min(update.messages, 1 << 20)))
             case .ping(let ping):
                 var pong = Healthledger_V1_Frame()
@@ -125,6 +126,12 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         }
         // A read that needs no task is answered in this turn.
         if let method, dispatcher.answerAtOnce(id: id, method: method, request: request, finish: finish) { return }
+        // A small write needs no task either: it is answered when its commit is durable.
+        if let method, dispatcher.answersOnCommit(method, request) {
+            running[id] = RunningCall(task: nil, window: nil, timer: nil, deadline: CallDeadline(), longRunning: false)
+            dispatcher.answerOnCommit(id: id, method: method, request: request, finish: finish)
+            return
+        }
         let kind = method.flatMap { MethodTable.registrations[$0]?.kind }
         let window = kind?.isStreaming == true
             ? StreamWindow(initial: request.initialWindow == 0 ? 16 : Int(min(request.initialWindow, 1 << 20))) : nil
@@ -189,14 +196,14 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         // Long-running calls would never finish by themselves: end them now.
         for call in running.values where call.longRunning {
             call.deadline.shutDown()
-            call.task.cancel()
+            call.task?.cancel()
         }
         if closeNow { context.close(promise: nil) }
     }
 
     /// Cancels every call and closes (when draining took too long).
     package func forceClose() {
-        for call in running.values { call.task.cancel() }
+        for call in running.values { call.task?.cancel() }
         context?.close(promise: nil)
     }
 }

@@ -65,25 +65,28 @@ final class GroupCommitter: Sendable {
     /// effects outside the transaction.
     @discardableResult
     func submit<R: Sendable>(_ body: @escaping @Sendable (WriteContext) throws -> R) async throws -> R {
-        guard !readOnly else { throw HealthError.invalidArgument("a point-in-time view is read-only: write to the ledger itself", field: "as_of") }
-        return try await withCheckedThrowingContinuation { continuation in
-            let box = ResultBox<R>()
-            let pending = Pending(
-                run: { context in box.value = try body(context) },
-                complete: { result in
-                    switch result {
-                    case .success: continuation.resume(returning: box.value!)
-                    case .failure(let error): continuation.resume(throwing: error)
-                    }
-                })
-            let start = state.withLock { state in
-                state.pending.append(pending)
-                if state.draining { return false }
-                state.draining = true
-                return true
-            }
-            if start { queue.async { self.drain() } }
+        try await withCheckedThrowingContinuation { continuation in submit(body) { continuation.resume(with: $0) } }
+    }
+
+    /// ``submit(_:)`` for a caller that is not a task: `completion` is called with the result
+    /// once it is durable (or with the error), on the committing thread, so it must be quick.
+    func submit<R: Sendable>(
+        _ body: @escaping @Sendable (WriteContext) throws -> R, completion: @escaping @Sendable (Result<R, any Error>) -> Void
+    ) {
+        guard !readOnly else {
+            return completion(.failure(HealthError.invalidArgument("a point-in-time view is read-only: write to the ledger itself", field: "as_of")))
         }
+        let box = ResultBox<R>()
+        let pending = Pending(
+            run: { context in box.value = try body(context) },
+            complete: { result in completion(result.map { box.value! }) })
+        let start = state.withLock { state in
+            state.pending.append(pending)
+            if state.draining { return false }
+            state.draining = true
+            return true
+        }
+        if start { queue.async { self.drain() } }
     }
 
     /// Most requests one transaction takes; the rest wait for the next commit.

@@ -35,13 +35,35 @@ extension Ledger {
     /// canonical (``ReceivedObject/canonicalBytes``) is stored as those bytes, not encoded again.
     @discardableResult
     public func save(received: [ReceivedObject], by principal: Principal) async throws -> [SaveResult] {
-        guard !received.isEmpty else { throw HealthError.invalidArgument("nothing to save: the list of objects is empty", field: "objects") }
-        guard received.count <= Ledger.maximumBatchSize else {
-            throw HealthError(.dataSizeExceeded, "a save holds at most \(Ledger.maximumBatchSize) objects, got \(received.count)", field: "objects")
+        try await withCheckedThrowingContinuation { continuation in save(received: received, by: principal) { continuation.resume(with: $0) } }
+    }
+
+    /// ``save(received:by:)`` for a caller that is not a task (the server answering a small
+    /// save from its event loop): the objects are validated and encoded on the calling
+    /// thread, and `completion` is called once they are durable (or with the error), on the
+    /// committing thread; it must be quick.
+    package func save(received: [ReceivedObject], by principal: Principal, completion: @escaping @Sendable (Result<[SaveResult], any Error>) -> Void) {
+        let prepared: [PreparedObject]
+        let types: [ObjectType]
+        do {
+            guard !received.isEmpty else { throw HealthError.invalidArgument("nothing to save: the list of objects is empty", field: "objects") }
+            guard received.count <= Ledger.maximumBatchSize else {
+                throw HealthError(.dataSizeExceeded, "a save holds at most \(Ledger.maximumBatchSize) objects, got \(received.count)", field: "objects")
+            }
+            prepared = try prepare(received, by: principal)
+            types = Self.sharedTypes(of: received)
+        } catch {
+            return completion(.failure(error))
         }
-        let prepared = try prepare(received, by: principal)
-        // Correlations are shared through their member types. (A batch mostly holds one type:
-        // the set is asked only when the type changes.)
+        committer.submit({ context in
+            for type in types { try Self.requireSharing(type, by: principal, in: context) }
+            return try Self.apply(prepared, by: principal, in: context)
+        }, completion: completion)
+    }
+
+    /// The types a save shares, in order: a correlation's through its members' types. (A
+    /// batch mostly holds one type: the set is asked only when the type changes.)
+    private static func sharedTypes(of received: [ReceivedObject]) -> [ObjectType] {
         var typeSet = Set<ObjectType>()
         var lastType: ObjectType?
         func note(_ type: ObjectType) {
@@ -56,11 +78,7 @@ extension Ledger {
                 note(item.object.objectType)
             }
         }
-        let types = typeSet.sorted { $0.identifier < $1.identifier }
-        return try await committer.submit { context in
-            for type in types { try Self.requireSharing(type, by: principal, in: context) }
-            return try Self.apply(prepared, by: principal, in: context)
-        }
+        return typeSet.sorted { $0.identifier < $1.identifier }
     }
 
     /// Validates, stamps the source and encodes each object (in the caller's task, in parallel
