@@ -9,7 +9,9 @@ package enum MethodKind: Sendable, Equatable {
     /// One response computed at once from a read snapshot, without waiting on anything: it
     /// runs on the connection's event loop, in the turn that read the request.
     case immediate
-    /// One response that waits (a commit, a long read): it runs in a task.
+    /// One response that waits (a commit, a long read): it runs in a task, except a small
+    /// request of a write registered with ``MethodRegistration/onCommit(decoding:_:)``, which
+    /// is answered from its commit.
     case unary
     /// Messages under the stream window, then the status; ends by itself.
     case serverStreaming
