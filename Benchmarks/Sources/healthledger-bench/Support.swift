@@ -116,10 +116,5 @@ struct Reference {
 
 /// A process's resident memory now (`VmRSS`) and at its peak (`VmHWM`), in KiB.
 func residentKiB(of pid: Int32) -> (now: Int, peak: Int) {
-    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return (0, 0) }
-    func field(_ name: String) -> Int {
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) }) else { return 0 }
-        return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
-    }
-    return (field("VmRSS:"), field("VmHWM:"))
+    (ImportScenario.statusKiB("VmRSS:", of: pid), ImportScenario.statusKiB("VmHWM:", of: pid))
 }

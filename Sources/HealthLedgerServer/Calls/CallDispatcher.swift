@@ -42,9 +42,7 @@ package struct CallDispatcher: Sendable {
         var failure: RPCError?
         var underlying: (any Error)?
         do {
-            guard let (ledger, principal) = store.authenticate(request.credential) else {
-                throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
-            }
+            let (ledger, principal) = try authenticated(request)
             guard case .immediate(let respond) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered as immediate")
             }
@@ -89,9 +87,7 @@ package struct CallDispatcher: Sendable {
             }
         }
         do {
-            guard let (ledger, principal) = store.authenticate(request.credential) else {
-                throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
-            }
+            let (ledger, principal) = try authenticated(request)
             guard let registration = MethodTable.registrations[method], case .onCommit(let start) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
             }
@@ -149,6 +145,16 @@ package struct CallDispatcher: Sendable {
         }
     }
 
+    /// The ledger and principal of the request's credential.
+    ///
+    /// - Throws: ``RPCError`` `unauthenticated` for a credential that is invalid, unknown or revoked.
+    private func authenticated(_ request: Healthledger_V1_CallRequest) throws -> (Ledger, Principal) {
+        guard let found = store.authenticate(request.credential) else {
+            throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
+        }
+        return found
+    }
+
     /// The status an error becomes on the wire.
     static func status(for error: any Error) -> RPCError {
         switch error {
@@ -185,9 +191,7 @@ package struct CallDispatcher: Sendable {
             }
             return try await run(OperatorCall(store: store))
         }
-        guard let (ledger, principal) = store.authenticate(request.credential) else {
-            throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
-        }
+        let (ledger, principal) = try authenticated(request)
         guard let point = try request.pointInTime() else {
             let bound = try registration.bind(Array(request.payload))
             return try await run(bound, call: LedgerCall(ledger: ledger, principal: principal), live: ledger, request: request, window: window, send: send)
