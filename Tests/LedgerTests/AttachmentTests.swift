@@ -51,6 +51,30 @@ struct AttachmentTests {
         #expect(try ledger.replay().identical)
     }
 
+    @Test("an object's attachments list oldest first, also those added within one millisecond")
+    func oldestFirst() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "order")
+        let prescription = VisionPrescriptionLedgerTests.glasses()
+        try await ledger.save([.visionPrescription(prescription)], by: .owner)
+        // Added at once, concurrently: their time-ordered UUIDs share milliseconds, and within
+        // one their order is random; the list follows the events that added them.
+        let added: [HealthModel.Attachment] = try await withThrowingTaskGroup(of: HealthModel.Attachment.self) { group in
+            for page in 0..<24 {
+                group.addTask {
+                    try await ledger.addAttachment(to: prescription.uuid, name: "page-\(page).png", contentType: "image/png", data: Self.png, by: .owner)
+                }
+            }
+            return try await group.reduce(into: [HealthModel.Attachment]()) { $0.append($1) }
+        }
+        let order = try ledger.events(from: 1, limit: 100).compactMap { event -> UUID? in
+            guard case .attachmentAdded(let summary) = try event.decodedBody() else { return nil }
+            return summary.uuid
+        }
+        #expect(order.count == 24 && Set(order) == Set(added.map { $0.uuid }))
+        #expect(try ledger.attachments(of: prescription.uuid, as: .owner).map { $0.uuid } == order)
+    }
+
     @Test("bad files are refused and write nothing; apps attach only to their own objects of types they share")
     func refusals() async throws {
         let temporary = try TemporaryStore()

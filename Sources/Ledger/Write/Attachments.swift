@@ -6,7 +6,8 @@ import SwiftProtobuf
 
 /// Lookups in the attachment projections.
 enum AttachmentIndex {
-    /// The attachments of an object, oldest first (their UUIDs are time-ordered).
+    /// The UUIDs of an object's attachments, in UUID order (time-ordered UUIDs sort by the
+    /// millisecond they were made in, not within it: order by ``entry(_:in:_:)``'s sequence).
     static func attachments(of object: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
         var uuids: [[UInt8]] = []
         try txn.forEach(prefix: object, keyLength: 32, in: databases.objectAttachments) { key, _ in
@@ -127,12 +128,14 @@ extension Ledger {
     public func attachments(of object: UUID, as principal: Principal) throws -> [Attachment] {
         try environment.read { txn in
             try Self.requireReadable(object, as: principal, in: txn, databases)
-            return try AttachmentIndex.attachments(of: object.bytes, in: txn, databases).map { uuid in
+            // Oldest first: by the sequence of the event that added each one.
+            let sequences = try AttachmentIndex.attachments(of: object.bytes, in: txn, databases).map { uuid in
                 guard let (_, sequence) = try AttachmentIndex.entry(uuid, in: txn, databases) else {
                     throw LedgerFailure.corrupted("attachment \(UUID(bytes: uuid)!) is listed but not stored: replay the ledger")
                 }
-                return try AttachmentIndex.description(sequence: sequence, in: txn, databases)
+                return sequence
             }
+            return try sequences.sorted().map { try AttachmentIndex.description(sequence: $0, in: txn, databases) }
         }
     }
 
