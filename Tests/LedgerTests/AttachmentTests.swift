@@ -24,12 +24,20 @@ struct AttachmentTests {
         #expect(Attachment.sniff([UInt8]()) == nil)
     }
 
-    @Test("the owner attaches, lists, reads and removes; each change is an event; deleting the object takes its attachments")
-    func lifecycle() async throws {
+    /// A fresh ledger holding the owner's glasses prescription (keep the store alive: it
+    /// removes its directory when released).
+    static func ledgerWithGlasses(_ id: String) async throws -> (TemporaryStore, Ledger, VisionPrescription) {
         let temporary = try TemporaryStore()
-        let ledger = try temporary.ledgerStore.createLedger(id: "files")
+        let ledger = try temporary.ledgerStore.createLedger(id: id)
         let prescription = VisionPrescriptionLedgerTests.glasses()
         try await ledger.save([.visionPrescription(prescription)], by: .owner)
+        return (temporary, ledger, prescription)
+    }
+
+    @Test("the owner attaches, lists, reads and removes; each change is an event; deleting the object takes its attachments")
+    func lifecycle() async throws {
+        let (temporary, ledger, prescription) = try await Self.ledgerWithGlasses("files")
+        defer { withExtendedLifetime(temporary) {} }
         let scan = try await ledger.addAttachment(
             to: prescription.uuid, name: "scan.pdf", contentType: "application/pdf", data: Self.pdf, metadata: ["page": "1"], by: .owner)
         let photo = try await ledger.addAttachment(to: prescription.uuid, name: "photo.png", contentType: "image/png", data: Self.png, by: .owner)
@@ -53,10 +61,8 @@ struct AttachmentTests {
 
     @Test("an object's attachments list oldest first, also those added within one millisecond")
     func oldestFirst() async throws {
-        let temporary = try TemporaryStore()
-        let ledger = try temporary.ledgerStore.createLedger(id: "order")
-        let prescription = VisionPrescriptionLedgerTests.glasses()
-        try await ledger.save([.visionPrescription(prescription)], by: .owner)
+        let (temporary, ledger, prescription) = try await Self.ledgerWithGlasses("order")
+        defer { withExtendedLifetime(temporary) {} }
         // Added at once, concurrently: their time-ordered UUIDs share milliseconds, and within
         // one their order is random; the list follows the events that added them.
         let added: [HealthModel.Attachment] = try await withThrowingTaskGroup(of: HealthModel.Attachment.self) { group in
