@@ -6,6 +6,7 @@ import LedgerSchema
 import Ledger
 import Logging
 import NIOCore
+import NIOPosix
 import Testing
 
 @Suite("End to end: server and SDK", .timeLimit(.minutes(3)))
@@ -68,6 +69,41 @@ struct EndToEndTests {
         #expect(statuses.values.allSatisfy { $0.code == .ok }, "\(statuses.values.map(\.message))")
         #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: server.client()).count == expected)
         await raw.close()
+    }
+
+    @Test("calls from a task preferring the store's executor run on its connection's event loop, and resume there: a save, a query, a stream")
+    func callsOnTheStoresExecutor() async throws {
+        let server = try await TestServer()
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = loops.next()
+        let store = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential), group: loops)
+        let samples = (0..<300).map { Samples.heartRate(60 + Double($0 % 40), at: Double($0)) }
+        let threads = try await withTaskExecutorPreference(store.executor) {
+            var onLoop = [loop.inEventLoop]
+            for sample in samples.prefix(50) {
+                try await store.save(sample)
+                onLoop.append(loop.inEventLoop)
+            }
+            try await store.save(Array(samples.dropFirst(50)))
+            onLoop.append(loop.inEventLoop)
+            let found = try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store)
+            #expect(found.map(\.uuid) == samples.map(\.uuid))
+            onLoop.append(loop.inEventLoop)
+            var streamed = 0
+            for try await batch in try await SampleQueryDescriptor(type: Samples.heartRate.objectType, batchSize: 16).results(for: store) {
+                streamed += batch.count
+                onLoop.append(loop.inEventLoop)
+            }
+            #expect(streamed == samples.count)
+            return onLoop
+        }
+        #expect(threads.count > 50 && threads.allSatisfy { $0 }, "every step of the task ran on the connection's loop")
+        // The same store from a task on the default executor.
+        #expect(!loop.inEventLoop)
+        #expect(try await store.ping().principal == "owner")
+        await store.close()
+        try await loops.shutdownGracefully()
+        await server.stop()
     }
 
     @Test("save, fetch, query and delete through the SDK")

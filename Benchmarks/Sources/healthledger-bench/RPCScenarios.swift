@@ -5,13 +5,19 @@ import Ledger
 
 /// HealthLedger's figures over RPC.
 struct HealthLedgerFigures: Sendable {
+    /// Pings from a task preferring the store's executor (``HealthStore/executor``).
     var pingP50 = Figure([])
     var pingP99 = Figure([])
+    /// The same pings from a task on the default executor, in alternate rounds.
+    var pingP50DefaultExecutor = Figure([])
     var callsInFlight = Figure([])
     var batchedIngest = Figure([])
     var serverResidentMiB: [Double]?
     var concurrentSaves = Figure([])
+    /// Saves from a task preferring the store's executor.
     var sequentialSaves = Figure([])
+    /// The same saves from a task on the default executor, in alternate rounds.
+    var sequentialSavesDefaultExecutor = Figure([])
     var hourlyAverage = Figure([])
     var dailyMergedSteps = Figure([])
     /// The merged daily step sums, for the peers' check that they did the same work.
@@ -77,23 +83,30 @@ final class RPCScenarios: Sendable {
         let client = client(Self.ingestLedger)
         _ = try await client.ping()
 
-        // Unary pings, one after another on one connection.
+        // Unary pings, one after another on one connection: each round from a task preferring
+        // the store's executor, then from one on the default executor.
         if plan.wants("ping") {
             var p50s: [Double] = []
             var p99s: [Double] = []
-            for _ in 0..<plan.rounds {
+            var defaultP50s: [Double] = []
+            func pings() async throws -> [Double] {
                 var times: [Double] = []
                 for _ in 0..<plan.pings {
                     let started = clock.now
                     _ = try await client.ping()
                     times.append(seconds(clock.now - started) * 1e6)
                 }
-                times.sort()
+                return times.sorted()
+            }
+            for _ in 0..<plan.rounds {
+                let times = try await withTaskExecutorPreference(client.executor) { try await pings() }
                 p50s.append(percentile(times, 0.5))
                 p99s.append(percentile(times, 0.99))
+                defaultP50s.append(percentile(try await pings(), 0.5))
             }
             figures.pingP50 = Figure(p50s)
             figures.pingP99 = Figure(p99s)
+            figures.pingP50DefaultExecutor = Figure(defaultP50s)
         }
         // 64 calls in flight on the one connection.
         if plan.wants("calls") {
@@ -151,16 +164,23 @@ final class RPCScenarios: Sendable {
             figures.concurrentSaves = Figure(rates)
         }
         if plan.wants("sequential") {
-            // One client, one durable save after another.
+            // One client, one durable save after another: each round from a task preferring
+            // the store's executor, then from one on the default executor.
             var rates: [Double] = []
+            var defaultRates: [Double] = []
             var base = 60_000_000
-            for _ in 0..<plan.rounds {
+            func saves() async throws -> Double {
                 let started = clock.now
                 for index in 0..<plan.sequentialSaves { _ = try await client.save(workload.ingest(base + index).object) }
                 base += plan.sequentialSaves
-                rates.append(Double(plan.sequentialSaves) / seconds(clock.now - started))
+                return Double(plan.sequentialSaves) / seconds(clock.now - started)
+            }
+            for _ in 0..<plan.rounds {
+                rates.append(try await withTaskExecutorPreference(client.executor) { try await saves() })
+                defaultRates.append(try await saves())
             }
             figures.sequentialSaves = Figure(rates)
+            figures.sequentialSavesDefaultExecutor = Figure(defaultRates)
         }
         await client.close()
 

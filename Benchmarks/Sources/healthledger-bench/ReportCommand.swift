@@ -123,6 +123,9 @@ struct ReportCommand: AsyncParsableCommand {
         }
         ping.references += peer(\.ping)
         ping.notes.append(String(format: "p99 median %.1f µs (target ≤ 200 µs: %@)", hl.pingP99.median, hl.pingP99.median <= 200 ? "met" : "NOT met"))
+        ping.notes.append(String(
+            format: "the caller's task prefers the store's executor (its connection's event loop); on the default executor, in alternate rounds: p50 %.1f µs",
+            hl.pingP50DefaultExecutor.median))
         results.append(ping)
         results.append(ScenarioResult(
             name: "64 calls in flight, one connection", unit: "calls/s", direction: .higherIsBetter, target: 50_000, targetText: "≥ 50,000 calls/s",
@@ -147,6 +150,9 @@ struct ReportCommand: AsyncParsableCommand {
             healthLedger: hl.sequentialSaves)
         if let raw = reference.singleCommits { sequential.references.append(("raw LMDB, 1 per commit", Figure(raw))) }
         sequential.references += peer(\.sequentialSaves)
+        sequential.notes.append(String(
+            format: "the caller's task prefers the store's executor; on the default executor, in alternate rounds: %.0f saves/s",
+            hl.sequentialSavesDefaultExecutor.median))
         results.append(sequential)
         var hourly = ScenarioResult(
             name: "hourly average heart rate, \(plan.days) days of per-minute samples", unit: "ms", direction: .lowerIsBetter, target: 20,

@@ -150,7 +150,9 @@ final class OutboundFrames: Sendable {
             defer { pending.scheduled = true }
             return !pending.scheduled
         }
-        if schedule { channel.eventLoop.execute(write) }
+        guard schedule else { return }
+        // A caller already on the loop (a task preferring the store's executor) writes now.
+        if channel.eventLoop.inEventLoop { write() } else { channel.eventLoop.execute(write) }
     }
 
     /// On the event loop: writes what is queued, then flushes once.
