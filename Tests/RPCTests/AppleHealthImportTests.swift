@@ -121,98 +121,98 @@ struct AppleHealthImportTests {
 
     @Test("every element kind goes in through the server; bad records are rejected with their line; a re-import adds nothing")
     func importsEverything() async throws {
-        let server = try await TestServer()
-        let cli = AuthCLITests.Session(server: server)
-        let zip = try Self.writeZip(in: server.directory.appending(path: "export"))
-        let owner = server.ownerCredential
+        try await withTestServer { server in
+            let cli = AuthCLITests.Session(server: server)
+            let zip = try Self.writeZip(in: server.directory.appending(path: "export"))
+            let owner = server.ownerCredential
 
-        let first = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
-        let imported = try #require(first["imported"] as? [String: Int])
-        // 11 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
-        // the second dietary energy), 2 correlations, 1 workout, its route, a prescription, 3 characteristics.
-        #expect(imported == ["samples": 11, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "characteristics": 3])
-        #expect(first["rejected"] as? [String: Int] == [
-            "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
-        ])
-        let rejections = try #require(first["rejections"] as? [[String: Any]])
-        #expect(rejections.map { $0["line"] as? Int } == [36, 37, 38, 39, 40], "each rejection names its line")
-        let skipped = try #require(first["skipped"] as? [String: Int])
-        #expect(skipped["Record: listed again inside its correlation"] == 3, "top-level copies of correlation members are not saved twice")
-        #expect(skipped["ActivitySummary: activity summaries are not held by the ledger yet"] == 1)
-        #expect(skipped["ClinicalRecord: clinical records are not held by the ledger yet"] == 1)
-        #expect(skipped["Audiogram: audiograms are not held by the ledger yet"] == 1)
-        #expect(skipped["HeartRateVariabilityMetadataList: heartbeat series lists are not held by the ledger yet"] == 1)
-        #expect(skipped["Attachment: attachment scan-1: its bytes are not part of the export"] == 1)
-        #expect(first["associatedWithWorkouts"] as? Int == 2, "the workout's heart rate and energy samples")
-        #expect(first["error"] == nil)
+            let first = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
+            let imported = try #require(first["imported"] as? [String: Int])
+            // 11 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
+            // the second dietary energy), 2 correlations, 1 workout, its route, a prescription, 3 characteristics.
+            #expect(imported == ["samples": 11, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "characteristics": 3])
+            #expect(first["rejected"] as? [String: Int] == [
+                "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
+            ])
+            let rejections = try #require(first["rejections"] as? [[String: Any]])
+            #expect(rejections.map { $0["line"] as? Int } == [36, 37, 38, 39, 40], "each rejection names its line")
+            let skipped = try #require(first["skipped"] as? [String: Int])
+            #expect(skipped["Record: listed again inside its correlation"] == 3, "top-level copies of correlation members are not saved twice")
+            #expect(skipped["ActivitySummary: activity summaries are not held by the ledger yet"] == 1)
+            #expect(skipped["ClinicalRecord: clinical records are not held by the ledger yet"] == 1)
+            #expect(skipped["Audiogram: audiograms are not held by the ledger yet"] == 1)
+            #expect(skipped["HeartRateVariabilityMetadataList: heartbeat series lists are not held by the ledger yet"] == 1)
+            #expect(skipped["Attachment: attachment scan-1: its bytes are not part of the export"] == 1)
+            #expect(first["associatedWithWorkouts"] as? Int == 2, "the workout's heart rate and energy samples")
+            #expect(first["error"] == nil)
 
-        // What the SDK sees.
-        let store = server.client()
-        let heartRate = try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store)
-        let first72 = try #require(heartRate.first?.quantitySample)
-        #expect(heartRate.count == 2 && first72.quantity.value == 72)
-        #expect(first72.sourceRevision.source == Source.imported(named: Self.watch) && first72.sourceRevision.version == "9.4")
-        #expect(first72.device == Device(name: "Apple Watch", manufacturer: "Apple Inc.", model: "Watch", hardwareVersion: "Watch6,2", softwareVersion: "9.4"))
-        #expect(first72.startDate == Date(timeIntervalSince1970: 1_747_566_300), "12:05 at +0100 is 11:05 UTC")
-        #expect(first72.metadata["HKMetadataKeyHeartRateMotionContext"] == .number(1))
-        #expect(first72.metadata["HKMetadataKeyTimeZone"] == .string("Europe/London"))
-        #expect(first72.metadata["Recorded"] == .date(first72.startDate))
-        #expect(first72.metadata["HKAverageMETs"] == .quantity(try Quantity(5.4321, "kcal/(hr*kg)")))
-        #expect(first72.metadata["note"] == .string("after coffee"))
-        #expect(heartRate[1].startDate == Date(timeIntervalSince1970: 1_747_585_200), "12:20 at -0400 is 16:20 UTC")
-        // The sync identifier is docs/EXPORT.md §1.4's recipe: "apple-health:", the start in
-        // eleven digits and "-", then SHA-256 over the record's fields, each followed by 0x1F,
-        // its first 16 bytes in hex.
-        let fields = ["Record", "HKQuantityTypeIdentifierHeartRate", Self.watch, "1747585200", "1747585200", "140", "count/min"]
-        let digest = SHA256.hash(data: fields.flatMap { Array($0.utf8) + [0x1F] })
-        let recipe = "apple-health:01747585200-" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
-        #expect(heartRate[1].metadata[MetadataKey.syncIdentifier] == .string(recipe))
-        #expect(heartRate[1].metadata[MetadataKey.syncVersion] == .number(1))
-        let glucose = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBloodGlucose")).result(for: store)
-        #expect(try glucose.first?.quantitySample?.quantity.doubleValue(for: HealthUnit("mmol<180.1558800000541>/L")) == 5.4)
-        let temperature = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBodyTemperature")).result(for: store)
-        #expect(abs(try #require(temperature.first?.quantitySample).quantity.doubleValue(for: HealthUnit("degC")) - 37) < 1e-9)
-        let sleep = try await SampleQueryDescriptor(type: try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")).result(for: store)
-        #expect(Set(sleep.compactMap { $0.categorySample?.value }) == [0, 5], "inBed and asleepREM by name")
+            // What the SDK sees.
+            let store = server.client()
+            let heartRate = try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store)
+            let first72 = try #require(heartRate.first?.quantitySample)
+            #expect(heartRate.count == 2 && first72.quantity.value == 72)
+            #expect(first72.sourceRevision.source == Source.imported(named: Self.watch) && first72.sourceRevision.version == "9.4")
+            #expect(first72.device == Device(name: "Apple Watch", manufacturer: "Apple Inc.", model: "Watch", hardwareVersion: "Watch6,2", softwareVersion: "9.4"))
+            #expect(first72.startDate == Date(timeIntervalSince1970: 1_747_566_300), "12:05 at +0100 is 11:05 UTC")
+            #expect(first72.metadata["HKMetadataKeyHeartRateMotionContext"] == .number(1))
+            #expect(first72.metadata["HKMetadataKeyTimeZone"] == .string("Europe/London"))
+            #expect(first72.metadata["Recorded"] == .date(first72.startDate))
+            #expect(first72.metadata["HKAverageMETs"] == .quantity(try Quantity(5.4321, "kcal/(hr*kg)")))
+            #expect(first72.metadata["note"] == .string("after coffee"))
+            #expect(heartRate[1].startDate == Date(timeIntervalSince1970: 1_747_585_200), "12:20 at -0400 is 16:20 UTC")
+            // The sync identifier is docs/EXPORT.md §1.4's recipe: "apple-health:", the start in
+            // eleven digits and "-", then SHA-256 over the record's fields, each followed by 0x1F,
+            // its first 16 bytes in hex.
+            let fields = ["Record", "HKQuantityTypeIdentifierHeartRate", Self.watch, "1747585200", "1747585200", "140", "count/min"]
+            let digest = SHA256.hash(data: fields.flatMap { Array($0.utf8) + [0x1F] })
+            let recipe = "apple-health:01747585200-" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+            #expect(heartRate[1].metadata[MetadataKey.syncIdentifier] == .string(recipe))
+            #expect(heartRate[1].metadata[MetadataKey.syncVersion] == .number(1))
+            let glucose = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBloodGlucose")).result(for: store)
+            #expect(try glucose.first?.quantitySample?.quantity.doubleValue(for: HealthUnit("mmol<180.1558800000541>/L")) == 5.4)
+            let temperature = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBodyTemperature")).result(for: store)
+            #expect(abs(try #require(temperature.first?.quantitySample).quantity.doubleValue(for: HealthUnit("degC")) - 37) < 1e-9)
+            let sleep = try await SampleQueryDescriptor(type: try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")).result(for: store)
+            #expect(Set(sleep.compactMap { $0.categorySample?.value }) == [0, 5], "inBed and asleepREM by name")
 
-        let systolic = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBloodPressureSystolic")).result(for: store)
-        #expect(systolic.count == 1, "the correlation's member only, not its top-level copy")
-        let pressures = try await CorrelationQueryDescriptor(type: try CorrelationType("HKCorrelationTypeIdentifierBloodPressure")).result(for: store)
-        #expect(pressures.first?.metadata[MetadataKey.wasUserEntered] == .number(1), "HKWasUserEntered is HealthKit's stored name of the key")
-        #expect(pressures.count == 1 && pressures.first?.objects.count == 2 && pressures.first?.objects.map(\.uuid).contains(systolic[0].uuid) == true)
-        let energy = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierDietaryEnergyConsumed")).result(for: store)
-        #expect(energy.compactMap { $0.quantitySample?.quantity.value }.sorted() == [30, 95], "the apple's member and the lone snack")
+            let systolic = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBloodPressureSystolic")).result(for: store)
+            #expect(systolic.count == 1, "the correlation's member only, not its top-level copy")
+            let pressures = try await CorrelationQueryDescriptor(type: try CorrelationType("HKCorrelationTypeIdentifierBloodPressure")).result(for: store)
+            #expect(pressures.first?.metadata[MetadataKey.wasUserEntered] == .number(1), "HKWasUserEntered is HealthKit's stored name of the key")
+            #expect(pressures.count == 1 && pressures.first?.objects.count == 2 && pressures.first?.objects.map(\.uuid).contains(systolic[0].uuid) == true)
+            let energy = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierDietaryEnergyConsumed")).result(for: store)
+            #expect(energy.compactMap { $0.quantitySample?.quantity.value }.sorted() == [30, 95], "the apple's member and the lone snack")
 
-        let workouts = try await SampleQueryDescriptor(type: .workout).result(for: store)
-        let workout = try #require(workouts.first?.workout)
-        #expect(workouts.count == 1 && workout.activityType == .running && workout.configuration.locationType == .outdoor)
-        #expect(workout.duration == 29 * 60, "30 minutes less the minute paused")
-        #expect(workout.activities.map(\.uuid) == [UUID(uuidString: "0A1B2C3D-0000-4000-8000-000000000001")!])
-        let statistics = try await store.statistics(for: workout.uuid)
-        #expect(try statistics.statistics(for: Samples.heartRate)?.averageQuantity()?.doubleValue(for: HealthUnit("count/min")) == 72)
-        let routes = try await SampleQueryDescriptor(type: .workoutRoute).result(for: store).compactMap(\.workoutRoute)
-        let route = try #require(routes.first)
-        #expect(route.workoutUUID == workout.uuid && route.sourceRevision.source == Source.imported(named: Self.watch))
-        #expect(routes.count == 1 && route.syncIdentifier == "ROUTE-1" && route.syncVersion == 2 && route.locationCount == 3)
-        let locations = try await store.routeLocations(of: route.uuid).all()
-        #expect(locations.map(\.latitude) == [51.5, 51.5001, 51.5002] && locations.map(\.speed) == [3.1, 3.2, 3.3])
-        let prescriptions = try await SampleQueryDescriptor(type: .visionPrescription).result(for: store)
-        #expect(prescriptions.first?.visionPrescription?.rightEye?.cylinder?.value == -0.5)
-        let (sex, blood) = (try await store.biologicalSex(), try await store.bloodType())
-        #expect(sex == .female && blood == .aPositive)
+            let workouts = try await SampleQueryDescriptor(type: .workout).result(for: store)
+            let workout = try #require(workouts.first?.workout)
+            #expect(workouts.count == 1 && workout.activityType == .running && workout.configuration.locationType == .outdoor)
+            #expect(workout.duration == 29 * 60, "30 minutes less the minute paused")
+            #expect(workout.activities.map(\.uuid) == [UUID(uuidString: "0A1B2C3D-0000-4000-8000-000000000001")!])
+            let statistics = try await store.statistics(for: workout.uuid)
+            #expect(try statistics.statistics(for: Samples.heartRate)?.averageQuantity()?.doubleValue(for: HealthUnit("count/min")) == 72)
+            let routes = try await SampleQueryDescriptor(type: .workoutRoute).result(for: store).compactMap(\.workoutRoute)
+            let route = try #require(routes.first)
+            #expect(route.workoutUUID == workout.uuid && route.sourceRevision.source == Source.imported(named: Self.watch))
+            #expect(routes.count == 1 && route.syncIdentifier == "ROUTE-1" && route.syncVersion == 2 && route.locationCount == 3)
+            let locations = try await store.routeLocations(of: route.uuid).all()
+            #expect(locations.map(\.latitude) == [51.5, 51.5001, 51.5002] && locations.map(\.speed) == [3.1, 3.2, 3.3])
+            let prescriptions = try await SampleQueryDescriptor(type: .visionPrescription).result(for: store)
+            #expect(prescriptions.first?.visionPrescription?.rightEye?.cylinder?.value == -0.5)
+            let (sex, blood) = (try await store.biologicalSex(), try await store.bloodType())
+            #expect(sex == .female && blood == .aPositive)
 
-        // The same file again adds nothing, and says so.
-        let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
-        #expect((second["imported"] as? [String: Int])?.isEmpty == true)
-        #expect(second["alreadyPresent"] as? Int == 19, "15 objects, the route and 3 characteristics")
-        #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
+            // The same file again adds nothing, and says so.
+            let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
+            #expect((second["imported"] as? [String: Int])?.isEmpty == true)
+            #expect(second["alreadyPresent"] as? Int == 19, "15 objects, the route and 3 characteristics")
+            #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
 
-        // An app never gets an imported source's name: the prefix is the ledger's.
-        await #expect(throws: HealthError.self) {
-            _ = try await server.ledger.issueCredential(for: .app(Source(bundleIdentifier: Source.imported(named: Self.watch).bundleIdentifier, name: Self.watch)))
+            // An app never gets an imported source's name: the prefix is the ledger's.
+            await #expect(throws: HealthError.self) {
+                _ = try await server.ledger.issueCredential(for: .app(Source(bundleIdentifier: Source.imported(named: Self.watch).bundleIdentifier, name: Self.watch)))
+            }
+            await store.close()
         }
-        await store.close()
-        await server.stop()
     }
 
     @Test("batches too large for a frame are split until each part fits: the same import as with room to spare, nothing rejected")
@@ -227,13 +227,14 @@ struct AppleHealthImportTests {
         // 256 KiB frames hold about a thousand of these records: every batch of 5,000 is split.
         // (The limit applies to the answers too: the largest here are about 200 KiB.)
         for frameLimit in [256 << 10, 4 << 20] {
-            let server = try await TestServer()
-            let store = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, maximumFrameSize: frameLimit))
-            let importer = AppleHealthImporter(store: store, archive: try ExportArchive(url: file))
-            importer.batchSize = 5000
-            summaries.append(try await importer.run())
-            counts.append(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count)
-            await store.close()
+            try await withTestServer { server in
+                let store = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, maximumFrameSize: frameLimit))
+                let importer = AppleHealthImporter(store: store, archive: try ExportArchive(url: file))
+                importer.batchSize = 5000
+                summaries.append(try await importer.run())
+                counts.append(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count)
+                await store.close()
+            }
         }
         #expect(summaries[0].rejected.isEmpty && summaries[0].error == nil, "\(summaries[0].rejections)")
         #expect(summaries[0].elements == summaries[1].elements && summaries[0].imported == summaries[1].imported)
@@ -243,29 +244,29 @@ struct AppleHealthImportTests {
 
     @Test("a truncated export commits what was complete and ends with a clear error; a file that is not XML is refused")
     func truncatedAndGarbage() async throws {
-        let server = try await TestServer()
-        let cli = AuthCLITests.Session(server: server)
-        let directory = server.directory.appending(path: "bad")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let cut = Self.exportXML.range(of: "<Correlation type=\"HKCorrelationTypeIdentifierFood\"")!.lowerBound
-        let truncated = directory.appending(path: "export.xml")
-        try Data(Self.exportXML[..<cut].utf8).write(to: truncated)
-        let run = try await cli.run(server.ownerCredential, ["import", "apple-health", truncated.path])
-        #expect(run.status == 1 && run.error.contains("not complete XML") && run.error.contains("everything before that point was imported"), "\(run.error)")
-        let store = server.client()
-        #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
-        let pressures = try await CorrelationQueryDescriptor(type: try CorrelationType("HKCorrelationTypeIdentifierBloodPressure")).result(for: store)
-        #expect(pressures.count == 1, "the blood pressure before the cut is in")
+        try await withTestServer { server in
+            let cli = AuthCLITests.Session(server: server)
+            let directory = server.directory.appending(path: "bad")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let cut = Self.exportXML.range(of: "<Correlation type=\"HKCorrelationTypeIdentifierFood\"")!.lowerBound
+            let truncated = directory.appending(path: "export.xml")
+            try Data(Self.exportXML[..<cut].utf8).write(to: truncated)
+            let run = try await cli.run(server.ownerCredential, ["import", "apple-health", truncated.path])
+            #expect(run.status == 1 && run.error.contains("not complete XML") && run.error.contains("everything before that point was imported"), "\(run.error)")
+            let store = server.client()
+            #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
+            let pressures = try await CorrelationQueryDescriptor(type: try CorrelationType("HKCorrelationTypeIdentifierBloodPressure")).result(for: store)
+            #expect(pressures.count == 1, "the blood pressure before the cut is in")
 
-        let garbage = directory.appending(path: "garbage.xml")
-        try Data("this is not xml\u{0}\u{1}".utf8).write(to: garbage)
-        let refused = try await cli.run(server.ownerCredential, ["import", "apple-health", garbage.path])
-        #expect(refused.status == 1 && refused.error.contains("not complete XML"), "\(refused.error)")
-        let missing = try await cli.run(server.ownerCredential, ["import", "apple-health", directory.appending(path: "none.zip").path])
-        #expect(missing.status != 0 && missing.error.contains("cannot open"))
-        let app = try await cli.run(server.appCredential, ["import", "apple-health", truncated.path])
-        #expect(app.status != 0, "an app cannot import: \(app.output)")
-        await store.close()
-        await server.stop()
+            let garbage = directory.appending(path: "garbage.xml")
+            try Data("this is not xml\u{0}\u{1}".utf8).write(to: garbage)
+            let refused = try await cli.run(server.ownerCredential, ["import", "apple-health", garbage.path])
+            #expect(refused.status == 1 && refused.error.contains("not complete XML"), "\(refused.error)")
+            let missing = try await cli.run(server.ownerCredential, ["import", "apple-health", directory.appending(path: "none.zip").path])
+            #expect(missing.status != 0 && missing.error.contains("cannot open"))
+            let app = try await cli.run(server.appCredential, ["import", "apple-health", truncated.path])
+            #expect(app.status != 0, "an app cannot import: \(app.output)")
+            await store.close()
+        }
     }
 }

@@ -26,79 +26,79 @@ struct AuthCLITests {
 
     @Test("an app asks, the owner decides, the app's view follows, and the trail shows every decision")
     func session() async throws {
-        let server = try await TestServer()
-        let cli = Session(server: server)
-        let app = try await server.ledger.issueCredential(for: .app(Source(bundleIdentifier: "com.example.pedometer", name: "Pedometer")))
-        let owner = server.ownerCredential
-        let window = ["--start", "2026-11-22T08:00:00Z", "--end", "2026-11-22T08:20:00Z"]
+        try await withTestServer { server in
+            let cli = Session(server: server)
+            let app = try await server.ledger.issueCredential(for: .app(Source(bundleIdentifier: "com.example.pedometer", name: "Pedometer")))
+            let owner = server.ownerCredential
+            let window = ["--start", "2026-11-22T08:00:00Z", "--end", "2026-11-22T08:20:00Z"]
 
-        let asked = try await cli.run(app, ["auth", "request", "--share", "StepCount", "--read", "StepCount", "--read", "HeartRate"])
-        #expect(asked.status == 0 && asked.output == "3 new request(s) for the owner\n", "\(asked.error)")
-        #expect(try await cli.run(app, ["auth", "request", "--read", "HeartRate"]).output == "0 new request(s) for the owner\n")
-        let early = try await cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window)
-        #expect(early.status != 0 && early.error.contains("permissionDenied") && early.error.contains("request authorization first"))
+            let asked = try await cli.run(app, ["auth", "request", "--share", "StepCount", "--read", "StepCount", "--read", "HeartRate"])
+            #expect(asked.status == 0 && asked.output == "3 new request(s) for the owner\n", "\(asked.error)")
+            #expect(try await cli.run(app, ["auth", "request", "--read", "HeartRate"]).output == "0 new request(s) for the owner\n")
+            let early = try await cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window)
+            #expect(early.status != 0 && early.error.contains("permissionDenied") && early.error.contains("request authorization first"))
 
-        let pending = try #require(try await cli.json(owner, ["auth", "pending", "--app", "com.example.pedometer"]) as? [[String: Any]])
-        #expect(pending.count == 3 && pending.allSatisfy { $0["state"] as? String == "pending" })
+            let pending = try #require(try await cli.json(owner, ["auth", "pending", "--app", "com.example.pedometer"]) as? [[String: Any]])
+            #expect(pending.count == 3 && pending.allSatisfy { $0["state"] as? String == "pending" })
 
-        #expect(try await cli.run(owner, ["auth", "grant", "--app", "com.example.pedometer", "--type", "StepCount"]).status == 0)
-        #expect(try await cli.run(owner, ["auth", "deny", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"]).status == 0)
-        #expect(try await cli.run(owner, ["auth", "pending", "--app", "com.example.pedometer"]).output == "no pending requests\n")
-        let status = try #require(
-            try await cli.json(app, ["auth", "status", "--type", "StepCount", "--type", "HeartRate", "--type", "DateOfBirth", "--type", "VisionPrescription"])
-                as? [[String: String]])
-        #expect(status.map { [$0["sharing"], $0["shareRequest"], $0["readRequest"]] } == [
-            ["sharingAuthorized", "unnecessary", "unnecessary"],
-            // Read of heart rate was asked (and denied: the app cannot tell); sharing never was.
-            ["notDetermined", "shouldRequest", "unnecessary"],
-            ["notDetermined", "readOnly", "shouldRequest"],
-            ["notDetermined", "shouldRequest", "perObject"],
-        ])
-        let text = try await cli.run(app, ["auth", "status", "--type", "HeartRate"])
-        #expect(text.output == "HKQuantityTypeIdentifierHeartRate\tsharing notDetermined\tshare request shouldRequest\tread request unnecessary\n")
+            #expect(try await cli.run(owner, ["auth", "grant", "--app", "com.example.pedometer", "--type", "StepCount"]).status == 0)
+            #expect(try await cli.run(owner, ["auth", "deny", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"]).status == 0)
+            #expect(try await cli.run(owner, ["auth", "pending", "--app", "com.example.pedometer"]).output == "no pending requests\n")
+            let status = try #require(
+                try await cli.json(app, ["auth", "status", "--type", "StepCount", "--type", "HeartRate", "--type", "DateOfBirth", "--type", "VisionPrescription"])
+                    as? [[String: String]])
+            #expect(status.map { [$0["sharing"], $0["shareRequest"], $0["readRequest"]] } == [
+                ["sharingAuthorized", "unnecessary", "unnecessary"],
+                // Read of heart rate was asked (and denied: the app cannot tell); sharing never was.
+                ["notDetermined", "shouldRequest", "unnecessary"],
+                ["notDetermined", "readOnly", "shouldRequest"],
+                ["notDetermined", "shouldRequest", "perObject"],
+            ])
+            let text = try await cli.run(app, ["auth", "status", "--type", "HeartRate"])
+            #expect(text.output == "HKQuantityTypeIdentifierHeartRate\tsharing notDetermined\tshare request shouldRequest\tread request unnecessary\n")
 
-        // Data from the app, the owner and another app.
-        #expect(try await cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window).status == 0)
-        #expect(try await cli.run(owner, ["save", "--type", "StepCount", "--value", "90", "--unit", "count"] + window).status == 0)
-        #expect(try await cli.run(owner, ["save", "--type", "HeartRate", "--value", "71", "--unit", "count/min"]).status == 0)
-        #expect(try await cli.run(server.appCredential, ["save", "--type", "HeartRate", "--value", "75", "--unit", "count/min"]).status == 0)
+            // Data from the app, the owner and another app.
+            #expect(try await cli.run(app, ["save", "--type", "StepCount", "--value", "120", "--unit", "count"] + window).status == 0)
+            #expect(try await cli.run(owner, ["save", "--type", "StepCount", "--value", "90", "--unit", "count"] + window).status == 0)
+            #expect(try await cli.run(owner, ["save", "--type", "HeartRate", "--value", "71", "--unit", "count/min"]).status == 0)
+            #expect(try await cli.run(server.appCredential, ["save", "--type", "HeartRate", "--value", "75", "--unit", "count/min"]).status == 0)
 
-        func sources(_ type: String) async throws -> [String] {
-            let rows = try #require(try await cli.json(app, ["query", "--type", type]) as? [[String: Any]])
-            return rows.compactMap { $0["source"] as? String }.sorted()
+            func sources(_ type: String) async throws -> [String] {
+                let rows = try #require(try await cli.json(app, ["query", "--type", type]) as? [[String: Any]])
+                return rows.compactMap { $0["source"] as? String }.sorted()
+            }
+            // Read granted: everyone's steps. Read denied: no one's heart rate (the app saved none).
+            #expect(try await sources("StepCount") == ["com.example.pedometer", "org.healthledger.owner"])
+            #expect(try await sources("HeartRate") == [])
+
+            #expect(try await cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "StepCount", "--direction", "read"]).status == 0)
+            #expect(try await sources("StepCount") == ["com.example.pedometer"])
+            let nothingToRevoke = try await cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
+            #expect(nothingToRevoke.status != 0 && nothingToRevoke.error.contains("nothing to revoke"))
+
+            // Apps do not decide; the owner cannot decide for an app that does not exist.
+            let selfGrant = try await cli.run(app, ["auth", "grant", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
+            #expect(selfGrant.status != 0 && selfGrant.error.contains("permissionDenied"))
+            let nobody = try await cli.run(owner, ["auth", "grant", "--app", "com.example.nobody", "--type", "HeartRate"])
+            #expect(nobody.status != 0 && nobody.error.contains("notFound"))
+            let correlation = try await cli.run(app, ["auth", "request", "--read", "BloodPressure"])
+            #expect(correlation.status != 0 && correlation.error.contains("member types"))
+
+            let shown = try #require(try await cli.json(owner, ["auth", "show", "--app", "com.example.pedometer", "--history"]) as? [String: Any])
+            let history = try #require(shown["history"] as? [[String: Any]])
+            #expect(history.map { $0["actor"] as? String ?? "" } == ["app com.example.pedometer", "owner", "owner", "owner", "owner"])
+            #expect(history.map { ($0["action"] as? String ?? "").split(separator: " ").first.map(String.init) ?? "" } == [
+                "requested", "granted", "granted", "denied", "revoked",
+            ])
+            let states = try #require(shown["authorizations"] as? [[String: Any]]).map { "\($0["direction"]!) \($0["type"]!) \($0["state"]!)" }
+            #expect(Set(states) == [
+                "share HKQuantityTypeIdentifierStepCount granted", "read HKQuantityTypeIdentifierStepCount revoked",
+                "read HKQuantityTypeIdentifierHeartRate denied",
+            ])
+            // The operator's log names every decision too.
+            let log = try await runProcess(AuthCLITests.executable, ["log", "alice", "--data-dir", server.directory.path, "--limit", "100"])
+            #expect(log.output.contains("owner\tauthorizationDecided\tapp com.example.pedometer (Pedometer) had read of StepCount revoked by the owner\n"))
+            #expect(log.output.contains("app com.example.pedometer\tauthorizationRequested\tapp com.example.pedometer (Pedometer) asked to share StepCount"))
         }
-        // Read granted: everyone's steps. Read denied: no one's heart rate (the app saved none).
-        #expect(try await sources("StepCount") == ["com.example.pedometer", "org.healthledger.owner"])
-        #expect(try await sources("HeartRate") == [])
-
-        #expect(try await cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "StepCount", "--direction", "read"]).status == 0)
-        #expect(try await sources("StepCount") == ["com.example.pedometer"])
-        let nothingToRevoke = try await cli.run(owner, ["auth", "revoke", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
-        #expect(nothingToRevoke.status != 0 && nothingToRevoke.error.contains("nothing to revoke"))
-
-        // Apps do not decide; the owner cannot decide for an app that does not exist.
-        let selfGrant = try await cli.run(app, ["auth", "grant", "--app", "com.example.pedometer", "--type", "HeartRate", "--direction", "read"])
-        #expect(selfGrant.status != 0 && selfGrant.error.contains("permissionDenied"))
-        let nobody = try await cli.run(owner, ["auth", "grant", "--app", "com.example.nobody", "--type", "HeartRate"])
-        #expect(nobody.status != 0 && nobody.error.contains("notFound"))
-        let correlation = try await cli.run(app, ["auth", "request", "--read", "BloodPressure"])
-        #expect(correlation.status != 0 && correlation.error.contains("member types"))
-
-        let shown = try #require(try await cli.json(owner, ["auth", "show", "--app", "com.example.pedometer", "--history"]) as? [String: Any])
-        let history = try #require(shown["history"] as? [[String: Any]])
-        #expect(history.map { $0["actor"] as? String ?? "" } == ["app com.example.pedometer", "owner", "owner", "owner", "owner"])
-        #expect(history.map { ($0["action"] as? String ?? "").split(separator: " ").first.map(String.init) ?? "" } == [
-            "requested", "granted", "granted", "denied", "revoked",
-        ])
-        let states = try #require(shown["authorizations"] as? [[String: Any]]).map { "\($0["direction"]!) \($0["type"]!) \($0["state"]!)" }
-        #expect(Set(states) == [
-            "share HKQuantityTypeIdentifierStepCount granted", "read HKQuantityTypeIdentifierStepCount revoked",
-            "read HKQuantityTypeIdentifierHeartRate denied",
-        ])
-        // The operator's log names every decision too.
-        let log = try await runProcess(AuthCLITests.executable, ["log", "alice", "--data-dir", server.directory.path, "--limit", "100"])
-        #expect(log.output.contains("owner\tauthorizationDecided\tapp com.example.pedometer (Pedometer) had read of StepCount revoked by the owner\n"))
-        #expect(log.output.contains("app com.example.pedometer\tauthorizationRequested\tapp com.example.pedometer (Pedometer) asked to share StepCount"))
-        await server.stop()
     }
 }

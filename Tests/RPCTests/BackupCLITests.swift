@@ -48,82 +48,82 @@ struct BackupCLITests {
 
     @Test("a backup taken while clients keep writing restores to a ledger that verifies and holds every write acknowledged before it began")
     func hotBackup() async throws {
-        let server = try await TestServer()
-        let workspace = Workspace()
-        let writes = Writes()
-        let writers = 4
-        // Some history first, so the copy takes a while.
-        for batch in 0..<20 {
-            let objects = (0..<1000).map { Samples.heartRate(60, at: -Double(batch * 1000 + $0 + 1)) }
-            _ = try await server.ledger.save(objects, by: .owner)
-            objects.forEach { writes.acknowledge($0.uuid) }
-        }
-        let (warm, warmed) = AsyncStream.makeStream(of: Void.self)
-        let writing = Task {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for writer in 0..<writers {
-                    let client = server.client(writer % 2 == 0 ? server.ownerCredential : server.appCredential)
-                    group.addTask {
-                        defer { warmed.yield() }
-                        var count = 0
-                        do {
-                            while !writes.isStopped {
-                                let uuid = UUID()
-                                let date = Samples.base.addingTimeInterval(Double(writer * 1_000_000 + count))
-                                let sample = QuantitySample(
-                                    type: Samples.heartRate, quantity: try Quantity(Double(50 + count % 100), "count/min"), start: date, end: date, uuid: uuid)
-                                let result = try await client.save(.quantitySample(sample))
-                                #expect(result.uuid == uuid)
-                                writes.acknowledge(uuid)
-                                count += 1
-                                // Each writer says once that it is under way (or, via the defer, that it stopped).
-                                if count == 20 { warmed.yield() }
-                            }
-                        } catch {
-                            await client.close()
-                            throw error
-                        }
-                        await client.close()
-                    }
-                }
-                try await group.waitForAll()
+        try await withTestServer { server in
+            let workspace = Workspace()
+            let writes = Writes()
+            let writers = 4
+            // Some history first, so the copy takes a while.
+            for batch in 0..<20 {
+                let objects = (0..<1000).map { Samples.heartRate(60, at: -Double(batch * 1000 + $0 + 1)) }
+                _ = try await server.ledger.save(objects, by: .owner)
+                objects.forEach { writes.acknowledge($0.uuid) }
             }
+            let (warm, warmed) = AsyncStream.makeStream(of: Void.self)
+            let writing = Task {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for writer in 0..<writers {
+                        let client = server.client(writer % 2 == 0 ? server.ownerCredential : server.appCredential)
+                        group.addTask {
+                            defer { warmed.yield() }
+                            var count = 0
+                            do {
+                                while !writes.isStopped {
+                                    let uuid = UUID()
+                                    let date = Samples.base.addingTimeInterval(Double(writer * 1_000_000 + count))
+                                    let sample = QuantitySample(
+                                        type: Samples.heartRate, quantity: try Quantity(Double(50 + count % 100), "count/min"), start: date, end: date, uuid: uuid)
+                                    let result = try await client.save(.quantitySample(sample))
+                                    #expect(result.uuid == uuid)
+                                    writes.acknowledge(uuid)
+                                    count += 1
+                                    // Each writer says once that it is under way (or, via the defer, that it stopped).
+                                    if count == 20 { warmed.yield() }
+                                }
+                            } catch {
+                                await client.close()
+                                throw error
+                            }
+                            await client.close()
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            // Wait until every writer has had 20 writes acknowledged (a writer that fails also counts, and fails the test below).
+            var signals = 0
+            for await _ in warm {
+                signals += 1
+                if signals == writers { break }
+            }
+
+            let acknowledged = writes.snapshot
+            let destination = workspace.path("backup")
+            let backup = try await Self.run(["backup", "alice", destination, "--data-dir", server.directory.path, "--json"])
+            writes.stop()
+            try await writing.value
+            #expect(backup.status == 0, "\(backup.error)")
+            let manifest = try JSONDecoder.iso8601.decode(BackupManifest.self, from: Data(backup.output.utf8))
+            #expect(manifest.ledgerID == "alice" && acknowledged.count >= 20_000 + writers * 20)
+            #expect(try BackupManifest.read(from: URL(filePath: destination)) == manifest)
+
+            let verify = try await Self.run(["backup", "--verify", destination])
+            #expect(verify.status == 0 && verify.output.hasPrefix("OK: alice: \(manifest.headSequence) events"), "\(verify.output)\(verify.error)")
+
+            let restoredDirectory = workspace.path("restored")
+            let restore = try await Self.run(["restore", destination, "--data-dir", restoredDirectory])
+            #expect(restore.status == 0 && restore.output.contains("restored ledger 'alice'"), "\(restore.error)")
+            let restored = try LedgerStore(directory: URL(filePath: restoredDirectory)).ledger("alice")
+            #expect(try restored.head().sequence == manifest.headSequence)
+            #expect(try restored.verify().isValid && restored.replay().identical)
+            let missing = try acknowledged.filter { try restored.object(with: $0, as: .owner) == nil }
+            #expect(missing.isEmpty, "\(missing.count) of \(acknowledged.count) acknowledged writes are not in the restored ledger")
+
+            // The live ledger is untouched, and no restore replaces it while the server has it open.
+            #expect(try server.ledger.verify().isValid)
+            let replace = try await Self.run(["restore", destination, "--data-dir", server.directory.path, "--force"])
+            #expect(replace.status != 0 && replace.error.contains("open in another process") && Self.isOneLine(replace.error), "\(replace.error)")
+            #expect(try server.ledger.head().sequence >= manifest.headSequence)
         }
-        // Wait until every writer has had 20 writes acknowledged (a writer that fails also counts, and fails the test below).
-        var signals = 0
-        for await _ in warm {
-            signals += 1
-            if signals == writers { break }
-        }
-
-        let acknowledged = writes.snapshot
-        let destination = workspace.path("backup")
-        let backup = try await Self.run(["backup", "alice", destination, "--data-dir", server.directory.path, "--json"])
-        writes.stop()
-        try await writing.value
-        #expect(backup.status == 0, "\(backup.error)")
-        let manifest = try JSONDecoder.iso8601.decode(BackupManifest.self, from: Data(backup.output.utf8))
-        #expect(manifest.ledgerID == "alice" && acknowledged.count >= 20_000 + writers * 20)
-        #expect(try BackupManifest.read(from: URL(filePath: destination)) == manifest)
-
-        let verify = try await Self.run(["backup", "--verify", destination])
-        #expect(verify.status == 0 && verify.output.hasPrefix("OK: alice: \(manifest.headSequence) events"), "\(verify.output)\(verify.error)")
-
-        let restoredDirectory = workspace.path("restored")
-        let restore = try await Self.run(["restore", destination, "--data-dir", restoredDirectory])
-        #expect(restore.status == 0 && restore.output.contains("restored ledger 'alice'"), "\(restore.error)")
-        let restored = try LedgerStore(directory: URL(filePath: restoredDirectory)).ledger("alice")
-        #expect(try restored.head().sequence == manifest.headSequence)
-        #expect(try restored.verify().isValid && restored.replay().identical)
-        let missing = try acknowledged.filter { try restored.object(with: $0, as: .owner) == nil }
-        #expect(missing.isEmpty, "\(missing.count) of \(acknowledged.count) acknowledged writes are not in the restored ledger")
-
-        // The live ledger is untouched, and no restore replaces it while the server has it open.
-        #expect(try server.ledger.verify().isValid)
-        let replace = try await Self.run(["restore", destination, "--data-dir", server.directory.path, "--force"])
-        #expect(replace.status != 0 && replace.error.contains("open in another process") && Self.isOneLine(replace.error), "\(replace.error)")
-        #expect(try server.ledger.head().sequence >= manifest.headSequence)
-        await server.stop()
     }
 
     @Test("restore refuses an existing ledger without --force and changes nothing; --force replaces it")

@@ -84,565 +84,566 @@ struct BadInputTests {
 
     @Test("each bad call gets a clear status; the connection lives on while its bytes can be trusted")
     func badCalls() async throws {
-        let server = try await TestServer(configuration: ServerConfiguration(port: 0, maximumFrameSize: 64 << 10, maximumConcurrentCalls: 2))
-        let raw = try await RawConnection(port: server.port)
+        try await withTestServer(configuration: ServerConfiguration(port: 0, maximumFrameSize: 64 << 10, maximumConcurrentCalls: 2)) { server in
+            let raw = try await RawConnection(port: server.port)
 
-        try await raw.send(Self.request(1, "healthledger.v1.Ledger/Nope", credential: server.ownerCredential))
-        #expect(await raw.status(of: 1)?.code == .unimplemented)
+            try await raw.send(Self.request(1, "healthledger.v1.Ledger/Nope", credential: server.ownerCredential))
+            #expect(await raw.status(of: 1)?.code == .unimplemented)
 
-        try await raw.send(Self.request(2, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
-        let invalid = await raw.status(of: 2)
-        #expect(invalid?.code == .invalidArgument && invalid?.message.contains("SaveRequest") == true)
+            try await raw.send(Self.request(2, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
+            let invalid = await raw.status(of: 2)
+            #expect(invalid?.code == .invalidArgument && invalid?.message.contains("SaveRequest") == true)
 
-        try await raw.send(Self.request(3, RPCMethod.ping.rawValue, credential: ""))
-        #expect(await raw.status(of: 3)?.code == .unauthenticated)
+            try await raw.send(Self.request(3, RPCMethod.ping.rawValue, credential: ""))
+            #expect(await raw.status(of: 3)?.code == .unauthenticated)
 
-        // A body that is not a Frame: answered on call 0, connection kept.
-        try await raw.send([0, 0, 0, 0, 3, 0xFF, 0xFF, 0xFF])
-        #expect(await raw.status(of: 0)?.code == .invalidArgument)
-        try await raw.send(Self.request(4, RPCMethod.ping.rawValue, credential: server.ownerCredential))
-        #expect(await raw.status(of: 4)?.code == .ok)
+            // A body that is not a Frame: answered on call 0, connection kept.
+            try await raw.send([0, 0, 0, 0, 3, 0xFF, 0xFF, 0xFF])
+            #expect(await raw.status(of: 0)?.code == .invalidArgument)
+            try await raw.send(Self.request(4, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+            #expect(await raw.status(of: 4)?.code == .ok)
 
-        // The per-connection call limit (2): two streams held open by their window, a third refused.
-        try await server.client().save((0..<100).map { Samples.heartRate(60, at: Double($0)) })
-        let query: [UInt8] = try Healthledger_V1_SampleQueryRequest.with {
-            $0.type = Samples.heartRate.identifier
-            $0.batchSize = 1
-        }.serializedBytes()
-        for id: UInt64 in [10, 11] {
-            var frame = Self.request(id, RPCMethod.querySamples.rawValue, credential: server.ownerCredential, payload: query)
-            frame.request.initialWindow = 1
-            try await raw.send(frame)
-        }
-        // (Frames of one connection are taken in order: both streams are open when 12 arrives.)
-        try await raw.send(Self.request(12, RPCMethod.ping.rawValue, credential: server.ownerCredential))
-        let refused = await raw.status(of: 12)
-        #expect(refused?.code == .resourceExhausted && refused?.message == "2 calls are already open on this connection, its limit")
-        // A request on an id still open is answered on call 0, never on the running call's id.
-        try await raw.send(Self.request(10, RPCMethod.ping.rawValue, credential: server.ownerCredential))
-        let reused = await raw.status(of: 0)
-        #expect(reused?.code == .invalidArgument && reused?.message == "call id 10 is already in use")
-
-        // An oversize frame: the header alone gets a go-away and the connection closes.
-        try await raw.send([0] + withUnsafeBytes(of: UInt32(1 << 30).bigEndian, Array.init))
-        var sawGoAway = false
-        while let frame = await raw.next() {
-            if case .frame(let frame) = frame, case .goAway(let goAway) = frame.kind {
-                sawGoAway = goAway.reason.contains("exceeds the limit")
+            // The per-connection call limit (2): two streams held open by their window, a third refused.
+            try await server.client().save((0..<100).map { Samples.heartRate(60, at: Double($0)) })
+            let query: [UInt8] = try Healthledger_V1_SampleQueryRequest.with {
+                $0.type = Samples.heartRate.identifier
+                $0.batchSize = 1
+            }.serializedBytes()
+            for id: UInt64 in [10, 11] {
+                var frame = Self.request(id, RPCMethod.querySamples.rawValue, credential: server.ownerCredential, payload: query)
+                frame.request.initialWindow = 1
+                try await raw.send(frame)
             }
+            // (Frames of one connection are taken in order: both streams are open when 12 arrives.)
+            try await raw.send(Self.request(12, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+            let refused = await raw.status(of: 12)
+            #expect(refused?.code == .resourceExhausted && refused?.message == "2 calls are already open on this connection, its limit")
+            // A request on an id still open is answered on call 0, never on the running call's id.
+            try await raw.send(Self.request(10, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+            let reused = await raw.status(of: 0)
+            #expect(reused?.code == .invalidArgument && reused?.message == "call id 10 is already in use")
+
+            // An oversize frame: the header alone gets a go-away and the connection closes.
+            try await raw.send([0] + withUnsafeBytes(of: UInt32(1 << 30).bigEndian, Array.init))
+            var sawGoAway = false
+            while let frame = await raw.next() {
+                if case .frame(let frame) = frame, case .goAway(let goAway) = frame.kind {
+                    sawGoAway = goAway.reason.contains("exceeds the limit")
+                }
+            }
+            #expect(sawGoAway)
+            // The server is still up for everyone else.
+            #expect(try await server.client().ping().ledgerID == "alice")
         }
-        #expect(sawGoAway)
-        // The server is still up for everyone else.
-        #expect(try await server.client().ping().ledgerID == "alice")
-        await server.stop()
     }
 
     @Test("authorization methods answer malformed and hostile requests with a clear status and record nothing")
     func badAuthorizationCalls() async throws {
-        let server = try await TestServer()
-        let raw = try await RawConnection(port: server.port)
-        let head = try server.ledger.head()
-        let unknownType = "HKQuantityTypeIdentifierNope"
-        let hostile: [(RPCMethod, any SwiftProtobuf.Message)] = [
-            (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] }),
-            (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.shareTypes = Array(repeating: Samples.heartRate.identifier, count: 1) + ["", "\u{0}"] }),
-            (.requestAuthorization, Healthledger_V1_AuthorizationRequest()),
-            (.getRequestStatus, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] }),
-            (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest()),
-            (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest.with { $0.types = Array(repeating: Samples.heartRate.identifier, count: 1_001) }),
-            (.requestObjectReadAuthorization, Healthledger_V1_ObjectReadAuthorizationRequest.with { $0.type = Samples.heartRate.identifier }),
-            (.requestObjectReadAuthorization, Healthledger_V1_ObjectReadAuthorizationRequest.with {
-                $0.type = "HKVisionPrescriptionTypeIdentifier"
-                $0.startUs = 10
-                $0.endUs = 5
-            }),
-            (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
-                $0.app = TestServer.appSource.bundleIdentifier
-                $0.type = Samples.heartRate.identifier
-                $0.direction = .read
-            }),
-            (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
-                $0.app = String(repeating: "x", count: 300)
-                $0.type = Samples.heartRate.identifier
-                $0.direction = .read
-                $0.decision = .granted
-            }),
-            (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
-                $0.app = TestServer.appSource.bundleIdentifier
-                $0.type = Samples.heartRate.identifier
-                $0.decision = .granted
-            }),
-            (.setObjectReadSelection, Healthledger_V1_ObjectReadSelectionRequest.with {
-                $0.app = TestServer.appSource.bundleIdentifier
-                $0.type = "HKVisionPrescriptionTypeIdentifier"
-                $0.uuids = [Data([1, 2, 3])]
-            }),
-            (.setObjectReadSelection, Healthledger_V1_ObjectReadSelectionRequest.with {
-                $0.app = TestServer.appSource.bundleIdentifier
-                $0.type = "HKVisionPrescriptionTypeIdentifier"
-                $0.uuids = (0..<10_001).map { _ in Data(UUID().bytes) }
-            }),
-            (.sourcePriority, Healthledger_V1_SourcePriorityRequest.with { $0.type = unknownType }),
-            (.setSourcePriority, Healthledger_V1_SetSourcePriorityRequest.with {
-                $0.type = Samples.heartRate.identifier
-                $0.bundleIdentifiers = ["com.example.nobody"]
-            }),
-            (.characteristics, Healthledger_V1_CharacteristicsRequest()),
-            (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = Array(repeating: ObjectType.bloodType.identifier, count: 17) }),
-            (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = [Samples.heartRate.identifier] }),
-            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = 99 }),
-            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = Int64.min }),
-            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = 2024; $0.month = 2; $0.day = 30 }),
-            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = Int32.max; $0.month = -1; $0.day = 1 }),
-            (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = Samples.heartRate.identifier; $0.value = 1 }),
-        ]
-        var id: UInt64 = 0
-        for (method, message) in hostile {
-            for credential in [server.ownerCredential, server.appCredential] {
-                id += 1
-                try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try message.serializedBytes()))
-                let status = try #require(await raw.status(of: id))
-                #expect(status.code != .ok && status.code != .internal && !status.message.isEmpty, "\(method) \(status)")
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let head = try server.ledger.head()
+            let unknownType = "HKQuantityTypeIdentifierNope"
+            let hostile: [(RPCMethod, any SwiftProtobuf.Message)] = [
+                (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] }),
+                (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.shareTypes = Array(repeating: Samples.heartRate.identifier, count: 1) + ["", "\u{0}"] }),
+                (.requestAuthorization, Healthledger_V1_AuthorizationRequest()),
+                (.getRequestStatus, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] }),
+                (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest()),
+                (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest.with { $0.types = Array(repeating: Samples.heartRate.identifier, count: 1_001) }),
+                (.requestObjectReadAuthorization, Healthledger_V1_ObjectReadAuthorizationRequest.with { $0.type = Samples.heartRate.identifier }),
+                (.requestObjectReadAuthorization, Healthledger_V1_ObjectReadAuthorizationRequest.with {
+                    $0.type = "HKVisionPrescriptionTypeIdentifier"
+                    $0.startUs = 10
+                    $0.endUs = 5
+                }),
+                (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
+                    $0.app = TestServer.appSource.bundleIdentifier
+                    $0.type = Samples.heartRate.identifier
+                    $0.direction = .read
+                }),
+                (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
+                    $0.app = String(repeating: "x", count: 300)
+                    $0.type = Samples.heartRate.identifier
+                    $0.direction = .read
+                    $0.decision = .granted
+                }),
+                (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
+                    $0.app = TestServer.appSource.bundleIdentifier
+                    $0.type = Samples.heartRate.identifier
+                    $0.decision = .granted
+                }),
+                (.setObjectReadSelection, Healthledger_V1_ObjectReadSelectionRequest.with {
+                    $0.app = TestServer.appSource.bundleIdentifier
+                    $0.type = "HKVisionPrescriptionTypeIdentifier"
+                    $0.uuids = [Data([1, 2, 3])]
+                }),
+                (.setObjectReadSelection, Healthledger_V1_ObjectReadSelectionRequest.with {
+                    $0.app = TestServer.appSource.bundleIdentifier
+                    $0.type = "HKVisionPrescriptionTypeIdentifier"
+                    $0.uuids = (0..<10_001).map { _ in Data(UUID().bytes) }
+                }),
+                (.sourcePriority, Healthledger_V1_SourcePriorityRequest.with { $0.type = unknownType }),
+                (.setSourcePriority, Healthledger_V1_SetSourcePriorityRequest.with {
+                    $0.type = Samples.heartRate.identifier
+                    $0.bundleIdentifiers = ["com.example.nobody"]
+                }),
+                (.characteristics, Healthledger_V1_CharacteristicsRequest()),
+                (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = Array(repeating: ObjectType.bloodType.identifier, count: 17) }),
+                (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = [Samples.heartRate.identifier] }),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = 99 }),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = Int64.min }),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = 2024; $0.month = 2; $0.day = 30 }),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = Int32.max; $0.month = -1; $0.day = 1 }),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = Samples.heartRate.identifier; $0.value = 1 }),
+            ]
+            var id: UInt64 = 0
+            for (method, message) in hostile {
+                for credential in [server.ownerCredential, server.appCredential] {
+                    id += 1
+                    try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try message.serializedBytes()))
+                    let status = try #require(await raw.status(of: id))
+                    #expect(status.code != .ok && status.code != .internal && !status.message.isEmpty, "\(method) \(status)")
+                }
             }
+            // Bytes that are no message at all, to every authorization method.
+            let authorizationMethods: [RPCMethod] = [
+                .requestAuthorization, .getRequestStatus, .authorizationStatus, .requestObjectReadAuthorization, .authorizations,
+                .pendingAuthorizations, .decideAuthorization, .setObjectReadSelection, .authorizationHistory, .sourcePriority, .setSourcePriority,
+                .characteristics, .setCharacteristic,
+            ]
+            for method in authorizationMethods {
+                id += 1
+                try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code == .invalidArgument && status.message.contains("not a valid"), "\(method) \(status)")
+            }
+            #expect(try server.ledger.head() == head, "no refused request wrote anything")
+            await raw.close()
         }
-        // Bytes that are no message at all, to every authorization method.
-        let authorizationMethods: [RPCMethod] = [
-            .requestAuthorization, .getRequestStatus, .authorizationStatus, .requestObjectReadAuthorization, .authorizations,
-            .pendingAuthorizations, .decideAuthorization, .setObjectReadSelection, .authorizationHistory, .sourcePriority, .setSourcePriority,
-            .characteristics, .setCharacteristic,
-        ]
-        for method in authorizationMethods {
-            id += 1
-            try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
-            let status = try #require(await raw.status(of: id))
-            #expect(status.code == .invalidArgument && status.message.contains("not a valid"), "\(method) \(status)")
-        }
-        #expect(try server.ledger.head() == head, "no refused request wrote anything")
-        await raw.close()
-        await server.stop()
     }
 
     @Test("a request larger than the client's frame limit fails in the SDK with resourceExhausted; nothing is sent, the connection and a stream on it live on")
     func oversizeRequestStaysLocal() async throws {
-        let server = try await TestServer()
-        let limit = 16 << 10
-        let store = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, maximumFrameSize: limit))
-        let type = Samples.heartRate.objectType
-        // A stream on the connection, to show that the refusal does not cost it.
-        var updates = try await store.observe(type).makeAsyncIterator()
-        let batch = (0..<400).map { Samples.heartRate(60, at: Double($0)) }
-        #expect(HealthObject.encodedMessage(of: batch).count > limit)
-        let error = await #expect(throws: RPCError.self) { try await store.save(batch) }
-        #expect(error?.code == .resourceExhausted)
-        #expect(error?.message.contains("more than a frame of at most \(limit) bytes holds") == true)
-        #expect(try await SampleQueryDescriptor(type: type).result(for: store).isEmpty, "nothing was saved")
-        // The same objects in parts that fit go through on the same connection, and the stream hears of them.
-        for start in stride(from: 0, to: 400, by: 100) { _ = try await store.save(Array(batch[start..<(start + 100)])) }
-        // (Read through another connection: 400 samples make an answer larger than this client's limit.)
-        #expect(try await SampleQueryDescriptor(type: type).result(for: server.client()).count == 400)
-        #expect(try await updates.next() != nil, "the observer, opened before the refusal, hears of the saves")
-        await store.close()
+        try await withTestServer { server in
+            let limit = 16 << 10
+            let store = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, maximumFrameSize: limit))
+            let type = Samples.heartRate.objectType
+            // A stream on the connection, to show that the refusal does not cost it.
+            var updates = try await store.observe(type).makeAsyncIterator()
+            let batch = (0..<400).map { Samples.heartRate(60, at: Double($0)) }
+            #expect(HealthObject.encodedMessage(of: batch).count > limit)
+            let error = await #expect(throws: RPCError.self) { try await store.save(batch) }
+            #expect(error?.code == .resourceExhausted)
+            #expect(error?.message.contains("more than a frame of at most \(limit) bytes holds") == true)
+            #expect(try await SampleQueryDescriptor(type: type).result(for: store).isEmpty, "nothing was saved")
+            // The same objects in parts that fit go through on the same connection, and the stream hears of them.
+            for start in stride(from: 0, to: 400, by: 100) { _ = try await store.save(Array(batch[start..<(start + 100)])) }
+            // (Read through another connection: 400 samples make an answer larger than this client's limit.)
+            #expect(try await SampleQueryDescriptor(type: type).result(for: server.client()).count == 400)
+            #expect(try await updates.next() != nil, "the observer, opened before the refusal, hears of the saves")
+            await store.close()
+        }
     }
 
     @Test("Save reads its objects straight from the payload: malformed bytes refuse the whole request, an invalid object is named by its index, unknown fields are skipped")
     func savePayloads() async throws {
-        let server = try await TestServer()
-        let raw = try await RawConnection(port: server.port)
-        let head = try server.ledger.head()
-        let valid = Samples.heartRate(70, at: 0)
-        let object = valid.encodedBytes()
-        // The object's length as a varint.
-        var length: [UInt8] = []
-        var count = object.count
-        while count >= 0x80 {
-            length.append(UInt8(count & 0x7F) | 0x80)
-            count >>= 7
-        }
-        length.append(UInt8(count))
-        let malformed: [(String, [UInt8])] = [
-            ("no message at all", [0xFF, 0xFF, 0xFF]),
-            ("objects as a varint", [0x08, 0x01]),
-            ("an object cut short", [0x0A] + length + object.prefix(object.count - 3)),
-            ("a valid object, then one that is no message", [0x0A] + length + object + [0x0A, 0x03, 0xFF, 0xFF, 0xFF]),
-            ("a group where the objects are", [0x0B, 0x0C]),
-        ]
-        var id: UInt64 = 0
-        for (what, payload) in malformed {
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let head = try server.ledger.head()
+            let valid = Samples.heartRate(70, at: 0)
+            let object = valid.encodedBytes()
+            // The object's length as a varint.
+            var length: [UInt8] = []
+            var count = object.count
+            while count >= 0x80 {
+                length.append(UInt8(count & 0x7F) | 0x80)
+                count >>= 7
+            }
+            length.append(UInt8(count))
+            let malformed: [(String, [UInt8])] = [
+                ("no message at all", [0xFF, 0xFF, 0xFF]),
+                ("objects as a varint", [0x08, 0x01]),
+                ("an object cut short", [0x0A] + length + object.prefix(object.count - 3)),
+                ("a valid object, then one that is no message", [0x0A] + length + object + [0x0A, 0x03, 0xFF, 0xFF, 0xFF]),
+                ("a group where the objects are", [0x0B, 0x0C]),
+            ]
+            var id: UInt64 = 0
+            for (what, payload) in malformed {
+                id += 1
+                try await raw.send(Self.request(id, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: payload))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code == .invalidArgument && status.message == "the request is not a valid healthledger.v1.SaveRequest", "\(what): \(status)")
+            }
+            // A well-formed object the model refuses (a type it does not know), second in the request.
+            var unknown = Healthledger_V1_HealthObject(valid)
+            unknown.uuid = Data(UUID().bytes)
+            unknown.type = "HKQuantityTypeIdentifierNoSuchThing"
             id += 1
-            try await raw.send(Self.request(id, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: payload))
-            let status = try #require(await raw.status(of: id))
-            #expect(status.code == .invalidArgument && status.message == "the request is not a valid healthledger.v1.SaveRequest", "\(what): \(status)")
-        }
-        // A well-formed object the model refuses (a type it does not know), second in the request.
-        var unknown = Healthledger_V1_HealthObject(valid)
-        unknown.uuid = Data(UUID().bytes)
-        unknown.type = "HKQuantityTypeIdentifierNoSuchThing"
-        id += 1
-        try await raw.send(Self.request(
-            id, RPCMethod.save.rawValue, credential: server.ownerCredential,
-            payload: try Healthledger_V1_SaveRequest.with { $0.objects = [Healthledger_V1_HealthObject(Samples.heartRate(71, at: 1)), unknown] }.serializedBytes()))
-        let refused = try #require(await raw.status(of: id))
-        #expect(refused.code == .invalidArgument && refused.message.hasPrefix("object 1: "), "\(refused)")
-        #expect(try server.ledger.head() == head, "no refused request wrote anything")
+            try await raw.send(Self.request(
+                id, RPCMethod.save.rawValue, credential: server.ownerCredential,
+                payload: try Healthledger_V1_SaveRequest.with { $0.objects = [Healthledger_V1_HealthObject(Samples.heartRate(71, at: 1)), unknown] }.serializedBytes()))
+            let refused = try #require(await raw.status(of: id))
+            #expect(refused.code == .invalidArgument && refused.message.hasPrefix("object 1: "), "\(refused)")
+            #expect(try server.ledger.head() == head, "no refused request wrote anything")
 
-        // Unknown fields around the objects are skipped, as any protobuf reader does.
-        id += 1
-        try await raw.send(Self.request(
-            id, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: [0x10, 0x05, 0x0A] + length + object + [0x1A, 0x01, 0x00]))
-        let saved = try #require(await raw.status(of: id))
-        #expect(saved.code == .ok, "\(saved)")
-        #expect(try server.ledger.object(with: valid.uuid, as: .owner) == valid)
-        await raw.close()
-        await server.stop()
+            // Unknown fields around the objects are skipped, as any protobuf reader does.
+            id += 1
+            try await raw.send(Self.request(
+                id, RPCMethod.save.rawValue, credential: server.ownerCredential, payload: [0x10, 0x05, 0x0A] + length + object + [0x1A, 0x01, 0x00]))
+            let saved = try #require(await raw.status(of: id))
+            #expect(saved.code == .ok, "\(saved)")
+            #expect(try server.ledger.object(with: valid.uuid, as: .owner) == valid)
+            await raw.close()
+        }
     }
 
     @Test("change queries and observers answer malformed and hostile requests with invalidArgument")
     func badChangeCalls() async throws {
-        let server = try await TestServer()
-        let raw = try await RawConnection(port: server.port)
-        let head = try server.ledger.head()
-        let heartRate = Samples.heartRate.identifier
-        let changeRequests: [Healthledger_V1_ChangeQueryRequest] = [
-            .with { $0.type = "HKQuantityTypeIdentifierNope" },
-            .with { $0.type = "" },
-            .with {
-                $0.type = heartRate
-                $0.startUs = 10
-                $0.endUs = 5
-            },
-            .with {
-                $0.type = heartRate
-                $0.anchor = Data([1, 2, 3])
-            },
-            .with {
-                $0.type = heartRate
-                $0.anchor = Data(repeating: 0xAB, count: 100_000)
-            },
-            .with {
-                $0.type = "HKCharacteristicTypeIdentifierDateOfBirth"
-                $0.anchor = Data(repeating: 0, count: 57)
-            },
-        ]
-        var id: UInt64 = 0
-        for method in [RPCMethod.queryChanges, .watchChanges] {
-            for request in changeRequests + [.with { $0.type = heartRate; $0.limit = 10 }] where method == .watchChanges || request.limit == 0 {
-                for credential in [server.ownerCredential, server.appCredential] {
-                    id += 1
-                    try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try request.serializedBytes()))
-                    let status = try #require(await raw.status(of: id))
-                    #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let head = try server.ledger.head()
+            let heartRate = Samples.heartRate.identifier
+            let changeRequests: [Healthledger_V1_ChangeQueryRequest] = [
+                .with { $0.type = "HKQuantityTypeIdentifierNope" },
+                .with { $0.type = "" },
+                .with {
+                    $0.type = heartRate
+                    $0.startUs = 10
+                    $0.endUs = 5
+                },
+                .with {
+                    $0.type = heartRate
+                    $0.anchor = Data([1, 2, 3])
+                },
+                .with {
+                    $0.type = heartRate
+                    $0.anchor = Data(repeating: 0xAB, count: 100_000)
+                },
+                .with {
+                    $0.type = "HKCharacteristicTypeIdentifierDateOfBirth"
+                    $0.anchor = Data(repeating: 0, count: 57)
+                },
+            ]
+            var id: UInt64 = 0
+            for method in [RPCMethod.queryChanges, .watchChanges] {
+                for request in changeRequests + [.with { $0.type = heartRate; $0.limit = 10 }] where method == .watchChanges || request.limit == 0 {
+                    for credential in [server.ownerCredential, server.appCredential] {
+                        id += 1
+                        try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try request.serializedBytes()))
+                        let status = try #require(await raw.status(of: id))
+                        #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
+                    }
                 }
             }
+            let observeRequests: [Healthledger_V1_ObserveRequest] = [
+                .with { $0.type = "nope" },
+                .with {
+                    $0.type = heartRate
+                    $0.startUs = 10
+                    $0.endUs = -10
+                },
+            ]
+            for request in observeRequests {
+                id += 1
+                try await raw.send(Self.request(id, RPCMethod.observe.rawValue, credential: server.appCredential, payload: try request.serializedBytes()))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code == .invalidArgument && !status.message.isEmpty, "observe \(request) \(status)")
+            }
+            for method in [RPCMethod.queryChanges, .watchChanges, .observe] {
+                id += 1
+                try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code == .invalidArgument && status.message.contains("not a valid"), "\(method) \(status)")
+            }
+            #expect(try server.ledger.head() == head, "no refused request wrote anything")
+            await raw.close()
         }
-        let observeRequests: [Healthledger_V1_ObserveRequest] = [
-            .with { $0.type = "nope" },
-            .with {
-                $0.type = heartRate
-                $0.startUs = 10
-                $0.endUs = -10
-            },
-        ]
-        for request in observeRequests {
-            id += 1
-            try await raw.send(Self.request(id, RPCMethod.observe.rawValue, credential: server.appCredential, payload: try request.serializedBytes()))
-            let status = try #require(await raw.status(of: id))
-            #expect(status.code == .invalidArgument && !status.message.isEmpty, "observe \(request) \(status)")
-        }
-        for method in [RPCMethod.queryChanges, .watchChanges, .observe] {
-            id += 1
-            try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
-            let status = try #require(await raw.status(of: id))
-            #expect(status.code == .invalidArgument && status.message.contains("not a valid"), "\(method) \(status)")
-        }
-        #expect(try server.ledger.head() == head, "no refused request wrote anything")
-        await raw.close()
-        await server.stop()
     }
 
     @Test("calls arriving in one read are all answered, each response before its status, the answers given at once and the ones from tasks alike")
     func callsInOneRead() async throws {
-        let server = try await TestServer()
-        let raw = try await RawConnection(port: server.port)
-        // Pings alone, answered in the read that brings them; then every tenth call a save,
-        // answered from a task.
-        for (ids, saves) in [(1...50 as ClosedRange<UInt64>, false), (51...150, true)] {
-            var bytes: [UInt8] = []
-            for id in ids {
-                let save = saves && id % 10 == 0
-                let payload: [UInt8] = save ? try Healthledger_V1_SaveRequest.with { $0.objects = [.init(Samples.heartRate(60, at: Double(id)))] }.serializedBytes() : []
-                bytes += RawConnection.encode(Self.request(id, (save ? RPCMethod.save : .ping).rawValue, credential: server.ownerCredential, payload: payload))
-            }
-            try await raw.send(bytes)
-            var responded = Set<UInt64>()
-            var ended = Set<UInt64>()
-            while ended.count < ids.count, let next = await raw.next(timeout: .seconds(60)) {
-                guard case .frame(let frame) = next else { continue }
-                switch frame.kind {
-                case .message: #expect(responded.insert(frame.callID).inserted && !ended.contains(frame.callID))
-                case .status(let status):
-                    #expect(status.code == .ok && responded.contains(frame.callID))
-                    ended.insert(frame.callID)
-                default: Issue.record("unexpected frame \(frame)")
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            // Pings alone, answered in the read that brings them; then every tenth call a save,
+            // answered from a task.
+            for (ids, saves) in [(1...50 as ClosedRange<UInt64>, false), (51...150, true)] {
+                var bytes: [UInt8] = []
+                for id in ids {
+                    let save = saves && id % 10 == 0
+                    let payload: [UInt8] = save ? try Healthledger_V1_SaveRequest.with { $0.objects = [.init(Samples.heartRate(60, at: Double(id)))] }.serializedBytes() : []
+                    bytes += RawConnection.encode(Self.request(id, (save ? RPCMethod.save : .ping).rawValue, credential: server.ownerCredential, payload: payload))
                 }
+                try await raw.send(bytes)
+                var responded = Set<UInt64>()
+                var ended = Set<UInt64>()
+                while ended.count < ids.count, let next = await raw.next(timeout: .seconds(60)) {
+                    guard case .frame(let frame) = next else { continue }
+                    switch frame.kind {
+                    case .message: #expect(responded.insert(frame.callID).inserted && !ended.contains(frame.callID))
+                    case .status(let status):
+                        #expect(status.code == .ok && responded.contains(frame.callID))
+                        ended.insert(frame.callID)
+                    default: Issue.record("unexpected frame \(frame)")
+                    }
+                }
+                #expect(ended == Set(ids))
             }
-            #expect(ended == Set(ids))
+            await raw.close()
         }
-        await raw.close()
-        await server.stop()
     }
 
     @Test("a half-close: running calls still get their status, a frame cut short gets the go-away that names it, then the connection closes")
     func halfClose() async throws {
-        let server = try await TestServer()
-        // A ping, then the end of the stream: the status comes, then the close.
-        let polite = try await RawConnection(port: server.port)
-        try await polite.send(Self.request(1, RPCMethod.ping.rawValue, credential: server.ownerCredential))
-        try await polite.closeOutput()
-        #expect(await polite.status(of: 1)?.code == .ok)
-        #expect(await polite.next(timeout: .seconds(60)) == nil, "the server closes once its calls are done")
+        try await withTestServer { server in
+            // A ping, then the end of the stream: the status comes, then the close.
+            let polite = try await RawConnection(port: server.port)
+            try await polite.send(Self.request(1, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+            try await polite.closeOutput()
+            #expect(await polite.status(of: 1)?.code == .ok)
+            #expect(await polite.next(timeout: .seconds(60)) == nil, "the server closes once its calls are done")
 
-        // Half a frame, then the end of the stream: a go-away saying what is missing, then the close.
-        let cut = try await RawConnection(port: server.port)
-        let frame = RawConnection.encode(Self.request(1, RPCMethod.ping.rawValue, credential: server.ownerCredential))
-        try await cut.send(Array(frame.prefix(frame.count - 3)))
-        try await cut.closeOutput()
-        var reason: String?
-        while let next = await cut.next(timeout: .seconds(60)) {
-            if case .frame(let frame) = next, case .goAway(let goAway) = frame.kind { reason = goAway.reason }
+            // Half a frame, then the end of the stream: a go-away saying what is missing, then the close.
+            let cut = try await RawConnection(port: server.port)
+            let frame = RawConnection.encode(Self.request(1, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+            try await cut.send(Array(frame.prefix(frame.count - 3)))
+            try await cut.closeOutput()
+            var reason: String?
+            while let next = await cut.next(timeout: .seconds(60)) {
+                if case .frame(let frame) = next, case .goAway(let goAway) = frame.kind { reason = goAway.reason }
+            }
+            #expect(reason == "the stream ended 3 bytes short of a frame", "\(String(describing: reason))")
         }
-        #expect(reason == "the stream ended 3 bytes short of a frame", "\(String(describing: reason))")
-        await server.stop()
     }
 
     @Test("audit requests: unknown kinds and actors, bad types, UUIDs and ranges, and a watch with an end get invalidArgument")
     func badAuditCalls() async throws {
-        let server = try await TestServer()
-        let raw = try await RawConnection(port: server.port)
-        let requests: [(Healthledger_V1_AuditRequest, [RPCMethod])] = [
-            (.with { $0.kinds = [.init(rawValue: 99)!] }, [.audit, .watchAudit]),
-            (.with { $0.actor.kind = .init(rawValue: 9)! }, [.audit, .watchAudit]),
-            (.with { $0.type = "HKQuantityTypeIdentifierNope" }, [.audit, .watchAudit]),
-            (.with { $0.objectUuid = Data([1, 2, 3]) }, [.audit, .watchAudit]),
-            (.with { $0.fromSequence = 10; $0.toSequence = 5 }, [.audit]),
-            (.with { $0.sinceUs = 10; $0.untilUs = 5 }, [.audit]),
-            (.with { $0.toSequence = 5 }, [.watchAudit]),
-            (.with { $0.untilUs = 5 }, [.watchAudit]),
-        ]
-        var id: UInt64 = 0
-        for (request, methods) in requests {
-            for method in methods {
-                id += 1
-                try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: try request.serializedBytes()))
-                let status = try #require(await raw.status(of: id))
-                #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
-            }
-        }
-        id += 1
-        try await raw.send(Self.request(id, RPCMethod.audit.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
-        #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
-        await raw.close()
-        await server.stop()
-    }
-
-    @Test("statistics requests: unfit options, hostile dates, zones and intervals get invalidArgument, fast")
-    func badStatisticsCalls() async throws {
-        let server = try await TestServer()
-        let raw = try await RawConnection(port: server.port)
-        let steps = "HKQuantityTypeIdentifierStepCount"
-        let statistics: [Healthledger_V1_StatisticsRequest] = [
-            .with { $0.type = steps; $0.options = 2 },
-            .with { $0.type = Samples.heartRate.identifier; $0.options = 16 },
-            .with { $0.type = steps },
-            .with { $0.type = steps; $0.options = 1 << 20 },
-            .with { $0.type = "HKCategoryTypeIdentifierSleepAnalysis"; $0.options = 32 },
-            .with { $0.type = steps; $0.options = 16; $0.startUs = 10; $0.endUs = 5 },
-        ]
-        let year = Int64(365 * 86_400) * 1_000_000
-        let collections: [Healthledger_V1_StatisticsCollectionRequest] = [
-            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .unspecified },
-            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 0; $0.intervalUnit = .day },
-            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = UInt32.max; $0.intervalUnit = .day },
-            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .minute },
-            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day; $0.timeZone = "Mars/Olympus" },
-            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day; $0.timeZone = String(repeating: "x", count: 10_000) },
-            .with { $0.type = steps; $0.options = 16; $0.startUs = Int64.min; $0.endUs = Int64.max; $0.intervalCount = 1; $0.intervalUnit = .year },
-            .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.anchorUs = Int64.max; $0.intervalCount = 1; $0.intervalUnit = .month },
-            .with { $0.type = steps; $0.options = 16; $0.startUs = year; $0.endUs = 0; $0.intervalCount = 1; $0.intervalUnit = .day },
-            .with { $0.type = steps; $0.options = 2; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day },
-        ]
-        // Each is refused before any work: a request that computed its range would end with
-        // deadlineExceeded instead (no wall-clock bound here: a loaded machine could miss it).
-        var id: UInt64 = 0
-        for credential in [server.ownerCredential, server.appCredential] {
-            for request in statistics {
-                id += 1
-                try await raw.send(Self.request(id, RPCMethod.statistics.rawValue, credential: credential, payload: try request.serializedBytes()))
-                let status = try #require(await raw.status(of: id))
-                #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(request) \(status)")
-            }
-            for request in collections {
-                for method in [RPCMethod.statisticsCollection, .watchStatisticsCollection] {
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let requests: [(Healthledger_V1_AuditRequest, [RPCMethod])] = [
+                (.with { $0.kinds = [.init(rawValue: 99)!] }, [.audit, .watchAudit]),
+                (.with { $0.actor.kind = .init(rawValue: 9)! }, [.audit, .watchAudit]),
+                (.with { $0.type = "HKQuantityTypeIdentifierNope" }, [.audit, .watchAudit]),
+                (.with { $0.objectUuid = Data([1, 2, 3]) }, [.audit, .watchAudit]),
+                (.with { $0.fromSequence = 10; $0.toSequence = 5 }, [.audit]),
+                (.with { $0.sinceUs = 10; $0.untilUs = 5 }, [.audit]),
+                (.with { $0.toSequence = 5 }, [.watchAudit]),
+                (.with { $0.untilUs = 5 }, [.watchAudit]),
+            ]
+            var id: UInt64 = 0
+            for (request, methods) in requests {
+                for method in methods {
                     id += 1
-                    try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try request.serializedBytes()))
+                    try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: try request.serializedBytes()))
                     let status = try #require(await raw.status(of: id))
                     #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
                 }
             }
-            for method in [RPCMethod.statistics, .statisticsCollection, .watchStatisticsCollection] {
-                id += 1
-                try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: [0xFF, 0xFF, 0xFF]))
-                #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
-            }
+            id += 1
+            try await raw.send(Self.request(id, RPCMethod.audit.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
+            #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
+            await raw.close()
         }
-        await raw.close()
-        await server.stop()
+    }
+
+    @Test("statistics requests: unfit options, hostile dates, zones and intervals get invalidArgument, fast")
+    func badStatisticsCalls() async throws {
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let steps = "HKQuantityTypeIdentifierStepCount"
+            let statistics: [Healthledger_V1_StatisticsRequest] = [
+                .with { $0.type = steps; $0.options = 2 },
+                .with { $0.type = Samples.heartRate.identifier; $0.options = 16 },
+                .with { $0.type = steps },
+                .with { $0.type = steps; $0.options = 1 << 20 },
+                .with { $0.type = "HKCategoryTypeIdentifierSleepAnalysis"; $0.options = 32 },
+                .with { $0.type = steps; $0.options = 16; $0.startUs = 10; $0.endUs = 5 },
+            ]
+            let year = Int64(365 * 86_400) * 1_000_000
+            let collections: [Healthledger_V1_StatisticsCollectionRequest] = [
+                .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .unspecified },
+                .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 0; $0.intervalUnit = .day },
+                .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = UInt32.max; $0.intervalUnit = .day },
+                .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .minute },
+                .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day; $0.timeZone = "Mars/Olympus" },
+                .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day; $0.timeZone = String(repeating: "x", count: 10_000) },
+                .with { $0.type = steps; $0.options = 16; $0.startUs = Int64.min; $0.endUs = Int64.max; $0.intervalCount = 1; $0.intervalUnit = .year },
+                .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.anchorUs = Int64.max; $0.intervalCount = 1; $0.intervalUnit = .month },
+                .with { $0.type = steps; $0.options = 16; $0.startUs = year; $0.endUs = 0; $0.intervalCount = 1; $0.intervalUnit = .day },
+                .with { $0.type = steps; $0.options = 2; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day },
+            ]
+            // Each is refused before any work: a request that computed its range would end with
+            // deadlineExceeded instead (no wall-clock bound here: a loaded machine could miss it).
+            var id: UInt64 = 0
+            for credential in [server.ownerCredential, server.appCredential] {
+                for request in statistics {
+                    id += 1
+                    try await raw.send(Self.request(id, RPCMethod.statistics.rawValue, credential: credential, payload: try request.serializedBytes()))
+                    let status = try #require(await raw.status(of: id))
+                    #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(request) \(status)")
+                }
+                for request in collections {
+                    for method in [RPCMethod.statisticsCollection, .watchStatisticsCollection] {
+                        id += 1
+                        try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try request.serializedBytes()))
+                        let status = try #require(await raw.status(of: id))
+                        #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
+                    }
+                }
+                for method in [RPCMethod.statistics, .statisticsCollection, .watchStatisticsCollection] {
+                    id += 1
+                    try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: [0xFF, 0xFF, 0xFF]))
+                    #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
+                }
+            }
+            await raw.close()
+        }
     }
 
     @Test("attachment requests: bad UUIDs, types, bytes and sizes get a clear status and write nothing")
     func badAttachmentCalls() async throws {
-        let server = try await TestServer()
-        let owner = server.client()
-        let sample = Samples.heartRate(70, at: 0)
-        try await owner.save(sample)
-        let raw = try await RawConnection(port: server.port)
-        let head = try server.ledger.head()
-        let object = Data(sample.uuid.bytes)
-        let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3])
-        let requests: [(RPCMethod, any SwiftProtobuf.Message, Healthledger_V1_StatusCode)] = [
-            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = Data([1, 2]); $0.name = "a.png"; $0.contentType = "image/png"; $0.data = png }, .invalidArgument),
-            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = object; $0.name = "a.png"; $0.contentType = "application/pdf"; $0.data = png }, .invalidArgument),
-            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = object; $0.name = "a.sh"; $0.contentType = "text/x-sh"; $0.data = Data("#!/bin/sh".utf8) }, .invalidArgument),
-            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = object; $0.name = "a.png"; $0.contentType = "image/png" }, .invalidArgument),
-            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with {
-                $0.objectUuid = object; $0.name = "a.png"; $0.contentType = "image/png"; $0.data = png
-                $0.metadata = [.with { $0.key = "k"; $0.value = "1" }, .with { $0.key = "k"; $0.value = "2" }]
-            }, .invalidArgument),
-            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with {
-                $0.objectUuid = object; $0.name = "big.png"; $0.contentType = "image/png"; $0.data = png + Data(count: (3 << 20) + 1)
-            }, .resourceExhausted),
-            (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = Data(UUID().bytes); $0.name = "a.png"; $0.contentType = "image/png"; $0.data = png }, .notFound),
-            (.attachments, Healthledger_V1_AttachmentsRequest.with { $0.objectUuid = Data(count: 17) }, .invalidArgument),
-            (.attachmentData, Healthledger_V1_AttachmentRequest(), .invalidArgument),
-            (.attachmentData, Healthledger_V1_AttachmentRequest.with { $0.uuid = Data(UUID().bytes) }, .notFound),
-            (.removeAttachment, Healthledger_V1_AttachmentRequest.with { $0.uuid = Data(UUID().bytes) }, .notFound),
-        ]
-        var id: UInt64 = 0
-        for (method, message, code) in requests {
-            id += 1
-            try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: try message.serializedBytes()))
-            let status = try #require(await raw.status(of: id))
-            #expect(status.code == code && !status.message.isEmpty, "\(method) \(status)")
+        try await withTestServer { server in
+            let owner = server.client()
+            let sample = Samples.heartRate(70, at: 0)
+            try await owner.save(sample)
+            let raw = try await RawConnection(port: server.port)
+            let head = try server.ledger.head()
+            let object = Data(sample.uuid.bytes)
+            let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3])
+            let requests: [(RPCMethod, any SwiftProtobuf.Message, Healthledger_V1_StatusCode)] = [
+                (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = Data([1, 2]); $0.name = "a.png"; $0.contentType = "image/png"; $0.data = png }, .invalidArgument),
+                (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = object; $0.name = "a.png"; $0.contentType = "application/pdf"; $0.data = png }, .invalidArgument),
+                (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = object; $0.name = "a.sh"; $0.contentType = "text/x-sh"; $0.data = Data("#!/bin/sh".utf8) }, .invalidArgument),
+                (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = object; $0.name = "a.png"; $0.contentType = "image/png" }, .invalidArgument),
+                (.addAttachment, Healthledger_V1_AddAttachmentRequest.with {
+                    $0.objectUuid = object; $0.name = "a.png"; $0.contentType = "image/png"; $0.data = png
+                    $0.metadata = [.with { $0.key = "k"; $0.value = "1" }, .with { $0.key = "k"; $0.value = "2" }]
+                }, .invalidArgument),
+                (.addAttachment, Healthledger_V1_AddAttachmentRequest.with {
+                    $0.objectUuid = object; $0.name = "big.png"; $0.contentType = "image/png"; $0.data = png + Data(count: (3 << 20) + 1)
+                }, .resourceExhausted),
+                (.addAttachment, Healthledger_V1_AddAttachmentRequest.with { $0.objectUuid = Data(UUID().bytes); $0.name = "a.png"; $0.contentType = "image/png"; $0.data = png }, .notFound),
+                (.attachments, Healthledger_V1_AttachmentsRequest.with { $0.objectUuid = Data(count: 17) }, .invalidArgument),
+                (.attachmentData, Healthledger_V1_AttachmentRequest(), .invalidArgument),
+                (.attachmentData, Healthledger_V1_AttachmentRequest.with { $0.uuid = Data(UUID().bytes) }, .notFound),
+                (.removeAttachment, Healthledger_V1_AttachmentRequest.with { $0.uuid = Data(UUID().bytes) }, .notFound),
+            ]
+            var id: UInt64 = 0
+            for (method, message, code) in requests {
+                id += 1
+                try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: try message.serializedBytes()))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code == code && !status.message.isEmpty, "\(method) \(status)")
+            }
+            for method in [RPCMethod.addAttachment, .attachments, .attachmentData, .removeAttachment] {
+                id += 1
+                try await raw.send(Self.request(id, method.rawValue, credential: server.appCredential, payload: [0xFF, 0xFF, 0xFF]))
+                #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
+            }
+            #expect(try server.ledger.head() == head, "no refused request wrote anything")
+            await raw.close()
+            await owner.close()
         }
-        for method in [RPCMethod.addAttachment, .attachments, .attachmentData, .removeAttachment] {
-            id += 1
-            try await raw.send(Self.request(id, method.rawValue, credential: server.appCredential, payload: [0xFF, 0xFF, 0xFF]))
-            #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
-        }
-        #expect(try server.ledger.head() == head, "no refused request wrote anything")
-        await raw.close()
-        await owner.close()
-        await server.stop()
     }
 
     @Test("100,000 random and mutated frames through the server: statuses, no crash, others unaffected")
     func serverFuzz() async throws {
-        let server = try await TestServer()
-        let bystander = server.client()
-        var rng = SystemRandomNumberGenerator()
-        let methods = RPCMethod.allCases.map(\.rawValue) + ["bogus", ""]
-        let credentials = [server.ownerCredential, server.appCredential, "", "hl1:alice:0000000000000000:x"]
-        var sent = 0
-        var connections = 0
-        while sent < 100_000 {
-            let raw = try await RawConnection(port: server.port)
-            connections += 1
-            var batch: [UInt8] = []
-            for index in 0..<2000 {
-                var frame = Self.request(
-                    UInt64(index + 1), methods.randomElement(using: &rng)!, credential: credentials.randomElement(using: &rng)!,
-                    payload: (0..<Int.random(in: 0...48, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
-                if index % 7 == 0 { frame.kind = .cancel(.init()) }
-                var bytes = RawConnection.encode(frame)
-                if index % 3 == 0 {
-                    // Mutate the body (never the header, so the stream stays in step).
-                    for _ in 0..<Int.random(in: 1...3, using: &rng) where bytes.count > 5 {
-                        bytes[Int.random(in: 5..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+        try await withTestServer { server in
+            let bystander = server.client()
+            var rng = SystemRandomNumberGenerator()
+            let methods = RPCMethod.allCases.map(\.rawValue) + ["bogus", ""]
+            let credentials = [server.ownerCredential, server.appCredential, "", "hl1:alice:0000000000000000:x"]
+            var sent = 0
+            var connections = 0
+            while sent < 100_000 {
+                let raw = try await RawConnection(port: server.port)
+                connections += 1
+                var batch: [UInt8] = []
+                for index in 0..<2000 {
+                    var frame = Self.request(
+                        UInt64(index + 1), methods.randomElement(using: &rng)!, credential: credentials.randomElement(using: &rng)!,
+                        payload: (0..<Int.random(in: 0...48, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
+                    if index % 7 == 0 { frame.kind = .cancel(.init()) }
+                    var bytes = RawConnection.encode(frame)
+                    if index % 3 == 0 {
+                        // Mutate the body (never the header, so the stream stays in step).
+                        for _ in 0..<Int.random(in: 1...3, using: &rng) where bytes.count > 5 {
+                            bytes[Int.random(in: 5..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+                        }
                     }
+                    batch += bytes
+                    sent += 1
                 }
-                batch += bytes
-                sent += 1
+                if connections % 5 == 0 {
+                    // And now and then a header that breaks the stream.
+                    batch += (0..<9).map { _ in UInt8.random(in: 1...255, using: &rng) }
+                }
+                try? await raw.send(batch)
+                try await Task.sleep(for: .milliseconds(20))
+                await raw.close()
+                // Another client is unaffected throughout.
+                #expect(try await bystander.ping().ledgerID == "alice")
             }
-            if connections % 5 == 0 {
-                // And now and then a header that breaks the stream.
-                batch += (0..<9).map { _ in UInt8.random(in: 1...255, using: &rng) }
-            }
-            try? await raw.send(batch)
-            try await Task.sleep(for: .milliseconds(20))
-            await raw.close()
-            // Another client is unaffected throughout.
-            #expect(try await bystander.ping().ledgerID == "alice")
+            #expect(sent >= 100_000)
+            #expect(try server.ledger.verify().isValid)
+            await bystander.close()
         }
-        #expect(sent >= 100_000)
-        #expect(try server.ledger.verify().isValid)
-        await bystander.close()
-        await server.stop()
     }
 
     @Test("malformed predicates and descriptors on the wire: each a clear INVALID_ARGUMENT, nothing read or deleted")
     func badPredicates() async throws {
-        let server = try await TestServer()
-        let raw = try await RawConnection(port: server.port)
-        let heartRate = Samples.heartRate.identifier
-        let cases: [(RPCMethod, [UInt8], String)] = [
-            (.querySamples, try Healthledger_V1_SampleQueryRequest.with { $0.type = heartRate; $0.predicate = .init() }.serializedBytes(), "empty"),
-            (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
-                $0.type = heartRate
-                $0.predicate.uuids = .with { $0.uuids = [Data([1, 2, 3])] }
-            }.serializedBytes(), "16 bytes"),
-            (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
-                $0.type = heartRate
-                $0.predicate.metadata = .with {
-                    $0.key = "zone"
-                    $0.comparison = .equal
-                    $0.values = [.with { $0.stringValue = "a" }, .with { $0.stringValue = "b" }]
-                }
-            }.serializedBytes(), "exactly one value"),
-            (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
-                $0.type = heartRate
-                $0.predicate.deviceProperty = .with { $0.property = .init(rawValue: 42) ?? .unspecified; $0.allowedValues = ["x"] }
-            }.serializedBytes(), "device property"),
-            (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
-                $0.type = heartRate
-                $0.predicate.date = .with { $0.comparison = .less }
-            }.serializedBytes(), "start or the end"),
-            (.queryChanges, try Healthledger_V1_ChangeQueryRequest.with {
-                $0.type = heartRate
-                $0.descriptors = [.with { $0.type = heartRate }]
-            }.serializedBytes(), "not both"),
-            (.queryChanges, try Healthledger_V1_ChangeQueryRequest.with {
-                $0.descriptors = [.with { $0.type = heartRate }, .with { $0.type = heartRate }]
-            }.serializedBytes(), "two descriptors"),
-            (.observe, try Healthledger_V1_ObserveRequest.with {
-                $0.descriptors = (0...64).map { _ in .with { $0.type = heartRate } }
-            }.serializedBytes(), "at most 64"),
-            (.queryCorrelations, try Healthledger_V1_CorrelationQueryRequest.with {
-                $0.type = "HKCorrelationTypeIdentifierBloodPressure"
-                $0.memberPredicates = [.with { $0.type = heartRate }]
-            }.serializedBytes(), "does not belong"),
-            (.deleteObjects, try Healthledger_V1_DeleteObjectsRequest.with {
-                $0.type = heartRate
-                $0.predicate.categoryValues = .with { $0.values = [1] }
-            }.serializedBytes(), "category type"),
-        ]
-        try await server.client().save(Samples.heartRate(70, at: 0))
-        for (index, (method, payload, words)) in cases.enumerated() {
-            let id = UInt64(index + 1)
-            try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: payload))
-            let status = try #require(await raw.status(of: id))
-            #expect(status.code == .invalidArgument && status.healthErrorCode == 3 && status.message.contains(words), "\(method) \(words): \(status)")
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let heartRate = Samples.heartRate.identifier
+            let cases: [(RPCMethod, [UInt8], String)] = [
+                (.querySamples, try Healthledger_V1_SampleQueryRequest.with { $0.type = heartRate; $0.predicate = .init() }.serializedBytes(), "empty"),
+                (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
+                    $0.type = heartRate
+                    $0.predicate.uuids = .with { $0.uuids = [Data([1, 2, 3])] }
+                }.serializedBytes(), "16 bytes"),
+                (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
+                    $0.type = heartRate
+                    $0.predicate.metadata = .with {
+                        $0.key = "zone"
+                        $0.comparison = .equal
+                        $0.values = [.with { $0.stringValue = "a" }, .with { $0.stringValue = "b" }]
+                    }
+                }.serializedBytes(), "exactly one value"),
+                (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
+                    $0.type = heartRate
+                    $0.predicate.deviceProperty = .with { $0.property = .init(rawValue: 42) ?? .unspecified; $0.allowedValues = ["x"] }
+                }.serializedBytes(), "device property"),
+                (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
+                    $0.type = heartRate
+                    $0.predicate.date = .with { $0.comparison = .less }
+                }.serializedBytes(), "start or the end"),
+                (.queryChanges, try Healthledger_V1_ChangeQueryRequest.with {
+                    $0.type = heartRate
+                    $0.descriptors = [.with { $0.type = heartRate }]
+                }.serializedBytes(), "not both"),
+                (.queryChanges, try Healthledger_V1_ChangeQueryRequest.with {
+                    $0.descriptors = [.with { $0.type = heartRate }, .with { $0.type = heartRate }]
+                }.serializedBytes(), "two descriptors"),
+                (.observe, try Healthledger_V1_ObserveRequest.with {
+                    $0.descriptors = (0...64).map { _ in .with { $0.type = heartRate } }
+                }.serializedBytes(), "at most 64"),
+                (.queryCorrelations, try Healthledger_V1_CorrelationQueryRequest.with {
+                    $0.type = "HKCorrelationTypeIdentifierBloodPressure"
+                    $0.memberPredicates = [.with { $0.type = heartRate }]
+                }.serializedBytes(), "does not belong"),
+                (.deleteObjects, try Healthledger_V1_DeleteObjectsRequest.with {
+                    $0.type = heartRate
+                    $0.predicate.categoryValues = .with { $0.values = [1] }
+                }.serializedBytes(), "category type"),
+            ]
+            try await server.client().save(Samples.heartRate(70, at: 0))
+            for (index, (method, payload, words)) in cases.enumerated() {
+                let id = UInt64(index + 1)
+                try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: payload))
+                let status = try #require(await raw.status(of: id))
+                #expect(status.code == .invalidArgument && status.healthErrorCode == 3 && status.message.contains(words), "\(method) \(words): \(status)")
+            }
+            #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: server.client()).count == 1, "nothing deleted")
+            await raw.close()
         }
-        #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: server.client()).count == 1, "nothing deleted")
-        await raw.close()
-        await server.stop()
     }
 }

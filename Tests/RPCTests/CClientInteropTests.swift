@@ -19,22 +19,22 @@ struct CClientInteropTests {
         try #require(build.status == 0, "build.sh failed: \(build.error)")
         let client = try #require(build.output.split(separator: "\n").last.map(String.init))
 
-        let server = try await TestServer()
-        let run = try await Self.run(client, ["127.0.0.1", "\(server.port)", server.appCredential])
-        #expect(run.status == 0, "\(run.output)\n\(run.error)")
-        #expect(run.output.contains("ping: ledger alice as app com.example.walk"))
-        #expect(run.output.contains("including the saved one: yes"))
-        #expect(run.output.contains("changes: 1 added, 0 deleted, the saved one added: yes, anchor of "))
-        #expect(!run.output.contains("anchor of 0 bytes"))
-        #expect(run.output.contains("changes after the anchor: 0 added, 0 deleted"))
-        // What the C client saved is there for Swift clients too, stamped with the app's source.
-        let saved = try await server.client().result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
-        #expect(saved.count == 1)
-        #expect(saved.first?.sourceRevision.source.bundleIdentifier == "com.example.walk")
+        try await withTestServer { server in
+            let run = try await Self.run(client, ["127.0.0.1", "\(server.port)", server.appCredential])
+            #expect(run.status == 0, "\(run.output)\n\(run.error)")
+            #expect(run.output.contains("ping: ledger alice as app com.example.walk"))
+            #expect(run.output.contains("including the saved one: yes"))
+            #expect(run.output.contains("changes: 1 added, 0 deleted, the saved one added: yes, anchor of "))
+            #expect(!run.output.contains("anchor of 0 bytes"))
+            #expect(run.output.contains("changes after the anchor: 0 added, 0 deleted"))
+            // What the C client saved is there for Swift clients too, stamped with the app's source.
+            let saved = try await server.client().result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
+            #expect(saved.count == 1)
+            #expect(saved.first?.sourceRevision.source.bundleIdentifier == "com.example.walk")
 
-        let refused = try await Self.run(client, ["127.0.0.1", "\(server.port)", "hl1:alice:0000000000000000:wrong"])
-        #expect(refused.status != 0)
-        #expect(refused.error.contains("status 16"))
-        await server.stop()
+            let refused = try await Self.run(client, ["127.0.0.1", "\(server.port)", "hl1:alice:0000000000000000:wrong"])
+            #expect(refused.status != 0)
+            #expect(refused.error.contains("status 16"))
+        }
     }
 }

@@ -51,68 +51,68 @@ struct ExportRoundTripTests {
 
     @Test("JSON Lines and apple-health exports import into new ledgers with identical queries and statistics")
     func roundTrips() async throws {
-        let server = try await TestServer()
-        let cli = AuthCLITests.Session(server: server)
-        let zip = try AppleHealthImportTests.writeZip(in: server.directory.appending(path: "export"))
-        _ = try await cli.json(server.ownerCredential, ["import", "apple-health", zip.path])
-        let original = server.client()
-        let expected = try await Self.portrait(original, sameSources: true)
-        #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
-        // Samples associated by hand travel with JSON Lines too: category samples, and a heart
-        // rate outside the workout's span (neither found through the workout's statistics).
-        let workout = try #require(try await SampleQueryDescriptor(type: .workout).result(for: original).first?.workout)
-        let sleep = try await SampleQueryDescriptor(type: try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")).result(for: original)
-        let heartRates = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierHeartRate")).result(for: original)
-        let late = try #require(heartRates.first { $0.startDate > workout.endDate })
-        try await original.add(sleep.map(\.uuid) + [late.uuid], to: workout.uuid)
-        let withMembers = try await Self.portrait(original, sameSources: true, members: true)
-        #expect(withMembers.contains { $0.hasPrefix("workout member HKCategoryTypeIdentifierSleepAnalysis") }, "\(withMembers)")
+        try await withTestServer { server in
+            let cli = AuthCLITests.Session(server: server)
+            let zip = try AppleHealthImportTests.writeZip(in: server.directory.appending(path: "export"))
+            _ = try await cli.json(server.ownerCredential, ["import", "apple-health", zip.path])
+            let original = server.client()
+            let expected = try await Self.portrait(original, sameSources: true)
+            #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
+            // Samples associated by hand travel with JSON Lines too: category samples, and a heart
+            // rate outside the workout's span (neither found through the workout's statistics).
+            let workout = try #require(try await SampleQueryDescriptor(type: .workout).result(for: original).first?.workout)
+            let sleep = try await SampleQueryDescriptor(type: try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")).result(for: original)
+            let heartRates = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierHeartRate")).result(for: original)
+            let late = try #require(heartRates.first { $0.startDate > workout.endDate })
+            try await original.add(sleep.map(\.uuid) + [late.uuid], to: workout.uuid)
+            let withMembers = try await Self.portrait(original, sameSources: true, members: true)
+            #expect(withMembers.contains { $0.hasPrefix("workout member HKCategoryTypeIdentifierSleepAnalysis") }, "\(withMembers)")
 
-        // JSON Lines into a second ledger: the same objects, sources included.
-        let lines = server.directory.appending(path: "alice.jsonl")
-        let exported = try await cli.run(server.ownerCredential, ["export", "alice", "--output", lines.path])
-        #expect(exported.status == 0, "\(exported.error)")
-        let copy = try server.store.createLedger(id: "copy")
-        let copyOwner = try await copy.issueCredential(for: .owner)
-        let imported = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
-        #expect(imported["error"] == nil && (imported["rejected"] as? [String: Int])?.isEmpty != false, "\(imported)")
-        let copyStore = server.client(copyOwner)
-        #expect(try await Self.portrait(copyStore, sameSources: true, members: true) == withMembers)
-        let again = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
-        #expect((again["imported"] as? [String: Int])?.isEmpty == true, "a second import adds nothing: \(again)")
+            // JSON Lines into a second ledger: the same objects, sources included.
+            let lines = server.directory.appending(path: "alice.jsonl")
+            let exported = try await cli.run(server.ownerCredential, ["export", "alice", "--output", lines.path])
+            #expect(exported.status == 0, "\(exported.error)")
+            let copy = try server.store.createLedger(id: "copy")
+            let copyOwner = try await copy.issueCredential(for: .owner)
+            let imported = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+            #expect(imported["error"] == nil && (imported["rejected"] as? [String: Int])?.isEmpty != false, "\(imported)")
+            let copyStore = server.client(copyOwner)
+            #expect(try await Self.portrait(copyStore, sameSources: true, members: true) == withMembers)
+            let again = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+            #expect((again["imported"] as? [String: Int])?.isEmpty == true, "a second import adds nothing: \(again)")
 
-        // apple-health into a third: the same values and statistics (sources by name).
-        let appleZip = server.directory.appending(path: "alice-apple.zip")
-        let zipped = try await cli.run(server.ownerCredential, ["export", "alice", "--format", "apple-health", "--output", appleZip.path])
-        #expect(zipped.status == 0, "\(zipped.error)")
-        let apple = try server.store.createLedger(id: "apple")
-        let appleOwner = try await apple.issueCredential(for: .owner)
-        let fromApple = try #require(try await cli.json(appleOwner, ["import", "apple-health", appleZip.path]) as? [String: Any])
-        #expect((fromApple["rejected"] as? [String: Int])?.isEmpty != false, "\(fromApple)")
-        let appleStore = server.client(appleOwner)
-        #expect(try await Self.portrait(appleStore, sameSources: false) == (try await Self.portrait(original, sameSources: false)))
-        // Our own apple-health export re-imported over the original adds nothing: the sync
-        // identifiers travel in the metadata.
-        let over = try #require(try await cli.json(server.ownerCredential, ["import", "apple-health", appleZip.path]) as? [String: Any])
-        #expect((over["imported"] as? [String: Int])?.isEmpty == true, "\(over)")
+            // apple-health into a third: the same values and statistics (sources by name).
+            let appleZip = server.directory.appending(path: "alice-apple.zip")
+            let zipped = try await cli.run(server.ownerCredential, ["export", "alice", "--format", "apple-health", "--output", appleZip.path])
+            #expect(zipped.status == 0, "\(zipped.error)")
+            let apple = try server.store.createLedger(id: "apple")
+            let appleOwner = try await apple.issueCredential(for: .owner)
+            let fromApple = try #require(try await cli.json(appleOwner, ["import", "apple-health", appleZip.path]) as? [String: Any])
+            #expect((fromApple["rejected"] as? [String: Int])?.isEmpty != false, "\(fromApple)")
+            let appleStore = server.client(appleOwner)
+            #expect(try await Self.portrait(appleStore, sameSources: false) == (try await Self.portrait(original, sameSources: false)))
+            // Our own apple-health export re-imported over the original adds nothing: the sync
+            // identifiers travel in the metadata.
+            let over = try #require(try await cli.json(server.ownerCredential, ["import", "apple-health", appleZip.path]) as? [String: Any])
+            #expect((over["imported"] as? [String: Int])?.isEmpty == true, "\(over)")
 
-        let refused = try await cli.run(server.ownerCredential, ["export", "someone-else", "--output", server.directory.appending(path: "x.jsonl").path])
-        #expect(refused.status != 0 && refused.error.contains("not 'someone-else'"))
-        let notAnExport = try await cli.run(copyOwner, ["import", "healthledger", zip.path])
-        #expect(notAnExport.status != 0 && notAnExport.error.contains("not a HealthLedger export"), "\(notAnExport.error)")
-        // A damaged copy: a line that is not JSON, an object that breaks the rules, and no end line.
-        let damaged = server.directory.appending(path: "damaged.jsonl")
-        let header = try String(contentsOf: lines, encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
-        let object = #"{"kind":"object","object":{"uuid":"AaIKXfNycG2EMRj+IokEmQ==","type":"HKQuantityTypeIdentifierStepCount","startUs":"2","endUs":"1","quantity":{"quantity":{"unit":"count","value":5}}}}"#
-        try Data([header, "{not json", object].joined(separator: "\n").utf8).write(to: damaged)
-        let fresh = try server.store.createLedger(id: "fresh")
-        let freshOwner = try await fresh.issueCredential(for: .owner)
-        let cut = try await cli.run(freshOwner, ["import", "healthledger", damaged.path, "--json"])
-        #expect(cut.status == 1 && cut.error.contains("cut short"), "\(cut.error)")
-        let cutSummary = try #require(try JSONSerialization.jsonObject(with: Data(cut.output.utf8)) as? [String: Any])
-        let rejected = try #require(cutSummary["rejected"] as? [String: Int])
-        #expect(rejected["unparsable value"] == 1 && rejected.values.reduce(0, +) == 2, "the bad line and the object whose end precedes its start: \(cutSummary)")
-        for store in [original, copyStore, appleStore] { await store.close() }
-        await server.stop()
+            let refused = try await cli.run(server.ownerCredential, ["export", "someone-else", "--output", server.directory.appending(path: "x.jsonl").path])
+            #expect(refused.status != 0 && refused.error.contains("not 'someone-else'"))
+            let notAnExport = try await cli.run(copyOwner, ["import", "healthledger", zip.path])
+            #expect(notAnExport.status != 0 && notAnExport.error.contains("not a HealthLedger export"), "\(notAnExport.error)")
+            // A damaged copy: a line that is not JSON, an object that breaks the rules, and no end line.
+            let damaged = server.directory.appending(path: "damaged.jsonl")
+            let header = try String(contentsOf: lines, encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
+            let object = #"{"kind":"object","object":{"uuid":"AaIKXfNycG2EMRj+IokEmQ==","type":"HKQuantityTypeIdentifierStepCount","startUs":"2","endUs":"1","quantity":{"quantity":{"unit":"count","value":5}}}}"#
+            try Data([header, "{not json", object].joined(separator: "\n").utf8).write(to: damaged)
+            let fresh = try server.store.createLedger(id: "fresh")
+            let freshOwner = try await fresh.issueCredential(for: .owner)
+            let cut = try await cli.run(freshOwner, ["import", "healthledger", damaged.path, "--json"])
+            #expect(cut.status == 1 && cut.error.contains("cut short"), "\(cut.error)")
+            let cutSummary = try #require(try JSONSerialization.jsonObject(with: Data(cut.output.utf8)) as? [String: Any])
+            let rejected = try #require(cutSummary["rejected"] as? [String: Int])
+            #expect(rejected["unparsable value"] == 1 && rejected.values.reduce(0, +) == 2, "the bad line and the object whose end precedes its start: \(cutSummary)")
+            for store in [original, copyStore, appleStore] { await store.close() }
+        }
     }
 }

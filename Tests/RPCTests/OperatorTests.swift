@@ -8,77 +8,77 @@ import Testing
 struct OperatorTests {
     @Test("an operator credential creates and lists ledgers, issues, lists and revokes credentials, and reads no health data")
     func operatorCalls() async throws {
-        let server = try await TestServer()
-        let operatorCredential = try server.store.issueOperatorCredential(label: "ops")
-        #expect(operatorCredential.hasPrefix("hl1:_operator:"))
-        let ops = server.client(operatorCredential)
+        try await withTestServer { server in
+            let operatorCredential = try server.store.issueOperatorCredential(label: "ops")
+            #expect(operatorCredential.hasPrefix("hl1:_operator:"))
+            let ops = server.client(operatorCredential)
 
-        #expect(try await ops.createLedger(id: "bob", displayName: "Bob") == "bob")
-        #expect(try await ops.ledgers() == ["alice", "bob"])
-        await expectRPCError(.alreadyExists, nil, "an existing ledger") { _ = try await ops.createLedger(id: "bob") }
-        await expectRPCError(.invalidArgument, nil, "a bad ledger id") { _ = try await ops.createLedger(id: "Bad Id") }
+            #expect(try await ops.createLedger(id: "bob", displayName: "Bob") == "bob")
+            #expect(try await ops.ledgers() == ["alice", "bob"])
+            await expectRPCError(.alreadyExists, nil, "an existing ledger") { _ = try await ops.createLedger(id: "bob") }
+            await expectRPCError(.invalidArgument, nil, "a bad ledger id") { _ = try await ops.createLedger(id: "Bad Id") }
 
-        // Bob's owner and app, issued over RPC, work at once.
-        let ownerCredential = try await ops.issueCredential(ledger: "bob", for: .owner, label: "phone")
-        let walk = Source(bundleIdentifier: "com.example.walk", name: "Walk")
-        let appCredential = try await ops.issueCredential(ledger: "bob", for: .app(walk))
-        let owner = server.client(ownerCredential)
-        let app = server.client(appCredential)
-        #expect(try await owner.ping().ledgerID == "bob")
-        #expect(try await app.ping().principal == "app com.example.walk")
-        let listed = try await ops.credentials(ledger: "bob")
-        #expect(Set(listed.map(\.principal)) == [.owner, .app(walk)] && listed.count == 2)
-        #expect(listed.allSatisfy { !$0.revoked })
-        await expectRPCError(.invalidArgument, nil, "a reserved bundle id") {
-            _ = try await ops.issueCredential(ledger: "bob", for: .app(Source(bundleIdentifier: "org.healthledger.import.x", name: "X")))
+            // Bob's owner and app, issued over RPC, work at once.
+            let ownerCredential = try await ops.issueCredential(ledger: "bob", for: .owner, label: "phone")
+            let walk = Source(bundleIdentifier: "com.example.walk", name: "Walk")
+            let appCredential = try await ops.issueCredential(ledger: "bob", for: .app(walk))
+            let owner = server.client(ownerCredential)
+            let app = server.client(appCredential)
+            #expect(try await owner.ping().ledgerID == "bob")
+            #expect(try await app.ping().principal == "app com.example.walk")
+            let listed = try await ops.credentials(ledger: "bob")
+            #expect(Set(listed.map(\.principal)) == [.owner, .app(walk)] && listed.count == 2)
+            #expect(listed.allSatisfy { !$0.revoked })
+            await expectRPCError(.invalidArgument, nil, "a reserved bundle id") {
+                _ = try await ops.issueCredential(ledger: "bob", for: .app(Source(bundleIdentifier: "org.healthledger.import.x", name: "X")))
+            }
+            await expectRPCError(.notFound, nil, "an unknown ledger") { _ = try await ops.credentials(ledger: "carol") }
+
+            // Revoked over RPC: the app's stream ends and its next call is refused.
+            try await owner.save(Samples.heartRate(70, at: 0))
+            var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate)).makeAsyncIterator()
+            _ = try await watch.next()
+            try await ops.revokeCredential(ledger: "bob", id: credentialID(appCredential))
+            await expectRPCError(.permissionDenied, .authorizationDenied, "the revoked app's watch") { while try await watch.next() != nil {} }
+            await expectRPCError(.unauthenticated, nil, "the revoked app's next call") { _ = try await app.ping() }
+            #expect(try await ops.credentials(ledger: "bob").first { $0.id == credentialID(appCredential) }?.revoked == true)
+
+            // The operator reads no health data, and the others cannot call the operator's methods.
+            await expectRPCError(.unauthenticated, nil, "an operator credential on a ledger method") { _ = try await ops.ping() }
+            await expectRPCError(.unauthenticated, nil, "an operator credential on a query") {
+                _ = try await ops.result(for: SampleQueryDescriptor(type: Types.heartRate))
+            }
+            await expectRPCError(.unauthenticated, nil, "an owner on an operator method") { _ = try await owner.ledgers() }
+
+            // A revoked operator credential is refused at its next call.
+            try server.store.revokeOperatorCredential(id: credentialID(operatorCredential))
+            await expectRPCError(.unauthenticated, nil, "a revoked operator") { _ = try await ops.ledgers() }
+            for store in [ops, owner, app] { await store.close() }
         }
-        await expectRPCError(.notFound, nil, "an unknown ledger") { _ = try await ops.credentials(ledger: "carol") }
-
-        // Revoked over RPC: the app's stream ends and its next call is refused.
-        try await owner.save(Samples.heartRate(70, at: 0))
-        var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate)).makeAsyncIterator()
-        _ = try await watch.next()
-        try await ops.revokeCredential(ledger: "bob", id: credentialID(appCredential))
-        await expectRPCError(.permissionDenied, .authorizationDenied, "the revoked app's watch") { while try await watch.next() != nil {} }
-        await expectRPCError(.unauthenticated, nil, "the revoked app's next call") { _ = try await app.ping() }
-        #expect(try await ops.credentials(ledger: "bob").first { $0.id == credentialID(appCredential) }?.revoked == true)
-
-        // The operator reads no health data, and the others cannot call the operator's methods.
-        await expectRPCError(.unauthenticated, nil, "an operator credential on a ledger method") { _ = try await ops.ping() }
-        await expectRPCError(.unauthenticated, nil, "an operator credential on a query") {
-            _ = try await ops.result(for: SampleQueryDescriptor(type: Types.heartRate))
-        }
-        await expectRPCError(.unauthenticated, nil, "an owner on an operator method") { _ = try await owner.ledgers() }
-
-        // A revoked operator credential is refused at its next call.
-        try server.store.revokeOperatorCredential(id: credentialID(operatorCredential))
-        await expectRPCError(.unauthenticated, nil, "a revoked operator") { _ = try await ops.ledgers() }
-        for store in [ops, owner, app] { await store.close() }
-        await server.stop()
     }
 
     @Test("healthledger admin --server: the same commands through the server, bootstrapped on the data directory")
     func cli() async throws {
-        let server = try await TestServer()
-        let cli = AuthCLITests.executable
-        let dataDir = ["--data-dir", server.directory.path]
-        let issued = try await runProcess(cli, ["admin", "issue-operator-credential", "--label", "ops"] + dataDir)
-        #expect(issued.status == 0, "\(issued.error)")
-        let credential = issued.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        let remote = ["--server", "--port", "\(server.port)", "--credential", credential]
+        try await withTestServer { server in
+            let cli = AuthCLITests.executable
+            let dataDir = ["--data-dir", server.directory.path]
+            let issued = try await runProcess(cli, ["admin", "issue-operator-credential", "--label", "ops"] + dataDir)
+            #expect(issued.status == 0, "\(issued.error)")
+            let credential = issued.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            let remote = ["--server", "--port", "\(server.port)", "--credential", credential]
 
-        #expect(try await runProcess(cli, ["admin", "create-ledger", "carol"] + remote).output == "carol\n")
-        #expect(try await runProcess(cli, ["admin", "ledgers"] + remote).output == "alice\ncarol\n")
-        let owner = try await runProcess(cli, ["admin", "issue-owner-credential", "carol"] + remote)
-        #expect(owner.status == 0 && owner.output.hasPrefix("hl1:carol:"))
-        let listed = try await runProcess(cli, ["admin", "credentials", "carol"] + remote)
-        #expect(listed.output.contains("\towner\tactive"))
-        let id = credentialID(owner.output.trimmingCharacters(in: .whitespacesAndNewlines))
-        #expect(try await runProcess(cli, ["admin", "revoke-credential", "carol", id] + remote).output == "revoked \(id)\n")
-        #expect(try await runProcess(cli, ["admin", "credentials", "carol"] + dataDir).output.contains("\(id)\towner\trevoked"))
-        #expect(try await runProcess(cli, ["admin", "operator-credentials"] + dataDir).output.contains("\(credentialID(credential))\toperator\tactive"))
-        let wrong = try await runProcess(cli, ["admin", "ledgers", "--server", "--port", "\(server.port)", "--credential", server.ownerCredential])
-        #expect(wrong.status != 0 && wrong.error.contains("unauthenticated"))
-        await server.stop()
+            #expect(try await runProcess(cli, ["admin", "create-ledger", "carol"] + remote).output == "carol\n")
+            #expect(try await runProcess(cli, ["admin", "ledgers"] + remote).output == "alice\ncarol\n")
+            let owner = try await runProcess(cli, ["admin", "issue-owner-credential", "carol"] + remote)
+            #expect(owner.status == 0 && owner.output.hasPrefix("hl1:carol:"))
+            let listed = try await runProcess(cli, ["admin", "credentials", "carol"] + remote)
+            #expect(listed.output.contains("\towner\tactive"))
+            let id = credentialID(owner.output.trimmingCharacters(in: .whitespacesAndNewlines))
+            #expect(try await runProcess(cli, ["admin", "revoke-credential", "carol", id] + remote).output == "revoked \(id)\n")
+            #expect(try await runProcess(cli, ["admin", "credentials", "carol"] + dataDir).output.contains("\(id)\towner\trevoked"))
+            #expect(try await runProcess(cli, ["admin", "operator-credentials"] + dataDir).output.contains("\(credentialID(credential))\toperator\tactive"))
+            let wrong = try await runProcess(cli, ["admin", "ledgers", "--server", "--port", "\(server.port)", "--credential", server.ownerCredential])
+            #expect(wrong.status != 0 && wrong.error.contains("unauthenticated"))
+        }
     }
 }

@@ -25,23 +25,23 @@ struct TLSTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let files = try Self.makeCertificate(in: directory)
-        let server = try await TestServer(configuration: ServerConfiguration(tls: .init(certificateChain: files.certificate, privateKey: files.key)))
+        try await withTestServer(configuration: ServerConfiguration(tls: .init(certificateChain: files.certificate, privateKey: files.key))) { server in
 
-        let trusted = HealthStore(configuration: .init(
-            port: server.port, credential: server.ownerCredential, tls: .init(trustRoots: files.certificate), connectAttempts: 1))
-        #expect(try await trusted.ping().ledgerID == "alice")
-        try await trusted.save(Samples.heartRate(70, at: 0))
-        #expect(try await trusted.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count == 1)
-        await trusted.close()
+            let trusted = HealthStore(configuration: .init(
+                port: server.port, credential: server.ownerCredential, tls: .init(trustRoots: files.certificate), connectAttempts: 1))
+            #expect(try await trusted.ping().ledgerID == "alice")
+            try await trusted.save(Samples.heartRate(70, at: 0))
+            #expect(try await trusted.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count == 1)
+            await trusted.close()
 
-        let plain = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, timeout: .seconds(3), connectAttempts: 1))
-        await #expect(throws: (any Error).self) { try await plain.ping() }
-        await plain.close()
+            let plain = HealthStore(configuration: .init(port: server.port, credential: server.ownerCredential, timeout: .seconds(3), connectAttempts: 1))
+            await #expect(throws: (any Error).self) { try await plain.ping() }
+            await plain.close()
 
-        let untrusted = HealthStore(configuration: .init(
-            port: server.port, credential: server.ownerCredential, timeout: .seconds(3), tls: .init(), connectAttempts: 1))
-        await #expect(throws: (any Error).self) { try await untrusted.ping() }
-        await untrusted.close()
-        await server.stop()
+            let untrusted = HealthStore(configuration: .init(
+                port: server.port, credential: server.ownerCredential, timeout: .seconds(3), tls: .init(), connectAttempts: 1))
+            await #expect(throws: (any Error).self) { try await untrusted.ping() }
+            await untrusted.close()
+        }
     }
 }

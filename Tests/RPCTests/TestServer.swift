@@ -4,8 +4,42 @@ import HealthLedgerServer
 import Ledger
 import Logging
 import NIOCore
+import Synchronization
+
+/// Runs `body` against a fresh ``TestServer`` and stops it afterwards, on every exit path:
+/// the server is shut down and its temporary directory removed whether `body` returns or
+/// throws (the error is rethrown). Tests get their server through this, never by hand.
+///
+/// ```swift
+/// try await withTestServer { server in
+///     let owner = server.client()
+///     …
+/// }
+/// ```
+///
+/// A body whose only `try`s are inside `#expect` is not inferred throwing: spell it
+/// `{ server throws in`.
+///
+/// - Parameter configuration: the server's configuration; its port is always replaced by 0.
+@discardableResult
+func withTestServer<T>(
+    configuration: ServerConfiguration = ServerConfiguration(port: 0), isolation: isolated (any Actor)? = #isolation,
+    _ body: (TestServer) async throws -> T
+) async throws -> T {
+    let server = try await TestServer(configuration: configuration)
+    let result: T
+    do {
+        result = try await body(server)
+    } catch {
+        await server.stop()
+        throw error
+    }
+    await server.stop()
+    return result
+}
 
 /// A real server on port 0 over a temporary data directory, with an owner and an app credential.
+/// Get one through ``withTestServer(configuration:isolation:_:)``, which always stops it.
 final class TestServer: @unchecked Sendable {
     let directory: URL
     let store: LedgerStore
@@ -17,22 +51,33 @@ final class TestServer: @unchecked Sendable {
 
     static let appSource = Source(bundleIdentifier: "com.example.walk", name: "Walk")
 
+    /// The one shutdown, once ``stop()`` has started it.
+    private let stopping = Mutex<Task<Void, Never>?>(nil)
+
+    /// Use ``withTestServer(configuration:isolation:_:)`` instead, which stops the server on
+    /// every exit path; only it calls this.
     init(configuration: ServerConfiguration = ServerConfiguration(port: 0)) async throws {
         directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-rpc-\(UUID().uuidString)")
-        store = try LedgerStore(directory: directory)
-        ledger = try store.createLedger(id: "alice")
-        ownerCredential = try await ledger.issueCredential(for: .owner)
-        appCredential = try await ledger.issueCredential(for: .app(Self.appSource))
-        // The app may share (not read) the types the tests save.
-        let shared = [Samples.heartRate.objectType, try ObjectType("HKQuantityTypeIdentifierBodyMass")]
-        try await ledger.requestAuthorization(toShare: Set(shared), read: [], by: .app(Self.appSource))
-        for type in shared {
-            try await ledger.decideAuthorization(app: Self.appSource.bundleIdentifier, type: type, direction: .share, decision: .granted, by: .owner)
+        // A setup that fails leaves no directory behind either.
+        do {
+            store = try LedgerStore(directory: directory)
+            ledger = try store.createLedger(id: "alice")
+            ownerCredential = try await ledger.issueCredential(for: .owner)
+            appCredential = try await ledger.issueCredential(for: .app(Self.appSource))
+            // The app may share (not read) the types the tests save.
+            let shared = [Samples.heartRate.objectType, try ObjectType("HKQuantityTypeIdentifierBodyMass")]
+            try await ledger.requestAuthorization(toShare: Set(shared), read: [], by: .app(Self.appSource))
+            for type in shared {
+                try await ledger.decideAuthorization(app: Self.appSource.bundleIdentifier, type: type, direction: .share, decision: .granted, by: .owner)
+            }
+            var configuration = configuration
+            configuration.port = 0
+            server = RPCServer(store: store, configuration: configuration, logger: Logger(label: "test"))
+            port = try await server.start().port!
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
         }
-        var configuration = configuration
-        configuration.port = 0
-        server = RPCServer(store: store, configuration: configuration, logger: Logger(label: "test"))
-        port = try await server.start().port!
     }
 
     /// A store on this server. Its calls' deadline only guards against a test hanging: a
@@ -42,9 +87,21 @@ final class TestServer: @unchecked Sendable {
         HealthStore(configuration: .init(port: port, credential: credential ?? ownerCredential, timeout: timeout))
     }
 
+    /// Shuts the server down and removes its directory. Idempotent: ``withTestServer(configuration:isolation:_:)``
+    /// calls it when its body ends, and a test of shutdown may have called it before. The
+    /// first call starts the one shutdown; every call returns once it has finished (a second
+    /// `RPCServer.shutdown()` would return at once, while the first still drains).
     func stop() async {
-        await server.shutdown()
-        try? FileManager.default.removeItem(at: directory)
+        let shutdown = stopping.withLock { stopping in
+            if let stopping { return stopping }
+            let task = Task { [server, directory] in
+                await server.shutdown()
+                try? FileManager.default.removeItem(at: directory)
+            }
+            stopping = task
+            return task
+        }
+        await shutdown.value
     }
 }
 
