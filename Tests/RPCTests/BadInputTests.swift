@@ -22,6 +22,19 @@ struct BadInputTests {
         return frame
     }
 
+    /// Sends each of `methods` a payload that is not protobuf, on the next ids after `id`, and
+    /// expects each refused with `invalidArgument` (whose message contains `saying`, when given).
+    static func expectGarbageRefused(
+        _ methods: [RPCMethod], on raw: RawConnection, after id: inout UInt64, credential: String, saying: String? = nil
+    ) async throws {
+        for method in methods {
+            id += 1
+            try await raw.send(request(id, method.rawValue, credential: credential, payload: [0xFF, 0xFF, 0xFF]))
+            let status = try #require(await raw.status(of: id))
+            #expect(status.code == .invalidArgument && saying.map(status.message.contains) != false, "\(method) \(status)")
+        }
+    }
+
     @Test("the decoder refuses an oversize frame as soon as its header arrives")
     func oversizeAtHeader() throws {
         let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameSize: 1024)))
@@ -211,12 +224,7 @@ struct BadInputTests {
                 .pendingAuthorizations, .decideAuthorization, .setObjectReadSelection, .authorizationHistory, .sourcePriority, .setSourcePriority,
                 .characteristics, .setCharacteristic,
             ]
-            for method in authorizationMethods {
-                id += 1
-                try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
-                let status = try #require(await raw.status(of: id))
-                #expect(status.code == .invalidArgument && status.message.contains("not a valid"), "\(method) \(status)")
-            }
+            try await Self.expectGarbageRefused(authorizationMethods, on: raw, after: &id, credential: server.ownerCredential, saying: "not a valid")
             #expect(try server.ledger.head() == head, "no refused request wrote anything")
             await raw.close()
         }
@@ -349,12 +357,7 @@ struct BadInputTests {
                 let status = try #require(await raw.status(of: id))
                 #expect(status.code == .invalidArgument && !status.message.isEmpty, "observe \(request) \(status)")
             }
-            for method in [RPCMethod.queryChanges, .watchChanges, .observe] {
-                id += 1
-                try await raw.send(Self.request(id, method.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
-                let status = try #require(await raw.status(of: id))
-                #expect(status.code == .invalidArgument && status.message.contains("not a valid"), "\(method) \(status)")
-            }
+            try await Self.expectGarbageRefused([.queryChanges, .watchChanges, .observe], on: raw, after: &id, credential: server.ownerCredential, saying: "not a valid")
             #expect(try server.ledger.head() == head, "no refused request wrote anything")
             await raw.close()
         }
@@ -438,9 +441,7 @@ struct BadInputTests {
                     #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
                 }
             }
-            id += 1
-            try await raw.send(Self.request(id, RPCMethod.audit.rawValue, credential: server.ownerCredential, payload: [0xFF, 0xFF, 0xFF]))
-            #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
+            try await Self.expectGarbageRefused([.audit], on: raw, after: &id, credential: server.ownerCredential)
             await raw.close()
         }
     }
@@ -489,11 +490,7 @@ struct BadInputTests {
                         #expect(status.code == .invalidArgument && !status.message.isEmpty, "\(method) \(request) \(status)")
                     }
                 }
-                for method in [RPCMethod.statistics, .statisticsCollection, .watchStatisticsCollection] {
-                    id += 1
-                    try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: [0xFF, 0xFF, 0xFF]))
-                    #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
-                }
+                try await Self.expectGarbageRefused([.statistics, .statisticsCollection, .watchStatisticsCollection], on: raw, after: &id, credential: credential)
             }
             await raw.close()
         }
@@ -534,11 +531,8 @@ struct BadInputTests {
                 let status = try #require(await raw.status(of: id))
                 #expect(status.code == code && !status.message.isEmpty, "\(method) \(status)")
             }
-            for method in [RPCMethod.addAttachment, .attachments, .attachmentData, .removeAttachment] {
-                id += 1
-                try await raw.send(Self.request(id, method.rawValue, credential: server.appCredential, payload: [0xFF, 0xFF, 0xFF]))
-                #expect(try #require(await raw.status(of: id)).code == .invalidArgument)
-            }
+            try await Self.expectGarbageRefused(
+                [.addAttachment, .attachments, .attachmentData, .removeAttachment], on: raw, after: &id, credential: server.appCredential)
             #expect(try server.ledger.head() == head, "no refused request wrote anything")
             await raw.close()
             await owner.close()
