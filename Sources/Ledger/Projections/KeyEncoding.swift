@@ -46,59 +46,15 @@ enum KeyEncoding {
         return key
     }
 
-    /// type(4) | time(8) | uuid(16): the key of the start and end indexes.
-    static func timeKey(type: UInt32, time: Int64, uuid: [UInt8]) -> InlineBytes {
-        var key = InlineBytes()
-        key.append(type)
-        key.appendTime(time)
-        key.append(uuid)
-        return key
-    }
-
-    /// type(4) | source(4) | start(8) | uuid(16): the key of the per-source start index.
-    static func sourceTimeKey(type: UInt32, source: UInt32, time: Int64, uuid: [UInt8]) -> InlineBytes {
-        var key = InlineBytes()
-        key.append(type)
-        key.append(source)
-        key.appendTime(time)
-        key.append(uuid)
-        return key
-    }
-
     /// type(4), then source(4) when given: the keys of the per-type databases
     /// (`type_stats`, `characteristics`, `source_priority`) and the part of a change-index
-    /// key before the sequence (`changes`, `source_changes`).
+    /// key before the sequence (``ChangeIndexRow/prefix(type:source:)``).
     static func typeKey(_ type: UInt32, source: UInt32? = nil) -> [UInt8] {
         var key: [UInt8] = []
         key.reserveCapacity(16)
         append(type, to: &key)
         if let source { append(source, to: &key) }
         return key
-    }
-
-    /// type(4) | source(4) | sequence(8): the key of the per-source change index.
-    static func sourceChangeKey(type: UInt32, source: UInt32, sequence: UInt64) -> InlineBytes {
-        var key = InlineBytes()
-        key.append(type)
-        key.append(source)
-        key.append(sequence)
-        return key
-    }
-
-    /// type(4) | sequence(8): the key of the change index.
-    static func changeKey(type: UInt32, sequence: UInt64) -> InlineBytes {
-        var key = InlineBytes()
-        key.append(type)
-        key.append(sequence)
-        return key
-    }
-
-    /// op(1) | uuid(16): the value of the change indexes.
-    static func changeValue(_ op: UInt8, uuid: [UInt8]) -> InlineBytes {
-        var value = InlineBytes()
-        value.append(op)
-        value.append(uuid)
-        return value
     }
 }
 

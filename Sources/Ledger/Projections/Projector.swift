@@ -35,8 +35,6 @@ struct Projector {
         case none
     }
 
-    static let added: UInt8 = 1
-    static let removed: UInt8 = 2
     static let checkpointKey: [UInt8] = Array("applied".utf8)
 
     let databases: LedgerDatabases
@@ -219,24 +217,19 @@ struct Projector {
             let source = try stats.sourceCode(bundle: object.sourceBundle, name: object.sourceName, in: txn, databases)
             try stats.noteSave(type: object.typeCode, code: source, sequence: sequence, duration: object.duration, in: txn, databases)
             try txn.put(StoredObject(sequence: sequence, type: object.typeCode, source: source).encoded, forKey: object.uuid, in: databases.objects)
-            // by_source's value is by_start's without the source, which its key holds.
-            var startValue = InlineBytes()
-            startValue.appendTime(object.endUs)
-            startValue.append(sequence)
-            startValue.append(object.value.bitPattern)
+            let (type, uuid) = (object.typeCode, object.uuid)
             try txn.put(
-                startValue, forKey: KeyEncoding.sourceTimeKey(type: object.typeCode, source: source, time: object.startUs, uuid: object.uuid),
-                in: databases.bySource)
-            startValue.append(source)
-            try txn.put(startValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.startUs, uuid: object.uuid), in: databases.byStart)
-            var endValue = InlineBytes()
-            endValue.appendTime(object.startUs)
-            endValue.append(sequence)
-            endValue.append(source)
-            try txn.put(endValue, forKey: KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: object.uuid), in: databases.byEnd)
-            let change = KeyEncoding.changeValue(Self.added, uuid: object.uuid)
-            try txn.put(change, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
-            try txn.put(change, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: source, sequence: sequence), in: databases.sourceChanges)
+                StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value, source: nil),
+                forKey: StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: databases.bySource)
+            try txn.put(
+                StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value, source: source),
+                forKey: StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
+            try txn.put(
+                EndIndexRow.value(start: object.startUs, sequence: sequence, source: source),
+                forKey: EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd)
+            let change = ChangeIndexRow.value(ChangeIndexRow.added, uuid: uuid)
+            try txn.put(change, forKey: ChangeIndexRow.key(type: type, sequence: sequence), in: databases.changes)
+            try txn.put(change, forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: databases.sourceChanges)
             try SyncIdentifierIndex.record(object, source: source, in: txn, databases)
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
             stats.touch(type: object.typeCode, source: source, start: object.startUs)
@@ -262,15 +255,16 @@ struct Projector {
             let savedSequence = stored.sequence
             let object = try loadSaved(savedSequence)
             try txn.delete(uuid, in: databases.objects)
-            try txn.delete(KeyEncoding.timeKey(type: object.typeCode, time: object.startUs, uuid: uuid), in: databases.byStart)
-            try txn.delete(
-                KeyEncoding.sourceTimeKey(type: object.typeCode, source: stored.source, time: object.startUs, uuid: uuid), in: databases.bySource)
-            try txn.delete(KeyEncoding.timeKey(type: object.typeCode, time: object.endUs, uuid: uuid), in: databases.byEnd)
-            try txn.delete(KeyEncoding.changeKey(type: object.typeCode, sequence: savedSequence), in: databases.changes)
-            let change = KeyEncoding.changeValue(Self.removed, uuid: uuid)
-            try txn.put(change, forKey: KeyEncoding.changeKey(type: object.typeCode, sequence: sequence), in: databases.changes)
-            try txn.delete(KeyEncoding.sourceChangeKey(type: object.typeCode, source: stored.source, sequence: savedSequence), in: databases.sourceChanges)
-            try txn.put(change, forKey: KeyEncoding.sourceChangeKey(type: object.typeCode, source: stored.source, sequence: sequence), in: databases.sourceChanges)
+            let (type, source) = (object.typeCode, stored.source)
+            try txn.delete(StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
+            try txn.delete(StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: databases.bySource)
+            try txn.delete(EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd)
+            // The save's change rows go; the delete's are added.
+            let change = ChangeIndexRow.value(ChangeIndexRow.removed, uuid: uuid)
+            try txn.delete(ChangeIndexRow.key(type: type, sequence: savedSequence), in: databases.changes)
+            try txn.put(change, forKey: ChangeIndexRow.key(type: type, sequence: sequence), in: databases.changes)
+            try txn.delete(ChangeIndexRow.key(type: type, source: source, sequence: savedSequence), in: databases.sourceChanges)
+            try txn.put(change, forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: databases.sourceChanges)
             try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason), forKey: uuid, in: databases.tombstones)
             try SyncIdentifierIndex.remove(object, uuid: uuid, source: stored.source, in: txn, databases)
             stats.record(type: object.typeCode, countDelta: -1, duration: 0)

@@ -186,18 +186,11 @@ enum Rollups {
         var samples: [StatisticsSample] = []
         let end = block.hour + hour
         try txn.withCursor(on: databases.bySource) { cursor in
-            var entry = try cursor.seek(atLeast: KeyEncoding.sourceTimeKey(type: block.type, source: block.source, time: block.hour, uuid: []))
-            while let current = entry, current.key.count == 32, KeyEncoding.uint32(current.key, at: 0) == block.type,
-                KeyEncoding.uint32(current.key, at: 4) == block.source
-            {
-                let start = KeyEncoding.time(current.key, at: 8)
+            var entry = try cursor.seek(atLeast: StartIndexRow.key(type: block.type, source: block.source, start: block.hour, uuid: []))
+            while let current = entry, let row = try StartIndexRow(current, type: block.type, source: block.source) {
+                let start = row.startUs
                 guard start < end else { break }
-                guard current.value.count == 24 else {
-                    throw LedgerFailure.corrupted("a start-index entry is \(current.value.count) bytes, not 24: replay the ledger")
-                }
-                samples.append(StatisticsSample(
-                    start: start, end: KeyEncoding.time(current.value, at: 0), value: Double(bitPattern: KeyEncoding.uint64(current.value, at: 16)),
-                    source: block.source, sequence: KeyEncoding.uint64(current.value, at: 8)))
+                samples.append(StatisticsSample(start: start, end: row.endUs, value: row.value, source: block.source, sequence: row.sequence))
                 entry = try cursor.next()
             }
         }

@@ -236,10 +236,10 @@ extension Ledger {
                 onScope(scope)
                 var last = ChangePosition.origin
                 if scope.all {
-                    last = try lastChange(in: databases.changes, prefix: KeyEncoding.typeKey(type.code), in: txn) ?? last
+                    last = try lastChange(in: databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), in: txn) ?? last
                 } else {
                     if scope.ownSource != 0 {
-                        let prefix = KeyEncoding.typeKey(type.code, source: scope.ownSource)
+                        let prefix = ChangeIndexRow.prefix(type: type.code, source: scope.ownSource)
                         last = try lastChange(in: databases.sourceChanges, prefix: prefix, in: txn) ?? last
                     }
                     for entry in try selectionChanges(type, scope: scope, principal: principal, in: txn) { last = max(last, entry.position) }
@@ -376,14 +376,14 @@ extension Ledger {
             return own == 0 || stored.source != own
         }
         if scope.all {
-            try scanChangeIndex(databases.changes, prefix: KeyEncoding.typeKey(type.code), after: state.position, in: txn) { entry in
+            try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: txn) { entry in
                 if entry.position <= boundary, try !othersPresent(entry) { return true }
                 return try visit(entry)
             }
             return
         }
         var going = true
-        try scanChangeIndex(databases.changes, prefix: KeyEncoding.typeKey(type.code), after: state.position, in: txn) { entry in
+        try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: txn) { entry in
             guard entry.position <= boundary else { return false }
             guard try othersPresent(entry) else { return true }
             going = try visit(ChangeEntry(position: entry.position, savedSequence: nil))
@@ -400,13 +400,13 @@ extension Ledger {
         _ visit: (ChangeEntry) throws -> Bool
     ) throws {
         if scope.all {
-            return try scanChangeIndex(databases.changes, prefix: KeyEncoding.typeKey(type.code), after: after, in: txn, visit)
+            return try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: after, in: txn, visit)
         }
         let selected = try selectionChanges(type, scope: scope, principal: principal, in: txn).filter { $0.position > after }
         var next = 0
         var going = true
         if scope.ownSource != 0 {
-            let prefix = KeyEncoding.typeKey(type.code, source: scope.ownSource)
+            let prefix = ChangeIndexRow.prefix(type: type.code, source: scope.ownSource)
             try scanChangeIndex(databases.sourceChanges, prefix: prefix, after: after, in: txn) { entry in
                 while next < selected.count, selected[next].position < entry.position {
                     going = try visit(selected[next])
@@ -430,13 +430,10 @@ extension Ledger {
     ) throws {
         try txn.withCursor(on: database) { cursor in
             var entry = try cursor.seek(atLeast: prefix + KeyEncoding.sequenceKey(after.sequence))
-            while let current = entry, current.key.count == prefix.count + 8, current.key.starts(with: prefix) {
-                guard current.value.count == 17 else { throw LedgerFailure.corrupted("a change-index entry is damaged: replay the ledger") }
-                let sequence = KeyEncoding.uint64(current.key, at: prefix.count)
-                let position = ChangePosition(sequence: sequence, uuidIn: current.value, at: 1)
+            while let current = entry, let row = try ChangeIndexRow(current, prefix: prefix) {
+                let position = row.position
                 if position > after {
-                    let change = ChangeEntry(position: position, savedSequence: current.value[0] == Projector.added ? sequence : nil)
-                    if try !visit(change) { return }
+                    if try !visit(ChangeEntry(position: position, savedSequence: row.wasAdded ? row.sequence : nil)) { return }
                 }
                 entry = try cursor.next()
             }
@@ -445,10 +442,8 @@ extension Ledger {
 
     private func lastChange(in database: Database, prefix: [UInt8], in txn: Transaction) throws -> ChangePosition? {
         try txn.withCursor(on: database) { cursor in
-            guard let current = try cursor.seek(atMost: prefix + KeyEncoding.sequenceKey(.max)),
-                current.key.count == prefix.count + 8, current.key.starts(with: prefix), current.value.count == 17
-            else { return nil }
-            return ChangePosition(sequence: KeyEncoding.uint64(current.key, at: prefix.count), uuidIn: current.value, at: 1)
+            guard let current = try cursor.seek(atMost: prefix + KeyEncoding.sequenceKey(.max)) else { return nil }
+            return try ChangeIndexRow(current, prefix: prefix)?.position
         }
     }
 

@@ -288,15 +288,7 @@ extension Ledger {
     ) throws {
         let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
         let lowest = overflow ? Int64.min : lowered
-        // by_start: type(4) start(8) uuid(16) → end(8) sequence(8) value(8) source(4);
-        // by_source: type(4) source(4) start(8) uuid(16) → end(8) sequence(8) value(8).
-        let time = source == nil ? 4 : 8
-        let keyLength = time + 24
-        let valueLength = source == nil ? 28 : 24
-        func key(_ at: Int64, _ uuid: [UInt8]) -> InlineBytes {
-            if let source { return KeyEncoding.sourceTimeKey(type: type, source: source, time: at, uuid: uuid) }
-            return KeyEncoding.timeKey(type: type, time: at, uuid: uuid)
-        }
+        func key(_ at: Int64, _ uuid: [UInt8]) -> InlineBytes { StartIndexRow.key(type: type, source: source, start: at, uuid: uuid) }
         try txn.withCursor(on: source == nil ? databases.byStart : databases.bySource) { cursor in
             var entry: Cursor.Entry?
             if let position {
@@ -309,21 +301,11 @@ extension Ledger {
                     : try cursor.seek(atLeast: key(lowest, []))
             }
             // atMost lands on the key equal to (end, 0…0) at worst, which starts at `end`: skipped below.
-            while let current = entry, current.key.count == keyLength, KeyEncoding.uint32(current.key, at: 0) == type,
-                source == nil || KeyEncoding.uint32(current.key, at: 4) == source!
-            {
-                let start = KeyEncoding.time(current.key, at: time)
+            while let current = entry, let row = try StartIndexRow(current, type: type, source: source) {
+                let start = row.startUs
                 if descending ? start < lowest : start >= range.end { break }
-                guard current.value.count == valueLength else {
-                    throw LedgerFailure.corrupted("a start-index entry is \(current.value.count) bytes, not \(valueLength): replay the ledger")
-                }
-                let end = KeyEncoding.time(current.value, at: 0)
-                if range.overlaps(start: start, end: end) {
-                    let item = IndexEntry(
-                        uuid: uuids ? Array(current.key[(time + 8)..<keyLength]) : [], startUs: start, endUs: end,
-                        sequence: KeyEncoding.uint64(current.value, at: 8), source: source ?? KeyEncoding.uint32(current.value, at: 24),
-                        value: Double(bitPattern: KeyEncoding.uint64(current.value, at: 16)))
-                    if try !visit(item) { return }
+                if range.overlaps(start: start, end: row.endUs) {
+                    if try !visit(row.entry(uuid: uuids)) { return }
                 }
                 entry = descending ? try cursor.previous() : try cursor.next()
             }
@@ -342,24 +324,19 @@ extension Ledger {
         try txn.withCursor(on: databases.byEnd) { cursor in
             var entry: Cursor.Entry?
             if let position {
-                let resume = KeyEncoding.timeKey(type: type, time: position.endUs, uuid: position.uuid)
+                let resume = EndIndexRow.key(type: type, end: position.endUs, uuid: position.uuid)
                 entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
                 if let current = entry, resume.equals(current.key) { entry = descending ? try cursor.previous() : try cursor.next() }
             } else {
                 entry = descending
-                    ? try cursor.seek(atMost: KeyEncoding.timeKey(type: type, time: highest, uuid: [UInt8](repeating: 0xFF, count: 16)))
-                    : try cursor.seek(atLeast: KeyEncoding.timeKey(type: type, time: range.start, uuid: []))
+                    ? try cursor.seek(atMost: EndIndexRow.key(type: type, end: highest, uuid: [UInt8](repeating: 0xFF, count: 16)))
+                    : try cursor.seek(atLeast: EndIndexRow.key(type: type, end: range.start, uuid: []))
             }
-            while let current = entry, current.key.count == 28, KeyEncoding.uint32(current.key, at: 0) == type {
-                let end = KeyEncoding.time(current.key, at: 4)
+            while let current = entry, let row = try EndIndexRow(current, type: type) {
+                let end = row.endUs
                 if descending ? end < range.start : end > highest { break }
-                guard current.value.count == 20 else { throw LedgerFailure.corrupted("an end-index entry is \(current.value.count) bytes, not 20: replay the ledger") }
-                let start = KeyEncoding.time(current.value, at: 0)
-                if range.overlaps(start: start, end: end) {
-                    let item = IndexEntry(
-                        uuid: Array(current.key[12..<28]), startUs: start, endUs: end,
-                        sequence: KeyEncoding.uint64(current.value, at: 8), source: KeyEncoding.uint32(current.value, at: 16))
-                    if try !visit(item) { return }
+                if range.overlaps(start: row.startUs, end: end) {
+                    if try !visit(row.entry) { return }
                 }
                 entry = descending ? try cursor.previous() : try cursor.next()
             }

@@ -1,0 +1,173 @@
+import LMDB
+
+// The rows of the indexes every saved sample gets, one type each: where every field sits in
+// the key and the value is said here and nowhere else. ``Projector`` writes the rows with the
+// static builders; the scans read them in place through the accessors (no copy, except a
+// UUID asked for). All fields are fixed-width and big-endian (``KeyEncoding``), so LMDB's byte
+// order is the order the queries need.
+
+/// A row of a start index, read in place from a cursor's entry.
+///
+/// - `by_start`, every source's samples of a type in start order:
+///   type(4) start(8) uuid(16) → end(8) sequence(8) value(8) source(4)
+/// - `by_source`, the same per source: type(4) source(4) start(8) uuid(16) → end(8)
+///   sequence(8) value(8) (by_start's value without the source, which the key holds)
+///
+/// `value` is a quantity sample's value in its type's canonical unit, a category sample's
+/// value, or 0.
+struct StartIndexRow {
+    let key: UnsafeRawBufferPointer
+    let valueBytes: UnsafeRawBufferPointer
+    /// A row of `by_source` (the source in the key), not of `by_start`.
+    let bySource: Bool
+
+    static func keyLength(bySource: Bool) -> Int { bySource ? 32 : 28 }
+    static func valueLength(bySource: Bool) -> Int { bySource ? 24 : 28 }
+
+    /// The entry as a row of `type` (and `source`, for `by_source`); nil when the entry is
+    /// past the rows of that type (and source), where a scan stops.
+    /// - Throws: ``LedgerFailure`` when the row's value has the wrong length.
+    init?(_ entry: Cursor.Entry, type: UInt32, source: UInt32?) throws {
+        let bySource = source != nil
+        guard entry.key.count == Self.keyLength(bySource: bySource), KeyEncoding.uint32(entry.key, at: 0) == type,
+            source == nil || KeyEncoding.uint32(entry.key, at: 4) == source!
+        else { return nil }
+        let length = Self.valueLength(bySource: bySource)
+        guard entry.value.count == length else {
+            throw LedgerFailure.corrupted("a start-index entry is \(entry.value.count) bytes, not \(length): replay the ledger")
+        }
+        (key, valueBytes, self.bySource) = (entry.key, entry.value, bySource)
+    }
+
+    private var startOffset: Int { bySource ? 8 : 4 }
+
+    var startUs: Int64 { KeyEncoding.time(key, at: startOffset) }
+    var uuid: [UInt8] { Array(key[(startOffset + 8)..<(startOffset + 24)]) }
+    var endUs: Int64 { KeyEncoding.time(valueBytes, at: 0) }
+    var sequence: UInt64 { KeyEncoding.uint64(valueBytes, at: 8) }
+    var value: Double { Double(bitPattern: KeyEncoding.uint64(valueBytes, at: 16)) }
+    var source: UInt32 { bySource ? KeyEncoding.uint32(key, at: 4) : KeyEncoding.uint32(valueBytes, at: 24) }
+
+    /// The row as a scan hands it on; `uuid: false` leaves the UUID empty (statistics never
+    /// need it, and save an allocation per sample).
+    func entry(uuid withUUID: Bool) -> IndexEntry {
+        IndexEntry(uuid: withUUID ? uuid : [], startUs: startUs, endUs: endUs, sequence: sequence, source: source, value: value)
+    }
+
+    /// The key of a row of `by_source` when `source` is given, of `by_start` otherwise. An
+    /// empty `uuid` makes the key that sorts before every row starting at `start`.
+    static func key(type: UInt32, source: UInt32?, start: Int64, uuid: [UInt8]) -> InlineBytes {
+        var key = InlineBytes()
+        key.append(type)
+        if let source { key.append(source) }
+        key.appendTime(start)
+        key.append(uuid)
+        return key
+    }
+
+    /// The value of a row of `by_start` when `source` is given, of `by_source` otherwise.
+    static func value(end: Int64, sequence: UInt64, value: Double, source: UInt32?) -> InlineBytes {
+        var bytes = InlineBytes()
+        bytes.appendTime(end)
+        bytes.append(sequence)
+        bytes.append(value.bitPattern)
+        if let source { bytes.append(source) }
+        return bytes
+    }
+}
+
+/// A row of `by_end`, every source's samples of a type in end order, read in place:
+/// type(4) end(8) uuid(16) → start(8) sequence(8) source(4).
+struct EndIndexRow {
+    static let keyLength = 28
+    static let valueLength = 20
+
+    let key: UnsafeRawBufferPointer
+    let valueBytes: UnsafeRawBufferPointer
+
+    /// The entry as a row of `type`; nil when the entry is past that type's rows.
+    /// - Throws: ``LedgerFailure`` when the row's value has the wrong length.
+    init?(_ entry: Cursor.Entry, type: UInt32) throws {
+        guard entry.key.count == Self.keyLength, KeyEncoding.uint32(entry.key, at: 0) == type else { return nil }
+        guard entry.value.count == Self.valueLength else {
+            throw LedgerFailure.corrupted("an end-index entry is \(entry.value.count) bytes, not \(Self.valueLength): replay the ledger")
+        }
+        (key, valueBytes) = (entry.key, entry.value)
+    }
+
+    var endUs: Int64 { KeyEncoding.time(key, at: 4) }
+    var uuid: [UInt8] { Array(key[12..<28]) }
+    var startUs: Int64 { KeyEncoding.time(valueBytes, at: 0) }
+    var sequence: UInt64 { KeyEncoding.uint64(valueBytes, at: 8) }
+    var source: UInt32 { KeyEncoding.uint32(valueBytes, at: 16) }
+
+    /// The row as a scan hands it on (an end index holds no value: NaN).
+    var entry: IndexEntry { IndexEntry(uuid: uuid, startUs: startUs, endUs: endUs, sequence: sequence, source: source) }
+
+    /// The key of a row. An empty `uuid` makes the key that sorts before every row ending at `end`.
+    static func key(type: UInt32, end: Int64, uuid: [UInt8]) -> InlineBytes {
+        var key = InlineBytes()
+        key.append(type)
+        key.appendTime(end)
+        key.append(uuid)
+        return key
+    }
+
+    static func value(start: Int64, sequence: UInt64, source: UInt32) -> InlineBytes {
+        var bytes = InlineBytes()
+        bytes.appendTime(start)
+        bytes.append(sequence)
+        bytes.append(source)
+        return bytes
+    }
+}
+
+/// A row of a change index, read in place: what the event `sequence` did to an object of a
+/// type, in log order.
+///
+/// - `changes`, every source's: type(4) sequence(8) → op(1) uuid(16)
+/// - `source_changes`, per source: type(4) source(4) sequence(8) → op(1) uuid(16)
+///
+/// `op` is ``ChangeIndexRow/added`` for a save, ``ChangeIndexRow/removed`` for a delete; a
+/// save's row is removed with the object (its delete's row stays).
+struct ChangeIndexRow {
+    static let added: UInt8 = 1
+    static let removed: UInt8 = 2
+    static let valueLength = 17
+
+    let sequence: UInt64
+    let valueBytes: UnsafeRawBufferPointer
+
+    /// The entry as a row under `prefix` (``prefix(type:source:)``); nil when the entry is
+    /// past those rows.
+    /// - Throws: ``LedgerFailure`` when the row's value has the wrong length.
+    init?(_ entry: Cursor.Entry, prefix: [UInt8]) throws {
+        guard entry.key.count == prefix.count + 8, entry.key.starts(with: prefix) else { return nil }
+        guard entry.value.count == Self.valueLength else { throw LedgerFailure.corrupted("a change-index entry is damaged: replay the ledger") }
+        sequence = KeyEncoding.uint64(entry.key, at: prefix.count)
+        valueBytes = entry.value
+    }
+
+    var wasAdded: Bool { valueBytes[0] == Self.added }
+    /// Where the row stands in the reader's order of changes.
+    var position: ChangePosition { ChangePosition(sequence: sequence, uuidIn: valueBytes, at: 1) }
+
+    /// type(4), then source(4) when given: the part of a row's key before its sequence.
+    static func prefix(type: UInt32, source: UInt32? = nil) -> [UInt8] { KeyEncoding.typeKey(type, source: source) }
+
+    /// The key of a row of `source_changes` when `source` is given, of `changes` otherwise.
+    static func key(type: UInt32, source: UInt32? = nil, sequence: UInt64) -> InlineBytes {
+        var key = InlineBytes()
+        key.append(type)
+        if let source { key.append(source) }
+        key.append(sequence)
+        return key
+    }
+
+    static func value(_ op: UInt8, uuid: [UInt8]) -> InlineBytes {
+        var value = InlineBytes()
+        value.append(op)
+        value.append(uuid)
+        return value
+    }
+}
