@@ -30,7 +30,8 @@ public enum RPCStatusCode: Int, Sendable, Hashable, CaseIterable, CustomStringCo
     }
 }
 
-/// A failed call: a status code, a message, and HealthKit's error code when there is one.
+/// A failed call: a status code, a message, HealthKit's error code when there is one, and
+/// (on the side that made it) the error it stands for.
 ///
 /// ```swift
 /// catch let error as RPCError where error.code == .permissionDenied { … }
@@ -39,11 +40,40 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     public var code: RPCStatusCode
     public var message: String
     public var healthErrorCode: HealthError.Code?
+    /// The error this one was made from (a storage failure behind `unavailable`, anything
+    /// behind `internal`), for the log of the side that made it. Never sent: a status
+    /// carries the code and the message only. Not compared by `==`.
+    public var cause: (any Error)?
 
-    public init(_ code: RPCStatusCode, _ message: String, healthErrorCode: HealthError.Code? = nil) {
+    public init(_ code: RPCStatusCode, _ message: String, healthErrorCode: HealthError.Code? = nil, cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.healthErrorCode = healthErrorCode
+        self.cause = cause
+    }
+
+    /// The status any error ends a call with, in one place: an ``RPCError`` as it is, an
+    /// ``RPCErrorConvertible`` error as it says (``HealthError`` and the server's own errors),
+    /// cancellation as `cancelled`, and anything else as `internal`, whose message tells the
+    /// client nothing more. The error is kept as the ``cause``.
+    public init(mapping error: any Error) {
+        switch error {
+        case let error as RPCError: self = error
+        case let error as any RPCErrorConvertible: self = error.rpcError
+        case is CancellationError: self.init(.cancelled, "the call was cancelled")
+        default: self.init(.internalError, "internal error")
+        }
+        if cause == nil, !(error is RPCError) { cause = error }
+    }
+
+    public static func == (left: RPCError, right: RPCError) -> Bool {
+        left.code == right.code && left.message == right.message && left.healthErrorCode == right.healthErrorCode
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+        hasher.combine(healthErrorCode)
     }
 
     /// The error a ``HealthError`` becomes on the wire.
@@ -74,6 +104,15 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(code): \(message)" }
+}
+
+/// An error that knows the status it ends a call with (``RPCError/init(mapping:)``).
+public protocol RPCErrorConvertible: Error {
+    var rpcError: RPCError { get }
+}
+
+extension HealthError: RPCErrorConvertible {
+    public var rpcError: RPCError { RPCError(self) }
 }
 
 /// The methods of `healthledger.v1.Ledger`.

@@ -51,7 +51,7 @@ extension HealthStore {
         let response = try Self.decode(Healthledger_V1_StatisticsResponse.self, try await unary(.statistics, request))
         guard response.hasStatistics else { return nil }
         do { return try response.statistics.model(type: query.type) } catch {
-            throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
+            throw RPCError(.internalError, "the server sent invalid statistics: \(error)", cause: error)
         }
     }
 
@@ -128,7 +128,7 @@ public struct StatisticsCollectionUpdates: AsyncSequence, Sendable {
                 do {
                     batch = try reader.read(bytes, type: query.type)
                 } catch {
-                    throw RPCError(.internalError, "the server sent invalid statistics: \(error)")
+                    throw RPCError(.internalError, "the server sent invalid statistics: \(error)", cause: error)
                 }
                 for statistics in batch.results { update(with: statistics) }
                 if batch.complete { return StatisticsCollection(statistics: current, intervals: HealthStore.wireIntervals(query), type: query.type) }

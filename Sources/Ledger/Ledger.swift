@@ -88,7 +88,7 @@ public final class Ledger: Sendable {
                 path: directory.path,
                 options: .init(mapSize: configuration.initialMapSize, maximumMapSize: configuration.maximumMapSize))
         } catch let error as LMDBError where error.code == .invalid || error.code == .corrupted || error.code == .versionMismatch {
-            throw LedgerFailure.corrupted("the ledger file in \(directory.path) is damaged: \(error.message)")
+            throw LedgerFailure.corrupted("the ledger file in \(directory.path) is damaged: \(error.message)", cause: error)
         }
         try checkFileLength(of: environment, at: directory)
         return environment

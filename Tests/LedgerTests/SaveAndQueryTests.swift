@@ -1,5 +1,6 @@
 import Foundation
 import HealthModel
+import LMDB
 import Ledger
 import TestSupport
 import Testing
@@ -216,6 +217,28 @@ struct SaveAndQueryTests {
         }
         #expect(ledger.mapSize > before)
         #expect(try ledger.count(of: Fixtures.heartRate.objectType) == 20_000)
+        #expect(try ledger.verify().isValid)
+    }
+
+    @Test("a save past the map's maximum size fails as storage, with LMDB's error as its cause, and writes nothing")
+    func mapFull() async throws {
+        let temporary = try TemporaryStore(configuration: LedgerConfiguration(initialMapSize: 1 << 20, maximumMapSize: 2 << 20))
+        let ledger = try temporary.ledgerStore.createLedger(id: "full")
+        var saved = 0
+        var failure: LedgerFailure?
+        for round in 0..<50 where failure == nil {
+            do {
+                _ = try await ledger.save((0..<1000).map { Fixtures.heartRate(60, at: Double(round * 1000 + $0)) }, by: .owner)
+                saved += 1000
+            } catch let error as LedgerFailure {
+                failure = error
+            }
+        }
+        let full = try #require(failure)
+        #expect(full.kind == .storage && full.message.contains("maximum size"))
+        #expect((full.cause as? LMDBError)?.code == .mapFull)
+        #expect("\(full)".contains("cause:"))
+        #expect(try ledger.count(of: Fixtures.heartRate.objectType) == saved)
         #expect(try ledger.verify().isValid)
     }
 

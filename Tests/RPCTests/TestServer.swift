@@ -20,13 +20,17 @@ import Synchronization
 /// A body whose only `try`s are inside `#expect` is not inferred throwing: spell it
 /// `{ server throws in`.
 ///
-/// - Parameter configuration: the server's configuration; its port is always replaced by 0.
+/// - Parameters:
+///   - configuration: the server's configuration; its port is always replaced by 0.
+///   - ledgers: the ledgers' configuration (their map sizes, for example).
+///   - logger: the server's logger.
 @discardableResult
 func withTestServer<T>(
-    configuration: ServerConfiguration = ServerConfiguration(port: 0), isolation: isolated (any Actor)? = #isolation,
+    configuration: ServerConfiguration = ServerConfiguration(port: 0), ledgers: LedgerConfiguration = .init(),
+    logger: Logger = Logger(label: "test"), isolation: isolated (any Actor)? = #isolation,
     _ body: (TestServer) async throws -> T
 ) async throws -> T {
-    let server = try await TestServer(configuration: configuration)
+    let server = try await TestServer(configuration: configuration, ledgers: ledgers, logger: logger)
     let result: T
     do {
         result = try await body(server)
@@ -56,11 +60,11 @@ final class TestServer: @unchecked Sendable {
 
     /// Use ``withTestServer(configuration:isolation:_:)`` instead, which stops the server on
     /// every exit path; only it calls this.
-    init(configuration: ServerConfiguration = ServerConfiguration(port: 0)) async throws {
+    init(configuration: ServerConfiguration = ServerConfiguration(port: 0), ledgers: LedgerConfiguration = .init(), logger: Logger = Logger(label: "test")) async throws {
         directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-rpc-\(UUID().uuidString)")
         // A setup that fails leaves no directory behind either.
         do {
-            store = try LedgerStore(directory: directory)
+            store = try LedgerStore(directory: directory, configuration: ledgers)
             ledger = try store.createLedger(id: "alice")
             ownerCredential = try await ledger.issueCredential(for: .owner)
             appCredential = try await ledger.issueCredential(for: .app(Self.appSource))
@@ -72,7 +76,7 @@ final class TestServer: @unchecked Sendable {
             }
             var configuration = configuration
             configuration.port = 0
-            server = RPCServer(store: store, configuration: configuration, logger: Logger(label: "test"))
+            server = RPCServer(store: store, configuration: configuration, logger: logger)
             port = try await server.start().port!
         } catch {
             try? FileManager.default.removeItem(at: directory)

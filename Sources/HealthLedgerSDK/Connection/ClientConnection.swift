@@ -57,7 +57,7 @@ final class ClientConnection: Sendable {
             ).get()
             return ClientConnection(channel: channel, calls: calls)
         } catch {
-            throw RPCError(.unavailable, "cannot connect to \(configuration.host):\(configuration.port): \(error)")
+            throw RPCError(.unavailable, "cannot connect to \(configuration.host):\(configuration.port): \(error)", cause: error)
         }
     }
 
@@ -167,7 +167,7 @@ final class OutboundFrames: Sendable {
                 continue
             }
             channel.write(frame).whenFailure { [calls] error in
-                calls.abandon(call, with: RPCError(.unavailable, "the connection failed: \(error)"))
+                calls.abandon(call, with: RPCError(.unavailable, "the connection failed: \(error)", cause: error))
             }
         }
         channel.flush()

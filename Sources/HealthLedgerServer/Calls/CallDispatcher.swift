@@ -40,7 +40,6 @@ package struct CallDispatcher: Sendable {
         let started = ContinuousClock.now
         var response: [UInt8]?
         var failure: RPCError?
-        var underlying: (any Error)?
         do {
             let (ledger, principal) = try authenticated(request)
             guard case .immediate(let respond) = try registration.bind(Array(request.payload)) else {
@@ -48,11 +47,11 @@ package struct CallDispatcher: Sendable {
             }
             response = try respond(LedgerCall(ledger: ledger, principal: principal))
         } catch {
-            underlying = error
-            failure = Self.status(for: error)
+            failure = RPCError(mapping: error)
         }
+        if let failure { logged(failure, id: id, request: request) }
         finish(response, failure)
-        recorded(id: id, method: method, request: request, failure: failure, underlying: underlying, started: started)
+        counted(method, failure: failure, started: started)
         return true
     }
 
@@ -79,11 +78,12 @@ package struct CallDispatcher: Sendable {
             switch result {
             case .success(let response):
                 finish(response, nil)
-                recorded(id: id, method: method, request: request, failure: nil, underlying: nil, started: started)
+                counted(method, failure: nil, started: started)
             case .failure(let error):
-                let failure = Self.status(for: error)
+                let failure = RPCError(mapping: error)
+                logged(failure, id: id, request: request)
                 finish(nil, failure)
-                recorded(id: id, method: method, request: request, failure: failure, underlying: error, started: started)
+                counted(method, failure: failure, started: started)
             }
         }
         do {
@@ -108,13 +108,11 @@ package struct CallDispatcher: Sendable {
         let started = ContinuousClock.now
         var response: [UInt8]?
         var failure: RPCError?
-        var underlying: (any Error)?
         if let method {
             do {
                 response = try await handle(method, request: request, window: window, send: send)
             } catch {
-                underlying = error
-                let status = Self.status(for: error)
+                let status = RPCError(mapping: error)
                 let cancelled = status.code == .cancelled || Task.isCancelled
                 if deadline.expired && cancelled {
                     failure = RPCError(.deadlineExceeded, "the call's deadline of \(timeout(milliseconds: request.timeoutMs)) passed")
@@ -127,22 +125,26 @@ package struct CallDispatcher: Sendable {
         } else {
             failure = RPCError(.unimplemented, "unknown method '\(request.method.prefix(200))'")
         }
+        if let failure { logged(failure, id: id, request: request) }
         finish(failure == nil ? response : nil, failure)
-        recorded(id: id, method: method, request: request, failure: failure, underlying: underlying, started: started)
+        counted(method, failure: failure, started: started)
     }
 
-    private func recorded(
-        id: UInt64, method: RPCMethod?, request: Healthledger_V1_CallRequest, failure: RPCError?, underlying: (any Error)?, started: ContinuousClock.Instant
-    ) {
+    /// Logs a failure the operator must hear of (an internal error, damaged data, failed
+    /// storage) with its cause, which the client is never sent; before the status leaves, so
+    /// the log has it by the time the client does.
+    private func logged(_ failure: RPCError, id: UInt64, request: Healthledger_V1_CallRequest) {
+        guard failure.code == .internalError || failure.code == .dataLoss || (failure.code == .unavailable && failure.cause != nil) else { return }
+        logger.error(
+            "call failed",
+            metadata: [
+                "rpc.call": "\(id)", "rpc.method": "\(request.method.prefix(200))", "rpc.status": "\(failure)",
+                "error": "\(failure.cause.map { String(describing: $0) } ?? "")",
+            ])
+    }
+
+    private func counted(_ method: RPCMethod?, failure: RPCError?, started: ContinuousClock.Instant) {
         metrics.record(method: method, code: failure?.code ?? .ok, duration: ContinuousClock.now - started)
-        if let failure, failure.code == .internalError {
-            logger.error(
-                "call failed",
-                metadata: [
-                    "rpc.call": "\(id)", "rpc.method": "\(request.method.prefix(200))", "rpc.status": "\(failure)",
-                    "error": "\(underlying.map { String(describing: $0) } ?? "")",
-                ])
-        }
     }
 
     /// The ledger and principal of the request's credential.
@@ -153,24 +155,6 @@ package struct CallDispatcher: Sendable {
             throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
         }
         return found
-    }
-
-    /// The status an error becomes on the wire.
-    static func status(for error: any Error) -> RPCError {
-        switch error {
-        case let error as RPCError: return error
-        case let error as HealthError: return RPCError(error)
-        case let failure as LedgerFailure:
-            switch failure.kind {
-            case .notFound: return RPCError(.notFound, failure.message)
-            case .alreadyExists: return RPCError(.alreadyExists, failure.message)
-            case .invalidArgument: return RPCError(.invalidArgument, failure.message, healthErrorCode: .invalidArgument)
-            case .corrupted: return RPCError(.dataLoss, failure.message, healthErrorCode: .databaseInaccessible)
-            case .storage: return RPCError(.unavailable, failure.message, healthErrorCode: .databaseInaccessible)
-            }
-        case is CancellationError: return RPCError(.cancelled, "the call was cancelled")
-        default: return RPCError(.internalError, "internal error")
-        }
     }
 
     /// Runs the call; returns a unary method's response (nil for a stream, whose messages

@@ -207,14 +207,14 @@ extension Ledger {
             do {
                 try environment.copyCompacted(to: directory.path)
             } catch let error as LMDBError {
-                throw LedgerFailure(.storage, "cannot copy ledger '\(id)' to \(directory.path): \(error.message)")
+                throw LedgerFailure(.storage, "cannot copy ledger '\(id)' to \(directory.path): \(error.message)", cause: error)
             }
             var files = [BackupFiles.dataFile]
             for name in try extraFiles() {
                 do {
                     try FileManager.default.copyItem(at: self.directory.appending(path: name), to: directory.appending(path: name))
                 } catch {
-                    throw LedgerFailure(.storage, "cannot copy \(self.directory.appending(path: name).path) to \(directory.path): \(error.localizedDescription)")
+                    throw LedgerFailure(.storage, "cannot copy \(self.directory.appending(path: name).path) to \(directory.path): \(error.localizedDescription)", cause: error)
                 }
                 files.append(name)
             }
@@ -237,7 +237,7 @@ extension Ledger {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
-            throw LedgerFailure(.storage, "cannot list \(directory.path): \(error.localizedDescription)")
+            throw LedgerFailure(.storage, "cannot list \(directory.path): \(error.localizedDescription)", cause: error)
         }
         return names.filter { $0 != BackupFiles.dataFile && $0 != BackupFiles.lockFile && $0 != BackupManifest.fileName }.sorted()
     }

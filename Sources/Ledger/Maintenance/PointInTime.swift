@@ -71,7 +71,7 @@ extension Ledger {
         } catch let failure as LedgerFailure {
             throw failure
         } catch {
-            throw LedgerFailure(.storage, "cannot write the view in \(directory.path): \(error)")
+            throw LedgerFailure(.storage, "cannot write the view in \(directory.path): \(error)", cause: error)
         }
     }
 }

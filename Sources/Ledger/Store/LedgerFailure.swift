@@ -16,13 +16,27 @@ public struct LedgerFailure: Error, Sendable, Hashable, CustomStringConvertible 
 
     public var kind: Kind
     public var message: String
+    /// The error underneath, when there is one (an ``LMDB/LMDBError``, a file-system error),
+    /// for the operator's log; not compared by `==`.
+    public var cause: (any Error)?
 
-    public init(_ kind: Kind, _ message: String) {
+    public init(_ kind: Kind, _ message: String, cause: (any Error)? = nil) {
         self.kind = kind
         self.message = message
+        self.cause = cause
     }
 
-    static func corrupted(_ message: String) -> LedgerFailure { LedgerFailure(.corrupted, message) }
+    static func corrupted(_ message: String, cause: (any Error)? = nil) -> LedgerFailure { LedgerFailure(.corrupted, message, cause: cause) }
 
-    public var description: String { "\(kind.rawValue): \(message)" }
+    public var description: String {
+        guard let cause else { return "\(kind.rawValue): \(message)" }
+        return "\(kind.rawValue): \(message) (cause: \(cause))"
+    }
+
+    public static func == (left: LedgerFailure, right: LedgerFailure) -> Bool { left.kind == right.kind && left.message == right.message }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(message)
+    }
 }

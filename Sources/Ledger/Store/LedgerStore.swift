@@ -39,7 +39,7 @@ public final class LedgerStore: Sendable {
         do {
             try FileManager.default.createDirectory(at: ledgersDirectory, withIntermediateDirectories: true)
         } catch {
-            throw LedgerFailure(.storage, "cannot create the data directory \(ledgersDirectory.path): \(error.localizedDescription)")
+            throw LedgerFailure(.storage, "cannot create the data directory \(ledgersDirectory.path): \(error.localizedDescription)", cause: error)
         }
     }
 
@@ -81,7 +81,7 @@ public final class LedgerStore: Sendable {
         } catch {
             try? FileManager.default.removeItem(at: staging)
             if let failure = error as? LedgerFailure { throw failure }
-            throw LedgerFailure(.storage, "cannot create ledger '\(id)': \(error)")
+            throw LedgerFailure(.storage, "cannot create ledger '\(id)': \(error)", cause: error)
         }
         return try ledger(id)
     }

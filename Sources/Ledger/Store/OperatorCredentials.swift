@@ -89,7 +89,7 @@ extension LedgerStore {
             try Self.syncDirectory(directory)
         } catch {
             try? FileManager.default.removeItem(at: staging)
-            throw LedgerFailure(.storage, "cannot write \(operatorsFile.path): \(error)")
+            throw LedgerFailure(.storage, "cannot write \(operatorsFile.path): \(error)", cause: error)
         }
     }
 }

@@ -74,7 +74,7 @@ extension LedgerStore {
             } catch {
                 if !swapped { try? FileManager.default.removeItem(at: staging) }
                 if let failure = error as? LedgerFailure { throw failure }
-                throw LedgerFailure(.storage, "cannot restore ledger '\(id)' from \(backup.path): \(error.localizedDescription)")
+                throw LedgerFailure(.storage, "cannot restore ledger '\(id)' from \(backup.path): \(error.localizedDescription)", cause: error)
             }
         }
     }

@@ -193,9 +193,9 @@ final class GroupCommitter: Sendable {
     /// Storage errors become a ``LedgerFailure``; caller errors pass through.
     private static func storageError(_ error: any Error) -> any Error {
         guard let error = error as? LMDBError else { return error }
-        if error.code == .noSpace { return LedgerFailure(.storage, "the disk is full; nothing was written") }
-        if error.code == .mapFull { return LedgerFailure(.storage, "the ledger reached its maximum size; nothing was written") }
-        return LedgerFailure(.storage, "storage failed (\(error)); nothing was written")
+        if error.code == .noSpace { return LedgerFailure(.storage, "the disk is full; nothing was written", cause: error) }
+        if error.code == .mapFull { return LedgerFailure(.storage, "the ledger reached its maximum size; nothing was written", cause: error) }
+        return LedgerFailure(.storage, "storage failed (\(error)); nothing was written", cause: error)
     }
 }
 
