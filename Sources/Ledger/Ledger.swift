@@ -72,7 +72,7 @@ public final class Ledger: Sendable {
 
     /// Rebuilds the projections from the log when another version laid them out.
     private func upgradeProjections() throws {
-        let recorded = try environment.read { txn in try ProjectionLayout.recorded(in: txn, databases) }
+        let recorded = try read { snapshot in try ProjectionLayout.recorded(in: snapshot) }
         guard recorded != ProjectionLayout.current else { return }
         logger.notice("rebuilding the projections from the log: their layout is \(recorded), this version's is \(ProjectionLayout.current)")
         let report = try replay(install: true)
@@ -126,23 +126,23 @@ public final class Ledger: Sendable {
                 kind: .ledgerCreated, actor: .system, objectType: nil, objectUUID: nil, body: try body.serializedBytes(),
                 change: .none)
             try context.finish()
-            try ProjectionLayout.recordCurrent(in: txn, databases)
+            try ProjectionLayout.recordCurrent(in: context.txn, databases)
         }
     }
 
     /// The sequence number and hash of the last event.
     public func head() throws -> (sequence: UInt64, hash: [UInt8]) {
-        try environment.read { txn in
-            let head = try LogHead.read(txn, databases)
+        try read { snapshot in
+            let head = try LogHead.read(snapshot)
             return (head.sequence, head.hash)
         }
     }
 
     /// Up to `limit` events starting at sequence `from`, in order.
     public func events(from: UInt64 = 1, limit: Int = 100) throws -> [LedgerEvent] {
-        try environment.read { txn in
+        try read { snapshot in
             var events: [LedgerEvent] = []
-            try txn.withCursor(on: databases.events) { cursor in
+            try snapshot.withCursor(on: \.events) { cursor in
                 var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(from))
                 while let current = entry, events.count < limit {
                     events.append(try LedgerEvent(stored: current.value))
@@ -155,9 +155,9 @@ public final class Ledger: Sendable {
 
     /// The hashes (SHA-256 of the stored bytes) of up to `limit` events from sequence `from`.
     public func eventHashes(from: UInt64, limit: Int) throws -> [[UInt8]] {
-        try environment.read { txn in
+        try read { snapshot in
             var hashes: [[UInt8]] = []
-            try txn.withCursor(on: databases.events) { cursor in
+            try snapshot.withCursor(on: \.events) { cursor in
                 var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(from))
                 while let current = entry, hashes.count < limit {
                     hashes.append(EventCodec.hash(current.value))

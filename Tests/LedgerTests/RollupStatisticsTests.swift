@@ -149,7 +149,7 @@ struct RollupStatisticsTests {
 
         // The second hour's row claims a maximum of 1,000 (in the canonical unit, count/s).
         try ledger.environment.write { txn in
-            let owner = try #require(try SourceRegistry.code(of: Source.owner.bundleIdentifier, in: txn, ledger.databases))
+            let owner = try #require(try SourceRegistry.code(of: Source.owner.bundleIdentifier, in: LedgerSnapshot(txn, ledger.databases)))
             let key = Rollups.key(type: Fixtures.heartRate.objectType.code, source: owner, hour: microseconds(Self.base) + Rollups.hour)
             var row = try StatisticsPartial(encoded: try #require(try txn.get(key, in: ledger.databases.rollups)))
             row.maximum = 1_000

@@ -170,7 +170,7 @@ struct ScopedReadTests {
             try await ledger.save(own, by: Self.app)
             _ = try await ledger.delete([own[3].uuid], by: Self.app)
             let digest = try ledger.projectionDigest()
-            #expect(try ledger.environment.read { try ProjectionLayout.recorded(in: $0, ledger.databases) } == ProjectionLayout.current)
+            #expect(try ledger.read { try ProjectionLayout.recorded(in: $0) } == ProjectionLayout.current)
 
             // Layout 1: no by_source, 8-byte objects entries (the save's sequence only) and
             // 8-byte type_sources entries (the first save only), no layout record.
@@ -198,7 +198,7 @@ struct ScopedReadTests {
 
         let reopened = try temporary.reopen().ledger("upgrade")
         #expect(try reopened.projectionDigest() == digest, "the rebuilt projections are the ones the current layout writes")
-        #expect(try reopened.environment.read { try ProjectionLayout.recorded(in: $0, reopened.databases) } == ProjectionLayout.current)
+        #expect(try reopened.read { try ProjectionLayout.recorded(in: $0) } == ProjectionLayout.current)
         #expect(try reopened.samples(SampleQuery(type: Self.heartRate), as: Self.app).map(\.uuid) == expected)
         #expect(try reopened.replay().identical)
     }

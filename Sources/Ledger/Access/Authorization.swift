@@ -28,10 +28,10 @@ extension Ledger {
         let readSorted = read.sorted { $0.identifier < $1.identifier }
         return try await committer.submit { context in
             var body = Healthledger_V1_AuthorizationRequested()
-            for type in shareSorted where !(try Self.record(app, .share, type, context.txn, context.databases).requested) {
+            for type in shareSorted where !(try Self.record(app, .share, type, context.reads).requested) {
                 body.shareTypes.append(type.identifier)
             }
-            for type in readSorted where !(try Self.record(app, .read, type, context.txn, context.databases).requested) {
+            for type in readSorted where !(try Self.record(app, .read, type, context.reads).requested) {
                 body.readTypes.append(type.identifier)
             }
             let count = body.shareTypes.count + body.readTypes.count
@@ -65,9 +65,9 @@ extension Ledger {
     public func requestStatus(toShare share: Set<ObjectType>, read: Set<ObjectType>, for principal: Principal) throws -> AuthorizationRequestStatus {
         let app = try Self.requestingApp(principal).bundleIdentifier
         try Self.validateRequest(share: share, read: read)
-        return try environment.read { txn in
-            for type in share where !(try Self.record(app, .share, type, txn, databases).requested) { return .shouldRequest }
-            for type in read where !(try Self.record(app, .read, type, txn, databases).requested) { return .shouldRequest }
+        return try self.read { snapshot in
+            for type in share where !(try Self.record(app, .share, type, snapshot).requested) { return .shouldRequest }
+            for type in read where !(try Self.record(app, .read, type, snapshot).requested) { return .shouldRequest }
             return .unnecessary
         }
     }
@@ -79,8 +79,8 @@ extension Ledger {
         case .owner, .system: return .sharingAuthorized
         case .operator: return .sharingDenied
         case .app(let source):
-            return try environment.read { txn in
-                Self.sharingStatus(try Self.record(source.bundleIdentifier, .share, type, txn, databases))
+            return try read { snapshot in
+                Self.sharingStatus(try Self.record(source.bundleIdentifier, .share, type, snapshot))
             }
         }
     }
@@ -102,8 +102,8 @@ extension Ledger {
         body.decision = Healthledger_V1_AuthorizationDecided.Decision(rawValue: Int(decision.rawValue)) ?? .unspecified
         let bytes: [UInt8] = try body.serializedBytes()
         let changed: Bool = try await committer.submit { context in
-            try Self.requireKnownApp(app, in: context.txn, context.databases)
-            let record = try Self.record(app, direction, type, context.txn, context.databases)
+            try Self.requireKnownApp(app, in: context.reads)
+            let record = try Self.record(app, direction, type, context.reads)
             if decision == .revoked, record.decision != .granted {
                 throw HealthError.invalidArgument("\(app) was not granted \(direction) of \(type): nothing to revoke", field: "decision")
             }
@@ -130,9 +130,9 @@ extension Ledger {
         body.uuids = uuids.map { Data($0) }
         let bytes: [UInt8] = try body.serializedBytes()
         try await committer.submit { context in
-            try Self.requireKnownApp(app, in: context.txn, context.databases)
+            try Self.requireKnownApp(app, in: context.reads)
             for uuid in uuids {
-                guard let stored = try StoredObject.load(uuid, in: context.txn, context.databases), stored.type == type.code else {
+                guard let stored = try StoredObject.load(uuid, in: context.reads), stored.type == type.code else {
                     throw HealthError(.noData, "no \(type) with UUID \(UUID(bytes: uuid)!)", field: "uuids")
                 }
             }
@@ -145,10 +145,10 @@ extension Ledger {
     /// Pending per-object requests list the objects they match in `matching`.
     public func authorizations(app: String? = nil, as principal: Principal) throws -> [AuthorizationEntry] {
         try Self.requireOwner(principal)
-        return try environment.read { txn in
+        return try read { snapshot in
             var entries: [AuthorizationEntry] = []
             let prefix = app.map(AuthorizationRecord.appPrefix) ?? []
-            try txn.withCursor(on: databases.authorizations) { cursor in
+            try snapshot.withCursor(on: \.authorizations) { cursor in
                 var entry = prefix.isEmpty ? try cursor.first() : try cursor.seek(atLeast: prefix)
                 while let current = entry, current.key.starts(with: prefix) {
                     let key = Array(current.key)
@@ -159,7 +159,7 @@ extension Ledger {
                     let bundle = String(decoding: key[1..<(1 + length)], as: UTF8.self)
                     let typeCode = KeyEncoding.uint32(current.key, at: 2 + length)
                     let type = try Self.objectType(code: typeCode)
-                    entries.append(try self.entry(bundle, type, direction, record, in: txn))
+                    entries.append(try self.entry(bundle, type, direction, record, in: snapshot))
                     entry = try cursor.next()
                 }
             }
@@ -167,16 +167,16 @@ extension Ledger {
         }
     }
 
-    private func entry(_ app: String, _ type: ObjectType, _ direction: AuthorizationDirection, _ record: AuthorizationRecord, in txn: Transaction) throws
+    private func entry(_ app: String, _ type: ObjectType, _ direction: AuthorizationDirection, _ record: AuthorizationRecord, in snapshot: LedgerSnapshot) throws
         -> AuthorizationEntry
     {
-        let source = try SourceRegistry.source(bundle: app, in: txn, databases) ?? Self.requester(app, record, in: txn, databases)
+        let source = try SourceRegistry.source(bundle: app, in: snapshot) ?? Self.requester(app, record, in: snapshot)
         let selected = direction == .objectRead
-            ? try AuthorizationRecord.selection(app: app, type: type.code, in: txn, databases).map { UUID(bytes: $0)! } : []
+            ? try AuthorizationRecord.selection(app: app, type: type.code, in: snapshot).map { UUID(bytes: $0)! } : []
         return AuthorizationEntry(
             app: source, type: type, direction: direction, requested: record.requested, decision: record.decision,
-            requestedAt: try Self.commitTime(record.requestSequence, in: txn, databases),
-            decidedAt: try Self.commitTime(record.decisionSequence, in: txn, databases),
+            requestedAt: try Self.commitTime(record.requestSequence, in: snapshot),
+            decidedAt: try Self.commitTime(record.decisionSequence, in: snapshot),
             rangeStart: record.rangeStartUs.map { date(microseconds: $0) }, rangeEnd: record.rangeEndUs.map { date(microseconds: $0) },
             selected: selected)
     }
@@ -196,10 +196,10 @@ extension Ledger {
     /// The audit trail of authorization: requests, decisions and selections, oldest first.
     public func authorizationHistory(app: String? = nil, as principal: Principal) throws -> [AuthorizationEvent] {
         try Self.requireOwner(principal)
-        return try environment.read { txn in
+        return try read { snapshot in
             var sequences: [UInt64] = []
             let prefix = app.map(AuthorizationRecord.appPrefix) ?? []
-            try txn.withCursor(on: databases.authorizationLog) { cursor in
+            try snapshot.withCursor(on: \.authorizationLog) { cursor in
                 var entry = prefix.isEmpty ? try cursor.first() : try cursor.seek(atLeast: prefix)
                 while let current = entry, current.key.starts(with: prefix), current.key.count >= 9 {
                     sequences.append(KeyEncoding.uint64(current.key, at: current.key.count - 8))
@@ -207,7 +207,7 @@ extension Ledger {
                 }
             }
             return try sequences.sorted().map { sequence in
-                let stored = try Ledger.storedEvent(sequence, in: txn, databases)
+                let stored = try Ledger.storedEvent(sequence, in: snapshot)
                 return try AuthorizationEvent(try LedgerEvent(stored: stored))
             }
         }
@@ -217,14 +217,14 @@ extension Ledger {
     /// other sources in the order in which they first saved the type.
     public func sourcePriority(for type: ObjectType, as principal: Principal) throws -> [Source] {
         try Self.requireOwner(principal)
-        return try environment.read { txn in try Self.sourceOrder(type.code, in: txn, databases) }
+        return try read { snapshot in try Self.sourceOrder(type.code, in: snapshot) }
     }
 
     /// The sources of a type, highest priority first: the owner's order, then the others in
     /// the order of their first save.
-    static func sourceOrder(_ type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [Source] {
-        let sources = try SourceRegistry.sources(of: type, in: txn, databases)
-        let ordered = try Self.ownerOrder(type, in: txn, databases)
+    static func sourceOrder(_ type: UInt32, in snapshot: LedgerSnapshot) throws -> [Source] {
+        let sources = try SourceRegistry.sources(of: type, in: snapshot)
+        let ordered = try Self.ownerOrder(type, in: snapshot)
         let rank = Dictionary(ordered.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         let sorted = sources.enumerated().sorted { a, b in
             (rank[a.element.bundleIdentifier] ?? ordered.count + a.offset, a.offset)
@@ -245,7 +245,7 @@ extension Ledger {
         body.bundleIdentifiers = bundleIdentifiers
         let bytes: [UInt8] = try body.serializedBytes()
         try await committer.submit { context in
-            let known = Set(try SourceRegistry.sources(of: type.code, in: context.txn, context.databases).map(\.bundleIdentifier))
+            let known = Set(try SourceRegistry.sources(of: type.code, in: context.reads).map(\.bundleIdentifier))
             for bundle in bundleIdentifiers where !known.contains(bundle) {
                 throw HealthError(.noData, "'\(bundle)' has saved no \(type)", field: "bundle_identifiers")
             }
@@ -255,9 +255,9 @@ extension Ledger {
 
     // MARK: Helpers
 
-    static func ownerOrder(_ type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [String] {
+    static func ownerOrder(_ type: UInt32, in snapshot: LedgerSnapshot) throws -> [String] {
         let key = KeyEncoding.typeKey(type)
-        guard let stored = try txn.get(key, in: databases.sourcePriority) else { return [] }
+        guard let stored = try snapshot.get(key, in: \.sourcePriority) else { return [] }
         var bundles: [String] = []
         var index = 0
         while index < stored.count {
@@ -269,10 +269,10 @@ extension Ledger {
         return bundles
     }
 
-    static func record(_ app: String, _ direction: AuthorizationDirection, _ type: ObjectType, _ txn: Transaction, _ databases: LedgerDatabases) throws
+    static func record(_ app: String, _ direction: AuthorizationDirection, _ type: ObjectType, _ snapshot: LedgerSnapshot) throws
         -> AuthorizationRecord
     {
-        try AuthorizationRecord.load(app: app, direction: direction, type: type.code, in: txn, databases)
+        try AuthorizationRecord.load(app: app, direction: direction, type: type.code, in: snapshot)
     }
 
     static func sharingStatus(_ record: AuthorizationRecord) -> SharingStatus {
@@ -291,12 +291,12 @@ extension Ledger {
             // attaching to it) needs sharing of one of them, as saving it did.
             let members = (TypeCatalogue.correlationTypes[type.identifier] ?? []).sorted()
             for member in members {
-                let record = try record(source.bundleIdentifier, .share, try ObjectType(member), context.txn, context.databases)
+                let record = try record(source.bundleIdentifier, .share, try ObjectType(member), context.reads)
                 if sharingStatus(record) == .sharingAuthorized { return }
             }
             throw HealthError(.authorizationDenied, "\(source.bundleIdentifier) is not authorized to share any member type of \(type)", field: "type")
         }
-        switch sharingStatus(try record(source.bundleIdentifier, .share, type, context.txn, context.databases)) {
+        switch sharingStatus(try record(source.bundleIdentifier, .share, type, context.reads)) {
         case .sharingAuthorized: return
         case .sharingDenied:
             throw HealthError(.authorizationDenied, "\(source.bundleIdentifier) is not authorized to share \(type)", field: "type")
@@ -363,17 +363,17 @@ extension Ledger {
 
     /// The owner decides only for apps the ledger knows: one holding a credential or
     /// having asked for authorization (a typo must not create a grant for nobody).
-    static func requireKnownApp(_ app: String, in txn: Transaction, _ databases: LedgerDatabases) throws {
+    static func requireKnownApp(_ app: String, in snapshot: LedgerSnapshot) throws {
         guard !app.isEmpty, app.utf8.count <= ObjectLimits.maximumIdentifierLength else {
             throw HealthError.invalidArgument("an app is named by its bundle identifier (1–255 bytes)", field: "app")
         }
         let prefix = AuthorizationRecord.appPrefix(app)
         var known = false
-        try txn.withCursor(on: databases.authorizations) { cursor in
+        try snapshot.withCursor(on: \.authorizations) { cursor in
             if let entry = try cursor.seek(atLeast: prefix), entry.key.starts(with: prefix) { known = true }
         }
         if !known {
-            try txn.withCursor(on: databases.credentials) { cursor in
+            try snapshot.withCursor(on: \.credentials) { cursor in
                 var entry = try cursor.first()
                 while let current = entry, !known {
                     if let record = CredentialRecord(current.value), case .app(let source) = record.principal, source.bundleIdentifier == app { known = true }
@@ -385,8 +385,8 @@ extension Ledger {
     }
 
     /// The app's source as it asked (when it never saved anything), from its request event.
-    static func requester(_ app: String, _ record: AuthorizationRecord, in txn: Transaction, _ databases: LedgerDatabases) throws -> Source {
-        if record.requestSequence > 0, let stored = try txn.get(KeyEncoding.sequenceKey(record.requestSequence), in: databases.events),
+    static func requester(_ app: String, _ record: AuthorizationRecord, in snapshot: LedgerSnapshot) throws -> Source {
+        if record.requestSequence > 0, let stored = try snapshot.get(KeyEncoding.sequenceKey(record.requestSequence), in: \.events),
             case .app(let source) = try LedgerEvent(stored: stored).actor
         {
             return source
@@ -394,8 +394,8 @@ extension Ledger {
         return Source(bundleIdentifier: app, name: "")
     }
 
-    static func commitTime(_ sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> Date? {
-        guard sequence > 0, let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else { return nil }
+    static func commitTime(_ sequence: UInt64, in snapshot: LedgerSnapshot) throws -> Date? {
+        guard sequence > 0, let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: \.events) else { return nil }
         return try LedgerEvent(stored: stored).commitTime
     }
 }

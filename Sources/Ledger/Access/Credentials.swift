@@ -148,9 +148,9 @@ extension Ledger {
 
     /// The credentials issued for this ledger.
     public func credentials() throws -> [CredentialInfo] {
-        try environment.read { txn in
+        try read { snapshot in
             var result: [CredentialInfo] = []
-            try txn.withCursor(on: databases.credentials) { cursor in
+            try snapshot.withCursor(on: \.credentials) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
                     if let record = CredentialRecord(current.value) {
@@ -173,8 +173,8 @@ extension Ledger {
     /// The principal of credential `id` if `secretHash` is its secret's hash and it is not
     /// revoked: the record is read each time, so a revocation applies to the next call.
     func authenticate(id: String, secretHash presented: [UInt8]) throws -> Principal? {
-        try environment.read { txn in
-            guard let stored = try txn.get(Array(id.utf8), in: databases.credentials),
+        try read { snapshot in
+            guard let stored = try snapshot.get(Array(id.utf8), in: \.credentials),
                 let record = CredentialRecord(stored)
             else { return nil }
             var difference: UInt8 = 0

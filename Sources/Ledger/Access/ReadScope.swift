@@ -24,7 +24,7 @@ public struct ReadScope: Sendable, Hashable {
     /// given later does not open the past, and a revocation reaches it too.
     @TaskLocal public static var present: (@Sendable (ObjectType) throws -> ReadScope)?
 
-    init(_ principal: Principal, type: ObjectType, in txn: Transaction, _ databases: LedgerDatabases) throws {
+    init(_ principal: Principal, type: ObjectType, in snapshot: LedgerSnapshot) throws {
         switch principal {
         case .owner, .system:
             self.init(type: type.code, all: true, ownSource: 0, selected: [])
@@ -32,21 +32,21 @@ public struct ReadScope: Sendable, Hashable {
             throw Self.operatorDenied
         case .app(let source):
             let app = source.bundleIdentifier
-            let code = try SourceRegistry.code(of: app, in: txn, databases) ?? 0
+            let code = try SourceRegistry.code(of: app, in: snapshot) ?? 0
             if type.family == .correlation {
                 // A correlation is read through its member types: with any of them readable,
                 // every correlation of the type, showing only the readable members.
                 var any = false
                 for member in TypeCatalogue.correlationTypes[type.identifier] ?? [] where !any {
-                    let record = try AuthorizationRecord.load(app: app, direction: .read, type: TypeCatalogue.code(of: member), in: txn, databases)
+                    let record = try AuthorizationRecord.load(app: app, direction: .read, type: TypeCatalogue.code(of: member), in: snapshot)
                     any = record.decision == .granted
                 }
                 self.init(type: type.code, all: any, ownSource: code, selected: [])
             } else if type.isReadPerObject {
-                let selected = Set(try AuthorizationRecord.selection(app: app, type: type.code, in: txn, databases))
+                let selected = Set(try AuthorizationRecord.selection(app: app, type: type.code, in: snapshot))
                 self.init(type: type.code, all: false, ownSource: code, selected: selected)
             } else {
-                let record = try AuthorizationRecord.load(app: app, direction: .read, type: type.code, in: txn, databases)
+                let record = try AuthorizationRecord.load(app: app, direction: .read, type: type.code, in: snapshot)
                 self.init(type: type.code, all: record.decision == .granted, ownSource: code, selected: [])
             }
             if let present = Self.present {

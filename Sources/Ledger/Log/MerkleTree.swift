@@ -40,12 +40,12 @@ enum MerkleTree {
     static func key(level: Int, index: UInt64) -> NodeKey { NodeKey(level: level, index: index) }
 
     /// The hash of the perfect subtree at `level` covering leaves `index << level` onwards.
-    static func node(level: Int, index: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> InlineHash {
-        if level == 0 { return leafHash(eventHash: EventCodec.hash(try Ledger.storedEvent(index + 1, in: txn, databases))) }
+    static func node(level: Int, index: UInt64, in snapshot: LedgerSnapshot) throws -> InlineHash {
+        if level == 0 { return leafHash(eventHash: EventCodec.hash(try Ledger.storedEvent(index + 1, in: snapshot))) }
         if level < storedLevel {
-            return nodeHash(try node(level: level - 1, index: index * 2, in: txn, databases), try node(level: level - 1, index: index * 2 + 1, in: txn, databases))
+            return nodeHash(try node(level: level - 1, index: index * 2, in: snapshot), try node(level: level - 1, index: index * 2 + 1, in: snapshot))
         }
-        guard let value = try txn.get(key(level: level, index: index), in: databases.merkle), value.count == 32 else {
+        guard let value = try snapshot.get(key(level: level, index: index), in: \.merkle), value.count == 32 else {
             throw LedgerFailure.corrupted("the Merkle tree lacks node \(index) of level \(level): replay the ledger")
         }
         return InlineHash(value)
@@ -53,60 +53,60 @@ enum MerkleTree {
 
     /// The roots of the perfect subtrees the tree of `size` leaves is made of, highest level
     /// first: what a new leaf merges with.
-    static func frontier(size: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> Frontier {
+    static func frontier(size: UInt64, in snapshot: LedgerSnapshot) throws -> Frontier {
         var frontier = Frontier(size: size)
         var start: UInt64 = 0
         for level in stride(from: 63, through: 0, by: -1) where size & (UInt64(1) << level) != 0 {
-            frontier.nodes.append(try node(level: level, index: start >> level, in: txn, databases))
+            frontier.nodes.append(try node(level: level, index: start >> level, in: snapshot))
             start += UInt64(1) << level
         }
         return frontier
     }
 
     /// MTH(D[range]): the hash of the tree over the leaves in `range` (not empty).
-    static func hash(_ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> InlineHash {
+    static func hash(_ range: Range<UInt64>, in snapshot: LedgerSnapshot) throws -> InlineHash {
         let count = UInt64(range.count)
         if count & (count - 1) == 0, range.lowerBound % count == 0 {
             let level = count.trailingZeroBitCount
-            return try node(level: level, index: range.lowerBound >> level, in: txn, databases)
+            return try node(level: level, index: range.lowerBound >> level, in: snapshot)
         }
         let split = largestPowerOfTwo(below: count)
         return nodeHash(
-            try hash(range.lowerBound..<(range.lowerBound + split), in: txn, databases),
-            try hash((range.lowerBound + split)..<range.upperBound, in: txn, databases))
+            try hash(range.lowerBound..<(range.lowerBound + split), in: snapshot),
+            try hash((range.lowerBound + split)..<range.upperBound, in: snapshot))
     }
 
     /// The root of the tree of the first `size` leaves; SHA-256 of nothing for size 0.
-    static func root(size: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> InlineHash {
-        size == 0 ? InlineHash(SHA256.digest(of: UnsafeRawBufferPointer(start: nil, count: 0))) : try hash(0..<size, in: txn, databases)
+    static func root(size: UInt64, in snapshot: LedgerSnapshot) throws -> InlineHash {
+        size == 0 ? InlineHash(SHA256.digest(of: UnsafeRawBufferPointer(start: nil, count: 0))) : try hash(0..<size, in: snapshot)
     }
 
     /// PATH(m, D[range]) of RFC 9162 §2.1.3.1: the audit path of leaf `leaf` (absolute).
-    static func inclusionPath(leaf: UInt64, _ range: Range<UInt64>, in txn: Transaction, _ databases: LedgerDatabases) throws -> [InlineHash] {
+    static func inclusionPath(leaf: UInt64, _ range: Range<UInt64>, in snapshot: LedgerSnapshot) throws -> [InlineHash] {
         let count = UInt64(range.count)
         guard count > 1 else { return [] }
         let split = largestPowerOfTwo(below: count)
         let middle = range.lowerBound + split
         if leaf < middle {
-            return try inclusionPath(leaf: leaf, range.lowerBound..<middle, in: txn, databases) + [hash(middle..<range.upperBound, in: txn, databases)]
+            return try inclusionPath(leaf: leaf, range.lowerBound..<middle, in: snapshot) + [hash(middle..<range.upperBound, in: snapshot)]
         }
-        return try inclusionPath(leaf: leaf, middle..<range.upperBound, in: txn, databases) + [hash(range.lowerBound..<middle, in: txn, databases)]
+        return try inclusionPath(leaf: leaf, middle..<range.upperBound, in: snapshot) + [hash(range.lowerBound..<middle, in: snapshot)]
     }
 
     /// SUBPROOF(m, D[range], b) of RFC 9162 §2.1.4.1; PROOF(m, D[n]) is `(m, 0..<n, true)`.
-    static func consistencyPath(_ first: UInt64, _ range: Range<UInt64>, complete: Bool, in txn: Transaction, _ databases: LedgerDatabases) throws
+    static func consistencyPath(_ first: UInt64, _ range: Range<UInt64>, complete: Bool, in snapshot: LedgerSnapshot) throws
         -> [InlineHash]
     {
         let count = UInt64(range.count)
-        if first == count { return complete ? [] : [try hash(range, in: txn, databases)] }
+        if first == count { return complete ? [] : [try hash(range, in: snapshot)] }
         let split = largestPowerOfTwo(below: count)
         let middle = range.lowerBound + split
         if first <= split {
-            return try consistencyPath(first, range.lowerBound..<middle, complete: complete, in: txn, databases)
-                + [hash(middle..<range.upperBound, in: txn, databases)]
+            return try consistencyPath(first, range.lowerBound..<middle, complete: complete, in: snapshot)
+                + [hash(middle..<range.upperBound, in: snapshot)]
         }
-        return try consistencyPath(first - split, middle..<range.upperBound, complete: false, in: txn, databases)
-            + [hash(range.lowerBound..<middle, in: txn, databases)]
+        return try consistencyPath(first - split, middle..<range.upperBound, complete: false, in: snapshot)
+            + [hash(range.lowerBound..<middle, in: snapshot)]
     }
 
     /// The largest power of two strictly below `count` (count ≥ 2).

@@ -252,7 +252,7 @@ extension Ledger {
     private static func readHead(ofCopyAt directory: URL) throws -> (sequence: UInt64, hash: [UInt8]) {
         let environment = try openEnvironment(at: directory, configuration: LedgerConfiguration())
         let databases = try LedgerDatabases(environment: environment)
-        let head = try environment.read { txn in try LogHead.read(txn, databases) }
+        let head = try environment.read { txn in try LogHead.read(LedgerSnapshot(txn, databases)) }
         return (head.sequence, head.hash)
     }
 }

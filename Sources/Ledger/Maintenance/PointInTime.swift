@@ -13,8 +13,8 @@ extension Ledger {
     /// before the time.
     /// - Throws: ``HealthError`` `invalidArgument` for a point before the ledger or past its head.
     public func sequence(at point: PointInTime) throws -> UInt64 {
-        try environment.read { txn in
-            let head = try LogHead.read(txn, databases)
+        try read { snapshot in
+            let head = try LogHead.read(snapshot)
             switch point {
             case .sequence(let sequence):
                 guard sequence >= 1, sequence <= head.sequence else {
@@ -22,7 +22,7 @@ extension Ledger {
                 }
                 return sequence
             case .time(let time):
-                let after = try Self.firstSequence(committedAtOrAfter: time.addingTimeInterval(0.000_001), head: head.sequence, in: txn, databases)
+                let after = try Self.firstSequence(committedAtOrAfter: time.addingTimeInterval(0.000_001), head: head.sequence, in: snapshot)
                 guard after > 1 else {
                     throw HealthError.invalidArgument("the ledger did not exist yet at \(time.formatted(.iso8601))", field: "as_of_time_us")
                 }
@@ -46,13 +46,13 @@ extension Ledger {
                 let fresh = try Environment(path: staging.path, options: .init(mapSize: max(environment.currentMapSize, 64 << 20), durable: false))
                 let freshDatabases = try LedgerDatabases(environment: fresh)
                 try environment.read { live in
-                    let head = try LogHead.read(live, databases)
+                    let head = try LogHead.read(LedgerSnapshot(live, databases))
                     guard sequence >= 1, sequence <= head.sequence else {
                         throw HealthError.invalidArgument("event \(sequence) is not in the ledger (its events run 1 to \(head.sequence))", field: "sequence")
                     }
                     let projector = Projector(databases: freshDatabases, units: SummaryCache())
                     try rebuild(from: live, upTo: sequence, into: fresh, projector: projector, copyingEventsTo: freshDatabases.events, progress: nil)
-                    let last = try Ledger.storedEvent(sequence, in: live, databases)
+                    let last = try Ledger.storedEvent(sequence, in: LedgerSnapshot(live, databases))
                     let event = try LedgerEvent(stored: last)
                     try fresh.write { txn in
                         try LogHead(sequence: sequence, hash: EventCodec.hash(last), commitTimeUs: microseconds(event.commitTime)).write(txn, freshDatabases)

@@ -44,7 +44,7 @@ extension Ledger {
             let freshDatabases = try LedgerDatabases(environment: fresh)
             let projector = Projector(databases: freshDatabases, units: SummaryCache())
             var report = try environment.read { live in
-                let head = try LogHead.read(live, databases)
+                let head = try LogHead.read(LedgerSnapshot(live, databases))
                 let rebuildStarted = clock.now
                 try rebuild(from: live, upTo: head.sequence, into: fresh, projector: projector, progress: progress)
                 let rebuildDuration = clock.now - rebuildStarted
@@ -76,7 +76,7 @@ extension Ledger {
         copyingEventsTo events: Database? = nil, progress: ((UInt64) -> Void)?
     ) throws {
         let loadSaved: (UInt64) throws -> ObjectSummary = { sequence in
-            let stored = try Ledger.storedEvent(sequence, in: live, self.databases)
+            let stored = try Ledger.storedEvent(sequence, in: LedgerSnapshot(live, self.databases))
             return try projector.savedSummary(stored: stored, sequence: sequence)
         }
         let decoded = DecodedEvents(capacity: 64)
@@ -160,7 +160,7 @@ extension Ledger {
     private func install(from fresh: Environment, _ freshDatabases: LedgerDatabases, expectedHead: UInt64) throws {
         try fresh.read { source in
             try environment.write { txn in
-                let head = try LogHead.read(txn, databases)
+                let head = try LogHead.read(LedgerSnapshot(txn, databases))
                 guard head.sequence == expectedHead else {
                     throw LedgerFailure(.storage, "the ledger changed during the replay (head \(expectedHead) → \(head.sequence)); run it again")
                 }

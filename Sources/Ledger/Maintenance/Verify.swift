@@ -54,8 +54,8 @@ extension Ledger {
     ) throws -> VerifyReport {
         let clock = ContinuousClock()
         let started = clock.now
-        return try environment.read { txn in
-            let head = try LogHead.read(txn, databases)
+        return try read { snapshot in
+            let head = try LogHead.read(snapshot)
             var report = VerifyReport(eventsChecked: 0, headSequence: head.sequence, headHash: head.hash, problem: nil, duration: .zero)
             func fail(_ sequence: UInt64?, _ reason: String) -> VerifyReport {
                 report.problem = .init(sequence: sequence, reason: reason)
@@ -63,14 +63,14 @@ extension Ledger {
                 return report
             }
             var previousHash: InlineHash
-            if let lastHash = try chainHashInParallel(head: head, segments: segments, in: txn, progress: progress) {
+            if let lastHash = try chainHashInParallel(head: head, segments: segments, in: snapshot.txn, progress: progress) {
                 previousHash = lastHash
                 report.eventsChecked = head.sequence
             } else {
                 var expected: UInt64 = 1
                 // The running hash lives in a fixed buffer: no allocation per event.
                 previousHash = InlineHash()
-                let failure: VerifyReport? = try txn.withCursor(on: databases.events) { cursor in
+                let failure: VerifyReport? = try snapshot.withCursor(on: \.events) { cursor in
                     var entry = try cursor.first()
                     while let current = entry {
                         guard current.key.count == 8 else { return fail(nil, "the log holds a key of \(current.key.count) bytes") }
@@ -123,14 +123,14 @@ extension Ledger {
                 guard expectedHead.sequence >= 1, expectedHead.sequence <= head.sequence else {
                     return fail(expectedHead.sequence, "the pinned head is event \(expectedHead.sequence), but the ledger ends at event \(head.sequence)")
                 }
-                let hash = EventCodec.hash(try Ledger.storedEvent(expectedHead.sequence, in: txn, databases))
+                let hash = EventCodec.hash(try Ledger.storedEvent(expectedHead.sequence, in: snapshot))
                 guard hash == expectedHead.hash else {
                     return fail(
                         expectedHead.sequence,
                         "its hash is \(hash.hexString), not the pinned \(expectedHead.hash.hexString): the history up to it was rewritten")
                 }
             }
-            let checkpoint = try txn.get(Projector.checkpointKey, in: databases.checkpoint).map { KeyEncoding.uint64($0, at: 0) } ?? 0
+            let checkpoint = try snapshot.get(Projector.checkpointKey, in: \.checkpoint).map { KeyEncoding.uint64($0, at: 0) } ?? 0
             guard checkpoint == head.sequence else {
                 return fail(nil, "the projections were last applied at event \(checkpoint), but the log head is \(head.sequence): run replay")
             }
@@ -238,18 +238,18 @@ extension Ledger {
     /// says, of the content type it says. The bytes are inside the event, so the hash chain
     /// (``verify(expectedHead:progress:)``) is what proves them unchanged.
     public func verifyAttachments() throws -> AttachmentCheck {
-        try environment.read { txn in
+        try read { snapshot in
             var check = AttachmentCheck(checked: 0, problem: nil)
-            try txn.withCursor(on: databases.attachments) { cursor in
+            try snapshot.withCursor(on: \.attachments) { cursor in
                 var entry = try cursor.first()
                 while let current = entry, check.problem == nil {
                     let uuid = UUID(bytes: Array(current.key))
-                    guard let uuid, let (object, sequence) = try AttachmentIndex.entry(Array(current.key), in: txn, databases) else {
+                    guard let uuid, let (object, sequence) = try AttachmentIndex.entry(Array(current.key), in: snapshot) else {
                         check.problem = .init(sequence: nil, reason: "the attachments projection holds a malformed entry: replay the ledger")
                         return
                     }
                     do {
-                        let (attachment, data) = try AttachmentIndex.load(sequence: sequence, in: txn, databases)
+                        let (attachment, data) = try AttachmentIndex.load(sequence: sequence, in: snapshot)
                         if attachment.uuid != uuid || attachment.objectUUID.bytes != object {
                             check.problem = .init(sequence: sequence, reason: "it does not add attachment \(uuid) to object \(UUID(bytes: object).map(\.uuidString) ?? "?")")
                         } else if data.count != attachment.size {

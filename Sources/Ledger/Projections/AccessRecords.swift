@@ -8,14 +8,14 @@ import LMDB
 /// `sources` keys: `b` bundle → code(4) name; `c` code(4) → bundle; `n` → the last code(4).
 /// Code 0 means "no source" (an app that never saved anything).
 enum SourceRegistry {
-    static func code(of bundle: String, in txn: Transaction, _ databases: LedgerDatabases) throws -> UInt32? {
-        guard let stored = try txn.get(Array("b".utf8) + Array(bundle.utf8), in: databases.sources), stored.count >= 4 else { return nil }
+    static func code(of bundle: String, in snapshot: LedgerSnapshot) throws -> UInt32? {
+        guard let stored = try snapshot.get(Array("b".utf8) + Array(bundle.utf8), in: \.sources), stored.count >= 4 else { return nil }
         return KeyEncoding.uint32(stored, at: 0)
     }
 
     /// The code of `bundle`, assigning the next one on its first save.
     static func assign(bundle: String, name: String, in txn: Transaction, _ databases: LedgerDatabases) throws -> UInt32 {
-        if let code = try code(of: bundle, in: txn, databases) { return code }
+        if let code = try code(of: bundle, in: LedgerSnapshot(txn, databases)) { return code }
         let last = try txn.get(Array("n".utf8), in: databases.sources).map { KeyEncoding.uint32($0, at: 0) } ?? 0
         let code = last + 1
         var value: [UInt8] = []
@@ -26,15 +26,15 @@ enum SourceRegistry {
         return code
     }
 
-    static func source(code: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> Source? {
+    static func source(code: UInt32, in snapshot: LedgerSnapshot) throws -> Source? {
         var key = Array("c".utf8)
         KeyEncoding.append(code, to: &key)
-        guard let bundle = try txn.get(key, in: databases.sources).map({ String(decoding: $0, as: UTF8.self) }) else { return nil }
-        return try source(bundle: bundle, in: txn, databases)
+        guard let bundle = try snapshot.get(key, in: \.sources).map({ String(decoding: $0, as: UTF8.self) }) else { return nil }
+        return try source(bundle: bundle, in: snapshot)
     }
 
-    static func source(bundle: String, in txn: Transaction, _ databases: LedgerDatabases) throws -> Source? {
-        guard let stored = try txn.get(Array("b".utf8) + Array(bundle.utf8), in: databases.sources), stored.count >= 4 else { return nil }
+    static func source(bundle: String, in snapshot: LedgerSnapshot) throws -> Source? {
+        guard let stored = try snapshot.get(Array("b".utf8) + Array(bundle.utf8), in: \.sources), stored.count >= 4 else { return nil }
         return Source(bundleIdentifier: bundle, name: String(decoding: stored[4...], as: UTF8.self))
     }
 
@@ -61,8 +61,8 @@ enum SourceRegistry {
     }
 
     /// The longest duration (microseconds) of the samples of `type` that `code` saved.
-    static func longestDuration(type: UInt32, code: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> Int64 {
-        guard let stored = try txn.get(typeSourceKey(type: type, code: code), in: databases.typeSources), stored.count == 16 else { return 0 }
+    static func longestDuration(type: UInt32, code: UInt32, in snapshot: LedgerSnapshot) throws -> Int64 {
+        guard let stored = try snapshot.get(typeSourceKey(type: type, code: code), in: \.typeSources), stored.count == 16 else { return 0 }
         return Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
     }
 
@@ -75,18 +75,18 @@ enum SourceRegistry {
     }
 
     /// The sources that saved objects of `type`, in the order of their first save.
-    static func sources(of type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [Source] {
+    static func sources(of type: UInt32, in snapshot: LedgerSnapshot) throws -> [Source] {
         var prefix: [UInt8] = []
         KeyEncoding.append(type, to: &prefix)
         var firsts: [(sequence: UInt64, code: UInt32)] = []
-        try txn.withCursor(on: databases.typeSources) { cursor in
+        try snapshot.withCursor(on: \.typeSources) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let current = entry, current.key.count == 8, current.key.starts(with: prefix) {
                 firsts.append((KeyEncoding.uint64(current.value, at: 0), KeyEncoding.uint32(current.key, at: 4)))
                 entry = try cursor.next()
             }
         }
-        return try firsts.sorted { $0.sequence < $1.sequence }.compactMap { try source(code: $0.code, in: txn, databases) }
+        return try firsts.sorted { $0.sequence < $1.sequence }.compactMap { try source(code: $0.code, in: snapshot) }
     }
 }
 
@@ -140,10 +140,10 @@ struct AuthorizationRecord: Equatable {
         return [UInt8(bytes.count)] + bytes
     }
 
-    static func load(app: String, direction: AuthorizationDirection, type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws
+    static func load(app: String, direction: AuthorizationDirection, type: UInt32, in snapshot: LedgerSnapshot) throws
         -> AuthorizationRecord
     {
-        guard let stored = try txn.get(key(app: app, direction: direction, type: type), in: databases.authorizations) else { return AuthorizationRecord() }
+        guard let stored = try snapshot.get(key(app: app, direction: direction, type: type), in: \.authorizations) else { return AuthorizationRecord() }
         guard let record = AuthorizationRecord(stored) else { throw LedgerFailure.corrupted("an authorization record of '\(app)' is damaged") }
         return record
     }
@@ -161,8 +161,8 @@ struct AuthorizationRecord: Equatable {
     }
 
     /// The UUIDs the owner selected for `app` to read, in byte order.
-    static func selection(app: String, type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
-        try SelectionEntry.all(app: app, type: type, in: txn, databases).filter(\.selected).map(\.uuid)
+    static func selection(app: String, type: UInt32, in snapshot: LedgerSnapshot) throws -> [[UInt8]] {
+        try SelectionEntry.all(app: app, type: type, in: snapshot).filter(\.selected).map(\.uuid)
     }
 }
 
@@ -182,10 +182,10 @@ struct SelectionEntry {
     }
 
     /// Every entry of `app` and `type`, in UUID byte order.
-    static func all(app: String, type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> [SelectionEntry] {
+    static func all(app: String, type: UInt32, in snapshot: LedgerSnapshot) throws -> [SelectionEntry] {
         let prefix = AuthorizationRecord.selectionPrefix(app: app, type: type)
         var entries: [SelectionEntry] = []
-        try txn.forEach(prefix: prefix, keyLength: prefix.count + 16, in: databases.objectReads) { key, value in
+        try snapshot.forEach(prefix: prefix, keyLength: prefix.count + 16, in: \.objectReads) { key, value in
             guard value.count == 9, value[0] == 1 || value[0] == 2 else {
                 throw LedgerFailure.corrupted("an object_reads entry of '\(app)' is damaged: replay the ledger")
             }

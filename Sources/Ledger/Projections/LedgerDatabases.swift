@@ -120,8 +120,8 @@ enum ProjectionLayout {
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).
-    static func recorded(in txn: Transaction, _ databases: LedgerDatabases) throws -> UInt32 {
-        guard let value = try txn.get(key, in: databases.meta) else { return 1 }
+    static func recorded(in snapshot: LedgerSnapshot) throws -> UInt32 {
+        guard let value = try snapshot.get(key, in: \.meta) else { return 1 }
         guard value.count == 4 else { throw LedgerFailure.corrupted("the projection layout record is \(value.count) bytes, not 4") }
         return KeyEncoding.uint32(value, at: 0)
     }
@@ -148,8 +148,8 @@ struct LogHead: Sendable, Equatable {
         self.commitTimeUs = commitTimeUs
     }
 
-    static func read(_ txn: Transaction, _ databases: LedgerDatabases) throws -> LogHead {
-        guard let value = try txn.get(key, in: databases.meta) else { return .empty }
+    static func read(_ snapshot: LedgerSnapshot) throws -> LogHead {
+        guard let value = try snapshot.get(key, in: \.meta) else { return .empty }
         guard value.count == 48 else { throw LedgerFailure.corrupted("the log head record is \(value.count) bytes, not 48") }
         return LogHead(
             sequence: KeyEncoding.uint64(value, at: 0), hash: Array(value[8..<40]),

@@ -148,7 +148,7 @@ struct Projector {
             try txn.put(record.encoded, forKey: Array(id.utf8), in: databases.credentials)
         case .authorizationRequested(let app, let pairs, let objectRead):
             for (direction, type) in pairs {
-                var record = try AuthorizationRecord.load(app: app, direction: direction, type: type, in: txn, databases)
+                var record = try AuthorizationRecord.load(app: app, direction: direction, type: type, in: LedgerSnapshot(txn, databases))
                 record.requested = true
                 record.requestSequence = sequence
                 try record.store(app: app, direction: direction, type: type, in: txn, databases)
@@ -156,7 +156,7 @@ struct Projector {
             if let objectRead {
                 // Each per-object request asks the owner again (as HealthKit shows its sheet
                 // each time); the current selection stays until the owner changes it.
-                var record = try AuthorizationRecord.load(app: app, direction: .objectRead, type: objectRead.type, in: txn, databases)
+                var record = try AuthorizationRecord.load(app: app, direction: .objectRead, type: objectRead.type, in: LedgerSnapshot(txn, databases))
                 record.requested = true
                 record.requestSequence = sequence
                 record.decision = nil
@@ -166,7 +166,7 @@ struct Projector {
             }
             try logAuthorizationEvent(app: app, sequence: sequence, in: txn)
         case .authorizationDecided(let app, let direction, let type, let decision):
-            var record = try AuthorizationRecord.load(app: app, direction: direction, type: type, in: txn, databases)
+            var record = try AuthorizationRecord.load(app: app, direction: direction, type: type, in: LedgerSnapshot(txn, databases))
             record.decision = decision
             record.decisionSequence = sequence
             try record.store(app: app, direction: direction, type: type, in: txn, databases)
@@ -175,7 +175,7 @@ struct Projector {
             let prefix = AuthorizationRecord.selectionPrefix(app: app, type: type)
             let chosen = Set(uuids)
             var selectedBefore = Set<[UInt8]>()
-            for entry in try SelectionEntry.all(app: app, type: type, in: txn, databases) where entry.selected {
+            for entry in try SelectionEntry.all(app: app, type: type, in: LedgerSnapshot(txn, databases)) where entry.selected {
                 selectedBefore.insert(entry.uuid)
                 guard !chosen.contains(entry.uuid) else { continue }
                 // A deselected object that is gone was reported gone when it was deleted.
@@ -185,7 +185,7 @@ struct Projector {
             for uuid in uuids where !selectedBefore.contains(uuid) {
                 try txn.put(SelectionEntry.value(selected: true, sequence: sequence), forKey: prefix + uuid, in: databases.objectReads)
             }
-            var record = try AuthorizationRecord.load(app: app, direction: .objectRead, type: type, in: txn, databases)
+            var record = try AuthorizationRecord.load(app: app, direction: .objectRead, type: type, in: LedgerSnapshot(txn, databases))
             record.decision = .granted
             record.decisionSequence = sequence
             try record.store(app: app, direction: .objectRead, type: type, in: txn, databases)
@@ -249,7 +249,7 @@ struct Projector {
             KeyEncoding.append(chunk, to: &key)
             try txn.put(KeyEncoding.sequenceKey(sequence), forKey: key, in: databases.routeData)
         case .deleted(let uuid, let reason, let replacedBy):
-            guard let stored = try StoredObject.load(uuid, in: txn, databases) else {
+            guard let stored = try StoredObject.load(uuid, in: LedgerSnapshot(txn, databases)) else {
                 throw LedgerFailure.corrupted("event \(sequence) deletes an object that is not stored")
             }
             let savedSequence = stored.sequence
@@ -271,7 +271,7 @@ struct Projector {
             stats.touch(type: object.typeCode, source: stored.source, start: object.startUs)
             try WorkoutIndex.objectDeleted(uuid, type: object.typeCode, source: stored.source, replacedBy: replacedBy, in: txn, databases)
             // A deleted object's attachments go with it (their bytes stay in the log).
-            for attachment in try AttachmentIndex.attachments(of: uuid, in: txn, databases) {
+            for attachment in try AttachmentIndex.attachments(of: uuid, in: LedgerSnapshot(txn, databases)) {
                 try txn.delete(attachment, in: databases.attachments)
                 try txn.delete(uuid + attachment, in: databases.objectAttachments)
             }
@@ -283,7 +283,7 @@ struct Projector {
         _ uuids: [[UInt8]], to parent: [UInt8], sequence: UInt64, in txn: Transaction, loadSaved: (UInt64) throws -> ObjectSummary
     ) throws {
         for uuid in uuids {
-            guard let stored = try StoredObject.load(uuid, in: txn, databases) else {
+            guard let stored = try StoredObject.load(uuid, in: LedgerSnapshot(txn, databases)) else {
                 throw LedgerFailure.corrupted("event \(sequence) makes a member of an object that is not stored")
             }
             let sample = try loadSaved(stored.sequence)
@@ -327,9 +327,9 @@ struct DeferredProjections {
     }
 
     /// The code of the source `bundle`, nil when it has none yet (it never saved).
-    mutating func existingSourceCode(bundle: String, in txn: Transaction, _ databases: LedgerDatabases) throws -> UInt32? {
+    mutating func existingSourceCode(bundle: String, in snapshot: LedgerSnapshot) throws -> UInt32? {
         if let code = sourceCodes[bundle] { return code }
-        guard let code = try SourceRegistry.code(of: bundle, in: txn, databases) else { return nil }
+        guard let code = try SourceRegistry.code(of: bundle, in: snapshot) else { return nil }
         sourceCodes[bundle] = code
         return code
     }

@@ -204,10 +204,10 @@ enum Rollups {
 
     /// Visits the rows of (`type`, `source`) for the hours starting in `[from, to)`, in order.
     static func rows(
-        type: UInt32, source: UInt32, from: Int64, to: Int64, in txn: Transaction, _ databases: LedgerDatabases,
+        type: UInt32, source: UInt32, from: Int64, to: Int64, in snapshot: LedgerSnapshot,
         _ visit: (_ hour: Int64, StatisticsPartial) throws -> Void
     ) throws {
-        try txn.withCursor(on: databases.rollups) { cursor in
+        try snapshot.withCursor(on: \.rollups) { cursor in
             var entry = try cursor.seek(atLeast: key(type: type, source: source, hour: from))
             while let current = entry, current.key.count == 16, KeyEncoding.uint32(current.key, at: 0) == type,
                 KeyEncoding.uint32(current.key, at: 4) == source

@@ -33,7 +33,7 @@ enum SyncIdentifierIndex {
     /// version; nil when the object has no sync identifier or no object holds it.
     static func holder(of object: ObjectSummary, in context: WriteContext) throws -> (uuid: [UInt8], version: Int64)? {
         guard let identifier = object.syncIdentifier,
-            let source = try context.stats.existingSourceCode(bundle: object.sourceBundle, in: context.txn, context.databases),
+            let source = try context.stats.existingSourceCode(bundle: object.sourceBundle, in: context.reads),
             let entry = try context.txn.get(key(source: source, type: object.typeCode, identifier: identifier), in: context.databases.syncIdentifiers)
         else { return nil }
         guard entry.count == 24 else { throw LedgerFailure.corrupted("a sync_ids entry is \(entry.count) bytes, not 24") }

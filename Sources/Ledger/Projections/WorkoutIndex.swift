@@ -41,11 +41,11 @@ enum WorkoutIndex {
     }
 
     /// The members of `workout` (of `type` only, when given), by type, source, then UUID.
-    static func members(of workout: [UInt8], type: UInt32? = nil, in txn: Transaction, _ databases: LedgerDatabases) throws -> [WorkoutMember] {
+    static func members(of workout: [UInt8], type: UInt32? = nil, in snapshot: LedgerSnapshot) throws -> [WorkoutMember] {
         var prefix = workout
         if let type { KeyEncoding.append(type, to: &prefix) }
         var members: [WorkoutMember] = []
-        try txn.forEach(prefix: prefix, keyLength: 40, in: databases.workoutMembers) { key, value in
+        try snapshot.forEach(prefix: prefix, keyLength: 40, in: \.workoutMembers) { key, value in
             members.append(try member(key, value))
             return true
         }
@@ -56,10 +56,10 @@ enum WorkoutIndex {
     /// may see. For a type the reader may not read whole, only its own source's members are
     /// visited (one seek per type): the work done does not depend on what it may not see.
     static func visibleMembers(
-        of workout: [UInt8], type: UInt32? = nil, scope: (UInt32) throws -> ReadScope?, in txn: Transaction, _ databases: LedgerDatabases
+        of workout: [UInt8], type: UInt32? = nil, scope: (UInt32) throws -> ReadScope?, in snapshot: LedgerSnapshot
     ) throws -> [WorkoutMember] {
         var members: [WorkoutMember] = []
-        try txn.withCursor(on: databases.workoutMembers) { cursor in
+        try snapshot.withCursor(on: \.workoutMembers) { cursor in
             var prefix = workout
             if let type { KeyEncoding.append(type, to: &prefix) }
             var entry = try cursor.seek(atLeast: prefix)
@@ -103,9 +103,9 @@ enum WorkoutIndex {
     }
 
     /// The workouts `member` belongs to.
-    static func workouts(of member: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
+    static func workouts(of member: [UInt8], in snapshot: LedgerSnapshot) throws -> [[UInt8]] {
         var workouts: [[UInt8]] = []
-        try txn.forEach(prefix: member, keyLength: 32, in: databases.memberWorkouts) { key, _ in
+        try snapshot.forEach(prefix: member, keyLength: 32, in: \.memberWorkouts) { key, _ in
             workouts.append(Array(key[16..<32]))
             return true
         }
@@ -113,9 +113,9 @@ enum WorkoutIndex {
     }
 
     /// The sequences of a route's location chunks, in chunk (time) order.
-    static func routeChunks(of route: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [UInt64] {
+    static func routeChunks(of route: [UInt8], in snapshot: LedgerSnapshot) throws -> [UInt64] {
         var chunks: [UInt64] = []
-        try txn.forEach(prefix: route, keyLength: 20, in: databases.routeData) { _, value in
+        try snapshot.forEach(prefix: route, keyLength: 20, in: \.routeData) { _, value in
             guard value.count == 8 else { throw LedgerFailure.corrupted("a route_data entry is not 8 bytes: replay the ledger") }
             chunks.append(KeyEncoding.uint64(value, at: 0))
             return true
@@ -133,7 +133,7 @@ enum WorkoutIndex {
     /// was deleted, just before. Only routes and objects with a sync identifier get here.
     static func objectSaved(_ member: WorkoutMember, routeOf workout: [UInt8]?, in txn: Transaction, _ databases: LedgerDatabases) throws {
         if let workout { return try add(member, to: workout, in: txn, databases) }
-        for workout in try workouts(of: member.uuid, in: txn, databases) {
+        for workout in try workouts(of: member.uuid, in: LedgerSnapshot(txn, databases)) {
             try txn.put(
                 member.encodedValue, forKey: memberKey(workout: workout, type: member.type, source: member.source, member: member.uuid),
                 in: databases.workoutMembers)
@@ -146,20 +146,21 @@ enum WorkoutIndex {
     static func objectDeleted(
         _ uuid: [UInt8], type: UInt32, source: UInt32, replacedBy: [UInt8]?, in txn: Transaction, _ databases: LedgerDatabases
     ) throws {
-        for workout in try workouts(of: uuid, in: txn, databases) {
+        let snapshot = LedgerSnapshot(txn, databases)
+        for workout in try workouts(of: uuid, in: snapshot) {
             try txn.delete(memberKey(workout: workout, type: type, source: source, member: uuid), in: databases.workoutMembers)
             try txn.delete(uuid + workout, in: databases.memberWorkouts)
             if let replacedBy { try txn.put([], forKey: replacedBy + workout, in: databases.memberWorkouts) }
         }
         if type == ObjectType.workout.code {
-            for member in try members(of: uuid, in: txn, databases) {
+            for member in try members(of: uuid, in: snapshot) {
                 try txn.delete(memberKey(workout: uuid, type: member.type, source: member.source, member: member.uuid), in: databases.workoutMembers)
                 try txn.delete(member.uuid + uuid, in: databases.memberWorkouts)
                 if let replacedBy { try add(member, to: replacedBy, in: txn, databases) }
             }
         }
         guard type == ObjectType.workoutRoute.code else { return }
-        try txn.withCursor(on: databases.routeData) { cursor in
+        try snapshot.withCursor(on: \.routeData) { cursor in
             var entry = try cursor.seek(atLeast: uuid)
             while let current = entry, current.key.count == 20, current.key.starts(with: uuid) {
                 try cursor.deleteCurrent()

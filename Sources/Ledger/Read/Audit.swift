@@ -42,18 +42,18 @@ extension Ledger {
             throw HealthError(.authorizationDenied, "the audit trail is the owner's: an app may not read it")
         }
         let limit = max(1, min(limit, Self.maximumAuditPage))
-        return try environment.read { txn in
-            let head = try LogHead.read(txn, databases)
+        return try read { snapshot in
+            let head = try LogHead.read(snapshot)
             let bound = min(filter.toSequence ?? head.sequence, head.sequence)
             var sequence = max(next, filter.fromSequence ?? 1, 1)
-            if let since = filter.since { sequence = max(sequence, try Self.firstSequence(committedAtOrAfter: since, head: head.sequence, in: txn, databases)) }
-            var narrator = AuditNarrator(txn: txn, databases: databases)
+            if let since = filter.since { sequence = max(sequence, try Self.firstSequence(committedAtOrAfter: since, head: head.sequence, in: snapshot)) }
+            var narrator = AuditNarrator(snapshot: snapshot)
             var events: [AuditEvent] = []
             var scanned: UInt64 = 0
             var bytes = 0
             var finished = false
             while sequence <= bound, events.count < limit, scanned < Self.auditScanBudget, bytes < maximumBytes {
-                let stored = try Ledger.storedEvent(sequence, in: txn, databases)
+                let stored = try Ledger.storedEvent(sequence, in: snapshot)
                 let event = try LedgerEvent(stored: stored)
                 if let until = filter.until, event.commitTime >= until {
                     finished = true
@@ -80,12 +80,12 @@ extension Ledger {
 
     /// The first sequence committed at or after `time` (head + 1 when none): commit times
     /// never go backwards along the log, so a binary search finds it.
-    static func firstSequence(committedAtOrAfter time: Date, head: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> UInt64 {
+    static func firstSequence(committedAtOrAfter time: Date, head: UInt64, in snapshot: LedgerSnapshot) throws -> UInt64 {
         var low: UInt64 = 1
         var high = head + 1
         while low < high {
             let middle = low + (high - low) / 2
-            if try LedgerEvent(stored: try storedEvent(middle, in: txn, databases)).commitTime < time { low = middle + 1 } else { high = middle }
+            if try LedgerEvent(stored: try storedEvent(middle, in: snapshot)).commitTime < time { low = middle + 1 } else { high = middle }
         }
         return low
     }
@@ -94,13 +94,11 @@ extension Ledger {
 /// Tells events in sentences, looking up what a sentence names (an app's name, a revoked
 /// credential's holder, a replacing object's sync version) in the read transaction.
 struct AuditNarrator {
-    let txn: Transaction
-    let databases: LedgerDatabases
+    let snapshot: LedgerSnapshot
     private var appNames: [String: String]?
 
-    init(txn: Transaction, databases: LedgerDatabases) {
-        self.txn = txn
-        self.databases = databases
+    init(snapshot: LedgerSnapshot) {
+        self.snapshot = snapshot
     }
 
     mutating func sentence(_ event: LedgerEvent, _ body: EventBody) throws -> String {
@@ -163,7 +161,7 @@ struct AuditNarrator {
         case .credentialIssued(let id, let principal, let label, _):
             return "credential \(id) was issued to \(principal.narrated)\(label.isEmpty ? "" : " (\(label))") by \(who)"
         case .credentialRevoked(let id):
-            let holder = try txn.get(Array(id.utf8), in: databases.credentials).flatMap(CredentialRecord.init).map { " of \($0.principal.narrated)" } ?? ""
+            let holder = try snapshot.get(Array(id.utf8), in: \.credentials).flatMap(CredentialRecord.init).map { " of \($0.principal.narrated)" } ?? ""
             return "credential \(id)\(holder) was revoked by \(who)"
         case .attachmentAdded(let attachment):
             return "attachment \(attachment.name) (\(attachment.contentType), \(attachment.size) bytes) was added to \(Self.uuid(attachment.object)) by \(who)"
@@ -180,7 +178,7 @@ struct AuditNarrator {
     private mutating func narratedApp(_ bundle: String) throws -> String {
         if appNames == nil {
             var names: [String: String] = [:]
-            try txn.withCursor(on: databases.credentials) { cursor in
+            try snapshot.withCursor(on: \.credentials) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
                     if let record = CredentialRecord(current.value), case .app(let source) = record.principal, !source.name.isEmpty {
@@ -197,11 +195,11 @@ struct AuditNarrator {
     /// The sync version of the object that replaced another: from its save, or from its
     /// tombstone when it is gone too.
     private func syncVersion(of uuid: UUID) throws -> Int64? {
-        if let stored = try StoredObject.load(uuid.bytes, in: txn, databases) {
-            let projector = Projector(databases: databases, units: SummaryCache())
-            return try projector.savedSummary(stored: try Ledger.storedEvent(stored.sequence, in: txn, databases), sequence: stored.sequence).syncVersion
+        if let stored = try StoredObject.load(uuid.bytes, in: snapshot) {
+            let projector = Projector(databases: snapshot.databases, units: SummaryCache())
+            return try projector.savedSummary(stored: try Ledger.storedEvent(stored.sequence, in: snapshot), sequence: stored.sequence).syncVersion
         }
-        if let value = try txn.get(uuid.bytes, in: databases.tombstones) {
+        if let value = try snapshot.get(uuid.bytes, in: \.tombstones) {
             return try Tombstone(uuid: uuid, stored: value, type: "").syncVersion
         }
         return nil

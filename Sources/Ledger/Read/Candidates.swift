@@ -17,7 +17,7 @@ enum Candidates {
     /// Visits the candidates in order, from the one after `position` (an entry visited
     /// earlier, in this snapshot or an older one) or from the first, until `visit` returns false.
     func visit(
-        after position: IndexEntry?, sort: SampleSort, in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
+        after position: IndexEntry?, sort: SampleSort, in snapshot: LedgerSnapshot, _ visit: (IndexEntry) throws -> Bool
     ) throws {
         switch self {
         case .sorted(let entries):
@@ -33,9 +33,9 @@ enum Candidates {
             for entry in entries[index...] where try !visit(entry) { return }
         case .byStart(let type, let source, let range, let longest, let descending):
             try Ledger.scanByStart(
-                type: type, source: source, range: range, longest: longest, descending: descending, after: position, in: txn, databases, visit)
+                type: type, source: source, range: range, longest: longest, descending: descending, after: position, in: snapshot, visit)
         case .byEnd(let type, let range, let longest, let descending):
-            try Ledger.scanByEnd(type: type, range: range, longest: longest, descending: descending, after: position, in: txn, databases, visit)
+            try Ledger.scanByEnd(type: type, range: range, longest: longest, descending: descending, after: position, in: snapshot, visit)
         }
     }
 }

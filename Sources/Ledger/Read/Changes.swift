@@ -209,10 +209,10 @@ extension Ledger {
         changed: Bool, anchor: QueryAnchor
     ) {
         let (anchors, range) = try position(of: query)
-        return try environment.read { txn in
+        return try read { snapshot in
             var changed = false
             var states: [AnchorState] = []
-            try eachDescriptor(of: query, anchors, range: range, as: principal, in: txn, onScope: onScope) { state, filter, scan in
+            try eachDescriptor(of: query, anchors, range: range, as: principal, in: snapshot, onScope: onScope) { state, filter, scan in
                 var last = state.position
                 try scan { entry in
                     if !changed, try filter.match(entry) != nil { changed = true }
@@ -229,20 +229,20 @@ extension Ledger {
     /// reports only what changes later.
     public func latestAnchor(for types: [ObjectType], as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> QueryAnchor {
         try QueryDescriptor.validate(types.map { QueryDescriptor(type: $0) })
-        return try environment.read { txn in
+        return try read { snapshot in
             var states: [AnchorState] = []
             for type in types {
-                let scope = try ReadScope(principal, type: type, in: txn, databases)
+                let scope = try ReadScope(principal, type: type, in: snapshot)
                 onScope(scope)
                 var last = ChangePosition.origin
                 if scope.all {
-                    last = try lastChange(in: databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), in: txn) ?? last
+                    last = try lastChange(in: \.changes, prefix: ChangeIndexRow.prefix(type: type.code), in: snapshot) ?? last
                 } else {
                     if scope.ownSource != 0 {
                         let prefix = ChangeIndexRow.prefix(type: type.code, source: scope.ownSource)
-                        last = try lastChange(in: databases.sourceChanges, prefix: prefix, in: txn) ?? last
+                        last = try lastChange(in: \.sourceChanges, prefix: prefix, in: snapshot) ?? last
                     }
-                    for entry in try selectionChanges(type, scope: scope, principal: principal, in: txn) { last = max(last, entry.position) }
+                    for entry in try selectionChanges(type, scope: scope, principal: principal, in: snapshot) { last = max(last, entry.position) }
                 }
                 states.append(AnchorState(all: scope.all, position: last, boundary: nil))
             }
@@ -259,16 +259,16 @@ extension Ledger {
     /// reader's scope on this snapshot, which `onScope` is told), its filter, and a scan of
     /// the changes after that state the reader may see.
     private func eachDescriptor(
-        of query: ChangeQuery, _ anchors: [AnchorState], range: TimeRange, as principal: Principal, in txn: Transaction,
+        of query: ChangeQuery, _ anchors: [AnchorState], range: TimeRange, as principal: Principal, in snapshot: LedgerSnapshot,
         onScope: (ReadScope) -> Void,
         _ body: (_ state: AnchorState, _ filter: ChangeFilter, _ scan: (_ visit: (ChangeEntry) throws -> Bool) throws -> Void) throws -> Void
     ) throws {
         for (descriptor, anchor) in zip(query.descriptors, anchors) {
-            let scope = try ReadScope(principal, type: descriptor.type, in: txn, databases)
+            let scope = try ReadScope(principal, type: descriptor.type, in: snapshot)
             onScope(scope)
             let state = anchor.resumed(under: scope)
-            let filter = ChangeFilter(descriptor, interval: query.interval, range: range, principal: principal, txn: txn, databases: databases)
-            try body(state, filter) { visit in try scanChanges(descriptor.type, from: state, scope: scope, principal: principal, in: txn, visit) }
+            let filter = ChangeFilter(descriptor, interval: query.interval, range: range, principal: principal, snapshot: snapshot)
+            try body(state, filter) { visit in try scanChanges(descriptor.type, from: state, scope: scope, principal: principal, in: snapshot, visit) }
             filter.memberScopes.forEach(onScope)
         }
     }
@@ -294,9 +294,9 @@ extension Ledger {
         _ add: (_ object: UnsafeRawBufferPointer) throws -> Int
     ) throws -> WrittenChangePage {
         let (anchors, range) = try position(of: query)
-        return try environment.read { txn in
+        return try read { snapshot in
             var streams: [ChangeStream] = []
-            try eachDescriptor(of: query, anchors, range: range, as: principal, in: txn, onScope: onScope) { state, filter, scan in
+            try eachDescriptor(of: query, anchors, range: range, as: principal, in: snapshot, onScope: onScope) { state, filter, scan in
                 var stream = ChangeStream(state: state, scanned: state.position)
                 try scan { entry in
                     guard let match = try filter.match(entry) else {
@@ -334,7 +334,7 @@ extension Ledger {
                     bytes += try object.withUnsafeBytes { try add($0) }
                     added += 1
                 case .deleted:
-                    deleted.append(try deletedObject(item.position, in: txn))
+                    deleted.append(try deletedObject(item.position, in: snapshot))
                 }
                 streams[next].taken += 1
             }
@@ -350,9 +350,9 @@ extension Ledger {
     /// What a gone object's change reports: its tombstone's sync identifier and version when
     /// the change is the deletion itself; only the UUID when it is a deselection (the object
     /// may have been deleted since, which the reader must not learn).
-    private func deletedObject(_ position: ChangePosition, in txn: Transaction) throws -> DeletedObject {
+    private func deletedObject(_ position: ChangePosition, in snapshot: LedgerSnapshot) throws -> DeletedObject {
         let id = UUID(bytes: position.uuid)!
-        guard let stored = try txn.get(position.uuid, in: databases.tombstones) else { return DeletedObject(uuid: id) }
+        guard let stored = try snapshot.get(position.uuid, in: \.tombstones) else { return DeletedObject(uuid: id) }
         let tombstone = try Tombstone(uuid: id, stored: stored, type: "")
         guard tombstone.sequence == position.sequence else { return DeletedObject(uuid: id) }
         return DeletedObject(uuid: id, syncIdentifier: tombstone.syncIdentifier, syncVersion: tombstone.syncVersion)
@@ -363,51 +363,51 @@ extension Ledger {
     /// read the whole type gets the other sources' objects it had not been shown; a reader
     /// that no longer may gets those objects as deleted. Then it goes on as usual.
     private func scanChanges(
-        _ type: ObjectType, from state: AnchorState, scope: ReadScope, principal: Principal, in txn: Transaction,
+        _ type: ObjectType, from state: AnchorState, scope: ReadScope, principal: Principal, in snapshot: LedgerSnapshot,
         _ visit: (ChangeEntry) throws -> Bool
     ) throws {
         guard let boundary = state.boundary, state.position < boundary else {
-            return try scanChanges(type, after: state.position, scope: scope, principal: principal, in: txn, visit)
+            return try scanChanges(type, after: state.position, scope: scope, principal: principal, in: snapshot, visit)
         }
         let own = scope.ownSource
         /// Whether a change up to the boundary is another source's object, still stored.
         func othersPresent(_ entry: ChangeEntry) throws -> Bool {
-            guard entry.savedSequence != nil, let stored = try StoredObject.load(entry.position.uuid, in: txn, databases) else { return false }
+            guard entry.savedSequence != nil, let stored = try StoredObject.load(entry.position.uuid, in: snapshot) else { return false }
             return own == 0 || stored.source != own
         }
         if scope.all {
-            try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: txn) { entry in
+            try scanChangeIndex(\.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: snapshot) { entry in
                 if entry.position <= boundary, try !othersPresent(entry) { return true }
                 return try visit(entry)
             }
             return
         }
         var going = true
-        try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: txn) { entry in
+        try scanChangeIndex(\.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: snapshot) { entry in
             guard entry.position <= boundary else { return false }
             guard try othersPresent(entry) else { return true }
             going = try visit(ChangeEntry(position: entry.position, savedSequence: nil))
             return going
         }
-        if going { try scanChanges(type, after: boundary, scope: scope, principal: principal, in: txn, visit) }
+        if going { try scanChanges(type, after: boundary, scope: scope, principal: principal, in: snapshot, visit) }
     }
 
     /// Visits, in order, the changes after `after` that `scope` may see: the type's change
     /// index for a reader of everything; otherwise the reader's own source's index merged
     /// with its selection's changes. Other sources' changes are never touched.
     private func scanChanges(
-        _ type: ObjectType, after: ChangePosition, scope: ReadScope, principal: Principal, in txn: Transaction,
+        _ type: ObjectType, after: ChangePosition, scope: ReadScope, principal: Principal, in snapshot: LedgerSnapshot,
         _ visit: (ChangeEntry) throws -> Bool
     ) throws {
         if scope.all {
-            return try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: after, in: txn, visit)
+            return try scanChangeIndex(\.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: after, in: snapshot, visit)
         }
-        let selected = try selectionChanges(type, scope: scope, principal: principal, in: txn).filter { $0.position > after }
+        let selected = try selectionChanges(type, scope: scope, principal: principal, in: snapshot).filter { $0.position > after }
         var next = 0
         var going = true
         if scope.ownSource != 0 {
             let prefix = ChangeIndexRow.prefix(type: type.code, source: scope.ownSource)
-            try scanChangeIndex(databases.sourceChanges, prefix: prefix, after: after, in: txn) { entry in
+            try scanChangeIndex(\.sourceChanges, prefix: prefix, after: after, in: snapshot) { entry in
                 while next < selected.count, selected[next].position < entry.position {
                     going = try visit(selected[next])
                     next += 1
@@ -426,9 +426,9 @@ extension Ledger {
     /// Visits the entries of a change index (`changes` or `source_changes`) under `prefix`
     /// after `after`.
     private func scanChangeIndex(
-        _ database: Database, prefix: [UInt8], after: ChangePosition, in txn: Transaction, _ visit: (ChangeEntry) throws -> Bool
+        _ database: KeyPath<LedgerDatabases, Database>, prefix: [UInt8], after: ChangePosition, in snapshot: LedgerSnapshot, _ visit: (ChangeEntry) throws -> Bool
     ) throws {
-        try txn.withCursor(on: database) { cursor in
+        try snapshot.withCursor(on: database) { cursor in
             var entry = try cursor.seek(atLeast: prefix + KeyEncoding.sequenceKey(after.sequence))
             while let current = entry, let row = try ChangeIndexRow(current, prefix: prefix) {
                 let position = row.position
@@ -440,8 +440,8 @@ extension Ledger {
         }
     }
 
-    private func lastChange(in database: Database, prefix: [UInt8], in txn: Transaction) throws -> ChangePosition? {
-        try txn.withCursor(on: database) { cursor in
+    private func lastChange(in database: KeyPath<LedgerDatabases, Database>, prefix: [UInt8], in snapshot: LedgerSnapshot) throws -> ChangePosition? {
+        try snapshot.withCursor(on: database) { cursor in
             guard let current = try cursor.seek(atMost: prefix + KeyEncoding.sequenceKey(.max)) else { return nil }
             return try ChangeIndexRow(current, prefix: prefix)?.position
         }
@@ -450,17 +450,17 @@ extension Ledger {
     /// The changes an app's per-object selection makes to what it sees, in order: a selected
     /// object is added when selected (or saved, if later) and gone when deleted; a deselected
     /// one is gone when deselected. The app's own objects are left to its own index.
-    private func selectionChanges(_ type: ObjectType, scope: ReadScope, principal: Principal, in txn: Transaction) throws -> [ChangeEntry] {
+    private func selectionChanges(_ type: ObjectType, scope: ReadScope, principal: Principal, in snapshot: LedgerSnapshot) throws -> [ChangeEntry] {
         guard type.isReadPerObject, case .app(let source) = principal else { return [] }
         var changes: [ChangeEntry] = []
-        for entry in try SelectionEntry.all(app: source.bundleIdentifier, type: type.code, in: txn, databases) {
-            if let stored = try StoredObject.load(entry.uuid, in: txn, databases) {
+        for entry in try SelectionEntry.all(app: source.bundleIdentifier, type: type.code, in: snapshot) {
+            if let stored = try StoredObject.load(entry.uuid, in: snapshot) {
                 if scope.ownSource != 0, stored.source == scope.ownSource { continue }
                 changes.append(
                     entry.selected
                         ? ChangeEntry(position: ChangePosition(sequence: max(stored.sequence, entry.sequence), uuid: entry.uuid), savedSequence: stored.sequence)
                         : ChangeEntry(position: ChangePosition(sequence: entry.sequence, uuid: entry.uuid), savedSequence: nil))
-            } else if let stored = try txn.get(entry.uuid, in: databases.tombstones) {
+            } else if let stored = try snapshot.get(entry.uuid, in: \.tombstones) {
                 let tombstone = try Tombstone(uuid: UUID(bytes: entry.uuid)!, stored: stored, type: "")
                 if tombstone.sourceBundle == source.bundleIdentifier { continue }
                 let gone = entry.selected ? tombstone.sequence : entry.sequence
@@ -499,22 +499,20 @@ final class ChangeFilter {
     private let principal: Principal
     private let predicate: ObjectPredicate?
     private let range: TimeRange?
-    private let txn: Transaction
-    private let databases: LedgerDatabases
+    private let snapshot: LedgerSnapshot
     private let projector: Projector
     private let context: PredicateContext
     private let correlations: CorrelationAssembler?
 
-    init(_ descriptor: QueryDescriptor, interval: DateInterval?, range: TimeRange, principal: Principal, txn: Transaction, databases: LedgerDatabases) {
+    init(_ descriptor: QueryDescriptor, interval: DateInterval?, range: TimeRange, principal: Principal, snapshot: LedgerSnapshot) {
         type = descriptor.type
         self.principal = principal
         predicate = descriptor.predicate
         self.range = interval == nil ? nil : range
-        self.txn = txn
-        self.databases = databases
-        projector = Projector(databases: databases, units: SummaryCache())
-        context = PredicateContext(principal: principal, txn: txn, databases: databases)
-        correlations = type.family == .correlation ? CorrelationAssembler(principal: principal, txn: txn, databases: databases) : nil
+        self.snapshot = snapshot
+        projector = Projector(databases: snapshot.databases, units: SummaryCache())
+        context = PredicateContext(principal: principal, snapshot: snapshot)
+        correlations = type.family == .correlation ? CorrelationAssembler(principal: principal, snapshot: snapshot) : nil
     }
 
     /// The member types' scopes a correlation query's reads used.
@@ -531,11 +529,11 @@ final class ChangeFilter {
             }
             return .deleted
         }
-        let stored = try Ledger.storedEvent(saved, in: txn, databases)
+        let stored = try Ledger.storedEvent(saved, in: snapshot)
         if range != nil || predicate != nil || correlations != nil {
             let summary = try projector.savedSummary(stored: stored, sequence: saved)
             if let range, !range.overlaps(start: summary.startUs, end: summary.endUs) { return nil }
-            let source = try StoredObject.load(entry.position.uuid, in: txn, databases)?.source ?? 0
+            let source = try StoredObject.load(entry.position.uuid, in: snapshot)?.source ?? 0
             if let predicate {
                 let subject = EntrySubject(
                     IndexEntry(uuid: entry.position.uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: saved, source: source, value: summary.value),
@@ -564,7 +562,7 @@ struct AnchorSeal: Sendable {
 
     /// Loads the ledger's anchor key from `meta`, creating it on first use.
     init(environment: Environment, databases: LedgerDatabases) throws {
-        if let stored = try environment.read({ txn in try txn.get(Self.metaKey, in: databases.meta).map { Array($0) } }), stored.count == 32 {
+        if let stored = try environment.read(databases, { snapshot in try snapshot.get(Self.metaKey, in: \.meta).map { Array($0) } }), stored.count == 32 {
             key = SymmetricKey(data: stored)
             return
         }

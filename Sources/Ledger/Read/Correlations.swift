@@ -36,14 +36,12 @@ extension Ledger {
 /// its replacement).
 final class CorrelationAssembler {
     let principal: Principal
-    let txn: Transaction
-    let databases: LedgerDatabases
+    let snapshot: LedgerSnapshot
     private var scopes: [UInt32: ReadScope] = [:]
 
-    init(principal: Principal, txn: Transaction, databases: LedgerDatabases) {
+    init(principal: Principal, snapshot: LedgerSnapshot) {
         self.principal = principal
-        self.txn = txn
-        self.databases = databases
+        self.snapshot = snapshot
     }
 
     /// The member types' scopes the reads used, for a stream that must end when one of
@@ -54,10 +52,10 @@ final class CorrelationAssembler {
     func visibleMembers(of correlation: UUID) throws -> [WorkoutMember] {
         try WorkoutIndex.visibleMembers(of: correlation.bytes, scope: { code in
             if let scope = scopes[code] { return scope }
-            let scope = try ReadScope(principal, type: try Ledger.objectType(code: code), in: txn, databases)
+            let scope = try ReadScope(principal, type: try Ledger.objectType(code: code), in: snapshot)
             scopes[code] = scope
             return scope
-        }, in: txn, databases)
+        }, in: snapshot)
     }
 
     /// Whether the reader, an app reading part of the correlation type (`app` its bundle), may
@@ -68,17 +66,17 @@ final class CorrelationAssembler {
     func deletionVisible(_ uuid: [UInt8], at sequence: UInt64, app: String) throws -> Bool {
         // Still stored: not a deletion but one the reader saw and may no longer read (it
         // is told so when its scope narrows).
-        guard let stored = try txn.get(uuid, in: databases.tombstones) else { return true }
+        guard let stored = try snapshot.get(uuid, in: \.tombstones) else { return true }
         if try Tombstone(uuid: UUID(bytes: uuid)!, stored: stored, type: "").sourceBundle == app { return true }
         var previous = sequence
         while previous > 1 {
             previous -= 1
-            let event = try LedgerEvent(stored: try Ledger.storedEvent(previous, in: txn, databases))
+            let event = try LedgerEvent(stored: try Ledger.storedEvent(previous, in: snapshot))
             guard event.kind == .objectDeleted, let type = event.objectType,
                 (try? Healthledger_V1_ObjectDeleted(serializedBytes: event.body))?.reason == .correlationDeleted
             else { return false }
             let code = TypeCatalogue.code(of: type)
-            let scope = try scopes[code] ?? ReadScope(principal, type: try Ledger.objectType(code: code), in: txn, databases)
+            let scope = try scopes[code] ?? ReadScope(principal, type: try Ledger.objectType(code: code), in: snapshot)
             scopes[code] = scope
             if scope.all { return true }
         }
@@ -92,16 +90,16 @@ final class CorrelationAssembler {
         _ correlation: Correlation, source: UInt32, memberPredicates: [(ObjectType, ObjectPredicate)] = [], context: PredicateContext? = nil
     ) throws -> Correlation? {
         let members = try visibleMembers(of: correlation.uuid)
-        let own = try ReadScope(principal, type: correlation.objectType, in: txn, databases).ownSource
+        let own = try ReadScope(principal, type: correlation.objectType, in: snapshot).ownSource
         if members.isEmpty, case .app = principal, own == 0 || own != source { return nil }
         for (type, predicate) in memberPredicates {
-            let context = context ?? PredicateContext(principal: principal, txn: txn, databases: databases)
+            let context = context ?? PredicateContext(principal: principal, snapshot: snapshot)
             let candidates = members.filter { $0.type == type.code }
             guard try candidates.contains(where: { try predicate.matches(EntrySubject($0.indexEntry, context), type: type) }) else { return nil }
         }
         var assembled = correlation
         assembled.objects = try members.map { member in
-            guard case .quantitySample(let sample) = try Ledger.loadObject(sequence: member.sequence, in: txn, databases) else {
+            guard case .quantitySample(let sample) = try Ledger.loadObject(sequence: member.sequence, in: snapshot) else {
                 throw LedgerFailure.corrupted("a correlation member is not a quantity sample")
             }
             return sample

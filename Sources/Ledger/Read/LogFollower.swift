@@ -30,7 +30,7 @@ final class LogFollower: Sendable {
         self.databases = databases
         self.accessWatchers = accessWatchers
         self.changeWatchers = changeWatchers
-        let head = try environment.read { txn in try LogHead.read(txn, databases).sequence }
+        let head = try environment.read(databases) { snapshot in try LogHead.read(snapshot).sequence }
         accounted = Mutex(head)
     }
 
@@ -48,7 +48,7 @@ final class LogFollower: Sendable {
     /// Reads the head and announces the events past the last one accounted for: what other
     /// processes committed since.
     func poll() {
-        guard let head = try? environment.read({ txn in try LogHead.read(txn, databases).sequence }) else { return }
+        guard let head = try? environment.read(databases, { snapshot in try LogHead.read(snapshot).sequence }) else { return }
         let foreign = accounted.withLock { accounted -> ClosedRange<UInt64>? in
             guard head > accounted else { return nil }
             defer { accounted = head }
@@ -67,9 +67,9 @@ final class LogFollower: Sendable {
         while next <= range.upperBound {
             let last = min(range.upperBound, next + Self.chunk - 1)
             do {
-                try environment.read { txn in
+                try environment.read(databases) { snapshot in
                     for sequence in next...last {
-                        let event = try LedgerEvent(stored: try Ledger.storedEvent(sequence, in: txn, databases))
+                        let event = try LedgerEvent(stored: try Ledger.storedEvent(sequence, in: snapshot))
                         switch event.kind {
                         case .objectSaved, .objectDeleted:
                             if let type = event.objectType { types.insert(TypeCatalogue.code(of: type)) }

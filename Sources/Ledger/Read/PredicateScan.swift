@@ -7,21 +7,19 @@ import LedgerSchema
 /// reader's view of workouts and correlations, and the workout statistics it may see.
 final class PredicateContext {
     let principal: Principal
-    let txn: Transaction
-    let databases: LedgerDatabases
+    let snapshot: LedgerSnapshot
     private var bundles: [UInt32: String] = [:]
     private var parents: [UUID: ParentKind] = [:]
-    private lazy var members = WorkoutMemberReader(principal: principal, txn: txn, databases: databases)
+    private lazy var members = WorkoutMemberReader(principal: principal, snapshot: snapshot)
 
-    init(principal: Principal, txn: Transaction, databases: LedgerDatabases) {
+    init(principal: Principal, snapshot: LedgerSnapshot) {
         self.principal = principal
-        self.txn = txn
-        self.databases = databases
+        self.snapshot = snapshot
     }
 
     func bundle(of code: UInt32) throws -> String {
         if let bundle = bundles[code] { return bundle }
-        let bundle = try SourceRegistry.source(code: code, in: txn, databases)?.bundleIdentifier ?? ""
+        let bundle = try SourceRegistry.source(code: code, in: snapshot)?.bundleIdentifier ?? ""
         bundles[code] = bundle
         return bundle
     }
@@ -34,11 +32,11 @@ final class PredicateContext {
         if let known = parents[parent] {
             kind = known
         } else {
-            kind = try ParentKind(parent, as: principal, in: txn, databases)
+            kind = try ParentKind(parent, as: principal, in: snapshot)
             parents[parent] = kind
         }
         guard kind == (correlation ? .correlation : .workout) else { return false }
-        return try txn.contains(member + parent.bytes, in: databases.memberWorkouts)
+        return try snapshot.contains(member + parent.bytes, in: \.memberWorkouts)
     }
 
     func workoutMatches(_ predicate: WorkoutPredicate, event: UnsafeRawBufferPointer) throws -> Bool {
@@ -52,8 +50,8 @@ enum ParentKind: Equatable {
     /// Anything else: another kind of object, none, or one the reader may not read.
     case none
 
-    init(_ uuid: UUID, as principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws {
-        guard let stored = try Ledger.readable(uuid, as: principal, in: txn, databases) else {
+    init(_ uuid: UUID, as principal: Principal, in snapshot: LedgerSnapshot) throws {
+        guard let stored = try Ledger.readable(uuid, as: principal, in: snapshot) else {
             self = .none
             return
         }
@@ -90,7 +88,7 @@ final class EntrySubject: PredicateSubject {
     func isMember(of parent: UUID, correlation: Bool) throws -> Bool { try context.isMember(entry.uuid, of: parent, correlation: correlation) }
     func matches(_ predicate: WorkoutPredicate) throws -> Bool { try context.workoutMatches(predicate, event: try event()) }
 
-    private func event() throws -> UnsafeRawBufferPointer { try Ledger.storedEvent(entry.sequence, in: context.txn, context.databases) }
+    private func event() throws -> UnsafeRawBufferPointer { try Ledger.storedEvent(entry.sequence, in: context.snapshot) }
 }
 
 /// What the indexes can answer of a predicate before any object is loaded, read from the

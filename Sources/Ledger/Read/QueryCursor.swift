@@ -59,10 +59,11 @@ public final class QueryCursor: @unchecked Sendable {
         guard !finished else { return [] }
         let wanted = query.limit == 0 ? maxCount : min(maxCount, query.limit - delivered)
         let batch = try snapshot.read { txn, fresh in
-            let context = PredicateContext(principal: principal, txn: txn, databases: ledger.databases)
+            let view = LedgerSnapshot(txn, ledger.databases)
+            let context = PredicateContext(principal: principal, snapshot: view)
             // The first batch starts the snapshot, as does the first after the ledger ended it.
             if fresh {
-                let scope = try ReadScope(principal, type: query.type, in: txn, ledger.databases)
+                let scope = try ReadScope(principal, type: query.type, in: view)
                 onScope(scope)
                 candidates = try ledger.candidates(
                     of: query.type, plan: PredicatePlan(query.predicate, range: TimeRange(query.interval)), sort: query.sort, scope: scope,

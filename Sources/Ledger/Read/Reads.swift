@@ -8,11 +8,11 @@ extension Ledger {
     /// The stored object with `uuid`, or nil when there is none (never saved, or deleted)
     /// or `principal` may not read it: the two answers are the same.
     public func object(with uuid: UUID, as principal: Principal) throws -> HealthObject? {
-        try environment.read { txn in
-            guard let stored = try Self.readable(uuid, as: principal, in: txn, databases) else { return nil }
-            let object = try Self.loadObject(sequence: stored.sequence, in: txn, databases)
+        try read { snapshot in
+            guard let stored = try Self.readable(uuid, as: principal, in: snapshot) else { return nil }
+            let object = try Self.loadObject(sequence: stored.sequence, in: snapshot)
             guard case .correlation(let correlation) = object else { return object }
-            return try CorrelationAssembler(principal: principal, txn: txn, databases: databases).assemble(correlation, source: stored.source)
+            return try CorrelationAssembler(principal: principal, snapshot: snapshot).assemble(correlation, source: stored.source)
                 .map(HealthObject.correlation)
         }
     }
@@ -23,18 +23,18 @@ extension Ledger {
     /// Decided on the entry, before the object is loaded: a hidden object costs what an
     /// unknown one does, whatever its size. For an unknown UUID a type is resolved and a scope
     /// taken anyway for the same reason.
-    static func readable(_ uuid: UUID, as principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws -> StoredObject? {
-        guard let stored = try StoredObject.load(uuid.bytes, in: txn, databases) else {
-            _ = try ReadScope(principal, type: try objectType(code: decoyTypeCode), in: txn, databases)
+    static func readable(_ uuid: UUID, as principal: Principal, in snapshot: LedgerSnapshot) throws -> StoredObject? {
+        guard let stored = try StoredObject.load(uuid.bytes, in: snapshot) else {
+            _ = try ReadScope(principal, type: try objectType(code: decoyTypeCode), in: snapshot)
             return nil
         }
         let type = try objectType(code: stored.type)
-        let scope = try ReadScope(principal, type: type, in: txn, databases)
+        let scope = try ReadScope(principal, type: type, in: snapshot)
         guard scope.allows(sourceCode: stored.source, uuid: uuid.bytes) else { return nil }
         // Another source's correlation is readable only while it shows a member the reader
         // may read (docs/SEMANTICS.md §6): the same rule as in queries.
         if type.family == .correlation, case .app = principal, stored.source != scope.ownSource {
-            guard try !CorrelationAssembler(principal: principal, txn: txn, databases: databases).visibleMembers(of: uuid).isEmpty else { return nil }
+            guard try !CorrelationAssembler(principal: principal, snapshot: snapshot).visibleMembers(of: uuid).isEmpty else { return nil }
         }
         return stored
     }
@@ -45,8 +45,8 @@ extension Ledger {
 
     /// The tombstone of a deleted object, or nil.
     public func tombstone(for uuid: UUID) throws -> Tombstone? {
-        try environment.read { txn in
-            guard let stored = try txn.get(uuid.bytes, in: databases.tombstones), stored.count >= 12 else { return nil }
+        try read { snapshot in
+            guard let stored = try snapshot.get(uuid.bytes, in: \.tombstones), stored.count >= 12 else { return nil }
             let type = TypeCatalogue.identifiersByCode[KeyEncoding.uint32(stored, at: 8)] ?? "unknown"
             return try Tombstone(uuid: uuid, stored: stored, type: type)
         }
@@ -62,7 +62,7 @@ extension Ledger {
     /// What `principal` may read of `type` now. Servers compare scopes to end streams whose
     /// access was taken away; the scope itself is never shown to an app.
     public func readScope(of type: ObjectType, for principal: Principal) throws -> ReadScope {
-        try environment.read { txn in try ReadScope(principal, type: type, in: txn, databases) }
+        try read { snapshot in try ReadScope(principal, type: type, in: snapshot) }
     }
 
     /// Runs `query` on the time indexes, turning each matching save event `principal` may
@@ -76,10 +76,10 @@ extension Ledger {
         onScope: (ReadScope) -> Void = { _ in }, _ load: (_ stored: UnsafeRawBufferPointer, _ assembled: HealthObject?) throws -> Result
     ) throws -> [Result] {
         try Self.validate(query, memberPredicates: memberPredicates)
-        return try environment.read { txn in
-            let scope = try ReadScope(principal, type: query.type, in: txn, databases)
+        return try read { snapshot in
+            let scope = try ReadScope(principal, type: query.type, in: snapshot)
             onScope(scope)
-            let context = PredicateContext(principal: principal, txn: txn, databases: databases)
+            let context = PredicateContext(principal: principal, snapshot: snapshot)
             let candidates = try candidates(of: query.type, plan: PredicatePlan(query.predicate, range: TimeRange(query.interval)), sort: query.sort, scope: scope, context: context)
             var results: [Result] = []
             try visitResults(of: query, memberPredicates: memberPredicates, candidates: candidates, after: nil, context: context, onScope: onScope) { _, result in
@@ -110,11 +110,11 @@ extension Ledger {
         context: PredicateContext, onScope: (ReadScope) -> Void,
         _ visit: (_ entry: IndexEntry, _ result: (stored: UnsafeRawBufferPointer, assembled: HealthObject?)?) throws -> Bool
     ) throws {
-        let txn = context.txn
-        let correlations = query.type.family == .correlation ? CorrelationAssembler(principal: context.principal, txn: txn, databases: databases) : nil
-        try candidates.visit(after: position, sort: query.sort, in: txn, databases) { entry in
+        let snapshot = context.snapshot
+        let correlations = query.type.family == .correlation ? CorrelationAssembler(principal: context.principal, snapshot: snapshot) : nil
+        try candidates.visit(after: position, sort: query.sort, in: snapshot) { entry in
             if let predicate = query.predicate, try !predicate.matches(EntrySubject(entry, context), type: query.type) { return try visit(entry, nil) }
-            let stored = try Ledger.storedEvent(entry.sequence, in: txn, self.databases)
+            let stored = try Ledger.storedEvent(entry.sequence, in: snapshot)
             var assembled: HealthObject?
             if let correlations {
                 guard case .correlation(let correlation) = try LedgerEvent(stored: stored).savedObject(),
@@ -134,7 +134,7 @@ extension Ledger {
         _ visit: (IndexEntry) throws -> Bool
     ) throws {
         try candidates(of: type, plan: plan, sort: sort, scope: scope, context: context, longest: longest)
-            .visit(after: nil, sort: sort, in: context.txn, databases, visit)
+            .visit(after: nil, sort: sort, in: context.snapshot, visit)
     }
 
     /// Where the objects of `type` in `scope` that the plan leaves come from, in `sort`
@@ -148,7 +148,7 @@ extension Ledger {
     func candidates(
         of type: ObjectType, plan: PredicatePlan, sort: SampleSort, scope: ReadScope, context: PredicateContext, longest: Int64? = nil
     ) throws -> Candidates {
-        let txn = context.txn
+        let snapshot = context.snapshot
         let range = plan.range
         guard range.start <= range.end else { return .none }
         if let uuids = plan.uuids {
@@ -156,10 +156,10 @@ extension Ledger {
             let projector = Projector(databases: databases, units: SummaryCache())
             var entries: [IndexEntry] = []
             for uuid in uuids {
-                guard let stored = try StoredObject.load(uuid.bytes, in: txn, databases), stored.type == type.code,
+                guard let stored = try StoredObject.load(uuid.bytes, in: snapshot), stored.type == type.code,
                     scope.allows(sourceCode: stored.source, uuid: uuid.bytes)
                 else { continue }
-                let summary = try projector.savedSummary(stored: try Ledger.storedEvent(stored.sequence, in: txn, databases), sequence: stored.sequence)
+                let summary = try projector.savedSummary(stored: try Ledger.storedEvent(stored.sequence, in: snapshot), sequence: stored.sequence)
                 guard range.overlaps(start: summary.startUs, end: summary.endUs) else { continue }
                 entries.append(IndexEntry(
                     uuid: uuid.bytes, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source, value: summary.value))
@@ -168,29 +168,29 @@ extension Ledger {
         }
         if let parent = plan.parent {
             // A workout's or correlation's members, none when the reader may not read it.
-            guard try ParentKind(parent.uuid, as: context.principal, in: txn, databases) == (parent.correlation ? .correlation : .workout) else { return .none }
-            let entries = try WorkoutIndex.visibleMembers(of: parent.uuid.bytes, type: type.code, scope: { _ in scope }, in: txn, databases)
+            guard try ParentKind(parent.uuid, as: context.principal, in: snapshot) == (parent.correlation ? .correlation : .workout) else { return .none }
+            let entries = try WorkoutIndex.visibleMembers(of: parent.uuid.bytes, type: type.code, scope: { _ in scope }, in: snapshot)
                 .filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map(\.indexEntry)
             return .sorted(Self.sorted(entries, by: sort))
         }
-        guard scope.all else { return try scopedCandidates(type, sort: sort, range: range, scope: scope, in: txn) }
+        guard scope.all else { return try scopedCandidates(type, sort: sort, range: range, scope: scope, in: snapshot) }
         if let sources = plan.sources {
             // Only the named sources' indexes are walked.
-            let codes = try sources.compactMap { try SourceRegistry.code(of: $0, in: txn, databases) }.sorted()
-            let longest = try codes.map { try SourceRegistry.longestDuration(type: type.code, code: $0, in: txn, databases) }
+            let codes = try sources.compactMap { try SourceRegistry.code(of: $0, in: snapshot) }.sorted()
+            let longest = try codes.map { try SourceRegistry.longestDuration(type: type.code, code: $0, in: snapshot) }
             if codes.count == 1, case .startDate(let ascending) = sort {
                 return .byStart(type: type.code, source: codes[0], range: range, longest: longest[0], descending: !ascending)
             }
             var entries: [IndexEntry] = []
             for (code, longest) in zip(codes, longest) {
-                try Self.scanByStart(type: type.code, source: code, range: range, longest: longest, in: txn, databases) { entry in
+                try Self.scanByStart(type: type.code, source: code, range: range, longest: longest, in: snapshot) { entry in
                     entries.append(entry)
                     return true
                 }
             }
             return .sorted(Self.sorted(entries, by: sort))
         }
-        let longest = try longest ?? Self.longestDuration(type: type.code, in: txn, databases)
+        let longest = try longest ?? Self.longestDuration(type: type.code, in: snapshot)
         switch sort {
         case .startDate(let ascending): return .byStart(type: type.code, source: nil, range: range, longest: longest, descending: !ascending)
         case .endDate(let ascending): return .byEnd(type: type.code, range: range, longest: longest, descending: !ascending)
@@ -207,11 +207,11 @@ extension Ledger {
     /// sources' objects are never touched, so the work done (and the time it takes)
     /// depends only on what the reader may see.
     private func scopedCandidates(
-        _ objectType: ObjectType, sort: SampleSort, range: TimeRange, scope: ReadScope, in txn: Transaction
+        _ objectType: ObjectType, sort: SampleSort, range: TimeRange, scope: ReadScope, in snapshot: LedgerSnapshot
     ) throws -> Candidates {
         let type = objectType.code
         let own = scope.ownSource
-        let longest = own == 0 ? 0 : try SourceRegistry.longestDuration(type: type, code: own, in: txn, databases)
+        let longest = own == 0 ? 0 : try SourceRegistry.longestDuration(type: type, code: own, in: snapshot)
         // Without selected objects, the source's start index is already in start order.
         if scope.selected.isEmpty, case .startDate(let ascending) = sort {
             guard own != 0 else { return .none }
@@ -219,7 +219,7 @@ extension Ledger {
         }
         var entries: [IndexEntry] = []
         if own != 0 {
-            try Self.scanByStart(type: type, source: own, range: range, longest: longest, in: txn, databases) { entry in
+            try Self.scanByStart(type: type, source: own, range: range, longest: longest, in: snapshot) { entry in
                 entries.append(entry)
                 return true
             }
@@ -227,8 +227,8 @@ extension Ledger {
         if !scope.selected.isEmpty {
             let projector = Projector(databases: databases, units: SummaryCache())
             for uuid in scope.selected {
-                guard let stored = try StoredObject.load(uuid, in: txn, databases), stored.type == type, own == 0 || stored.source != own else { continue }
-                let event = try Ledger.storedEvent(stored.sequence, in: txn, databases)
+                guard let stored = try StoredObject.load(uuid, in: snapshot), stored.type == type, own == 0 || stored.source != own else { continue }
+                let event = try Ledger.storedEvent(stored.sequence, in: snapshot)
                 let summary = try projector.savedSummary(stored: event, sequence: stored.sequence)
                 guard range.overlaps(start: summary.startUs, end: summary.endUs) else { continue }
                 entries.append(IndexEntry(uuid: uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source))
@@ -240,7 +240,7 @@ extension Ledger {
     /// The number of stored objects of `type`, all sources together (an operator's and
     /// the server's figure; not for apps).
     public func count(of type: ObjectType) throws -> Int {
-        try environment.read { txn in try Self.typeStats(type: type.code, in: txn, databases).count }
+        try read { snapshot in try Self.typeStats(type: type.code, in: snapshot).count }
     }
 
     /// The type with catalogue code `code` (as the projections store it).
@@ -252,26 +252,26 @@ extension Ledger {
     }
 
     /// The stored bytes of event `sequence`.
-    static func storedEvent(_ sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> UnsafeRawBufferPointer {
-        guard let stored = try txn.get(KeyEncoding.sequenceKey(sequence), in: databases.events) else {
+    static func storedEvent(_ sequence: UInt64, in snapshot: LedgerSnapshot) throws -> UnsafeRawBufferPointer {
+        guard let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: \.events) else {
             throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
         }
         return stored
     }
 
-    static func loadObject(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> HealthObject {
-        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
+    static func loadObject(sequence: UInt64, in snapshot: LedgerSnapshot) throws -> HealthObject {
+        let stored = try Ledger.storedEvent(sequence, in: snapshot)
         return try LedgerEvent(stored: stored).savedObject()
     }
 
-    static func typeStats(type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> (count: Int, longest: Int64) {
+    static func typeStats(type: UInt32, in snapshot: LedgerSnapshot) throws -> (count: Int, longest: Int64) {
         let key = KeyEncoding.typeKey(type)
-        guard let stored = try txn.get(key, in: databases.typeStats), stored.count == 16 else { return (0, 0) }
+        guard let stored = try snapshot.get(key, in: \.typeStats), stored.count == 16 else { return (0, 0) }
         return (Int(Int64(bitPattern: KeyEncoding.uint64(stored, at: 0))), Int64(bitPattern: KeyEncoding.uint64(stored, at: 8)))
     }
 
-    static func longestDuration(type: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws -> Int64 {
-        try typeStats(type: type, in: txn, databases).longest
+    static func longestDuration(type: UInt32, in snapshot: LedgerSnapshot) throws -> Int64 {
+        try typeStats(type: type, in: snapshot).longest
     }
 
     /// Visits the samples of `type` overlapping `range` in start-date order (ties by UUID):
@@ -284,12 +284,12 @@ extension Ledger {
     ///   - position: an entry of this walk: the walk begins after it.
     static func scanByStart(
         type: UInt32, source: UInt32? = nil, range: TimeRange, longest: Int64, descending: Bool = false, uuids: Bool = true,
-        after position: IndexEntry? = nil, in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
+        after position: IndexEntry? = nil, in snapshot: LedgerSnapshot, _ visit: (IndexEntry) throws -> Bool
     ) throws {
         let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
         let lowest = overflow ? Int64.min : lowered
         func key(_ at: Int64, _ uuid: [UInt8]) -> InlineBytes { StartIndexRow.key(type: type, source: source, start: at, uuid: uuid) }
-        try txn.withCursor(on: source == nil ? databases.byStart : databases.bySource) { cursor in
+        try snapshot.withCursor(on: source == nil ? \.byStart : \.bySource) { cursor in
             var entry: Cursor.Entry?
             if let position {
                 let resume = key(position.startUs, position.uuid)
@@ -317,11 +317,11 @@ extension Ledger {
     /// - Parameter position: an entry of this walk: the walk begins after it.
     static func scanByEnd(
         type: UInt32, range: TimeRange, longest: Int64, descending: Bool = false, after position: IndexEntry? = nil,
-        in txn: Transaction, _ databases: LedgerDatabases, _ visit: (IndexEntry) throws -> Bool
+        in snapshot: LedgerSnapshot, _ visit: (IndexEntry) throws -> Bool
     ) throws {
         let (raised, overflow) = range.end.addingReportingOverflow(max(longest, 0))
         let highest = overflow ? Int64.max : raised
-        try txn.withCursor(on: databases.byEnd) { cursor in
+        try snapshot.withCursor(on: \.byEnd) { cursor in
             var entry: Cursor.Entry?
             if let position {
                 let resume = EndIndexRow.key(type: type, end: position.endUs, uuid: position.uuid)

@@ -33,13 +33,13 @@ extension Ledger {
         let range = TimeRange(query.interval)
         guard range.start <= range.end else { throw HealthError.invalidArgument("the interval ends before it starts", field: "interval") }
         try query.predicate?.validate(for: query.type.objectType)
-        return try environment.read { txn in
+        return try read { snapshot in
             let engine = try StatisticsEngine(
-                type: query.type, options: query.options, principal: principal, wholeBuckets: computation == .wholeBuckets, in: txn, databases)
+                type: query.type, options: query.options, principal: principal, wholeBuckets: computation == .wholeBuckets, in: snapshot)
             if let interval = query.interval {
-                return try statistics(engine, buckets: [interval], predicate: query.predicate, as: principal, rollups: computation == .fastest, in: txn).first
+                return try statistics(engine, buckets: [interval], predicate: query.predicate, as: principal, rollups: computation == .fastest, in: snapshot).first
             }
-            let samples = try statisticsSamples(engine, overlapping: range, predicate: query.predicate, as: principal, in: txn)
+            let samples = try statisticsSamples(engine, overlapping: range, predicate: query.predicate, as: principal, in: snapshot)
             guard !samples.isEmpty else { return nil }
             return engine.statistics(samples[...], bucket: (range.start, range.end), dates: nil)
         }
@@ -72,11 +72,11 @@ extension Ledger {
         guard buckets.count <= Self.maximumStatisticsIntervals else {
             throw HealthError.invalidArgument("the range holds more than \(Self.maximumStatisticsIntervals) intervals", field: "interval")
         }
-        return try environment.read { txn in
+        return try read { snapshot in
             let engine = try StatisticsEngine(
-                type: query.type, options: query.options, principal: principal, wholeBuckets: computation == .wholeBuckets, in: txn, databases)
+                type: query.type, options: query.options, principal: principal, wholeBuckets: computation == .wholeBuckets, in: snapshot)
             onScope(engine.scope)
-            return try statistics(engine, buckets: buckets, predicate: query.predicate, as: principal, rollups: computation == .fastest, in: txn)
+            return try statistics(engine, buckets: buckets, predicate: query.predicate, as: principal, rollups: computation == .fastest, in: snapshot)
         }
     }
 
@@ -86,7 +86,7 @@ extension Ledger {
     /// Statistics per bucket, in order, for the buckets holding samples: from the rollups
     /// where they answer a bucket exactly, from the samples elsewhere.
     private func statistics(
-        _ engine: StatisticsEngine, buckets: [DateInterval], predicate: ObjectPredicate?, as principal: Principal, rollups: Bool, in txn: Transaction
+        _ engine: StatisticsEngine, buckets: [DateInterval], predicate: ObjectPredicate?, as principal: Principal, rollups: Bool, in snapshot: LedgerSnapshot
     ) throws -> [Statistics] {
         let bounds = buckets.map { (start: microseconds($0.start), end: microseconds($0.end)) }
         guard !bounds.isEmpty else { return [] }
@@ -98,7 +98,7 @@ extension Ledger {
             var chunk = 0..<min(Self.rollupProbe, bounds.count)
             while !chunk.isEmpty,
                 let rows = try engine.rollups(
-                    from: bounds[chunk.lowerBound].start, to: bounds[chunk.upperBound - 1].end, lookingBack: chunk.lowerBound == 0, in: txn, databases)
+                    from: bounds[chunk.lowerBound].start, to: bounds[chunk.upperBound - 1].end, lookingBack: chunk.lowerBound == 0, in: snapshot)
             {
                 var next = 0
                 var useful = false
@@ -141,7 +141,7 @@ extension Ledger {
             var end = index
             while end < bounds.count, !answered[end] { end += 1 }
             let samples = try statisticsSamples(
-                engine, overlapping: TimeRange(start: bounds[index].start, end: bounds[end - 1].end), predicate: predicate, as: principal, in: txn)
+                engine, overlapping: TimeRange(start: bounds[index].start, end: bounds[end - 1].end), predicate: predicate, as: principal, in: snapshot)
             // One pass over buckets and samples together (both in time order): a bucket
             // holds the samples starting in it, plus those carried over from earlier buckets
             // that still reach into it. Without carried samples, its members are a slice of
@@ -181,10 +181,10 @@ extension Ledger {
     /// The samples a statistics query counts, in (start, save order): the engine's scan, or
     /// with a predicate the candidates its plan leaves, each checked against it.
     func statisticsSamples(
-        _ engine: StatisticsEngine, overlapping range: TimeRange, predicate: ObjectPredicate?, as principal: Principal, in txn: Transaction
+        _ engine: StatisticsEngine, overlapping range: TimeRange, predicate: ObjectPredicate?, as principal: Principal, in snapshot: LedgerSnapshot
     ) throws -> [StatisticsSample] {
-        guard let predicate else { return try engine.samples(overlapping: range, in: txn, databases) }
-        let context = PredicateContext(principal: principal, txn: txn, databases: databases)
+        guard let predicate else { return try engine.samples(overlapping: range, in: snapshot) }
+        let context = PredicateContext(principal: principal, snapshot: snapshot)
         let type = engine.type.objectType
         var samples: [StatisticsSample] = []
         try visitCandidates(
@@ -279,21 +279,21 @@ struct StatisticsEngine {
     let wholeBuckets: Bool
 
     init(
-        type: QuantityType, options: StatisticsOptions, principal: Principal, wholeBuckets: Bool = false, in txn: Transaction, _ databases: LedgerDatabases
+        type: QuantityType, options: StatisticsOptions, principal: Principal, wholeBuckets: Bool = false, in snapshot: LedgerSnapshot
     ) throws {
         self.wholeBuckets = wholeBuckets
         self.type = type
         self.options = options
-        scope = try ReadScope(principal, type: type.objectType, in: txn, databases)
+        scope = try ReadScope(principal, type: type.objectType, in: snapshot)
         var order: [UInt32] = []
         var sources: [UInt32: Source] = [:]
         if scope.all {
-            for source in try Ledger.sourceOrder(type.objectType.code, in: txn, databases) {
-                guard let code = try SourceRegistry.code(of: source.bundleIdentifier, in: txn, databases) else { continue }
+            for source in try Ledger.sourceOrder(type.objectType.code, in: snapshot) {
+                guard let code = try SourceRegistry.code(of: source.bundleIdentifier, in: snapshot) else { continue }
                 order.append(code)
                 sources[code] = source
             }
-        } else if scope.ownSource != 0, let own = try SourceRegistry.source(code: scope.ownSource, in: txn, databases) {
+        } else if scope.ownSource != 0, let own = try SourceRegistry.source(code: scope.ownSource, in: snapshot) {
             // A reader limited to its own samples sees no other source, and its query does
             // not even list them (the work would grow with their number).
             order = [scope.ownSource]
@@ -307,14 +307,14 @@ struct StatisticsEngine {
     /// The readable samples overlapping `range`, in start order: every source's for a reader
     /// of the whole type (`by_start`), otherwise only the reader's own (`by_source`). The
     /// index entries hold all statistics need: no object is loaded.
-    func samples(overlapping range: TimeRange, in txn: Transaction, _ databases: LedgerDatabases) throws -> [StatisticsSample] {
+    func samples(overlapping range: TimeRange, in snapshot: LedgerSnapshot) throws -> [StatisticsSample] {
         let code = type.objectType.code
         let source: UInt32? = scope.all ? nil : scope.ownSource
         if source == 0 { return [] }
-        let longest = try source.map { try SourceRegistry.longestDuration(type: code, code: $0, in: txn, databases) }
-            ?? Ledger.longestDuration(type: code, in: txn, databases)
+        let longest = try source.map { try SourceRegistry.longestDuration(type: code, code: $0, in: snapshot) }
+            ?? Ledger.longestDuration(type: code, in: snapshot)
         var samples: [StatisticsSample] = []
-        try Ledger.scanByStart(type: code, source: source, range: range, longest: longest, uuids: false, in: txn, databases) { entry in
+        try Ledger.scanByStart(type: code, source: source, range: range, longest: longest, uuids: false, in: snapshot) { entry in
             samples.append(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
             return true
         }
@@ -438,18 +438,18 @@ struct StatisticsEngine {
     /// The rollup rows of the hours starting in `[from, to)` (looking back, also those before
     /// it as far as a readable sample can last), in (hour, priority) order; nil when rollups
     /// cannot serve this reader.
-    func rollups(from: Int64, to: Int64, lookingBack: Bool, in txn: Transaction, _ databases: LedgerDatabases) throws -> [RollupRow]? {
+    func rollups(from: Int64, to: Int64, lookingBack: Bool, in snapshot: LedgerSnapshot) throws -> [RollupRow]? {
         guard scope.selected.isEmpty else { return nil }
         let code = type.objectType.code
         let codes = scope.all ? order : scope.ownSource == 0 ? [] : [scope.ownSource]
         let longest = scope.all
-            ? try Ledger.longestDuration(type: code, in: txn, databases) : try SourceRegistry.longestDuration(type: code, code: scope.ownSource, in: txn, databases)
+            ? try Ledger.longestDuration(type: code, in: snapshot) : try SourceRegistry.longestDuration(type: code, code: scope.ownSource, in: snapshot)
         // A sample lasting longer than a year would make every query read a year of rows
         // before its range: such types are computed from their samples.
         guard longest <= Self.longestRolledUp else { return nil }
         var rows: [RollupRow] = []
         for (rank, source) in codes.enumerated() {
-            try Rollups.rows(type: code, source: source, from: lookingBack ? Rollups.hourStart(from - longest) : from, to: to, in: txn, databases) {
+            try Rollups.rows(type: code, source: source, from: lookingBack ? Rollups.hourStart(from - longest) : from, to: to, in: snapshot) {
                 rows.append(RollupRow(hour: $0, source: source, rank: rank, partial: $1))
             }
         }

@@ -12,7 +12,7 @@ struct SigningKey: Sendable {
 
     /// The stored key, made and stored now if there is none.
     static func load(environment: Environment, databases: LedgerDatabases) throws -> SigningKey {
-        if let stored = try environment.read({ txn in try txn.get(metaKey, in: databases.meta).map { Array($0) } }) {
+        if let stored = try environment.read(databases, { snapshot in try snapshot.get(metaKey, in: \.meta).map { Array($0) } }) {
             return try SigningKey(stored: stored)
         }
         return try environment.write { txn in
@@ -46,9 +46,9 @@ extension Ledger {
     /// The root of the Merkle tree over every event, signed now.
     public func signedTreeHead(as principal: Principal) throws -> SignedTreeHead {
         try Self.requireTreeReader(principal)
-        let (size, root) = try environment.read { txn in
-            let head = try LogHead.read(txn, databases)
-            return (head.sequence, try MerkleTree.root(size: head.sequence, in: txn, databases).bytes)
+        let (size, root) = try read { snapshot in
+            let head = try LogHead.read(snapshot)
+            return (head.sequence, try MerkleTree.root(size: head.sequence, in: snapshot).bytes)
         }
         let timestampUs = microseconds(Date())
         let signed = SignedTreeHead.signedBytes(ledgerID: id, size: size, timestampUs: timestampUs, rootHash: root)
@@ -60,8 +60,8 @@ extension Ledger {
     /// (nil: every event now).
     public func inclusionProof(sequence: UInt64, treeSize: UInt64? = nil, as principal: Principal) throws -> InclusionProof {
         try Self.requireTreeReader(principal)
-        return try environment.read { txn in
-            let head = try LogHead.read(txn, databases).sequence
+        return try read { snapshot in
+            let head = try LogHead.read(snapshot).sequence
             let size = treeSize ?? head
             guard size >= 1, size <= head else {
                 throw HealthError.invalidArgument("a tree of \(size) events: the ledger has 1 to \(head)", field: "tree_size")
@@ -69,8 +69,8 @@ extension Ledger {
             guard sequence >= 1, sequence <= size else {
                 throw HealthError.invalidArgument("event \(sequence) is not in a tree of \(size) events", field: "sequence")
             }
-            let hash = EventCodec.hash(try Ledger.storedEvent(sequence, in: txn, databases))
-            let path = try MerkleTree.inclusionPath(leaf: sequence - 1, 0..<size, in: txn, databases)
+            let hash = EventCodec.hash(try Ledger.storedEvent(sequence, in: snapshot))
+            let path = try MerkleTree.inclusionPath(leaf: sequence - 1, 0..<size, in: snapshot)
             return InclusionProof(sequence: sequence, treeSize: size, eventHash: hash, path: path.map(\.bytes))
         }
     }
@@ -79,14 +79,14 @@ extension Ledger {
     /// events (nil: every event now).
     public func consistencyProof(from firstSize: UInt64, to secondSize: UInt64? = nil, as principal: Principal) throws -> ConsistencyProof {
         try Self.requireTreeReader(principal)
-        return try environment.read { txn in
-            let head = try LogHead.read(txn, databases).sequence
+        return try read { snapshot in
+            let head = try LogHead.read(snapshot).sequence
             let second = secondSize ?? head
             guard second <= head else { throw HealthError.invalidArgument("a tree of \(second) events: the ledger has \(head)", field: "second_size") }
             guard firstSize >= 1, firstSize <= second else {
                 throw HealthError.invalidArgument("first_size must be 1 to second_size (\(second)), not \(firstSize)", field: "first_size")
             }
-            let path = try MerkleTree.consistencyPath(firstSize, 0..<second, complete: true, in: txn, databases)
+            let path = try MerkleTree.consistencyPath(firstSize, 0..<second, complete: true, in: snapshot)
             return ConsistencyProof(firstSize: firstSize, secondSize: second, path: path.map(\.bytes))
         }
     }

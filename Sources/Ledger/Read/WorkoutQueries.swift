@@ -10,12 +10,12 @@ extension Ledger {
     ///
     /// - Returns: nil when there is no such workout or `principal` may not read it.
     public func workoutStatistics(for workout: UUID, as principal: Principal) throws -> WorkoutStatistics? {
-        try environment.read { txn in
-            guard let stored = try Self.readable(workout, as: principal, in: txn, databases) else { return nil }
-            guard case .workout(let model) = try Self.loadObject(sequence: stored.sequence, in: txn, databases) else {
+        try read { snapshot in
+            guard let stored = try Self.readable(workout, as: principal, in: snapshot) else { return nil }
+            guard case .workout(let model) = try Self.loadObject(sequence: stored.sequence, in: snapshot) else {
                 return nil  // a UUID of another kind of object: no workout by that UUID
             }
-            let reader = WorkoutMemberReader(principal: principal, txn: txn, databases: databases)
+            let reader = WorkoutMemberReader(principal: principal, snapshot: snapshot)
             return try reader.statistics(of: model)
         }
     }
@@ -28,20 +28,20 @@ extension Ledger {
     /// - Throws: ``HealthError`` `noData` when there is no such route or `principal` may not
     ///   read it (the two are not told apart).
     public func routeChunks(of route: UUID, as principal: Principal, onScope: (ReadScope) -> Void = { _ in }) throws -> RouteChunks {
-        try environment.read { txn in
-            onScope(try ReadScope(principal, type: .workoutRoute, in: txn, databases))
-            guard let stored = try Self.readable(route, as: principal, in: txn, databases), stored.type == ObjectType.workoutRoute.code else {
+        try read { snapshot in
+            onScope(try ReadScope(principal, type: .workoutRoute, in: snapshot))
+            guard let stored = try Self.readable(route, as: principal, in: snapshot), stored.type == ObjectType.workoutRoute.code else {
                 throw HealthError(.noData, "no route with UUID \(route)", field: "route_uuid")
             }
-            return RouteChunks(route: route, sequences: try WorkoutIndex.routeChunks(of: route.bytes, in: txn, databases))
+            return RouteChunks(route: route, sequences: try WorkoutIndex.routeChunks(of: route.bytes, in: snapshot))
         }
     }
 
     /// Chunk `index` of a route as a serialized `healthledger.v1.RouteLocations`, straight
     /// from the log (the log is append-only, so a chunk stays readable once listed).
     public func encodedRouteLocations(_ chunks: RouteChunks, chunk index: Int) throws -> [UInt8] {
-        try environment.read { txn in
-            let stored = try Ledger.storedEvent(chunks.sequences[index], in: txn, databases)
+        try read { snapshot in
+            let stored = try Ledger.storedEvent(chunks.sequences[index], in: snapshot)
             return try ProtoReader.field(3, in: try LedgerEvent.bodyView(stored: stored)).map { Array($0) } ?? []
         }
     }
@@ -73,15 +73,13 @@ public struct RouteChunks: Sendable {
 /// merged by priority. A statistics query over the same samples and span gives the same values.
 final class WorkoutMemberReader {
     let principal: Principal
-    let txn: Transaction
-    let databases: LedgerDatabases
+    let snapshot: LedgerSnapshot
     private var scopes: [UInt32: ReadScope] = [:]
     private var engines: [QuantityType: StatisticsEngine] = [:]
 
-    init(principal: Principal, txn: Transaction, databases: LedgerDatabases) {
+    init(principal: Principal, snapshot: LedgerSnapshot) {
         self.principal = principal
-        self.txn = txn
-        self.databases = databases
+        self.snapshot = snapshot
     }
 
     /// The quantity samples associated with `workout` that the reader may read.
@@ -89,11 +87,11 @@ final class WorkoutMemberReader {
         var types: [UInt32: QuantityType] = [:]
         let members = try WorkoutIndex.visibleMembers(of: workout.bytes, scope: { code in
             guard let identifier = TypeCatalogue.identifiersByCode[code], let type = try? QuantityType(identifier) else { return nil }
-            let scope = try scopes[code] ?? ReadScope(principal, type: type.objectType, in: txn, databases)
+            let scope = try scopes[code] ?? ReadScope(principal, type: type.objectType, in: snapshot)
             scopes[code] = scope
             types[code] = type
             return scope
-        }, in: txn, databases)
+        }, in: snapshot)
         // visibleMembers visits only quantity types, and of each only what its scope allows.
         return members.map { (types[$0.type]!, $0) }
     }
@@ -128,7 +126,7 @@ final class WorkoutMemberReader {
     private func engine(for type: QuantityType) throws -> StatisticsEngine {
         if let engine = engines[type] { return engine }
         let options: StatisticsOptions = type.aggregationStyle == .cumulative ? .cumulativeSum : [.discreteAverage, .discreteMin, .discreteMax]
-        let engine = try StatisticsEngine(type: type, options: options, principal: principal, in: txn, databases)
+        let engine = try StatisticsEngine(type: type, options: options, principal: principal, in: snapshot)
         engines[type] = engine
         return engine
     }

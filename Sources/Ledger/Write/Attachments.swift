@@ -7,10 +7,10 @@ import SwiftProtobuf
 /// Lookups in the attachment projections.
 enum AttachmentIndex {
     /// The UUIDs of an object's attachments, in UUID order (time-ordered UUIDs sort by the
-    /// millisecond they were made in, not within it: order by ``entry(_:in:_:)``'s sequence).
-    static func attachments(of object: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> [[UInt8]] {
+    /// millisecond they were made in, not within it: order by ``entry(_:in:)``'s sequence).
+    static func attachments(of object: [UInt8], in snapshot: LedgerSnapshot) throws -> [[UInt8]] {
         var uuids: [[UInt8]] = []
-        try txn.forEach(prefix: object, keyLength: 32, in: databases.objectAttachments) { key, _ in
+        try snapshot.forEach(prefix: object, keyLength: 32, in: \.objectAttachments) { key, _ in
             uuids.append(Array(key[16..<32]))
             return true
         }
@@ -18,16 +18,16 @@ enum AttachmentIndex {
     }
 
     /// The object an attachment belongs to and the event that added it.
-    static func entry(_ uuid: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws -> (object: [UInt8], sequence: UInt64)? {
-        guard let value = try txn.get(uuid, in: databases.attachments) else { return nil }
+    static func entry(_ uuid: [UInt8], in snapshot: LedgerSnapshot) throws -> (object: [UInt8], sequence: UInt64)? {
+        guard let value = try snapshot.get(uuid, in: \.attachments) else { return nil }
         guard value.count == 24 else { throw LedgerFailure.corrupted("an attachments entry is \(value.count) bytes, not 24: replay the ledger") }
         return (Array(value[0..<16]), KeyEncoding.uint64(value, at: 16))
     }
 
     /// The attachment's description alone, read in place from the event that added it
     /// (skipping its bytes).
-    static func description(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> Attachment {
-        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
+    static func description(sequence: UInt64, in snapshot: LedgerSnapshot) throws -> Attachment {
+        let stored = try Ledger.storedEvent(sequence, in: snapshot)
         do {
             // The AttachmentAdded's attachment (field 1), without its bytes (field 2).
             guard let attachment = try ProtoReader.field(1, in: try LedgerEvent.bodyView(stored: stored)) else {
@@ -42,8 +42,8 @@ enum AttachmentIndex {
     }
 
     /// The attachment and its bytes, from the event that added it.
-    static func load(sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws -> (Attachment, [UInt8]) {
-        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
+    static func load(sequence: UInt64, in snapshot: LedgerSnapshot) throws -> (Attachment, [UInt8]) {
+        let stored = try Ledger.storedEvent(sequence, in: snapshot)
         do {
             let added = try Healthledger_V1_AttachmentAdded(serializedBytes: try LedgerEvent.body(stored: stored))
             return (try added.attachment.model(), Array(added.data))
@@ -86,7 +86,7 @@ extension Ledger {
         let change = try Projector.change(kind: .attachmentAdded, actor: principal, body: body)
         try await committer.submit { context in
             let type = try Self.requireAttachable(object, by: principal, in: context)
-            guard try AttachmentIndex.attachments(of: object.bytes, in: context.txn, context.databases).count < Self.maximumAttachments else {
+            guard try AttachmentIndex.attachments(of: object.bytes, in: context.reads).count < Self.maximumAttachments else {
                 throw HealthError(.dataSizeExceeded, "an object holds at most \(Self.maximumAttachments) attachments", field: "object_uuid")
             }
             try context.append(
@@ -103,7 +103,7 @@ extension Ledger {
     public func removeAttachment(_ uuid: UUID, by principal: Principal) async throws {
         if case .operator = principal { throw HealthError(.authorizationDenied, "the operator cannot change health data") }
         try await committer.submit { context in
-            guard let (object, _) = try AttachmentIndex.entry(uuid.bytes, in: context.txn, context.databases) else {
+            guard let (object, _) = try AttachmentIndex.entry(uuid.bytes, in: context.reads) else {
                 throw HealthError(.noData, "no attachment with UUID \(uuid)", field: "uuid")
             }
             do {
@@ -126,16 +126,16 @@ extension Ledger {
     /// - Throws: ``HealthError`` `noData` for an unknown, deleted or hidden object (the same
     ///   answer for all three).
     public func attachments(of object: UUID, as principal: Principal) throws -> [Attachment] {
-        try environment.read { txn in
-            try Self.requireReadable(object, as: principal, in: txn, databases)
+        try read { snapshot in
+            try Self.requireReadable(object, as: principal, in: snapshot)
             // Oldest first: by the sequence of the event that added each one.
-            let sequences = try AttachmentIndex.attachments(of: object.bytes, in: txn, databases).map { uuid in
-                guard let (_, sequence) = try AttachmentIndex.entry(uuid, in: txn, databases) else {
+            let sequences = try AttachmentIndex.attachments(of: object.bytes, in: snapshot).map { uuid in
+                guard let (_, sequence) = try AttachmentIndex.entry(uuid, in: snapshot) else {
                     throw LedgerFailure.corrupted("attachment \(UUID(bytes: uuid)!) is listed but not stored: replay the ledger")
                 }
                 return sequence
             }
-            return try sequences.sorted().map { try AttachmentIndex.description(sequence: $0, in: txn, databases) }
+            return try sequences.sorted().map { try AttachmentIndex.description(sequence: $0, in: snapshot) }
         }
     }
 
@@ -143,24 +143,24 @@ extension Ledger {
     ///
     /// - Throws: ``HealthError`` `noData` for an unknown attachment or one it may not read.
     public func attachmentData(_ uuid: UUID, as principal: Principal) throws -> (Attachment, [UInt8]) {
-        try environment.read { txn in
-            guard let (object, sequence) = try AttachmentIndex.entry(uuid.bytes, in: txn, databases) else {
+        try read { snapshot in
+            guard let (object, sequence) = try AttachmentIndex.entry(uuid.bytes, in: snapshot) else {
                 // A scope is taken anyway, so an unknown attachment costs what a hidden one does.
-                _ = try ReadScope(principal, type: .workout, in: txn, databases)
+                _ = try ReadScope(principal, type: .workout, in: snapshot)
                 throw HealthError(.noData, "no attachment with UUID \(uuid)", field: "uuid")
             }
             do {
-                try Self.requireReadable(UUID(bytes: object)!, as: principal, in: txn, databases)
+                try Self.requireReadable(UUID(bytes: object)!, as: principal, in: snapshot)
             } catch let error as HealthError where error.code == .noData {
                 throw HealthError(.noData, "no attachment with UUID \(uuid)", field: "uuid")
             }
-            return try AttachmentIndex.load(sequence: sequence, in: txn, databases)
+            return try AttachmentIndex.load(sequence: sequence, in: snapshot)
         }
     }
 
     /// Throws `noData` unless `principal` may read the object (as a fetch decides).
-    private static func requireReadable(_ object: UUID, as principal: Principal, in txn: Transaction, _ databases: LedgerDatabases) throws {
-        guard try readable(object, as: principal, in: txn, databases) != nil else {
+    private static func requireReadable(_ object: UUID, as principal: Principal, in snapshot: LedgerSnapshot) throws {
+        guard try readable(object, as: principal, in: snapshot) != nil else {
             throw HealthError(.noData, "no object with UUID \(object)", field: "object_uuid")
         }
     }

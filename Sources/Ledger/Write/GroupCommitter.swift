@@ -168,7 +168,7 @@ final class GroupCommitter: Sendable {
                 }
                 continue
             }
-            let snapshot = context.snapshot
+            let savepoint = context.savepoint
             do {
                 try txn.nested { child in
                     context.txn = child
@@ -179,7 +179,7 @@ final class GroupCommitter: Sendable {
                 // A transaction-level condition (map full, I/O): the whole batch retries or fails.
                 throw error
             } catch {
-                context.restore(snapshot)
+                context.restore(savepoint)
                 outcome.failed[index] = error
             }
         }

@@ -32,7 +32,7 @@ extension Ledger {
             var body = Healthledger_V1_WorkoutSamplesAssociated()
             body.workoutUuid = Data(workout.bytes)
             for uuid in unique {
-                guard let stored = try Self.readable(uuid, as: principal, in: context.txn, context.databases) else {
+                guard let stored = try Self.readable(uuid, as: principal, in: context.reads) else {
                     throw HealthError(.noData, "no sample with UUID \(uuid)", field: "sample_uuids")
                 }
                 let family = try Self.objectType(code: stored.type).family

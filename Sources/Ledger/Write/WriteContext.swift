@@ -32,7 +32,7 @@ final class WriteContext {
         self.txn = txn
         self.databases = databases
         self.projector = projector
-        let head = try LogHead.read(txn, databases)
+        let head = try LogHead.read(LedgerSnapshot(txn, databases))
         self.head = head
         // The commit time never goes backwards along the log.
         self.commitTimeUs = max(microseconds(now), head.commitTimeUs)
@@ -54,7 +54,7 @@ final class WriteContext {
         let hash = EventCodec.hash(stored)
         if maintainsMerkleTree {
             if merkle == nil {
-                let start = startFrontier?.size == sequence - 1 ? startFrontier! : try MerkleTree.frontier(size: sequence - 1, in: txn, databases)
+                let start = startFrontier?.size == sequence - 1 ? startFrontier! : try MerkleTree.frontier(size: sequence - 1, in: reads)
                 merkle = MerkleAppender(frontier: start)
             }
             merkle!.append(eventHash: hash)
@@ -65,7 +65,7 @@ final class WriteContext {
 
     /// The summary of the object saved by event `sequence`, read from the log.
     func loadSaved(_ sequence: UInt64) throws -> ObjectSummary {
-        let stored = try Ledger.storedEvent(sequence, in: txn, databases)
+        let stored = try Ledger.storedEvent(sequence, in: reads)
         return try projector.savedSummary(stored: stored, sequence: sequence)
     }
 
@@ -73,17 +73,20 @@ final class WriteContext {
     /// selections this transaction changed, for ``ChangeWatchers``. Read before ``finish()``.
     var changedTypes: Set<UInt32> { selectionChanges.union(stats.types) }
 
-    /// The state a failed request must not leave behind.
-    var snapshot: Snapshot { Snapshot(head: head, stats: stats, selectionChanges: selectionChanges, merkle: merkle.map { ($0, $0.mark()) }) }
+    /// The ledger as this transaction sees it, its own writes included.
+    var reads: LedgerSnapshot { LedgerSnapshot(txn, databases) }
 
-    func restore(_ snapshot: Snapshot) {
-        (head, stats, selectionChanges) = (snapshot.head, snapshot.stats, snapshot.selectionChanges)
-        if let (appender, mark) = snapshot.merkle { appender.rollBack(to: mark) } else { merkle = nil }
+    /// The state a failed request must not leave behind.
+    var savepoint: Savepoint { Savepoint(head: head, stats: stats, selectionChanges: selectionChanges, merkle: merkle.map { ($0, $0.mark()) }) }
+
+    func restore(_ savepoint: Savepoint) {
+        (head, stats, selectionChanges) = (savepoint.head, savepoint.stats, savepoint.selectionChanges)
+        if let (appender, mark) = savepoint.merkle { appender.rollBack(to: mark) } else { merkle = nil }
     }
 
     /// What ``restore(_:)`` returns to: the head, the deferred projections and the Merkle
     /// tree's size before a request.
-    struct Snapshot {
+    struct Savepoint {
         let head: LogHead
         let stats: DeferredProjections
         let selectionChanges: Set<UInt32>
@@ -92,7 +95,7 @@ final class WriteContext {
 
     /// The longest duration of `type`'s samples, counting this transaction's saves.
     func longestDuration(type: UInt32) throws -> Int64 {
-        max(try Ledger.longestDuration(type: type, in: txn, databases), stats.longest(type: type))
+        max(try Ledger.longestDuration(type: type, in: reads), stats.longest(type: type))
     }
 
     /// Records the new head, type statistics and checkpoint (once per transaction).

@@ -170,19 +170,19 @@ extension Ledger {
     static func deleteStored(
         _ uuid: [UInt8], reason: DeletionReason, replacedBy: [UInt8]? = nil, by principal: Principal, in context: WriteContext
     ) throws {
-        guard let stored = try StoredObject.load(uuid, in: context.txn, context.databases) else {
+        guard let stored = try StoredObject.load(uuid, in: context.reads) else {
             throw LedgerFailure.corrupted("object \(UUID(bytes: uuid)!) vanished during its delete")
         }
         let summary = try context.loadSaved(stored.sequence)
         if summary.typeCode == ObjectType.workout.code, reason == .deleted {
             // Deleting a workout deletes its routes (docs/SEMANTICS.md §5); associated samples stay.
-            for route in try WorkoutIndex.members(of: uuid, type: ObjectType.workoutRoute.code, in: context.txn, context.databases) {
+            for route in try WorkoutIndex.members(of: uuid, type: ObjectType.workoutRoute.code, in: context.reads) {
                 try deleteStored(route.uuid, reason: .workoutDeleted, by: principal, in: context)
             }
         }
         if TypeCatalogue.correlationTypes[summary.type] != nil {
             // A correlation goes with its members, deleted or replaced.
-            for member in try WorkoutIndex.members(of: uuid, in: context.txn, context.databases) {
+            for member in try WorkoutIndex.members(of: uuid, in: context.reads) {
                 try deleteStored(member.uuid, reason: .correlationDeleted, by: principal, in: context)
             }
         }
@@ -226,7 +226,7 @@ extension Ledger {
             // Every object is checked before any goes: a correlation named with its own
             // member deletes that member with it.
             for uuid in unique { _ = try Self.requireChangeable(uuid, by: principal, ownSource: ownSource, field: "uuids", in: context) }
-            for uuid in unique where try StoredObject.load(uuid.bytes, in: context.txn, context.databases) != nil {
+            for uuid in unique where try StoredObject.load(uuid.bytes, in: context.reads) != nil {
                 try Self.deleteStored(uuid.bytes, reason: .deleted, by: principal, in: context)
             }
             return unique.count
@@ -238,7 +238,7 @@ extension Ledger {
     /// - Throws: ``HealthError`` `authorizationDenied` for the operator, who changes no health data.
     static func ownSource(of principal: Principal, in context: WriteContext) throws -> UInt32? {
         switch principal {
-        case .app(let app): return try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) ?? 0
+        case .app(let app): return try SourceRegistry.code(of: app.bundleIdentifier, in: context.reads) ?? 0
         case .owner, .system: return nil
         case .operator: throw HealthError(.authorizationDenied, "the operator cannot change health data")
         }
@@ -251,12 +251,12 @@ extension Ledger {
     static func requireChangeable(
         _ uuid: UUID, by principal: Principal, ownSource: UInt32?, field: String, in context: WriteContext
     ) throws -> ObjectType {
-        guard let stored = try StoredObject.load(uuid.bytes, in: context.txn, context.databases) else {
+        guard let stored = try StoredObject.load(uuid.bytes, in: context.reads) else {
             throw HealthError(.noData, "no object with UUID \(uuid)", field: field)
         }
         let type = try objectType(code: stored.type)
         if let ownSource, stored.source != ownSource {
-            guard try readable(uuid, as: principal, in: context.txn, context.databases) != nil else {
+            guard try readable(uuid, as: principal, in: context.reads) != nil else {
                 throw HealthError(.noData, "no object with UUID \(uuid)", field: field)
             }
             throw HealthError(.authorizationDenied, "object \(uuid) was saved by another source", field: field)
@@ -284,12 +284,12 @@ extension Ledger {
             // An app's own objects, through its source's index: others' are never visited.
             let scope: ReadScope
             if case .app(let app) = principal {
-                guard let code = try SourceRegistry.code(of: app.bundleIdentifier, in: context.txn, context.databases) else { return 0 }
+                guard let code = try SourceRegistry.code(of: app.bundleIdentifier, in: context.reads) else { return 0 }
                 scope = .own(code)
             } else {
                 scope = .everything
             }
-            let predicateContext = PredicateContext(principal: principal, txn: context.txn, databases: context.databases)
+            let predicateContext = PredicateContext(principal: principal, snapshot: context.reads)
             var matches: [[UInt8]] = []
             try self.visitCandidates(
                 of: type, plan: PredicatePlan(predicate, range: range), sort: .startDate(ascending: true), scope: scope, context: predicateContext,
