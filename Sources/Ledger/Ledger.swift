@@ -142,7 +142,7 @@ public final class Ledger: Sendable {
     public func events(from: UInt64 = 1, limit: Int = 100) throws -> [LedgerEvent] {
         try read { snapshot in
             var events: [LedgerEvent] = []
-            try snapshot.withCursor(on: \.events) { cursor in
+            try snapshot.withCursor(on: snapshot.databases.events) { cursor in
                 var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(from))
                 while let current = entry, events.count < limit {
                     events.append(try LedgerEvent(stored: current.value))
@@ -157,7 +157,7 @@ public final class Ledger: Sendable {
     public func eventHashes(from: UInt64, limit: Int) throws -> [[UInt8]] {
         try read { snapshot in
             var hashes: [[UInt8]] = []
-            try snapshot.withCursor(on: \.events) { cursor in
+            try snapshot.withCursor(on: snapshot.databases.events) { cursor in
                 var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(from))
                 while let current = entry, hashes.count < limit {
                     hashes.append(EventCodec.hash(current.value))

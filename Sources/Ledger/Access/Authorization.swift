@@ -148,7 +148,7 @@ extension Ledger {
         return try read { snapshot in
             var entries: [AuthorizationEntry] = []
             let prefix = app.map(AuthorizationRecord.appPrefix) ?? []
-            try snapshot.withCursor(on: \.authorizations) { cursor in
+            try snapshot.withCursor(on: snapshot.databases.authorizations) { cursor in
                 var entry = prefix.isEmpty ? try cursor.first() : try cursor.seek(atLeast: prefix)
                 while let current = entry, current.key.starts(with: prefix) {
                     let key = Array(current.key)
@@ -199,7 +199,7 @@ extension Ledger {
         return try read { snapshot in
             var sequences: [UInt64] = []
             let prefix = app.map(AuthorizationRecord.appPrefix) ?? []
-            try snapshot.withCursor(on: \.authorizationLog) { cursor in
+            try snapshot.withCursor(on: snapshot.databases.authorizationLog) { cursor in
                 var entry = prefix.isEmpty ? try cursor.first() : try cursor.seek(atLeast: prefix)
                 while let current = entry, current.key.starts(with: prefix), current.key.count >= 9 {
                     sequences.append(KeyEncoding.uint64(current.key, at: current.key.count - 8))
@@ -257,7 +257,7 @@ extension Ledger {
 
     static func ownerOrder(_ type: UInt32, in snapshot: LedgerSnapshot) throws -> [String] {
         let key = KeyEncoding.typeKey(type)
-        guard let stored = try snapshot.get(key, in: \.sourcePriority) else { return [] }
+        guard let stored = try snapshot.get(key, in: snapshot.databases.sourcePriority) else { return [] }
         var bundles: [String] = []
         var index = 0
         while index < stored.count {
@@ -369,11 +369,11 @@ extension Ledger {
         }
         let prefix = AuthorizationRecord.appPrefix(app)
         var known = false
-        try snapshot.withCursor(on: \.authorizations) { cursor in
+        try snapshot.withCursor(on: snapshot.databases.authorizations) { cursor in
             if let entry = try cursor.seek(atLeast: prefix), entry.key.starts(with: prefix) { known = true }
         }
         if !known {
-            try snapshot.withCursor(on: \.credentials) { cursor in
+            try snapshot.withCursor(on: snapshot.databases.credentials) { cursor in
                 var entry = try cursor.first()
                 while let current = entry, !known {
                     if let record = CredentialRecord(current.value), case .app(let source) = record.principal, source.bundleIdentifier == app { known = true }
@@ -386,7 +386,7 @@ extension Ledger {
 
     /// The app's source as it asked (when it never saved anything), from its request event.
     static func requester(_ app: String, _ record: AuthorizationRecord, in snapshot: LedgerSnapshot) throws -> Source {
-        if record.requestSequence > 0, let stored = try snapshot.get(KeyEncoding.sequenceKey(record.requestSequence), in: \.events),
+        if record.requestSequence > 0, let stored = try snapshot.get(KeyEncoding.sequenceKey(record.requestSequence), in: snapshot.databases.events),
             case .app(let source) = try LedgerEvent(stored: stored).actor
         {
             return source
@@ -395,7 +395,7 @@ extension Ledger {
     }
 
     static func commitTime(_ sequence: UInt64, in snapshot: LedgerSnapshot) throws -> Date? {
-        guard sequence > 0, let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: \.events) else { return nil }
+        guard sequence > 0, let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: snapshot.databases.events) else { return nil }
         return try LedgerEvent(stored: stored).commitTime
     }
 }

@@ -150,7 +150,7 @@ extension Ledger {
     public func credentials() throws -> [CredentialInfo] {
         try read { snapshot in
             var result: [CredentialInfo] = []
-            try snapshot.withCursor(on: \.credentials) { cursor in
+            try snapshot.withCursor(on: snapshot.databases.credentials) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
                     if let record = CredentialRecord(current.value) {
@@ -174,7 +174,7 @@ extension Ledger {
     /// revoked: the record is read each time, so a revocation applies to the next call.
     func authenticate(id: String, secretHash presented: [UInt8]) throws -> Principal? {
         try read { snapshot in
-            guard let stored = try snapshot.get(Array(id.utf8), in: \.credentials),
+            guard let stored = try snapshot.get(Array(id.utf8), in: snapshot.databases.credentials),
                 let record = CredentialRecord(stored)
             else { return nil }
             var difference: UInt8 = 0

@@ -45,7 +45,7 @@ enum MerkleTree {
         if level < storedLevel {
             return nodeHash(try node(level: level - 1, index: index * 2, in: snapshot), try node(level: level - 1, index: index * 2 + 1, in: snapshot))
         }
-        guard let value = try snapshot.get(key(level: level, index: index), in: \.merkle), value.count == 32 else {
+        guard let value = try snapshot.get(key(level: level, index: index), in: snapshot.databases.merkle), value.count == 32 else {
             throw LedgerFailure.corrupted("the Merkle tree lacks node \(index) of level \(level): replay the ledger")
         }
         return InlineHash(value)

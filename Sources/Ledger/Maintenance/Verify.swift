@@ -70,7 +70,7 @@ extension Ledger {
                 var expected: UInt64 = 1
                 // The running hash lives in a fixed buffer: no allocation per event.
                 previousHash = InlineHash()
-                let failure: VerifyReport? = try snapshot.withCursor(on: \.events) { cursor in
+                let failure: VerifyReport? = try snapshot.withCursor(on: snapshot.databases.events) { cursor in
                     var entry = try cursor.first()
                     while let current = entry {
                         guard current.key.count == 8 else { return fail(nil, "the log holds a key of \(current.key.count) bytes") }
@@ -130,7 +130,7 @@ extension Ledger {
                         "its hash is \(hash.hexString), not the pinned \(expectedHead.hash.hexString): the history up to it was rewritten")
                 }
             }
-            let checkpoint = try snapshot.get(Projector.checkpointKey, in: \.checkpoint).map { KeyEncoding.uint64($0, at: 0) } ?? 0
+            let checkpoint = try snapshot.get(Projector.checkpointKey, in: snapshot.databases.checkpoint).map { KeyEncoding.uint64($0, at: 0) } ?? 0
             guard checkpoint == head.sequence else {
                 return fail(nil, "the projections were last applied at event \(checkpoint), but the log head is \(head.sequence): run replay")
             }
@@ -240,7 +240,7 @@ extension Ledger {
     public func verifyAttachments() throws -> AttachmentCheck {
         try read { snapshot in
             var check = AttachmentCheck(checked: 0, problem: nil)
-            try snapshot.withCursor(on: \.attachments) { cursor in
+            try snapshot.withCursor(on: snapshot.databases.attachments) { cursor in
                 var entry = try cursor.first()
                 while let current = entry, check.problem == nil {
                     let uuid = UUID(bytes: Array(current.key))

@@ -9,7 +9,7 @@ import LMDB
 /// Code 0 means "no source" (an app that never saved anything).
 enum SourceRegistry {
     static func code(of bundle: String, in snapshot: LedgerSnapshot) throws -> UInt32? {
-        guard let stored = try snapshot.get(Array("b".utf8) + Array(bundle.utf8), in: \.sources), stored.count >= 4 else { return nil }
+        guard let stored = try snapshot.get(Array("b".utf8) + Array(bundle.utf8), in: snapshot.databases.sources), stored.count >= 4 else { return nil }
         return KeyEncoding.uint32(stored, at: 0)
     }
 
@@ -29,12 +29,12 @@ enum SourceRegistry {
     static func source(code: UInt32, in snapshot: LedgerSnapshot) throws -> Source? {
         var key = Array("c".utf8)
         KeyEncoding.append(code, to: &key)
-        guard let bundle = try snapshot.get(key, in: \.sources).map({ String(decoding: $0, as: UTF8.self) }) else { return nil }
+        guard let bundle = try snapshot.get(key, in: snapshot.databases.sources).map({ String(decoding: $0, as: UTF8.self) }) else { return nil }
         return try source(bundle: bundle, in: snapshot)
     }
 
     static func source(bundle: String, in snapshot: LedgerSnapshot) throws -> Source? {
-        guard let stored = try snapshot.get(Array("b".utf8) + Array(bundle.utf8), in: \.sources), stored.count >= 4 else { return nil }
+        guard let stored = try snapshot.get(Array("b".utf8) + Array(bundle.utf8), in: snapshot.databases.sources), stored.count >= 4 else { return nil }
         return Source(bundleIdentifier: bundle, name: String(decoding: stored[4...], as: UTF8.self))
     }
 
@@ -62,7 +62,7 @@ enum SourceRegistry {
 
     /// The longest duration (microseconds) of the samples of `type` that `code` saved.
     static func longestDuration(type: UInt32, code: UInt32, in snapshot: LedgerSnapshot) throws -> Int64 {
-        guard let stored = try snapshot.get(typeSourceKey(type: type, code: code), in: \.typeSources), stored.count == 16 else { return 0 }
+        guard let stored = try snapshot.get(typeSourceKey(type: type, code: code), in: snapshot.databases.typeSources), stored.count == 16 else { return 0 }
         return Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
     }
 
@@ -79,7 +79,7 @@ enum SourceRegistry {
         var prefix: [UInt8] = []
         KeyEncoding.append(type, to: &prefix)
         var firsts: [(sequence: UInt64, code: UInt32)] = []
-        try snapshot.withCursor(on: \.typeSources) { cursor in
+        try snapshot.withCursor(on: snapshot.databases.typeSources) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let current = entry, current.key.count == 8, current.key.starts(with: prefix) {
                 firsts.append((KeyEncoding.uint64(current.value, at: 0), KeyEncoding.uint32(current.key, at: 4)))
@@ -143,7 +143,7 @@ struct AuthorizationRecord: Equatable {
     static func load(app: String, direction: AuthorizationDirection, type: UInt32, in snapshot: LedgerSnapshot) throws
         -> AuthorizationRecord
     {
-        guard let stored = try snapshot.get(key(app: app, direction: direction, type: type), in: \.authorizations) else { return AuthorizationRecord() }
+        guard let stored = try snapshot.get(key(app: app, direction: direction, type: type), in: snapshot.databases.authorizations) else { return AuthorizationRecord() }
         guard let record = AuthorizationRecord(stored) else { throw LedgerFailure.corrupted("an authorization record of '\(app)' is damaged") }
         return record
     }
@@ -185,7 +185,7 @@ struct SelectionEntry {
     static func all(app: String, type: UInt32, in snapshot: LedgerSnapshot) throws -> [SelectionEntry] {
         let prefix = AuthorizationRecord.selectionPrefix(app: app, type: type)
         var entries: [SelectionEntry] = []
-        try snapshot.forEach(prefix: prefix, keyLength: prefix.count + 16, in: \.objectReads) { key, value in
+        try snapshot.forEach(prefix: prefix, keyLength: prefix.count + 16, in: snapshot.databases.objectReads) { key, value in
             guard value.count == 9, value[0] == 1 || value[0] == 2 else {
                 throw LedgerFailure.corrupted("an object_reads entry of '\(app)' is damaged: replay the ledger")
             }

@@ -121,7 +121,7 @@ enum ProjectionLayout {
 
     /// The recorded version; 1 when none is (ledgers from before the record).
     static func recorded(in snapshot: LedgerSnapshot) throws -> UInt32 {
-        guard let value = try snapshot.get(key, in: \.meta) else { return 1 }
+        guard let value = try snapshot.get(key, in: snapshot.databases.meta) else { return 1 }
         guard value.count == 4 else { throw LedgerFailure.corrupted("the projection layout record is \(value.count) bytes, not 4") }
         return KeyEncoding.uint32(value, at: 0)
     }
@@ -149,7 +149,7 @@ struct LogHead: Sendable, Equatable {
     }
 
     static func read(_ snapshot: LedgerSnapshot) throws -> LogHead {
-        guard let value = try snapshot.get(key, in: \.meta) else { return .empty }
+        guard let value = try snapshot.get(key, in: snapshot.databases.meta) else { return .empty }
         guard value.count == 48 else { throw LedgerFailure.corrupted("the log head record is \(value.count) bytes, not 48") }
         return LogHead(
             sequence: KeyEncoding.uint64(value, at: 0), hash: Array(value[8..<40]),

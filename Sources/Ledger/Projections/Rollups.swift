@@ -207,7 +207,7 @@ enum Rollups {
         type: UInt32, source: UInt32, from: Int64, to: Int64, in snapshot: LedgerSnapshot,
         _ visit: (_ hour: Int64, StatisticsPartial) throws -> Void
     ) throws {
-        try snapshot.withCursor(on: \.rollups) { cursor in
+        try snapshot.withCursor(on: snapshot.databases.rollups) { cursor in
             var entry = try cursor.seek(atLeast: key(type: type, source: source, hour: from))
             while let current = entry, current.key.count == 16, KeyEncoding.uint32(current.key, at: 0) == type,
                 KeyEncoding.uint32(current.key, at: 4) == source

@@ -26,7 +26,7 @@ struct StoredObject: Sendable, Equatable {
 
     /// The entry of `uuid`, or nil when no such object is stored (never saved, or deleted).
     static func load(_ uuid: [UInt8], in snapshot: LedgerSnapshot) throws -> StoredObject? {
-        guard let value = try snapshot.get(uuid, in: \.objects) else { return nil }
+        guard let value = try snapshot.get(uuid, in: snapshot.databases.objects) else { return nil }
         guard value.count == 16 else { throw LedgerFailure.corrupted("an objects entry is \(value.count) bytes, not 16: replay the ledger") }
         return StoredObject(sequence: KeyEncoding.uint64(value, at: 0), type: KeyEncoding.uint32(value, at: 8), source: KeyEncoding.uint32(value, at: 12))
     }

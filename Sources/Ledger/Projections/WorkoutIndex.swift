@@ -45,7 +45,7 @@ enum WorkoutIndex {
         var prefix = workout
         if let type { KeyEncoding.append(type, to: &prefix) }
         var members: [WorkoutMember] = []
-        try snapshot.forEach(prefix: prefix, keyLength: 40, in: \.workoutMembers) { key, value in
+        try snapshot.forEach(prefix: prefix, keyLength: 40, in: snapshot.databases.workoutMembers) { key, value in
             members.append(try member(key, value))
             return true
         }
@@ -59,7 +59,7 @@ enum WorkoutIndex {
         of workout: [UInt8], type: UInt32? = nil, scope: (UInt32) throws -> ReadScope?, in snapshot: LedgerSnapshot
     ) throws -> [WorkoutMember] {
         var members: [WorkoutMember] = []
-        try snapshot.withCursor(on: \.workoutMembers) { cursor in
+        try snapshot.withCursor(on: snapshot.databases.workoutMembers) { cursor in
             var prefix = workout
             if let type { KeyEncoding.append(type, to: &prefix) }
             var entry = try cursor.seek(atLeast: prefix)
@@ -105,7 +105,7 @@ enum WorkoutIndex {
     /// The workouts `member` belongs to.
     static func workouts(of member: [UInt8], in snapshot: LedgerSnapshot) throws -> [[UInt8]] {
         var workouts: [[UInt8]] = []
-        try snapshot.forEach(prefix: member, keyLength: 32, in: \.memberWorkouts) { key, _ in
+        try snapshot.forEach(prefix: member, keyLength: 32, in: snapshot.databases.memberWorkouts) { key, _ in
             workouts.append(Array(key[16..<32]))
             return true
         }
@@ -115,7 +115,7 @@ enum WorkoutIndex {
     /// The sequences of a route's location chunks, in chunk (time) order.
     static func routeChunks(of route: [UInt8], in snapshot: LedgerSnapshot) throws -> [UInt64] {
         var chunks: [UInt64] = []
-        try snapshot.forEach(prefix: route, keyLength: 20, in: \.routeData) { _, value in
+        try snapshot.forEach(prefix: route, keyLength: 20, in: snapshot.databases.routeData) { _, value in
             guard value.count == 8 else { throw LedgerFailure.corrupted("a route_data entry is not 8 bytes: replay the ledger") }
             chunks.append(KeyEncoding.uint64(value, at: 0))
             return true
@@ -160,7 +160,7 @@ enum WorkoutIndex {
             }
         }
         guard type == ObjectType.workoutRoute.code else { return }
-        try snapshot.withCursor(on: \.routeData) { cursor in
+        try snapshot.withCursor(on: snapshot.databases.routeData) { cursor in
             var entry = try cursor.seek(atLeast: uuid)
             while let current = entry, current.key.count == 20, current.key.starts(with: uuid) {
                 try cursor.deleteCurrent()

@@ -161,7 +161,7 @@ struct AuditNarrator {
         case .credentialIssued(let id, let principal, let label, _):
             return "credential \(id) was issued to \(principal.narrated)\(label.isEmpty ? "" : " (\(label))") by \(who)"
         case .credentialRevoked(let id):
-            let holder = try snapshot.get(Array(id.utf8), in: \.credentials).flatMap(CredentialRecord.init).map { " of \($0.principal.narrated)" } ?? ""
+            let holder = try snapshot.get(Array(id.utf8), in: snapshot.databases.credentials).flatMap(CredentialRecord.init).map { " of \($0.principal.narrated)" } ?? ""
             return "credential \(id)\(holder) was revoked by \(who)"
         case .attachmentAdded(let attachment):
             return "attachment \(attachment.name) (\(attachment.contentType), \(attachment.size) bytes) was added to \(Self.uuid(attachment.object)) by \(who)"
@@ -178,7 +178,7 @@ struct AuditNarrator {
     private mutating func narratedApp(_ bundle: String) throws -> String {
         if appNames == nil {
             var names: [String: String] = [:]
-            try snapshot.withCursor(on: \.credentials) { cursor in
+            try snapshot.withCursor(on: snapshot.databases.credentials) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
                     if let record = CredentialRecord(current.value), case .app(let source) = record.principal, !source.name.isEmpty {
@@ -199,7 +199,7 @@ struct AuditNarrator {
             let projector = Projector(databases: snapshot.databases, units: SummaryCache())
             return try projector.savedSummary(stored: try Ledger.storedEvent(stored.sequence, in: snapshot), sequence: stored.sequence).syncVersion
         }
-        if let value = try snapshot.get(uuid.bytes, in: \.tombstones) {
+        if let value = try snapshot.get(uuid.bytes, in: snapshot.databases.tombstones) {
             return try Tombstone(uuid: uuid, stored: value, type: "").syncVersion
         }
         return nil

@@ -236,11 +236,11 @@ extension Ledger {
                 onScope(scope)
                 var last = ChangePosition.origin
                 if scope.all {
-                    last = try lastChange(in: \.changes, prefix: ChangeIndexRow.prefix(type: type.code), in: snapshot) ?? last
+                    last = try lastChange(in: databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), in: snapshot) ?? last
                 } else {
                     if scope.ownSource != 0 {
                         let prefix = ChangeIndexRow.prefix(type: type.code, source: scope.ownSource)
-                        last = try lastChange(in: \.sourceChanges, prefix: prefix, in: snapshot) ?? last
+                        last = try lastChange(in: databases.sourceChanges, prefix: prefix, in: snapshot) ?? last
                     }
                     for entry in try selectionChanges(type, scope: scope, principal: principal, in: snapshot) { last = max(last, entry.position) }
                 }
@@ -352,7 +352,7 @@ extension Ledger {
     /// may have been deleted since, which the reader must not learn).
     private func deletedObject(_ position: ChangePosition, in snapshot: LedgerSnapshot) throws -> DeletedObject {
         let id = UUID(bytes: position.uuid)!
-        guard let stored = try snapshot.get(position.uuid, in: \.tombstones) else { return DeletedObject(uuid: id) }
+        guard let stored = try snapshot.get(position.uuid, in: snapshot.databases.tombstones) else { return DeletedObject(uuid: id) }
         let tombstone = try Tombstone(uuid: id, stored: stored, type: "")
         guard tombstone.sequence == position.sequence else { return DeletedObject(uuid: id) }
         return DeletedObject(uuid: id, syncIdentifier: tombstone.syncIdentifier, syncVersion: tombstone.syncVersion)
@@ -376,14 +376,14 @@ extension Ledger {
             return own == 0 || stored.source != own
         }
         if scope.all {
-            try scanChangeIndex(\.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: snapshot) { entry in
+            try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: snapshot) { entry in
                 if entry.position <= boundary, try !othersPresent(entry) { return true }
                 return try visit(entry)
             }
             return
         }
         var going = true
-        try scanChangeIndex(\.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: snapshot) { entry in
+        try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: snapshot) { entry in
             guard entry.position <= boundary else { return false }
             guard try othersPresent(entry) else { return true }
             going = try visit(ChangeEntry(position: entry.position, savedSequence: nil))
@@ -400,14 +400,14 @@ extension Ledger {
         _ visit: (ChangeEntry) throws -> Bool
     ) throws {
         if scope.all {
-            return try scanChangeIndex(\.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: after, in: snapshot, visit)
+            return try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: after, in: snapshot, visit)
         }
         let selected = try selectionChanges(type, scope: scope, principal: principal, in: snapshot).filter { $0.position > after }
         var next = 0
         var going = true
         if scope.ownSource != 0 {
             let prefix = ChangeIndexRow.prefix(type: type.code, source: scope.ownSource)
-            try scanChangeIndex(\.sourceChanges, prefix: prefix, after: after, in: snapshot) { entry in
+            try scanChangeIndex(databases.sourceChanges, prefix: prefix, after: after, in: snapshot) { entry in
                 while next < selected.count, selected[next].position < entry.position {
                     going = try visit(selected[next])
                     next += 1
@@ -426,7 +426,7 @@ extension Ledger {
     /// Visits the entries of a change index (`changes` or `source_changes`) under `prefix`
     /// after `after`.
     private func scanChangeIndex(
-        _ database: KeyPath<LedgerDatabases, Database>, prefix: [UInt8], after: ChangePosition, in snapshot: LedgerSnapshot, _ visit: (ChangeEntry) throws -> Bool
+        _ database: Database, prefix: [UInt8], after: ChangePosition, in snapshot: LedgerSnapshot, _ visit: (ChangeEntry) throws -> Bool
     ) throws {
         try snapshot.withCursor(on: database) { cursor in
             var entry = try cursor.seek(atLeast: prefix + KeyEncoding.sequenceKey(after.sequence))
@@ -440,7 +440,7 @@ extension Ledger {
         }
     }
 
-    private func lastChange(in database: KeyPath<LedgerDatabases, Database>, prefix: [UInt8], in snapshot: LedgerSnapshot) throws -> ChangePosition? {
+    private func lastChange(in database: Database, prefix: [UInt8], in snapshot: LedgerSnapshot) throws -> ChangePosition? {
         try snapshot.withCursor(on: database) { cursor in
             guard let current = try cursor.seek(atMost: prefix + KeyEncoding.sequenceKey(.max)) else { return nil }
             return try ChangeIndexRow(current, prefix: prefix)?.position
@@ -460,7 +460,7 @@ extension Ledger {
                     entry.selected
                         ? ChangeEntry(position: ChangePosition(sequence: max(stored.sequence, entry.sequence), uuid: entry.uuid), savedSequence: stored.sequence)
                         : ChangeEntry(position: ChangePosition(sequence: entry.sequence, uuid: entry.uuid), savedSequence: nil))
-            } else if let stored = try snapshot.get(entry.uuid, in: \.tombstones) {
+            } else if let stored = try snapshot.get(entry.uuid, in: snapshot.databases.tombstones) {
                 let tombstone = try Tombstone(uuid: UUID(bytes: entry.uuid)!, stored: stored, type: "")
                 if tombstone.sourceBundle == source.bundleIdentifier { continue }
                 let gone = entry.selected ? tombstone.sequence : entry.sequence
@@ -562,7 +562,7 @@ struct AnchorSeal: Sendable {
 
     /// Loads the ledger's anchor key from `meta`, creating it on first use.
     init(environment: Environment, databases: LedgerDatabases) throws {
-        if let stored = try environment.read(databases, { snapshot in try snapshot.get(Self.metaKey, in: \.meta).map { Array($0) } }), stored.count == 32 {
+        if let stored = try environment.read(databases, { snapshot in try snapshot.get(Self.metaKey, in: snapshot.databases.meta).map { Array($0) } }), stored.count == 32 {
             key = SymmetricKey(data: stored)
             return
         }

@@ -52,7 +52,7 @@ extension Ledger {
             try types.map { type in
                 let scope = try ReadScope(principal, type: type, in: snapshot)
                 // Read whether or not it is shown, so both answers cost the same.
-                let stored = try snapshot.get(KeyEncoding.typeKey(type.code), in: \.characteristics).map { Array($0) }
+                let stored = try snapshot.get(KeyEncoding.typeKey(type.code), in: snapshot.databases.characteristics).map { Array($0) }
                 guard scope.all, let stored else { return nil }
                 guard let characteristic = try? Healthledger_V1_Characteristic(serializedBytes: stored).model() else {
                     throw LedgerFailure.corrupted("the stored \(type.identifier) is damaged: replay the ledger")

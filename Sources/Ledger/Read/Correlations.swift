@@ -66,7 +66,7 @@ final class CorrelationAssembler {
     func deletionVisible(_ uuid: [UInt8], at sequence: UInt64, app: String) throws -> Bool {
         // Still stored: not a deletion but one the reader saw and may no longer read (it
         // is told so when its scope narrows).
-        guard let stored = try snapshot.get(uuid, in: \.tombstones) else { return true }
+        guard let stored = try snapshot.get(uuid, in: snapshot.databases.tombstones) else { return true }
         if try Tombstone(uuid: UUID(bytes: uuid)!, stored: stored, type: "").sourceBundle == app { return true }
         var previous = sequence
         while previous > 1 {

@@ -22,27 +22,27 @@ struct LedgerSnapshot {
     }
 
     /// The value under `key` in `database`, valid until the transaction ends.
-    func get(_ key: some ContiguousBytesKey, in database: KeyPath<LedgerDatabases, Database>) throws -> UnsafeRawBufferPointer? {
-        try txn.get(key, in: databases[keyPath: database])
+    func get(_ key: some ContiguousBytesKey, in database: Database) throws -> UnsafeRawBufferPointer? {
+        try txn.get(key, in: database)
     }
 
     /// Visits the entries of `database` whose keys start with `prefix` and are `keyLength`
     /// bytes long, in key order, until `visit` returns false.
     func forEach(
-        prefix: [UInt8], keyLength: Int, in database: KeyPath<LedgerDatabases, Database>,
+        prefix: [UInt8], keyLength: Int, in database: Database,
         _ visit: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        try txn.forEach(prefix: prefix, keyLength: keyLength, in: databases[keyPath: database], visit)
+        try txn.forEach(prefix: prefix, keyLength: keyLength, in: database, visit)
     }
 
     /// Whether `database` holds `key`.
-    func contains(_ key: some ContiguousBytesKey, in database: KeyPath<LedgerDatabases, Database>) throws -> Bool {
-        try txn.contains(key, in: databases[keyPath: database])
+    func contains(_ key: some ContiguousBytesKey, in database: Database) throws -> Bool {
+        try txn.contains(key, in: database)
     }
 
     /// Runs `body` with a cursor on `database`, closed when it returns.
-    func withCursor<Result>(on database: KeyPath<LedgerDatabases, Database>, _ body: (Cursor) throws -> Result) throws -> Result {
-        try txn.withCursor(on: databases[keyPath: database], body)
+    func withCursor<Result>(on database: Database, _ body: (Cursor) throws -> Result) throws -> Result {
+        try txn.withCursor(on: database, body)
     }
 }
 

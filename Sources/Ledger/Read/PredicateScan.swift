@@ -36,7 +36,7 @@ final class PredicateContext {
             parents[parent] = kind
         }
         guard kind == (correlation ? .correlation : .workout) else { return false }
-        return try snapshot.contains(member + parent.bytes, in: \.memberWorkouts)
+        return try snapshot.contains(member + parent.bytes, in: snapshot.databases.memberWorkouts)
     }
 
     func workoutMatches(_ predicate: WorkoutPredicate, event: UnsafeRawBufferPointer) throws -> Bool {

@@ -46,7 +46,7 @@ extension Ledger {
     /// The tombstone of a deleted object, or nil.
     public func tombstone(for uuid: UUID) throws -> Tombstone? {
         try read { snapshot in
-            guard let stored = try snapshot.get(uuid.bytes, in: \.tombstones), stored.count >= 12 else { return nil }
+            guard let stored = try snapshot.get(uuid.bytes, in: snapshot.databases.tombstones), stored.count >= 12 else { return nil }
             let type = TypeCatalogue.identifiersByCode[KeyEncoding.uint32(stored, at: 8)] ?? "unknown"
             return try Tombstone(uuid: uuid, stored: stored, type: type)
         }
@@ -253,7 +253,7 @@ extension Ledger {
 
     /// The stored bytes of event `sequence`.
     static func storedEvent(_ sequence: UInt64, in snapshot: LedgerSnapshot) throws -> UnsafeRawBufferPointer {
-        guard let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: \.events) else {
+        guard let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: snapshot.databases.events) else {
             throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
         }
         return stored
@@ -266,7 +266,7 @@ extension Ledger {
 
     static func typeStats(type: UInt32, in snapshot: LedgerSnapshot) throws -> (count: Int, longest: Int64) {
         let key = KeyEncoding.typeKey(type)
-        guard let stored = try snapshot.get(key, in: \.typeStats), stored.count == 16 else { return (0, 0) }
+        guard let stored = try snapshot.get(key, in: snapshot.databases.typeStats), stored.count == 16 else { return (0, 0) }
         return (Int(Int64(bitPattern: KeyEncoding.uint64(stored, at: 0))), Int64(bitPattern: KeyEncoding.uint64(stored, at: 8)))
     }
 
@@ -289,7 +289,7 @@ extension Ledger {
         let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
         let lowest = overflow ? Int64.min : lowered
         func key(_ at: Int64, _ uuid: [UInt8]) -> InlineBytes { StartIndexRow.key(type: type, source: source, start: at, uuid: uuid) }
-        try snapshot.withCursor(on: source == nil ? \.byStart : \.bySource) { cursor in
+        try snapshot.withCursor(on: source == nil ? snapshot.databases.byStart : snapshot.databases.bySource) { cursor in
             var entry: Cursor.Entry?
             if let position {
                 let resume = key(position.startUs, position.uuid)
@@ -321,7 +321,7 @@ extension Ledger {
     ) throws {
         let (raised, overflow) = range.end.addingReportingOverflow(max(longest, 0))
         let highest = overflow ? Int64.max : raised
-        try snapshot.withCursor(on: \.byEnd) { cursor in
+        try snapshot.withCursor(on: snapshot.databases.byEnd) { cursor in
             var entry: Cursor.Entry?
             if let position {
                 let resume = EndIndexRow.key(type: type, end: position.endUs, uuid: position.uuid)

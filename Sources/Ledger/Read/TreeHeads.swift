@@ -12,7 +12,7 @@ struct SigningKey: Sendable {
 
     /// The stored key, made and stored now if there is none.
     static func load(environment: Environment, databases: LedgerDatabases) throws -> SigningKey {
-        if let stored = try environment.read(databases, { snapshot in try snapshot.get(metaKey, in: \.meta).map { Array($0) } }) {
+        if let stored = try environment.read(databases, { snapshot in try snapshot.get(metaKey, in: snapshot.databases.meta).map { Array($0) } }) {
             return try SigningKey(stored: stored)
         }
         return try environment.write { txn in

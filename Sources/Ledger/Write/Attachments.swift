@@ -10,7 +10,7 @@ enum AttachmentIndex {
     /// millisecond they were made in, not within it: order by ``entry(_:in:)``'s sequence).
     static func attachments(of object: [UInt8], in snapshot: LedgerSnapshot) throws -> [[UInt8]] {
         var uuids: [[UInt8]] = []
-        try snapshot.forEach(prefix: object, keyLength: 32, in: \.objectAttachments) { key, _ in
+        try snapshot.forEach(prefix: object, keyLength: 32, in: snapshot.databases.objectAttachments) { key, _ in
             uuids.append(Array(key[16..<32]))
             return true
         }
@@ -19,7 +19,7 @@ enum AttachmentIndex {
 
     /// The object an attachment belongs to and the event that added it.
     static func entry(_ uuid: [UInt8], in snapshot: LedgerSnapshot) throws -> (object: [UInt8], sequence: UInt64)? {
-        guard let value = try snapshot.get(uuid, in: \.attachments) else { return nil }
+        guard let value = try snapshot.get(uuid, in: snapshot.databases.attachments) else { return nil }
         guard value.count == 24 else { throw LedgerFailure.corrupted("an attachments entry is \(value.count) bytes, not 24: replay the ledger") }
         return (Array(value[0..<16]), KeyEncoding.uint64(value, at: 16))
     }
