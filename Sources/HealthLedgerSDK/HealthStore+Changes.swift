@@ -161,14 +161,14 @@ extension HealthStore {
     static func changeResult(_ bytes: [UInt8]) throws -> AnchoredObjectQueryResult {
         var result = AnchoredObjectQueryResult(addedObjects: [], deletedObjects: [], newAnchor: QueryAnchor(bytes: []), hasMore: false, caughtUp: false)
         var decoder = HealthObjectDecoder()
-        try readBatch(bytes, "ChangeBatch") { field, value in
+        try readBatch(bytes, fields: ChangeBatchField.self) { field, value in
             switch (field, value) {
-            case (1, .bytes(let object)): result.addedObjects.append(try decoder.decode(object))
-            case (2, .bytes(let bytes)):
+            case (.added, .bytes(let object)): result.addedObjects.append(try decoder.decode(object))
+            case (.deleted, .bytes(let bytes)):
                 result.deletedObjects.append(try Healthledger_V1_DeletedObject(serializedBytes: Array(bytes)).model())
-            case (3, .bytes(let anchor)): result.newAnchor = QueryAnchor(bytes: Array(anchor))
-            case (4, .varint(let flag)): result.hasMore = flag != 0
-            case (5, .varint(let flag)): result.caughtUp = flag != 0
+            case (.anchor, .bytes(let anchor)): result.newAnchor = QueryAnchor(bytes: Array(anchor))
+            case (.hasMore, .varint(let flag)): result.hasMore = flag != 0
+            case (.caughtUp, .varint(let flag)): result.caughtUp = flag != 0
             default: break
             }
         }

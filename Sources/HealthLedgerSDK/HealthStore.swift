@@ -335,22 +335,23 @@ public final class HealthStore: Sendable {
         case varint(UInt64)
     }
 
-    /// Reads a batch message's fields in place, calling `visit` with each one's number and
-    /// value; malformed bytes (or an object that does not decode) are the server's fault.
-    static func readBatch(_ bytes: [UInt8], _ name: String, _ visit: (Int, BatchField) throws -> Void) throws {
+    /// Reads a batch message's fields in place, calling `visit` with each known field and its
+    /// value (fields this version does not know are skipped); malformed bytes (or an object
+    /// that does not decode) are the server's fault.
+    static func readBatch<Field: ProtoFields>(_ bytes: [UInt8], fields: Field.Type, _ visit: (Field, BatchField) throws -> Void) throws {
         do {
             try bytes.withUnsafeBytes { buffer in
                 var reader = ProtoReader(buffer)
                 while let (number, wireType) = try reader.next() {
-                    switch wireType {
-                    case .lengthDelimited: try visit(number, .bytes(try reader.bytes()))
-                    case .varint: try visit(number, .varint(try reader.varint()))
+                    switch (Field(rawValue: number), wireType) {
+                    case (let field?, .lengthDelimited): try visit(field, .bytes(try reader.bytes()))
+                    case (let field?, .varint): try visit(field, .varint(try reader.varint()))
                     default: try reader.skip(wireType)
                     }
                 }
             }
         } catch {
-            throw RPCError(.internalError, "the server sent an invalid \(name): \(error)")
+            throw RPCError(.internalError, "the server sent an invalid \(Field.Message.protoMessageName): \(error)")
         }
     }
 

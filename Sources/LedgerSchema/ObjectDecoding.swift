@@ -45,8 +45,8 @@ public struct HealthObjectDecoder {
     /// A message whose field 1 is `repeated HealthObject` (a `SaveRequest`, a `SampleBatch`)
     /// holding `objects`, each already serialized: what ``objects(in:)`` reads back.
     public static func message(of objects: [[UInt8]]) -> [UInt8] {
-        var writer = ProtoWriter(capacity: objects.reduce(0) { $0 + ProtoWriter.messageSize(field: 1, length: $1.count) })
-        for object in objects { writer.message(field: 1, object) }
+        var writer = ProtoWriter(capacity: objects.reduce(0) { $0 + ProtoWriter.messageSize(field: SaveRequestField.objects, length: $1.count) })
+        for object in objects { writer.message(field: SaveRequestField.objects, object) }
         return writer.buffer
     }
 
@@ -72,7 +72,7 @@ public struct HealthObjectDecoder {
         try message.withUnsafeBytes { raw in
             var reader = ProtoReader(raw)
             while let (field, wireType) = try reader.next() {
-                guard field == 1 else {
+                guard field == SaveRequestField.objects.rawValue else {
                     try reader.skip(wireType)
                     continue
                 }
@@ -164,45 +164,45 @@ private struct FastObjectDecoder {
         var canonical = true
         var lastField = 0
         while let (field, wireType) = try reader.next() {
-            if field < lastField || (field == lastField && field != 5) { canonical = false }
+            if field < lastField || (field == lastField && field != HealthObjectField.metadata.rawValue) { canonical = false }
             lastField = field
-            switch (field, wireType) {
-            case (1, .lengthDelimited): uuidBytes = try reader.bytes()
-            case (2, .lengthDelimited): typeBytes = try reader.bytes()
-            case (3, .lengthDelimited):
+            switch (HealthObjectField(rawValue: field), wireType) {
+            case (.uuid, .lengthDelimited): uuidBytes = try reader.bytes()
+            case (.type, .lengthDelimited): typeBytes = try reader.bytes()
+            case (.sourceRevision, .lengthDelimited):
                 guard sourceRevision == nil else { throw Fallback() }
                 let (revision, canonicalRevision) = try revisions.value(for: try reader.bytes(), Self.decodeSourceRevision)
                 sourceRevision = revision
                 canonical = canonical && canonicalRevision
-            case (4, .lengthDelimited):
+            case (.device, .lengthDelimited):
                 guard device == nil else { throw Fallback() }
                 let (decoded, canonicalDevice) = try devices.value(for: try reader.bytes(), Self.decodeDevice)
                 device = decoded
                 canonical = canonical && canonicalDevice
-            case (5, .lengthDelimited):
+            case (.metadata, .lengthDelimited):
                 let (key, value, canonicalEntry) = try Self.decodeMetadataEntry(try reader.bytes())
                 // The encoder writes the entries sorted by key.
                 if !canonicalEntry || entries.last.map({ !($0.0 < key) }) == true { canonical = false }
                 entries.append((key, value))
-            case (6, .varint):
+            case (.startUs, .varint):
                 startUs = try reader.signed()
                 if startUs == 0 { canonical = false }
-            case (7, .varint):
+            case (.endUs, .varint):
                 endUs = try reader.signed()
                 if endUs == 0 { canonical = false }
-            case (10, .lengthDelimited):
+            case (.quantity, .lengthDelimited):
                 guard body == nil else { throw Fallback() }
                 let (quantity, canonicalBody) = try Self.decodeQuantityBody(try reader.bytes())
                 body = .quantity(quantity)
                 canonical = canonical && canonicalBody
-            case (11, .lengthDelimited):
+            case (.category, .lengthDelimited):
                 guard body == nil else { throw Fallback() }
                 var inner = ProtoReader(try reader.bytes())
                 var value: Int64 = 0
                 var innerFields = 0
                 while let (innerField, innerWire) = try inner.next() {
                     innerFields += 1
-                    if innerField == 1 {
+                    if innerField == CategorySampleBodyField.value.rawValue {
                         guard innerWire == .varint else { throw Fallback() }
                         value = try inner.signed()
                     } else {
@@ -212,8 +212,9 @@ private struct FastObjectDecoder {
                 }
                 if innerFields > 1 || (innerFields == 1 && value == 0) || !inner.varintsMinimal { canonical = false }
                 body = .category(value)
-            case (1...7, _), (10...19, _): throw Fallback()
-            default:
+            // A known field in another wire type, or another body (rare: the slow path reads it).
+            case (.some, _): throw Fallback()
+            case (nil, _):
                 try reader.skip(wireType)
                 canonical = false
             }
@@ -273,37 +274,39 @@ private struct FastObjectDecoder {
         var canonical = true
         var lastField = 0
         while let (field, wireType) = try reader.next() {
-            guard field > 4 || wireType == .lengthDelimited else { throw Fallback() }
+            let known = SourceRevisionField(rawValue: field)
+            guard known == nil || wireType == .lengthDelimited else { throw Fallback() }
             if field <= lastField { canonical = false }
             lastField = field
-            switch field {
-            case 1:
+            switch known {
+            case .source:
                 guard source == nil else { throw Fallback() }
                 var inner = ProtoReader(try reader.bytes())
                 var decoded = Source(bundleIdentifier: "", name: "")
                 var lastInner = 0
                 while let (innerField, innerWire) = try inner.next() {
-                    guard innerField > 2 || innerWire == .lengthDelimited else { throw Fallback() }
+                    let knownInner = SourceField(rawValue: innerField)
+                    guard knownInner == nil || innerWire == .lengthDelimited else { throw Fallback() }
                     if innerField <= lastInner { canonical = false }
                     lastInner = innerField
-                    switch innerField {
-                    case 1:
+                    switch knownInner {
+                    case .bundleIdentifier:
                         decoded.bundleIdentifier = try string(&inner)
                         if decoded.bundleIdentifier.isEmpty { canonical = false }
-                    case 2:
+                    case .name:
                         decoded.name = try string(&inner)
                         if decoded.name.isEmpty { canonical = false }
-                    default:
+                    case nil:
                         try inner.skip(innerWire)
                         canonical = false
                     }
                 }
                 if !inner.varintsMinimal { canonical = false }
                 source = decoded
-            case 2: revision.version = try string(&reader)
-            case 3: revision.productType = try string(&reader)
-            case 4: revision.operatingSystemVersion = try string(&reader)
-            default:
+            case .version: revision.version = try string(&reader)
+            case .productType: revision.productType = try string(&reader)
+            case .operatingSystemVersion: revision.operatingSystemVersion = try string(&reader)
+            case nil:
                 try reader.skip(wireType)
                 canonical = false
             }
@@ -319,19 +322,20 @@ private struct FastObjectDecoder {
         var canonical = true
         var lastField = 0
         while let (field, wireType) = try reader.next() {
-            guard field > 8 || wireType == .lengthDelimited else { throw Fallback() }
+            let known = DeviceField(rawValue: field)
+            guard known == nil || wireType == .lengthDelimited else { throw Fallback() }
             if field <= lastField { canonical = false }
             lastField = field
-            switch field {
-            case 1: device.name = try string(&reader)
-            case 2: device.manufacturer = try string(&reader)
-            case 3: device.model = try string(&reader)
-            case 4: device.hardwareVersion = try string(&reader)
-            case 5: device.firmwareVersion = try string(&reader)
-            case 6: device.softwareVersion = try string(&reader)
-            case 7: device.localIdentifier = try string(&reader)
-            case 8: device.udiDeviceIdentifier = try string(&reader)
-            default:
+            switch known {
+            case .name: device.name = try string(&reader)
+            case .manufacturer: device.manufacturer = try string(&reader)
+            case .model: device.model = try string(&reader)
+            case .hardwareVersion: device.hardwareVersion = try string(&reader)
+            case .firmwareVersion: device.firmwareVersion = try string(&reader)
+            case .softwareVersion: device.softwareVersion = try string(&reader)
+            case .localIdentifier: device.localIdentifier = try string(&reader)
+            case .udiDeviceIdentifier: device.udiDeviceIdentifier = try string(&reader)
+            case nil:
                 try reader.skip(wireType)
                 canonical = false
             }
@@ -350,16 +354,16 @@ private struct FastObjectDecoder {
         while let (field, wireType) = try reader.next() {
             if field <= lastField { canonical = false }
             lastField = field
-            switch (field, wireType) {
-            case (1, .fixed64):
+            switch (QuantityField(rawValue: field), wireType) {
+            case (.value, .fixed64):
                 value = try reader.double()
                 // A +0 value is left out.
                 if value.bitPattern == 0 { canonical = false }
-            case (2, .lengthDelimited):
+            case (.unit, .lengthDelimited):
                 unit = try reader.bytes()
                 if unit.isEmpty { canonical = false }
-            case (1, _), (2, _): throw Fallback()
-            default:
+            case (.some, _): throw Fallback()
+            case (nil, _):
                 try reader.skip(wireType)
                 canonical = false
             }
@@ -372,7 +376,7 @@ private struct FastObjectDecoder {
         var quantity: (Double, UnsafeRawBufferPointer)?
         var canonical = true
         while let (field, wireType) = try reader.next() {
-            if field == 1 {
+            if field == QuantitySampleBodyField.quantity.rawValue {
                 guard wireType == .lengthDelimited, quantity == nil else { throw Fallback() }
                 let (value, unit, canonicalQuantity) = try decodeRawQuantity(try reader.bytes())
                 quantity = (value, unit)
@@ -393,27 +397,27 @@ private struct FastObjectDecoder {
         var canonical = true
         var lastField = 0
         while let (field, wireType) = try reader.next() {
-            if field <= lastField || (field > 1 && value != nil) { canonical = false }
+            if field <= lastField || (field > MetadataEntryField.key.rawValue && value != nil) { canonical = false }
             lastField = field
-            switch (field, wireType) {
-            case (1, .lengthDelimited):
+            switch (MetadataEntryField(rawValue: field), wireType) {
+            case (.key, .lengthDelimited):
                 key = try string(&reader)
                 if key.isEmpty { canonical = false }
-            case (2, .lengthDelimited): value = .string(try string(&reader))
-            case (3, .fixed64): value = .number(try reader.double())
-            case (4, .varint):
+            case (.stringValue, .lengthDelimited): value = .string(try string(&reader))
+            case (.numberValue, .fixed64): value = .number(try reader.double())
+            case (.dateUs, .varint):
                 let microseconds = try reader.signed()
                 let date = date(microseconds: microseconds)
                 if LedgerSchema.microseconds(date) != microseconds { canonical = false }
                 value = .date(date)
-            case (5, .lengthDelimited):
+            case (.quantityValue, .lengthDelimited):
                 guard case nil = value else { throw Fallback() }
                 let (amount, unitBytes, canonicalQuantity) = try decodeRawQuantity(try reader.bytes())
                 let (unit, canonicalUnit) = try Self.unit(unitBytes)
                 if !canonicalQuantity || !canonicalUnit { canonical = false }
                 value = .quantity(Quantity(amount, unit))
-            case (1...5, _): throw Fallback()
-            default:
+            case (.some, _): throw Fallback()
+            case (nil, _):
                 try reader.skip(wireType)
                 canonical = false
             }

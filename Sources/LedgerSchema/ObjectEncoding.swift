@@ -18,7 +18,7 @@ extension HealthObject {
     /// ``encodedBytes()``, without a buffer per object.
     public static func encodedMessage(of objects: [HealthObject]) -> [UInt8] {
         var writer = ProtoWriter(capacity: objects.count * 320)
-        for object in objects { writer.message(field: 1) { object.encode(into: &$0) } }
+        for object in objects { writer.message(field: SaveRequestField.objects) { object.encode(into: &$0) } }
         return writer.buffer
     }
 
@@ -27,19 +27,19 @@ extension HealthObject {
         switch self {
         case .quantitySample(let sample):
             Self.writeCommon(sample, into: &writer)
-            writer.message(field: 10) { body in
-                body.message(field: 1) { Self.write(sample.quantity, into: &$0) }
+            writer.message(field: HealthObjectField.quantity) { body in
+                body.message(field: QuantitySampleBodyField.quantity) { Self.write(sample.quantity, into: &$0) }
             }
         case .categorySample(let sample):
             Self.writeCommon(sample, into: &writer)
-            writer.message(field: 11) { $0.signed(field: 1, Int64(sample.value)) }
+            writer.message(field: HealthObjectField.category) { $0.signed(field: CategorySampleBodyField.value, Int64(sample.value)) }
         case .visionPrescription(let prescription):
             Self.writeCommon(prescription, into: &writer)
-            writer.message(field: 12) { body in
-                body.varint(field: 1, UInt64(prescription.prescriptionType.rawValue))
-                body.string(field: 2, prescription.description)
-                if let lens = prescription.rightEye { body.message(field: 3, Self.encoded(lens)) }
-                if let lens = prescription.leftEye { body.message(field: 4, Self.encoded(lens)) }
+            writer.message(field: HealthObjectField.visionPrescription) { body in
+                body.varint(field: VisionPrescriptionBodyField.prescriptionType, UInt64(prescription.prescriptionType.rawValue))
+                body.string(field: VisionPrescriptionBodyField.description, prescription.description)
+                if let lens = prescription.rightEye { body.message(field: VisionPrescriptionBodyField.rightEye, Self.encoded(lens)) }
+                if let lens = prescription.leftEye { body.message(field: VisionPrescriptionBodyField.leftEye, Self.encoded(lens)) }
             }
         case .workout, .workoutRoute, .correlation:
             // Rare and small next to samples: SwiftProtobuf writes them. A proto3 message
@@ -50,59 +50,68 @@ extension HealthObject {
     }
 
     private static func writeCommon(_ sample: some HealthSample, into writer: inout ProtoWriter) {
-        withUnsafeBytes(of: sample.uuid.uuid) { uuid in writer.bytes(field: 1, uuid) }
-        writer.string(field: 2, sample.objectType.identifier)
+        withUnsafeBytes(of: sample.uuid.uuid) { uuid in writer.bytes(field: HealthObjectField.uuid, uuid) }
+        writer.string(field: HealthObjectField.type, sample.objectType.identifier)
         let revision = sample.sourceRevision
-        writer.message(field: 3) { message in
-            message.message(field: 1) { source in
-                source.string(field: 1, revision.source.bundleIdentifier)
-                source.string(field: 2, revision.source.name)
+        writer.message(field: HealthObjectField.sourceRevision) { message in
+            message.message(field: SourceRevisionField.source) { source in
+                source.string(field: SourceField.bundleIdentifier, revision.source.bundleIdentifier)
+                source.string(field: SourceField.name, revision.source.name)
             }
-            if let value = revision.version { message.presentString(field: 2, value) }
-            if let value = revision.productType { message.presentString(field: 3, value) }
-            if let value = revision.operatingSystemVersion { message.presentString(field: 4, value) }
+            if let value = revision.version { message.presentString(field: SourceRevisionField.version, value) }
+            if let value = revision.productType { message.presentString(field: SourceRevisionField.productType, value) }
+            if let value = revision.operatingSystemVersion { message.presentString(field: SourceRevisionField.operatingSystemVersion, value) }
         }
         if let device = sample.device {
-            writer.message(field: 4) { message in
-                device.forEachField { number, _, value in
-                    if let value { message.presentString(field: number, value) }
-                }
-            }
+            writer.message(field: HealthObjectField.device) { write(device, into: &$0) }
         }
         for (key, value) in sample.metadata.sorted(by: { $0.key < $1.key }) {
-            writer.message(field: 5) { entry in
-                entry.string(field: 1, key)
+            writer.message(field: HealthObjectField.metadata) { entry in
+                entry.string(field: MetadataEntryField.key, key)
                 switch value {
-                case .string(let value): entry.presentString(field: 2, value)
-                case .number(let value): entry.double(field: 3, value, present: true)
-                case .date(let value): entry.presentSigned(field: 4, microseconds(value))
-                case .quantity(let value): entry.message(field: 5) { write(value, into: &$0) }
+                case .string(let value): entry.presentString(field: MetadataEntryField.stringValue, value)
+                case .number(let value): entry.double(field: MetadataEntryField.numberValue, value, present: true)
+                case .date(let value): entry.presentSigned(field: MetadataEntryField.dateUs, microseconds(value))
+                case .quantity(let value): entry.message(field: MetadataEntryField.quantityValue) { write(value, into: &$0) }
                 }
             }
         }
-        writer.signed(field: 6, microseconds(sample.startDate))
-        writer.signed(field: 7, microseconds(sample.endDate))
+        writer.signed(field: HealthObjectField.startUs, microseconds(sample.startDate))
+        writer.signed(field: HealthObjectField.endUs, microseconds(sample.endDate))
+    }
+
+    /// A `healthledger.v1.Device`: the fields present, in number order.
+    private static func write(_ device: Device, into writer: inout ProtoWriter) {
+        if let value = device.name { writer.presentString(field: DeviceField.name, value) }
+        if let value = device.manufacturer { writer.presentString(field: DeviceField.manufacturer, value) }
+        if let value = device.model { writer.presentString(field: DeviceField.model, value) }
+        if let value = device.hardwareVersion { writer.presentString(field: DeviceField.hardwareVersion, value) }
+        if let value = device.firmwareVersion { writer.presentString(field: DeviceField.firmwareVersion, value) }
+        if let value = device.softwareVersion { writer.presentString(field: DeviceField.softwareVersion, value) }
+        if let value = device.localIdentifier { writer.presentString(field: DeviceField.localIdentifier, value) }
+        if let value = device.udiDeviceIdentifier { writer.presentString(field: DeviceField.udiDeviceIdentifier, value) }
     }
 
     /// A `healthledger.v1.LensSpecification`: fields in number order, absent ones omitted.
     private static func encoded(_ lens: LensSpecification) -> [UInt8] {
         var writer = ProtoWriter(capacity: 128)
-        let before: [Quantity?] = [lens.sphere, lens.cylinder, lens.axis, lens.addPower, lens.vertexDistance]
-        for (index, quantity) in before.enumerated() {
-            if let quantity { writer.message(field: index + 1, encoded(quantity)) }
-        }
+        let before: [(LensSpecificationField, Quantity?)] = [
+            (.sphere, lens.sphere), (.cylinder, lens.cylinder), (.axis, lens.axis), (.addPower, lens.addPower), (.vertexDistance, lens.vertexDistance),
+        ]
+        for case (let field, let quantity?) in before { writer.message(field: field, encoded(quantity)) }
         if let prism = lens.prism {
             var message = ProtoWriter(capacity: 64)
-            message.message(field: 1, encoded(prism.amount))
-            message.message(field: 2, encoded(prism.angle))
-            message.varint(field: 3, UInt64(prism.base.rawValue))
-            message.varint(field: 4, UInt64(prism.eye.rawValue))
-            writer.message(field: 6, message.buffer)
+            message.message(field: PrismField.amount, encoded(prism.amount))
+            message.message(field: PrismField.angle, encoded(prism.angle))
+            message.varint(field: PrismField.baseDirection, UInt64(prism.base.rawValue))
+            message.varint(field: PrismField.eye, UInt64(prism.eye.rawValue))
+            writer.message(field: LensSpecificationField.prism, message.buffer)
         }
-        let after: [Quantity?] = [lens.farPupillaryDistance, lens.nearPupillaryDistance, lens.baseCurve, lens.diameter]
-        for (index, quantity) in after.enumerated() {
-            if let quantity { writer.message(field: index + 7, encoded(quantity)) }
-        }
+        let after: [(LensSpecificationField, Quantity?)] = [
+            (.farPupillaryDistance, lens.farPupillaryDistance), (.nearPupillaryDistance, lens.nearPupillaryDistance),
+            (.baseCurve, lens.baseCurve), (.diameter, lens.diameter),
+        ]
+        for case (let field, let quantity?) in after { writer.message(field: field, encoded(quantity)) }
         return writer.buffer
     }
 
@@ -113,7 +122,7 @@ extension HealthObject {
     }
 
     private static func write(_ quantity: Quantity, into writer: inout ProtoWriter) {
-        writer.double(field: 1, quantity.value)
-        writer.string(field: 2, quantity.unit.description)
+        writer.double(field: QuantityField.value, quantity.value)
+        writer.string(field: QuantityField.unit, quantity.unit.description)
     }
 }

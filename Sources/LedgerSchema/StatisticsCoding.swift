@@ -99,24 +99,24 @@ public struct StatisticsBatchWriter {
     /// The batch holding `results`, marked `complete` or not.
     public mutating func batch(_ results: some Collection<Statistics>, complete: Bool) -> [UInt8] {
         var batch = ProtoWriter(capacity: results.count * 80 + 2)
-        for statistics in results { batch.message(field: 1, result(statistics)) }
-        batch.varint(field: 2, complete ? 1 : 0)
+        for statistics in results { batch.message(field: StatisticsBatchField.results, result(statistics)) }
+        batch.varint(field: StatisticsBatchField.complete, complete ? 1 : 0)
         return batch.buffer
     }
 
     private mutating func result(_ statistics: Statistics) -> [UInt8] {
         var result = ProtoWriter(capacity: 80)
-        result.signed(field: 1, microseconds(statistics.startDate))
-        result.signed(field: 2, microseconds(statistics.endDate))
+        result.signed(field: StatisticsResultField.startUs, microseconds(statistics.startDate))
+        result.signed(field: StatisticsResultField.endUs, microseconds(statistics.endDate))
         let type = statistics.type.identifier
         if units[type] == nil { units[type] = statistics.type.canonicalUnit.description }
-        result.string(field: 3, units[type]!)
-        result.message(field: 4, Self.values(statistics.values))
+        result.string(field: StatisticsResultField.unit, units[type]!)
+        result.message(field: StatisticsResultField.values, Self.values(statistics.values))
         for source in statistics.sources {
             var entry = ProtoWriter(capacity: 64)
-            entry.message(field: 1, encoded(source))
-            if let values = statistics.valuesBySource[source] { entry.message(field: 2, Self.values(values)) }
-            result.message(field: 5, entry.buffer)
+            entry.message(field: SourceStatisticsField.source, encoded(source))
+            if let values = statistics.valuesBySource[source] { entry.message(field: SourceStatisticsField.values, Self.values(values)) }
+            result.message(field: StatisticsResultField.sources, entry.buffer)
         }
         return result.buffer
     }
@@ -124,24 +124,24 @@ public struct StatisticsBatchWriter {
     private mutating func encoded(_ source: Source) -> [UInt8] {
         if let bytes = sources[source] { return bytes }
         var writer = ProtoWriter(capacity: 48)
-        writer.string(field: 1, source.bundleIdentifier)
-        writer.string(field: 2, source.name)
+        writer.string(field: SourceField.bundleIdentifier, source.bundleIdentifier)
+        writer.string(field: SourceField.name, source.name)
         sources[source] = writer.buffer
         return writer.buffer
     }
 
     private static func values(_ values: StatisticsValues) -> [UInt8] {
         var writer = ProtoWriter(capacity: 64)
-        if let sum = values.sum { writer.double(field: 1, sum.value, present: true) }
-        if let average = values.average { writer.double(field: 2, average.value, present: true) }
-        if let minimum = values.minimum { writer.double(field: 3, minimum.value, present: true) }
-        if let maximum = values.maximum { writer.double(field: 4, maximum.value, present: true) }
-        if let mostRecent = values.mostRecent { writer.double(field: 5, mostRecent.value, present: true) }
+        if let sum = values.sum { writer.double(field: StatisticsValuesField.sum, sum.value, present: true) }
+        if let average = values.average { writer.double(field: StatisticsValuesField.average, average.value, present: true) }
+        if let minimum = values.minimum { writer.double(field: StatisticsValuesField.minimum, minimum.value, present: true) }
+        if let maximum = values.maximum { writer.double(field: StatisticsValuesField.maximum, maximum.value, present: true) }
+        if let mostRecent = values.mostRecent { writer.double(field: StatisticsValuesField.mostRecent, mostRecent.value, present: true) }
         if let interval = values.mostRecentInterval {
-            writer.presentSigned(field: 6, microseconds(interval.start))
-            writer.presentSigned(field: 7, microseconds(interval.end))
+            writer.presentSigned(field: StatisticsValuesField.mostRecentStartUs, microseconds(interval.start))
+            writer.presentSigned(field: StatisticsValuesField.mostRecentEndUs, microseconds(interval.end))
         }
-        if let duration = values.duration { writer.double(field: 8, duration, present: true) }
+        if let duration = values.duration { writer.double(field: StatisticsValuesField.durationSeconds, duration, present: true) }
         return writer.buffer
     }
 }
@@ -164,9 +164,9 @@ public struct StatisticsBatchReader {
             var results: [Statistics] = []
             var complete = false
             while let (field, wireType) = try reader.next() {
-                switch (field, wireType) {
-                case (1, .lengthDelimited): results.append(try result(try reader.bytes(), type: type))
-                case (2, .varint): complete = try reader.varint() != 0
+                switch (StatisticsBatchField(rawValue: field), wireType) {
+                case (.results, .lengthDelimited): results.append(try result(try reader.bytes(), type: type))
+                case (.complete, .varint): complete = try reader.varint() != 0
                 default: try reader.skip(wireType)
                 }
             }
@@ -182,12 +182,12 @@ public struct StatisticsBatchReader {
         var values = RawValues()
         var entries: [(source: Source, values: RawValues?)] = []
         while let (field, wireType) = try reader.next() {
-            switch (field, wireType) {
-            case (1, .varint): startUs = try reader.signed()
-            case (2, .varint): endUs = try reader.signed()
-            case (3, .lengthDelimited): unitName = try reader.string()
-            case (4, .lengthDelimited): try values.merge(try reader.bytes())
-            case (5, .lengthDelimited): entries.append(try entry(try reader.bytes()))
+            switch (StatisticsResultField(rawValue: field), wireType) {
+            case (.startUs, .varint): startUs = try reader.signed()
+            case (.endUs, .varint): endUs = try reader.signed()
+            case (.unit, .lengthDelimited): unitName = try reader.string()
+            case (.values, .lengthDelimited): try values.merge(try reader.bytes())
+            case (.sources, .lengthDelimited): entries.append(try entry(try reader.bytes()))
             default: try reader.skip(wireType)
             }
         }
@@ -206,10 +206,10 @@ public struct StatisticsBatchReader {
         var sourceBytes: [UInt8] = []
         var values: RawValues?
         while let (field, wireType) = try reader.next() {
-            switch (field, wireType) {
+            switch (SourceStatisticsField(rawValue: field), wireType) {
             // A message field given twice merges: its fields, in order, as one message.
-            case (1, .lengthDelimited): sourceBytes += try reader.bytes()
-            case (2, .lengthDelimited):
+            case (.source, .lengthDelimited): sourceBytes += try reader.bytes()
+            case (.values, .lengthDelimited):
                 var merged = values ?? RawValues()
                 try merged.merge(try reader.bytes())
                 values = merged
@@ -222,9 +222,9 @@ public struct StatisticsBatchReader {
         try sourceBytes.withUnsafeBytes { buffer in
             var reader = ProtoReader(buffer)
             while let (field, wireType) = try reader.next() {
-                switch (field, wireType) {
-                case (1, .lengthDelimited): bundle = try reader.string()
-                case (2, .lengthDelimited): name = try reader.string()
+                switch (SourceField(rawValue: field), wireType) {
+                case (.bundleIdentifier, .lengthDelimited): bundle = try reader.string()
+                case (.name, .lengthDelimited): name = try reader.string()
                 default: try reader.skip(wireType)
                 }
             }
@@ -248,15 +248,15 @@ public struct StatisticsBatchReader {
         mutating func merge(_ bytes: UnsafeRawBufferPointer) throws {
             var reader = ProtoReader(bytes)
             while let (field, wireType) = try reader.next() {
-                switch (field, wireType) {
-                case (1, .fixed64): sum = try reader.double()
-                case (2, .fixed64): average = try reader.double()
-                case (3, .fixed64): minimum = try reader.double()
-                case (4, .fixed64): maximum = try reader.double()
-                case (5, .fixed64): mostRecent = try reader.double()
-                case (6, .varint): mostRecentStartUs = try reader.signed()
-                case (7, .varint): mostRecentEndUs = try reader.signed()
-                case (8, .fixed64): duration = try reader.double()
+                switch (StatisticsValuesField(rawValue: field), wireType) {
+                case (.sum, .fixed64): sum = try reader.double()
+                case (.average, .fixed64): average = try reader.double()
+                case (.minimum, .fixed64): minimum = try reader.double()
+                case (.maximum, .fixed64): maximum = try reader.double()
+                case (.mostRecent, .fixed64): mostRecent = try reader.double()
+                case (.mostRecentStartUs, .varint): mostRecentStartUs = try reader.signed()
+                case (.mostRecentEndUs, .varint): mostRecentEndUs = try reader.signed()
+                case (.durationSeconds, .fixed64): duration = try reader.double()
                 default: try reader.skip(wireType)
                 }
             }

@@ -117,10 +117,10 @@ extension LedgerCall {
     }
 
     /// One page of changes as a `ChangeBatch` under way: its added objects are written into
-    /// it (field 1) as the log stores them, while the page is read.
+    /// it as the log stores them, while the page is read.
     private func changeBatch(_ query: ChangeQuery, onScope: (ReadScope) -> Void) throws -> ChangeBatchWriter {
         var writer = ProtoWriter(capacity: 64 << 10)
-        let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope) { writer.message(field: 1, $0) }
+        let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope) { writer.message(field: ChangeBatchField.added, $0) }
         return ChangeBatchWriter(writer: writer, page: page)
     }
 }
@@ -133,11 +133,11 @@ struct ChangeBatchWriter {
     /// The batch, with the page's deleted objects, its anchor and the flags after its added objects.
     mutating func finish(hasMore: Bool, caughtUp: Bool) throws -> [UInt8] {
         for deleted in page.deleted {
-            writer.message(field: 2, try Healthledger_V1_DeletedObject(deleted).serializedBytes())
+            writer.message(field: ChangeBatchField.deleted, try Healthledger_V1_DeletedObject(deleted).serializedBytes())
         }
-        writer.bytes(field: 3, page.anchor.bytes)
-        if hasMore { writer.varint(field: 4, 1) }
-        if caughtUp { writer.varint(field: 5, 1) }
+        writer.bytes(field: ChangeBatchField.anchor, page.anchor.bytes)
+        if hasMore { writer.varint(field: ChangeBatchField.hasMore, 1) }
+        if caughtUp { writer.varint(field: ChangeBatchField.caughtUp, 1) }
         return writer.buffer
     }
 }

@@ -60,10 +60,10 @@ extension LedgerCall {
         let chunks = try ledger.routeChunks(of: try Self.uuid(request.routeUuid, field: "route_uuid"), as: principal, onScope: onScope)
         for index in 0..<max(chunks.count, 1) {
             try Task.checkCancellation()
-            // RouteBatch { RouteLocations locations = 1; bool done = 2; } written directly.
+            // A RouteBatch, written directly around the stored locations.
             var batch = ProtoWriter(capacity: 1 << 16)
-            if index < chunks.count { batch.message(field: 1, try ledger.encodedRouteLocations(chunks, chunk: index)) }
-            if index >= chunks.count - 1 { batch.varint(field: 2, 1) }
+            if index < chunks.count { batch.message(field: RouteBatchField.locations, try ledger.encodedRouteLocations(chunks, chunk: index)) }
+            if index >= chunks.count - 1 { batch.varint(field: RouteBatchField.done, 1) }
             try await emit(batch.buffer)
         }
     }

@@ -96,20 +96,20 @@ public struct Device: Sendable, Hashable, Codable {
     /// The fields by name, in schema order.
     public var fields: [(String, String?)] {
         var fields: [(String, String?)] = []
-        forEachField { _, name, value in fields.append((name, value)) }
+        forEachField { name, value in fields.append((name, value)) }
         return fields
     }
 
-    /// Calls `body` with each field's number in the schema, name and value, in schema order,
-    /// without building a list (for the encoder and validation, once per object).
-    public func forEachField(_ body: (_ number: Int, _ name: String, _ value: String?) throws -> Void) rethrows {
-        try body(1, "name", name)
-        try body(2, "manufacturer", manufacturer)
-        try body(3, "model", model)
-        try body(4, "hardwareVersion", hardwareVersion)
-        try body(5, "firmwareVersion", firmwareVersion)
-        try body(6, "softwareVersion", softwareVersion)
-        try body(7, "localIdentifier", localIdentifier)
-        try body(8, "udiDeviceIdentifier", udiDeviceIdentifier)
+    /// Calls `body` with each field's name and value, in schema order, without building a
+    /// list (for validation, once per object).
+    public func forEachField(_ body: (_ name: String, _ value: String?) throws -> Void) rethrows {
+        try body("name", name)
+        try body("manufacturer", manufacturer)
+        try body("model", model)
+        try body("hardwareVersion", hardwareVersion)
+        try body("firmwareVersion", firmwareVersion)
+        try body("softwareVersion", softwareVersion)
+        try body("localIdentifier", localIdentifier)
+        try body("udiDeviceIdentifier", udiDeviceIdentifier)
     }
 }

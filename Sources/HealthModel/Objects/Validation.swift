@@ -247,7 +247,7 @@ extension HealthObject {
     }
 
     private static func validate(_ device: Device) throws {
-        try device.forEachField { _, name, value in
+        try device.forEachField { name, value in
             if let value, value.utf8.count > ObjectLimits.maximumIdentifierLength {
                 throw HealthError.invalidArgument("device.\(name) is longer than \(ObjectLimits.maximumIdentifierLength) bytes", field: "device.\(name)")
             }

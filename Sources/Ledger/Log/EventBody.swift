@@ -117,18 +117,18 @@ public enum EventBody: Sendable, Hashable {
         case .credentialRevoked:
             return .credentialRevoked(id: try Healthledger_V1_CredentialRevoked(serializedBytes: Array(body)).credentialID)
         case .attachmentAdded:
-            // The description only: the attachment's bytes (field 2) can be megabytes.
-            let description = try ProtoReader.field(1, in: body) ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            // The description only: the attachment's bytes can be megabytes.
+            let description = try ProtoReader.field(AttachmentAddedField.attachment, in: body) ?? UnsafeRawBufferPointer(start: nil, count: 0)
             var reader = ProtoReader(description)
             var summary = AttachmentSummary(uuid: UUID(), object: UUID(), name: "", contentType: "", size: 0)
             var found = (uuid: false, object: false)
             while let (field, wireType) = try reader.next() {
-                switch (field, wireType) {
-                case (1, .lengthDelimited): (summary.uuid, found.uuid) = (try uuid(Data(try reader.bytes())), true)
-                case (2, .lengthDelimited): (summary.object, found.object) = (try uuid(Data(try reader.bytes())), true)
-                case (3, .lengthDelimited): summary.name = String(decoding: try reader.bytes(), as: UTF8.self)
-                case (4, .lengthDelimited): summary.contentType = String(decoding: try reader.bytes(), as: UTF8.self)
-                case (5, .varint): summary.size = try reader.varint()
+                switch (AttachmentField(rawValue: field), wireType) {
+                case (.uuid, .lengthDelimited): (summary.uuid, found.uuid) = (try uuid(Data(try reader.bytes())), true)
+                case (.objectUuid, .lengthDelimited): (summary.object, found.object) = (try uuid(Data(try reader.bytes())), true)
+                case (.name, .lengthDelimited): summary.name = String(decoding: try reader.bytes(), as: UTF8.self)
+                case (.contentType, .lengthDelimited): summary.contentType = String(decoding: try reader.bytes(), as: UTF8.self)
+                case (.size, .varint): summary.size = try reader.varint()
                 default: try reader.skip(wireType)
                 }
             }
@@ -146,9 +146,9 @@ public enum EventBody: Sendable, Hashable {
             var route: [UInt8] = []
             var chunk: UInt64 = 0
             while let (field, wireType) = try reader.next() {
-                switch (field, wireType) {
-                case (1, .lengthDelimited): route = Array(try reader.bytes())
-                case (2, .varint): chunk = try reader.varint()
+                switch (RouteLocationsAddedField(rawValue: field), wireType) {
+                case (.routeUuid, .lengthDelimited): route = Array(try reader.bytes())
+                case (.chunk, .varint): chunk = try reader.varint()
                 default: try reader.skip(wireType)
                 }
             }

@@ -44,7 +44,7 @@ public struct LedgerEvent: Sendable, Hashable {
         previousHash = Array(message.previousHash)
     }
 
-    /// The body (field 15) of an event's stored bytes, read in place without decoding the
+    /// The body of an event's stored bytes, read in place without decoding the
     /// rest: what reads send over the wire for a saved object.
     static func body(stored bytes: UnsafeRawBufferPointer) throws -> [UInt8] {
         Array(try bodyView(stored: bytes))
@@ -53,7 +53,7 @@ public struct LedgerEvent: Sendable, Hashable {
     /// The same body as a view into the stored bytes (valid while they are).
     static func bodyView(stored bytes: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer {
         let body: UnsafeRawBufferPointer?
-        do { body = try ProtoReader.field(15, in: bytes) } catch is ProtoReader.Malformed { throw LedgerFailure.corrupted("an event does not decode") }
+        do { body = try ProtoReader.field(LedgerEventField.body, in: bytes) } catch is ProtoReader.Malformed { throw LedgerFailure.corrupted("an event does not decode") }
         guard let body else { throw LedgerFailure.corrupted("an event has no body") }
         return body
     }
@@ -78,25 +78,29 @@ enum EventCodec {
         kind: EventKind, objectType: String?, objectUUID: [UInt8]?, body: [UInt8]
     ) -> [UInt8] {
         var writer = ProtoWriter(capacity: body.count + 128)
-        writer.bytes(field: 1, previousHash)
-        writer.varint(field: 2, sequence)
-        writer.varint(field: 3, UInt64(formatVersion))
-        writer.varint(field: 4, UInt64(bitPattern: (commitTimeUs << 1) ^ (commitTimeUs >> 63)))
-        var actorMessage = ProtoWriter(capacity: 64)
-        actorMessage.varint(field: 1, UInt64(actor.schemaKind))
-        if case .app(let source) = actor {
-            var sourceMessage = ProtoWriter(capacity: 64)
-            sourceMessage.bytes(field: 1, Array(source.bundleIdentifier.utf8))
-            sourceMessage.bytes(field: 2, Array(source.name.utf8))
-            actorMessage.message(field: 2, sourceMessage.buffer)
+        writer.bytes(field: LedgerEventField.previousHash, previousHash)
+        writer.varint(field: LedgerEventField.sequence, sequence)
+        writer.varint(field: LedgerEventField.formatVersion, UInt64(formatVersion))
+        writer.signed(field: LedgerEventField.commitTimeUs, commitTimeUs)
+        writer.message(field: LedgerEventField.actor) { message in
+            message.varint(field: ActorField.kind, UInt64(actor.schemaKind))
+            if case .app(let source) = actor {
+                message.message(field: ActorField.source) { message in
+                    message.string(field: SourceField.bundleIdentifier, source.bundleIdentifier)
+                    message.string(field: SourceField.name, source.name)
+                }
+            }
         }
-        writer.message(field: 5, actorMessage.buffer)
-        writer.varint(field: 6, UInt64(kind.rawValue))
-        if let objectType { writer.bytes(field: 7, Array(objectType.utf8)) }
-        if let objectUUID { writer.bytes(field: 8, objectUUID) }
-        writer.bytes(field: 15, body)
+        writer.varint(field: LedgerEventField.kind, UInt64(kind.rawValue))
+        if let objectType { writer.string(field: LedgerEventField.objectType, objectType) }
+        if let objectUUID { writer.bytes(field: LedgerEventField.objectUuid, objectUUID) }
+        writer.bytes(field: LedgerEventField.body, body)
         return writer.buffer
     }
+
+    /// The tags (field number and wire type in one byte) ``chainFields(_:)`` expects.
+    private static let previousHashTag = UInt8(LedgerEventField.previousHash.rawValue << 3 | ProtoReader.WireType.lengthDelimited.rawValue)
+    private static let sequenceTag = UInt8(LedgerEventField.sequence.rawValue << 3 | ProtoReader.WireType.varint.rawValue)
 
     static func hash(_ stored: UnsafeRawBufferPointer) -> [UInt8] {
         SHA256.digest(of: stored).withUnsafeBytes { Array($0) }
@@ -106,10 +110,11 @@ enum EventCodec {
         stored.withUnsafeBytes { hash($0) }
     }
 
-    /// Reads `previous_hash` (field 1) and `sequence` (field 2) straight from the stored
-    /// bytes, which the encoder always writes first. Nil when the prefix is not as expected.
+    /// Reads `previous_hash` and `sequence` straight from the stored bytes, which the encoder
+    /// always writes first: the tag of a 32-byte `previous_hash`, its length and bytes, then
+    /// the tag of the `sequence` varint. Nil when the prefix is not as expected.
     static func chainFields(_ stored: UnsafeRawBufferPointer) -> (previousHash: UnsafeRawBufferPointer, sequence: UInt64)? {
-        guard stored.count >= 35, stored[0] == 0x0A, stored[1] == 32, stored[34] == 0x10 else { return nil }
+        guard stored.count >= 35, stored[0] == previousHashTag, stored[1] == 32, stored[34] == sequenceTag else { return nil }
         var sequence: UInt64 = 0
         var shift: UInt64 = 0
         var index = 35

@@ -93,77 +93,77 @@ struct ObjectSummary: Sendable {
         value = 0
         var quantity: (value: Double, unit: String)?
         while let (field, wireType) = try reader.next() {
-            switch (field, wireType) {
-            case (1, .lengthDelimited): uuid = Array(try reader.bytes())
-            case (2, .lengthDelimited): type = units.types.value(for: try reader.bytes(), Self.string)
-            case (3, .lengthDelimited):
+            switch (HealthObjectField(rawValue: field), wireType) {
+            case (.uuid, .lengthDelimited): uuid = Array(try reader.bytes())
+            case (.type, .lengthDelimited): type = units.types.value(for: try reader.bytes(), Self.string)
+            case (.sourceRevision, .lengthDelimited):
                 var revision = ProtoReader(try reader.bytes())
                 while let (field, wireType) = try revision.next() {
-                    guard field == 1, wireType == .lengthDelimited else { try revision.skip(wireType); continue }
+                    guard field == SourceRevisionField.source.rawValue, wireType == .lengthDelimited else { try revision.skip(wireType); continue }
                     var source = ProtoReader(try revision.bytes())
                     while let (field, wireType) = try source.next() {
-                        switch (field, wireType) {
-                        case (1, .lengthDelimited): sourceBundle = units.bundles.value(for: try source.bytes(), Self.string)
-                        case (2, .lengthDelimited): sourceName = units.names.value(for: try source.bytes(), Self.string)
+                        switch (SourceField(rawValue: field), wireType) {
+                        case (.bundleIdentifier, .lengthDelimited): sourceBundle = units.bundles.value(for: try source.bytes(), Self.string)
+                        case (.name, .lengthDelimited): sourceName = units.names.value(for: try source.bytes(), Self.string)
                         default: try source.skip(wireType)
                         }
                     }
                 }
-            case (5, .lengthDelimited):
+            case (.metadata, .lengthDelimited):
                 var entry = ProtoReader(try reader.bytes())
                 var key = ""
                 var string: String?
                 var number: Double?
                 while let (field, wireType) = try entry.next() {
-                    switch (field, wireType) {
-                    case (1, .lengthDelimited): key = try entry.string()
-                    case (2, .lengthDelimited): string = try entry.string(); number = nil
-                    case (3, .fixed64): number = try entry.double(); string = nil
+                    switch (MetadataEntryField(rawValue: field), wireType) {
+                    case (.key, .lengthDelimited): key = try entry.string()
+                    case (.stringValue, .lengthDelimited): string = try entry.string(); number = nil
+                    case (.numberValue, .fixed64): number = try entry.double(); string = nil
                     default: try entry.skip(wireType); string = nil; number = nil
                     }
                 }
                 if key == MetadataKey.syncIdentifier, let string { syncIdentifier = string }
                 if key == MetadataKey.syncVersion, let number { syncVersion = Int64(exactly: number) }
-            case (6, .varint): startUs = try reader.signed()
-            case (7, .varint): endUs = try reader.signed()
-            case (10, .lengthDelimited):
+            case (.startUs, .varint): startUs = try reader.signed()
+            case (.endUs, .varint): endUs = try reader.signed()
+            case (.quantity, .lengthDelimited):
                 var body = ProtoReader(try reader.bytes())
                 var current = quantity ?? (0, "")
                 while let (field, wireType) = try body.next() {
-                    guard field == 1, wireType == .lengthDelimited else { try body.skip(wireType); continue }
+                    guard field == QuantitySampleBodyField.quantity.rawValue, wireType == .lengthDelimited else { try body.skip(wireType); continue }
                     var message = ProtoReader(try body.bytes())
                     while let (field, wireType) = try message.next() {
-                        switch (field, wireType) {
-                        case (1, .fixed64): current.value = try message.double()
-                        case (2, .lengthDelimited): current.unit = try message.string()
+                        switch (QuantityField(rawValue: field), wireType) {
+                        case (.value, .fixed64): current.value = try message.double()
+                        case (.unit, .lengthDelimited): current.unit = try message.string()
                         default: try message.skip(wireType)
                         }
                     }
                 }
                 quantity = current
-            case (11, .lengthDelimited):
+            case (.category, .lengthDelimited):
                 var body = ProtoReader(try reader.bytes())
                 var category: Int64 = 0
                 while let (field, wireType) = try body.next() {
-                    if field == 1, wireType == .varint { category = try body.signed() } else { try body.skip(wireType) }
+                    if field == CategorySampleBodyField.value.rawValue, wireType == .varint { category = try body.signed() } else { try body.skip(wireType) }
                 }
                 quantity = nil
                 value = Double(category)
-            case (12, .lengthDelimited), (13, .lengthDelimited):
+            case (.visionPrescription, .lengthDelimited), (.workout, .lengthDelimited):
                 try reader.skip(wireType)
                 quantity = nil
                 value = 0
-            case (14, .lengthDelimited):
+            case (.workoutRoute, .lengthDelimited):
                 quantity = nil
                 value = 0
-                workout = try ProtoReader.field(1, in: try reader.bytes()).flatMap { $0.count == 16 ? Array($0) : nil }
-            case (15, .lengthDelimited):
+                workout = try ProtoReader.field(WorkoutRouteBodyField.workoutUuid, in: try reader.bytes()).flatMap { $0.count == 16 ? Array($0) : nil }
+            case (.correlation, .lengthDelimited):
                 quantity = nil
                 value = 0
                 members = []
                 var body = ProtoReader(try reader.bytes())
                 while let (field, wireType) = try body.next() {
-                    if field == 2, wireType == .lengthDelimited { members.append(Array(try body.bytes())) } else { try body.skip(wireType) }
+                    if field == CorrelationBodyField.memberUuids.rawValue, wireType == .lengthDelimited { members.append(Array(try body.bytes())) } else { try body.skip(wireType) }
                 }
             default: try reader.skip(wireType)
             }

@@ -51,12 +51,12 @@ struct Projector {
         var body = UnsafeRawBufferPointer(start: nil, count: 0)
         do {
             while let (field, wireType) = try reader.next() {
-                switch (field, wireType) {
-                case (2, .varint): sequence = try reader.varint()
-                case (5, .lengthDelimited): actor = try reader.bytes()
-                case (6, .varint): kind = try reader.varint()
-                case (8, .lengthDelimited): uuid = try reader.bytes()
-                case (15, .lengthDelimited): body = try reader.bytes()
+                switch (LedgerEventField(rawValue: field), wireType) {
+                case (.sequence, .varint): sequence = try reader.varint()
+                case (.actor, .lengthDelimited): actor = try reader.bytes()
+                case (.kind, .varint): kind = try reader.varint()
+                case (.objectUuid, .lengthDelimited): uuid = try reader.bytes()
+                case (.body, .lengthDelimited): body = try reader.bytes()
                 default: try reader.skip(wireType)
                 }
             }

@@ -79,7 +79,7 @@ public final class QueryCursor: @unchecked Sendable {
                 guard let (stored, assembled) = result else { return true }
                 let object = try assembled.map { try Healthledger_V1_HealthObject($0).serializedBytes() } ?? LedgerEvent.body(stored: stored)
                 batch.append(object)
-                bytes += ProtoWriter.messageSize(field: 1, length: object.count)
+                bytes += ProtoWriter.messageSize(field: SaveRequestField.objects, length: object.count)
                 stopped = batch.count >= wanted || bytes >= maxBytes
                 return !stopped
             }

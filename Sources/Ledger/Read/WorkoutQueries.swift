@@ -42,7 +42,7 @@ extension Ledger {
     public func encodedRouteLocations(_ chunks: RouteChunks, chunk index: Int) throws -> [UInt8] {
         try read { snapshot in
             let stored = try Ledger.storedEvent(chunks.sequences[index], in: snapshot)
-            return try ProtoReader.field(3, in: try LedgerEvent.bodyView(stored: stored)).map { Array($0) } ?? []
+            return try ProtoReader.field(RouteLocationsAddedField.locations, in: try LedgerEvent.bodyView(stored: stored)).map { Array($0) } ?? []
         }
     }
 

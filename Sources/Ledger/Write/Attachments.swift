@@ -29,8 +29,8 @@ enum AttachmentIndex {
     static func description(sequence: UInt64, in snapshot: LedgerSnapshot) throws -> Attachment {
         let stored = try Ledger.storedEvent(sequence, in: snapshot)
         do {
-            // The AttachmentAdded's attachment (field 1), without its bytes (field 2).
-            guard let attachment = try ProtoReader.field(1, in: try LedgerEvent.bodyView(stored: stored)) else {
+            // The AttachmentAdded's description, without its bytes.
+            guard let attachment = try ProtoReader.field(AttachmentAddedField.attachment, in: try LedgerEvent.bodyView(stored: stored)) else {
                 throw LedgerFailure.corrupted("the attachment event \(sequence) has no description")
             }
             return try Healthledger_V1_Attachment(serializedBytes: Array(attachment)).model()
