@@ -181,6 +181,7 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
 extension ProtoWriter {
     @inlinable package mutating func varint(field: some ProtoFields, _ value: UInt64) { varint(field: field.rawValue, value) }
     @inlinable package mutating func bytes(field: some ProtoFields, _ value: some Collection<UInt8>) { bytes(field: field.rawValue, value) }
+    @inlinable package mutating func bytes(field: some ProtoFields, _ value: [UInt8]) { bytes(field: field.rawValue, value) }
     @inlinable package mutating func string(field: some ProtoFields, _ value: String) { string(field: field.rawValue, value) }
     @inlinable package mutating func presentString(field: some ProtoFields, _ value: String) { presentString(field: field.rawValue, value) }
     @inlinable package mutating func signed(field: some ProtoFields, _ value: Int64) { signed(field: field.rawValue, value) }

@@ -30,6 +30,15 @@ public struct ProtoWriter: Sendable {
         buffer.append(contentsOf: value)
     }
 
+    /// A `bytes` field from an array, left out when empty: the same bytes as the generic
+    /// `bytes(field:_:)`, copied in one go where a caller in another module would
+    /// otherwise copy through the unspecialized generic path, element by element (an event's
+    /// body is hundreds of bytes).
+    public mutating func bytes(field: Int, _ value: [UInt8]) {
+        guard !value.isEmpty else { return }
+        presentBytes(field: field, value)
+    }
+
     /// A proto3 `optional` or oneof member: written whenever present, even when empty.
     public mutating func presentBytes(field: Int, _ value: [UInt8]) {
         raw(UInt64(field << 3 | 2))
