@@ -15,7 +15,8 @@ public final class Cursor {
         self.database = database
     }
 
-    private func move(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws -> Entry? {
+    @usableFromInline
+    func move(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws -> Entry? {
         var k = MDB_val(mv_size: key?.count ?? 0, mv_data: UnsafeMutableRawPointer(mutating: key?.baseAddress))
         var v = MDB_val()
         let result = mdb_cursor_get(handle, &k, &v, op)
@@ -31,6 +32,7 @@ public final class Cursor {
     public func previous() throws -> Entry? { try move(MDB_PREV) }
 
     /// Moves to the first entry whose key is ≥ `key`.
+    @inlinable
     public func seek(atLeast key: some ContiguousBytesKey) throws -> Entry? {
         try key.withKeyBytes { try move(MDB_SET_RANGE, key: $0) }
     }

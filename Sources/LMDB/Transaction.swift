@@ -60,63 +60,80 @@ public final class Transaction {
         return cursor!
     }
 
+    // The generic entry points below are inlinable shims over the byte-buffer versions:
+    // called from another module, a generic function runs unspecialized, through witness
+    // tables and a closure per key, and the ledger makes several of these calls per object.
+
     /// The value for `key`, pointing into the map, or nil.
+    @inlinable
     public func get(_ key: some ContiguousBytesKey, in database: Database) throws -> UnsafeRawBufferPointer? {
-        try key.withKeyBytes { keyBuffer in
-            var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
-            var v = MDB_val()
-            let result = isReadOnly ? mdb_get(handle, database.dbi, &k, &v) : mdb_cursor_get(try cursor(on: database), &k, &v, MDB_SET_KEY)
-            if result == MDB_NOTFOUND { return nil }
-            try check(result, "mdb_get(\(database.name))")
-            return UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
-        }
+        try key.withKeyBytes { try get(keyBytes: $0, in: database) }
+    }
+
+    @usableFromInline
+    func get(keyBytes keyBuffer: UnsafeRawBufferPointer, in database: Database) throws -> UnsafeRawBufferPointer? {
+        var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
+        var v = MDB_val()
+        let result = isReadOnly ? mdb_get(handle, database.dbi, &k, &v) : mdb_cursor_get(try cursor(on: database), &k, &v, MDB_SET_KEY)
+        if result == MDB_NOTFOUND { return nil }
+        try check(result, "mdb_get(\(database.name))")
+        return UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
     }
 
     /// A copy of the value for `key`, or nil.
+    @inlinable
     public func bytes(forKey key: some ContiguousBytesKey, in database: Database) throws -> [UInt8]? {
         try get(key, in: database).map { Array($0) }
     }
 
     /// Whether `key` is present.
+    @inlinable
     public func contains(_ key: some ContiguousBytesKey, in database: Database) throws -> Bool {
         try get(key, in: database) != nil
     }
 
     /// Stores `value` under `key`. With `append`, the key must sort after every existing key
     /// (a fast path for monotonically increasing keys).
+    @inlinable
     public func put(
         _ value: some ContiguousBytesKey, forKey key: some ContiguousBytesKey, in database: Database,
         append: Bool = false
     ) throws {
         try key.withKeyBytes { keyBuffer in
-            try value.withKeyBytes { valueBuffer in
-                var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
-                var v = MDB_val(mv_size: valueBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: valueBuffer.baseAddress))
-                try check(mdb_cursor_put(try cursor(on: database), &k, &v, append ? UInt32(MDB_APPEND) : 0), "mdb_put(\(database.name))")
-            }
+            try value.withKeyBytes { try put(valueBytes: $0, keyBytes: keyBuffer, in: database, append: append) }
         }
     }
 
+    @usableFromInline
+    func put(valueBytes valueBuffer: UnsafeRawBufferPointer, keyBytes keyBuffer: UnsafeRawBufferPointer, in database: Database, append: Bool) throws {
+        var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
+        var v = MDB_val(mv_size: valueBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: valueBuffer.baseAddress))
+        try check(mdb_cursor_put(try cursor(on: database), &k, &v, append ? UInt32(MDB_APPEND) : 0), "mdb_put(\(database.name))")
+    }
+
     /// Removes `key`; returns whether it was present.
-    @discardableResult
+    @inlinable @discardableResult
     public func delete(_ key: some ContiguousBytesKey, in database: Database) throws -> Bool {
-        try key.withKeyBytes { keyBuffer in
-            var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
-            if isReadOnly {
-                // No kept cursors here: LMDB itself answers (it refuses, EACCES).
-                let result = mdb_del(handle, database.dbi, &k, nil)
-                if result == MDB_NOTFOUND { return false }
-                try check(result, "mdb_del(\(database.name))")
-                return true
-            }
-            var v = MDB_val()
-            let cursor = try cursor(on: database)
-            let result = mdb_cursor_get(cursor, &k, &v, MDB_SET)
+        try key.withKeyBytes { try delete(keyBytes: $0, in: database) }
+    }
+
+    @usableFromInline
+    func delete(keyBytes keyBuffer: UnsafeRawBufferPointer, in database: Database) throws -> Bool {
+        var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
+        if isReadOnly {
+            // No kept cursors here: LMDB itself answers (it refuses, EACCES).
+            let result = mdb_del(handle, database.dbi, &k, nil)
             if result == MDB_NOTFOUND { return false }
             try check(result, "mdb_del(\(database.name))")
-            try check(mdb_cursor_del(cursor, 0), "mdb_del(\(database.name))")
             return true
         }
+        var v = MDB_val()
+        let cursor = try cursor(on: database)
+        let result = mdb_cursor_get(cursor, &k, &v, MDB_SET)
+        if result == MDB_NOTFOUND { return false }
+        try check(result, "mdb_del(\(database.name))")
+        try check(mdb_cursor_del(cursor, 0), "mdb_del(\(database.name))")
+        return true
     }
 
     /// Removes every entry of `database`.
