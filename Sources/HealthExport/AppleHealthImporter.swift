@@ -131,8 +131,12 @@ public final class AppleHealthImporter {
         thread.stackSize = 8 << 20
         thread.start()
         do {
-            while let (items, bytes) = await channel.next() {
-                for item in items { try await handle(item) }
+            while let (received, bytes) = await channel.next() {
+                // Each item is moved out of the list, not copied (a copy retains every string
+                // of its object once more).
+                var items = consume received
+                items.reverse()
+                while let item = items.popLast() { try await handle(item) }
                 progress?(ImportProgress(elements: summary.elements, bytesRead: bytes, totalBytes: archive.xmlSize, elapsed: elapsed))
             }
             try await flush()
@@ -159,8 +163,8 @@ public final class AppleHealthImporter {
 
     // MARK: - Items
 
-    private func handle(_ item: AppleHealthItem) async throws {
-        switch item {
+    private func handle(_ item: consuming AppleHealthItem) async throws {
+        switch consume item {
         case .characteristic(let characteristic, _):
             summary.elements += 1
             characteristics.removeAll { $0.objectType == characteristic.objectType }
@@ -183,7 +187,7 @@ public final class AppleHealthImporter {
                 workoutIndex[workout.uuid] = workouts.count
                 workouts.append(WorkoutLink(workout: workout, types: types))
             }
-            try await add(.workout(workout), kind: "workouts", line: line)
+            try await add(.workout(workout), kind: Batch.workoutKind, line: line)
         case .visionPrescription(let prescription, let line):
             summary.elements += 1
             try await add(.visionPrescription(prescription), kind: "visionPrescriptions", line: line)
@@ -201,7 +205,7 @@ public final class AppleHealthImporter {
         }
     }
 
-    private func add(_ object: HealthObject, kind: String, line: Int) async throws {
+    private func add(_ object: consuming HealthObject, kind: String, line: Int) async throws {
         pending.objects.append(object)
         pending.lines.append(line)
         pending.kinds.append(kind)
@@ -305,10 +309,10 @@ private enum BatchSaver {
             switch result.disposition {
             case .saved, .replaced:
                 outcome.imported[batch.kinds[index], default: 0] += 1
-                storedUUIDs[batch.objects[index].uuid] = result.uuid
+                if batch.kinds[index] == Batch.workoutKind { storedUUIDs[batch.objects[index].uuid] = result.uuid }
             case .ignored(let existing):
                 outcome.alreadyPresent += 1
-                storedUUIDs[batch.objects[index].uuid] = existing
+                if batch.kinds[index] == Batch.workoutKind { storedUUIDs[batch.objects[index].uuid] = existing }
             }
         } refused: { index, error in
             outcome.rejections.append(.init(line: batch.lines[index], element: batch.kinds[index], reason: error.message))
@@ -362,6 +366,10 @@ private enum BatchSaver {
 }
 
 private struct Batch: Sendable {
+    /// The kind of a workout, the one object whose stored UUID the import needs later (to
+    /// attach its routes and its samples).
+    static let workoutKind = "workouts"
+
     var objects: [HealthObject] = []
     var lines: [Int] = []
     var kinds: [String] = []

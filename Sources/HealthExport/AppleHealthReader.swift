@@ -53,7 +53,7 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// The bundle identifier prefix of the sources an import records (never an app's).
     public static let sourcePrefix = Source.importedPrefix
 
-    private let emit: (AppleHealthItem) -> Void
+    private let emit: (consuming AppleHealthItem) -> Void
     private var units: [String: HealthUnit] = [:]
     private var sources: [String: Source] = [:]
     private var devices: [String: Device] = [:]
@@ -65,7 +65,7 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// When the export was made (`ExportDate`), if it says.
     public private(set) var exportDate: Date?
 
-    public init(emit: @escaping (AppleHealthItem) -> Void) {
+    public init(emit: @escaping (consuming AppleHealthItem) -> Void) {
         self.emit = emit
     }
 

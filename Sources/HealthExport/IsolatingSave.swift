@@ -22,7 +22,8 @@ extension HealthStore {
         while let range = ranges.popLast() {
             guard !range.isEmpty else { continue }
             do {
-                let results = try await save(Array(objects[range]))
+                // The whole list is sent as it is: a slice made an array copies every object.
+                let results = try await save(range == objects.indices ? objects : Array(objects[range]))
                 for (offset, result) in results.enumerated() { saved(range.lowerBound + offset, result) }
             } catch let error as RPCError where [.invalidArgument, .alreadyExists, .resourceExhausted].contains(error.code) {
                 guard range.count > 1 else {
