@@ -130,12 +130,8 @@ extension Ledger {
     static func apply(_ objects: [PreparedObject], by principal: Principal, in context: WriteContext) throws -> [SaveResult] {
         var results: [SaveResult] = []
         results.reserveCapacity(objects.count)
-        // Each object is lent in place: a copy would retain every array and string in it, on
-        // the commit thread, where the objects were made on others.
-        try objects.withUnsafeBufferPointer { objects in
-            for index in objects.indices {
-                results.append(try apply(objects[index], index: index, by: principal, in: context))
-            }
+        for index in objects.indices {
+            results.append(try apply(objects[index], index: index, by: principal, in: context))
         }
         return results
     }
@@ -143,29 +139,30 @@ extension Ledger {
     /// Saves one object (a correlation with its members) following the sync rules: an
     /// equal or higher stored version leaves everything as it is; a lower one is deleted
     /// (a correlation with its members) before the new object is saved.
-    private static func apply(_ object: borrowing PreparedObject, index: Int, by principal: Principal, in context: WriteContext) throws -> SaveResult {
+    private static func apply(_ object: PreparedObject, index: Int, by principal: Principal, in context: WriteContext) throws -> SaveResult {
         let databases = context.databases
-        let uuid = UUID(bytes: object.summary.uuid)!
+        let summary = object.summary
+        let uuid = UUID(bytes: summary.uuid)!
         func requireNew(_ candidate: [UInt8]) throws {
             if try context.txn.contains(candidate, in: databases.objects) || context.txn.contains(candidate, in: databases.tombstones) {
                 let existing = UUID(bytes: candidate)!
                 throw HealthError(.invalidArgument, "object \(index): an object with UUID \(existing) already exists", field: "uuid", existingUUID: existing)
             }
         }
-        try requireNew(object.summary.uuid)
+        try requireNew(summary.uuid)
         for member in object.members { try requireNew(member.summary.uuid) }
         var disposition = SaveResult.Disposition.saved
-        if let existing = try SyncIdentifierIndex.holder(of: object.summary, in: context) {
+        if let existing = try SyncIdentifierIndex.holder(of: summary, in: context) {
             let existingUUID = UUID(bytes: existing.uuid)!
-            if existing.version >= object.summary.syncVersion ?? 0 { return SaveResult(uuid: uuid, disposition: .ignored(existing: existingUUID)) }
-            try deleteStored(existingUUID.bytes, reason: .replacedBySyncVersion, replacedBy: object.summary.uuid, by: principal, in: context)
+            if existing.version >= summary.syncVersion ?? 0 { return SaveResult(uuid: uuid, disposition: .ignored(existing: existingUUID)) }
+            try deleteStored(existingUUID.bytes, reason: .replacedBySyncVersion, replacedBy: summary.uuid, by: principal, in: context)
             disposition = .replaced(previous: existingUUID)
         }
         // A correlation's members are samples of their own, saved first (each by the sync rules).
         for member in object.members { _ = try apply(member, index: index, by: principal, in: context) }
         try context.append(
-            kind: .objectSaved, actor: principal, objectType: object.summary.type, objectUUID: object.summary.uuid,
-            body: object.body, change: .saved(object.summary))
+            kind: .objectSaved, actor: principal, objectType: summary.type, objectUUID: summary.uuid,
+            body: object.body, change: .saved(summary))
         return SaveResult(uuid: uuid, disposition: disposition)
     }
 
