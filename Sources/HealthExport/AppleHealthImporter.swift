@@ -132,11 +132,14 @@ public final class AppleHealthImporter {
         thread.start()
         do {
             while let (received, bytes) = await channel.next() {
-                // Each item is moved out of the list, not copied (a copy retains every string
-                // of its object once more).
+                // Each item is moved out of the list (swapped with an empty one), not copied:
+                // a copy retains every string of its object once more.
                 var items = consume received
-                items.reverse()
-                while let item = items.popLast() { try await handle(item) }
+                for index in items.indices {
+                    var item = AppleHealthItem.skipped(element: "", reason: "", line: 0)
+                    swap(&item, &items[index])
+                    try await handle(item)
+                }
                 progress?(ImportProgress(elements: summary.elements, bytesRead: bytes, totalBytes: archive.xmlSize, elapsed: elapsed))
             }
             try await flush()
