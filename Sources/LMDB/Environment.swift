@@ -103,6 +103,23 @@ public final class Environment: @unchecked Sendable {
         return database
     }
 
+    /// Deletes the named database and everything in it.
+    ///
+    /// - Returns: false when the environment has no database of that name.
+    @discardableResult
+    public func dropDatabase(_ name: String) throws -> Bool {
+        let dropped = try write { txn -> Bool in
+            var dbi = MDB_dbi()
+            let opened = mdb_dbi_open(txn.handle, name, 0, &dbi)
+            if opened == MDB_NOTFOUND { return false }
+            try check(opened, "mdb_dbi_open(\(name))")
+            try check(mdb_drop(txn.handle, dbi, 1), "mdb_drop(\(name))")
+            return true
+        }
+        if dropped { databases.withLock { $0[name] = nil } }
+        return dropped
+    }
+
     /// Runs `body` in a read-only snapshot.
     public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
         while true {

@@ -75,6 +75,7 @@ public final class Ledger: Sendable {
         let recorded = try read { snapshot in try ProjectionLayout.recorded(in: snapshot) }
         guard recorded != ProjectionLayout.current else { return }
         logger.notice("rebuilding the projections from the log: their layout is \(recorded), this version's is \(ProjectionLayout.current)")
+        for name in ProjectionLayout.retiredDatabases { try environment.dropDatabase(name) }
         let report = try replay(install: true)
         if !report.installed {
             try environment.write { txn in try ProjectionLayout.recordCurrent(in: txn, databases) }

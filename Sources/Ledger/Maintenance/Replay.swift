@@ -50,10 +50,10 @@ extension Ledger {
                 let rebuildDuration = clock.now - rebuildStarted
                 return ReplayReport(
                     events: head.sequence, objects: try live.count(in: databases.objects),
-                    liveDigest: try Self.digest(databases.projections, in: live), rebuiltDigest: [],
+                    liveDigest: try Self.digest(databases, in: live), rebuiltDigest: [],
                     installed: false, rebuildDuration: rebuildDuration, duration: .zero)
             }
-            report.rebuiltDigest = try fresh.read { txn in try Self.digest(freshDatabases.projections, in: txn) }
+            report.rebuiltDigest = try fresh.read { txn in try Self.digest(freshDatabases, in: txn) }
             if install, !report.identical {
                 try self.install(from: fresh, freshDatabases, expectedHead: report.events)
                 report.installed = true
@@ -165,6 +165,7 @@ extension Ledger {
                     throw LedgerFailure(.storage, "the ledger changed during the replay (head \(expectedHead) → \(head.sequence)); run it again")
                 }
                 try ProjectionLayout.recordCurrent(in: txn, databases)
+                try Projector(databases: databases, units: SummaryCache()).writeCheckpoint(expectedHead, in: txn)
                 for (target, origin) in zip(databases.projections, freshDatabases.projections) {
                     try txn.removeAll(in: target)
                     try source.withCursor(on: origin) { cursor in
@@ -179,14 +180,19 @@ extension Ledger {
         }
     }
 
-    /// SHA-256 over the live projections (names, keys and values, in order).
+    /// SHA-256 over the live projections (names, keys and values, in order) and their checkpoint.
     public func projectionDigest() throws -> [UInt8] {
-        try environment.read { txn in try Self.digest(databases.projections, in: txn) }
+        try environment.read { txn in try Self.digest(databases, in: txn) }
     }
 
-    static func digest(_ projections: [Database], in txn: Transaction) throws -> [UInt8] {
+    static func digest(_ databases: LedgerDatabases, in txn: Transaction) throws -> [UInt8] {
         var digest = ProjectionDigest()
-        for database in projections {
+        // The checkpoint first: projections rebuilt identically but recorded as behind the log differ.
+        if let checkpoint = try txn.get(Projector.checkpointKey, in: databases.meta) {
+            Projector.checkpointKey.withUnsafeBytes { digest.feed($0) }
+            digest.feed(checkpoint)
+        }
+        for database in databases.projections {
             Array(database.name.utf8).withUnsafeBytes { digest.feed($0) }
             try txn.withCursor(on: database) { cursor in
                 var entry = try cursor.first()

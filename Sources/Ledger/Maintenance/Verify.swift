@@ -130,7 +130,7 @@ extension Ledger {
                         "its hash is \(hash.hexString), not the pinned \(expectedHead.hash.hexString): the history up to it was rewritten")
                 }
             }
-            let checkpoint = try snapshot.get(Projector.checkpointKey, in: snapshot.databases.checkpoint).map { KeyEncoding.uint64($0, at: 0) } ?? 0
+            let checkpoint = try snapshot.get(Projector.checkpointKey, in: snapshot.databases.meta).map { KeyEncoding.uint64($0, at: 0) } ?? 0
             guard checkpoint == head.sequence else {
                 return fail(nil, "the projections were last applied at event \(checkpoint), but the log head is \(head.sequence): run replay")
             }

@@ -7,10 +7,10 @@ import LMDB
 /// | database | key | value |
 /// |---|---|---|
 /// | `events` | sequence(8) | stored `LedgerEvent` bytes (the log) |
-/// | `meta` | name | log head, projection layout (``ProjectionLayout``) |
+/// | `meta` | name | log head, projection layout (``ProjectionLayout``), the projections' checkpoint (`applied`: sequence(8) of the last event applied), the anchor-sealing and signing keys |
 /// | `objects` | uuid(16) | sequence(8) of the save event, type(4), source(4): see ``StoredObject`` |
 /// | `by_start` | type(4) start(8) uuid(16) | end(8) sequence(8) value(8, canonical unit, IEEE bits) source(4) |
-/// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) source(4) |
+/// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) source(4): samples that last (end after start) only; an instant's end is its start, so `by_start` orders it by end |
 /// | `by_source` | type(4) source(4) start(8) uuid(16) | end(8) sequence(8) value(8) |
 /// | `changes` | type(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16) |
 /// | `source_changes` | type(4) source(4) sequence(8) | op(1) uuid(16): `changes` per source |
@@ -31,10 +31,9 @@ import LMDB
 /// | `member_workouts` | member uuid(16) parent uuid(16) | empty: `workout_members` the other way |
 /// | `route_data` | route uuid(16) chunk(4) | sequence(8) of the chunk's `routeLocationsAdded` event |
 /// | `rollups` | type(4) source(4) hour start(8) | see ``StatisticsPartial``: the source's samples of the type starting in that hour, summarised (``Rollups``) |
-/// | `checkpoint` | `applied` | sequence(8) of the last event applied |
 ///
 /// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
-/// identically by replay.
+/// identically by replay. (`meta`'s checkpoint says how far the projections are.)
 struct LedgerDatabases: Sendable {
     let events: Database
     let meta: Database
@@ -64,14 +63,13 @@ struct LedgerDatabases: Sendable {
     let merkle: Database
     /// Statistics per type, source and hour (``Rollups``).
     let rollups: Database
-    let checkpoint: Database
 
     /// The projections, in digest order.
     var projections: [Database] {
         [
             objects, byStart, byEnd, bySource, changes, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
             authorizations, objectReads, authorizationLog, characteristics, attachments, objectAttachments, workoutMembers, memberWorkouts, routeData,
-            merkle, rollups, checkpoint,
+            merkle, rollups,
         ]
     }
 
@@ -102,7 +100,6 @@ struct LedgerDatabases: Sendable {
         routeData = try environment.openDatabase("route_data")
         merkle = try environment.openDatabase("merkle")
         rollups = try environment.openDatabase("rollups")
-        checkpoint = try environment.openDatabase("checkpoint")
     }
 }
 
@@ -114,9 +111,12 @@ struct LedgerDatabases: Sendable {
 /// remembering when each object was selected or deselected, `characteristics`, `attachments`,
 /// `object_attachments`. 4: `workout_members`, `member_workouts`, `route_data`. 6: `merkle` (5, its first
 /// layout, stored every level; 6 from level 2). 7: `rollups`. 8: `merkle` from level 4. 9: `sync_ids` keyed in
-/// order by source code, type code and identifier (``SyncIdentifierIndex``), no longer hashed.
+/// order by source code, type code and identifier (``SyncIdentifierIndex``), no longer hashed. 10: `by_end` without
+/// instants; the checkpoint in `meta` instead of a `checkpoint` database of its own (dropped on upgrading).
 enum ProjectionLayout {
-    static let current: UInt32 = 9
+    static let current: UInt32 = 10
+    /// Databases earlier layouts kept that this one does not: dropped when a ledger's projections are rebuilt for it.
+    static let retiredDatabases = ["checkpoint"]
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

@@ -224,9 +224,12 @@ struct Projector {
             try txn.put(
                 StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value, source: source),
                 forKey: StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
-            try txn.put(
-                EndIndexRow.value(start: object.startUs, sequence: sequence, source: source),
-                forKey: EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd)
+            // An instant's end is its start: `by_start` already orders it by end.
+            if object.endUs != object.startUs {
+                try txn.put(
+                    EndIndexRow.value(start: object.startUs, sequence: sequence, source: source),
+                    forKey: EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd)
+            }
             let change = ChangeIndexRow.value(ChangeIndexRow.added, uuid: uuid)
             try txn.put(change, forKey: ChangeIndexRow.key(type: type, sequence: sequence), in: databases.changes)
             try txn.put(change, forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: databases.sourceChanges)
@@ -258,7 +261,7 @@ struct Projector {
             let (type, source) = (object.typeCode, stored.source)
             try txn.delete(StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
             try txn.delete(StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: databases.bySource)
-            try txn.delete(EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd)
+            if object.endUs != object.startUs { try txn.delete(EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd) }
             // The save's change rows go; the delete's are added.
             let change = ChangeIndexRow.value(ChangeIndexRow.removed, uuid: uuid)
             try txn.delete(ChangeIndexRow.key(type: type, sequence: savedSequence), in: databases.changes)
@@ -298,8 +301,10 @@ struct Projector {
         try txn.put([], forKey: AuthorizationRecord.appPrefix(app) + KeyEncoding.sequenceKey(sequence), in: databases.authorizationLog)
     }
 
+    /// Records that the projections hold every event up to `sequence`, in `meta` next to the
+    /// log head (both are written by every commit: one page instead of two).
     func writeCheckpoint(_ sequence: UInt64, in txn: Transaction) throws {
-        try txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.checkpointKey, in: databases.checkpoint)
+        try txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.checkpointKey, in: databases.meta)
     }
 
 }

@@ -312,7 +312,13 @@ extension Ledger {
         }
     }
 
-    /// Visits the samples of `type` overlapping `range` in end-date order (ties by UUID).
+    /// Visits the samples of `type` overlapping `range` in end-date order (ties by UUID): those
+    /// that last from `by_end`, merged with the instants, which only `by_start` holds (an
+    /// instant ends when it starts, so that index has them in end order too).
+    ///
+    /// The instants' walk passes over the type's lasting samples starting in the range
+    /// without loading them; for a type of lasting samples only it reads about as many rows
+    /// again as `by_end`.
     ///
     /// - Parameter position: an entry of this walk: the walk begins after it.
     static func scanByEnd(
@@ -321,24 +327,55 @@ extension Ledger {
     ) throws {
         let (raised, overflow) = range.end.addingReportingOverflow(max(longest, 0))
         let highest = overflow ? Int64.max : raised
-        try snapshot.withCursor(on: snapshot.databases.byEnd) { cursor in
-            var entry: Cursor.Entry?
-            if let position {
-                let resume = EndIndexRow.key(type: type, end: position.endUs, uuid: position.uuid)
-                entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
-                if let current = entry, resume.equals(current.key) { entry = descending ? try cursor.previous() : try cursor.next() }
-            } else {
-                entry = descending
-                    ? try cursor.seek(atMost: EndIndexRow.key(type: type, end: highest, uuid: [UInt8](repeating: 0xFF, count: 16)))
-                    : try cursor.seek(atLeast: EndIndexRow.key(type: type, end: range.start, uuid: []))
-            }
-            while let current = entry, let row = try EndIndexRow(current, type: type) {
-                let end = row.endUs
-                if descending ? end < range.start : end > highest { break }
-                if range.overlaps(start: row.startUs, end: end) {
-                    if try !visit(row.entry) { return }
+        let last = [UInt8](repeating: 0xFF, count: 16)
+        try snapshot.withCursor(on: snapshot.databases.byEnd) { lastingCursor in
+            try snapshot.withCursor(on: snapshot.databases.byStart) { instantCursor in
+                /// Moves a walk's cursor on (from `resume` when given) or to its first row.
+                func begin(_ cursor: Cursor, resume: InlineBytes?, first: InlineBytes) throws -> Cursor.Entry? {
+                    guard let resume else { return descending ? try cursor.seek(atMost: first) : try cursor.seek(atLeast: first) }
+                    let entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
+                    guard let current = entry, resume.equals(current.key) else { return entry }
+                    return descending ? try cursor.previous() : try cursor.next()
                 }
-                entry = descending ? try cursor.previous() : try cursor.next()
+                func step(_ cursor: Cursor) throws -> Cursor.Entry? { descending ? try cursor.previous() : try cursor.next() }
+                /// The lasting samples' walk from `entry`: its next row overlapping the range.
+                func lasting(from entry: Cursor.Entry?) throws -> IndexEntry? {
+                    var entry = entry
+                    while let current = entry, let row = try EndIndexRow(current, type: type) {
+                        let end = row.endUs
+                        if descending ? end < range.start : end > highest { return nil }
+                        if range.overlaps(start: row.startUs, end: end) { return row.entry }
+                        entry = try step(lastingCursor)
+                    }
+                    return nil
+                }
+                /// The instants' walk from `entry`: its next instant in the range.
+                func instant(from entry: Cursor.Entry?) throws -> IndexEntry? {
+                    var entry = entry
+                    while let current = entry, let row = try StartIndexRow(current, type: type, source: nil) {
+                        let at = row.startUs
+                        if descending ? at < range.start : at >= range.end { return nil }
+                        if row.endUs == at, range.overlaps(start: at, end: at) { return row.entry(uuid: true) }
+                        entry = try step(instantCursor)
+                    }
+                    return nil
+                }
+                var nextLasting = try lasting(from: begin(
+                    lastingCursor, resume: position.map { EndIndexRow.key(type: type, end: $0.endUs, uuid: $0.uuid) },
+                    first: descending ? EndIndexRow.key(type: type, end: highest, uuid: last) : EndIndexRow.key(type: type, end: range.start, uuid: [])))
+                var nextInstant = try instant(from: begin(
+                    instantCursor, resume: position.map { StartIndexRow.key(type: type, source: nil, start: $0.endUs, uuid: $0.uuid) },
+                    first: StartIndexRow.key(type: type, source: nil, start: descending ? range.end : range.start, uuid: descending ? last : [])))
+                let order = SampleSort.endDate(ascending: !descending)
+                while nextLasting != nil || nextInstant != nil {
+                    if let entry = nextLasting, nextInstant.map({ order.orders(entry, before: $0) }) ?? true {
+                        guard try visit(entry) else { return }
+                        nextLasting = try lasting(from: step(lastingCursor))
+                    } else if let entry = nextInstant {
+                        guard try visit(entry) else { return }
+                        nextInstant = try instant(from: step(instantCursor))
+                    }
+                }
             }
         }
     }
