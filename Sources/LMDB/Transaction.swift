@@ -156,6 +156,19 @@ public final class Transaction {
         return try body(Cursor(handle: cursor!, database: database))
     }
 
+    /// Opens `count` cursors over `database` (walks side by side, as a merge of key ranges
+    /// needs), all closed when `body` returns.
+    public func withCursors<R>(on database: Database, count: Int, _ body: ([Cursor]) throws -> R) throws -> R {
+        var handles: [OpaquePointer] = []
+        defer { for handle in handles { mdb_cursor_close(handle) } }
+        for _ in 0..<count {
+            var cursor: OpaquePointer?
+            try check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
+            handles.append(cursor!)
+        }
+        return try body(handles.map { Cursor(handle: $0, database: database) })
+    }
+
     /// Visits, in key order, the entries of `database` whose keys are `keyLength` bytes and
     /// start with `prefix`, until `visit` returns false.
     public func forEach(

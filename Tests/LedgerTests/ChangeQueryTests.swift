@@ -94,6 +94,50 @@ struct ChangeQueryTests {
         }
     }
 
+    @Test("a reader of every source gets each source's changes merged in commit order, in pages of any size", arguments: [3, 4] as [UInt64])
+    func mergedSources(seed: UInt64) async throws {
+        var random = SplitMix(state: seed)
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "merged")
+        try await ledger.authorize([Fixtures.appA, Fixtures.appB], share: [Self.heartRate])
+        // What each source saves and deletes, in the order the ledger commits it.
+        var saved: [UUID] = []
+        var deleted: [UUID] = []
+        for _ in 0..<30 {
+            let principal = [Principal.owner, Self.app, Self.other][Int.random(in: 0..<3, using: &random)]
+            let objects = (0..<Int.random(in: 1...6, using: &random)).map { _ in Fixtures.heartRate(70, at: Double(Int.random(in: 0..<300, using: &random)) * 60) }
+            try await ledger.save(objects, by: principal)
+            saved += objects.map(\.uuid)
+            if Bool.random(using: &random), let victim = saved.filter({ !deleted.contains($0) }).randomElement(using: &random) {
+                _ = try await ledger.delete([victim], by: .owner)
+                deleted.append(victim)
+            }
+        }
+        let expectedAdded = saved.filter { !deleted.contains($0) }
+        for limit in [0, 1, 4, 17] {
+            var (added, gone): ([UUID], [UUID]) = ([], [])
+            var anchor: QueryAnchor?
+            repeat {
+                let page = try ledger.changes(ChangeQuery(type: Self.heartRate, anchor: anchor, limit: limit), as: .owner)
+                added += page.added.map(\.uuid)
+                gone += page.deleted.map(\.uuid)
+                anchor = page.anchor
+                if !page.hasMore { break }
+            } while true
+            #expect(added == expectedAdded, "limit \(limit)")
+            #expect(gone == deleted, "limit \(limit)")
+            // The latest anchor is past every source's last change.
+            let latest = try ledger.latestAnchor(for: [Self.heartRate], as: .owner)
+            #expect(try ledger.changes(ChangeQuery(type: Self.heartRate, anchor: latest), as: .owner).count == 0)
+            #expect(try ledger.changes(ChangeQuery(type: Self.heartRate, anchor: anchor), as: .owner).count == 0)
+        }
+        // A change after the latest anchor, by whichever source, is the only one found.
+        let latest = try ledger.latestAnchor(for: [Self.heartRate], as: .owner)
+        let late = Fixtures.heartRate(75, at: 30)
+        try await ledger.save([late], by: Self.other)
+        #expect(try ledger.changes(ChangeQuery(type: Self.heartRate, anchor: latest), as: .owner).added.map(\.uuid) == [late.uuid])
+    }
+
     @Test("a read-denied app's pages are the same whether or not others saved and deleted data")
     func deniedPagesRevealNothing() async throws {
         var random = SplitMix(state: 11)

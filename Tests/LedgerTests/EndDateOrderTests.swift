@@ -85,7 +85,7 @@ struct EndDateOrderTests {
         #expect(try endRows() == 0)
     }
 
-    @Test("a ledger from layout 9 (instants in by_end, a checkpoint database of its own) is rebuilt on opening, the old database dropped")
+    @Test("a ledger from layout 9 (instants in by_end, the checkpoint and every source's changes in databases of their own) is rebuilt on opening, the retired databases dropped")
     func layoutNineUpgrade() async throws {
         let temporary = try TemporaryStore()
         func writeLayoutNine() async throws -> (digest: [UInt8], ends: [UUID]) {
@@ -94,8 +94,9 @@ struct EndDateOrderTests {
             _ = try await ledger.save(objects, by: .owner)
             let digest = try ledger.projectionDigest()
             let ends = try ledger.samples(SampleQuery(type: Self.type, sort: .endDate(ascending: false)), as: .owner).map(\.uuid)
-            // Layout 9: every sample in by_end, the checkpoint in a database of its own.
+            // Layout 9: every sample in by_end, the checkpoint and the `changes` index in databases of their own.
             let checkpoint = try ledger.environment.openDatabase("checkpoint")
+            let changes = try ledger.environment.openDatabase("changes")
             try ledger.environment.write { txn in
                 let databases = ledger.databases
                 for case .quantitySample(let sample) in objects where sample.startDate == sample.endDate {
@@ -103,6 +104,12 @@ struct EndDateOrderTests {
                     try txn.put(
                         EndIndexRow.value(start: start, sequence: 2, source: 0),
                         forKey: EndIndexRow.key(type: Self.type.code, end: start, uuid: uuid), in: databases.byEnd)
+                }
+                for (offset, object) in objects.enumerated() {
+                    let uuid = withUnsafeBytes(of: object.uuid.uuid) { Array($0) }
+                    var key = KeyEncoding.typeKey(Self.type.code)
+                    KeyEncoding.append(UInt64(offset + 2), to: &key)
+                    try txn.put(ChangeIndexRow.value(ChangeIndexRow.added, uuid: uuid), forKey: key, in: changes)
                 }
                 let applied = try #require(try txn.get(Projector.checkpointKey, in: databases.meta))
                 try txn.put(Array(applied), forKey: Projector.checkpointKey, in: checkpoint)
@@ -120,6 +127,8 @@ struct EndDateOrderTests {
         #expect(try reopened.read { try ProjectionLayout.recorded(in: $0) } == ProjectionLayout.current)
         #expect(try reopened.samples(SampleQuery(type: Self.type, sort: .endDate(ascending: false)), as: .owner).map(\.uuid) == ends)
         #expect(try reopened.verify().isValid)
-        #expect(try reopened.environment.dropDatabase("checkpoint") == false, "the retired database is gone")
+        for retired in ["checkpoint", "changes"] {
+            #expect(try reopened.environment.dropDatabase(retired) == false, "the retired database \(retired) is gone")
+        }
     }
 }

@@ -125,8 +125,7 @@ struct EndIndexRow {
 /// A row of a change index, read in place: what the event `sequence` did to an object of a
 /// type, in log order.
 ///
-/// - `changes`, every source's: type(4) sequence(8) → op(1) uuid(16)
-/// - `source_changes`, per source: type(4) source(4) sequence(8) → op(1) uuid(16)
+/// `source_changes`: type(4) source(4) sequence(8) → op(1) uuid(16)
 ///
 /// `op` is ``ChangeIndexRow/added`` for a save, ``ChangeIndexRow/removed`` for a delete; a
 /// save's row is removed with the object (its delete's row stays).
@@ -134,6 +133,8 @@ struct ChangeIndexRow {
     static let added: UInt8 = 1
     static let removed: UInt8 = 2
     static let valueLength = 17
+    /// type(4) source(4) sequence(8).
+    static let sourceKeyLength = 16
 
     let sequence: UInt64
     let valueBytes: UnsafeRawBufferPointer
@@ -155,11 +156,11 @@ struct ChangeIndexRow {
     /// type(4), then source(4) when given: the part of a row's key before its sequence.
     static func prefix(type: UInt32, source: UInt32? = nil) -> [UInt8] { KeyEncoding.typeKey(type, source: source) }
 
-    /// The key of a row of `source_changes` when `source` is given, of `changes` otherwise.
-    static func key(type: UInt32, source: UInt32? = nil, sequence: UInt64) -> InlineBytes {
+    /// The key of a row of `source_changes`.
+    static func key(type: UInt32, source: UInt32, sequence: UInt64) -> InlineBytes {
         var key = InlineBytes()
         key.append(type)
-        if let source { key.append(source) }
+        key.append(source)
         key.append(sequence)
         return key
     }

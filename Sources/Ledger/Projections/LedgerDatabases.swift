@@ -12,8 +12,7 @@ import LMDB
 /// | `by_start` | type(4) start(8) uuid(16) | end(8) sequence(8) value(8, canonical unit, IEEE bits) source(4) |
 /// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) source(4): samples that last (end after start) only; an instant's end is its start, so `by_start` orders it by end |
 /// | `by_source` | type(4) source(4) start(8) uuid(16) | end(8) sequence(8) value(8) |
-/// | `changes` | type(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16) |
-/// | `source_changes` | type(4) source(4) sequence(8) | op(1) uuid(16): `changes` per source |
+/// | `source_changes` | type(4) source(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16): each source's changes of a type in log order; a reader of every source merges the type's ranges |
 /// | `tombstones` | uuid(16) | see ``Tombstone`` |
 /// | `sync_ids` | SHA-256(source, type, sync id) | uuid(16) version(8) |
 /// | `type_stats` | type(4) | count(8) longest duration(8) |
@@ -41,7 +40,6 @@ struct LedgerDatabases: Sendable {
     let byStart: Database
     let byEnd: Database
     let bySource: Database
-    let changes: Database
     let sourceChanges: Database
     let tombstones: Database
     let syncIdentifiers: Database
@@ -67,7 +65,7 @@ struct LedgerDatabases: Sendable {
     /// The projections, in digest order.
     var projections: [Database] {
         [
-            objects, byStart, byEnd, bySource, changes, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
+            objects, byStart, byEnd, bySource, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
             authorizations, objectReads, authorizationLog, characteristics, attachments, objectAttachments, workoutMembers, memberWorkouts, routeData,
             merkle, rollups,
         ]
@@ -80,7 +78,6 @@ struct LedgerDatabases: Sendable {
         byStart = try environment.openDatabase("by_start")
         byEnd = try environment.openDatabase("by_end")
         bySource = try environment.openDatabase("by_source")
-        changes = try environment.openDatabase("changes")
         sourceChanges = try environment.openDatabase("source_changes")
         tombstones = try environment.openDatabase("tombstones")
         syncIdentifiers = try environment.openDatabase("sync_ids")
@@ -112,11 +109,13 @@ struct LedgerDatabases: Sendable {
 /// `object_attachments`. 4: `workout_members`, `member_workouts`, `route_data`. 6: `merkle` (5, its first
 /// layout, stored every level; 6 from level 2). 7: `rollups`. 8: `merkle` from level 4. 9: `sync_ids` keyed in
 /// order by source code, type code and identifier (``SyncIdentifierIndex``), no longer hashed. 10: `by_end` without
-/// instants; the checkpoint in `meta` instead of a `checkpoint` database of its own (dropped on upgrading).
+/// instants; the checkpoint in `meta` instead of a `checkpoint` database of its own (dropped on upgrading). 11: no
+/// `changes` (every source's changes of a type in one range): `source_changes` alone, merged across sources by a
+/// reader of the whole type.
 enum ProjectionLayout {
-    static let current: UInt32 = 10
+    static let current: UInt32 = 11
     /// Databases earlier layouts kept that this one does not: dropped when a ledger's projections are rebuilt for it.
-    static let retiredDatabases = ["checkpoint"]
+    static let retiredDatabases = ["checkpoint", "changes"]
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

@@ -231,7 +231,6 @@ struct Projector {
                     forKey: EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd)
             }
             let change = ChangeIndexRow.value(ChangeIndexRow.added, uuid: uuid)
-            try txn.put(change, forKey: ChangeIndexRow.key(type: type, sequence: sequence), in: databases.changes)
             try txn.put(change, forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: databases.sourceChanges)
             try SyncIdentifierIndex.record(object, source: source, in: txn, databases)
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
@@ -262,10 +261,8 @@ struct Projector {
             try txn.delete(StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
             try txn.delete(StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: databases.bySource)
             if object.endUs != object.startUs { try txn.delete(EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd) }
-            // The save's change rows go; the delete's are added.
+            // The save's change row goes; the delete's is added.
             let change = ChangeIndexRow.value(ChangeIndexRow.removed, uuid: uuid)
-            try txn.delete(ChangeIndexRow.key(type: type, sequence: savedSequence), in: databases.changes)
-            try txn.put(change, forKey: ChangeIndexRow.key(type: type, sequence: sequence), in: databases.changes)
             try txn.delete(ChangeIndexRow.key(type: type, source: source, sequence: savedSequence), in: databases.sourceChanges)
             try txn.put(change, forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: databases.sourceChanges)
             try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason), forKey: uuid, in: databases.tombstones)

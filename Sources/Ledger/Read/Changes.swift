@@ -236,7 +236,10 @@ extension Ledger {
                 onScope(scope)
                 var last = ChangePosition.origin
                 if scope.all {
-                    last = try lastChange(in: databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), in: snapshot) ?? last
+                    for source in try changeSources(of: type.code, in: snapshot) {
+                        let prefix = ChangeIndexRow.prefix(type: type.code, source: source)
+                        last = max(last, try lastChange(in: databases.sourceChanges, prefix: prefix, in: snapshot) ?? last)
+                    }
                 } else {
                     if scope.ownSource != 0 {
                         let prefix = ChangeIndexRow.prefix(type: type.code, source: scope.ownSource)
@@ -376,14 +379,14 @@ extension Ledger {
             return own == 0 || stored.source != own
         }
         if scope.all {
-            try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: snapshot) { entry in
+            try scanTypeChanges(type.code, after: state.position, in: snapshot) { entry in
                 if entry.position <= boundary, try !othersPresent(entry) { return true }
                 return try visit(entry)
             }
             return
         }
         var going = true
-        try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: state.position, in: snapshot) { entry in
+        try scanTypeChanges(type.code, after: state.position, in: snapshot) { entry in
             guard entry.position <= boundary else { return false }
             guard try othersPresent(entry) else { return true }
             going = try visit(ChangeEntry(position: entry.position, savedSequence: nil))
@@ -400,7 +403,7 @@ extension Ledger {
         _ visit: (ChangeEntry) throws -> Bool
     ) throws {
         if scope.all {
-            return try scanChangeIndex(databases.changes, prefix: ChangeIndexRow.prefix(type: type.code), after: after, in: snapshot, visit)
+            return try scanTypeChanges(type.code, after: after, in: snapshot, visit)
         }
         let selected = try selectionChanges(type, scope: scope, principal: principal, in: snapshot).filter { $0.position > after }
         var next = 0
@@ -423,20 +426,55 @@ extension Ledger {
         }
     }
 
-    /// Visits the entries of a change index (`changes` or `source_changes`) under `prefix`
-    /// after `after`.
+    /// Visits the entries of a change index (`source_changes`) under `prefix` after `after`.
     private func scanChangeIndex(
         _ database: Database, prefix: [UInt8], after: ChangePosition, in snapshot: LedgerSnapshot, _ visit: (ChangeEntry) throws -> Bool
     ) throws {
         try snapshot.withCursor(on: database) { cursor in
-            var entry = try cursor.seek(atLeast: prefix + KeyEncoding.sequenceKey(after.sequence))
-            while let current = entry, let row = try ChangeIndexRow(current, prefix: prefix) {
-                let position = row.position
-                if position > after {
-                    if try !visit(ChangeEntry(position: position, savedSequence: row.wasAdded ? row.sequence : nil)) { return }
-                }
-                entry = try cursor.next()
+            let walk = ChangeWalk(cursor, prefix: prefix)
+            var entry = try walk.first(after: after)
+            while let current = entry {
+                if try !visit(current) { return }
+                entry = try walk.next()
             }
+        }
+    }
+
+    /// Visits every source's changes of `type` after `after`, in order. `source_changes` keeps
+    /// each source's changes of a type in a range of its own: one walk per source, merged by
+    /// position (a type has few sources, so the next change is the least of the walks' heads).
+    private func scanTypeChanges(_ type: UInt32, after: ChangePosition, in snapshot: LedgerSnapshot, _ visit: (ChangeEntry) throws -> Bool) throws {
+        let sources = try changeSources(of: type, in: snapshot)
+        if sources.count == 1 {
+            return try scanChangeIndex(databases.sourceChanges, prefix: ChangeIndexRow.prefix(type: type, source: sources[0]), after: after, in: snapshot, visit)
+        }
+        try snapshot.txn.withCursors(on: databases.sourceChanges, count: sources.count) { cursors in
+            let walks = zip(cursors, sources).map { ChangeWalk($0, prefix: ChangeIndexRow.prefix(type: type, source: $1)) }
+            var heads = try walks.indices.map { try walks[$0].first(after: after) }
+            while true {
+                var least: (index: Int, entry: ChangeEntry)?
+                for (index, head) in heads.enumerated() {
+                    if let head, least.map({ head.position < $0.entry.position }) ?? true { least = (index, head) }
+                }
+                guard let (index, entry) = least, try visit(entry) else { return }
+                heads[index] = try walks[index].next()
+            }
+        }
+    }
+
+    /// The sources with changes of `type`, from `source_changes` itself: the first row of each
+    /// source's range names the source, and the next range begins past it.
+    private func changeSources(of type: UInt32, in snapshot: LedgerSnapshot) throws -> [UInt32] {
+        try snapshot.withCursor(on: databases.sourceChanges) { cursor in
+            var sources: [UInt32] = []
+            var entry = try cursor.seek(atLeast: ChangeIndexRow.prefix(type: type))
+            while let current = entry, current.key.count == ChangeIndexRow.sourceKeyLength, KeyEncoding.uint32(current.key, at: 0) == type {
+                let source = KeyEncoding.uint32(current.key, at: 4)
+                sources.append(source)
+                guard source < .max else { break }
+                entry = try cursor.seek(atLeast: ChangeIndexRow.prefix(type: type, source: source + 1))
+            }
+            return sources
         }
     }
 
@@ -631,4 +669,27 @@ struct AnchorSeal: Sendable {
 
     /// The largest anchor: every descriptor of a query with both positions.
     static let maximumSize = 64 + QueryDescriptor.maximumCount * 55
+}
+
+/// One source's changes of a type read in order from `source_changes`, after a position.
+private struct ChangeWalk {
+    let cursor: Cursor
+    let prefix: [UInt8]
+
+    init(_ cursor: Cursor, prefix: [UInt8]) { (self.cursor, self.prefix) = (cursor, prefix) }
+
+    /// The first change after `after`.
+    func first(after: ChangePosition) throws -> ChangeEntry? {
+        var entry = try read(cursor.seek(atLeast: prefix + KeyEncoding.sequenceKey(after.sequence)))
+        while let current = entry, current.position <= after { entry = try next() }
+        return entry
+    }
+
+    /// The change after the one read last.
+    func next() throws -> ChangeEntry? { try read(cursor.next()) }
+
+    private func read(_ entry: Cursor.Entry?) throws -> ChangeEntry? {
+        guard let entry, let row = try ChangeIndexRow(entry, prefix: prefix) else { return nil }
+        return ChangeEntry(position: row.position, savedSequence: row.wasAdded ? row.sequence : nil)
+    }
 }
