@@ -9,7 +9,7 @@ import Testing
 @testable import Ledger
 
 /// `by_end` holds only samples that last: an instant ends when it starts, so the end-date
-/// order merges `by_end` with the instants of `by_start`. These tests hold that merge to a
+/// order merges `by_end` with the instants of the start index (`by_source`). These tests hold that merge to a
 /// sort done here, over every way a query reaches it.
 @Suite("End-date order")
 struct EndDateOrderTests {
