@@ -9,8 +9,9 @@ import Testing
 @testable import Ledger
 
 /// `by_end` holds only samples that last: an instant ends when it starts, so the end-date
-/// order merges `by_end` with the instants of the start index (`by_source`). These tests hold that merge to a
-/// sort done here, over every way a query reaches it.
+/// order merges `by_end` with the instants of the start index (`by_source`), whose ranges,
+/// one per source, a reader of every source merges too. These tests hold both merges to a
+/// sort done here, over every way a query reaches them.
 @Suite("End-date order")
 struct EndDateOrderTests {
     static let type = Fixtures.steps.objectType
@@ -26,7 +27,7 @@ struct EndDateOrderTests {
     /// Byte order of a UUID, the index's tie-break.
     static func precedes(_ a: UUID, _ b: UUID) -> Bool { a.uuidString.lowercased() < b.uuidString.lowercased() }
 
-    @Test("instants and lasting samples come in end-date order, both ways, whole and in batches, over random samples and intervals", arguments: [1, 2, 3])
+    @Test("instants and lasting samples of three sources come in end-date and start-date order, both ways, whole and in batches, over random samples and intervals", arguments: [1, 2, 3])
     func mergedOrder(seed: UInt64) async throws {
         var random = SplitMix(state: seed)
         let temporary = try TemporaryStore()
@@ -37,7 +38,12 @@ struct EndDateOrderTests {
             let length = [0, 0, 0, 60, 120, 600, 3600][Int.random(in: 0..<7, using: &random)]
             return QuantitySample(type: Fixtures.steps, quantity: Quantity(Double(Int.random(in: 1...100, using: &random)), .count), start: start, end: start.addingTimeInterval(Double(length)))
         }
-        _ = try await ledger.save(samples.map { .quantitySample($0) }, by: .owner)
+        // Three sources, so that a reader of every source merges their ranges of the start index.
+        try await ledger.authorize([Fixtures.appA, Fixtures.appB], share: [Self.type])
+        for (part, principal) in [Principal.owner, .app(Fixtures.appA), .app(Fixtures.appB)].enumerated() {
+            let mine = samples.enumerated().filter { $0.offset % 3 == part }.map { HealthObject.quantitySample($0.element) }
+            _ = try await ledger.save(mine, by: principal)
+        }
         // Deleted samples leave both indexes.
         let deleted = Set(samples.prefix(30).map(\.uuid))
         _ = try await ledger.delete(Array(deleted), by: .owner)
@@ -49,15 +55,17 @@ struct EndDateOrderTests {
             intervals.append(DateInterval(start: start, duration: Double(Int.random(in: 1..<30, using: &random)) * 60))
         }
         for interval in intervals {
-            for ascending in [true, false] {
+            for (byEnd, ascending) in [(true, true), (true, false), (false, true), (false, false)] {
+                let date: (QuantitySample) -> Date = { byEnd ? $0.endDate : $0.startDate }
                 let expected = samples.filter { Self.overlaps($0, interval) }.sorted { a, b in
                     let (x, y) = ascending ? (a, b) : (b, a)
-                    return x.endDate != y.endDate ? x.endDate < y.endDate : Self.precedes(x.uuid, y.uuid)
+                    return date(x) != date(y) ? date(x) < date(y) : Self.precedes(x.uuid, y.uuid)
                 }.map(\.uuid)
-                let query = SampleQuery(type: Self.type, interval: interval, sort: .endDate(ascending: ascending))
-                #expect(try ledger.samples(query, as: .owner).map(\.uuid) == expected, "\(String(describing: interval)) ascending: \(ascending)")
+                let sort: SampleSort = byEnd ? .endDate(ascending: ascending) : .startDate(ascending: ascending)
+                let query = SampleQuery(type: Self.type, interval: interval, sort: sort)
+                #expect(try ledger.samples(query, as: .owner).map(\.uuid) == expected, "\(String(describing: interval)) \(sort)")
                 let limit = Int.random(in: 1...20, using: &random)
-                let limited = SampleQuery(type: Self.type, interval: interval, limit: limit, sort: .endDate(ascending: ascending))
+                let limited = SampleQuery(type: Self.type, interval: interval, limit: limit, sort: sort)
                 #expect(try ledger.samples(limited, as: .owner).map(\.uuid) == Array(expected.prefix(limit)))
 
                 // In batches, each resuming after the last one's final sample.
@@ -66,7 +74,7 @@ struct EndDateOrderTests {
                 while case let batch = try cursor.next(maxCount: Int.random(in: 1...9, using: &random), maxBytes: 1 << 20), !batch.isEmpty {
                     read += try batch.map { try Healthledger_V1_HealthObject(serializedBytes: $0).model().uuid }
                 }
-                #expect(read == expected, "in batches: \(String(describing: interval)) ascending: \(ascending)")
+                #expect(read == expected, "in batches: \(String(describing: interval)) \(sort)")
             }
         }
         #expect(try ledger.replay().identical)
