@@ -144,10 +144,10 @@ struct BackupTests {
         // A projection edited behind the log's back.
         do {
             let environment = try Environment(path: destination.path)
-            let bySource = try environment.openDatabase("by_source")
+            let byStart = try environment.openDatabase("by_start")
             try environment.write { txn in
-                let first = try txn.withCursor(on: bySource) { cursor in try cursor.first().map { Array($0.key) } }
-                #expect(try txn.delete(try #require(first), in: bySource))
+                let first = try txn.withCursor(on: byStart) { cursor in try cursor.first().map { Array($0.key) } }
+                #expect(try txn.delete(try #require(first), in: byStart))
             }
         }
         try FileManager.default.removeItem(at: destination.appending(path: "lock.mdb"))

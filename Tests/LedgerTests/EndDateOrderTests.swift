@@ -9,9 +9,8 @@ import Testing
 @testable import Ledger
 
 /// `by_end` holds only samples that last: an instant ends when it starts, so the end-date
-/// order merges `by_end` with the instants of the start index (`by_source`), whose ranges,
-/// one per source, a reader of every source merges too. These tests hold both merges to a
-/// sort done here, over every way a query reaches them.
+/// order merges `by_end` with the instants of `by_start`. These tests hold that merge, and
+/// the start-date order, to a sort done here over every way a query reaches them.
 @Suite("End-date order")
 struct EndDateOrderTests {
     static let type = Fixtures.steps.objectType

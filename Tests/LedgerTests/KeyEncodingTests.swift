@@ -9,8 +9,8 @@ struct KeyEncodingTests {
     @Test("keys built inline have the documented layouts: big-endian codes and sequences, times with the sign bit flipped")
     func layouts() {
         #expect(
-            StartIndexRow.key(type: 0x0102_0304, source: 5, start: -1, uuid: uuid).bytes
-                == [1, 2, 3, 4, 0, 0, 0, 5, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF] + uuid)
+            StartIndexRow.key(type: 0x0102_0304, source: nil, start: -1, uuid: uuid).bytes
+                == [1, 2, 3, 4, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF] + uuid)
         #expect(EndIndexRow.key(type: 7, end: 0, uuid: []).bytes == [0, 0, 0, 7, 0x80, 0, 0, 0, 0, 0, 0, 0])
         #expect(
             StartIndexRow.key(type: 1, source: 0x0A0B_0C0D, start: 0x0102, uuid: uuid).bytes
@@ -23,7 +23,7 @@ struct KeyEncodingTests {
     @Test("inline keys sort as their times and sequences do")
     func order() {
         let times: [Int64] = [.min, -86_400_000_000, -1, 0, 1, 1_700_000_000_000_000, .max]
-        let keys = times.map { StartIndexRow.key(type: 9, source: 1, start: $0, uuid: uuid).bytes }
+        let keys = times.map { StartIndexRow.key(type: 9, source: nil, start: $0, uuid: uuid).bytes }
         #expect(keys == keys.sorted { $0.lexicographicallyPrecedes($1) })
     }
 
@@ -42,22 +42,24 @@ struct KeyEncodingTests {
         ChangeIndexRow.key(type: 1, source: 0, sequence: 3).bytes.withUnsafeBytes { #expect(!key.equals($0)) }
     }
 
-    @Test("a row written by its builders reads back field by field, in by_source and by_end")
+    @Test("a row written by its builders reads back field by field, in by_start, by_source and by_end")
     func timeRows() throws {
         let (type, source, start, end, sequence, value) = (UInt32(3), UInt32(0x0A0B_0C0D), Int64(-5_000_000), Int64(7_000_000), UInt64(42), 71.25)
-        let startKey = StartIndexRow.key(type: type, source: source, start: start, uuid: uuid).bytes
-        let startValue = StartIndexRow.value(end: end, sequence: sequence, value: value).bytes
-        #expect(startKey.count == StartIndexRow.keyLength && startValue.count == StartIndexRow.valueLength)
-        try startKey.withUnsafeBytes { key in
-            try startValue.withUnsafeBytes { rowValue in
-                let row = try #require(try StartIndexRow((key, rowValue), type: type, source: source))
-                #expect(row.startUs == start && row.endUs == end && row.sequence == sequence && row.value == value)
-                #expect(row.source == source && row.uuid == uuid)
-                #expect(row.entry(uuid: false).uuid.isEmpty && row.entry(uuid: true).uuid == uuid)
-                // Another type's or source's row ends a scan; a damaged value is an error, not a row.
-                #expect(try StartIndexRow((key, rowValue), type: type + 1, source: source) == nil)
-                #expect(try StartIndexRow((key, rowValue), type: type, source: source + 1) == nil)
-                #expect(throws: LedgerFailure.self) { try StartIndexRow((key, UnsafeRawBufferPointer(rebasing: rowValue.dropLast())), type: type, source: source) }
+        for bySource in [false, true] {
+            let key = StartIndexRow.key(type: type, source: bySource ? source : nil, start: start, uuid: uuid).bytes
+            let rowValue = StartIndexRow.value(end: end, sequence: sequence, value: value, source: bySource ? nil : source).bytes
+            #expect(key.count == StartIndexRow.keyLength(bySource: bySource))
+            #expect(rowValue.count == StartIndexRow.valueLength(bySource: bySource))
+            try key.withUnsafeBytes { key in
+                try rowValue.withUnsafeBytes { rowValue in
+                    let row = try #require(try StartIndexRow((key, rowValue), type: type, source: bySource ? source : nil))
+                    #expect(row.startUs == start && row.endUs == end && row.sequence == sequence && row.value == value)
+                    #expect(row.source == source && row.uuid == uuid)
+                    #expect(row.entry(uuid: false).uuid.isEmpty && row.entry(uuid: true).uuid == uuid)
+                    // Another type's row ends a scan; a damaged value is an error, not a row.
+                    #expect(try StartIndexRow((key, rowValue), type: type + 1, source: bySource ? source : nil) == nil)
+                    #expect(throws: LedgerFailure.self) { try StartIndexRow((key, UnsafeRawBufferPointer(rebasing: rowValue.dropLast())), type: type, source: bySource ? source : nil) }
+                }
             }
         }
         let key = EndIndexRow.key(type: type, end: end, uuid: uuid).bytes

@@ -6,37 +6,47 @@ import LMDB
 // UUID asked for). All fields are fixed-width and big-endian (``KeyEncoding``), so LMDB's byte
 // order is the order the queries need.
 
-/// A row of the start index `by_source`, read in place from a cursor's entry: each source's
-/// samples of a type in start order, type(4) source(4) start(8) uuid(16) → end(8) sequence(8)
-/// value(8). A reader of every source merges the type's per-source ranges.
+/// A row of a start index, read in place from a cursor's entry.
+///
+/// - `by_start`, every source's samples of a type in start order:
+///   type(4) start(8) uuid(16) → end(8) sequence(8) value(8) source(4)
+/// - `by_source`, the same per source: type(4) source(4) start(8) uuid(16) → end(8)
+///   sequence(8) value(8) (by_start's value without the source, which the key holds)
 ///
 /// `value` is a quantity sample's value in its type's canonical unit, a category sample's
 /// value, or 0.
 struct StartIndexRow {
-    static let keyLength = 32
-    static let valueLength = 24
-
     let key: UnsafeRawBufferPointer
     let valueBytes: UnsafeRawBufferPointer
+    /// A row of `by_source` (the source in the key), not of `by_start`.
+    let bySource: Bool
 
-    /// The entry as a row of `type` and `source`; nil when the entry is past the rows of
-    /// that type and source, where a scan stops.
+    static func keyLength(bySource: Bool) -> Int { bySource ? 32 : 28 }
+    static func valueLength(bySource: Bool) -> Int { bySource ? 24 : 28 }
+
+    /// The entry as a row of `type` (and `source`, for `by_source`); nil when the entry is
+    /// past the rows of that type (and source), where a scan stops.
     /// - Throws: ``LedgerFailure`` when the row's value has the wrong length.
-    init?(_ entry: Cursor.Entry, type: UInt32, source: UInt32) throws {
-        guard entry.key.count == Self.keyLength, KeyEncoding.uint32(entry.key, at: 0) == type, KeyEncoding.uint32(entry.key, at: 4) == source
+    init?(_ entry: Cursor.Entry, type: UInt32, source: UInt32?) throws {
+        let bySource = source != nil
+        guard entry.key.count == Self.keyLength(bySource: bySource), KeyEncoding.uint32(entry.key, at: 0) == type,
+            source == nil || KeyEncoding.uint32(entry.key, at: 4) == source!
         else { return nil }
-        guard entry.value.count == Self.valueLength else {
-            throw LedgerFailure.corrupted("a start-index entry is \(entry.value.count) bytes, not \(Self.valueLength): replay the ledger")
+        let length = Self.valueLength(bySource: bySource)
+        guard entry.value.count == length else {
+            throw LedgerFailure.corrupted("a start-index entry is \(entry.value.count) bytes, not \(length): replay the ledger")
         }
-        (key, valueBytes) = (entry.key, entry.value)
+        (key, valueBytes, self.bySource) = (entry.key, entry.value, bySource)
     }
 
-    var source: UInt32 { KeyEncoding.uint32(key, at: 4) }
-    var startUs: Int64 { KeyEncoding.time(key, at: 8) }
-    var uuid: [UInt8] { Array(key[16..<32]) }
+    private var startOffset: Int { bySource ? 8 : 4 }
+
+    var startUs: Int64 { KeyEncoding.time(key, at: startOffset) }
+    var uuid: [UInt8] { Array(key[(startOffset + 8)..<(startOffset + 24)]) }
     var endUs: Int64 { KeyEncoding.time(valueBytes, at: 0) }
     var sequence: UInt64 { KeyEncoding.uint64(valueBytes, at: 8) }
     var value: Double { Double(bitPattern: KeyEncoding.uint64(valueBytes, at: 16)) }
+    var source: UInt32 { bySource ? KeyEncoding.uint32(key, at: 4) : KeyEncoding.uint32(valueBytes, at: 24) }
 
     /// The row as a scan hands it on; `uuid: false` leaves the UUID empty (statistics never
     /// need it, and save an allocation per sample).
@@ -44,22 +54,24 @@ struct StartIndexRow {
         IndexEntry(uuid: withUUID ? uuid : [], startUs: startUs, endUs: endUs, sequence: sequence, source: source, value: value)
     }
 
-    /// The key of a row. An empty `uuid` makes the key that sorts before every row starting
-    /// at `start`.
-    static func key(type: UInt32, source: UInt32, start: Int64, uuid: [UInt8]) -> InlineBytes {
+    /// The key of a row of `by_source` when `source` is given, of `by_start` otherwise. An
+    /// empty `uuid` makes the key that sorts before every row starting at `start`.
+    static func key(type: UInt32, source: UInt32?, start: Int64, uuid: [UInt8]) -> InlineBytes {
         var key = InlineBytes()
         key.append(type)
-        key.append(source)
+        if let source { key.append(source) }
         key.appendTime(start)
         key.append(uuid)
         return key
     }
 
-    static func value(end: Int64, sequence: UInt64, value: Double) -> InlineBytes {
+    /// The value of a row of `by_start` when `source` is given, of `by_source` otherwise.
+    static func value(end: Int64, sequence: UInt64, value: Double, source: UInt32?) -> InlineBytes {
         var bytes = InlineBytes()
         bytes.appendTime(end)
         bytes.append(sequence)
         bytes.append(value.bitPattern)
+        if let source { bytes.append(source) }
         return bytes
     }
 }
@@ -121,6 +133,8 @@ struct ChangeIndexRow {
     static let added: UInt8 = 1
     static let removed: UInt8 = 2
     static let valueLength = 17
+    /// type(4) source(4) sequence(8).
+    static let sourceKeyLength = 16
 
     let sequence: UInt64
     let valueBytes: UnsafeRawBufferPointer

@@ -9,8 +9,9 @@ import LMDB
 /// | `events` | sequence(8) | stored `LedgerEvent` bytes (the log) |
 /// | `meta` | name | log head, projection layout (``ProjectionLayout``), the projections' checkpoint (`applied`: sequence(8) of the last event applied), the anchor-sealing and signing keys |
 /// | `objects` | uuid(16) | sequence(8) of the save event, type(4), source(4): see ``StoredObject`` |
-/// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) source(4): samples that last (end after start) only; an instant's end is its start, so `by_source` orders it by end |
-/// | `by_source` | type(4) source(4) start(8) uuid(16) | end(8) sequence(8) value(8, canonical unit, IEEE bits): each source's samples of a type in start order; a reader of every source merges the type's ranges |
+/// | `by_start` | type(4) start(8) uuid(16) | end(8) sequence(8) value(8, canonical unit, IEEE bits) source(4) |
+/// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) source(4): samples that last (end after start) only; an instant's end is its start, so `by_start` orders it by end |
+/// | `by_source` | type(4) source(4) start(8) uuid(16) | end(8) sequence(8) value(8) |
 /// | `source_changes` | type(4) source(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16): each source's changes of a type in log order; a reader of every source merges the type's ranges |
 /// | `tombstones` | uuid(16) | see ``Tombstone`` |
 /// | `sync_ids` | SHA-256(source, type, sync id) | uuid(16) version(8) |
@@ -36,6 +37,7 @@ struct LedgerDatabases: Sendable {
     let events: Database
     let meta: Database
     let objects: Database
+    let byStart: Database
     let byEnd: Database
     let bySource: Database
     let sourceChanges: Database
@@ -63,7 +65,7 @@ struct LedgerDatabases: Sendable {
     /// The projections, in digest order.
     var projections: [Database] {
         [
-            objects, byEnd, bySource, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
+            objects, byStart, byEnd, bySource, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
             authorizations, objectReads, authorizationLog, characteristics, attachments, objectAttachments, workoutMembers, memberWorkouts, routeData,
             merkle, rollups,
         ]
@@ -73,6 +75,7 @@ struct LedgerDatabases: Sendable {
         events = try environment.openDatabase("events")
         meta = try environment.openDatabase("meta")
         objects = try environment.openDatabase("objects")
+        byStart = try environment.openDatabase("by_start")
         byEnd = try environment.openDatabase("by_end")
         bySource = try environment.openDatabase("by_source")
         sourceChanges = try environment.openDatabase("source_changes")
@@ -108,11 +111,11 @@ struct LedgerDatabases: Sendable {
 /// order by source code, type code and identifier (``SyncIdentifierIndex``), no longer hashed. 10: `by_end` without
 /// instants; the checkpoint in `meta` instead of a `checkpoint` database of its own (dropped on upgrading). 11: no
 /// `changes` (every source's changes of a type in one range): `source_changes` alone, merged across sources by a
-/// reader of the whole type. 12: no `by_start` either: `by_source` alone, merged across sources the same way.
+/// reader of the whole type.
 enum ProjectionLayout {
-    static let current: UInt32 = 12
+    static let current: UInt32 = 11
     /// Databases earlier layouts kept that this one does not: dropped when a ledger's projections are rebuilt for it.
-    static let retiredDatabases = ["checkpoint", "changes", "by_start"]
+    static let retiredDatabases = ["checkpoint", "changes"]
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

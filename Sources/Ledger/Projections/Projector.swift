@@ -219,9 +219,12 @@ struct Projector {
             try txn.put(StoredObject(sequence: sequence, type: object.typeCode, source: source).encoded, forKey: object.uuid, in: databases.objects)
             let (type, uuid) = (object.typeCode, object.uuid)
             try txn.put(
-                StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value),
+                StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value, source: nil),
                 forKey: StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: databases.bySource)
-            // An instant's end is its start: the start index already orders it by end.
+            try txn.put(
+                StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value, source: source),
+                forKey: StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
+            // An instant's end is its start: `by_start` already orders it by end.
             if object.endUs != object.startUs {
                 try txn.put(
                     EndIndexRow.value(start: object.startUs, sequence: sequence, source: source),
@@ -255,6 +258,7 @@ struct Projector {
             let object = try loadSaved(savedSequence)
             try txn.delete(uuid, in: databases.objects)
             let (type, source) = (object.typeCode, stored.source)
+            try txn.delete(StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
             try txn.delete(StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: databases.bySource)
             if object.endUs != object.startUs { try txn.delete(EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd) }
             // The save's change row goes; the delete's is added.

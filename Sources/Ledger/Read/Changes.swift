@@ -236,7 +236,7 @@ extension Ledger {
                 onScope(scope)
                 var last = ChangePosition.origin
                 if scope.all {
-                    for source in try snapshot.sourceCodes(of: type.code, in: databases.sourceChanges) {
+                    for source in try changeSources(of: type.code, in: snapshot) {
                         let prefix = ChangeIndexRow.prefix(type: type.code, source: source)
                         last = max(last, try lastChange(in: databases.sourceChanges, prefix: prefix, in: snapshot) ?? last)
                     }
@@ -395,8 +395,8 @@ extension Ledger {
         if going { try scanChanges(type, after: boundary, scope: scope, principal: principal, in: snapshot, visit) }
     }
 
-    /// Visits, in order, the changes after `after` that `scope` may see: every source's for a
-    /// reader of everything; otherwise the reader's own source's index merged
+    /// Visits, in order, the changes after `after` that `scope` may see: the type's change
+    /// index for a reader of everything; otherwise the reader's own source's index merged
     /// with its selection's changes. Other sources' changes are never touched.
     private func scanChanges(
         _ type: ObjectType, after: ChangePosition, scope: ReadScope, principal: Principal, in snapshot: LedgerSnapshot,
@@ -444,7 +444,7 @@ extension Ledger {
     /// each source's changes of a type in a range of its own: one walk per source, merged by
     /// position (a type has few sources, so the next change is the least of the walks' heads).
     private func scanTypeChanges(_ type: UInt32, after: ChangePosition, in snapshot: LedgerSnapshot, _ visit: (ChangeEntry) throws -> Bool) throws {
-        let sources = try snapshot.sourceCodes(of: type, in: databases.sourceChanges)
+        let sources = try changeSources(of: type, in: snapshot)
         if sources.count == 1 {
             return try scanChangeIndex(databases.sourceChanges, prefix: ChangeIndexRow.prefix(type: type, source: sources[0]), after: after, in: snapshot, visit)
         }
@@ -459,6 +459,22 @@ extension Ledger {
                 guard let (index, entry) = least, try visit(entry) else { return }
                 heads[index] = try walks[index].next()
             }
+        }
+    }
+
+    /// The sources with changes of `type`, from `source_changes` itself: the first row of each
+    /// source's range names the source, and the next range begins past it.
+    private func changeSources(of type: UInt32, in snapshot: LedgerSnapshot) throws -> [UInt32] {
+        try snapshot.withCursor(on: databases.sourceChanges) { cursor in
+            var sources: [UInt32] = []
+            var entry = try cursor.seek(atLeast: ChangeIndexRow.prefix(type: type))
+            while let current = entry, current.key.count == ChangeIndexRow.sourceKeyLength, KeyEncoding.uint32(current.key, at: 0) == type {
+                let source = KeyEncoding.uint32(current.key, at: 4)
+                sources.append(source)
+                guard source < .max else { break }
+                entry = try cursor.seek(atLeast: ChangeIndexRow.prefix(type: type, source: source + 1))
+            }
+            return sources
         }
     }
 

@@ -44,23 +44,6 @@ struct LedgerSnapshot {
     func withCursor<Result>(on database: Database, _ body: (Cursor) throws -> Result) throws -> Result {
         try txn.withCursor(on: database, body)
     }
-
-    /// The sources with rows of `type` in a per-source index (`by_source`, `source_changes`:
-    /// keys type(4) source(4) …), found from the index itself: the first row of each source's
-    /// range names the source, and the next range begins past it.
-    func sourceCodes(of type: UInt32, in database: Database) throws -> [UInt32] {
-        try withCursor(on: database) { cursor in
-            var sources: [UInt32] = []
-            var entry = try cursor.seek(atLeast: KeyEncoding.typeKey(type))
-            while let current = entry, current.key.count >= 8, KeyEncoding.uint32(current.key, at: 0) == type {
-                let source = KeyEncoding.uint32(current.key, at: 4)
-                sources.append(source)
-                guard source < .max else { break }
-                entry = try cursor.seek(atLeast: KeyEncoding.typeKey(type, source: source + 1))
-            }
-            return sources
-        }
-    }
 }
 
 @available(*, unavailable)

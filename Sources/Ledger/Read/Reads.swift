@@ -275,28 +275,45 @@ extension Ledger {
     }
 
     /// Visits the samples of `type` overlapping `range` in start-date order (ties by UUID):
-    /// only `source`'s, or every source's, their ranges of `by_source` walked side by side
-    /// and merged. A sample can start at most `longest` before the range and still overlap it.
+    /// every source's through `by_start`, or only `source`'s through `by_source`.
+    /// A sample can start at most `longest` before the range and still overlap it.
     ///
     /// - Parameters:
     ///   - uuids: false leaves the entries' UUIDs empty (statistics, which never need them,
-    ///     save an allocation per sample; their ties then come in source order).
+    ///     save an allocation per sample).
     ///   - position: an entry of this walk: the walk begins after it.
     static func scanByStart(
         type: UInt32, source: UInt32? = nil, range: TimeRange, longest: Int64, descending: Bool = false, uuids: Bool = true,
         after position: IndexEntry? = nil, in snapshot: LedgerSnapshot, _ visit: (IndexEntry) throws -> Bool
     ) throws {
-        let sources = try source.map { [$0] } ?? snapshot.sourceCodes(of: type, in: snapshot.databases.bySource)
-        let walk = StartWalk(type: type, range: range, longest: longest, descending: descending, uuids: uuids, instantsOnly: false)
-        try walk.merged(sources: sources, after: position, in: snapshot) { merged in
-            while let entry = try merged.next() {
-                guard try visit(entry) else { return }
+        let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
+        let lowest = overflow ? Int64.min : lowered
+        func key(_ at: Int64, _ uuid: [UInt8]) -> InlineBytes { StartIndexRow.key(type: type, source: source, start: at, uuid: uuid) }
+        try snapshot.withCursor(on: source == nil ? snapshot.databases.byStart : snapshot.databases.bySource) { cursor in
+            var entry: Cursor.Entry?
+            if let position {
+                let resume = key(position.startUs, position.uuid)
+                entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
+                if let current = entry, resume.equals(current.key) { entry = descending ? try cursor.previous() : try cursor.next() }
+            } else {
+                entry = descending
+                    ? try cursor.seek(atMost: key(range.end, [UInt8](repeating: 0, count: 16)))
+                    : try cursor.seek(atLeast: key(lowest, []))
+            }
+            // atMost lands on the key equal to (end, 0…0) at worst, which starts at `end`: skipped below.
+            while let current = entry, let row = try StartIndexRow(current, type: type, source: source) {
+                let start = row.startUs
+                if descending ? start < lowest : start >= range.end { break }
+                if range.overlaps(start: start, end: row.endUs) {
+                    if try !visit(row.entry(uuid: uuids)) { return }
+                }
+                entry = descending ? try cursor.previous() : try cursor.next()
             }
         }
     }
 
     /// Visits the samples of `type` overlapping `range` in end-date order (ties by UUID): those
-    /// that last from `by_end`, merged with the instants, which only the start index holds (an
+    /// that last from `by_end`, merged with the instants, which only `by_start` holds (an
     /// instant ends when it starts, so that index has them in end order too).
     ///
     /// The instants' walk passes over the type's lasting samples starting in the range
@@ -310,13 +327,17 @@ extension Ledger {
     ) throws {
         let (raised, overflow) = range.end.addingReportingOverflow(max(longest, 0))
         let highest = overflow ? Int64.max : raised
-        let sources = try snapshot.sourceCodes(of: type, in: snapshot.databases.bySource)
-        let instants = StartWalk(type: type, range: range, longest: 0, descending: descending, uuids: true, instantsOnly: true)
-        // The instants' walk resumes at the position's end, where an instant would start.
-        let instantPosition = position.map { IndexEntry(uuid: $0.uuid, startUs: $0.endUs, endUs: $0.endUs, sequence: $0.sequence, source: $0.source) }
-        try instants.merged(sources: sources, after: instantPosition, in: snapshot) { instants in
-            try snapshot.withCursor(on: snapshot.databases.byEnd) { cursor in
-                func step() throws -> Cursor.Entry? { descending ? try cursor.previous() : try cursor.next() }
+        let last = [UInt8](repeating: 0xFF, count: 16)
+        try snapshot.withCursor(on: snapshot.databases.byEnd) { lastingCursor in
+            try snapshot.withCursor(on: snapshot.databases.byStart) { instantCursor in
+                /// Moves a walk's cursor on (from `resume` when given) or to its first row.
+                func begin(_ cursor: Cursor, resume: InlineBytes?, first: InlineBytes) throws -> Cursor.Entry? {
+                    guard let resume else { return descending ? try cursor.seek(atMost: first) : try cursor.seek(atLeast: first) }
+                    let entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
+                    guard let current = entry, resume.equals(current.key) else { return entry }
+                    return descending ? try cursor.previous() : try cursor.next()
+                }
+                func step(_ cursor: Cursor) throws -> Cursor.Entry? { descending ? try cursor.previous() : try cursor.next() }
                 /// The lasting samples' walk from `entry`: its next row overlapping the range.
                 func lasting(from entry: Cursor.Entry?) throws -> IndexEntry? {
                     var entry = entry
@@ -324,127 +345,38 @@ extension Ledger {
                         let end = row.endUs
                         if descending ? end < range.start : end > highest { return nil }
                         if range.overlaps(start: row.startUs, end: end) { return row.entry }
-                        entry = try step()
+                        entry = try step(lastingCursor)
                     }
                     return nil
                 }
-                var first: Cursor.Entry?
-                if let position {
-                    let resume = EndIndexRow.key(type: type, end: position.endUs, uuid: position.uuid)
-                    first = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
-                    if let current = first, resume.equals(current.key) { first = try step() }
-                } else {
-                    first = descending
-                        ? try cursor.seek(atMost: EndIndexRow.key(type: type, end: highest, uuid: [UInt8](repeating: 0xFF, count: 16)))
-                        : try cursor.seek(atLeast: EndIndexRow.key(type: type, end: range.start, uuid: []))
+                /// The instants' walk from `entry`: its next instant in the range.
+                func instant(from entry: Cursor.Entry?) throws -> IndexEntry? {
+                    var entry = entry
+                    while let current = entry, let row = try StartIndexRow(current, type: type, source: nil) {
+                        let at = row.startUs
+                        if descending ? at < range.start : at >= range.end { return nil }
+                        if row.endUs == at, range.overlaps(start: at, end: at) { return row.entry(uuid: true) }
+                        entry = try step(instantCursor)
+                    }
+                    return nil
                 }
-                var nextLasting = try lasting(from: first)
-                var nextInstant = try instants.next()
+                var nextLasting = try lasting(from: begin(
+                    lastingCursor, resume: position.map { EndIndexRow.key(type: type, end: $0.endUs, uuid: $0.uuid) },
+                    first: descending ? EndIndexRow.key(type: type, end: highest, uuid: last) : EndIndexRow.key(type: type, end: range.start, uuid: [])))
+                var nextInstant = try instant(from: begin(
+                    instantCursor, resume: position.map { StartIndexRow.key(type: type, source: nil, start: $0.endUs, uuid: $0.uuid) },
+                    first: StartIndexRow.key(type: type, source: nil, start: descending ? range.end : range.start, uuid: descending ? last : [])))
                 let order = SampleSort.endDate(ascending: !descending)
                 while nextLasting != nil || nextInstant != nil {
                     if let entry = nextLasting, nextInstant.map({ order.orders(entry, before: $0) }) ?? true {
                         guard try visit(entry) else { return }
-                        nextLasting = try lasting(from: step())
+                        nextLasting = try lasting(from: step(lastingCursor))
                     } else if let entry = nextInstant {
                         guard try visit(entry) else { return }
-                        nextInstant = try instants.next()
+                        nextInstant = try instant(from: step(instantCursor))
                     }
                 }
             }
-        }
-    }
-}
-
-/// A walk over start index rows (`by_source`) of one type, in start order (descending: the
-/// reverse, ties by UUID either way), handing on the rows that overlap `range`: the settings
-/// every source's walk shares.
-struct StartWalk {
-    let type: UInt32
-    let range: TimeRange
-    /// The earliest start a row overlapping the range may have.
-    let lowest: Int64
-    let descending: Bool
-    let uuids: Bool
-    /// Only instants (their end is their start): the end-date order's other half.
-    let instantsOnly: Bool
-
-    init(type: UInt32, range: TimeRange, longest: Int64, descending: Bool, uuids: Bool, instantsOnly: Bool) {
-        let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
-        (self.type, self.range, lowest, self.descending, self.uuids, self.instantsOnly) =
-            (type, range, overflow ? Int64.min : lowered, descending, uuids, instantsOnly)
-    }
-
-    /// Runs `body` with the walks of `sources` merged into one (each on a cursor of its own),
-    /// each beginning after `position` when given.
-    func merged<Result>(sources: [UInt32], after position: IndexEntry?, in snapshot: LedgerSnapshot, _ body: (inout Merged) throws -> Result) throws -> Result {
-        try snapshot.txn.withCursors(on: snapshot.databases.bySource, count: sources.count) { cursors in
-            var merged = try Merged(
-                walks: zip(cursors, sources).map { Source(walk: self, cursor: $0, source: $1) }, after: position,
-                order: .startDate(ascending: !descending))
-            return try body(&merged)
-        }
-    }
-
-    /// One source's walk.
-    struct Source {
-        let walk: StartWalk
-        let cursor: Cursor
-        let source: UInt32
-
-        func key(_ start: Int64, _ uuid: [UInt8]) -> InlineBytes { StartIndexRow.key(type: walk.type, source: source, start: start, uuid: uuid) }
-
-        /// The first row after `position`, or the walk's first.
-        func first(after position: IndexEntry?) throws -> IndexEntry? {
-            guard let position else {
-                // atMost lands on the key equal to (end, 0…0) at worst, which starts at `end`: skipped.
-                return try matching(
-                    from: walk.descending
-                        ? cursor.seek(atMost: key(walk.range.end, [UInt8](repeating: 0, count: 16))) : cursor.seek(atLeast: key(walk.lowest, [])))
-            }
-            let resume = key(position.startUs, position.uuid)
-            let entry = walk.descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
-            if let current = entry, resume.equals(current.key) { return try next() }
-            return try matching(from: entry)
-        }
-
-        /// The row after the one handed on last.
-        func next() throws -> IndexEntry? { try matching(from: walk.descending ? cursor.previous() : cursor.next()) }
-
-        private func matching(from entry: Cursor.Entry?) throws -> IndexEntry? {
-            var entry = entry
-            while let current = entry, let row = try StartIndexRow(current, type: walk.type, source: source) {
-                let start = row.startUs
-                if walk.descending ? start < walk.lowest : start >= walk.range.end { return nil }
-                if walk.range.overlaps(start: start, end: row.endUs), !walk.instantsOnly || row.endUs == start { return row.entry(uuid: walk.uuids) }
-                entry = walk.descending ? try cursor.previous() : try cursor.next()
-            }
-            return nil
-        }
-    }
-
-    /// Several sources' walks as one: the next row is the least of their heads (a type has
-    /// few sources).
-    struct Merged {
-        let walks: [Source]
-        var heads: [IndexEntry?]
-        let order: SampleSort
-
-        init(walks: [Source], after position: IndexEntry?, order: SampleSort) throws {
-            (self.walks, self.order) = (walks, order)
-            heads = try walks.map { try $0.first(after: position) }
-        }
-
-        mutating func next() throws -> IndexEntry? {
-            var least: Int?
-            for index in heads.indices {
-                guard let head = heads[index] else { continue }
-                if let current = least, !order.orders(head, before: heads[current]!) { continue }
-                least = index
-            }
-            guard let index = least else { return nil }
-            let entry = heads[index]
-            heads[index] = try walks[index].next()
-            return entry
         }
     }
 }
