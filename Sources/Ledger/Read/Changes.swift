@@ -445,9 +445,6 @@ extension Ledger {
     /// position (a type has few sources, so the next change is the least of the walks' heads).
     private func scanTypeChanges(_ type: UInt32, after: ChangePosition, in snapshot: LedgerSnapshot, _ visit: (ChangeEntry) throws -> Bool) throws {
         let sources = try changeSources(of: type, in: snapshot)
-        if sources.count == 1 {
-            return try scanChangeIndex(databases.sourceChanges, prefix: ChangeIndexRow.prefix(type: type, source: sources[0]), after: after, in: snapshot, visit)
-        }
         try snapshot.txn.withCursors(on: databases.sourceChanges, count: sources.count) { cursors in
             let walks = zip(cursors, sources).map { ChangeWalk($0, prefix: ChangeIndexRow.prefix(type: type, source: $1)) }
             var heads = try walks.indices.map { try walks[$0].first(after: after) }
