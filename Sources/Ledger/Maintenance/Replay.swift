@@ -149,7 +149,7 @@ extension Ledger {
                 }
                 frontier = try merkle.finish(in: txn, projector.databases.merkle)
                 try stats.flush(in: txn, projector.databases)
-                try projector.writeCheckpoint(reachedInBatch, in: txn)
+                try Projector.writeCheckpoint(reachedInBatch, in: txn, projector.databases)
                 return reachedInBatch
             }
             if applied / 100_000 != chunkStart / 100_000 { progress?(applied) }
@@ -165,7 +165,7 @@ extension Ledger {
                     throw LedgerFailure(.storage, "the ledger changed during the replay (head \(expectedHead) → \(head.sequence)); run it again")
                 }
                 try ProjectionLayout.recordCurrent(in: txn, databases)
-                try Projector(databases: databases, units: SummaryCache()).writeCheckpoint(expectedHead, in: txn)
+                try Projector.writeCheckpoint(expectedHead, in: txn, databases)
                 for (target, origin) in zip(databases.projections, freshDatabases.projections) {
                     try txn.removeAll(in: target)
                     try source.withCursor(on: origin) { cursor in

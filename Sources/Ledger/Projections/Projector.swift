@@ -300,8 +300,8 @@ struct Projector {
 
     /// Records that the projections hold every event up to `sequence`, in `meta` next to the
     /// log head (both are written by every commit: one page instead of two).
-    func writeCheckpoint(_ sequence: UInt64, in txn: Transaction) throws {
-        try txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.checkpointKey, in: databases.meta)
+    static func writeCheckpoint(_ sequence: UInt64, in txn: Transaction, _ databases: LedgerDatabases) throws {
+        try txn.put(KeyEncoding.sequenceKey(sequence), forKey: checkpointKey, in: databases.meta)
     }
 
 }

@@ -103,6 +103,6 @@ final class WriteContext {
         finalFrontier = try merkle.map { try $0.finish(in: txn, databases.merkle) } ?? startFrontier
         try stats.flush(in: txn, databases)
         try head.write(txn, databases)
-        try projector.writeCheckpoint(head.sequence, in: txn)
+        try Projector.writeCheckpoint(head.sequence, in: txn, projector.databases)
     }
 }
