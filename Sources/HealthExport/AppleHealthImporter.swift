@@ -114,8 +114,12 @@ public final class AppleHealthImporter {
                     try parser.feed(chunk)
                     bytes += UInt64(chunk.count)
                     if !items.isEmpty || bytes == archive.xmlSize {
-                        guard channel.put(items, bytesRead: bytes) else { throw ArchiveReadStop() }
-                        items.removeAll(keepingCapacity: true)
+                        // Handed over as the only reference: the importer then moves each item
+                        // out of the list without copying the list first.
+                        let chunk = items
+                        items = []
+                        items.reserveCapacity(chunk.count)
+                        guard channel.put(chunk, bytesRead: bytes) else { throw ArchiveReadStop() }
                     }
                 }
                 try parser.finish()
@@ -491,7 +495,7 @@ private final class ItemChannel: @unchecked Sendable {
     init(capacity: Int) { self.capacity = capacity }
 
     /// Blocks while the channel is full. - Returns: false once the importer has cancelled.
-    func put(_ items: [AppleHealthItem], bytesRead: UInt64) -> Bool {
+    func put(_ items: consuming [AppleHealthItem], bytesRead: UInt64) -> Bool {
         condition.lock()
         while chunks.count >= capacity && !cancelled { condition.wait() }
         guard !cancelled else {

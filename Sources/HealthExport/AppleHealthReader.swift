@@ -80,21 +80,20 @@ public final class AppleHealthReader: XMLStreamHandler {
             startTopLevel(name, Attributes(attributes), line: line)
             return
         }
-        guard skipping == nil, var builder = current else { return }
-        builder.child(name, Attributes(attributes), depth: depth, line: line, reader: self)
-        current = builder
+        // Mutated in place: a copy taken out and put back would copy its metadata and lists
+        // on every child element.
+        guard skipping == nil, current != nil else { return }
+        current!.child(name, Attributes(attributes), depth: depth, line: line, reader: self)
     }
 
     public func endElement(_ name: String) {
         defer { path.removeLast() }
         if path.count == 2 {
-            if let builder = current { finish(builder) }
-            current = nil
+            if let builder = current.take() { finish(builder) }
             return
         }
-        if path.count > 2, var builder = current {
-            builder.end(name, depth: path.count, reader: self)
-            current = builder
+        if path.count > 2, current != nil {
+            current!.end(name, depth: path.count, reader: self)
         }
     }
 
@@ -126,12 +125,12 @@ public final class AppleHealthReader: XMLStreamHandler {
         }
     }
 
-    private func finish(_ builder: Builder) {
-        switch builder {
+    private func finish(_ builder: consuming Builder) {
+        switch consume builder {
         case .record(let record):
             switch sample(record, topLevel: true) {
             case .success(let (object, key)):
-                let member = TypeCatalogue.correlationMemberTypes.contains(object.objectType.identifier)
+                let member = mayBeCorrelationMember(object.objectType.identifier)
                 emit(.sample(object, key: key, mayBeCorrelationMember: member, line: record.line))
             case .failure(let rejection):
                 reject("Record", rejection, line: record.line)
@@ -189,7 +188,7 @@ public final class AppleHealthReader: XMLStreamHandler {
     }
 
     /// A `Record` as a quantity or category sample, with its record key.
-    private func sample(_ record: RecordBuilder, topLevel: Bool) -> Result<(HealthObject, String), Rejection> {
+    private func sample(_ record: consuming RecordBuilder, topLevel: Bool) -> Result<(HealthObject, String), Rejection> {
         let attributes = record.attributes
         guard let type = attributes["type"], !type.isEmpty else { return .failure(Rejection(kind: .unknownType, reason: "the record has no type")) }
         guard let (start, end) = dates(attributes, start: "startDate", end: "endDate") else {
@@ -199,7 +198,9 @@ public final class AppleHealthReader: XMLStreamHandler {
         let unitText = attributes["unit"] ?? ""
         let source = sourceRevision(attributes)
         let key = Self.recordKey(type: type, source: source.source.name, start: start, end: end, value: value, unit: unitText)
+        // Moved out of the record, so that adding the sync identifier does not copy it.
         var metadata = record.metadata
+        record.metadata = [:]
         if topLevel, metadata[MetadataKey.syncIdentifier] == nil {
             metadata[MetadataKey.syncIdentifier] = .string(key)
             metadata[MetadataKey.syncVersion] = .number(1)
@@ -209,32 +210,30 @@ public final class AppleHealthReader: XMLStreamHandler {
             metadata[MetadataKey.syncVersion] = nil
         }
         let object: HealthObject
-        switch TypeCatalogue.family(of: type) {
-        case .quantity:
+        switch recordType(type) {
+        case .quantity(let quantityType):
             guard let number = Double(value), number.isFinite else {
                 return .failure(Rejection(kind: .unparsableValue, reason: "\(type): '\(value)' is not a number"))
             }
             guard let unit = AppleHealthValues.unit(unitText, cache: &units) else {
                 return .failure(Rejection(kind: .unparsableValue, reason: "\(type): '\(unitText)' is not a unit"))
             }
-            let quantityType = try! QuantityType(type)
             guard unit.isCompatible(with: quantityType.canonicalUnit) else {
                 return .failure(Rejection(kind: .incompatibleUnit, reason: "\(type): the unit '\(unitText)' is not compatible with \(quantityType.canonicalUnit)"))
             }
             object = .quantitySample(QuantitySample(
                 type: quantityType, quantity: Quantity(number, unit), start: start, end: end, device: device(attributes),
                 metadata: metadata, sourceRevision: source))
-        case .category:
-            let categoryType = try! CategoryType(type)
+        case .category(let categoryType):
             guard let raw = AppleHealthValues.categoryValue(value, of: categoryType) else {
                 return .failure(Rejection(kind: .unparsableValue, reason: "\(type): '\(value)' is not one of its values (\(categoryType.values.name))"))
             }
             object = .categorySample(CategorySample(
                 type: categoryType, value: raw, start: start, end: end, device: device(attributes), metadata: metadata,
                 sourceRevision: source))
-        case nil:
+        case .unknown:
             return .failure(Rejection(kind: .unknownType, reason: "unknown type '\(type)'"))
-        default:
+        case .other:
             return .failure(Rejection(kind: .unknownType, reason: "\(type) is not a quantity or category type"))
         }
         do {
@@ -425,24 +424,64 @@ public final class AppleHealthReader: XMLStreamHandler {
         emit(.rejected(element: element, kind: rejection.kind, reason: rejection.reason, line: line))
     }
 
+    /// What a record's type is, and whether it may be a correlation's member.
+    private enum RecordType {
+        case quantity(QuantityType)
+        case category(CategoryType)
+        /// A type the catalogue knows that is neither.
+        case other
+        case unknown
+    }
+
+    /// The type of the record before, kept while the records that follow have the same type
+    /// (most do): comparing the string costs less than looking it up again.
+    private var lastType: (name: String, type: RecordType, mayBeCorrelationMember: Bool)?
+
+    private func recordType(_ name: String) -> RecordType {
+        if let lastType, lastType.name == name { return lastType.type }
+        let type: RecordType = switch TypeCatalogue.family(of: name) {
+        case .quantity: .quantity(try! QuantityType(name))
+        case .category: .category(try! CategoryType(name))
+        case nil: .unknown
+        default: .other
+        }
+        lastType = (name, type, TypeCatalogue.correlationMemberTypes.contains(name))
+        return type
+    }
+
+    private func mayBeCorrelationMember(_ name: String) -> Bool {
+        if let lastType, lastType.name == name { return lastType.mayBeCorrelationMember }
+        return TypeCatalogue.correlationMemberTypes.contains(name)
+    }
+
+    /// The source and the device of the element before, kept while the next ones name the
+    /// same: a name such as "Alice’s Apple Watch" is not ASCII, and hashing it for the
+    /// dictionary (which normalises it first) costs more than comparing it.
+    private var lastSource: (name: String, source: Source)?
+    private var lastDevice: (text: String, device: Device?)?
+
     /// The source revision of an element: the source by its name, under the import prefix.
     private func sourceRevision(_ attributes: Attributes) -> SourceRevision {
         let name = attributes["sourceName"] ?? "Unknown"
         let source: Source
-        if let known = sources[name] {
+        if let lastSource, lastSource.name == name {
+            source = lastSource.source
+        } else if let known = sources[name] {
             source = known
         } else {
             source = Source.imported(named: name)
             sources[name] = source
         }
+        lastSource = (name, source)
         return SourceRevision(source: source, version: attributes["sourceVersion"])
     }
 
     private func device(_ attributes: Attributes) -> Device? {
         guard let text = attributes["device"], !text.isEmpty else { return nil }
-        if let known = devices[text] { return known }
-        let device = AppleHealthValues.device(text)
+        if let lastDevice, lastDevice.text == text { return lastDevice.device }
+        let device = devices[text] ?? AppleHealthValues.device(text)
         if let device { devices[text] = device }
+        lastDevice = (text, device)
         return device
     }
 
@@ -471,7 +510,14 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// an imported record (version 1) and tells a correlation's member from the same record
     /// listed at top level.
     public static func recordKey(type: String, source: String, start: Date, end: Date, value: String, unit: String) -> String {
-        key(["Record", type, source, seconds(start), seconds(end), value, unit], start: start)
+        // The fields written straight into the hashed bytes: a record is most of an export.
+        key(start: start) { input in
+            for field in ["Record", type, source] { input.append(field: field) }
+            input.append(field: start)
+            input.append(field: end)
+            input.append(field: value)
+            input.append(field: unit)
+        }
     }
 
     /// ``syncIdentifierPrefix``; then, when the object has a start, that start in whole
@@ -480,13 +526,17 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// first so that a source's identifiers grow with time, which keeps the server's sync
     /// index writes together.
     static func key(_ fields: [String], start: Date?) -> String {
+        key(start: start) { input in
+            for field in fields { input.append(field: field) }
+        }
+    }
+
+    /// ``key(_:start:)`` over the fields `write` appends with `append(field:)`.
+    private static func key(start: Date?, _ write: (inout [UInt8]) -> Void) -> String {
         // The fields' UTF-8, each followed by 0x1F, hashed in one piece.
         var input: [UInt8] = []
-        input.reserveCapacity(fields.reduce(0) { $0 + $1.utf8.count + 1 })
-        for field in fields {
-            input.append(contentsOf: field.utf8)
-            input.append(0x1F)
-        }
+        input.reserveCapacity(256)
+        write(&input)
         var hasher = SHA256()
         input.withUnsafeBytes { hasher.update(bufferPointer: $0) }
         // Written as UTF-8 bytes and made a string once.
@@ -514,16 +564,42 @@ public final class AppleHealthReader: XMLStreamHandler {
     }
 }
 
+extension [UInt8] {
+    /// A field of a key: its UTF-8, then the separator 0x1F.
+    fileprivate mutating func append(field: String) {
+        var field = field
+        field.withUTF8 { append(contentsOf: $0) }
+        append(0x1F)
+    }
+
+    /// A date field of a key: ``AppleHealthReader/seconds(_:)``'s digits, then 0x1F.
+    fileprivate mutating func append(field date: Date) {
+        let seconds = Int64(date.timeIntervalSince1970.rounded())
+        if seconds < 0 { append(UInt8(ascii: "-")) }
+        var magnitude = seconds.magnitude
+        let first = count
+        repeat {
+            append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        self[first...].reverse()
+        append(0x1F)
+    }
+}
+
 private func capitalized(_ text: String) -> String { text.prefix(1).uppercased() + text.dropFirst() }
 
 /// An element's attributes, looked up by name.
 struct Attributes: Sendable {
-    let pairs: [(String, String)]
+    /// The parser's list, kept as it came (not copied into another).
+    let list: [XMLAttribute]
 
-    init(_ attributes: [XMLAttribute]) { pairs = attributes.map { ($0.name, $0.value) } }
+    init(_ attributes: [XMLAttribute]) { list = attributes }
+
+    var pairs: some Sequence<(String, String)> { list.lazy.map { ($0.name, $0.value) } }
 
     subscript(name: String) -> String? {
-        for (key, value) in pairs where key == name { return value }
+        for attribute in list where attribute.name == name { return attribute.value }
         return nil
     }
 }
@@ -536,8 +612,10 @@ private enum Builder {
     case workout(WorkoutBuilder)
     case prescription(PrescriptionBuilder)
 
+    /// Each case's builder is moved out of `self` while it changes, not copied, so that its
+    /// metadata and lists are changed in place.
     mutating func child(_ name: String, _ attributes: Attributes, depth: Int, line: Int, reader: AppleHealthReader) {
-        switch self {
+        switch consume self {
         case .record(var record):
             record.child(name, attributes, line: line, reader: reader)
             self = .record(record)
@@ -560,9 +638,12 @@ private enum Builder {
     }
 
     mutating func end(_ name: String, depth: Int, reader: AppleHealthReader) {
-        if case .workout(var workout) = self {
+        switch consume self {
+        case .workout(var workout):
             workout.end(name, depth: depth)
             self = .workout(workout)
+        case let other:
+            self = other
         }
     }
 }

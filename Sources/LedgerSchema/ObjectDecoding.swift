@@ -106,24 +106,37 @@ public struct ReceivedObject: Sendable {
     }
 }
 
-/// The last value made from some bytes, given again while the same bytes come: objects read
-/// in a row mostly share their type, unit, source and device. (Inlinable: specialised where
-/// it is used, in the hot loops of decoding and replay.)
+/// The values last made from some bytes, given again while the same bytes come back: objects
+/// read in a row mostly share their type, unit, source and device, and an export interleaves
+/// a few of each (a watch's and a phone's records, heart rate between steps), so a handful
+/// of the latest are kept, not only the last. (Inlinable: specialised where it is used, in
+/// the hot loops of decoding and replay.)
 package struct Reuse<Value> {
-    @usableFromInline var bytes: [UInt8] = []
-    @usableFromInline var value: Value?
+    /// At most ``capacity`` entries; the one to be replaced next is at `next`.
+    @usableFromInline var entries: [(bytes: [UInt8], value: Value)] = []
+    @usableFromInline var next = 0
+
+    /// Entries kept: enough for the sources, types and units an export interleaves, few
+    /// enough that looking through them costs less than making the value again.
+    @usableFromInline static var capacity: Int { 8 }
 
     @inlinable
     package init() {}
 
     @inlinable
     package mutating func value(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> Value) rethrows -> Value {
-        if let value, raw.count == bytes.count, raw.count == 0 || bytes.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
-            return value
+        for entry in entries where entry.bytes.count == raw.count {
+            if raw.count == 0 || entry.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
+                return entry.value
+            }
         }
         let made = try make(raw)
-        bytes = Array(raw)
-        value = made
+        if entries.count < Self.capacity {
+            entries.append((Array(raw), made))
+        } else {
+            entries[next] = (Array(raw), made)
+            next = (next + 1) % Self.capacity
+        }
         return made
     }
 }
@@ -137,8 +150,10 @@ private struct FastObjectDecoder {
     struct Fallback: Error {}
 
     private var types = Reuse<String>()
-    /// The last quantity type, reused while the type string (itself reused) is the same.
-    private var quantityType: QuantityType?
+    /// Quantity types by their identifier's bytes.
+    private var quantityTypes = Reuse<QuantityType>()
+    /// Metadata keys by their bytes: the same few keys come in every object.
+    private var metadataKeys = Reuse<String>()
     /// Each made value with whether its bytes were canonical.
     private var units = Reuse<(HealthUnit, Bool)>()
     private var revisions = Reuse<(SourceRevision, Bool)>()
@@ -151,6 +166,7 @@ private struct FastObjectDecoder {
         var sourceRevision: SourceRevision?
         var device: Device?
         var entries: [(String, MetadataValue?)] = []
+        entries.reserveCapacity(4)
         var startUs: Int64 = 0
         var endUs: Int64 = 0
         enum Body {
@@ -180,7 +196,7 @@ private struct FastObjectDecoder {
                 device = decoded
                 canonical = canonical && canonicalDevice
             case (.metadata, .lengthDelimited):
-                let (key, value, canonicalEntry) = try Self.decodeMetadataEntry(try reader.bytes())
+                let (key, value, canonicalEntry) = try Self.decodeMetadataEntry(try reader.bytes(), keys: &metadataKeys)
                 // The encoder writes the entries sorted by key.
                 if !canonicalEntry || entries.last.map({ !($0.0 < key) }) == true { canonical = false }
                 entries.append((key, value))
@@ -230,15 +246,14 @@ private struct FastObjectDecoder {
         let end = date(microseconds: endUs)
         // The encoder writes the dates back from `Date`: canonical when they come back the same.
         if !reader.varintsMinimal || microseconds(start) != startUs || microseconds(end) != endUs { canonical = false }
-        var metadata: Metadata = [:]
+        var metadata = Metadata(minimumCapacity: entries.count)
         for (key, value) in entries {
             guard let value, metadata.updateValue(value, forKey: key) == nil else { throw Fallback() }
         }
         switch body {
         case .quantity(let quantity)?:
             guard let (value, unitBytes) = quantity else { throw Fallback() }
-            let quantityType = try self.quantityType.flatMap { $0.identifier == type ? $0 : nil } ?? QuantityType(type)
-            self.quantityType = quantityType
+            let quantityType = try quantityTypes.value(for: typeBytes) { _ in try QuantityType(type) }
             let (unit, canonicalUnit) = try units.value(for: unitBytes, Self.unit)
             return (.quantitySample(QuantitySample(
                 type: quantityType, quantity: Quantity(value, unit), start: start, end: end,
@@ -389,7 +404,7 @@ private struct FastObjectDecoder {
         return (quantity, canonical && reader.varintsMinimal)
     }
 
-    private static func decodeMetadataEntry(_ bytes: UnsafeRawBufferPointer) throws -> (String, MetadataValue?, Bool) {
+    private static func decodeMetadataEntry(_ bytes: UnsafeRawBufferPointer, keys: inout Reuse<String>) throws -> (String, MetadataValue?, Bool) {
         var reader = ProtoReader(bytes)
         var key = ""
         var value: MetadataValue?
@@ -401,7 +416,10 @@ private struct FastObjectDecoder {
             lastField = field
             switch (MetadataEntryField(rawValue: field), wireType) {
             case (.key, .lengthDelimited):
-                key = try string(&reader)
+                key = try keys.value(for: try reader.bytes()) { raw in
+                    guard let string = ProtoReader.validString(raw) else { throw Fallback() }
+                    return string
+                }
                 if key.isEmpty { canonical = false }
             case (.stringValue, .lengthDelimited): value = .string(try string(&reader))
             case (.numberValue, .fixed64): value = .number(try reader.double())

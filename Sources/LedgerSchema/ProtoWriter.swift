@@ -98,9 +98,28 @@ public struct ProtoWriter: Sendable {
             buffer[lengthAt] = UInt8(length)
             return
         }
-        var prefix = ProtoWriter(capacity: 10)
-        prefix.raw(UInt64(length))
-        buffer.replaceSubrange(lengthAt...lengthAt, with: prefix.buffer)
+        // The body moves up by the length's extra bytes, which are then written in place.
+        var extra = 0
+        var rest = length >> 7
+        while rest > 0 {
+            extra += 1
+            rest >>= 7
+        }
+        buffer.insert(contentsOf: repeatElement(0, count: extra), at: lengthAt + 1)
+        var value = UInt64(length)
+        var at = lengthAt
+        while value >= 0x80 {
+            buffer[at] = UInt8(truncatingIfNeeded: value) | 0x80
+            value >>= 7
+            at += 1
+        }
+        buffer[at] = UInt8(value)
+    }
+
+    /// Makes room for at least `capacity` bytes in all, so that what follows is written
+    /// without the buffer growing (and being copied) on the way.
+    public mutating func reserveCapacity(_ capacity: Int) {
+        buffer.reserveCapacity(capacity)
     }
 
     /// Bytes already in wire format (a message's fields written elsewhere).

@@ -51,8 +51,12 @@ struct ObjectEncodingTests {
         }
         if Bool.random(using: &rng) {
             let units = ["count/min", "count/s", "Hz"]
+            // Several types in turn, as an export interleaves them (the decoder keeps a few).
+            let types = [
+                "HeartRate", "RestingHeartRate", "WalkingHeartRateAverage", "HeartRateRecoveryOneMinute", "RespiratoryRate", "CyclingCadence",
+            ]
             return .quantitySample(QuantitySample(
-                type: Fixtures.heartRate, quantity: try Quantity([0, -0.0, 72.5, 1e-9, 180][Int.random(in: 0..<5, using: &rng)], units[Int.random(in: 0..<3, using: &rng)]),
+                type: try QuantityType("HKQuantityTypeIdentifier" + types[Int.random(in: 0..<types.count, using: &rng)]), quantity: try Quantity([0, -0.0, 72.5, 1e-9, 180][Int.random(in: 0..<5, using: &rng)], units[Int.random(in: 0..<3, using: &rng)]),
                 start: start, end: end, device: device, metadata: metadata, uuid: .random(), sourceRevision: revision))
         }
         return .categorySample(CategorySample(

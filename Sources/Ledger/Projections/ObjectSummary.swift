@@ -52,26 +52,26 @@ struct ObjectSummary: Sendable {
         case .quantitySample(let sample):
             // Through the unit's printed form, as replay sees it in the log.
             let value = try units.canonicalValue(sample.quantity.value, unit: sample.quantity.unit.description, type: sample.type.identifier)
-            self.init(sample, value: value)
+            self.init(sample, value: value, units: units)
         case .categorySample(let sample):
-            self.init(sample, value: Double(Int64(sample.value)))
+            self.init(sample, value: Double(Int64(sample.value)), units: units)
         case .visionPrescription(let prescription):
-            self.init(prescription, value: 0)
+            self.init(prescription, value: 0, units: units)
         case .workout(let workout):
-            self.init(workout, value: 0)
+            self.init(workout, value: 0, units: units)
         case .workoutRoute(let route):
-            self.init(route, value: 0)
+            self.init(route, value: 0, units: units)
             workout = route.workoutUUID.bytes
         case .correlation(let correlation):
-            self.init(correlation, value: 0)
+            self.init(correlation, value: 0, units: units)
             members = correlation.objects.map(\.uuid.bytes)
         }
     }
 
-    private init(_ sample: some HealthSample, value: Double) {
+    private init(_ sample: some HealthSample, value: Double, units: SummaryCache) {
         uuid = withUnsafeBytes(of: sample.uuid.uuid) { Array($0) }
         type = sample.objectType.identifier
-        typeCode = TypeCatalogue.code(of: type)
+        typeCode = units.typeCode(of: type)
         startUs = microseconds(sample.startDate)
         endUs = microseconds(sample.endDate)
         sourceBundle = sample.sourceRevision.source.bundleIdentifier
