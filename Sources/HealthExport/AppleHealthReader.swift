@@ -433,56 +433,50 @@ public final class AppleHealthReader: XMLStreamHandler {
         case unknown
     }
 
-    /// The type of the record before, kept while the records that follow have the same type
-    /// (most do): comparing the string costs less than looking it up again.
-    private var lastType: (name: String, type: RecordType, mayBeCorrelationMember: Bool)?
+    /// The types, sources and devices of the latest records: an export interleaves a few of
+    /// each (heart rate between steps, a watch's records between a phone's), and comparing a
+    /// string with a handful costs less than hashing it for a dictionary (a name such as
+    /// "Alice’s Apple Watch" is not ASCII, so hashing normalises it first).
+    private var recentTypes = Recent<(type: RecordType, mayBeCorrelationMember: Bool)>()
+    private var recentSources = Recent<Source>()
+    private var recentDevices = Recent<Device?>()
 
     private func recordType(_ name: String) -> RecordType {
-        if let lastType, lastType.name == name { return lastType.type }
+        recentTypes.value(for: name, Self.classify).type
+    }
+
+    private func mayBeCorrelationMember(_ name: String) -> Bool {
+        recentTypes.value(for: name, Self.classify).mayBeCorrelationMember
+    }
+
+    private static func classify(_ name: String) -> (type: RecordType, mayBeCorrelationMember: Bool) {
         let type: RecordType = switch TypeCatalogue.family(of: name) {
         case .quantity: .quantity(try! QuantityType(name))
         case .category: .category(try! CategoryType(name))
         case nil: .unknown
         default: .other
         }
-        lastType = (name, type, TypeCatalogue.correlationMemberTypes.contains(name))
-        return type
+        return (type, TypeCatalogue.correlationMemberTypes.contains(name))
     }
-
-    private func mayBeCorrelationMember(_ name: String) -> Bool {
-        if let lastType, lastType.name == name { return lastType.mayBeCorrelationMember }
-        return TypeCatalogue.correlationMemberTypes.contains(name)
-    }
-
-    /// The source and the device of the element before, kept while the next ones name the
-    /// same: a name such as "Alice’s Apple Watch" is not ASCII, and hashing it for the
-    /// dictionary (which normalises it first) costs more than comparing it.
-    private var lastSource: (name: String, source: Source)?
-    private var lastDevice: (text: String, device: Device?)?
 
     /// The source revision of an element: the source by its name, under the import prefix.
     private func sourceRevision(_ attributes: Attributes) -> SourceRevision {
-        let name = attributes["sourceName"] ?? "Unknown"
-        let source: Source
-        if let lastSource, lastSource.name == name {
-            source = lastSource.source
-        } else if let known = sources[name] {
-            source = known
-        } else {
-            source = Source.imported(named: name)
+        let source = recentSources.value(for: attributes["sourceName"] ?? "Unknown") { name in
+            if let known = sources[name] { return known }
+            let source = Source.imported(named: name)
             sources[name] = source
+            return source
         }
-        lastSource = (name, source)
         return SourceRevision(source: source, version: attributes["sourceVersion"])
     }
 
     private func device(_ attributes: Attributes) -> Device? {
         guard let text = attributes["device"], !text.isEmpty else { return nil }
-        if let lastDevice, lastDevice.text == text { return lastDevice.device }
-        let device = devices[text] ?? AppleHealthValues.device(text)
-        if let device { devices[text] = device }
-        lastDevice = (text, device)
-        return device
+        return recentDevices.value(for: text) { text in
+            let device = devices[text] ?? AppleHealthValues.device(text)
+            if let device { devices[text] = device }
+            return device
+        }
     }
 
     fileprivate func metadataValue(key: String, _ text: String) -> MetadataValue {
@@ -584,6 +578,28 @@ extension [UInt8] {
         } while magnitude > 0
         self[first...].reverse()
         append(0x1F)
+    }
+}
+
+/// Values made from the latest few strings, looked up by comparing (see
+/// `AppleHealthReader.recentTypes`).
+private struct Recent<Value> {
+    private var entries: [(key: String, value: Value)] = []
+    /// The entry replaced next once all are taken.
+    private var next = 0
+    private static var capacity: Int { 8 }
+
+    mutating func value(for key: String, _ make: (String) -> Value) -> Value {
+        let length = key.utf8.count
+        for entry in entries where entry.key.utf8.count == length && entry.key == key { return entry.value }
+        let value = make(key)
+        if entries.count < Self.capacity {
+            entries.append((key, value))
+        } else {
+            entries[next] = (key, value)
+            next = (next + 1) % Self.capacity
+        }
+        return value
     }
 }
 

@@ -269,4 +269,58 @@ struct AppleHealthImportTests {
             await store.close()
         }
     }
+
+    @Test("records interleaving a dozen types, sources and devices each keep their own, whatever the reader remembers of the ones before")
+    func interleavedRecords() throws {
+        // Cycles of different lengths, so that each record meets a new combination and each
+        // kind of value runs through more than the reader keeps at hand.
+        let types = [
+            ("HKQuantityTypeIdentifierHeartRate", "count/min"), ("HKQuantityTypeIdentifierStepCount", "count"),
+            ("HKQuantityTypeIdentifierBodyMass", "kg"), ("HKQuantityTypeIdentifierRestingHeartRate", "count/min"),
+            ("HKQuantityTypeIdentifierDistanceWalkingRunning", "km"), ("HKQuantityTypeIdentifierActiveEnergyBurned", "kcal"),
+            ("HKQuantityTypeIdentifierBodyTemperature", "degC"), ("HKQuantityTypeIdentifierAppleExerciseTime", "min"),
+            ("HKQuantityTypeIdentifierRespiratoryRate", "count/min"), ("HKQuantityTypeIdentifierBasalEnergyBurned", "kcal"),
+            ("HKQuantityTypeIdentifierFlightsClimbed", "count"), ("HKQuantityTypeIdentifierBloodPressureSystolic", "mmHg"),
+            ("HKCategoryTypeIdentifierSleepAnalysis", ""),
+        ]
+        let sources = (0..<11).map { "Sensor ✓ \($0)" }
+        let devices = (0..<10).map { "&lt;&lt;HKDevice: 0x\($0)&gt;, name:Device \($0), manufacturer:Maker, model:M\($0), hardware:H\($0),\($0), software:\($0).0&gt;" }
+        var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<HealthData locale=\"en_GB\">\n"
+        let count = 13 * 11 * 10
+        for index in 0..<count {
+            let (type, unit) = types[index % types.count]
+            let value = unit.isEmpty ? "HKCategoryValueSleepAnalysisAsleepREM" : "\(index % 90 + 1)"
+            let second = String(format: "%02d", index % 60)
+            let minute = String(format: "%02d", index / 60 % 60)
+            xml += " <Record type=\"\(type)\" sourceName=\"\(sources[index % sources.count])\" sourceVersion=\"\(index % 7)\" device=\"\(devices[index % devices.count])\""
+                + (unit.isEmpty ? "" : " unit=\"\(unit)\"")
+                + " startDate=\"2025-05-18 1\(index / 3600):\(minute):\(second) +0000\" endDate=\"2025-05-18 1\(index / 3600):\(minute):\(second) +0000\" value=\"\(value)\"/>\n"
+        }
+        xml += "</HealthData>\n"
+        var samples: [(HealthObject, Bool)] = []
+        let reader = AppleHealthReader { item in
+            switch item {
+            case .sample(let object, _, let member, _): samples.append((object, member))
+            case .rejected(_, _, let reason, let line): Issue.record("line \(line): \(reason)")
+            default: break
+            }
+        }
+        let parser = XMLStreamParser(handler: reader)
+        try parser.feed(Array(xml.utf8))
+        try parser.finish()
+        #expect(samples.count == count)
+        for (index, (object, member)) in samples.enumerated() {
+            let (type, _) = types[index % types.count]
+            #expect(object.objectType.identifier == type)
+            #expect(member == (type == "HKQuantityTypeIdentifierBloodPressureSystolic"), "only blood pressure may be a correlation's member")
+            let revision = object.sourceRevision
+            #expect(revision.source == Source.imported(named: sources[index % sources.count]) && revision.version == "\(index % 7)")
+            let device = try #require(object.device)
+            let number = index % devices.count
+            #expect(device.name == "Device \(number)" && device.model == "M\(number)" && device.hardwareVersion == "H\(number),\(number)")
+            if let quantity = object.quantitySample?.quantity {
+                #expect(quantity.value == Double(index % 90 + 1))
+            }
+        }
+    }
 }
