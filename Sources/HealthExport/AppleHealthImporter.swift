@@ -142,7 +142,7 @@ public final class AppleHealthImporter {
                 for index in items.indices {
                     var item = AppleHealthItem.skipped(element: "", reason: "", line: 0)
                     swap(&item, &items[index])
-                    try await handle(item)
+                    try await handle(consume item)
                 }
                 progress?(ImportProgress(elements: summary.elements, bytesRead: bytes, totalBytes: archive.xmlSize, elapsed: elapsed))
             }

@@ -71,7 +71,10 @@ extension HealthObject {
         if let device = sample.device {
             writer.message(field: HealthObjectField.device) { write(device, into: &$0) }
         }
-        for (key, value) in sample.metadata.sorted(by: { $0.key < $1.key }) {
+        // In key order, through the dictionary's positions (sorting its pairs would copy each).
+        let metadata = sample.metadata
+        for index in metadata.indices.sorted(by: { metadata[$0].key < metadata[$1].key }) {
+            let (key, value) = metadata[index]
             writer.message(field: HealthObjectField.metadata) { entry in
                 entry.string(field: MetadataEntryField.key, key)
                 switch value {
