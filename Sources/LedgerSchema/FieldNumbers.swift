@@ -189,7 +189,9 @@ extension ProtoWriter {
     @inlinable package mutating func double(field: some ProtoFields, _ value: Double, present: Bool = false) {
         double(field: field.rawValue, value, present: present)
     }
-    @inlinable package mutating func message(field: some ProtoFields, _ body: (inout ProtoWriter) -> Void) { message(field: field.rawValue, body) }
+    @inlinable package mutating func message(field: some ProtoFields, long: Bool = false, _ body: (inout ProtoWriter) -> Void) {
+        message(field: field.rawValue, long: long, body)
+    }
     @inlinable package mutating func message(field: some ProtoFields, _ value: [UInt8]) { message(field: field.rawValue, value) }
     @inlinable package mutating func message(field: some ProtoFields, _ value: UnsafeRawBufferPointer) { message(field: field.rawValue, value) }
     @inlinable package static func messageSize(field: some ProtoFields, length: Int) -> Int { messageSize(field: field.rawValue, length: length) }

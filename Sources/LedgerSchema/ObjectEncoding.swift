@@ -19,7 +19,7 @@ extension HealthObject {
     public static func encodedMessage(of objects: [HealthObject]) -> [UInt8] {
         var writer = ProtoWriter(capacity: 512)
         for (index, object) in objects.enumerated() {
-            writer.message(field: SaveRequestField.objects) { object.encode(into: &$0) }
+            writer.message(field: SaveRequestField.objects, long: true) { object.encode(into: &$0) }
             // Room for the rest at the first object's size and a quarter more: a batch's objects
             // are mostly alike, and a buffer of megabytes copied as it doubles costs more than
             // the encoding.

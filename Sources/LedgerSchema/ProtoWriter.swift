@@ -85,27 +85,29 @@ public struct ProtoWriter: Sendable {
     }
 
     /// A sub-message written in place by `body`, its length filled in afterwards: one byte
-    /// is kept for it, and the body moves up when it turns out longer than 127 bytes. The
+    /// is kept for it (two with `long`, for a body that is likely 128–16,383 bytes, such as a
+    /// whole object), and the body moves when its length turns out to take more or fewer. The
     /// same bytes as ``message(field:_:)`` with the body written to a writer of its own,
     /// without that writer's buffer.
-    public mutating func message(field: Int, _ body: (inout ProtoWriter) -> Void) {
+    public mutating func message(field: Int, long: Bool = false, _ body: (inout ProtoWriter) -> Void) {
         raw(UInt64(field << 3 | 2))
         let lengthAt = buffer.count
-        buffer.append(0)
+        let kept = long ? 2 : 1
+        buffer.append(contentsOf: repeatElement(0, count: kept))
         body(&self)
-        let length = buffer.count - lengthAt - 1
-        guard length >= 0x80 else {
-            buffer[lengthAt] = UInt8(length)
-            return
-        }
-        // The body moves up by the length's extra bytes, which are then written in place.
-        var extra = 0
+        let length = buffer.count - lengthAt - kept
+        var needed = 1
         var rest = length >> 7
         while rest > 0 {
-            extra += 1
+            needed += 1
             rest >>= 7
         }
-        buffer.insert(contentsOf: repeatElement(0, count: extra), at: lengthAt + 1)
+        // The body moves by the difference, then the length is written in place.
+        if needed > kept {
+            buffer.insert(contentsOf: repeatElement(0, count: needed - kept), at: lengthAt + kept)
+        } else if needed < kept {
+            buffer.removeSubrange(lengthAt + needed..<lengthAt + kept)
+        }
         var value = UInt64(length)
         var at = lengthAt
         while value >= 0x80 {
