@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HealthModel
+import LedgerSchema
 
 /// What an Apple Health export holds, element by element, turned into the ledger's model.
 public enum AppleHealthItem: Sendable {
@@ -433,20 +434,27 @@ public final class AppleHealthReader: XMLStreamHandler {
         case unknown
     }
 
-    /// The types, sources and devices of the latest records: an export interleaves a few of
-    /// each (heart rate between steps, a watch's records between a phone's), and comparing a
-    /// string with a handful costs less than hashing it for a dictionary (a name such as
-    /// "Alice’s Apple Watch" is not ASCII, so hashing normalises it first).
-    private var recentTypes = Recent<(type: RecordType, mayBeCorrelationMember: Bool)>()
-    private var recentSources = Recent<Source>()
-    private var recentDevices = Recent<Device?>()
+    /// The types, sources and devices of the latest records, by their bytes: an export
+    /// interleaves a few of each (heart rate between steps, a watch's records between a
+    /// phone's), and comparing bytes with a handful costs less than hashing a string for a
+    /// dictionary (a name such as "Alice’s Apple Watch" is not ASCII, so hashing normalises it
+    /// first).
+    private var recentTypes = Reuse<(type: RecordType, mayBeCorrelationMember: Bool)>()
+    private var recentSources = Reuse<Source>()
+    private var recentDevices = Reuse<Device?>()
+
+    /// `recent`'s value for the bytes of `key`, made by `make` when it has none.
+    private static func value<Value>(_ recent: inout Reuse<Value>, for key: String, _ make: (String) -> Value) -> Value {
+        var bytes = key
+        return bytes.withUTF8 { recent.value(for: UnsafeRawBufferPointer($0)) { _ in make(key) } }
+    }
 
     private func recordType(_ name: String) -> RecordType {
-        recentTypes.value(for: name, Self.classify).type
+        Self.value(&recentTypes, for: name, Self.classify).type
     }
 
     private func mayBeCorrelationMember(_ name: String) -> Bool {
-        recentTypes.value(for: name, Self.classify).mayBeCorrelationMember
+        Self.value(&recentTypes, for: name, Self.classify).mayBeCorrelationMember
     }
 
     private static func classify(_ name: String) -> (type: RecordType, mayBeCorrelationMember: Bool) {
@@ -461,7 +469,7 @@ public final class AppleHealthReader: XMLStreamHandler {
 
     /// The source revision of an element: the source by its name, under the import prefix.
     private func sourceRevision(_ attributes: Attributes) -> SourceRevision {
-        let source = recentSources.value(for: attributes["sourceName"] ?? "Unknown") { name in
+        let source = Self.value(&recentSources, for: attributes["sourceName"] ?? "Unknown") { name in
             if let known = sources[name] { return known }
             let source = Source.imported(named: name)
             sources[name] = source
@@ -472,7 +480,7 @@ public final class AppleHealthReader: XMLStreamHandler {
 
     private func device(_ attributes: Attributes) -> Device? {
         guard let text = attributes["device"], !text.isEmpty else { return nil }
-        return recentDevices.value(for: text) { text in
+        return Self.value(&recentDevices, for: text) { text in
             let device = devices[text] ?? AppleHealthValues.device(text)
             if let device { devices[text] = device }
             return device
@@ -566,40 +574,10 @@ extension [UInt8] {
         append(0x1F)
     }
 
-    /// A date field of a key: ``AppleHealthReader/seconds(_:)``'s digits, then 0x1F.
+    /// A date field of a key: ``AppleHealthReader/seconds(_:)`` (a string that small is
+    /// made without an allocation), then 0x1F.
     fileprivate mutating func append(field date: Date) {
-        let seconds = Int64(date.timeIntervalSince1970.rounded())
-        if seconds < 0 { append(UInt8(ascii: "-")) }
-        var magnitude = seconds.magnitude
-        let first = count
-        repeat {
-            append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-            magnitude /= 10
-        } while magnitude > 0
-        self[first...].reverse()
-        append(0x1F)
-    }
-}
-
-/// Values made from the latest few strings, looked up by comparing (see
-/// `AppleHealthReader.recentTypes`).
-private struct Recent<Value> {
-    private var entries: [(key: String, value: Value)] = []
-    /// The entry replaced next once all are taken.
-    private var next = 0
-    private static var capacity: Int { 8 }
-
-    mutating func value(for key: String, _ make: (String) -> Value) -> Value {
-        let length = key.utf8.count
-        for entry in entries where entry.key.utf8.count == length && entry.key == key { return entry.value }
-        let value = make(key)
-        if entries.count < Self.capacity {
-            entries.append((key, value))
-        } else {
-            entries[next] = (key, value)
-            next = (next + 1) % Self.capacity
-        }
-        return value
+        append(field: AppleHealthReader.seconds(date))
     }
 }
 

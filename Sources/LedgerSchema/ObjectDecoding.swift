@@ -110,7 +110,7 @@ public struct ReceivedObject: Sendable {
 /// read in a row mostly share their type, unit, source and device, and an export interleaves
 /// a few of each (a watch's and a phone's records, heart rate between steps), so a handful
 /// of the latest are kept, not only the last. (Inlinable: specialised where it is used, in
-/// the hot loops of decoding and replay.)
+/// the hot loops of decoding, replay and the export reader.)
 package struct Reuse<Value> {
     /// At most ``capacity`` entries; the one to be replaced next is at `next`.
     @usableFromInline var entries: [(bytes: [UInt8], value: Value)] = []
