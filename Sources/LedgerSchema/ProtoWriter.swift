@@ -93,15 +93,11 @@ public struct ProtoWriter: Sendable {
         raw(UInt64(field << 3 | 2))
         let lengthAt = buffer.count
         let kept = long ? 2 : 1
-        buffer.append(contentsOf: repeatElement(0, count: kept))
+        buffer.append(0)
+        if long { buffer.append(0) }
         body(&self)
         let length = buffer.count - lengthAt - kept
-        var needed = 1
-        var rest = length >> 7
-        while rest > 0 {
-            needed += 1
-            rest >>= 7
-        }
+        let needed = Self.varintSize(UInt64(length))
         // The body moves by the difference, then the length is written in place.
         if needed > kept {
             buffer.insert(contentsOf: repeatElement(0, count: needed - kept), at: lengthAt + kept)
