@@ -23,7 +23,7 @@ struct ObjectSummary: Sendable {
     init(_ object: Healthledger_V1_HealthObject, units: SummaryCache) throws {
         uuid = Array(object.uuid)
         type = object.type
-        typeCode = TypeCatalogue.code(of: object.type)
+        typeCode = units.typeCode(of: object.type)
         startUs = object.startUs
         endUs = object.endUs
         sourceBundle = object.sourceRevision.source.bundleIdentifier
