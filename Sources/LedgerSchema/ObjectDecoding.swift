@@ -109,9 +109,13 @@ public struct ReceivedObject: Sendable {
 /// The values last made from some bytes, given again while the same bytes come back: objects
 /// read in a row mostly share their type, unit, source and device, and an export interleaves
 /// a few of each (a watch's and a phone's records, heart rate between steps), so a handful
-/// of the latest are kept, not only the last. (Inlinable: specialised where it is used, in
-/// the hot loops of decoding, replay and the export reader.)
-package struct Reuse<Value> {
+/// of the latest are kept, not only the last.
+///
+/// Public although only our modules use it: it is inlinable so as to be specialised where it
+/// is used (the hot loops of decoding, replay and the export reader), and Swift 6.1 does not
+/// specialise a `package` type's inlinable generic code in another module; it called the
+/// generic version there, looking up tuple metadata on every call.
+public struct Reuse<Value> {
     /// At most ``capacity`` entries; the one to be replaced next is at `next`.
     @usableFromInline var entries: [(bytes: [UInt8], value: Value)] = []
     @usableFromInline var next = 0
@@ -120,11 +124,14 @@ package struct Reuse<Value> {
     /// enough that looking through them costs less than making the value again.
     @usableFromInline static var capacity: Int { 8 }
 
+    /// No value kept yet.
     @inlinable
-    package init() {}
+    public init() {}
 
+    /// The value kept for bytes equal to `raw`, or the one `make` makes from them (kept in
+    /// place of the oldest when all slots are taken).
     @inlinable
-    package mutating func value(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> Value) rethrows -> Value {
+    public mutating func value(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> Value) rethrows -> Value {
         for entry in entries where entry.bytes.count == raw.count {
             if raw.count == 0 || entry.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
                 return entry.value
