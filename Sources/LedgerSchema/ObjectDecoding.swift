@@ -116,8 +116,11 @@ public struct ReceivedObject: Sendable {
 /// specialise a `package` type's inlinable generic code in another module; it called the
 /// generic version there, looking up tuple metadata on every call.
 public struct Reuse<Value> {
-    /// At most ``capacity`` entries; the one to be replaced next is at `next`.
-    @usableFromInline var entries: [(bytes: [UInt8], value: Value)] = []
+    /// The bytes of at most ``capacity`` entries, apart from their values so that looking
+    /// through them copies no value (a device's copy retains each of its strings); the one to
+    /// be replaced next is at `next`.
+    @usableFromInline var keys: [[UInt8]] = []
+    @usableFromInline var values: [Value] = []
     @usableFromInline var next = 0
 
     /// Entries kept: enough for the sources, types and units an export interleaves, few
@@ -132,16 +135,18 @@ public struct Reuse<Value> {
     /// place of the oldest when all slots are taken).
     @inlinable
     public mutating func value(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> Value) rethrows -> Value {
-        for entry in entries where entry.bytes.count == raw.count {
-            if raw.count == 0 || entry.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
-                return entry.value
+        for index in keys.indices where keys[index].count == raw.count {
+            if raw.count == 0 || keys[index].withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
+                return values[index]
             }
         }
         let made = try make(raw)
-        if entries.count < Self.capacity {
-            entries.append((Array(raw), made))
+        if keys.count < Self.capacity {
+            keys.append(Array(raw))
+            values.append(made)
         } else {
-            entries[next] = (Array(raw), made)
+            keys[next] = Array(raw)
+            values[next] = made
             next = (next + 1) % Self.capacity
         }
         return made
