@@ -645,7 +645,9 @@ private enum Builder {
 private struct RecordBuilder {
     let attributes: Attributes
     let line: Int
-    var metadata: Metadata = [:]
+    /// Made at the size most records reach (a few entries, then the sync identifier and
+    /// version), so that it is not grown, and every key hashed again, entry by entry.
+    var metadata = Metadata(minimumCapacity: 6)
 
     init(_ attributes: Attributes, line: Int) {
         self.attributes = attributes
