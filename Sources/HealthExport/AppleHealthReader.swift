@@ -541,22 +541,39 @@ public final class AppleHealthReader: XMLStreamHandler {
         write(&input)
         var hasher = SHA256()
         input.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-        // Written as UTF-8 bytes and made a string once.
-        var text = Array(syncIdentifierPrefix.utf8)
-        text.reserveCapacity(text.count + 44)
-        if let start {
-            var seconds = UInt64(max(0, Int64(start.timeIntervalSince1970.rounded())))
-            var digits: [UInt8] = []
-            repeat {
-                digits.append(UInt8(ascii: "0") + UInt8(seconds % 10))
-                seconds /= 10
-            } while seconds > 0 || digits.count < 11
-            text.append(contentsOf: digits.reversed())
-            text.append(UInt8(ascii: "-"))
+        let digest = hasher.finalize()
+        // Written straight into the string's storage (one allocation): the prefix, the start's
+        // digits and `-`, then the first 16 bytes of the digest in hex.
+        let seconds = start.map { UInt64(max(0, Int64($0.timeIntervalSince1970.rounded()))) }
+        var prefix = syncIdentifierPrefix
+        return prefix.withUTF8 { prefix in
+            String(unsafeUninitializedCapacity: prefix.count + 21 + 32) { text in
+                var count = prefix.count
+                _ = text.initialize(fromContentsOf: prefix)
+                if var seconds {
+                    // At least eleven digits, most significant first (a UInt64 has at most 20).
+                    var width = 1
+                    var rest = seconds / 10
+                    while rest > 0 { width += 1; rest /= 10 }
+                    width = max(width, 11)
+                    for position in (count..<(count + width)).reversed() {
+                        text[position] = UInt8(ascii: "0") + UInt8(seconds % 10)
+                        seconds /= 10
+                    }
+                    count += width
+                    text[count] = UInt8(ascii: "-")
+                    count += 1
+                }
+                digest.withUnsafeBytes { digest in
+                    for byte in digest.prefix(16) {
+                        text[count] = .lowercaseHexDigit(byte >> 4)
+                        text[count + 1] = .lowercaseHexDigit(byte & 0x0F)
+                        count += 2
+                    }
+                }
+                return count
+            }
         }
-        // The first 16 bytes of the digest, in hex.
-        hasher.finalize().withUnsafeBytes { $0.prefix(16).appendHex(to: &text) }
-        return String(decoding: text, as: UTF8.self)
     }
 
     static func seconds(_ date: Date) -> String { String(Int64(date.timeIntervalSince1970.rounded())) }

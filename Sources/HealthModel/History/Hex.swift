@@ -8,17 +8,20 @@ extension Sequence where Element == UInt8 {
         return String(decoding: text, as: UTF8.self)
     }
 
-    /// Appends the bytes' lowercase hex digits (UTF-8) to `text`, for a caller building a
-    /// longer string as bytes. (Inlinable: specialised where it is called, for the
-    /// importer's sync identifiers, instead of iterating a generic sequence.)
-    @inlinable
-    public func appendHex(to text: inout [UInt8]) {
-        @inline(__always) func digit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
+    /// Appends the bytes' lowercase hex digits (UTF-8) to `text`.
+    func appendHex(to text: inout [UInt8]) {
         for byte in self {
-            text.append(digit(byte >> 4))
-            text.append(digit(byte & 0x0F))
+            text.append(UInt8.lowercaseHexDigit(byte >> 4))
+            text.append(UInt8.lowercaseHexDigit(byte & 0x0F))
         }
     }
+}
+
+extension UInt8 {
+    /// The lowercase hex digit (UTF-8) of `nibble` (0–15), for a caller writing a string's
+    /// bytes itself, as the importer does its sync identifiers.
+    @inlinable
+    public static func lowercaseHexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
 }
 
 extension Array where Element == UInt8 {
