@@ -270,6 +270,27 @@ struct AppleHealthImportTests {
         }
     }
 
+    @Test("a record key's start is written in at least eleven digits: zero-padded, 0 before 1970, twelve digits in year 9999")
+    func recordKeyDigits() {
+        func recipe(_ digits: String, _ start: String, _ end: String) -> String {
+            let fields = ["Record", "HKQuantityTypeIdentifierStepCount", Self.watch, start, end, "12", "count"]
+            let digest = SHA256.hash(data: fields.flatMap { Array($0.utf8) + [0x1F] })
+            return "apple-health:\(digits)-" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+        }
+        let cases: [(start: Double, digits: String, field: String)] = [
+            (0, "00000000000", "0"),
+            (1_747_585_200.4, "01747585200", "1747585200"),
+            (-86_400, "00000000000", "-86400"),
+            (99_999_999_999, "99999999999", "99999999999"),
+            (253_402_300_799, "253402300799", "253402300799"),
+        ]
+        for (start, digits, field) in cases {
+            let date = Date(timeIntervalSince1970: start)
+            let key = AppleHealthReader.recordKey(type: "HKQuantityTypeIdentifierStepCount", source: Self.watch, start: date, end: date, value: "12", unit: "count")
+            #expect(key == recipe(digits, field, field), "start \(start)")
+        }
+    }
+
     @Test("records interleaving a dozen types, sources and devices each keep their own, whatever the reader remembers of the ones before")
     func interleavedRecords() throws {
         // Cycles of different lengths, so that each record meets a new combination and each
