@@ -12,12 +12,17 @@ struct LedgerBenchCommand: AsyncParsableCommand {
         commandName: "ledger",
         abstract: "The ledger in process: ingest, group commit, replay, verify, denied reads, predicates, history (against raw LMDB).")
 
-    @Option(help: "Heart-rate samples to ingest in the batched scenario.") var samples = 1_000_000
+    @Option(help: "Samples to ingest in the batched scenario (heart rate, or the types of --types).") var samples = 1_000_000
     @Option(name: .customLong("batch-size"), help: "Samples per durable save.") var batchSize = 1000
     @Option(help: "Concurrent tasks saving single samples.") var concurrency = 64
     @Option(help: "Batches in flight at once in the batched ingest (an ingest pipeline keeps several).") var pipeline = 4
     @Flag(name: .customLong("random-uuids"), help: "Give samples random (v4) UUIDs instead of the default time-ordered (v7) ones.")
     var randomUUIDs = false
+    @Option(help: """
+        Quantity types the samples cycle through, one after another in time order, as an export's records interleave \
+        them (1: heart rate alone; at most \(LedgerBenchCommand.mixedTypes.count)).
+        """)
+    var types = 1
     @Option(name: .customLong("concurrent-saves"), help: "Single-sample saves in the concurrent scenario.") var concurrentSaves = 20_000
     @Option(name: .customLong("sequential-saves"), help: "Single-sample saves by one client, one after another.") var sequentialSaves = 2_000
     @Option(help: "Rounds per scenario; medians are reported.") var rounds = 5
@@ -29,6 +34,14 @@ struct LedgerBenchCommand: AsyncParsableCommand {
         Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, predicates, history.
         """)
     var only = "ingest,concurrent,sequential,replay,denied-read,predicates,history"
+
+    /// The types `--types` cycles through, each with a unit its values (50–169) fit.
+    static let mixedTypes: [(type: String, unit: String)] = [
+        ("HKQuantityTypeIdentifierHeartRate", "count/min"), ("HKQuantityTypeIdentifierStepCount", "count"),
+        ("HKQuantityTypeIdentifierActiveEnergyBurned", "kcal"), ("HKQuantityTypeIdentifierDistanceWalkingRunning", "m"),
+        ("HKQuantityTypeIdentifierBasalEnergyBurned", "kcal"), ("HKQuantityTypeIdentifierRespiratoryRate", "count/min"),
+        ("HKQuantityTypeIdentifierHeartRateVariabilitySDNN", "ms"), ("HKQuantityTypeIdentifierFlightsClimbed", "count"),
+    ]
 
     private func wants(_ scenario: String) -> Bool { only.split(separator: ",").contains { $0 == scenario } }
 
@@ -42,12 +55,13 @@ struct LedgerBenchCommand: AsyncParsableCommand {
         let reference = limits.isEmpty ? Reference(output: "") : Reference.measure(script: limits)
         print(reference.summary)
 
-        let type = try QuantityType("HKQuantityTypeIdentifierHeartRate")
-        let unit = try HealthUnit("count/min")
+        guard (1...Self.mixedTypes.count).contains(types) else { throw ValidationError("--types takes 1 to \(Self.mixedTypes.count)") }
+        let kinds = try Self.mixedTypes.prefix(types).map { (try QuantityType($0.type), try HealthUnit($0.unit)) }
         let clock = ContinuousClock()
         let randomUUIDs = self.randomUUIDs
         @Sendable func sample(_ index: Int) -> HealthObject {
             let date = Date(timeIntervalSince1970: 1_600_000_000 + Double(index) * 60)
+            let (type, unit) = kinds[index % kinds.count]
             return .quantitySample(QuantitySample(
                 type: type, quantity: Quantity(Double(50 + index % 120), unit), start: date, end: date,
                 uuid: randomUUIDs ? .random() : .timeOrdered()))

@@ -172,3 +172,94 @@ struct ChangeIndexRow {
         return value
     }
 }
+
+/// The rows saves add to the time and change indexes (`by_start`, `by_source`, `by_end`,
+/// `source_changes`), held back and put in key order, each index's rows together.
+///
+/// Objects that interleave types (an import's records, in time order) land all over these
+/// indexes: put one by one, each row would be searched for from its tree's root. In key order,
+/// a row mostly lands beside the one before, on the page LMDB's cursor already holds, and the
+/// pages a batch dirties are touched in one pass. The indexes end up holding the same rows
+/// either way.
+///
+/// The rows are kept in runs by their key's first four bytes (the type); a run that arrived in
+/// key order, as time-ordered data does, is put as it is, and only a run that did not is sorted.
+///
+/// Nothing may read these indexes in the transaction while rows are held: ``put(in:_:)``
+/// runs before a delete, at the end of every request of a group commit, before the deferred
+/// statistics are written, and whenever ``limit`` rows are held.
+struct HeldIndexRows {
+    enum Index: Int, CaseIterable {
+        case byStart, bySource, byEnd, sourceChanges
+
+        func database(in databases: LedgerDatabases) -> Database {
+            switch self {
+            case .byStart: databases.byStart
+            case .bySource: databases.bySource
+            case .byEnd: databases.byEnd
+            case .sourceChanges: databases.sourceChanges
+            }
+        }
+    }
+
+    private struct Row {
+        var key: InlineBytes
+        var value: InlineBytes
+    }
+
+    /// One type's rows of one index, in the order they came, and whether that is key order.
+    private struct Run {
+        var rows: [Row] = []
+        var inKeyOrder = true
+
+        mutating func append(_ row: Row, words: (UInt64, UInt64)) {
+            if inKeyOrder, let last = rows.last, !HeldIndexRows.precedes(last.key, row.key, words: (last.key.leadingWords, words)) {
+                inKeyOrder = false
+            }
+            rows.append(row)
+        }
+
+        /// Puts the rows in key order and empties the run, keeping its storage for the next.
+        mutating func put(in txn: Transaction, _ database: Database) throws {
+            if !inKeyOrder { rows.sort { HeldIndexRows.precedes($0.key, $1.key, words: ($0.key.leadingWords, $1.key.leadingWords)) } }
+            for row in rows { try txn.put(row.value, forKey: row.key, in: database) }
+            rows.removeAll(keepingCapacity: true)
+            inKeyOrder = true
+        }
+    }
+
+    /// Rows held at most: past this many, ``isFull`` asks for them to be put, so that a long
+    /// transaction (a replay's) holds a bounded amount of memory, reused from batch to batch.
+    static let limit = 8192
+
+    private var runs: [[UInt32: Run]] = Array(repeating: [:], count: Index.allCases.count)
+    private var count = 0
+
+    /// Whether enough rows are held that they should be put now.
+    var isFull: Bool { count >= Self.limit }
+
+    mutating func add(_ value: InlineBytes, forKey key: InlineBytes, in index: Index) {
+        let words = key.leadingWords
+        let type = UInt32(truncatingIfNeeded: words.0 >> 32)
+        runs[index.rawValue][type, default: Run()].append(Row(key: key, value: value), words: words)
+        count += 1
+    }
+
+    /// Puts the held rows, each index's in key order, and forgets them.
+    mutating func put(in txn: Transaction, _ databases: LedgerDatabases) throws {
+        guard count > 0 else { return }
+        for index in Index.allCases {
+            let database = index.database(in: databases)
+            for type in runs[index.rawValue].keys.sorted() where !runs[index.rawValue][type]!.rows.isEmpty {
+                try runs[index.rawValue][type]!.put(in: txn, database)
+            }
+        }
+        count = 0
+    }
+
+    /// LMDB's key order, decided by the keys' first sixteen bytes (`words`) when they differ,
+    /// as they nearly always do.
+    private static func precedes(_ first: InlineBytes, _ second: InlineBytes, words: ((UInt64, UInt64), (UInt64, UInt64))) -> Bool {
+        words.0 != words.1 ? words.0 < words.1 : first.precedes(second)
+    }
+}

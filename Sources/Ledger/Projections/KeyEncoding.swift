@@ -103,4 +103,20 @@ struct InlineBytes: ContiguousBytesKey, Sendable {
     func equals(_ other: UnsafeRawBufferPointer) -> Bool {
         other.count == count && withKeyBytes { count == 0 || memcmp($0.baseAddress!, other.baseAddress!, count) == 0 }
     }
+
+    /// The first sixteen bytes (zeros past the end) as two big-endian integers: ordering by
+    /// them orders by those bytes, cheaply.
+    var leadingWords: (UInt64, UInt64) { (UInt64(bigEndian: words.0), UInt64(bigEndian: words.1)) }
+
+    /// Whether these bytes sort before `other`'s in LMDB's default key order (bytewise, a
+    /// prefix first).
+    func precedes(_ other: InlineBytes) -> Bool {
+        withKeyBytes { mine in
+            other.withKeyBytes { theirs in
+                let common = min(mine.count, theirs.count)
+                let order = common == 0 ? 0 : memcmp(mine.baseAddress!, theirs.baseAddress!, common)
+                return order != 0 ? order < 0 : mine.count < theirs.count
+            }
+        }
+    }
 }

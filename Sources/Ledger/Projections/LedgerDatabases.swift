@@ -33,7 +33,10 @@ import LMDB
 ///
 /// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
 /// identically by replay. (`meta`'s checkpoint says how far the projections are.)
-struct LedgerDatabases: Sendable {
+///
+/// A class, so that handing the handles to a snapshot or a context (several times per saved
+/// object) is one reference, not a copy of every handle.
+final class LedgerDatabases: Sendable {
     let events: Database
     let meta: Database
     let objects: Database

@@ -218,20 +218,23 @@ struct Projector {
             try stats.noteSave(type: object.typeCode, code: source, sequence: sequence, duration: object.duration, in: txn, databases)
             try txn.put(StoredObject(sequence: sequence, type: object.typeCode, source: source).encoded, forKey: object.uuid, in: databases.objects)
             let (type, uuid) = (object.typeCode, object.uuid)
-            try txn.put(
+            // The time and change indexes' rows are put later, in key order (``HeldIndexRows``).
+            stats.indexRows.add(
                 StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value, source: nil),
-                forKey: StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: databases.bySource)
-            try txn.put(
+                forKey: StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: .bySource)
+            stats.indexRows.add(
                 StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value, source: source),
-                forKey: StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
+                forKey: StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: .byStart)
             // An instant's end is its start: `by_start` already orders it by end.
             if object.endUs != object.startUs {
-                try txn.put(
+                stats.indexRows.add(
                     EndIndexRow.value(start: object.startUs, sequence: sequence, source: source),
-                    forKey: EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd)
+                    forKey: EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: .byEnd)
             }
-            let change = ChangeIndexRow.value(ChangeIndexRow.added, uuid: uuid)
-            try txn.put(change, forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: databases.sourceChanges)
+            stats.indexRows.add(
+                ChangeIndexRow.value(ChangeIndexRow.added, uuid: uuid),
+                forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: .sourceChanges)
+            if stats.indexRows.isFull { try stats.indexRows.put(in: txn, databases) }
             try SyncIdentifierIndex.record(object, source: source, in: txn, databases)
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
             stats.touch(type: object.typeCode, source: source, start: object.startUs)
@@ -251,6 +254,8 @@ struct Projector {
             KeyEncoding.append(chunk, to: &key)
             try txn.put(KeyEncoding.sequenceKey(sequence), forKey: key, in: databases.routeData)
         case .deleted(let uuid, let reason, let replacedBy):
+            // The rows to delete may still be held.
+            try stats.indexRows.put(in: txn, databases)
             guard let stored = try StoredObject.load(uuid, in: LedgerSnapshot(txn, databases)) else {
                 throw LedgerFailure.corrupted("event \(sequence) deletes an object that is not stored")
             }
@@ -317,6 +322,8 @@ struct DeferredProjections {
     /// The longest duration `type_sources` holds per type and source code (type in the high
     /// half) as this transaction has left it.
     private var notedSaves: [UInt64: Int64] = [:]
+    /// Saved objects' rows of the time and change indexes, not yet put.
+    var indexRows = HeldIndexRows()
 
     /// The code of the source `bundle` (``SourceRegistry/assign(bundle:name:in:_:)``), read
     /// from `sources` once per transaction. Held here so that a request rolled back inside a
@@ -365,6 +372,7 @@ struct DeferredProjections {
     /// Adds the gathered changes to the stored statistics, recomputes the touched hours'
     /// rollups, and clears them.
     mutating func flush(in txn: Transaction, _ databases: LedgerDatabases) throws {
+        try indexRows.put(in: txn, databases)
         for type in entries.keys.sorted() {
             let delta = entries[type]!
             let key = KeyEncoding.typeKey(type)

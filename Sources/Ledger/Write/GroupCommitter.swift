@@ -159,6 +159,7 @@ final class GroupCommitter: Sendable {
             if !nesting {
                 do {
                     try request.run(context)
+                    try context.endRequest()
                 } catch let error as LMDBError {
                     throw error
                 } catch {
@@ -174,6 +175,7 @@ final class GroupCommitter: Sendable {
                     context.txn = child
                     defer { context.txn = txn }
                     try request.run(context)
+                    try context.endRequest()
                 }
             } catch let error as LMDBError {
                 // A transaction-level condition (map full, I/O): the whole batch retries or fails.

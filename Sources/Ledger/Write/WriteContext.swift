@@ -98,6 +98,13 @@ final class WriteContext {
         max(try Ledger.longestDuration(type: type, in: reads), stats.longest(type: type))
     }
 
+    /// Ends a request of the group commit: puts the index rows its saves held back, so that
+    /// the next request reads them (and a request rolled back in its nested transaction takes
+    /// its rows with it).
+    func endRequest() throws {
+        try stats.indexRows.put(in: txn, databases)
+    }
+
     /// Records the new head, type statistics and checkpoint (once per transaction).
     func finish() throws {
         finalFrontier = try merkle.map { try $0.finish(in: txn, databases.merkle) } ?? startFrontier
