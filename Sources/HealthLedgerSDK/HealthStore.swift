@@ -245,11 +245,14 @@ public final class HealthStore: Sendable {
         // The SaveRequest written directly from the objects (the same bytes SwiftProtobuf
         // writes, without building the messages).
         let request = HealthObject.encodedMessage(of: objects)
-        let response = try Self.decode(Healthledger_V1_SaveResponse.self, try await unary(.save, payload: request))
+        let response = try await unary(.save, payload: request)
+        // Read without the generated messages (an import's batch answers thousands).
         do {
-            return try response.outcomes.map { try $0.model() }
-        } catch {
+            return try SaveResponseCoding.results(in: response)
+        } catch is HealthError {
             throw RPCError(.internalError, "the server sent a bad UUID")
+        } catch {
+            throw RPCError(.internalError, "the server sent an invalid \(Healthledger_V1_SaveResponse.protoMessageName)")
         }
     }
 

@@ -140,6 +140,18 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
     case objects = 1
 }
 
+/// `healthledger.v1.SaveResponse`.
+@usableFromInline package enum SaveResponseField: Int, ProtoFields {
+    @usableFromInline package typealias Message = Healthledger_V1_SaveResponse
+    case outcomes = 1
+}
+
+/// `healthledger.v1.SaveOutcome`.
+@usableFromInline package enum SaveOutcomeField: Int, ProtoFields {
+    @usableFromInline package typealias Message = Healthledger_V1_SaveOutcome
+    case uuid = 1, disposition, otherUuid
+}
+
 /// `healthledger.v1.ChangeBatch`.
 @usableFromInline package enum ChangeBatchField: Int, ProtoFields {
     @usableFromInline package typealias Message = Healthledger_V1_ChangeBatch

@@ -84,6 +84,8 @@ struct FieldNumberTests {
     @Test("rpc.proto: every named field is the schema's field of that number")
     func rpc() throws {
         try Self.check(SaveRequestField.self)
+        try Self.check(SaveResponseField.self)
+        try Self.check(SaveOutcomeField.self)
         try Self.check(ChangeBatchField.self)
         try Self.check(RouteBatchField.self)
         try Self.check(StatisticsBatchField.self)

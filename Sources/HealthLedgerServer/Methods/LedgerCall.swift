@@ -35,11 +35,8 @@ struct LedgerCall: Sendable {
     /// objects are durable, on the committing thread.
     func save(_ objects: [ReceivedObject], completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) {
         ledger.save(received: objects, by: principal) { result in
-            completion(Result {
-                var response = Healthledger_V1_SaveResponse()
-                response.outcomes = try result.get().map(Healthledger_V1_SaveOutcome.init)
-                return try response.serializedBytes()
-            })
+            // Written without the generated messages: this runs on the committing thread.
+            completion(result.map(SaveResponseCoding.encoded))
         }
     }
 
