@@ -54,6 +54,44 @@ struct SyncAndDeleteTests {
         #expect(try ledger.object(with: theirs.uuid, as: .owner) != nil)
     }
 
+    /// Identifiers that sort after every stored one are answered without a look-up; these come
+    /// in every order against that bound: below it, past it, equal to one just put past it, and
+    /// in a range (another type) the transaction has not looked at yet.
+    @Test("identifiers below, past and at the highest stored one are all held to the sync rules")
+    func identifiersAroundTheHighest() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "bounds")
+        let height = try QuantityType("HKQuantityTypeIdentifierHeight")
+        func heightSample(_ identifier: String, _ version: Double) -> HealthObject {
+            .quantitySample(QuantitySample(
+                type: height, quantity: try! Quantity(1.8, "m"), start: Fixtures.base, end: Fixtures.base,
+                metadata: [MetadataKey.syncIdentifier: .string(identifier), MetadataKey.syncVersion: .number(version)]))
+        }
+        let b1 = Fixtures.weight(70, syncIdentifier: "b", version: 1)
+        _ = try await ledger.save([b1], by: .owner)
+        let a1 = Fixtures.weight(71, syncIdentifier: "a", version: 1)
+        let c1 = Fixtures.weight(72, syncIdentifier: "c", version: 1)
+        let c2 = Fixtures.weight(73, syncIdentifier: "c", version: 2)
+        let b0 = Fixtures.weight(74, syncIdentifier: "b", version: 0)
+        let hc = heightSample("c", 1)
+        let d1 = Fixtures.weight(75, syncIdentifier: "d", version: 1)
+        let d1again = Fixtures.weight(76, syncIdentifier: "d", version: 1)
+        #expect(try await ledger.save([a1, c1, c2, b0, hc, d1, d1again], by: .owner).map(\.disposition) == [
+            .saved, .saved, .replaced(previous: c1.uuid), .ignored(existing: b1.uuid), .saved, .saved, .ignored(existing: d1.uuid),
+        ])
+        // The next transaction finds the highest stored identifier again.
+        let a2 = Fixtures.weight(77, syncIdentifier: "a", version: 2)
+        let d2 = Fixtures.weight(78, syncIdentifier: "d", version: 2)
+        let e1 = Fixtures.weight(79, syncIdentifier: "e", version: 1)
+        let hc2 = heightSample("c", 2)
+        #expect(try await ledger.save([a2, d2, e1, hc2], by: .owner).map(\.disposition) == [
+            .replaced(previous: a1.uuid), .replaced(previous: d1.uuid), .saved, .replaced(previous: hc.uuid),
+        ])
+        let weights = try ledger.samples(SampleQuery(type: Fixtures.bodyMass.objectType), as: .owner).map(\.uuid)
+        #expect(Set(weights) == [b1.uuid, c2.uuid, a2.uuid, d2.uuid, e1.uuid])
+        #expect(try ledger.replay().identical)
+    }
+
     @Test("a batch carrying several versions of one identifier keeps the highest")
     func withinBatch() async throws {
         let temporary = try TemporaryStore()

@@ -235,7 +235,7 @@ struct Projector {
                 ChangeIndexRow.value(ChangeIndexRow.added, uuid: uuid),
                 forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: .sourceChanges)
             if stats.indexRows.isFull { try stats.indexRows.put(in: txn, databases) }
-            try SyncIdentifierIndex.record(object, source: source, in: txn, databases)
+            try SyncIdentifierIndex.record(object, source: source, in: txn, databases, bounds: &stats.syncKeyBounds)
             stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
             stats.touch(type: object.typeCode, source: source, start: object.startUs)
             // Only a route, or an object that can replace a workout member, joins a workout here.
@@ -324,6 +324,8 @@ struct DeferredProjections {
     private var notedSaves: [UInt64: Int64] = [:]
     /// Saved objects' rows of the time and change indexes, not yet put.
     var indexRows = HeldIndexRows()
+    /// Upper bounds of the `sync_ids` ranges looked at, so that most new identifiers need no look-up.
+    var syncKeyBounds = SyncKeyBounds()
 
     /// The code of the source `bundle` (``SourceRegistry/assign(bundle:name:in:_:)``), read
     /// from `sources` once per transaction. Held here so that a request rolled back inside a
