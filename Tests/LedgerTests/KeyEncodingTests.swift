@@ -27,6 +27,27 @@ struct KeyEncodingTests {
         #expect(keys == keys.sorted { $0.lexicographicallyPrecedes($1) })
     }
 
+    @Test("keys order as LMDB orders them: bytewise, a prefix first; inline keys by their first sixteen bytes too")
+    func lmdbOrder() {
+        let keys: [[UInt8]] = [[], [0], [0, 0], [0, 1], [0, 0xFF], [1], [1, 0], [0x7F, 0xFF, 0xFF], [0x80], [0xFF], [0xFF, 0]]
+        for (i, first) in keys.enumerated() {
+            for (j, second) in keys.enumerated() {
+                let precedes = first.withUnsafeBytes { a in second.withUnsafeBytes { b in KeyEncoding.precedes(a, b) } }
+                #expect(precedes == (i < j), "\(first) before \(second)")
+                var (inlineFirst, inlineSecond) = (InlineBytes(), InlineBytes())
+                inlineFirst.append(first)
+                inlineSecond.append(second)
+                #expect(inlineFirst.precedes(inlineSecond) == (i < j))
+            }
+        }
+        // The leading words order keys that differ in their first sixteen bytes.
+        let start = StartIndexRow.key(type: 3, source: nil, start: 10, uuid: uuid)
+        let later = StartIndexRow.key(type: 3, source: nil, start: 11, uuid: uuid)
+        let otherType = StartIndexRow.key(type: 2, source: nil, start: 99, uuid: uuid)
+        #expect(start.leadingWords < later.leadingWords)
+        #expect(otherType.leadingWords < start.leadingWords)
+    }
+
     @Test("an inline key compares equal only to its own bytes, and holds up to 64 bytes")
     func equality() {
         var bytes = InlineBytes()

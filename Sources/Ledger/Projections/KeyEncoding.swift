@@ -14,6 +14,14 @@ enum KeyEncoding {
         withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
+    /// Whether key `first` sorts before `second` in LMDB's default order: bytewise, a prefix
+    /// before the keys it starts.
+    static func precedes(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> Bool {
+        let common = min(first.count, second.count)
+        let order = common == 0 ? 0 : memcmp(first.baseAddress!, second.baseAddress!, common)
+        return order != 0 ? order < 0 : first.count < second.count
+    }
+
     /// A signed time that sorts correctly as unsigned big-endian bytes.
     @inline(__always)
     static func appendTime(_ microseconds: Int64, to bytes: inout [UInt8]) {
@@ -111,12 +119,6 @@ struct InlineBytes: ContiguousBytesKey, Sendable {
     /// Whether these bytes sort before `other`'s in LMDB's default key order (bytewise, a
     /// prefix first).
     func precedes(_ other: InlineBytes) -> Bool {
-        withKeyBytes { mine in
-            other.withKeyBytes { theirs in
-                let common = min(mine.count, theirs.count)
-                let order = common == 0 ? 0 : memcmp(mine.baseAddress!, theirs.baseAddress!, common)
-                return order != 0 ? order < 0 : mine.count < theirs.count
-            }
-        }
+        withKeyBytes { mine in other.withKeyBytes { KeyEncoding.precedes(mine, $0) } }
     }
 }

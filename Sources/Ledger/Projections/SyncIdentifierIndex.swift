@@ -1,5 +1,4 @@
 import Crypto
-import Foundation
 import LMDB
 
 /// `sync_ids`: which stored object holds each (source, type, sync identifier), and at which
@@ -109,14 +108,8 @@ struct SyncKeyBounds {
         }
     }
 
-    /// LMDB's key order: bytewise, a prefix first.
+    /// Whether `key` sorts after `bound` in LMDB's order.
     private static func sortsAfter(_ key: [UInt8], _ bound: [UInt8]) -> Bool {
-        key.withUnsafeBytes { key in
-            bound.withUnsafeBytes { bound in
-                let common = min(key.count, bound.count)
-                let order = common == 0 ? 0 : memcmp(key.baseAddress!, bound.baseAddress!, common)
-                return order != 0 ? order > 0 : key.count > bound.count
-            }
-        }
+        key.withUnsafeBytes { key in bound.withUnsafeBytes { KeyEncoding.precedes($0, key) } }
     }
 }
