@@ -29,7 +29,12 @@ struct KeyEncodingTests {
 
     @Test("keys order as LMDB orders them: bytewise, a prefix first; inline keys by their first sixteen bytes too")
     func lmdbOrder() {
-        let keys: [[UInt8]] = [[], [0], [0, 0], [0, 1], [0, 0xFF], [1], [1, 0], [0x7F, 0xFF, 0xFF], [0x80], [0xFF], [0xFF, 0]]
+        // Past sixteen bytes too, where inline keys leave their leading words for all the bytes.
+        let long = Array(repeating: UInt8(7), count: 16)
+        let keys: [[UInt8]] = [
+            [], [0], [0, 0], [0, 1], [0, 0xFF], [1], [1, 0], long, long + [0], long + [0, 5], long + [1], long + [1, 0],
+            [7, 8], [0x7F, 0xFF, 0xFF], [0x80], [0xFF], [0xFF, 0],
+        ]
         for (i, first) in keys.enumerated() {
             for (j, second) in keys.enumerated() {
                 let precedes = first.withUnsafeBytes { a in second.withUnsafeBytes { b in KeyEncoding.precedes(a, b) } }

@@ -212,16 +212,14 @@ struct HeldIndexRows {
         var rows: [Row] = []
         var inKeyOrder = true
 
-        mutating func append(_ row: Row, words: (UInt64, UInt64)) {
-            if inKeyOrder, let last = rows.last, !HeldIndexRows.precedes(last.key, row.key, words: (last.key.leadingWords, words)) {
-                inKeyOrder = false
-            }
+        mutating func append(_ row: Row) {
+            if inKeyOrder, let last = rows.last, !last.key.precedes(row.key) { inKeyOrder = false }
             rows.append(row)
         }
 
         /// Puts the rows in key order and empties the run, keeping its storage for the next.
         mutating func put(in txn: Transaction, _ database: Database) throws {
-            if !inKeyOrder { rows.sort { HeldIndexRows.precedes($0.key, $1.key, words: ($0.key.leadingWords, $1.key.leadingWords)) } }
+            if !inKeyOrder { rows.sort { $0.key.precedes($1.key) } }
             for row in rows { try txn.put(row.value, forKey: row.key, in: database) }
             rows.removeAll(keepingCapacity: true)
             inKeyOrder = true
@@ -239,9 +237,8 @@ struct HeldIndexRows {
     var isFull: Bool { count >= Self.limit }
 
     mutating func add(_ value: InlineBytes, forKey key: InlineBytes, in index: Index) {
-        let words = key.leadingWords
-        let type = UInt32(truncatingIfNeeded: words.0 >> 32)
-        runs[index.rawValue][type, default: Run()].append(Row(key: key, value: value), words: words)
+        let type = UInt32(truncatingIfNeeded: key.leadingWords.0 >> 32)
+        runs[index.rawValue][type, default: Run()].append(Row(key: key, value: value))
         count += 1
     }
 
@@ -255,11 +252,5 @@ struct HeldIndexRows {
             }
         }
         count = 0
-    }
-
-    /// LMDB's key order, decided by the keys' first sixteen bytes (`words`) when they differ,
-    /// as they nearly always do.
-    private static func precedes(_ first: InlineBytes, _ second: InlineBytes, words: ((UInt64, UInt64), (UInt64, UInt64))) -> Bool {
-        words.0 != words.1 ? words.0 < words.1 : first.precedes(second)
     }
 }

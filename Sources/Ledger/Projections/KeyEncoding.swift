@@ -117,8 +117,11 @@ struct InlineBytes: ContiguousBytesKey, Sendable {
     var leadingWords: (UInt64, UInt64) { (UInt64(bigEndian: words.0), UInt64(bigEndian: words.1)) }
 
     /// Whether these bytes sort before `other`'s in LMDB's default key order (bytewise, a
-    /// prefix first).
+    /// prefix first): decided by the first sixteen bytes when they differ, as they nearly
+    /// always do (zeros past the end order a prefix first there too), by all of them otherwise.
     func precedes(_ other: InlineBytes) -> Bool {
-        withKeyBytes { mine in other.withKeyBytes { KeyEncoding.precedes(mine, $0) } }
+        let (mine, theirs) = (leadingWords, other.leadingWords)
+        if mine != theirs { return mine < theirs }
+        return withKeyBytes { mine in other.withKeyBytes { KeyEncoding.precedes(mine, $0) } }
     }
 }
