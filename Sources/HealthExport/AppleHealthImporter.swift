@@ -148,7 +148,7 @@ public final class AppleHealthImporter {
             }
             try await flush()
             try await drain()
-            try await saveDeferred()
+            try await saveDeferred(fileEndedEarly: channel.failure != nil)
             try await linkWorkouts()
             try await saveCharacteristics()
         } catch {
@@ -157,8 +157,10 @@ public final class AppleHealthImporter {
             throw error
         }
         if let error = channel.failure {
+            let undecided = summary.skipped[Self.undecidedMember, default: 0]
+            let held = undecided == 0 ? "" : "; \(undecided) records of the types a correlation holds were not, since their correlations may be in the missing part"
             summary.error = switch error {
-            case let error as XMLStreamError: "the export is not complete XML (\(error)); everything before that point was imported"
+            case let error as XMLStreamError: "the export is not complete XML (\(error)); everything before that point was imported\(held)"
             default: "\(error)"
             }
         }
@@ -167,6 +169,10 @@ public final class AppleHealthImporter {
     }
 
     private var elapsed: Double { seconds(since: started) }
+
+    /// The reason counted for a record of a type a correlation holds, when the file ended
+    /// before it could be told whether a correlation lists it.
+    public static let undecidedMember = "Record: the file ended before its correlations, so whether one lists it is unknown (import the complete export)"
 
     // MARK: - Items
 
@@ -250,12 +256,21 @@ public final class AppleHealthImporter {
     // MARK: - After the file
 
     /// Saves the set-aside samples that are not members of a correlation.
-    private func saveDeferred() async throws {
+    ///
+    /// When the file ended early, the correlations that would have claimed some of them may
+    /// be in the part that is missing: saving those records on their own would add them a
+    /// second time beside their correlation once the complete export is imported (or when it
+    /// already was). So only then, the records no correlation claimed are skipped, not saved.
+    private func saveDeferred(fileEndedEarly: Bool) async throws {
         guard let deferred else { return }
         try deferred.finishWriting()
         try await deferred.forEach { object, key, line in
             if memberKeys.contains(key) {
                 summary.skipped["Record: listed again inside its correlation", default: 0] += 1
+                return
+            }
+            if fileEndedEarly {
+                summary.skipped[Self.undecidedMember, default: 0] += 1
                 return
             }
             pending.objects.append(object)

@@ -257,6 +257,26 @@ struct AppleHealthImportTests {
             #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
             let pressures = try await CorrelationQueryDescriptor(type: try CorrelationType("HKCorrelationTypeIdentifierBloodPressure")).result(for: store)
             #expect(pressures.count == 1, "the blood pressure before the cut is in")
+            // The cut falls before the meal's correlation: whether the two dietary records are
+            // members of a correlation cannot be told, so neither is saved on its own.
+            #expect(run.error.contains("2 records of the types a correlation holds were not"), "\(run.error)")
+            let energyType = try ObjectType("HKQuantityTypeIdentifierDietaryEnergyConsumed")
+            #expect(try await SampleQueryDescriptor(type: energyType).result(for: store).isEmpty)
+
+            // The complete export then adds the meal with its member, and the lone snack, once each.
+            let zip = try Self.writeZip(in: directory)
+            _ = try await cli.json(server.ownerCredential, ["import", "apple-health", zip.path])
+            func energyValues() async throws -> [Double] {
+                try await SampleQueryDescriptor(type: energyType).result(for: store).compactMap { $0.quantitySample?.quantity.value }.sorted()
+            }
+            #expect(try await energyValues() == [30, 95])
+            // And the truncated file after the complete one adds nothing: the meal's member is
+            // not saved a second time on its own.
+            let again = try await cli.run(server.ownerCredential, ["import", "apple-health", truncated.path, "--json"])
+            let summary = try #require(try JSONSerialization.jsonObject(with: Data(again.output.utf8)) as? [String: Any])
+            #expect(again.status == 1 && (summary["imported"] as? [String: Int])?.isEmpty == true, "\(again.output)")
+            #expect((summary["skipped"] as? [String: Int])?[AppleHealthImporter.undecidedMember] == 2)
+            #expect(try await energyValues() == [30, 95])
 
             let garbage = directory.appending(path: "garbage.xml")
             try Data("this is not xml\u{0}\u{1}".utf8).write(to: garbage)
