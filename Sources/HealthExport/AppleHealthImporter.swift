@@ -246,7 +246,7 @@ public final class AppleHealthImporter {
         let outcome = try await task.value
         for (kind, count) in outcome.imported { summary.imported[kind, default: 0] += count }
         summary.alreadyPresent += outcome.alreadyPresent
-        for rejection in outcome.rejections { reject(element: rejection.element, kind: .refusedByServer, reason: rejection.reason, line: rejection.line) }
+        for rejection in outcome.rejections { reject(element: rejection.element, kind: rejection.kind, reason: rejection.reason, line: rejection.line) }
         for (element, reason) in outcome.skipped { summary.skipped["\(element): \(reason)", default: 0] += 1 }
         for (local, stored) in outcome.storedWorkouts {
             if let index = workoutIndex[local] { workouts[index].storedUUID = stored }
@@ -297,9 +297,7 @@ public final class AppleHealthImporter {
                 let query = SampleQueryDescriptor(type: type.objectType, predicate: predicate)
                 uuids += try await query.result(for: store).map(\.uuid)
             }
-            for start in stride(from: 0, to: uuids.count, by: 10_000) {
-                try await store.add(Array(uuids[start..<min(start + 10_000, uuids.count)]), to: stored)
-            }
+            try await store.associate(uuids, with: stored)
             summary.associatedWithWorkouts += uuids.count
         }
     }
@@ -337,11 +335,11 @@ private enum BatchSaver {
                 if batch.kinds[index] == Batch.workoutKind { storedUUIDs[batch.objects[index].uuid] = existing }
             }
         } refused: { index, error in
-            outcome.rejections.append(.init(line: batch.lines[index], element: batch.kinds[index], reason: error.message))
+            outcome.rejections.append(.init(line: batch.lines[index], element: batch.kinds[index], kind: .refusedByServer, reason: error.message))
         }
         for (local, routes) in batch.routes {
             guard let workout = storedUUIDs[local] else {
-                for route in routes { outcome.skipped.append(("WorkoutRoute", "its workout was rejected (line \(route.line))")) }
+                for _ in routes { outcome.skipped.append(("WorkoutRoute", "its workout was rejected")) }
                 continue
             }
             outcome.storedWorkouts.append((local, workout))
@@ -353,36 +351,34 @@ private enum BatchSaver {
     static func saveRoute(
         _ route: RouteReference, of workout: UUID, store: HealthStore, archive: ExportArchive, outcome: inout BatchOutcome
     ) async throws {
+        func reject(_ kind: RejectionKind, _ reason: String) {
+            outcome.rejections.append(.init(line: route.line, element: "WorkoutRoute", kind: kind, reason: reason))
+        }
         let locations: [RouteLocation]
         do {
-            guard let data = try archive.file(at: route.path) else {
-                outcome.rejections.append(.init(line: route.line, element: "WorkoutRoute", reason: "the export holds no file \(route.path)"))
-                return
-            }
+            guard let data = try archive.file(at: route.path) else { return reject(.routeFile, "the export holds no file \(route.path)") }
             locations = try GPXRoute.locations(data)
         } catch {
-            outcome.rejections.append(.init(line: route.line, element: "WorkoutRoute", reason: "\(route.path): \(error)"))
-            return
+            return reject(.routeFile, "\(route.path): \(error)")
         }
         guard !locations.isEmpty else {
             outcome.skipped.append(("WorkoutRoute", "the route file has no points"))
             return
+        }
+        // Refused here rather than by the server after the upload.
+        guard locations.count <= ObjectLimits.maximumRouteLocations else {
+            return reject(.routeFile, "\(route.path) has \(locations.count) points; a route holds at most \(ObjectLimits.maximumRouteLocations)")
         }
         var metadata = route.metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
             metadata[MetadataKey.syncIdentifier] = .string(AppleHealthReader.key(["WorkoutRoute", workout.uuidString, route.path], start: nil))
             metadata[MetadataKey.syncVersion] = .number(1)
         }
-        let builder = try await store.makeRouteBuilder()
         do {
-            for start in stride(from: 0, to: locations.count, by: 5000) {
-                _ = try await builder.insertRouteData(Array(locations[start..<min(start + 5000, locations.count)]))
-            }
-            let finished = try await builder.finishRoute(with: workout, metadata: metadata, sourceRevision: route.sourceRevision, device: route.device)
+            let finished = try await store.saveRoute(locations, of: workout, metadata: metadata, sourceRevision: route.sourceRevision, device: route.device)
             if case .ignored = finished.disposition { outcome.alreadyPresent += 1 } else { outcome.imported["routes", default: 0] += 1 }
-        } catch let error as RPCError where error.code == .invalidArgument {
-            try? await builder.discard()
-            outcome.rejections.append(.init(line: route.line, element: "WorkoutRoute", reason: error.message))
+        } catch let error as RPCError where error.isRefusalOfTheRequest {
+            reject(.refusedByServer, error.message)
         }
     }
 }
@@ -403,6 +399,7 @@ private struct BatchOutcome: Sendable {
     struct Refusal: Sendable {
         var line: Int
         var element: String
+        var kind: RejectionKind
         var reason: String
     }
     var imported: [String: Int] = [:]

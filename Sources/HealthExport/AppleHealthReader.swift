@@ -30,6 +30,8 @@ public enum RejectionKind: String, Sendable, Codable, CaseIterable {
     case datesOutOfOrder = "dates out of order"
     case invalidObject = "invalid object"
     case refusedByServer = "refused by the server"
+    /// A workout's route file that is missing, unreadable, not GPX or too large.
+    case routeFile = "route file missing or unreadable"
 }
 
 /// A route a workout names: its GPX file and the metadata of its `WorkoutRoute` element.

@@ -79,14 +79,30 @@ public struct ExportArchive: Sendable {
             let folder = xmlEntryPath.map { ($0 as NSString).deletingLastPathComponent } ?? ""
             let candidates = [folder.isEmpty ? relative : folder + "/" + relative, relative]
             guard let entry = candidates.lazy.compactMap({ archive[$0] }).first else { return nil }
-            guard entry.uncompressedSize <= UInt64(limit) else { throw ExportArchiveError("\(exportPath) is larger than \(limit >> 20) MiB") }
+            let tooLarge = ExportArchiveError("\(exportPath) is larger than \(limit >> 20) MiB")
+            guard entry.uncompressedSize <= UInt64(limit) else { throw tooLarge }
+            // The entry's declared size is the zip's word only: what it inflates to is counted.
             var data = Data()
-            _ = try archive.extract(entry) { data.append($0) }
+            do {
+                _ = try archive.extract(entry) { chunk in
+                    guard data.count + chunk.count <= limit else { throw tooLarge }
+                    data.append(chunk)
+                }
+            } catch let error as ExportArchiveError {
+                throw error
+            } catch {
+                throw ExportArchiveError("the zip entry \(entry.path) is damaged: \(error)")
+            }
             return data
         case .xml:
-            let file = url.deletingLastPathComponent().appending(path: relative)
-            guard FileManager.default.fileExists(atPath: file.path) else { return nil }
-            return try Data(contentsOf: file)
+            let file = url.deletingLastPathComponent().appending(path: relative).resolvingSymlinksInPath()
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: file.path) else { return nil }
+            guard attributes[.type] as? FileAttributeType == .typeRegular else { throw ExportArchiveError("\(exportPath) is not a regular file") }
+            guard let handle = FileHandle(forReadingAtPath: file.path) else { throw ExportArchiveError("cannot open \(file.path)") }
+            defer { try? handle.close() }
+            let data = try handle.read(upToCount: limit + 1) ?? Data()
+            guard data.count <= limit else { throw ExportArchiveError("\(exportPath) is larger than \(limit >> 20) MiB") }
+            return data
         }
     }
 }

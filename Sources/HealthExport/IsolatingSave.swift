@@ -38,6 +38,49 @@ extension HealthStore {
     }
 }
 
+extension HealthStore {
+    /// Stores `locations` as a route of `workout` through a route builder, in calls of 5,000
+    /// locations. The builder is discarded when anything fails, so that a refused route never
+    /// holds one of the few builders the server keeps open for a principal.
+    func saveRoute(
+        _ locations: [RouteLocation], of workout: UUID, metadata: Metadata, sourceRevision: SourceRevision?, device: Device?
+    ) async throws -> FinishedRoute {
+        let builder = try await makeRouteBuilder()
+        do {
+            for start in stride(from: 0, to: locations.count, by: 5000) {
+                _ = try await builder.insertRouteData(Array(locations[start..<min(start + 5000, locations.count)]))
+            }
+            return try await builder.finishRoute(with: workout, metadata: metadata, sourceRevision: sourceRevision, device: device)
+        } catch {
+            try? await builder.discard()
+            throw error
+        }
+    }
+}
+
+extension HealthStore {
+    /// The most samples one association call may name (docs/PROTOCOL.md).
+    static let maximumAssociatedSamples = 10_000
+
+    /// Associates `samples` with `workout` in calls of at most
+    /// ``maximumAssociatedSamples``: a workout of a long day holds more samples than one call
+    /// may name. Each call is idempotent, so a re-run after a failure completes the links.
+    func associate(_ samples: [UUID], with workout: UUID) async throws {
+        for start in stride(from: 0, to: samples.count, by: Self.maximumAssociatedSamples) {
+            try await add(Array(samples[start..<min(start + Self.maximumAssociatedSamples, samples.count)]), to: workout)
+        }
+    }
+}
+
+extension RPCError {
+    /// Whether the server refused this request for what it holds (bad, too large, or naming
+    /// an object the caller cannot see), so that an import counts it and goes on; any other
+    /// error (a lost connection, an expired credential) ends the import.
+    var isRefusalOfTheRequest: Bool {
+        [.invalidArgument, .resourceExhausted, .notFound, .alreadyExists].contains(code)
+    }
+}
+
 /// Seconds since `start`.
 func seconds(since start: ContinuousClock.Instant) -> Double {
     let elapsed = ContinuousClock.now - start

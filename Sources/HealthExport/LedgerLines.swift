@@ -143,6 +143,9 @@ public struct LedgerLinesImporter {
         var batch: [(HealthObject, Int)] = []
         var sawHeader = false
         var sawEnd = false
+        // Objects the server refused: associations leave them out (naming one would fail the
+        // whole association).
+        var refused = Set<UUID>()
         func flush() async throws {
             guard !batch.isEmpty else { return }
             try await store.saveIsolatingRefusals(batch.map(\.0)) { index, result in
@@ -154,6 +157,7 @@ public struct LedgerLinesImporter {
                 if error.code == .alreadyExists {
                     summary.alreadyPresent += 1
                 } else {
+                    refused.insert(batch[index].0.uuid)
                     record(&summary, line: batch[index].1, kind: .refusedByServer, reason: error.message)
                 }
             }
@@ -216,8 +220,9 @@ public struct LedgerLinesImporter {
                     guard let workout = (line["workout"] as? String).flatMap(UUID.init(uuidString:)),
                         let samples = (line["samples"] as? [String])?.compactMap(UUID.init(uuidString:)), !samples.isEmpty
                     else { throw ExportArchiveError("an association needs a workout and samples") }
-                    try await store.add(samples, to: workout)
-                    summary.associatedWithWorkouts += samples.count
+                    let known = refused.isEmpty ? samples : samples.filter { !refused.contains($0) }
+                    try await store.associate(known, with: workout)
+                    summary.associatedWithWorkouts += known.count
                 case "attachment":
                     try await flush()
                     guard let info = line["attachment"] as? [String: Any], let object = (info["object"] as? String).flatMap(UUID.init(uuidString:)),
@@ -235,7 +240,7 @@ public struct LedgerLinesImporter {
                 default:
                     summary.skipped["line kind '\(kind)'", default: 0] += 1
                 }
-            } catch let error as RPCError where error.code != .invalidArgument && error.code != .notFound && error.code != .permissionDenied {
+            } catch let error as RPCError where !error.isRefusalOfTheRequest && error.code != .permissionDenied {
                 throw error
             } catch let error as RPCError {
                 record(&summary, line: lineNumber, kind: .refusedByServer, reason: error.message)
@@ -254,12 +259,11 @@ public struct LedgerLinesImporter {
         let data = try JSONSerialization.data(withJSONObject: locations ?? [String: Any]())
         let points = try Healthledger_V1_RouteLocations(jsonUTF8Data: data).model()
         guard !points.isEmpty else { throw ExportArchiveError("the route has no locations") }
-        let builder = try await store.makeRouteBuilder()
-        for start in stride(from: 0, to: points.count, by: 5000) {
-            _ = try await builder.insertRouteData(Array(points[start..<min(start + 5000, points.count)]))
+        guard points.count <= ObjectLimits.maximumRouteLocations else {
+            throw ExportArchiveError("the route has \(points.count) locations; a route holds at most \(ObjectLimits.maximumRouteLocations)")
         }
-        let finished = try await builder.finishRoute(
-            with: route.workoutUUID, metadata: route.metadata, sourceRevision: route.sourceRevision, device: route.device)
+        let finished = try await store.saveRoute(
+            points, of: route.workoutUUID, metadata: route.metadata, sourceRevision: route.sourceRevision, device: route.device)
         if case .ignored = finished.disposition { summary.alreadyPresent += 1 } else { summary.imported[ObjectType.workoutRoute.identifier, default: 0] += 1 }
     }
 

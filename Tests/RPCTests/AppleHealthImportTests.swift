@@ -290,6 +290,58 @@ struct AppleHealthImportTests {
         }
     }
 
+    @Test("a route file over the route limit, or missing, is rejected with its line and the import goes on, routes after it included")
+    func oversizedAndMissingRoutes() async throws {
+        try await withTestServer { server in
+            let directory = server.directory.appending(path: "routes")
+            let routes = directory.appending(path: "workout-routes")
+            try FileManager.default.createDirectory(at: routes, withIntermediateDirectories: true)
+            // One point more than a route may hold: the server would refuse it after the upload.
+            let points = ObjectLimits.maximumRouteLocations + 1
+            var huge = #"<?xml version="1.0" encoding="UTF-8"?><gpx version="1.1" xmlns="http://www.topografix.com/GPX/1/1"><trk><trkseg>"#
+            huge.reserveCapacity(points * 80)
+            func twoDigits(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+            for index in 0..<points {
+                let time = "2025-05-\(twoDigits(10 + index / 86_400))T\(twoDigits(index / 3600 % 24)):\(twoDigits(index / 60 % 60)):\(twoDigits(index % 60))Z"
+                huge += #"<trkpt lon="-0.1" lat="51.5"><time>\#(time)</time></trkpt>"#
+            }
+            huge += "</trkseg></trk></gpx>"
+            try Data(huge.utf8).write(to: routes.appending(path: "huge.gpx"))
+            try Data(Self.gpx.utf8).write(to: routes.appending(path: "small.gpx"))
+            func workout(_ hour: Int, route: String) -> String {
+                """
+                 <Workout workoutActivityType="HKWorkoutActivityTypeWalking" sourceName="Phone" startDate="2025-05-18 \(hour):00:00 +0000" endDate="2025-05-18 \(hour):30:00 +0000">
+                  <WorkoutRoute sourceName="Phone" startDate="2025-05-18 \(hour):00:00 +0000" endDate="2025-05-18 \(hour):30:00 +0000">
+                   <FileReference path="/workout-routes/\(route)"/>
+                  </WorkoutRoute>
+                 </Workout>
+                """
+            }
+            let xml = """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <HealthData locale="en_GB">
+                 <ExportDate value="2025-05-19 08:00:00 +0000"/>
+                \(workout(13, route: "huge.gpx"))
+                \(workout(14, route: "gone.gpx"))
+                \(workout(15, route: "small.gpx"))
+                 <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:05:00 +0000" value="400"/>
+                </HealthData>
+                """
+            let file = directory.appending(path: "export.xml")
+            try Data(xml.utf8).write(to: file)
+            let cli = AuthCLITests.Session(server: server)
+            let summary = try #require(try await cli.json(server.ownerCredential, ["import", "apple-health", file.path]) as? [String: Any])
+            #expect(summary["imported"] as? [String: Int] == ["workouts": 3, "routes": 1, "samples": 1], "\(summary)")
+            #expect(summary["rejected"] as? [String: Int] == [RejectionKind.routeFile.rawValue: 2], "\(summary)")
+            let rejections = try #require(summary["rejections"] as? [[String: Any]])
+            #expect(rejections.map { $0["line"] as? Int } == [5, 10] && rejections.map { $0["element"] as? String } == ["WorkoutRoute", "WorkoutRoute"], "\(rejections)")
+            #expect((rejections.first?["reason"] as? String)?.contains("at most \(ObjectLimits.maximumRouteLocations)") == true, "\(rejections)")
+            let store = server.client()
+            #expect(try await SampleQueryDescriptor(type: .workoutRoute).result(for: store).compactMap(\.workoutRoute).map(\.locationCount) == [3])
+            await store.close()
+        }
+    }
+
     @Test("a record key's start is written in at least eleven digits: zero-padded, 0 before 1970, twelve digits in year 9999")
     func recordKeyDigits() {
         func recipe(_ digits: String, _ start: String, _ end: String) -> String {

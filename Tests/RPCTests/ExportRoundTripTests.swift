@@ -115,4 +115,54 @@ struct ExportRoundTripTests {
             for store in [original, copyStore, appleStore] { await store.close() }
         }
     }
+
+    @Test("JSON Lines: a workout with more samples than one association call names travels whole; routes the server refuses are counted and hold no builder")
+    func largeAssociationsAndRefusedRoutes() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let workout = WorkoutRPCTests.run()
+            try await owner.save(.workout(workout))
+            // Four samples a second, 2,000 more than one association call may name.
+            let count = 12_000
+            let samples: [HealthObject] = (0..<count).map { (index: Int) -> HealthObject in
+                let date = Samples.base.addingTimeInterval(Double(index) * 0.25)
+                let quantity = Quantity(Double(60 + index % 90), WorkoutRPCTests.bpm)
+                return .quantitySample(QuantitySample(type: Samples.heartRate, quantity: quantity, start: date, end: date))
+            }
+            for start in stride(from: 0, to: count, by: 5000) { try await owner.save(Array(samples[start..<min(start + 5000, count)])) }
+            for start in stride(from: 0, to: count, by: 10_000) {
+                try await owner.add(samples[start..<min(start + 10_000, count)].map(\.uuid), to: workout.uuid)
+            }
+            let builder = try await owner.makeRouteBuilder()
+            try await builder.insertRouteData((0..<3).map(WorkoutRPCTests.location))
+            _ = try await builder.finishRoute(with: workout.uuid)
+
+            let cli = AuthCLITests.Session(server: server)
+            let lines = server.directory.appending(path: "alice.jsonl")
+            let exported = try await cli.run(server.ownerCredential, ["export", "alice", "--output", lines.path])
+            #expect(exported.status == 0, "\(exported.error)")
+            // Ten more route lines naming a workout the ledger does not hold: each is refused, and
+            // the builder each needed is given back (the server keeps only a few open).
+            var text = try String(contentsOf: lines, encoding: .utf8).split(separator: "\n").map(String.init)
+            let routeLine = try #require(text.first { $0.contains("\"locations\"") })
+            func base64(_ uuid: UUID) -> String { withUnsafeBytes(of: uuid.uuid) { Data($0) }.base64EncodedString() }
+            let stray = routeLine.replacingOccurrences(of: base64(workout.uuid), with: base64(UUID()))
+            #expect(stray != routeLine)
+            text.insert(contentsOf: Array(repeating: stray, count: 10), at: text.count - 1)
+            try Data((text.joined(separator: "\n") + "\n").utf8).write(to: lines)
+
+            let copy = try server.store.createLedger(id: "copy")
+            let copyOwner = try await copy.issueCredential(for: .owner)
+            let imported = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+            #expect(imported["error"] == nil, "\(imported)")
+            #expect(imported["associatedWithWorkouts"] as? Int == count, "\(imported)")
+            #expect(imported["rejected"] as? [String: Int] == ["refused by the server": 10], "\(imported)")
+            #expect((imported["imported"] as? [String: Int])?[ObjectType.workoutRoute.identifier] == 1, "the route after the refused ones: \(imported)")
+            let copyStore = server.client(copyOwner)
+            let members = try await SampleQueryDescriptor(type: Samples.heartRate.objectType, predicate: .predicateForObjects(from: workout.uuid)).result(for: copyStore)
+            #expect(members.count == count)
+            await copyStore.close()
+            await owner.close()
+        }
+    }
 }

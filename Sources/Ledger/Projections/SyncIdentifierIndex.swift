@@ -2,7 +2,7 @@ import Crypto
 import LMDB
 
 /// `sync_ids`: which stored object holds each (source, type, sync identifier), and at which
-/// sync version (SEMANTICS §4: a save with the same identifier and a higher version replaces
+/// sync version (docs/SEMANTICS.md §4: a save with the same identifier and a higher version replaces
 /// it, an equal or lower one is ignored).
 ///
 /// A key is the source code (4 bytes, ``SourceRegistry``), the type code (4), then the
