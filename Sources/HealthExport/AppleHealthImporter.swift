@@ -34,8 +34,21 @@ public struct ImportSummary: Sendable, Codable {
     }
 
     public static let detailLimit = 1000
+    /// The most distinct reasons ``skipped`` lists; the count of any further reason goes to
+    /// ``otherReasons``, so that a file of endless distinct elements keeps the summary small.
+    public static let reasonLimit = 1000
+    public static let otherReasons = "other reasons (more than \(reasonLimit) distinct ones)"
 
     public init() {}
+
+    /// Counts one element skipped for `reason`.
+    public mutating func skip(_ reason: String) {
+        if skipped[reason] == nil, skipped.count >= Self.reasonLimit {
+            skipped[Self.otherReasons, default: 0] += 1
+        } else {
+            skipped[reason, default: 0] += 1
+        }
+    }
 
     public var importedTotal: Int { imported.values.reduce(0, +) }
     public var skippedTotal: Int { skipped.values.reduce(0, +) }
@@ -205,7 +218,7 @@ public final class AppleHealthImporter {
             summary.elements += 1
             try await add(.visionPrescription(prescription), kind: "visionPrescriptions", line: line)
         case .skipped(let element, let reason, _):
-            summary.skipped["\(element): \(reason)", default: 0] += 1
+            summary.skip("\(element): \(reason)")
         case .rejected(let element, let kind, let reason, let line):
             reject(element: element, kind: kind, reason: reason, line: line)
         }
@@ -247,7 +260,7 @@ public final class AppleHealthImporter {
         for (kind, count) in outcome.imported { summary.imported[kind, default: 0] += count }
         summary.alreadyPresent += outcome.alreadyPresent
         for rejection in outcome.rejections { reject(element: rejection.element, kind: rejection.kind, reason: rejection.reason, line: rejection.line) }
-        for (element, reason) in outcome.skipped { summary.skipped["\(element): \(reason)", default: 0] += 1 }
+        for (element, reason) in outcome.skipped { summary.skip("\(element): \(reason)") }
         for (local, stored) in outcome.storedWorkouts {
             if let index = workoutIndex[local] { workouts[index].storedUUID = stored }
         }
@@ -266,11 +279,11 @@ public final class AppleHealthImporter {
         try deferred.finishWriting()
         try await deferred.forEach { object, key, line in
             if memberKeys.contains(key) {
-                summary.skipped["Record: listed again inside its correlation", default: 0] += 1
+                summary.skip("Record: listed again inside its correlation")
                 return
             }
             if fileEndedEarly {
-                summary.skipped[Self.undecidedMember, default: 0] += 1
+                summary.skip(Self.undecidedMember)
                 return
             }
             pending.objects.append(object)

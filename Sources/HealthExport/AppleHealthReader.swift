@@ -474,6 +474,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         let source = Self.value(&recentSources, for: attributes["sourceName"] ?? "Unknown") { name in
             if let known = sources[name] { return known }
             let source = Source.imported(named: name)
+            Self.makeRoom(in: &sources)
             sources[name] = source
             return source
         }
@@ -484,9 +485,22 @@ public final class AppleHealthReader: XMLStreamHandler {
         guard let text = attributes["device"], !text.isEmpty else { return nil }
         return Self.value(&recentDevices, for: text) { text in
             let device = devices[text] ?? AppleHealthValues.device(text)
-            if let device { devices[text] = device }
+            if let device {
+                Self.makeRoom(in: &devices)
+                devices[text] = device
+            }
             return device
         }
+    }
+
+    /// The most entries each cache of made values holds. A device's text names the object's
+    /// address (`<<HKDevice: 0x283c74a50>, …`), which may differ from record to record: a
+    /// cache kept forever would grow with the file. Past the limit a cache starts again
+    /// (what it holds is made again from the text, the same).
+    package static let cacheLimit = 4096
+
+    static func makeRoom<Value>(in cache: inout [String: Value]) {
+        if cache.count >= cacheLimit { cache.removeAll(keepingCapacity: true) }
     }
 
     fileprivate func metadataValue(key: String, _ text: String) -> MetadataValue {

@@ -136,6 +136,7 @@ public enum AppleHealthValues {
     public static func unit(_ text: String, cache: inout [String: HealthUnit]) -> HealthUnit? {
         if let unit = cache[text] { return unit }
         guard let unit = try? HealthUnit(text) else { return nil }
+        AppleHealthReader.makeRoom(in: &cache)
         cache[text] = unit
         return unit
     }

@@ -238,7 +238,7 @@ public struct LedgerLinesImporter {
                 case "end":
                     sawEnd = true
                 default:
-                    summary.skipped["line kind '\(kind)'", default: 0] += 1
+                    summary.skip("line kind '\(kind)'")
                 }
             } catch let error as RPCError where !error.isRefusalOfTheRequest && error.code != .permissionDenied {
                 throw error

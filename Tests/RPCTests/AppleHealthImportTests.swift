@@ -416,4 +416,46 @@ struct AppleHealthImportTests {
             }
         }
     }
+
+    @Test("past the reader's cache limits, each record still gets its own source, device and unit; the summary lists at most a thousand reasons")
+    func boundedCaches() async throws {
+        // A device address per record, as the Health app may write them, and more distinct
+        // sources and units than a cache holds before it starts again.
+        let count = AppleHealthReader.cacheLimit + 500
+        func number(_ index: Int) -> String { "\(index % 3 + 1)\(String(repeating: "0", count: index % 4))" }
+        var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<HealthData locale=\"en_GB\">\n"
+        for index in 0..<count {
+            let device = "&lt;&lt;HKDevice: 0x\(String(index, radix: 16))&gt;, name:Watch \(index % 7), manufacturer:Apple Inc., model:Watch, hardware:W\(index % 5), software:9.4&gt;"
+            xml += " <Record type=\"HKQuantityTypeIdentifierBloodGlucose\" sourceName=\"Meter \(index)\" device=\"\(device)\" unit=\"mmol&lt;\(index + 100)&gt;/L\""
+                + " startDate=\"2025-05-18 10:00:00 +0000\" endDate=\"2025-05-18 10:00:00 +0000\" value=\"\(number(index))\"/>\n"
+        }
+        xml += "</HealthData>\n"
+        var samples: [HealthObject] = []
+        let reader = AppleHealthReader { item in
+            switch item {
+            case .sample(let object, _, _, _): samples.append(object)
+            case .rejected(_, _, let reason, let line): Issue.record("line \(line): \(reason)")
+            default: break
+            }
+        }
+        let parser = XMLStreamParser(handler: reader)
+        try parser.feed(Array(xml.utf8))
+        try parser.finish()
+        #expect(samples.count == count)
+        let milligramsPerDecilitre = try HealthUnit("mg/dL")
+        for (index, object) in samples.enumerated() {
+            #expect(object.sourceRevision.source == Source.imported(named: "Meter \(index)"))
+            #expect(object.device?.name == "Watch \(index % 7)" && object.device?.hardwareVersion == "W\(index % 5)")
+            // n mmol of a substance of molar mass M g/mol in a litre: n·M mg/L, n·M/10 mg/dL.
+            let glucose = try #require(object.quantitySample?.quantity)
+            let expected = Double(number(index))! * Double(index + 100) / 10
+            #expect(abs(try glucose.doubleValue(for: milligramsPerDecilitre) - expected) <= expected * 1e-12, "record \(index)")
+        }
+
+        var summary = ImportSummary()
+        for index in 0..<(ImportSummary.reasonLimit + 20) { summary.skip("Element\(index): not held") }
+        summary.skip("Element0: not held")
+        #expect(summary.skipped.count == ImportSummary.reasonLimit + 1)
+        #expect(summary.skipped[ImportSummary.otherReasons] == 20 && summary.skipped["Element0: not held"] == 2)
+    }
 }
