@@ -151,10 +151,20 @@ public enum AppleHealthWriter {
         case .outdoor: entries[MetadataKey.indoorWorkout] = .number(0)
         case .unknown: break
         }
+        // A swim's settings travel as HealthKit's metadata keys, which the reader takes back.
+        if workout.configuration.swimmingLocationType != .unknown {
+            entries[MetadataKey.swimmingLocationType] = .number(Double(workout.configuration.swimmingLocationType.rawValue))
+        }
+        if let lapLength = workout.configuration.lapLength { entries[MetadataKey.lapLength] = .quantity(lapLength) }
         text += metadata(entries, indent: "  ")
         for event in workout.events { text += self.event(event, indent: "  ") }
         for activity in workout.activities {
-            text += "  <WorkoutActivity uuid=\"\(activity.uuid.uuidString)\" startDate=\"\(AppleHealthValues.string(activity.startDate))\""
+            text += "  <WorkoutActivity uuid=\"\(activity.uuid.uuidString)\""
+            // The Health app's exports name no activity type; a multisport workout's legs need one.
+            if activity.configuration.activityType != workout.activityType {
+                text += " workoutActivityType=\"\(activity.configuration.activityType.exportName)\""
+            }
+            text += " startDate=\"\(AppleHealthValues.string(activity.startDate))\""
             text += " endDate=\"\(AppleHealthValues.string(activity.endDate))\" duration=\"\(AppleHealthValues.number(activity.duration / 60))\" durationUnit=\"min\">\n"
             text += metadata(activity.metadata, indent: "   ")
             for event in activity.events { text += self.event(event, indent: "   ") }
@@ -283,6 +293,7 @@ public enum AppleHealthWriter {
         <!ELEMENT WorkoutActivity ((WorkoutEvent|WorkoutStatistics|MetadataEntry)*)>
         <!ATTLIST WorkoutActivity
           uuid                  CDATA #REQUIRED
+          workoutActivityType   CDATA #IMPLIED
           startDate             CDATA #REQUIRED
           endDate               CDATA #IMPLIED
           duration              CDATA #IMPLIED

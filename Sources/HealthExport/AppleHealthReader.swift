@@ -319,12 +319,23 @@ public final class AppleHealthReader: XMLStreamHandler {
             metadata[MetadataKey.syncIdentifier] = .string(Self.key(["Workout", name, source.source.name, Self.seconds(start), Self.seconds(end)], start: start))
             metadata[MetadataKey.syncVersion] = .number(1)
         }
-        let activities = builder.activities.map { activity in
+        // An activity shares the workout's type unless it names its own; a multisport
+        // workout's activities must, and the Health app's export does not say which leg each
+        // is: they are then left out (counted), and the workout kept.
+        var activities: [WorkoutActivity] = []
+        for (activity, type) in zip(builder.activities, builder.activityTypes) {
+            let type = type ?? configuration.activityType
+            if type == .swimBikeRun {
+                emit(.skipped(element: "WorkoutActivity", reason: "a multisport workout's activity names no activity type", line: line))
+                continue
+            }
             var activity = activity
+            let swimming = type == configuration.activityType
             activity.configuration = WorkoutConfiguration(
-                activityType: configuration.activityType, locationType: configuration.locationType,
-                swimmingLocationType: configuration.swimmingLocationType, lapLength: configuration.lapLength)
-            return activity
+                activityType: type, locationType: configuration.locationType,
+                swimmingLocationType: swimming ? configuration.swimmingLocationType : .unknown,
+                lapLength: swimming ? configuration.lapLength : nil)
+            activities.append(activity)
         }
         let workout = Workout(
             configuration: configuration, start: start, end: end, events: builder.events.sorted { $0.startDate < $1.startDate },
@@ -721,11 +732,16 @@ private struct WorkoutBuilder {
     var metadata: Metadata = [:]
     var events: [WorkoutEvent] = []
     var activities: [WorkoutActivity] = []
+    /// Each activity's `workoutActivityType`, when the element names one (HealthLedger's
+    /// exports do for a multisport workout; the Health app's do not).
+    var activityTypes: [WorkoutActivityType?] = []
     var routes: [RouteBuilder] = []
     var statisticsTypes: [String] = []
     var problems: [AppleHealthReader.Rejection] = []
     /// What the open child at depth 3 is: its metadata entries go to it.
     private var openChild: String?
+    /// What the open grandchild at depth 4 is (an activity's event takes the entries inside it).
+    private var openGrandchild: String?
 
     init(attributes: Attributes, line: Int) {
         self.attributes = attributes
@@ -734,6 +750,7 @@ private struct WorkoutBuilder {
 
     mutating func child(_ name: String, _ attributes: Attributes, depth: Int, line: Int, reader: AppleHealthReader) {
         if depth == 3 { openChild = name }
+        if depth == 4 { openGrandchild = name }
         switch (name, depth) {
         case ("MetadataEntry", 3): metadata.add(attributes, reader: reader)
         case ("WorkoutEvent", 3): if let event = event(attributes, line: line) { events.append(event) }
@@ -745,6 +762,10 @@ private struct WorkoutBuilder {
             case "WorkoutActivity" where !activities.isEmpty: activities[activities.count - 1].metadata.add(attributes, reader: reader)
             case "WorkoutRoute" where !routes.isEmpty: routes[routes.count - 1].metadata.add(attributes, reader: reader)
             default: break
+            }
+        case ("MetadataEntry", 5) where openChild == "WorkoutActivity" && openGrandchild == "WorkoutEvent":
+            if let activity = activities.indices.last, let event = activities[activity].events.indices.last {
+                activities[activity].events[event].metadata.add(attributes, reader: reader)
             }
         case ("WorkoutActivity", 3):
             guard let start = attributes["startDate"].flatMap(AppleHealthValues.date) else {
@@ -758,6 +779,7 @@ private struct WorkoutBuilder {
             }
             let uuid = attributes["uuid"].flatMap(UUID.init(uuidString:)) ?? .timeOrdered()
             activities.append(WorkoutActivity(configuration: WorkoutConfiguration(activityType: .other), start: start, end: end, uuid: uuid))
+            activityTypes.append(attributes["workoutActivityType"].flatMap(WorkoutActivityType.init(name:)))
         case ("WorkoutStatistics", _):
             if let type = attributes["type"] { statisticsTypes.append(type) }
         case ("WorkoutRoute", 3):
@@ -770,6 +792,7 @@ private struct WorkoutBuilder {
 
     mutating func end(_ name: String, depth: Int) {
         if depth == 3 { openChild = nil }
+        if depth == 4 { openGrandchild = nil }
     }
 
     private mutating func event(_ attributes: Attributes, line: Int) -> WorkoutEvent? {

@@ -165,4 +165,59 @@ struct ExportRoundTripTests {
             await owner.close()
         }
     }
+
+    @Test("apple-health: a triathlon's legs keep their types, a pool swim its lane and lap, an activity's events their metadata; the Health app's untyped legs are left out, the workout kept")
+    func multisportAndSwims() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let start = Date(timeIntervalSince1970: 1_747_560_000)
+            func at(_ minutes: Double) -> Date { start.addingTimeInterval(minutes * 60) }
+            let lap = WorkoutEvent(type: .lap, start: at(70), end: at(80), metadata: ["note": .string("last lap")])
+            let triathlon = Workout(
+                configuration: WorkoutConfiguration(activityType: .swimBikeRun, locationType: .outdoor), start: at(0), end: at(90),
+                activities: [
+                    WorkoutActivity(configuration: WorkoutConfiguration(activityType: .swimming), start: at(0), end: at(20)),
+                    WorkoutActivity(configuration: WorkoutConfiguration(activityType: .cycling), start: at(22), end: at(60)),
+                    WorkoutActivity(configuration: WorkoutConfiguration(activityType: .running), start: at(62), end: at(90), events: [lap]),
+                ])
+            let swim = Workout(
+                configuration: WorkoutConfiguration(activityType: .swimming, locationType: .indoor, swimmingLocationType: .pool, lapLength: Quantity(25, try HealthUnit("m"))),
+                start: at(200), end: at(230))
+            try await owner.save([.workout(triathlon), .workout(swim)])
+
+            let cli = AuthCLITests.Session(server: server)
+            let zip = server.directory.appending(path: "apple.zip")
+            let exported = try await cli.run(server.ownerCredential, ["export", "alice", "--format", "apple-health", "--output", zip.path])
+            #expect(exported.status == 0, "\(exported.error)")
+            let copy = try server.store.createLedger(id: "copy")
+            let copyOwner = try await copy.issueCredential(for: .owner)
+            let imported = try #require(try await cli.json(copyOwner, ["import", "apple-health", zip.path]) as? [String: Any])
+            #expect(imported["imported"] as? [String: Int] == ["workouts": 2] && imported["rejected"] as? [String: Int] == [:], "\(imported)")
+            let copyStore = server.client(copyOwner)
+            let workouts = try await SampleQueryDescriptor(type: .workout).result(for: copyStore).compactMap(\.workout).sorted { $0.startDate < $1.startDate }
+            try #require(workouts.count == 2)
+            #expect(workouts[0].activityType == .swimBikeRun && workouts[0].activities.map(\.configuration.activityType) == [.swimming, .cycling, .running])
+            #expect(workouts[0].activities.last?.events.first?.metadata["note"] == .string("last lap"))
+            let metres = try HealthUnit("m")
+            #expect(workouts[1].configuration.swimmingLocationType == .pool && workouts[1].configuration.lapLength == Quantity(25, metres))
+
+            // The Health app's own export names no leg's type: the legs are left out, counted.
+            let xml = """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <HealthData locale="en_GB">
+                 <Workout workoutActivityType="HKWorkoutActivityTypeSwimBikeRun" sourceName="Watch" startDate="2025-05-18 08:00:00 +0000" endDate="2025-05-18 09:30:00 +0000">
+                  <WorkoutActivity uuid="0A1B2C3D-0000-4000-8000-000000000011" startDate="2025-05-18 08:00:00 +0000" endDate="2025-05-18 08:20:00 +0000"/>
+                  <WorkoutActivity uuid="0A1B2C3D-0000-4000-8000-000000000012" startDate="2025-05-18 08:22:00 +0000" endDate="2025-05-18 09:00:00 +0000"/>
+                 </Workout>
+                </HealthData>
+                """
+            let file = server.directory.appending(path: "tri.xml")
+            try Data(xml.utf8).write(to: file)
+            let fromApple = try #require(try await cli.json(copyOwner, ["import", "apple-health", file.path]) as? [String: Any])
+            #expect(fromApple["imported"] as? [String: Int] == ["workouts": 1], "\(fromApple)")
+            #expect((fromApple["skipped"] as? [String: Int])?["WorkoutActivity: a multisport workout's activity names no activity type"] == 2, "\(fromApple)")
+            await copyStore.close()
+            await owner.close()
+        }
+    }
 }
