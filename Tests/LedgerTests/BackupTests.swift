@@ -121,6 +121,32 @@ struct BackupTests {
         #expect(Self.contents(temporary.directory.appending(path: "ledgers")) == ["alice"], "the replaced ledger is gone")
     }
 
+    @Test("a ledger opened while a restore verifies its copy is not replaced: asked again at the swap, nothing installed")
+    func restoreRechecksBeforeTheSwap() async throws {
+        let temporary = try TemporaryStore()
+        let scratch = Scratch()
+        let destination = scratch.path("backup")
+        let head: UInt64
+        do {
+            let ledger = try temporary.ledgerStore.createLedger(id: "alice")
+            _ = try await ledger.save((0..<5).map { Fixtures.heartRate(60, at: Double($0)) }, by: .owner)
+            _ = try ledger.backup(to: destination)
+            _ = try await ledger.save((0..<5).map { Fixtures.heartRate(80, at: 100 + Double($0)) }, by: .owner)
+            head = try ledger.head().sequence
+        }
+        temporary.close()
+
+        let store = try temporary.reopen()
+        var opened: Ledger?
+        let refused = #expect(throws: LedgerFailure.self) {
+            try store.restore(from: destination, as: nil, replace: true) { opened = try store.ledger("alice") }
+        }
+        #expect(refused?.kind == .storage && refused?.message.contains("open in this process") == true, "\(String(describing: refused))")
+        let alice = try #require(opened)
+        #expect(try alice.head().sequence == head && alice.verify().isValid, "the ledger in use is the one it was")
+        #expect(Self.contents(temporary.directory.appending(path: "ledgers")) == ["alice"], "no staging copy is left")
+    }
+
     @Test("verify names a tampered manifest, damaged projections, a missing file; restore installs none of them")
     func damagedBackups() async throws {
         let temporary = try TemporaryStore()

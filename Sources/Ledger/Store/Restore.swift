@@ -33,6 +33,13 @@ extension LedgerStore {
     ///   the copy fails. The store is unchanged whenever this throws.
     @discardableResult
     public func restore(from backup: URL, as id: String? = nil, replace: Bool = false) throws -> BackupVerification {
+        try restore(from: backup, as: id, replace: replace, afterVerifying: {})
+    }
+
+    /// ``restore(from:as:replace:)``, calling `afterVerifying` once the copy has verified,
+    /// before it is installed (a test opens the ledger there, as a server may while a long
+    /// verification runs).
+    package func restore(from backup: URL, as id: String?, replace: Bool, afterVerifying: () throws -> Void) throws -> BackupVerification {
         let manifest = try BackupManifest.read(from: backup)
         let id = id ?? manifest.ledgerID
         try Self.validate(id: id)
@@ -44,13 +51,7 @@ extension LedgerStore {
             let exists = FileManager.default.fileExists(atPath: target.path)
             if exists {
                 guard replace else { throw LedgerFailure(.alreadyExists, "ledger '\(id)' already exists in \(directory.path)") }
-                guard !isOpenInProcess(id) else {
-                    throw LedgerFailure(.storage, "ledger '\(id)' is open in this process: it cannot be replaced while in use")
-                }
-                guard !Self.isOpenByAnotherProcess(target) else {
-                    throw LedgerFailure(
-                        .storage, "ledger '\(id)' is open in another process (is healthledgerd running?): stop it before replacing the ledger")
-                }
+                try requireNotInUse(id)
             }
             let staging = ledgersDirectory.appending(path: ".restoring-\(id)-\(UUID().uuidString)", directoryHint: .isDirectory)
             var swapped = false
@@ -61,8 +62,12 @@ extension LedgerStore {
                 if let problem = verification.problem {
                     throw LedgerFailure.corrupted("the backup in \(backup.path) does not verify, so nothing was restored: \(problem)")
                 }
+                try afterVerifying()
                 if exists {
-                    try Self.exchange(staging, target)
+                    // Copying and verifying may take minutes, and a server opens a ledger when
+                    // a credential first needs it: asked again, and held closed for the swap.
+                    try requireNotInUse(id)
+                    try Self.withEnvironmentLocked(target, id: id) { try Self.exchange(staging, target) }
                 } else {
                     try FileManager.default.moveItem(at: staging, to: target)
                 }
@@ -77,6 +82,36 @@ extension LedgerStore {
                 throw LedgerFailure(.storage, "cannot restore ledger '\(id)' from \(backup.path): \(error.localizedDescription)", cause: error)
             }
         }
+    }
+
+    /// Throws `storage` when ledger `id` is open in this process or another one.
+    private func requireNotInUse(_ id: String) throws {
+        guard !isOpenInProcess(id) else {
+            throw LedgerFailure(.storage, "ledger '\(id)' is open in this process: it cannot be replaced while in use")
+        }
+        guard !Self.isOpenByAnotherProcess(directory(of: id)) else { throw Self.openElsewhere(id) }
+    }
+
+    private static func openElsewhere(_ id: String) -> LedgerFailure {
+        LedgerFailure(.storage, "ledger '\(id)' is open in another process (is healthledgerd running?): stop it before replacing the ledger")
+    }
+
+    /// Runs `body` holding the write lock LMDB's processes take shared while they have the
+    /// environment in `ledgerDirectory` open (the first byte of `lock.mdb`): while it is held,
+    /// no process has the ledger open and one that starts opening it waits. Throws `storage`
+    /// when a process has it open. Call only when this process does not have it open (see
+    /// ``isOpenByAnotherProcess(_:)``).
+    static func withEnvironmentLocked(_ ledgerDirectory: URL, id: String, _ body: () throws -> Void) throws {
+        let descriptor = Glibc.open(ledgerDirectory.appending(path: BackupFiles.lockFile).path, O_RDWR)
+        guard descriptor >= 0 else { return try body() }
+        defer { Glibc.close(descriptor) }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 0
+        lock.l_len = 1
+        guard fcntl(descriptor, F_SETLK, &lock) == 0 else { throw openElsewhere(id) }
+        try body()
     }
 
     /// Whether another process has the LMDB environment in `ledgerDirectory` open.
