@@ -102,10 +102,18 @@ public enum AppleHealthWriter {
         let sex = value(.biologicalSex) { if case .biologicalSex(let value) = $0 { value } else { nil } }
         let blood = value(.bloodType) { if case .bloodType(let value) = $0 { value } else { nil } }
         let skin = value(.fitzpatrickSkinType) { if case .fitzpatrickSkinType(let value) = $0 { value } else { nil } }
-        return " <Me HKCharacteristicTypeIdentifierDateOfBirth=\"\(birth)\" HKCharacteristicTypeIdentifierBiologicalSex=\"\(name("HKBiologicalSex", sex))\""
+        var text = " <Me HKCharacteristicTypeIdentifierDateOfBirth=\"\(birth)\" HKCharacteristicTypeIdentifierBiologicalSex=\"\(name("HKBiologicalSex", sex))\""
             + " HKCharacteristicTypeIdentifierBloodType=\"\(name("HKBloodType", blood))\""
             + " HKCharacteristicTypeIdentifierFitzpatrickSkinType=\"\(name("HKFitzpatrickSkinType", skin))\""
-            + " HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse=\"None\"/>\n"
+            + " HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse=\"None\""
+        // Written only when set, as the Health app's exports carry neither.
+        if let wheelchair = value(.wheelchairUse, { if case .wheelchairUse(let value) = $0, value != .notSet { value } else { nil } }) {
+            text += " \(ObjectType.wheelchairUse.identifier)=\"\(name("HKWheelchairUse", wheelchair))\""
+        }
+        if let moveMode = value(.activityMoveMode, { if case .activityMoveMode(let value) = $0, value != .notSet { value } else { nil } }) {
+            text += " \(ObjectType.activityMoveMode.identifier)=\"\(name("HKActivityMoveMode", moveMode))\""
+        }
+        return text + "/>\n"
     }
 
     /// A `Record`, `Correlation` or `VisionPrescription` element.
@@ -250,6 +258,8 @@ public enum AppleHealthWriter {
           HKCharacteristicTypeIdentifierBloodType                     CDATA #REQUIRED
           HKCharacteristicTypeIdentifierFitzpatrickSkinType           CDATA #REQUIRED
           HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse   CDATA #REQUIRED
+          HKCharacteristicTypeIdentifierWheelchairUse                 CDATA #IMPLIED
+          HKCharacteristicTypeIdentifierActivityMoveMode              CDATA #IMPLIED
         >
         <!ELEMENT Record ((MetadataEntry|HeartRateVariabilityMetadataList)*)>
         <!ATTLIST Record

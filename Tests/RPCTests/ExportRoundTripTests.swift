@@ -166,7 +166,7 @@ struct ExportRoundTripTests {
         }
     }
 
-    @Test("apple-health: a triathlon's legs keep their types, a pool swim its lane and lap, an activity's events their metadata; the Health app's untyped legs are left out, the workout kept")
+    @Test("apple-health: a triathlon's legs keep their types, a pool swim its lane and lap, an activity's events their metadata, Me its wheelchair use and move mode; the Health app's untyped legs are left out, the workout kept")
     func multisportAndSwims() async throws {
         try await withTestServer { server in
             let owner = server.client()
@@ -184,6 +184,8 @@ struct ExportRoundTripTests {
                 configuration: WorkoutConfiguration(activityType: .swimming, locationType: .indoor, swimmingLocationType: .pool, lapLength: Quantity(25, try HealthUnit("m"))),
                 start: at(200), end: at(230))
             try await owner.save([.workout(triathlon), .workout(swim)])
+            try await owner.setCharacteristic(of: .wheelchairUse, to: .wheelchairUse(.yes))
+            try await owner.setCharacteristic(of: .activityMoveMode, to: .activityMoveMode(.appleMoveTime))
 
             let cli = AuthCLITests.Session(server: server)
             let zip = server.directory.appending(path: "apple.zip")
@@ -192,8 +194,10 @@ struct ExportRoundTripTests {
             let copy = try server.store.createLedger(id: "copy")
             let copyOwner = try await copy.issueCredential(for: .owner)
             let imported = try #require(try await cli.json(copyOwner, ["import", "apple-health", zip.path]) as? [String: Any])
-            #expect(imported["imported"] as? [String: Int] == ["workouts": 2] && imported["rejected"] as? [String: Int] == [:], "\(imported)")
+            #expect(imported["imported"] as? [String: Int] == ["workouts": 2, "characteristics": 2] && imported["rejected"] as? [String: Int] == [:], "\(imported)")
             let copyStore = server.client(copyOwner)
+            let characteristics = try await copyStore.characteristics([.wheelchairUse, .activityMoveMode])
+            #expect(characteristics == [.wheelchairUse(.yes), .activityMoveMode(.appleMoveTime)])
             let workouts = try await SampleQueryDescriptor(type: .workout).result(for: copyStore).compactMap(\.workout).sorted { $0.startDate < $1.startDate }
             try #require(workouts.count == 2)
             #expect(workouts[0].activityType == .swimBikeRun && workouts[0].activities.map(\.configuration.activityType) == [.swimming, .cycling, .running])
