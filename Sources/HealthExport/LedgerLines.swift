@@ -148,6 +148,14 @@ public struct LedgerLinesImporter {
         var refused = Set<UUID>()
         func flush() async throws {
             guard !batch.isEmpty else { return }
+            // A re-import finds most objects stored already (the same UUID), which refuses the
+            // whole batch: those found by asking for the batch's UUIDs are counted and left out,
+            // so the batch is not split object by object to find them.
+            if try await batchHoldsStoredObjects() {
+                let stored = try await storedUUIDs(of: batch.map(\.0))
+                summary.alreadyPresent += batch.count { stored.contains($0.0.uuid) }
+                batch.removeAll { stored.contains($0.0.uuid) }
+            }
             try await store.saveIsolatingRefusals(batch.map(\.0)) { index, result in
                 if case .ignored = result.disposition { summary.alreadyPresent += 1 } else {
                     summary.imported[batch[index].0.objectType.identifier, default: 0] += 1
@@ -162,6 +170,25 @@ public struct LedgerLinesImporter {
                 }
             }
             batch.removeAll()
+        }
+        /// Whether the batch, saved as it is, is refused for a UUID the ledger holds (when it
+        /// is not, it has been saved and counted).
+        func batchHoldsStoredObjects() async throws -> Bool {
+            let objects = batch.map(\.0)
+            do {
+                let results = try await store.save(objects)
+                for (index, result) in results.enumerated() {
+                    if case .ignored = result.disposition { summary.alreadyPresent += 1 } else {
+                        summary.imported[objects[index].objectType.identifier, default: 0] += 1
+                    }
+                }
+                batch.removeAll()
+                return false
+            } catch let error as RPCError where error.code == .alreadyExists {
+                return true
+            } catch let error as RPCError where error.isRefusalOfTheRequest {
+                return false
+            }
         }
         var lineNumber = 0
         for try await text in LineReader(url: url) {
@@ -255,12 +282,35 @@ public struct LedgerLinesImporter {
         return summary
     }
 
+    /// Which of `objects` the ledger holds already, asked type by type by UUID.
+    private func storedUUIDs(of objects: [HealthObject]) async throws -> Set<UUID> {
+        var stored = Set<UUID>()
+        for (type, group) in Dictionary(grouping: objects, by: \.objectType) {
+            let predicate = ObjectPredicate.predicateForObjects(with: Set(group.map(\.uuid)))
+            stored.formUnion(try await SampleQueryDescriptor(type: type, predicate: predicate).result(for: store).map(\.uuid))
+        }
+        return stored
+    }
+
     private func saveRoute(_ route: WorkoutRoute, locations: Any?, summary: inout ImportSummary) async throws {
         let data = try JSONSerialization.data(withJSONObject: locations ?? [String: Any]())
         let points = try Healthledger_V1_RouteLocations(jsonUTF8Data: data).model()
         guard !points.isEmpty else { throw ExportArchiveError("the route has no locations") }
         guard points.count <= ObjectLimits.maximumRouteLocations else {
             throw ExportArchiveError("the route has \(points.count) locations; a route holds at most \(ObjectLimits.maximumRouteLocations)")
+        }
+        // A route builder names its route anew, so a route without a sync identifier is found
+        // again by what it is: the workout's route of the same source, span and size.
+        if route.metadata[MetadataKey.syncIdentifier] == nil {
+            let query = SampleQueryDescriptor(type: .workoutRoute, predicate: .predicateForObjects(from: route.workoutUUID))
+            let stored = try await query.result(for: store).compactMap(\.workoutRoute)
+            if stored.contains(where: {
+                $0.sourceRevision.source == route.sourceRevision.source && $0.startDate == route.startDate && $0.endDate == route.endDate
+                    && $0.locationCount == points.count
+            }) {
+                summary.alreadyPresent += 1
+                return
+            }
         }
         let finished = try await store.saveRoute(
             points, of: route.workoutUUID, metadata: route.metadata, sourceRevision: route.sourceRevision, device: route.device)

@@ -116,7 +116,7 @@ struct ExportRoundTripTests {
         }
     }
 
-    @Test("JSON Lines: a workout with more samples than one association call names travels whole; routes the server refuses are counted and hold no builder")
+    @Test("JSON Lines: a workout with more samples than one association call names travels whole; routes the server refuses are counted and hold no builder; a route without a sync identifier is not added twice")
     func largeAssociationsAndRefusedRoutes() async throws {
         try await withTestServer { server in
             let owner = server.client()
@@ -161,6 +161,11 @@ struct ExportRoundTripTests {
             let copyStore = server.client(copyOwner)
             let members = try await SampleQueryDescriptor(type: Samples.heartRate.objectType, predicate: .predicateForObjects(from: workout.uuid)).result(for: copyStore)
             #expect(members.count == count)
+            // The same file again adds nothing: the route, which has no sync identifier, is found
+            // as the workout's route of the same source, span and size.
+            let again = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+            #expect((again["imported"] as? [String: Int])?.isEmpty == true, "\(again)")
+            #expect(try await SampleQueryDescriptor(type: .workoutRoute).result(for: copyStore).count == 1)
             await copyStore.close()
             await owner.close()
         }
