@@ -99,8 +99,14 @@ public struct LedgerLinesExporter {
             try output.json(["kind": "association", "workout": workout.uuidString, "samples": samples])
             summary.associations += 1
         }
-        for object in prescriptions {
-            for attachment in try await store.attachments(of: object) {
+        for object in try await objectsWithAttachments(otherwise: prescriptions) {
+            let attachments: [Attachment]
+            do {
+                attachments = try await store.attachments(of: object)
+            } catch let error as RPCError where error.code == .notFound {
+                continue  // deleted since its attachment was added
+            }
+            for attachment in attachments {
                 let (info, data) = try await store.data(of: attachment.uuid)
                 try output.json([
                     "kind": "attachment",
@@ -117,6 +123,21 @@ public struct LedgerLinesExporter {
         try output.flush()
         summary.seconds = seconds(since: started)
         return summary
+    }
+
+    /// The objects that hold attachments, in the order the attachments were first added:
+    /// the owner reads them off the audit trail (any object may hold attachments); an app,
+    /// which may not read the trail, gets those of `candidates`.
+    private func objectsWithAttachments(otherwise candidates: [UUID]) async throws -> [UUID] {
+        guard try await store.ping().principal == "owner" else { return candidates }
+        var objects: [UUID] = []
+        var seen = Set<UUID>()
+        for try await batch in try await store.audit(AuditFilter(kinds: [.attachmentAdded]), batchSize: 5000) {
+            for event in batch.events {
+                if let object = event.objectUUID, seen.insert(object).inserted { objects.append(object) }
+            }
+        }
+        return objects
     }
 
     static func json(_ message: some SwiftProtobuf.Message) throws -> [String: Any] {
@@ -256,8 +277,16 @@ public struct LedgerLinesImporter {
                         let name = info["name"] as? String, let contentType = info["contentType"] as? String,
                         let data = (line["data"] as? String).flatMap({ Data(base64Encoded: $0) })
                     else { throw ExportArchiveError("an attachment needs object, name, contentType and data") }
-                    let existing = try await store.attachments(of: object)
-                    if existing.contains(where: { $0.name == name && $0.size == data.count }) { summary.alreadyPresent += 1 } else {
+                    // An attachment gets a new UUID when added: one of the same name and bytes is
+                    // the same attachment.
+                    var present = false
+                    for existing in try await store.attachments(of: object) where existing.name == name && existing.size == data.count {
+                        if try await store.data(of: existing.uuid).1 == [UInt8](data) {
+                            present = true
+                            break
+                        }
+                    }
+                    if present { summary.alreadyPresent += 1 } else {
                         _ = try await store.addAttachment(
                             to: object, name: name, contentType: contentType, data: [UInt8](data), metadata: info["metadata"] as? [String: String] ?? [:])
                         summary.imported["attachments", default: 0] += 1

@@ -229,4 +229,43 @@ struct ExportRoundTripTests {
             await owner.close()
         }
     }
+
+    @Test("JSON Lines: attachments of any object travel, two of the same name and size both; a re-import adds none again")
+    func attachmentsOfAnyObject() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let workout = WorkoutRPCTests.run()
+            let date = Samples.base.addingTimeInterval(600)
+            let sample = QuantitySample(type: Samples.heartRate, quantity: Quantity(70, WorkoutRPCTests.bpm), start: date, end: date)
+            try await owner.save([.workout(workout), .quantitySample(sample)])
+            let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+            let first = png + Array(repeating: 1, count: 32), second = png + Array(repeating: 2, count: 32)
+            _ = try await owner.addAttachment(to: sample.uuid, name: "strip.png", contentType: "image/png", data: first)
+            _ = try await owner.addAttachment(to: sample.uuid, name: "strip.png", contentType: "image/png", data: second)
+            _ = try await owner.addAttachment(to: workout.uuid, name: "map.png", contentType: "image/png", data: first)
+
+            let cli = AuthCLITests.Session(server: server)
+            let lines = server.directory.appending(path: "alice.jsonl")
+            let exported = try await cli.run(server.ownerCredential, ["export", "alice", "--output", lines.path])
+            #expect(exported.status == 0, "\(exported.error)")
+            let attachmentLines = try String(contentsOf: lines, encoding: .utf8).split(separator: "\n").filter { $0.contains(#""kind":"attachment""#) }
+            #expect(attachmentLines.count == 3)
+            let copy = try server.store.createLedger(id: "copy")
+            let copyOwner = try await copy.issueCredential(for: .owner)
+            let imported = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+            #expect((imported["imported"] as? [String: Int])?["attachments"] == 3, "\(imported)")
+            let copyStore = server.client(copyOwner)
+            func contents(_ object: UUID) async throws -> [[UInt8]] {
+                var result: [[UInt8]] = []
+                for attachment in try await copyStore.attachments(of: object) { result.append(try await copyStore.data(of: attachment.uuid).1) }
+                return result
+            }
+            #expect(try await contents(sample.uuid) == [first, second])
+            #expect(try await contents(workout.uuid) == [first])
+            let again = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+            #expect((again["imported"] as? [String: Int])?.isEmpty == true && again["alreadyPresent"] as? Int == 5, "\(again)")
+            await copyStore.close()
+            await owner.close()
+        }
+    }
 }
