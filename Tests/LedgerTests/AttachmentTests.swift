@@ -34,6 +34,34 @@ struct AttachmentTests {
         return (temporary, ledger, prescription)
     }
 
+    @Test("an audit page with its stored events stays within its byte budget past its first event, whatever the events' sizes")
+    func auditPagesOfLargeEvents() async throws {
+        let (temporary, ledger, prescription) = try await Self.ledgerWithGlasses("large")
+        defer { withExtendedLifetime(temporary) {} }
+        // Three of 400 KB, then one of 3 MiB: the third would take a 1 MiB page past its
+        // budget, and the large one alone is bigger than the budget.
+        for (index, size) in [400_000, 400_000, 400_000, 3 << 20].enumerated() {
+            let data = Array(Self.png.prefix(8)) + Array(repeating: UInt8(index), count: size - 8)
+            _ = try await ledger.addAttachment(to: prescription.uuid, name: "page\(index).png", contentType: "image/png", data: data, by: .owner)
+        }
+        let budget = 1 << 20
+        var next: UInt64 = 1
+        var sequences: [UInt64] = []
+        var sizes: [[Int]] = []
+        while true {
+            let page = try ledger.audit(AuditFilter(), from: next, includeStored: true, maximumBytes: budget, as: .owner)
+            sequences += page.events.map(\.sequence)
+            sizes.append(page.events.map { ($0.stored?.count ?? 0) + $0.sentence.utf8.count + 128 })
+            next = page.next
+            if page.caughtUp { break }
+        }
+        #expect(sequences == Array(1...(try ledger.head().sequence)), "every event once, in order")
+        for page in sizes where page.count > 1 {
+            #expect(page.reduce(0, +) <= budget, "\(page)")
+        }
+        #expect(sizes.map { $0.count { $0 > 300_000 } }.filter { $0 > 0 } == [2, 1, 1], "large events per page: \(sizes)")
+    }
+
     @Test("the owner attaches, lists, reads and removes; each change is an event; deleting the object takes its attachments")
     func lifecycle() async throws {
         let (temporary, ledger, prescription) = try await Self.ledgerWithGlasses("files")

@@ -32,7 +32,8 @@ extension Ledger {
     ///
     /// - Parameters:
     ///   - includeStored: give each event's stored bytes too.
-    ///   - maximumBytes: end the page once its stored bytes pass this (after one event at least).
+    ///   - maximumBytes: the most bytes of events a page holds (stored bytes and sentences);
+    ///     a page holds one event at least, whatever its size.
     /// - Throws: ``HealthError`` `authorizationDenied` for an app.
     public func audit(
         _ filter: AuditFilter, from next: UInt64 = 1, limit: Int = 500, includeStored: Bool = false, maximumBytes: Int = 1 << 20,
@@ -66,12 +67,22 @@ extension Ledger {
                 let body = try event.decodedBody()
                 if let type = filter.type, event.objectType != type.identifier, !body.types.contains(type.identifier) { continue }
                 if let object = filter.object, event.objectUUID != object, !body.objects.contains(object) { continue }
+                let sentence = try narrator.sentence(event, body)
+                // What the event adds to the page's message: its stored bytes, its sentence and
+                // at most 128 bytes of numbers, hash and names. An event that would take the page
+                // past `maximumBytes` starts the next one (an attachment's event holds up to
+                // 3 MiB: two in a page would not fit a frame).
+                let size = (includeStored ? stored.count : 0) + sentence.utf8.count + 128
+                if !events.isEmpty, bytes + size > maximumBytes {
+                    sequence -= 1
+                    break
+                }
                 events.append(
                     AuditEvent(
                         sequence: event.sequence, time: event.commitTime, actor: event.actor, kind: event.kind, objectType: event.objectType,
-                        objectUUID: event.objectUUID, sentence: try narrator.sentence(event, body), hash: EventCodec.hash(stored),
+                        objectUUID: event.objectUUID, sentence: sentence, hash: EventCodec.hash(stored),
                         stored: includeStored ? Array(stored) : nil))
-                bytes += (includeStored ? stored.count : 0) + 128
+                bytes += size
             }
             return AuditPage(
                 events: events, headSequence: head.sequence, headHash: head.hash, next: sequence, caughtUp: finished || sequence > bound)
