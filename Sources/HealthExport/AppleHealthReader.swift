@@ -290,6 +290,16 @@ public final class AppleHealthReader: XMLStreamHandler {
         }
     }
 
+    /// `event`, ending at `end` when it ends less than a second after it. The export gives a
+    /// workout's end in whole seconds and an event's duration with its fraction, so the last
+    /// lap or segment may seem to outlast its workout by a fraction of a second.
+    static func withinSecond(_ event: WorkoutEvent, end: Date) -> WorkoutEvent {
+        guard event.endDate > end, event.endDate.timeIntervalSince(end) < 1, event.startDate <= end else { return event }
+        var event = event
+        event.endDate = end
+        return event
+    }
+
     private func workout(_ builder: WorkoutBuilder) {
         let attributes = builder.attributes
         let line = builder.line
@@ -330,6 +340,7 @@ public final class AppleHealthReader: XMLStreamHandler {
                 continue
             }
             var activity = activity
+            activity.events = activity.events.map { Self.withinSecond($0, end: activity.endDate) }
             let swimming = type == configuration.activityType
             activity.configuration = WorkoutConfiguration(
                 activityType: type, locationType: configuration.locationType,
@@ -338,7 +349,8 @@ public final class AppleHealthReader: XMLStreamHandler {
             activities.append(activity)
         }
         let workout = Workout(
-            configuration: configuration, start: start, end: end, events: builder.events.sorted { $0.startDate < $1.startDate },
+            configuration: configuration, start: start, end: end,
+            events: builder.events.map { Self.withinSecond($0, end: end) }.sorted { $0.startDate < $1.startDate },
             activities: activities, device: device(attributes), metadata: metadata, sourceRevision: source)
         do {
             try HealthObject.workout(workout).validate()

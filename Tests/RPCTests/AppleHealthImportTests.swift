@@ -458,4 +458,37 @@ struct AppleHealthImportTests {
         #expect(summary.skipped.count == ImportSummary.reasonLimit + 1)
         #expect(summary.skipped[ImportSummary.otherReasons] == 20 && summary.skipped["Element0: not held"] == 2)
     }
+
+    @Test("a last segment that outlasts its workout by a fraction of a second (whole-second ends) ends with it; by two seconds, the workout is rejected")
+    func segmentsAtTheWorkoutsEnd() throws {
+        func workout(overshoot seconds: Double) -> String {
+            // The segment starts 10 s before the end and lasts 10 s and the overshoot, in minutes.
+            let minutes = (10 + seconds) / 60
+            return """
+                 <Workout workoutActivityType="HKWorkoutActivityTypeRunning" sourceName="Watch" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:30:00 +0000">
+                  <WorkoutEvent type="HKWorkoutEventTypeSegment" date="2025-05-18 12:29:50 +0000" duration="\(minutes)" durationUnit="min"/>
+                  <WorkoutActivity uuid="0A1B2C3D-0000-4000-8000-00000000002\(Int(seconds))" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:30:00 +0000">
+                   <WorkoutEvent type="HKWorkoutEventTypeLap" date="2025-05-18 12:29:50 +0000" duration="\(minutes)" durationUnit="min"/>
+                  </WorkoutActivity>
+                 </Workout>
+                """
+        }
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<HealthData locale=\"en_GB\">\n" + workout(overshoot: 0.6) + workout(overshoot: 2) + "</HealthData>\n"
+        var workouts: [Workout] = []
+        var rejections: [String] = []
+        let reader = AppleHealthReader { item in
+            switch item {
+            case .workout(let workout, _, _, _): workouts.append(workout)
+            case .rejected(let element, _, let reason, _): rejections.append("\(element): \(reason)")
+            default: break
+            }
+        }
+        let parser = XMLStreamParser(handler: reader)
+        try parser.feed(Array(xml.utf8))
+        try parser.finish()
+        let kept = try #require(workouts.first)
+        #expect(workouts.count == 1 && kept.events.map(\.endDate) == [kept.endDate])
+        #expect(kept.activities.first?.events.map(\.endDate) == [kept.endDate])
+        #expect(rejections.count == 1 && rejections[0].contains("Workout"), "\(rejections)")
+    }
 }
