@@ -208,7 +208,7 @@ public final class AppleHealthImporter {
             try await add(.correlation(correlation), kind: "correlations", line: line)
         case .workout(let workout, let routes, let types, let line):
             summary.elements += 1
-            pending.routes[workout.uuid] = routes
+            if !routes.isEmpty { pending.routes.append((workout.uuid, routes)) }
             if !types.isEmpty {
                 workoutIndex[workout.uuid] = workouts.count
                 workouts.append(WorkoutLink(workout: workout, types: types))
@@ -404,8 +404,8 @@ private struct Batch: Sendable {
     var objects: [HealthObject] = []
     var lines: [Int] = []
     var kinds: [String] = []
-    /// Routes of the batch's workouts, by the workout's UUID in the batch.
-    var routes: [UUID: [RouteReference]] = [:]
+    /// Routes of the batch's workouts, with the workout's UUID in the batch, in file order.
+    var routes: [(workout: UUID, routes: [RouteReference])] = []
 }
 
 private struct BatchOutcome: Sendable {
