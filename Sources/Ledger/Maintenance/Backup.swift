@@ -224,6 +224,9 @@ extension Ledger {
                 ledgerID: id, headSequence: head.sequence, headHash: head.hash.hexString, createdAt: BackupFiles.now(), files: files)
             try manifest.write(to: directory)
             try LedgerStore.syncDirectory(directory)
+            // The directory's own entry, when the backup created it, is durable only once its
+            // parent is synced too.
+            try LedgerStore.syncDirectory(directory.deletingLastPathComponent())
             return manifest
         } catch {
             destination.discard()
