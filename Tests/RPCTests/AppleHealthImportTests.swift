@@ -104,6 +104,15 @@ struct AppleHealthImportTests {
 
         """
 
+    /// What the reader makes of `xml`, in order.
+    static func read(_ xml: String) throws -> [AppleHealthItem] {
+        var items: [AppleHealthItem] = []
+        let parser = XMLStreamParser(handler: AppleHealthReader { items.append($0) })
+        try parser.feed(Array(xml.utf8))
+        try parser.finish()
+        return items
+    }
+
     /// Writes `export.zip` as the Health app does and returns its URL.
     static func writeZip(in directory: URL, xml: String = exportXML) throws -> URL {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -390,17 +399,15 @@ struct AppleHealthImportTests {
                 + " startDate=\"2025-05-18 1\(index / 3600):\(minute):\(second) +0000\" endDate=\"2025-05-18 1\(index / 3600):\(minute):\(second) +0000\" value=\"\(value)\"/>\n"
         }
         xml += "</HealthData>\n"
-        var samples: [(HealthObject, Bool)] = []
-        let reader = AppleHealthReader { item in
+        let samples: [(HealthObject, Bool)] = try Self.read(xml).compactMap { item in
             switch item {
-            case .sample(let object, _, let member, _): samples.append((object, member))
-            case .rejected(_, _, let reason, let line): Issue.record("line \(line): \(reason)")
-            default: break
+            case .sample(let object, _, let member, _): return (object, member)
+            case .rejected(_, _, let reason, let line):
+                Issue.record("line \(line): \(reason)")
+                return nil
+            default: return nil
             }
         }
-        let parser = XMLStreamParser(handler: reader)
-        try parser.feed(Array(xml.utf8))
-        try parser.finish()
         #expect(samples.count == count)
         for (index, (object, member)) in samples.enumerated() {
             let (type, _) = types[index % types.count]
@@ -430,17 +437,15 @@ struct AppleHealthImportTests {
                 + " startDate=\"2025-05-18 10:00:00 +0000\" endDate=\"2025-05-18 10:00:00 +0000\" value=\"\(number(index))\"/>\n"
         }
         xml += "</HealthData>\n"
-        var samples: [HealthObject] = []
-        let reader = AppleHealthReader { item in
+        let samples: [HealthObject] = try Self.read(xml).compactMap { item in
             switch item {
-            case .sample(let object, _, _, _): samples.append(object)
-            case .rejected(_, _, let reason, let line): Issue.record("line \(line): \(reason)")
-            default: break
+            case .sample(let object, _, _, _): return object
+            case .rejected(_, _, let reason, let line):
+                Issue.record("line \(line): \(reason)")
+                return nil
+            default: return nil
             }
         }
-        let parser = XMLStreamParser(handler: reader)
-        try parser.feed(Array(xml.utf8))
-        try parser.finish()
         #expect(samples.count == count)
         let milligramsPerDecilitre = try HealthUnit("mg/dL")
         for (index, object) in samples.enumerated() {
@@ -476,16 +481,13 @@ struct AppleHealthImportTests {
         let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<HealthData locale=\"en_GB\">\n" + workout(overshoot: 0.6) + workout(overshoot: 2) + "</HealthData>\n"
         var workouts: [Workout] = []
         var rejections: [String] = []
-        let reader = AppleHealthReader { item in
+        for item in try Self.read(xml) {
             switch item {
             case .workout(let workout, _, _, _): workouts.append(workout)
             case .rejected(let element, _, let reason, _): rejections.append("\(element): \(reason)")
             default: break
             }
         }
-        let parser = XMLStreamParser(handler: reader)
-        try parser.feed(Array(xml.utf8))
-        try parser.finish()
         let kept = try #require(workouts.first)
         #expect(workouts.count == 1 && kept.events.map(\.endDate) == [kept.endDate])
         #expect(kept.activities.first?.events.map(\.endDate) == [kept.endDate])

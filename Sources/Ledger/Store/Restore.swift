@@ -105,13 +105,19 @@ extension LedgerStore {
         let descriptor = Glibc.open(ledgerDirectory.appending(path: BackupFiles.lockFile).path, O_RDWR)
         guard descriptor >= 0 else { return try body() }
         defer { Glibc.close(descriptor) }
+        var lock = firstByteWriteLock()
+        guard fcntl(descriptor, F_SETLK, &lock) == 0 else { throw openElsewhere(id) }
+        try body()
+    }
+
+    /// A write lock on the first byte of `lock.mdb`, the byte LMDB's processes lock shared.
+    private static func firstByteWriteLock() -> flock {
         var lock = flock()
         lock.l_type = Int16(F_WRLCK)
         lock.l_whence = Int16(SEEK_SET)
         lock.l_start = 0
         lock.l_len = 1
-        guard fcntl(descriptor, F_SETLK, &lock) == 0 else { throw openElsewhere(id) }
-        try body()
+        return lock
     }
 
     /// Whether another process has the LMDB environment in `ledgerDirectory` open.
@@ -124,11 +130,7 @@ extension LedgerStore {
         let descriptor = Glibc.open(ledgerDirectory.appending(path: BackupFiles.lockFile).path, O_RDONLY)
         guard descriptor >= 0 else { return false }
         defer { Glibc.close(descriptor) }
-        var probe = flock()
-        probe.l_type = Int16(F_WRLCK)
-        probe.l_whence = Int16(SEEK_SET)
-        probe.l_start = 0
-        probe.l_len = 1
+        var probe = firstByteWriteLock()
         guard fcntl(descriptor, F_GETLK, &probe) == 0 else { return false }
         return probe.l_type != Int16(F_UNLCK)
     }
