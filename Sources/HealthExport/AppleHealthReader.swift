@@ -664,15 +664,33 @@ private enum Builder {
 
     /// Each case's builder is moved out of `self` while it changes, not copied, so that its
     /// metadata and lists are changed in place.
+    /// The element's name and whether it holds children named `name` (the direct children
+    /// the importer reads; any other is counted as skipped).
+    private func holds(_ name: String) -> (element: String, holds: Bool) {
+        switch self {
+        case .record: ("Record", name == "MetadataEntry" || name == "HeartRateVariabilityMetadataList")
+        case .correlation: ("Correlation", name == "MetadataEntry" || name == "Record")
+        case .workout:
+            ("Workout", ["MetadataEntry", "WorkoutEvent", "WorkoutActivity", "WorkoutStatistics", "WorkoutRoute"].contains(name))
+        case .prescription: ("VisionPrescription", ["MetadataEntry", "RightEye", "LeftEye", "Attachment"].contains(name))
+        }
+    }
+
     mutating func child(_ name: String, _ attributes: Attributes, depth: Int, line: Int, reader: AppleHealthReader) {
+        if depth == 3 {
+            let (element, holds) = holds(name)
+            if !holds { reader.note(.skipped(element: name, reason: "the ledger does not hold \(name) elements inside a \(element)", line: line)) }
+        }
         switch consume self {
         case .record(var record):
-            record.child(name, attributes, line: line, reader: reader)
+            // Only the record's own entries: not those inside a child it does not read.
+            if depth == 3 { record.child(name, attributes, line: line, reader: reader) }
             self = .record(record)
         case .correlation(var correlation):
+            if depth == 3 { correlation.inMember = name == "Record" }
             if name == "Record", depth == 3 {
                 correlation.records.append(RecordBuilder(attributes, line: line))
-            } else if depth == 4, !correlation.records.isEmpty {
+            } else if depth == 4, correlation.inMember, !correlation.records.isEmpty {
                 correlation.records[correlation.records.count - 1].child(name, attributes, line: line, reader: reader)
             } else if name == "MetadataEntry", depth == 3 {
                 correlation.metadata.add(attributes, reader: reader)
@@ -682,7 +700,7 @@ private enum Builder {
             workout.child(name, attributes, depth: depth, line: line, reader: reader)
             self = .workout(workout)
         case .prescription(var prescription):
-            prescription.child(name, attributes, line: line, reader: reader)
+            if depth == 3 { prescription.child(name, attributes, line: line, reader: reader) }
             self = .prescription(prescription)
         }
     }
@@ -729,6 +747,8 @@ private struct CorrelationBuilder {
     let line: Int
     var metadata: Metadata = [:]
     var records: [RecordBuilder] = []
+    /// Whether the open child at depth 3 is a member `Record` (the entries inside go to it).
+    var inMember = false
 }
 
 private struct RouteBuilder {

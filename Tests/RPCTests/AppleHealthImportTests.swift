@@ -493,4 +493,56 @@ struct AppleHealthImportTests {
         #expect(kept.activities.first?.events.map(\.endDate) == [kept.endDate])
         #expect(rejections.count == 1 && rejections[0].contains("Workout"), "\(rejections)")
     }
+
+    @Test("an element the importer does not read inside a record, correlation, workout or prescription is counted as skipped, and the entries inside it go nowhere")
+    func unknownChildren() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_GB">
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:05:00 +0000" value="400">
+              <Gadget><MetadataEntry key="stray" value="1"/></Gadget>
+              <MetadataEntry key="kept" value="2"/>
+             </Record>
+             <Correlation type="HKCorrelationTypeIdentifierBloodPressure" sourceName="Cuff" startDate="2025-05-18 08:00:00 +0000" endDate="2025-05-18 08:00:00 +0000">
+              <Record type="HKQuantityTypeIdentifierBloodPressureSystolic" sourceName="Cuff" unit="mmHg" startDate="2025-05-18 08:00:00 +0000" endDate="2025-05-18 08:00:00 +0000" value="120"/>
+              <Cuff><MetadataEntry key="stray" value="1"/></Cuff>
+              <Record type="HKQuantityTypeIdentifierBloodPressureDiastolic" sourceName="Cuff" unit="mmHg" startDate="2025-05-18 08:00:00 +0000" endDate="2025-05-18 08:00:00 +0000" value="80"/>
+             </Correlation>
+             <Workout workoutActivityType="HKWorkoutActivityTypeWalking" sourceName="Phone" startDate="2025-05-18 13:00:00 +0000" endDate="2025-05-18 13:30:00 +0000">
+              <WorkoutRoute sourceName="Phone" startDate="2025-05-18 13:00:00 +0000" endDate="2025-05-18 13:30:00 +0000">
+               <FileReference path="/workout-routes/a.gpx"/>
+              </WorkoutRoute>
+              <Weather><FileReference path="/workout-routes/b.gpx"/></Weather>
+             </Workout>
+             <VisionPrescription type="glasses" dateIssued="2025-01-10 09:00:00 +0000">
+              <RightEye sphere="-1" sphereUnit="D"><MetadataEntry key="stray" value="1"/></RightEye>
+              <Frame/>
+             </VisionPrescription>
+            </HealthData>
+            """
+        var skipped: [String] = []
+        var objects: [HealthObject] = []
+        var routes: [RouteReference] = []
+        for item in try Self.read(xml) {
+            switch item {
+            case .skipped(let element, let reason, _): skipped.append("\(element): \(reason)")
+            case .sample(let object, _, _, _): objects.append(object)
+            case .visionPrescription(let prescription, _): objects.append(.visionPrescription(prescription))
+            case .correlation(let correlation, _, _): objects.append(.correlation(correlation))
+            case .workout(_, let references, _, _): routes += references
+            case .rejected(_, _, let reason, let line): Issue.record("line \(line): \(reason)")
+            default: break
+            }
+        }
+        #expect(skipped == [
+            "Gadget: the ledger does not hold Gadget elements inside a Record",
+            "Cuff: the ledger does not hold Cuff elements inside a Correlation",
+            "Weather: the ledger does not hold Weather elements inside a Workout",
+            "Frame: the ledger does not hold Frame elements inside a VisionPrescription",
+        ])
+        #expect(objects.allSatisfy { $0.metadata["stray"] == nil } && objects.first?.metadata["kept"] == .number(2))
+        let pressure = try #require(objects.compactMap(\.correlation).first)
+        #expect(pressure.objects.count == 2 && pressure.objects.allSatisfy { $0.metadata["stray"] == nil })
+        #expect(routes.map(\.path) == ["/workout-routes/a.gpx"])
+    }
 }
