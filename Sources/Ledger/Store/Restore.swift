@@ -65,9 +65,9 @@ extension LedgerStore {
                 try afterVerifying()
                 if exists {
                     // Copying and verifying may take minutes, and a server opens a ledger when
-                    // a credential first needs it: asked again, and held closed for the swap.
+                    // a credential first needs it: asked again just before the swap.
                     try requireNotInUse(id)
-                    try Self.withEnvironmentLocked(target, id: id) { try Self.exchange(staging, target) }
+                    try Self.exchange(staging, target)
                 } else {
                     try FileManager.default.moveItem(at: staging, to: target)
                 }
@@ -96,30 +96,6 @@ extension LedgerStore {
         LedgerFailure(.storage, "ledger '\(id)' is open in another process (is healthledgerd running?): stop it before replacing the ledger")
     }
 
-    /// Runs `body` holding the write lock LMDB's processes take shared while they have the
-    /// environment in `ledgerDirectory` open (the first byte of `lock.mdb`): while it is held,
-    /// no process has the ledger open and one that starts opening it waits. Throws `storage`
-    /// when a process has it open. Call only when this process does not have it open (see
-    /// ``isOpenByAnotherProcess(_:)``).
-    static func withEnvironmentLocked(_ ledgerDirectory: URL, id: String, _ body: () throws -> Void) throws {
-        let descriptor = Glibc.open(ledgerDirectory.appending(path: BackupFiles.lockFile).path, O_RDWR)
-        guard descriptor >= 0 else { return try body() }
-        defer { Glibc.close(descriptor) }
-        var lock = firstByteWriteLock()
-        guard fcntl(descriptor, F_SETLK, &lock) == 0 else { throw openElsewhere(id) }
-        try body()
-    }
-
-    /// A write lock on the first byte of `lock.mdb`, the byte LMDB's processes lock shared.
-    private static func firstByteWriteLock() -> flock {
-        var lock = flock()
-        lock.l_type = Int16(F_WRLCK)
-        lock.l_whence = Int16(SEEK_SET)
-        lock.l_start = 0
-        lock.l_len = 1
-        return lock
-    }
-
     /// Whether another process has the LMDB environment in `ledgerDirectory` open.
     ///
     /// Every process with the environment open holds a shared `fcntl` lock on the first
@@ -130,7 +106,11 @@ extension LedgerStore {
         let descriptor = Glibc.open(ledgerDirectory.appending(path: BackupFiles.lockFile).path, O_RDONLY)
         guard descriptor >= 0 else { return false }
         defer { Glibc.close(descriptor) }
-        var probe = firstByteWriteLock()
+        var probe = flock()
+        probe.l_type = Int16(F_WRLCK)
+        probe.l_whence = Int16(SEEK_SET)
+        probe.l_start = 0
+        probe.l_len = 1
         guard fcntl(descriptor, F_GETLK, &probe) == 0 else { return false }
         return probe.l_type != Int16(F_UNLCK)
     }
