@@ -94,6 +94,8 @@ public final class AppleHealthImporter {
     /// Where each workout of ``workouts`` is, by the UUID it was sent with.
     private var workoutIndex: [UUID: Int] = [:]
     private var deferred: DeferredSamples?
+    /// Set-aside records not saved because the file ended early (see ``saveDeferred(fileEndedEarly:)``).
+    private var undecided = 0
     private let started = ContinuousClock.now
 
     public init(store: HealthStore, archive: ExportArchive) {
@@ -170,11 +172,10 @@ public final class AppleHealthImporter {
             throw error
         }
         if let error = channel.failure {
-            let undecided = summary.skipped[Self.undecidedMember, default: 0]
             let held = undecided == 0 ? "" : "; \(undecided) records of the types a correlation holds were not, since their correlations may be in the missing part"
             summary.error = switch error {
             case let error as XMLStreamError: "the export is not complete XML (\(error)); everything before that point was imported\(held)"
-            default: "\(error)"
+            default: "\(error)\(held)"
             }
         }
         summary.seconds = elapsed
@@ -284,6 +285,7 @@ public final class AppleHealthImporter {
             }
             if fileEndedEarly {
                 summary.skip(Self.undecidedMember)
+                undecided += 1
                 return
             }
             pending.objects.append(object)

@@ -522,6 +522,9 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// (what it holds is made again from the text, the same).
     package static let cacheLimit = 4096
 
+    /// How many entries the caches of sources, devices and units hold now.
+    package var cacheCounts: [Int] { [sources.count, devices.count, units.count] }
+
     static func makeRoom<Value>(in cache: inout [String: Value]) {
         if cache.count >= cacheLimit { cache.removeAll(keepingCapacity: true) }
     }

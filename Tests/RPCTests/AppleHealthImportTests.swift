@@ -437,7 +437,19 @@ struct AppleHealthImportTests {
                 + " startDate=\"2025-05-18 10:00:00 +0000\" endDate=\"2025-05-18 10:00:00 +0000\" value=\"\(number(index))\"/>\n"
         }
         xml += "</HealthData>\n"
-        let samples: [HealthObject] = try Self.read(xml).compactMap { item in
+        var items: [AppleHealthItem] = []
+        let reader = AppleHealthReader { items.append($0) }
+        let parser = XMLStreamParser(handler: reader)
+        // Fed in slices, the caches looked at as the file goes.
+        let bytes = Array(xml.utf8)
+        var largest = [0, 0, 0]
+        for start in stride(from: 0, to: bytes.count, by: 64 << 10) {
+            try parser.feed(Array(bytes[start..<min(start + (64 << 10), bytes.count)]))
+            largest = zip(largest, reader.cacheCounts).map { max($0, $1) }
+        }
+        try parser.finish()
+        #expect(largest.allSatisfy { $0 <= AppleHealthReader.cacheLimit } && largest.allSatisfy { $0 > 1000 }, "\(largest)")
+        let samples: [HealthObject] = items.compactMap { item in
             switch item {
             case .sample(let object, _, _, _): return object
             case .rejected(_, _, let reason, let line):
