@@ -302,6 +302,7 @@ extension LedgerStore {
             try BackupFiles.writeDurably(
                 try BackupFiles.encoder.encode(index) + Data("\n".utf8), to: directory.appending(path: BackupSetManifest.fileName))
             try Self.syncDirectory(directory)
+            try Self.syncDirectory(directory.deletingLastPathComponent())
             return outcome
         } catch {
             destination.discard()
