@@ -150,6 +150,17 @@ public enum AppleHealthWriter {
         }
     }
 
+    /// `metadata` with a swim's settings, which travel as HealthKit's metadata keys (the
+    /// reader takes them back), for a workout or one of its activities.
+    static func withSwimSettings(_ metadata: Metadata, _ configuration: WorkoutConfiguration) -> Metadata {
+        var metadata = metadata
+        if configuration.swimmingLocationType != .unknown {
+            metadata[MetadataKey.swimmingLocationType] = .number(Double(configuration.swimmingLocationType.rawValue))
+        }
+        if let lapLength = configuration.lapLength { metadata[MetadataKey.lapLength] = .quantity(lapLength) }
+        return metadata
+    }
+
     public static func workout(_ workout: Workout, statistics: WorkoutStatistics, routes: [(WorkoutRoute, String)]) -> String {
         var text = " <Workout workoutActivityType=\"\(workout.activityType.exportName)\" duration=\"\(AppleHealthValues.number(workout.duration / 60))\" durationUnit=\"min\""
         text += common(workout) + ">\n"
@@ -159,12 +170,7 @@ public enum AppleHealthWriter {
         case .outdoor: entries[MetadataKey.indoorWorkout] = .number(0)
         case .unknown: break
         }
-        // A swim's settings travel as HealthKit's metadata keys, which the reader takes back.
-        if workout.configuration.swimmingLocationType != .unknown {
-            entries[MetadataKey.swimmingLocationType] = .number(Double(workout.configuration.swimmingLocationType.rawValue))
-        }
-        if let lapLength = workout.configuration.lapLength { entries[MetadataKey.lapLength] = .quantity(lapLength) }
-        text += metadata(entries, indent: "  ")
+        text += metadata(Self.withSwimSettings(entries, workout.configuration), indent: "  ")
         for event in workout.events { text += self.event(event, indent: "  ") }
         for activity in workout.activities {
             text += "  <WorkoutActivity uuid=\"\(activity.uuid.uuidString)\""
@@ -174,7 +180,7 @@ public enum AppleHealthWriter {
             }
             text += " startDate=\"\(AppleHealthValues.string(activity.startDate))\""
             text += " endDate=\"\(AppleHealthValues.string(activity.endDate))\" duration=\"\(AppleHealthValues.number(activity.duration / 60))\" durationUnit=\"min\">\n"
-            text += metadata(activity.metadata, indent: "   ")
+            text += metadata(Self.withSwimSettings(activity.metadata, activity.configuration), indent: "   ")
             for event in activity.events { text += self.event(event, indent: "   ") }
             text += "  </WorkoutActivity>\n"
         }

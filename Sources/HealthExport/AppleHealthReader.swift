@@ -290,6 +290,16 @@ public final class AppleHealthReader: XMLStreamHandler {
         }
     }
 
+    /// A swim's settings as HealthKit keeps them in metadata.
+    static func swimSettings(_ metadata: Metadata) -> (location: SwimmingLocationType?, lapLength: Quantity?) {
+        var location: SwimmingLocationType?
+        if case .number(let raw)? = metadata[MetadataKey.swimmingLocationType], raw.isFinite, let type = SwimmingLocationType(rawValue: Int(raw)) {
+            location = type
+        }
+        guard case .quantity(let length)? = metadata[MetadataKey.lapLength] else { return (location, nil) }
+        return (location, length)
+    }
+
     /// `event`, ending at `end` when it ends less than a second after it. The export gives a
     /// workout's end in whole seconds and an event's duration with its fraction, so the last
     /// lap or segment may seem to outlast its workout by a fraction of a second.
@@ -319,10 +329,9 @@ public final class AppleHealthReader: XMLStreamHandler {
         case .number(0)?: configuration.locationType = .outdoor
         default: break
         }
-        if case .number(let raw)? = builder.metadata[MetadataKey.swimmingLocationType], let type = SwimmingLocationType(rawValue: Int(raw)) {
-            configuration.swimmingLocationType = type
-        }
-        if case .quantity(let length)? = builder.metadata[MetadataKey.lapLength] { configuration.lapLength = length }
+        let swim = Self.swimSettings(builder.metadata)
+        if let location = swim.location { configuration.swimmingLocationType = location }
+        configuration.lapLength = swim.lapLength
         let source = sourceRevision(attributes)
         var metadata = builder.metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
@@ -341,11 +350,15 @@ public final class AppleHealthReader: XMLStreamHandler {
             }
             var activity = activity
             activity.events = activity.events.map { Self.withinSecond($0, end: activity.endDate) }
-            let swimming = type == configuration.activityType
+            // A swim's settings: the activity's own entries, else the workout's when the
+            // activity shares its type.
+            let sharesType = type == configuration.activityType
+            var swim = Self.swimSettings(activity.metadata)
+            if swim.location == nil, sharesType { swim.location = configuration.swimmingLocationType }
+            if swim.lapLength == nil, sharesType { swim.lapLength = configuration.lapLength }
             activity.configuration = WorkoutConfiguration(
-                activityType: type, locationType: configuration.locationType,
-                swimmingLocationType: swimming ? configuration.swimmingLocationType : .unknown,
-                lapLength: swimming ? configuration.lapLength : nil)
+                activityType: type, locationType: configuration.locationType, swimmingLocationType: swim.location ?? .unknown,
+                lapLength: swim.lapLength)
             activities.append(activity)
         }
         let workout = Workout(

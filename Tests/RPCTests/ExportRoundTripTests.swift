@@ -171,7 +171,7 @@ struct ExportRoundTripTests {
         }
     }
 
-    @Test("apple-health: a triathlon's legs keep their types, a pool swim its lane and lap, an activity's events their metadata, Me its wheelchair use and move mode; the Health app's untyped legs are left out, the workout kept")
+    @Test("apple-health: a triathlon's legs keep their types, a pool swim (or leg) its lane and lap, an activity's events their metadata, Me its wheelchair use and move mode; the Health app's untyped legs are left out, the workout kept")
     func multisportAndSwims() async throws {
         try await withTestServer { server in
             let owner = server.client()
@@ -181,7 +181,9 @@ struct ExportRoundTripTests {
             let triathlon = Workout(
                 configuration: WorkoutConfiguration(activityType: .swimBikeRun, locationType: .outdoor), start: at(0), end: at(90),
                 activities: [
-                    WorkoutActivity(configuration: WorkoutConfiguration(activityType: .swimming), start: at(0), end: at(20)),
+                    WorkoutActivity(
+                        configuration: WorkoutConfiguration(activityType: .swimming, swimmingLocationType: .pool, lapLength: Quantity(50, try HealthUnit("m"))),
+                        start: at(0), end: at(20)),
                     WorkoutActivity(configuration: WorkoutConfiguration(activityType: .cycling), start: at(22), end: at(60)),
                     WorkoutActivity(configuration: WorkoutConfiguration(activityType: .running), start: at(62), end: at(90), events: [lap]),
                 ])
@@ -209,6 +211,9 @@ struct ExportRoundTripTests {
             #expect(workouts[0].activities.last?.events.first?.metadata["note"] == .string("last lap"))
             let metres = try HealthUnit("m")
             #expect(workouts[1].configuration.swimmingLocationType == .pool && workouts[1].configuration.lapLength == Quantity(25, metres))
+            let swimLeg = try #require(workouts[0].activities.first?.configuration)
+            #expect(swimLeg.swimmingLocationType == .pool && swimLeg.lapLength == Quantity(50, metres), "the triathlon's swim leg: \(swimLeg)")
+            #expect(workouts[0].activities.dropFirst().allSatisfy { $0.configuration.lapLength == nil })
 
             // The Health app's own export names no leg's type: the legs are left out, counted.
             let xml = """
