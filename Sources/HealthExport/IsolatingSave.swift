@@ -11,14 +11,17 @@ extension HealthStore {
     /// refused, in order.
     ///
     /// - Parameters:
+    ///   - refusedWhole: the caller has just sent the whole list and had it refused: the
+    ///     halves are sent first.
     ///   - saved: called with an object's index and the server's answer.
     ///   - refused: called with a refused object's index and the server's error.
     /// - Throws: any other ``RPCError`` (a lost connection, an expired credential…).
     func saveIsolatingRefusals(
-        _ objects: [HealthObject], saved: (Int, SaveResult) -> Void, refused: (Int, RPCError) -> Void
+        _ objects: [HealthObject], refusedWhole: Bool = false, saved: (Int, SaveResult) -> Void, refused: (Int, RPCError) -> Void
     ) async throws {
         // A stack of ranges still to save, the next on top.
         var ranges = [0..<objects.count]
+        if refusedWhole, objects.count > 1 { ranges = [objects.count / 2..<objects.count, 0..<objects.count / 2] }
         while let range = ranges.popLast() {
             guard !range.isEmpty else { continue }
             do {

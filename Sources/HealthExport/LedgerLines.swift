@@ -164,52 +164,46 @@ public struct LedgerLinesImporter {
         var batch: [(HealthObject, Int)] = []
         var sawHeader = false
         var sawEnd = false
-        // Objects the server refused: associations leave them out (naming one would fail the
-        // whole association).
+        // Objects refused (by the server, or here as invalid): associations leave them out
+        // (naming one would fail the whole association).
         var refused = Set<UUID>()
         func flush() async throws {
             guard !batch.isEmpty else { return }
-            // A re-import finds most objects stored already (the same UUID), which refuses the
-            // whole batch: those found by asking for the batch's UUIDs are counted and left out,
-            // so the batch is not split object by object to find them.
-            if try await batchHoldsStoredObjects() {
+            func count(_ result: SaveResult, of object: HealthObject) {
+                if case .ignored = result.disposition { summary.alreadyPresent += 1 } else {
+                    summary.imported[object.objectType.identifier, default: 0] += 1
+                }
+            }
+            // The whole batch in one call first, as a fresh import's batches go in.
+            var refusedWhole = false
+            do {
+                for (index, result) in try await store.save(batch.map(\.0)).enumerated() { count(result, of: batch[index].0) }
+                batch.removeAll()
+                return
+            } catch let error as RPCError where error.code == .alreadyExists {
+                // A re-import finds most objects stored already (the same UUID), which refuses
+                // the whole batch: those found by asking for the batch's UUIDs are counted and
+                // left out, so the batch is not split object by object to find them. The rest
+                // is tried whole.
                 let stored = try await storedUUIDs(of: batch.map(\.0))
                 summary.alreadyPresent += batch.count { stored.contains($0.0.uuid) }
                 batch.removeAll { stored.contains($0.0.uuid) }
+            } catch let error as RPCError where error.isRefusalOfTheRequest {
+                refusedWhole = true
             }
-            try await store.saveIsolatingRefusals(batch.map(\.0)) { index, result in
-                if case .ignored = result.disposition { summary.alreadyPresent += 1 } else {
-                    summary.imported[batch[index].0.objectType.identifier, default: 0] += 1
-                }
+            try await store.saveIsolatingRefusals(batch.map(\.0), refusedWhole: refusedWhole) { index, result in
+                count(result, of: batch[index].0)
             } refused: { index, error in
                 // An object the ledger holds already (the same UUID) is a re-import, not a refusal.
                 if error.code == .alreadyExists {
                     summary.alreadyPresent += 1
                 } else {
                     refused.insert(batch[index].0.uuid)
+                    if case .correlation(let correlation) = batch[index].0 { refused.formUnion(correlation.objects.map(\.uuid)) }
                     record(&summary, line: batch[index].1, kind: .refusedByServer, reason: error.message)
                 }
             }
             batch.removeAll()
-        }
-        /// Whether the batch, saved as it is, is refused for a UUID the ledger holds (when it
-        /// is not, it has been saved and counted).
-        func batchHoldsStoredObjects() async throws -> Bool {
-            let objects = batch.map(\.0)
-            do {
-                let results = try await store.save(objects)
-                for (index, result) in results.enumerated() {
-                    if case .ignored = result.disposition { summary.alreadyPresent += 1 } else {
-                        summary.imported[objects[index].objectType.identifier, default: 0] += 1
-                    }
-                }
-                batch.removeAll()
-                return false
-            } catch let error as RPCError where error.code == .alreadyExists {
-                return true
-            } catch let error as RPCError where error.isRefusalOfTheRequest {
-                return false
-            }
         }
         var lineNumber = 0
         for try await text in LineReader(url: url) {
@@ -239,7 +233,13 @@ public struct LedgerLinesImporter {
                 case "object":
                     guard let object = line["object"] else { throw ExportArchiveError("the line has no object") }
                     let message = try Healthledger_V1_HealthObject(jsonUTF8Data: try JSONSerialization.data(withJSONObject: object))
-                    let model = try message.model()
+                    let model: HealthObject
+                    do {
+                        model = try message.model()
+                    } catch {
+                        if let uuid = UUID(bytes: message.uuid) { refused.insert(uuid) }
+                        throw error
+                    }
                     if case .workoutRoute(let route) = model {
                         try await flush()
                         try await saveRoute(route, locations: line["locations"], summary: &summary)

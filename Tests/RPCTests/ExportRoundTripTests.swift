@@ -149,18 +149,22 @@ struct ExportRoundTripTests {
             let stray = routeLine.replacingOccurrences(of: base64(workout.uuid), with: base64(UUID()))
             #expect(stray != routeLine)
             text.insert(contentsOf: Array(repeating: stray, count: 10), at: text.count - 1)
+            // One associated sample this side cannot read (a unit that does not parse): the
+            // association goes in without it.
+            let broken = try #require(text.firstIndex { $0.contains(base64(samples[5].uuid)) && $0.contains(#""kind":"object""#) })
+            text[broken] = text[broken].replacingOccurrences(of: "count/min", with: "furlongs-per-gallon")
             try Data((text.joined(separator: "\n") + "\n").utf8).write(to: lines)
 
             let copy = try server.store.createLedger(id: "copy")
             let copyOwner = try await copy.issueCredential(for: .owner)
             let imported = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
             #expect(imported["error"] == nil, "\(imported)")
-            #expect(imported["associatedWithWorkouts"] as? Int == count, "\(imported)")
-            #expect(imported["rejected"] as? [String: Int] == ["refused by the server": 10], "\(imported)")
+            #expect(imported["associatedWithWorkouts"] as? Int == count - 1, "\(imported)")
+            #expect(imported["rejected"] as? [String: Int] == ["refused by the server": 10, "invalid object": 1], "\(imported)")
             #expect((imported["imported"] as? [String: Int])?[ObjectType.workoutRoute.identifier] == 1, "the route after the refused ones: \(imported)")
             let copyStore = server.client(copyOwner)
             let members = try await SampleQueryDescriptor(type: Samples.heartRate.objectType, predicate: .predicateForObjects(from: workout.uuid)).result(for: copyStore)
-            #expect(members.count == count)
+            #expect(members.count == count - 1)
             // The same file again adds nothing: the route, which has no sync identifier, is found
             // as the workout's route of the same source, span and size.
             let again = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
