@@ -72,7 +72,15 @@ extension LedgerStore {
                     try FileManager.default.moveItem(at: staging, to: target)
                 }
                 swapped = true
-                try Self.syncDirectory(ledgersDirectory)
+                do {
+                    try Self.syncDirectory(ledgersDirectory)
+                } catch {
+                    let replaced = exists ? " (the replaced ledger is in \(staging.path))" : ""
+                    throw LedgerFailure(
+                        .storage,
+                        "ledger '\(id)' was restored, but syncing \(ledgersDirectory.path) failed, so the restore may not survive a power loss\(replaced): \(error)",
+                        cause: error)
+                }
                 // After an exchange, the staging path holds the replaced ledger.
                 try? FileManager.default.removeItem(at: staging)
                 return verification
