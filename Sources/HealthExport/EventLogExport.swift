@@ -53,10 +53,11 @@ public enum EventLogExport {
         var previous = [UInt8](repeating: 0, count: 32)
         var sequence: UInt64 = 0
         var ended = false
-        for try await line in LineReader(url: url) {
+        for try await read in LineReader(url: url) {
             lineNumber += 1
             func fail(_ message: String) -> EventLogError { EventLogError(line: lineNumber, message: message) }
             guard !ended else { throw fail("a line follows the end line") }
+            guard case .text(let line) = read else { throw fail("the line is longer than \(LineReader.maximumLength >> 20) MiB") }
             guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { throw fail("not a JSON object") }
             if ledgerID == nil {
                 guard object["format"] as? String == format, object["version"] as? Int == version, let id = object["ledger"] as? String else {

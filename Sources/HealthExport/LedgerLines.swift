@@ -206,9 +206,16 @@ public struct LedgerLinesImporter {
             batch.removeAll()
         }
         var lineNumber = 0
-        for try await text in LineReader(url: url) {
+        for try await read in LineReader(url: url) {
             lineNumber += 1
             summary.elements += 1
+            guard case .text(let text) = read else {
+                guard sawHeader else {
+                    throw ExportArchiveError("\(url.path) is not a HealthLedger export (its first line is no \(LedgerLines.format) header)")
+                }
+                record(&summary, line: lineNumber, kind: .unparsableValue, reason: "the line is longer than \(LineReader.maximumLength >> 20) MiB")
+                continue
+            }
             guard let data = text.data(using: .utf8), let line = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
                 let kind = line["kind"] as? String
             else {
@@ -373,35 +380,81 @@ public final class LineWriter {
     }
 }
 
-/// The lines of a file, read in chunks.
-struct LineReader: AsyncSequence {
-    typealias Element = String
+/// The lines of a file, read 1 MiB at a time. A line longer than ``maximumLength`` is not
+/// held: it is read past and given as ``Line/tooLong``, so a file without line breaks
+/// cannot fill memory.
+package struct LineReader: AsyncSequence {
+    package enum Line: Equatable {
+        case text(String)
+        case tooLong
+    }
+    package typealias Element = Line
+    /// Longer than any line an export writes: a route of 200,000 locations takes about 35 MB,
+    /// an attachment of 3 MiB about 4 MiB.
+    package static let maximumLength = 64 << 20
     let url: URL
 
-    struct AsyncIterator: AsyncIteratorProtocol {
-        let handle: FileHandle?
-        var buffer = Data()
-        var done = false
+    package init(url: URL) { self.url = url }
 
-        mutating func next() async throws -> String? {
+    package struct AsyncIterator: AsyncIteratorProtocol {
+        let handle: FileHandle?
+        /// Bytes read; those before `start` are consumed.
+        var buffer: [UInt8] = []
+        var start = 0
+        /// Bytes after `start` already searched for a line break.
+        var searched = 0
+        var done = false
+        /// Inside a line longer than the limit: its bytes are dropped as they come.
+        var discarding = false
+
+        /// The index of the first line break at or after `from`.
+        static func lineBreak(in buffer: [UInt8], from: Int) -> Int? {
+            buffer.withUnsafeBytes { bytes in
+                guard from < bytes.count, let base = bytes.baseAddress,
+                    let found = memchr(base + from, 0x0A, bytes.count - from)
+                else { return nil }
+                return base.distance(to: UnsafeRawPointer(found))
+            }
+        }
+
+        package mutating func next() async throws -> Line? {
             guard let handle else { throw ExportArchiveError("cannot open the export") }
             while true {
-                if let newline = buffer.firstIndex(of: 0x0A) {
-                    let line = buffer[buffer.startIndex..<newline]
-                    buffer = buffer[(newline + 1)...]
+                if let newline = Self.lineBreak(in: buffer, from: start + searched) {
+                    let line = start..<newline
+                    start = newline + 1
+                    searched = 0
+                    if discarding || line.count > LineReader.maximumLength {
+                        discarding = false
+                        return .tooLong
+                    }
                     if line.isEmpty { continue }
-                    return String(decoding: line, as: UTF8.self)
+                    return .text(String(decoding: buffer[line], as: UTF8.self))
+                }
+                searched = buffer.count - start
+                if searched > LineReader.maximumLength {
+                    discarding = true
+                    buffer.removeAll(keepingCapacity: true)
+                    (start, searched) = (0, 0)
                 }
                 if done {
-                    guard !buffer.isEmpty else { return nil }
-                    defer { buffer = Data() }
-                    return String(decoding: buffer, as: UTF8.self)
+                    if discarding {
+                        discarding = false
+                        return .tooLong
+                    }
+                    guard start < buffer.count else { return nil }
+                    defer { (buffer, start, searched) = ([], 0, 0) }
+                    return .text(String(decoding: buffer[start...], as: UTF8.self))
+                }
+                if start > 0, start >= buffer.count / 2 {
+                    buffer.removeFirst(start)
+                    start = 0
                 }
                 let more = try handle.read(upToCount: 1 << 20) ?? Data()
-                if more.isEmpty { done = true } else { buffer = Data(buffer) + more }
+                if more.isEmpty { done = true } else { buffer.append(contentsOf: more) }
             }
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: FileHandle(forReadingAtPath: url.path)) }
+    package func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: FileHandle(forReadingAtPath: url.path)) }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HealthExport
 import HealthLedgerSDK
 import Ledger
 import TestSupport
@@ -275,6 +276,39 @@ struct ExportRoundTripTests {
             #expect((again["imported"] as? [String: Int])?.isEmpty == true && again["alreadyPresent"] as? Int == 5, "\(again)")
             await copyStore.close()
             await owner.close()
+        }
+    }
+
+    @Test("a line longer than the reader's limit is read past, not held: given as too long, the lines around it as they are; the import rejects it and goes on")
+    func overlongLines() async throws {
+        try await withTestServer { server in
+            let long = Data(repeating: UInt8(ascii: "x"), count: LineReader.maximumLength + 1)
+            let file = server.directory.appending(path: "long.txt")
+            try (Data("a\n".utf8) + long + Data("\nb\n\nc".utf8)).write(to: file)
+            // Each line told in a few characters (a failure must not print 64 MiB).
+            func lines() async throws -> [String] {
+                var lines: [String] = []
+                for try await line in LineReader(url: file) {
+                    switch line {
+                    case .text(let text): lines.append(text.count <= 16 ? text : "\(text.count) characters")
+                    case .tooLong: lines.append("too long")
+                    }
+                }
+                return lines
+            }
+            #expect(try await lines() == ["a", "too long", "b", "c"])
+            try (Data("a\n".utf8) + long).write(to: file)
+            #expect(try await lines() == ["a", "too long"], "a file that ends inside the long line")
+            try (Data("a\n".utf8) + long.dropLast() + Data("\nb".utf8)).write(to: file)
+            #expect(try await lines() == ["a", "\(LineReader.maximumLength) characters", "b"], "a line of the limit's length is given whole")
+
+            let header = #"{"exportedAt":"2026-11-27T10:00:00Z","format":"healthledger-export","kind":"header","ledger":"x","version":1}"#
+            try (Data((header + "\n").utf8) + long + Data("\n{\"kind\":\"end\",\"objects\":0}\n".utf8)).write(to: file)
+            let cli = AuthCLITests.Session(server: server)
+            let summary = try #require(try await cli.json(server.ownerCredential, ["import", "healthledger", file.path]) as? [String: Any])
+            #expect(summary["rejected"] as? [String: Int] == ["unparsable value": 1] && summary["error"] == nil, "\(summary)")
+            let rejections = try #require(summary["rejections"] as? [[String: Any]])
+            #expect(rejections.first?["line"] as? Int == 2 && (rejections.first?["reason"] as? String)?.contains("longer than 64 MiB") == true)
         }
     }
 }
