@@ -58,6 +58,7 @@ public enum EventLogExport {
             func fail(_ message: String) -> EventLogError { EventLogError(line: lineNumber, message: message) }
             guard !ended else { throw fail("a line follows the end line") }
             guard case .text(let line) = read else { throw fail("the line is longer than \(LineReader.maximumLength >> 20) MiB") }
+            if line.isEmpty { continue }
             guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { throw fail("not a JSON object") }
             if ledgerID == nil {
                 guard object["format"] as? String == format, object["version"] as? Int == version, let id = object["ledger"] as? String else {

@@ -208,6 +208,7 @@ public struct LedgerLinesImporter {
         var lineNumber = 0
         for try await read in LineReader(url: url) {
             lineNumber += 1
+            if read == .text("") { continue }
             summary.elements += 1
             guard case .text(let text) = read else {
                 guard sawHeader else {
@@ -380,9 +381,9 @@ public final class LineWriter {
     }
 }
 
-/// The lines of a file, read 1 MiB at a time. A line longer than ``maximumLength`` is not
-/// held: it is read past and given as ``Line/tooLong``, so a file without line breaks
-/// cannot fill memory.
+/// The lines of a file, read 1 MiB at a time, empty ones included (so that a reader can
+/// count lines). A line longer than ``maximumLength`` is not held: it is read past and
+/// given as ``Line/tooLong``, so a file without line breaks cannot fill memory.
 package struct LineReader: AsyncSequence {
     package enum Line: Equatable {
         case text(String)
@@ -428,7 +429,6 @@ package struct LineReader: AsyncSequence {
                         discarding = false
                         return .tooLong
                     }
-                    if line.isEmpty { continue }
                     return .text(String(decoding: buffer[line], as: UTF8.self))
                 }
                 searched = buffer.count - start

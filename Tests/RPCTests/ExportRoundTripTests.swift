@@ -296,19 +296,20 @@ struct ExportRoundTripTests {
                 }
                 return lines
             }
-            #expect(try await lines() == ["a", "too long", "b", "c"])
+            #expect(try await lines() == ["a", "too long", "b", "", "c"], "empty lines are given, so that lines can be counted")
             try (Data("a\n".utf8) + long).write(to: file)
             #expect(try await lines() == ["a", "too long"], "a file that ends inside the long line")
             try (Data("a\n".utf8) + long.dropLast() + Data("\nb".utf8)).write(to: file)
             #expect(try await lines() == ["a", "\(LineReader.maximumLength) characters", "b"], "a line of the limit's length is given whole")
 
             let header = #"{"exportedAt":"2026-11-27T10:00:00Z","format":"healthledger-export","kind":"header","ledger":"x","version":1}"#
-            try (Data((header + "\n").utf8) + long + Data("\n{\"kind\":\"end\",\"objects\":0}\n".utf8)).write(to: file)
+            try (Data((header + "\n\n").utf8) + long + Data("\n{\"kind\":\"end\",\"objects\":0}\n".utf8)).write(to: file)
             let cli = AuthCLITests.Session(server: server)
             let summary = try #require(try await cli.json(server.ownerCredential, ["import", "healthledger", file.path]) as? [String: Any])
             #expect(summary["rejected"] as? [String: Int] == ["unparsable value": 1] && summary["error"] == nil, "\(summary)")
             let rejections = try #require(summary["rejections"] as? [[String: Any]])
-            #expect(rejections.first?["line"] as? Int == 2 && (rejections.first?["reason"] as? String)?.contains("longer than 64 MiB") == true)
+            #expect(rejections.first?["line"] as? Int == 3, "the empty line counts")
+            #expect((rejections.first?["reason"] as? String)?.contains("longer than 64 MiB") == true)
         }
     }
 }
