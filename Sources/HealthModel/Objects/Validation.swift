@@ -12,6 +12,8 @@ public enum ObjectLimits {
     public static let maximumWorkoutActivities = 256
     /// Locations of one route (55 hours at one a second).
     public static let maximumRouteLocations = 200_000
+    /// Samples one association with a workout may name.
+    public static let maximumAssociatedSamples = 10_000
     /// Dates must fall within years 0001–9999.
     public static let dateRange: ClosedRange<Date> =
         Date(timeIntervalSince1970: -62_135_596_800)...Date(timeIntervalSince1970: 253_402_300_799)

@@ -97,11 +97,9 @@ extension LedgerStore {
         guard !isOpenInProcess(id) else {
             throw LedgerFailure(.storage, "ledger '\(id)' is open in this process: it cannot be replaced while in use")
         }
-        guard !Self.isOpenByAnotherProcess(directory(of: id)) else { throw Self.openElsewhere(id) }
-    }
-
-    private static func openElsewhere(_ id: String) -> LedgerFailure {
-        LedgerFailure(.storage, "ledger '\(id)' is open in another process (is healthledgerd running?): stop it before replacing the ledger")
+        guard !Self.isOpenByAnotherProcess(directory(of: id)) else {
+            throw LedgerFailure(.storage, "ledger '\(id)' is open in another process (is healthledgerd running?): stop it before replacing the ledger")
+        }
     }
 
     /// Whether another process has the LMDB environment in `ledgerDirectory` open.

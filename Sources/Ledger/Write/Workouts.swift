@@ -6,8 +6,8 @@ import SwiftProtobuf
 import Synchronization
 
 extension Ledger {
-    /// Most samples one association may carry.
-    public static let maximumAssociatedSamples = 10_000
+    /// Most samples one association may carry (``ObjectLimits/maximumAssociatedSamples``).
+    public static let maximumAssociatedSamples = ObjectLimits.maximumAssociatedSamples
     /// Locations per `routeLocationsAdded` event (and per route-query batch).
     public static let routeChunkSize = 4096
 

@@ -3,6 +3,8 @@ import HealthLedgerRPC
 import HealthLedgerSDK
 import HealthModel
 
+/// The calls both importers make through the SDK, shaped for an import: a refusal is counted
+/// and the import goes on; anything else ends it.
 extension HealthStore {
     /// Saves `objects` in one call; when the batch is refused (by the server: `invalidArgument`,
     /// or `alreadyExists` for a UUID it holds; by the SDK: `resourceExhausted` for a request
@@ -39,9 +41,7 @@ extension HealthStore {
             }
         }
     }
-}
 
-extension HealthStore {
     /// Stores `locations` as a route of `workout` through a route builder, in calls of 5,000
     /// locations. The builder is discarded when anything fails, so that a refused route never
     /// holds one of the few builders the server keeps open for a principal.
@@ -59,18 +59,15 @@ extension HealthStore {
             throw error
         }
     }
-}
-
-extension HealthStore {
-    /// The most samples one association call may name (docs/PROTOCOL.md).
-    static let maximumAssociatedSamples = 10_000
 
     /// Associates `samples` with `workout` in calls of at most
-    /// ``maximumAssociatedSamples``: a workout of a long day holds more samples than one call
-    /// may name. Each call is idempotent, so a re-run after a failure completes the links.
+    /// ``ObjectLimits/maximumAssociatedSamples``: a workout of a long day holds more samples
+    /// than one call may name. Each call is idempotent, so a re-run after a failure
+    /// completes the links.
     func associate(_ samples: [UUID], with workout: UUID) async throws {
-        for start in stride(from: 0, to: samples.count, by: Self.maximumAssociatedSamples) {
-            try await add(Array(samples[start..<min(start + Self.maximumAssociatedSamples, samples.count)]), to: workout)
+        let limit = ObjectLimits.maximumAssociatedSamples
+        for start in stride(from: 0, to: samples.count, by: limit) {
+            try await add(Array(samples[start..<min(start + limit, samples.count)]), to: workout)
         }
     }
 }
