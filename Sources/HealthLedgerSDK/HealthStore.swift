@@ -21,8 +21,11 @@ public struct HealthStoreConfiguration: Sendable {
     /// Connection attempts per call before giving up (with exponential backoff).
     public var connectAttempts: Int
     /// When set, a connection quiet for this long sends a keepalive ping, and is closed
-    /// (to be reopened by the next call) if no pong comes back within the same time.
+    /// (to be reopened by the next call) if nothing comes back within ``keepaliveTimeout``.
     public var keepaliveInterval: Duration?
+    /// How long a keepalive ping may go unanswered before the connection is closed; the
+    /// keepalive interval when nil.
+    public var keepaliveTimeout: Duration?
     /// The ledger's Ed25519 public key, if known (from its ledger-created event, or from an
     /// earlier session): tree heads signed with another key are refused. When nil, the
     /// key of the first tree head seen is trusted from then on.
@@ -44,9 +47,11 @@ public struct HealthStoreConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: Int = 7411, credential: String, timeout: Duration = .seconds(30),
         maximumFrameSize: Int = FrameLayout.defaultMaximumFrameSize, tls: TLS? = nil, connectAttempts: Int = 4,
-        keepaliveInterval: Duration? = nil, ledgerPublicKey: [UInt8]? = nil, trustedTreeHead: SignedTreeHead? = nil
+        keepaliveInterval: Duration? = nil, keepaliveTimeout: Duration? = nil, ledgerPublicKey: [UInt8]? = nil,
+        trustedTreeHead: SignedTreeHead? = nil
     ) {
         self.keepaliveInterval = keepaliveInterval
+        self.keepaliveTimeout = keepaliveTimeout
         self.ledgerPublicKey = ledgerPublicKey
         self.trustedTreeHead = trustedTreeHead
         self.host = host

@@ -127,6 +127,33 @@ struct ConnectionStateTests {
         await connection.finish()
     }
 
+    @Test("a frame kind a client may not send (or none) is refused on call 0, also on a running call's id: that call ends with its own status alone")
+    func serverOnlyKinds() async throws {
+        let connection = try await Connection()
+        try await connection.watch(5)
+        #expect(try await connection.next().callID == 5)
+        var message = Healthledger_V1_Frame()
+        message.callID = 5
+        message.message = Data([1, 2, 3])
+        var status = Healthledger_V1_Frame.status(id: 5, nil)
+        status.callID = 5
+        var empty = Healthledger_V1_Frame()
+        empty.callID = 9
+        for (frame, id) in [(message, 5), (status, 5), (empty, 9)] {
+            try await connection.channel.writeInbound(InboundFrame.frame(frame))
+            let refused = try await connection.nextSkippingMessages()
+            #expect(refused.callID == 0)
+            #expect(Self.status(refused)?.code.rawValue == RPCStatusCode.invalidArgument.rawValue)
+            #expect(Self.status(refused)?.message == "a client may not send this frame (on call \(id))")
+        }
+        try await connection.cancel(5)
+        let ended = try await connection.nextSkippingMessages()
+        #expect(ended.callID == 5)
+        #expect(Self.status(ended)?.code.rawValue == RPCStatusCode.cancelled.rawValue)
+        #expect(connection.channel.isActive)
+        await connection.finish()
+    }
+
     @Test("beyond the call limit a call is refused on its own id; a freed slot takes the next call")
     func callLimit() async throws {
         let connection = try await Connection(maximumCalls: 2)
@@ -187,6 +214,11 @@ struct ConnectionStateTests {
         let refused = try await connection.next()
         #expect(refused.callID == 2)
         #expect(Self.status(refused)?.code.rawValue == RPCStatusCode.unavailable.rawValue)
+        // The running call's id, reused while draining: refused on call 0, not on the call's id.
+        try await connection.ping(1)
+        let reused = try await connection.next()
+        #expect(reused.callID == 0)
+        #expect(Self.status(reused)?.message == "call id 1 is already in use")
         #expect(connection.channel.isActive)
         var update = Healthledger_V1_Frame()
         update.callID = 1
@@ -235,6 +267,7 @@ struct ConnectionStateTests {
         #expect(state.inputClosed() == false)
         #expect(state.phase == .draining)
         #expect(state.admit(4) == .refuse(callID: 4, RPCError(.unavailable, "the server is shutting down")))
+        #expect(state.admit(2) == .refuse(callID: 0, RPCError(.invalidArgument, "call id 2 is already in use")))
         #expect(state.ended(2) == true)
         #expect(state.phase == .closed)
         #expect(state.admit(5) == .ignore)

@@ -222,11 +222,12 @@ struct EndToEndTests {
 
     @Test("keepalive pings keep a quiet connection open past the server's idle timeout")
     func keepalive() async throws {
-        // A ping after each quiet 2 s (its pong due within 2 s) against an idle timeout of
-        // 6 s. A full parallel run of the suite on two cores once delayed a pong past the
-        // 1 s this test gave it before; 2 s leave a loaded machine room.
-        try await withTestServer(configuration: ServerConfiguration(port: 0, idleTimeout: .seconds(6))) { server in
-            var configuration = HealthStoreConfiguration(port: server.port, credential: server.ownerCredential, connectAttempts: 1, keepaliveInterval: .seconds(2))
+        // A ping after each quiet second against an idle timeout of 12 s, its pong due
+        // within 10 s: only a machine stalled for ten seconds fails this. (A full parallel
+        // run of the suite on two cores once delayed a pong past one second.)
+        try await withTestServer(configuration: ServerConfiguration(port: 0, idleTimeout: .seconds(12))) { server in
+            var configuration = HealthStoreConfiguration(
+                port: server.port, credential: server.ownerCredential, connectAttempts: 1, keepaliveInterval: .seconds(1), keepaliveTimeout: .seconds(10))
             let kept = HealthStore(configuration: configuration)
             configuration.keepaliveInterval = nil
             let quiet = HealthStore(configuration: configuration)
@@ -243,6 +244,21 @@ struct EndToEndTests {
             await kept.close()
             await quiet.close()
         }
+    }
+
+    @Test("a keepalive ping left unanswered (a server that reads and never answers) closes the connection: the call open on it fails unavailable")
+    func unansweredKeepalive() async throws {
+        // Accepts connections and reads whatever comes, answering nothing.
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(silent.localAddress?.port)
+        let store = HealthStore(configuration: HealthStoreConfiguration(
+            port: port, credential: "hl1:alice:0123456789abcdef:secret", timeout: .seconds(600), connectAttempts: 1,
+            keepaliveInterval: .milliseconds(200), keepaliveTimeout: .milliseconds(300)))
+        let error = await expectRPCError(.unavailable, nil, "a call on a connection whose keepalive went unanswered") { _ = try await store.ping() }
+        #expect(error?.message == "the server did not answer a keepalive ping")
+        await store.close()
+        try await silent.close()
     }
 
     @Test("with a limit of one call per connection, strictly sequential calls are never refused: a call's slot is free before its status leaves")

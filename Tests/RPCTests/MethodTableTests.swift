@@ -1,3 +1,4 @@
+import Foundation
 import HealthLedgerRPC
 import HealthLedgerServer
 import Testing
@@ -12,5 +13,43 @@ struct MethodTableTests {
             #expect(kind != nil, "\(method) is not registered")
             #expect((kind == .longRunning) == method.isLongRunning, "\(method): \(String(describing: kind))")
         }
+    }
+
+    /// docs/PROTOCOL.md, read from the repository.
+    static func protocolDocument() throws -> String {
+        let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return try String(contentsOf: root.appending(path: "docs/PROTOCOL.md"), encoding: .utf8)
+    }
+
+    static func documentedKind(_ kind: MethodKind?) -> String {
+        switch kind {
+        case .serverStreaming?: "server streaming"
+        case .longRunning?: "long-running"
+        default: "unary"
+        }
+    }
+
+    @Test("docs/PROTOCOL.md's method table (§7) lists every method with the kind the server registers, and §4.3 names exactly the streaming ones")
+    func documentedKinds() throws {
+        let document = try Self.protocolDocument()
+        var table: [String: String] = [:]
+        for line in document.split(separator: "\n") where line.hasPrefix("| `healthledger.v1.Ledger/") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            let name = cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+            table[name] = cells[1].split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        #expect(Set(table.keys) == Set(RPCMethod.allCases.map(\.rawValue)))
+        for method in RPCMethod.allCases {
+            #expect(table[method.rawValue] == Self.documentedKind(MethodTable.kind(of: method)), "\(method.rawValue)")
+        }
+
+        // §4.3: "- **Streaming methods** (`QuerySamples`, …, `WatchAudit`): zero or more …"
+        let start = try #require(document.range(of: "- **Streaming methods** ("))
+        let end = try #require(document.range(of: "):", range: start.upperBound..<document.endIndex))
+        let listed = Set(document[start.upperBound..<end.lowerBound].split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) })
+        let streaming = Set(RPCMethod.allCases.filter { MethodTable.kind(of: $0)?.isStreaming == true }.map {
+            String($0.rawValue.dropFirst("healthledger.v1.Ledger/".count))
+        })
+        #expect(listed == streaming)
     }
 }

@@ -42,6 +42,12 @@ struct OperatorTests {
             await expectRPCError(.permissionDenied, .authorizationDenied, "the revoked app's watch") { while try await watch.next() != nil {} }
             await expectRPCError(.unauthenticated, nil, "the revoked app's next call") { _ = try await app.ping() }
             #expect(try await ops.credentials(ledger: "bob").first { $0.id == credentialID(appCredential) }?.revoked == true)
+            await expectRPCError(.invalidArgument, .invalidArgument, "a credential revoked already") {
+                try await ops.revokeCredential(ledger: "bob", id: credentialID(appCredential))
+            }
+            await expectRPCError(.notFound, .noData, "a credential id never issued") {
+                try await ops.revokeCredential(ledger: "bob", id: "0123456789abcdef")
+            }
 
             // The operator reads no health data, and the others cannot call the operator's methods.
             await expectRPCError(.unauthenticated, nil, "an operator credential on a ledger method") { _ = try await ops.ping() }

@@ -31,9 +31,11 @@ final class ClientConnection: Sendable {
         }
         let host = configuration.host
         let maximumFrameSize = configuration.maximumFrameSize
-        let keepalive = configuration.keepaliveInterval.map {
-            TimeAmount.nanoseconds($0.components.seconds * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000)
+        func timeAmount(_ duration: Duration) -> TimeAmount {
+            .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
         }
+        let keepalive = configuration.keepaliveInterval.map(timeAmount)
+        let pongTimeout = (configuration.keepaliveTimeout ?? configuration.keepaliveInterval).map(timeAmount)
         do {
             let bootstrap = ClientBootstrap(group: group)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -47,7 +49,7 @@ final class ClientConnection: Sendable {
                         if let keepalive { try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: keepalive)) }
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(maximumFrameSize: maximumFrameSize)))
                         try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
-                        try channel.pipeline.syncOperations.addHandler(ClientFrameHandler(calls: calls))
+                        try channel.pipeline.syncOperations.addHandler(ClientFrameHandler(calls: calls, pongTimeout: pongTimeout))
                     }
                 }
             // IP literals connect directly; names go through the resolver.
@@ -180,27 +182,35 @@ final class ClientFrameHandler: ChannelInboundHandler {
     typealias OutboundOut = Healthledger_V1_Frame
 
     private let calls: CallTable
-    /// A keepalive ping is out and unanswered.
-    private var awaitingPong = false
+    /// How long a keepalive ping may go unanswered.
+    private let pongTimeout: TimeAmount?
+    /// A keepalive ping is out and nothing has come back yet: when this fires, the
+    /// connection is taken for dead.
+    private var pongDeadline: Scheduled<Void>?
 
-    init(calls: CallTable) { self.calls = calls }
+    init(calls: CallTable, pongTimeout: TimeAmount?) {
+        self.calls = calls
+        self.pongTimeout = pongTimeout
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard event is IdleStateHandler.IdleStateEvent else { return context.fireUserInboundEventTriggered(event) }
-        if awaitingPong {
-            // The previous ping went unanswered: the connection is dead.
-            calls.close(RPCError(.unavailable, "the server did not answer a keepalive ping"), failOpen: true)
-            context.close(promise: nil)
-            return
-        }
-        awaitingPong = true
+        // One ping at a time: while one is out, its deadline decides.
+        guard pongDeadline == nil, let pongTimeout else { return }
         var ping = Healthledger_V1_Frame()
         ping.ping = .with { $0.nonce = UInt64.random(in: 1...UInt64.max) }
         context.writeAndFlush(wrapOutboundOut(ping), promise: nil)
+        let channel = context.channel
+        let calls = calls
+        pongDeadline = context.eventLoop.scheduleTask(in: pongTimeout) {
+            calls.close(RPCError(.unavailable, "the server did not answer a keepalive ping"), failOpen: true)
+            channel.close(promise: nil)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        awaitingPong = false
+        pongDeadline?.cancel()
+        pongDeadline = nil
         guard case .frame(let frame) = unwrapInboundIn(data) else { return }
         if case .goAway(let goAway) = frame.kind {
             // No new calls on this connection; the open ones may still finish, those above
@@ -212,6 +222,8 @@ final class ClientFrameHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        pongDeadline?.cancel()
+        pongDeadline = nil
         calls.close(RPCError(.unavailable, "the connection closed"), failOpen: true)
         context.fireChannelInactive()
     }

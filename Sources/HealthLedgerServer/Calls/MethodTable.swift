@@ -18,7 +18,7 @@ package enum MethodKind: Sendable, Equatable {
     /// Messages until the client cancels: no deadline unless the call asks for one.
     case longRunning
 
-    var isStreaming: Bool { self == .serverStreaming || self == .longRunning }
+    package var isStreaming: Bool { self == .serverStreaming || self == .longRunning }
 }
 
 /// Emits a streaming call's messages and reports the read scopes it used.

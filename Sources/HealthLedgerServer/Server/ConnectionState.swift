@@ -46,14 +46,12 @@ package struct ConnectionState: Sendable {
     /// A request arrived for call `id`.
     package mutating func admit(_ id: UInt64) -> Admission {
         guard id != 0 else { return .refuse(callID: 0, RPCError(.invalidArgument, "call id 0 is reserved")) }
-        switch phase {
-        case .closed: return .ignore
-        case .draining: return .refuse(callID: id, RPCError(.unavailable, "the server is shutting down"))
-        case .active: break
-        }
+        guard phase != .closed else { return .ignore }
+        // Before the drain's refusal: a status on a running call's id would read as that call's.
         guard !openCalls.contains(id) else {
             return .refuse(callID: 0, RPCError(.invalidArgument, "call id \(id) is already in use"))
         }
+        guard phase == .active else { return .refuse(callID: id, RPCError(.unavailable, "the server is shutting down")) }
         guard openCalls.count < maximumCalls else {
             return .refuse(callID: id, RPCError(.resourceExhausted, "\(maximumCalls) calls are already open on this connection, its limit"))
         }

@@ -76,8 +76,10 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
                 pong.pong = .with { $0.nonce = ping.nonce }
                 context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
             case .pong, .message, .status, .goAway, nil:
+                // On call 0: a status on the frame's own id could end a call still running there.
                 context.writeAndFlush(
-                    wrapOutboundOut(.status(id: frame.callID, RPCError(.invalidArgument, "a client may not send this frame"))), promise: nil)
+                    wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, "a client may not send this frame (on call \(frame.callID))"))),
+                    promise: nil)
             }
         }
     }
