@@ -7,9 +7,11 @@ import LedgerSchema
 /// What an import did, counted.
 public struct ImportSummary: Sendable, Codable {
     /// Objects stored, by kind (`samples`, `correlations`, `workouts`, `routes`,
-    /// `visionPrescriptions`, `characteristics`).
+    /// `visionPrescriptions`, `characteristics`), and `sourceOrders`: types whose sources
+    /// were put in the export's order.
     public var imported: [String: Int] = [:]
-    /// Objects the ledger already held (the same sync identifier and version): a re-import.
+    /// Objects the ledger already held (the same sync identifier and version), and source
+    /// orders already in place: a re-import.
     public var alreadyPresent = 0
     /// Elements not imported because the ledger does not hold them, by reason.
     public var skipped: [String: Int] = [:]

@@ -5,7 +5,7 @@ import HealthLedgerSDK
 import LedgerSchema
 import SwiftProtobuf
 
-/// A ledger's raw event log as JSON Lines (docs/EXPORT.md §3): every event's stored bytes
+/// A ledger's raw event log as JSON Lines (docs/EXPORT.md §4): every event's stored bytes
 /// and hash, then the head, so that a copy can be verified anywhere without the server.
 ///
 /// ```

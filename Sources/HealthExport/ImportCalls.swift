@@ -86,3 +86,24 @@ func seconds(since start: ContinuousClock.Instant) -> Double {
     let elapsed = ContinuousClock.now - start
     return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
 }
+
+extension HealthStore {
+    /// Puts the sources named in `order` (bundle identifiers, highest priority first) in that
+    /// order among `type`'s sources, keeping the places the ledger's other sources hold:
+    /// statistics then merge overlapping samples as they did where the export came from.
+    /// Sources that have saved no `type` here are passed over.
+    ///
+    /// - Returns: whether the order changed (false when it already was so: nothing is recorded).
+    func orderSources(of type: ObjectType, as order: [String]) async throws -> Bool {
+        let current = try await sourcePriority(for: type).map(\.bundleIdentifier)
+        let present = Set(current)
+        var seen = Set<String>()
+        let wanted = order.filter { present.contains($0) && seen.insert($0).inserted }
+        guard current.filter(seen.contains) != wanted else { return false }
+        var next = wanted.makeIterator()
+        // The wanted sources take the places they hold now, in the wanted order.
+        let reordered = current.map { seen.contains($0) ? next.next()! : $0 }
+        try await setSourcePriority(for: type, order: reordered)
+        return true
+    }
+}

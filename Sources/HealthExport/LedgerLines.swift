@@ -13,6 +13,9 @@ import SwiftProtobuf
 /// - `{"kind":"object","object":{…}}` — the `HealthObject` message of `objects.proto` in
 ///   protobuf's JSON mapping (UUIDs, sources, devices and metadata as stored); a route's
 ///   line adds `"locations":{…}` (the columnar `RouteLocations` message)
+/// - `{"kind":"sourceOrder","type":…,"sources":[bundle identifier…]}` — a type's sources,
+///   highest priority first, which merge overlapping samples in statistics (the owner's
+///   export; for types with more than one source)
 /// - `{"kind":"association","workout":UUID,"samples":[UUID…]}` — samples added to a workout
 /// - `{"kind":"attachment","attachment":{…},"data":BASE64}`
 /// - `{"kind":"end","objects":N}` — a file without it was cut short.
@@ -35,6 +38,8 @@ public struct ExportSummary: Sendable, Codable {
     public var objects: [String: Int] = [:]
     public var characteristics = 0
     public var associations = 0
+    /// Types whose source order was written.
+    public var sourceOrders = 0
     public var attachments = 0
     public var seconds = 0.0
     public init() {}
@@ -87,6 +92,7 @@ public struct LedgerLinesExporter {
                 }
             }
         }
+        try await writeSourceOrders(to: output, summary: &summary)
         // A workout's associated samples may be of any sample type, whenever they were taken:
         // each type the ledger holds is asked for the workout's members.
         for workout in workouts {
@@ -123,6 +129,24 @@ public struct LedgerLinesExporter {
         try output.flush()
         summary.seconds = seconds(since: started)
         return summary
+    }
+
+    /// Writes, for each type with more than one source, its sources by priority: a copy saves
+    /// them in its own order (the owner's first, then the order of their first saves), which
+    /// would merge overlapping samples differently. Only the owner may read the order; an
+    /// app's export has none.
+    private func writeSourceOrders(to output: LineWriter, summary: inout ExportSummary) async throws {
+        for type in LedgerLines.exportedTypes {
+            let sources: [Source]
+            do {
+                sources = try await store.sourcePriority(for: type)
+            } catch let error as RPCError where error.code == .permissionDenied {
+                return
+            }
+            guard sources.count > 1 else { continue }
+            try output.json(["kind": "sourceOrder", "type": type.identifier, "sources": sources.map(\.bundleIdentifier)])
+            summary.sourceOrders += 1
+        }
     }
 
     /// The objects that hold attachments, in the order the attachments were first added:
@@ -270,6 +294,16 @@ public struct LedgerLinesImporter {
                     if current == characteristic { summary.alreadyPresent += 1 } else {
                         try await store.setCharacteristic(of: type, to: characteristic)
                         summary.imported["characteristics", default: 0] += 1
+                    }
+                case "sourceOrder":
+                    try await flush()
+                    guard let name = line["type"] as? String, let type = try? ObjectType(name), let sources = line["sources"] as? [String] else {
+                        throw ExportArchiveError("a source order needs a known type and its sources")
+                    }
+                    if try await store.orderSources(of: type, as: sources) {
+                        summary.imported["sourceOrders", default: 0] += 1
+                    } else {
+                        summary.alreadyPresent += 1
                     }
                 case "association":
                     try await flush()

@@ -90,15 +90,15 @@ struct AppleHealthImportTests {
 
         """
 
-    /// Three points, written out of time order in the file's second half to show that the
-    /// route keeps time order.
+    /// Three points, the last two written out of time order, to show that the route keeps
+    /// time order.
     static let gpx = """
         <?xml version="1.0" encoding="UTF-8"?>
         <gpx version="1.1" creator="Apple Health Export" xmlns="http://www.topografix.com/GPX/1/1">
          <trk><name>Route</name><trkseg>
           <trkpt lon="-0.1000" lat="51.5000"><ele>10.5</ele><time>2025-05-18T11:00:00Z</time><extensions><speed>3.1</speed><course>90</course><hAcc>5</hAcc><vAcc>3</vAcc></extensions></trkpt>
-          <trkpt lon="-0.1001" lat="51.5001"><ele>10.7</ele><time>2025-05-18T11:00:05Z</time><extensions><speed>3.2</speed><course>91</course><hAcc>5</hAcc><vAcc>3</vAcc></extensions></trkpt>
           <trkpt lon="-0.1002" lat="51.5002"><ele>10.9</ele><time>2025-05-18T11:00:10Z</time><extensions><speed>3.3</speed><course>92</course><hAcc>5</hAcc><vAcc>3</vAcc></extensions></trkpt>
+          <trkpt lon="-0.1001" lat="51.5001"><ele>10.7</ele><time>2025-05-18T11:00:05Z</time><extensions><speed>3.2</speed><course>91</course><hAcc>5</hAcc><vAcc>3</vAcc></extensions></trkpt>
          </trkseg></trk>
         </gpx>
 

@@ -117,6 +117,59 @@ struct ExportRoundTripTests {
         }
     }
 
+    @Test("JSON Lines: each type's source order travels (the first saver's, and the owner's), so overlapping sources merge as they did; a re-import changes no order")
+    func sourceOrders() async throws {
+        try await withTestServer { server in
+            let cli = AuthCLITests.Session(server: server)
+            let owner = server.client()
+            let steps = try QuantityType("HKQuantityTypeIdentifierStepCount")
+            let heartRate = try QuantityType("HKQuantityTypeIdentifierHeartRate")
+            let watch = SourceRevision(source: Source(bundleIdentifier: "com.example.watch", name: "Watch"))
+            let phone = SourceRevision(source: Source(bundleIdentifier: "com.example.phone", name: "Phone"))
+            let day = ISO8601DateFormatter().date(from: "2026-11-20T10:00:00Z")!
+            func at(_ seconds: Double) -> Date { day.addingTimeInterval(seconds) }
+            // The watch saves steps first, over samples later than the phone's first: the copy,
+            // saving in the export's date order, would put the phone first.
+            try await owner.save([.quantitySample(QuantitySample(type: steps, quantity: Quantity(120, .count), start: at(0), end: at(1200), sourceRevision: watch))])
+            try await owner.save([
+                .quantitySample(QuantitySample(type: steps, quantity: Quantity(90, .count), start: at(600), end: at(1500), sourceRevision: phone)),
+                .quantitySample(QuantitySample(type: steps, quantity: Quantity(10, .count), start: at(-86_400), end: at(-86_340), sourceRevision: phone)),
+            ])
+            // Heart rate: the watch first by date and by save, the phone put first by the owner.
+            let beats = try HealthUnit("count/min")
+            try await owner.save([
+                .quantitySample(QuantitySample(type: heartRate, quantity: Quantity(60, beats), start: at(0), end: at(600), sourceRevision: watch)),
+                .quantitySample(QuantitySample(type: heartRate, quantity: Quantity(90, beats), start: at(300), end: at(900), sourceRevision: phone)),
+            ])
+            try await owner.setSourcePriority(for: heartRate.objectType, order: [phone.source.bundleIdentifier])
+            func figures(_ store: HealthStore) async throws -> [String] {
+                let sum = try await store.statistics(for: StatisticsQueryDescriptor(type: steps, options: .cumulativeSum))
+                let average = try await store.statistics(for: StatisticsQueryDescriptor(type: heartRate, options: .discreteAverage))
+                return [
+                    "\(String(describing: sum?.values))", "\(String(describing: average?.values))",
+                    "\(try await store.sourcePriority(for: steps.objectType).map(\.bundleIdentifier))",
+                    "\(try await store.sourcePriority(for: heartRate.objectType).map(\.bundleIdentifier))",
+                ]
+            }
+            let expected = try await figures(owner)
+            #expect(expected[2] == "[\"com.example.watch\", \"com.example.phone\"]" && expected[3] == "[\"com.example.phone\", \"com.example.watch\"]")
+
+            let lines = server.directory.appending(path: "orders.jsonl")
+            let exported = try await cli.run(server.ownerCredential, ["export", "alice", "--output", lines.path])
+            #expect(exported.status == 0, "\(exported.error)")
+            let copy = try server.store.createLedger(id: "copy")
+            let copyOwner = try await copy.issueCredential(for: .owner)
+            let imported = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+            #expect((imported["imported"] as? [String: Int])?["sourceOrders"] == 2, "\(imported)")
+            let copyStore = server.client(copyOwner)
+            #expect(try await figures(copyStore) == expected)
+            let again = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+            #expect((again["imported"] as? [String: Int])?.isEmpty == true && again["alreadyPresent"] as? Int == 7, "\(again)")
+            await owner.close()
+            await copyStore.close()
+        }
+    }
+
     @Test("JSON Lines: a workout with more samples than one association call names travels whole; routes the server refuses are counted and hold no builder; a route without a sync identifier is not added twice")
     func largeAssociationsAndRefusedRoutes() async throws {
         try await withTestServer { server in

@@ -14,7 +14,7 @@ struct ExportCommand: AsyncParsableCommand {
             `healthledger import apple-health` and by the tools people use on the Health app's exports.
             The owner's credential exports everything; an app's, what it may read.
             --events (the owner's only): the raw hash-chained event log with its head, as JSON Lines
-            (docs/EXPORT.md §3), which `healthledger verify --events FILE` checks anywhere.
+            (docs/EXPORT.md §4), which `healthledger verify --events FILE` checks anywhere.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case jsonl, appleHealth = "apple-health" }
