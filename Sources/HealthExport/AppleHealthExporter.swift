@@ -1,4 +1,5 @@
 import Foundation
+import HealthLedgerRPC
 import HealthLedgerSDK
 import HealthModel
 import ZIPFoundation
@@ -63,6 +64,7 @@ public struct AppleHealthExporter {
                 try xml.flush()
             }
         }
+        summary.sourceOrders = try await writeSourceOrders(to: xml)
         try xml.write("</HealthData>\n")
         try xml.close()
 
@@ -77,6 +79,33 @@ public struct AppleHealthExporter {
         }
         summary.seconds = seconds(since: started)
         return summary
+    }
+}
+
+extension AppleHealthExporter {
+    /// Writes, for each type with more than one source (by name), a `SourcePriority` element
+    /// per source, highest priority first: statistics merge overlapping samples of several
+    /// sources by that order, which the Health app's export format has no place for (the
+    /// element is declared in the file's DTD). Only the owner may read the order.
+    ///
+    /// - Returns: the number of types whose order was written.
+    fileprivate func writeSourceOrders(to xml: XMLWriter) async throws -> Int {
+        var written = 0
+        for type in LedgerLines.exportedTypes {
+            let sources: [Source]
+            do {
+                sources = try await store.sourcePriority(for: type)
+            } catch let error as RPCError where error.code == .permissionDenied {
+                return written
+            }
+            // Sources are written by name: two of one name become one.
+            var seen = Set<String>()
+            let names = sources.map(\.name).filter { seen.insert($0).inserted }
+            guard names.count > 1 else { continue }
+            for name in names { try xml.write(AppleHealthWriter.sourcePriority(type, sourceName: name)) }
+            written += 1
+        }
+        return written
     }
 }
 
@@ -114,6 +143,11 @@ public enum AppleHealthWriter {
             text += " \(ObjectType.activityMoveMode.identifier)=\"\(name("HKActivityMoveMode", moveMode))\""
         }
         return text + "/>\n"
+    }
+
+    /// A `SourcePriority` element: `sourceName` ranks next among `type`'s sources.
+    public static func sourcePriority(_ type: ObjectType, sourceName: String) -> String {
+        " <SourcePriority type=\"\(type.identifier)\" sourceName=\"\(AppleHealthValues.escape(sourceName))\"/>\n"
     }
 
     /// A `Record`, `Correlation` or `VisionPrescription` element.
@@ -249,7 +283,7 @@ public enum AppleHealthWriter {
     public static let dtd = """
         <!DOCTYPE HealthData [
         <!-- HealthKit Export Version: 14 -->
-        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary|ClinicalRecord|Audiogram|VisionPrescription)*)>
+        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary|ClinicalRecord|Audiogram|VisionPrescription)*,SourcePriority*)>
         <!ATTLIST HealthData
           locale CDATA #REQUIRED
         >
@@ -357,7 +391,55 @@ public enum AppleHealthWriter {
           device           CDATA #IMPLIED
         >
         <!ELEMENT RightEye EMPTY>
+        <!ATTLIST RightEye
+          sphere           CDATA #IMPLIED
+          sphereUnit       CDATA #IMPLIED
+          cylinder         CDATA #IMPLIED
+          cylinderUnit     CDATA #IMPLIED
+          axis             CDATA #IMPLIED
+          axisUnit         CDATA #IMPLIED
+          add              CDATA #IMPLIED
+          addUnit          CDATA #IMPLIED
+          vertex           CDATA #IMPLIED
+          vertexUnit       CDATA #IMPLIED
+          prismAmount      CDATA #IMPLIED
+          prismAmountUnit  CDATA #IMPLIED
+          prismAngle       CDATA #IMPLIED
+          prismAngleUnit   CDATA #IMPLIED
+          farPD            CDATA #IMPLIED
+          farPDUnit        CDATA #IMPLIED
+          nearPD           CDATA #IMPLIED
+          nearPDUnit       CDATA #IMPLIED
+          baseCurve        CDATA #IMPLIED
+          baseCurveUnit    CDATA #IMPLIED
+          diameter         CDATA #IMPLIED
+          diameterUnit     CDATA #IMPLIED
+        >
         <!ELEMENT LeftEye EMPTY>
+        <!ATTLIST LeftEye
+          sphere           CDATA #IMPLIED
+          sphereUnit       CDATA #IMPLIED
+          cylinder         CDATA #IMPLIED
+          cylinderUnit     CDATA #IMPLIED
+          axis             CDATA #IMPLIED
+          axisUnit         CDATA #IMPLIED
+          add              CDATA #IMPLIED
+          addUnit          CDATA #IMPLIED
+          vertex           CDATA #IMPLIED
+          vertexUnit       CDATA #IMPLIED
+          prismAmount      CDATA #IMPLIED
+          prismAmountUnit  CDATA #IMPLIED
+          prismAngle       CDATA #IMPLIED
+          prismAngleUnit   CDATA #IMPLIED
+          farPD            CDATA #IMPLIED
+          farPDUnit        CDATA #IMPLIED
+          nearPD           CDATA #IMPLIED
+          nearPDUnit       CDATA #IMPLIED
+          baseCurve        CDATA #IMPLIED
+          baseCurveUnit    CDATA #IMPLIED
+          diameter         CDATA #IMPLIED
+          diameterUnit     CDATA #IMPLIED
+        >
         <!ELEMENT Attachment EMPTY>
         <!ATTLIST Attachment
           identifier       CDATA #IMPLIED
@@ -366,6 +448,11 @@ public enum AppleHealthWriter {
         <!ATTLIST MetadataEntry
           key   CDATA #REQUIRED
           value CDATA #REQUIRED
+        >
+        <!ELEMENT SourcePriority EMPTY>
+        <!ATTLIST SourcePriority
+          type       CDATA #REQUIRED
+          sourceName CDATA #REQUIRED
         >
         ]>
 

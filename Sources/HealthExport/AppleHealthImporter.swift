@@ -92,6 +92,9 @@ public final class AppleHealthImporter {
     private var inFlight: [Task<BatchOutcome, any Error>] = []
     private var memberKeys = Set<String>()
     private var characteristics: [Characteristic] = []
+    /// The source orders the export carries (HealthLedger's own exports), by type in the
+    /// order of their first elements, each type's sources highest priority first.
+    private var sourceOrders: [(type: ObjectType, sources: [String])] = []
     private var workouts: [WorkoutLink] = []
     /// Where each workout of ``workouts`` is, by the UUID it was sent with.
     private var workoutIndex: [UUID: Int] = [:]
@@ -166,6 +169,7 @@ public final class AppleHealthImporter {
             try await flush()
             try await drain()
             try await saveDeferred(fileEndedEarly: channel.failure != nil)
+            try await orderSources()
             try await linkWorkouts()
             try await saveCharacteristics()
         } catch {
@@ -220,6 +224,13 @@ public final class AppleHealthImporter {
         case .visionPrescription(let prescription, let line):
             summary.elements += 1
             try await add(.visionPrescription(prescription), kind: "visionPrescriptions", line: line)
+        case .sourcePriority(let type, let source, _):
+            summary.elements += 1
+            if let index = sourceOrders.firstIndex(where: { $0.type == type }) {
+                sourceOrders[index].sources.append(source.bundleIdentifier)
+            } else {
+                sourceOrders.append((type, [source.bundleIdentifier]))
+            }
         case .skipped(let element, let reason, _):
             summary.skip("\(element): \(reason)")
         case .rejected(let element, let kind, let reason, let line):
@@ -298,6 +309,18 @@ public final class AppleHealthImporter {
         }
         try await flush()
         try await drain()
+    }
+
+    /// Puts each type's sources in the order the export gives (once every sample is saved,
+    /// since a source is ordered among those that saved the type).
+    private func orderSources() async throws {
+        for (type, sources) in sourceOrders {
+            if try await store.orderSources(of: type, as: sources) {
+                summary.imported["sourceOrders", default: 0] += 1
+            } else {
+                summary.alreadyPresent += 1
+            }
+        }
     }
 
     /// Associates each workout with the samples its statistics summarise: those of the

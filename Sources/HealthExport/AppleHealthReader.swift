@@ -15,6 +15,9 @@ public enum AppleHealthItem: Sendable {
     /// A `Workout`, its routes' files and the types its `WorkoutStatistics` summarise.
     case workout(Workout, routes: [RouteReference], statisticsTypes: [QuantityType], line: Int)
     case visionPrescription(VisionPrescription, line: Int)
+    /// One `SourcePriority` element: `source` ranks next among `type`'s sources (the elements
+    /// of a type come highest priority first). HealthLedger's own exports carry them.
+    case sourcePriority(ObjectType, source: Source, line: Int)
     /// Something the ledger does not hold (yet); counted, never silently dropped.
     case skipped(element: String, reason: String, line: Int)
     /// A record the ledger would refuse; the rest of the import goes on.
@@ -116,6 +119,14 @@ public final class AppleHealthReader: XMLStreamHandler {
             current = .workout(WorkoutBuilder(attributes: attributes, line: line))
         case "VisionPrescription":
             current = .prescription(PrescriptionBuilder(attributes: attributes, line: line))
+        case "SourcePriority":
+            guard let type = attributes["type"].flatMap({ try? ObjectType($0) }) else {
+                return reject(name, Rejection(kind: .unknownType, reason: "unknown type '\(attributes["type"] ?? "")'"), line: line)
+            }
+            guard let sourceName = attributes["sourceName"], !sourceName.isEmpty else {
+                return reject(name, Rejection(kind: .invalidObject, reason: "a source priority names its source (sourceName)"), line: line)
+            }
+            emit(.sourcePriority(type, source: Source.imported(named: sourceName), line: line))
         default:
             skipping = name
             let reason = switch name {

@@ -59,7 +59,7 @@ public final class XMLStreamParser {
                     guard let name = attributes[index * 5], let start = attributes[index * 5 + 3], let end = attributes[index * 5 + 4] else {
                         continue
                     }
-                    let value = String(decoding: UnsafeBufferPointer(start: start, count: end - start), as: UTF8.self)
+                    let value = XMLStreamParser.attributeValue(UnsafeBufferPointer(start: start, count: end - start))
                     decoded.append(XMLAttribute(name: String(cString: name), value: value))
                 }
             }
@@ -86,6 +86,27 @@ public final class XMLStreamParser {
             if let document = context.pointee.myDoc { xmlFreeDoc(document) }
             xmlFreeParserCtxt(context)
         }
+    }
+
+    /// An attribute's value as the document means it. Not substituting entities (which would
+    /// also expand those a document declares), libxml2 hands every `&` of a value on as
+    /// `&#38;` (`&amp;` in the file, or `&#38;` itself), so each `&#38;` stands for one `&`.
+    static func attributeValue(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        guard let base = bytes.baseAddress, memchr(base, 0x26, bytes.count) != nil else { return String(decoding: bytes, as: UTF8.self) }
+        let escaped: [UInt8] = Array("&#38;".utf8)
+        var value: [UInt8] = []
+        value.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == 0x26, index + escaped.count <= bytes.count, escaped.indices.allSatisfy({ bytes[index + $0] == escaped[$0] }) {
+                value.append(0x26)
+                index += escaped.count
+            } else {
+                value.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: value, as: UTF8.self)
     }
 
     /// The line the parser has reached.

@@ -104,6 +104,41 @@ struct AppleHealthImportTests {
 
         """
 
+    @Test("SourcePriority elements (HealthLedger's exports) are read in order as import sources; an unknown type or a missing source name is rejected with its line; an attribute's & is read as written")
+    func sourcePriorityElements() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_US">
+             <SourcePriority type="HKQuantityTypeIdentifierStepCount" sourceName="Watch"/>
+             <SourcePriority type="HKQuantityTypeIdentifierStepCount" sourceName="Alice’s &amp; Bob’s Phone"/>
+             <SourcePriority type="HKQuantityTypeIdentifierNoSuchThing" sourceName="Phone"/>
+             <SourcePriority type="HKQuantityTypeIdentifierStepCount"/>
+             <Record type="HKQuantityTypeIdentifierDietaryEnergyConsumed" sourceName="Tom &amp; Jerry" unit="kcal" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:00:00 +0100" value="500">
+              <MetadataEntry key="HKFoodType" value="Mac &amp; Cheese, &#38; &amp;#38; &lt;3"/>
+             </Record>
+            </HealthData>
+            """
+        var ranked: [String] = []
+        var rejected: [String] = []
+        for item in try Self.read(xml) {
+            switch item {
+            case .sourcePriority(let type, let source, _): ranked.append("\(type.identifier) \(source.bundleIdentifier)")
+            case .rejected(let element, let kind, _, let line): rejected.append("\(line) \(element) \(kind.rawValue)")
+            case .sample(let object, _, _, _):
+                // Every `&` of an attribute as written (libxml2 hands it on as `&#38;`).
+                let sample = try #require(object.quantitySample)
+                #expect(sample.sourceRevision.source.name == "Tom & Jerry")
+                #expect(sample.metadata[MetadataKey.foodType] == .string("Mac & Cheese, & &#38; <3"))
+            default: Issue.record("unexpected \(item)")
+            }
+        }
+        #expect(ranked == [
+            "HKQuantityTypeIdentifierStepCount \(Source.imported(named: "Watch").bundleIdentifier)",
+            "HKQuantityTypeIdentifierStepCount \(Source.imported(named: "Alice’s & Bob’s Phone").bundleIdentifier)",
+        ])
+        #expect(rejected == ["5 SourcePriority unknown type", "6 SourcePriority invalid object"])
+    }
+
     /// What the reader makes of `xml`, in order.
     static func read(_ xml: String) throws -> [AppleHealthItem] {
         var items: [AppleHealthItem] = []

@@ -1,3 +1,4 @@
+import CLibXML2
 import Foundation
 import HealthExport
 import HealthLedgerSDK
@@ -50,6 +51,22 @@ struct ExportRoundTripTests {
         return lines
     }
 
+    /// Why the `export.xml` in `zip` is not valid against the DTD it carries (libxml2's
+    /// validating parser, as `xmllint --valid` runs it); nil when it is valid.
+    static func dtdViolation(ofExportIn zip: URL) throws -> String? {
+        var bytes: [UInt8] = []
+        try ExportArchive(url: zip).readXML { bytes += $0 }
+        guard let context = xmlNewParserCtxt() else { return "libxml2 made no parser" }
+        defer { xmlFreeParserCtxt(context) }
+        let options = Int32(XML_PARSE_DTDVALID.rawValue | XML_PARSE_NONET.rawValue | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue)
+        let document = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { xmlCtxtReadMemory(context, $0.baseAddress, Int32($0.count), "export.xml", nil, options) }
+        }
+        defer { xmlFreeDoc(document) }
+        guard document == nil || context.pointee.valid == 0 else { return nil }
+        return xmlCtxtGetLastError(context).flatMap { $0.pointee.message.map { String(cString: $0) } } ?? "not valid"
+    }
+
     @Test("JSON Lines and apple-health exports import into new ledgers with identical queries and statistics")
     func roundTrips() async throws {
         try await withTestServer { server in
@@ -86,6 +103,8 @@ struct ExportRoundTripTests {
             let appleZip = server.directory.appending(path: "alice-apple.zip")
             let zipped = try await cli.run(server.ownerCredential, ["export", "alice", "--format", "apple-health", "--output", appleZip.path])
             #expect(zipped.status == 0, "\(zipped.error)")
+            let violation = try Self.dtdViolation(ofExportIn: appleZip)
+            #expect(violation == nil, "export.xml breaks its DTD: \(violation ?? "")")
             let apple = try server.store.createLedger(id: "apple")
             let appleOwner = try await apple.issueCredential(for: .owner)
             let fromApple = try #require(try await cli.json(appleOwner, ["import", "apple-health", appleZip.path]) as? [String: Any])
@@ -117,7 +136,7 @@ struct ExportRoundTripTests {
         }
     }
 
-    @Test("JSON Lines: each type's source order travels (the first saver's, and the owner's), so overlapping sources merge as they did; a re-import changes no order")
+    @Test("JSON Lines and apple-health: each type's source order travels (the first saver's, and the owner's), so overlapping sources merge as they did; a re-import changes no order")
     func sourceOrders() async throws {
         try await withTestServer { server in
             let cli = AuthCLITests.Session(server: server)
@@ -165,8 +184,25 @@ struct ExportRoundTripTests {
             #expect(try await figures(copyStore) == expected)
             let again = try #require(try await cli.json(copyOwner, ["import", "healthledger", lines.path]) as? [String: Any])
             #expect((again["imported"] as? [String: Int])?.isEmpty == true && again["alreadyPresent"] as? Int == 7, "\(again)")
+
+            // apple-health: the order travels as SourcePriority elements, by source name.
+            let zip = server.directory.appending(path: "orders.zip")
+            let zipped = try await cli.run(server.ownerCredential, ["export", "alice", "--format", "apple-health", "--output", zip.path])
+            #expect(zipped.status == 0, "\(zipped.error)")
+            let violation = try Self.dtdViolation(ofExportIn: zip)
+            #expect(violation == nil, "export.xml breaks its DTD: \(violation ?? "")")
+            let apple = try server.store.createLedger(id: "apple")
+            let appleOwner = try await apple.issueCredential(for: .owner)
+            let fromApple = try #require(try await cli.json(appleOwner, ["import", "apple-health", zip.path]) as? [String: Any])
+            #expect((fromApple["imported"] as? [String: Int])?["sourceOrders"] == 2 && fromApple["rejected"] as? [String: Int] == [:], "\(fromApple)")
+            let appleStore = server.client(appleOwner)
+            let names = [Source.imported(named: "Watch").bundleIdentifier, Source.imported(named: "Phone").bundleIdentifier]
+            #expect(try await figures(appleStore) == Array(expected[0...1]) + ["\(names)", "\(Array(names.reversed()))"])
+            let appleAgain = try #require(try await cli.json(appleOwner, ["import", "apple-health", zip.path]) as? [String: Any])
+            #expect((appleAgain["imported"] as? [String: Int])?.isEmpty == true, "\(appleAgain)")
             await owner.close()
             await copyStore.close()
+            await appleStore.close()
         }
     }
 
@@ -256,6 +292,8 @@ struct ExportRoundTripTests {
             let zip = server.directory.appending(path: "apple.zip")
             let exported = try await cli.run(server.ownerCredential, ["export", "alice", "--format", "apple-health", "--output", zip.path])
             #expect(exported.status == 0, "\(exported.error)")
+            let violation = try Self.dtdViolation(ofExportIn: zip)
+            #expect(violation == nil, "export.xml breaks its DTD: \(violation ?? "")")
             let copy = try server.store.createLedger(id: "copy")
             let copyOwner = try await copy.issueCredential(for: .owner)
             let imported = try #require(try await cli.json(copyOwner, ["import", "apple-health", zip.path]) as? [String: Any])

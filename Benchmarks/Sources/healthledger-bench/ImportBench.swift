@@ -202,7 +202,7 @@ enum ImportScenario {
         let reader = AppleHealthReader { item in
             switch item {
             case .sample, .correlation, .workout, .visionPrescription, .characteristic: count += 1
-            case .skipped, .rejected: break
+            case .skipped, .rejected, .sourcePriority: break
             }
         }
         let parser = XMLStreamParser(handler: reader)
