@@ -261,12 +261,15 @@ struct EndToEndTests {
         try await silent.close()
     }
 
-    @Test("with a limit of one call per connection, strictly sequential calls are never refused: a call's slot is free before its status leaves")
+    @Test("with a limit of one call per connection, strictly sequential calls are never refused: a call's slot is free before its status leaves (pings, a query, saves answered on commit)")
     func sequentialCallsAtTheLimit() async throws {
         try await withTestServer(configuration: ServerConfiguration(port: 0, maximumConcurrentCalls: 1)) { server in
             let store = server.client()
             for _ in 0..<2_000 { _ = try await store.ping() }
             #expect(try await store.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).isEmpty)
+            // Small saves, answered from the committing thread: their slots too.
+            for index in 0..<300 { _ = try await store.save(Samples.heartRate(60, at: Double(index))) }
+            #expect(try await store.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count == 300)
             await store.close()
         }
     }

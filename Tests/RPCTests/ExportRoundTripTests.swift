@@ -23,7 +23,10 @@ struct ExportRoundTripTests {
             let samples = try await SampleQueryDescriptor(type: type.objectType).result(for: store).compactMap(\.quantitySample)
             for sample in samples {
                 let source = sameSources ? sample.sourceRevision.source.bundleIdentifier : sample.sourceRevision.source.name
-                lines.append("\(type) \(sample.startDate.timeIntervalSince1970) \(sample.endDate.timeIntervalSince1970) \(try sample.quantity.doubleValue(for: type.canonicalUnit)) \(source)")
+                let metadata = sample.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                lines.append(
+                    "\(type) \(sample.startDate.timeIntervalSince1970) \(sample.endDate.timeIntervalSince1970) \(try sample.quantity.doubleValue(for: type.canonicalUnit)) \(source)"
+                        + " \(sample.sourceRevision.version ?? "-") \(String(describing: sample.device)) \(metadata)")
             }
             let options: StatisticsOptions = type.aggregationStyle == .cumulative ? [.cumulativeSum] : [.discreteAverage, .discreteMin, .discreteMax]
             let statistics = try await store.statistics(for: StatisticsQueryDescriptor(type: type, options: options))
@@ -31,8 +34,17 @@ struct ExportRoundTripTests {
         }
         let sleep = try await SampleQueryDescriptor(type: try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")).result(for: store)
         lines += sleep.compactMap(\.categorySample).map { "sleep \($0.startDate.timeIntervalSince1970) \($0.value)" }
-        let pressures = try await CorrelationQueryDescriptor(type: try CorrelationType("HKCorrelationTypeIdentifierBloodPressure")).result(for: store)
-        lines += pressures.map { "pressure \($0.startDate.timeIntervalSince1970) \($0.objects.map(\.quantity.value).sorted())" }
+        for type in ["HKCorrelationTypeIdentifierBloodPressure", "HKCorrelationTypeIdentifierFood"] {
+            let correlations = try await CorrelationQueryDescriptor(type: try CorrelationType(type)).result(for: store)
+            lines += correlations.map {
+                "\(type) \($0.startDate.timeIntervalSince1970) \($0.objects.map { "\($0.type) \($0.quantity.value)" }.sorted()) \($0.metadata.count)"
+            }
+        }
+        for prescription in try await SampleQueryDescriptor(type: .visionPrescription).result(for: store).compactMap(\.visionPrescription) {
+            lines.append(
+                "prescription \(prescription.prescriptionType) \(prescription.dateIssued.timeIntervalSince1970) \(prescription.expirationDate.timeIntervalSince1970)"
+                    + " \(prescription.description) \(String(describing: prescription.rightEye)) \(String(describing: prescription.leftEye))")
+        }
         for workout in try await SampleQueryDescriptor(type: .workout).result(for: store).compactMap(\.workout) {
             let statistics = try await store.statistics(for: workout.uuid)
             lines.append("workout \(workout.activityType) \(workout.duration) \(statistics.workout.mapValues(\.values).sorted { $0.key.identifier < $1.key.identifier })")
@@ -76,6 +88,8 @@ struct ExportRoundTripTests {
             let original = server.client()
             let expected = try await Self.portrait(original, sameSources: true)
             #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
+            #expect(expected.contains { $0.hasPrefix("prescription glasses") } && expected.contains { $0.hasPrefix("HKCorrelationTypeIdentifierFood") })
+            #expect(expected.contains { $0.contains("Optional(HealthModel.Device(") && $0.contains("HKMetadataKey") }, "samples with devices and metadata")
             // Samples associated by hand travel with JSON Lines too: category samples, and a heart
             // rate outside the workout's span (neither found through the workout's statistics).
             let workout = try #require(try await SampleQueryDescriptor(type: .workout).result(for: original).first?.workout)
