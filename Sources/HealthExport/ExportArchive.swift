@@ -24,7 +24,13 @@ public struct ExportArchive: Sendable {
         if magic.starts(with: [0x50, 0x4B, 0x03, 0x04]) {
             form = .zip
             let archive: Archive
-            do { archive = try Archive(url: url, accessMode: .read) } catch { throw ExportArchiveError("\(url.path) is not a readable zip: \(error)") }
+            do {
+                archive = try Archive(url: url, accessMode: .read)
+            } catch {
+                throw ExportArchiveError(
+                    "\(url.path) is not a readable zip (\(error)); a zip cut short cannot be read, as its index is at its end: copy it again, "
+                        + "or import the export.xml that unzipping what is there recovers")
+            }
             guard let entry = archive.first(where: { $0.type == .file && ($0.path == "export.xml" || $0.path.hasSuffix("/export.xml")) }) else {
                 throw ExportArchiveError("\(url.path) holds no export.xml")
             }

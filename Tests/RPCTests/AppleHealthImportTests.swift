@@ -322,6 +322,18 @@ struct AppleHealthImportTests {
             #expect((summary["skipped"] as? [String: Int])?[AppleHealthImporter.undecidedMember] == 2)
             #expect(try await energyValues() == [30, 95])
 
+            // A zip cut short: its index is gone, so nothing of it is read, and the message says why.
+            let zipBytes = try Data(contentsOf: zip)
+            let cutZip = directory.appending(path: "cut.zip")
+            try zipBytes.prefix(zipBytes.count / 2).write(to: cutZip)
+            let fresh = try server.store.createLedger(id: "fresh")
+            let freshOwner = try await fresh.issueCredential(for: .owner)
+            let cutRun = try await cli.run(freshOwner, ["import", "apple-health", cutZip.path])
+            #expect(cutRun.status != 0 && cutRun.error.contains("a zip cut short cannot be read"), "\(cutRun.error)")
+            let freshStore = server.client(freshOwner)
+            #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: freshStore).isEmpty)
+            await freshStore.close()
+
             let garbage = directory.appending(path: "garbage.xml")
             try Data("this is not xml\u{0}\u{1}".utf8).write(to: garbage)
             let refused = try await cli.run(server.ownerCredential, ["import", "apple-health", garbage.path])
