@@ -279,6 +279,12 @@ public enum AppleHealthWriter {
         }.joined()
     }
 
+    /// The attributes of a `RightEye` or `LeftEye` element: each measure and its unit.
+    private static let lensAttributes = ["sphere", "cylinder", "axis", "add", "vertex", "prismAmount", "prismAngle", "farPD", "nearPD", "baseCurve", "diameter"]
+        .flatMap { [$0, $0 + "Unit"] }
+        .map { "\n  " + $0.padding(toLength: 16, withPad: " ", startingAt: 0) + " CDATA #IMPLIED" }
+        .joined() + "\n"
+
     /// The internal DTD the Health app writes at the top of `export.xml` (export version 14).
     public static let dtd = """
         <!DOCTYPE HealthData [
@@ -391,55 +397,9 @@ public enum AppleHealthWriter {
           device           CDATA #IMPLIED
         >
         <!ELEMENT RightEye EMPTY>
-        <!ATTLIST RightEye
-          sphere           CDATA #IMPLIED
-          sphereUnit       CDATA #IMPLIED
-          cylinder         CDATA #IMPLIED
-          cylinderUnit     CDATA #IMPLIED
-          axis             CDATA #IMPLIED
-          axisUnit         CDATA #IMPLIED
-          add              CDATA #IMPLIED
-          addUnit          CDATA #IMPLIED
-          vertex           CDATA #IMPLIED
-          vertexUnit       CDATA #IMPLIED
-          prismAmount      CDATA #IMPLIED
-          prismAmountUnit  CDATA #IMPLIED
-          prismAngle       CDATA #IMPLIED
-          prismAngleUnit   CDATA #IMPLIED
-          farPD            CDATA #IMPLIED
-          farPDUnit        CDATA #IMPLIED
-          nearPD           CDATA #IMPLIED
-          nearPDUnit       CDATA #IMPLIED
-          baseCurve        CDATA #IMPLIED
-          baseCurveUnit    CDATA #IMPLIED
-          diameter         CDATA #IMPLIED
-          diameterUnit     CDATA #IMPLIED
-        >
+        <!ATTLIST RightEye\(lensAttributes)>
         <!ELEMENT LeftEye EMPTY>
-        <!ATTLIST LeftEye
-          sphere           CDATA #IMPLIED
-          sphereUnit       CDATA #IMPLIED
-          cylinder         CDATA #IMPLIED
-          cylinderUnit     CDATA #IMPLIED
-          axis             CDATA #IMPLIED
-          axisUnit         CDATA #IMPLIED
-          add              CDATA #IMPLIED
-          addUnit          CDATA #IMPLIED
-          vertex           CDATA #IMPLIED
-          vertexUnit       CDATA #IMPLIED
-          prismAmount      CDATA #IMPLIED
-          prismAmountUnit  CDATA #IMPLIED
-          prismAngle       CDATA #IMPLIED
-          prismAngleUnit   CDATA #IMPLIED
-          farPD            CDATA #IMPLIED
-          farPDUnit        CDATA #IMPLIED
-          nearPD           CDATA #IMPLIED
-          nearPDUnit       CDATA #IMPLIED
-          baseCurve        CDATA #IMPLIED
-          baseCurveUnit    CDATA #IMPLIED
-          diameter         CDATA #IMPLIED
-          diameterUnit     CDATA #IMPLIED
-        >
+        <!ATTLIST LeftEye\(lensAttributes)>
         <!ELEMENT Attachment EMPTY>
         <!ATTLIST Attachment
           identifier       CDATA #IMPLIED
