@@ -62,7 +62,7 @@ struct ExportCommand: AsyncParsableCommand {
         if events { return }
         let counts = summary.objects.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
         let total = summary.objects.values.reduce(0, +)
-        FileHandle.standardError.write(Data("exported \(total) objects (\(counts)), \(summary.characteristics) characteristics, \(summary.associations) workout associations, \(summary.attachments) attachments in \(String(format: "%.1f", summary.seconds)) s\n".utf8))
+        FileHandle.standardError.write(Data("exported \(total) objects (\(counts)), \(summary.characteristics) characteristics, \(summary.associations) workout associations, \(summary.attachments) attachments, \(summary.sourceOrders) source orders in \(String(format: "%.1f", summary.seconds)) s\n".utf8))
     }
 }
 
