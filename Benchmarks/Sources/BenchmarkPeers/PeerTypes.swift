@@ -92,6 +92,12 @@ public protocol PeerConnection: AnyObject {
     func ping() throws
 }
 
+/// A connection that can keep several calls in flight (PostgreSQL's pipeline mode).
+public protocol PipelinedPeerConnection: PeerConnection {
+    /// `count` no-op queries in flight at once, all answered before it returns.
+    func pipelinedPings(_ count: Int) throws
+}
+
 // MARK: - JSON
 
 extension PeerSample {

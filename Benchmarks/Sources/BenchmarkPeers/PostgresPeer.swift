@@ -277,7 +277,7 @@ public final class PostgresPeer: PeerDatabase {
 
 /// One libpq connection. Batches go in with COPY, a single sample with one prepared statement;
 /// queries are prepared statements with text parameters and text results.
-final class PostgresConnection: PeerConnection {
+final class PostgresConnection: PipelinedPeerConnection {
     static let schema = """
         CREATE TABLE events (
             seq bigserial PRIMARY KEY,
@@ -471,6 +471,30 @@ final class PostgresConnection: PeerConnection {
 
     func ping() throws {
         _ = try query("SELECT 1", [])
+    }
+
+    /// `count` no-op queries (`SELECT 1`) in flight at once on this one connection: sent in
+    /// libpq's pipeline mode, then one sync, then every answer read.
+    func pipelinedPings(_ count: Int) throws {
+        guard PQenterPipelineMode(connection) == 1 else { throw PeerError("cannot enter pipeline mode: \(libpqMessage(PQerrorMessage(connection)))") }
+        defer { PQexitPipelineMode(connection) }
+        for _ in 0..<count {
+            guard PQsendQueryParams(connection, "SELECT 1", 0, nil, nil, nil, nil, 0) == 1 else {
+                throw PeerError("cannot send a pipelined query: \(libpqMessage(PQerrorMessage(connection)))")
+            }
+        }
+        guard PQpipelineSync(connection) == 1 else { throw PeerError("cannot sync the pipeline: \(libpqMessage(PQerrorMessage(connection)))") }
+        var answered = 0
+        while true {
+            // Each query's results end with a null; the sync's own result ends the pipeline.
+            guard let result = PQgetResult(connection) else { continue }
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+            guard status == PGRES_TUPLES_OK else { throw PeerError("a pipelined SELECT 1 failed: \(libpqMessage(PQerrorMessage(connection)))") }
+            answered += 1
+        }
+        guard answered == count else { throw PeerError("\(answered) of \(count) pipelined queries answered") }
     }
 
     // MARK: libpq plumbing

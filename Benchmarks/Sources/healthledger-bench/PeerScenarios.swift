@@ -5,6 +5,7 @@ import HealthModel
 /// A peer's figures for the scenarios it can do.
 struct PeerFigures: Sendable {
     var ping: Figure?
+    var callsInFlight: Figure?
     var batchedIngest: Figure?
     var concurrentSaves: Figure?
     var sequentialSaves: Figure?
@@ -44,6 +45,22 @@ struct PeerScenarios {
                 p50s.append(percentile(times.sorted(), 0.5))
             }
             figures.ping = Figure(p50s)
+        }
+        // 64 calls in flight on one connection: `SELECT 1` pipelined, 64 per sync.
+        if let pipelined = connection as? any PipelinedPeerConnection {
+            var rates: [Double] = []
+            for _ in 0..<plan.rounds {
+                let started = clock.now
+                var done = 0
+                while done < plan.callsInFlight {
+                    let count = min(64, plan.callsInFlight - done)
+                    try pipelined.pipelinedPings(count)
+                    done += count
+                }
+                rates.append(Double(plan.callsInFlight) / seconds(clock.now - started))
+            }
+            figures.callsInFlight = Figure(rates)
+            print("  \(peer.name): 64 calls in flight \(Int(figures.callsInFlight!.median)) calls/s")
         }
 
         // Batched ingest: 1,000 samples per transaction, 4 clients.

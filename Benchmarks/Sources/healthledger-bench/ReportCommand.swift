@@ -127,9 +127,13 @@ struct ReportCommand: AsyncParsableCommand {
             format: "the caller's task prefers the store's executor (its connection's event loop); on the default executor, in alternate rounds: p50 %.1f µs",
             hl.pingP50DefaultExecutor.median))
         results.append(ping)
-        results.append(ScenarioResult(
+        var calls = ScenarioResult(
             name: "64 calls in flight, one connection", unit: "calls/s", direction: .higherIsBetter, target: 50_000, targetText: "≥ 50,000 calls/s",
-            healthLedger: hl.callsInFlight))
+            healthLedger: hl.callsInFlight)
+        if let tcp = reference.pingPongMicroseconds { calls.references.append(("C TCP ping-pong, one at a time", Figure(1e6 / tcp))) }
+        calls.references += peer(\.callsInFlight)
+        if !peer(\.callsInFlight).isEmpty { calls.notes.append("PostgreSQL: SELECT 1 in libpq's pipeline mode, 64 per sync, on one connection") }
+        results.append(calls)
         var ingest = ScenarioResult(
             name: "batched ingest, 1,000 per call, durable", unit: "samples/s", direction: .higherIsBetter, target: 250_000,
             targetText: "≥ 250,000 samples/s", healthLedger: hl.batchedIngest)
