@@ -1,5 +1,4 @@
 import Foundation
-import HealthLedgerRPC
 import HealthLedgerSDK
 import HealthModel
 import ZIPFoundation
@@ -64,7 +63,16 @@ public struct AppleHealthExporter {
                 try xml.flush()
             }
         }
-        summary.sourceOrders = try await writeSourceOrders(to: xml)
+        // Each type's sources in order of priority, by which statistics merge overlapping
+        // samples: the Health app's format has no place for it, so an element of the file's
+        // DTD holds it. Sources go by name: two of one name become one.
+        for (type, sources) in try await store.sourceOrders() {
+            var seen = Set<String>()
+            let names = sources.map(\.name).filter { seen.insert($0).inserted }
+            guard names.count > 1 else { continue }
+            for name in names { try xml.write(AppleHealthWriter.sourcePriority(type, sourceName: name)) }
+            summary.sourceOrders += 1
+        }
         try xml.write("</HealthData>\n")
         try xml.close()
 
@@ -79,33 +87,6 @@ public struct AppleHealthExporter {
         }
         summary.seconds = seconds(since: started)
         return summary
-    }
-}
-
-extension AppleHealthExporter {
-    /// Writes, for each type with more than one source (by name), a `SourcePriority` element
-    /// per source, highest priority first: statistics merge overlapping samples of several
-    /// sources by that order, which the Health app's export format has no place for (the
-    /// element is declared in the file's DTD). Only the owner may read the order.
-    ///
-    /// - Returns: the number of types whose order was written.
-    fileprivate func writeSourceOrders(to xml: XMLWriter) async throws -> Int {
-        var written = 0
-        for type in LedgerLines.exportedTypes {
-            let sources: [Source]
-            do {
-                sources = try await store.sourcePriority(for: type)
-            } catch let error as RPCError where error.code == .permissionDenied {
-                return written
-            }
-            // Sources are written by name: two of one name become one.
-            var seen = Set<String>()
-            let names = sources.map(\.name).filter { seen.insert($0).inserted }
-            guard names.count > 1 else { continue }
-            for name in names { try xml.write(AppleHealthWriter.sourcePriority(type, sourceName: name)) }
-            written += 1
-        }
-        return written
     }
 }
 

@@ -45,6 +45,25 @@ public struct ExportSummary: Sendable, Codable {
     public init() {}
 }
 
+extension HealthStore {
+    /// The sources of each type that has more than one, highest priority first (statistics
+    /// merge overlapping samples of several sources by that order), for the types an export
+    /// walks. Only the owner may read the order: empty for an app.
+    func sourceOrders() async throws -> [(type: ObjectType, sources: [Source])] {
+        var orders: [(type: ObjectType, sources: [Source])] = []
+        for type in LedgerLines.exportedTypes {
+            let sources: [Source]
+            do {
+                sources = try await sourcePriority(for: type)
+            } catch let error as RPCError where error.code == .permissionDenied {
+                return []
+            }
+            if sources.count > 1 { orders.append((type, sources)) }
+        }
+        return orders
+    }
+}
+
 /// Writes every object the caller may read as ``LedgerLines``.
 public struct LedgerLinesExporter {
     public let store: HealthStore
@@ -92,7 +111,13 @@ public struct LedgerLinesExporter {
                 }
             }
         }
-        try await writeSourceOrders(to: output, summary: &summary)
+        // Each type's sources by priority: a copy saves them in its own order (the owner's
+        // first, then the order of their first saves), which would merge overlapping samples
+        // differently.
+        for (type, sources) in try await store.sourceOrders() {
+            try output.json(["kind": "sourceOrder", "type": type.identifier, "sources": sources.map(\.bundleIdentifier)])
+            summary.sourceOrders += 1
+        }
         // A workout's associated samples may be of any sample type, whenever they were taken:
         // each type the ledger holds is asked for the workout's members.
         for workout in workouts {
@@ -129,24 +154,6 @@ public struct LedgerLinesExporter {
         try output.flush()
         summary.seconds = seconds(since: started)
         return summary
-    }
-
-    /// Writes, for each type with more than one source, its sources by priority: a copy saves
-    /// them in its own order (the owner's first, then the order of their first saves), which
-    /// would merge overlapping samples differently. Only the owner may read the order; an
-    /// app's export has none.
-    private func writeSourceOrders(to output: LineWriter, summary: inout ExportSummary) async throws {
-        for type in LedgerLines.exportedTypes {
-            let sources: [Source]
-            do {
-                sources = try await store.sourcePriority(for: type)
-            } catch let error as RPCError where error.code == .permissionDenied {
-                return
-            }
-            guard sources.count > 1 else { continue }
-            try output.json(["kind": "sourceOrder", "type": type.identifier, "sources": sources.map(\.bundleIdentifier)])
-            summary.sourceOrders += 1
-        }
     }
 
     /// The objects that hold attachments, in the order the attachments were first added:
