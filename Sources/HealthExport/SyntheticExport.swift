@@ -1,5 +1,6 @@
 import Foundation
 import HealthModel
+import ZIPFoundation
 
 /// Writes a realistic Apple Health `export.xml` of a given number of records, for benchmarks:
 /// the mix of a person with an Apple Watch and a phone over the years (heart rate most of
@@ -14,9 +15,24 @@ public struct SyntheticExport {
         self.seed = seed
     }
 
-    /// Writes the export to `url`; returns the number of top-level elements written.
+    /// Writes the export to `url`: a zip holding `apple_health_export/export.xml`, as the
+    /// Health app writes it, when the name ends in `.zip`; the XML itself otherwise.
+    ///
+    /// - Returns: the number of top-level elements written.
     @discardableResult
     public func write(to url: URL) throws -> Int {
+        guard url.pathExtension.lowercased() == "zip" else { return try writeXML(to: url) }
+        let xml = FileManager.default.temporaryDirectory.appending(path: "generated-export-\(UUID().uuidString).xml")
+        defer { try? FileManager.default.removeItem(at: xml) }
+        let count = try writeXML(to: xml)
+        try? FileManager.default.removeItem(at: url)
+        let archive: Archive
+        do { archive = try Archive(url: url, accessMode: .create) } catch { throw ExportArchiveError("cannot create \(url.path): \(error)") }
+        try archive.addEntry(with: "apple_health_export/export.xml", fileURL: xml, compressionMethod: .deflate)
+        return count
+    }
+
+    private func writeXML(to url: URL) throws -> Int {
         guard FileManager.default.createFile(atPath: url.path, contents: nil) else { throw ExportArchiveError("cannot create \(url.path)") }
         let handle = try FileHandle(forWritingTo: url)
         let writer = XMLWriter(handle: handle)

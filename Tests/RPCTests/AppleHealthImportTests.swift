@@ -259,6 +259,23 @@ struct AppleHealthImportTests {
         }
     }
 
+    @Test("a generated export named .zip is a zip holding apple_health_export/export.xml, the same XML as the one written bare")
+    func generatedZip() throws {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "healthledger-generated-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func contents(_ name: String) throws -> [UInt8] {
+            let url = directory.appending(path: name)
+            #expect(try SyntheticExport(records: 500).write(to: url) == 500)
+            var bytes: [UInt8] = []
+            try ExportArchive(url: url).readXML { bytes += $0 }
+            return bytes
+        }
+        let zipped = try contents("export.zip")
+        #expect(try Data(contentsOf: directory.appending(path: "export.zip")).starts(with: [0x50, 0x4B, 0x03, 0x04]))
+        #expect(zipped == (try contents("export.xml")) && zipped.count > 100_000)
+    }
+
     @Test("batches too large for a frame are split until each part fits: the same import as with room to spare, nothing rejected")
     func batchesSplitToFitFrames() async throws {
         let directory = FileManager.default.temporaryDirectory.appending(path: "healthledger-split-\(UUID().uuidString)")

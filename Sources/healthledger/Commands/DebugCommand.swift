@@ -12,7 +12,8 @@ struct DebugCommand: AsyncParsableCommand {
     /// Writes the benchmark's generated Apple Health export, to import by hand.
     struct GenerateExport: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "generate-export", abstract: "Write a realistic generated export.xml (about 375 bytes a record).")
+            commandName: "generate-export",
+            abstract: "Write a realistic generated export.xml (about 375 bytes a record), zipped as the Health app does when the name ends in .zip.")
 
         @Option var records = 100_000
         @Option(name: .shortAndLong) var output: String
