@@ -43,6 +43,11 @@ public struct ImportSummary: Sendable, Codable {
 
     public init() {}
 
+    /// Counts a source order the import applied (`changed`), or found in place.
+    mutating func countSourceOrder(changed: Bool) {
+        if changed { imported["sourceOrders", default: 0] += 1 } else { alreadyPresent += 1 }
+    }
+
     /// Counts one element skipped for `reason`.
     public mutating func skip(_ reason: String) {
         if skipped[reason] == nil, skipped.count >= Self.reasonLimit {
@@ -314,13 +319,7 @@ public final class AppleHealthImporter {
     /// Puts each type's sources in the order the export gives (once every sample is saved,
     /// since a source is ordered among those that saved the type).
     private func orderSources() async throws {
-        for (type, sources) in sourceOrders {
-            if try await store.orderSources(of: type, as: sources) {
-                summary.imported["sourceOrders", default: 0] += 1
-            } else {
-                summary.alreadyPresent += 1
-            }
-        }
+        for (type, sources) in sourceOrders { summary.countSourceOrder(changed: try await store.orderSources(of: type, as: sources)) }
     }
 
     /// Associates each workout with the samples its statistics summarise: those of the

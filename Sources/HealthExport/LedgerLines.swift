@@ -307,11 +307,7 @@ public struct LedgerLinesImporter {
                     guard let name = line["type"] as? String, let type = try? ObjectType(name), let sources = line["sources"] as? [String] else {
                         throw ExportArchiveError("a source order needs a known type and its sources")
                     }
-                    if try await store.orderSources(of: type, as: sources) {
-                        summary.imported["sourceOrders", default: 0] += 1
-                    } else {
-                        summary.alreadyPresent += 1
-                    }
+                    summary.countSourceOrder(changed: try await store.orderSources(of: type, as: sources))
                 case "association":
                     try await flush()
                     guard let workout = (line["workout"] as? String).flatMap(UUID.init(uuidString:)),

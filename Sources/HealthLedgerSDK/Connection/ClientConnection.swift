@@ -31,11 +31,8 @@ final class ClientConnection: Sendable {
         }
         let host = configuration.host
         let maximumFrameSize = configuration.maximumFrameSize
-        func timeAmount(_ duration: Duration) -> TimeAmount {
-            .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
-        }
-        let keepalive = configuration.keepaliveInterval.map(timeAmount)
-        let pongTimeout = (configuration.keepaliveTimeout ?? configuration.keepaliveInterval).map(timeAmount)
+        let keepalive = configuration.keepaliveInterval.map(TimeAmount.init)
+        let pongTimeout = (configuration.keepaliveTimeout ?? configuration.keepaliveInterval).map(TimeAmount.init)
         do {
             let bootstrap = ClientBootstrap(group: group)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)

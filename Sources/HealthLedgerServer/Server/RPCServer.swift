@@ -82,7 +82,7 @@ public final class RPCServer: Service, Sendable {
                     }
                     let idle = configuration.idleTimeout
                     try channel.pipeline.syncOperations.addHandler(
-                        IdleStateHandler(allTimeout: .nanoseconds(idle.components.seconds * 1_000_000_000 + idle.components.attoseconds / 1_000_000_000)))
+                        IdleStateHandler(allTimeout: TimeAmount(idle)))
                     try channel.pipeline.syncOperations.addHandler(
                         ByteToMessageHandler(FrameDecoder(maximumFrameSize: configuration.maximumFrameSize)))
                     try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
@@ -146,7 +146,7 @@ public final class RPCServer: Service, Sendable {
                 if once.claim() { continuation.resume(returning: value) }
             }
             future.whenComplete { _ in finish(true) }
-            loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+            loop.scheduleTask(in: TimeAmount(timeout)) {
                 finish(false)
             }
         }

@@ -147,7 +147,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         var timer: Scheduled<Void>?
         if request.timeoutMs != 0 || kind != .longRunning {
             let timeout = dispatcher.timeout(milliseconds: request.timeoutMs)
-            timer = loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+            timer = loop.scheduleTask(in: TimeAmount(timeout)) {
                 deadline.expire()
                 task.cancel()
             }
