@@ -199,7 +199,7 @@ let package = Package(
             name: "LedgerTests",
             dependencies: [
                 "Ledger", "LMDB", "HealthModel", "LedgerSchema", "healthledger", "TestSupport",
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"), .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -52,14 +52,15 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         configuration.port = try number(port, "PORT") ?? configuration.port
         configuration.maximumFrameSize = try number(maximumFrameSize, "MAX_FRAME_SIZE") ?? configuration.maximumFrameSize
         configuration.maximumConcurrentCalls = try number(maximumCalls, "MAX_CALLS") ?? configuration.maximumConcurrentCalls
-        configuration.idleTimeout = .seconds(try number(idleTimeout, "IDLE_TIMEOUT") ?? 300)
+        let idleSeconds = try number(idleTimeout, "IDLE_TIMEOUT") ?? 300
+        configuration.idleTimeout = .seconds(idleSeconds)
         switch (setting(tlsCertificate, "TLS_CERT"), setting(tlsKey, "TLS_KEY")) {
         case (let certificate?, let key?): configuration.tls = .init(certificateChain: certificate, privateKey: key)
         case (nil, nil): break
         default: throw ValidationError("TLS needs both --tls-cert and --tls-key")
         }
-        guard configuration.maximumFrameSize >= 1024, configuration.maximumConcurrentCalls >= 1 else {
-            throw ValidationError("--max-frame-size must be at least 1024 and --max-calls at least 1")
+        guard configuration.maximumFrameSize >= 1024, configuration.maximumConcurrentCalls >= 1, idleSeconds >= 1 else {
+            throw ValidationError("--max-frame-size must be at least 1024, --max-calls at least 1 and --idle-timeout at least 1 (seconds)")
         }
 
         let path = setting(dataDirectory, "DATA_DIR") ?? "data"

@@ -203,8 +203,10 @@ final class LineProcess: Sendable {
 
     /// - Parameter readingStandardError: read the process's standard error (its log)
     ///   instead of its standard output.
-    init(_ executable: URL, _ arguments: [String], readingStandardError: Bool = false) throws {
-        let process = try ChildProcess(executable, arguments, captureOutput: !readingStandardError, captureError: readingStandardError)
+    /// - Parameter environment: variables set for the process on top of this one's.
+    init(_ executable: URL, _ arguments: [String], readingStandardError: Bool = false, environment: [String: String] = [:]) throws {
+        let process = try ChildProcess(
+            executable, arguments, captureOutput: !readingStandardError, captureError: readingStandardError, environment: environment)
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
         self.process = process
         self.lines = lines

@@ -3,6 +3,7 @@ import HealthLedgerSDK
 import HealthLedgerServer
 import HealthModel
 import Ledger
+import LedgerSchema
 import Logging
 import Synchronization
 import Testing
@@ -21,15 +22,40 @@ struct ErrorMappingTests {
         #expect((status.cause as? HealthError)?.code == .authorizationDenied)
     }
 
+    @Test("each of HealthKit's codes maps to the status of docs/PROTOCOL.md §8.2; a status number the client does not know reads as unknown")
+    func healthCodeTable() {
+        let table: [HealthError.Code: RPCStatusCode] = [
+            .healthDataUnavailable: .unavailable, .healthDataRestricted: .failedPrecondition, .invalidArgument: .invalidArgument,
+            .authorizationDenied: .permissionDenied, .authorizationNotDetermined: .permissionDenied, .databaseInaccessible: .unavailable,
+            .userCanceled: .cancelled, .anotherWorkoutSessionStarted: .failedPrecondition, .userExitedWorkoutSession: .failedPrecondition,
+            .requiredAuthorizationDenied: .permissionDenied, .noData: .notFound, .workoutActivityNotAllowed: .failedPrecondition,
+            .dataSizeExceeded: .resourceExhausted, .backgroundWorkoutSessionNotAllowed: .failedPrecondition,
+            .notPermissibleForGuestUserMode: .failedPrecondition,
+        ]
+        #expect(table.count == 15)
+        for (code, status) in table {
+            let mapped = RPCError(mapping: HealthError(code, "m"))
+            #expect(mapped.code == status && mapped.healthErrorCode == code, "\(code)")
+            // On the wire and back, as the SDK reads a status.
+            let wire = Healthledger_V1_Frame.status(id: 1, mapped).status
+            #expect(wire.healthErrorCode == Int32(code.rawValue) && RPCError(wire) == mapped, "\(code)")
+        }
+        var unknown = Healthledger_V1_CallStatus()
+        unknown.code = .UNRECOGNIZED(99)
+        unknown.message = "from a later server"
+        #expect(RPCError(unknown)?.code == .unknown && RPCError(unknown)?.message == "from a later server")
+    }
+
     @Test("a ledger failure maps by kind, and keeps the storage error beneath it")
     func ledgerFailure() throws {
-        let cases: [(LedgerFailure.Kind, RPCStatusCode)] = [
-            (.notFound, .notFound), (.alreadyExists, .alreadyExists), (.invalidArgument, .invalidArgument), (.corrupted, .dataLoss),
-            (.storage, .unavailable),
+        // docs/PROTOCOL.md §8.2, the store's failures.
+        let cases: [(LedgerFailure.Kind, RPCStatusCode, HealthError.Code?)] = [
+            (.notFound, .notFound, nil), (.alreadyExists, .alreadyExists, nil), (.invalidArgument, .invalidArgument, .invalidArgument),
+            (.corrupted, .dataLoss, .databaseInaccessible), (.storage, .unavailable, .databaseInaccessible),
         ]
-        for (kind, code) in cases {
+        for (kind, code, health) in cases {
             let status = RPCError(mapping: LedgerFailure(kind, "what happened"))
-            #expect(status.code == code && status.message == "what happened", "\(kind)")
+            #expect(status.code == code && status.message == "what happened" && status.healthErrorCode == health, "\(kind)")
         }
         let full = LedgerFailure(.storage, "storage failed; nothing was written", cause: Unexpected())
         let status = RPCError(mapping: full)

@@ -44,12 +44,26 @@ struct MethodTableTests {
         }
 
         // §4.3: "- **Streaming methods** (`QuerySamples`, …, `WatchAudit`): zero or more …"
-        let start = try #require(document.range(of: "- **Streaming methods** ("))
-        let end = try #require(document.range(of: "):", range: start.upperBound..<document.endIndex))
-        let listed = Set(document[start.upperBound..<end.lowerBound].split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) })
+        let listed = try Self.quotedNames(in: document, from: "- **Streaming methods** (", to: "):")
         let streaming = Set(RPCMethod.allCases.filter { MethodTable.kind(of: $0)?.isStreaming == true }.map {
             String($0.rawValue.dropFirst("healthledger.v1.Ledger/".count))
         })
         #expect(listed == streaming)
+    }
+
+    /// The names in backticks between `start` and `end` in the document.
+    static func quotedNames(in document: String, from start: String, to end: String) throws -> Set<String> {
+        let from = try #require(document.range(of: start))
+        let to = try #require(document.range(of: end, range: from.upperBound..<document.endIndex))
+        let text = document[from.upperBound..<to.lowerBound].replacingOccurrences(of: "\n", with: " ")
+        return Set(text.split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) })
+    }
+
+    @Test("§4.4 names exactly the methods the server runs as writes, which no cancel or deadline stops")
+    func documentedWrites() throws {
+        let listed = try Self.quotedNames(in: try Self.protocolDocument(), from: "**Writes are not stopped by a deadline or a cancel.** A write —", to: "— is handed")
+        let writes = Set(RPCMethod.allCases.filter(MethodTable.writes).map { String($0.rawValue.dropFirst("healthledger.v1.Ledger/".count)) })
+        #expect(listed == writes)
+        #expect(writes.contains("Save") && writes.contains("RevokeCredential") && !writes.contains("Statistics"))
     }
 }

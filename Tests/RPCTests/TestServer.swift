@@ -125,12 +125,21 @@ final class DaemonProcess: Sendable {
     private let process: LineProcess
     let port: Int
 
-    init(dataDirectory: URL) async throws {
+    static let executable = AuthCLITests.executable.deletingLastPathComponent().appending(path: "healthledgerd")
+
+    /// - Parameters:
+    ///   - arguments: more flags for the daemon.
+    ///   - environment: variables set for it.
+    init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:]) async throws {
         process = try LineProcess(
-            AuthCLITests.executable.deletingLastPathComponent().appending(path: "healthledgerd"),
-            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--log-level", "info"], readingStandardError: true)
+            Self.executable, ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--log-level", "info"] + arguments,
+            readingStandardError: true, environment: environment)
+        var lines: [String] = []
         while true {
-            guard let line = await process.nextLine() else { throw DaemonFailure(message: "healthledgerd exited before listening") }
+            guard let line = await process.nextLine() else {
+                throw DaemonFailure(message: "healthledgerd exited before listening: \(lines.joined(separator: "\n"))")
+            }
+            lines.append(line)
             guard line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) else { continue }
             port = Int(address.1)!
             break

@@ -26,7 +26,10 @@ public final class ChildProcess: @unchecked Sendable {
     /// - Parameters:
     ///   - captureOutput: read the child's standard output through ``output`` (else discarded).
     ///   - captureError: read its standard error through ``error`` (else discarded).
-    public init(_ executable: URL, _ arguments: [String], captureOutput: Bool = true, captureError: Bool = true) throws {
+    ///   - environment: variables set for the child on top of this process's own.
+    public init(
+        _ executable: URL, _ arguments: [String], captureOutput: Bool = true, captureError: Bool = true, environment: [String: String] = [:]
+    ) throws {
         // Pipes are made and marked close-on-exec under the lock every spawn takes, so that
         // no child started meanwhile inherits another's pipe.
         Self.spawning.lock()
@@ -53,8 +56,11 @@ public final class ChildProcess: @unchecked Sendable {
         }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        let variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in envp { free(pointer) } }
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable.path, &actions, nil, argv, environ)
+        let result = posix_spawn(&pid, executable.path, &actions, nil, argv, envp)
         for fd in writeEnds { close(fd) }
         guard result == 0 else {
             for fd in readEnds where fd >= 0 { close(fd) }

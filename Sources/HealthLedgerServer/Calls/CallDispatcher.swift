@@ -23,9 +23,9 @@ package struct CallDispatcher: Sendable {
     }
 
     /// Sends a streamed message of this call to the client.
-    typealias Send = @Sendable (_ message: [UInt8]) -> Void
+    package typealias Send = @Sendable (_ message: [UInt8]) -> Void
     /// Ends the call: its response (unary calls) and its status, written together.
-    typealias Finish = @Sendable (_ response: [UInt8]?, _ failure: RPCError?) -> Void
+    package typealias Finish = @Sendable (_ response: [UInt8]?, _ failure: RPCError?) -> Void
 
     /// The deadline of a call that asks for `milliseconds` (0: the default).
     func timeout(milliseconds: UInt32) -> Duration {
@@ -97,11 +97,14 @@ package struct CallDispatcher: Sendable {
         }
     }
 
-    /// Runs the call to its end and finishes it. A call cancelled because its deadline
-    /// passed (``CallDeadline/expire()``) ends with `deadlineExceeded`.
+    /// Runs the call to its end and finishes it. A read stopped by the server's cancel of its
+    /// task ends with why: `deadlineExceeded` when its deadline passed (``CallDeadline/expire()``),
+    /// `unavailable` when the server shuts down, `cancelled` when the client cancelled it,
+    /// even if its work had come to an end by then (a read in a task looks at cancellation
+    /// only between steps). A write keeps its own outcome: once handed to the ledger it commits.
     ///
     /// - Parameter method: the request's method, parsed once by the connection (nil: unknown).
-    func run(
+    package func run(
         id: UInt64, method: RPCMethod?, request: Healthledger_V1_CallRequest, window: StreamWindow?, deadline: CallDeadline, send: @escaping Send,
         finish: Finish
     ) async {
@@ -112,15 +115,10 @@ package struct CallDispatcher: Sendable {
             do {
                 response = try await handle(method, request: request, window: window, send: send)
             } catch {
-                let status = RPCError(mapping: error)
-                let cancelled = status.code == .cancelled || Task.isCancelled
-                if deadline.expired && cancelled {
-                    failure = RPCError(.deadlineExceeded, "the call's deadline of \(timeout(milliseconds: request.timeoutMs)) passed")
-                } else if deadline.shuttingDown && cancelled {
-                    failure = RPCError(.unavailable, "the server is shutting down; call again (from the last anchor) once it is back")
-                } else {
-                    failure = status
-                }
+                failure = RPCError(mapping: error)
+            }
+            if !MethodTable.writes(method), Task.isCancelled || failure?.code == .cancelled {
+                failure = stopped(by: deadline, timeout: request.timeoutMs)
             }
         } else {
             failure = RPCError(.unimplemented, "unknown method '\(request.method.prefix(200))'")
@@ -128,6 +126,14 @@ package struct CallDispatcher: Sendable {
         if let failure { logged(failure, id: id, request: request) }
         finish(failure == nil ? response : nil, failure)
         counted(method, failure: failure, started: started)
+    }
+
+    /// The status of a read whose task was cancelled: by its deadline, by the server's
+    /// shutdown, or by the client.
+    private func stopped(by deadline: CallDeadline, timeout milliseconds: UInt32) -> RPCError {
+        if deadline.expired { return RPCError(.deadlineExceeded, "the call's deadline of \(timeout(milliseconds: milliseconds)) passed") }
+        if deadline.shuttingDown { return RPCError(.unavailable, "the server is shutting down; call again (from the last anchor) once it is back") }
+        return RPCError(.cancelled, "the call was cancelled")
     }
 
     /// Logs a failure the operator must hear of (an internal error, damaged data, failed
@@ -230,14 +236,16 @@ package struct CallDispatcher: Sendable {
 
 /// Why a call's task was cancelled by the server: its deadline passed, or the server is
 /// shutting down (long-running calls). Set just before the task is cancelled.
-final class CallDeadline: Sendable {
+package final class CallDeadline: Sendable {
     private let state = Mutex((expired: false, shuttingDown: false))
+
+    package init() {}
 
     var expired: Bool { state.withLock { $0.expired } }
     var shuttingDown: Bool { state.withLock { $0.shuttingDown } }
 
-    func expire() { state.withLock { $0.expired = true } }
-    func shutDown() { state.withLock { $0.shuttingDown = true } }
+    package func expire() { state.withLock { $0.expired = true } }
+    package func shutDown() { state.withLock { $0.shuttingDown = true } }
 }
 
 /// Metric handles for calls, made once per method and status code (not per call).

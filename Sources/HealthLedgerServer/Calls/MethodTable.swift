@@ -50,6 +50,10 @@ struct MethodRegistration: Sendable {
     let answersAsOf: Bool
     /// Called with an operator credential, on the store rather than one ledger.
     let isOperatorMethod: Bool
+    /// Changes the ledger or the store. Once handed over, a write runs to its end and keeps
+    /// its own outcome, whatever cancel or deadline comes; a read that one stops ends with
+    /// its status instead (``CallDispatcher/run(id:method:request:window:deadline:send:finish:)``).
+    var writes = false
     /// A unary write whose small requests are prepared on the event loop and answered from
     /// the committing thread, with no task between (``CallDispatcher/answerOnCommit``).
     var answersOnCommit = false
@@ -66,15 +70,18 @@ struct MethodRegistration: Sendable {
 
     /// A read answered at once on the event loop.
     static func immediate<Request: SwiftProtobuf.Message>(
-        _: Request.Type, asOf: Bool = true, _ handler: @escaping @Sendable (LedgerCall, Request) throws -> [UInt8]
+        _: Request.Type, asOf: Bool = true, writes: Bool = false, _ handler: @escaping @Sendable (LedgerCall, Request) throws -> [UInt8]
     ) -> Self {
-        MethodRegistration(kind: .immediate, answersAsOf: asOf, isOperatorMethod: false) { payload in
+        var registration = MethodRegistration(kind: .immediate, answersAsOf: asOf, isOperatorMethod: false) { payload in
             let request = try decode(Request.self, payload)
             return .immediate { try handler($0, request) }
         }
+        registration.writes = writes
+        return registration
     }
 
-    /// A method that waits: a write, or a read that may take long.
+    /// A method that waits: a write, or (`asOf`: answered by a point-in-time view too) a read
+    /// that may take long.
     static func unary<Request: SwiftProtobuf.Message>(
         _: Request.Type, asOf: Bool = false, _ handler: @escaping @Sendable (LedgerCall, Request) async throws -> [UInt8]
     ) -> Self {
@@ -86,10 +93,12 @@ struct MethodRegistration: Sendable {
         decoding decode: @escaping @Sendable ([UInt8]) throws -> Request, asOf: Bool = false,
         _ handler: @escaping @Sendable (LedgerCall, Request) async throws -> [UInt8]
     ) -> Self {
-        MethodRegistration(kind: .unary, answersAsOf: asOf, isOperatorMethod: false) { payload in
+        var registration = MethodRegistration(kind: .unary, answersAsOf: asOf, isOperatorMethod: false) { payload in
             let request = try decode(payload)
             return .unary { try await handler($0, request) }
         }
+        registration.writes = !asOf
+        return registration
     }
 
     /// A write that waits for its commit and nothing else: a small request needs no task
@@ -103,6 +112,7 @@ struct MethodRegistration: Sendable {
             return .onCommit { handler($0, request, $1) }
         }
         registration.answersOnCommit = true
+        registration.writes = true
         return registration
     }
 
@@ -117,14 +127,16 @@ struct MethodRegistration: Sendable {
         }
     }
 
-    /// An operator method.
+    /// An operator method; `writes` when it changes the store.
     static func onStore<Request: SwiftProtobuf.Message>(
-        _: Request.Type, _ handler: @escaping @Sendable (OperatorCall, Request) async throws -> [UInt8]
+        _: Request.Type, writes: Bool, _ handler: @escaping @Sendable (OperatorCall, Request) async throws -> [UInt8]
     ) -> Self {
-        MethodRegistration(kind: .unary, answersAsOf: false, isOperatorMethod: true) { payload in
+        var registration = MethodRegistration(kind: .unary, answersAsOf: false, isOperatorMethod: true) { payload in
             let request = try decode(Request.self, payload)
             return .onStore { try await handler($0, request) }
         }
+        registration.writes = writes
+        return registration
     }
 }
 
@@ -132,6 +144,9 @@ struct MethodRegistration: Sendable {
 package enum MethodTable {
     /// How `method` runs; nil for a method the server does not answer.
     package static func kind(of method: RPCMethod) -> MethodKind? { registrations[method]?.kind }
+
+    /// Whether `method` changes the ledger or the store (a cancel or deadline never stops it).
+    package static func writes(_ method: RPCMethod) -> Bool { registrations[method]?.writes ?? false }
 
     /// Whether `method`'s small requests are answered from their commit, without a task.
     package static func answersOnCommit(_ method: RPCMethod) -> Bool { registrations[method]?.answersOnCommit ?? false }
@@ -187,10 +202,10 @@ package enum MethodTable {
         .setCharacteristic: .unary(Healthledger_V1_Characteristic.self) { try await $0.setCharacteristic($1) },
         .associateSamples: .unary(Healthledger_V1_AssociateSamplesRequest.self) { try await $0.associateSamples($1) },
         .workoutStatistics: .unary(Healthledger_V1_WorkoutStatisticsRequest.self, asOf: true) { try $0.workoutStatistics($1) },
-        .beginRoute: .immediate(Healthledger_V1_BeginRouteRequest.self, asOf: false) { try $0.beginRoute($1) },
-        .addRouteLocations: .immediate(Healthledger_V1_AddRouteLocationsRequest.self, asOf: false) { try $0.addRouteLocations($1) },
+        .beginRoute: .immediate(Healthledger_V1_BeginRouteRequest.self, asOf: false, writes: true) { try $0.beginRoute($1) },
+        .addRouteLocations: .immediate(Healthledger_V1_AddRouteLocationsRequest.self, asOf: false, writes: true) { try $0.addRouteLocations($1) },
         .finishRoute: .unary(Healthledger_V1_FinishRouteRequest.self) { try await $0.finishRoute($1) },
-        .discardRoute: .immediate(Healthledger_V1_DiscardRouteRequest.self, asOf: false) { try $0.discardRoute($1) },
+        .discardRoute: .immediate(Healthledger_V1_DiscardRouteRequest.self, asOf: false, writes: true) { try $0.discardRoute($1) },
         .routeLocations: .stream(Healthledger_V1_RouteQueryRequest.self, types: { _ in [.workoutRoute] }) {
             try await $0.routeLocations($1, onScope: $2.scanned, $2.emit)
         },
@@ -200,11 +215,11 @@ package enum MethodTable {
         .treeHead: .immediate(Healthledger_V1_Empty.self, asOf: false) { try $0.treeHead($1) },
         .inclusionProof: .immediate(Healthledger_V1_InclusionProofRequest.self, asOf: false) { try $0.inclusionProof($1) },
         .consistencyProof: .immediate(Healthledger_V1_ConsistencyProofRequest.self, asOf: false) { try $0.consistencyProof($1) },
-        .createLedger: .onStore(Healthledger_V1_CreateLedgerRequest.self) { try $0.createLedger($1) },
-        .listLedgers: .onStore(Healthledger_V1_Empty.self) { try $0.listLedgers($1) },
-        .issueCredential: .onStore(Healthledger_V1_IssueCredentialRequest.self) { try await $0.issueCredential($1) },
-        .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self) { try await $0.revokeCredential($1) },
-        .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self) { try $0.listCredentials($1) },
+        .createLedger: .onStore(Healthledger_V1_CreateLedgerRequest.self, writes: true) { try $0.createLedger($1) },
+        .listLedgers: .onStore(Healthledger_V1_Empty.self, writes: false) { try $0.listLedgers($1) },
+        .issueCredential: .onStore(Healthledger_V1_IssueCredentialRequest.self, writes: true) { try await $0.issueCredential($1) },
+        .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: true) { try await $0.revokeCredential($1) },
+        .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: false) { try $0.listCredentials($1) },
     ]
 
     /// A type and, for a correlation type, its member types: a correlation's stream reads both.

@@ -3,7 +3,7 @@ import Synchronization
 /// Flow control for a server-streaming call: the client grants messages with
 /// `WindowUpdate`; the server waits when the window is used up, so a slow reader never
 /// makes it buffer without bound.
-final class StreamWindow: Sendable {
+package final class StreamWindow: Sendable {
     private struct State {
         var available: Int
         var waiter: CheckedContinuation<Void, any Error>?

@@ -53,7 +53,8 @@ package struct ConnectionState: Sendable {
         }
         guard phase == .active else { return .refuse(callID: id, RPCError(.unavailable, "the server is shutting down")) }
         guard openCalls.count < maximumCalls else {
-            return .refuse(callID: id, RPCError(.resourceExhausted, "\(maximumCalls) calls are already open on this connection, its limit"))
+            let open = maximumCalls == 1 ? "1 call is" : "\(maximumCalls) calls are"
+            return .refuse(callID: id, RPCError(.resourceExhausted, "\(open) already open on this connection, its limit"))
         }
         openCalls.insert(id)
         highestCallID = max(highestCallID, id)
