@@ -392,6 +392,46 @@ struct ProtocolStatementTests {
         }
     }
 
+    @Test("§4.9/§9: a drain lets a call in flight run until the drain timeout, then cancels it and closes the connection")
+    func drainTimeout() async throws {
+        let log = CapturedLog()
+        // The call's own deadline is far beyond the test's time limit: only the drain can end it.
+        let configuration = ServerConfiguration(port: 0, defaultTimeout: .seconds(600), drainTimeout: .milliseconds(300))
+        try await withTestServer(configuration: configuration, logger: Logger(label: "test") { _ in log }) { server in
+            try await Self.saveHeartRates(5, on: server)
+            let raw = try await RawConnection(port: server.port)
+            try await raw.send(try Self.request(1, .querySamples, server.ownerCredential, Self.oneByOne, window: 1))
+            let first = await Self.next(raw)
+            #expect(first?.callID == 1 && first.map { if case .message = $0.kind { true } else { false } } == true)
+            let stopping = Task { await server.stop() }
+            let goAway = await Self.next(raw)
+            guard case .goAway(let away)? = goAway?.kind else { Issue.record("no go-away: \(String(describing: goAway))"); return }
+            #expect(away.reason == "the server is shutting down" && away.lastCallID == 1)
+            while let frame = await Self.next(raw) {
+                #expect(frame.callID == 1 && Self.isStatus(frame), "only the stalled call's status may follow: \(frame)")
+            }
+            await stopping.value
+            #expect(log.lines.contains { $0.message == "calls still running after the drain timeout; closing them" })
+        }
+    }
+
+    @Test("§8.1/§9: a save or delete of more than 100,000 items is refused whole with resourceExhausted, health code 13")
+    func itemLimit() async throws {
+        try await withTestServer(configuration: ServerConfiguration(port: 0, maximumFrameSize: 64 << 20)) { server throws in
+            var configuration = HealthStoreConfiguration(port: server.port, credential: server.ownerCredential)
+            configuration.maximumFrameSize = 64 << 20
+            let owner = HealthStore(configuration: configuration)
+            let delete = await expectRPCError(.resourceExhausted, .dataSizeExceeded, "delete") { _ = try await owner.delete((0...100_000).map { _ in UUID() }) }
+            #expect(delete?.message == "a delete holds at most 100000 UUIDs, got 100001")
+            let save = await expectRPCError(.resourceExhausted, .dataSizeExceeded, "save") {
+                try await owner.save((0...100_000).map { Samples.heartRate(60, at: Double($0)) })
+            }
+            #expect(save?.message == "a save holds at most 100000 objects, got 100001")
+            #expect(try await owner.result(for: SampleQueryDescriptor(type: Types.heartRate)).isEmpty, "nothing saved")
+            await owner.close()
+        }
+    }
+
     // MARK: §4.10, §5: points and credentials
 
     @Test("§4.10/§5: a time after the head reads the head; a revoked credential cannot read the past; anchors of the present and of a view are interchangeable")

@@ -1,6 +1,7 @@
 import Foundation
 import HealthLedgerRPC
 import HealthLedgerSDK
+import HealthModel
 import LedgerSchema
 import NIOCore
 import NIOPosix
@@ -84,6 +85,23 @@ struct UnstartedCallRetryTests {
             (error as? RPCError)?.code == .unavailable && (error as? RPCError)?.message.contains("going away") == true
         }
         #expect(accepted.count.withLock { $0 } == 3)
+        await store.close()
+        try await listener.close()
+    }
+
+    @Test("a stream above the go-away's last call id is not sent again: it ends unavailable, saying it was not started")
+    func streamNotRetried() async throws {
+        let (listener, accepted) = try await Self.listen(refused: 1)
+        let store = HealthStore(configuration: HealthStoreConfiguration(port: listener.localAddress!.port!, credential: "hl1:any:x:y"))
+        let type = try ObjectType("HKQuantityTypeIdentifierHeartRate")
+        await #expect {
+            for try await _ in try await store.results(for: SampleQueryDescriptor(type: type)) {}
+        } throws: { error in
+            (error as? RPCError)?.code == .unavailable && (error as? RPCError)?.message.hasSuffix("; the call was not started") == true
+        }
+        #expect(accepted.count.withLock { $0 } == 1, "no second connection for the stream")
+        // The next call opens a new connection, which answers.
+        #expect(try await store.ping().ledgerID == "second-connection")
         await store.close()
         try await listener.close()
     }
