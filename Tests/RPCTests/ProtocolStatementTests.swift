@@ -462,6 +462,10 @@ struct ProtocolStatementTests {
             #expect(failure?.message == "the credential is invalid, unknown or revoked")
             await owner.close()
         }
+        // The views the server keeps (§4.10) and how often it looks for other processes' events (§5.2), as healthledgerd configures its store.
+        let defaults = LedgerConfiguration()
+        #expect(defaults.viewCapacity == 8 && defaults.viewDiskLimit == 8 << 30 && defaults.viewIdleLifetime == .seconds(600))
+        #expect(defaults.followInterval == .milliseconds(250))
     }
 
     // MARK: §9: the daemon's limits
