@@ -83,11 +83,64 @@ public struct FrameEncoder: MessageToByteEncoder {
     public init() {}
 
     public func encode(data: Healthledger_V1_Frame, out: inout ByteBuffer) throws {
-        let bytes: [UInt8] = try data.serializedBytes()
-        out.reserveCapacity(minimumWritableBytes: FrameLayout.headerSize + bytes.count)
-        out.writeInteger(UInt8(0))
-        out.writeInteger(UInt32(bytes.count))
-        out.writeBytes(bytes)
+        out.writeFrame(data)
+    }
+}
+
+extension ByteBuffer {
+    /// Appends `frame` with its 5-byte prefix.
+    public mutating func writeFrame(_ frame: Healthledger_V1_Frame) {
+        // Serializing a frame cannot fail: it has no required fields and no maps of messages.
+        let bytes: [UInt8] = try! frame.serializedBytes()
+        reserveCapacity(minimumWritableBytes: FrameLayout.headerSize + bytes.count)
+        writeInteger(UInt8(0))
+        writeInteger(UInt32(bytes.count))
+        writeBytes(bytes)
+    }
+
+    /// Appends the frame `Healthledger_V1_Frame.message(id:_:)` makes, written directly:
+    /// the same bytes as ``writeFrame(_:)`` writes for it, without building the message.
+    /// A server answers every call with one, so this is on the path of every call.
+    public mutating func writeMessageFrame(id: UInt64, _ payload: some Collection<UInt8>) {
+        writeFrame(id: id, field: .message, payload)
+    }
+
+    /// Appends the frame `Healthledger_V1_Frame.status(id:_:)` makes, written directly (an
+    /// `OK` status is the empty `CallStatus`); the same bytes as ``writeFrame(_:)`` writes.
+    public mutating func writeStatusFrame(id: UInt64, _ error: RPCError?) {
+        guard let error else { return writeFrame(id: id, field: .status, EmptyCollection()) }
+        // Serializing a status cannot fail.
+        let status: [UInt8] = try! Healthledger_V1_Frame.status(id: id, error).status.serializedBytes()
+        writeFrame(id: id, field: .status, status)
+    }
+
+    /// A frame of `call_id` (omitted when 0, as proto3 does) and one length-delimited field.
+    private mutating func writeFrame(id: UInt64, field: FrameField, _ payload: some Collection<UInt8>) {
+        let idSize = id == 0 ? 0 : 1 + Self.varintSize(id)
+        let length = idSize + 1 + Self.varintSize(UInt64(payload.count)) + payload.count
+        reserveCapacity(minimumWritableBytes: FrameLayout.headerSize + length)
+        writeInteger(UInt8(0))
+        writeInteger(UInt32(length))
+        if id != 0 {
+            writeInteger(UInt8(FrameField.callId.rawValue << 3))
+            writeVarint(id)
+        }
+        writeInteger(UInt8(field.rawValue << 3 | 2))
+        writeVarint(UInt64(payload.count))
+        writeBytes(payload)
+    }
+
+    private mutating func writeVarint(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            writeInteger(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        writeInteger(UInt8(value))
+    }
+
+    private static func varintSize(_ value: UInt64) -> Int {
+        value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
     }
 }
 

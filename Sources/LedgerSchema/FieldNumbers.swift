@@ -133,6 +133,13 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
 
 // MARK: - rpc.proto
 
+/// `healthledger.v1.Frame`: the fields of the frames a server writes directly for every call.
+@usableFromInline package enum FrameField: Int, ProtoFields {
+    @usableFromInline package typealias Message = Healthledger_V1_Frame
+    case callId = 1
+    case message = 3, status
+}
+
 /// `healthledger.v1.SaveRequest`, and `SampleBatch` (its one field numbered alike, which
 /// `FieldNumberTests` also holds).
 @usableFromInline package enum SaveRequestField: Int, ProtoFields {

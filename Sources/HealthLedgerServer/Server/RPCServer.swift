@@ -85,7 +85,6 @@ public final class RPCServer: Service, Sendable {
                         IdleStateHandler(allTimeout: TimeAmount(idle)))
                     try channel.pipeline.syncOperations.addHandler(
                         ByteToMessageHandler(FrameDecoder(maximumFrameSize: configuration.maximumFrameSize)))
-                    try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
                     let handler = ServerConnectionHandler(
                         dispatcher: dispatcher, maximumConcurrentCalls: configuration.maximumConcurrentCalls, idleTimeout: configuration.idleTimeout,
                         logger: logger, onClose: { id in connections.remove(id) })

@@ -8,9 +8,12 @@ import SwiftProtobuf
 /// them, answers pings, refuses calls beyond the limit or while draining, and closes the
 /// connection when its byte stream can no longer be trusted or it idles. Which of these
 /// happens is decided by ``ConnectionState``; this handler carries it out.
+///
+/// It writes its frames as bytes: a call's response and status are written directly into
+/// one buffer (``NIOCore/ByteBuffer/writeMessageFrame(id:_:)``), one write for both.
 package final class ServerConnectionHandler: ChannelInboundHandler {
     package typealias InboundIn = InboundFrame
-    package typealias OutboundOut = Healthledger_V1_Frame
+    package typealias OutboundOut = ByteBuffer
 
     /// What a running call holds (a call answered at once holds nothing).
     private struct RunningCall {
@@ -65,7 +68,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         reading = true
         switch unwrapInboundIn(data) {
         case .malformed(let reason):
-            context.writeAndFlush(wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, reason))), promise: nil)
+            context.writeAndFlush(bytes(of: .status(id: 0, RPCError(.invalidArgument, reason)), context), promise: nil)
         case .frame(let frame):
             switch frame.kind {
             case .request(let request): open(frame.callID, request, context: context)
@@ -74,11 +77,11 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
             case .ping(let ping):
                 var pong = Healthledger_V1_Frame()
                 pong.pong = .with { $0.nonce = ping.nonce }
-                context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+                context.writeAndFlush(bytes(of: pong, context), promise: nil)
             case .pong, .message, .status, .goAway, nil:
                 // On call 0: a status on the frame's own id could end a call still running there.
                 context.writeAndFlush(
-                    wrapOutboundOut(.status(id: 0, RPCError(.invalidArgument, "a client may not send this frame (on call \(frame.callID))"))),
+                    bytes(of: .status(id: 0, RPCError(.invalidArgument, "a client may not send this frame (on call \(frame.callID))")), context),
                     promise: nil)
             }
         }
@@ -102,7 +105,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         switch state.admit(id) {
         case .ignore: return
         case .refuse(let callID, let error):
-            context.writeAndFlush(wrapOutboundOut(.status(id: callID, error)), promise: nil)
+            context.writeAndFlush(bytes(of: .status(id: callID, error), context), promise: nil)
             return
         case .start: break
         }
@@ -118,8 +121,10 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         let finish: CallDispatcher.Finish = { response, failure in
             let write: @Sendable () -> Void = {
                 let handler = finished.value
-                if let response { channel.write(Healthledger_V1_Frame.message(id: id, response), promise: nil) }
-                channel.write(Healthledger_V1_Frame.status(id: id, failure), promise: nil)
+                var answer = channel.allocator.buffer(capacity: (response?.count ?? 0) + (failure?.message.utf8.count ?? 0) + 48)
+                if let response { answer.writeMessageFrame(id: id, response) }
+                answer.writeStatusFrame(id: id, failure)
+                channel.write(answer, promise: nil)
                 handler.unflushed = true
                 if !handler.reading { handler.flushAnswers() }
                 handler.finish(id)
@@ -141,7 +146,11 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         let task = Task {
             await dispatcher.run(
                 id: id, method: method, request: request, window: window, deadline: deadline,
-                send: { message in channel.writeAndFlush(Healthledger_V1_Frame.message(id: id, message), promise: nil) }, finish: finish)
+                send: { message in
+                    var frame = channel.allocator.buffer(capacity: message.count + 24)
+                    frame.writeMessageFrame(id: id, message)
+                    channel.writeAndFlush(frame, promise: nil)
+                }, finish: finish)
         }
         // The deadline is a timer on the event loop that cancels the call's task.
         var timer: Scheduled<Void>?
@@ -153,6 +162,13 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
             }
         }
         running[id] = RunningCall(task: task, window: window, timer: timer, deadline: deadline, longRunning: kind == .longRunning)
+    }
+
+    /// `frame` as the bytes to write.
+    private func bytes(of frame: Healthledger_V1_Frame, _ context: ChannelHandlerContext) -> NIOAny {
+        var buffer = context.channel.allocator.buffer(capacity: 64)
+        buffer.writeFrame(frame)
+        return wrapOutboundOut(buffer)
     }
 
     private func finish(_ id: UInt64) {
@@ -175,7 +191,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
             if let goAway = state.idle(reason: "the connection was idle for \(idleTimeout)") {
                 logger.debug("closing an idle connection")
                 let channel = context.channel
-                context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in channel.close(promise: nil) }
+                context.writeAndFlush(bytes(of: goAway, context)).whenComplete { _ in channel.close(promise: nil) }
             }
             return
         }
@@ -187,14 +203,14 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         let reason = (error as? FrameError).map(\.description) ?? "connection error: \(error)"
         logger.debug("closing a connection", metadata: ["reason": "\(reason)"])
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(state.broken(reason: reason))).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(bytes(of: state.broken(reason: reason), context)).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Refuses new calls, tells the client, and closes once the calls in flight have ended.
     package func drain(promise: EventLoopPromise<Void>) {
         guard let context, let (goAway, closeNow) = state.drain(reason: "the server is shutting down") else { return promise.succeed() }
         drained = promise
-        context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+        context.writeAndFlush(bytes(of: goAway, context), promise: nil)
         // Long-running calls would never finish by themselves: end them now.
         for call in running.values where call.longRunning {
             call.deadline.shutDown()
