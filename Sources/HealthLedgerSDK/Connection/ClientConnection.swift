@@ -45,7 +45,6 @@ final class ClientConnection: Sendable {
                         }
                         if let keepalive { try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: keepalive)) }
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(maximumFrameSize: maximumFrameSize)))
-                        try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
                         try channel.pipeline.syncOperations.addHandler(ClientFrameHandler(calls: calls, pongTimeout: pongTimeout))
                     }
                 }
@@ -154,29 +153,31 @@ final class OutboundFrames: Sendable {
         if channel.eventLoop.inEventLoop { write() } else { channel.eventLoop.execute(write) }
     }
 
-    /// On the event loop: writes what is queued, then flushes once.
+    /// On the event loop: writes what is queued as one buffer, and flushes it. If the write
+    /// fails, every call whose request it held fails.
     private func write() {
         let frames = pending.withLock { pending in
             defer { pending = Pending() }
             return pending.frames
         }
+        var buffer = channel.allocator.buffer(capacity: 256 * frames.count)
+        var requests: [UInt64] = []
         for (frame, call) in frames {
-            guard let call else {
-                channel.write(frame, promise: nil)
-                continue
-            }
-            channel.write(frame).whenFailure { [calls] error in
-                calls.abandon(call, with: RPCError(.unavailable, "the connection failed: \(error)", cause: error))
-            }
+            buffer.writeFrame(frame)
+            if let call { requests.append(call) }
         }
-        channel.flush()
+        let written = channel.writeAndFlush(buffer)
+        guard !requests.isEmpty else { return }
+        written.whenFailure { [calls, requests] error in
+            for call in requests { calls.abandon(call, with: RPCError(.unavailable, "the connection failed: \(error)", cause: error)) }
+        }
     }
 }
 
 /// Routes the server's frames to the calls.
 final class ClientFrameHandler: ChannelInboundHandler {
     typealias InboundIn = InboundFrame
-    typealias OutboundOut = Healthledger_V1_Frame
+    typealias OutboundOut = ByteBuffer
 
     private let calls: CallTable
     /// How long a keepalive ping may go unanswered.
@@ -196,7 +197,9 @@ final class ClientFrameHandler: ChannelInboundHandler {
         guard pongDeadline == nil, let pongTimeout else { return }
         var ping = Healthledger_V1_Frame()
         ping.ping = .with { $0.nonce = UInt64.random(in: 1...UInt64.max) }
-        context.writeAndFlush(wrapOutboundOut(ping), promise: nil)
+        var bytes = context.channel.allocator.buffer(capacity: 32)
+        bytes.writeFrame(ping)
+        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
         let channel = context.channel
         let calls = calls
         pongDeadline = context.eventLoop.scheduleTask(in: pongTimeout) {
