@@ -432,6 +432,37 @@ struct ProtocolStatementTests {
         }
     }
 
+    @Test("§6.1/§7.10: a workout's 256 activities and 4,096 events, and an object's 100 attachments, are limits: one more is resourceExhausted, health code 13")
+    func sizeLimits() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let start = Samples.base
+            func workout(activities: Int, markers: Int) -> HealthObject {
+                .workout(Workout(
+                    configuration: WorkoutConfiguration(activityType: .running), start: start, end: start.addingTimeInterval(10_000),
+                    events: (0..<markers).map { WorkoutEvent(type: .marker, start: start.addingTimeInterval(Double($0) * 2)) },
+                    activities: (0..<activities).map { index in
+                        WorkoutActivity(
+                            configuration: WorkoutConfiguration(activityType: .running), start: start.addingTimeInterval(Double(index) * 10),
+                            end: start.addingTimeInterval(Double(index) * 10 + 5))
+                    }))
+            }
+            try await owner.save(workout(activities: 256, markers: 4096))
+            await expectRPCError(.resourceExhausted, .dataSizeExceeded, "257 activities") { try await owner.save(workout(activities: 257, markers: 0)) }
+            await expectRPCError(.resourceExhausted, .dataSizeExceeded, "4,097 events") { try await owner.save(workout(activities: 0, markers: 4097)) }
+
+            let sample = Samples.heartRate(60, at: 0)
+            try await owner.save(sample)
+            let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3]
+            for index in 0..<100 { _ = try await owner.addAttachment(to: sample.uuid, name: "scan-\(index).png", contentType: "image/png", data: png) }
+            await expectRPCError(.resourceExhausted, .dataSizeExceeded, "a 101st attachment") {
+                _ = try await owner.addAttachment(to: sample.uuid, name: "one-more.png", contentType: "image/png", data: png)
+            }
+            #expect(try await owner.attachments(of: sample.uuid).count == 100)
+            await owner.close()
+        }
+    }
+
     // MARK: §4.10, §5: points and credentials
 
     @Test("§4.10/§5: a time after the head reads the head; a revoked credential cannot read the past; anchors of the present and of a view are interchangeable")
