@@ -432,7 +432,7 @@ struct ProtocolStatementTests {
         }
     }
 
-    @Test("§6.1/§7.10: a workout's 256 activities and 4,096 events, and an object's 100 attachments, are limits: one more is resourceExhausted, health code 13")
+    @Test("§6.1/§7.10/§7.12: a workout's 256 activities and 4,096 events, an association's 10,000 samples and an object's 100 attachments are limits: one more is resourceExhausted, health code 13")
     func sizeLimits() async throws {
         try await withTestServer { server in
             let owner = server.client()
@@ -447,7 +447,11 @@ struct ProtocolStatementTests {
                             end: start.addingTimeInterval(Double(index) * 10 + 5))
                     }))
             }
-            try await owner.save(workout(activities: 256, markers: 4096))
+            let largest = workout(activities: 256, markers: 4096)
+            try await owner.save(largest)
+            await expectRPCError(.resourceExhausted, .dataSizeExceeded, "10,001 associated samples") {
+                try await owner.add((0...10_000).map { _ in UUID() }, to: largest.uuid)
+            }
             await expectRPCError(.resourceExhausted, .dataSizeExceeded, "257 activities") { try await owner.save(workout(activities: 257, markers: 0)) }
             await expectRPCError(.resourceExhausted, .dataSizeExceeded, "4,097 events") { try await owner.save(workout(activities: 0, markers: 4097)) }
 
