@@ -513,7 +513,7 @@ struct ProtocolStatementTests {
                 #expect(refused?.message.contains("--max-frame-size must be at least 1024, --max-calls at least 1 and --idle-timeout at least 1") == true, "\(flags)")
             }
             let daemon = try await DaemonProcess(
-                dataDirectory: server.directory, arguments: ["--max-frame-size", "2048"], environment: ["HEALTHLEDGER_MAX_CALLS": "1", "HEALTHLEDGER_IDLE_TIMEOUT": "1"])
+                dataDirectory: server.directory, arguments: ["--max-frame-size", "2048"], environment: ["HEALTHLEDGER_MAX_CALLS": "1"])
             defer { daemon.stop() }
             let raw = try await RawConnection(port: daemon.port)
             try await raw.send(try Self.request(1, .watchChanges, server.ownerCredential, Healthledger_V1_ChangeQueryRequest.with { $0.type = Self.heartRate }))
@@ -527,8 +527,11 @@ struct ProtocolStatementTests {
             }
             #expect(goAway?.reason == "frame of 2049 bytes exceeds the limit of 2048 bytes")
 
-            // Idle for a second with no call open: the go-away, then the close.
-            let idle = try await RawConnection(port: daemon.port)
+            // Idle for a second with no call open: the go-away, then the close. (A daemon of its
+            // own: the connections above must not close for idleness however slow the machine.)
+            let idler = try await DaemonProcess(dataDirectory: server.directory, environment: ["HEALTHLEDGER_IDLE_TIMEOUT": "1"])
+            defer { idler.stop() }
+            let idle = try await RawConnection(port: idler.port)
             let frame = await Self.next(idle)
             guard case .goAway(let away)? = frame?.kind else { Issue.record("no go-away: \(String(describing: frame))"); return }
             #expect(away.reason.hasPrefix("the connection was idle for 1") && away.lastCallID == 0)
