@@ -207,6 +207,16 @@ struct WorkoutLedgerTests {
         #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(0)], to: again, by: Self.appA) }
         try ledger.discardRoute(opened[1], by: Self.appA)
         #expect(try ledger.addRouteLocations(batch, to: other, by: Self.appB) == ObjectLimits.maximumRouteLocations)
+
+        // The ledger's builders together: at most 64, whoever opened them.
+        let full = try temporary.ledgerStore.createLedger(id: "full")
+        let apps = (0..<9).map { Principal.app(Source(bundleIdentifier: "com.example.app\($0)", name: "App \($0)")) }
+        for app in apps.prefix(8) {
+            for _ in 0..<RouteBuilders.maximumOpenPerPrincipal { _ = try full.beginRoute(by: app) }
+        }
+        #expect(RouteBuilders.maximumOpenPerPrincipal * 8 == RouteBuilders.maximumOpen)
+        #expect { try full.beginRoute(by: apps[8]) } throws: { ($0 as? HealthError)?.code == .dataSizeExceeded }
+        #expect { try full.beginRoute(by: .owner) } throws: { ($0 as? HealthError)?.code == .dataSizeExceeded }
     }
 
     @Test("workout statistics are statistics queries over the workout's span; a sample crossing an activity boundary is split")
