@@ -76,17 +76,8 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
     }
 }
 
-/// Writes frames with their 5-byte prefix.
-public struct FrameEncoder: MessageToByteEncoder {
-    public typealias OutboundIn = Healthledger_V1_Frame
-
-    public init() {}
-
-    public func encode(data: Healthledger_V1_Frame, out: inout ByteBuffer) throws {
-        out.writeFrame(data)
-    }
-}
-
+/// Frames written with their 5-byte prefix: the server and the SDK write bytes, with no
+/// encoder in their pipelines.
 extension ByteBuffer {
     /// Appends `frame` with its 5-byte prefix.
     public mutating func writeFrame(_ frame: Healthledger_V1_Frame) {

@@ -20,7 +20,7 @@ struct UnstartedCallRetryTests {
     /// and a close; on later connections, answers pings.
     final class Peer: ChannelInboundHandler, Sendable {
         typealias InboundIn = InboundFrame
-        typealias OutboundOut = Healthledger_V1_Frame
+        typealias OutboundOut = ByteBuffer
         let refuse: Bool
 
         init(refuse: Bool) { self.refuse = refuse }
@@ -31,12 +31,16 @@ struct UnstartedCallRetryTests {
                 var goAway = Healthledger_V1_Frame()
                 goAway.goAway = .with { $0.lastCallID = 0; $0.reason = "the connection was idle for 300.0 seconds" }
                 let channel = context.channel
-                context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in channel.close(promise: nil) }
+                var bytes = context.channel.allocator.buffer(capacity: 64)
+                bytes.writeFrame(goAway)
+                context.writeAndFlush(wrapOutboundOut(bytes)).whenComplete { _ in channel.close(promise: nil) }
                 return
             }
             let response = Healthledger_V1_PingResponse.with { $0.ledgerID = "second-connection" }
-            context.write(wrapOutboundOut(.message(id: frame.callID, try! response.serializedBytes())), promise: nil)
-            context.writeAndFlush(wrapOutboundOut(.status(id: frame.callID, nil)), promise: nil)
+            var answer = context.channel.allocator.buffer(capacity: 64)
+            answer.writeMessageFrame(id: frame.callID, try! response.serializedBytes() as [UInt8])
+            answer.writeStatusFrame(id: frame.callID, nil)
+            context.writeAndFlush(wrapOutboundOut(answer), promise: nil)
         }
     }
 
@@ -56,7 +60,6 @@ struct UnstartedCallRetryTests {
                 }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder()))
-                    try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(FrameEncoder()))
                     try channel.pipeline.syncOperations.addHandler(Peer(refuse: number <= refused))
                 }
             }
