@@ -488,7 +488,8 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// phone's), and comparing bytes with a handful costs less than hashing a string for a
     /// dictionary (a name such as "Alice’s Apple Watch" is not ASCII, so hashing normalises it
     /// first).
-    private var recentTypes = Reuse<(type: RecordType, mayBeCorrelationMember: Bool)>()
+    /// Each type flagged with whether it may be a correlation's member.
+    private var recentTypes = Reuse<RecordType>()
     private var recentSources = Reuse<Source>()
     private var recentDevices = Reuse<Device?>()
 
@@ -499,11 +500,17 @@ public final class AppleHealthReader: XMLStreamHandler {
     }
 
     private func recordType(_ name: String) -> RecordType {
-        Self.value(&recentTypes, for: name, Self.classify).type
+        classified(name).type
     }
 
     private func mayBeCorrelationMember(_ name: String) -> Bool {
-        Self.value(&recentTypes, for: name, Self.classify).mayBeCorrelationMember
+        classified(name).mayBeCorrelationMember
+    }
+
+    private func classified(_ name: String) -> (type: RecordType, mayBeCorrelationMember: Bool) {
+        var bytes = name
+        let (type, member) = bytes.withUTF8 { recentTypes.valueAndFlag(for: UnsafeRawBufferPointer($0)) { _ in Self.classify(name) } }
+        return (type, member)
     }
 
     private static func classify(_ name: String) -> (type: RecordType, mayBeCorrelationMember: Bool) {

@@ -25,7 +25,7 @@ public struct HealthObjectDecoder {
 
     public mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject {
         do {
-            return try fast.decode(bytes).object
+            return try fast.decode(bytes)
         } catch {
             return try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model()
         }
@@ -35,8 +35,8 @@ public struct HealthObjectDecoder {
     /// writes for the object decoded (``ReceivedObject/canonicalBytes``).
     public mutating func received(_ bytes: UnsafeRawBufferPointer) throws -> ReceivedObject {
         do {
-            let (object, canonical) = try fast.decode(bytes)
-            return ReceivedObject(object: object, canonicalBytes: canonical ? Array(bytes) : nil)
+            let object = try fast.decode(bytes)
+            return ReceivedObject(object: object, canonicalBytes: fast.canonical ? Array(bytes) : nil)
         } catch {
             return ReceivedObject(object: try Healthledger_V1_HealthObject(serializedBytes: Array(bytes)).model(), canonicalBytes: nil)
         }
@@ -121,7 +121,12 @@ public struct Reuse<Value> {
     /// be replaced next is at `next`.
     @usableFromInline var keys: [[UInt8]] = []
     @usableFromInline var values: [Value] = []
+    /// A flag made with each value (``valueAndFlag(for:_:)``), apart from it: an array of
+    /// tuples would copy each one out through the tuple's generic value witnesses.
+    @usableFromInline var flags: [Bool] = []
     @usableFromInline var next = 0
+    /// The entry found or made last, looked at first: a run of objects mostly repeats it.
+    @usableFromInline var last = 0
 
     /// Entries kept: enough for the sources, types and units an export interleaves, few
     /// enough that looking through them costs less than making the value again.
@@ -135,21 +140,45 @@ public struct Reuse<Value> {
     /// place of the oldest when all slots are taken).
     @inlinable
     public mutating func value(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> Value) rethrows -> Value {
-        for index in keys.indices where keys[index].count == raw.count {
-            if raw.count == 0 || keys[index].withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
-                return values[index]
-            }
+        try values[index(for: raw) { (try make($0), false) }]
+    }
+
+    /// ``value(for:_:)`` for values made with a flag (whether their bytes were canonical, say).
+    @inlinable
+    public mutating func valueAndFlag(
+        for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> (Value, Bool)
+    ) rethrows -> (value: Value, flag: Bool) {
+        let index = try index(for: raw, make)
+        return (values[index], flags[index])
+    }
+
+    /// The index of the entry for `raw`, made when there is none.
+    @inlinable
+    mutating func index(for raw: UnsafeRawBufferPointer, _ make: (UnsafeRawBufferPointer) throws -> (Value, Bool)) rethrows -> Int {
+        if last < keys.count, Self.equal(keys[last], raw) { return last }
+        for index in keys.indices where index != last && Self.equal(keys[index], raw) {
+            last = index
+            return index
         }
-        let made = try make(raw)
+        let (value, flag) = try make(raw)
         if keys.count < Self.capacity {
+            last = keys.count
             keys.append(Array(raw))
-            values.append(made)
+            values.append(value)
+            flags.append(flag)
         } else {
+            last = next
             keys[next] = Array(raw)
-            values[next] = made
+            values[next] = value
+            flags[next] = flag
             next = (next + 1) % Self.capacity
         }
-        return made
+        return last
+    }
+
+    @inlinable
+    static func equal(_ key: [UInt8], _ raw: UnsafeRawBufferPointer) -> Bool {
+        key.count == raw.count && (raw.count == 0 || key.withUnsafeBytes { memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 })
     }
 }
 
@@ -166,19 +195,23 @@ private struct FastObjectDecoder {
     private var quantityTypes = Reuse<QuantityType>()
     /// Metadata keys by their bytes: the same few keys come in every object.
     private var metadataKeys = Reuse<String>()
-    /// Each made value with whether its bytes were canonical.
-    private var units = Reuse<(HealthUnit, Bool)>()
-    private var revisions = Reuse<(SourceRevision, Bool)>()
-    private var devices = Reuse<(Device, Bool)>()
+    /// Each made value, flagged with whether its bytes were canonical.
+    private var units = Reuse<HealthUnit>()
+    private var revisions = Reuse<SourceRevision>()
+    private var devices = Reuse<Device>()
 
-    mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> (object: HealthObject, canonical: Bool) {
+    /// Whether the bytes `decode` read last were canonical.
+    private(set) var canonical = false
+
+    /// The object in `bytes`; ``canonical`` then tells whether they were canonical. (The
+    /// object is returned alone: taking it out of a tuple copied it, retaining its parts.)
+    mutating func decode(_ bytes: UnsafeRawBufferPointer) throws -> HealthObject {
         var reader = ProtoReader(bytes)
         var uuidBytes = UnsafeRawBufferPointer(start: nil, count: 0)
         var typeBytes = UnsafeRawBufferPointer(start: nil, count: 0)
         var sourceRevision: SourceRevision?
         var device: Device?
         var entries: [(String, MetadataValue?)] = []
-        entries.reserveCapacity(4)
         var startUs: Int64 = 0
         var endUs: Int64 = 0
         enum Body {
@@ -199,12 +232,12 @@ private struct FastObjectDecoder {
             case (.type, .lengthDelimited): typeBytes = try reader.bytes()
             case (.sourceRevision, .lengthDelimited):
                 guard sourceRevision == nil else { throw Fallback() }
-                let (revision, canonicalRevision) = try revisions.value(for: try reader.bytes(), Self.decodeSourceRevision)
+                let (revision, canonicalRevision) = try revisions.valueAndFlag(for: try reader.bytes(), Self.decodeSourceRevision)
                 sourceRevision = revision
                 canonical = canonical && canonicalRevision
             case (.device, .lengthDelimited):
                 guard device == nil else { throw Fallback() }
-                let (decoded, canonicalDevice) = try devices.value(for: try reader.bytes(), Self.decodeDevice)
+                let (decoded, canonicalDevice) = try devices.valueAndFlag(for: try reader.bytes(), Self.decodeDevice)
                 device = decoded
                 canonical = canonical && canonicalDevice
             case (.metadata, .lengthDelimited):
@@ -266,15 +299,17 @@ private struct FastObjectDecoder {
         case .quantity(let quantity)?:
             guard let (value, unitBytes) = quantity else { throw Fallback() }
             let quantityType = try quantityTypes.value(for: typeBytes) { _ in try QuantityType(type) }
-            let (unit, canonicalUnit) = try units.value(for: unitBytes, Self.unit)
-            return (.quantitySample(QuantitySample(
+            let (unit, canonicalUnit) = try units.valueAndFlag(for: unitBytes, Self.unit)
+            self.canonical = canonical && canonicalUnit
+            return .quantitySample(QuantitySample(
                 type: quantityType, quantity: Quantity(value, unit), start: start, end: end,
-                device: consume device, metadata: consume metadata, uuid: uuid, sourceRevision: consume sourceRevision)), canonical && canonicalUnit)
+                device: consume device, metadata: consume metadata, uuid: uuid, sourceRevision: consume sourceRevision))
         case .category(let raw)?:
             guard let value = Int(exactly: raw) else { throw Fallback() }
-            return (.categorySample(CategorySample(
+            self.canonical = canonical
+            return .categorySample(CategorySample(
                 type: try CategoryType(type), value: value, start: start, end: end,
-                device: consume device, metadata: consume metadata, uuid: uuid, sourceRevision: consume sourceRevision)), canonical)
+                device: consume device, metadata: consume metadata, uuid: uuid, sourceRevision: consume sourceRevision))
         case nil:
             throw Fallback()
         }
