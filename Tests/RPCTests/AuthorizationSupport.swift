@@ -84,3 +84,19 @@ func visionPrescription(issuedDay day: Double, validDays: Double = 30, descripti
         type: .glasses, dateIssued: issued, expirationDate: issued.addingTimeInterval(validDays * 86_400), description: description,
         rightEye: .glasses(sphere: try! Quantity(-1.5, "D"), cylinder: try! Quantity(-0.25, "D"), axis: try! Quantity(90, "deg")))
 }
+
+/// A watched anchored query's initial batches, up to the one that catches up, merged (a
+/// call's batches grow from 128 changes: the initial changes may come in several).
+func initialChanges(_ watch: inout AnchoredObjectQueryResults.AsyncIterator, sourceLocation: SourceLocation = #_sourceLocation) async throws
+    -> AnchoredObjectQueryResult
+{
+    var merged = try #require(try await watch.next(), sourceLocation: sourceLocation)
+    while !merged.caughtUp {
+        let batch = try #require(try await watch.next(), sourceLocation: sourceLocation)
+        merged.addedObjects += batch.addedObjects
+        merged.deletedObjects += batch.deletedObjects
+        merged.newAnchor = batch.newAnchor
+        merged.caughtUp = batch.caughtUp
+    }
+    return merged
+}

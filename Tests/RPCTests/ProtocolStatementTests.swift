@@ -467,6 +467,72 @@ struct ProtocolStatementTests {
         }
     }
 
+    // MARK: §7.7: change batches
+
+    @Test("§7.7: a call's change batches hold at most 128, 256, 512… changes, never more than batch_size; each resumes after itself")
+    func changeBatches() async throws {
+        try await withTestServer { server in
+            try await Self.saveHeartRates(1_000, on: server)
+            let raw = try await RawConnection(port: server.port)
+            var id: UInt64 = 0
+            func batches(limit: UInt32 = 0, batchSize: UInt32, anchor: Data = Data()) async throws
+                -> [Healthledger_V1_ChangeBatch]
+            {
+                id += 1
+                let request = Healthledger_V1_ChangeQueryRequest.with {
+                    $0.type = Self.heartRate
+                    $0.limit = limit
+                    $0.batchSize = batchSize
+                    $0.anchor = anchor
+                }
+                try await raw.send(try Self.request(id, .queryChanges, server.ownerCredential, request, window: .max))
+                let (frames, status) = await Self.frames(until: id, on: raw)
+                #expect(status?.code == .ok)
+                return try frames.compactMap { frame in
+                    guard frame.callID == id, case .message(let bytes) = frame.kind else { return nil }
+                    return try Healthledger_V1_ChangeBatch(serializedBytes: bytes)
+                }
+            }
+            let whole = try await batches(batchSize: 1_000)
+            #expect(whole.map(\.added.count) == [128, 256, 512, 104])
+            #expect(whole.map(\.caughtUp) == [false, false, false, true] && !whole.contains(where: \.hasMore_p))
+            #expect(try await batches(batchSize: 100).map(\.added.count) == Array(repeating: 100, count: 10))
+            // The default batch_size (500) caps the third batch; a limit ends the second.
+            #expect(try await batches(batchSize: 0).map(\.added.count) == [128, 256, 500, 116])
+            let limited = try await batches(limit: 300, batchSize: 0)
+            #expect(limited.map(\.added.count) == [128, 172] && limited.map(\.hasMore_p) == [false, true])
+            // Each batch's anchor resumes after it: from the first's, the other 872 follow.
+            let rest = try await batches(batchSize: 1_000, anchor: whole[0].anchor)
+            #expect(rest.map(\.added.count) == [128, 256, 488])
+            #expect(whole[0].added + rest.flatMap(\.added) == whole.flatMap(\.added))
+
+            // A watch's initial batches follow the same sequence, and its next batch the one after.
+            id += 1
+            let watch = id
+            let request = Healthledger_V1_ChangeQueryRequest.with {
+                $0.type = Self.heartRate
+                $0.batchSize = 1_000
+            }
+            try await raw.send(try Self.request(watch, .watchChanges, server.ownerCredential, request, window: .max))
+            var sizes: [Int] = []
+            while sizes.count < 5, let frame = await Self.next(raw) {
+                guard frame.callID == watch, case .message(let bytes) = frame.kind else {
+                    Issue.record("\(frame)")
+                    break
+                }
+                let batch = try Healthledger_V1_ChangeBatch(serializedBytes: bytes)
+                sizes.append(batch.added.count)
+                if batch.caughtUp, sizes.count == 4 {
+                    // Caught up: 600 more, in one batch under 1,000.
+                    try await server.client().save((0..<600).map { Samples.heartRate(70, at: Double(100_000 + $0 * 60)) })
+                }
+            }
+            #expect(sizes == [128, 256, 512, 104, 600])
+            try await raw.send(Self.control(watch) { $0.cancel = .init() })
+            #expect(await raw.status(of: watch)?.code == .cancelled)
+        }
+    }
+
     // MARK: §4.10, §5: points and credentials
 
     @Test("§4.10/§5: a time after the head reads the head; a revoked credential cannot read the past; anchors of the present and of a view are interchangeable")

@@ -10,6 +10,14 @@ extension LedgerCall {
     /// A batch's objects stay under this many bytes (plus one object).
     static let batchBytes = 1 << 20
 
+    /// The most changes the `index`th batch of a call holds (from 0), under the request's
+    /// `batchSize`: 128, then twice as many each batch. A large page so goes out in pieces,
+    /// and the client decodes the first while the server reads the next; a long stream soon
+    /// reaches the batches it asked for.
+    static func rampedBatchSize(_ batchSize: Int, index: Int) -> Int {
+        min(batchSize, 128 << min(index, 7))
+    }
+
     private func changeQuery(_ request: Healthledger_V1_ChangeQueryRequest) throws -> (query: ChangeQuery, batchSize: Int) {
         let query = ChangeQuery(
             descriptors: try Self.descriptors(type: request.type, predicate: request.hasPredicate ? request.predicate : nil, request.descriptors),
@@ -39,9 +47,10 @@ extension LedgerCall {
         var (query, batchSize) = try changeQuery(request)
         let limit = query.limit
         var remaining = limit
-        while true {
+        for index in 0... {
             try Task.checkCancellation()
-            query.limit = limit == 0 ? batchSize : min(batchSize, remaining)
+            let size = Self.rampedBatchSize(batchSize, index: index)
+            query.limit = limit == 0 ? size : min(size, remaining)
             var batch = try changeBatch(query, onScope: onScope)
             let page = batch.page
             remaining -= page.count
@@ -61,16 +70,18 @@ extension LedgerCall {
         guard query.limit == 0 else {
             throw HealthError.invalidArgument("a watched query streams every change: page it with batch_size, not limit", field: "limit")
         }
-        query.limit = batchSize
+        var index = 0
         try await following(query.types) { first in
             var owesCaughtUp = false
             while true {
+                query.limit = Self.rampedBatchSize(batchSize, index: index)
                 var batch = try changeBatch(query, onScope: onScope)
                 let page = batch.page
                 query.anchor = page.anchor
                 if first || page.count > 0 || (owesCaughtUp && !page.hasMore) {
                     try await emit(batch.finish(hasMore: false, caughtUp: !page.hasMore))
                     owesCaughtUp = page.hasMore
+                    index += 1
                 }
                 if !page.hasMore { return }
             }
