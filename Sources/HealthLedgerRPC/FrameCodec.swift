@@ -48,6 +48,22 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
     }
 
     public mutating func decode(buffer: inout ByteBuffer) throws -> InboundFrame? {
+        guard let body = try Self.nextBody(of: &buffer, maximumFrameSize: maximumFrameSize) else { return nil }
+        return Self.frame(body)
+    }
+
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> InboundFrame? {
+        if let frame = try decode(buffer: &buffer) { return frame }
+        try Self.checkNothingLeft(in: &buffer, seenEOF: seenEOF)
+        return nil
+    }
+
+    /// The body of the next frame once all of it has arrived (the reader index then past it),
+    /// or nil while it has not.
+    ///
+    /// - Throws: ``FrameError`` for flags other than 0, or a declared length above
+    ///   `maximumFrameSize` (known from the header alone).
+    public static func nextBody(of buffer: inout ByteBuffer, maximumFrameSize: Int) throws -> ByteBuffer? {
         guard buffer.readableBytes >= FrameLayout.headerSize,
             let flags = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self),
             let length = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt32.self)
@@ -56,7 +72,11 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
         guard length <= maximumFrameSize else { throw FrameError.frameTooLarge(declared: Int(length), limit: maximumFrameSize) }
         guard buffer.readableBytes >= FrameLayout.headerSize + Int(length) else { return nil }
         buffer.moveReaderIndex(forwardBy: FrameLayout.headerSize)
-        let body = buffer.readSlice(length: Int(length))!
+        return buffer.readSlice(length: Int(length))!
+    }
+
+    /// A frame's body decoded as a `Frame`.
+    public static func frame(_ body: ByteBuffer) -> InboundFrame {
         do {
             return .frame(try Healthledger_V1_Frame(serializedBytes: Array(body.readableBytesView)))
         } catch {
@@ -64,15 +84,14 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
         }
     }
 
-    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> InboundFrame? {
-        if let frame = try decode(buffer: &buffer) { return frame }
-        if seenEOF, buffer.readableBytes > 0 {
-            let declared = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt32.self).map(Int.init) ?? FrameLayout.headerSize
-            let missing = FrameLayout.headerSize + declared - buffer.readableBytes
-            buffer.moveReaderIndex(to: buffer.writerIndex)
-            throw FrameError.truncated(missing: max(missing, 1))
-        }
-        return nil
+    /// At the end of the stream, after its last whole frame: throws
+    /// ``FrameError/truncated(missing:)`` when part of a frame is left.
+    public static func checkNothingLeft(in buffer: inout ByteBuffer, seenEOF: Bool) throws {
+        guard seenEOF, buffer.readableBytes > 0 else { return }
+        let declared = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt32.self).map(Int.init) ?? FrameLayout.headerSize
+        let missing = FrameLayout.headerSize + declared - buffer.readableBytes
+        buffer.moveReaderIndex(to: buffer.writerIndex)
+        throw FrameError.truncated(missing: max(missing, 1))
     }
 }
 

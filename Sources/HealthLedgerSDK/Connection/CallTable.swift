@@ -48,35 +48,42 @@ final class CallTable: Sendable {
     /// Routes a frame from the server to its call.
     func deliver(_ frame: Healthledger_V1_Frame) {
         switch frame.kind {
-        case .message(let payload):
-            let stream = state.withLock { state -> AsyncThrowingStream<[UInt8], any Error>.Continuation? in
-                switch state.pending[frame.callID] {
-                case .unary(let continuation, _)?:
-                    state.pending[frame.callID] = .unary(continuation, message: Array(payload))
-                    return nil
-                case .stream(let continuation)?:
-                    return continuation
-                case nil:
-                    return nil
-                }
-            }
-            stream?.yield(Array(payload))
-        case .status(let status):
-            let pending = state.withLock { $0.pending.removeValue(forKey: frame.callID) }
-            let error = RPCError(status)
-            switch pending {
-            case .unary(let continuation, let message)?:
-                if let error {
-                    continuation.resume(throwing: error)
-                } else {
-                    continuation.resume(returning: message ?? [])
-                }
+        case .message(let payload): deliver(message: Array(payload), to: frame.callID)
+        case .status(let status): finish(frame.callID, with: RPCError(status))
+        default: break
+        }
+    }
+
+    /// Hands a `message` frame's payload to call `id`: a stream's next element, or a unary
+    /// call's response (taken when its status comes).
+    func deliver(message: [UInt8], to id: UInt64) {
+        let stream = state.withLock { state -> AsyncThrowingStream<[UInt8], any Error>.Continuation? in
+            switch state.pending[id] {
+            case .unary(let continuation, _)?:
+                state.pending[id] = .unary(continuation, message: message)
+                return nil
             case .stream(let continuation)?:
-                continuation.finish(throwing: error)
+                return continuation
             case nil:
-                break
+                return nil
             }
-        default:
+        }
+        stream?.yield(message)
+    }
+
+    /// Ends call `id` on its `status` frame: `OK` when `error` is nil.
+    func finish(_ id: UInt64, with error: RPCError?) {
+        let pending = state.withLock { $0.pending.removeValue(forKey: id) }
+        switch pending {
+        case .unary(let continuation, let message)?:
+            if let error {
+                continuation.resume(throwing: error)
+            } else {
+                continuation.resume(returning: message ?? [])
+            }
+        case .stream(let continuation)?:
+            continuation.finish(throwing: error)
+        case nil:
             break
         }
     }

@@ -44,7 +44,7 @@ final class ClientConnection: Sendable {
                                 try NIOSSLClientHandler(context: sslContext, serverHostname: host.first?.isNumber == true ? nil : host))
                         }
                         if let keepalive { try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: keepalive)) }
-                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(maximumFrameSize: maximumFrameSize)))
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ResponseFrameDecoder(maximumFrameSize: maximumFrameSize)))
                         try channel.pipeline.syncOperations.addHandler(ClientFrameHandler(calls: calls, pongTimeout: pongTimeout))
                     }
                 }
@@ -176,7 +176,7 @@ final class OutboundFrames: Sendable {
 
 /// Routes the server's frames to the calls.
 final class ClientFrameHandler: ChannelInboundHandler {
-    typealias InboundIn = InboundFrame
+    typealias InboundIn = ResponseFrame
     typealias OutboundOut = ByteBuffer
 
     private let calls: CallTable
@@ -211,7 +211,13 @@ final class ClientFrameHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         pongDeadline?.cancel()
         pongDeadline = nil
-        guard case .frame(let frame) = unwrapInboundIn(data) else { return }
+        let frame: Healthledger_V1_Frame
+        switch unwrapInboundIn(data) {
+        case .message(let id, let payload): return calls.deliver(message: payload, to: id)
+        case .status(let id, let error): return calls.finish(id, with: error)
+        case .other(.frame(let other)): frame = other
+        case .other(.malformed): return
+        }
         if case .goAway(let goAway) = frame.kind {
             // No new calls on this connection; the open ones may still finish, those above
             // the last call id never started.
