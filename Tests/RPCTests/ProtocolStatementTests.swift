@@ -475,7 +475,7 @@ struct ProtocolStatementTests {
             try await Self.saveHeartRates(1_000, on: server)
             let raw = try await RawConnection(port: server.port)
             var id: UInt64 = 0
-            func batches(limit: UInt32 = 0, batchSize: UInt32, anchor: Data = Data()) async throws
+            func batches(limit: UInt32 = 0, batchSize: UInt32, anchor: Data = Data(), interval: Range<Int64>? = nil) async throws
                 -> [Healthledger_V1_ChangeBatch]
             {
                 id += 1
@@ -484,6 +484,10 @@ struct ProtocolStatementTests {
                     $0.limit = limit
                     $0.batchSize = batchSize
                     $0.anchor = anchor
+                    if let interval {
+                        $0.startUs = interval.lowerBound
+                        $0.endUs = interval.upperBound
+                    }
                 }
                 try await raw.send(try Self.request(id, .queryChanges, server.ownerCredential, request, window: .max))
                 let (frames, status) = await Self.frames(until: id, on: raw)
@@ -530,6 +534,18 @@ struct ProtocolStatementTests {
             #expect(sizes == [128, 256, 512, 104, 600])
             try await raw.send(Self.control(watch) { $0.cancel = .init() })
             #expect(await raw.status(of: watch)?.code == .cancelled)
+
+            // A batch also ends once its objects' encoding reaches 1 MiB, which it may exceed by one.
+            let metadata = Dictionary(uniqueKeysWithValues: (0..<4).map { ("k\($0)", MetadataValue.string(String(repeating: "x", count: 4_000))) })
+            let later = 10_000_000.0
+            try await server.client().save((0..<100).map { Samples.heartRate(80, at: later + Double($0), metadata: metadata) })
+            let start = Int64((Samples.base.timeIntervalSince1970 + later) * 1_000_000)
+            let heavy = try await batches(batchSize: 1_000, interval: start..<(start + 200_000_000))
+            #expect(heavy.map(\.added.count).reduce(0, +) == 100 && heavy.count > 1 && heavy[0].added.count < 128)
+            for batch in heavy.dropLast() {
+                let objectSizes = try batch.added.map { (try $0.serializedBytes() as [UInt8]).count }
+                #expect(objectSizes.dropLast().reduce(0, +) < 1 << 20 && objectSizes.reduce(0, +) >= 1 << 20, "\(objectSizes.count) objects")
+            }
         }
     }
 
