@@ -24,7 +24,9 @@ public struct AnchoredObjectQueryDescriptor: Sendable, Hashable {
     /// At most this many changes (added plus deleted, all types together); 0 means no
     /// limit. Must be 0 for ``HealthStore/changes(for:)``.
     public var limit: Int
-    /// Changes per streamed batch.
+    /// The most changes per streamed batch. A call's batches grow to it: the first holds at
+    /// most 128, each next at most twice as many, so a watched query's initial changes may
+    /// come in several batches (the last has ``AnchoredObjectQueryResult/caughtUp`` set).
     public var batchSize: Int
 
     /// One type, with an optional predicate.
