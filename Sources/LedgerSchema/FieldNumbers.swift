@@ -133,7 +133,8 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
 
 // MARK: - rpc.proto
 
-/// `healthledger.v1.Frame`: the fields of the frames a server writes directly for every call.
+/// `healthledger.v1.Frame`: the fields of the frames that answer every call, which the server
+/// writes and the SDK reads directly.
 @usableFromInline package enum FrameField: Int, ProtoFields {
     @usableFromInline package typealias Message = Healthledger_V1_Frame
     case callId = 1
