@@ -50,6 +50,18 @@ func fail(_ error: any Error) -> any Error {
 }
 
 /// An error ArgumentParser prints as `Error: <message>` with exit code 1.
+/// The JSON value in `input`, a file or `-` for standard input: an error naming the input
+/// and where its JSON breaks when it is not JSON.
+func jsonInput(_ input: String) throws -> Any {
+    let data = input == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(filePath: input))
+    do {
+        return try JSONSerialization.jsonObject(with: data)
+    } catch {
+        let detail = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String).map { " (\($0))" } ?? ""
+        throw ValidationErrorExit("\(input == "-" ? "standard input" : input) is not JSON\(detail)")
+    }
+}
+
 struct ValidationErrorExit: LocalizedError, CustomStringConvertible {
     let message: String
     init(_ message: String) { self.message = message }

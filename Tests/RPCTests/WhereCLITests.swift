@@ -152,6 +152,13 @@ struct WhereCLITests {
             try Data(wrong.utf8).write(to: file)
             let refused = try await cli.run(credential, ["correlation", "save", "--input", file.path])
             #expect(refused.status != 0 && refused.error.contains("does not belong"), "\(refused.error)")
+            // Not JSON (JSON Lines, say): the error names the file and where its JSON breaks, and nothing is saved.
+            try Data(#"{"type": "HeartRate", "value": 60, "unit": "count/min"}\n{"type": "HeartRate", "value": 61, "unit": "count/min"}"#.utf8).write(to: file)
+            for command in [["save"], ["correlation", "save"]] {
+                let notJSON = try await cli.run(credential, command + ["--input", file.path])
+                #expect(notJSON.status != 0 && notJSON.error.contains("\(file.path) is not JSON (") && notJSON.error.contains("character"), "\(notJSON.error)")
+            }
+            #expect(try await server.client().result(for: SampleQueryDescriptor(type: Types.heartRate)).isEmpty)
         }
     }
 }

@@ -98,8 +98,7 @@ struct SaveCommand: AsyncParsableCommand {
         let objects: [HealthObject]
         do {
             if let input {
-                let data = input == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(filePath: input))
-                let json = try JSONSerialization.jsonObject(with: data)
+                let json = try jsonInput(input)
                 let items = (json as? [[String: Any]]) ?? [(json as? [String: Any])].compactMap { $0 }
                 guard !items.isEmpty else { throw ValidationErrorExit("the input must be a JSON object or an array of objects") }
                 objects = try items.enumerated().map { index, item in

@@ -30,8 +30,7 @@ struct CorrelationCommand: AsyncParsableCommand {
             let correlation: Correlation
             do {
                 if let input {
-                    let data = input == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(filePath: input))
-                    guard let json = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+                    guard let json = try jsonInput(input) as? [String: Any] else {
                         throw ValidationErrorExit("the input must be one JSON object")
                     }
                     correlation = try Self.correlation(json)
