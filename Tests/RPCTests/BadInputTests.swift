@@ -395,15 +395,23 @@ struct BadInputTests {
         }
     }
 
-    @Test("a half-close: running calls still get their status, a frame cut short gets the go-away that names it, then the connection closes")
+    @Test("a half-close: running calls still get their status, long-running ones end cancelled, a frame cut short gets the go-away that names it, then the connection closes")
     func halfClose() async throws {
         try await withTestServer { server in
-            // A ping, then the end of the stream: the status comes, then the close.
+            // A ping and a watch, then the end of the stream: the ping's status comes, the watch
+            // (which would never end by itself) ends cancelled, then the close.
             let polite = try await RawConnection(port: server.port)
             try await polite.send(Self.request(1, RPCMethod.ping.rawValue, credential: server.ownerCredential))
+            let watch = Healthledger_V1_ChangeQueryRequest.with { $0.type = "HKQuantityTypeIdentifierHeartRate" }
+            try await polite.send(Self.request(2, RPCMethod.watchChanges.rawValue, credential: server.ownerCredential, payload: try watch.serializedBytes()))
             try await polite.closeOutput()
-            #expect(await polite.status(of: 1)?.code == .ok)
-            #expect(await polite.next(timeout: .seconds(60)) == nil, "the server closes once its calls are done")
+            var statuses: [UInt64: Healthledger_V1_CallStatus] = [:]
+            while let next = await polite.next(timeout: .seconds(60)) {
+                if case .frame(let frame) = next, case .status(let status) = frame.kind { statuses[frame.callID] = status }
+            }
+            #expect(statuses[1]?.code == .ok)
+            #expect(statuses[2]?.code == .cancelled && statuses[2]?.message == "the client closed its side of the connection")
+            #expect(statuses.count == 2, "the server closes once its calls are done")
 
             // Half a frame, then the end of the stream: a go-away saying what is missing, then the close.
             let cut = try await RawConnection(port: server.port)

@@ -124,26 +124,36 @@ enum Samples {
 final class DaemonProcess: Sendable {
     private let process: LineProcess
     let port: Int
+    /// The port of its `/metrics` endpoint, when started with `metrics: true`.
+    let metricsPort: Int?
 
     static let executable = AuthCLITests.executable.deletingLastPathComponent().appending(path: "healthledgerd")
 
     /// - Parameters:
     ///   - arguments: more flags for the daemon.
     ///   - environment: variables set for it.
-    init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:]) async throws {
+    ///   - metrics: serve `/metrics` on a port of its own (port 0) rather than none.
+    init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], metrics: Bool = false) async throws {
         process = try LineProcess(
-            Self.executable, ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--log-level", "info"] + arguments,
+            Self.executable,
+            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=\(metrics ? 0 : -1)", "--log-level", "info"] + arguments,
             readingStandardError: true, environment: environment)
         var lines: [String] = []
-        while true {
+        var port: Int?
+        var metricsPort: Int?
+        while port == nil || (metrics && metricsPort == nil) {
             guard let line = await process.nextLine() else {
                 throw DaemonFailure(message: "healthledgerd exited before listening: \(lines.joined(separator: "\n"))")
             }
             lines.append(line)
-            guard line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) else { continue }
-            port = Int(address.1)!
-            break
+            if line.contains("metrics endpoint"), let address = line.firstMatch(of: /address=\S*:(\d+)\/metrics/) {
+                metricsPort = Int(address.1)!
+            } else if line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
+                port = Int(address.1)!
+            }
         }
+        self.port = port!
+        self.metricsPort = metricsPort
     }
 
     struct DaemonFailure: Error { var message: String }

@@ -99,7 +99,8 @@ package struct CallDispatcher: Sendable {
 
     /// Runs the call to its end and finishes it. A read stopped by the server's cancel of its
     /// task ends with why: `deadlineExceeded` when its deadline passed (``CallDeadline/expire()``),
-    /// `unavailable` when the server shuts down, `cancelled` when the client cancelled it,
+    /// `unavailable` when the server shuts down, `cancelled` when the client cancelled it or
+    /// closed its side of the connection (``CallDeadline/clientClosed()``, long-running calls),
     /// even if its work had come to an end by then (a read in a task looks at cancellation
     /// only between steps). A write keeps its own outcome: once handed to the ledger it commits.
     ///
@@ -129,11 +130,14 @@ package struct CallDispatcher: Sendable {
     }
 
     /// The status of a read whose task was cancelled: by its deadline, by the server's
-    /// shutdown, or by the client.
+    /// shutdown, by the client's half-close, or by the client's `cancel`.
     private func stopped(by deadline: CallDeadline, timeout milliseconds: UInt32) -> RPCError {
-        if deadline.expired { return RPCError(.deadlineExceeded, "the call's deadline of \(timeout(milliseconds: milliseconds)) passed") }
-        if deadline.shuttingDown { return RPCError(.unavailable, "the server is shutting down; call again (from the last anchor) once it is back") }
-        return RPCError(.cancelled, "the call was cancelled")
+        switch deadline.reason {
+        case .expired?: RPCError(.deadlineExceeded, "the call's deadline of \(timeout(milliseconds: milliseconds)) passed")
+        case .shuttingDown?: RPCError(.unavailable, "the server is shutting down; call again (from the last anchor) once it is back")
+        case .clientClosed?: RPCError(.cancelled, "the client closed its side of the connection")
+        case nil: RPCError(.cancelled, "the call was cancelled")
+        }
     }
 
     /// Logs a failure the operator must hear of (an internal error, damaged data, failed
@@ -234,18 +238,22 @@ package struct CallDispatcher: Sendable {
     }
 }
 
-/// Why a call's task was cancelled by the server: its deadline passed, or the server is
-/// shutting down (long-running calls). Set just before the task is cancelled.
+/// Why the server cancelled a call's task, set just before it does: the call's deadline
+/// passed, the server is shutting down, or the client closed its side of the connection
+/// (long-running calls, which nothing else would end). The first reason set is reported.
 package final class CallDeadline: Sendable {
-    private let state = Mutex((expired: false, shuttingDown: false))
+    enum Reason: Sendable { case expired, shuttingDown, clientClosed }
+    private let state = Mutex<Reason?>(nil)
 
     package init() {}
 
-    var expired: Bool { state.withLock { $0.expired } }
-    var shuttingDown: Bool { state.withLock { $0.shuttingDown } }
+    var reason: Reason? { state.withLock { $0 } }
 
-    package func expire() { state.withLock { $0.expired = true } }
-    package func shutDown() { state.withLock { $0.shuttingDown = true } }
+    package func expire() { stop(.expired) }
+    package func shutDown() { stop(.shuttingDown) }
+    package func clientClosed() { stop(.clientClosed) }
+
+    private func stop(_ reason: Reason) { state.withLock { if $0 == nil { $0 = reason } } }
 }
 
 /// Metric handles for calls, made once per method and status code (not per call).

@@ -182,7 +182,14 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
             // The client sends nothing more: its running calls finish, then the connection closes.
-            if state.inputClosed() { context.close(promise: nil) }
+            if state.inputClosed() { return context.close(promise: nil) }
+            // Except long-running calls, which would never finish: the client can no longer
+            // cancel them, and a client that closed the whole socket looks the same from here
+            // (TCP tells only once the server writes), so they end now.
+            for call in running.values where call.longRunning {
+                call.deadline.clientClosed()
+                call.task?.cancel()
+            }
             return
         }
         if event is IdleStateHandler.IdleStateEvent {
