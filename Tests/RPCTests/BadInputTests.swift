@@ -11,6 +11,16 @@ import Testing
 
 @Suite("Bad input", .timeLimit(.minutes(3)))
 struct BadInputTests {
+    /// The status a refused request gets.
+    struct Refusal {
+        let code: Healthledger_V1_StatusCode
+        let message: String
+        init(_ code: Healthledger_V1_StatusCode, _ message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
     static func request(_ id: UInt64, _ method: String, credential: String, payload: [UInt8] = []) -> Healthledger_V1_Frame {
         var frame = Healthledger_V1_Frame()
         frame.callID = id
@@ -156,66 +166,91 @@ struct BadInputTests {
             let raw = try await RawConnection(port: server.port)
             let head = try server.ledger.head()
             let unknownType = "HKQuantityTypeIdentifierNope"
-            let hostile: [(RPCMethod, any SwiftProtobuf.Message)] = [
-                (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] }),
-                (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.shareTypes = Array(repeating: Samples.heartRate.identifier, count: 1) + ["", "\u{0}"] }),
-                (.requestAuthorization, Healthledger_V1_AuthorizationRequest()),
-                (.getRequestStatus, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] }),
-                (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest()),
-                (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest.with { $0.types = Array(repeating: Samples.heartRate.identifier, count: 1_001) }),
-                (.requestObjectReadAuthorization, Healthledger_V1_ObjectReadAuthorizationRequest.with { $0.type = Samples.heartRate.identifier }),
+            // Each request with what the owner and the app get: a method reserved to one of them refuses the
+            // other before it looks at the fields (PROTOCOL.md §4.2).
+            let hostile: [(RPCMethod, any SwiftProtobuf.Message, owner: Refusal, app: Refusal)] = [
+                (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] },
+                 owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.invalidArgument, "Unknown object type 'HKQuantityTypeIdentifierNope'")),
+                (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.shareTypes = Array(repeating: Samples.heartRate.identifier, count: 1) + ["", "\u{0}"] },
+                 owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.invalidArgument, "Unknown object type ''")),
+                (.requestAuthorization, Healthledger_V1_AuthorizationRequest(),
+                 owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.invalidArgument, "nothing requested: both the share and the read sets are empty")),
+                (.getRequestStatus, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] },
+                 owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.invalidArgument, "Unknown object type 'HKQuantityTypeIdentifierNope'")),
+                (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest(),
+                 owner: Refusal(.invalidArgument, "ask for 1 to 1000 types"), app: Refusal(.invalidArgument, "ask for 1 to 1000 types")),
+                (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest.with { $0.types = Array(repeating: Samples.heartRate.identifier, count: 1_001) },
+                 owner: Refusal(.invalidArgument, "ask for 1 to 1000 types"), app: Refusal(.invalidArgument, "ask for 1 to 1000 types")),
+                (.requestObjectReadAuthorization, Healthledger_V1_ObjectReadAuthorizationRequest.with { $0.type = Samples.heartRate.identifier },
+                 owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.invalidArgument, "HKQuantityTypeIdentifierHeartRate is not read per object; request it with requestAuthorization")),
                 (.requestObjectReadAuthorization, Healthledger_V1_ObjectReadAuthorizationRequest.with {
                     $0.type = "HKVisionPrescriptionTypeIdentifier"
                     $0.startUs = 10
                     $0.endUs = 5
-                }),
+                },
+                 owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.invalidArgument, "the interval ends before it starts")),
                 (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
                     $0.app = TestServer.appSource.bundleIdentifier
                     $0.type = Samples.heartRate.identifier
                     $0.direction = .read
-                }),
+                },
+                 owner: Refusal(.invalidArgument, "the decision must be granted, denied or revoked"), app: Refusal(.permissionDenied, "only the owner manages authorization")),
                 (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
                     $0.app = String(repeating: "x", count: 300)
                     $0.type = Samples.heartRate.identifier
                     $0.direction = .read
                     $0.decision = .granted
-                }),
+                },
+                 owner: Refusal(.invalidArgument, "an app is named by its bundle identifier (1–255 bytes)"), app: Refusal(.permissionDenied, "only the owner manages authorization")),
                 (.decideAuthorization, Healthledger_V1_DecideAuthorizationRequest.with {
                     $0.app = TestServer.appSource.bundleIdentifier
                     $0.type = Samples.heartRate.identifier
                     $0.decision = .granted
-                }),
+                },
+                 owner: Refusal(.invalidArgument, "the direction must be share or read"), app: Refusal(.permissionDenied, "only the owner manages authorization")),
                 (.setObjectReadSelection, Healthledger_V1_ObjectReadSelectionRequest.with {
                     $0.app = TestServer.appSource.bundleIdentifier
                     $0.type = "HKVisionPrescriptionTypeIdentifier"
                     $0.uuids = [Data([1, 2, 3])]
-                }),
+                },
+                 owner: Refusal(.invalidArgument, "a UUID must be 16 bytes"), app: Refusal(.permissionDenied, "only the owner manages authorization")),
                 (.setObjectReadSelection, Healthledger_V1_ObjectReadSelectionRequest.with {
                     $0.app = TestServer.appSource.bundleIdentifier
                     $0.type = "HKVisionPrescriptionTypeIdentifier"
                     $0.uuids = (0..<10_001).map { _ in Data(UUID().bytes) }
-                }),
-                (.sourcePriority, Healthledger_V1_SourcePriorityRequest.with { $0.type = unknownType }),
+                },
+                 owner: Refusal(.resourceExhausted, "a selection holds at most 10000 objects, got 10001"), app: Refusal(.permissionDenied, "only the owner manages authorization")),
+                (.sourcePriority, Healthledger_V1_SourcePriorityRequest.with { $0.type = unknownType },
+                 owner: Refusal(.invalidArgument, "Unknown object type 'HKQuantityTypeIdentifierNope'"), app: Refusal(.permissionDenied, "only the owner manages authorization")),
                 (.setSourcePriority, Healthledger_V1_SetSourcePriorityRequest.with {
                     $0.type = Samples.heartRate.identifier
                     $0.bundleIdentifiers = ["com.example.nobody"]
-                }),
-                (.characteristics, Healthledger_V1_CharacteristicsRequest()),
-                (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = Array(repeating: ObjectType.bloodType.identifier, count: 17) }),
-                (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = [Samples.heartRate.identifier] }),
-                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = 99 }),
-                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = Int64.min }),
-                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = 2024; $0.month = 2; $0.day = 30 }),
-                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = Int32.max; $0.month = -1; $0.day = 1 }),
-                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = Samples.heartRate.identifier; $0.value = 1 }),
+                },
+                 owner: Refusal(.notFound, "'com.example.nobody' has saved no HKQuantityTypeIdentifierHeartRate"), app: Refusal(.permissionDenied, "only the owner manages authorization")),
+                (.characteristics, Healthledger_V1_CharacteristicsRequest(),
+                 owner: Refusal(.invalidArgument, "ask for at least one characteristic"), app: Refusal(.invalidArgument, "ask for at least one characteristic")),
+                (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = Array(repeating: ObjectType.bloodType.identifier, count: 17) },
+                 owner: Refusal(.invalidArgument, "ask for at most 16 characteristics"), app: Refusal(.invalidArgument, "ask for at most 16 characteristics")),
+                (.characteristics, Healthledger_V1_CharacteristicsRequest.with { $0.types = [Samples.heartRate.identifier] },
+                 owner: Refusal(.invalidArgument, "HKQuantityTypeIdentifierHeartRate is not a characteristic type"), app: Refusal(.invalidArgument, "HKQuantityTypeIdentifierHeartRate is not a characteristic type")),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = 99 },
+                 owner: Refusal(.invalidArgument, "value must be one of notSet 0, aPositive 1, aNegative 2, bPositive 3, bNegative 4, abPositive 5, abNegative 6, oPositive 7, oNegative 8, got 99"), app: Refusal(.permissionDenied, "only the owner sets characteristics")),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.bloodType.identifier; $0.value = Int64.min },
+                 owner: Refusal(.invalidArgument, "value must be one of notSet 0, aPositive 1, aNegative 2, bPositive 3, bNegative 4, abPositive 5, abNegative 6, oPositive 7, oNegative 8, got -9223372036854775808"), app: Refusal(.permissionDenied, "only the owner sets characteristics")),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = 2024; $0.month = 2; $0.day = 30 },
+                 owner: Refusal(.invalidArgument, "2024-2-30 is not a date of birth (a calendar date from 1850)"), app: Refusal(.permissionDenied, "only the owner sets characteristics")),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = ObjectType.dateOfBirth.identifier; $0.year = Int32.max; $0.month = -1; $0.day = 1 },
+                 owner: Refusal(.invalidArgument, "2147483647--1-1 is not a date of birth (a calendar date from 1850)"), app: Refusal(.permissionDenied, "only the owner sets characteristics")),
+                (.setCharacteristic, Healthledger_V1_Characteristic.with { $0.type = Samples.heartRate.identifier; $0.value = 1 },
+                 owner: Refusal(.invalidArgument, "HKQuantityTypeIdentifierHeartRate is not a characteristic type"), app: Refusal(.permissionDenied, "only the owner sets characteristics")),
             ]
             var id: UInt64 = 0
-            for (method, message) in hostile {
-                for credential in [server.ownerCredential, server.appCredential] {
+            for (method, message, owner, app) in hostile {
+                for (credential, expected) in [(server.ownerCredential, owner), (server.appCredential, app)] {
                     id += 1
                     try await raw.send(Self.request(id, method.rawValue, credential: credential, payload: try message.serializedBytes()))
                     let status = try #require(await raw.status(of: id))
-                    #expect(status.code != .ok && status.code != .internal && !status.message.isEmpty, "\(method) \(status)")
+                    #expect(status.code == expected.code && status.message == expected.message, "\(method), \(credential == server.ownerCredential ? "owner" : "app"): \(status)")
                 }
             }
             // Bytes that are no message at all, to every authorization method.

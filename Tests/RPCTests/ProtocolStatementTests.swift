@@ -201,7 +201,7 @@ struct ProtocolStatementTests {
 
     // MARK: §4.2: the order of a request's checks
 
-    @Test("§4.2: the checks come in the documented order: method, credential, the point's form, the payload, the point in the ledger")
+    @Test("§4.2: the checks come in the documented order: method, credential, the point's form, the payload, the caller, the point in the ledger")
     func checkOrder() async throws {
         try await withTestServer { server in
             try await Self.saveHeartRates(3, on: server)
@@ -241,7 +241,46 @@ struct ProtocolStatementTests {
             try await raw.send(unknownType)
             let typeStatus = await raw.status(of: 6)
             #expect(typeStatus?.code == .invalidArgument && typeStatus?.message.contains("HKNothing") == true, "the types before the point: \(String(describing: typeStatus))")
-            // 10: only then the point itself.
+            // 9 before 10: an app's payload that does not decode, to an owner's method.
+            let appGarbage = Healthledger_V1_Frame.request(id: 8, method: .decideAuthorization, credential: server.appCredential, payload: garbage)
+            try await expect(appGarbage, .invalidArgument, "the request is not a valid healthledger.v1.DecideAuthorizationRequest", health: 3, "9 before 10")
+            // 10 before 11: an app asking an owner's method as of a point past the head.
+            let appLate = try Self.request(9, .authorizationHistory, server.appCredential, Healthledger_V1_AuthorizationsRequest(), asOf: .sequence(head + 100))
+            try await expect(appLate, .permissionDenied, "only the owner manages authorization", health: 4, "10 before 11")
+            // 10 before 12: the caller before the fields, for every method reserved to a caller.
+            let reserved: [(RPCMethod, String, any SwiftProtobuf.Message, Healthledger_V1_StatusCode, String, Int32)] = [
+                (.decideAuthorization, server.appCredential, Healthledger_V1_DecideAuthorizationRequest.with { $0.type = "HKNothing" },
+                 .permissionDenied, "only the owner manages authorization", 4),
+                (.setObjectReadSelection, server.appCredential, Healthledger_V1_ObjectReadSelectionRequest.with { $0.uuids = [Data([1])] },
+                 .permissionDenied, "only the owner manages authorization", 4),
+                (.authorizations, server.appCredential, Healthledger_V1_AuthorizationsRequest(), .permissionDenied, "only the owner manages authorization", 4),
+                (.pendingAuthorizations, server.appCredential, Healthledger_V1_AuthorizationsRequest(), .permissionDenied, "only the owner manages authorization", 4),
+                (.sourcePriority, server.appCredential, Healthledger_V1_SourcePriorityRequest.with { $0.type = "HKNothing" },
+                 .permissionDenied, "only the owner manages authorization", 4),
+                (.setSourcePriority, server.appCredential, Healthledger_V1_SetSourcePriorityRequest.with { $0.type = "HKNothing" },
+                 .permissionDenied, "only the owner manages authorization", 4),
+                (.setCharacteristic, server.appCredential, Healthledger_V1_Characteristic.with { $0.type = "HKNothing" },
+                 .permissionDenied, "only the owner sets characteristics", 4),
+                (.audit, server.appCredential, Healthledger_V1_AuditRequest.with { $0.objectUuid = Data([1]) },
+                 .permissionDenied, "the audit trail is the owner's: an app may not read it", 4),
+                (.watchAudit, server.appCredential, Healthledger_V1_AuditRequest.with { $0.toSequence = 1 },
+                 .permissionDenied, "the audit trail is the owner's: an app may not read it", 4),
+                (.treeHead, server.appCredential, Healthledger_V1_Empty(), .permissionDenied, "tree heads and proofs are the owner's: an app may not read them", 4),
+                (.inclusionProof, server.appCredential, Healthledger_V1_InclusionProofRequest.with { $0.sequence = head + 100 },
+                 .permissionDenied, "tree heads and proofs are the owner's: an app may not read them", 4),
+                (.consistencyProof, server.appCredential, Healthledger_V1_ConsistencyProofRequest.with { $0.firstSize = head + 100 },
+                 .permissionDenied, "tree heads and proofs are the owner's: an app may not read them", 4),
+                (.requestAuthorization, server.ownerCredential, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = ["HKNothing"] },
+                 .invalidArgument, "only apps request authorization; the owner has it all", 3),
+                (.getRequestStatus, server.ownerCredential, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = ["HKNothing"] },
+                 .invalidArgument, "only apps request authorization; the owner has it all", 3),
+                (.requestObjectReadAuthorization, server.ownerCredential, Healthledger_V1_ObjectReadAuthorizationRequest.with { $0.startUs = 10; $0.endUs = 5 },
+                 .invalidArgument, "only apps request authorization; the owner has it all", 3),
+            ]
+            for (index, (method, credential, message, code, reason, health)) in reserved.enumerated() {
+                try await expect(try Self.request(UInt64(20 + index), method, credential, message), code, reason, health: health, "10 before 12: \(method)")
+            }
+            // 11: only then the point itself.
             let late = try Self.request(7, .querySamples, server.ownerCredential, Self.oneByOne, asOf: .sequence(head + 100))
             try await raw.send(late)
             let lateStatus = await raw.status(of: 7)

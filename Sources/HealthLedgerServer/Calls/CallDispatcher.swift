@@ -45,6 +45,7 @@ package struct CallDispatcher: Sendable {
             guard case .immediate(let respond) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered as immediate")
             }
+            try registration.caller.admit(principal)
             response = try respond(LedgerCall(ledger: ledger, principal: principal))
         } catch {
             failure = RPCError(mapping: error)
@@ -188,6 +189,7 @@ package struct CallDispatcher: Sendable {
         let (ledger, principal) = try authenticated(request)
         guard let point = try request.pointInTime() else {
             let bound = try registration.bind(Array(request.payload))
+            try registration.caller.admit(principal)
             return try await run(bound, call: LedgerCall(ledger: ledger, principal: principal), live: ledger, request: request, window: window, send: send)
         }
         // A point-in-time read: the same method on a read-only view of the ledger, where an
@@ -198,6 +200,7 @@ package struct CallDispatcher: Sendable {
                 healthErrorCode: .invalidArgument)
         }
         let bound = try registration.bind(Array(request.payload))
+        try registration.caller.admit(principal)
         // Building a view replays the log up to the point: seconds on a large ledger, which
         // must not hold one of the few threads every call shares.
         let view = try await withCheckedThrowingContinuation { continuation in

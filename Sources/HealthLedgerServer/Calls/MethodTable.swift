@@ -42,10 +42,30 @@ enum BoundCall: Sendable {
     case onStore(@Sendable (OperatorCall) async throws -> [UInt8])
 }
 
-/// One method: its kind, whether a point-in-time view answers it, and the decode of its
-/// request bound to its handler.
+/// Who may call a ledger's method, beyond holding one of its credentials. Checked once the
+/// request has decoded and before the method looks at its fields, so that a caller who may
+/// not call a method hears that, whatever its request holds.
+enum Caller: Sendable {
+    case anyone
+    /// The owner alone: an app is refused with this message (`PERMISSION_DENIED`, health code 4).
+    case owner(refusingApps: String)
+    /// Apps alone: the owner, who holds every grant, asks for none (`INVALID_ARGUMENT`).
+    case apps
+
+    func admit(_ principal: Principal) throws {
+        switch (self, principal) {
+        case (.owner(let refusal), .app): throw HealthError(.authorizationDenied, refusal)
+        case (.apps, .owner), (.apps, .system): throw HealthError.invalidArgument("only apps request authorization; the owner has it all", field: "principal")
+        default: return
+        }
+    }
+}
+
+/// One method: its kind, who may call it, whether a point-in-time view answers it, and the
+/// decode of its request bound to its handler.
 struct MethodRegistration: Sendable {
     let kind: MethodKind
+    var caller = Caller.anyone
     /// Reads without writing and ends by itself: a point-in-time view can answer it.
     let answersAsOf: Bool
     /// Called with an operator credential, on the store rather than one ledger.
@@ -59,6 +79,13 @@ struct MethodRegistration: Sendable {
     var answersOnCommit = false
     /// Decodes the request's payload (once) and binds it to the handler.
     let bind: @Sendable (_ payload: [UInt8]) throws -> BoundCall
+
+    /// This registration, callable by `caller` alone.
+    func only(_ caller: Caller) -> Self {
+        var registration = self
+        registration.caller = caller
+        return registration
+    }
 
     static func decode<Request: SwiftProtobuf.Message>(_: Request.Type, _ payload: [UInt8]) throws -> Request {
         do {
@@ -171,20 +198,20 @@ package enum MethodTable {
             Healthledger_V1_ObserveRequest.self, .longRunning,
             types: { try LedgerCall.descriptors(type: $0.type, predicate: $0.hasPredicate ? $0.predicate : nil, $0.descriptors).flatMap { withMembers($0.type) } }
         ) { try await $0.observe($1, onScope: $2.scanned, $2.emit) },
-        .requestAuthorization: .unary(Healthledger_V1_AuthorizationRequest.self) { try await $0.requestAuthorization($1) },
-        .getRequestStatus: .immediate(Healthledger_V1_AuthorizationRequest.self) { try $0.getRequestStatus($1) },
+        .requestAuthorization: .unary(Healthledger_V1_AuthorizationRequest.self) { try await $0.requestAuthorization($1) }.only(.apps),
+        .getRequestStatus: .immediate(Healthledger_V1_AuthorizationRequest.self) { try $0.getRequestStatus($1) }.only(.apps),
         .authorizationStatus: .immediate(Healthledger_V1_AuthorizationStatusRequest.self) { try $0.authorizationStatus($1) },
         .requestObjectReadAuthorization: .unary(Healthledger_V1_ObjectReadAuthorizationRequest.self) {
             try await $0.requestObjectReadAuthorization($1)
-        },
-        .authorizations: .immediate(Healthledger_V1_AuthorizationsRequest.self) { try $0.authorizations($1, pendingOnly: false) },
-        .pendingAuthorizations: .immediate(Healthledger_V1_AuthorizationsRequest.self) { try $0.authorizations($1, pendingOnly: true) },
-        .decideAuthorization: .unary(Healthledger_V1_DecideAuthorizationRequest.self) { try await $0.decideAuthorization($1) },
-        .setObjectReadSelection: .unary(Healthledger_V1_ObjectReadSelectionRequest.self) { try await $0.setObjectReadSelection($1) },
+        }.only(.apps),
+        .authorizations: .immediate(Healthledger_V1_AuthorizationsRequest.self) { try $0.authorizations($1, pendingOnly: false) }.only(managing),
+        .pendingAuthorizations: .immediate(Healthledger_V1_AuthorizationsRequest.self) { try $0.authorizations($1, pendingOnly: true) }.only(managing),
+        .decideAuthorization: .unary(Healthledger_V1_DecideAuthorizationRequest.self) { try await $0.decideAuthorization($1) }.only(managing),
+        .setObjectReadSelection: .unary(Healthledger_V1_ObjectReadSelectionRequest.self) { try await $0.setObjectReadSelection($1) }.only(managing),
         // The history grows with the ledger: read in a task.
-        .authorizationHistory: .unary(Healthledger_V1_AuthorizationsRequest.self, asOf: true) { try $0.authorizationHistory($1) },
-        .sourcePriority: .immediate(Healthledger_V1_SourcePriorityRequest.self) { try $0.sourcePriority($1) },
-        .setSourcePriority: .unary(Healthledger_V1_SetSourcePriorityRequest.self) { try await $0.setSourcePriority($1) },
+        .authorizationHistory: .unary(Healthledger_V1_AuthorizationsRequest.self, asOf: true) { try $0.authorizationHistory($1) }.only(managing),
+        .sourcePriority: .immediate(Healthledger_V1_SourcePriorityRequest.self) { try $0.sourcePriority($1) }.only(managing),
+        .setSourcePriority: .unary(Healthledger_V1_SetSourcePriorityRequest.self) { try await $0.setSourcePriority($1) }.only(managing),
         // Statistics read every sample of their range: in a task.
         .statistics: .unary(Healthledger_V1_StatisticsRequest.self, asOf: true) { try $0.statistics($1) },
         .statisticsCollection: .stream(Healthledger_V1_StatisticsCollectionRequest.self, types: { [try QuantityType($0.type).objectType] }) {
@@ -199,7 +226,8 @@ package enum MethodTable {
         .attachmentData: .unary(Healthledger_V1_AttachmentRequest.self, asOf: true) { try $0.attachmentData($1) },
         .removeAttachment: .unary(Healthledger_V1_AttachmentRequest.self) { try await $0.removeAttachment($1) },
         .characteristics: .immediate(Healthledger_V1_CharacteristicsRequest.self) { try $0.characteristics($1) },
-        .setCharacteristic: .unary(Healthledger_V1_Characteristic.self) { try await $0.setCharacteristic($1) },
+        .setCharacteristic: .unary(Healthledger_V1_Characteristic.self) { try await $0.setCharacteristic($1) }
+            .only(.owner(refusingApps: "only the owner sets characteristics")),
         .associateSamples: .unary(Healthledger_V1_AssociateSamplesRequest.self) { try await $0.associateSamples($1) },
         .workoutStatistics: .unary(Healthledger_V1_WorkoutStatisticsRequest.self, asOf: true) { try $0.workoutStatistics($1) },
         .beginRoute: .immediate(Healthledger_V1_BeginRouteRequest.self, asOf: false, writes: true) { try $0.beginRoute($1) },
@@ -210,17 +238,22 @@ package enum MethodTable {
             try await $0.routeLocations($1, onScope: $2.scanned, $2.emit)
         },
         // The audit trail relies on no grant (it is the owner's); its credential is watched.
-        .audit: .stream(Healthledger_V1_AuditRequest.self, types: { _ in [] }) { try await $0.audit($1, follow: false, $2.emit) },
-        .watchAudit: .stream(Healthledger_V1_AuditRequest.self, .longRunning, types: { _ in [] }) { try await $0.audit($1, follow: true, $2.emit) },
-        .treeHead: .immediate(Healthledger_V1_Empty.self, asOf: false) { try $0.treeHead($1) },
-        .inclusionProof: .immediate(Healthledger_V1_InclusionProofRequest.self, asOf: false) { try $0.inclusionProof($1) },
-        .consistencyProof: .immediate(Healthledger_V1_ConsistencyProofRequest.self, asOf: false) { try $0.consistencyProof($1) },
+        .audit: .stream(Healthledger_V1_AuditRequest.self, types: { _ in [] }) { try await $0.audit($1, follow: false, $2.emit) }.only(auditing),
+        .watchAudit: .stream(Healthledger_V1_AuditRequest.self, .longRunning, types: { _ in [] }) { try await $0.audit($1, follow: true, $2.emit) }
+            .only(auditing),
+        .treeHead: .immediate(Healthledger_V1_Empty.self, asOf: false) { try $0.treeHead($1) }.only(proving),
+        .inclusionProof: .immediate(Healthledger_V1_InclusionProofRequest.self, asOf: false) { try $0.inclusionProof($1) }.only(proving),
+        .consistencyProof: .immediate(Healthledger_V1_ConsistencyProofRequest.self, asOf: false) { try $0.consistencyProof($1) }.only(proving),
         .createLedger: .onStore(Healthledger_V1_CreateLedgerRequest.self, writes: true) { try $0.createLedger($1) },
         .listLedgers: .onStore(Healthledger_V1_Empty.self, writes: false) { try $0.listLedgers($1) },
         .issueCredential: .onStore(Healthledger_V1_IssueCredentialRequest.self, writes: true) { try await $0.issueCredential($1) },
         .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: true) { try await $0.revokeCredential($1) },
         .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: false) { try $0.listCredentials($1) },
     ]
+
+    private static let managing = Caller.owner(refusingApps: "only the owner manages authorization")
+    private static let auditing = Caller.owner(refusingApps: "the audit trail is the owner's: an app may not read it")
+    private static let proving = Caller.owner(refusingApps: "tree heads and proofs are the owner's: an app may not read them")
 
     /// A type and, for a correlation type, its member types: a correlation's stream reads both.
     private static func withMembers(_ type: ObjectType) -> [ObjectType] {
