@@ -114,6 +114,36 @@ struct AuditTests {
         }
     }
 
+    @Test("audit batches: 500 by default, a batch_size above 5,000 taken as 5,000, and at most 1 MiB of events each")
+    func batches() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            try await owner.save((0..<6_000).map { Samples.heartRate(70, at: Double($0)) })
+            let heartRates = AuditFilter(kinds: [.objectSaved], type: Types.heartRate)
+            func sizes(batchSize: Int, includeStored: Bool = false) async throws -> [Int] {
+                var sizes: [Int] = []
+                var caughtUp = false
+                var bytes: [Int] = []
+                for try await batch in try await owner.audit(heartRates, includeStored: includeStored, batchSize: batchSize) {
+                    #expect(!caughtUp, "nothing follows the caught-up batch")
+                    sizes.append(batch.events.count)
+                    bytes.append(batch.events.reduce(0) { $0 + ($1.stored?.count ?? 0) + $1.sentence.utf8.count + 128 })
+                    caughtUp = batch.caughtUp
+                }
+                #expect(caughtUp)
+                #expect(bytes.allSatisfy { $0 <= 1 << 20 }, "\(bytes)")
+                return sizes
+            }
+            #expect(try await sizes(batchSize: 0) == Array(repeating: 500, count: 12))
+            #expect(try await sizes(batchSize: 5_000) == [5_000, 1_000])
+            #expect(try await sizes(batchSize: 6_000) == [5_000, 1_000], "more than 5,000 is taken as 5,000, not refused")
+            // With each event's stored bytes the megabyte fills first.
+            let stored = try await sizes(batchSize: 5_000, includeStored: true)
+            #expect(stored.reduce(0, +) == 6_000 && stored.count > 2 && stored.dropLast().allSatisfy { $0 < 5_000 }, "\(stored)")
+            await owner.close()
+        }
+    }
+
     @Test("a watched audit streams events as they commit, and ends when the owner's credential is revoked")
     func watchedAudit() async throws {
         try await withTestServer { server in
