@@ -289,6 +289,7 @@ struct ConnectionStateTests {
         #expect(state.ended(2) == true)
         #expect(state.phase == .closed)
         #expect(state.admit(5) == .ignore)
+        #expect(state.admit(0) == .ignore, "a closing connection answers nothing, not even call id 0")
         #expect(state.drain(reason: "x") == nil)
 
         var idle = ConnectionState(maximumCalls: 8)
@@ -297,5 +298,6 @@ struct ConnectionStateTests {
         _ = idle.ended(9)
         #expect(idle.idle(reason: "idle")?.goAway.lastCallID == 9)
         #expect(idle.admit(10) == .ignore)
+        #expect(idle.admit(0) == .ignore)
     }
 }

@@ -59,6 +59,14 @@ struct MethodTableTests {
         return Set(text.split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) })
     }
 
+    @Test("§4.10 names exactly the methods a point-in-time view answers")
+    func documentedPointInTimeReads() throws {
+        let listed = try Self.quotedNames(in: try Self.protocolDocument(), from: "- **Which methods.** ", to: "Any other method")
+        let answered = Set(RPCMethod.allCases.filter(MethodTable.answersAsOf).map { String($0.rawValue.dropFirst("healthledger.v1.Ledger/".count)) })
+        #expect(listed == answered)
+        #expect(answered.contains("Audit") && !answered.contains("WatchChanges") && !answered.contains("Save"))
+    }
+
     @Test("§4.4 names exactly the methods the server runs as writes, which no cancel or deadline stops")
     func documentedWrites() throws {
         let listed = try Self.quotedNames(in: try Self.protocolDocument(), from: "**Writes are not stopped by a deadline or a cancel.** A write —", to: "— is handed")

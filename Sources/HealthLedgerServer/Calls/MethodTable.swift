@@ -175,6 +175,9 @@ package enum MethodTable {
     /// Whether `method` changes the ledger or the store (a cancel or deadline never stops it).
     package static func writes(_ method: RPCMethod) -> Bool { registrations[method]?.writes ?? false }
 
+    /// Whether a point-in-time view answers `method` (a call with `as_of_sequence` or `as_of_time_us`).
+    package static func answersAsOf(_ method: RPCMethod) -> Bool { registrations[method]?.answersAsOf ?? false }
+
     /// Whether `method`'s small requests are answered from their commit, without a task.
     package static func answersOnCommit(_ method: RPCMethod) -> Bool { registrations[method]?.answersOnCommit ?? false }
 

@@ -45,8 +45,9 @@ package struct ConnectionState: Sendable {
 
     /// A request arrived for call `id`.
     package mutating func admit(_ id: UInt64) -> Admission {
-        guard id != 0 else { return .refuse(callID: 0, RPCError(.invalidArgument, "call id 0 is reserved")) }
+        // Closing: no answer at all, not even to call id 0 (the client may be gone).
         guard phase != .closed else { return .ignore }
+        guard id != 0 else { return .refuse(callID: 0, RPCError(.invalidArgument, "call id 0 is reserved")) }
         // Before the drain's refusal: a status on a running call's id would read as that call's.
         guard !openCalls.contains(id) else {
             return .refuse(callID: 0, RPCError(.invalidArgument, "call id \(id) is already in use"))

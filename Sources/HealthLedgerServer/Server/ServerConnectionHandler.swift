@@ -66,6 +66,8 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         reading = true
+        // A closing connection answers nothing more: no request, ping or malformed frame.
+        guard state.phase != .closed else { return }
         switch unwrapInboundIn(data) {
         case .malformed(let reason):
             context.writeAndFlush(bytes(of: .status(id: 0, RPCError(.invalidArgument, reason)), context), promise: nil)

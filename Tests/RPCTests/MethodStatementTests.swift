@@ -1,0 +1,179 @@
+import Foundation
+import HealthLedgerRPC
+import HealthLedgerSDK
+import Ledger
+import LedgerSchema
+import SwiftProtobuf
+import Testing
+
+/// PROTOCOL.md §7's statements about single methods that the other suites leave out, each
+/// checked on the wire (raw frames) where the SDK would hide it.
+@Suite("The protocol document, method by method")
+struct MethodStatementTests {
+    typealias Statements = ProtocolStatementTests
+
+    /// Sends one request and reads its frames: the messages before its status, and the status.
+    static func call(
+        _ raw: RawConnection, _ id: UInt64, _ method: RPCMethod, _ credential: String, _ message: some SwiftProtobuf.Message
+    ) async throws -> (messages: [Data], status: Healthledger_V1_CallStatus?) {
+        try await raw.send(try Statements.request(id, method, credential, message))
+        let (before, status) = await Statements.frames(until: id, on: raw)
+        return (before.compactMap { frame in if case .message(let bytes) = frame.kind, frame.callID == id { bytes } else { nil } }, status)
+    }
+
+    @Test("§7.1: Ping echoes its data and names the ledger and the principal")
+    func pingEcho() async throws {
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let (messages, status) = try await Self.call(raw, 1, .ping, server.appCredential, Healthledger_V1_PingRequest.with { $0.data = Data([0, 1, 0xFF]) })
+            #expect(status?.code == .ok)
+            let response = try Healthledger_V1_PingResponse(serializedBytes: try #require(messages.first))
+            #expect(response.data == Data([0, 1, 0xFF]) && response.ledgerID == "alice" && response.principal == "app com.example.walk")
+            // A call id is free again once its status has arrived.
+            let again = try await Self.call(raw, 1, .ping, server.ownerCredential, Healthledger_V1_PingRequest())
+            #expect(again.status?.code == .ok && again.messages.count == 1)
+            await raw.close()
+        }
+    }
+
+    @Test("§7.2/§7.3/§7.5: an empty save or delete, a UUID not 16 bytes and an empty fetch are invalidArgument; a delete counts each UUID once")
+    func saveDeleteFetchEdges() async throws {
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let owner = server.ownerCredential
+            var id: UInt64 = 0
+            func refused(_ method: RPCMethod, _ message: some SwiftProtobuf.Message, _ reason: String) async throws {
+                id += 1
+                let (messages, status) = try await Self.call(raw, id, method, owner, message)
+                #expect(messages.isEmpty && status?.code == .invalidArgument && status?.healthErrorCode == 3 && status?.message == reason, "\(method): \(String(describing: status))")
+            }
+            try await refused(.save, Healthledger_V1_SaveRequest(), "nothing to save: the list of objects is empty")
+            try await refused(.delete, Healthledger_V1_DeleteRequest(), "nothing to delete: the list of UUIDs is empty")
+            try await refused(.delete, Healthledger_V1_DeleteRequest.with { $0.uuids = [Data(repeating: 1, count: 15)] }, "a UUID must be 16 bytes")
+            try await refused(.fetch, Healthledger_V1_FetchRequest(), "a UUID must be 16 bytes")
+            try await refused(.fetch, Healthledger_V1_FetchRequest.with { $0.uuid = Data(repeating: 1, count: 17) }, "a UUID must be 16 bytes")
+
+            let samples = (0..<2).map { Samples.heartRate(60, at: Double($0)) }
+            try await server.client().save(samples)
+            let first = Data(samples[0].uuid.bytes), second = Data(samples[1].uuid.bytes)
+            id += 1
+            let (messages, status) = try await Self.call(raw, id, .delete, owner, Healthledger_V1_DeleteRequest.with { $0.uuids = [first, first, second, first] })
+            #expect(status?.code == .ok)
+            #expect(try Healthledger_V1_DeleteResponse(serializedBytes: try #require(messages.first)).deleted == 2, "duplicates are counted once")
+            await raw.close()
+        }
+    }
+
+    @Test("§7.2: a stored object sent again, sync identifier and all, is alreadyExists (the UUID comes before the sync identifier), and nothing is saved")
+    func resentObject() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let weight = AuditTests.weight(70, version: 1)
+            try await owner.save(weight)
+            let head = try server.ledger.head()
+            let other = AuditTests.weight(72, version: 2)
+            let error = await expectRPCError(.alreadyExists, .invalidArgument, "the same object again") { try await owner.save([other, weight]) }
+            #expect(error?.message == "object 1: an object with UUID \(weight.uuid.uuidString) already exists")
+            #expect(try server.ledger.head() == head)
+            await owner.close()
+        }
+    }
+
+    @Test("§7.6: batch_size 0 is 500 and above 10,000 is 10,000; an unknown sort is start ascending; no match sends no message")
+    func sampleBatches() async throws {
+        try await withTestServer { server in
+            try await Statements.saveHeartRates(10_500, on: server)
+            let raw = try await RawConnection(port: server.port)
+            var id: UInt64 = 0
+            func batches(_ change: (inout Healthledger_V1_SampleQueryRequest) -> Void) async throws -> [[Healthledger_V1_HealthObject]] {
+                var request = Healthledger_V1_SampleQueryRequest.with { $0.type = Statements.heartRate }
+                change(&request)
+                id += 1
+                // Window large enough for every batch.
+                try await raw.send(try Statements.request(id, .querySamples, server.ownerCredential, request, window: 1_000))
+                let (before, status) = await Statements.frames(until: id, on: raw)
+                #expect(status?.code == .ok, "\(String(describing: status))")
+                return try before.compactMap { frame in
+                    guard case .message(let bytes) = frame.kind else { return nil }
+                    return try Healthledger_V1_SampleBatch(serializedBytes: bytes).objects
+                }
+            }
+            let byDefault = try await batches { _ in }
+            #expect(byDefault.map(\.count) == Array(repeating: 500, count: 21))
+            #expect(try await batches { $0.batchSize = 500 }.map(\.count) == byDefault.map(\.count))
+            let capped = try await batches { $0.batchSize = 10_000 }
+            #expect(try await batches { $0.batchSize = 1_000_000 }.map(\.count) == capped.map(\.count), "above 10,000 is 10,000")
+            #expect(capped.reduce(0) { $0 + $1.count } == 10_500 && capped.allSatisfy { $0.count <= 10_000 })
+            // Each batch but the last is full: 10,000 objects, or 1 MiB with the one that reached it.
+            for batch in capped.dropLast() {
+                let size: [UInt8] = try Healthledger_V1_SampleBatch.with { $0.objects = batch }.serializedBytes()
+                let withoutLast: [UInt8] = try Healthledger_V1_SampleBatch.with { $0.objects = Array(batch.dropLast()) }.serializedBytes()
+                #expect(batch.count == 10_000 || (size.count >= 1 << 20 && withoutLast.count < 1 << 20), "\(batch.count) objects, \(size.count) bytes")
+            }
+
+            let sorted = try await batches { $0.limit = 700; $0.sort = .startAscending }.flatMap { $0 }
+            let unknownSort = try await batches { $0.limit = 700; $0.sort = .UNRECOGNIZED(7) }.flatMap { $0 }
+            #expect(unknownSort.map(\.uuid) == sorted.map(\.uuid) && sorted.count == 700)
+
+            let none = try await batches { $0.startUs = 1; $0.endUs = 2 }
+            #expect(none.isEmpty, "no matches: no message frames, then OK")
+            await raw.close()
+        }
+    }
+
+    @Test("§7.7: a query of no changes still sends one batch, empty, with the anchor that resumes after it; a damaged anchor is named")
+    func emptyChangePage() async throws {
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let (messages, status) = try await Self.call(
+                raw, 1, .queryChanges, server.ownerCredential, Healthledger_V1_ChangeQueryRequest.with { $0.type = Statements.heartRate })
+            #expect(status?.code == .ok && messages.count == 1)
+            let batch = try Healthledger_V1_ChangeBatch(serializedBytes: try #require(messages.first))
+            #expect(batch.added.isEmpty && batch.deleted.isEmpty && !batch.anchor.isEmpty && batch.caughtUp)
+
+            try await Statements.saveHeartRates(3, on: server)
+            let resumed = try await Self.call(raw, 2, .queryChanges, server.ownerCredential, Healthledger_V1_ChangeQueryRequest.with {
+                $0.type = Statements.heartRate
+                $0.anchor = batch.anchor
+            })
+            #expect(try resumed.messages.map { try Healthledger_V1_ChangeBatch(serializedBytes: $0).added.count } == [3])
+
+            var damaged = batch.anchor
+            damaged[damaged.count / 2] ^= 0x01
+            let refused = try await Self.call(raw, 3, .queryChanges, server.ownerCredential, Healthledger_V1_ChangeQueryRequest.with {
+                $0.type = Statements.heartRate
+                $0.anchor = damaged
+            })
+            #expect(refused.messages.isEmpty && refused.status?.code == .invalidArgument)
+            #expect(refused.status?.message == "the anchor was not issued by this ledger, or is damaged")
+            await raw.close()
+        }
+    }
+
+    @Test("§7.16: a tree size of 0 is the current one; sequence 0, first size 0 and a first size past the second are invalidArgument")
+    func treeSizes() async throws {
+        try await withTestServer { server in
+            try await Statements.saveHeartRates(5, on: server)
+            let head = try server.ledger.head().sequence
+            let raw = try await RawConnection(port: server.port)
+            let owner = server.ownerCredential
+            let inclusion = try await Self.call(raw, 1, .inclusionProof, owner, Healthledger_V1_InclusionProofRequest.with { $0.sequence = 2 })
+            #expect(inclusion.status?.code == .ok)
+            #expect(try Healthledger_V1_InclusionProof(serializedBytes: try #require(inclusion.messages.first)).treeSize == head)
+            let consistency = try await Self.call(raw, 2, .consistencyProof, owner, Healthledger_V1_ConsistencyProofRequest.with { $0.firstSize = 2 })
+            #expect(consistency.status?.code == .ok)
+            #expect(try Healthledger_V1_ConsistencyProof(serializedBytes: try #require(consistency.messages.first)).secondSize == head)
+
+            let refusals: [(RPCMethod, any SwiftProtobuf.Message, String)] = [
+                (.inclusionProof, Healthledger_V1_InclusionProofRequest(), "event 0 is not in a tree of \(head) events"),
+                (.consistencyProof, Healthledger_V1_ConsistencyProofRequest(), "first_size must be 1 to second_size (\(head)), not 0"),
+                (.consistencyProof, Healthledger_V1_ConsistencyProofRequest.with { $0.firstSize = 4; $0.secondSize = 3 }, "first_size must be 1 to second_size (3), not 4"),
+            ]
+            for (index, (method, message, reason)) in refusals.enumerated() {
+                let (messages, status) = try await Self.call(raw, UInt64(3 + index), method, owner, message)
+                #expect(messages.isEmpty && status?.code == .invalidArgument && status?.healthErrorCode == 3 && status?.message == reason, "\(String(describing: status))")
+            }
+            await raw.close()
+        }
+    }
+}
