@@ -176,4 +176,30 @@ struct MethodStatementTests {
             await raw.close()
         }
     }
+
+    @Test("§7.17: CreateLedger with no id makes a random one; IssueCredential refuses the system and operator principals")
+    func operatorEdges() async throws {
+        try await withTestServer { server in
+            let operatorCredential = try server.store.issueOperatorCredential(label: "ops")
+            let raw = try await RawConnection(port: server.port)
+            let created = try await Self.call(raw, 1, .createLedger, operatorCredential, Healthledger_V1_CreateLedgerRequest())
+            #expect(created.status?.code == .ok)
+            let createdBytes = try #require(created.messages.first)
+            let id = try #require(try Healthledger_V1_LedgerList(serializedBytes: createdBytes).ledgerIds.first)
+            #expect(!id.isEmpty && id != "alice")
+            #expect(try server.store.ledgerIDs().contains(id))
+            let another = try await Self.call(raw, 2, .createLedger, operatorCredential, Healthledger_V1_CreateLedgerRequest())
+            #expect(try Healthledger_V1_LedgerList(serializedBytes: try #require(another.messages.first)).ledgerIds != [id], "random, not fixed")
+
+            for (index, kind) in [Healthledger_V1_Actor.Kind.system, .operator, .unspecified].enumerated() {
+                let (messages, status) = try await Self.call(raw, UInt64(3 + index), .issueCredential, operatorCredential, Healthledger_V1_IssueCredentialRequest.with {
+                    $0.ledgerID = id
+                    $0.principal.kind = kind
+                })
+                #expect(messages.isEmpty && status?.code == .invalidArgument, "\(kind): \(String(describing: status))")
+            }
+            #expect(try server.store.ledger(id).credentials().isEmpty, "nothing issued")
+            await raw.close()
+        }
+    }
 }

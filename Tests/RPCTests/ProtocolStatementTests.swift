@@ -431,6 +431,35 @@ struct ProtocolStatementTests {
         }
     }
 
+    @Test("§4.2/§4.9: a go-away's last_call_id counts the calls started (refused from check 5 on), not those refused by checks 1–4")
+    func lastCallID() async throws {
+        try await withTestServer(configuration: ServerConfiguration(port: 0, maximumConcurrentCalls: 2)) { server in
+            let raw = try await RawConnection(port: server.port)
+            let watch = Healthledger_V1_ChangeQueryRequest.with { $0.type = Self.heartRate }
+            try await raw.send(try Self.request(1, .watchChanges, server.ownerCredential, watch))
+            // Started, though refused: an unknown credential (check 7), an unknown method (check 5).
+            try await raw.send(try Self.request(3, .ping, "hl1:alice:0000000000000000:nope", Healthledger_V1_PingRequest()))
+            #expect(await raw.status(of: 3)?.code == .unauthenticated)
+            var unknown = Healthledger_V1_Frame.request(id: 4, method: .ping, credential: server.ownerCredential, payload: [])
+            unknown.request.method = "healthledger.v1.Ledger/Nope"
+            try await raw.send(unknown)
+            #expect(await raw.status(of: 4)?.code == .unimplemented)
+            try await raw.send(try Self.request(2, .watchChanges, server.ownerCredential, watch))
+            // Never started: call 9 past the limit of 2 (check 4), call 0 (check 1), call 2 again (check 2).
+            try await raw.send(try Self.request(9, .ping, server.ownerCredential, Healthledger_V1_PingRequest()))
+            #expect(await raw.status(of: 9)?.code == .resourceExhausted)
+            try await raw.send(try Self.request(0, .ping, server.ownerCredential, Healthledger_V1_PingRequest()))
+            try await raw.send(try Self.request(2, .ping, server.ownerCredential, Healthledger_V1_PingRequest()))
+            // A broken byte stream: the go-away names the highest call started.
+            try await raw.send([0x01, 0, 0, 0, 0])
+            var goAway: Healthledger_V1_GoAway?
+            while let frame = await Self.next(raw) {
+                if case .goAway(let away) = frame.kind { goAway = away }
+            }
+            #expect(goAway?.reason == "unsupported frame flags 0x1" && goAway?.lastCallID == 4)
+        }
+    }
+
     @Test("§4.9/§9: a drain lets a call in flight run until the drain timeout, then cancels it and closes the connection")
     func drainTimeout() async throws {
         let log = CapturedLog()
