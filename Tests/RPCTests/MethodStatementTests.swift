@@ -202,4 +202,54 @@ struct MethodStatementTests {
             await raw.close()
         }
     }
+
+    @Test("§6.1: metadata with a key twice or an entry without a value is refused; a correlation holds 1 to 128 members, and its member_uuids is ignored on save and empty on read")
+    func objectShapes() async throws {
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let owner = server.ownerCredential
+            var id: UInt64 = 0
+            func save(_ objects: [Healthledger_V1_HealthObject]) async throws -> Healthledger_V1_CallStatus? {
+                id += 1
+                return try await Self.call(raw, id, .save, owner, Healthledger_V1_SaveRequest.with { $0.objects = objects }).status
+            }
+            let head = try server.ledger.head()
+            var twice = Healthledger_V1_HealthObject(Samples.heartRate(70, at: 0, metadata: ["note": .string("a")]))
+            twice.metadata.append(.with { $0.key = "note"; $0.stringValue = "b" })
+            let duplicate = try await save([twice])
+            #expect(duplicate?.code == .invalidArgument && duplicate?.message.contains("note") == true, "\(String(describing: duplicate))")
+            var valueless = Healthledger_V1_HealthObject(Samples.heartRate(70, at: 0))
+            valueless.metadata = [.with { $0.key = "note" }]
+            let empty = try await save([valueless])
+            #expect(empty?.code == .invalidArgument && empty?.message.contains("note") == true, "\(String(describing: empty))")
+
+            let date = Samples.base
+            func meal(_ count: Int) throws -> Correlation {
+                Correlation(type: try CorrelationType("HKCorrelationTypeIdentifierFood"), start: date, end: date, objects: try (0..<count).map { _ in
+                    QuantitySample(type: CorrelationRPCTests.energy, quantity: try Quantity(10, "kcal"), start: date, end: date)
+                })
+            }
+            let none = try await save([Healthledger_V1_HealthObject(.correlation(try meal(0)))])
+            #expect(none?.code == .invalidArgument && none?.message.contains("at least one member") == true, "\(String(describing: none))")
+            var tooMany = Healthledger_V1_HealthObject(.correlation(try meal(128)))
+            tooMany.correlation.objects.append(Healthledger_V1_HealthObject(.quantitySample(
+                QuantitySample(type: CorrelationRPCTests.energy, quantity: try Quantity(10, "kcal"), start: date, end: date))))
+            let refused = try await save([tooMany])
+            #expect(refused?.code == .resourceExhausted && refused?.healthErrorCode == 13, "\(String(describing: refused))")
+            #expect(try server.ledger.head() == head, "nothing refused was saved")
+
+            // 128 members, with member_uuids that name nothing: saved, and read back without them.
+            let full = try meal(128)
+            var named = Healthledger_V1_HealthObject(.correlation(full))
+            named.correlation.memberUuids = [Data(UUID().bytes), Data(UUID().bytes)]
+            #expect(try await save([named])?.code == .ok)
+            id += 1
+            let (messages, status) = try await Self.call(raw, id, .fetch, owner, Healthledger_V1_FetchRequest.with { $0.uuid = Data(full.uuid.bytes) })
+            #expect(status?.code == .ok)
+            let read = try Healthledger_V1_FetchResponse(serializedBytes: try #require(messages.first)).object.correlation
+            #expect(read.objects.count == 128 && read.memberUuids.isEmpty)
+            #expect(Set(read.objects.map(\.uuid)) == Set(full.objects.map { Data($0.uuid.bytes) }))
+            await raw.close()
+        }
+    }
 }
