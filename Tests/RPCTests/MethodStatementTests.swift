@@ -252,4 +252,71 @@ struct MethodStatementTests {
             await raw.close()
         }
     }
+
+    @Test("§7.9: an option that does not fit the type names both; collection batches are 1,000 by default and at most 10,000")
+    func statisticsEdges() async throws {
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let owner = server.ownerCredential
+            let mismatches: [(String, UInt32, String)] = [
+                (Statements.heartRate, 16, "cumulativeSum needs a cumulative type; HKQuantityTypeIdentifierHeartRate is discrete"),
+                ("HKQuantityTypeIdentifierStepCount", 2, "discreteAverage needs a discrete type; HKQuantityTypeIdentifierStepCount is cumulative"),
+            ]
+            for (index, (type, options, reason)) in mismatches.enumerated() {
+                let (messages, status) = try await Self.call(raw, UInt64(1 + index), .statistics, owner, Healthledger_V1_StatisticsRequest.with {
+                    $0.type = type
+                    $0.options = options
+                })
+                #expect(messages.isEmpty && status?.code == .invalidArgument && status?.message == reason, "\(String(describing: status))")
+            }
+
+            try await Statements.saveHeartRates(10_500, on: server)
+            var id: UInt64 = 10
+            func batches(_ batchSize: UInt32) async throws -> [Int] {
+                id += 1
+                let request = Healthledger_V1_StatisticsCollectionRequest.with {
+                    $0.type = Statements.heartRate
+                    $0.startUs = Int64(Samples.base.timeIntervalSince1970 * 1_000_000)
+                    $0.endUs = $0.startUs + 10_500 * 60_000_000
+                    $0.anchorUs = $0.startUs
+                    $0.intervalCount = 1
+                    $0.intervalUnit = .minute
+                    $0.options = 2
+                    $0.batchSize = batchSize
+                }
+                try await raw.send(try Statements.request(id, .statisticsCollection, owner, request, window: 1_000))
+                let (before, status) = await Statements.frames(until: id, on: raw)
+                #expect(status?.code == .ok, "\(String(describing: status))")
+                return try before.compactMap { frame in
+                    guard case .message(let bytes) = frame.kind else { return nil }
+                    return try Healthledger_V1_StatisticsBatch(serializedBytes: bytes).results.count
+                }
+            }
+            #expect(try await batches(0) == Array(repeating: 1_000, count: 10) + [500])
+            #expect(try await batches(20_000) == [10_000, 500])
+            await raw.close()
+        }
+    }
+
+    @Test("§6: an explicit start_us of 0 is 1970-01-01, an absent one unbounded")
+    func explicitZero() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let early = HealthObject.quantitySample(QuantitySample(
+                type: Samples.heartRate, quantity: try Quantity(70, "count/min"), start: Date(timeIntervalSince1970: -60), end: Date(timeIntervalSince1970: -60)))
+            try await owner.save([early, Samples.heartRate(71, at: 0)])
+            let raw = try await RawConnection(port: server.port)
+            func count(_ change: (inout Healthledger_V1_SampleQueryRequest) -> Void, id: UInt64) async throws -> Int {
+                var request = Healthledger_V1_SampleQueryRequest.with { $0.type = Statements.heartRate }
+                change(&request)
+                return try await Self.call(raw, id, .querySamples, server.ownerCredential, request).messages
+                    .reduce(0) { $0 + (try Healthledger_V1_SampleBatch(serializedBytes: $1).objects.count) }
+            }
+            #expect(try await count({ _ in }, id: 1) == 2)
+            #expect(try await count({ $0.startUs = 0 }, id: 2) == 1)
+            #expect(try await count({ $0.endUs = 0 }, id: 3) == 1)
+            await raw.close()
+            await owner.close()
+        }
+    }
 }
