@@ -319,4 +319,43 @@ struct MethodStatementTests {
             await owner.close()
         }
     }
+
+    @Test("§7.10: an attachment's name is 1 to 255 bytes without control characters, its metadata 64 entries of keys up to 256 and values up to 4,096 bytes; at the limits it is taken")
+    func attachmentLimits() async throws {
+        try await withTestServer { server in
+            let sample = Samples.heartRate(70, at: 0)
+            try await server.client().save(sample)
+            let raw = try await RawConnection(port: server.port)
+            let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3])
+            func add(_ id: UInt64, name: String, metadata: [(String, String)] = []) async throws -> Healthledger_V1_CallStatus? {
+                try await Self.call(raw, id, .addAttachment, server.ownerCredential, Healthledger_V1_AddAttachmentRequest.with {
+                    $0.objectUuid = Data(sample.uuid.bytes)
+                    $0.name = name
+                    $0.contentType = "image/png"
+                    $0.data = png
+                    $0.metadata = metadata.map { key, value in .with { $0.key = key; $0.value = value } }
+                }).status
+            }
+            let badName = "an attachment's name is 1 to 255 bytes, without '/' or control characters"
+            let badMetadata = "attachment metadata: at most 64 entries, keys of 1 to 256 bytes, values up to 4096"
+            let head = try server.ledger.head()
+            for (index, (name, metadata, reason)) in [
+                (String(repeating: "n", count: 256), [], badName),
+                ("scan\u{7}.png", [], badName),
+                ("a.png", (0..<65).map { ("k\($0)", "v") }, badMetadata),
+                ("a.png", [(String(repeating: "k", count: 257), "v")], badMetadata),
+                ("a.png", [("", "v")], badMetadata),
+                ("a.png", [("k", String(repeating: "v", count: 4_097))], badMetadata),
+            ].enumerated() {
+                let status = try await add(UInt64(1 + index), name: name, metadata: metadata)
+                #expect(status?.code == .invalidArgument && status?.message == reason, "case \(index): \(String(describing: status))")
+            }
+            #expect(try server.ledger.head() == head, "nothing refused was written")
+            let atLimits = try await add(
+                20, name: String(repeating: "n", count: 255),
+                metadata: (0..<63).map { ("k\($0)", "v") } + [(String(repeating: "k", count: 256), String(repeating: "v", count: 4_096))])
+            #expect(atLimits?.code == .ok, "\(String(describing: atLimits))")
+            await raw.close()
+        }
+    }
 }
