@@ -344,19 +344,22 @@ struct ProtocolStatementTests {
             let dispatcher = CallDispatcher(store: server.store, configuration: ServerConfiguration(port: 0), logger: logger, metrics: CallMetrics())
 
             /// Runs the call in a task that is cancelled before the call starts (as the
-            /// connection cancels it), with its deadline marked passed when `expired`.
+            /// connection cancels it), with its deadline marked passed when `expired`. A call
+            /// that fails sends no response, though its work may have come to an end.
             func run(_ method: RPCMethod, _ message: some SwiftProtobuf.Message, cancelled: Bool, expired: Bool = false) async throws -> RPCError? {
                 let request = try Self.request(1, method, server.ownerCredential, message).request
-                let outcome = Mutex<RPCError??>(nil)
+                let outcome = Mutex<(response: [UInt8]?, failure: RPCError?)?>(nil)
                 await Task {
                     let deadline = CallDeadline()
                     if expired { deadline.expire() }
                     if cancelled { withUnsafeCurrentTask { $0?.cancel() } }
-                    await dispatcher.run(id: 1, method: method, request: request, window: nil, deadline: deadline, send: { _ in }) { _, failure in
-                        outcome.withLock { $0 = failure }
+                    await dispatcher.run(id: 1, method: method, request: request, window: nil, deadline: deadline, send: { _ in }) { response, failure in
+                        outcome.withLock { $0 = (response, failure) }
                     }
                 }.value
-                return try #require(outcome.withLock { $0 }, "the call finished")
+                let (response, failure) = try #require(outcome.withLock { $0 }, "the call finished")
+                #expect((response == nil) == (failure != nil), "a response exactly when the call succeeds: \(method), \(String(describing: failure))")
+                return failure
             }
             let statistics = Healthledger_V1_StatisticsRequest.with {
                 $0.type = Self.heartRate
