@@ -358,4 +358,60 @@ struct MethodStatementTests {
             await raw.close()
         }
     }
+
+    @Test("§7.12: QuerySamples' older workout_uuid and workout_predicate fields select associated samples and matching workouts, ANDed with predicate; workout_predicate needs the workout type and at most 64 terms")
+    func olderWorkoutFields() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let run = WorkoutRPCTests.run()
+            let ride = Workout(
+                configuration: WorkoutConfiguration(activityType: .cycling, locationType: .outdoor),
+                start: Samples.base.addingTimeInterval(7_200), end: Samples.base.addingTimeInterval(9_000))
+            let heartRates = (0..<4).map { Samples.heartRate(Double(100 + 20 * $0), at: Double(60 * $0)) }
+            try await owner.save([.workout(run), .workout(ride)] + heartRates)
+            try await owner.add(heartRates.prefix(3).map(\.uuid), to: run.uuid)
+            let raw = try await RawConnection(port: server.port)
+            var id: UInt64 = 0
+            func query(_ change: (inout Healthledger_V1_SampleQueryRequest) -> Void) async throws -> (uuids: [UUID], status: Healthledger_V1_CallStatus?) {
+                var request = Healthledger_V1_SampleQueryRequest()
+                change(&request)
+                id += 1
+                let (messages, status) = try await Self.call(raw, id, .querySamples, server.ownerCredential, request)
+                let objects = try messages.flatMap { try Healthledger_V1_SampleBatch(serializedBytes: $0).objects }
+                return (objects.compactMap { UUID(bytes: $0.uuid) }, status)
+            }
+            func activity(_ type: WorkoutActivityType) -> Healthledger_V1_WorkoutPredicate { .with { $0.activityType = UInt32(type.rawValue) } }
+
+            let associated = try await query { $0.type = Statements.heartRate; $0.workoutUuid = Data(run.uuid.bytes) }
+            #expect(associated.status?.code == .ok && associated.uuids == heartRates.prefix(3).map(\.uuid))
+            let above = try await query {
+                $0.type = Statements.heartRate
+                $0.workoutUuid = Data(run.uuid.bytes)
+                $0.predicate = .with { $0.quantity = .with { $0.comparison = .greater; $0.quantity = .with { $0.value = 110; $0.unit = "count/min" } } }
+            }
+            #expect(above.uuids == [heartRates[1].uuid, heartRates[2].uuid], "ANDed with predicate")
+            let rides = try await query { $0.type = "HKWorkoutTypeIdentifier"; $0.workoutPredicate = activity(.cycling) }
+            #expect(rides.status?.code == .ok && rides.uuids == [ride.uuid])
+            let neither = try await query {
+                $0.type = "HKWorkoutTypeIdentifier"
+                $0.workoutPredicate = activity(.cycling)
+                $0.predicate = .with { $0.workout = activity(.running) }
+            }
+            #expect(neither.status?.code == .ok && neither.uuids.isEmpty, "ANDed with predicate")
+            let sixtyFour = try await query {
+                $0.type = "HKWorkoutTypeIdentifier"
+                $0.workoutPredicate = .with { $0.anyOf.predicates = Array(repeating: activity(.running), count: 63) }
+            }
+            #expect(sixtyFour.status?.code == .ok && sixtyFour.uuids == [run.uuid], "64 terms (63 and the any-of)")
+            let sixtyFive = try await query {
+                $0.type = "HKWorkoutTypeIdentifier"
+                $0.workoutPredicate = .with { $0.anyOf.predicates = Array(repeating: activity(.running), count: 64) }
+            }
+            #expect(sixtyFive.status?.code == .invalidArgument && sixtyFive.status?.message == "a workout predicate has at most 64 terms", "\(String(describing: sixtyFive.status))")
+            let wrongType = try await query { $0.type = Statements.heartRate; $0.workoutPredicate = activity(.running) }
+            #expect(wrongType.status?.code == .invalidArgument && wrongType.uuids.isEmpty, "\(String(describing: wrongType.status))")
+            await raw.close()
+            await owner.close()
+        }
+    }
 }
