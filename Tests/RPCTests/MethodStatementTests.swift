@@ -414,4 +414,38 @@ struct MethodStatementTests {
             await owner.close()
         }
     }
+
+    @Test("§7.13: a predicate nests 16 levels, holds 256 terms and lists 10,000 values; one more of each is refused with its message")
+    func predicateLimits() async throws {
+        try await withTestServer { server in
+            let sample = Samples.heartRate(70, at: 0)
+            try await server.client().save(sample)
+            let raw = try await RawConnection(port: server.port)
+            let match: Healthledger_V1_Predicate = .with { $0.uuids.uuids = [Data(sample.uuid.bytes)] }
+            func nested(_ levels: Int) -> Healthledger_V1_Predicate {
+                (1..<levels).reduce(match) { inner, _ in .with { $0.allOf.predicates = [inner] } }
+            }
+            func terms(_ count: Int) -> Healthledger_V1_Predicate { .with { $0.anyOf.predicates = Array(repeating: match, count: count - 1) } }
+            func values(_ count: Int) -> Healthledger_V1_Predicate {
+                .with { $0.uuids.uuids = [Data(sample.uuid.bytes)] + (1..<count).map { _ in Data(UUID().bytes) } }
+            }
+            let cases: [(Healthledger_V1_Predicate, String?)] = [
+                (nested(16), nil), (nested(17), "a predicate nests at most 16 levels"),
+                (terms(256), nil), (terms(257), "a predicate has at most 256 terms"),
+                (values(10_000), nil), (values(10_001), "a predicate lists at most 10000 UUIDs"),
+            ]
+            for (index, (predicate, refusal)) in cases.enumerated() {
+                let (messages, status) = try await Self.call(raw, UInt64(1 + index), .querySamples, server.ownerCredential, Healthledger_V1_SampleQueryRequest.with {
+                    $0.type = Statements.heartRate
+                    $0.predicate = predicate
+                })
+                if let refusal {
+                    #expect(messages.isEmpty && status?.code == .invalidArgument && status?.message == refusal, "case \(index): \(String(describing: status))")
+                } else {
+                    #expect(status?.code == .ok && messages.count == 1, "case \(index): \(String(describing: status))")
+                }
+            }
+            await raw.close()
+        }
+    }
 }
