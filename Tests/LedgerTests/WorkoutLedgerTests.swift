@@ -194,17 +194,30 @@ struct WorkoutLedgerTests {
     func builderLimits() async throws {
         let temporary = try TemporaryStore()
         let ledger = try temporary.ledgerStore.createLedger(id: "builders")
+        func refused(_ code: HealthError.Code, _ message: String) -> (any Error) -> Bool {
+            { error in (error as? HealthError)?.code == code && (error as? HealthError)?.message == message }
+        }
         let opened = try (0..<RouteBuilders.maximumOpenPerPrincipal).map { _ in try ledger.beginRoute(by: Self.appA) }
-        #expect(throws: HealthError.self) { try ledger.beginRoute(by: Self.appA) }
+        #expect(RouteBuilders.maximumOpenPerPrincipal == 8)
+        #expect { try ledger.beginRoute(by: Self.appA) } throws: {
+            refused(.dataSizeExceeded, "at most 8 route builders may be open at once: finish or discard one")($0)
+        }
         let other = try ledger.beginRoute(by: Self.appB)
-        #expect(throws: HealthError.self) { try ledger.discardRoute(other, by: Self.appA) }
+        #expect { try ledger.discardRoute(other, by: Self.appA) } throws: { ($0 as? HealthError)?.code == .noData }
         try ledger.discardRoute(opened[0], by: Self.appA)
         let again = try ledger.beginRoute(by: Self.appA)
-        // The ledger's builders together hold at most a million locations.
+        // A route holds at most 200,000 locations.
+        #expect(ObjectLimits.maximumRouteLocations == 200_000)
         let batch = (0..<ObjectLimits.maximumRouteLocations).map { Self.location(Double($0)) }
-        for builder in opened.dropFirst().prefix(5) { try ledger.addRouteLocations(batch, to: builder, by: Self.appA) }
-        #expect(throws: HealthError.self) { try ledger.addRouteLocations(batch, to: other, by: Self.appB) }
-        #expect(throws: HealthError.self) { try ledger.addRouteLocations([Self.location(0)], to: again, by: Self.appA) }
+        try ledger.addRouteLocations(batch, to: opened[1], by: Self.appA)
+        #expect { try ledger.addRouteLocations([Self.location(0)], to: opened[1], by: Self.appA) } throws: {
+            refused(.dataSizeExceeded, "a route holds at most 200000 locations")($0)
+        }
+        // The ledger's builders together hold at most a million locations.
+        for builder in opened.dropFirst(2).prefix(4) { try ledger.addRouteLocations(batch, to: builder, by: Self.appA) }
+        let holdingAll = "the ledger's route builders hold 1000000 locations, the most allowed at once: finish or discard some"
+        #expect { try ledger.addRouteLocations(batch, to: other, by: Self.appB) } throws: { refused(.dataSizeExceeded, holdingAll)($0) }
+        #expect { try ledger.addRouteLocations([Self.location(0)], to: again, by: Self.appA) } throws: { refused(.dataSizeExceeded, holdingAll)($0) }
         try ledger.discardRoute(opened[1], by: Self.appA)
         #expect(try ledger.addRouteLocations(batch, to: other, by: Self.appB) == ObjectLimits.maximumRouteLocations)
 
