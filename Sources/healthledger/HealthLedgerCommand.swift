@@ -24,9 +24,25 @@ struct StoreOptions: ParsableArguments {
         return URL(filePath: path, directoryHint: .isDirectory)
     }
 
+    /// The store of an existing data directory: a command that reads or changes ledgers
+    /// never makes one where a path was mistyped.
     func openStore() throws -> LedgerStore {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ValidationErrorExit(
+                "no data directory at \(directory.path) (give --data-dir or HEALTHLEDGER_DATA_DIR; `healthledger admin create-ledger` makes one)")
+        }
+        return try LedgerStore(directory: directory)
+    }
+
+    /// The store of the data directory, made when missing: for the commands that create
+    /// (a ledger, an operator credential, a restored ledger).
+    func createStore() throws -> LedgerStore {
         try LedgerStore(directory: directory)
     }
+
+    /// Whether the data directory exists.
+    var exists: Bool { FileManager.default.fileExists(atPath: directory.path) }
 }
 
 /// Prints one clear line to standard error and exits non-zero.
@@ -49,11 +65,27 @@ func fail(_ error: any Error) -> any Error {
     return ValidationErrorExit(CommandFailure(error).description)
 }
 
-/// An error ArgumentParser prints as `Error: <message>` with exit code 1.
+/// The regular file at `path`, to read: a clear error when there is none, or a directory
+/// or something else is there.
+func inputFile(_ path: String) throws -> URL {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw ValidationErrorExit("no file at \(path)") }
+    guard !isDirectory.boolValue else { throw ValidationErrorExit("\(path) is a directory, not a file") }
+    guard FileManager.default.isReadableFile(atPath: path) else { throw ValidationErrorExit("cannot read \(path): permission denied") }
+    return URL(filePath: path)
+}
+
 /// The JSON value in `input`, a file or `-` for standard input: an error naming the input
 /// and where its JSON breaks when it is not JSON.
 func jsonInput(_ input: String) throws -> Any {
-    let data = input == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(filePath: input))
+    let data: Data
+    if input == "-" {
+        data = FileHandle.standardInput.readDataToEndOfFile()
+    } else {
+        do { data = try Data(contentsOf: try inputFile(input)) } catch let error as ValidationErrorExit { throw error } catch {
+            throw ValidationErrorExit("cannot read \(input): \(error.localizedDescription)")
+        }
+    }
     do {
         return try JSONSerialization.jsonObject(with: data)
     } catch {
@@ -62,6 +94,7 @@ func jsonInput(_ input: String) throws -> Any {
     }
 }
 
+/// An error ArgumentParser prints as `Error: <message>` with exit code 1.
 struct ValidationErrorExit: LocalizedError, CustomStringConvertible {
     let message: String
     init(_ message: String) { self.message = message }

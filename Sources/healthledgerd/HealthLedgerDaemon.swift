@@ -37,7 +37,10 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             return value
         }
 
-        let level = Logger.Level(rawValue: setting(logLevel, "LOG_LEVEL") ?? "info") ?? .info
+        let levelName = setting(logLevel, "LOG_LEVEL") ?? "info"
+        guard let level = Logger.Level(rawValue: levelName) else {
+            throw ValidationError("--log-level '\(levelName.prefix(40))' is not one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level

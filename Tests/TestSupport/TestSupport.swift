@@ -22,9 +22,10 @@ public struct ProcessRun: Sendable {
     public var error: String
 }
 
-/// Runs `executable` with `arguments` to its end, capturing its output.
-public func runProcess(_ executable: URL, _ arguments: [String]) throws -> ProcessRun {
-    let child = try ChildProcess(executable, arguments)
+/// Runs `executable` with `arguments` (and `environment` on top of this process's) to its
+/// end, capturing its output.
+public func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> ProcessRun {
+    let child = try ChildProcess(executable, arguments, environment: environment)
     // Standard error is drained alongside, so that a child filling one pipe never blocks.
     let error = LockedData()
     let drained = DispatchSemaphore(value: 0)
@@ -45,13 +46,13 @@ private final class LockedData: @unchecked Sendable {
     func get() -> Data { lock.withLock { data } }
 }
 
-/// ``runProcess(_:_:)`` for async tests: the wait happens on a thread of its own, not on
+/// ``runProcess(_:_:environment:)`` for async tests: the wait happens on a thread of its own, not on
 /// the cooperative pool (which on a 2-core machine has 2 threads that in-process servers
 /// need to answer the child).
-public func runProcess(_ executable: URL, _ arguments: [String]) async throws -> ProcessRun {
+public func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessRun {
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread {
-            continuation.resume(with: Result { try runProcess(executable, arguments) as ProcessRun })
+            continuation.resume(with: Result { try runProcess(executable, arguments, environment: environment) as ProcessRun })
         }
     }
 }

@@ -20,6 +20,9 @@ final class ClientConnection: Sendable {
     }
 
     static func connect(_ configuration: HealthStoreConfiguration, group: any EventLoopGroup) async throws -> ClientConnection {
+        guard (1...65535).contains(configuration.port) else {
+            throw RPCError(.invalidArgument, "cannot connect to port \(configuration.port): a TCP port is 1 to 65535")
+        }
         let calls = CallTable()
         let sslContext = try configuration.tls.map { tls in
             var settings = TLSConfiguration.makeClientConfiguration()

@@ -27,12 +27,13 @@ struct AdminCommand: AsyncParsableCommand {
         @Flag(help: "Call the running server's operator methods (with an operator --credential) instead of the data directory.")
         var server = false
 
-        /// Runs `onDisk` on the store, or `remote` on a connection to the server.
-        func run(onDisk: (LedgerStore) async throws -> Void, remote: (HealthStore) async throws -> Void) async throws {
+        /// Runs `onDisk` on the store (made first when `creating` and missing), or `remote` on
+        /// a connection to the server.
+        func run(creating: Bool = false, onDisk: (LedgerStore) async throws -> Void, remote: (HealthStore) async throws -> Void) async throws {
             if server {
                 try await connection.withStore(remote)
             } else {
-                do { try await onDisk(try store.openStore()) } catch { throw fail(error) }
+                do { try await onDisk(try creating ? store.createStore() : store.openStore()) } catch { throw fail(error) }
             }
         }
     }
@@ -45,6 +46,7 @@ struct AdminCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await target.run(
+                creating: true,
                 onDisk: { print(try $0.createLedger(id: id, displayName: name).id) },
                 remote: { print(try await $0.createLedger(id: id, displayName: name)) })
         }
@@ -126,7 +128,7 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "A note to tell credentials apart.") var label = ""
 
         func run() async throws {
-            do { print(try store.openStore().issueOperatorCredential(label: label)) } catch { throw fail(error) }
+            do { print(try store.createStore().issueOperatorCredential(label: label)) } catch { throw fail(error) }
         }
     }
 

@@ -53,7 +53,7 @@ struct BackupCommand: AsyncParsableCommand {
         let destination = Self.url(paths[1])
         let manifest: BackupManifest
         do {
-            manifest = try openExistingStore().ledger(paths[0]).backup(to: destination)
+            manifest = try store.openStore().ledger(paths[0]).backup(to: destination)
         } catch { throw fail(error) }
         if json {
             print(String(decoding: try manifest.encoded(), as: UTF8.self))
@@ -65,7 +65,7 @@ struct BackupCommand: AsyncParsableCommand {
     private func backupAll(to destination: URL) throws {
         let outcome: BackupSetOutcome
         do {
-            let store = try openExistingStore()
+            let store = try store.openStore()
             guard try !store.ledgerIDs().isEmpty else {
                 throw ValidationErrorExit("no ledgers in \(store.directory.path): nothing to back up")
             }
@@ -123,14 +123,6 @@ struct BackupCommand: AsyncParsableCommand {
     }
 
     /// The store, refusing a data directory that does not exist (rather than creating it).
-    private func openExistingStore() throws -> LedgerStore {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: store.directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw ValidationErrorExit("no data directory at \(store.directory.path)")
-        }
-        return try store.openStore()
-    }
-
     static func url(_ path: String) -> URL {
         URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
     }
@@ -171,14 +163,19 @@ struct RestoreCommand: AsyncParsableCommand {
         let store: LedgerStore
         let verification: BackupVerification
         let replaced: Bool
+        let existed = self.store.exists
         do {
-            store = try self.store.openStore()
+            store = try self.store.createStore()
             let target = id ?? (try? BackupManifest.read(from: backup))?.ledgerID
             replaced = try target.map { try store.ledgerIDs().contains($0) } ?? false
             verification = try store.restore(from: backup, as: id, replace: force)
         } catch let failure as LedgerFailure where failure.kind == .alreadyExists && !force {
             throw ValidationErrorExit("\(failure.message); nothing was changed (add --force to replace it)")
-        } catch { throw fail(error) }
+        } catch {
+            // A data directory made for this restore goes again: nothing changes when it fails.
+            if !existed { try? FileManager.default.removeItem(at: self.store.directory) }
+            throw fail(error)
+        }
         let ledgerID = id ?? verification.ledgerID
         if json, let manifest = verification.manifest {
             print(String(decoding: try manifest.encoded(), as: UTF8.self))
@@ -193,13 +190,20 @@ struct RestoreCommand: AsyncParsableCommand {
     private func restoreAll(from backup: URL) throws {
         let store: LedgerStore
         let results: [(ledgerID: String, result: Result<BackupVerification, LedgerFailure>)]
+        let existed = self.store.exists
         do {
-            store = try self.store.openStore()
             guard BackupSetManifest.isPresent(in: backup) else {
                 throw ValidationErrorExit("\(backup.path) is not a backup set (it has no backup-set.json): restore it without --all")
             }
+            store = try self.store.createStore()
             results = try store.restoreAll(from: backup, replace: force)
-        } catch { throw fail(error) }
+        } catch {
+            if !existed { try? FileManager.default.removeItem(at: self.store.directory) }
+            throw fail(error)
+        }
+        if !existed, !results.contains(where: { if case .success = $0.result { true } else { false } }) {
+            try? FileManager.default.removeItem(at: self.store.directory)
+        }
         var objects: [Any] = []
         for (ledgerID, result) in results {
             switch result {

@@ -17,17 +17,22 @@ struct ConnectionOptions: ParsableArguments {
         guard let credential = credential ?? environment["HEALTHLEDGER_CREDENTIAL"], !credential.isEmpty else {
             throw ValidationErrorExit("a credential is needed: --credential or HEALTHLEDGER_CREDENTIAL (see `healthledger admin issue-app-credential`)")
         }
+        let port = try port ?? environment["HEALTHLEDGER_PORT"].map { text in
+            guard let port = Int(text) else { throw ValidationErrorExit("HEALTHLEDGER_PORT is '\(text.prefix(40))', not a port number") }
+            return port
+        } ?? 7411
+        guard (1...65535).contains(port) else { throw ValidationErrorExit("port \(port) is not a TCP port: 1 to 65535") }
         let store = HealthStore(configuration: .init(
             host: host ?? environment["HEALTHLEDGER_HOST"] ?? "127.0.0.1",
-            port: port ?? environment["HEALTHLEDGER_PORT"].flatMap(Int.init) ?? 7411,
+            port: port,
             credential: credential, tls: tlsRoots.map { .init(trustRoots: $0, verifyHostname: false) }, connectAttempts: 2))
         return try asOf.map { store.asOf(try Self.pointInTime($0)) } ?? store
     }
 
-    /// SEQ (an event's sequence number) or an ISO 8601 date or date and time.
-    static func pointInTime(_ text: String) throws -> PointInTime {
+    /// SEQ (an event's sequence number) or an ISO 8601 date or date and time, given as `flag`.
+    static func pointInTime(_ text: String, flag: String = "--as-of") throws -> PointInTime {
         if let sequence = UInt64(text) { return .sequence(sequence) }
-        guard let time = try parseTime(text, "--as-of") else { throw ValidationErrorExit("--as-of needs a value") }
+        guard let time = try parseTime(text, flag) else { throw ValidationErrorExit("\(flag) needs a value") }
         return .time(time)
     }
 }

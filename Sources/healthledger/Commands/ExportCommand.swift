@@ -38,6 +38,21 @@ struct ExportCommand: AsyncParsableCommand {
             }
         }
         var summary = ExportSummary()
+        do {
+            try await write(to: destination, into: &summary)
+        } catch {
+            // The file was new: a failed export leaves none behind (a rerun would find it "exists").
+            if output != "-" { try? FileManager.default.removeItem(at: destination) }
+            throw error
+        }
+        if events { return }
+        let counts = summary.objects.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+        let total = summary.objects.values.reduce(0, +)
+        FileHandle.standardError.write(Data("exported \(total) objects (\(counts)), \(summary.characteristics) characteristics, \(summary.associations) workout associations, \(summary.attachments) attachments, \(summary.sourceOrders) source orders in \(String(format: "%.1f", summary.seconds)) s\n".utf8))
+    }
+
+    private func write(to destination: URL, into summary: inout ExportSummary) async throws {
+        var result = ExportSummary()
         try await connection.withStore { store in
             let ping = try await store.ping()
             guard ping.ledgerID == ledger else {
@@ -54,15 +69,12 @@ struct ExportCommand: AsyncParsableCommand {
             case .jsonl:
                 let (handle, close) = try Self.open(output, destination)
                 defer { close() }
-                summary = try await LedgerLinesExporter(store: store).export(ledgerID: ledger, to: LineWriter(handle: handle))
+                result = try await LedgerLinesExporter(store: store).export(ledgerID: ledger, to: LineWriter(handle: handle))
             case .appleHealth:
-                summary = try await AppleHealthExporter(store: store).export(to: destination)
+                result = try await AppleHealthExporter(store: store).export(to: destination)
             }
         }
-        if events { return }
-        let counts = summary.objects.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
-        let total = summary.objects.values.reduce(0, +)
-        FileHandle.standardError.write(Data("exported \(total) objects (\(counts)), \(summary.characteristics) characteristics, \(summary.associations) workout associations, \(summary.attachments) attachments, \(summary.sourceOrders) source orders in \(String(format: "%.1f", summary.seconds)) s\n".utf8))
+        summary = result
     }
 }
 
@@ -89,11 +101,11 @@ extension ImportCommand {
         @Argument(help: "The .jsonl file.") var path: String
 
         func run() async throws {
-            guard FileManager.default.isReadableFile(atPath: path) else { throw ValidationErrorExit("cannot open \(path)") }
+            let file = try inputFile(path)
             var summary = ImportSummary()
             try await connection.withStore { store in
                 do {
-                    summary = try await LedgerLinesImporter(store: store).run(URL(filePath: path))
+                    summary = try await LedgerLinesImporter(store: store).run(file)
                 } catch let error as ExportArchiveError {
                     throw ValidationErrorExit(error.description)
                 }

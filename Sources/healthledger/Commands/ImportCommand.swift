@@ -32,7 +32,7 @@ struct ImportCommand: AsyncParsableCommand {
 
         func run() async throws {
             let archive: ExportArchive
-            do { archive = try ExportArchive(url: URL(filePath: path)) } catch { throw ValidationErrorExit("\(error)") }
+            do { archive = try ExportArchive(url: try inputFile(path)) } catch let error as ValidationErrorExit { throw error } catch { throw ValidationErrorExit("\(error)") }
             var summary = ImportSummary()
             try await connection.withStore { store in
                 let importer = AppleHealthImporter(store: store, archive: archive)

@@ -19,7 +19,7 @@ struct LedgerCommand: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                let ledger = try store.openStore().createLedger(id: id, displayName: name)
+                let ledger = try store.createStore().createLedger(id: id, displayName: name)
                 print(ledger.id)
             } catch { throw fail(error) }
         }
@@ -107,7 +107,7 @@ struct VerifyCommand: AsyncParsableCommand {
     func run() async throws {
         if let events {
             do {
-                let result = try await EventLogExport.verify(URL(filePath: events))
+                let result = try await EventLogExport.verify(try inputFile(events))
                 print("OK: \(result.events) events of ledger \(result.ledgerID), hash chain intact, head \(result.events):\(hex(result.headHash))")
             } catch let error as EventLogError {
                 print("FAILED: \(error)")
@@ -193,7 +193,7 @@ struct ReplayCommand: AsyncParsableCommand {
 
     func run() async throws {
         if let until, let output {
-            let point = try ConnectionOptions.pointInTime(until)
+            let point = try ConnectionOptions.pointInTime(until, flag: "--until")
             do {
                 let source = try store.openStore().ledger(ledger)
                 let sequence = try source.sequence(at: point)
@@ -211,6 +211,10 @@ struct ReplayCommand: AsyncParsableCommand {
             report = try store.openStore().ledger(ledger).replay(install: install) { count in
                 print("  replayed \(count) events")
             }
+        } catch let failure as LedgerFailure where failure.kind == .corrupted {
+            // Damage is exit status 2, as for verify.
+            print("FAILED: \(failure.message)")
+            throw ExitCode(2)
         } catch { throw fail(error) }
         let seconds = Double(report.duration.components.seconds) + Double(report.duration.components.attoseconds) / 1e18
         let rebuild = Double(report.rebuildDuration.components.seconds) + Double(report.rebuildDuration.components.attoseconds) / 1e18

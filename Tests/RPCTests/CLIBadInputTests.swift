@@ -1,0 +1,75 @@
+import Foundation
+import HealthLedgerSDK
+import Ledger
+import TestSupport
+import Testing
+
+/// The CLI and the daemon refuse bad input with one clear line and a non-zero exit, and leave
+/// nothing behind: no crash on a port out of range, no raw Foundation error for a missing
+/// file or a directory, no data directory made where a path was mistyped, no half-written
+/// export.
+@Suite("healthledger and healthledgerd: bad input", .timeLimit(.minutes(3)))
+struct CLIBadInputTests {
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessRun {
+        try await runProcess(AuthCLITests.executable, arguments, environment: environment)
+    }
+
+    /// Expects exit status 1 and `message` in standard error.
+    static func expectRefused(_ run: ProcessRun, _ message: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(run.status == 1 && run.error.contains(message), "\(run.status): \(run.error)", sourceLocation: sourceLocation)
+        #expect(!run.error.contains("NSCocoaErrorDomain") && !run.error.contains("Fatal error"), "\(run.error)", sourceLocation: sourceLocation)
+    }
+
+    @Test("client commands: a port out of range or not a number, a missing or directory input, a failed export's file")
+    func clientCommands() async throws {
+        try await withTestServer { server in
+            let scratch = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cli-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let owner = ["--port", "\(server.port)", "--credential", server.ownerCredential]
+
+            for port in ["70000", "-1", "0"] {
+                Self.expectRefused(try await Self.run(["ping", "--port=\(port)", "--credential", server.ownerCredential]), "port \(port) is not a TCP port: 1 to 65535")
+            }
+            Self.expectRefused(
+                try await Self.run(["ping", "--credential", server.ownerCredential], environment: ["HEALTHLEDGER_PORT": "abc"]),
+                "HEALTHLEDGER_PORT is 'abc', not a port number")
+
+            let missing = scratch.appending(path: "missing.json").path
+            Self.expectRefused(try await Self.run(["save", "--input", missing] + owner), "no file at \(missing)")
+            Self.expectRefused(try await Self.run(["correlation", "save", "--input", scratch.path] + owner), "\(scratch.path) is a directory, not a file")
+            Self.expectRefused(try await Self.run(["import", "apple-health", scratch.path] + owner), "\(scratch.path) is a directory, not a file")
+            Self.expectRefused(try await Self.run(["import", "healthledger", missing] + owner), "no file at \(missing)")
+            Self.expectRefused(try await Self.run(["verify", "--events", scratch.path]), "\(scratch.path) is a directory, not a file")
+
+            // A failed export leaves no file behind, so the next one is not refused as "exists".
+            let events = scratch.appending(path: "alice.events").path
+            let refused = try await Self.run(["export", "alice", "--events", "-o", events, "--port", "\(server.port)", "--credential", server.appCredential])
+            #expect(refused.status == 1 && refused.error.contains("permissionDenied"), "\(refused.error)")
+            #expect(!FileManager.default.fileExists(atPath: events), "the failed export's file is removed")
+            let exported = try await Self.run(["export", "alice", "--events", "-o", events] + owner)
+            #expect(exported.status == 0, "\(exported.error)")
+        }
+    }
+
+    @Test("data-directory commands: a mistyped directory is refused and not made; replay names --until; healthledgerd refuses an unknown log level")
+    func dataDirectoryCommands() async throws {
+        try await withTestServer { server in
+            let typo = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-typo-\(UUID().uuidString)").path
+            for arguments in [["verify", "alice"], ["replay", "alice"], ["log", "alice"], ["ledger", "list"], ["admin", "credentials", "alice"], ["backup", "alice", typo + "-backup"]] {
+                Self.expectRefused(try await Self.run(arguments + ["--data-dir", typo]), "no data directory at \(typo)")
+                #expect(!FileManager.default.fileExists(atPath: typo), "\(arguments) made the directory")
+            }
+            // A restore that fails removes the data directory it made.
+            Self.expectRefused(try await Self.run(["restore", typo + "-nothing", "--data-dir", typo]), "no backup at \(typo)-nothing")
+            #expect(!FileManager.default.fileExists(atPath: typo), "a failed restore leaves no data directory")
+
+            let until = try await Self.run(["replay", "alice", "--until", "yesterday", "--output", typo, "--data-dir", server.directory.path])
+            Self.expectRefused(until, "--until 'yesterday'")
+
+            let daemon = try await runProcess(
+                DaemonProcess.executable, ["--data-dir", server.directory.path, "--port", "0", "--metrics-port=-1", "--log-level", "loud"])
+            #expect(daemon.status != 0 && daemon.error.contains("--log-level 'loud' is not one of trace, debug, info, notice, warning, error, critical"), "\(daemon.error)")
+        }
+    }
+}
