@@ -72,4 +72,20 @@ struct CLIBadInputTests {
             #expect(daemon.status != 0 && daemon.error.contains("--log-level 'loud' is not one of trace, debug, info, notice, warning, error, critical"), "\(daemon.error)")
         }
     }
+
+    @Test("verify --against another ledger's event-log export says whose it is, not that history was rewritten")
+    func verifyAgainstAnotherLedger() async throws {
+        try await withTestServer { server in
+            let bob = try server.store.createLedger(id: "bob")
+            let bobOwner = try await bob.issueCredential(for: .owner)
+            let file = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-bob-\(UUID().uuidString).events").path
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            let exported = try await Self.run(["export", "bob", "--events", "-o", file, "--port", "\(server.port)", "--credential", bobOwner])
+            #expect(exported.status == 0, "\(exported.error)")
+            let verified = try await Self.run(["verify", "alice", "--quick", "--against", file, "--data-dir", server.directory.path])
+            #expect(verified.status == 2 && verified.output.contains("FAILED: the export is of ledger 'bob', not 'alice'"), "\(verified.output)\(verified.error)")
+            let own = try await Self.run(["verify", "bob", "--quick", "--against", file, "--data-dir", server.directory.path])
+            #expect(own.status == 0 && own.output.contains("extends the history in"), "\(own.output)\(own.error)")
+        }
+    }
 }

@@ -78,7 +78,7 @@ struct VerifyCommand: AsyncParsableCommand {
     static func compare(_ ledger: Ledger, with export: URL) async throws -> String? {
         var divergence: String?
         var window: (start: UInt64, hashes: [[UInt8]]) = (1, [])
-        _ = try await EventLogExport.verify(export) { sequence, hash in
+        let verified = try await EventLogExport.verify(export) { sequence, hash in
             guard divergence == nil else { return }
             if sequence >= window.start + UInt64(window.hashes.count) {
                 window = (sequence, try ledger.eventHashes(from: sequence, limit: 10_000))
@@ -92,6 +92,8 @@ struct VerifyCommand: AsyncParsableCommand {
                 divergence = "event \(sequence): its hash is \(hex(window.hashes[index])), the export's is \(hex(hash)): the history was rewritten from here"
             }
         }
+        // Another ledger's export differs from the first event on: say so rather than "rewritten".
+        guard verified.ledgerID == ledger.id else { return "the export is of ledger '\(verified.ledgerID)', not '\(ledger.id)'" }
         return divergence
     }
 
@@ -133,7 +135,7 @@ struct VerifyCommand: AsyncParsableCommand {
             if let pinned { findings.append("extends the pinned head \(pinned.sequence)") }
             if let against {
                 do {
-                    if let divergence = try await Self.compare(ledger, with: URL(filePath: against)) {
+                    if let divergence = try await Self.compare(ledger, with: try inputFile(against)) {
                         print("FAILED: \(divergence)")
                         throw ExitCode(2)
                     }
