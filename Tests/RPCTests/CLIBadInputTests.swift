@@ -1,6 +1,7 @@
 import Foundation
 import HealthLedgerSDK
 import Ledger
+import LedgerSchema
 import TestSupport
 import Testing
 
@@ -87,5 +88,27 @@ struct CLIBadInputTests {
             let own = try await Self.run(["verify", "bob", "--quick", "--against", file, "--data-dir", server.directory.path])
             #expect(own.status == 0 && own.output.contains("extends the history in"), "\(own.output)\(own.error)")
         }
+    }
+
+    @Test("replay finds damaged projections (DIFFERENT, exit 2), --install repairs them (REPAIRED), and then they are IDENTICAL; verify says FAILED until then")
+    func replayRepairs() async throws {
+        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-replay-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sample = Samples.heartRate(70, at: 0)
+        do {
+            let store = try LedgerStore(directory: directory)
+            try await store.createLedger(id: "alice").save([sample, Samples.heartRate(71, at: 60)], by: .owner)
+        }
+        #expect(try dropObjectProjection(ledgerAt: directory.appending(path: "ledgers/alice"), uuid: Array(sample.uuid.bytes)))
+        let dataDir = ["--data-dir", directory.path]
+        let verify = try await Self.run(["verify", "alice"] + dataDir)
+        #expect(verify.status == 2 && verify.output.contains("FAILED: the live projections differ from a fresh replay"), "\(verify.output)\(verify.error)")
+        let different = try await Self.run(["replay", "alice"] + dataDir)
+        #expect(different.status == 2 && different.output.contains("DIFFERENT: the live projections do not match the log"), "\(different.output)")
+        let repaired = try await Self.run(["replay", "alice", "--install"] + dataDir)
+        #expect(repaired.status == 0 && repaired.output.contains("REPAIRED"), "\(repaired.output)\(repaired.error)")
+        let identical = try await Self.run(["replay", "alice"] + dataDir)
+        #expect(identical.status == 0 && identical.output.contains("IDENTICAL"), "\(identical.output)")
+        #expect(try await Self.run(["verify", "alice"] + dataDir).status == 0)
     }
 }

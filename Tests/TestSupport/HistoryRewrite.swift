@@ -31,3 +31,11 @@ public func rewriteHistory(ledgerAt directory: URL, from sequence: UInt64) throw
         try txn.put(head, forKey: Array("head".utf8), in: meta)
     }
 }
+
+/// Damages a closed ledger's projections as a stray write could: the `objects` entry of the
+/// object `uuid` (its 16 bytes) goes, while the log still holds its save. True when there was one.
+public func dropObjectProjection(ledgerAt directory: URL, uuid: [UInt8]) throws -> Bool {
+    let environment = try Environment(path: directory.path)
+    let objects = try environment.openDatabase("objects")
+    return try environment.write { txn in try txn.delete(uuid, in: objects) }
+}
