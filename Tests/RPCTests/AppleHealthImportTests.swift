@@ -139,6 +139,57 @@ struct AppleHealthImportTests {
         #expect(rejected == ["5 SourcePriority unknown type", "6 SourcePriority invalid object"])
     }
 
+    @Test("the reader loads no external entity, parameter entity or DTD, and an entity bomb is refused, not expanded")
+    func hostileDocumentTypes() throws {
+        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-xxe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let secret = "SECRET-\(UUID().uuidString)"
+        let secretFile = directory.appending(path: "secret.txt")
+        try Data(secret.utf8).write(to: secretFile)
+        let dtdFile = directory.appending(path: "evil.dtd")
+        try Data("<!ENTITY leaked \"\(secret)\">".utf8).write(to: dtdFile)
+        func record(_ source: String) -> String {
+            #"<Record type="HKQuantityTypeIdentifierHeartRate" sourceName="\#(source)" unit="count/min" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:00:00 +0100" value="70"/>"#
+        }
+        func mentionsSecret(_ items: [AppleHealthItem]) -> Bool { items.contains { "\($0)".contains(secret) } }
+
+        // External entities and an external DTD: never read.
+        let external = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <!DOCTYPE HealthData SYSTEM "file://\(dtdFile.path)" [
+             <!ENTITY secret SYSTEM "file://\(secretFile.path)">
+             <!ENTITY % remote SYSTEM "file://\(dtdFile.path)"> %remote;
+            ]>
+            <HealthData locale="en_US">
+             \(record("Watch"))
+             <Record type="HKQuantityTypeIdentifierHeartRate" sourceName="Phone" unit="count/min" startDate="2025-05-18 12:01:00 +0100" endDate="2025-05-18 12:01:00 +0100" value="71"><MetadataEntry key="note" value="&secret;"/></Record>
+             <Note>&secret;</Note>
+            </HealthData>
+            """
+        let read = try Self.read(external)
+        #expect(!mentionsSecret(read), "an external entity was read")
+        let samples = read.compactMap { item -> HealthObject? in if case .sample(let object, _, _, _) = item { object } else { nil } }
+        #expect(samples.count == 2 && samples.last?.metadata["note"] == .string(""), "the entity reference reads as nothing")
+
+        // A billion laughs: never expanded.
+        let laughs = (1...9).map { level in
+            "<!ENTITY lol\(level) \"" + String(repeating: "&lol\(level - 1);", count: 10) + "\">"
+        }.joined(separator: "\n")
+        let bomb = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <!DOCTYPE HealthData [
+             <!ENTITY lol0 "lol">
+             \(laughs)
+            ]>
+            <HealthData locale="en_US">
+             \(record("&lol9;"))
+            </HealthData>
+            """
+        // The document's own entity declarations are not kept: the reference is an error at its line.
+        #expect { try Self.read(bomb) } throws: { "\($0)".contains("line 15: Entity 'lol9' not defined") }
+    }
+
     /// What the reader makes of `xml`, in order.
     static func read(_ xml: String) throws -> [AppleHealthItem] {
         var items: [AppleHealthItem] = []
