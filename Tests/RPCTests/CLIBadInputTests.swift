@@ -111,4 +111,30 @@ struct CLIBadInputTests {
         #expect(identical.status == 0 && identical.output.contains("IDENTICAL"), "\(identical.output)")
         #expect(try await Self.run(["verify", "alice"] + dataDir).status == 0)
     }
+
+    @Test("export and import refusals: an existing file, a zip to standard output, --events with a format, an app's import")
+    func exportImportRefusals() async throws {
+        try await withTestServer { server in
+            let scratch = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-io-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let owner = ["--port", "\(server.port)", "--credential", server.ownerCredential]
+            try await server.client().save(Samples.heartRate(70, at: 0))
+            let existing = scratch.appending(path: "alice.jsonl").path
+            try Data("keep me".utf8).write(to: URL(filePath: existing))
+            Self.expectRefused(try await Self.run(["export", "alice", "-o", existing] + owner), "\(existing) exists: choose a new file")
+            #expect(try String(contentsOfFile: existing, encoding: .utf8) == "keep me", "the existing file is untouched")
+            let zip = try await Self.run(["export", "alice", "--format", "apple-health"] + owner)
+            #expect(zip.status != 0 && zip.error.contains("--format apple-health writes a zip: give --output FILE"), "\(zip.error)")
+            let formatted = try await Self.run(["export", "alice", "--events", "--format", "apple-health", "-o", scratch.appending(path: "e").path] + owner)
+            #expect(formatted.status != 0 && formatted.error.contains("--events writes JSON Lines: leave out --format"), "\(formatted.error)")
+
+            let lines = scratch.appending(path: "export.jsonl").path
+            #expect(try await Self.run(["export", "alice", "-o", lines] + owner).status == 0)
+            let head = try server.ledger.head()
+            let app = try await Self.run(["import", "healthledger", lines, "--port", "\(server.port)", "--credential", server.appCredential])
+            #expect(app.status == 1 && app.error.contains("permissionDenied") && app.error.contains("only the owner may do"), "\(app.error)")
+            #expect(try server.ledger.head() == head, "the app's import wrote nothing")
+        }
+    }
 }
