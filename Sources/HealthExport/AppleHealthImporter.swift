@@ -398,7 +398,8 @@ private enum BatchSaver {
             guard let data = try archive.file(at: route.path) else { return reject(.routeFile, "the export holds no file \(route.path)") }
             locations = try GPXRoute.locations(data)
         } catch {
-            return reject(.routeFile, "\(route.path): \(error)")
+            let reason = "\(error)"
+            return reject(.routeFile, reason.contains(route.path) ? reason : "\(route.path): \(reason)")
         }
         guard !locations.isEmpty else {
             outcome.skipped.append(("WorkoutRoute", "the route file has no points"))

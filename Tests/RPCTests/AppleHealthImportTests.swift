@@ -414,6 +414,51 @@ struct AppleHealthImportTests {
         }
     }
 
+    @Test("route files that are a directory, larger than 64 MiB or not XML are rejected with their line; one with no points is skipped; the workouts go in")
+    func unreadableRoutes() async throws {
+        try await withTestServer { server in
+            let directory = server.directory.appending(path: "bad-routes")
+            let routes = directory.appending(path: "workout-routes")
+            try FileManager.default.createDirectory(at: routes.appending(path: "folder.gpx"), withIntermediateDirectories: true)
+            let big = routes.appending(path: "big.gpx")
+            try Data().write(to: big)
+            let handle = try FileHandle(forWritingTo: big)
+            try handle.truncate(atOffset: (64 << 20) + 1)  // sparse: 64 MiB and one byte
+            try handle.close()
+            try Data("hello".utf8).write(to: routes.appending(path: "text.gpx"))
+            try Data(#"<?xml version="1.0"?><gpx version="1.1"><trk><trkseg/></trk></gpx>"#.utf8).write(to: routes.appending(path: "empty.gpx"))
+            let workouts = ["folder.gpx", "big.gpx", "text.gpx", "empty.gpx"].enumerated().map { index, route in
+                """
+                 <Workout workoutActivityType="HKWorkoutActivityTypeWalking" sourceName="Phone" startDate="2025-05-18 1\(index):00:00 +0000" endDate="2025-05-18 1\(index):30:00 +0000">
+                  <WorkoutRoute sourceName="Phone" startDate="2025-05-18 1\(index):00:00 +0000" endDate="2025-05-18 1\(index):30:00 +0000">
+                   <FileReference path="/workout-routes/\(route)"/>
+                  </WorkoutRoute>
+                 </Workout>
+                """
+            }
+            let xml = """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <HealthData locale="en_GB">
+                \(workouts.joined(separator: "\n"))
+                </HealthData>
+                """
+            let file = directory.appending(path: "export.xml")
+            try Data(xml.utf8).write(to: file)
+            let cli = AuthCLITests.Session(server: server)
+            let summary = try #require(try await cli.json(server.ownerCredential, ["import", "apple-health", file.path]) as? [String: Any])
+            #expect(summary["imported"] as? [String: Int] == ["workouts": 4], "\(summary)")
+            #expect(summary["rejected"] as? [String: Int] == [RejectionKind.routeFile.rawValue: 3], "\(summary)")
+            let rejections = try #require(summary["rejections"] as? [[String: Any]])
+            let reasons = rejections.compactMap { $0["reason"] as? String }
+            #expect(rejections.map { $0["line"] as? Int } == [4, 9, 14], "\(rejections)")
+            #expect(reasons == [
+                "/workout-routes/folder.gpx is not a regular file", "/workout-routes/big.gpx is larger than 64 MiB",
+                "/workout-routes/text.gpx: line 1: Document is empty",
+            ])
+            #expect(summary["skipped"] as? [String: Int] == ["WorkoutRoute: the route file has no points": 1], "\(summary)")
+        }
+    }
+
     @Test("a route file over the route limit, or missing, is rejected with its line and the import goes on, routes after it included")
     func oversizedAndMissingRoutes() async throws {
         try await withTestServer { server in
