@@ -75,6 +75,17 @@ func inputFile(_ path: String) throws -> URL {
     return URL(filePath: path)
 }
 
+/// Writes `data` to a new file at `path`: an existing file is never replaced (a pinned tree
+/// head, an earlier copy), and a failed write leaves no file behind.
+func writeNewFile(_ data: Data, to path: String) throws {
+    guard !FileManager.default.fileExists(atPath: path) else { throw ValidationErrorExit("\(path) exists: choose a new file") }
+    do {
+        try data.write(to: URL(filePath: path), options: .withoutOverwriting)
+    } catch {
+        throw ValidationErrorExit("cannot write \(path): \(error.localizedDescription)")
+    }
+}
+
 /// The JSON value in `input`, a file or `-` for standard input: an error naming the input
 /// and where its JSON breaks when it is not JSON.
 func jsonInput(_ input: String) throws -> Any {

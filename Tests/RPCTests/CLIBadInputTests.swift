@@ -137,4 +137,32 @@ struct CLIBadInputTests {
             #expect(try server.ledger.head() == head, "the app's import wrote nothing")
         }
     }
+
+    @Test("proof -o and attachment get --output never replace a file: a pinned tree head survives a consistency proof written over it")
+    func outputsNeverReplace() async throws {
+        try await withTestServer { server in
+            let scratch = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-out-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let owner = ["--port", "\(server.port)", "--credential", server.ownerCredential]
+            let sample = Samples.heartRate(70, at: 0)
+            let client = server.client()
+            try await client.save(sample)
+            let head = scratch.appending(path: "head.json").path
+            #expect(try await Self.run(["proof", "tree-head", "-o", head] + owner).status == 0)
+            let pinned = try Data(contentsOf: URL(filePath: head))
+            try await client.save(Samples.heartRate(71, at: 60))
+            Self.expectRefused(try await Self.run(["proof", "consistency", "--from", head, "-o", head] + owner), "\(head) exists: choose a new file")
+            Self.expectRefused(try await Self.run(["proof", "tree-head", "-o", head] + owner), "\(head) exists: choose a new file")
+            #expect(try Data(contentsOf: URL(filePath: head)) == pinned, "the pinned head is untouched")
+
+            let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3])
+            let attachment = try await client.addAttachment(to: sample.uuid, name: "scan.png", contentType: "image/png", data: Array(png))
+            let copy = scratch.appending(path: "scan.png").path
+            try Data("mine".utf8).write(to: URL(filePath: copy))
+            Self.expectRefused(try await Self.run(["attachment", "get", "--uuid", attachment.uuid.uuidString, "--output", copy] + owner), "\(copy) exists: choose a new file")
+            #expect(try String(contentsOfFile: copy, encoding: .utf8) == "mine")
+            await client.close()
+        }
+    }
 }

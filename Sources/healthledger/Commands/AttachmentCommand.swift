@@ -71,13 +71,14 @@ struct AttachmentCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "get", abstract: "Write an attachment's bytes to a file.")
         @OptionGroup var connection: ConnectionOptions
         @Option(help: "The attachment's UUID.") var uuid: String
-        @Option(help: "The file to write.") var output: String
+        @Option(help: "The file to write (a new one: an existing file is not replaced).") var output: String
 
         func run() async throws {
             let attachmentUUID = try parseUUID(uuid, "--uuid")
+            guard !FileManager.default.fileExists(atPath: output) else { throw ValidationErrorExit("\(output) exists: choose a new file") }
             try await connection.withStore { store in
                 let (attachment, data) = try await store.data(of: attachmentUUID)
-                guard FileManager.default.createFile(atPath: output, contents: Data(data)) else { throw ValidationErrorExit("cannot write \(output)") }
+                try writeNewFile(Data(data), to: output)
                 AttachmentCommand.print([attachment], json: connection.json)
             }
         }

@@ -17,7 +17,7 @@ struct ProofCommand: AsyncParsableCommand {
     struct TreeHead: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "tree-head", abstract: "The ledger's signed tree head now.")
         @OptionGroup var connection: ConnectionOptions
-        @Option(name: .shortAndLong, help: "Write it to this file (default: standard output).") var output: String?
+        @Option(name: .shortAndLong, help: "Write it to this new file (an existing one is not replaced; default: standard output).") var output: String?
 
         func run() async throws {
             try await connection.withStore { store in
@@ -32,7 +32,7 @@ struct ProofCommand: AsyncParsableCommand {
         @OptionGroup var connection: ConnectionOptions
         @Option(help: "The event's sequence number.") var sequence: UInt64
         @Option(name: .customLong("tree-head"), help: "A tree head file (from tree-head); default: the head now.") var treeHead: String?
-        @Option(name: .shortAndLong, help: "Write the proof to this file (default: standard output).") var output: String?
+        @Option(name: .shortAndLong, help: "Write the proof to this new file (an existing one is not replaced; default: standard output).") var output: String?
 
         func run() async throws {
             let given = try treeHead.map { try ProofCommand.treeHead(from: ProofCommand.read($0), key: "treeHead") }
@@ -53,7 +53,7 @@ struct ProofCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "consistency", abstract: "Prove that the tree now extends an earlier tree head.")
         @OptionGroup var connection: ConnectionOptions
         @Option(help: "The earlier tree head file (from tree-head).") var from: String
-        @Option(name: .shortAndLong, help: "Write the proof to this file (default: standard output).") var output: String?
+        @Option(name: .shortAndLong, help: "Write the proof to this new file (an existing one is not replaced; default: standard output).") var output: String?
 
         func run() async throws {
             let first = try ProofCommand.treeHead(from: ProofCommand.read(from), key: "treeHead")
@@ -146,7 +146,7 @@ struct ProofCommand: AsyncParsableCommand {
     static func write(_ object: [String: Any], to path: String?) throws {
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted]) + Data("\n".utf8)
         if let path {
-            guard FileManager.default.createFile(atPath: path, contents: data) else { throw ValidationErrorExit("cannot write \(path)") }
+            try writeNewFile(data, to: path)
         } else {
             FileHandle.standardOutput.write(data)
         }
