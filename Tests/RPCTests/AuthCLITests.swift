@@ -101,4 +101,45 @@ struct AuthCLITests {
             #expect(log.output.contains("app com.example.pedometer\tauthorizationRequested\tapp com.example.pedometer (Pedometer) asked to share StepCount"))
         }
     }
+
+    @Test("healthledger auth select and auth priority: the owner's selection decides what the app reads; the source order is shown, set and restored")
+    func selectAndPriority() async throws {
+        try await withTestServer { server in
+            let cli = Session(server: server)
+            let owner = server.client()
+            let app = server.client(server.appCredential)
+            try await PerObjectReadTests.grantShare(app: app, owner: owner)
+            let first = visionPrescription(issuedDay: 0, description: "first")
+            let second = visionPrescription(issuedDay: 100, description: "second")
+            try await owner.save([.visionPrescription(first), .visionPrescription(second)])
+            try await app.requestPerObjectReadAuthorization(for: Types.vision)
+            func sees() async throws -> [UUID] { try await app.result(for: SampleQueryDescriptor(type: Types.vision)).map(\.uuid) }
+
+            let selected = try await cli.run(server.ownerCredential, ["auth", "select", "--app", "com.example.walk", "--uuid", first.uuid.uuidString])
+            #expect(selected.status == 0 && selected.output.contains("com.example.walk may read 1 selected HKVisionPrescriptionTypeIdentifier object(s)"), "\(selected.output)\(selected.error)")
+            #expect(try await sees() == [first.uuid])
+            #expect(try await cli.run(server.ownerCredential, ["auth", "select", "--app", "com.example.walk"]).status == 0)
+            #expect(try await sees().isEmpty, "no --uuid selects nothing")
+            let refused = try await cli.run(server.appCredential, ["auth", "select", "--app", "com.example.walk", "--uuid", first.uuid.uuidString])
+            #expect(refused.status == 1 && refused.error.contains("permissionDenied: only the owner manages authorization"), "\(refused.error)")
+
+            // Heart rate from the app, then the owner: first-save order until the owner sets one.
+            try await app.save(Samples.heartRate(70, at: 0))
+            try await owner.save(Samples.heartRate(71, at: 60))
+            func order() async throws -> [String] {
+                try #require(try await cli.json(server.ownerCredential, ["auth", "priority", "--type", "HeartRate"]) as? [[String: String]]).compactMap { $0["bundleIdentifier"] }
+            }
+            let initial = try await order()
+            #expect(initial.count == 2 && initial.first == "com.example.walk", "\(initial)")
+            let reversed = Array(initial.reversed())
+            #expect(try await cli.run(server.ownerCredential, ["auth", "priority", "--type", "HeartRate", "--set", reversed.joined(separator: ",")]).status == 0)
+            #expect(try await order() == reversed)
+            #expect(try await cli.run(server.ownerCredential, ["auth", "priority", "--type", "HeartRate", "--set", ""]).status == 0)
+            #expect(try await order() == initial, "an empty order restores the default")
+            let unknown = try await cli.run(server.ownerCredential, ["auth", "priority", "--type", "HeartRate", "--set", "com.example.nobody"])
+            #expect(unknown.status == 1 && unknown.error.contains("notFound: 'com.example.nobody' has saved no HKQuantityTypeIdentifierHeartRate"), "\(unknown.error)")
+            await owner.close()
+            await app.close()
+        }
+    }
 }
