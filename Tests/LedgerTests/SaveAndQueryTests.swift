@@ -259,6 +259,28 @@ struct SaveAndQueryTests {
         let missing = #expect(throws: LedgerFailure.self) { try store.ledger("carol") }
         #expect(missing?.kind == .notFound)
     }
+
+    @Test("an audit page reads at most 50,000 events: a filter matching none comes back empty, not caught up, and says where to go on")
+    func auditScanBudget() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "budget")
+        for part in 0..<2 {
+            try await ledger.save((0..<60_000).map { Fixtures.heartRate(60, at: Double(part * 60_000 + $0)) }, by: .owner)
+        }
+        let head = try ledger.head().sequence
+        #expect(head == 120_001)
+        let nothing = AuditFilter(kinds: [.characteristicSet])
+        var pages: [(next: UInt64, caughtUp: Bool, count: Int)] = []
+        var next: UInt64 = 1
+        while true {
+            let page = try ledger.audit(nothing, from: next, as: .owner)
+            pages.append((page.next, page.caughtUp, page.events.count))
+            if page.caughtUp { break }
+            next = page.next
+        }
+        #expect(pages.map(\.next) == [50_001, 100_001, head + 1])
+        #expect(pages.map(\.caughtUp) == [false, false, true] && pages.allSatisfy { $0.count == 0 })
+    }
 }
 
 /// Records group-commit batch sizes.
