@@ -190,6 +190,18 @@ struct AppleHealthImportTests {
         #expect { try Self.read(bomb) } throws: { "\($0)".contains("line 15: Entity 'lol9' not defined") }
     }
 
+    /// A half-hour walk starting at `hour` on 2025-05-18 (UTC) whose route is the export's
+    /// `workout-routes/<route>`.
+    static func walk(at hour: Int, route: String) -> String {
+        """
+         <Workout workoutActivityType="HKWorkoutActivityTypeWalking" sourceName="Phone" startDate="2025-05-18 \(hour):00:00 +0000" endDate="2025-05-18 \(hour):30:00 +0000">
+          <WorkoutRoute sourceName="Phone" startDate="2025-05-18 \(hour):00:00 +0000" endDate="2025-05-18 \(hour):30:00 +0000">
+           <FileReference path="/workout-routes/\(route)"/>
+          </WorkoutRoute>
+         </Workout>
+        """
+    }
+
     /// What the reader makes of `xml`, in order.
     static func read(_ xml: String) throws -> [AppleHealthItem] {
         var items: [AppleHealthItem] = []
@@ -427,15 +439,7 @@ struct AppleHealthImportTests {
             try handle.close()
             try Data("hello".utf8).write(to: routes.appending(path: "text.gpx"))
             try Data(#"<?xml version="1.0"?><gpx version="1.1"><trk><trkseg/></trk></gpx>"#.utf8).write(to: routes.appending(path: "empty.gpx"))
-            let workouts = ["folder.gpx", "big.gpx", "text.gpx", "empty.gpx"].enumerated().map { index, route in
-                """
-                 <Workout workoutActivityType="HKWorkoutActivityTypeWalking" sourceName="Phone" startDate="2025-05-18 1\(index):00:00 +0000" endDate="2025-05-18 1\(index):30:00 +0000">
-                  <WorkoutRoute sourceName="Phone" startDate="2025-05-18 1\(index):00:00 +0000" endDate="2025-05-18 1\(index):30:00 +0000">
-                   <FileReference path="/workout-routes/\(route)"/>
-                  </WorkoutRoute>
-                 </Workout>
-                """
-            }
+            let workouts = ["folder.gpx", "big.gpx", "text.gpx", "empty.gpx"].enumerated().map { index, route in Self.walk(at: 10 + index, route: route) }
             let xml = """
                 <?xml version="1.0" encoding="UTF-8"?>
                 <HealthData locale="en_GB">
@@ -477,22 +481,13 @@ struct AppleHealthImportTests {
             huge += "</trkseg></trk></gpx>"
             try Data(huge.utf8).write(to: routes.appending(path: "huge.gpx"))
             try Data(Self.gpx.utf8).write(to: routes.appending(path: "small.gpx"))
-            func workout(_ hour: Int, route: String) -> String {
-                """
-                 <Workout workoutActivityType="HKWorkoutActivityTypeWalking" sourceName="Phone" startDate="2025-05-18 \(hour):00:00 +0000" endDate="2025-05-18 \(hour):30:00 +0000">
-                  <WorkoutRoute sourceName="Phone" startDate="2025-05-18 \(hour):00:00 +0000" endDate="2025-05-18 \(hour):30:00 +0000">
-                   <FileReference path="/workout-routes/\(route)"/>
-                  </WorkoutRoute>
-                 </Workout>
-                """
-            }
             let xml = """
                 <?xml version="1.0" encoding="UTF-8"?>
                 <HealthData locale="en_GB">
                  <ExportDate value="2025-05-19 08:00:00 +0000"/>
-                \(workout(13, route: "huge.gpx"))
-                \(workout(14, route: "gone.gpx"))
-                \(workout(15, route: "small.gpx"))
+                \(Self.walk(at: 13, route: "huge.gpx"))
+                \(Self.walk(at: 14, route: "gone.gpx"))
+                \(Self.walk(at: 15, route: "small.gpx"))
                  <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:05:00 +0000" value="400"/>
                 </HealthData>
                 """
