@@ -89,11 +89,12 @@ private struct Scrape {
     func value(_ series: String) -> Double? { values[series] }
     func has(_ series: String) -> Bool { values[series] != nil }
 
-    /// Scrapes until `done` holds (at most 600 times, 50 ms apart: a guard against hanging, not
-    /// a deadline a test relies on), and returns the last scrape.
+    /// Scrapes until `done` holds (at most 2,400 times, 50 ms apart: two minutes, a guard
+    /// against hanging that no loaded machine comes near, not a deadline the test relies on),
+    /// and returns the last scrape.
     static func fetch(_ port: Int, until done: (Scrape) -> Bool = { _ in true }) async throws -> Scrape {
         var scrape = Scrape(try await HTTPGet.fetch(port: port, path: "/metrics").body)
-        for _ in 0..<600 where !done(scrape) {
+        for _ in 0..<2_400 where !done(scrape) {
             try await Task.sleep(for: .milliseconds(50))
             scrape = Scrape(try await HTTPGet.fetch(port: port, path: "/metrics").body)
         }
