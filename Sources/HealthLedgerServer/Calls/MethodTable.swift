@@ -47,15 +47,15 @@ enum BoundCall: Sendable {
 /// not call a method hears that, whatever its request holds.
 enum Caller: Sendable {
     case anyone
-    /// The owner alone: an app is refused with this message (`PERMISSION_DENIED`, health code 4).
-    case owner(refusingApps: String)
+    /// The owner alone: an app is refused with this error (`PERMISSION_DENIED`, health code 4).
+    case owner(refusingApps: HealthError)
     /// Apps alone: the owner, who holds every grant, asks for none (`INVALID_ARGUMENT`).
     case apps
 
     func admit(_ principal: Principal) throws {
         switch (self, principal) {
-        case (.owner(let refusal), .app): throw HealthError(.authorizationDenied, refusal)
-        case (.apps, .owner), (.apps, .system): throw HealthError.invalidArgument("only apps request authorization; the owner has it all", field: "principal")
+        case (.owner(let refusal), .app): throw refusal
+        case (.apps, .owner), (.apps, .system): throw RoleRefusal.ownerRequesting
         default: return
         }
     }
@@ -230,7 +230,7 @@ package enum MethodTable {
         .removeAttachment: .unary(Healthledger_V1_AttachmentRequest.self) { try await $0.removeAttachment($1) },
         .characteristics: .immediate(Healthledger_V1_CharacteristicsRequest.self) { try $0.characteristics($1) },
         .setCharacteristic: .unary(Healthledger_V1_Characteristic.self) { try await $0.setCharacteristic($1) }
-            .only(.owner(refusingApps: "only the owner sets characteristics")),
+            .only(.owner(refusingApps: RoleRefusal.settingCharacteristics)),
         .associateSamples: .unary(Healthledger_V1_AssociateSamplesRequest.self) { try await $0.associateSamples($1) },
         .workoutStatistics: .unary(Healthledger_V1_WorkoutStatisticsRequest.self, asOf: true) { try $0.workoutStatistics($1) },
         .beginRoute: .immediate(Healthledger_V1_BeginRouteRequest.self, asOf: false, writes: true) { try $0.beginRoute($1) },
@@ -254,9 +254,9 @@ package enum MethodTable {
         .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: false) { try $0.listCredentials($1) },
     ]
 
-    private static let managing = Caller.owner(refusingApps: "only the owner manages authorization")
-    private static let auditing = Caller.owner(refusingApps: "the audit trail is the owner's: an app may not read it")
-    private static let proving = Caller.owner(refusingApps: "tree heads and proofs are the owner's: an app may not read them")
+    private static let managing = Caller.owner(refusingApps: RoleRefusal.managingAuthorization)
+    private static let auditing = Caller.owner(refusingApps: RoleRefusal.readingAudit)
+    private static let proving = Caller.owner(refusingApps: RoleRefusal.readingTreeHeads)
 
     /// A type and, for a correlation type, its member types: a correlation's stream reads both.
     private static func withMembers(_ type: ObjectType) -> [ObjectType] {

@@ -315,7 +315,7 @@ extension Ledger {
     static func requestingApp(_ principal: Principal) throws -> Source {
         switch principal {
         case .app(let source): return source
-        case .owner, .system: throw HealthError.invalidArgument("only apps request authorization; the owner has it all", field: "principal")
+        case .owner, .system: throw RoleRefusal.ownerRequesting
         case .operator: throw ReadScope.operatorDenied
         }
     }
@@ -323,7 +323,7 @@ extension Ledger {
     static func requireOwner(_ principal: Principal) throws {
         switch principal {
         case .owner, .system: return
-        case .app: throw HealthError(.authorizationDenied, "only the owner manages authorization")
+        case .app: throw RoleRefusal.managingAuthorization
         case .operator: throw ReadScope.operatorDenied
         }
     }
@@ -425,4 +425,14 @@ extension AuthorizationEvent {
         }
         self.init(sequence: event.sequence, time: event.commitTime, actor: "\(event.actor)", app: app, action: action)
     }
+}
+
+/// The refusals of what only the owner (or only an app) may do: the ledger's own checks and
+/// the server's method table, which checks the caller before a request's fields, give the same.
+package enum RoleRefusal {
+    package static let managingAuthorization = HealthError(.authorizationDenied, "only the owner manages authorization")
+    package static let settingCharacteristics = HealthError(.authorizationDenied, "only the owner sets characteristics")
+    package static let readingAudit = HealthError(.authorizationDenied, "the audit trail is the owner's: an app may not read it")
+    package static let readingTreeHeads = HealthError(.authorizationDenied, "tree heads and proofs are the owner's: an app may not read them")
+    package static let ownerRequesting = HealthError.invalidArgument("only apps request authorization; the owner has it all", field: "principal")
 }

@@ -40,7 +40,7 @@ extension Ledger {
         as principal: Principal
     ) throws -> AuditPage {
         if case .app = principal {
-            throw HealthError(.authorizationDenied, "the audit trail is the owner's: an app may not read it")
+            throw RoleRefusal.readingAudit
         }
         let limit = max(1, min(limit, Self.maximumAuditPage))
         return try read { snapshot in

@@ -17,7 +17,7 @@ extension Ledger {
     ///   `invalidArgument` for a type that is no characteristic, a value of another type, or a
     ///   date that is no date of birth.
     public func setCharacteristic(of type: ObjectType, to characteristic: Characteristic?, by principal: Principal) async throws {
-        if case .app = principal { throw HealthError(.authorizationDenied, "only the owner sets characteristics") }
+        if case .app = principal { throw RoleRefusal.settingCharacteristics }
         try Self.requireOwner(principal)
         guard type.family == .characteristic else { throw HealthError.invalidArgument("\(type.identifier) is not a characteristic type", field: "type") }
         let value = characteristic?.isNotSet == true ? nil : characteristic

@@ -40,7 +40,7 @@ extension Ledger {
 
     /// The tree heads and proofs are the owner's (and the operator's, on the data directory).
     private static func requireTreeReader(_ principal: Principal) throws {
-        if case .app = principal { throw HealthError(.authorizationDenied, "tree heads and proofs are the owner's: an app may not read them") }
+        if case .app = principal { throw RoleRefusal.readingTreeHeads }
     }
 
     /// The root of the Merkle tree over every event, signed now.
