@@ -133,6 +133,54 @@ struct RollupStatisticsTests {
         }
     }
 
+    @Test(
+        "every hour holding a source's samples has its row but the newest: saves into it write none, a sample in a later hour closes it, deleting that sample opens it again"
+    )
+    func openHour() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "rollups")
+        @discardableResult
+        func save(_ moments: [(hour: Int, minute: Int)]) async throws -> [UUID] {
+            let objects = moments.map { Self.sample(Fixtures.heartRate, "count/min", value: 70, start: Double($0.hour * 3600 + $0.minute * 60), length: 0) }
+            return try await ledger.save(objects, by: .owner).map(\.uuid)
+        }
+        /// The hours (from `base`) that have rows, with the number of samples each counts.
+        func rows() throws -> [Int: Int64] {
+            try ledger.read { snapshot in
+                let owner = try #require(try SourceRegistry.code(of: Source.owner.bundleIdentifier, in: snapshot))
+                var rows: [Int: Int64] = [:]
+                try Rollups.rows(type: Fixtures.heartRate.objectType.code, source: owner, from: .min, to: .max, in: snapshot) { hour, partial in
+                    rows[Int((hour - microseconds(Self.base)) / Rollups.hour)] = partial.count
+                }
+                return rows
+            }
+        }
+        let first = try await save([(0, 10), (1, 10), (2, 10)])
+        #expect(try rows() == [0: 1, 1: 1])
+        let current = try await save([(2, 20)])
+        #expect(try rows() == [0: 1, 1: 1])
+        // A late sample for a closed hour recomputes its row.
+        try await save([(1, 30)])
+        #expect(try rows() == [0: 1, 1: 2])
+        let later = try await save([(5, 0)])
+        #expect(try rows() == [0: 1, 1: 2, 2: 2])
+        _ = try await ledger.delete(later, by: .owner)
+        #expect(try rows() == [0: 1, 1: 2])
+        // Hour 2 emptied: hour 1 is open again.
+        _ = try await ledger.delete(current + [first[2]], by: .owner)
+        #expect(try rows() == [0: 1])
+        // Several hours in one request: every one but the newest gets its row, and so does the hour open before.
+        try await save([(4, 0), (3, 0), (6, 0), (4, 30)])
+        #expect(try rows() == [0: 1, 1: 2, 3: 1, 4: 2])
+
+        let hourly = try StatisticsIntervals(anchor: Self.base, every: 1, .hour, timeZone: TimeZone(identifier: "UTC")!)
+        let query = StatisticsCollectionQuery(
+            type: Fixtures.heartRate, range: DateInterval(start: Self.base, duration: 8 * 3600), intervals: hourly, options: [.discreteAverage])
+        #expect(try ledger.statisticsCollection(query, as: .owner).count == 5)
+        #expect(try ledger.statisticsCollection(query, as: .owner) == (try ledger.statisticsCollection(query, as: .owner, computation: .samples)))
+        #expect(try ledger.replay().identical)
+    }
+
     @Test("a query reads the rollups: a tampered row shows in the result, verify's replay tells it apart, and a replay repairs it")
     func rollupsAreRead() async throws {
         let temporary = try TemporaryStore()

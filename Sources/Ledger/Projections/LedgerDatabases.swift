@@ -114,9 +114,9 @@ final class LedgerDatabases: Sendable {
 /// order by source code, type code and identifier (``SyncIdentifierIndex``), no longer hashed. 10: `by_end` without
 /// instants; the checkpoint in `meta` instead of a `checkpoint` database of its own (dropped on upgrading). 11: no
 /// `changes` (every source's changes of a type in one range): `source_changes` alone, merged across sources by a
-/// reader of the whole type.
+/// reader of the whole type. 12: no `rollups` row for a source's newest hour (``Rollups``).
 enum ProjectionLayout {
-    static let current: UInt32 = 11
+    static let current: UInt32 = 12
     /// Databases earlier layouts kept that this one does not: dropped when a ledger's projections are rebuilt for it.
     static let retiredDatabases = ["checkpoint", "changes"]
     static let key: [UInt8] = Array("projections".utf8)

@@ -391,7 +391,7 @@ struct DeferredProjections {
             try txn.put(value, forKey: key, in: databases.typeStats)
         }
         entries = [:]
-        for block in hours.sorted() { try Rollups.recompute(block, in: txn, databases) }
+        try Rollups.update(hours.sorted(), in: txn, databases)
         hours = []
     }
 }

@@ -145,9 +145,12 @@ struct StatisticsPartial: Equatable {
 }
 
 /// The `rollups` projection: per quantity type, source and clock hour (UTC), the
-/// ``StatisticsPartial`` of the samples starting in that hour. A write records which hours
-/// it touched; at the end of its transaction each is recomputed from `by_source`, so a row
-/// is always a function of the samples alone and replay rebuilds it byte for byte.
+/// ``StatisticsPartial`` of the samples starting in that hour, for every hour but the source's
+/// newest (its *open hour*, the hour of its latest-starting sample), which readers compute
+/// from its samples. A write records which hours it touched; at the end of its transaction
+/// each is recomputed from `by_source`, so a row is always a function of the samples alone
+/// and replay rebuilds it byte for byte. A source saving into its open hour, as one writing
+/// as it measures does, writes no row: the row is written once, when a later hour opens.
 enum Rollups {
     /// One hour in microseconds: the rollups' block.
     static let hour: Int64 = 3_600_000_000
@@ -178,6 +181,56 @@ enum Rollups {
         var hour: Int64
 
         static func < (left: Block, right: Block) -> Bool { (left.type, left.source, left.hour) < (right.type, right.source, right.hour) }
+    }
+
+    /// Brings the rows of the touched blocks (in ``Block`` order) in line with the samples:
+    /// each touched hour before its source's open hour is recomputed, every other touched hour
+    /// and the open hour itself lose their rows. When the open hour moved on, the hour that was
+    /// open before gets its row: it is the newest hour below the open one that was not touched
+    /// and has no row (all older ones have theirs).
+    static func update(_ blocks: [Block], in txn: Transaction, _ databases: LedgerDatabases) throws {
+        let snapshot = LedgerSnapshot(txn, databases)
+        var first = blocks.startIndex
+        while first < blocks.endIndex {
+            let (type, source) = (blocks[first].type, blocks[first].source)
+            var end = first
+            while end < blocks.endIndex, blocks[end].type == type, blocks[end].source == source { end += 1 }
+            let touched = blocks[first..<end]
+            first = end
+            let open = try sampleHour(type: type, source: source, in: snapshot)
+            for block in touched {
+                if let open, block.hour < open {
+                    try recompute(block, in: txn, databases)
+                } else {
+                    try txn.delete(key(type: type, source: source, hour: block.hour), in: databases.rollups)
+                }
+            }
+            guard let open else { continue }
+            try txn.delete(key(type: type, source: source, hour: open), in: databases.rollups)
+            let recomputed = Set(touched.map(\.hour))
+            var below = open
+            while let hour = try sampleHour(type: type, source: source, before: below, in: snapshot) {
+                below = hour
+                if recomputed.contains(hour) { continue }
+                if try txn.get(key(type: type, source: source, hour: hour), in: databases.rollups) == nil {
+                    try recompute(Block(type: type, source: source, hour: hour), in: txn, databases)
+                }
+                break
+            }
+        }
+    }
+
+    /// The hour of the latest-starting sample of `type` from `source` (starting before `before`,
+    /// when given): the source's open hour, which has no row. Nil when there is none.
+    static func sampleHour(type: UInt32, source: UInt32, before: Int64? = nil, in snapshot: LedgerSnapshot) throws -> Int64? {
+        try snapshot.withCursor(on: snapshot.databases.bySource) { cursor in
+            // Past every row of the source (keys are 32 bytes), or before the hour's first.
+            let found = try before.map { try cursor.seek(atLeast: StartIndexRow.key(type: type, source: source, start: $0, uuid: [])) }
+                ?? cursor.seek(atLeast: KeyEncoding.typeKey(type, source: source) + [UInt8](repeating: 0xFF, count: 25))
+            let entry = try found != nil ? cursor.previous() : cursor.last()
+            guard let entry, let row = try StartIndexRow(entry, type: type, source: source) else { return nil }
+            return hourStart(row.startUs)
+        }
     }
 
     /// Recomputes one row from the samples in `by_source` (deleting it when none is left).

@@ -97,7 +97,7 @@ extension Ledger {
             var reach = Int64.min
             var chunk = 0..<min(Self.rollupProbe, bounds.count)
             while !chunk.isEmpty,
-                let rows = try engine.rollups(
+                let (rows, open) = try engine.rollups(
                     from: bounds[chunk.lowerBound].start, to: bounds[chunk.upperBound - 1].end, lookingBack: chunk.lowerBound == 0, in: snapshot)
             {
                 var next = 0
@@ -112,9 +112,11 @@ extension Ledger {
                     while next < rows.count, rows[next].hour < bucket.end { next += 1 }
                     let members = rows[inside..<next]
                     // Rows answer a bucket made of whole hours that no sample crosses into, out
-                    // of or within, each hour holding one source's samples (several would merge).
+                    // of or within, each hour holding one source's samples (several would merge),
+                    // and out of reach of every open hour (which has no row).
                     let aligned = Rollups.hourStart(bucket.start) == bucket.start && Rollups.hourStart(bucket.end) == bucket.end
                     let closed = reach <= bucket.start && members.allSatisfy { $0.partial.maxEnd <= $0.hour + Rollups.hour }
+                        && open.allSatisfy { bucket.end <= $0.start || $0.end <= bucket.start }
                     let single = zip(members, members.dropFirst()).allSatisfy { $0.hour != $1.hour }
                     for row in members { reach = max(reach, row.partial.maxEnd) }
                     guard aligned, closed, single else { continue }
@@ -436,9 +438,11 @@ struct StatisticsEngine {
     }
 
     /// The rollup rows of the hours starting in `[from, to)` (looking back, also those before
-    /// it as far as a readable sample can last), in (hour, priority) order; nil when rollups
-    /// cannot serve this reader.
-    func rollups(from: Int64, to: Int64, lookingBack: Bool, in snapshot: LedgerSnapshot) throws -> [RollupRow]? {
+    /// it as far as a readable sample can last), in (hour, priority) order, and the times the
+    /// readable sources' open hours reach (each source's newest hour has no row: its samples,
+    /// starting in it, may last as long as the type's longest); nil when rollups cannot serve
+    /// this reader.
+    func rollups(from: Int64, to: Int64, lookingBack: Bool, in snapshot: LedgerSnapshot) throws -> (rows: [RollupRow], open: [TimeRange])? {
         guard scope.selected.isEmpty else { return nil }
         let code = type.objectType.code
         let codes = scope.all ? order : scope.ownSource == 0 ? [] : [scope.ownSource]
@@ -448,13 +452,17 @@ struct StatisticsEngine {
         // before its range: such types are computed from their samples.
         guard longest <= Self.longestRolledUp else { return nil }
         var rows: [RollupRow] = []
+        var open: [TimeRange] = []
         for (rank, source) in codes.enumerated() {
+            if let hour = try Rollups.sampleHour(type: code, source: source, in: snapshot) {
+                open.append(TimeRange(start: hour, end: hour + Rollups.hour + longest))
+            }
             try Rollups.rows(type: code, source: source, from: lookingBack ? Rollups.hourStart(from - longest) : from, to: to, in: snapshot) {
                 rows.append(RollupRow(hour: $0, source: source, rank: rank, partial: $1))
             }
         }
         if codes.count > 1 { rows.sort { ($0.hour, $0.rank) < ($1.hour, $1.rank) } }
-        return rows
+        return (rows, open)
     }
 
     /// The longest a sample may last for its type's statistics to come from rollups.
