@@ -66,6 +66,17 @@ enum SourceRegistry {
         return Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
     }
 
+    /// The longest duration (microseconds) of the samples of `type` any source saved.
+    static func longestDuration(type: UInt32, in snapshot: LedgerSnapshot) throws -> Int64 {
+        var longest: Int64 = 0
+        try snapshot.forEach(prefix: KeyEncoding.typeKey(type), keyLength: 8, in: snapshot.databases.typeSources) { _, value in
+            guard value.count == 16 else { throw LedgerFailure.corrupted("a type_sources entry is \(value.count) bytes, not 16: replay the ledger") }
+            longest = max(longest, Int64(bitPattern: KeyEncoding.uint64(value, at: 8)))
+            return true
+        }
+        return longest
+    }
+
     private static func typeSourceKey(type: UInt32, code: UInt32) -> [UInt8] {
         var key: [UInt8] = []
         key.reserveCapacity(8)

@@ -55,7 +55,7 @@ enum KeyEncoding {
     }
 
     /// type(4), then source(4) when given: the keys of the per-type databases
-    /// (`type_stats`, `characteristics`, `source_priority`) and the part of a change-index
+    /// (`characteristics`, `source_priority`) and the part of a change-index
     /// key before the sequence (``ChangeIndexRow/prefix(type:source:)``).
     static func typeKey(_ type: UInt32, source: UInt32? = nil) -> [UInt8] {
         var key: [UInt8] = []

@@ -14,11 +14,10 @@ import LMDB
 /// | `by_source` | type(4) source(4) start(8) uuid(16) | end(8) sequence(8) value(8) |
 /// | `source_changes` | type(4) source(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16): each source's changes of a type in log order; a reader of every source merges the type's ranges |
 /// | `tombstones` | uuid(16) | see ``Tombstone`` |
-/// | `sync_ids` | SHA-256(source, type, sync id) | uuid(16) version(8) |
-/// | `type_stats` | type(4) | count(8) longest duration(8) |
+/// | `sync_ids` | source(4) type(4) sync id (its UTF-8 up to 400 bytes, else 0xFF and its SHA-256) | uuid(16) version(8): see ``SyncIdentifierIndex`` |
 /// | `credentials` | credential id (UTF-8) | SHA-256 of the secret(32) revoked(1) principal |
 /// | `sources` | see ``SourceRegistry`` | source codes (4) by bundle id, and back |
-/// | `type_sources` | type(4) source(4) | sequence(8) of the source's first save of the type, its longest duration(8) |
+/// | `type_sources` | type(4) source(4) | sequence(8) of the source's first save of the type, its longest duration(8): the type's longest is the longest of its sources' |
 /// | `source_priority` | type(4) | the owner's order: length-prefixed bundle ids |
 /// | `authorizations` | app bundle(1+n) direction(1) type(4) | see ``AuthorizationRecord`` |
 /// | `object_reads` | app bundle(1+n) type(4) uuid(16) | state(1: 1 selected, 2 deselected) sequence(8): see ``SelectionEntry`` |
@@ -46,7 +45,6 @@ final class LedgerDatabases: Sendable {
     let sourceChanges: Database
     let tombstones: Database
     let syncIdentifiers: Database
-    let typeStats: Database
     let credentials: Database
     let sources: Database
     let typeSources: Database
@@ -68,7 +66,7 @@ final class LedgerDatabases: Sendable {
     /// The projections, in digest order.
     var projections: [Database] {
         [
-            objects, byStart, byEnd, bySource, sourceChanges, tombstones, syncIdentifiers, typeStats, credentials, sources, typeSources, sourcePriority,
+            objects, byStart, byEnd, bySource, sourceChanges, tombstones, syncIdentifiers, credentials, sources, typeSources, sourcePriority,
             authorizations, objectReads, authorizationLog, characteristics, attachments, objectAttachments, workoutMembers, memberWorkouts, routeData,
             merkle, rollups,
         ]
@@ -84,7 +82,6 @@ final class LedgerDatabases: Sendable {
         sourceChanges = try environment.openDatabase("source_changes")
         tombstones = try environment.openDatabase("tombstones")
         syncIdentifiers = try environment.openDatabase("sync_ids")
-        typeStats = try environment.openDatabase("type_stats")
         credentials = try environment.openDatabase("credentials")
         sources = try environment.openDatabase("sources")
         typeSources = try environment.openDatabase("type_sources")
@@ -114,11 +111,12 @@ final class LedgerDatabases: Sendable {
 /// order by source code, type code and identifier (``SyncIdentifierIndex``), no longer hashed. 10: `by_end` without
 /// instants; the checkpoint in `meta` instead of a `checkpoint` database of its own (dropped on upgrading). 11: no
 /// `changes` (every source's changes of a type in one range): `source_changes` alone, merged across sources by a
-/// reader of the whole type. 12: no `rollups` row for a source's newest hour (``Rollups``).
+/// reader of the whole type. 12: no `rollups` row for a source's newest hour (``Rollups``). 13: no `type_stats`
+/// (a type's longest duration is its sources' longest, from `type_sources`; its count is counted).
 enum ProjectionLayout {
-    static let current: UInt32 = 12
+    static let current: UInt32 = 13
     /// Databases earlier layouts kept that this one does not: dropped when a ledger's projections are rebuilt for it.
-    static let retiredDatabases = ["checkpoint", "changes"]
+    static let retiredDatabases = ["checkpoint", "changes", "type_stats"]
     static let key: [UInt8] = Array("projections".utf8)
 
     /// The recorded version; 1 when none is (ledgers from before the record).

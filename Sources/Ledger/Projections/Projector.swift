@@ -236,7 +236,7 @@ struct Projector {
                 forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: .sourceChanges)
             if stats.indexRows.isFull { try stats.indexRows.put(in: txn, databases) }
             try SyncIdentifierIndex.record(object, source: source, in: txn, databases, bounds: &stats.syncKeyBounds)
-            stats.record(type: object.typeCode, countDelta: 1, duration: object.duration)
+            stats.changedTypes.insert(object.typeCode)
             stats.touch(type: object.typeCode, source: source, start: object.startUs)
             // Only a route, or an object that can replace a workout member, joins a workout here.
             if object.workout != nil || object.syncIdentifier != nil {
@@ -272,7 +272,7 @@ struct Projector {
             try txn.put(change, forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: databases.sourceChanges)
             try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason), forKey: uuid, in: databases.tombstones)
             try SyncIdentifierIndex.remove(object, uuid: uuid, source: stored.source, in: txn, databases)
-            stats.record(type: object.typeCode, countDelta: -1, duration: 0)
+            stats.changedTypes.insert(object.typeCode)
             stats.touch(type: object.typeCode, source: stored.source, start: object.startUs)
             try WorkoutIndex.objectDeleted(uuid, type: object.typeCode, source: stored.source, replacedBy: replacedBy, in: txn, databases)
             // A deleted object's attachments go with it (their bytes stay in the log).
@@ -312,10 +312,12 @@ struct Projector {
 }
 
 /// What a transaction's events change in the projections kept per type, gathered while they
-/// are applied and written once at its end: the type statistics (`type_stats`) and the hours
-/// whose rollups must be recomputed. Written once per transaction instead of once per object.
+/// are applied and written once at its end: the held index rows and the hours whose rollups
+/// must be recomputed, written once per transaction instead of once per object; and the
+/// types whose objects changed, for the change watchers.
 struct DeferredProjections {
-    private var entries: [UInt32: (count: Int64, longest: Int64)] = [:]
+    /// The types whose objects this transaction saved or deleted.
+    var changedTypes = Set<UInt32>()
     private var hours = Set<Rollups.Block>()
     /// Source codes this transaction looked up or assigned, by bundle identifier.
     private var sourceCodes: [String: UInt32] = [:]
@@ -360,37 +362,9 @@ struct DeferredProjections {
         hours.insert(Rollups.Block(type: type, source: source, hour: Rollups.hourStart(start)))
     }
 
-    mutating func record(type: UInt32, countDelta: Int64, duration: Int64) {
-        let current = entries[type] ?? (0, 0)
-        entries[type] = (current.count + countDelta, max(current.longest, duration))
-    }
-
-    /// The types recorded in this transaction so far.
-    var types: Dictionary<UInt32, (count: Int64, longest: Int64)>.Keys { entries.keys }
-
-    /// The longest duration recorded for `type` in this transaction so far.
-    func longest(type: UInt32) -> Int64 { entries[type]?.longest ?? 0 }
-
-    /// Adds the gathered changes to the stored statistics, recomputes the touched hours'
-    /// rollups, and clears them.
+    /// Puts the held index rows, recomputes the touched hours' rollups, and clears them.
     mutating func flush(in txn: Transaction, _ databases: LedgerDatabases) throws {
         try indexRows.put(in: txn, databases)
-        for type in entries.keys.sorted() {
-            let delta = entries[type]!
-            let key = KeyEncoding.typeKey(type)
-            var count: Int64 = 0
-            var longest: Int64 = 0
-            if let stored = try txn.get(key, in: databases.typeStats), stored.count == 16 {
-                count = Int64(bitPattern: KeyEncoding.uint64(stored, at: 0))
-                longest = Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
-            }
-            var value: [UInt8] = []
-            value.reserveCapacity(16)
-            KeyEncoding.append(UInt64(bitPattern: count + delta.count), to: &value)
-            KeyEncoding.append(UInt64(bitPattern: max(longest, delta.longest)), to: &value)
-            try txn.put(value, forKey: key, in: databases.typeStats)
-        }
-        entries = [:]
         try Rollups.update(hours.sorted(), in: txn, databases)
         hours = []
     }

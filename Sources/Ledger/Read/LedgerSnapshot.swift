@@ -9,7 +9,7 @@ import LMDB
 /// it, a snapshot is valid only inside the closure that made it, and on its thread.
 ///
 /// ```swift
-/// let count = try ledger.read { snapshot in try Ledger.typeStats(type: code, in: snapshot).count }
+/// let head = try ledger.read { snapshot in try LogHead.read(snapshot) }
 /// ```
 struct LedgerSnapshot {
     /// The transaction the view reads through.

@@ -237,10 +237,18 @@ extension Ledger {
         return .sorted(Self.sorted(entries, by: sort))
     }
 
-    /// The number of stored objects of `type`, all sources together (an operator's and
-    /// the server's figure; not for apps).
+    /// The number of stored objects of `type`, all sources together (an operator's figure;
+    /// not for apps). Counted from the type's time index: the time it takes grows with the count.
     public func count(of type: ObjectType) throws -> Int {
-        try read { snapshot in try Self.typeStats(type: type.code, in: snapshot).count }
+        try read { snapshot in
+            let prefix = KeyEncoding.typeKey(type.code)
+            var count = 0
+            try snapshot.forEach(prefix: prefix, keyLength: StartIndexRow.keyLength(bySource: false), in: snapshot.databases.byStart) { _, _ in
+                count += 1
+                return true
+            }
+            return count
+        }
     }
 
     /// The type with catalogue code `code` (as the projections store it).
@@ -264,14 +272,10 @@ extension Ledger {
         return try LedgerEvent(stored: stored).savedObject()
     }
 
-    static func typeStats(type: UInt32, in snapshot: LedgerSnapshot) throws -> (count: Int, longest: Int64) {
-        let key = KeyEncoding.typeKey(type)
-        guard let stored = try snapshot.get(key, in: snapshot.databases.typeStats), stored.count == 16 else { return (0, 0) }
-        return (Int(Int64(bitPattern: KeyEncoding.uint64(stored, at: 0))), Int64(bitPattern: KeyEncoding.uint64(stored, at: 8)))
-    }
-
+    /// The longest duration (microseconds) of the samples of `type` ever saved, any source's:
+    /// bounds a scan of the type's time index (a sample can start that long before a range).
     static func longestDuration(type: UInt32, in snapshot: LedgerSnapshot) throws -> Int64 {
-        try typeStats(type: type, in: snapshot).longest
+        try SourceRegistry.longestDuration(type: type, in: snapshot)
     }
 
     /// Visits the samples of `type` overlapping `range` in start-date order (ties by UUID):

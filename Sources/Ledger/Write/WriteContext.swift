@@ -71,7 +71,7 @@ final class WriteContext {
 
     /// The type codes whose objects (saved or deleted, through ``stats``) or per-object
     /// selections this transaction changed, for ``ChangeWatchers``. Read before ``finish()``.
-    var changedTypes: Set<UInt32> { selectionChanges.union(stats.types) }
+    var changedTypes: Set<UInt32> { selectionChanges.union(stats.changedTypes) }
 
     /// The ledger as this transaction sees it, its own writes included.
     var reads: LedgerSnapshot { LedgerSnapshot(txn, databases) }
@@ -93,9 +93,10 @@ final class WriteContext {
         let merkle: (MerkleAppender, mark: UInt64)?
     }
 
-    /// The longest duration of `type`'s samples, counting this transaction's saves.
+    /// The longest duration of `type`'s samples, counting this transaction's saves (each
+    /// noted in `type_sources` as it is applied).
     func longestDuration(type: UInt32) throws -> Int64 {
-        max(try Ledger.longestDuration(type: type, in: reads), stats.longest(type: type))
+        try Ledger.longestDuration(type: type, in: reads)
     }
 
     /// Ends a request of the group commit: puts the index rows its saves held back, so that
