@@ -66,7 +66,8 @@ enum SourceRegistry {
         return Int64(bitPattern: KeyEncoding.uint64(stored, at: 8))
     }
 
-    /// The longest duration (microseconds) of the samples of `type` any source saved.
+    /// The longest duration (microseconds) of the samples of `type` any source ever saved: bounds
+    /// a scan of the type's time indexes (a sample can start that long before a range).
     static func longestDuration(type: UInt32, in snapshot: LedgerSnapshot) throws -> Int64 {
         var longest: Int64 = 0
         try snapshot.forEach(prefix: KeyEncoding.typeKey(type), keyLength: 8, in: snapshot.databases.typeSources) { _, value in

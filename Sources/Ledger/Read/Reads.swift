@@ -190,7 +190,7 @@ extension Ledger {
             }
             return .sorted(Self.sorted(entries, by: sort))
         }
-        let longest = try longest ?? Self.longestDuration(type: type.code, in: snapshot)
+        let longest = try longest ?? SourceRegistry.longestDuration(type: type.code, in: snapshot)
         switch sort {
         case .startDate(let ascending): return .byStart(type: type.code, source: nil, range: range, longest: longest, descending: !ascending)
         case .endDate(let ascending): return .byEnd(type: type.code, range: range, longest: longest, descending: !ascending)
@@ -270,12 +270,6 @@ extension Ledger {
     static func loadObject(sequence: UInt64, in snapshot: LedgerSnapshot) throws -> HealthObject {
         let stored = try Ledger.storedEvent(sequence, in: snapshot)
         return try LedgerEvent(stored: stored).savedObject()
-    }
-
-    /// The longest duration (microseconds) of the samples of `type` ever saved, any source's:
-    /// bounds a scan of the type's time index (a sample can start that long before a range).
-    static func longestDuration(type: UInt32, in snapshot: LedgerSnapshot) throws -> Int64 {
-        try SourceRegistry.longestDuration(type: type, in: snapshot)
     }
 
     /// Visits the samples of `type` overlapping `range` in start-date order (ties by UUID):

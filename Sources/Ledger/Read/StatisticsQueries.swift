@@ -314,7 +314,7 @@ struct StatisticsEngine {
         let source: UInt32? = scope.all ? nil : scope.ownSource
         if source == 0 { return [] }
         let longest = try source.map { try SourceRegistry.longestDuration(type: code, code: $0, in: snapshot) }
-            ?? Ledger.longestDuration(type: code, in: snapshot)
+            ?? SourceRegistry.longestDuration(type: code, in: snapshot)
         var samples: [StatisticsSample] = []
         try Ledger.scanByStart(type: code, source: source, range: range, longest: longest, uuids: false, in: snapshot) { entry in
             samples.append(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
@@ -447,7 +447,7 @@ struct StatisticsEngine {
         let code = type.objectType.code
         let codes = scope.all ? order : scope.ownSource == 0 ? [] : [scope.ownSource]
         let longest = scope.all
-            ? try Ledger.longestDuration(type: code, in: snapshot) : try SourceRegistry.longestDuration(type: code, code: scope.ownSource, in: snapshot)
+            ? try SourceRegistry.longestDuration(type: code, in: snapshot) : try SourceRegistry.longestDuration(type: code, code: scope.ownSource, in: snapshot)
         // A sample lasting longer than a year would make every query read a year of rows
         // before its range: such types are computed from their samples.
         guard longest <= Self.longestRolledUp else { return nil }

@@ -96,7 +96,7 @@ final class WriteContext {
     /// The longest duration of `type`'s samples, counting this transaction's saves (each
     /// noted in `type_sources` as it is applied).
     func longestDuration(type: UInt32) throws -> Int64 {
-        try Ledger.longestDuration(type: type, in: reads)
+        try SourceRegistry.longestDuration(type: type, in: reads)
     }
 
     /// Ends a request of the group commit: puts the index rows its saves held back, so that
