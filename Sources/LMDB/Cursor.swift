@@ -1,4 +1,5 @@
 import CLMDB
+import Foundation
 
 /// A position in a database, valid inside ``Transaction/withCursor(on:_:)``.
 ///
@@ -9,6 +10,11 @@ public final class Cursor {
 
     let handle: OpaquePointer
     let database: Database
+    /// The page of the last entry read (its address rounded down to a page).
+    private var page: UInt = 0
+
+    /// LMDB's page size: the system's, which a new environment takes as its own.
+    static let pageSize = UInt(max(sysconf(Int32(_SC_PAGESIZE)), 4096))
 
     init(handle: OpaquePointer, database: Database) {
         self.handle = handle
@@ -22,6 +28,14 @@ public final class Cursor {
         let result = mdb_cursor_get(handle, &k, &v, op)
         if result == MDB_NOTFOUND { return nil }
         try check(result, "mdb_cursor_get(\(database.name))")
+        // Entering another page, ask the processor for all of it at once: a scan then finds
+        // the rest of the page's entries in cache rather than waiting on memory for each one
+        // in turn (most of a long scan's time, measured). Only a hint: it never faults.
+        let start = UInt(bitPattern: k.mv_data) & ~(Self.pageSize - 1)
+        if start != page {
+            page = start
+            healthledger_prefetch(UnsafeRawPointer(bitPattern: start), Int(Self.pageSize))
+        }
         return (UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
                 UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
     }

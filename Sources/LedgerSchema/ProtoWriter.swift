@@ -120,6 +120,11 @@ public struct ProtoWriter: Sendable {
         buffer.reserveCapacity(capacity)
     }
 
+    /// Empties the buffer, keeping its capacity (a writer reused for one message after another).
+    public mutating func removeAll() {
+        buffer.removeAll(keepingCapacity: true)
+    }
+
     /// Bytes already in wire format (a message's fields written elsewhere).
     public mutating func append(_ bytes: [UInt8]) {
         buffer.append(contentsOf: bytes)

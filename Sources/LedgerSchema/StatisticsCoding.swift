@@ -89,49 +89,70 @@ extension StatisticsIntervals.Unit {
 
 /// Writes a `StatisticsBatch` straight from model statistics: a collection's hot path,
 /// byte-identical to SwiftProtobuf's serialization of the same message (tests hold it so).
-/// Each unit and source is encoded once per writer.
+/// Every result is written in place into the batch's one buffer; each unit and source is
+/// encoded once per writer.
 public struct StatisticsBatchWriter {
-    private var units: [String: String] = [:]
-    private var sources: [Source: [UInt8]] = [:]
+    /// The last type's identifier and its canonical unit's name (a collection has one type).
+    private var unit: (type: String, name: String)?
+    /// The sources met so far and their encoded `Source` messages (a collection has a few).
+    private var sources: [(source: Source, bytes: [UInt8])] = []
+    /// Scratch buffers for one result and its parts, reused from result to result.
+    private var result = ProtoWriter(capacity: 128)
+    private var part = ProtoWriter(capacity: 64)
+    private var entry = ProtoWriter(capacity: 96)
 
     public init() {}
 
     /// The batch holding `results`, marked `complete` or not.
-    public mutating func batch(_ results: some Collection<Statistics>, complete: Bool) -> [UInt8] {
+    public mutating func batch(_ results: ArraySlice<Statistics>, complete: Bool) -> [UInt8] {
         var batch = ProtoWriter(capacity: results.count * 80 + 2)
-        for statistics in results { batch.message(field: StatisticsBatchField.results, result(statistics)) }
+        // Each result is read in place, never copied: a copy retains and releases each of its
+        // quantities' units and its sources.
+        results.withUnsafeBufferPointer { results in
+            for index in results.indices { write(results[index], into: &batch) }
+        }
         batch.varint(field: StatisticsBatchField.complete, complete ? 1 : 0)
         return batch.buffer
     }
 
-    private mutating func result(_ statistics: Statistics) -> [UInt8] {
-        var result = ProtoWriter(capacity: 80)
+    private mutating func write(_ statistics: borrowing Statistics, into batch: inout ProtoWriter) {
+        result.removeAll()
         result.signed(field: StatisticsResultField.startUs, microseconds(statistics.startDate))
         result.signed(field: StatisticsResultField.endUs, microseconds(statistics.endDate))
-        let type = statistics.type.identifier
-        if units[type] == nil { units[type] = statistics.type.canonicalUnit.description }
-        result.string(field: StatisticsResultField.unit, units[type]!)
-        result.message(field: StatisticsResultField.values, Self.values(statistics.values))
+        result.string(field: StatisticsResultField.unit, unitName(of: statistics.type))
+        part.removeAll()
+        Self.write(statistics.values, into: &part)
+        result.message(field: StatisticsResultField.values, part.buffer)
         for source in statistics.sources {
-            var entry = ProtoWriter(capacity: 64)
+            entry.removeAll()
             entry.message(field: SourceStatisticsField.source, encoded(source))
-            if let values = statistics.valuesBySource[source] { entry.message(field: SourceStatisticsField.values, Self.values(values)) }
+            if !statistics.valuesBySource.isEmpty, let own = statistics.valuesBySource[source] {
+                part.removeAll()
+                Self.write(own, into: &part)
+                entry.message(field: SourceStatisticsField.values, part.buffer)
+            }
             result.message(field: StatisticsResultField.sources, entry.buffer)
         }
-        return result.buffer
+        batch.message(field: StatisticsBatchField.results, result.buffer)
+    }
+
+    private mutating func unitName(of type: QuantityType) -> String {
+        if let unit, unit.type == type.identifier { return unit.name }
+        let name = type.canonicalUnit.description
+        unit = (type.identifier, name)
+        return name
     }
 
     private mutating func encoded(_ source: Source) -> [UInt8] {
-        if let bytes = sources[source] { return bytes }
+        if let known = sources.first(where: { $0.source == source }) { return known.bytes }
         var writer = ProtoWriter(capacity: 48)
         writer.string(field: SourceField.bundleIdentifier, source.bundleIdentifier)
         writer.string(field: SourceField.name, source.name)
-        sources[source] = writer.buffer
+        sources.append((source, writer.buffer))
         return writer.buffer
     }
 
-    private static func values(_ values: StatisticsValues) -> [UInt8] {
-        var writer = ProtoWriter(capacity: 64)
+    private static func write(_ values: StatisticsValues, into writer: inout ProtoWriter) {
         if let sum = values.sum { writer.double(field: StatisticsValuesField.sum, sum.value, present: true) }
         if let average = values.average { writer.double(field: StatisticsValuesField.average, average.value, present: true) }
         if let minimum = values.minimum { writer.double(field: StatisticsValuesField.minimum, minimum.value, present: true) }
@@ -142,7 +163,6 @@ public struct StatisticsBatchWriter {
             writer.presentSigned(field: StatisticsValuesField.mostRecentEndUs, microseconds(interval.end))
         }
         if let duration = values.duration { writer.double(field: StatisticsValuesField.durationSeconds, duration, present: true) }
-        return writer.buffer
     }
 }
 
@@ -151,8 +171,10 @@ public struct StatisticsBatchWriter {
 /// from SwiftProtobuf's decoding (tests hold it so). Each unit and source is decoded once
 /// per reader.
 public struct StatisticsBatchReader {
-    private var units: [String: HealthUnit] = [:]
-    private var sources: [[UInt8]: Source] = [:]
+    /// Each unit met, by its name's bytes (a collection has one).
+    private var units: [(name: [UInt8], unit: HealthUnit)] = []
+    /// Each source met, by its encoded `Source` message (a collection has a few).
+    private var sources: [(bytes: [UInt8], source: Source)] = []
 
     public init() {}
 
@@ -174,64 +196,89 @@ public struct StatisticsBatchReader {
         }
     }
 
+    /// One result, read without copying its bytes: the unit and sources are looked up by
+    /// their bytes in place, and only a source's own values are kept aside (the unit, which
+    /// may come after them, is needed to make them quantities).
     private mutating func result(_ bytes: UnsafeRawBufferPointer, type: QuantityType) throws -> Statistics {
         var reader = ProtoReader(bytes)
         var startUs: Int64 = 0
         var endUs: Int64 = 0
-        var unitName = ""
+        var unitName = UnsafeRawBufferPointer(start: nil, count: 0)
         var values = RawValues()
-        var entries: [(source: Source, values: RawValues?)] = []
+        var present: [Source] = []
+        var own: [(source: Source, values: RawValues)] = []
         while let (field, wireType) = try reader.next() {
             switch (StatisticsResultField(rawValue: field), wireType) {
             case (.startUs, .varint): startUs = try reader.signed()
             case (.endUs, .varint): endUs = try reader.signed()
-            case (.unit, .lengthDelimited): unitName = try reader.string()
+            case (.unit, .lengthDelimited): unitName = try reader.bytes()
             case (.values, .lengthDelimited): try values.merge(try reader.bytes())
-            case (.sources, .lengthDelimited): entries.append(try entry(try reader.bytes()))
+            case (.sources, .lengthDelimited):
+                let (source, values) = try entry(try reader.bytes())
+                present.append(source)
+                if let values { own.append((source, values)) }
             default: try reader.skip(wireType)
             }
         }
         guard startUs <= endUs else { throw HealthError.invalidArgument("a statistics result ends before it starts", field: "end_us") }
-        if units[unitName] == nil { units[unitName] = try HealthUnit(unitName) }
-        let unit = units[unitName]!
+        let unit = try self.unit(named: unitName)
         var bySource: [Source: StatisticsValues] = [:]
-        for entry in entries { if let values = entry.values { bySource[entry.source] = values.model(unit: unit) } }
+        for (source, values) in own { bySource[source] = values.model(unit: unit) }
         return Statistics(
             type: type, startDate: date(microseconds: startUs), endDate: date(microseconds: endUs), values: values.model(unit: unit),
-            valuesBySource: bySource, sources: entries.map(\.source))
+            valuesBySource: bySource, sources: present)
+    }
+
+    private mutating func unit(named name: UnsafeRawBufferPointer) throws -> HealthUnit {
+        if let known = units.first(where: { $0.name.elementsEqual(name) }) { return known.unit }
+        let unit = try HealthUnit(String(decoding: name.assumingMemoryBound(to: UInt8.self), as: UTF8.self))
+        units.append((Array(name), unit))
+        return unit
     }
 
     private mutating func entry(_ bytes: UnsafeRawBufferPointer) throws -> (source: Source, values: RawValues?) {
         var reader = ProtoReader(bytes)
-        var sourceBytes: [UInt8] = []
+        var sourceBytes = UnsafeRawBufferPointer(start: nil, count: 0)
+        // A message field given twice merges: its fields, in order, as one message.
+        var merged: [UInt8]?
         var values: RawValues?
         while let (field, wireType) = try reader.next() {
             switch (SourceStatisticsField(rawValue: field), wireType) {
-            // A message field given twice merges: its fields, in order, as one message.
-            case (.source, .lengthDelimited): sourceBytes += try reader.bytes()
+            case (.source, .lengthDelimited):
+                let part = try reader.bytes()
+                if merged != nil {
+                    merged! += part
+                } else if sourceBytes.baseAddress != nil {
+                    merged = Array(sourceBytes) + part
+                } else {
+                    sourceBytes = part
+                }
             case (.values, .lengthDelimited):
-                var merged = values ?? RawValues()
-                try merged.merge(try reader.bytes())
-                values = merged
+                var combined = values ?? RawValues()
+                try combined.merge(try reader.bytes())
+                values = combined
             default: try reader.skip(wireType)
             }
         }
-        if let source = sources[sourceBytes] { return (source, values) }
+        if let merged { return (try merged.withUnsafeBytes { try source(encoded: $0) }, values) }
+        return (try source(encoded: sourceBytes), values)
+    }
+
+    private mutating func source(encoded bytes: UnsafeRawBufferPointer) throws -> Source {
+        if let known = sources.first(where: { $0.bytes.elementsEqual(bytes) }) { return known.source }
         var bundle = ""
         var name = ""
-        try sourceBytes.withUnsafeBytes { buffer in
-            var reader = ProtoReader(buffer)
-            while let (field, wireType) = try reader.next() {
-                switch (SourceField(rawValue: field), wireType) {
-                case (.bundleIdentifier, .lengthDelimited): bundle = try reader.string()
-                case (.name, .lengthDelimited): name = try reader.string()
-                default: try reader.skip(wireType)
-                }
+        var reader = ProtoReader(bytes)
+        while let (field, wireType) = try reader.next() {
+            switch (SourceField(rawValue: field), wireType) {
+            case (.bundleIdentifier, .lengthDelimited): bundle = try reader.string()
+            case (.name, .lengthDelimited): name = try reader.string()
+            default: try reader.skip(wireType)
             }
         }
         let source = Source(bundleIdentifier: bundle, name: name)
-        sources[sourceBytes] = source
-        return (source, values)
+        sources.append((Array(bytes), source))
+        return source
     }
 
     /// A `StatisticsValues` message's fields as sent.

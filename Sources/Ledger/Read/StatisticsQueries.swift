@@ -142,37 +142,12 @@ extension Ledger {
             }
             var end = index
             while end < bounds.count, !answered[end] { end += 1 }
-            let samples = try statisticsSamples(
-                engine, overlapping: TimeRange(start: bounds[index].start, end: bounds[end - 1].end), predicate: predicate, as: principal, in: snapshot)
-            // One pass over buckets and samples together (both in time order): a bucket
-            // holds the samples starting in it, plus those carried over from earlier buckets
-            // that still reach into it. Without carried samples, its members are a slice of
-            // the scan: nothing is copied.
-            var carried: [StatisticsSample] = []
-            var next = 0
-            for position in index..<end {
-                let (start, end) = bounds[position]
-                let first = next
-                while next < samples.count, samples[next].start < end { next += 1 }
-                let fresh = samples[first..<next]
-                if !carried.isEmpty { carried.removeAll { $0.end <= start } }
-                memberships += carried.count + fresh.count
-                // Long samples over many buckets: bound the work (and memory) one collection
-                // may ask (a single interval holds each sample once).
-                guard bounds.count == 1 || memberships <= Self.maximumStatisticsMemberships else {
-                    throw HealthError(
-                        .dataSizeExceeded,
-                        "the query spreads more than \(Self.maximumStatisticsMemberships) samples over its intervals: narrow the range or widen the intervals",
-                        field: "interval")
-                }
-                if carried.isEmpty {
-                    if !fresh.isEmpty { results[position] = engine.statistics(fresh, bucket: (start, end), dates: buckets[position]) }
-                } else {
-                    let members = (carried + fresh).sorted { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
-                    results[position] = engine.statistics(members[...], bucket: (start, end), dates: buckets[position])
-                }
-                for sample in fresh where sample.end > end { carried.append(sample) }
-            }
+            var walk = SampleBuckets(engine: engine, bounds: bounds, dates: buckets, run: index..<end, memberships: memberships)
+            try visitStatisticsSamples(
+                engine, overlapping: TimeRange(start: bounds[index].start, end: bounds[end - 1].end), predicate: predicate, as: principal, in: snapshot
+            ) { sample in try walk.add(sample, into: &results) }
+            try walk.finish(into: &results)
+            memberships = walk.memberships
             index = end
         }
         return results.compactMap { $0 }
@@ -180,6 +155,20 @@ extension Ledger {
 }
 
 extension Ledger {
+    /// Visits the samples a statistics query counts in start order, equal starts in any
+    /// order: the engine's scan as it reads, or with a predicate the samples
+    /// ``statisticsSamples(_:overlapping:predicate:as:in:)`` gathers.
+    func visitStatisticsSamples(
+        _ engine: StatisticsEngine, overlapping range: TimeRange, predicate: ObjectPredicate?, as principal: Principal, in snapshot: LedgerSnapshot,
+        _ visit: (StatisticsSample) throws -> Void
+    ) throws {
+        guard predicate == nil else {
+            for sample in try statisticsSamples(engine, overlapping: range, predicate: predicate, as: principal, in: snapshot) { try visit(sample) }
+            return
+        }
+        try engine.visitSamples(overlapping: range, in: snapshot, visit)
+    }
+
     /// The samples a statistics query counts, in (start, save order): the engine's scan, or
     /// with a predicate the candidates its plan leaves, each checked against it.
     func statisticsSamples(
@@ -198,6 +187,73 @@ extension Ledger {
             return true
         }
         return StatisticsSample.ordered(samples)
+    }
+}
+
+/// A run of neighbouring buckets computed from their samples in one pass over a scan in
+/// start order: a bucket holds the samples starting in it, plus those carried over from
+/// earlier buckets that still reach into it. The scan is consumed as it goes: only the
+/// current bucket's samples and those carried are held, never the whole run's.
+private struct SampleBuckets {
+    let engine: StatisticsEngine
+    let bounds: [(start: Int64, end: Int64)]
+    let dates: [DateInterval]
+    let run: Range<Int>
+    /// Samples counted in the buckets so far, each once per bucket it overlaps (the query's
+    /// whole count: it goes on from one run to the next).
+    var memberships: Int
+    private var position: Int
+    private var carried: [StatisticsSample] = []
+    /// The samples starting in the current bucket, as the scan gave them.
+    private var fresh: [StatisticsSample] = []
+
+    init(engine: StatisticsEngine, bounds: [(start: Int64, end: Int64)], dates: [DateInterval], run: Range<Int>, memberships: Int) {
+        self.engine = engine
+        self.bounds = bounds
+        self.dates = dates
+        self.run = run
+        self.memberships = memberships
+        position = run.lowerBound
+    }
+
+    /// The scan's next sample: closes the buckets it starts after.
+    mutating func add(_ sample: StatisticsSample, into results: inout [Statistics?]) throws {
+        while position < run.upperBound, sample.start >= bounds[position].end { try closeBucket(into: &results) }
+        if position < run.upperBound { fresh.append(sample) }
+    }
+
+    /// Closes the run's remaining buckets once the scan has ended.
+    mutating func finish(into results: inout [Statistics?]) throws {
+        while position < run.upperBound { try closeBucket(into: &results) }
+    }
+
+    /// Computes the bucket at `position` from the samples gathered for it, and moves on.
+    private mutating func closeBucket(into results: inout [Statistics?]) throws {
+        let (start, end) = bounds[position]
+        if !carried.isEmpty { carried.removeAll { $0.end <= start } }
+        memberships += carried.count + fresh.count
+        // Long samples over many buckets: bound the work (and memory) one collection may
+        // ask (a single interval holds each sample once).
+        guard bounds.count == 1 || memberships <= Ledger.maximumStatisticsMemberships else {
+            throw HealthError(
+                .dataSizeExceeded,
+                "the query spreads more than \(Ledger.maximumStatisticsMemberships) samples over its intervals: narrow the range or widen the intervals",
+                field: "interval")
+        }
+        do {
+            // The scan orders equal starts by UUID; statistics by save order.
+            let members = StatisticsSample.ordered(fresh)
+            if carried.isEmpty {
+                if !members.isEmpty { results[position] = engine.statistics(members[...], bucket: (start, end), dates: dates[position]) }
+            } else {
+                let all = (carried + members).sorted { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
+                results[position] = engine.statistics(all[...], bucket: (start, end), dates: dates[position])
+            }
+            for sample in members where sample.end > end { carried.append(sample) }
+        }
+        // The buffer is the scan's again (`members` shared it, and is gone).
+        fresh.removeAll(keepingCapacity: true)
+        position += 1
     }
 }
 
@@ -310,17 +366,23 @@ struct StatisticsEngine {
     /// of the whole type (`by_start`), otherwise only the reader's own (`by_source`). The
     /// index entries hold all statistics need: no object is loaded.
     func samples(overlapping range: TimeRange, in snapshot: LedgerSnapshot) throws -> [StatisticsSample] {
+        var samples: [StatisticsSample] = []
+        try visitSamples(overlapping: range, in: snapshot) { samples.append($0) }
+        return StatisticsSample.ordered(samples)
+    }
+
+    /// ``samples(overlapping:in:)`` visited as the scan reads them: in start order, equal
+    /// starts in the index's (UUID) order.
+    func visitSamples(overlapping range: TimeRange, in snapshot: LedgerSnapshot, _ visit: (StatisticsSample) throws -> Void) throws {
         let code = type.objectType.code
         let source: UInt32? = scope.all ? nil : scope.ownSource
-        if source == 0 { return [] }
+        if source == 0 { return }
         let longest = try source.map { try SourceRegistry.longestDuration(type: code, code: $0, in: snapshot) }
             ?? SourceRegistry.longestDuration(type: code, in: snapshot)
-        var samples: [StatisticsSample] = []
         try Ledger.scanByStart(type: code, source: source, range: range, longest: longest, uuids: false, in: snapshot) { entry in
-            samples.append(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
+            try visit(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
             return true
         }
-        return StatisticsSample.ordered(samples)
     }
 
     /// Whether averages weigh sound energies (decibel levels).
@@ -452,12 +514,16 @@ struct StatisticsEngine {
         // before its range: such types are computed from their samples.
         guard longest <= Self.longestRolledUp else { return nil }
         var rows: [RollupRow] = []
+        // About a row per hour and source: room for them at once rather than growing (and
+        // copying) the array on the way, within a bound a huge range does not raise.
+        let first = lookingBack ? Rollups.hourStart(from - longest) : from
+        rows.reserveCapacity(codes.count * Int(min((to - first) / Rollups.hour + 1, 1 << 16)))
         var open: [TimeRange] = []
         for (rank, source) in codes.enumerated() {
             if let hour = try Rollups.sampleHour(type: code, source: source, in: snapshot) {
                 open.append(TimeRange(start: hour, end: hour + Rollups.hour + longest))
             }
-            try Rollups.rows(type: code, source: source, from: lookingBack ? Rollups.hourStart(from - longest) : from, to: to, in: snapshot) {
+            try Rollups.rows(type: code, source: source, from: first, to: to, in: snapshot) {
                 rows.append(RollupRow(hour: $0, source: source, rank: rank, partial: $1))
             }
         }
