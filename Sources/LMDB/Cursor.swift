@@ -51,6 +51,14 @@ public final class Cursor {
         try key.withKeyBytes { try move(MDB_SET_RANGE, key: $0) }
     }
 
+    /// Moves to the entry whose key is `key`, nil when there is none. From a placed cursor,
+    /// LMDB looks in the page it is on first when the key falls within it: lookups in key
+    /// order skip most descents from the root.
+    @inlinable
+    public func seek(exactly key: some ContiguousBytesKey) throws -> Entry? {
+        try key.withKeyBytes { try move(MDB_SET_KEY, key: $0) }
+    }
+
     /// Moves to the last entry whose key is ≤ `key`.
     public func seek(atMost key: some ContiguousBytesKey) throws -> Entry? {
         let keyBytes = key.withKeyBytes { Array($0) }
