@@ -1,5 +1,4 @@
 import CLMDB
-import Foundation
 
 /// A position in a database, valid inside ``Transaction/withCursor(on:_:)``.
 ///
@@ -10,15 +9,15 @@ public final class Cursor {
 
     let handle: OpaquePointer
     let database: Database
+    /// The environment's page size (a power of two).
+    private let pageSize: UInt
     /// The page of the last entry read (its address rounded down to a page).
     private var page: UInt = 0
 
-    /// LMDB's page size: the system's, which a new environment takes as its own.
-    static let pageSize = UInt(max(sysconf(Int32(_SC_PAGESIZE)), 4096))
-
-    init(handle: OpaquePointer, database: Database) {
+    init(handle: OpaquePointer, database: Database, pageSize: UInt) {
         self.handle = handle
         self.database = database
+        self.pageSize = pageSize
     }
 
     @usableFromInline
@@ -31,10 +30,12 @@ public final class Cursor {
         // Entering another page, ask the processor for all of it at once: a scan then finds
         // the rest of the page's entries in cache rather than waiting on memory for each one
         // in turn (most of a long scan's time, measured). Only a hint: it never faults.
-        let start = UInt(bitPattern: k.mv_data) & ~(Self.pageSize - 1)
+        // (A write transaction's changed pages are copies in memory, not aligned to a page:
+        // there the hint covers part of one and part of its neighbour, and is merely weaker.)
+        let start = UInt(bitPattern: k.mv_data) & ~(pageSize - 1)
         if start != page {
             page = start
-            healthledger_prefetch(UnsafeRawPointer(bitPattern: start), Int(Self.pageSize))
+            healthledger_prefetch(UnsafeRawPointer(bitPattern: start), Int(pageSize))
         }
         return (UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
                 UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))

@@ -16,6 +16,13 @@ public final class Transaction {
     /// and lends them to a nested transaction while it runs.
     private var cursors: [OpaquePointer?] = []
 
+    /// The environment's page size (the one its file was made with), for cursors' prefetch.
+    private lazy var pageSize: UInt = {
+        var stat = MDB_stat()
+        guard let environment = mdb_txn_env(handle), mdb_env_stat(environment, &stat) == 0, stat.ms_psize > 0 else { return 4096 }
+        return UInt(stat.ms_psize)
+    }()
+
     init(handle: OpaquePointer, readOnly: Bool) {
         self.handle = handle
         self.isReadOnly = readOnly
@@ -153,7 +160,7 @@ public final class Transaction {
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
         defer { mdb_cursor_close(cursor) }
-        return try body(Cursor(handle: cursor!, database: database))
+        return try body(Cursor(handle: cursor!, database: database, pageSize: pageSize))
     }
 
     /// Opens `count` cursors over `database` (walks side by side, as a merge of key ranges
@@ -166,7 +173,8 @@ public final class Transaction {
             try check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
             handles.append(cursor!)
         }
-        return try body(handles.map { Cursor(handle: $0, database: database) })
+        let pageSize = pageSize
+        return try body(handles.map { Cursor(handle: $0, database: database, pageSize: pageSize) })
     }
 
     /// Visits, in key order, the entries of `database` whose keys are `keyLength` bytes and

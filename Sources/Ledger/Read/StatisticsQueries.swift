@@ -514,10 +514,11 @@ struct StatisticsEngine {
         // before its range: such types are computed from their samples.
         guard longest <= Self.longestRolledUp else { return nil }
         var rows: [RollupRow] = []
-        // About a row per hour and source: room for them at once rather than growing (and
-        // copying) the array on the way, within a bound a huge range does not raise.
+        // At most a row per hour and source: room for them at once rather than growing (and
+        // copying) the array on the way, within a bound (a year of hours) that a huge or
+        // sparse range does not raise.
         let first = lookingBack ? Rollups.hourStart(from - longest) : from
-        rows.reserveCapacity(codes.count * Int(min((to - first) / Rollups.hour + 1, 1 << 16)))
+        rows.reserveCapacity(Int(min(Int64(codes.count) * ((to - first) / Rollups.hour + 1), 9_000)))
         var open: [TimeRange] = []
         for (rank, source) in codes.enumerated() {
             if let hour = try Rollups.sampleHour(type: code, source: source, in: snapshot) {
