@@ -32,7 +32,9 @@ struct MetricsTests {
             _ = await expectRPCError(.unauthenticated, nil, "ping with an unknown credential") { _ = try await stranger.ping() }
             await stranger.close()
 
-            var scrape = try await Scrape.fetch(metricsPort)
+            // Polled until the stranger's connection is gone: the server learns of its close
+            // when its event loop reads it, which may come after the close returns here.
+            var scrape = try await Scrape.fetch(metricsPort, until: { $0.value("healthledger_open_connections") == 1 })
             #expect(scrape.value(#"healthledger_rpc_calls_total{method="healthledger.v1.Ledger/Save",code="ok"}"#) == 1)
             #expect(scrape.value(#"healthledger_rpc_calls_total{method="healthledger.v1.Ledger/Ping",code="ok"}"#) == 3)
             #expect(scrape.value(#"healthledger_rpc_calls_total{method="healthledger.v1.Ledger/Ping",code="unauthenticated"}"#) == 1)
