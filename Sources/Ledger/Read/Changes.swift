@@ -572,9 +572,7 @@ final class ChangeFilter {
             }
             return .deleted
         }
-        guard let stored = try events.seek(exactly: KeyEncoding.sequenceKey(saved))?.value else {
-            throw LedgerFailure.corrupted("event \(saved) is missing from the log")
-        }
+        let stored = try Ledger.storedEvent(saved, through: events)
         if range != nil || predicate != nil || correlations != nil {
             let summary = try projector.savedSummary(stored: stored, sequence: saved)
             if let range, !range.overlaps(start: summary.startUs, end: summary.endUs) { return nil }

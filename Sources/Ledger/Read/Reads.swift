@@ -261,11 +261,18 @@ extension Ledger {
 
     /// The stored bytes of event `sequence`.
     static func storedEvent(_ sequence: UInt64, in snapshot: LedgerSnapshot) throws -> UnsafeRawBufferPointer {
-        guard let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: snapshot.databases.events) else {
-            throw LedgerFailure.corrupted("event \(sequence) is missing from the log")
-        }
+        guard let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: snapshot.databases.events) else { throw missingEvent(sequence) }
         return stored
     }
+
+    /// ``storedEvent(_:in:)`` through a cursor over `events`: lookups in log order mostly stay
+    /// on the page the cursor is on.
+    static func storedEvent(_ sequence: UInt64, through events: Cursor) throws -> UnsafeRawBufferPointer {
+        guard let stored = try events.seek(exactly: KeyEncoding.sequenceKey(sequence))?.value else { throw missingEvent(sequence) }
+        return stored
+    }
+
+    private static func missingEvent(_ sequence: UInt64) -> LedgerFailure { .corrupted("event \(sequence) is missing from the log") }
 
     static func loadObject(sequence: UInt64, in snapshot: LedgerSnapshot) throws -> HealthObject {
         let stored = try Ledger.storedEvent(sequence, in: snapshot)
