@@ -377,12 +377,19 @@ struct StatisticsEngine {
         let code = type.objectType.code
         let source: UInt32? = scope.all ? nil : scope.ownSource
         if source == 0 { return }
-        let longest = try source.map { try SourceRegistry.longestDuration(type: code, code: $0, in: snapshot) }
-            ?? SourceRegistry.longestDuration(type: code, in: snapshot)
-        try Ledger.scanByStart(type: code, source: source, range: range, longest: longest, uuids: false, in: snapshot) { entry in
+        try Ledger.scanByStart(type: code, source: source, range: range, longest: try longestReadable(in: snapshot), uuids: false, in: snapshot) { entry in
             try visit(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
             return true
         }
+    }
+
+    /// How long the longest sample this reader counts lasts: every source's for a reader of
+    /// the whole type, its own source's otherwise. Bounds how far before a range its scans
+    /// and rollup reads look.
+    func longestReadable(in snapshot: LedgerSnapshot) throws -> Int64 {
+        let code = type.objectType.code
+        return scope.all
+            ? try SourceRegistry.longestDuration(type: code, in: snapshot) : try SourceRegistry.longestDuration(type: code, code: scope.ownSource, in: snapshot)
     }
 
     /// Whether averages weigh sound energies (decibel levels).
@@ -508,8 +515,7 @@ struct StatisticsEngine {
         guard scope.selected.isEmpty else { return nil }
         let code = type.objectType.code
         let codes = scope.all ? order : scope.ownSource == 0 ? [] : [scope.ownSource]
-        let longest = scope.all
-            ? try SourceRegistry.longestDuration(type: code, in: snapshot) : try SourceRegistry.longestDuration(type: code, code: scope.ownSource, in: snapshot)
+        let longest = try longestReadable(in: snapshot)
         // A sample lasting longer than a year would make every query read a year of rows
         // before its range: such types are computed from their samples.
         guard longest <= Self.longestRolledUp else { return nil }
