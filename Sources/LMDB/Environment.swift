@@ -32,22 +32,16 @@ public final class Environment: @unchecked Sendable {
         public var maxReaders: UInt32
         /// When false, commits skip fsync (`MDB_NOSYNC`): for scratch environments only.
         public var durable: Bool
-        /// When true, transactions write their pages in the map itself (`MDB_WRITEMAP`): no
-        /// page copied into the file at commit, no search of the transaction's dirty pages on
-        /// every read, but the file is extended (sparsely) to the whole map when opened. For
-        /// scratch environments that are thrown away.
-        public var writesInPlace: Bool
 
         public init(
             mapSize: Int = 256 << 20, maximumMapSize: Int = 1 << 40,
-            maxDatabases: UInt32 = 32, maxReaders: UInt32 = 510, durable: Bool = true, writesInPlace: Bool = false
+            maxDatabases: UInt32 = 32, maxReaders: UInt32 = 510, durable: Bool = true
         ) {
             self.mapSize = mapSize
             self.maximumMapSize = maximumMapSize
             self.maxDatabases = maxDatabases
             self.maxReaders = maxReaders
             self.durable = durable
-            self.writesInPlace = writesInPlace
         }
     }
 
@@ -74,7 +68,6 @@ public final class Environment: @unchecked Sendable {
             try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
             var flags = UInt32(MDB_NOTLS)
             if !options.durable { flags |= UInt32(MDB_NOSYNC) }
-            if options.writesInPlace { flags |= UInt32(MDB_WRITEMAP) }
             try check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open(\(path))")
         } catch {
             mdb_env_close(env)

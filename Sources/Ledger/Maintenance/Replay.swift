@@ -40,7 +40,7 @@ extension Ledger {
 
         var report = try {
             let fresh = try Environment(
-                path: scratch.path, options: .init(mapSize: max(environment.currentMapSize, 64 << 20), durable: false, writesInPlace: true))
+                path: scratch.path, options: .init(mapSize: max(environment.currentMapSize, 64 << 20), durable: false))
             let freshDatabases = try LedgerDatabases(environment: fresh)
             let projector = Projector(databases: freshDatabases, units: SummaryCache())
             var report = try environment.read { live in
