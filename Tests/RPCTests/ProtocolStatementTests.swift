@@ -302,7 +302,8 @@ struct ProtocolStatementTests {
                 let id = UInt64(index + 1)
                 try await raw.send(try Self.request(id, .querySamples, server.ownerCredential, Self.oneByOne, timeout: timeout, window: 1))
                 let (before, status) = await Self.frames(until: id, on: raw)
-                #expect(Self.messages(of: id, in: before) == 1)
+                // Never more than the window; on a loaded machine the deadline may pass before the first.
+                #expect(Self.messages(of: id, in: before) <= 1)
                 #expect(status?.code == .deadlineExceeded && status?.message == "the call's deadline of \(written) passed", "\(String(describing: status))")
             }
             // A long-running call asking none outlives the default deadline; one asking 500 ms ends then.

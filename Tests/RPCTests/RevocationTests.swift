@@ -144,6 +144,21 @@ struct RevocationTests {
         }
     }
 
+    @Test("revoking the credential ends a watch of only the app's own objects, which no read grant ended")
+    func credentialRevocationOwnObjects() async throws {
+        try await Self.withSeeded { server, owner, app, own in
+            try await owner.decideAuthorization(app: Self.app, type: Types.heartRate, direction: .read, decision: .revoked)
+            var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate)).makeAsyncIterator()
+            #expect(try #require(try await watch.next()).addedObjects.map(\.uuid) == own.map(\.uuid))
+            var observer = try await app.observe(Types.heartRate).makeAsyncIterator()
+            try await server.ledger.revokeCredential(id: credentialID(server.appCredential))
+            await expectRPCError(.permissionDenied, .authorizationDenied, "own-objects watch of a revoked credential") { while try await watch.next() != nil {} }
+            await expectRPCError(.permissionDenied, .authorizationDenied, "observer of a revoked credential") { while try await observer.next() != nil {} }
+            await owner.close()
+            await app.close()
+        }
+    }
+
     @Test("revoking an owner credential ends its streams too")
     func ownerCredentialRevocation() async throws {
         try await Self.withSeeded { server, owner, app, _ in
