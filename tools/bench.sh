@@ -5,7 +5,7 @@
 # builds healthledgerd and the benchmark package (Benchmarks/) in release, and runs
 # `healthledger-bench`. Arguments go to it:
 #   tools/bench.sh                          the full report, printed
-#   tools/bench.sh --quick                  a short run (under two minutes)
+#   tools/bench.sh --quick                  a short run (under two minutes once built)
 #   tools/bench.sh --write BENCHMARKS.md    the full report, written with its plot
 #   tools/bench.sh ledger --only history    the ledger-only scenarios
 # Run from anywhere; the reference script is ../shared/tools/limits.sh from the repository.

@@ -50,6 +50,8 @@ final class BenchReport: @unchecked Sendable {
     var machine = ""
     var referenceOutput = ""
     var mode = ""
+    /// How long the run took, from the reference to the last scenario (builds not counted).
+    var runTime: Duration = .zero
 
     func add(_ result: ScenarioResult) {
         results.append(result)

@@ -30,6 +30,7 @@ struct ReportCommand: AsyncParsableCommand {
     var only: String?
 
     func run() async throws {
+        let started = ContinuousClock.now
         let scratch = URL(filePath: workDirectory ?? NSTemporaryDirectory(), directoryHint: .isDirectory)
             .appending(path: "healthledger-report-\(UUID().uuidString)", directoryHint: .isDirectory)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -90,6 +91,8 @@ struct ReportCommand: AsyncParsableCommand {
         for result in Self.results(healthLedger, offline, inProcess, peerFigures, imported, reference, plan) where result.healthLedger?.values.isEmpty == false {
             report.add(result)
         }
+        report.runTime = ContinuousClock.now - started
+        print("RUN TIME \(Self.minutesAndSeconds(report.runTime)) (\(report.mode); builds not counted)")
 
         if let write {
             let markdown = URL(filePath: write)
@@ -312,6 +315,12 @@ struct ReportCommand: AsyncParsableCommand {
         return Figure(rates)
     }
 
+    /// "23 min 5 s", "58 s".
+    static func minutesAndSeconds(_ duration: Duration) -> String {
+        let seconds = Int(duration.components.seconds)
+        return seconds >= 60 ? "\(seconds / 60) min \(seconds % 60) s" : "\(seconds) s"
+    }
+
     static func machine() -> String {
         let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
             .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
@@ -337,14 +346,15 @@ struct ReportCommand: AsyncParsableCommand {
 
         - Date: \(ISO8601DateFormatter().string(from: Date()))
         - Machine: \(report.machine)
-        - Mode: \(report.mode)
+        - Mode: \(report.mode); the run took \(minutesAndSeconds(report.runTime)) (the release builds before it not counted)
 
         \(report.markdown(plot: plot))
         ## Reproduce
 
         On a Debian machine with Swift 6, from the repository's root: `tools/bench.sh` (installs PostgreSQL,
         libpq-dev and libsqlite3-dev when missing, builds `healthledgerd` and the benchmark package in release,
-        and runs the report; `tools/bench.sh --quick` finishes in under two minutes). `tools/bench.sh --write
+        and runs the report; `tools/bench.sh --quick` runs in under two minutes once those builds are done, and
+        each run prints how long it took). `tools/bench.sh --write
         BENCHMARKS.md` rewrites this file. The ledger-only scenarios (denied reads, predicates, the Merkle tree's
         cost) are `Benchmarks/.build/release/healthledger-bench ledger`; the import with both parsers compared and
         a quarter of the file as well is `tools/bench-import.sh`.
