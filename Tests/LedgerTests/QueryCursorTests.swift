@@ -79,6 +79,34 @@ struct QueryCursorTests {
         }
     }
 
+    @Test("several named sources' samples come in the order of the type's own index, whatever the range, the direction and where a batch ends")
+    func namedSourcesMerged() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "sources")
+        try await Self.fill(ledger, seed: 11)
+        let sources = [Fixtures.appA, .owner]
+        let codes = Set(sources.map(\.bundleIdentifier))
+        let ranges: [DateInterval?] = [
+            nil, DateInterval(start: Fixtures.base.addingTimeInterval(600), duration: 900), DateInterval(start: Fixtures.base.addingTimeInterval(1500), duration: 1),
+        ]
+        for ascending in [true, false] {
+            for interval in ranges {
+                let sort = SampleSort.startDate(ascending: ascending)
+                // Every source's samples through the type's start index, then only the named ones kept.
+                let expected = try ledger.samples(SampleQuery(type: Self.heartRate, interval: interval, sort: sort), as: .owner)
+                    .filter { codes.contains($0.sourceRevision.source.bundleIdentifier) }.map(\.uuid)
+                let query = SampleQuery(type: Self.heartRate, interval: interval, predicate: .sources(codes), sort: sort)
+                #expect(try ledger.samples(query, as: .owner).map(\.uuid) == expected, "\(sort) \(String(describing: interval))")
+                for size in [1, 4, 13] {
+                    let cursor = try ledger.sampleCursor(query, as: .owner)
+                    var read: [UUID] = []
+                    while case let batch = try cursor.next(maxCount: size, maxBytes: 1 << 20), !batch.isEmpty { read += try Self.uuids(batch) }
+                    #expect(read == expected, "\(sort) \(String(describing: interval)), batches of \(size)")
+                }
+            }
+        }
+    }
+
     @Test("a batch stops at its byte budget, and holds at least one object")
     func byteBudget() async throws {
         let temporary = try TemporaryStore()

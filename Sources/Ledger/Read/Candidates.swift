@@ -2,13 +2,15 @@ import HealthModel
 import LMDB
 
 /// Where a query's candidate objects come from in one snapshot, in the query's order:
-/// entries already collected and sorted, or a walk over a start or end index. Either can
+/// entries already collected and sorted, or walks over a start or end index. Each can
 /// begin after any entry, so a query can be read a piece at a time (``QueryCursor``).
 enum Candidates {
     /// Collected and sorted in the query's order.
     case sorted([IndexEntry])
     /// A walk over the start index: every source's (`source` nil) or one source's.
     case byStart(type: UInt32, source: UInt32?, range: TimeRange, longest: Int64, descending: Bool)
+    /// Walks over several sources' parts of the start index, merged.
+    case bySources(type: UInt32, sources: [(code: UInt32, longest: Int64)], range: TimeRange, descending: Bool)
     /// A walk over the end index.
     case byEnd(type: UInt32, range: TimeRange, longest: Int64, descending: Bool)
 
@@ -34,6 +36,8 @@ enum Candidates {
         case .byStart(let type, let source, let range, let longest, let descending):
             try Ledger.scanByStart(
                 type: type, source: source, range: range, longest: longest, descending: descending, after: position, in: snapshot, visit)
+        case .bySources(let type, let sources, let range, let descending):
+            try Ledger.scanByStart(type: type, sources: sources, range: range, descending: descending, after: position, in: snapshot, visit)
         case .byEnd(let type, let range, let longest, let descending):
             try Ledger.scanByEnd(type: type, range: range, longest: longest, descending: descending, after: position, in: snapshot, visit)
         }

@@ -178,9 +178,11 @@ extension Ledger {
             // Only the named sources' indexes are walked.
             let codes = try sources.compactMap { try SourceRegistry.code(of: $0, in: snapshot) }.sorted()
             let longest = try codes.map { try SourceRegistry.longestDuration(type: type.code, code: $0, in: snapshot) }
-            if codes.count == 1, case .startDate(let ascending) = sort {
-                return .byStart(type: type.code, source: codes[0], range: range, longest: longest[0], descending: !ascending)
+            if case .startDate(let ascending) = sort {
+                if codes.count == 1 { return .byStart(type: type.code, source: codes[0], range: range, longest: longest[0], descending: !ascending) }
+                return .bySources(type: type.code, sources: Array(zip(codes, longest)), range: range, descending: !ascending)
             }
+            // No index holds one source's samples in end order: they are gathered and sorted.
             var entries: [IndexEntry] = []
             for (code, longest) in zip(codes, longest) {
                 try Self.scanByStart(type: type.code, source: code, range: range, longest: longest, in: snapshot) { entry in
@@ -291,28 +293,40 @@ extension Ledger {
         type: UInt32, source: UInt32? = nil, range: TimeRange, longest: Int64, descending: Bool = false, uuids: Bool = true,
         after position: IndexEntry? = nil, in snapshot: LedgerSnapshot, _ visit: (IndexEntry) throws -> Bool
     ) throws {
-        let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
-        let lowest = overflow ? Int64.min : lowered
-        func key(_ at: Int64, _ uuid: [UInt8]) -> InlineBytes { StartIndexRow.key(type: type, source: source, start: at, uuid: uuid) }
         try snapshot.withCursor(on: source == nil ? snapshot.databases.byStart : snapshot.databases.bySource) { cursor in
-            var entry: Cursor.Entry?
-            if let position {
-                let resume = key(position.startUs, position.uuid)
-                entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
-                if let current = entry, resume.equals(current.key) { entry = descending ? try cursor.previous() : try cursor.next() }
-            } else {
-                entry = descending
-                    ? try cursor.seek(atMost: key(range.end, [UInt8](repeating: 0, count: 16)))
-                    : try cursor.seek(atLeast: key(lowest, []))
+            var walk = try StartWalk(
+                cursor, type: type, source: source, range: range, longest: longest, descending: descending, uuids: uuids, after: position)
+            while let entry = try walk.next() {
+                if try !visit(entry) { return }
             }
-            // atMost lands on the key equal to (end, 0…0) at worst, which starts at `end`: skipped below.
-            while let current = entry, let row = try StartIndexRow(current, type: type, source: source) {
-                let start = row.startUs
-                if descending ? start < lowest : start >= range.end { break }
-                if range.overlaps(start: start, end: row.endUs) {
-                    if try !visit(row.entry(uuid: uuids)) { return }
+        }
+    }
+
+    /// Visits the samples of `type` by the given sources overlapping `range`, in start-date
+    /// order (ties by UUID; descending reverses both), from the one after `position` when
+    /// given: each source's part of `by_source` walked at once and merged, so that nothing
+    /// is gathered or sorted first (`longest` is each source's longest sample).
+    static func scanByStart(
+        type: UInt32, sources: [(code: UInt32, longest: Int64)], range: TimeRange, descending: Bool, after position: IndexEntry? = nil,
+        in snapshot: LedgerSnapshot, _ visit: (IndexEntry) throws -> Bool
+    ) throws {
+        let order = SampleSort.startDate(ascending: !descending)
+        try snapshot.txn.withCursors(on: snapshot.databases.bySource, count: sources.count) { cursors in
+            var walks = try zip(cursors, sources).map { cursor, source in
+                try StartWalk(
+                    cursor, type: type, source: source.code, range: range, longest: source.longest, descending: descending, uuids: true,
+                    after: position)
+            }
+            var heads = try walks.indices.map { try walks[$0].next() }
+            while true {
+                var least: Int?
+                for index in heads.indices {
+                    guard let head = heads[index] else { continue }
+                    if let current = least, !order.orders(head, before: heads[current]!) { continue }
+                    least = index
                 }
-                entry = descending ? try cursor.previous() : try cursor.next()
+                guard let index = least, try visit(heads[index]!) else { return }
+                heads[index] = try walks[index].next()
             }
         }
     }
@@ -383,5 +397,61 @@ extension Ledger {
                 }
             }
         }
+    }
+}
+
+/// A walk over a start index (`by_start`, or one source's range of `by_source`) in start
+/// order, ties by UUID, either way: the rows whose samples overlap a range, one at a time.
+/// A sample can start at most `longest` before the range and still overlap it.
+struct StartWalk {
+    private let cursor: Cursor
+    private let type: UInt32
+    private let source: UInt32?
+    private let range: TimeRange
+    /// The earliest start a sample overlapping the range can have.
+    private let lowest: Int64
+    private let descending: Bool
+    private let uuids: Bool
+    /// The row the walk reads next.
+    private var entry: Cursor.Entry?
+
+    /// Places the walk on its first row, or on the row after `position` (an entry of a walk
+    /// in the same order, of any source).
+    init(
+        _ cursor: Cursor, type: UInt32, source: UInt32?, range: TimeRange, longest: Int64, descending: Bool, uuids: Bool,
+        after position: IndexEntry?
+    ) throws {
+        self.cursor = cursor
+        self.type = type
+        self.source = source
+        self.range = range
+        self.descending = descending
+        self.uuids = uuids
+        let (lowered, overflow) = range.start.subtractingReportingOverflow(max(longest, 0))
+        lowest = overflow ? Int64.min : lowered
+        func key(_ at: Int64, _ uuid: [UInt8]) -> InlineBytes { StartIndexRow.key(type: type, source: source, start: at, uuid: uuid) }
+        if let position {
+            let resume = key(position.startUs, position.uuid)
+            entry = descending ? try cursor.seek(atMost: resume) : try cursor.seek(atLeast: resume)
+            if let current = entry, resume.equals(current.key) { entry = descending ? try cursor.previous() : try cursor.next() }
+        } else {
+            // atMost lands on the key equal to (end, 0…0) at worst, which starts at `end`: skipped in next().
+            entry = descending
+                ? try cursor.seek(atMost: key(range.end, [UInt8](repeating: 0, count: 16)))
+                : try cursor.seek(atLeast: key(lowest, []))
+        }
+    }
+
+    /// The next row overlapping the range, or nil once the walk has passed it.
+    mutating func next() throws -> IndexEntry? {
+        while let current = entry, let row = try StartIndexRow(current, type: type, source: source) {
+            let start = row.startUs
+            if descending ? start < lowest : start >= range.end { break }
+            let overlapping = range.overlaps(start: start, end: row.endUs) ? row.entry(uuid: uuids) : nil
+            entry = descending ? try cursor.previous() : try cursor.next()
+            if let overlapping { return overlapping }
+        }
+        entry = nil
+        return nil
     }
 }
