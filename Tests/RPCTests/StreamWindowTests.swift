@@ -21,7 +21,8 @@ struct StreamWindowTests {
     }
 
     /// Answers a streaming request with `total` empty messages, sending one only while the
-    /// client's window has room, then the status.
+    /// client's window has room, then the status. (Its state is touched only on its channel's
+    /// event loop.)
     final class Peer: ChannelInboundHandler, @unchecked Sendable {
         typealias InboundIn = InboundFrame
         typealias OutboundOut = ByteBuffer

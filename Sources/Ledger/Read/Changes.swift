@@ -449,15 +449,8 @@ extension Ledger {
         let sources = try changeSources(of: type, in: snapshot)
         try snapshot.txn.withCursors(on: databases.sourceChanges, count: sources.count) { cursors in
             let walks = zip(cursors, sources).map { ChangeWalk($0, prefix: ChangeIndexRow.prefix(type: type, source: $1)) }
-            var heads = try walks.indices.map { try walks[$0].first(after: after) }
-            while true {
-                var least: (index: Int, entry: ChangeEntry)?
-                for (index, head) in heads.enumerated() {
-                    if let head, least.map({ head.position < $0.entry.position }) ?? true { least = (index, head) }
-                }
-                guard let (index, entry) = least, try visit(entry) else { return }
-                heads[index] = try walks[index].next()
-            }
+            try visitMerged(
+                heads: try walks.map { try $0.first(after: after) }, precedes: { $0.position < $1.position }, next: { try walks[$0].next() }, visit)
         }
     }
 

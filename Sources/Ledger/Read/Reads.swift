@@ -317,17 +317,8 @@ extension Ledger {
                     cursor, type: type, source: source.code, range: range, longest: source.longest, descending: descending, uuids: true,
                     after: position)
             }
-            var heads = try walks.indices.map { try walks[$0].next() }
-            while true {
-                var least: Int?
-                for index in heads.indices {
-                    guard let head = heads[index] else { continue }
-                    if let current = least, !order.orders(head, before: heads[current]!) { continue }
-                    least = index
-                }
-                guard let index = least, try visit(heads[index]!) else { return }
-                heads[index] = try walks[index].next()
-            }
+            let heads = try walks.indices.map { try walks[$0].next() }
+            try visitMerged(heads: heads, precedes: { order.orders($0, before: $1) }, next: { try walks[$0].next() }, visit)
         }
     }
 
