@@ -7,9 +7,9 @@ import LMDB
 enum Candidates {
     /// Collected and sorted in the query's order.
     case sorted([IndexEntry])
-    /// A walk over the start index: every source's (`source` nil) or one source's.
+    /// A walk over the start index: every source's (`source` nil) or one source's (a reader's own).
     case byStart(type: UInt32, source: UInt32?, range: TimeRange, longest: Int64, descending: Bool)
-    /// Walks over several sources' parts of the start index, merged.
+    /// Walks over named sources' parts of the start index, merged (one walk for one source).
     case bySources(type: UInt32, sources: [(code: UInt32, longest: Int64)], range: TimeRange, descending: Bool)
     /// A walk over the end index.
     case byEnd(type: UInt32, range: TimeRange, longest: Int64, descending: Bool)

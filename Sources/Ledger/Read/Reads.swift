@@ -179,7 +179,6 @@ extension Ledger {
             let codes = try sources.compactMap { try SourceRegistry.code(of: $0, in: snapshot) }.sorted()
             let longest = try codes.map { try SourceRegistry.longestDuration(type: type.code, code: $0, in: snapshot) }
             if case .startDate(let ascending) = sort {
-                if codes.count == 1 { return .byStart(type: type.code, source: codes[0], range: range, longest: longest[0], descending: !ascending) }
                 return .bySources(type: type.code, sources: Array(zip(codes, longest)), range: range, descending: !ascending)
             }
             // No index holds one source's samples in end order: they are gathered and sorted.
