@@ -60,6 +60,7 @@ let package = Package(
             dependencies: [
                 "HealthModel",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -43,8 +43,10 @@ public enum EventLogExport {
     }
 
     /// Checks an export on its own: the events run 1, 2, 3, … without gaps; each one's
-    /// stored bytes hash to its hash and decode to its sequence; each one's previous hash is
-    /// the hash of the one before (zeros for the first); the end line names the last.
+    /// stored bytes hash to its hash (by its format: docs/LEDGER.md) and decode to its
+    /// sequence; a body is the one its header commits to, and an erased one is named by a later
+    /// erasure event; each one's previous hash is the hash of the one before (zeros for the
+    /// first); the end line names the last.
     /// - Parameter eachEvent: called with each event's sequence and hash once it checked.
     /// - Throws: ``EventLogError`` naming the first line at fault.
     public static func verify(_ url: URL, eachEvent: (UInt64, [UInt8]) throws -> Void = { _, _ in }) async throws -> Verification {
@@ -53,6 +55,7 @@ public enum EventLogExport {
         var previous = [UInt8](repeating: 0, count: 32)
         var sequence: UInt64 = 0
         var ended = false
+        var erasures = ErasureAccount()
         for try await read in LineReader(url: url) {
             lineNumber += 1
             func fail(_ message: String) -> EventLogError { EventLogError(line: lineNumber, message: message) }
@@ -78,7 +81,12 @@ public enum EventLogExport {
                 let encoded = object["stored"] as? String, let stored = Data(base64Encoded: encoded)
             else { throw fail("an event line needs sequence, hash and stored") }
             guard number == sequence + 1 else { throw fail("event \(number) follows event \(sequence)") }
-            guard Array(SHA256.hash(data: stored)) == hash else { throw fail("event \(number): its bytes do not hash to \(hash.hexString)") }
+            let checked: (hash: [UInt8], problem: String?)? = stored.withUnsafeBytes { bytes in
+                (try? EventLayout(stored: bytes)).map { ($0.hash(of: bytes), erasures.note($0, stored: bytes, sequence: number)) }
+            }
+            guard let checked else { throw fail("event \(number): its bytes are not an event of a known format") }
+            guard checked.hash == hash else { throw fail("event \(number): its bytes do not hash to \(hash.hexString)") }
+            if let problem = checked.problem { throw fail("event \(number): \(problem)") }
             let event: Healthledger_V1_LedgerEvent
             do { event = try Healthledger_V1_LedgerEvent(serializedBytes: stored) } catch { throw fail("event \(number): its bytes are not a LedgerEvent") }
             guard event.sequence == number else { throw fail("event \(number): its bytes say sequence \(event.sequence)") }
@@ -91,6 +99,7 @@ public enum EventLogExport {
         }
         guard let ledgerID else { throw EventLogError(line: 0, message: "the file is empty") }
         guard ended else { throw EventLogError(line: lineNumber, message: "the end line is missing: the file was cut short") }
+        if let (erased, reason) = erasures.firstUnaccounted { throw EventLogError(line: 0, message: "event \(erased): \(reason)") }
         return Verification(ledgerID: ledgerID, events: sequence, headHash: previous)
     }
 }

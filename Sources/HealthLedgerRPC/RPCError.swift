@@ -121,6 +121,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case save = "healthledger.v1.Ledger/Save"
     case delete = "healthledger.v1.Ledger/Delete"
     case deleteObjects = "healthledger.v1.Ledger/DeleteObjects"
+    /// Erases objects: their values go from the ledger, their history stays verifiable.
+    case erase = "healthledger.v1.Ledger/Erase"
     case fetch = "healthledger.v1.Ledger/Fetch"
     /// Server streaming: `SampleBatch` messages.
     case querySamples = "healthledger.v1.Ledger/QuerySamples"

@@ -296,6 +296,51 @@ public final class HealthStore: Sendable {
         return Int(try Self.decode(Healthledger_V1_DeleteResponse.self, try await unary(.deleteObjects, request)).deleted)
     }
 
+    /// What ``erase(_:reason:)`` erased.
+    public struct Erasure: Sendable, Hashable {
+        /// Objects erased (a correlation's members and a workout's routes included).
+        public var objects: Int
+        /// Events whose bodies were erased.
+        public var events: Int
+        /// The erasure event's sequence (0 when nothing was left to erase).
+        public var sequence: UInt64
+    }
+
+    /// Which objects ``erase(_:reason:)`` erases.
+    public enum ErasureTarget: Sendable, Hashable {
+        /// These objects, live or deleted.
+        case objects([UUID])
+        /// The live objects of a type overlapping an interval that match a predicate.
+        case matching(ObjectType, overlapping: DateInterval? = nil, predicate: ObjectPredicate? = nil)
+        /// Every object a source saved (an app names its own bundle identifier).
+        case source(String)
+    }
+
+    /// Erases objects (docs/SEMANTICS.md §5, "Erasure"): their values, metadata, device fields,
+    /// attachments and route locations are gone from the ledger, live ones are deleted (anchored
+    /// queries report it), and the ledger's history, with every proof issued before, still
+    /// verifies. An app erases only what it saved; the owner anything. `reason` is recorded.
+    /// Throws `failedPrecondition` while the ledger is under a legal hold.
+    @discardableResult
+    public func erase(_ target: ErasureTarget, reason: String = "") async throws -> Erasure {
+        let request = Healthledger_V1_EraseRequest.with { request in
+            request.reason = reason
+            switch target {
+            case .objects(let uuids): request.uuids = uuids.map { Data($0.bytes) }
+            case .matching(let type, let interval, let predicate):
+                request.type = type.identifier
+                if let interval {
+                    request.startUs = microseconds(interval.start)
+                    request.endUs = microseconds(interval.end)
+                }
+                if let predicate { request.predicate = .init(predicate) }
+            case .source(let bundle): request.source = bundle
+            }
+        }
+        let response = try Self.decode(Healthledger_V1_EraseResponse.self, try await unary(.erase, request))
+        return Erasure(objects: Int(response.erased), events: Int(response.events), sequence: response.sequence)
+    }
+
     /// The object with `uuid`, or nil.
     public func object(with uuid: UUID) async throws -> HealthObject? {
         let response = try Self.decode(Healthledger_V1_FetchResponse.self, try await unary(.fetch, Healthledger_V1_FetchRequest.with { $0.uuid = Data(uuid.bytes) }))

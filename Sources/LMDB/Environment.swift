@@ -50,7 +50,7 @@ public final class Environment: @unchecked Sendable {
     public let path: String
     private let options: Options
     /// Held shared by every transaction, exclusively while the map is resized.
-    private let resizeLock = ReadWriteLock()
+    let resizeLock = ReadWriteLock()
     private let mapSize: Mutex<Int>
     private let databases = Mutex<[String: Database]>([:])
     /// The open ``Snapshot``s, which the environment ends while they are paused when it must.
@@ -210,7 +210,7 @@ public final class Environment: @unchecked Sendable {
 
     /// Ends every snapshot's transaction; called holding the resize lock exclusively, so
     /// none is being read.
-    private func endSnapshotTransactions() {
+    func endSnapshotTransactions() {
         for snapshot in snapshots.withLock({ $0.values.compactMap(\.value) }) { _ = snapshot.endTransaction(wait: true) }
     }
 

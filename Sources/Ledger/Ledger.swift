@@ -5,6 +5,7 @@ import LMDB
 import LedgerSchema
 import SwiftProtobuf
 import Logging
+import Synchronization
 
 /// One person's health ledger: a hash-chained event log and the projections built from it.
 ///
@@ -42,6 +43,9 @@ public final class Ledger: Sendable {
     public let viewOf: UInt64?
     /// Signs the tree heads.
     let signingKey: SigningKey
+    /// Called after each erasure once the projections are rebuilt (the store drops the
+    /// ledger's point-in-time views, built from the log before it).
+    package let afterErasure = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger, viewOf: UInt64? = nil) throws {
         self.id = id
@@ -72,6 +76,10 @@ public final class Ledger: Sendable {
 
     /// Rebuilds the projections from the log when another version laid them out.
     private func upgradeProjections() throws {
+        if viewOf == nil, try read({ snapshot in try snapshot.get(Self.erasureRebuildKey, in: snapshot.databases.meta) != nil }) {
+            logger.notice("rebuilding the projections from the log: an erasure's rebuild did not finish")
+            try rebuildAfterErasure()
+        }
         let recorded = try read { snapshot in try ProjectionLayout.recorded(in: snapshot) }
         guard recorded != ProjectionLayout.current else { return }
         logger.notice("rebuilding the projections from the log: their layout is \(recorded), this version's is \(ProjectionLayout.current)")
@@ -161,7 +169,7 @@ public final class Ledger: Sendable {
             try snapshot.withCursor(on: snapshot.databases.events) { cursor in
                 var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(from))
                 while let current = entry, hashes.count < limit {
-                    hashes.append(EventCodec.hash(current.value))
+                    hashes.append(try EventCodec.hash(current.value))
                     entry = try cursor.next()
                 }
             }

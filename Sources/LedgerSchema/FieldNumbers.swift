@@ -110,7 +110,8 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
 @usableFromInline package enum LedgerEventField: Int, ProtoFields {
     @usableFromInline package typealias Message = Healthledger_V1_LedgerEvent
     case previousHash = 1, sequence, formatVersion, commitTimeUs, actor, kind, objectType, objectUuid
-    case body = 15
+    case bodyCommitment = 9, erasedHash
+    case bodySalt = 14, body
 }
 
 /// `healthledger.v1.Actor`.

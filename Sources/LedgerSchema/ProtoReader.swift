@@ -12,7 +12,8 @@ public struct ProtoReader {
     }
 
     private let buffer: UnsafeRawBufferPointer
-    private var offset = 0
+    /// Where the next read starts, from the buffer's start.
+    public private(set) var offset = 0
     /// False once a varint (a tag, a length or a value) was read in more bytes than it needs,
     /// or with bits beyond 64: bytes that decode but that no encoder writes.
     public private(set) var varintsMinimal = true

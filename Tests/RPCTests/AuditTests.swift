@@ -74,7 +74,7 @@ struct AuditTests {
             // The stored bytes chain: each hash is SHA-256 of the stored bytes, and the next event's previous hash.
             for (previous, event) in zip(all, all.dropFirst()) {
                 let stored = try #require(event.stored)
-                #expect(Array(SHA256.hash(data: stored)) == event.hash)
+                #expect(eventHash(stored) == event.hash)
                 #expect(Array(try Healthledger_V1_LedgerEvent(serializedBytes: stored).previousHash) == previous.hash)
             }
             #expect(try await Self.everything(owner).allSatisfy { $0.stored == nil }, "stored bytes only when asked for")
@@ -262,7 +262,7 @@ struct AuditTests {
             stored.commitTimeUs += 1
             let rewritten: [UInt8] = try stored.serializedBytes()
             event["stored"] = Data(rewritten).base64EncodedString()
-            event["hash"] = Array(SHA256.hash(data: rewritten)).map { String(format: "%02x", $0) }.joined()
+            event["hash"] = eventHash(rewritten).map { String(format: "%02x", $0) }.joined()
             var changed = lines
             changed[4] = String(decoding: try JSONSerialization.data(withJSONObject: event, options: [.sortedKeys]), as: UTF8.self)
             let cases: [([String], String)] = [
@@ -298,7 +298,7 @@ struct AuditTests {
                 var stored = try Healthledger_V1_LedgerEvent(serializedBytes: Data(base64Encoded: event["stored"] as! String)!)
                 if stored.sequence == 4 { stored.commitTimeUs += 1 } else { stored.previousHash = Data(previous) }
                 let bytes: [UInt8] = try stored.serializedBytes()
-                previous = Array(SHA256.hash(data: bytes))
+                previous = eventHash(bytes)
                 event["stored"] = Data(bytes).base64EncodedString()
                 event["hash"] = previous.map { String(format: "%02x", $0) }.joined()
                 chain.append(String(decoding: try JSONSerialization.data(withJSONObject: event, options: [.sortedKeys]), as: UTF8.self))

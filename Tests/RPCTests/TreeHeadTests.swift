@@ -12,7 +12,7 @@ struct TreeHeadTests {
         var hashes: [[UInt8]] = []
         for try await batch in try await store.audit(includeStored: true) {
             for event in batch.events {
-                #expect(Array(SHA256.hash(data: event.stored!)) == event.hash)
+                #expect(eventHash(event.stored!) == event.hash)
                 hashes.append(event.hash)
             }
         }

@@ -21,7 +21,7 @@ public func rewriteHistory(ledgerAt directory: URL, from sequence: UInt64) throw
             if current == sequence { event.commitTimeUs += 1 } else { event.previousHash = Data(previous) }
             let bytes: [UInt8] = try event.serializedBytes()
             try txn.put(bytes, forKey: key(current), in: events)
-            previous = Array(SHA256.hash(data: bytes))
+            previous = eventHash(bytes)
             current += 1
         }
         guard var head = try txn.bytes(forKey: Array("head".utf8), in: meta), head.count == 48 else {

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerSchema
 
 /// A deterministic random generator (SplitMix64), so property-test failures reproduce.
 public struct SplitMix: RandomNumberGenerator {
@@ -55,4 +56,9 @@ public func runProcess(_ executable: URL, _ arguments: [String], environment: [S
             continuation.resume(with: Result { try runProcess(executable, arguments, environment: environment) as ProcessRun })
         }
     }
+}
+
+/// An event's hash from its stored bytes, by the rule of its format (`EventLayout`).
+public func eventHash(_ stored: some ContiguousBytes) -> [UInt8] {
+    stored.withUnsafeBytes { bytes in (try? EventLayout(stored: bytes)).map { $0.hash(of: bytes) } ?? [] }
 }

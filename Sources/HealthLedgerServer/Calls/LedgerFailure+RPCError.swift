@@ -11,6 +11,7 @@ extension LedgerFailure: RPCErrorConvertible {
         case .invalidArgument: RPCError(.invalidArgument, message, healthErrorCode: .invalidArgument, cause: self)
         case .corrupted: RPCError(.dataLoss, message, healthErrorCode: .databaseInaccessible, cause: self)
         case .storage: RPCError(.unavailable, message, healthErrorCode: .databaseInaccessible, cause: self)
+        case .failedPrecondition: RPCError(.failedPrecondition, message, cause: self)
         }
     }
 }

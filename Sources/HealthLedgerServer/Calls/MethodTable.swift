@@ -186,6 +186,7 @@ package enum MethodTable {
         .save: .onCommit(decoding: LedgerCall.saveObjects) { $0.save($1, completion: $2) },
         .delete: .unary(Healthledger_V1_DeleteRequest.self) { try await $0.delete($1) },
         .deleteObjects: .unary(Healthledger_V1_DeleteObjectsRequest.self) { try await $0.deleteObjects($1) },
+        .erase: .unary(Healthledger_V1_EraseRequest.self) { try await $0.erase($1) },
         .fetch: .immediate(Healthledger_V1_FetchRequest.self) { try $0.fetch($1) },
         .querySamples: .stream(Healthledger_V1_SampleQueryRequest.self, types: { [try ObjectType($0.type)] }) {
             try await $0.querySamples($1, onScope: $2.scanned, $2.emit)

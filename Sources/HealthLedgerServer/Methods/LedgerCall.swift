@@ -56,6 +56,31 @@ struct LedgerCall: Sendable {
         return try response.serializedBytes()
     }
 
+    func erase(_ request: Healthledger_V1_EraseRequest) async throws -> [UInt8] {
+        let named = [!request.uuids.isEmpty, !request.type.isEmpty, !request.source.isEmpty].filter { $0 }.count
+        guard named == 1 else { throw HealthError.invalidArgument("name exactly one of uuids, type and source", field: "uuids") }
+        let selection: ErasureSelection
+        if !request.uuids.isEmpty {
+            selection = .objects(try request.uuids.map { try Self.uuid($0, field: "uuids") })
+        } else if !request.type.isEmpty {
+            selection = .matching(
+                type: try ObjectType(request.type),
+                interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
+                predicate: request.hasPredicate ? try request.predicate.model() : nil)
+        } else {
+            guard !request.hasStartUs, !request.hasEndUs, !request.hasPredicate else {
+                throw HealthError.invalidArgument("a range and a predicate go with type, not source", field: "source")
+            }
+            selection = .source(request.source)
+        }
+        let report = try await ledger.erase(selection, reason: request.reason, by: principal)
+        var response = Healthledger_V1_EraseResponse()
+        response.erased = UInt64(report.objects)
+        response.events = UInt64(report.events)
+        response.sequence = report.sequence
+        return try response.serializedBytes()
+    }
+
     func fetch(_ request: Healthledger_V1_FetchRequest) throws -> [UInt8] {
         let uuid = try Self.uuid(request.uuid, field: "uuid")
         var response = Healthledger_V1_FetchResponse()

@@ -37,6 +37,8 @@ public enum EventKind: Int, Sendable, Hashable, CaseIterable, CustomStringConver
     case attachmentRemoved = 18
     case workoutSamplesAssociated = 19
     case routeLocationsAdded = 20
+    /// Objects were erased: the events that held them lost their bodies.
+    case objectsErased = 21
 
     public var description: String {
         switch self {
@@ -54,6 +56,7 @@ public enum EventKind: Int, Sendable, Hashable, CaseIterable, CustomStringConver
         case .attachmentRemoved: "attachmentRemoved"
         case .workoutSamplesAssociated: "workoutSamplesAssociated"
         case .routeLocationsAdded: "routeLocationsAdded"
+        case .objectsErased: "objectsErased"
         }
     }
 }

@@ -30,6 +30,26 @@ public enum EventBody: Sendable, Hashable {
     case attachmentRemoved(uuid: UUID, object: UUID)
     case workoutSamplesAssociated(workout: UUID, samples: [UUID])
     case routeLocationsAdded(route: UUID, chunk: UInt32)
+    /// An event whose body was erased: only its header is left.
+    case erased
+    /// Objects were erased: what stays of each, and the events whose bodies went.
+    case objectsErased(reason: String, objects: [ErasedObject], events: [ErasedEvent])
+
+    /// What an erasure keeps of an object: its type, source and times, never a value.
+    public struct ErasedObject: Sendable, Hashable {
+        public var uuid: UUID
+        public var type: String
+        public var sourceBundle: String
+        public var sourceName: String
+        public var startUs: Int64
+        public var endUs: Int64
+    }
+
+    /// An event an erasure emptied, with its commitment (format 2) or hash (format 1).
+    public struct ErasedEvent: Sendable, Hashable {
+        public var sequence: UInt64
+        public var commitment: [UInt8]
+    }
 
     /// A per-object read request's type and optional date range (microseconds).
     public struct ObjectReadRequest: Sendable, Hashable {
@@ -156,7 +176,34 @@ public enum EventBody: Sendable, Hashable {
                 throw LedgerFailure.corrupted("a route event names no route")
             }
             return .routeLocationsAdded(route: route, chunk: chunk)
+        case .objectsErased:
+            let erased = try Healthledger_V1_ObjectsErased(serializedBytes: Array(body))
+            let objects = try erased.objects.map { object in
+                ErasedObject(
+                    uuid: try uuid(object.uuid), type: object.type, sourceBundle: object.source.bundleIdentifier, sourceName: object.source.name,
+                    startUs: object.startUs, endUs: object.endUs)
+            }
+            return .objectsErased(
+                reason: erased.reason, objects: objects, events: erased.events.map { ErasedEvent(sequence: $0.sequence, commitment: Array($0.commitment)) })
         }
+    }
+
+    /// The body of an ``EventKind/objectsErased`` event.
+    static func encodeErasure(reason: String, objects: [ErasedObject], events: [ErasedEvent]) throws -> [UInt8] {
+        var body = Healthledger_V1_ObjectsErased()
+        body.reason = reason
+        body.objects = objects.map { object in
+            Healthledger_V1_ObjectsErased.ErasedObject.with {
+                $0.uuid = Data(object.uuid.bytes)
+                $0.type = object.type
+                $0.source.bundleIdentifier = object.sourceBundle
+                $0.source.name = object.sourceName
+                $0.startUs = object.startUs
+                $0.endUs = object.endUs
+            }
+        }
+        body.events = events.map { event in Healthledger_V1_ObjectsErased.ErasedEvent.with { ($0.sequence, $0.commitment) = (event.sequence, Data(event.commitment)) } }
+        return try body.serializedBytes()
     }
 
     private static func uuid(_ bytes: Data) throws -> UUID {
@@ -185,6 +232,7 @@ public enum EventBody: Sendable, Hashable {
         case .attachmentRemoved(let uuid, let object): [uuid, object]
         case .workoutSamplesAssociated(let workout, let samples): [workout] + samples
         case .routeLocationsAdded(let route, _): [route]
+        case .objectsErased(_, let objects, _): objects.map(\.uuid)
         default: []
         }
     }
@@ -193,6 +241,7 @@ public enum EventBody: Sendable, Hashable {
 extension LedgerEvent {
     /// The event's body, decoded (see ``EventBody``).
     public func decodedBody() throws -> EventBody {
-        try body.withUnsafeBytes { try EventBody(kind: kind, body: $0) }
+        if isErased { return .erased }
+        return try body.withUnsafeBytes { try EventBody(kind: kind, body: $0) }
     }
 }

@@ -16,8 +16,10 @@ public struct LedgerEvent: Sendable, Hashable {
     public var objectUUID: UUID?
     /// The kind-specific schema message, serialized.
     public var body: [UInt8]
-    /// SHA-256 of the previous event's stored bytes.
+    /// The previous event's hash.
     public var previousHash: [UInt8]
+    /// Whether the body was erased (``body`` is then empty).
+    public var isErased: Bool
 
     /// Decodes an event from its stored bytes.
     /// - Throws: ``LedgerFailure`` (`corrupted`) when the bytes are not a valid event.
@@ -28,7 +30,7 @@ public struct LedgerEvent: Sendable, Hashable {
         } catch {
             throw LedgerFailure.corrupted("an event does not decode: \(error)")
         }
-        guard message.formatVersion == EventCodec.formatVersion,
+        guard message.formatVersion == EventLayout.currentFormat || message.formatVersion == EventLayout.legacyFormat,
             let kind = EventKind(rawValue: message.kind.rawValue)
         else {
             throw LedgerFailure.corrupted(
@@ -42,6 +44,7 @@ public struct LedgerEvent: Sendable, Hashable {
         objectUUID = UUID(bytes: message.objectUuid)
         body = Array(message.body)
         previousHash = Array(message.previousHash)
+        isErased = message.formatVersion == EventLayout.legacyFormat ? !message.erasedHash.isEmpty : message.bodySalt.isEmpty
     }
 
     /// The body of an event's stored bytes, read in place without decoding the
@@ -54,7 +57,10 @@ public struct LedgerEvent: Sendable, Hashable {
     static func bodyView(stored bytes: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer {
         let body: UnsafeRawBufferPointer?
         do { body = try ProtoReader.field(LedgerEventField.body, in: bytes) } catch is ProtoReader.Malformed { throw LedgerFailure.corrupted("an event does not decode") }
-        guard let body else { throw LedgerFailure.corrupted("an event has no body") }
+        guard let body else {
+            let erased = (try? EventLayout(stored: bytes))?.isErased ?? false
+            throw LedgerFailure.corrupted(erased ? "an event's body was erased" : "an event has no body")
+        }
         return body
     }
 
@@ -67,20 +73,21 @@ public struct LedgerEvent: Sendable, Hashable {
 
 /// Encoding of events and the hash chain.
 enum EventCodec {
-    static let formatVersion: UInt32 = 1
     static let zeroHash = [UInt8](repeating: 0, count: 32)
 
-    /// The stored bytes of an event: the protobuf encoding of `healthledger.v1.LedgerEvent`,
-    /// written directly (this is the hot path of every write). The bytes are exactly what
-    /// SwiftProtobuf would produce for the same message; a test holds the two together.
+    /// The stored bytes of an event and its hash: the protobuf encoding of
+    /// `healthledger.v1.LedgerEvent` in format 2, written directly (this is the hot path of
+    /// every write). The header comes first, with the body's commitment, then the salt and the
+    /// body (``EventLayout``). The bytes are exactly what SwiftProtobuf would produce for the
+    /// same message; a test holds the two together.
     static func encode(
         sequence: UInt64, previousHash: [UInt8], commitTimeUs: Int64, actor: Principal,
-        kind: EventKind, objectType: String?, objectUUID: [UInt8]?, body: [UInt8]
-    ) -> [UInt8] {
-        var writer = ProtoWriter(capacity: body.count + 128)
+        kind: EventKind, objectType: String?, objectUUID: [UInt8]?, body: [UInt8], salt: [UInt8]
+    ) -> (stored: [UInt8], hash: [UInt8]) {
+        var writer = ProtoWriter(capacity: body.count + 192)
         writer.bytes(field: LedgerEventField.previousHash, previousHash)
         writer.varint(field: LedgerEventField.sequence, sequence)
-        writer.varint(field: LedgerEventField.formatVersion, UInt64(formatVersion))
+        writer.varint(field: LedgerEventField.formatVersion, UInt64(EventLayout.currentFormat))
         writer.signed(field: LedgerEventField.commitTimeUs, commitTimeUs)
         writer.message(field: LedgerEventField.actor) { message in
             message.varint(field: ActorField.kind, UInt64(actor.schemaKind))
@@ -94,20 +101,53 @@ enum EventCodec {
         writer.varint(field: LedgerEventField.kind, UInt64(kind.rawValue))
         if let objectType { writer.string(field: LedgerEventField.objectType, objectType) }
         if let objectUUID { writer.bytes(field: LedgerEventField.objectUuid, objectUUID) }
+        let commitment = salt.withUnsafeBytes { salt in body.withUnsafeBytes { EventLayout.commitment(salt: salt, body: $0) } }
+        writer.bytes(field: LedgerEventField.bodyCommitment, commitment)
+        let hash = writer.buffer.withUnsafeBytes { headerHash($0) }
+        writer.bytes(field: LedgerEventField.bodySalt, salt)
         writer.bytes(field: LedgerEventField.body, body)
-        return writer.buffer
+        return (writer.buffer, hash)
+    }
+
+    private static func headerHash(_ header: UnsafeRawBufferPointer) -> [UInt8] {
+        SHA256.digest(of: header).withUnsafeBytes { Array($0) }
     }
 
     /// The tags (field number and wire type in one byte) ``chainFields(_:)`` expects.
     private static let previousHashTag = UInt8(LedgerEventField.previousHash.rawValue << 3 | ProtoReader.WireType.lengthDelimited.rawValue)
     private static let sequenceTag = UInt8(LedgerEventField.sequence.rawValue << 3 | ProtoReader.WireType.varint.rawValue)
 
-    static func hash(_ stored: UnsafeRawBufferPointer) -> [UInt8] {
-        SHA256.digest(of: stored).withUnsafeBytes { Array($0) }
+    /// An event's hash, by its format (``EventLayout``).
+    /// - Throws: ``LedgerFailure`` `corrupted` when the bytes are not an event of a known format.
+    static func hash(_ stored: UnsafeRawBufferPointer) throws -> [UInt8] {
+        try layout(stored).hash(of: stored)
     }
 
-    static func hash(_ stored: [UInt8]) -> [UInt8] {
-        stored.withUnsafeBytes { hash($0) }
+    /// ``hash(_:)`` held inline (replay hashes every event).
+    static func inlineHash(_ stored: UnsafeRawBufferPointer) throws -> InlineHash {
+        let layout = try layout(stored)
+        if let erasedHash = layout.erasedHash { return InlineHash(erasedHash) }
+        return InlineHash(SHA256.digest(of: layout.formatVersion == EventLayout.legacyFormat ? stored : UnsafeRawBufferPointer(rebasing: stored[..<layout.headerLength])))
+    }
+
+    static func hash(_ stored: [UInt8]) throws -> [UInt8] {
+        try stored.withUnsafeBytes { try hash($0) }
+    }
+
+    /// The layout of an event's stored bytes.
+    /// - Throws: ``LedgerFailure`` `corrupted` when they are not an event of a known format.
+    static func layout(_ stored: UnsafeRawBufferPointer) throws -> EventLayout {
+        do { return try EventLayout(stored: stored) } catch { throw LedgerFailure.corrupted("an event's bytes are not an event of a known format") }
+    }
+
+    /// The salt of event `sequence`'s body, from a seed made once per transaction: 16 bytes no
+    /// one can guess without the seed, which is never stored (one call to the system's random
+    /// source per commit instead of one per event).
+    static func salt(seed: [UInt8], sequence: UInt64) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(data: seed)
+        withUnsafeBytes(of: sequence.bigEndian) { hasher.update(bufferPointer: $0) }
+        return Array(hasher.finalize().prefix(EventLayout.saltLength))
     }
 
     /// Reads `previous_hash` and `sequence` straight from the stored bytes, which the encoder
@@ -136,5 +176,22 @@ extension SHA256 {
         var hasher = SHA256()
         hasher.update(bufferPointer: bytes)
         return hasher.finalize()
+    }
+}
+
+extension ErasureAccount {
+    enum Outcome {
+        case hash(InlineHash)
+        case failure(String)
+    }
+
+    /// The hash of the event stored as `stored` (sequence `sequence`), held inline, after
+    /// ``note(_:stored:sequence:)`` checked it.
+    mutating func hash(_ stored: UnsafeRawBufferPointer, sequence: UInt64) -> Outcome {
+        guard let layout = try? EventLayout(stored: stored) else { return .failure("the stored bytes are not a well-formed event") }
+        if let problem = note(layout, stored: stored, sequence: sequence) { return .failure(problem) }
+        if let erasedHash = layout.erasedHash { return .hash(InlineHash(erasedHash)) }
+        let hashed = layout.formatVersion == EventLayout.legacyFormat ? stored : UnsafeRawBufferPointer(rebasing: stored[..<layout.headerLength])
+        return .hash(InlineHash(SHA256.digest(of: hashed)))
     }
 }

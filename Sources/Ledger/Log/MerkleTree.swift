@@ -41,7 +41,7 @@ enum MerkleTree {
 
     /// The hash of the perfect subtree at `level` covering leaves `index << level` onwards.
     static func node(level: Int, index: UInt64, in snapshot: LedgerSnapshot) throws -> InlineHash {
-        if level == 0 { return leafHash(eventHash: EventCodec.hash(try Ledger.storedEvent(index + 1, in: snapshot))) }
+        if level == 0 { return leafHash(eventHash: try EventCodec.hash(try Ledger.storedEvent(index + 1, in: snapshot))) }
         if level < storedLevel {
             return nodeHash(try node(level: level - 1, index: index * 2, in: snapshot), try node(level: level - 1, index: index * 2 + 1, in: snapshot))
         }

@@ -55,7 +55,7 @@ extension Ledger {
                     let last = try Ledger.storedEvent(sequence, in: LedgerSnapshot(live, databases))
                     let event = try LedgerEvent(stored: last)
                     try fresh.write { txn in
-                        try LogHead(sequence: sequence, hash: EventCodec.hash(last), commitTimeUs: microseconds(event.commitTime)).write(txn, freshDatabases)
+                        try LogHead(sequence: sequence, hash: try EventCodec.hash(last), commitTimeUs: microseconds(event.commitTime)).write(txn, freshDatabases)
                         try ProjectionLayout.recordCurrent(in: txn, freshDatabases)
                         // The same anchor key (anchors move between the ledger and its views) and signing key.
                         for metaKey in [AnchorSeal.metaKey, SigningKey.metaKey] {
@@ -162,6 +162,15 @@ final class PointInTimeViews: Sendable {
             evicted.append(oldest.value.location)
         }
         return evicted
+    }
+
+    /// Drops every view of ledger `ledgerID` and removes its files (after an erasure).
+    func discard(ledgerID: String) {
+        let removed = entries.withLock { entries -> [URL] in
+            let keys = entries.keys.filter { $0.hasPrefix("\(ledgerID)/") }
+            return keys.compactMap { entries.removeValue(forKey: $0)?.location }
+        }
+        for location in removed { remove(location) }
     }
 
     /// Removes a view's files; reads still running on it keep their open map until they end.

@@ -99,7 +99,7 @@ extension Ledger {
                         while let current = entry {
                             let (sequence, change) = try decoder.change(stored: current.value)
                             chunk.append(DecodedEvents.Event(
-                                sequence: sequence, change: change, hash: InlineHash(SHA256.digest(of: current.value)),
+                                sequence: sequence, change: change, hash: try EventCodec.inlineHash(current.value),
                                 copy: copying ? (Array(current.key), Array(current.value)) : nil))
                             if chunk.count == DecodedEvents.chunkSize || sequence >= last {
                                 guard decoded.put(chunk) else { return }

@@ -63,8 +63,10 @@ extension Ledger {
                 return report
             }
             var previousHash: InlineHash
-            if let lastHash = try chainHashInParallel(head: head, segments: segments, in: snapshot.txn, progress: progress) {
+            var account = ErasureAccount()
+            if let (lastHash, segmentsAccount) = try chainHashInParallel(head: head, segments: segments, in: snapshot.txn, progress: progress) {
                 previousHash = lastHash
+                account = segmentsAccount
                 report.eventsChecked = head.sequence
             } else {
                 var expected: UInt64 = 1
@@ -89,7 +91,7 @@ extension Ledger {
                             // Either the predecessor's bytes changed, or this event's own link did.
                             // If this event no longer hashes to what its successor (or the head)
                             // recorded, the damage is here; otherwise it is in the predecessor.
-                            let ownHash = EventCodec.hash(current.value)
+                            let ownHash = try EventCodec.hash(current.value)
                             let recorded: [UInt8]
                             if let successor = try cursor.next(), let link = EventCodec.chainFields(successor.value) {
                                 recorded = Array(link.previousHash)
@@ -100,7 +102,10 @@ extension Ledger {
                                 ? fail(key - 1, "its stored bytes do not match the hash recorded by event \(key)")
                                 : fail(key, "its link to event \(key - 1) is damaged")
                         }
-                        previousHash = InlineHash(SHA256.digest(of: current.value))
+                        switch account.hash(current.value, sequence: key) {
+                        case .hash(let hash): previousHash = hash
+                        case .failure(let reason): return fail(key, reason)
+                        }
                         report.eventsChecked = key
                         if key % 100_000 == 0 { progress?(key) }
                         expected += 1
@@ -119,11 +124,12 @@ extension Ledger {
             guard head.hash.withUnsafeBytes({ previousHash.equals($0) }) else {
                 return fail(head.sequence, "its stored bytes do not match the hash recorded in the log head")
             }
+            if let (sequence, reason) = account.firstUnaccounted { return fail(sequence, reason) }
             if let expectedHead {
                 guard expectedHead.sequence >= 1, expectedHead.sequence <= head.sequence else {
                     return fail(expectedHead.sequence, "the pinned head is event \(expectedHead.sequence), but the ledger ends at event \(head.sequence)")
                 }
-                let hash = EventCodec.hash(try Ledger.storedEvent(expectedHead.sequence, in: snapshot))
+                let hash = try EventCodec.hash(try Ledger.storedEvent(expectedHead.sequence, in: snapshot))
                 guard hash == expectedHead.hash else {
                     return fail(
                         expectedHead.sequence,
@@ -152,7 +158,9 @@ extension Ledger {
     ///   sequence and links to its predecessor, and nothing follows the head; nil when any
     ///   check fails, or when the log is too short to split. The caller then walks the log on
     ///   one thread, which names the first bad event.
-    private func chainHashInParallel(head: LogHead, segments: Int?, in txn: Transaction, progress: ((UInt64) -> Void)?) throws -> InlineHash? {
+    private func chainHashInParallel(
+        head: LogHead, segments: Int?, in txn: Transaction, progress: ((UInt64) -> Void)?
+    ) throws -> (InlineHash, ErasureAccount)? {
         let processors = min(ProcessInfo.processInfo.activeProcessorCount, 8)
         let parts = UInt64(max(1, segments ?? (head.sequence >= Self.parallelVerifyThreshold ? processors : 1)))
         guard parts > 1, head.sequence >= parts else { return nil }
@@ -169,21 +177,24 @@ extension Ledger {
             segments.withLock { $0[index] = segment }
         }
         var previous = InlineHash()
+        var account = ErasureAccount()
         for segment in segments.withLock({ $0 }) {
             guard let segment, segment.firstLink == previous else { return nil }
             previous = segment.lastHash
+            account.merge(segment.erasures)
         }
-        return previous
+        return (previous, account)
     }
 
     /// One segment's chain: its first event's link and its last event's hash; nil when an
     /// event is missing, misplaced, malformed or not linked to its predecessor.
     private func chainSegment(_ range: Range<UInt64>, in txn: Transaction, tally: VerifyTally) throws -> ChainSegment? {
-        try txn.withCursor(on: databases.events) { cursor in
+        try txn.withCursor(on: databases.events) { cursor -> ChainSegment? in
             var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(range.lowerBound))
             var expected = range.lowerBound
             var firstLink = InlineHash()
             var previousHash = InlineHash()
+            var erasures = ErasureAccount()
             while expected < range.upperBound {
                 guard let current = entry, current.key.count == 8, KeyEncoding.uint64(current.key, at: 0) == expected,
                     let fields = EventCodec.chainFields(current.value), fields.sequence == expected
@@ -193,12 +204,13 @@ extension Ledger {
                 } else if !previousHash.equals(fields.previousHash) {
                     return nil
                 }
-                previousHash = InlineHash(SHA256.digest(of: current.value))
+                guard case .hash(let hash) = erasures.hash(current.value, sequence: expected) else { return nil }
+                previousHash = hash
                 expected += 1
                 if expected % 10_000 == 0 { tally.add(10_000) }
                 entry = try cursor.next()
             }
-            return ChainSegment(firstLink: firstLink, lastHash: previousHash)
+            return ChainSegment(firstLink: firstLink, lastHash: previousHash, erasures: erasures)
         }
     }
 }
@@ -206,6 +218,7 @@ extension Ledger {
 private struct ChainSegment: Sendable {
     var firstLink: InlineHash
     var lastHash: InlineHash
+    var erasures: ErasureAccount
 }
 
 /// Events hashed so far across segments, reported every 100,000, one call at a time.

@@ -31,7 +31,10 @@ struct Projector {
         case characteristicSet(type: UInt32, value: [UInt8]?)
         case attachmentAdded(uuid: [UInt8], object: [UInt8])
         case attachmentRemoved(uuid: [UInt8], object: [UInt8])
-        /// Events that do not touch the projections (yet).
+        /// Objects erased: each is deleted if it is stored, and leaves an erased tombstone.
+        case erased([EventBody.ErasedObject])
+        /// Events that do not touch the projections, and events whose bodies were erased
+        /// (an erased object never existed for the projections, but for its erasure).
         case none
     }
 
@@ -49,10 +52,14 @@ struct Projector {
         var uuid = UnsafeRawBufferPointer(start: nil, count: 0)
         var actor = UnsafeRawBufferPointer(start: nil, count: 0)
         var body = UnsafeRawBufferPointer(start: nil, count: 0)
+        var (format, salted, erasedHash) = (UInt64(0), false, false)
         do {
             while let (field, wireType) = try reader.next() {
                 switch (LedgerEventField(rawValue: field), wireType) {
                 case (.sequence, .varint): sequence = try reader.varint()
+                case (.formatVersion, .varint): format = try reader.varint()
+                case (.bodySalt, .lengthDelimited): (_, salted) = (try reader.bytes(), true)
+                case (.erasedHash, .lengthDelimited): (_, erasedHash) = (try reader.bytes(), true)
                 case (.actor, .lengthDelimited): actor = try reader.bytes()
                 case (.kind, .varint): kind = try reader.varint()
                 case (.objectUuid, .lengthDelimited): uuid = try reader.bytes()
@@ -63,6 +70,7 @@ struct Projector {
             guard let kind = EventKind(rawValue: Int(kind)) else {
                 throw LedgerFailure.corrupted("event \(sequence) has kind \(kind), which this version does not know")
             }
+            if format == UInt64(EventLayout.legacyFormat) ? erasedHash : !salted { return (sequence, .none) }
             // A saved object's summary is read in place from the object's bytes.
             if kind == .objectSaved { return (sequence, .saved(try ObjectSummary(encoded: body, units: units))) }
             // Only an authorization request needs its actor (the app that asked).
@@ -81,7 +89,7 @@ struct Projector {
     /// path and replay both come here (a saved object's change is its ``ObjectSummary``).
     static func change(kind: EventKind, actor: Principal, objectUUID: [UInt8]?, body: UnsafeRawBufferPointer) throws -> Change {
         switch try EventBody(kind: kind, body: body) {
-        case .ledgerCreated, .objectSaved:
+        case .ledgerCreated, .objectSaved, .erased:
             return .none
         case .objectDeleted(let reason, _, _, let replacedBy):
             guard let objectUUID, objectUUID.count == 16 else { throw LedgerFailure.corrupted("a delete event names no object") }
@@ -112,6 +120,8 @@ struct Projector {
             return .samplesAssociated(workout: workout.bytes, samples: samples.map(\.bytes))
         case .routeLocationsAdded(let route, let chunk):
             return .routeLocationsAdded(route: route.bytes, chunk: chunk)
+        case .objectsErased(_, let objects, _):
+            return .erased(objects)
         }
     }
 
@@ -259,27 +269,68 @@ struct Projector {
             guard let stored = try StoredObject.load(uuid, in: LedgerSnapshot(txn, databases)) else {
                 throw LedgerFailure.corrupted("event \(sequence) deletes an object that is not stored")
             }
-            let savedSequence = stored.sequence
-            let object = try loadSaved(savedSequence)
-            try txn.delete(uuid, in: databases.objects)
-            let (type, source) = (object.typeCode, stored.source)
-            try txn.delete(StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
-            try txn.delete(StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: databases.bySource)
-            if object.endUs != object.startUs { try txn.delete(EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd) }
-            // The save's change row goes; the delete's is added.
-            let change = ChangeIndexRow.value(ChangeIndexRow.removed, uuid: uuid)
-            try txn.delete(ChangeIndexRow.key(type: type, source: source, sequence: savedSequence), in: databases.sourceChanges)
-            try txn.put(change, forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence), in: databases.sourceChanges)
+            let object = try loadSaved(stored.sequence)
+            try remove(uuid, stored: stored, object: object, replacedBy: replacedBy, in: txn, stats: &stats)
+            try txn.put(
+                ChangeIndexRow.value(ChangeIndexRow.removed, uuid: uuid), forKey: ChangeIndexRow.key(type: object.typeCode, source: stored.source, sequence: sequence),
+                in: databases.sourceChanges)
             try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason), forKey: uuid, in: databases.tombstones)
-            try SyncIdentifierIndex.remove(object, uuid: uuid, source: stored.source, in: txn, databases)
-            stats.changedTypes.insert(object.typeCode)
-            stats.touch(type: object.typeCode, source: stored.source, start: object.startUs)
-            try WorkoutIndex.objectDeleted(uuid, type: object.typeCode, source: stored.source, replacedBy: replacedBy, in: txn, databases)
-            // A deleted object's attachments go with it (their bytes stay in the log).
-            for attachment in try AttachmentIndex.attachments(of: uuid, in: LedgerSnapshot(txn, databases)) {
-                try txn.delete(attachment, in: databases.attachments)
-                try txn.delete(uuid + attachment, in: databases.objectAttachments)
+        case .erased(let objects):
+            try stats.indexRows.put(in: txn, databases)
+            for erased in objects {
+                let uuid = erased.uuid.bytes
+                let type = TypeCatalogue.code(of: erased.type)
+                let source = try stats.sourceCode(bundle: erased.sourceBundle, name: erased.sourceName, in: txn, databases)
+                let reads = LedgerSnapshot(txn, databases)
+                if let stored = try StoredObject.load(uuid, in: reads) {
+                    // Live until now (erasing it deletes it).
+                    try remove(uuid, stored: stored, object: try loadSaved(stored.sequence), replacedBy: nil, in: txn, stats: &stats)
+                } else if let tombstone = try txn.get(uuid, in: databases.tombstones) {
+                    // Deleted before: its delete's change row gives way to the erasure's.
+                    let deletedAt = KeyEncoding.uint64(tombstone, at: 0)
+                    let bundle = try Tombstone(uuid: erased.uuid, stored: tombstone, type: erased.type).sourceBundle
+                    if let code = try stats.existingSourceCode(bundle: bundle, in: reads) {
+                        try txn.delete(ChangeIndexRow.key(type: type, source: code, sequence: deletedAt), in: databases.sourceChanges)
+                    }
+                }
+                // An erased route's chunks (a route's key is its UUID and the chunk's number).
+                var chunks: [[UInt8]] = []
+                try txn.forEach(prefix: uuid, keyLength: 20, in: databases.routeData) { key, _ in
+                    chunks.append(Array(key))
+                    return true
+                }
+                for chunk in chunks { try txn.delete(chunk, in: databases.routeData) }
+                try txn.put(
+                    ChangeIndexRow.value(ChangeIndexRow.removed, uuid: uuid), forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence),
+                    in: databases.sourceChanges)
+                try txn.put(
+                    Tombstone.encode(sequence: sequence, type: type, reason: .erased, syncIdentifier: nil, syncVersion: nil, sourceBundle: erased.sourceBundle),
+                    forKey: uuid, in: databases.tombstones)
+                stats.changedTypes.insert(type)
             }
+        }
+    }
+
+    /// Removes a stored object from every projection that holds it (a delete, or an
+    /// erasure of a live object), but for the change row and tombstone its event leaves.
+    private func remove(
+        _ uuid: [UInt8], stored: StoredObject, object: ObjectSummary, replacedBy: [UInt8]?, in txn: Transaction, stats: inout DeferredProjections
+    ) throws {
+        try txn.delete(uuid, in: databases.objects)
+        let (type, source) = (object.typeCode, stored.source)
+        try txn.delete(StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: databases.byStart)
+        try txn.delete(StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: databases.bySource)
+        if object.endUs != object.startUs { try txn.delete(EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: databases.byEnd) }
+        // The save's change row goes.
+        try txn.delete(ChangeIndexRow.key(type: type, source: source, sequence: stored.sequence), in: databases.sourceChanges)
+        try SyncIdentifierIndex.remove(object, uuid: uuid, source: stored.source, in: txn, databases)
+        stats.changedTypes.insert(object.typeCode)
+        stats.touch(type: object.typeCode, source: stored.source, start: object.startUs)
+        try WorkoutIndex.objectDeleted(uuid, type: object.typeCode, source: stored.source, replacedBy: replacedBy, in: txn, databases)
+        // A deleted object's attachments go with it (their bytes stay in the log until erased).
+        for attachment in try AttachmentIndex.attachments(of: uuid, in: LedgerSnapshot(txn, databases)) {
+            try txn.delete(attachment, in: databases.attachments)
+            try txn.delete(uuid + attachment, in: databases.objectAttachments)
         }
     }
 
@@ -288,9 +339,8 @@ struct Projector {
         _ uuids: [[UInt8]], to parent: [UInt8], sequence: UInt64, in txn: Transaction, loadSaved: (UInt64) throws -> ObjectSummary
     ) throws {
         for uuid in uuids {
-            guard let stored = try StoredObject.load(uuid, in: LedgerSnapshot(txn, databases)) else {
-                throw LedgerFailure.corrupted("event \(sequence) makes a member of an object that is not stored")
-            }
+            // A member erased since is not stored for the projections (its save was erased).
+            guard let stored = try StoredObject.load(uuid, in: LedgerSnapshot(txn, databases)) else { continue }
             let sample = try loadSaved(stored.sequence)
             let member = WorkoutMember(
                 type: stored.type, uuid: uuid, startUs: sample.startUs, endUs: sample.endUs, sequence: stored.sequence, value: sample.value,

@@ -22,22 +22,32 @@ public enum DeletionReason: Int, Sendable, Hashable {
     case workoutDeleted = 3
     /// A member deleted with its correlation (deleted, or replaced by a sync version).
     case correlationDeleted = 4
+    /// Erased: its values are gone from the ledger (docs/SEMANTICS.md §5).
+    case erased = 5
 }
 
 extension Tombstone {
     /// deleteSeq(8) type(4) reason(1) hasSync(1) syncVersion(8) idLength(2) syncId sourceBundle
     static func encode(sequence: UInt64, summary: ObjectSummary, reason: DeletionReason) -> [UInt8] {
+        encode(
+            sequence: sequence, type: summary.typeCode, reason: reason, syncIdentifier: summary.syncIdentifier, syncVersion: summary.syncVersion,
+            sourceBundle: summary.sourceBundle)
+    }
+
+    static func encode(
+        sequence: UInt64, type: UInt32, reason: DeletionReason, syncIdentifier: String?, syncVersion: Int64?, sourceBundle: String
+    ) -> [UInt8] {
         var value: [UInt8] = []
         KeyEncoding.append(sequence, to: &value)
-        KeyEncoding.append(summary.typeCode, to: &value)
+        KeyEncoding.append(type, to: &value)
         value.append(UInt8(reason.rawValue))
-        let identifier = Array((summary.syncIdentifier ?? "").utf8)
-        value.append(summary.syncIdentifier == nil ? 0 : 1)
-        KeyEncoding.append(UInt64(bitPattern: summary.syncVersion ?? 0), to: &value)
+        let identifier = Array((syncIdentifier ?? "").utf8)
+        value.append(syncIdentifier == nil ? 0 : 1)
+        KeyEncoding.append(UInt64(bitPattern: syncVersion ?? 0), to: &value)
         value.append(UInt8(identifier.count >> 8))
         value.append(UInt8(identifier.count & 0xFF))
         value.append(contentsOf: identifier)
-        value.append(contentsOf: Array(summary.sourceBundle.utf8))
+        value.append(contentsOf: Array(sourceBundle.utf8))
         return value
     }
 

@@ -80,7 +80,7 @@ extension Ledger {
                 events.append(
                     AuditEvent(
                         sequence: event.sequence, time: event.commitTime, actor: event.actor, kind: event.kind, objectType: event.objectType,
-                        objectUUID: event.objectUUID, sentence: sentence, hash: EventCodec.hash(stored),
+                        objectUUID: event.objectUUID, sentence: sentence, hash: try EventCodec.hash(stored),
                         stored: includeStored ? Array(stored) : nil))
                 bytes += size
             }
@@ -130,7 +130,15 @@ struct AuditNarrator {
                 return "\(object) deleted: replaced by \(version), \(Self.uuid(replacedBy)) (\(who))"
             case .workoutDeleted: return "\(object) deleted with its workout (\(who))"
             case .correlationDeleted: return "\(object) deleted with its correlation (\(who))"
+            case .erased: return "\(object) deleted by its erasure (\(who))"
             }
+        case .erased:
+            return "\(object): \(event.kind) by \(who), its contents since erased"
+        case .objectsErased(let reason, let objects, let events):
+            let counts = Dictionary(grouping: objects, by: { ObjectType.shortName($0.type) }).map { "\($0.value.count) \($0.key)" }.sorted()
+            let what = objects.isEmpty ? "nothing" : Self.list(counts)
+            let why = reason.isEmpty ? "" : " (\(reason))"
+            return "\(what) erased by \(who)\(why): \(events.count) event\(events.count == 1 ? "" : "s") emptied"
         case .authorizationRequested(let share, let read, let objectRead):
             if let objectRead {
                 let from = objectRead.startUs.map { " from \(Self.day(date(microseconds: $0)))" } ?? ""

@@ -71,7 +71,7 @@ final class LogFollower: Sendable {
                     for sequence in next...last {
                         let event = try LedgerEvent(stored: try Ledger.storedEvent(sequence, in: snapshot))
                         switch event.kind {
-                        case .objectSaved, .objectDeleted:
+                        case .objectSaved, .objectDeleted, .objectsErased:
                             if let type = event.objectType { types.insert(TypeCatalogue.code(of: type)) }
                         case .authorizationDecided, .objectReadSelectionChanged, .credentialRevoked:
                             switch try event.decodedBody() {

@@ -69,7 +69,7 @@ extension Ledger {
             guard sequence >= 1, sequence <= size else {
                 throw HealthError.invalidArgument("event \(sequence) is not in a tree of \(size) events", field: "sequence")
             }
-            let hash = EventCodec.hash(try Ledger.storedEvent(sequence, in: snapshot))
+            let hash = try EventCodec.hash(try Ledger.storedEvent(sequence, in: snapshot))
             let path = try MerkleTree.inclusionPath(leaf: sequence - 1, 0..<size, in: snapshot)
             return InclusionProof(sequence: sequence, treeSize: size, eventHash: hash, path: path.map(\.bytes))
         }

@@ -12,6 +12,8 @@ public struct LedgerFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case corrupted
         /// The storage failed (disk full, I/O error, map limit).
         case storage
+        /// The ledger is not in a state that allows the operation (a legal hold refuses erasure).
+        case failedPrecondition
     }
 
     public var kind: Kind

@@ -100,6 +100,9 @@ public final class LedgerStore: Sendable {
             let ledger = try Self.process.ledger(at: url) {
                 try Ledger(id: id, directory: url, configuration: configuration, logger: logger)
             }
+            // Views were built from the log before an erasure: they go with it.
+            let views = self.views
+            ledger.afterErasure.withLock { $0 = { views.discard(ledgerID: id) } }
             open[id] = ledger
             return ledger
         }

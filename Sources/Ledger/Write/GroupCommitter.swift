@@ -89,6 +89,12 @@ final class GroupCommitter: Sendable {
         if start { queue.async { self.drain() } }
     }
 
+    /// Runs `body` on the committing queue between two commits: no write of this ledger's
+    /// committer runs meanwhile (requests submitted wait for the next commit after it).
+    func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in queue.async { continuation.resume(with: Result { try body() }) } }
+    }
+
     /// Most requests one transaction takes; the rest wait for the next commit.
     static let maximumRequestsPerCommit = 512
 

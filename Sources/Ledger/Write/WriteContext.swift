@@ -16,6 +16,11 @@ final class WriteContext {
     let commitTimeUs: Int64
     /// The types whose per-object read selections this transaction changed.
     var selectionChanges = Set<UInt32>()
+    /// The seed of this transaction's body salts (``EventCodec/salt(seed:sequence:)``), never stored.
+    private let saltSeed: [UInt8] = {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<4).flatMap { _ in withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } }
+    }()
 
     /// Whether appends extend the Merkle tree (always, except to measure what that costs).
     let maintainsMerkleTree: Bool
@@ -45,13 +50,12 @@ final class WriteContext {
         change: Projector.Change
     ) throws -> UInt64 {
         let sequence = head.sequence + 1
-        let stored = EventCodec.encode(
+        let (stored, hash) = EventCodec.encode(
             sequence: sequence, previousHash: head.hash, commitTimeUs: commitTimeUs, actor: actor,
-            kind: kind, objectType: objectType, objectUUID: objectUUID, body: body)
+            kind: kind, objectType: objectType, objectUUID: objectUUID, body: body, salt: EventCodec.salt(seed: saltSeed, sequence: sequence))
         try txn.put(stored, forKey: KeyEncoding.sequenceKey(sequence), in: databases.events, append: true)
         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
         if case .objectReadSelectionChanged(_, let type, _) = change { selectionChanges.insert(type) }
-        let hash = EventCodec.hash(stored)
         if maintainsMerkleTree {
             if merkle == nil {
                 let start = startFrontier?.size == sequence - 1 ? startFrontier! : try MerkleTree.frontier(size: sequence - 1, in: reads)

@@ -192,6 +192,7 @@ extension Ledger {
         case .replacedBySyncVersion: .replacedBySyncVersion
         case .workoutDeleted: .workoutDeleted
         case .correlationDeleted: .correlationDeleted
+        case .erased: .erased
         }
         if let identifier = summary.syncIdentifier {
             body.syncIdentifier = identifier

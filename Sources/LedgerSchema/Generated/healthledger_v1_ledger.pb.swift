@@ -64,6 +64,9 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
 
   /// body: RouteLocationsAdded; follows the route's OBJECT_SAVED in the same commit.
   case routeLocationsAdded // = 20
+
+  /// body: ObjectsErased. The bodies of the events it names are gone from the log.
+  case objectsErased // = 21
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -87,6 +90,7 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
     case 18: self = .attachmentRemoved
     case 19: self = .workoutSamplesAssociated
     case 20: self = .routeLocationsAdded
+    case 21: self = .objectsErased
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -108,6 +112,7 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
     case .attachmentRemoved: return 18
     case .workoutSamplesAssociated: return 19
     case .routeLocationsAdded: return 20
+    case .objectsErased: return 21
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -129,6 +134,7 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
     .attachmentRemoved,
     .workoutSamplesAssociated,
     .routeLocationsAdded,
+    .objectsErased,
   ]
 
 }
@@ -245,18 +251,23 @@ public nonisolated struct Healthledger_V1_Actor: Sendable {
   fileprivate var _source: Healthledger_V1_Source? = nil
 }
 
+/// An event's hash (docs/LEDGER.md, "Events and the hash chain"): for format 2, the
+/// SHA-256 of its header, the stored bytes before the first of body_salt and body, which the
+/// encoder writes last; the header holds body_commitment = SHA-256(body_salt || body), so a
+/// body and its salt can be erased while the hash stays computable. For format 1, the
+/// SHA-256 of all its stored bytes, or erased_hash once its body was erased.
 public nonisolated struct Healthledger_V1_LedgerEvent: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// SHA-256 of the previous event's stored bytes (32 zero bytes for event 1).
+  /// The previous event's hash (32 zero bytes for event 1).
   public var previousHash: Data = Data()
 
   /// 1, 2, 3, ... without gaps; equals the key the event is stored under.
   public var sequence: UInt64 = 0
 
-  /// Schema version of this event; currently 1.
+  /// Schema version of this event: 2 (1 for events written before body commitments).
   public var formatVersion: UInt32 = 0
 
   /// Commit time, microseconds since 1970 (never decreasing along the log).
@@ -279,8 +290,17 @@ public nonisolated struct Healthledger_V1_LedgerEvent: Sendable {
   /// UUID (16 bytes) of the object concerned, if any.
   public var objectUuid: Data = Data()
 
-  /// The kind-specific message, serialized. Kept separate from the header so it can
-  /// later be encrypted per object without changing the header or the chain.
+  /// Format 2: SHA-256(body_salt || body), 32 bytes; part of the header.
+  public var bodyCommitment: Data = Data()
+
+  /// Format 1, erased: the event's hash before its body was erased (it can no longer be
+  /// computed). Not part of any hash.
+  public var erasedHash: Data = Data()
+
+  /// Format 2: 16 random bytes, erased with the body. Written after the header.
+  public var bodySalt: Data = Data()
+
+  /// The kind-specific message, serialized; written last. Absent once erased.
   public var body: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -353,6 +373,9 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
 
     /// A correlation's member deleted because the correlation was (deleted or replaced).
     case correlationDeleted // = 4
+
+    /// Erased (ObjectsErased): its values are gone from the ledger.
+    case erased // = 5
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -366,6 +389,7 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
       case 2: self = .replacedBySyncVersion
       case 3: self = .workoutDeleted
       case 4: self = .correlationDeleted
+      case 5: self = .erased
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -377,6 +401,7 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
       case .replacedBySyncVersion: return 2
       case .workoutDeleted: return 3
       case .correlationDeleted: return 4
+      case .erased: return 5
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -388,6 +413,7 @@ public nonisolated struct Healthledger_V1_ObjectDeleted: Sendable {
       .replacedBySyncVersion,
       .workoutDeleted,
       .correlationDeleted,
+      .erased,
     ]
 
   }
@@ -685,12 +711,80 @@ public nonisolated struct Healthledger_V1_RouteLocationsAdded: Sendable {
   fileprivate var _locations: Healthledger_V1_RouteLocations? = nil
 }
 
+/// An object was erased (the requester is the event's actor; the header names the object):
+/// every event about it lost its body (and salt), and it is deleted. What stays is listed
+/// here: which object of which type existed when, saved by whom, and which events held it,
+/// with each event's commitment (format 2) or hash (format 1). No value, metadata or device
+/// field. The server writes one object per event; a verifier accepts any number.
+public nonisolated struct Healthledger_V1_ObjectsErased: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var reason: String = String()
+
+  /// Sorted by UUID.
+  public var objects: [Healthledger_V1_ObjectsErased.ErasedObject] = []
+
+  /// Sorted by sequence; every one before this event.
+  public var events: [Healthledger_V1_ObjectsErased.ErasedEvent] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated struct ErasedObject: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    public var uuid: Data = Data()
+
+    public var type: String = String()
+
+    /// The source that saved it.
+    public var source: Healthledger_V1_Source {
+      get {_source ?? Healthledger_V1_Source()}
+      set {_source = newValue}
+    }
+    /// Returns true if `source` has been explicitly set.
+    public var hasSource: Bool {self._source != nil}
+    /// Clears the value of `source`. Subsequent reads from it will return its default value.
+    public mutating func clearSource() {self._source = nil}
+
+    public var startUs: Int64 = 0
+
+    public var endUs: Int64 = 0
+
+    public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    public init() {}
+
+    fileprivate var _source: Healthledger_V1_Source? = nil
+  }
+
+  public nonisolated struct ErasedEvent: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    public var sequence: UInt64 = 0
+
+    /// The event's body_commitment (format 2), or its hash (format 1).
+    public var commitment: Data = Data()
+
+    public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    public init() {}
+  }
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "healthledger.v1"
 
 nonisolated extension Healthledger_V1_EventKind: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_UNSPECIFIED\0\u{1}EVENT_KIND_LEDGER_CREATED\0\u{1}EVENT_KIND_OBJECT_SAVED\0\u{1}EVENT_KIND_OBJECT_DELETED\0\u{2}\u{7}EVENT_KIND_AUTHORIZATION_REQUESTED\0\u{1}EVENT_KIND_AUTHORIZATION_DECIDED\0\u{1}EVENT_KIND_OBJECT_READ_SELECTION_CHANGED\0\u{1}EVENT_KIND_SOURCE_PRIORITY_CHANGED\0\u{1}EVENT_KIND_CHARACTERISTIC_SET\0\u{1}EVENT_KIND_CREDENTIAL_ISSUED\0\u{1}EVENT_KIND_CREDENTIAL_REVOKED\0\u{1}EVENT_KIND_ATTACHMENT_ADDED\0\u{1}EVENT_KIND_ATTACHMENT_REMOVED\0\u{1}EVENT_KIND_WORKOUT_SAMPLES_ASSOCIATED\0\u{1}EVENT_KIND_ROUTE_LOCATIONS_ADDED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_UNSPECIFIED\0\u{1}EVENT_KIND_LEDGER_CREATED\0\u{1}EVENT_KIND_OBJECT_SAVED\0\u{1}EVENT_KIND_OBJECT_DELETED\0\u{2}\u{7}EVENT_KIND_AUTHORIZATION_REQUESTED\0\u{1}EVENT_KIND_AUTHORIZATION_DECIDED\0\u{1}EVENT_KIND_OBJECT_READ_SELECTION_CHANGED\0\u{1}EVENT_KIND_SOURCE_PRIORITY_CHANGED\0\u{1}EVENT_KIND_CHARACTERISTIC_SET\0\u{1}EVENT_KIND_CREDENTIAL_ISSUED\0\u{1}EVENT_KIND_CREDENTIAL_REVOKED\0\u{1}EVENT_KIND_ATTACHMENT_ADDED\0\u{1}EVENT_KIND_ATTACHMENT_REMOVED\0\u{1}EVENT_KIND_WORKOUT_SAMPLES_ASSOCIATED\0\u{1}EVENT_KIND_ROUTE_LOCATIONS_ADDED\0\u{1}EVENT_KIND_OBJECTS_ERASED\0")
 }
 
 nonisolated extension Healthledger_V1_AuthorizationDirection: SwiftProtobuf._ProtoNameProviding {
@@ -742,7 +836,7 @@ nonisolated extension Healthledger_V1_Actor.Kind: SwiftProtobuf._ProtoNameProvid
 
 nonisolated extension Healthledger_V1_LedgerEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".LedgerEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}previous_hash\0\u{1}sequence\0\u{3}format_version\0\u{3}commit_time_us\0\u{1}actor\0\u{1}kind\0\u{3}object_type\0\u{3}object_uuid\0\u{2}\u{7}body\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}previous_hash\0\u{1}sequence\0\u{3}format_version\0\u{3}commit_time_us\0\u{1}actor\0\u{1}kind\0\u{3}object_type\0\u{3}object_uuid\0\u{3}body_commitment\0\u{3}erased_hash\0\u{4}\u{4}body_salt\0\u{1}body\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -758,6 +852,9 @@ nonisolated extension Healthledger_V1_LedgerEvent: SwiftProtobuf.Message, SwiftP
       case 6: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
       case 7: try { try decoder.decodeSingularStringField(value: &self.objectType) }()
       case 8: try { try decoder.decodeSingularBytesField(value: &self.objectUuid) }()
+      case 9: try { try decoder.decodeSingularBytesField(value: &self.bodyCommitment) }()
+      case 10: try { try decoder.decodeSingularBytesField(value: &self.erasedHash) }()
+      case 14: try { try decoder.decodeSingularBytesField(value: &self.bodySalt) }()
       case 15: try { try decoder.decodeSingularBytesField(value: &self.body) }()
       default: break
       }
@@ -793,6 +890,15 @@ nonisolated extension Healthledger_V1_LedgerEvent: SwiftProtobuf.Message, SwiftP
     if !self.objectUuid.isEmpty {
       try visitor.visitSingularBytesField(value: self.objectUuid, fieldNumber: 8)
     }
+    if !self.bodyCommitment.isEmpty {
+      try visitor.visitSingularBytesField(value: self.bodyCommitment, fieldNumber: 9)
+    }
+    if !self.erasedHash.isEmpty {
+      try visitor.visitSingularBytesField(value: self.erasedHash, fieldNumber: 10)
+    }
+    if !self.bodySalt.isEmpty {
+      try visitor.visitSingularBytesField(value: self.bodySalt, fieldNumber: 14)
+    }
     if !self.body.isEmpty {
       try visitor.visitSingularBytesField(value: self.body, fieldNumber: 15)
     }
@@ -808,6 +914,9 @@ nonisolated extension Healthledger_V1_LedgerEvent: SwiftProtobuf.Message, SwiftP
     if lhs.kind != rhs.kind {return false}
     if lhs.objectType != rhs.objectType {return false}
     if lhs.objectUuid != rhs.objectUuid {return false}
+    if lhs.bodyCommitment != rhs.bodyCommitment {return false}
+    if lhs.erasedHash != rhs.erasedHash {return false}
+    if lhs.bodySalt != rhs.bodySalt {return false}
     if lhs.body != rhs.body {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -904,7 +1013,7 @@ nonisolated extension Healthledger_V1_ObjectDeleted: SwiftProtobuf.Message, Swif
 }
 
 nonisolated extension Healthledger_V1_ObjectDeleted.Reason: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_DELETED\0\u{1}REASON_REPLACED_BY_SYNC_VERSION\0\u{1}REASON_WORKOUT_DELETED\0\u{1}REASON_CORRELATION_DELETED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_DELETED\0\u{1}REASON_REPLACED_BY_SYNC_VERSION\0\u{1}REASON_WORKOUT_DELETED\0\u{1}REASON_CORRELATION_DELETED\0\u{1}REASON_ERASED\0")
 }
 
 nonisolated extension Healthledger_V1_CredentialIssued: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1346,6 +1455,135 @@ nonisolated extension Healthledger_V1_RouteLocationsAdded: SwiftProtobuf.Message
     if lhs.routeUuid != rhs.routeUuid {return false}
     if lhs.chunk != rhs.chunk {return false}
     if lhs._locations != rhs._locations {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ObjectsErased: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ObjectsErased"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}reason\0\u{1}objects\0\u{1}events\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.objects) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 1)
+    }
+    if !self.objects.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.objects, fieldNumber: 2)
+    }
+    if !self.events.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.events, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ObjectsErased, rhs: Healthledger_V1_ObjectsErased) -> Bool {
+    if lhs.reason != rhs.reason {return false}
+    if lhs.objects != rhs.objects {return false}
+    if lhs.events != rhs.events {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ObjectsErased.ErasedObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = Healthledger_V1_ObjectsErased.protoMessageName + ".ErasedObject"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{1}source\0\u{3}start_us\0\u{3}end_us\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.uuid) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._source) }()
+      case 4: try { try decoder.decodeSingularSInt64Field(value: &self.startUs) }()
+      case 5: try { try decoder.decodeSingularSInt64Field(value: &self.endUs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.uuid.isEmpty {
+      try visitor.visitSingularBytesField(value: self.uuid, fieldNumber: 1)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 2)
+    }
+    try { if let v = self._source {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if self.startUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.startUs, fieldNumber: 4)
+    }
+    if self.endUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.endUs, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ObjectsErased.ErasedObject, rhs: Healthledger_V1_ObjectsErased.ErasedObject) -> Bool {
+    if lhs.uuid != rhs.uuid {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs._source != rhs._source {return false}
+    if lhs.startUs != rhs.startUs {return false}
+    if lhs.endUs != rhs.endUs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ObjectsErased.ErasedEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = Healthledger_V1_ObjectsErased.protoMessageName + ".ErasedEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}commitment\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.commitment) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 1)
+    }
+    if !self.commitment.isEmpty {
+      try visitor.visitSingularBytesField(value: self.commitment, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ObjectsErased.ErasedEvent, rhs: Healthledger_V1_ObjectsErased.ErasedEvent) -> Bool {
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.commitment != rhs.commitment {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -587,6 +587,80 @@ public nonisolated struct Healthledger_V1_DeleteResponse: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Ledger/Erase: erases objects (docs/SEMANTICS.md §5, "Erasure"): by UUID,
+/// or the caller's objects of a type overlapping a range and matching a predicate, or every
+/// object a source saved. Exactly one of uuids, type and source. An app erases only what
+/// it saved; a live object is deleted too. Refused with FAILED_PRECONDITION under a legal hold.
+public nonisolated struct Healthledger_V1_EraseRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var uuids: [Data] = []
+
+  public var type: String = String()
+
+  public var startUs: Int64 {
+    get {_startUs ?? 0}
+    set {_startUs = newValue}
+  }
+  /// Returns true if `startUs` has been explicitly set.
+  public var hasStartUs: Bool {self._startUs != nil}
+  /// Clears the value of `startUs`. Subsequent reads from it will return its default value.
+  public mutating func clearStartUs() {self._startUs = nil}
+
+  public var endUs: Int64 {
+    get {_endUs ?? 0}
+    set {_endUs = newValue}
+  }
+  /// Returns true if `endUs` has been explicitly set.
+  public var hasEndUs: Bool {self._endUs != nil}
+  /// Clears the value of `endUs`. Subsequent reads from it will return its default value.
+  public mutating func clearEndUs() {self._endUs = nil}
+
+  public var predicate: Healthledger_V1_Predicate {
+    get {_predicate ?? Healthledger_V1_Predicate()}
+    set {_predicate = newValue}
+  }
+  /// Returns true if `predicate` has been explicitly set.
+  public var hasPredicate: Bool {self._predicate != nil}
+  /// Clears the value of `predicate`. Subsequent reads from it will return its default value.
+  public mutating func clearPredicate() {self._predicate = nil}
+
+  /// A source's bundle identifier: every object it saved, of every type.
+  public var source: String = String()
+
+  /// Why (recorded in the erasure event; at most 1,000 bytes).
+  public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _startUs: Int64? = nil
+  fileprivate var _endUs: Int64? = nil
+  fileprivate var _predicate: Healthledger_V1_Predicate? = nil
+}
+
+public nonisolated struct Healthledger_V1_EraseResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Objects erased (a correlation's members and a workout's routes included).
+  public var erased: UInt64 = 0
+
+  /// Events whose bodies were erased.
+  public var events: UInt64 = 0
+
+  /// The erasure event's sequence (0 when nothing matched).
+  public var sequence: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// healthledger.v1.Ledger/Fetch
 public nonisolated struct Healthledger_V1_FetchRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -4016,6 +4090,110 @@ nonisolated extension Healthledger_V1_DeleteResponse: SwiftProtobuf.Message, Swi
 
   public static func ==(lhs: Healthledger_V1_DeleteResponse, rhs: Healthledger_V1_DeleteResponse) -> Bool {
     if lhs.deleted != rhs.deleted {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_EraseRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".EraseRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuids\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}predicate\0\u{1}source\0\u{1}reason\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedBytesField(value: &self.uuids) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self._startUs) }()
+      case 4: try { try decoder.decodeSingularSInt64Field(value: &self._endUs) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.source) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.uuids.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.uuids, fieldNumber: 1)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 2)
+    }
+    try { if let v = self._startUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._endUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 4)
+    } }()
+    try { if let v = self._predicate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    if !self.source.isEmpty {
+      try visitor.visitSingularStringField(value: self.source, fieldNumber: 6)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_EraseRequest, rhs: Healthledger_V1_EraseRequest) -> Bool {
+    if lhs.uuids != rhs.uuids {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs._startUs != rhs._startUs {return false}
+    if lhs._endUs != rhs._endUs {return false}
+    if lhs._predicate != rhs._predicate {return false}
+    if lhs.source != rhs.source {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_EraseResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".EraseResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}erased\0\u{1}events\0\u{1}sequence\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.erased) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.events) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.erased != 0 {
+      try visitor.visitSingularUInt64Field(value: self.erased, fieldNumber: 1)
+    }
+    if self.events != 0 {
+      try visitor.visitSingularUInt64Field(value: self.events, fieldNumber: 2)
+    }
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_EraseResponse, rhs: Healthledger_V1_EraseResponse) -> Bool {
+    if lhs.erased != rhs.erased {return false}
+    if lhs.events != rhs.events {return false}
+    if lhs.sequence != rhs.sequence {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

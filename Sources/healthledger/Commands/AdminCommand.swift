@@ -17,7 +17,7 @@ struct AdminCommand: AsyncParsableCommand {
             """,
         subcommands: [
             CreateLedger.self, ListLedgers.self, IssueOwnerCredential.self, IssueAppCredential.self, RevokeCredential.self, ListCredentials.self,
-            IssueOperatorCredential.self, RevokeOperatorCredential.self, ListOperatorCredentials.self,
+            IssueOperatorCredential.self, RevokeOperatorCredential.self, ListOperatorCredentials.self, Hold.self, ReleaseHold.self,
         ])
 
     /// Where an admin command acts: the data directory, or the server.
@@ -117,6 +117,35 @@ struct AdminCommand: AsyncParsableCommand {
             try await target.run(
                 onDisk: { for credential in try $0.ledger(ledger).credentials() { show(credential.id, credential.principal, credential.revoked) } },
                 remote: { for credential in try await $0.credentials(ledger: ledger) { show(credential.id, credential.principal, credential.revoked) } })
+        }
+    }
+
+    struct Hold: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "hold",
+            abstract: "Place a legal hold on a ledger: erasure is refused until it is released (on the data directory).")
+        @OptionGroup var store: StoreOptions
+        @Argument(help: "The ledger id.") var ledger: String
+        @Option(help: "Why the records must be kept.") var reason: String
+
+        func run() async throws {
+            do {
+                guard !reason.isEmpty else { throw ValidationErrorExit("--reason must say why the records must be kept") }
+                try store.openStore().ledger(ledger).setLegalHold(reason: reason)
+            } catch { throw fail(error) }
+            print("held \(ledger): \(reason)")
+        }
+    }
+
+    struct ReleaseHold: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "release-hold", abstract: "Lift a ledger's legal hold (on the data directory).")
+        @OptionGroup var store: StoreOptions
+        @Argument(help: "The ledger id.") var ledger: String
+
+        func run() async throws {
+            do { try store.openStore().ledger(ledger).setLegalHold(reason: nil) } catch { throw fail(error) }
+            print("released \(ledger)")
         }
     }
 

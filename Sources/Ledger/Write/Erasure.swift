@@ -1,0 +1,271 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+import Logging
+import Synchronization
+
+/// Which objects an erasure takes (``Ledger/erase(_:reason:by:)``).
+public enum ErasureSelection: Sendable, Hashable {
+    /// These objects, live or deleted.
+    case objects([UUID])
+    /// The live objects of a type overlapping an interval and matching a predicate (an app's own).
+    case matching(type: ObjectType, interval: DateInterval?, predicate: ObjectPredicate?)
+    /// Every object a source saved, live or deleted, of every type.
+    case source(String)
+}
+
+/// What an erasure did.
+public struct ErasureReport: Sendable, Hashable {
+    /// Objects erased, a correlation's members and a workout's routes included.
+    public var objects: Int
+    /// Events whose bodies were erased.
+    public var events: Int
+    /// The last erasure event (one per object; 0 when nothing was left to erase).
+    public var sequence: UInt64
+    /// Free pages of the data file overwritten, and those still held by a read when the
+    /// erasure returned (scrubbed by the next erasure or ``Ledger/scrubFreePages()``).
+    public var scrubbedPages: Int
+    public var heldPages: Int
+}
+
+extension Ledger {
+    /// The longest reason an erasure records, in UTF-8 bytes.
+    public static let maximumErasureReasonLength = 1_000
+    static let legalHoldKey: [UInt8] = Array("legal_hold".utf8)
+    /// Set by an erasure's commit until the projections are rebuilt from the erased log; a
+    /// ledger opened with it set rebuilds them first (a crash between the two loses nothing).
+    static let erasureRebuildKey: [UInt8] = Array("erasure_rebuild".utf8)
+    private static let scrubMarkKey: [UInt8] = Array("scrubbed_after".utf8)
+
+    /// Erases objects: every event about them loses its body (values, metadata, device,
+    /// attachment bytes, route locations), live ones are deleted, and an `objectsErased` event
+    /// records what stays (docs/SEMANTICS.md §5, "Erasure"): which objects of which types
+    /// existed when, by whom, which events held them with their commitments, why, and who
+    /// asked. The hash chain, the Merkle tree and every proof issued before still verify.
+    ///
+    /// A correlation's members and a workout's routes go with it. The projections are then
+    /// rebuilt from the erased log (writes wait meanwhile), and the data file's free pages,
+    /// which still hold the old bytes, are overwritten with zeros.
+    ///
+    /// - Parameter principal: an app erases only objects it saved, of types it may share; the
+    ///   owner any; the operator none (it erases whole ledgers).
+    /// - Throws: ``HealthError`` as ``delete(_:by:)`` does; ``LedgerFailure`` `failedPrecondition`
+    ///   under a legal hold.
+    public func erase(_ selection: ErasureSelection, reason: String, by principal: Principal) async throws -> ErasureReport {
+        if case .operator = principal {
+            throw HealthError(.authorizationDenied, "the operator erases whole ledgers (admin erase-ledger), not objects")
+        }
+        guard reason.utf8.count <= Self.maximumErasureReasonLength else {
+            throw HealthError.invalidArgument("the reason is longer than \(Self.maximumErasureReasonLength) bytes", field: "reason")
+        }
+        switch selection {
+        case .objects(let uuids):
+            guard !uuids.isEmpty else { throw HealthError.invalidArgument("nothing to erase: the list of UUIDs is empty", field: "uuids") }
+            guard uuids.count <= Ledger.maximumBatchSize else {
+                throw HealthError(.dataSizeExceeded, "an erasure names at most \(Ledger.maximumBatchSize) UUIDs, got \(uuids.count)", field: "uuids")
+            }
+        case .matching(let type, let interval, let predicate):
+            guard TimeRange(interval).start <= TimeRange(interval).end else {
+                throw HealthError.invalidArgument("the interval ends before it starts", field: "interval")
+            }
+            try predicate?.validate(for: type)
+        case .source(let bundle):
+            guard !bundle.isEmpty else { throw HealthError.invalidArgument("name the source to erase", field: "source") }
+        }
+        var report = try await committer.submit { context in
+            try self.eraseInTransaction(selection, reason: reason, by: principal, in: context)
+        }
+        guard report.sequence > 0 else { return report }
+        try await committer.exclusive { try self.rebuildAfterErasure() }
+        afterErasure.withLock { $0 }?()
+        let scrub = try await scrubFreePages()
+        (report.scrubbedPages, report.heldPages) = (scrub.scrubbed, scrub.held)
+        logger.notice(
+            "erased objects", metadata: ["ledger.erasure.sequence": "\(report.sequence)", "ledger.erasure.objects": "\(report.objects)",
+                "ledger.erasure.events": "\(report.events)", "ledger.erasure.held_pages": "\(scrub.held)"])
+        return report
+    }
+
+    /// Overwrites the data file's free pages with zeros (``LMDB/Environment/scrubFreePages()``),
+    /// between commits, retrying for a while when reads still hold some.
+    public func scrubFreePages() async throws -> ScrubReport {
+        var total = ScrubReport(scrubbed: 0, held: 0)
+        for attempt in 0..<30 {
+            // A commit first: the pages the last commit freed are free to scrub only after another.
+            let report = try await committer.exclusive {
+                try self.environment.write { txn in try txn.put(KeyEncoding.sequenceKey(UInt64(attempt)), forKey: Self.scrubMarkKey, in: self.databases.meta) }
+                return try self.environment.scrubFreePages()
+            }
+            total.scrubbed += report.scrubbed
+            total.held = report.held
+            if report.held == 0 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return total
+    }
+
+    /// Places or lifts a legal hold: while one is placed, erasure is refused with
+    /// `failedPrecondition` (records that must be retained). Nil lifts it.
+    public func setLegalHold(reason: String?) throws {
+        try environment.write { txn in
+            if let reason {
+                try txn.put(Array(reason.utf8), forKey: Self.legalHoldKey, in: databases.meta)
+            } else {
+                try txn.delete(Self.legalHoldKey, in: databases.meta)
+            }
+        }
+    }
+
+    /// The reason of the legal hold placed on the ledger, nil when there is none.
+    public func legalHold() throws -> String? {
+        try read { snapshot in try snapshot.get(Self.legalHoldKey, in: snapshot.databases.meta).map { String(decoding: $0, as: UTF8.self) } }
+    }
+
+    /// Rebuilds the projections from the log after an erasure (its commit applied the erasure
+    /// to them, but history-dependent rows, such as the order sources were first seen in, are
+    /// the erased log's only after a rebuild), and clears the mark the erasure left.
+    func rebuildAfterErasure() throws {
+        _ = try replay(install: true)
+        try environment.write { txn in try txn.delete(Self.erasureRebuildKey, in: databases.meta) }
+    }
+
+    private func eraseInTransaction(_ selection: ErasureSelection, reason: String, by principal: Principal, in context: WriteContext) throws -> ErasureReport {
+        if let hold = try context.txn.get(Self.legalHoldKey, in: databases.meta) {
+            throw LedgerFailure(
+                .failedPrecondition,
+                "ledger '\(id)' is under a legal hold (\(String(decoding: hold, as: UTF8.self))): nothing is erased until the operator lifts it")
+        }
+        let targets = try Self.erasureTargets(selection, by: principal, in: context, ledger: self)
+        guard !targets.isEmpty else { return ErasureReport(objects: 0, events: 0, sequence: 0, scrubbedPages: 0, heldPages: 0) }
+        let found = try Self.eventsToErase(of: targets, in: context)
+        guard !found.isEmpty else { return ErasureReport(objects: 0, events: 0, sequence: 0, scrubbedPages: 0, heldPages: 0) }
+        // One erasure event per object: each leaves its own change row (keyed by type, source
+        // and sequence), so an anchored query reports every one of them deleted.
+        var sequence: UInt64 = 0
+        for erasure in found {
+            let objects = erasure.object.map { [$0] } ?? []
+            let body = try EventBody.encodeErasure(reason: reason, objects: objects, events: erasure.events)
+            sequence = try context.append(
+                kind: .objectsErased, actor: principal, objectType: erasure.object?.type, objectUUID: erasure.object?.uuid.bytes, body: body,
+                change: .erased(objects))
+        }
+        // The bodies go once the erasures' changes (which read the live ones) are applied.
+        let events = found.flatMap(\.events)
+        for event in events {
+            let erased = try EventLayout.erased(try Ledger.storedEvent(event.sequence, in: context.reads))
+            try context.txn.put(erased, forKey: KeyEncoding.sequenceKey(event.sequence), in: databases.events)
+        }
+        try context.txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.erasureRebuildKey, in: databases.meta)
+        return ErasureReport(
+            objects: found.count { $0.object != nil }, events: events.count, sequence: sequence, scrubbedPages: 0, heldPages: 0)
+    }
+
+    /// The UUIDs `selection` names that `principal` may erase.
+    private static func erasureTargets(
+        _ selection: ErasureSelection, by principal: Principal, in context: WriteContext, ledger: Ledger
+    ) throws -> Set<[UInt8]> {
+        let ownSource = try ownSource(of: principal, in: context)
+        let appBundle: String? = if case .app(let app) = principal { app.bundleIdentifier } else { nil }
+        var targets = Set<[UInt8]>()
+        switch selection {
+        case .objects(let uuids):
+            for uuid in uuids {
+                if try StoredObject.load(uuid.bytes, in: context.reads) != nil {
+                    _ = try requireChangeable(uuid, by: principal, ownSource: ownSource, field: "uuids", in: context)
+                } else if let stored = try context.txn.get(uuid.bytes, in: context.databases.tombstones) {
+                    let tombstone = try Tombstone(uuid: uuid, stored: stored, type: "")
+                    // Another source's deleted object is as unknown to an app as a hidden live one.
+                    if let appBundle, tombstone.sourceBundle != appBundle { throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids") }
+                    if tombstone.reason == .erased { continue }
+                } else {
+                    throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
+                }
+                targets.insert(uuid.bytes)
+            }
+        case .matching(let type, let interval, let predicate):
+            try requireSharing(type, by: principal, in: context)
+            let scope: ReadScope
+            if let ownSource { scope = .own(ownSource) } else { scope = .everything }
+            if ownSource == 0 { return [] }
+            let predicateContext = PredicateContext(principal: principal, snapshot: context.reads)
+            try ledger.visitCandidates(
+                of: type, plan: PredicatePlan(predicate, range: TimeRange(interval)), sort: .startDate(ascending: true), scope: scope,
+                context: predicateContext, longest: try context.longestDuration(type: type.code)
+            ) { entry in
+                if try predicate?.matches(EntrySubject(entry, predicateContext), type: type) ?? true { targets.insert(entry.uuid) }
+                return true
+            }
+        case .source(let bundle):
+            if let appBundle, appBundle != bundle {
+                throw HealthError(.authorizationDenied, "an app erases only what it saved; \(bundle) is another source", field: "source")
+            }
+            if let code = try SourceRegistry.code(of: bundle, in: context.reads) {
+                try context.txn.withCursor(on: context.databases.objects) { cursor in
+                    var entry = try cursor.first()
+                    while let current = entry {
+                        if current.value.count == 16, KeyEncoding.uint32(current.value, at: 12) == code { targets.insert(Array(current.key)) }
+                        entry = try cursor.next()
+                    }
+                }
+            }
+            try context.txn.withCursor(on: context.databases.tombstones) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    if let uuid = UUID(bytes: Array(current.key)) {
+                        let tombstone = try Tombstone(uuid: uuid, stored: current.value, type: "")
+                        if tombstone.sourceBundle == bundle, tombstone.reason != .erased { targets.insert(Array(current.key)) }
+                    }
+                    entry = try cursor.next()
+                }
+            }
+        }
+        return targets
+    }
+
+    /// The events about `targets` (and about their correlations' members and workouts'
+    /// routes) that still hold their bodies, by object in UUID order, with what stays of each
+    /// object: two walks over the log's headers (a correlation's members are saved before it).
+    private static func eventsToErase(
+        of targets: Set<[UInt8]>, in context: WriteContext
+    ) throws -> [(object: EventBody.ErasedObject?, events: [EventBody.ErasedEvent])] {
+        let units = SummaryCache()
+        var erasing = targets
+        let route = Array(ObjectType.workoutRoute.identifier.utf8)
+        func walk(_ visit: (UInt64, EventLayout, UnsafeRawBufferPointer) throws -> Void) throws {
+            try context.txn.withCursor(on: context.databases.events) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    let layout = try EventCodec.layout(current.value)
+                    if !layout.isErased { try visit(KeyEncoding.uint64(current.key, at: 0), layout, current.value) }
+                    entry = try cursor.next()
+                }
+            }
+        }
+        let saved = UInt64(EventKind.objectSaved.rawValue)
+        let erasure = UInt64(EventKind.objectsErased.rawValue)
+        try walk { _, layout, _ in
+            guard layout.kind == saved, let uuid = layout.objectUUID, let body = layout.body else { return }
+            if erasing.contains(Array(uuid)), let type = layout.objectType, TypeCatalogue.correlationTypes[String(decoding: type, as: UTF8.self)] != nil {
+                erasing.formUnion(try ObjectSummary(encoded: body, units: units).members)
+            } else if let type = layout.objectType, type.elementsEqual(route), let workout = try ObjectSummary(encoded: body, units: units).workout,
+                erasing.contains(workout)
+            {
+                erasing.insert(Array(uuid))
+            }
+        }
+        var objects: [[UInt8]: EventBody.ErasedObject] = [:]
+        var events: [[UInt8]: [EventBody.ErasedEvent]] = [:]
+        try walk { sequence, layout, stored in
+            // An earlier erasure's own record stays: it holds no value, and the chain needs it.
+            guard layout.kind != erasure, let uuid = layout.objectUUID.map(Array.init), erasing.contains(uuid) else { return }
+            events[uuid, default: []].append(EventBody.ErasedEvent(sequence: sequence, commitment: layout.erasureCommitment(of: stored)))
+            guard layout.kind == saved, let body = layout.body else { return }
+            let summary = try ObjectSummary(encoded: body, units: units)
+            objects[uuid] = EventBody.ErasedObject(
+                uuid: UUID(bytes: summary.uuid)!, type: summary.type, sourceBundle: summary.sourceBundle, sourceName: summary.sourceName,
+                startUs: summary.startUs, endUs: summary.endUs)
+        }
+        return events.keys.sorted { $0.lexicographicallyPrecedes($1) }.map { (objects[$0], events[$0]!) }
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+import HealthLedgerRPC
+import HealthLedgerSDK
+import HealthModel
+import Ledger
+import LedgerSchema
+import TestSupport
+import Testing
+
+@Suite("Erasure (docs/SEMANTICS.md §5): values gone from every copy, history still verifiable", .timeLimit(.minutes(5)))
+struct ErasureTests {
+    /// Whether `marker`'s bytes appear anywhere in the file.
+    static func file(_ url: URL, contains marker: String) throws -> Bool {
+        let data = try Data(contentsOf: url)
+        return data.range(of: Data(marker.utf8)) != nil
+    }
+
+    @Test("an erased sample's value and metadata leave the log, the projections and data.mdb; pinned heads and proofs from before still verify")
+    func erasedBytesAreGone() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let marker = "erase-me-\(UUID().uuidString)"
+            let secret = Samples.heartRate(187.25, at: 0, metadata: ["marker": .string(marker)])
+            let kept = Samples.heartRate(61, at: 60, metadata: ["marker": .string("kept")])
+            try await owner.save([secret, kept])
+            let data = server.directory.appending(path: "ledgers/alice/data.mdb")
+            #expect(try Self.file(data, contains: marker))
+
+            // Deleted first, as the issue's user did: the delete alone leaves the bytes.
+            try await owner.delete([secret.uuid])
+            let pinned = try server.ledger.head()
+            let before = try await owner.treeHead()
+            let inclusion = try await owner.inclusionProof(of: 2, in: before)
+
+            let erasure = try await owner.erase(.objects([secret.uuid]), reason: "GDPR Art. 17 request")
+            #expect(erasure.objects == 1 && erasure.events == 2 && erasure.sequence == pinned.sequence + 1)
+
+            // Gone from the file's bytes, the log's bytes and the audit trail's sentences.
+            #expect(try !Self.file(data, contains: marker))
+            var sentences: [String] = []
+            for try await batch in try await owner.audit(includeStored: true) {
+                for event in batch.events {
+                    #expect(Data(event.stored ?? []).range(of: Data(marker.utf8)) == nil)
+                    #expect(eventHash(event.stored!) == event.hash)
+                    sentences.append(event.sentence)
+                }
+            }
+            #expect(sentences.last == "1 HeartRate erased by the owner (GDPR Art. 17 request): 2 events emptied", "\(sentences)")
+            #expect(sentences.contains { $0.contains("its contents since erased") })
+            #expect(try await owner.object(with: kept.uuid) != nil)
+            #expect(try await owner.object(with: secret.uuid) == nil)
+
+            // The history still verifies, with the head pinned and the proofs issued before.
+            let report = try server.ledger.verify(expectedHead: pinned)
+            #expect(report.isValid, "\(String(describing: report.problem))")
+            #expect(try server.ledger.replay().identical)
+            let after = try await owner.treeHead()
+            let consistency = try await owner.consistencyProof(from: before, to: after)
+            try TreeProofs.verify(consistency, firstRoot: before.rootHash, secondRoot: after.rootHash)
+            try TreeProofs.verify(inclusion, root: before.rootHash)
+            #expect(try await owner.inclusionProof(of: 2, in: after).eventHash == inclusion.eventHash)
+
+            // A backup made after holds none of it.
+            let backup = server.directory.appending(path: "backup-after")
+            _ = try server.ledger.backup(to: backup)
+            #expect(try !Self.file(backup.appending(path: "data.mdb"), contains: marker))
+        }
+    }
+
+    @Test("erasing a live sample deletes it (anchored queries report it) and its statistics are recomputed without it")
+    func erasingLiveObjects() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let samples = (0..<4).map { Samples.heartRate(Double(60 + $0 * 10), at: Double($0) * 60) }
+            try await owner.save(samples)
+            let type = Samples.heartRate.objectType
+            let first = try await owner.result(for: AnchoredObjectQueryDescriptor(type: type))
+            #expect(first.addedObjects.count == 4)
+
+            let erasure = try await owner.erase(
+                .matching(type, predicate: .predicateForQuantitySamples(with: .greater, quantity: try Quantity(75, "count/min"))), reason: "")
+            #expect(erasure.objects == 2)
+            let changes = try await owner.result(for: AnchoredObjectQueryDescriptor(type: type, anchor: first.newAnchor))
+            #expect(Set(changes.deletedObjects.map(\.uuid)) == Set(samples[2...].map(\.uuid)))
+            let remaining = try await SampleQueryDescriptor(type: type).result(for: owner)
+            #expect(Set(remaining.map(\.uuid)) == Set(samples[..<2].map(\.uuid)))
+            #expect(try server.ledger.verify().isValid)
+            #expect(try server.ledger.replay().identical)
+        }
+    }
+
+    @Test("an app erases only what it saved; a legal hold refuses erasure until lifted")
+    func authorizationAndHold() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let app = server.client(server.appCredential)
+            let ownersSample = Samples.heartRate(70, at: 0)
+            try await owner.save(ownersSample)
+            let appsSample = Samples.heartRate(80, at: 60)
+            try await app.save(appsSample)
+
+            // Another source's object is as unknown to the app as a missing one.
+            await #expect(throws: RPCError.self) { try await app.erase(.objects([ownersSample.uuid])) }
+            do {
+                try await app.erase(.source("org.healthledger.owner"))
+                Issue.record("an app erased another source")
+            } catch let error as RPCError {
+                #expect(error.code == .permissionDenied)
+            }
+
+            try server.ledger.setLegalHold(reason: "litigation 2026-41")
+            do {
+                try await app.erase(.objects([appsSample.uuid]))
+                Issue.record("erased under a legal hold")
+            } catch let error as RPCError {
+                #expect(error.code == .failedPrecondition && error.message.contains("litigation 2026-41"), "\(error)")
+            }
+            try server.ledger.setLegalHold(reason: nil)
+            let erasure = try await app.erase(.source(TestServer.appSource.bundleIdentifier), reason: "app uninstalled")
+            #expect(erasure.objects == 1)
+            #expect(try await owner.object(with: appsSample.uuid) == nil)
+            #expect(try await owner.object(with: ownersSample.uuid) != nil)
+            #expect(try server.ledger.verify().isValid)
+        }
+    }
+
+    @Test("healthledger erase, admin hold and release-hold; the event export still verifies offline and holds no erased byte")
+    func commandLine() async throws {
+        try await withTestServer { server in
+            let cli = AuthCLITests.executable
+            let owner = server.client()
+            let marker = "cli-marker-\(UUID().uuidString)"
+            let secret = Samples.heartRate(150, at: 0, metadata: ["marker": .string(marker)])
+            try await owner.save([secret, Samples.heartRate(62, at: 30)])
+            let connection = ["--port", "\(server.port)", "--credential", server.ownerCredential]
+            let dataDir = server.directory.path
+
+            let held = try await runProcess(cli, ["admin", "hold", "alice", "--reason", "audit 7", "--data-dir", dataDir])
+            #expect(held.status == 0 && held.output.contains("held alice"), "\(held.error)")
+            let refused = try await runProcess(cli, ["erase", secret.uuid.uuidString, "--reason", "asked"] + connection)
+            #expect(refused.status != 0 && refused.error.contains("legal hold (audit 7)"), "\(refused.error)")
+            let released = try await runProcess(cli, ["admin", "release-hold", "alice", "--data-dir", dataDir])
+            #expect(released.status == 0, "\(released.error)")
+
+            let bad = try await runProcess(cli, ["erase", secret.uuid.uuidString, "--source", "com.example.walk"] + connection)
+            #expect(bad.status != 0 && bad.error.contains("one of them"), "\(bad.error)")
+            let erased = try await runProcess(cli, ["erase", secret.uuid.uuidString, "--reason", "asked", "--json"] + connection)
+            #expect(erased.status == 0 && erased.output.contains("\"erased\"") && erased.output.contains("\"events\""), "\(erased.output) \(erased.error)")
+            let again = try await runProcess(cli, ["erase", secret.uuid.uuidString] + connection)
+            #expect(again.status == 0 && again.output.contains("nothing to erase"), "\(again.output) \(again.error)")
+
+            let file = server.directory.appending(path: "events.jsonl")
+            let exported = try await runProcess(cli, ["export", "alice", "--events", "-o", file.path] + connection)
+            #expect(exported.status == 0, "\(exported.error)")
+            #expect(try !Self.file(file, contains: marker))
+            let offline = try await runProcess(cli, ["verify", "--events", file.path])
+            #expect(offline.status == 0, "\(offline.output) \(offline.error)")
+            let onDisk = try await runProcess(cli, ["verify", "alice", "--data-dir", dataDir])
+            #expect(onDisk.status == 0 && onDisk.output.contains("projections equal a fresh replay"), "\(onDisk.output) \(onDisk.error)")
+
+            // A body stripped with no erasure record (the hash is unchanged: only the rule sees it)
+            // fails offline, at that event: the kept sample's save, event 3.
+            var lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n").map(String.init)
+            var event = try #require(try JSONSerialization.jsonObject(with: Data(lines[3].utf8)) as? [String: Any])
+            #expect(event["sequence"] as? Int == 3)
+            let stripped = try Data(base64Encoded: event["stored"] as! String)!.withUnsafeBytes { try EventLayout.erased($0) }
+            event["stored"] = Data(stripped).base64EncodedString()
+            lines[3] = String(decoding: try JSONSerialization.data(withJSONObject: event, options: [.sortedKeys]), as: UTF8.self)
+            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: file)
+            let cut = try await runProcess(cli, ["verify", "--events", file.path])
+            #expect(cut.output.contains("event 3: its body is missing and no erasure event names it") || cut.error.contains("event 3: its body is missing"), "\(cut.output) \(cut.error)")
+            #expect(cut.status != 0, "\(cut.output)")
+        }
+    }
+}
