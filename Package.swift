@@ -194,6 +194,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
+            // A data directory made by an earlier release, read by the tests from the file system.
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -30,8 +30,11 @@ extension Environment {
     /// write lock, before the transaction writes anything, and the transaction is aborted:
     /// the free list is unchanged.
     ///
-    /// Paused ``Snapshot``s of this process are ended first. Pages freed by the last commit
-    /// are never free to scrub: commit once more (any write) and call this again.
+    /// Paused ``Snapshot``s of this process are ended first. Pages the free list files under
+    /// the last commit are never free to scrub: commit once more (any write) and call this
+    /// again. (A commit files there both the pages it freed and those it took from older
+    /// entries of the free list without using them: two rounds of a commit and a scrub leave
+    /// no free page unscrubbed but those a reader holds.)
     /// - Throws: ``LMDBError`` when the free list cannot be read or the file written.
     public func scrubFreePages() throws -> ScrubReport {
         try releasePausedSnapshots()

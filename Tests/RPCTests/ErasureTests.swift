@@ -172,4 +172,57 @@ struct ErasureTests {
             #expect(cut.status != 0, "\(cut.output)")
         }
     }
+
+    @Test("each kind of object goes with what belongs to it: a correlation's members, a workout's route, a prescription's attachments; as-of reads from before no longer show them")
+    func objectKinds() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let marker = "kind-marker-\(UUID().uuidString)"
+            let data = server.directory.appending(path: "ledgers/alice/data.mdb")
+
+            // A blood pressure reading and its two members.
+            let reading = CorrelationRPCTests.reading(171, 99, at: 1, metadata: ["marker": .string(marker)])
+            try await owner.save(.correlation(reading))
+            // A workout with its route and an associated heart rate, which stays.
+            let workout = WorkoutRPCTests.run()
+            try await owner.save(.workout(workout))
+            let rate = Samples.heartRate(133, at: 120)
+            try await owner.save(rate)
+            try await owner.add([rate], to: workout)
+            let builder = try await owner.makeRouteBuilder()
+            try await builder.insertRouteData((0..<300).map(WorkoutRPCTests.location))
+            let route = try await owner.finishRoute(builder, workout.uuid)
+            // A prescription with a scan attached.
+            let prescription = visionPrescription(issuedDay: 2)
+            try await owner.save(.visionPrescription(prescription))
+            let scan = Array("%PDF-1.4\n% \(marker)\n".utf8) + (0..<10_000).map { UInt8($0 % 251) }
+            _ = try await owner.addAttachment(to: prescription.uuid, name: "scan.pdf", contentType: "application/pdf", data: scan)
+            let before = try server.ledger.head().sequence
+            #expect(try Self.file(data, contains: marker))
+            // A point-in-time view built before the erasure goes with it.
+            let then = owner.asOf(.sequence(before))
+            #expect(try await then.object(with: reading.uuid) != nil)
+
+            let correlation = try await owner.erase(.objects([reading.uuid]), reason: "reading taken by mistake")
+            #expect(correlation.objects == 3)
+            for member in reading.objects { #expect(try await owner.object(with: member.uuid) == nil) }
+            let workoutErasure = try await owner.erase(.objects([workout.uuid]))
+            #expect(workoutErasure.objects == 2, "the workout and its route")
+            #expect(try await owner.object(with: route.uuid) == nil)
+            #expect(try await owner.object(with: rate.uuid) != nil, "associated samples stay")
+            let prescriptionErasure = try await owner.erase(.objects([prescription.uuid]))
+            #expect(prescriptionErasure.objects == 1 && prescriptionErasure.events == 2, "the save and the attachment's event")
+            #expect(try !Self.file(data, contains: marker))
+
+            // As the ledger stood before: none of them is there any more.
+            #expect(try await then.object(with: reading.uuid) == nil)
+            #expect(try await then.object(with: workout.uuid) == nil)
+            #expect(try await then.object(with: prescription.uuid) == nil)
+            #expect(try await then.object(with: rate.uuid) != nil)
+
+            let report = try server.ledger.verify()
+            #expect(report.isValid, "\(String(describing: report.problem))")
+            #expect(try server.ledger.replay().identical)
+        }
+    }
 }

@@ -87,20 +87,23 @@ extension Ledger {
         return report
     }
 
-    /// Overwrites the data file's free pages with zeros (``LMDB/Environment/scrubFreePages()``),
-    /// between commits, retrying for a while when reads still hold some.
+    /// Overwrites the data file's free pages and its live pages' unused gaps with zeros
+    /// (``LMDB/Environment/scrubFreePages()``), between commits: two rounds of a commit and a
+    /// scrub (a commit files under itself the free pages it took from older entries and left
+    /// unused, which only the next round may touch), and more while reads still hold pages,
+    /// for up to about three seconds.
     public func scrubFreePages() async throws -> ScrubReport {
         var total = ScrubReport(scrubbed: 0, held: 0)
-        for attempt in 0..<30 {
-            // A commit first: the pages the last commit freed are free to scrub only after another.
+        for round in 0..<30 {
             let report = try await committer.exclusive {
-                try self.environment.write { txn in try txn.put(KeyEncoding.sequenceKey(UInt64(attempt)), forKey: Self.scrubMarkKey, in: self.databases.meta) }
+                try self.environment.write { txn in try txn.put(KeyEncoding.sequenceKey(UInt64(round)), forKey: Self.scrubMarkKey, in: self.databases.meta) }
                 return try self.environment.scrubFreePages()
             }
             total.scrubbed += report.scrubbed
+            total.gaps += report.gaps
             total.held = report.held
-            if report.held == 0 { break }
-            try await Task.sleep(for: .milliseconds(100))
+            if round >= 1, report.held == 0 { break }
+            if report.held > 0 { try await Task.sleep(for: .milliseconds(100)) }
         }
         return total
     }
