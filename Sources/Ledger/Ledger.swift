@@ -43,9 +43,9 @@ public final class Ledger: Sendable {
     public let viewOf: UInt64?
     /// Signs the tree heads.
     let signingKey: SigningKey
-    /// Called after each erasure once the projections are rebuilt (the store drops the
-    /// ledger's point-in-time views, built from the log before it).
-    package let afterErasure = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Called after each erasure, with its report and reason (the store journals it and drops
+    /// the ledger's point-in-time views, built from the log before it).
+    package let afterErasure = Mutex<(@Sendable (ErasureReport, String) throws -> Void)?>(nil)
 
     init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger, viewOf: UInt64? = nil) throws {
         self.id = id

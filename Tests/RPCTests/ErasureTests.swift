@@ -225,4 +225,50 @@ struct ErasureTests {
             #expect(try server.ledger.replay().identical)
         }
     }
+
+    @Test("a backup taken before an erasure and restored after it comes back without the erased values (the erasure journal); a ledger erased whole is never restored")
+    func backupsCannotBringValuesBack() async throws {
+        try await withTestServer { server in
+            let cli = AuthCLITests.executable
+            let owner = server.client()
+            let dataDir = server.directory.path
+            let marker = "backup-marker-\(UUID().uuidString)"
+            let secret = Samples.heartRate(166, at: 0, metadata: ["marker": .string(marker)])
+            let kept = Samples.heartRate(66, at: 60)
+            try await owner.save([secret, kept])
+            let before = server.directory.appending(path: "backup-before")
+            let backedUp = try await runProcess(cli, ["backup", "alice", before.path, "--data-dir", dataDir])
+            #expect(backedUp.status == 0, "\(backedUp.error)")
+            #expect(try Self.file(before.appending(path: "data.mdb"), contains: marker))
+
+            try await owner.erase(.objects([secret.uuid]), reason: "asked")
+            let journal = server.directory.appending(path: "erasures/alice.jsonl")
+            #expect(try String(contentsOf: journal, encoding: .utf8).contains(secret.uuid.uuidString))
+
+            let restored = try await runProcess(cli, ["restore", before.path, "--as", "alice-restored", "--data-dir", dataDir])
+            #expect(restored.status == 0, "\(restored.output) \(restored.error)")
+            let copy = server.directory.appending(path: "ledgers/alice-restored/data.mdb")
+            #expect(try !Self.file(copy, contains: marker))
+            let verified = try await runProcess(cli, ["verify", "alice-restored", "--data-dir", dataDir])
+            #expect(verified.status == 0 && verified.output.contains("projections equal a fresh replay"), "\(verified.output) \(verified.error)")
+            let store = try LedgerStore(directory: server.directory)
+            let restoredLedger = try store.ledger("alice-restored")
+            #expect(try restoredLedger.object(with: secret.uuid, as: .owner) == nil)
+            #expect(try restoredLedger.object(with: kept.uuid, as: .owner) != nil)
+
+            // A whole ledger: erased on the data directory, its backups refused from then on.
+            let created = try await runProcess(cli, ["admin", "create-ledger", "carol", "--data-dir", dataDir])
+            #expect(created.status == 0, "\(created.error)")
+            let carolBackup = server.directory.appending(path: "backup-carol")
+            _ = try await runProcess(cli, ["backup", "carol", carolBackup.path, "--data-dir", dataDir])
+            let erasedWhole = try await runProcess(cli, ["admin", "erase-ledger", "carol", "--reason", "left the service", "--data-dir", dataDir])
+            #expect(erasedWhole.status == 0, "\(erasedWhole.error)")
+            #expect(!FileManager.default.fileExists(atPath: server.directory.appending(path: "ledgers/carol").path))
+            let refused = try await runProcess(cli, ["restore", carolBackup.path, "--data-dir", dataDir])
+            #expect(refused.status != 0 && refused.error.contains("was erased on") && refused.error.contains("left the service"), "\(refused.error)")
+            // The server has alice open: erasing it whole is refused with the reason.
+            let inUse = try await runProcess(cli, ["admin", "erase-ledger", "alice", "--data-dir", dataDir])
+            #expect(inUse.status != 0 && inUse.error.contains("open in another process") || inUse.error.contains("open in this process"), "\(inUse.error)")
+        }
+    }
 }

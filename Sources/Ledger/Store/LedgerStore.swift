@@ -25,7 +25,7 @@ public final class LedgerStore: Sendable {
     let presented = PresentedCredentials()
     private let creating = Mutex<Set<String>>([])
     /// Point-in-time views, in `<directory>/views/` (see ``view(of:at:)``).
-    private let views: PointInTimeViews
+    let views: PointInTimeViews
 
     /// Opens (creating if needed) the store in `directory`.
     public init(directory: URL, configuration: LedgerConfiguration = .init(), logger: Logger = Logger(label: "healthledger.store")) throws {
@@ -44,6 +44,9 @@ public final class LedgerStore: Sendable {
     }
 
     var ledgersDirectory: URL { directory.appending(path: "ledgers", directoryHint: .isDirectory) }
+
+    /// What was erased, kept outside the ledgers (and their backups), for restores.
+    var erasureJournal: ErasureJournal { ErasureJournal(store: directory) }
 
     func directory(of id: String) -> URL { ledgersDirectory.appending(path: id, directoryHint: .isDirectory) }
 
@@ -100,9 +103,17 @@ public final class LedgerStore: Sendable {
             let ledger = try Self.process.ledger(at: url) {
                 try Ledger(id: id, directory: url, configuration: configuration, logger: logger)
             }
-            // Views were built from the log before an erasure: they go with it.
-            let views = self.views
-            ledger.afterErasure.withLock { $0 = { views.discard(ledgerID: id) } }
+            // Views were built from the log before an erasure: they go with it. The journal
+            // keeps what was erased outside the ledger's backups, for restores.
+            let (views, journal) = (self.views, erasureJournal)
+            ledger.afterErasure.withLock {
+                $0 = { report, reason in
+                    views.discard(ledgerID: id)
+                    try journal.append(
+                        ErasureJournal.Entry(time: Date(), sequence: report.sequence, objects: report.erasedObjects, reason: reason, ledgerErased: nil),
+                        ledger: id)
+                }
+            }
             open[id] = ledger
             return ledger
         }

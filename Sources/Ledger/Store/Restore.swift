@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Logging
 
 extension LedgerStore {
     /// Restores a ledger from the backup in `backup` (made by ``Ledger/backup(to:)``).
@@ -62,6 +63,7 @@ extension LedgerStore {
                 if let problem = verification.problem {
                     throw LedgerFailure.corrupted("the backup in \(backup.path) does not verify, so nothing was restored: \(problem)")
                 }
+                try applyErasures(toRestored: staging, id: id, from: manifest.ledgerID)
                 try afterVerifying()
                 if exists {
                     // Copying and verifying may take minutes, and a server opens a ledger when
@@ -90,6 +92,22 @@ extension LedgerStore {
                 throw LedgerFailure(.storage, "cannot restore ledger '\(id)' from \(backup.path): \(error.localizedDescription)", cause: error)
             }
         }
+    }
+
+    /// Erases from a restored copy, before it is installed, what the store's erasure journal
+    /// says was erased from the ledger it comes from (`origin`) or the one it becomes (`id`);
+    /// refuses a copy of a ledger erased whole.
+    private func applyErasures(toRestored staging: URL, id: String, from origin: String) throws {
+        let entries = try Set([origin, id]).sorted().flatMap { try erasureJournal.entries(of: $0) }.sorted { $0.time < $1.time }
+        if let whole = entries.first(where: { $0.ledgerErased == true }) {
+            throw LedgerFailure(
+                .failedPrecondition,
+                "ledger '\(origin)' was erased on \(whole.time.formatted(.iso8601)) (\(whole.reason)): a backup of it must not bring it back, so nothing was restored")
+        }
+        guard !entries.isEmpty else { return }
+        let ledger = try Ledger(id: id, directory: staging, configuration: LedgerConfiguration(followInterval: nil), logger: logger)
+        let erased = try ledger.applyErasureJournal(entries)
+        if erased > 0 { logger.notice("erased again what the erasure journal names", metadata: ["ledger.id": "\(id)", "ledger.erasure.objects": "\(erased)"]) }
     }
 
     /// Throws `storage` when ledger `id` is open in this process or another one.

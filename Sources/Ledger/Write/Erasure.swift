@@ -27,6 +27,8 @@ public struct ErasureReport: Sendable, Hashable {
     /// erasure returned (scrubbed by the next erasure or ``Ledger/scrubFreePages()``).
     public var scrubbedPages: Int
     public var heldPages: Int
+    /// Every object erased, for the store's erasure journal.
+    package var erasedObjects: [UUID] = []
 }
 
 extension Ledger {
@@ -78,12 +80,12 @@ extension Ledger {
         }
         guard report.sequence > 0 else { return report }
         try await committer.exclusive { try self.rebuildAfterErasure() }
-        afterErasure.withLock { $0 }?()
         let scrub = try await scrubFreePages()
         (report.scrubbedPages, report.heldPages) = (scrub.scrubbed, scrub.held)
         logger.notice(
             "erased objects", metadata: ["ledger.erasure.sequence": "\(report.sequence)", "ledger.erasure.objects": "\(report.objects)",
                 "ledger.erasure.events": "\(report.events)", "ledger.erasure.held_pages": "\(scrub.held)"])
+        try afterErasure.withLock { $0 }?(report, reason)
         return report
     }
 
@@ -106,6 +108,42 @@ extension Ledger {
             if report.held > 0 { try await Task.sleep(for: .milliseconds(100)) }
         }
         return total
+    }
+
+    /// Erases the journal's objects still held by this ledger, which no one else has open (a
+    /// restored backup before it is installed): the same steps as ``erase(_:reason:by:)``,
+    /// without the committer. Objects the backup never had, or already erased, are skipped.
+    /// - Returns: the objects erased.
+    func applyErasureJournal(_ entries: [ErasureJournal.Entry]) throws -> Int {
+        var erased = 0
+        for entry in entries where entry.ledgerErased != true {
+            let present = try read { snapshot in
+                try entry.objects.filter { uuid in
+                    if try StoredObject.load(uuid.bytes, in: snapshot) != nil { return true }
+                    guard let stored = try snapshot.get(uuid.bytes, in: snapshot.databases.tombstones) else { return false }
+                    return try Tombstone(uuid: uuid, stored: stored, type: "").reason != .erased
+                }
+            }
+            guard !present.isEmpty else { continue }
+            let when = entry.time.formatted(.iso8601)
+            let reason = String("\(entry.reason) (erased on \(when), applied again to a restored backup)".utf8.prefix(Self.maximumErasureReasonLength)) ?? entry.reason
+            let report = try environment.write { txn in
+                let context = try WriteContext(txn: txn, databases: databases, projector: Projector(databases: databases, units: SummaryCache()), now: Date())
+                let report = try eraseInTransaction(.objects(present), reason: reason, by: .system, in: context)
+                try context.finish()
+                return report
+            }
+            guard report.sequence > 0 else { continue }
+            erased += report.objects
+            try rebuildAfterErasure()
+        }
+        if erased > 0 {
+            for round in 0..<2 {
+                try environment.write { txn in try txn.put(KeyEncoding.sequenceKey(UInt64(round)), forKey: Self.scrubMarkKey, in: databases.meta) }
+                _ = try environment.scrubFreePages()
+            }
+        }
+        return erased
     }
 
     /// Places or lifts a legal hold: while one is placed, erasure is refused with
@@ -161,7 +199,8 @@ extension Ledger {
         }
         try context.txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.erasureRebuildKey, in: databases.meta)
         return ErasureReport(
-            objects: found.count { $0.object != nil }, events: events.count, sequence: sequence, scrubbedPages: 0, heldPages: 0)
+            objects: found.count { $0.object != nil }, events: events.count, sequence: sequence, scrubbedPages: 0, heldPages: 0,
+            erasedObjects: found.compactMap { $0.object?.uuid })
     }
 
     /// The UUIDs `selection` names that `principal` may erase.

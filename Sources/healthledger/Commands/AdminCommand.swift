@@ -17,7 +17,7 @@ struct AdminCommand: AsyncParsableCommand {
             """,
         subcommands: [
             CreateLedger.self, ListLedgers.self, IssueOwnerCredential.self, IssueAppCredential.self, RevokeCredential.self, ListCredentials.self,
-            IssueOperatorCredential.self, RevokeOperatorCredential.self, ListOperatorCredentials.self, Hold.self, ReleaseHold.self,
+            IssueOperatorCredential.self, RevokeOperatorCredential.self, ListOperatorCredentials.self, Hold.self, ReleaseHold.self, EraseLedger.self,
         ])
 
     /// Where an admin command acts: the data directory, or the server.
@@ -146,6 +146,26 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             do { try store.openStore().ledger(ledger).setLegalHold(reason: nil) } catch { throw fail(error) }
             print("released \(ledger)")
+        }
+    }
+
+    struct EraseLedger: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "erase-ledger",
+            abstract: "Erase a whole ledger, for a person who leaves (on the data directory, with the server stopped).",
+            discussion: """
+                The ledger's data file is overwritten with zeros and its directory removed. The \
+                erasure is recorded in the data directory's erasure journal (erasures/LEDGER.jsonl), \
+                so that `healthledger restore` refuses every backup of it. Backups elsewhere still \
+                hold it: see Deploy/README.md, "Erasure and backups".
+                """)
+        @OptionGroup var store: StoreOptions
+        @Argument(help: "The ledger id.") var ledger: String
+        @Option(help: "Why (recorded in the erasure journal).") var reason = ""
+
+        func run() async throws {
+            do { try store.openStore().eraseLedger(ledger, reason: reason) } catch { throw fail(error) }
+            print("erased ledger \(ledger)")
         }
     }
 
