@@ -45,8 +45,8 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
-    /// The raw `MDB_env*`.
-    let handle: OpaquePointer
+    /// The raw `MDB_env*`; replaced only by ``reopen()``, holding ``resizeLock`` exclusively.
+    private(set) var handle: OpaquePointer
     public let path: String
     private let options: Options
     /// Held shared by every transaction, exclusively while the map is resized.
@@ -59,20 +59,7 @@ public final class Environment: @unchecked Sendable {
 
     /// Opens (creating if needed) the environment in directory `path`.
     public init(path: String, options: Options = Options()) throws {
-        var env: OpaquePointer?
-        try check(mdb_env_create(&env), "mdb_env_create")
-        guard let env else { throw LMDBError(MDB_PANIC, "mdb_env_create") }
-        do {
-            try check(mdb_env_set_maxdbs(env, options.maxDatabases), "mdb_env_set_maxdbs")
-            try check(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
-            try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
-            var flags = UInt32(MDB_NOTLS)
-            if !options.durable { flags |= UInt32(MDB_NOSYNC) }
-            try check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open(\(path))")
-        } catch {
-            mdb_env_close(env)
-            throw error
-        }
+        let env = try Self.open(path: path, options: options, mapSize: options.mapSize)
         self.handle = env
         self.path = path
         self.options = options
@@ -80,6 +67,58 @@ public final class Environment: @unchecked Sendable {
         mdb_env_info(env, &info)
         // Another process may have grown the map beyond what we asked for.
         self.mapSize = Mutex(max(options.mapSize, info.me_mapsize))
+    }
+
+    private static func open(path: String, options: Options, mapSize: Int) throws -> OpaquePointer {
+        var env: OpaquePointer?
+        try check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw LMDBError(MDB_PANIC, "mdb_env_create") }
+        do {
+            try check(mdb_env_set_maxdbs(env, options.maxDatabases), "mdb_env_set_maxdbs")
+            try check(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
+            try check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
+            var flags = UInt32(MDB_NOTLS)
+            if !options.durable { flags |= UInt32(MDB_NOSYNC) }
+            try check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open(\(path))")
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        return env
+    }
+
+    /// Closes the environment and opens it again on the same file, once no transaction of
+    /// this process is open (paused snapshots are ended; their next read starts a new
+    /// transaction). The databases keep their handles.
+    ///
+    /// LMDB keeps the page buffers of past write transactions for later ones, and copies only
+    /// the used parts of a page into a buffer: the rest of the buffer still holds bytes of the
+    /// pages it held before, which later commits write into the unused gaps of new pages. A
+    /// reopened environment starts with no such buffers, so bytes removed before it never come
+    /// back through them.
+    /// - Throws: ``LMDBError`` when the file cannot be opened again, or a database does not
+    ///   get its handle back (the environment is then unusable).
+    public func reopen() throws {
+        try resizeLock.withWriteLock {
+            endSnapshotTransactions()
+            let opened = databases.withLock { $0.values.sorted { $0.dbi < $1.dbi } }
+            mdb_env_close(handle)
+            handle = try Self.open(path: path, options: options, mapSize: mapSize.withLock { $0 })
+            let txn = try begin(readOnly: false)
+            do {
+                for database in opened {
+                    var dbi = MDB_dbi()
+                    try check(mdb_dbi_open(txn.handle, database.name, 0, &dbi), "mdb_dbi_open(\(database.name))")
+                    guard dbi == database.dbi else {
+                        throw LMDBError(MDB_BAD_DBI, "database \(database.name) got handle \(dbi) instead of \(database.dbi) on reopening")
+                    }
+                }
+                try txn.commit()
+            } catch {
+                txn.abort()
+                throw error
+            }
+        }
     }
 
     deinit { mdb_env_close(handle) }

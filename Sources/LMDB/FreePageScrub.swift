@@ -36,8 +36,9 @@ extension Environment {
     /// entries of the free list without using them: two rounds of a commit and a scrub leave
     /// no free page unscrubbed but those a reader holds.)
     /// - Throws: ``LMDBError`` when the free list cannot be read or the file written.
-    public func scrubFreePages() throws -> ScrubReport {
-        try releasePausedSnapshots()
+    /// - Parameter zeroingGaps: also zero the unused gaps of live pages (a pass over the whole file).
+    public func scrubFreePages(zeroingGaps: Bool = true) throws -> ScrubReport {
+        releasePausedSnapshots()
         let pageSize = info.pageSize
         var fd: Int32 = -1
         try check(mdb_env_get_fd(handle, &fd), "mdb_env_get_fd")
@@ -85,7 +86,7 @@ extension Environment {
             var header = [UInt8](repeating: 0, count: 16)
             var buffer = [UInt8](repeating: 0, count: pageSize)
             var page = 2
-            let lastPage = info.lastPage
+            let lastPage = zeroingGaps ? info.lastPage : 0
             while page <= lastPage {
                 defer { page += 1 }
                 if free.contains(page) { continue }
@@ -114,8 +115,8 @@ extension Environment {
 
     /// Ends the transactions of this process's paused snapshots (their next read starts a
     /// newer one), waiting for the reads running now.
-    package func releasePausedSnapshots() throws {
-        try resizeLock.withWriteLock { endSnapshotTransactions() }
+    package func releasePausedSnapshots() {
+        resizeLock.withWriteLock { endSnapshotTransactions() }
     }
 
     /// The oldest transaction any reader of any process is reading, from LMDB's reader table.

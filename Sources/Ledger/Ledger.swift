@@ -79,6 +79,7 @@ public final class Ledger: Sendable {
         if viewOf == nil, try read({ snapshot in try snapshot.get(Self.erasureRebuildKey, in: snapshot.databases.meta) != nil }) {
             logger.notice("rebuilding the projections from the log: an erasure's rebuild did not finish")
             try rebuildAfterErasure()
+            try scrubUnshared()
         }
         let recorded = try read { snapshot in try ProjectionLayout.recorded(in: snapshot) }
         guard recorded != ProjectionLayout.current else { return }

@@ -46,9 +46,17 @@ public struct EventLayout {
             let offset = reader.offset
             guard let (field, wireType) = try reader.next() else { break }
             switch (LedgerEventField(rawValue: field), wireType) {
-            case (.bodySalt, .lengthDelimited), (.body, .lengthDelimited):
+            // The salt, then the body, each at most once, and nothing after them: one reading
+            // of the bytes only (a second body would be one the hash does not cover).
+            case (.bodySalt, .lengthDelimited):
+                guard salt == nil, body == nil else { throw ProtoReader.Malformed() }
                 if !headerEnded { (headerLength, headerEnded) = (offset, true) }
-                if field == LedgerEventField.body.rawValue { body = try reader.bytes() } else { salt = try reader.bytes() }
+                salt = try reader.bytes()
+                continue
+            case (.body, .lengthDelimited):
+                guard body == nil else { throw ProtoReader.Malformed() }
+                if !headerEnded { (headerLength, headerEnded) = (offset, true) }
+                body = try reader.bytes()
                 continue
             case (.sequence, .varint): sequence = try reader.varint()
             case (.formatVersion, .varint): formatVersion = UInt32(truncatingIfNeeded: try reader.varint())
@@ -125,10 +133,11 @@ public struct EventLayout {
 /// commitment, by an erasure event later in the log (docs/LEDGER.md, "Events and the hash
 /// chain"); the ledger's `verify` and `verify --events` on an export both apply it.
 public struct ErasureAccount: Sendable {
-    /// Erased events: sequence → commitment (format 2) or hash (format 1).
-    private var erased: [UInt64: [UInt8]] = [:]
-    /// Events named by erasure events: sequence → (commitment, the erasure event).
-    private var named: [UInt64: (commitment: [UInt8], by: UInt64)] = [:]
+    /// Erased events: sequence → commitment (format 2) or hash (format 1), and for format 1
+    /// the SHA-256 of the stored bytes left.
+    private var erased: [UInt64: (commitment: [UInt8], stored: [UInt8]?)] = [:]
+    /// Events named by erasure events: sequence → (commitment, stored bytes' SHA-256, the erasure event).
+    private var named: [UInt64: (commitment: [UInt8], stored: [UInt8], by: UInt64)] = [:]
 
     public init() {}
 
@@ -137,14 +146,17 @@ public struct ErasureAccount: Sendable {
     /// header commits to, an erasure record that does not decode or names a later event).
     public mutating func note(_ layout: EventLayout, stored: UnsafeRawBufferPointer, sequence: UInt64) -> String? {
         guard layout.bodyMatchesCommitment else { return "its body does not match the commitment in its header" }
-        if layout.isErased { erased[sequence] = layout.erasureCommitment(of: stored) }
+        if layout.isErased {
+            let left = layout.formatVersion == EventLayout.legacyFormat ? Self.sha256(stored) : nil
+            erased[sequence] = (layout.erasureCommitment(of: stored), left)
+        }
         guard layout.kind == UInt64(Healthledger_V1_EventKind.objectsErased.rawValue), !layout.isErased else { return nil }
         guard let record = try? Healthledger_V1_ObjectsErased(serializedBytes: Array(layout.body ?? UnsafeRawBufferPointer(start: nil, count: 0))) else {
             return "its erasure record does not decode"
         }
         for event in record.events {
             guard event.sequence < sequence else { return "it names event \(event.sequence), which is not before it" }
-            named[event.sequence] = (Array(event.commitment), sequence)
+            named[event.sequence] = (Array(event.commitment), Array(event.erasedStoredSha256), sequence)
         }
         return nil
     }
@@ -156,12 +168,23 @@ public struct ErasureAccount: Sendable {
 
     /// The first erased event that no later erasure event names with its commitment.
     public var firstUnaccounted: (sequence: UInt64, reason: String)? {
-        for (sequence, commitment) in erased.sorted(by: { $0.key < $1.key }) {
+        for (sequence, event) in erased.sorted(by: { $0.key < $1.key }) {
             guard let naming = named[sequence] else { return (sequence, "its body is missing and no erasure event names it") }
-            guard naming.commitment == commitment else {
+            guard naming.commitment == event.commitment else {
                 return (sequence, "its body is missing, and erasure event \(naming.by) names it with another commitment")
+            }
+            // A format-1 event's hash is its erased_hash: the erasure event vouches for the rest.
+            if let left = event.stored, left != naming.stored {
+                return (sequence, "its header is not the one erasure event \(naming.by) left")
             }
         }
         return nil
+    }
+
+    /// SHA-256 of `bytes`.
+    public static func sha256(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(bufferPointer: bytes)
+        return Array(hasher.finalize())
     }
 }

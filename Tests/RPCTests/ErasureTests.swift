@@ -271,4 +271,28 @@ struct ErasureTests {
             #expect(inUse.status != 0 && inUse.error.contains("open in another process") || inUse.error.contains("open in this process"), "\(inUse.error)")
         }
     }
+
+    @Test("an erased correlation is reported gone to an app that may read one of its member types, and hidden from one that may not")
+    func erasedCorrelationsForApps() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let energy = CorrelationRPCTests.energy
+            let protein = try QuantityType("HKQuantityTypeIdentifierDietaryProtein")
+            let (source, credential) = try await server.addApp("com.example.diet", name: "Diet", share: [energy.objectType])
+            let app = server.client(credential)
+            _ = try await app.requestAuthorization(toShare: [], read: [energy.objectType])
+            try await owner.decideAuthorization(app: source.bundleIdentifier, type: energy.objectType, direction: .read, decision: .granted)
+            let anchor = try await app.result(for: AnchoredObjectQueryDescriptor(type: CorrelationType.food.objectType)).newAnchor
+            func meal(_ type: QuantityType, _ quantity: Quantity) -> Correlation {
+                Correlation(type: .food, start: Samples.base, end: Samples.base, objects: [QuantitySample(type: type, quantity: quantity, start: Samples.base, end: Samples.base)])
+            }
+            let hidden = meal(protein, try Quantity(30, "g"))
+            let seen = meal(energy, try Quantity(90, "kcal"))
+            try await owner.save([.correlation(hidden), .correlation(seen)])
+            #expect(try await owner.erase(.objects([hidden.uuid, seen.uuid])).objects == 4)
+            let gone = try await app.result(for: AnchoredObjectQueryDescriptor(type: CorrelationType.food.objectType, anchor: anchor))
+            #expect(gone.addedObjects.isEmpty && gone.deletedObjects.map(\.uuid) == [seen.uuid], "the hidden meal's erasure stays hidden")
+            #expect(try server.ledger.verify().isValid)
+        }
+    }
 }

@@ -26,12 +26,14 @@ struct LedgerBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("concurrent-saves"), help: "Single-sample saves in the concurrent scenario.") var concurrentSaves = 20_000
     @Option(name: .customLong("sequential-saves"), help: "Single-sample saves by one client, one after another.") var sequentialSaves = 2_000
     @Option(help: "Rounds per scenario; medians are reported.") var rounds = 5
+    @Option(name: .customLong("erase"), help: "erasure: samples to erase from the ingest ledger.") var erase = 10_000
     @Option(help: "The reference script (raw LMDB and TCP limits).") var limits = "../shared/tools/limits.sh"
     @Option(name: .customLong("work-dir"), help: "Scratch directory (default: a temporary one).") var workDirectory: String?
     @Option(name: .customLong("denied-own"), help: "denied-read: the app's own samples.") var deniedOwn = 1_000
     @Option(name: .customLong("denied-others"), help: "denied-read: other sources' samples next to them.") var deniedOthers = 1_000_000
     @Option(help: """
-        Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, predicates, history.
+        Scenarios to run, comma-separated: ingest, concurrent, sequential, replay (needs ingest), denied-read, predicates, history, \
+        erasure (needs ingest; not run by default: it changes the ingest ledger).
         """)
     var only = "ingest,concurrent,sequential,replay,denied-read,predicates,history"
 
@@ -153,6 +155,11 @@ struct LedgerBenchCommand: AsyncParsableCommand {
         }
         report("replay (rebuild all projections; digest comparison not timed)", median(replayRates), "events/s", reference.scan, "raw LMDB cursor scan")
         report("verify (hash chain)", median(verifyRates), "events/s", reference.scan, "raw LMDB cursor scan")
+        }
+
+        // 4b. Erasure of part of the ingest ledger, online.
+        if wants("erasure") {
+            try await ErasureBench(ledger: ingest, count: erase, sample: sample).run()
         }
 
         // 5. A read-denied app's reads: their cost must not depend on others' data.

@@ -43,12 +43,16 @@ public enum EventBody: Sendable, Hashable {
         public var sourceName: String
         public var startUs: Int64
         public var endUs: Int64
+        /// A correlation's members' types.
+        public var memberTypes: [String] = []
     }
 
-    /// An event an erasure emptied, with its commitment (format 2) or hash (format 1).
+    /// An event an erasure emptied, with its commitment (format 2) or hash (format 1), and for
+    /// format 1 the SHA-256 of its stored bytes once erased.
     public struct ErasedEvent: Sendable, Hashable {
         public var sequence: UInt64
         public var commitment: [UInt8]
+        public var erasedStoredSHA256: [UInt8] = []
     }
 
     /// A per-object read request's type and optional date range (microseconds).
@@ -181,10 +185,11 @@ public enum EventBody: Sendable, Hashable {
             let objects = try erased.objects.map { object in
                 ErasedObject(
                     uuid: try uuid(object.uuid), type: object.type, sourceBundle: object.source.bundleIdentifier, sourceName: object.source.name,
-                    startUs: object.startUs, endUs: object.endUs)
+                    startUs: object.startUs, endUs: object.endUs, memberTypes: object.memberTypes)
             }
             return .objectsErased(
-                reason: erased.reason, objects: objects, events: erased.events.map { ErasedEvent(sequence: $0.sequence, commitment: Array($0.commitment)) })
+                reason: erased.reason, objects: objects,
+                events: erased.events.map { ErasedEvent(sequence: $0.sequence, commitment: Array($0.commitment), erasedStoredSHA256: Array($0.erasedStoredSha256)) })
         }
     }
 
@@ -200,9 +205,14 @@ public enum EventBody: Sendable, Hashable {
                 $0.source.name = object.sourceName
                 $0.startUs = object.startUs
                 $0.endUs = object.endUs
+                $0.memberTypes = object.memberTypes
             }
         }
-        body.events = events.map { event in Healthledger_V1_ObjectsErased.ErasedEvent.with { ($0.sequence, $0.commitment) = (event.sequence, Data(event.commitment)) } }
+        body.events = events.map { event in
+            Healthledger_V1_ObjectsErased.ErasedEvent.with {
+                ($0.sequence, $0.commitment, $0.erasedStoredSha256) = (event.sequence, Data(event.commitment), Data(event.erasedStoredSHA256))
+            }
+        }
         return try body.serializedBytes()
     }
 

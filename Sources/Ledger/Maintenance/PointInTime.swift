@@ -166,9 +166,13 @@ final class PointInTimeViews: Sendable {
 
     /// Drops every view of ledger `ledgerID` and removes its files (after an erasure).
     func discard(ledgerID: String) {
-        let removed = entries.withLock { entries -> [URL] in
-            let keys = entries.keys.filter { $0.hasPrefix("\(ledgerID)/") }
-            return keys.compactMap { entries.removeValue(forKey: $0)?.location }
+        // Holding `building`: a view being built from a snapshot before the erasure is in the
+        // entries by now, and goes too.
+        let removed = building.withLock { _ in
+            entries.withLock { entries -> [URL] in
+                let keys = entries.keys.filter { $0.hasPrefix("\(ledgerID)/") }
+                return keys.compactMap { entries.removeValue(forKey: $0)?.location }
+            }
         }
         for location in removed { remove(location) }
     }

@@ -62,12 +62,28 @@ final class CorrelationAssembler {
     /// be told that the correlation deleted by event `sequence` is gone: when it saved it, or
     /// when one of its members was of a type the reader may read. The members are deleted just
     /// before their correlation, in the same commit (reason `correlationDeleted`), so their
-    /// delete events, right before `sequence`, name their types.
+    /// delete events, right before `sequence`, name their types; an erased correlation's
+    /// erasure event names them.
     func deletionVisible(_ uuid: [UInt8], at sequence: UInt64, app: String) throws -> Bool {
         // Still stored: not a deletion but one the reader saw and may no longer read (it
         // is told so when its scope narrows).
         guard let stored = try snapshot.get(uuid, in: snapshot.databases.tombstones) else { return true }
-        if try Tombstone(uuid: UUID(bytes: uuid)!, stored: stored, type: "").sourceBundle == app { return true }
+        let tombstone = try Tombstone(uuid: UUID(bytes: uuid)!, stored: stored, type: "")
+        if tombstone.sourceBundle == app { return true }
+        if tombstone.reason == .erased {
+            // Its erasure event names its members' types.
+            let event = try LedgerEvent(stored: try Ledger.storedEvent(tombstone.sequence, in: snapshot))
+            guard case .objectsErased(_, let objects, _) = try event.decodedBody(), let erased = objects.first(where: { $0.uuid.bytes == uuid }) else {
+                return false
+            }
+            for type in Set(erased.memberTypes) {
+                let code = TypeCatalogue.code(of: type)
+                let scope = try scopes[code] ?? ReadScope(principal, type: try Ledger.objectType(code: code), in: snapshot)
+                scopes[code] = scope
+                if scope.all { return true }
+            }
+            return false
+        }
         var previous = sequence
         while previous > 1 {
             previous -= 1

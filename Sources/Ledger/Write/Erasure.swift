@@ -27,6 +27,8 @@ public struct ErasureReport: Sendable, Hashable {
     /// erasure returned (scrubbed by the next erasure or ``Ledger/scrubFreePages()``).
     public var scrubbedPages: Int
     public var heldPages: Int
+    /// Live pages whose unused gap held stale bytes, overwritten with zeros.
+    public var zeroedGaps = 0
     /// Every object erased, for the store's erasure journal.
     package var erasedObjects: [UUID] = []
 }
@@ -79,13 +81,24 @@ extension Ledger {
             try self.eraseInTransaction(selection, reason: reason, by: principal, in: context)
         }
         guard report.sequence > 0 else { return report }
-        try await committer.exclusive { try self.rebuildAfterErasure() }
-        let scrub = try await scrubFreePages()
-        (report.scrubbedPages, report.heldPages) = (scrub.scrubbed, scrub.held)
+        // Journaled (and the views built before dropped) as soon as it is durable: whatever
+        // fails later, a restore of an older backup erases it again.
+        try afterErasure.withLock { $0 }?(report, reason)
+        try await committer.exclusive {
+            try self.rebuildAfterErasure()
+            // LMDB's reused page buffers still hold erased bytes: from now on, fresh ones.
+            try self.environment.reopen()
+        }
+        do {
+            let scrub = try await scrubFreePages()
+            (report.scrubbedPages, report.heldPages, report.zeroedGaps) = (scrub.scrubbed, scrub.held, scrub.gaps)
+        } catch {
+            // The erasure stands: the next erasure or scrub overwrites what this one left.
+            logger.error("the data file's free pages could not be scrubbed after an erasure", metadata: ["error": "\(error)"])
+        }
         logger.notice(
             "erased objects", metadata: ["ledger.erasure.sequence": "\(report.sequence)", "ledger.erasure.objects": "\(report.objects)",
-                "ledger.erasure.events": "\(report.events)", "ledger.erasure.held_pages": "\(scrub.held)"])
-        try afterErasure.withLock { $0 }?(report, reason)
+                "ledger.erasure.events": "\(report.events)", "ledger.erasure.held_pages": "\(report.heldPages)"])
         return report
     }
 
@@ -96,18 +109,26 @@ extension Ledger {
     /// for up to about three seconds.
     public func scrubFreePages() async throws -> ScrubReport {
         var total = ScrubReport(scrubbed: 0, held: 0)
+        var clean = 0
         for round in 0..<30 {
-            let report = try await committer.exclusive {
-                try self.environment.write { txn in try txn.put(KeyEncoding.sequenceKey(UInt64(round)), forKey: Self.scrubMarkKey, in: self.databases.meta) }
-                return try self.environment.scrubFreePages()
-            }
+            let report = try await committer.exclusive { try self.scrubRound(round, zeroingGaps: false) }
             total.scrubbed += report.scrubbed
-            total.gaps += report.gaps
             total.held = report.held
-            if round >= 1, report.held == 0 { break }
+            // A round's commit may file pages a reader held until then under itself: only two
+            // rounds in a row that find nothing held leave nothing behind.
+            clean = report.held == 0 ? clean + 1 : 0
+            if clean == 2 { break }
             if report.held > 0 { try await Task.sleep(for: .milliseconds(100)) }
         }
+        // The live pages' gaps once, at the end (a pass over the whole file).
+        total.gaps = try await committer.exclusive { try self.environment.scrubFreePages(zeroingGaps: true) }.gaps
         return total
+    }
+
+    /// A commit (so that the pages the last one freed may be scrubbed), then a scrub.
+    private func scrubRound(_ round: Int, zeroingGaps: Bool) throws -> ScrubReport {
+        try environment.write { txn in try txn.put(KeyEncoding.sequenceKey(UInt64(round)), forKey: Self.scrubMarkKey, in: databases.meta) }
+        return try environment.scrubFreePages(zeroingGaps: zeroingGaps)
     }
 
     /// Erases the journal's objects still held by this ledger, which no one else has open (a
@@ -137,12 +158,7 @@ extension Ledger {
             erased += report.objects
             try rebuildAfterErasure()
         }
-        if erased > 0 {
-            for round in 0..<2 {
-                try environment.write { txn in try txn.put(KeyEncoding.sequenceKey(UInt64(round)), forKey: Self.scrubMarkKey, in: databases.meta) }
-                _ = try environment.scrubFreePages()
-            }
-        }
+        if erased > 0 { try scrubUnshared() }
         return erased
     }
 
@@ -168,7 +184,15 @@ extension Ledger {
     /// the erased log's only after a rebuild), and clears the mark the erasure left.
     func rebuildAfterErasure() throws {
         _ = try replay(install: true)
-        try environment.write { txn in try txn.delete(Self.erasureRebuildKey, in: databases.meta) }
+        _ = try environment.write { txn in try txn.delete(Self.erasureRebuildKey, in: databases.meta) }
+    }
+
+    /// Scrubs the data file of a ledger no one else writes (a restored copy, a ledger being
+    /// opened): with fresh page buffers, two rounds, and the gaps in the last.
+    func scrubUnshared() throws {
+        try environment.reopen()
+        _ = try scrubRound(0, zeroingGaps: false)
+        _ = try scrubRound(1, zeroingGaps: true)
     }
 
     private func eraseInTransaction(_ selection: ErasureSelection, reason: String, by principal: Principal, in context: WriteContext) throws -> ErasureReport {
@@ -219,6 +243,7 @@ extension Ledger {
                     let tombstone = try Tombstone(uuid: uuid, stored: stored, type: "")
                     // Another source's deleted object is as unknown to an app as a hidden live one.
                     if let appBundle, tombstone.sourceBundle != appBundle { throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids") }
+                    if appBundle != nil { try requireSharing(try objectType(code: KeyEncoding.uint32(stored, at: 8)), by: principal, in: context) }
                     if tombstone.reason == .erased { continue }
                 } else {
                     throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids")
@@ -251,15 +276,24 @@ extension Ledger {
                     }
                 }
             }
+            var types = Set<UInt32>()
             try context.txn.withCursor(on: context.databases.tombstones) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
                     if let uuid = UUID(bytes: Array(current.key)) {
                         let tombstone = try Tombstone(uuid: uuid, stored: current.value, type: "")
-                        if tombstone.sourceBundle == bundle, tombstone.reason != .erased { targets.insert(Array(current.key)) }
+                        if tombstone.sourceBundle == bundle, tombstone.reason != .erased {
+                            targets.insert(Array(current.key))
+                            types.insert(KeyEncoding.uint32(current.value, at: 8))
+                        }
                     }
                     entry = try cursor.next()
                 }
+            }
+            // An app erases what it may share, as it deletes.
+            if appBundle != nil {
+                for uuid in targets { if let stored = try StoredObject.load(uuid, in: context.reads) { types.insert(stored.type) } }
+                for code in types.sorted() { try requireSharing(try objectType(code: code), by: principal, in: context) }
             }
         }
         return targets
@@ -301,12 +335,18 @@ extension Ledger {
         try walk { sequence, layout, stored in
             // An earlier erasure's own record stays: it holds no value, and the chain needs it.
             guard layout.kind != erasure, let uuid = layout.objectUUID.map(Array.init), erasing.contains(uuid) else { return }
-            events[uuid, default: []].append(EventBody.ErasedEvent(sequence: sequence, commitment: layout.erasureCommitment(of: stored)))
+            var event = EventBody.ErasedEvent(sequence: sequence, commitment: layout.erasureCommitment(of: stored))
+            if layout.formatVersion == EventLayout.legacyFormat {
+                event.erasedStoredSHA256 = try EventLayout.erased(stored).withUnsafeBytes { ErasureAccount.sha256($0) }
+            }
+            events[uuid, default: []].append(event)
             guard layout.kind == saved, let body = layout.body else { return }
             let summary = try ObjectSummary(encoded: body, units: units)
             objects[uuid] = EventBody.ErasedObject(
                 uuid: UUID(bytes: summary.uuid)!, type: summary.type, sourceBundle: summary.sourceBundle, sourceName: summary.sourceName,
-                startUs: summary.startUs, endUs: summary.endUs)
+                startUs: summary.startUs, endUs: summary.endUs,
+                // Saved before their correlation: their types are known by now.
+                memberTypes: summary.members.compactMap { objects[$0]?.type })
         }
         return events.keys.sorted { $0.lexicographicallyPrecedes($1) }.map { (objects[$0], events[$0]!) }
     }

@@ -754,6 +754,10 @@ public nonisolated struct Healthledger_V1_ObjectsErased: Sendable {
 
     public var endUs: Int64 = 0
 
+    /// A correlation's: its members' types, in the order of its members (who may learn of its
+    /// erasure depends on them).
+    public var memberTypes: [String] = []
+
     public var unknownFields = SwiftProtobuf.UnknownStorage()
 
     public init() {}
@@ -770,6 +774,10 @@ public nonisolated struct Healthledger_V1_ObjectsErased: Sendable {
 
     /// The event's body_commitment (format 2), or its hash (format 1).
     public var commitment: Data = Data()
+
+    /// Format 1: SHA-256 of the event's stored bytes once erased (its header fields and
+    /// erased_hash), which its hash no longer covers.
+    public var erasedStoredSha256: Data = Data()
 
     public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1502,7 +1510,7 @@ nonisolated extension Healthledger_V1_ObjectsErased: SwiftProtobuf.Message, Swif
 
 nonisolated extension Healthledger_V1_ObjectsErased.ErasedObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = Healthledger_V1_ObjectsErased.protoMessageName + ".ErasedObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{1}source\0\u{3}start_us\0\u{3}end_us\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{1}source\0\u{3}start_us\0\u{3}end_us\0\u{3}member_types\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1515,6 +1523,7 @@ nonisolated extension Healthledger_V1_ObjectsErased.ErasedObject: SwiftProtobuf.
       case 3: try { try decoder.decodeSingularMessageField(value: &self._source) }()
       case 4: try { try decoder.decodeSingularSInt64Field(value: &self.startUs) }()
       case 5: try { try decoder.decodeSingularSInt64Field(value: &self.endUs) }()
+      case 6: try { try decoder.decodeRepeatedStringField(value: &self.memberTypes) }()
       default: break
       }
     }
@@ -1540,6 +1549,9 @@ nonisolated extension Healthledger_V1_ObjectsErased.ErasedObject: SwiftProtobuf.
     if self.endUs != 0 {
       try visitor.visitSingularSInt64Field(value: self.endUs, fieldNumber: 5)
     }
+    if !self.memberTypes.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.memberTypes, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1549,6 +1561,7 @@ nonisolated extension Healthledger_V1_ObjectsErased.ErasedObject: SwiftProtobuf.
     if lhs._source != rhs._source {return false}
     if lhs.startUs != rhs.startUs {return false}
     if lhs.endUs != rhs.endUs {return false}
+    if lhs.memberTypes != rhs.memberTypes {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1556,7 +1569,7 @@ nonisolated extension Healthledger_V1_ObjectsErased.ErasedObject: SwiftProtobuf.
 
 nonisolated extension Healthledger_V1_ObjectsErased.ErasedEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = Healthledger_V1_ObjectsErased.protoMessageName + ".ErasedEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}commitment\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}commitment\0\u{3}erased_stored_sha256\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1566,6 +1579,7 @@ nonisolated extension Healthledger_V1_ObjectsErased.ErasedEvent: SwiftProtobuf.M
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
       case 2: try { try decoder.decodeSingularBytesField(value: &self.commitment) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.erasedStoredSha256) }()
       default: break
       }
     }
@@ -1578,12 +1592,16 @@ nonisolated extension Healthledger_V1_ObjectsErased.ErasedEvent: SwiftProtobuf.M
     if !self.commitment.isEmpty {
       try visitor.visitSingularBytesField(value: self.commitment, fieldNumber: 2)
     }
+    if !self.erasedStoredSha256.isEmpty {
+      try visitor.visitSingularBytesField(value: self.erasedStoredSha256, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Healthledger_V1_ObjectsErased.ErasedEvent, rhs: Healthledger_V1_ObjectsErased.ErasedEvent) -> Bool {
     if lhs.sequence != rhs.sequence {return false}
     if lhs.commitment != rhs.commitment {return false}
+    if lhs.erasedStoredSha256 != rhs.erasedStoredSha256 {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
