@@ -302,7 +302,7 @@ public final class HealthStore: Sendable {
         public var objects: Int
         /// Events whose bodies were erased.
         public var events: Int
-        /// The erasure event's sequence (0 when nothing was left to erase).
+        /// The last erasure event's sequence (one event per object; 0 when nothing was left to erase).
         public var sequence: UInt64
     }
 

@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 import SwiftProtobuf
 
 /// Where an event's stored bytes keep what its hash covers, and what can be erased
@@ -103,15 +104,26 @@ public struct EventLayout {
     /// covered by the hash itself).
     public var bodyMatchesCommitment: Bool {
         guard formatVersion == Self.currentFormat, let salt, let commitment else { return true }
-        return Self.commitment(salt: salt, body: body ?? UnsafeRawBufferPointer(start: nil, count: 0)).elementsEqual(commitment)
+        var hasher = SHA256()
+        hasher.update(bufferPointer: salt)
+        if let body { hasher.update(bufferPointer: body) }
+        // Compared in place: verify checks every event, and an array each would cost more than the hash.
+        return hasher.finalize().withUnsafeBytes { digest in
+            digest.count == commitment.count && memcmp(digest.baseAddress!, commitment.baseAddress!, digest.count) == 0
+        }
     }
 
     /// SHA-256(salt ‖ body).
     public static func commitment(salt: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) -> [UInt8] {
+        commitmentDigest(salt: salt, body: body).withUnsafeBytes { Array($0) }
+    }
+
+    /// SHA-256(salt ‖ body), as the digest (no array).
+    public static func commitmentDigest(salt: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) -> SHA256Digest {
         var hasher = SHA256()
         hasher.update(bufferPointer: salt)
         hasher.update(bufferPointer: body)
-        return Array(hasher.finalize())
+        return hasher.finalize()
     }
 
     /// The stored bytes of the event once erased: its header alone (format 2), or its header

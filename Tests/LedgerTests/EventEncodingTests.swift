@@ -21,10 +21,11 @@ struct EventEncodingTests {
             (1 << 40, Int64.min, "HKWorkoutTypeIdentifier", UUID.random().bytes),
         ] {
             let previous = (0..<32).map { _ in UInt8.random(in: 0...255) }
-            let salt = (0..<16).map { _ in UInt8.random(in: 0...255) }
+            let saltDigest = EventCodec.salt(seed: (0..<32).map { _ in UInt8.random(in: 0...255) }, sequence: sequence)
+            let salt = Array(saltDigest.prefix(16))
             let (stored, hash) = EventCodec.encode(
                 sequence: sequence, previousHash: previous, commitTimeUs: time, actor: actor, kind: .objectSaved,
-                objectType: type, objectUUID: uuid, body: body, salt: salt)
+                objectType: type, objectUUID: uuid, body: body, salt: saltDigest)
             var message = Healthledger_V1_LedgerEvent()
             message.previousHash = Data(previous)
             message.sequence = sequence

@@ -23,18 +23,26 @@ struct ErasureBench {
             start: Date(timeIntervalSince1970: 1_600_000_000 + Double(firstMinute) * 60), duration: Double(count) * 60)
         let query = SampleQuery(type: heartRate, interval: DateInterval(start: Date(timeIntervalSince1970: 1_600_000_000), duration: 3600))
 
-        /// Saves and queries one after another until `stop`, each call's latency in ms.
-        @Sendable func load(until stop: Flag, from base: Int) async throws -> (saves: [Double], reads: [Double]) {
-            var latencies: (saves: [Double], reads: [Double]) = ([], [])
+        /// Single durable saves one after another until `stop`, each one's latency in ms.
+        @Sendable func saves(until stop: StopSignal, from base: Int) async throws -> [Double] {
+            var latencies: [Double] = []
             var index = base
             while !stop.isSet {
-                var started = clock.now
+                let started = clock.now
                 _ = try await ledger.save([sample(index)], by: .owner)
-                latencies.saves.append(seconds(clock.now - started) * 1e3)
-                started = clock.now
-                _ = try ledger.samples(query, as: .owner)
-                latencies.reads.append(seconds(clock.now - started) * 1e3)
+                latencies.append(seconds(clock.now - started) * 1e3)
                 index += 1
+            }
+            return latencies
+        }
+        /// One-hour sample queries one after another until `stop`, beside the saves.
+        @Sendable func reads(until stop: StopSignal) async throws -> [Double] {
+            var latencies: [Double] = []
+            while !stop.isSet {
+                let started = clock.now
+                _ = try ledger.samples(query, as: .owner)
+                latencies.append(seconds(clock.now - started) * 1e3)
+                await Task.yield()
             }
             return latencies
         }
@@ -44,19 +52,21 @@ struct ErasureBench {
         }
 
         // The same calls for two seconds first, as the reference.
-        let quiet = Flag()
-        async let baseline = load(until: quiet, from: 50_000_000)
+        let quiet = StopSignal()
+        async let baselineSaves = saves(until: quiet, from: 50_000_000)
+        async let baselineReads = reads(until: quiet)
         try await Task.sleep(for: .seconds(2))
         quiet.set()
-        let before = try await baseline
+        let before = (saves: try await baselineSaves, reads: try await baselineReads)
 
-        let busy = Flag()
-        async let during = load(until: busy, from: 60_000_000)
+        let busy = StopSignal()
+        async let duringSaves = saves(until: busy, from: 60_000_000)
+        async let duringReads = reads(until: busy)
         let started = clock.now
         let report = try await ledger.erase(.matching(type: heartRate, interval: interval, predicate: nil), reason: "benchmark", by: .owner)
         let took = seconds(clock.now - started)
         busy.set()
-        let load = try await during
+        let load = (saves: try await duringSaves, reads: try await duringReads)
         guard report.objects == count else { throw BenchFailure("erased \(report.objects) samples, not \(count)") }
         guard try ledger.verify().isValid else { throw BenchFailure("the ledger does not verify after the erasure") }
         print(String(format: "RESULT erasure of %d samples in a ledger of %d events, online: %.2f s (%d events emptied; %d free pages and %d page gaps zeroed, %d held)",
@@ -67,7 +77,7 @@ struct ErasureBench {
 }
 
 /// A flag one task sets and another polls.
-final class Flag: Sendable {
+final class StopSignal: Sendable {
     private let value = Atomic(false)
     var isSet: Bool { value.load(ordering: .relaxed) }
     func set() { value.store(true, ordering: .relaxed) }

@@ -82,7 +82,7 @@ enum EventCodec {
     /// same message; a test holds the two together.
     static func encode(
         sequence: UInt64, previousHash: [UInt8], commitTimeUs: Int64, actor: Principal,
-        kind: EventKind, objectType: String?, objectUUID: [UInt8]?, body: [UInt8], salt: [UInt8]
+        kind: EventKind, objectType: String?, objectUUID: [UInt8]?, body: [UInt8], salt: SHA256Digest
     ) -> (stored: [UInt8], hash: [UInt8]) {
         var writer = ProtoWriter(capacity: body.count + 192)
         writer.bytes(field: LedgerEventField.previousHash, previousHash)
@@ -101,10 +101,15 @@ enum EventCodec {
         writer.varint(field: LedgerEventField.kind, UInt64(kind.rawValue))
         if let objectType { writer.string(field: LedgerEventField.objectType, objectType) }
         if let objectUUID { writer.bytes(field: LedgerEventField.objectUuid, objectUUID) }
-        let commitment = salt.withUnsafeBytes { salt in body.withUnsafeBytes { EventLayout.commitment(salt: salt, body: $0) } }
-        writer.bytes(field: LedgerEventField.bodyCommitment, commitment)
+        // The salt is the digest's first 16 bytes; nothing here allocates but the event itself.
+        salt.withUnsafeBytes { digest in
+            let salt = UnsafeRawBufferPointer(rebasing: digest[..<EventLayout.saltLength])
+            body.withUnsafeBytes { body in
+                EventLayout.commitmentDigest(salt: salt, body: body).withUnsafeBytes { writer.bytes(field: LedgerEventField.bodyCommitment, $0) }
+            }
+        }
         let hash = writer.buffer.withUnsafeBytes { headerHash($0) }
-        writer.bytes(field: LedgerEventField.bodySalt, salt)
+        salt.withUnsafeBytes { writer.bytes(field: LedgerEventField.bodySalt, UnsafeRawBufferPointer(rebasing: $0[..<EventLayout.saltLength])) }
         writer.bytes(field: LedgerEventField.body, body)
         return (writer.buffer, hash)
     }
@@ -143,11 +148,12 @@ enum EventCodec {
     /// The salt of event `sequence`'s body, from a seed made once per transaction: 16 bytes no
     /// one can guess without the seed, which is never stored (one call to the system's random
     /// source per commit instead of one per event).
-    static func salt(seed: [UInt8], sequence: UInt64) -> [UInt8] {
+    /// (The digest whose first 16 bytes are the salt: held as the digest, no array.)
+    static func salt(seed: [UInt8], sequence: UInt64) -> SHA256Digest {
         var hasher = SHA256()
-        hasher.update(data: seed)
+        seed.withUnsafeBytes { hasher.update(bufferPointer: $0) }
         withUnsafeBytes(of: sequence.bigEndian) { hasher.update(bufferPointer: $0) }
-        return Array(hasher.finalize().prefix(EventLayout.saltLength))
+        return hasher.finalize()
     }
 
     /// Reads `previous_hash` and `sequence` straight from the stored bytes, which the encoder

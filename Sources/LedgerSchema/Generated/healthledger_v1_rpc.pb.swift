@@ -653,7 +653,7 @@ public nonisolated struct Healthledger_V1_EraseResponse: Sendable {
   /// Events whose bodies were erased.
   public var events: UInt64 = 0
 
-  /// The erasure event's sequence (0 when nothing matched).
+  /// The last erasure event (one per object erased), 0 when nothing was left to erase.
   public var sequence: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
