@@ -72,10 +72,18 @@ struct ErasureTests {
         try await withTestServer { server in
             let owner = server.client()
             let samples = (0..<4).map { Samples.heartRate(Double(60 + $0 * 10), at: Double($0) * 60) }
-            try await owner.save(samples)
+            // A later hour's sample closes the first hour: its statistics come from its rollup row.
+            let later = Samples.heartRate(65, at: 7_200)
+            try await owner.save(samples + [later])
             let type = Samples.heartRate.objectType
             let first = try await owner.result(for: AnchoredObjectQueryDescriptor(type: type))
-            #expect(first.addedObjects.count == 4)
+            #expect(first.addedObjects.count == 5)
+            let hour = DateInterval(start: Samples.base, duration: 3_600)
+            func maximum() async throws -> Double? {
+                try await owner.statistics(for: StatisticsQueryDescriptor(type: Samples.heartRate, interval: hour, options: .discreteMax))?
+                    .maximumQuantity()?.doubleValue(for: HealthUnit("count/min"))
+            }
+            #expect(try await maximum() == 90)
 
             let erasure = try await owner.erase(
                 .matching(type, predicate: .predicateForQuantitySamples(with: .greater, quantity: try Quantity(75, "count/min"))), reason: "")
@@ -83,7 +91,8 @@ struct ErasureTests {
             let changes = try await owner.result(for: AnchoredObjectQueryDescriptor(type: type, anchor: first.newAnchor))
             #expect(Set(changes.deletedObjects.map(\.uuid)) == Set(samples[2...].map(\.uuid)))
             let remaining = try await SampleQueryDescriptor(type: type).result(for: owner)
-            #expect(Set(remaining.map(\.uuid)) == Set(samples[..<2].map(\.uuid)))
+            #expect(Set(remaining.map(\.uuid)) == Set(samples[..<2].map(\.uuid) + [later.uuid]))
+            #expect(try await maximum() == 70, "the hour's statistics without the erased samples")
             #expect(try server.ledger.verify().isValid)
             #expect(try server.ledger.replay().identical)
         }
