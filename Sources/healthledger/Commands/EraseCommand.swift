@@ -47,7 +47,9 @@ struct EraseCommand: AsyncParsableCommand {
             } else if erasure.sequence == 0 {
                 print("nothing to erase")
             } else {
-                print("erased \(erasure.objects) objects (\(erasure.events) events) in event \(erasure.sequence)")
+                let objects = erasure.objects == 1 ? "1 object" : "\(erasure.objects) objects"
+                let events = erasure.events == 1 ? "1 event" : "\(erasure.events) events"
+                print("erased \(objects) (\(events) emptied); the last erasure event is \(erasure.sequence)")
             }
         }
     }
