@@ -113,12 +113,7 @@ public struct EventLayout {
         }
     }
 
-    /// SHA-256(salt ‖ body).
-    public static func commitment(salt: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) -> [UInt8] {
-        commitmentDigest(salt: salt, body: body).withUnsafeBytes { Array($0) }
-    }
-
-    /// SHA-256(salt ‖ body), as the digest (no array).
+    /// SHA-256(salt ‖ body), the commitment a format-2 header holds.
     public static func commitmentDigest(salt: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) -> SHA256Digest {
         var hasher = SHA256()
         hasher.update(bufferPointer: salt)
