@@ -89,9 +89,7 @@ extension LedgerStore {
                 let ledger = try Ledger(id: id, directory: target, configuration: LedgerConfiguration(followInterval: nil), logger: logger)
                 return try ledger.legalHold()
             }()
-            if let hold {
-                throw LedgerFailure(.failedPrecondition, "ledger '\(id)' is under a legal hold (\(hold)): nothing is erased until the operator lifts it")
-            }
+            if let hold { throw Ledger.heldRefusal(ledger: id, reason: hold) }
             try erasureJournal.append(ErasureJournal.Entry(time: Date(), sequence: 0, objects: [], reason: reason, ledgerErased: true), ledger: id)
             views.discard(ledgerID: id)
             // The file's bytes first: removing it alone leaves them on the disk.

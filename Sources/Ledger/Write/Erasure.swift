@@ -174,6 +174,11 @@ extension Ledger {
         }
     }
 
+    /// What an erasure of a held ledger (its objects, or the whole of it) is refused with.
+    static func heldRefusal(ledger id: String, reason: String) -> LedgerFailure {
+        LedgerFailure(.failedPrecondition, "ledger '\(id)' is under a legal hold (\(reason)): nothing is erased until the operator lifts it")
+    }
+
     /// The reason of the legal hold placed on the ledger, nil when there is none.
     public func legalHold() throws -> String? {
         try read { snapshot in try snapshot.get(Self.legalHoldKey, in: snapshot.databases.meta).map { String(decoding: $0, as: UTF8.self) } }
@@ -197,9 +202,7 @@ extension Ledger {
 
     private func eraseInTransaction(_ selection: ErasureSelection, reason: String, by principal: Principal, in context: WriteContext) throws -> ErasureReport {
         if let hold = try context.txn.get(Self.legalHoldKey, in: databases.meta) {
-            throw LedgerFailure(
-                .failedPrecondition,
-                "ledger '\(id)' is under a legal hold (\(String(decoding: hold, as: UTF8.self))): nothing is erased until the operator lifts it")
+            throw Self.heldRefusal(ledger: id, reason: String(decoding: hold, as: UTF8.self))
         }
         let targets = try Self.erasureTargets(selection, by: principal, in: context, ledger: self)
         guard !targets.isEmpty else { return ErasureReport(objects: 0, events: 0, sequence: 0, scrubbedPages: 0, heldPages: 0) }
