@@ -1,4 +1,5 @@
 import CLMDB
+import Foundation
 
 /// An open LMDB transaction. Valid only inside the closure that received it.
 ///
@@ -15,6 +16,8 @@ public final class Transaction {
     /// the root that `mdb_put` makes every time. LMDB closes them when the transaction ends,
     /// and lends them to a nested transaction while it runs.
     private var cursors: [OpaquePointer?] = []
+    /// Memory handed out by ``retain(_:)``, freed when the transaction ends.
+    private var retained: [UnsafeMutableRawBufferPointer] = []
 
     /// The environment's page size (the one its file was made with), for cursors' prefetch.
     private lazy var pageSize: UInt = {
@@ -30,6 +33,7 @@ public final class Transaction {
 
     func commit() throws {
         finished = true
+        defer { releaseRetained() }
         try check(mdb_txn_commit(handle), "mdb_txn_commit")
     }
 
@@ -37,6 +41,26 @@ public final class Transaction {
         guard !finished else { return }
         finished = true
         mdb_txn_abort(handle)
+        releaseRetained()
+    }
+
+    deinit { releaseRetained() }
+
+    /// Copies `bytes` into memory the transaction owns until it ends, and returns a view of
+    /// it: for values a reader derives from what it read (an opened sealed value), which then
+    /// live exactly as long as the views LMDB itself returns.
+    public func retain(_ bytes: some ContiguousBytes) -> UnsafeRawBufferPointer {
+        bytes.withUnsafeBytes { source in
+            let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 8)
+            if let base = source.baseAddress { copy.baseAddress!.copyMemory(from: base, byteCount: source.count) }
+            retained.append(copy)
+            return UnsafeRawBufferPointer(rebasing: copy[..<source.count])
+        }
+    }
+
+    private func releaseRetained() {
+        for buffer in retained { buffer.deallocate() }
+        retained.removeAll()
     }
 
     /// Runs `body` in a nested write transaction: its changes join this transaction if

@@ -43,6 +43,8 @@ public final class Ledger: Sendable {
     public let viewOf: UInt64?
     /// Signs the tree heads.
     let signingKey: SigningKey
+    /// The settings it was opened with (its views and maintenance copies open with the same key).
+    let configuration: LedgerConfiguration
     /// Called after each erasure, with its report and reason (the store journals it and drops
     /// the ledger's point-in-time views, built from the log before it).
     package let afterErasure = Mutex<(@Sendable (ErasureReport, String) throws -> Void)?>(nil)
@@ -50,14 +52,18 @@ public final class Ledger: Sendable {
     init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger, viewOf: UInt64? = nil) throws {
         self.id = id
         self.viewOf = viewOf
+        self.configuration = configuration
         self.directory = directory
         var logger = logger
         logger[metadataKey: "ledger.id"] = "\(id)"
         self.logger = logger
         let environment = try Self.openEnvironment(at: directory, configuration: configuration)
         self.environment = environment
-        let databases = try LedgerDatabases(environment: environment)
+        let (cipher, clear) = try Self.loadCipher(
+            environment, ledger: id, masterKey: configuration.masterKey, encryptingClear: configuration.encryptsClearLedgers && viewOf == nil)
+        let databases = try LedgerDatabases(environment: environment, cipher: cipher)
         self.databases = databases
+        if clear, let masterKey = configuration.masterKey { try Self.encryptLog(databases, masterKey: masterKey, in: environment, ledger: id, logger: logger) }
         let changeWatchers = ChangeWatchers()
         self.changeWatchers = changeWatchers
         let follower = try LogFollower(
@@ -77,7 +83,7 @@ public final class Ledger: Sendable {
     /// Rebuilds the projections from the log when another version laid them out.
     private func upgradeProjections() throws {
         if viewOf == nil, try read({ snapshot in try snapshot.get(Self.erasureRebuildKey, in: snapshot.databases.meta) != nil }) {
-            logger.notice("rebuilding the projections from the log: an erasure's rebuild did not finish")
+            logger.notice("rebuilding the projections from the log: the rebuild after an erasure or an encryption did not finish")
             try rebuildAfterErasure()
             try scrubUnshared()
         }
@@ -120,14 +126,18 @@ public final class Ledger: Sendable {
     /// the ledger-created event, and closes it again.
     static func initialize(at directory: URL, id: String, displayName: String, configuration: LedgerConfiguration) throws {
         let environment = try openEnvironment(at: directory, configuration: configuration)
-        let databases = try LedgerDatabases(environment: environment)
+        let cipher = configuration.masterKey.map { _ in LedgerCipher.generate() }
+        let databases = try LedgerDatabases(environment: environment, cipher: cipher)
         let projector = Projector(databases: databases, units: SummaryCache())
         try environment.write { txn in
+            if let cipher, let masterKey = configuration.masterKey {
+                try txn.put(masterKey.wrap(cipher.rawKey), forKey: Self.dataKeyKey, in: databases.meta)
+            }
             let context = try WriteContext(txn: txn, databases: databases, projector: projector, now: Date())
             guard context.head.sequence == 0 else { throw LedgerFailure(.alreadyExists, "ledger '\(id)' already has events") }
             // The key that signs the ledger's tree heads: its public half is part of the log.
             let key = SigningKey(key: Curve25519.Signing.PrivateKey())
-            try txn.put(Array(key.key.rawRepresentation), forKey: SigningKey.metaKey, in: databases.meta)
+            try txn.put(databases.storable(secret: Array(key.key.rawRepresentation), name: SigningKey.metaKey), forKey: SigningKey.metaKey, in: databases.meta)
             var body = Healthledger_V1_LedgerCreated()
             body.ledgerID = id
             body.displayName = displayName
@@ -155,7 +165,7 @@ public final class Ledger: Sendable {
             try snapshot.withCursor(on: snapshot.databases.events) { cursor in
                 var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(from))
                 while let current = entry, events.count < limit {
-                    events.append(try LedgerEvent(stored: current.value))
+                    events.append(try snapshot.databases.withEvent(current.value, key: current.key) { try LedgerEvent(stored: $0) })
                     entry = try cursor.next()
                 }
             }
@@ -170,7 +180,7 @@ public final class Ledger: Sendable {
             try snapshot.withCursor(on: snapshot.databases.events) { cursor in
                 var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(from))
                 while let current = entry, hashes.count < limit {
-                    hashes.append(try EventCodec.hash(current.value))
+                    hashes.append(try snapshot.databases.withEvent(current.value, key: current.key) { try EventCodec.hash($0) })
                     entry = try cursor.next()
                 }
             }
@@ -199,6 +209,19 @@ public struct LedgerConfiguration: Sendable {
     public var viewDiskLimit = 8 << 30
     /// A view unused for this long is removed.
     public var viewIdleLifetime: Duration
+    /// The key that wraps each ledger's data key: with one, new ledgers are encrypted, and
+    /// clear ones are encrypted when they are opened (``MasterKey``); nil keeps them clear.
+    public var masterKey: MasterKey?
+    /// Whether a clear ledger opened with ``masterKey`` is encrypted then (not when only a
+    /// copy is checked).
+    public var encryptsClearLedgers = true
+
+    /// These settings for a ledger opened for one job (a restore, a check): no following.
+    var maintenance: LedgerConfiguration {
+        var configuration = LedgerConfiguration(followInterval: nil)
+        configuration.masterKey = masterKey
+        return configuration
+    }
     /// Whether writes extend the Merkle tree. Only the ledger benchmark (`healthledger-bench
     /// ledger`) turns it off, to measure what the tree costs: such a ledger's tree heads and
     /// proofs are wrong.

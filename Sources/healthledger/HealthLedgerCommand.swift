@@ -18,6 +18,8 @@ struct HealthLedgerCommand: AsyncParsableCommand {
 struct StoreOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "The data directory (default: $HEALTHLEDGER_DATA_DIR or ./data).")
     var dataDirectory: String?
+    @Option(name: .customLong("master-key-file"), help: "The master key of an encrypted data directory (default: $HEALTHLEDGER_MASTER_KEY_FILE).")
+    var masterKeyFile: String?
 
     var directory: URL {
         let path = dataDirectory ?? ProcessInfo.processInfo.environment["HEALTHLEDGER_DATA_DIR"] ?? "data"
@@ -32,13 +34,23 @@ struct StoreOptions: ParsableArguments {
             throw ValidationErrorExit(
                 "no data directory at \(directory.path) (give --data-dir or HEALTHLEDGER_DATA_DIR; `healthledger admin create-ledger` makes one)")
         }
-        return try LedgerStore(directory: directory)
+        return try LedgerStore(directory: directory, configuration: configuration())
+    }
+
+    /// The master key file given, if any.
+    var masterKeyPath: String? { masterKeyFile ?? ProcessInfo.processInfo.environment["HEALTHLEDGER_MASTER_KEY_FILE"] }
+
+    /// The ledgers' settings for these options: the master key, when given.
+    func configuration() throws -> LedgerConfiguration {
+        var configuration = LedgerConfiguration()
+        configuration.masterKey = try masterKeyPath.map(MasterKey.load(from:))
+        return configuration
     }
 
     /// The store of the data directory, made when missing: for the commands that create
     /// (a ledger, an operator credential, a restored ledger).
     func createStore() throws -> LedgerStore {
-        try LedgerStore(directory: directory)
+        try LedgerStore(directory: directory, configuration: configuration())
     }
 
     /// Whether the data directory exists.

@@ -25,6 +25,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("max-calls"), help: "Concurrent calls per connection [HEALTHLEDGER_MAX_CALLS] (default 128).") var maximumCalls: Int?
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed [HEALTHLEDGER_IDLE_TIMEOUT] (default 300).") var idleTimeout: Int?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error [HEALTHLEDGER_LOG_LEVEL] (default info).") var logLevel: String?
+    @Option(name: .customLong("master-key-file"), help: "The master key that encrypts the ledgers at rest: a file of 64 hex digits, readable by its owner only (`healthledger admin new-master-key` makes one) [HEALTHLEDGER_MASTER_KEY_FILE]; without one, ledgers are stored clear.") var masterKeyFile: String?
     @Option(name: .customLong("metrics-port"), help: "Port of the Prometheus /metrics endpoint on the listen address; --metrics-port=-1 disables it [HEALTHLEDGER_METRICS_PORT] (default 9411).") var metricsPort: Int?
 
     func run() async throws {
@@ -69,15 +70,24 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         let path = setting(dataDirectory, "DATA_DIR") ?? "data"
         let commitBatch = Recorder(label: "healthledger_group_commit_requests")
         let commitTime = Timer(label: "healthledger_group_commit_seconds")
-        let store = try LedgerStore(
-            directory: URL(filePath: path, directoryHint: .isDirectory),
-            configuration: LedgerConfiguration(onCommit: { requests, duration in
-                commitBatch.record(requests)
-                commitTime.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
-            }),
-            logger: logger)
+        var ledgerConfiguration = LedgerConfiguration(onCommit: { requests, duration in
+            commitBatch.record(requests)
+            commitTime.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        })
+        let store: LedgerStore
+        do {
+            ledgerConfiguration.masterKey = try setting(masterKeyFile, "MASTER_KEY_FILE").map(MasterKey.load(from:))
+            store = try LedgerStore(directory: URL(filePath: path, directoryHint: .isDirectory), configuration: ledgerConfiguration, logger: logger)
+        } catch let failure as LedgerFailure {
+            throw ValidationError(failure.message)
+        }
         let ledgers = try store.ledgerIDs().count
         logger.info("data directory", metadata: ["path": "\(store.directory.path)", "ledgers": "\(ledgers)"])
+        if let masterKey = ledgerConfiguration.masterKey {
+            logger.info("encryption at rest: on", metadata: ["master_key_file": "\(masterKey.path)", "master_key_id": "\(masterKey.id)"])
+        } else {
+            logger.warning("encryption at rest: off (no --master-key-file): health data is stored clear")
+        }
 
         var services: [any Service] = [RPCServer(store: store, configuration: configuration, logger: logger)]
         let metricsPortValue = try number(metricsPort, "METRICS_PORT") ?? 9411

@@ -71,20 +71,23 @@ struct KeyEncodingTests {
     @Test("a row written by its builders reads back field by field, in by_start, by_source and by_end")
     func timeRows() throws {
         let (type, source, start, end, sequence, value) = (UInt32(3), UInt32(0x0A0B_0C0D), Int64(-5_000_000), Int64(7_000_000), UInt64(42), 71.25)
-        for bySource in [false, true] {
+        for (bySource, cipher) in [(false, nil), (true, nil), (false, LedgerCipher.generate()), (true, LedgerCipher.generate())] {
             let key = StartIndexRow.key(type: type, source: bySource ? source : nil, start: start, uuid: uuid).bytes
-            let rowValue = StartIndexRow.value(end: end, sequence: sequence, value: value, source: bySource ? nil : source).bytes
+            let valueBits = LedgerCipher.masked(value.bitPattern, sequence: sequence, by: cipher)
+            // Encrypted, the stored bits are not the value's.
+            #expect((valueBits == value.bitPattern) == (cipher == nil))
+            let rowValue = StartIndexRow.value(end: end, sequence: sequence, valueBits: valueBits, source: bySource ? nil : source).bytes
             #expect(key.count == StartIndexRow.keyLength(bySource: bySource))
             #expect(rowValue.count == StartIndexRow.valueLength(bySource: bySource))
             try key.withUnsafeBytes { key in
                 try rowValue.withUnsafeBytes { rowValue in
-                    let row = try #require(try StartIndexRow((key, rowValue), type: type, source: bySource ? source : nil))
+                    let row = try #require(try StartIndexRow((key, rowValue), type: type, source: bySource ? source : nil, cipher: cipher))
                     #expect(row.startUs == start && row.endUs == end && row.sequence == sequence && row.value == value)
                     #expect(row.source == source && row.uuid == uuid)
                     #expect(row.entry(uuid: false).uuid.isEmpty && row.entry(uuid: true).uuid == uuid)
                     // Another type's row ends a scan; a damaged value is an error, not a row.
-                    #expect(try StartIndexRow((key, rowValue), type: type + 1, source: bySource ? source : nil) == nil)
-                    #expect(throws: LedgerFailure.self) { try StartIndexRow((key, UnsafeRawBufferPointer(rebasing: rowValue.dropLast())), type: type, source: bySource ? source : nil) }
+                    #expect(try StartIndexRow((key, rowValue), type: type + 1, source: bySource ? source : nil, cipher: cipher) == nil)
+                    #expect(throws: LedgerFailure.self) { try StartIndexRow((key, UnsafeRawBufferPointer(rebasing: rowValue.dropLast())), type: type, source: bySource ? source : nil, cipher: cipher) }
                 }
             }
         }

@@ -112,7 +112,7 @@ struct BackupCLITests {
             let restoredDirectory = workspace.path("restored")
             let restore = try await Self.run(["restore", destination, "--data-dir", restoredDirectory])
             #expect(restore.status == 0 && restore.output.contains("restored ledger 'alice'"), "\(restore.error)")
-            let restored = try LedgerStore(directory: URL(filePath: restoredDirectory)).ledger("alice")
+            let restored = try LedgerStore(directory: URL(filePath: restoredDirectory), configuration: .forTests()).ledger("alice")
             #expect(try restored.head().sequence == manifest.headSequence)
             #expect(try restored.verify().isValid && restored.replay().identical)
             let missing = try acknowledged.filter { try restored.object(with: $0, as: .owner) == nil }

@@ -96,7 +96,7 @@ struct CLIBadInputTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let sample = Samples.heartRate(70, at: 0)
         do {
-            let store = try LedgerStore(directory: directory)
+            let store = try LedgerStore(directory: directory, configuration: .forTests())
             try await store.createLedger(id: "alice").save([sample, Samples.heartRate(71, at: 60)], by: .owner)
         }
         #expect(try dropObjectProjection(ledgerAt: directory.appending(path: "ledgers/alice"), uuid: Array(sample.uuid.bytes)))

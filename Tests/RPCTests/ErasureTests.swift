@@ -24,7 +24,8 @@ struct ErasureTests {
             let kept = Samples.heartRate(61, at: 60, metadata: ["marker": .string("kept")])
             try await owner.save([secret, kept])
             let data = server.directory.appending(path: "ledgers/alice/data.mdb")
-            #expect(try Self.file(data, contains: marker))
+            // Encrypted (tools/test.sh's second pass), it never was in the clear.
+            #expect(try Self.file(data, contains: marker) == !server.ledger.isEncrypted)
 
             // Deleted first, as the user did: the delete alone leaves the bytes.
             try await owner.delete([secret.uuid])
@@ -207,7 +208,8 @@ struct ErasureTests {
             let scan = Array("%PDF-1.4\n% \(marker)\n".utf8) + (0..<10_000).map { UInt8($0 % 251) }
             _ = try await owner.addAttachment(to: prescription.uuid, name: "scan.pdf", contentType: "application/pdf", data: scan)
             let before = try server.ledger.head().sequence
-            #expect(try Self.file(data, contains: marker))
+            // Encrypted (tools/test.sh's second pass), it never was in the clear.
+            #expect(try Self.file(data, contains: marker) == !server.ledger.isEncrypted)
             // A point-in-time view built before the erasure goes with it.
             let then = owner.asOf(.sequence(before))
             #expect(try await then.object(with: reading.uuid) != nil)
@@ -248,7 +250,7 @@ struct ErasureTests {
             let before = server.directory.appending(path: "backup-before")
             let backedUp = try await runProcess(cli, ["backup", "alice", before.path, "--data-dir", dataDir])
             #expect(backedUp.status == 0, "\(backedUp.error)")
-            #expect(try Self.file(before.appending(path: "data.mdb"), contains: marker))
+            #expect(try Self.file(before.appending(path: "data.mdb"), contains: marker) == !server.ledger.isEncrypted)
 
             try await owner.erase(.objects([secret.uuid]), reason: "asked")
             let journal = server.directory.appending(path: "erasures/alice.jsonl")
@@ -260,7 +262,7 @@ struct ErasureTests {
             #expect(try !Self.file(copy, contains: marker))
             let verified = try await runProcess(cli, ["verify", "alice-restored", "--data-dir", dataDir])
             #expect(verified.status == 0 && verified.output.contains("projections equal a fresh replay"), "\(verified.output) \(verified.error)")
-            let store = try LedgerStore(directory: server.directory)
+            let store = try LedgerStore(directory: server.directory, configuration: .forTests())
             let restoredLedger = try store.ledger("alice-restored")
             #expect(try restoredLedger.object(with: secret.uuid, as: .owner) == nil)
             #expect(try restoredLedger.object(with: kept.uuid, as: .owner) != nil)

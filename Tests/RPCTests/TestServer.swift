@@ -64,6 +64,8 @@ final class TestServer: @unchecked Sendable {
         directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-rpc-\(UUID().uuidString)")
         // A setup that fails leaves no directory behind either.
         do {
+            var ledgers = ledgers
+            if ledgers.masterKey == nil { ledgers.masterKey = try LedgerConfiguration.testMasterKey() }
             store = try LedgerStore(directory: directory, configuration: ledgers)
             ledger = try store.createLedger(id: "alice")
             ownerCredential = try await ledger.issueCredential(for: .owner)
@@ -106,6 +108,22 @@ final class TestServer: @unchecked Sendable {
             return task
         }
         await shutdown.value
+    }
+}
+
+extension LedgerConfiguration {
+    /// The master key of tools/test.sh's encrypted pass, which runs these suites again with
+    /// `HEALTHLEDGER_MASTER_KEY_FILE` set (the command-line tools the tests start read it too);
+    /// nil in the clear pass.
+    static func testMasterKey() throws -> MasterKey? {
+        try ProcessInfo.processInfo.environment["HEALTHLEDGER_MASTER_KEY_FILE"].map(MasterKey.load(from:))
+    }
+
+    /// The ledgers' settings of the pass under way (``testMasterKey()``).
+    static func forTests() throws -> LedgerConfiguration {
+        var configuration = LedgerConfiguration()
+        configuration.masterKey = try testMasterKey()
+        return configuration
     }
 }
 

@@ -36,6 +36,7 @@ struct LedgerBenchCommand: AsyncParsableCommand {
         erasure (needs ingest; not run by default: it changes the ingest ledger).
         """)
     var only = "ingest,concurrent,sequential,replay,denied-read,predicates,history"
+    @Flag(help: "Encrypt the ledgers at rest (a master key made for the run), to compare with a run without.") var encrypted = false
 
     /// The types `--types` cycles through, each with a unit its values (50–169) fit.
     static let mixedTypes: [(type: String, unit: String)] = [
@@ -51,7 +52,9 @@ struct LedgerBenchCommand: AsyncParsableCommand {
         let scratch = URL(filePath: workDirectory ?? NSTemporaryDirectory(), directoryHint: .isDirectory)
             .appending(path: "healthledger-bench-\(UUID().uuidString)", directoryHint: .isDirectory)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let store = try LedgerStore(directory: scratch)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        if encrypted { try BenchEncryption.enable(in: scratch) }
+        let store = try LedgerStore(directory: scratch, configuration: BenchEncryption.configuration())
 
         print("== reference: \(limits)")
         let reference = limits.isEmpty ? Reference(output: "") : Reference.measure(script: limits)

@@ -56,7 +56,7 @@ final class RPCScenarios: Sendable {
     /// Bootstraps an operator credential on a new data directory, starts the server on it and
     /// creates the ledgers and credentials through the operator's RPCs.
     static func start(executable: URL, dataDirectory: URL, workload: Workload) async throws -> RPCScenarios {
-        let operatorCredential = try LedgerStore(directory: dataDirectory).issueOperatorCredential(label: "bench")
+        let operatorCredential = try LedgerStore(directory: dataDirectory, configuration: BenchEncryption.configuration()).issueOperatorCredential(label: "bench")
         let server = try ServerProcess(executable: executable, dataDirectory: dataDirectory)
         print("== healthledgerd (pid \(server.processIdentifier)) listening on port \(server.port)")
         let operatorClient = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: operatorCredential))

@@ -28,6 +28,7 @@ struct ReportCommand: AsyncParsableCommand {
         soak, replay, import), without the peers: for profiling one path.
         """)
     var only: String?
+    @Flag(help: "Encrypt the ledgers at rest (a master key made for the run), to compare with a run without.") var encrypted = false
 
     func run() async throws {
         let started = ContinuousClock.now
@@ -35,6 +36,7 @@ struct ReportCommand: AsyncParsableCommand {
             .appending(path: "healthledger-report-\(UUID().uuidString)", directoryHint: .isDirectory)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
+        if encrypted { try BenchEncryption.enable(in: scratch) }
         var plan = Plan(quick: quick, rounds: rounds)
         plan.binaries = binaries
         plan.only = only.map { Set($0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) }
@@ -271,7 +273,7 @@ struct ReportCommand: AsyncParsableCommand {
 
     static func offline(dataDirectory: URL, workload: Workload, plan: Plan) throws -> OfflineFigures {
         let rounds = plan.rounds
-        let store = try LedgerStore(directory: dataDirectory)
+        let store = try LedgerStore(directory: dataDirectory, configuration: BenchEncryption.configuration())
         let ledger = try store.ledger(RPCScenarios.ingestLedger)
         var replays: [Double] = []
         var verifies: [Double] = []
@@ -301,7 +303,7 @@ struct ReportCommand: AsyncParsableCommand {
     /// The batched ingest into the ledger library in this process, with the same samples,
     /// batches and pipeline as over RPC.
     static func ingestInProcess(_ directory: URL, workload: Workload, plan: Plan) async throws -> Figure {
-        let store = try LedgerStore(directory: directory)
+        let store = try LedgerStore(directory: directory, configuration: BenchEncryption.configuration())
         let ledger = try store.createLedger(id: "ingest")
         var rates: [Double] = []
         for round in 0..<plan.rounds {

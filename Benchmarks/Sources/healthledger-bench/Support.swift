@@ -1,4 +1,5 @@
 import Foundation
+import Ledger
 import Synchronization
 
 /// An error the benchmark prints as `Error: <message>` with exit code 1.
@@ -117,4 +118,23 @@ struct Reference {
 /// A process's resident memory now (`VmRSS`) and at its peak (`VmHWM`), in KiB.
 func residentKiB(of pid: Int32) -> (now: Int, peak: Int) {
     (ImportScenario.statusKiB("VmRSS:", of: pid), ImportScenario.statusKiB("VmHWM:", of: pid))
+}
+
+/// Encryption at rest for a run (`--encrypted`): a master key made in `scratch`, named by
+/// `HEALTHLEDGER_MASTER_KEY_FILE` so that the server processes the run starts use it too.
+enum BenchEncryption {
+    static func enable(in scratch: URL) throws {
+        let keys = scratch.appending(path: "keys", directoryHint: .isDirectory)
+        try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: true)
+        let key = try MasterKey.create(at: keys.appending(path: "master.key").path)
+        setenv("HEALTHLEDGER_MASTER_KEY_FILE", key.path, 1)
+        print("== encryption at rest: on (master key \(key.id))")
+    }
+
+    /// The ledgers' settings of this run: encrypted when ``enable(in:)`` ran.
+    static func configuration() throws -> LedgerConfiguration {
+        var configuration = LedgerConfiguration()
+        configuration.masterKey = try ProcessInfo.processInfo.environment["HEALTHLEDGER_MASTER_KEY_FILE"].map(MasterKey.load(from:))
+        return configuration
+    }
 }

@@ -386,7 +386,7 @@ extension Ledger {
 
     /// The app's source as it asked (when it never saved anything), from its request event.
     static func requester(_ app: String, _ record: AuthorizationRecord, in snapshot: LedgerSnapshot) throws -> Source {
-        if record.requestSequence > 0, let stored = try snapshot.get(KeyEncoding.sequenceKey(record.requestSequence), in: snapshot.databases.events),
+        if record.requestSequence > 0, let stored = try? Ledger.storedEvent(record.requestSequence, in: snapshot),
             case .app(let source) = try LedgerEvent(stored: stored).actor
         {
             return source
@@ -395,8 +395,8 @@ extension Ledger {
     }
 
     static func commitTime(_ sequence: UInt64, in snapshot: LedgerSnapshot) throws -> Date? {
-        guard sequence > 0, let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: snapshot.databases.events) else { return nil }
-        return try LedgerEvent(stored: stored).commitTime
+        guard sequence > 0, try snapshot.contains(KeyEncoding.sequenceKey(sequence), in: snapshot.databases.events) else { return nil }
+        return try LedgerEvent(stored: try Ledger.storedEvent(sequence, in: snapshot)).commitTime
     }
 }
 

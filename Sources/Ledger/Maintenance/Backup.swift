@@ -254,7 +254,8 @@ extension Ledger {
     /// Opens the copy in its own call, so its environment is closed when this returns.
     private static func readHead(ofCopyAt directory: URL) throws -> (sequence: UInt64, hash: [UInt8]) {
         let environment = try openEnvironment(at: directory, configuration: LedgerConfiguration())
-        let databases = try LedgerDatabases(environment: environment)
+        // The head is kept clear, in `meta`: no key needed.
+        let databases = try LedgerDatabases(environment: environment, cipher: nil)
         let head = try environment.read { txn in try LogHead.read(LedgerSnapshot(txn, databases)) }
         return (head.sequence, head.hash)
     }
@@ -341,10 +342,10 @@ extension LedgerStore {
     ///   or whose manifest is damaged is reported as a problem.
     /// - Throws: ``LedgerFailure`` when `directory` is not a backup, or (for one
     ///   ledger's backup) its manifest is damaged.
-    public static func verifyBackups(at directory: URL, scratch: URL? = nil) throws -> [BackupVerification] {
+    public static func verifyBackups(at directory: URL, scratch: URL? = nil, masterKey: MasterKey? = nil) throws -> [BackupVerification] {
         let single = directory.appending(path: BackupManifest.fileName)
         if FileManager.default.fileExists(atPath: single.path) || !BackupSetManifest.isPresent(in: directory) {
-            return [try verifyBackup(at: directory, scratch: scratch)]
+            return [try verifyBackup(at: directory, scratch: scratch, masterKey: masterKey)]
         }
         let index = try BackupSetManifest.read(from: directory)
         let leftOut = index.failed.map { failure in
@@ -355,7 +356,7 @@ extension LedgerStore {
         return leftOut + index.ledgers.map { id in
             let member = directory.appending(path: id, directoryHint: .isDirectory)
             do {
-                var verification = try verifyBackup(at: member, scratch: scratch)
+                var verification = try verifyBackup(at: member, scratch: scratch, masterKey: masterKey)
                 if verification.problem == nil, verification.manifest?.ledgerID != id {
                     verification.problem = "it is a backup of ledger '\(verification.ledgerID)', but the set lists it as '\(id)'"
                 }
@@ -383,7 +384,7 @@ extension LedgerStore {
     /// - Returns: the verification; its ``BackupVerification/problem`` names the first problem.
     /// - Throws: ``LedgerFailure`` when `directory` is not a backup or its manifest is
     ///   damaged, or the temporary copy cannot be made.
-    public static func verifyBackup(at directory: URL, scratch: URL? = nil) throws -> BackupVerification {
+    public static func verifyBackup(at directory: URL, scratch: URL? = nil, masterKey: MasterKey? = nil) throws -> BackupVerification {
         let manifest = try BackupManifest.read(from: directory)
         var result = BackupVerification(directory: directory, ledgerID: manifest.ledgerID, manifest: manifest, eventsChecked: 0, objects: 0, problem: nil)
         if let missing = BackupFiles.missingFile(of: manifest, in: directory) {
@@ -395,17 +396,20 @@ extension LedgerStore {
         defer { try? FileManager.default.removeItem(at: root) }
         let copy = root.appending(path: manifest.ledgerID, directoryHint: .isDirectory)
         try BackupFiles.copy(manifest.files, from: directory, to: copy, sync: false)
-        return check(ledgerAt: copy, manifest: manifest, backup: directory)
+        return check(ledgerAt: copy, manifest: manifest, backup: directory, masterKey: masterKey)
     }
 
     /// Opens the ledger copy at `ledgerDirectory` and checks its chain, its head against
     /// `manifest`, and its projections against a fresh replay. The copy's environment is
     /// closed when this returns.
-    static func check(ledgerAt ledgerDirectory: URL, manifest: BackupManifest, backup: URL) -> BackupVerification {
+    static func check(ledgerAt ledgerDirectory: URL, manifest: BackupManifest, backup: URL, masterKey: MasterKey?) -> BackupVerification {
         var result = BackupVerification(directory: backup, ledgerID: manifest.ledgerID, manifest: manifest, eventsChecked: 0, objects: 0, problem: nil)
         do {
-            let ledger = try Ledger(
-                id: manifest.ledgerID, directory: ledgerDirectory, configuration: LedgerConfiguration(followInterval: nil), logger: Logger(label: "healthledger.backup"))
+            // An encrypted backup opens with the master key; a clear one is checked as it is.
+            var configuration = LedgerConfiguration(followInterval: nil)
+            configuration.masterKey = masterKey
+            configuration.encryptsClearLedgers = false
+            let ledger = try Ledger(id: manifest.ledgerID, directory: ledgerDirectory, configuration: configuration, logger: Logger(label: "healthledger.backup"))
             let chain = try ledger.verify()
             result.eventsChecked = chain.eventsChecked
             if let problem = chain.problem {

@@ -44,7 +44,7 @@ extension Ledger {
             defer { try? FileManager.default.removeItem(at: staging) }
             do {
                 let fresh = try Environment(path: staging.path, options: .init(mapSize: max(environment.currentMapSize, 64 << 20), durable: false))
-                let freshDatabases = try LedgerDatabases(environment: fresh)
+                let freshDatabases = try LedgerDatabases(environment: fresh, cipher: databases.cipher)
                 try environment.read { live in
                     let head = try LogHead.read(LedgerSnapshot(live, databases))
                     guard sequence >= 1, sequence <= head.sequence else {
@@ -57,8 +57,8 @@ extension Ledger {
                     try fresh.write { txn in
                         try LogHead(sequence: sequence, hash: try EventCodec.hash(last), commitTimeUs: microseconds(event.commitTime)).write(txn, freshDatabases)
                         try ProjectionLayout.recordCurrent(in: txn, freshDatabases)
-                        // The same anchor key (anchors move between the ledger and its views) and signing key.
-                        for metaKey in [AnchorSeal.metaKey, SigningKey.metaKey] {
+                        // The same anchor key (anchors move between the ledger and its views), signing key and data key.
+                        for metaKey in [AnchorSeal.metaKey, SigningKey.metaKey, Ledger.dataKeyKey] {
                             if let value = try live.get(metaKey, in: databases.meta) { try txn.put(value, forKey: metaKey, in: freshDatabases.meta) }
                         }
                     }
@@ -126,7 +126,7 @@ final class PointInTimeViews: Sendable {
             try FileManager.default.createDirectory(at: location.deletingLastPathComponent(), withIntermediateDirectories: true)
             try ledger.materialize(upTo: sequence, at: location)
             let view = try Ledger(
-                id: ledger.id, directory: location, configuration: LedgerConfiguration(followInterval: nil), logger: logger, viewOf: sequence)
+                id: ledger.id, directory: location, configuration: ledger.configuration.maintenance, logger: logger, viewOf: sequence)
             let evicted = entries.withLock { entries -> [URL] in
                 let bytes = ((try? FileManager.default.attributesOfItem(atPath: location.appending(path: "data.mdb").path))?[.size] as? NSNumber)?.intValue ?? 0
                 entries[key] = Entry(ledger: view, location: location, bytes: bytes, lastUsed: .now)

@@ -41,7 +41,7 @@ extension Ledger {
         var report = try {
             let fresh = try Environment(
                 path: scratch.path, options: .init(mapSize: max(environment.currentMapSize, 64 << 20), durable: false))
-            let freshDatabases = try LedgerDatabases(environment: fresh)
+            let freshDatabases = try LedgerDatabases(environment: fresh, cipher: databases.cipher)
             let projector = Projector(databases: freshDatabases, units: SummaryCache())
             var report = try environment.read { live in
                 let head = try LogHead.read(LedgerSnapshot(live, databases))
@@ -97,9 +97,10 @@ extension Ledger {
                         chunk.reserveCapacity(DecodedEvents.chunkSize)
                         var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(1))
                         while let current = entry {
-                            let (sequence, change) = try decoder.change(stored: current.value)
+                            let stored = try databases.event(current.value, key: current.key, in: txn)
+                            let (sequence, change) = try decoder.change(stored: stored)
                             chunk.append(DecodedEvents.Event(
-                                sequence: sequence, change: change, hash: try EventCodec.inlineHash(current.value),
+                                sequence: sequence, change: change, hash: try EventCodec.inlineHash(stored),
                                 copy: copying ? (Array(current.key), Array(current.value)) : nil))
                             if chunk.count == DecodedEvents.chunkSize || sequence >= last {
                                 guard decoded.put(chunk) else { return }

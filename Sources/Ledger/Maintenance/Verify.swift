@@ -72,6 +72,7 @@ extension Ledger {
                 var expected: UInt64 = 1
                 // The running hash lives in a fixed buffer: no allocation per event.
                 previousHash = InlineHash()
+                let scratch = EventScratch(snapshot.databases)
                 let failure: VerifyReport? = try snapshot.withCursor(on: snapshot.databases.events) { cursor in
                     var entry = try cursor.first()
                     while let current = entry {
@@ -80,7 +81,9 @@ extension Ledger {
                         guard key == expected else {
                             return fail(expected, key > expected ? "missing: the log jumps from \(expected - 1) to \(key)" : "out of order")
                         }
-                        guard let fields = EventCodec.chainFields(current.value) else {
+                        let value: UnsafeRawBufferPointer
+                        do { value = try scratch.clear(current.value, key: current.key) } catch let failure as LedgerFailure { return fail(key, failure.message) }
+                        guard let fields = EventCodec.chainFields(value) else {
                             return fail(key, "the stored bytes are not a well-formed event")
                         }
                         guard fields.sequence == key else {
@@ -91,9 +94,11 @@ extension Ledger {
                             // Either the predecessor's bytes changed, or this event's own link did.
                             // If this event no longer hashes to what its successor (or the head)
                             // recorded, the damage is here; otherwise it is in the predecessor.
-                            let ownHash = try EventCodec.hash(current.value)
+                            let ownHash = try EventCodec.hash(value)
                             let recorded: [UInt8]
-                            if let successor = try cursor.next(), let link = EventCodec.chainFields(successor.value) {
+                            if let successor = try cursor.next(),
+                                let link = EventCodec.chainFields(try snapshot.databases.event(successor.value, key: successor.key, in: snapshot.txn))
+                            {
                                 recorded = Array(link.previousHash)
                             } else {
                                 recorded = head.hash
@@ -102,7 +107,7 @@ extension Ledger {
                                 ? fail(key - 1, "its stored bytes do not match the hash recorded by event \(key)")
                                 : fail(key, "its link to event \(key - 1) is damaged")
                         }
-                        switch account.hash(current.value, sequence: key) {
+                        switch account.hash(value, sequence: key) {
                         case .hash(let hash): previousHash = hash
                         case .failure(let reason): return fail(key, reason)
                         }
@@ -195,16 +200,18 @@ extension Ledger {
             var firstLink = InlineHash()
             var previousHash = InlineHash()
             var erasures = ErasureAccount()
+            let scratch = EventScratch(databases)
             while expected < range.upperBound {
                 guard let current = entry, current.key.count == 8, KeyEncoding.uint64(current.key, at: 0) == expected,
-                    let fields = EventCodec.chainFields(current.value), fields.sequence == expected
+                    let value = try? scratch.clear(current.value, key: current.key),
+                    let fields = EventCodec.chainFields(value), fields.sequence == expected
                 else { return nil }
                 if expected == range.lowerBound {
                     firstLink = InlineHash(fields.previousHash)
                 } else if !previousHash.equals(fields.previousHash) {
                     return nil
                 }
-                guard case .hash(let hash) = erasures.hash(current.value, sequence: expected) else { return nil }
+                guard case .hash(let hash) = erasures.hash(value, sequence: expected) else { return nil }
                 previousHash = hash
                 expected += 1
                 if expected % 10_000 == 0 { tally.add(10_000) }

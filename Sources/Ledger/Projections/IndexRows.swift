@@ -14,12 +14,15 @@ import LMDB
 ///   sequence(8) value(8) (by_start's value without the source, which the key holds)
 ///
 /// `value` is a quantity sample's value in its type's canonical unit, a category sample's
-/// value, or 0.
+/// value, or 0; in an encrypted ledger, its bits XOR the pad of the row's sequence
+/// (``LedgerCipher/valuePad(sequence:)``).
 struct StartIndexRow {
     let key: UnsafeRawBufferPointer
     let valueBytes: UnsafeRawBufferPointer
     /// A row of `by_source` (the source in the key), not of `by_start`.
     let bySource: Bool
+    /// The ledger's cipher, when its values are masked.
+    let cipher: LedgerCipher?
 
     static func keyLength(bySource: Bool) -> Int { bySource ? 32 : 28 }
     static func valueLength(bySource: Bool) -> Int { bySource ? 24 : 28 }
@@ -27,7 +30,7 @@ struct StartIndexRow {
     /// The entry as a row of `type` (and `source`, for `by_source`); nil when the entry is
     /// past the rows of that type (and source), where a scan stops.
     /// - Throws: ``LedgerFailure`` when the row's value has the wrong length.
-    init?(_ entry: Cursor.Entry, type: UInt32, source: UInt32?) throws {
+    init?(_ entry: Cursor.Entry, type: UInt32, source: UInt32?, cipher: LedgerCipher?) throws {
         let bySource = source != nil
         guard entry.key.count == Self.keyLength(bySource: bySource), KeyEncoding.uint32(entry.key, at: 0) == type,
             source == nil || KeyEncoding.uint32(entry.key, at: 4) == source!
@@ -36,7 +39,7 @@ struct StartIndexRow {
         guard entry.value.count == length else {
             throw LedgerFailure.corrupted("a start-index entry is \(entry.value.count) bytes, not \(length): replay the ledger")
         }
-        (key, valueBytes, self.bySource) = (entry.key, entry.value, bySource)
+        (key, valueBytes, self.bySource, self.cipher) = (entry.key, entry.value, bySource, cipher)
     }
 
     private var startOffset: Int { bySource ? 8 : 4 }
@@ -45,7 +48,7 @@ struct StartIndexRow {
     var uuid: [UInt8] { Array(key[(startOffset + 8)..<(startOffset + 24)]) }
     var endUs: Int64 { KeyEncoding.time(valueBytes, at: 0) }
     var sequence: UInt64 { KeyEncoding.uint64(valueBytes, at: 8) }
-    var value: Double { Double(bitPattern: KeyEncoding.uint64(valueBytes, at: 16)) }
+    var value: Double { Double(bitPattern: LedgerCipher.masked(KeyEncoding.uint64(valueBytes, at: 16), sequence: sequence, by: cipher)) }
     var source: UInt32 { bySource ? KeyEncoding.uint32(key, at: 4) : KeyEncoding.uint32(valueBytes, at: 24) }
 
     /// The row as a scan hands it on; `uuid: false` leaves the UUID empty (statistics never
@@ -65,12 +68,13 @@ struct StartIndexRow {
         return key
     }
 
-    /// The value of a row of `by_start` when `source` is given, of `by_source` otherwise.
-    static func value(end: Int64, sequence: UInt64, value: Double, source: UInt32?) -> InlineBytes {
+    /// The value of a row of `by_start` when `source` is given, of `by_source` otherwise;
+    /// `valueBits` are the value's bits as stored (masked in an encrypted ledger).
+    static func value(end: Int64, sequence: UInt64, valueBits: UInt64, source: UInt32?) -> InlineBytes {
         var bytes = InlineBytes()
         bytes.appendTime(end)
         bytes.append(sequence)
-        bytes.append(value.bitPattern)
+        bytes.append(valueBits)
         if let source { bytes.append(source) }
         return bytes
     }

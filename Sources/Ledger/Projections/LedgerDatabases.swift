@@ -62,6 +62,8 @@ final class LedgerDatabases: Sendable {
     let merkle: Database
     /// Statistics per type, source and hour (``Rollups``).
     let rollups: Database
+    /// Seals and opens the health data stored, when the ledger is encrypted (``LedgerCipher``).
+    let cipher: LedgerCipher?
 
     /// The projections, in digest order.
     var projections: [Database] {
@@ -72,7 +74,8 @@ final class LedgerDatabases: Sendable {
         ]
     }
 
-    init(environment: Environment) throws {
+    init(environment: Environment, cipher: LedgerCipher?) throws {
+        self.cipher = cipher
         events = try environment.openDatabase("events")
         meta = try environment.openDatabase("meta")
         objects = try environment.openDatabase("objects")

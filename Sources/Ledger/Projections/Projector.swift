@@ -203,7 +203,7 @@ struct Projector {
         case .characteristicSet(let type, let value):
             let key = KeyEncoding.typeKey(type)
             if let value {
-                try txn.put(value, forKey: key, in: databases.characteristics)
+                try txn.put(databases.storable(value, domain: .characteristic, key: key), forKey: key, in: databases.characteristics)
             } else {
                 try txn.delete(key, in: databases.characteristics)
             }
@@ -229,11 +229,12 @@ struct Projector {
             try txn.put(StoredObject(sequence: sequence, type: object.typeCode, source: source).encoded, forKey: object.uuid, in: databases.objects)
             let (type, uuid) = (object.typeCode, object.uuid)
             // The time and change indexes' rows are put later, in key order (``HeldIndexRows``).
+            let valueBits = LedgerCipher.masked(object.value.bitPattern, sequence: sequence, by: databases.cipher)
             stats.indexRows.add(
-                StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value, source: nil),
+                StartIndexRow.value(end: object.endUs, sequence: sequence, valueBits: valueBits, source: nil),
                 forKey: StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: .bySource)
             stats.indexRows.add(
-                StartIndexRow.value(end: object.endUs, sequence: sequence, value: object.value, source: source),
+                StartIndexRow.value(end: object.endUs, sequence: sequence, valueBits: valueBits, source: source),
                 forKey: StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: .byStart)
             // An instant's end is its start: `by_start` already orders it by end.
             if object.endUs != object.startUs {
@@ -274,7 +275,7 @@ struct Projector {
             try txn.put(
                 ChangeIndexRow.value(ChangeIndexRow.removed, uuid: uuid), forKey: ChangeIndexRow.key(type: object.typeCode, source: stored.source, sequence: sequence),
                 in: databases.sourceChanges)
-            try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason), forKey: uuid, in: databases.tombstones)
+            try txn.put(Tombstone.encode(sequence: sequence, summary: object, reason: reason, cipher: databases.cipher), forKey: uuid, in: databases.tombstones)
         case .erased(let objects):
             try stats.indexRows.put(in: txn, databases)
             for erased in objects {
@@ -288,7 +289,7 @@ struct Projector {
                 } else if let tombstone = try txn.get(uuid, in: databases.tombstones) {
                     // Deleted before: its delete's change row gives way to the erasure's.
                     let deletedAt = KeyEncoding.uint64(tombstone, at: 0)
-                    let bundle = try Tombstone(uuid: erased.uuid, stored: tombstone, type: erased.type).sourceBundle
+                    let bundle = try Tombstone(uuid: erased.uuid, stored: tombstone, type: erased.type, cipher: databases.cipher).sourceBundle
                     if let code = try stats.existingSourceCode(bundle: bundle, in: reads) {
                         try txn.delete(ChangeIndexRow.key(type: type, source: code, sequence: deletedAt), in: databases.sourceChanges)
                     }
@@ -304,7 +305,7 @@ struct Projector {
                     ChangeIndexRow.value(ChangeIndexRow.removed, uuid: uuid), forKey: ChangeIndexRow.key(type: type, source: source, sequence: sequence),
                     in: databases.sourceChanges)
                 try txn.put(
-                    Tombstone.encode(sequence: sequence, type: type, reason: .erased, syncIdentifier: nil, syncVersion: nil, sourceBundle: erased.sourceBundle),
+                    Tombstone.encode(sequence: sequence, type: type, reason: .erased, syncIdentifier: nil, syncVersion: nil, sourceBundle: erased.sourceBundle, cipher: databases.cipher),
                     forKey: uuid, in: databases.tombstones)
                 stats.changedTypes.insert(type)
             }

@@ -228,7 +228,7 @@ enum Rollups {
             let found = try before.map { try cursor.seek(atLeast: StartIndexRow.key(type: type, source: source, start: $0, uuid: [])) }
                 ?? cursor.seek(atLeast: KeyEncoding.typeKey(type, source: source) + [UInt8](repeating: 0xFF, count: 25))
             let entry = try found != nil ? cursor.previous() : cursor.last()
-            guard let entry, let row = try StartIndexRow(entry, type: type, source: source) else { return nil }
+            guard let entry, let row = try StartIndexRow(entry, type: type, source: source, cipher: nil) else { return nil }
             return hourStart(row.startUs)
         }
     }
@@ -240,7 +240,7 @@ enum Rollups {
         let end = block.hour + hour
         try txn.withCursor(on: databases.bySource) { cursor in
             var entry = try cursor.seek(atLeast: StartIndexRow.key(type: block.type, source: block.source, start: block.hour, uuid: []))
-            while let current = entry, let row = try StartIndexRow(current, type: block.type, source: block.source) {
+            while let current = entry, let row = try StartIndexRow(current, type: block.type, source: block.source, cipher: databases.cipher) {
                 let start = row.startUs
                 guard start < end else { break }
                 samples.append(StatisticsSample(start: start, end: row.endUs, value: row.value, source: block.source, sequence: row.sequence))
@@ -251,7 +251,8 @@ enum Rollups {
         if samples.isEmpty {
             try txn.delete(key, in: databases.rollups)
         } else {
-            try txn.put(StatisticsPartial(samples: StatisticsSample.ordered(samples), level: level).encoded, forKey: key, in: databases.rollups)
+            let partial = StatisticsPartial(samples: StatisticsSample.ordered(samples), level: level)
+            try txn.put(databases.storable(partial.encoded, domain: .rollup, key: key), forKey: key, in: databases.rollups)
         }
     }
 
@@ -267,7 +268,7 @@ enum Rollups {
             {
                 let hour = KeyEncoding.time(current.key, at: 8)
                 guard hour < to else { break }
-                try visit(hour, try StatisticsPartial(encoded: current.value))
+                try visit(hour, try StatisticsPartial(encoded: try snapshot.databases.clear(current.value, domain: .rollup, key: current.key, in: snapshot.txn)))
                 entry = try cursor.next()
             }
         }

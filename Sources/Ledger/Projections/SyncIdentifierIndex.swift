@@ -12,15 +12,21 @@ import LMDB
 /// apps' record ids) are written to the end of their source's and type's range: a batch of
 /// saves rewrites a few pages of the index, not one page per object as hashed keys did. The
 /// value is the object's UUID (16 bytes) and its sync version (8, big-endian, two's complement).
+///
+/// In an encrypted ledger the identifier (an app's metadata) is never in a key: 0xFE and its
+/// HMAC under a key derived from the ledger's data key (``LedgerCipher/keyedDigest(_:)``) stand for it.
 enum SyncIdentifierIndex {
     static let longestInKey = 400
 
-    static func key(source: UInt32, type: UInt32, identifier: String) -> [UInt8] {
+    static func key(source: UInt32, type: UInt32, identifier: String, cipher: LedgerCipher?) -> [UInt8] {
         var key: [UInt8] = []
         key.reserveCapacity(8 + min(identifier.utf8.count, longestInKey))
         KeyEncoding.append(source, to: &key)
         KeyEncoding.append(type, to: &key)
-        if identifier.utf8.count <= longestInKey {
+        if let cipher {
+            key.append(0xFE)
+            key.append(contentsOf: cipher.keyedDigest(Array(identifier.utf8)))
+        } else if identifier.utf8.count <= longestInKey {
             key.append(contentsOf: identifier.utf8)
         } else {
             key.append(0xFF)
@@ -39,7 +45,7 @@ enum SyncIdentifierIndex {
         guard let identifier = object.syncIdentifier,
             let source = try context.stats.existingSourceCode(bundle: object.sourceBundle, in: context.reads)
         else { return nil }
-        let key = key(source: source, type: object.typeCode, identifier: identifier)
+        let key = key(source: source, type: object.typeCode, identifier: identifier, cipher: context.databases.cipher)
         if try context.stats.syncKeyBounds.isPast(key, source: source, type: object.typeCode, in: context.txn, context.databases) { return nil }
         guard let entry = try context.txn.get(key, in: context.databases.syncIdentifiers) else { return nil }
         guard entry.count == 24 else { throw LedgerFailure.corrupted("a sync_ids entry is \(entry.count) bytes, not 24") }
@@ -51,7 +57,7 @@ enum SyncIdentifierIndex {
         guard let identifier = object.syncIdentifier else { return }
         var value = object.uuid
         KeyEncoding.append(UInt64(bitPattern: object.syncVersion ?? 0), to: &value)
-        let key = key(source: source, type: object.typeCode, identifier: identifier)
+        let key = key(source: source, type: object.typeCode, identifier: identifier, cipher: databases.cipher)
         try txn.put(value, forKey: key, in: databases.syncIdentifiers)
         bounds.note(key, source: source, type: object.typeCode)
     }
@@ -59,7 +65,7 @@ enum SyncIdentifierIndex {
     /// Forgets the deleted object's sync identifier, unless another object holds it now.
     static func remove(_ object: ObjectSummary, uuid: [UInt8], source: UInt32, in txn: Transaction, _ databases: LedgerDatabases) throws {
         guard let identifier = object.syncIdentifier else { return }
-        let key = key(source: source, type: object.typeCode, identifier: identifier)
+        let key = key(source: source, type: object.typeCode, identifier: identifier, cipher: databases.cipher)
         if let entry = try txn.get(key, in: databases.syncIdentifiers), entry.count >= 16, entry[0..<16].elementsEqual(uuid) {
             try txn.delete(key, in: databases.syncIdentifiers)
         }

@@ -15,14 +15,14 @@ struct WorkoutMember: Sendable {
 
     var indexEntry: IndexEntry { IndexEntry(uuid: uuid, startUs: startUs, endUs: endUs, sequence: sequence, source: source, value: value) }
 
-    /// start(8) end(8) sequence(8) value(8); the source is in the key.
-    var encodedValue: [UInt8] {
+    /// start(8) end(8) sequence(8) value(8, masked in an encrypted ledger as in ``StartIndexRow``); the source is in the key.
+    func encodedValue(_ cipher: LedgerCipher?) -> [UInt8] {
         var value: [UInt8] = []
         value.reserveCapacity(32)
         KeyEncoding.appendTime(startUs, to: &value)
         KeyEncoding.appendTime(endUs, to: &value)
         KeyEncoding.append(sequence, to: &value)
-        KeyEncoding.append(self.value.bitPattern, to: &value)
+        KeyEncoding.append(LedgerCipher.masked(self.value.bitPattern, sequence: sequence, by: cipher), to: &value)
         return value
     }
 }
@@ -46,7 +46,7 @@ enum WorkoutIndex {
         if let type { KeyEncoding.append(type, to: &prefix) }
         var members: [WorkoutMember] = []
         try snapshot.forEach(prefix: prefix, keyLength: 40, in: snapshot.databases.workoutMembers) { key, value in
-            members.append(try member(key, value))
+            members.append(try member(key, value, snapshot.databases.cipher))
             return true
         }
         return members
@@ -70,7 +70,7 @@ enum WorkoutIndex {
                 let readable = try scope(memberType)
                 if let readable, readable.all {
                     while let current = entry, current.key.count == 40, current.key.starts(with: typePrefix) {
-                        members.append(try member(current.key, current.value))
+                        members.append(try member(current.key, current.value, snapshot.databases.cipher))
                         entry = try cursor.next()
                     }
                     continue  // the cursor stands on the next type already
@@ -80,7 +80,7 @@ enum WorkoutIndex {
                     KeyEncoding.append(readable.ownSource, to: &ownPrefix)
                     entry = try cursor.seek(atLeast: ownPrefix)
                     while let current = entry, current.key.count == 40, current.key.starts(with: ownPrefix) {
-                        members.append(try member(current.key, current.value))
+                        members.append(try member(current.key, current.value, snapshot.databases.cipher))
                         entry = try cursor.next()
                     }
                 }
@@ -94,12 +94,14 @@ enum WorkoutIndex {
         return members
     }
 
-    private static func member(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> WorkoutMember {
+    private static func member(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ cipher: LedgerCipher?) throws -> WorkoutMember {
         guard value.count == 32 else { throw LedgerFailure.corrupted("a workout_members entry is \(value.count) bytes, not 32: replay the ledger") }
+        let sequence = KeyEncoding.uint64(value, at: 16)
         return WorkoutMember(
             type: KeyEncoding.uint32(key, at: 16), uuid: Array(key[24..<40]), startUs: KeyEncoding.time(value, at: 0),
-            endUs: KeyEncoding.time(value, at: 8), sequence: KeyEncoding.uint64(value, at: 16),
-            value: Double(bitPattern: KeyEncoding.uint64(value, at: 24)), source: KeyEncoding.uint32(key, at: 20))
+            endUs: KeyEncoding.time(value, at: 8), sequence: sequence,
+            value: Double(bitPattern: LedgerCipher.masked(KeyEncoding.uint64(value, at: 24), sequence: sequence, by: cipher)),
+            source: KeyEncoding.uint32(key, at: 20))
     }
 
     /// The workouts `member` belongs to.
@@ -124,7 +126,7 @@ enum WorkoutIndex {
     }
 
     static func add(_ member: WorkoutMember, to workout: [UInt8], in txn: Transaction, _ databases: LedgerDatabases) throws {
-        try txn.put(member.encodedValue, forKey: memberKey(workout: workout, type: member.type, source: member.source, member: member.uuid), in: databases.workoutMembers)
+        try txn.put(member.encodedValue(databases.cipher), forKey: memberKey(workout: workout, type: member.type, source: member.source, member: member.uuid), in: databases.workoutMembers)
         try txn.put([], forKey: member.uuid + workout, in: databases.memberWorkouts)
     }
 
@@ -135,7 +137,7 @@ enum WorkoutIndex {
         if let workout { return try add(member, to: workout, in: txn, databases) }
         for workout in try workouts(of: member.uuid, in: LedgerSnapshot(txn, databases)) {
             try txn.put(
-                member.encodedValue, forKey: memberKey(workout: workout, type: member.type, source: member.source, member: member.uuid),
+                member.encodedValue(databases.cipher), forKey: memberKey(workout: workout, type: member.type, source: member.source, member: member.uuid),
                 in: databases.workoutMembers)
         }
     }

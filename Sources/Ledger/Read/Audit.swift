@@ -219,7 +219,7 @@ struct AuditNarrator {
             return try projector.savedSummary(stored: try Ledger.storedEvent(stored.sequence, in: snapshot), sequence: stored.sequence).syncVersion
         }
         if let value = try snapshot.get(uuid.bytes, in: snapshot.databases.tombstones) {
-            return try Tombstone(uuid: uuid, stored: value, type: "").syncVersion
+            return try Tombstone(uuid: uuid, stored: value, type: "", cipher: snapshot.databases.cipher).syncVersion
         }
         return nil
     }

@@ -358,7 +358,7 @@ extension Ledger {
     private func deletedObject(_ position: ChangePosition, in snapshot: LedgerSnapshot) throws -> DeletedObject {
         let id = UUID(bytes: position.uuid)!
         guard let stored = try snapshot.get(position.uuid, in: snapshot.databases.tombstones) else { return DeletedObject(uuid: id) }
-        let tombstone = try Tombstone(uuid: id, stored: stored, type: "")
+        let tombstone = try Tombstone(uuid: id, stored: stored, type: "", cipher: snapshot.databases.cipher)
         guard tombstone.sequence == position.sequence else { return DeletedObject(uuid: id) }
         return DeletedObject(uuid: id, syncIdentifier: tombstone.syncIdentifier, syncVersion: tombstone.syncVersion)
     }
@@ -491,7 +491,7 @@ extension Ledger {
                         ? ChangeEntry(position: ChangePosition(sequence: max(stored.sequence, entry.sequence), uuid: entry.uuid), savedSequence: stored.sequence)
                         : ChangeEntry(position: ChangePosition(sequence: entry.sequence, uuid: entry.uuid), savedSequence: nil))
             } else if let stored = try snapshot.get(entry.uuid, in: snapshot.databases.tombstones) {
-                let tombstone = try Tombstone(uuid: UUID(bytes: entry.uuid)!, stored: stored, type: "")
+                let tombstone = try Tombstone(uuid: UUID(bytes: entry.uuid)!, stored: stored, type: "", cipher: snapshot.databases.cipher)
                 if tombstone.sourceBundle == source.bundleIdentifier { continue }
                 let gone = entry.selected ? tombstone.sequence : entry.sequence
                 changes.append(ChangeEntry(position: ChangePosition(sequence: gone, uuid: entry.uuid), savedSequence: nil))
@@ -565,7 +565,7 @@ final class ChangeFilter {
             }
             return .deleted
         }
-        let stored = try Ledger.storedEvent(saved, through: events)
+        let stored = try Ledger.storedEvent(saved, through: events, in: snapshot)
         if range != nil || predicate != nil || correlations != nil {
             let summary = try projector.savedSummary(stored: stored, sequence: saved)
             if let range, !range.overlaps(start: summary.startUs, end: summary.endUs) { return nil }
@@ -598,14 +598,18 @@ struct AnchorSeal: Sendable {
 
     /// Loads the ledger's anchor key from `meta`, creating it on first use.
     init(environment: Environment, databases: LedgerDatabases) throws {
-        if let stored = try environment.read(databases, { snapshot in try snapshot.get(Self.metaKey, in: snapshot.databases.meta).map { Array($0) } }), stored.count == 32 {
+        if let stored = try environment.read(databases, { snapshot in
+            try snapshot.get(Self.metaKey, in: snapshot.databases.meta).flatMap { try databases.secret($0, name: Self.metaKey) }
+        }) {
             key = SymmetricKey(data: stored)
             return
         }
         key = try environment.write { txn in
-            if let stored = try txn.get(Self.metaKey, in: databases.meta), stored.count == 32 { return SymmetricKey(data: Array(stored)) }
+            if let stored = try txn.get(Self.metaKey, in: databases.meta).flatMap({ try databases.secret($0, name: Self.metaKey) }) {
+                return SymmetricKey(data: stored)
+            }
             let fresh = SymmetricKey(size: .bits256)
-            try txn.put(fresh.withUnsafeBytes { Array($0) }, forKey: Self.metaKey, in: databases.meta)
+            try txn.put(databases.storable(secret: fresh.withUnsafeBytes { Array($0) }, name: Self.metaKey), forKey: Self.metaKey, in: databases.meta)
             return fresh
         }
     }

@@ -29,7 +29,10 @@ extension Ledger {
         }
         let body: [UInt8] = try (value.map(Healthledger_V1_Characteristic.init) ?? .notSet(type)).serializedBytes()
         try await committer.submit { context in
-            let stored = try context.txn.get(KeyEncoding.typeKey(type.code), in: context.databases.characteristics).map { Array($0) }
+            let key = KeyEncoding.typeKey(type.code)
+            let stored = try context.txn.get(key, in: context.databases.characteristics).map { stored in
+                try key.withUnsafeBytes { key in Array(try context.databases.clear(stored, domain: .characteristic, key: key, in: context.txn)) }
+            }
             guard stored != (value == nil ? nil : body) else { return }
             try context.append(
                 kind: .characteristicSet, actor: principal, objectType: type.identifier, objectUUID: nil, body: body,
@@ -52,7 +55,10 @@ extension Ledger {
             try types.map { type in
                 let scope = try ReadScope(principal, type: type, in: snapshot)
                 // Read whether or not it is shown, so both answers cost the same.
-                let stored = try snapshot.get(KeyEncoding.typeKey(type.code), in: snapshot.databases.characteristics).map { Array($0) }
+                let key = KeyEncoding.typeKey(type.code)
+                let stored = try snapshot.get(key, in: snapshot.databases.characteristics).map { stored in
+                    try key.withUnsafeBytes { key in Array(try snapshot.databases.clear(stored, domain: .characteristic, key: key, in: snapshot.txn)) }
+                }
                 guard scope.all, let stored else { return nil }
                 guard let characteristic = try? Healthledger_V1_Characteristic(serializedBytes: stored).model() else {
                     throw LedgerFailure.corrupted("the stored \(type.identifier) is damaged: replay the ledger")

@@ -68,7 +68,7 @@ final class CorrelationAssembler {
         // Still stored: not a deletion but one the reader saw and may no longer read (it
         // is told so when its scope narrows).
         guard let stored = try snapshot.get(uuid, in: snapshot.databases.tombstones) else { return true }
-        let tombstone = try Tombstone(uuid: UUID(bytes: uuid)!, stored: stored, type: "")
+        let tombstone = try Tombstone(uuid: UUID(bytes: uuid)!, stored: stored, type: "", cipher: snapshot.databases.cipher)
         if tombstone.sourceBundle == app { return true }
         if tombstone.reason == .erased {
             // Its erasure event names its members' types.

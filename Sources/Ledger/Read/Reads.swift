@@ -48,7 +48,7 @@ extension Ledger {
         try read { snapshot in
             guard let stored = try snapshot.get(uuid.bytes, in: snapshot.databases.tombstones), stored.count >= 12 else { return nil }
             let type = TypeCatalogue.identifiersByCode[KeyEncoding.uint32(stored, at: 8)] ?? "unknown"
-            return try Tombstone(uuid: uuid, stored: stored, type: type)
+            return try Tombstone(uuid: uuid, stored: stored, type: type, cipher: snapshot.databases.cipher)
         }
     }
 
@@ -262,15 +262,16 @@ extension Ledger {
 
     /// The stored bytes of event `sequence`.
     static func storedEvent(_ sequence: UInt64, in snapshot: LedgerSnapshot) throws -> UnsafeRawBufferPointer {
-        guard let stored = try snapshot.get(KeyEncoding.sequenceKey(sequence), in: snapshot.databases.events) else { throw missingEvent(sequence) }
-        return stored
+        let key = KeyEncoding.sequenceKey(sequence)
+        guard let stored = try snapshot.get(key, in: snapshot.databases.events) else { throw missingEvent(sequence) }
+        return try key.withUnsafeBytes { try snapshot.databases.event(stored, key: $0, in: snapshot.txn) }
     }
 
     /// ``storedEvent(_:in:)`` through a cursor over `events`: lookups in log order mostly stay
     /// on the page the cursor is on.
-    static func storedEvent(_ sequence: UInt64, through events: Cursor) throws -> UnsafeRawBufferPointer {
-        guard let stored = try events.seek(exactly: KeyEncoding.sequenceKey(sequence))?.value else { throw missingEvent(sequence) }
-        return stored
+    static func storedEvent(_ sequence: UInt64, through events: Cursor, in snapshot: LedgerSnapshot) throws -> UnsafeRawBufferPointer {
+        guard let entry = try events.seek(exactly: KeyEncoding.sequenceKey(sequence)) else { throw missingEvent(sequence) }
+        return try snapshot.databases.event(entry.value, key: entry.key, in: snapshot.txn)
     }
 
     private static func missingEvent(_ sequence: UInt64) -> LedgerFailure { .corrupted("event \(sequence) is missing from the log") }
@@ -294,7 +295,8 @@ extension Ledger {
     ) throws {
         try snapshot.withCursor(on: source == nil ? snapshot.databases.byStart : snapshot.databases.bySource) { cursor in
             var walk = try StartWalk(
-                cursor, type: type, source: source, range: range, longest: longest, descending: descending, uuids: uuids, after: position)
+                cursor, type: type, source: source, range: range, longest: longest, descending: descending, uuids: uuids, after: position,
+                cipher: snapshot.databases.cipher)
             while let entry = try walk.next() {
                 if try !visit(entry) { return }
             }
@@ -314,7 +316,7 @@ extension Ledger {
             var walks = try zip(cursors, sources).map { cursor, source in
                 try StartWalk(
                     cursor, type: type, source: source.code, range: range, longest: source.longest, descending: descending, uuids: true,
-                    after: position)
+                    after: position, cipher: snapshot.databases.cipher)
             }
             let heads = try walks.indices.map { try walks[$0].next() }
             try visitMerged(heads: heads, precedes: { order.orders($0, before: $1) }, next: { try walks[$0].next() }, visit)
@@ -361,7 +363,7 @@ extension Ledger {
                 /// The instants' walk from `entry`: its next instant in the range.
                 func instant(from entry: Cursor.Entry?) throws -> IndexEntry? {
                     var entry = entry
-                    while let current = entry, let row = try StartIndexRow(current, type: type, source: nil) {
+                    while let current = entry, let row = try StartIndexRow(current, type: type, source: nil, cipher: snapshot.databases.cipher) {
                         let at = row.startUs
                         if descending ? at < range.start : at >= range.end { return nil }
                         if row.endUs == at, range.overlaps(start: at, end: at) { return row.entry(uuid: true) }
@@ -402,6 +404,7 @@ struct StartWalk {
     private let lowest: Int64
     private let descending: Bool
     private let uuids: Bool
+    private let cipher: LedgerCipher?
     /// The row the walk reads next.
     private var entry: Cursor.Entry?
 
@@ -409,9 +412,10 @@ struct StartWalk {
     /// in the same order, of any source).
     init(
         _ cursor: Cursor, type: UInt32, source: UInt32?, range: TimeRange, longest: Int64, descending: Bool, uuids: Bool,
-        after position: IndexEntry?
+        after position: IndexEntry?, cipher: LedgerCipher?
     ) throws {
         self.cursor = cursor
+        self.cipher = cipher
         self.type = type
         self.source = source
         self.range = range
@@ -434,7 +438,7 @@ struct StartWalk {
 
     /// The next row overlapping the range, or nil once the walk has passed it.
     mutating func next() throws -> IndexEntry? {
-        while let current = entry, let row = try StartIndexRow(current, type: type, source: source) {
+        while let current = entry, let row = try StartIndexRow(current, type: type, source: source, cipher: cipher) {
             let start = row.startUs
             if descending ? start < lowest : start >= range.end { break }
             let overlapping = range.overlaps(start: start, end: row.endUs) ? row.entry(uuid: uuids) : nil

@@ -12,20 +12,21 @@ struct SigningKey: Sendable {
 
     /// The stored key, made and stored now if there is none.
     static func load(environment: Environment, databases: LedgerDatabases) throws -> SigningKey {
-        if let stored = try environment.read(databases, { snapshot in try snapshot.get(metaKey, in: snapshot.databases.meta).map { Array($0) } }) {
+        if let stored = try environment.read(databases, { snapshot in try snapshot.get(metaKey, in: snapshot.databases.meta).map { try databases.secret($0, name: metaKey) } }) {
             return try SigningKey(stored: stored)
         }
         return try environment.write { txn in
-            if let stored = try txn.get(metaKey, in: databases.meta) { return try SigningKey(stored: Array(stored)) }
+            if let stored = try txn.get(metaKey, in: databases.meta) { return try SigningKey(stored: try databases.secret(stored, name: metaKey)) }
             let key = Curve25519.Signing.PrivateKey()
-            try txn.put(Array(key.rawRepresentation), forKey: metaKey, in: databases.meta)
+            try txn.put(databases.storable(secret: Array(key.rawRepresentation), name: metaKey), forKey: metaKey, in: databases.meta)
             return SigningKey(key: key)
         }
     }
 
     init(key: Curve25519.Signing.PrivateKey) { self.key = key }
 
-    init(stored: [UInt8]) throws {
+    init(stored: [UInt8]?) throws {
+        guard let stored else { throw LedgerFailure.corrupted("the ledger's signing key is damaged") }
         do { key = try Curve25519.Signing.PrivateKey(rawRepresentation: stored) } catch {
             throw LedgerFailure.corrupted("the ledger's signing key is damaged")
         }

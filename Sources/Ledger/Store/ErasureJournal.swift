@@ -86,7 +86,7 @@ extension LedgerStore {
                 throw LedgerFailure(.storage, "ledger '\(id)' is open in another process (is healthledgerd running?): stop it before erasing the ledger")
             }
             let hold = try {
-                let ledger = try Ledger(id: id, directory: target, configuration: LedgerConfiguration(followInterval: nil), logger: logger)
+                let ledger = try Ledger(id: id, directory: target, configuration: configuration.maintenance, logger: logger)
                 return try ledger.legalHold()
             }()
             if let hold { throw Ledger.heldRefusal(ledger: id, reason: hold) }

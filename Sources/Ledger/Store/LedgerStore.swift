@@ -28,7 +28,13 @@ public final class LedgerStore: Sendable {
     let views: PointInTimeViews
 
     /// Opens (creating if needed) the store in `directory`.
-    public init(directory: URL, configuration: LedgerConfiguration = .init(), logger: Logger = Logger(label: "healthledger.store")) throws {
+    /// - Throws: ``LedgerFailure`` `failedPrecondition` when the directory is encrypted and
+    ///   the configuration has no master key, or another one (``MasterKey``).
+    public convenience init(directory: URL, configuration: LedgerConfiguration = .init(), logger: Logger = Logger(label: "healthledger.store")) throws {
+        try self.init(directory: directory, configuration: configuration, logger: logger, checkingMasterKey: true)
+    }
+
+    init(directory: URL, configuration: LedgerConfiguration, logger: Logger = Logger(label: "healthledger.store"), checkingMasterKey: Bool) throws {
         self.directory = directory
         self.configuration = configuration
         self.logger = logger
@@ -41,6 +47,7 @@ public final class LedgerStore: Sendable {
         } catch {
             throw LedgerFailure(.storage, "cannot create the data directory \(ledgersDirectory.path): \(error.localizedDescription)", cause: error)
         }
+        if checkingMasterKey { try Self.checkMasterKey(configuration.masterKey, directory: directory) }
     }
 
     var ledgersDirectory: URL { directory.appending(path: "ledgers", directoryHint: .isDirectory) }

@@ -58,7 +58,7 @@ extension LedgerStore {
             var swapped = false
             do {
                 try BackupFiles.copy(manifest.files, from: backup, to: staging, sync: true)
-                let verification = Self.check(ledgerAt: staging, manifest: manifest, backup: backup)
+                let verification = Self.check(ledgerAt: staging, manifest: manifest, backup: backup, masterKey: configuration.masterKey)
                 try? FileManager.default.removeItem(at: staging.appending(path: BackupFiles.lockFile))
                 if let problem = verification.problem {
                     throw LedgerFailure.corrupted("the backup in \(backup.path) does not verify, so nothing was restored: \(problem)")
@@ -105,7 +105,7 @@ extension LedgerStore {
                 "ledger '\(origin)' was erased on \(whole.time.formatted(.iso8601)) (\(whole.reason)): a backup of it must not bring it back, so nothing was restored")
         }
         guard !entries.isEmpty else { return }
-        let ledger = try Ledger(id: id, directory: staging, configuration: LedgerConfiguration(followInterval: nil), logger: logger)
+        let ledger = try Ledger(id: id, directory: staging, configuration: configuration.maintenance, logger: logger)
         let erased = try ledger.applyErasureJournal(entries)
         if erased > 0 { logger.notice("erased again what the erasure journal names", metadata: ["ledger.id": "\(id)", "ledger.erasure.objects": "\(erased)"]) }
     }

@@ -142,7 +142,7 @@ extension Ledger {
                 try entry.objects.filter { uuid in
                     if try StoredObject.load(uuid.bytes, in: snapshot) != nil { return true }
                     guard let stored = try snapshot.get(uuid.bytes, in: snapshot.databases.tombstones) else { return false }
-                    return try Tombstone(uuid: uuid, stored: stored, type: "").reason != .erased
+                    return try Tombstone(uuid: uuid, stored: stored, type: "", cipher: snapshot.databases.cipher).reason != .erased
                 }
             }
             guard !present.isEmpty else { continue }
@@ -222,7 +222,8 @@ extension Ledger {
         let events = found.flatMap(\.events)
         for event in events {
             let erased = try EventLayout.erased(try Ledger.storedEvent(event.sequence, in: context.reads))
-            try context.txn.put(erased, forKey: KeyEncoding.sequenceKey(event.sequence), in: databases.events)
+            let key = KeyEncoding.sequenceKey(event.sequence)
+            try context.txn.put(databases.storable(event: erased, key: key), forKey: key, in: databases.events)
         }
         try context.txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.erasureRebuildKey, in: databases.meta)
         return ErasureReport(
@@ -243,7 +244,7 @@ extension Ledger {
                 if try StoredObject.load(uuid.bytes, in: context.reads) != nil {
                     _ = try requireChangeable(uuid, by: principal, ownSource: ownSource, field: "uuids", in: context)
                 } else if let stored = try context.txn.get(uuid.bytes, in: context.databases.tombstones) {
-                    let tombstone = try Tombstone(uuid: uuid, stored: stored, type: "")
+                    let tombstone = try Tombstone(uuid: uuid, stored: stored, type: "", cipher: context.databases.cipher)
                     // Another source's deleted object is as unknown to an app as a hidden live one.
                     if let appBundle, tombstone.sourceBundle != appBundle { throw HealthError(.noData, "no object with UUID \(uuid)", field: "uuids") }
                     if appBundle != nil { try requireSharing(try objectType(code: KeyEncoding.uint32(stored, at: 8)), by: principal, in: context) }
@@ -284,7 +285,7 @@ extension Ledger {
                 var entry = try cursor.first()
                 while let current = entry {
                     if let uuid = UUID(bytes: Array(current.key)) {
-                        let tombstone = try Tombstone(uuid: uuid, stored: current.value, type: "")
+                        let tombstone = try Tombstone(uuid: uuid, stored: current.value, type: "", cipher: context.databases.cipher)
                         if tombstone.sourceBundle == bundle, tombstone.reason != .erased {
                             targets.insert(Array(current.key))
                             types.insert(KeyEncoding.uint32(current.value, at: 8))
@@ -315,8 +316,10 @@ extension Ledger {
             try context.txn.withCursor(on: context.databases.events) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
-                    let layout = try EventCodec.layout(current.value)
-                    if !layout.isErased { try visit(KeyEncoding.uint64(current.key, at: 0), layout, current.value) }
+                    try context.databases.withEvent(current.value, key: current.key) { stored in
+                        let layout = try EventCodec.layout(stored)
+                        if !layout.isErased { try visit(KeyEncoding.uint64(current.key, at: 0), layout, stored) }
+                    }
                     entry = try cursor.next()
                 }
             }

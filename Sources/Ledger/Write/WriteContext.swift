@@ -53,7 +53,8 @@ final class WriteContext {
         let (stored, hash) = EventCodec.encode(
             sequence: sequence, previousHash: head.hash, commitTimeUs: commitTimeUs, actor: actor,
             kind: kind, objectType: objectType, objectUUID: objectUUID, body: body, salt: EventCodec.salt(seed: saltSeed, sequence: sequence))
-        try txn.put(stored, forKey: KeyEncoding.sequenceKey(sequence), in: databases.events, append: true)
+        let key = KeyEncoding.sequenceKey(sequence)
+        try txn.put(databases.storable(event: stored, key: key), forKey: key, in: databases.events, append: true)
         try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
         if case .objectReadSelectionChanged(_, let type, _) = change { selectionChanges.insert(type) }
         if maintainsMerkleTree {

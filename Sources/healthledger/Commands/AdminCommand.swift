@@ -18,6 +18,7 @@ struct AdminCommand: AsyncParsableCommand {
         subcommands: [
             CreateLedger.self, ListLedgers.self, IssueOwnerCredential.self, IssueAppCredential.self, RevokeCredential.self, ListCredentials.self,
             IssueOperatorCredential.self, RevokeOperatorCredential.self, ListOperatorCredentials.self, Hold.self, ReleaseHold.self, EraseLedger.self,
+            NewMasterKey.self, RotateMasterKey.self,
         ])
 
     /// Where an admin command acts: the data directory, or the server.
@@ -166,6 +167,45 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             do { try store.openStore().eraseLedger(ledger, reason: reason) } catch { throw fail(error) }
             print("erased ledger \(ledger)")
+        }
+    }
+
+    struct NewMasterKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "new-master-key",
+            abstract: "Make a master key file (32 random bytes, readable by its owner only); keep it outside the data directory and its backups.")
+        @Argument(help: "Where to write it (an existing file is not replaced).") var file: String
+
+        func run() async throws {
+            do {
+                let key = try MasterKey.create(at: file)
+                print("made master key \(key.id) in \(file)")
+            } catch { throw fail(error) }
+        }
+    }
+
+    struct RotateMasterKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-master-key",
+            abstract: "Re-wrap every ledger's data key under a new master key (on the data directory, with the server stopped).",
+            discussion: """
+                The data is not rewritten: each ledger's data key is wrapped again, and the data directory \
+                records the new key's id. Start the server with the new key afterwards. Backups taken before \
+                still need the old key: keep it as long as them. Interrupted, run it again.
+                """)
+        @OptionGroup var store: StoreOptions
+        @Option(name: .customLong("new-key-file"), help: "The new master key (make it with new-master-key).") var newKeyFile: String
+
+        func run() async throws {
+            do {
+                guard let oldPath = store.masterKeyPath else {
+                    throw ValidationErrorExit("give the current key with --master-key-file (or HEALTHLEDGER_MASTER_KEY_FILE)")
+                }
+                let (oldKey, newKey) = (try MasterKey.load(from: oldPath), try MasterKey.load(from: newKeyFile))
+                guard oldKey.id != newKey.id else { throw ValidationErrorExit("the new key is the current key") }
+                let rotated = try LedgerStore.rotateMasterKey(directory: store.directory, from: oldKey, to: newKey)
+                print("re-wrapped \(rotated.count) ledger\(rotated.count == 1 ? "" : "s")' data keys under master key \(newKey.id)")
+            } catch { throw fail(error) }
         }
     }
 

@@ -89,7 +89,7 @@ struct BackupCommand: AsyncParsableCommand {
     private func verifyBackups(at directory: URL) throws {
         let results: [BackupVerification]
         do {
-            results = try LedgerStore.verifyBackups(at: directory)
+            results = try LedgerStore.verifyBackups(at: directory, masterKey: try store.configuration().masterKey)
         } catch let failure as LedgerFailure where failure.kind == .corrupted {
             if json { printJSON([["directory": directory.path, "valid": false, "problem": failure.message]]) } else { print("FAILED: \(failure.message)") }
             throw ExitCode(2)

@@ -203,7 +203,7 @@ struct ReplayCommand: AsyncParsableCommand {
                 let ledgers = destination.appending(path: "ledgers", directoryHint: .isDirectory)
                 try FileManager.default.createDirectory(at: ledgers, withIntermediateDirectories: true)
                 try source.materialize(upTo: sequence, at: ledgers.appending(path: ledger, directoryHint: .isDirectory))
-                let head = try LedgerStore(directory: destination).ledger(ledger).head()
+                let head = try LedgerStore(directory: destination, configuration: try store.configuration()).ledger(ledger).head()
                 print("wrote \(ledger) as of event \(sequence) (head \(head.sequence):\(hex(head.hash))) to \(ledgers.appending(path: ledger).path)")
             } catch { throw fail(error) }
             return
