@@ -43,6 +43,11 @@ let package = Package(
             pkgConfig: "libxml-2.0",
             providers: [.apt(["libxml2-dev"])]
         ),
+        // AES-GCM, AES-GCM-SIV and AES with keys set up once, from swift-crypto's BoringSSL (ledger_aead.h).
+        .target(
+            name: "CLedgerAEAD",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
+        ),
         // A small, closure-scoped Swift API over LMDB.
         .target(
             name: "LMDB",
@@ -71,9 +76,9 @@ let package = Package(
                 "LMDB",
                 "HealthModel",
                 "LedgerSchema",
+                "CLedgerAEAD",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -204,6 +209,7 @@ let package = Package(
             dependencies: [
                 "Ledger", "LMDB", "HealthModel", "LedgerSchema", "healthledger", "TestSupport",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

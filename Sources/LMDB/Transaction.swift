@@ -51,11 +51,17 @@ public final class Transaction {
     /// live exactly as long as the views LMDB itself returns.
     public func retain(_ bytes: some ContiguousBytes) -> UnsafeRawBufferPointer {
         bytes.withUnsafeBytes { source in
-            let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 8)
+            let copy = retainedBuffer(count: source.count)
             if let base = source.baseAddress { copy.baseAddress!.copyMemory(from: base, byteCount: source.count) }
-            retained.append(copy)
-            return UnsafeRawBufferPointer(rebasing: copy[..<source.count])
+            return UnsafeRawBufferPointer(copy)
         }
+    }
+
+    /// `count` bytes of memory the transaction owns until it ends, for the caller to fill.
+    public func retainedBuffer(count: Int) -> UnsafeMutableRawBufferPointer {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 8)
+        retained.append(buffer)
+        return UnsafeMutableRawBufferPointer(rebasing: buffer[..<count])
     }
 
     private func releaseRetained() {

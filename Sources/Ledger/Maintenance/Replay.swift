@@ -93,11 +93,13 @@ extension Ledger {
                 // Alongside the caller's snapshot, which is open until this thread is done.
                 try environment.readAlongsideHeldSnapshot { txn in
                     try txn.withCursor(on: databases.events) { cursor in
+                        // The changes own their bytes: one buffer serves every sealed event.
+                        let scratch = EventScratch(databases)
                         var chunk: [DecodedEvents.Event] = []
                         chunk.reserveCapacity(DecodedEvents.chunkSize)
                         var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(1))
                         while let current = entry {
-                            let stored = try databases.event(current.value, key: current.key, in: txn)
+                            let stored = try scratch.clear(current.value, key: current.key)
                             let (sequence, change) = try decoder.change(stored: stored)
                             chunk.append(DecodedEvents.Event(
                                 sequence: sequence, change: change, hash: try EventCodec.inlineHash(stored),

@@ -30,6 +30,10 @@ import LMDB
 /// | `route_data` | route uuid(16) chunk(4) | sequence(8) of the chunk's `routeLocationsAdded` event |
 /// | `rollups` | type(4) source(4) hour start(8) | see ``StatisticsPartial``: the source's samples of the type starting in that hour, summarised (``Rollups``) |
 ///
+/// In an encrypted ledger (``LedgerCipher``) the events, the rollups' and characteristics'
+/// values, `meta`'s secrets and tombstones' sync identifiers are sealed, the value columns
+/// masked and `sync_ids` keyed by a keyed digest (docs/LEDGER.md, "Encryption at rest").
+///
 /// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
 /// identically by replay. (`meta`'s checkpoint says how far the projections are.)
 ///

@@ -268,7 +268,7 @@ enum Rollups {
             {
                 let hour = KeyEncoding.time(current.key, at: 8)
                 guard hour < to else { break }
-                try visit(hour, try StatisticsPartial(encoded: try snapshot.databases.clear(current.value, domain: .rollup, key: current.key, in: snapshot.txn)))
+                try visit(hour, try snapshot.databases.withClear(current.value, domain: .rollup, key: current.key) { try StatisticsPartial(encoded: $0) })
                 entry = try cursor.next()
             }
         }

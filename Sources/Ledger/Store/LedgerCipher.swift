@@ -1,17 +1,23 @@
+import CLedgerAEAD
 import Crypto
 import Foundation
 import LMDB
 import Synchronization
-import _CryptoExtras
 
 /// Seals what a ledger stores of health data under the ledger's own data key
 /// (docs/LEDGER.md, "Encryption at rest"): events whole, with AES-256-GCM; the values the
-/// projections keep (rollups, characteristics, the ledger's own secret keys) the same way;
-/// and the one 8-byte value column of the time indexes with an AES-256 pad per event.
+/// projections keep (rollups, characteristics, tombstones' sync identifiers) and the ledger's
+/// own secret keys with AES-256-GCM-SIV, deterministically, so that a replay rebuilds them byte
+/// for byte; the 8-byte value column of the time indexes with an AES-256 pad per event; and
+/// sync identifiers in index keys as a keyed digest.
 ///
 /// The data key is random, made with the ledger, and kept in its `meta` wrapped by the
 /// store's ``MasterKey``; nothing in the data directory or a backup opens it without that key.
-final class LedgerCipher: Sendable {
+///
+/// The ciphers are swift-crypto's BoringSSL with each key set up once (``CLedgerAEAD``):
+/// its Swift API sets the key up on every call, ten times the cost of sealing a small value.
+/// BoringSSL's contexts may seal and open from several threads at once.
+final class LedgerCipher: @unchecked Sendable {
     /// The first byte of a sealed event (a clear one starts with `0x0A`, its `previous_hash` tag).
     static let sealedEventMark: UInt8 = 0xE5
     static let nonceLength = 12
@@ -23,9 +29,12 @@ final class LedgerCipher: Sendable {
 
     /// The data key's raw bytes (wrapped into `meta`).
     let rawKey: [UInt8]
-    private let key: SymmetricKey
-    /// Derived from the data key: the pads of the index value column.
-    private let padKey: SymmetricKey
+    /// AES-256-GCM under the data key: events.
+    private let events: OpaquePointer
+    /// AES-256-GCM-SIV under the data key: projections' values and secrets.
+    private let values: OpaquePointer
+    /// AES-256 under a key derived from the data key: the pads of the index value column.
+    private let pads: OpaquePointer
     /// Derived from the data key: what stands for an app's sync identifier in an index key.
     private let digestKey: SymmetricKey
     /// Nonces are this random base XOR a counter: unique for the key without a call to the
@@ -45,13 +54,23 @@ final class LedgerCipher: Sendable {
     init(rawKey: [UInt8]) {
         precondition(rawKey.count == 32, "a data key is 32 bytes")
         self.rawKey = rawKey
-        key = SymmetricKey(data: rawKey)
-        padKey = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: key, info: Array("healthledger index value pads".utf8), outputByteCount: 32)
-        digestKey = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: key, info: Array("healthledger sync identifier keys".utf8), outputByteCount: 32)
+        let key = SymmetricKey(data: rawKey)
+        func derived(_ label: String) -> [UInt8] {
+            HKDF<SHA256>.deriveKey(inputKeyMaterial: key, info: Array(label.utf8), outputByteCount: 32).withUnsafeBytes { Array($0) }
+        }
+        // Making a context fails only without memory.
+        events = ledger_aead_new(Int32(LEDGER_AEAD_AES_256_GCM.rawValue), rawKey)!
+        values = ledger_aead_new(Int32(LEDGER_AEAD_AES_256_GCM_SIV.rawValue), rawKey)!
+        pads = ledger_block_key_new(derived("healthledger index value pads"))!
+        digestKey = SymmetricKey(data: derived("healthledger sync identifier keys"))
         var generator = SystemRandomNumberGenerator()
         nonceBase = (0..<Self.nonceLength).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+    }
+
+    deinit {
+        ledger_aead_free(events)
+        ledger_aead_free(values)
+        ledger_block_key_free(pads)
     }
 
     /// A new random data key.
@@ -59,66 +78,107 @@ final class LedgerCipher: Sendable {
         LedgerCipher(rawKey: SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
     }
 
-    private func nextNonce() -> AES.GCM.Nonce {
-        let count = counter.add(1, ordering: .relaxed).newValue
-        var bytes = nonceBase
-        withUnsafeBytes(of: count.bigEndian) { counterBytes in
-            for index in 0..<8 { bytes[4 + index] ^= counterBytes[index] }
+    /// Runs `body` with the associated data of `domain` and `context`: domain(1) ‖ context.
+    private static func withAssociatedData<R>(_ domain: Domain, _ context: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeTemporaryAllocation(byteCount: context.count + 1, alignment: 1) { buffer in
+            buffer[0] = domain.rawValue
+            if let base = context.baseAddress { (buffer.baseAddress! + 1).copyMemory(from: base, byteCount: context.count) }
+            return try body(UnsafeRawBufferPointer(buffer))
         }
-        return try! AES.GCM.Nonce(data: bytes)
     }
 
-    private static func associatedData(_ domain: Domain, _ context: UnsafeRawBufferPointer) -> [UInt8] {
-        [domain.rawValue] + Array(context)
+    private static func bytes(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
+        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
     }
 
     /// A projection's value sealed with AES-256-GCM-SIV: ciphertext ‖ tag(16), bound to
-    /// `domain` and `context` (the row's key). Deterministic (one fixed nonce, which GCM-SIV
-    /// allows): a replay rebuilds the projections byte for byte, and `verify` compares them;
-    /// what it tells is only that two equal values under the same key are equal.
+    /// `domain` and `context` (the row's key). Deterministic (one fixed all-zero nonce, which
+    /// GCM-SIV allows): a replay rebuilds the projections byte for byte, and `verify` compares
+    /// them; what it tells is only that two equal values under the same key are equal.
     func sealValue(_ plaintext: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer) -> [UInt8] {
-        let box = try! AES.GCM._SIV.seal(plaintext, using: key, nonce: Self.valueNonce, authenticating: Self.associatedData(domain, context))
-        return Array(box.ciphertext) + Array(box.tag)
+        Self.withAssociatedData(domain, context) { associated in
+            [UInt8](unsafeUninitializedCapacity: plaintext.count + Self.tagLength) { out, count in
+                let sealed = ledger_aead_seal(
+                    values, out.baseAddress, Self.zeroNonce, Self.bytes(plaintext), plaintext.count, Self.bytes(associated), associated.count)
+                precondition(sealed == 1, "AES-GCM-SIV sealing failed")
+                count = plaintext.count + Self.tagLength
+            }
+        }
     }
 
     /// Opens what ``sealValue(_:domain:context:)`` made.
     /// - Throws: ``LedgerFailure`` `corrupted` when it does not open.
-    func openValue(_ sealed: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer) throws -> Data {
+    func openValue(_ sealed: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer) throws -> [UInt8] {
         guard sealed.count >= Self.valueOverhead else { throw LedgerFailure.corrupted("a sealed value is \(sealed.count) bytes, shorter than its tag") }
-        do {
-            let box = try AES.GCM._SIV.SealedBox(
-                nonce: Self.valueNonce, ciphertext: sealed[..<(sealed.count - Self.tagLength)], tag: sealed[(sealed.count - Self.tagLength)...])
-            return try AES.GCM._SIV.open(box, using: key, authenticating: Self.associatedData(domain, context))
-        } catch {
-            throw LedgerFailure.corrupted("a sealed value does not open under the ledger's data key (changed, or moved from elsewhere)")
+        return try Self.opened(count: sealed.count - Self.tagLength) { out in
+            openValue(sealed, domain: domain, context: context, into: out) ? 1 : 0
         }
     }
 
-    private static let valueNonce = try! AES.GCM._SIV.Nonce(data: [UInt8](repeating: 0, count: nonceLength))
+    /// Opens what ``sealValue(_:domain:context:)`` made into `out`, which has room for
+    /// `sealed.count - valueOverhead` bytes; false when it does not authenticate (or is too short).
+    func openValue(_ sealed: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>?) -> Bool {
+        guard sealed.count >= Self.valueOverhead else { return false }
+        return Self.withAssociatedData(domain, context) { associated in
+            ledger_aead_open(values, out, Self.zeroNonce, Self.bytes(sealed), sealed.count, Self.bytes(associated), associated.count) == 1
+        }
+    }
 
-    /// `plaintext` sealed with AES-256-GCM: nonce(12) ‖ ciphertext ‖ tag(16), bound to `domain`
-    /// and `context` (an event's sequence key).
+    private static let zeroNonce = [UInt8](repeating: 0, count: nonceLength)
+
+    /// The clear bytes `open` writes into a new array of `count` bytes.
+    private static func opened(count: Int, _ open: (UnsafeMutablePointer<UInt8>?) -> Int32) throws -> [UInt8] {
+        var authenticated = false
+        let plain = [UInt8](unsafeUninitializedCapacity: max(count, 1)) { out, written in
+            authenticated = open(out.baseAddress) == 1
+            written = authenticated ? count : 0
+        }
+        guard authenticated else {
+            throw LedgerFailure.corrupted("a sealed value does not open under the ledger's data key (changed, or moved from elsewhere)")
+        }
+        return plain
+    }
+
+    /// `plaintext` sealed with AES-256-GCM: [prefix] ‖ nonce(12) ‖ ciphertext ‖ tag(16), bound
+    /// to `domain` and `context` (an event's sequence key).
     func seal(_ plaintext: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer, prefix: UInt8? = nil) -> [UInt8] {
-        let box = try! AES.GCM.seal(plaintext, using: key, nonce: nextNonce(), authenticating: Self.associatedData(domain, context))
-        var sealed: [UInt8] = []
-        sealed.reserveCapacity(plaintext.count + Self.overhead + 1)
-        if let prefix { sealed.append(prefix) }
-        sealed.append(contentsOf: box.nonce)
-        sealed.append(contentsOf: box.ciphertext)
-        sealed.append(contentsOf: box.tag)
-        return sealed
+        let start = prefix == nil ? 0 : 1
+        let count = counter.add(1, ordering: .relaxed).newValue
+        return Self.withAssociatedData(domain, context) { associated in
+            [UInt8](unsafeUninitializedCapacity: start + plaintext.count + Self.overhead) { out, written in
+                if let prefix { out[0] = prefix }
+                // The nonce: the base with the counter XORed into its last 8 bytes.
+                for index in 0..<Self.nonceLength { out[start + index] = nonceBase[index] }
+                withUnsafeBytes(of: count.bigEndian) { counter in
+                    for index in 0..<8 { out[start + 4 + index] ^= counter[index] }
+                }
+                let nonce = out.baseAddress! + start
+                let sealed = ledger_aead_seal(
+                    events, nonce + Self.nonceLength, nonce, Self.bytes(plaintext), plaintext.count, Self.bytes(associated), associated.count)
+                precondition(sealed == 1, "AES-GCM sealing failed")
+                written = start + plaintext.count + Self.overhead
+            }
+        }
     }
 
     /// Opens what ``seal(_:domain:context:prefix:)`` made (without its prefix byte).
     /// - Throws: ``LedgerFailure`` `corrupted` when it does not open: changed bytes, or sealed
     ///   for another place or under another key.
-    func open(_ sealed: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer) throws -> Data {
+    func open(_ sealed: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer) throws -> [UInt8] {
         guard sealed.count >= Self.overhead else { throw LedgerFailure.corrupted("a sealed value is \(sealed.count) bytes, shorter than its nonce and tag") }
-        do {
-            let box = try AES.GCM.SealedBox(combined: Data(sealed))
-            return try AES.GCM.open(box, using: key, authenticating: Self.associatedData(domain, context))
-        } catch {
-            throw LedgerFailure.corrupted("a sealed value does not open under the ledger's data key (changed, or moved from elsewhere)")
+        return try Self.opened(count: sealed.count - Self.overhead) { out in
+            open(sealed, domain: domain, context: context, into: out) ? 1 : 0
+        }
+    }
+
+    /// Opens what ``seal(_:domain:context:prefix:)`` made into `out`, which has room for
+    /// `sealed.count - overhead` bytes; false when it does not authenticate (or is too short).
+    func open(_ sealed: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>?) -> Bool {
+        guard sealed.count >= Self.overhead else { return false }
+        return Self.withAssociatedData(domain, context) { associated in
+            let nonce = Self.bytes(sealed)!
+            return ledger_aead_open(
+                events, out, nonce, nonce + Self.nonceLength, sealed.count - Self.nonceLength, Self.bytes(associated), associated.count) == 1
         }
     }
 
@@ -134,13 +194,17 @@ final class LedgerCipher: Sendable {
     }
 
     /// The pad of the index value column of the rows of the object saved by event
-    /// `sequence`: the first 8 bytes of AES-256 of (domain ‖ sequence) under the pad key.
+    /// `sequence`: the first 8 bytes of AES-256 of (0x76 ‖ 7 zero bytes ‖ sequence) under the
+    /// pad key, as a big-endian number (so the stored column is its bytes XOR the pad's).
     func valuePad(sequence: UInt64) -> UInt64 {
-        var block = [UInt8](repeating: 0, count: 16)
-        block[0] = 0x76
-        withUnsafeBytes(of: sequence.bigEndian) { for index in 0..<8 { block[8 + index] = $0[index] } }
-        try! AES.permute(&block, key: padKey)
-        return block.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+        var input = ((UInt64(0x76) << 56).bigEndian, sequence.bigEndian)
+        var output: (UInt64, UInt64) = (0, 0)
+        withUnsafeBytes(of: &input) { input in
+            withUnsafeMutableBytes(of: &output) { output in
+                ledger_block_encrypt(pads, Self.bytes(input), output.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+        }
+        return UInt64(bigEndian: output.0)
     }
 }
 
@@ -151,9 +215,17 @@ extension LedgerDatabases {
     /// - Throws: ``LedgerFailure`` when it is sealed and this ledger has no data key, or it does not open.
     func event(_ raw: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, in txn: Transaction) throws -> UnsafeRawBufferPointer {
         guard raw.first == LedgerCipher.sealedEventMark else { return raw }
+        let sealed = UnsafeRawBufferPointer(rebasing: raw[1...])
+        let plain = txn.retainedBuffer(count: max(sealed.count - LedgerCipher.overhead, 0))
+        try openEvent(sealed, key: key, into: plain)
+        return UnsafeRawBufferPointer(plain)
+    }
+
+    /// Opens a sealed event (without its mark) into `out`, which has exactly the room its clear bytes need.
+    func openEvent(_ sealed: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) throws {
         guard let cipher else { throw LedgerFailure.corrupted("an event is sealed, and this ledger has no data key") }
-        let plain = try cipher.open(UnsafeRawBufferPointer(rebasing: raw[1...]), domain: .event, context: key)
-        return txn.retain(plain)
+        guard sealed.count >= LedgerCipher.overhead, cipher.open(sealed, domain: .event, context: key, into: out.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        else { throw LedgerFailure.corrupted("an event does not open under the ledger's data key (changed, or moved from elsewhere)") }
     }
 
     /// An event's bytes as the `events` database keeps them: sealed when the ledger has a data key.
@@ -201,14 +273,15 @@ final class EventScratch {
     /// The clear bytes of the event read as `raw` under `key`.
     func clear(_ raw: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer {
         guard raw.first == LedgerCipher.sealedEventMark else { return raw }
-        return try databases.withEvent(raw, key: key) { plain in
-            if plain.count > buffer.count {
-                buffer.deallocate()
-                buffer = .allocate(byteCount: max(plain.count, 2 * buffer.count, 4096), alignment: 8)
-            }
-            if let base = plain.baseAddress { buffer.baseAddress!.copyMemory(from: base, byteCount: plain.count) }
-            return UnsafeRawBufferPointer(rebasing: buffer[..<plain.count])
+        let sealed = UnsafeRawBufferPointer(rebasing: raw[1...])
+        let count = max(sealed.count - LedgerCipher.overhead, 0)
+        if count > buffer.count {
+            buffer.deallocate()
+            buffer = .allocate(byteCount: max(count, 2 * buffer.count, 4096), alignment: 8)
         }
+        let plain = UnsafeMutableRawBufferPointer(rebasing: buffer[..<count])
+        try databases.openEvent(sealed, key: key, into: plain)
+        return UnsafeRawBufferPointer(plain)
     }
 }
 
@@ -231,7 +304,27 @@ extension LedgerDatabases {
     /// The clear value of a projection's row read under `key` (``storable(_:domain:key:)``),
     /// valid until the transaction ends.
     func clear(_ stored: UnsafeRawBufferPointer, domain: LedgerCipher.Domain, key: UnsafeRawBufferPointer, in txn: Transaction) throws -> UnsafeRawBufferPointer {
-        guard let cipher else { return stored }
-        return txn.retain(try cipher.openValue(stored, domain: domain, context: key))
+        guard cipher != nil else { return stored }
+        let plain = txn.retainedBuffer(count: max(stored.count - LedgerCipher.valueOverhead, 0))
+        try open(stored, domain: domain, key: key, into: plain)
+        return UnsafeRawBufferPointer(plain)
+    }
+
+    /// Runs `body` with the clear value of a projection's row read under `key`, opened into
+    /// memory that lasts only for the call (a scan over many rows allocates nothing).
+    func withClear<R>(
+        _ stored: UnsafeRawBufferPointer, domain: LedgerCipher.Domain, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
+        guard cipher != nil else { return try body(stored) }
+        return try withUnsafeTemporaryAllocation(byteCount: max(stored.count - LedgerCipher.valueOverhead, 0), alignment: 8) { plain in
+            try open(stored, domain: domain, key: key, into: plain)
+            return try body(UnsafeRawBufferPointer(plain))
+        }
+    }
+
+    private func open(_ stored: UnsafeRawBufferPointer, domain: LedgerCipher.Domain, key: UnsafeRawBufferPointer, into plain: UnsafeMutableRawBufferPointer) throws {
+        guard let cipher, stored.count >= LedgerCipher.valueOverhead,
+            cipher.openValue(stored, domain: domain, context: key, into: plain.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        else { throw LedgerFailure.corrupted("a sealed value does not open under the ledger's data key (changed, or moved from elsewhere)") }
     }
 }
