@@ -170,6 +170,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case audit = "healthledger.v1.Ledger/Audit"
     /// Long-running: `AuditBatch` messages, then the events that match as they commit.
     case watchAudit = "healthledger.v1.Ledger/WatchAudit"
+    /// The owner's access records: which credential read what, when.
+    case accessRecords = "healthledger.v1.Ledger/AccessRecords"
     // The Merkle tree over the log: signed tree heads and proofs (the owner's).
     case treeHead = "healthledger.v1.Ledger/TreeHead"
     case inclusionProof = "healthledger.v1.Ledger/InclusionProof"

@@ -46,3 +46,60 @@ extension HealthStore {
             events: try batch.events.map(AuditEvent.init), headSequence: batch.headSequence, headHash: Array(batch.headHash), caughtUp: batch.caughtUp)
     }
 }
+
+/// A page of the owner's access records.
+public struct AccessRecordsPage: Sendable, Hashable {
+    public var records: [AccessRecord]
+    /// The position after the last record the page read (pass to
+    /// ``HealthStore/accessRecords(_:after:limit:)`` for the next page, or later for the
+    /// records written since); nil when it read none.
+    public var next: [UInt8]?
+    /// The page stopped at its limit: more may follow now.
+    public var hasMore: Bool
+}
+
+extension HealthStore {
+    /// The ledger's access records that match `filter`, oldest first: one per call that
+    /// returned health data, with who made it, which types it read and how many objects
+    /// (the owner's only; an app gets `permissionDenied`). A call is on the record within
+    /// about a second of its end.
+    ///
+    /// ```swift
+    /// let today = try await store.accessRecords(AccessRecordFilter(since: Calendar.current.startOfDay(for: .now)))
+    /// for line in AccessSummary(today.records).lines { print(line.principal, line.objects, line.type) }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - after: the previous page's ``AccessRecordsPage/next``.
+    ///   - limit: records per page (0: 1,000; at most 10,000).
+    public func accessRecords(_ filter: AccessRecordFilter = AccessRecordFilter(), after: [UInt8]? = nil, limit: Int = 0) async throws
+        -> AccessRecordsPage
+    {
+        var request = Healthledger_V1_AccessRecordsRequest()
+        if let since = filter.since { request.sinceUs = Self.microseconds(since) }
+        if let until = filter.until { request.untilUs = Self.microseconds(until) }
+        request.app = filter.app ?? ""
+        request.type = filter.type ?? ""
+        request.after = Data(after ?? [])
+        request.limit = UInt32(clamping: max(limit, 0))
+        let response = try Self.decode(Healthledger_V1_AccessRecordsResponse.self, try await unary(.accessRecords, request))
+        return AccessRecordsPage(
+            records: response.records.map(AccessRecord.init), next: response.next.isEmpty ? nil : Array(response.next), hasMore: response.hasMore_p)
+    }
+
+    /// Every access record that matches `filter`, summed by reader and type: "com.example.walk
+    /// read 1,440 HeartRate samples" (``AccessSummary``).
+    public func accessSummary(_ filter: AccessRecordFilter = AccessRecordFilter()) async throws -> AccessSummary {
+        var records: [AccessRecord] = []
+        var after: [UInt8]?
+        while true {
+            let page = try await accessRecords(filter, after: after, limit: 10_000)
+            records += page.records
+            after = page.next ?? after
+            if !page.hasMore { break }
+        }
+        return AccessSummary(records)
+    }
+
+    private static func microseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1e6).rounded()) }
+}

@@ -39,6 +39,10 @@ public final class Ledger: Sendable {
     let routeBuilders = RouteBuilders()
     /// Polls for other processes' commits (see ``LogFollower``); stopped with the ledger, which waits for a poll under way.
     private let following: FollowLoop?
+    /// The access records noted and not yet written (``AccessLog``).
+    let accessLog = AccessLog()
+    /// Writes them every ``LedgerConfiguration/accessFlushInterval``.
+    private let accessFlushing = AccessFlushLoop()
     /// For a point-in-time view, the last event it holds; it is read-only. Nil for the ledger itself.
     public let viewOf: UInt64?
     /// Signs the tree heads.
@@ -76,9 +80,14 @@ public final class Ledger: Sendable {
         signingKey = try SigningKey.load(environment: environment, databases: databases)
         following = configuration.followInterval.map { FollowLoop(follower, every: $0) }
         try upgradeProjections()
+        if viewOf == nil, let interval = configuration.accessFlushInterval { accessFlushing.start(self, every: interval) }
     }
 
-    deinit { following?.stop() }
+    deinit {
+        following?.stop()
+        accessFlushing.stop()
+        if !accessLog.isEmpty { flushAccessRecordsLogging() }
+    }
 
     /// Rebuilds the projections from the log when another version laid them out.
     private func upgradeProjections() throws {
@@ -215,11 +224,18 @@ public struct LedgerConfiguration: Sendable {
     /// Whether a clear ledger opened with ``masterKey`` is encrypted then (not when only a
     /// copy is checked).
     public var encryptsClearLedgers = true
+    /// How long access records are kept (default six years, as HIPAA keeps audit records).
+    public var accessRetention: TimeInterval = 6 * 365.25 * 86_400
+    /// How often access records noted in memory are written; nil: only by
+    /// ``Ledger/flushAccessRecords(now:)`` (and when the ledger closes).
+    public var accessFlushInterval: Duration? = .seconds(1)
 
     /// These settings for a ledger opened for one job (a restore, a check): no following.
     var maintenance: LedgerConfiguration {
         var configuration = LedgerConfiguration(followInterval: nil)
         configuration.masterKey = masterKey
+        configuration.accessRetention = accessRetention
+        configuration.accessFlushInterval = nil
         return configuration
     }
     /// Whether writes extend the Merkle tree. Only the ledger benchmark (`healthledger-bench

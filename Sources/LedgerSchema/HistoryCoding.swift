@@ -132,3 +132,25 @@ extension Healthledger_V1_AuditRequest {
         return filter
     }
 }
+
+extension AccessRecord {
+    package init(_ message: Healthledger_V1_AccessRecord) {
+        self.init(
+            time: Date(timeIntervalSince1970: Double(message.timeUs) / 1e6), credentialID: message.credentialID,
+            principal: Principal(message.actor), method: message.method, types: message.types, objects: message.objects,
+            asOfSequence: message.asOfSequence == 0 ? nil : message.asOfSequence)
+    }
+}
+
+extension Healthledger_V1_AccessRecord {
+    package init(_ record: AccessRecord) {
+        self.init()
+        timeUs = Int64((record.time.timeIntervalSince1970 * 1e6).rounded())
+        credentialID = record.credentialID
+        actor = record.principal.schema
+        method = record.method
+        types = record.types
+        objects = record.objects
+        asOfSequence = record.asOfSequence ?? 0
+    }
+}

@@ -97,6 +97,8 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+        // The calls have drained: what they noted of reads is written before the process ends.
+        store.flushAccessRecords()
     }
 
     /// The Prometheus factory with buckets fit for what is measured: a call takes from tens of

@@ -40,19 +40,24 @@ package struct CallDispatcher: Sendable {
         let started = ContinuousClock.now
         var response: [UInt8]?
         var failure: RPCError?
+        var caller: Principal?
         do {
             let (ledger, principal) = try authenticated(request)
+            caller = principal
             guard case .immediate(let respond) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered as immediate")
             }
             try registration.caller.admit(principal)
-            response = try respond(LedgerCall(ledger: ledger, principal: principal))
+            let call = LedgerCall(ledger: ledger, principal: principal)
+            response = try respond(call)
+            recordAccess(method, call: call, live: ledger, credential: request.credential, completed: true)
         } catch {
             failure = RPCError(mapping: error)
         }
         if let failure { logged(failure, id: id, request: request) }
         finish(response, failure)
         counted(method, failure: failure, started: started)
+        logCall(method.rawValue, request: request, principal: caller, failure: failure, started: started)
         return true
     }
 
@@ -75,20 +80,24 @@ package struct CallDispatcher: Sendable {
     /// is most of a small save's time beyond its disk writes.
     func answerOnCommit(id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, finish: @escaping Finish) {
         let started = ContinuousClock.now
+        let caller = Authenticated()
         let answer: @Sendable (Result<[UInt8], any Error>) -> Void = { result in
             switch result {
             case .success(let response):
                 finish(response, nil)
                 counted(method, failure: nil, started: started)
+                logCall(method.rawValue, request: request, principal: caller.principal, failure: nil, started: started)
             case .failure(let error):
                 let failure = RPCError(mapping: error)
                 logged(failure, id: id, request: request)
                 finish(nil, failure)
                 counted(method, failure: failure, started: started)
+                logCall(method.rawValue, request: request, principal: caller.principal, failure: failure, started: started)
             }
         }
         do {
             let (ledger, principal) = try authenticated(request)
+            caller.principal = principal
             guard let registration = MethodTable.registrations[method], case .onCommit(let start) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
             }
@@ -113,9 +122,10 @@ package struct CallDispatcher: Sendable {
         let started = ContinuousClock.now
         var response: [UInt8]?
         var failure: RPCError?
+        let caller = Authenticated()
         if let method {
             do {
-                response = try await handle(method, request: request, window: window, send: send)
+                response = try await handle(method, request: request, window: window, caller: caller, send: send)
             } catch {
                 failure = RPCError(mapping: error)
             }
@@ -128,6 +138,34 @@ package struct CallDispatcher: Sendable {
         if let failure { logged(failure, id: id, request: request) }
         finish(failure == nil ? response : nil, failure)
         counted(method, failure: failure, started: started)
+        logCall(method?.rawValue ?? String(request.method.prefix(200)), request: request, principal: caller.principal, failure: failure, started: started)
+    }
+
+    /// The one log line of every call, at `info`: what an operator's log shows of traffic
+    /// (never a value, never the credential's secret).
+    private func logCall(_ method: String, request: Healthledger_V1_CallRequest, principal: Principal?, failure: RPCError?, started: ContinuousClock.Instant) {
+        guard logger.logLevel <= .info else { return }
+        let duration = ContinuousClock.now - started
+        let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+        logger.info(
+            "call",
+            metadata: [
+                "rpc.method": "\(method)", "ledger.id": "\(CredentialString(request.credential)?.ledgerID ?? "-")",
+                "principal": "\(principal.map { "\($0)" } ?? "-")", "rpc.status": "\(failure?.code ?? .ok)", "duration_us": "\(microseconds)",
+            ])
+    }
+
+    /// Notes the access record of a call that returned health data: when it completed, or
+    /// when it had returned objects before it failed or was cancelled. A long-running call
+    /// notes one each time it delivers objects, then whatever it returned last.
+    private func recordAccess(_ method: RPCMethod, call: LedgerCall, live: Ledger, credential: String, completed: Bool) {
+        guard MethodTable.registrations[method]?.readsHealthData == true else { return }
+        let (types, objects) = call.reads.taken(reset: true)
+        guard completed || objects > 0 else { return }
+        live.recordAccess(
+            AccessRecord(
+                time: Date(), credentialID: CredentialString(credential)?.id ?? "", principal: call.principal, method: method.rawValue, types: types,
+                objects: objects, asOfSequence: call.ledger.viewOf))
     }
 
     /// The status of a read whose task was cancelled: by its deadline, by the server's
@@ -170,7 +208,9 @@ package struct CallDispatcher: Sendable {
 
     /// Runs the call; returns a unary method's response (nil for a stream, whose messages
     /// went out through `send`).
-    private func handle(_ method: RPCMethod, request: Healthledger_V1_CallRequest, window: StreamWindow?, send: @escaping Send) async throws -> [UInt8]? {
+    private func handle(
+        _ method: RPCMethod, request: Healthledger_V1_CallRequest, window: StreamWindow?, caller: Authenticated, send: @escaping Send
+    ) async throws -> [UInt8]? {
         guard let registration = MethodTable.registrations[method] else {
             throw RPCError(.unimplemented, "\(method.rawValue) is not implemented by this server")
         }
@@ -187,10 +227,12 @@ package struct CallDispatcher: Sendable {
             return try await run(OperatorCall(store: store))
         }
         let (ledger, principal) = try authenticated(request)
+        caller.principal = principal
         guard let point = try request.pointInTime() else {
             let bound = try registration.bind(Array(request.payload))
             try registration.caller.admit(principal)
-            return try await run(bound, call: LedgerCall(ledger: ledger, principal: principal), live: ledger, request: request, window: window, send: send)
+            return try await run(
+                bound, method: method, call: LedgerCall(ledger: ledger, principal: principal), live: ledger, request: request, window: window, send: send)
         }
         // A point-in-time read: the same method on a read-only view of the ledger, where an
         // app sees only what it could read then and may read now.
@@ -210,34 +252,58 @@ package struct CallDispatcher: Sendable {
         }
         let call = LedgerCall(ledger: view, principal: principal)
         guard case .app = principal else {
-            return try await run(bound, call: call, live: ledger, request: request, window: window, send: send)
+            return try await run(bound, method: method, call: call, live: ledger, request: request, window: window, send: send)
         }
         return try await ReadScope.$present.withValue({ type in try ledger.readScope(of: type, for: principal) }) {
-            try await run(bound, call: call, live: ledger, request: request, window: window, send: send)
+            try await run(bound, method: method, call: call, live: ledger, request: request, window: window, send: send)
         }
     }
 
-    /// Runs a bound request on `call`'s ledger (`live` itself, or a view of it).
+    /// Runs a bound request on `call`'s ledger (`live` itself, or a view of it), and notes
+    /// its access record when it returns health data.
     private func run(
-        _ bound: BoundCall, call: LedgerCall, live: Ledger, request: Healthledger_V1_CallRequest, window: StreamWindow?, send: @escaping Send
+        _ bound: BoundCall, method: RPCMethod, call: LedgerCall, live: Ledger, request: Healthledger_V1_CallRequest, window: StreamWindow?,
+        send: @escaping Send
     ) async throws -> [UInt8]? {
+        var completed = false
+        defer { recordAccess(method, call: call, live: live, credential: request.credential, completed: completed) }
         switch bound {
-        case .immediate(let respond): return try respond(call)
-        case .unary(let respond): return try await respond(call)
+        case .immediate(let respond):
+            defer { completed = true }
+            return try respond(call)
+        case .unary(let respond):
+            let response = try await respond(call)
+            completed = true
+            return response
         case .onCommit(let start): return try await withCheckedThrowingContinuation { continuation in start(call) { continuation.resume(with: $0) } }
         case .stream(let types, let body):
             metrics.streamOpened()
             defer { metrics.streamClosed() }
+            call.reads.add(types: types)
             let access = StreamAccess(call, live: live, types: types, credential: request.credential)
+            let longRunning = method.isLongRunning
             let stream = StreamContext(scanned: access.scanned(with:)) { message in
                 try await window?.acquire()
                 send(message)
+                // A long-running stream is on the record as it delivers.
+                if longRunning { recordAccess(method, call: call, live: live, credential: request.credential, completed: false) }
             }
             try await access.run { try await body(call, stream) }
+            completed = !longRunning
             return nil
         case .onStore:
             throw RPCError(.internalError, "an operator method reached a ledger's dispatch")
         }
+    }
+}
+
+/// Who a call turned out to be, once authenticated (for its log line).
+final class Authenticated: Sendable {
+    private let state = Mutex<Principal?>(nil)
+
+    var principal: Principal? {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
     }
 }
 

@@ -77,6 +77,8 @@ struct MethodRegistration: Sendable {
     /// A unary write whose small requests are prepared on the event loop and answered from
     /// the committing thread, with no task between (``CallDispatcher/answerOnCommit``).
     var answersOnCommit = false
+    /// Returns health data: each call leaves an access record (docs/PROTOCOL.md §7.15a).
+    var readsHealthData = false
     /// Decodes the request's payload (once) and binds it to the handler.
     let bind: @Sendable (_ payload: [UInt8]) throws -> BoundCall
 
@@ -84,6 +86,13 @@ struct MethodRegistration: Sendable {
     func only(_ caller: Caller) -> Self {
         var registration = self
         registration.caller = caller
+        return registration
+    }
+
+    /// This registration, for a method that returns health data.
+    var recorded: Self {
+        var registration = self
+        registration.readsHealthData = true
         return registration
     }
 
@@ -187,21 +196,22 @@ package enum MethodTable {
         .delete: .unary(Healthledger_V1_DeleteRequest.self) { try await $0.delete($1) },
         .deleteObjects: .unary(Healthledger_V1_DeleteObjectsRequest.self) { try await $0.deleteObjects($1) },
         .erase: .unary(Healthledger_V1_EraseRequest.self) { try await $0.erase($1) },
-        .fetch: .immediate(Healthledger_V1_FetchRequest.self) { try $0.fetch($1) },
+        .fetch: .immediate(Healthledger_V1_FetchRequest.self) { try $0.fetch($1) }.recorded,
         .querySamples: .stream(Healthledger_V1_SampleQueryRequest.self, types: { [try ObjectType($0.type)] }) {
             try await $0.querySamples($1, onScope: $2.scanned, $2.emit)
-        },
+        }.recorded,
         .queryCorrelations: .stream(Healthledger_V1_CorrelationQueryRequest.self, types: { withMembers(try CorrelationType($0.type).objectType) }) {
             try await $0.queryCorrelations($1, onScope: $2.scanned, $2.emit)
-        },
-        .queryChanges: .stream(Healthledger_V1_ChangeQueryRequest.self, types: changeTypes) { try await $0.queryChanges($1, onScope: $2.scanned, $2.emit) },
+        }.recorded,
+        .queryChanges: .stream(Healthledger_V1_ChangeQueryRequest.self, types: changeTypes) { try await $0.queryChanges($1, onScope: $2.scanned, $2.emit) }
+            .recorded,
         .watchChanges: .stream(Healthledger_V1_ChangeQueryRequest.self, .longRunning, types: changeTypes) {
             try await $0.watchChanges($1, onScope: $2.scanned, $2.emit)
-        },
+        }.recorded,
         .observe: .stream(
             Healthledger_V1_ObserveRequest.self, .longRunning,
             types: { try LedgerCall.descriptors(type: $0.type, predicate: $0.hasPredicate ? $0.predicate : nil, $0.descriptors).flatMap { withMembers($0.type) } }
-        ) { try await $0.observe($1, onScope: $2.scanned, $2.emit) },
+        ) { try await $0.observe($1, onScope: $2.scanned, $2.emit) }.recorded,
         .requestAuthorization: .unary(Healthledger_V1_AuthorizationRequest.self) { try await $0.requestAuthorization($1) }.only(.apps),
         .getRequestStatus: .immediate(Healthledger_V1_AuthorizationRequest.self) { try $0.getRequestStatus($1) }.only(.apps),
         .authorizationStatus: .immediate(Healthledger_V1_AuthorizationStatusRequest.self) { try $0.authorizationStatus($1) },
@@ -217,30 +227,32 @@ package enum MethodTable {
         .sourcePriority: .immediate(Healthledger_V1_SourcePriorityRequest.self) { try $0.sourcePriority($1) }.only(managing),
         .setSourcePriority: .unary(Healthledger_V1_SetSourcePriorityRequest.self) { try await $0.setSourcePriority($1) }.only(managing),
         // Statistics read every sample of their range: in a task.
-        .statistics: .unary(Healthledger_V1_StatisticsRequest.self, asOf: true) { try $0.statistics($1) },
+        .statistics: .unary(Healthledger_V1_StatisticsRequest.self, asOf: true) { try $0.statistics($1) }.recorded,
         .statisticsCollection: .stream(Healthledger_V1_StatisticsCollectionRequest.self, types: { [try QuantityType($0.type).objectType] }) {
             try await $0.statisticsCollection($1, onScope: $2.scanned, $2.emit)
-        },
+        }.recorded,
         .watchStatisticsCollection: .stream(
             Healthledger_V1_StatisticsCollectionRequest.self, .longRunning, types: { [try QuantityType($0.type).objectType] }
-        ) { try await $0.watchStatisticsCollection($1, onScope: $2.scanned, $2.emit) },
+        ) { try await $0.watchStatisticsCollection($1, onScope: $2.scanned, $2.emit) }.recorded,
         .addAttachment: .unary(Healthledger_V1_AddAttachmentRequest.self) { try await $0.addAttachment($1) },
-        .attachments: .immediate(Healthledger_V1_AttachmentsRequest.self) { try $0.attachments($1) },
+        .attachments: .immediate(Healthledger_V1_AttachmentsRequest.self) { try $0.attachments($1) }.recorded,
         // Up to an attachment's size limit of bytes: in a task.
-        .attachmentData: .unary(Healthledger_V1_AttachmentRequest.self, asOf: true) { try $0.attachmentData($1) },
+        .attachmentData: .unary(Healthledger_V1_AttachmentRequest.self, asOf: true) { try $0.attachmentData($1) }.recorded,
         .removeAttachment: .unary(Healthledger_V1_AttachmentRequest.self) { try await $0.removeAttachment($1) },
-        .characteristics: .immediate(Healthledger_V1_CharacteristicsRequest.self) { try $0.characteristics($1) },
+        .characteristics: .immediate(Healthledger_V1_CharacteristicsRequest.self) { try $0.characteristics($1) }.recorded,
         .setCharacteristic: .unary(Healthledger_V1_Characteristic.self) { try await $0.setCharacteristic($1) }
             .only(.owner(refusingApps: RoleRefusal.settingCharacteristics)),
         .associateSamples: .unary(Healthledger_V1_AssociateSamplesRequest.self) { try await $0.associateSamples($1) },
-        .workoutStatistics: .unary(Healthledger_V1_WorkoutStatisticsRequest.self, asOf: true) { try $0.workoutStatistics($1) },
+        .workoutStatistics: .unary(Healthledger_V1_WorkoutStatisticsRequest.self, asOf: true) { try $0.workoutStatistics($1) }.recorded,
         .beginRoute: .immediate(Healthledger_V1_BeginRouteRequest.self, asOf: false, writes: true) { try $0.beginRoute($1) },
         .addRouteLocations: .immediate(Healthledger_V1_AddRouteLocationsRequest.self, asOf: false, writes: true) { try $0.addRouteLocations($1) },
         .finishRoute: .unary(Healthledger_V1_FinishRouteRequest.self) { try await $0.finishRoute($1) },
         .discardRoute: .immediate(Healthledger_V1_DiscardRouteRequest.self, asOf: false, writes: true) { try $0.discardRoute($1) },
         .routeLocations: .stream(Healthledger_V1_RouteQueryRequest.self, types: { _ in [.workoutRoute] }) {
             try await $0.routeLocations($1, onScope: $2.scanned, $2.emit)
-        },
+        }.recorded,
+        .accessRecords: .immediate(Healthledger_V1_AccessRecordsRequest.self, asOf: false) { try $0.accessRecords($1) }
+            .only(.owner(refusingApps: RoleRefusal.readingAccessRecords)),
         // The audit trail relies on no grant (it is the owner's); its credential is watched.
         .audit: .stream(Healthledger_V1_AuditRequest.self, types: { _ in [] }) { try await $0.audit($1, follow: false, $2.emit) }.only(auditing),
         .watchAudit: .stream(Healthledger_V1_AuditRequest.self, .longRunning, types: { _ in [] }) { try await $0.audit($1, follow: true, $2.emit) }

@@ -132,6 +132,7 @@ extension LedgerCall {
     private func changeBatch(_ query: ChangeQuery, onScope: (ReadScope) -> Void) throws -> ChangeBatchWriter {
         var writer = ProtoWriter(capacity: 64 << 10)
         let page = try ledger.encodedChanges(query, as: principal, maximumBytes: Self.batchBytes, onScope: onScope) { writer.message(field: ChangeBatchField.added, $0) }
+        reads.add(objects: page.count)
         return ChangeBatchWriter(writer: writer, page: page)
     }
 }

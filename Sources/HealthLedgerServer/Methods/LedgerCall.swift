@@ -10,6 +10,8 @@ import SwiftProtobuf
 struct LedgerCall: Sendable {
     let ledger: Ledger
     let principal: Principal
+    /// What the call read, for its access record (``ReadTally``).
+    let reads = ReadTally()
 
     func ping(_ request: Healthledger_V1_PingRequest) throws -> [UInt8] {
         var response = Healthledger_V1_PingResponse()
@@ -84,7 +86,10 @@ struct LedgerCall: Sendable {
     func fetch(_ request: Healthledger_V1_FetchRequest) throws -> [UInt8] {
         let uuid = try Self.uuid(request.uuid, field: "uuid")
         var response = Healthledger_V1_FetchResponse()
-        if let object = try ledger.object(with: uuid, as: principal) { response.object = .init(object) }
+        if let object = try ledger.object(with: uuid, as: principal) {
+            response.object = .init(object)
+            reads.add(object.objectType.identifier, objects: 1)
+        }
         return try response.serializedBytes()
     }
 
@@ -103,7 +108,8 @@ struct LedgerCall: Sendable {
             type: try ObjectType(request.type),
             interval: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
             predicate: conditions.count > 1 ? .and(conditions) : conditions.first, limit: Int(request.limit), sort: request.sort.model)
-        try await Self.stream(try ledger.sampleCursor(query, as: principal), batchSize: Self.batchSize(request.batchSize, default: 500), onScope: onScope, emit)
+        try await Self.stream(
+            try ledger.sampleCursor(query, as: principal), batchSize: Self.batchSize(request.batchSize, default: 500), reads: reads, onScope: onScope, emit)
     }
 
     /// QueryCorrelations: the matching correlations, each with the members the caller may read.
@@ -122,19 +128,21 @@ struct LedgerCall: Sendable {
             predicate: request.hasPredicate ? try request.predicate.model() : nil, memberPredicates: memberPredicates, limit: Int(request.limit),
             sort: request.sort.model)
         try await Self.stream(
-            try ledger.correlationCursor(query, as: principal), batchSize: Self.batchSize(request.batchSize, default: 500), onScope: onScope, emit)
+            try ledger.correlationCursor(query, as: principal), batchSize: Self.batchSize(request.batchSize, default: 500), reads: reads, onScope: onScope,
+            emit)
     }
 
     /// Sends a cursor's objects as SampleBatch messages of at most `batchSize` objects and
     /// about 1 MiB, reading each batch only when the stream window has taken the one before.
     static func stream(
-        _ cursor: QueryCursor, batchSize: Int, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
+        _ cursor: QueryCursor, batchSize: Int, reads: ReadTally, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
     ) async throws {
         defer { cursor.close() }
         while true {
             try Task.checkCancellation()
             let objects = try cursor.next(maxCount: batchSize, maxBytes: batchBytes, onScope: onScope)
             guard !objects.isEmpty else { return }
+            reads.add(objects: objects.count)
             // The objects go out as the log stores them, without a decode and re-encode.
             try await emit(HealthObjectDecoder.message(of: objects))
         }
@@ -219,6 +227,7 @@ struct LedgerCall: Sendable {
         guard request.types.count <= 16 else { throw HealthError.invalidArgument("ask for at most 16 characteristics", field: "types") }
         let types = try request.types.map { try ObjectType($0) }
         let values = try ledger.characteristics(types, as: principal)
+        for (type, value) in zip(types, values) where value != nil { reads.add(type.identifier, objects: 1) }
         return try Healthledger_V1_CharacteristicsResponse.with { response in
             response.characteristics = zip(types, values).map { type, value in value.map(Healthledger_V1_Characteristic.init) ?? .notSet(type) }
         }.serializedBytes()

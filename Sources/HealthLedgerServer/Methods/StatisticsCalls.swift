@@ -14,6 +14,7 @@ extension LedgerCall {
             options: StatisticsOptions(rawValue: Int(request.options)), predicate: request.hasPredicate ? try request.predicate.model() : nil)
         var response = Healthledger_V1_StatisticsResponse()
         if let statistics = try ledger.statistics(query, as: principal) { response.statistics = .init(statistics) }
+        reads.add(query.type.identifier, objects: response.hasStatistics ? 1 : 0)
         return try response.serializedBytes()
     }
 
@@ -22,7 +23,9 @@ extension LedgerCall {
         _ request: Healthledger_V1_StatisticsCollectionRequest, onScope: (ReadScope) -> Void, _ emit: (_ batch: [UInt8]) async throws -> Void
     ) async throws {
         let (query, batchSize) = try collectionQuery(request)
-        try await Self.emit(try ledger.statisticsCollection(query, as: principal, onScope: onScope), batchSize: batchSize, emit)
+        let results = try ledger.statisticsCollection(query, as: principal, onScope: onScope)
+        reads.add(objects: results.count)
+        try await Self.emit(results, batchSize: batchSize, emit)
     }
 
     /// WatchStatisticsCollection: the collection, then after each commit of the type the
@@ -42,7 +45,10 @@ extension LedgerCall {
                 changed.append(Statistics(type: query.type, startDate: start, endDate: gone.endDate, values: StatisticsValues()))
             }
             current = latest
-            if first || !changed.isEmpty { try await Self.emit(changed.sorted { $0.startDate < $1.startDate }, batchSize: batchSize, emit) }
+            if first || !changed.isEmpty {
+                reads.add(objects: changed.count)
+                try await Self.emit(changed.sorted { $0.startDate < $1.startDate }, batchSize: batchSize, emit)
+            }
             // Each recomputation reads the whole range: under a stream of commits, let them
             // fold into the next one instead of recomputing after every commit.
             if !first { try await Task.sleep(for: Self.statisticsRecomputeInterval) }

@@ -18,6 +18,7 @@ extension LedgerCall {
         guard let statistics = try ledger.workoutStatistics(for: uuid, as: principal) else {
             throw HealthError(.noData, "no workout with UUID \(uuid)", field: "workout_uuid")
         }
+        reads.add(ObjectType.workout.identifier, objects: 1)
         return try Healthledger_V1_WorkoutStatisticsResponse(statistics).serializedBytes()
     }
 
@@ -62,7 +63,13 @@ extension LedgerCall {
             try Task.checkCancellation()
             // A RouteBatch, written directly around the stored locations.
             var batch = ProtoWriter(capacity: 1 << 16)
-            if index < chunks.count { batch.message(field: RouteBatchField.locations, try ledger.encodedRouteLocations(chunks, chunk: index)) }
+            if index < chunks.count {
+                let locations = try ledger.encodedRouteLocations(chunks, chunk: index)
+                batch.message(field: RouteBatchField.locations, locations)
+                // RouteLocations is packed by column: its latitudes, 8 bytes each, count the locations.
+                let latitudes = try locations.withUnsafeBytes { try ProtoReader.field(2, in: $0)?.count ?? 0 }
+                reads.add(objects: latitudes / 8)
+            }
             if index >= chunks.count - 1 { batch.varint(field: RouteBatchField.done, 1) }
             try await emit(batch.buffer)
         }

@@ -29,6 +29,7 @@ import LMDB
 /// | `member_workouts` | member uuid(16) parent uuid(16) | empty: `workout_members` the other way |
 /// | `route_data` | route uuid(16) chunk(4) | sequence(8) of the chunk's `routeLocationsAdded` event |
 /// | `rollups` | type(4) source(4) hour start(8) | see ``StatisticsPartial``: the source's samples of the type starting in that hour, summarised (``Rollups``) |
+/// | `access_log` | time(8) random(8) | a `healthledger.v1.AccessRecord`: one call that returned health data (``AccessLog``); not a projection |
 ///
 /// In an encrypted ledger (``LedgerCipher``) the events, the rollups' and characteristics'
 /// values, `meta`'s secrets and tombstones' sync identifiers are sealed, the value columns
@@ -66,6 +67,8 @@ final class LedgerDatabases: Sendable {
     let merkle: Database
     /// Statistics per type, source and hour (``Rollups``).
     let rollups: Database
+    /// The owner's access records (``AccessLog``): neither log nor projection.
+    let accessLog: Database
     /// Seals and opens the health data stored, when the ledger is encrypted (``LedgerCipher``).
     let cipher: LedgerCipher?
 
@@ -104,6 +107,7 @@ final class LedgerDatabases: Sendable {
         routeData = try environment.openDatabase("route_data")
         merkle = try environment.openDatabase("merkle")
         rollups = try environment.openDatabase("rollups")
+        accessLog = try environment.openDatabase("access_log")
     }
 }
 

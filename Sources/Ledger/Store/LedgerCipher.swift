@@ -49,6 +49,7 @@ final class LedgerCipher: @unchecked Sendable {
         case characteristic = 3
         case secret = 4
         case syncIdentifier = 5
+        case accessRecord = 6
     }
 
     init(rawKey: [UInt8]) {

@@ -182,6 +182,12 @@ public final class LedgerStore: Sendable {
         return try views.view(of: ledger, at: try ledger.sequence(at: point))
     }
 
+    /// Writes the access records every open ledger holds in memory (on shutdown: they are
+    /// otherwise written within ``LedgerConfiguration/accessFlushInterval``).
+    public func flushAccessRecords() {
+        for ledger in open.withLock({ Array($0.values) }) { ledger.flushAccessRecordsLogging() }
+    }
+
     /// The ids of every ledger in the store, sorted.
     public func ledgerIDs() throws -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: ledgersDirectory.path)) ?? []

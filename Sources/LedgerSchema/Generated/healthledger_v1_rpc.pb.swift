@@ -3167,6 +3167,116 @@ public nonisolated struct Healthledger_V1_AuditBatch: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Ledger/AccessRecords (owner): the ledger's access records, one per call
+/// that returned health data (docs/PROTOCOL.md §7.15a), oldest first, a page at a time. A
+/// record is kept from about a second after its call (records are written in batches) for the
+/// server's retention period (default six years).
+public nonisolated struct Healthledger_V1_AccessRecordsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Records of calls made at or after this time (microseconds since 1970).
+  public var sinceUs: Int64 {
+    get {_sinceUs ?? 0}
+    set {_sinceUs = newValue}
+  }
+  /// Returns true if `sinceUs` has been explicitly set.
+  public var hasSinceUs: Bool {self._sinceUs != nil}
+  /// Clears the value of `sinceUs`. Subsequent reads from it will return its default value.
+  public mutating func clearSinceUs() {self._sinceUs = nil}
+
+  /// Records of calls made before this time.
+  public var untilUs: Int64 {
+    get {_untilUs ?? 0}
+    set {_untilUs = newValue}
+  }
+  /// Returns true if `untilUs` has been explicitly set.
+  public var hasUntilUs: Bool {self._untilUs != nil}
+  /// Clears the value of `untilUs`. Subsequent reads from it will return its default value.
+  public mutating func clearUntilUs() {self._untilUs = nil}
+
+  /// Records of this app (its bundle identifier); "owner" for the owner's own reads. Empty: all.
+  public var app: String = String()
+
+  /// Records of calls that read this type.
+  public var type: String = String()
+
+  /// Resume after this record: the previous page's `next` (empty: from the first).
+  public var after: Data = Data()
+
+  /// Most records per page (0: 1,000; at most 10,000).
+  public var limit: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _sinceUs: Int64? = nil
+  fileprivate var _untilUs: Int64? = nil
+}
+
+/// One call that returned health data.
+public nonisolated struct Healthledger_V1_AccessRecord: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// When the call was answered (microseconds since 1970).
+  public var timeUs: Int64 = 0
+
+  /// The id of the credential it was made with (the third part of the credential string).
+  public var credentialID: String = String()
+
+  /// Who made it: the owner, or an app (its source).
+  public var actor: Healthledger_V1_Actor {
+    get {_actor ?? Healthledger_V1_Actor()}
+    set {_actor = newValue}
+  }
+  /// Returns true if `actor` has been explicitly set.
+  public var hasActor: Bool {self._actor != nil}
+  /// Clears the value of `actor`. Subsequent reads from it will return its default value.
+  public mutating func clearActor() {self._actor = nil}
+
+  /// The method's path, e.g. "healthledger.v1.Ledger/QuerySamples".
+  public var method: String = String()
+
+  /// The types it read (HealthKit identifiers).
+  public var types: [String] = []
+
+  /// How many objects it returned: samples, correlations, changes, statistics, attachments,
+  /// characteristics or route locations, by method (§7.15a).
+  public var objects: UInt64 = 0
+
+  /// The event it read the ledger as of (0: the present).
+  public var asOfSequence: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _actor: Healthledger_V1_Actor? = nil
+}
+
+public nonisolated struct Healthledger_V1_AccessRecordsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var records: [Healthledger_V1_AccessRecord] = []
+
+  /// The position after the last record this page read, matching or not: pass it as `after`
+  /// for the next page, or later for the records written since. Empty when it read none.
+  public var next: Data = Data()
+
+  /// The page stopped at its limit (or after 100,000 records read): more may follow now.
+  public var hasMore_p: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// healthledger.v1.Ledger/TreeHead (owner): the ledger's signed tree head now. Empty request.
 /// The Merkle tree over the events and the signed bytes are in docs/LEDGER.md.
 public nonisolated struct Healthledger_V1_SignedTreeHead: Sendable {
@@ -7743,6 +7853,169 @@ nonisolated extension Healthledger_V1_AuditBatch: SwiftProtobuf.Message, SwiftPr
     if lhs.headSequence != rhs.headSequence {return false}
     if lhs.headHash != rhs.headHash {return false}
     if lhs.caughtUp != rhs.caughtUp {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AccessRecordsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AccessRecordsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}since_us\0\u{3}until_us\0\u{1}app\0\u{1}type\0\u{1}after\0\u{1}limit\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularSInt64Field(value: &self._sinceUs) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self._untilUs) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.app) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 5: try { try decoder.decodeSingularBytesField(value: &self.after) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._sinceUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._untilUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 2)
+    } }()
+    if !self.app.isEmpty {
+      try visitor.visitSingularStringField(value: self.app, fieldNumber: 3)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 4)
+    }
+    if !self.after.isEmpty {
+      try visitor.visitSingularBytesField(value: self.after, fieldNumber: 5)
+    }
+    if self.limit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AccessRecordsRequest, rhs: Healthledger_V1_AccessRecordsRequest) -> Bool {
+    if lhs._sinceUs != rhs._sinceUs {return false}
+    if lhs._untilUs != rhs._untilUs {return false}
+    if lhs.app != rhs.app {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.after != rhs.after {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AccessRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AccessRecord"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}time_us\0\u{3}credential_id\0\u{1}actor\0\u{1}method\0\u{1}types\0\u{1}objects\0\u{3}as_of_sequence\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularSInt64Field(value: &self.timeUs) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.credentialID) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._actor) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.method) }()
+      case 5: try { try decoder.decodeRepeatedStringField(value: &self.types) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.objects) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.asOfSequence) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.timeUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.timeUs, fieldNumber: 1)
+    }
+    if !self.credentialID.isEmpty {
+      try visitor.visitSingularStringField(value: self.credentialID, fieldNumber: 2)
+    }
+    try { if let v = self._actor {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if !self.method.isEmpty {
+      try visitor.visitSingularStringField(value: self.method, fieldNumber: 4)
+    }
+    if !self.types.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.types, fieldNumber: 5)
+    }
+    if self.objects != 0 {
+      try visitor.visitSingularUInt64Field(value: self.objects, fieldNumber: 6)
+    }
+    if self.asOfSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.asOfSequence, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AccessRecord, rhs: Healthledger_V1_AccessRecord) -> Bool {
+    if lhs.timeUs != rhs.timeUs {return false}
+    if lhs.credentialID != rhs.credentialID {return false}
+    if lhs._actor != rhs._actor {return false}
+    if lhs.method != rhs.method {return false}
+    if lhs.types != rhs.types {return false}
+    if lhs.objects != rhs.objects {return false}
+    if lhs.asOfSequence != rhs.asOfSequence {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AccessRecordsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AccessRecordsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}records\0\u{1}next\0\u{3}has_more\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.records) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.next) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.hasMore_p) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.records.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.records, fieldNumber: 1)
+    }
+    if !self.next.isEmpty {
+      try visitor.visitSingularBytesField(value: self.next, fieldNumber: 2)
+    }
+    if self.hasMore_p != false {
+      try visitor.visitSingularBoolField(value: self.hasMore_p, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AccessRecordsResponse, rhs: Healthledger_V1_AccessRecordsResponse) -> Bool {
+    if lhs.records != rhs.records {return false}
+    if lhs.next != rhs.next {return false}
+    if lhs.hasMore_p != rhs.hasMore_p {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

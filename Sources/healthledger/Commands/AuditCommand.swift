@@ -7,12 +7,18 @@ import Ledger
 struct AuditCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "audit",
-        abstract: "Who did what: a ledger's events, each told in a sentence.",
+        abstract: "Who did what: a ledger's events, each told in a sentence; with --reads, who read what.",
         discussion: """
             With a LEDGER id, reads the ledger on the data directory (the operator's view, on the \
             server's machine). Without one, asks the server as the owner (--credential); an app's \
             credential is refused. Every filter given must match. A table by default (a run of like \
             saves in one commit on one line); --json prints one JSON object per event.
+
+            --reads shows the access records instead: one per call that returned health data (which \
+            credential, app or owner, method, types, how many objects, as of which event), filtered \
+            by --app, --type, --since and --until; --summary sums them by reader and type (since \
+            the start of today unless --since says otherwise). A call is on the record within about \
+            a second.
             """)
 
     @Argument(help: "A ledger id: read it on the data directory. Omit it to ask the server.") var ledger: String?
@@ -28,9 +34,17 @@ struct AuditCommand: AsyncParsableCommand {
     @Option(help: "Events about this type (HeartRate or its HealthKit identifier).") var type: String?
     @Option(help: "Events about this object (a UUID).") var object: String?
     @Flag(help: "Keep printing new events as they commit, until interrupted.") var follow = false
+    @Flag(help: "Show the access records: who read what, when.") var reads = false
+    @Option(help: "With --reads: the reads of this app (a bundle identifier), or 'owner'.") var app: String?
+    @Flag(help: "With --reads: sum the reads by reader and type.") var summary = false
 
     func validate() throws {
         if follow, to != nil || until != nil { throw ValidationError("--follow takes no --to or --until") }
+        if reads, from != nil || to != nil || actor != nil || !kinds.isEmpty || object != nil {
+            throw ValidationError("--reads filters by --app, --type, --since and --until (not --from, --to, --actor, --kind or --object)")
+        }
+        if !reads, app != nil || summary { throw ValidationError("--app and --summary go with --reads") }
+        if summary, follow { throw ValidationError("--summary sums what was read: not with --follow") }
     }
 
     func filter() throws -> AuditFilter {
@@ -54,6 +68,7 @@ struct AuditCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if reads { return try await runReads() }
         let filter: AuditFilter
         do { filter = try self.filter() } catch { throw fail(error) }
         if let ledger {
@@ -106,6 +121,90 @@ struct AuditCommand: AsyncParsableCommand {
         for line in AuditLine.lines(events) {
             let sequences = line.sequences.count == 1 ? "\(line.sequences.lowerBound)" : "\(line.sequences.lowerBound)–\(line.sequences.upperBound)"
             FileHandle.standardOutput.write(Data("\(sequences)\t\(line.time.formatted(.iso8601))\t\(line.sentence)\n".utf8))
+        }
+    }
+
+    // MARK: Access records
+
+    func readFilter() throws -> AccessRecordFilter {
+        var filter = AccessRecordFilter(
+            since: try parseTime(since, "--since"), until: try parseTime(until, "--until"), app: app, type: try type.map(resolveType)?.identifier)
+        if summary, filter.since == nil { filter.since = Calendar.current.startOfDay(for: Date()) }
+        return filter
+    }
+
+    /// The access records, page after page (following: then every second, from the last one).
+    func runReads() async throws {
+        let filter: AccessRecordFilter
+        do { filter = try readFilter() } catch { throw fail(error) }
+        var collected: [AccessRecord] = []
+        func take(_ records: [AccessRecord]) {
+            if summary { collected += records } else { emit(records) }
+        }
+        if let ledger {
+            do {
+                let ledger = try store.openStore().ledger(ledger)
+                try await Self.pages(follow: follow, take) { after in
+                    let page = try ledger.accessRecords(filter, after: after, limit: 10_000, as: .operator)
+                    return (page.records, page.next, page.hasMore)
+                }
+            } catch { throw fail(error) }
+        } else {
+            try await connection.withStore { store in
+                try await Self.pages(follow: follow, take) { after in
+                    let page = try await store.accessRecords(filter, after: after, limit: 10_000)
+                    return (page.records, page.next, page.hasMore)
+                }
+            }
+        }
+        if summary { printSummary(AccessSummary(collected), since: filter.since) }
+    }
+
+    /// Reads pages until the last; following, asks again every second from where it stopped.
+    static func pages(
+        follow: Bool, _ take: ([AccessRecord]) -> Void,
+        _ page: (_ after: [UInt8]?) async throws -> (records: [AccessRecord], next: [UInt8]?, hasMore: Bool)
+    ) async throws {
+        var after: [UInt8]?
+        while true {
+            let (records, next, hasMore) = try await page(after)
+            take(records)
+            after = next ?? after
+            if hasMore { continue }
+            guard follow else { return }
+            try await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    private func emit(_ records: [AccessRecord]) {
+        for record in records {
+            if connection.json {
+                var object: [String: Any] = [
+                    "time": record.time.formatted(.iso8601), "credential": record.credentialID, "principal": "\(record.principal)",
+                    "method": record.methodName, "types": record.types, "objects": record.objects,
+                ]
+                if let point = record.asOfSequence { object["asOfSequence"] = point }
+                WatchCommand.line(object)
+            } else {
+                let types = record.types.map(ObjectType.shortName).joined(separator: ",")
+                let point = record.asOfSequence.map { "\tas of event \($0)" } ?? ""
+                let line = "\(record.time.formatted(.iso8601))\t\(record.principal)\t\(record.methodName)\t\(record.objects)\t\(types)\(point)\n"
+                FileHandle.standardOutput.write(Data(line.utf8))
+            }
+        }
+    }
+
+    private func printSummary(_ summary: AccessSummary, since: Date?) {
+        let when = since.map { Calendar.current.isDateInToday($0) && $0 == Calendar.current.startOfDay(for: $0) ? "today" : "since \($0.formatted(.iso8601))" } ?? ""
+        for line in summary.lines {
+            let noun = line.type.hasPrefix("HKQuantityTypeIdentifier") || line.type.hasPrefix("HKCategoryTypeIdentifier") ? "samples" : "objects"
+            let calls = line.calls == 1 ? "1 call" : "\(line.calls.formatted()) calls"
+            if connection.json {
+                WatchCommand.line(["principal": "\(line.principal)", "type": line.type, "objects": line.objects, "calls": line.calls])
+            } else {
+                let text = "\(line.principal) read \(line.objects.formatted()) \(ObjectType.shortName(line.type)) \(noun) \(when) (\(calls))\n"
+                FileHandle.standardOutput.write(Data(text.utf8))
+            }
         }
     }
 }

@@ -1,0 +1,188 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+import Logging
+import SwiftProtobuf
+import Synchronization
+
+/// The owner's access records (docs/LEDGER.md, "Access records"): one per call that returned
+/// health data, kept in memory as calls end and written in batches, at most
+/// ``LedgerConfiguration/accessFlushInterval`` apart (a crash loses at most that much), into
+/// the ledger's `access_log` database. Not part of the log or the projections: reads change
+/// no history, and a replay keeps them.
+///
+/// Keys: the call's time (8 bytes, microseconds, sign bit flipped) ‖ 8 random bytes (processes
+/// writing the same ledger never collide). Values: a `healthledger.v1.AccessRecord`, sealed
+/// (AES-256-GCM, domain 6 ‖ the key) in an encrypted ledger.
+final class AccessLog: Sendable {
+    private let pending = Mutex<[AccessRecord]>([])
+
+    func add(_ record: AccessRecord) { pending.withLock { $0.append(record) } }
+
+    /// The records not yet written, handed over once.
+    func take() -> [AccessRecord] { pending.withLock { records in defer { records.removeAll() }; return records } }
+
+    /// Puts back records whose write failed, before any added since.
+    func restore(_ records: [AccessRecord]) { pending.withLock { $0.insert(contentsOf: records, at: 0) } }
+
+    var isEmpty: Bool { pending.withLock { $0.isEmpty } }
+
+    static func key(time: Date) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(16)
+        KeyEncoding.appendTime(microseconds(time), to: &key)
+        var generator = SystemRandomNumberGenerator()
+        KeyEncoding.append(generator.next() as UInt64, to: &key)
+        return key
+    }
+
+    /// The first key at or after `time`.
+    static func lowest(at time: Date) -> [UInt8] {
+        var key: [UInt8] = []
+        KeyEncoding.appendTime(microseconds(time), to: &key)
+        return key + [UInt8](repeating: 0, count: 8)
+    }
+
+    /// Most records a page returns, and what a page returns when asked for 0.
+    static let maximumPage = 10_000
+    static let defaultPage = 1_000
+    /// Most records one page reads, matching or not.
+    static let scanBudget = 100_000
+    /// Most expired records one flush deletes (the rest go with the next ones).
+    static let prunedPerFlush = 10_000
+}
+
+/// Writes the access records every `interval` while the ledger is open.
+final class AccessFlushLoop: Sendable {
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    func start(_ ledger: Ledger, every interval: Duration) {
+        task.withLock { task in
+            task = Task.detached { [weak ledger] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    guard let ledger else { return }
+                    if !ledger.accessLog.isEmpty { ledger.flushAccessRecordsLogging() }
+                }
+            }
+        }
+    }
+
+    func stop() { task.withLock { $0?.cancel() } }
+}
+
+extension Ledger {
+    /// Notes a call that returned health data; it is written with the next batch
+    /// (``flushAccessRecords(now:)``), within ``LedgerConfiguration/accessFlushInterval``.
+    public func recordAccess(_ record: AccessRecord) {
+        accessLog.add(record)
+    }
+
+    /// Writes the access records noted since the last flush, durably, and deletes those
+    /// older than the retention period (``LedgerConfiguration/accessRetention``).
+    /// - Returns: how many records it wrote.
+    @discardableResult
+    public func flushAccessRecords(now: Date = Date()) throws -> Int {
+        let records = accessLog.take()
+        let cutoff = AccessLog.lowest(at: now.addingTimeInterval(-configuration.accessRetention))
+        do {
+            try environment.write { txn in
+                for record in records {
+                    let key = AccessLog.key(time: record.time)
+                    let value: [UInt8] = try Healthledger_V1_AccessRecord(record).serializedBytes()
+                    try txn.put(databases.storable(accessRecord: value, key: key), forKey: key, in: databases.accessLog)
+                }
+                try txn.withCursor(on: databases.accessLog) { cursor in
+                    var pruned = 0
+                    while pruned < AccessLog.prunedPerFlush, let first = try cursor.first(), first.key.lexicographicallyPrecedes(cutoff) {
+                        try cursor.deleteCurrent()
+                        pruned += 1
+                    }
+                }
+            }
+        } catch {
+            accessLog.restore(records)
+            throw error
+        }
+        return records.count
+    }
+
+    /// ``flushAccessRecords(now:)`` for the periodic loop: a failure is logged, and the
+    /// records wait for the next flush.
+    func flushAccessRecordsLogging() {
+        do { try flushAccessRecords() } catch { logger.error("cannot write the access records", metadata: ["error": "\(error)"]) }
+    }
+
+    /// The access records that match `filter`, oldest first, from the one after `after` (a
+    /// page's ``AccessRecordPage/next``), at most `limit` (0: 1,000; at most 10,000), reading
+    /// at most 100,000 records.
+    /// Records still in memory are not read: they are written within a second.
+    /// - Throws: ``HealthError`` `authorizationDenied` for an app: the records are the owner's
+    ///   (and the operator's, on the data directory).
+    public func accessRecords(_ filter: AccessRecordFilter, after: [UInt8]? = nil, limit: Int = 0, as principal: Principal) throws -> AccessRecordPage {
+        if case .app = principal { throw RoleRefusal.readingAccessRecords }
+        if let since = filter.since, let until = filter.until, until < since {
+            throw HealthError.invalidArgument("the range ends before it starts", field: "until_us")
+        }
+        if let after, after.count != 16 { throw HealthError.invalidArgument("not a position in the access records", field: "after") }
+        let limit = limit == 0 ? AccessLog.defaultPage : min(max(limit, 1), AccessLog.maximumPage)
+        let start = [after.map { $0 + [0] }, filter.since.map(AccessLog.lowest(at:))].compactMap { $0 }.max { $0.lexicographicallyPrecedes($1) }
+        let end = filter.until.map(AccessLog.lowest(at:))
+        return try read { snapshot in
+            var page = AccessRecordPage(records: [], next: nil)
+            try snapshot.withCursor(on: snapshot.databases.accessLog) { cursor in
+                var entry = try start.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
+                var scanned = 0
+                while let current = entry {
+                    if let end, !current.key.lexicographicallyPrecedes(end) { return }
+                    if page.records.count == limit || scanned == AccessLog.scanBudget {
+                        page.hasMore = true
+                        return
+                    }
+                    scanned += 1
+                    let value = try snapshot.databases.clear(accessRecord: current.value, key: current.key, in: snapshot.txn)
+                    let record: AccessRecord
+                    do {
+                        record = AccessRecord(try Healthledger_V1_AccessRecord(serializedBytes: Array(value)))
+                    } catch {
+                        throw LedgerFailure.corrupted("an access record does not decode")
+                    }
+                    page.next = Array(current.key)
+                    if filter.matches(record) { page.records.append(record) }
+                    entry = try cursor.next()
+                }
+            }
+            return page
+        }
+    }
+}
+
+/// A page of access records.
+public struct AccessRecordPage: Sendable {
+    public var records: [AccessRecord]
+    /// The position after the last record the page read, matching or not: the `after` of the
+    /// next page, or of a later read of the records written since. Nil when it read none.
+    public var next: [UInt8]?
+    /// The page stopped at its limit (or its scan budget): more may follow now.
+    public var hasMore = false
+
+    init(records: [AccessRecord], next: [UInt8]?) {
+        self.records = records
+        self.next = next
+    }
+}
+
+extension LedgerDatabases {
+    /// An access record as `access_log` keeps it under `key`: sealed when the ledger is encrypted.
+    func storable(accessRecord value: [UInt8], key: [UInt8]) -> [UInt8] {
+        guard let cipher else { return value }
+        return value.withUnsafeBytes { plain in key.withUnsafeBytes { cipher.seal(plain, domain: .accessRecord, context: $0) } }
+    }
+
+    /// An access record's clear bytes.
+    func clear(accessRecord stored: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, in txn: Transaction) throws -> UnsafeRawBufferPointer {
+        guard let cipher else { return stored }
+        return txn.retain(try cipher.open(stored, domain: .accessRecord, context: key))
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import HealthLedgerRPC
+import HealthLedgerSDK
+import HealthModel
+import Ledger
+import TestSupport
+import Testing
+
+@Suite("Access records (docs/PROTOCOL.md §7.15a): every read of health data on the record, for the owner's eyes", .timeLimit(.minutes(5)))
+struct AccessRecordTests {
+    typealias Read = (method: String, types: [String], objects: UInt64)
+
+    static func reads(_ records: [AccessRecord]) -> [String] {
+        records.map { "\($0.principal) \($0.methodName) \($0.types.map(ObjectType.shortName).joined(separator: ",")) \($0.objects)" }
+    }
+
+    @Test("each read path leaves one record naming its method, types and objects; an as-of read names its point; an app's refused calls leave none")
+    func everyReadPath() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let app = server.client(server.appCredential)
+            let heartRate = Samples.heartRate.objectType
+            let samples = (0..<3).map { Samples.heartRate(Double(60 + $0), at: Double($0) * 60) }
+            try await owner.save(samples)
+            let attachment = try await owner.addAttachment(to: samples[0].uuid, name: "ecg.pdf", contentType: "application/pdf", data: Array("%PDF-1.4\n".utf8) + Array(repeating: 7, count: 64))
+            try await owner.setCharacteristic(of: .dateOfBirth, to: .dateOfBirth(year: 1980, month: 5, day: 17))
+            let workout = WorkoutRPCTests.run()
+            try await owner.save(.workout(workout))
+            let builder = try await owner.makeRouteBuilder()
+            try await builder.insertRouteData((0..<300).map(WorkoutRPCTests.location))
+            let route = try await owner.finishRoute(builder, workout.uuid)
+            try await app.save(Samples.heartRate(90, at: 600))
+            let point = try server.ledger.head().sequence
+            // Nothing read yet: saves are not reads.
+            server.store.flushAccessRecords()
+            #expect(try await owner.accessRecords().records.isEmpty)
+
+            _ = try await owner.object(with: samples[0].uuid)
+            _ = try await SampleQueryDescriptor(type: heartRate).result(for: owner)
+            _ = try await owner.result(for: AnchoredObjectQueryDescriptor(type: heartRate))
+            _ = try await owner.statistics(for: StatisticsQueryDescriptor(type: Samples.heartRate, options: .discreteMax))
+            _ = try await owner.statisticsCollection(for: StatisticsCollectionQueryDescriptor(
+                type: Samples.heartRate, range: DateInterval(start: Samples.base, duration: 3_600),
+                intervals: try StatisticsIntervals(anchor: Samples.base, every: 1, .minute, timeZone: .gmt), options: [.discreteMax]))
+            _ = try await owner.attachments(of: samples[0].uuid)
+            _ = try await owner.data(of: attachment.uuid)
+            _ = try await owner.dateOfBirthComponents()
+            _ = try await owner.statistics(for: workout.uuid)
+            var locations = 0
+            for try await batch in try await owner.routeLocations(of: route.uuid) { locations += batch.locations.count }
+            #expect(locations == 300)
+            _ = try await owner.asOf(.sequence(point - 1)).object(with: samples[1].uuid)
+            // The app reads what it may: its own sample.
+            #expect(try await SampleQueryDescriptor(type: heartRate).result(for: app).count == 1)
+            // Refused calls of the app leave no record (nor does asking for the records).
+            await expectRPCError(.permissionDenied) { _ = try await app.accessRecords() }
+            await #expect(throws: RPCError.self) { _ = try await app.data(of: attachment.uuid) }
+
+            server.store.flushAccessRecords()
+            let records = try await owner.accessRecords().records
+            #expect(
+                Self.reads(records) == [
+                    "owner Fetch HeartRate 1", "owner QuerySamples HeartRate 4", "owner QueryChanges HeartRate 4", "owner Statistics HeartRate 1",
+                    "owner StatisticsCollection HeartRate 4", "owner Attachments Attachment 1", "owner AttachmentData Attachment 1",
+                    "owner Characteristics DateOfBirth 1", "owner WorkoutStatistics Workout 1",
+                    "owner RouteLocations WorkoutRoute 300", "owner Fetch HeartRate 1",
+                    "app com.example.walk QuerySamples HeartRate 1",
+                ], "\(Self.reads(records))")
+            let credentials = Set(records.map(\.credentialID))
+            #expect(credentials == [CredentialString(server.ownerCredential)!.id, CredentialString(server.appCredential)!.id])
+            #expect(records.map(\.asOfSequence) == Array(repeating: nil, count: 10) + [point - 1, nil])
+            #expect(zip(records, records.dropFirst()).allSatisfy { $0.time <= $1.time })
+
+            // Filters, pages and the summary.
+            let apps = try await owner.accessRecords(AccessRecordFilter(app: "com.example.walk"))
+            #expect(Self.reads(apps.records) == ["app com.example.walk QuerySamples HeartRate 1"] && !apps.hasMore)
+            let routes = try await owner.accessRecords(AccessRecordFilter(type: ObjectType.workoutRoute.identifier))
+            #expect(routes.records.count == 1 && routes.records[0].objects == 300)
+            let first = try await owner.accessRecords(limit: 5)
+            #expect(first.records.count == 5 && first.hasMore)
+            let rest = try await owner.accessRecords(after: first.next, limit: 100)
+            #expect(first.records + rest.records == records && !rest.hasMore)
+            #expect(try await owner.accessRecords(AccessRecordFilter(since: Date().addingTimeInterval(60))).records.isEmpty)
+            let summary = try await owner.accessSummary()
+            #expect(summary.lines.first.map { "\($0.principal) \($0.type) \($0.objects) \($0.calls)" } == "owner HKWorkoutRouteTypeIdentifier 300 1")
+            #expect(summary.lines.contains { $0.principal == .owner && $0.type == heartRate.identifier && $0.objects == 15 && $0.calls == 6 })
+        }
+    }
+
+    @Test("a watched query is on the record as it delivers")
+    func watchedReads() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let app = server.client(server.appCredential)
+            try await app.save(Samples.heartRate(70, at: 0))
+            var batches = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Samples.heartRate.objectType)).makeAsyncIterator()
+            #expect(try await batches.next()?.addedObjects.count == 1)
+            try await app.save([Samples.heartRate(71, at: 60), Samples.heartRate(72, at: 120)])
+            #expect(try await batches.next()?.addedObjects.count == 2)
+            // Still open: both deliveries are on the record already.
+            server.store.flushAccessRecords()
+            let records = try await owner.accessRecords().records
+            #expect(Self.reads(records) == ["app com.example.walk WatchChanges HeartRate 1", "app com.example.walk WatchChanges HeartRate 2"])
+            await app.close()
+        }
+    }
+
+    @Test("records older than the retention period are pruned when records are written; the CLI shows them, as JSON, summed, and on the data directory")
+    func retentionAndCLI() async throws {
+        var configuration = try LedgerConfiguration.forTests()
+        configuration.accessRetention = 30 * 86_400
+        configuration.accessFlushInterval = nil
+        try await withTestServer(ledgers: configuration) { server in
+            let old = AccessRecord(
+                time: Date().addingTimeInterval(-31 * 86_400), credentialID: "0123456789abcdef", principal: .owner,
+                method: RPCMethod.fetch.rawValue, types: [Samples.heartRate.identifier], objects: 1)
+            server.ledger.recordAccess(old)
+            var kept = old
+            kept.time = Date().addingTimeInterval(-29 * 86_400)
+            server.ledger.recordAccess(kept)
+            #expect(try server.ledger.flushAccessRecords() == 2)
+            // The expired one went with the write that brought it.
+            let left = try server.ledger.accessRecords(AccessRecordFilter(), as: .owner).records
+            #expect(left.count == 1 && abs(left[0].time.timeIntervalSince(kept.time)) < 1e-5 && left[0].credentialID == kept.credentialID)
+
+            let owner = server.client()
+            _ = try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: owner)
+            server.store.flushAccessRecords()
+            let connection = ["--port", "\(server.port)", "--credential", server.ownerCredential]
+            let json = try await runProcess(AuthCLITests.executable, ["audit", "--reads", "--json", "--type", "HeartRate"] + connection)
+            #expect(json.status == 0, "\(json.error)")
+            let lines = json.output.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            #expect(lines.count == 2 && lines.last??["method"] as? String == "QuerySamples" && lines.last??["principal"] as? String == "owner")
+            let summary = try await runProcess(AuthCLITests.executable, ["audit", "--reads", "--summary"] + connection)
+            #expect(summary.status == 0 && summary.output == "owner read 0 HeartRate samples today (1 call)\n", "\(summary.output)\(summary.error)")
+            let onDisk = try await runProcess(AuthCLITests.executable, ["audit", "alice", "--reads", "--app", "owner", "--data-dir", server.directory.path])
+            #expect(onDisk.status == 0 && onDisk.output.split(separator: "\n").count == 2 && onDisk.output.contains("\towner\tQuerySamples\t0\tHeartRate"), "\(onDisk.output)\(onDisk.error)")
+            let app = try await runProcess(AuthCLITests.executable, ["audit", "--reads", "--port", "\(server.port)", "--credential", server.appCredential])
+            #expect(app.status != 0 && app.error.contains("the access records are the owner's"), "\(app.error)")
+            let mixed = try await runProcess(AuthCLITests.executable, ["audit", "--reads", "--kind", "objectSaved"] + connection)
+            #expect(mixed.status != 0 && mixed.error.contains("--reads filters by --app, --type, --since and --until"), "\(mixed.error)")
+        }
+    }
+}
