@@ -36,11 +36,17 @@ public struct HealthStoreConfiguration: Sendable {
     public struct TLS: Sendable {
         /// A PEM file of trusted roots; the system's when nil.
         public var trustRoots: String?
+        /// Check that the server's certificate names the host connected to (its DNS name or
+        /// IP address), or ``serverName`` when given.
         public var verifyHostname: Bool
+        /// The name the server's certificate must carry (and the TLS server name sent), when
+        /// it is not the host connected to: a server reached by IP address or through a tunnel.
+        public var serverName: String?
 
-        public init(trustRoots: String? = nil, verifyHostname: Bool = true) {
+        public init(trustRoots: String? = nil, verifyHostname: Bool = true, serverName: String? = nil) {
             self.trustRoots = trustRoots
             self.verifyHostname = verifyHostname
+            self.serverName = serverName
         }
     }
 

@@ -26,6 +26,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed [HEALTHLEDGER_IDLE_TIMEOUT] (default 300).") var idleTimeout: Int?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error [HEALTHLEDGER_LOG_LEVEL] (default info).") var logLevel: String?
     @Option(name: .customLong("master-key-file"), help: "The master key that encrypts the ledgers at rest: a file of 64 hex digits, readable by its owner only (`healthledger admin new-master-key` makes one) [HEALTHLEDGER_MASTER_KEY_FILE]; without one, ledgers are stored clear.") var masterKeyFile: String?
+    @Option(name: .customLong("access-retention-days"), help: "Days the access records (who read what) are kept [HEALTHLEDGER_ACCESS_RETENTION_DAYS] (default 2192, six years).") var accessRetentionDays: Int?
     @Option(name: .customLong("metrics-port"), help: "Port of the Prometheus /metrics endpoint on the listen address; --metrics-port=-1 disables it [HEALTHLEDGER_METRICS_PORT] (default 9411).") var metricsPort: Int?
 
     func run() async throws {
@@ -74,6 +75,9 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             commitBatch.record(requests)
             commitTime.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
         })
+        let retentionDays = try number(accessRetentionDays, "ACCESS_RETENTION_DAYS") ?? 2192
+        guard retentionDays >= 1 else { throw ValidationError("--access-retention-days must be at least 1") }
+        ledgerConfiguration.accessRetention = Double(retentionDays) * 86_400
         let store: LedgerStore
         do {
             ledgerConfiguration.masterKey = try setting(masterKeyFile, "MASTER_KEY_FILE").map(MasterKey.load(from:))

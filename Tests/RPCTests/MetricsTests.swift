@@ -77,6 +77,35 @@ struct MetricsTests {
             #expect(scrape.value("healthledger_open_connections") == 0)
         }
     }
+
+    @Test("each call writes one info line: method, ledger, principal, status and duration, never a value or a secret")
+    func callLogLines() async throws {
+        try await withTestServer { server in
+            let daemon = try await DaemonProcess(dataDirectory: server.directory)
+            defer { daemon.stop() }
+            let owner = HealthStore(configuration: .init(port: daemon.port, credential: server.ownerCredential))
+            let app = HealthStore(configuration: .init(port: daemon.port, credential: server.appCredential))
+            let stranger = HealthStore(configuration: .init(port: daemon.port, credential: "hl1:alice:0123456789abcdef:nope"))
+            try await owner.save(Samples.heartRate(187.5, at: 0))
+            _ = try await app.ping()
+            await expectRPCError(.unauthenticated) { _ = try await stranger.ping() }
+            var calls: [String] = []
+            while calls.count < 3, let line = await daemon.nextLine() {
+                if line.hasSuffix(" call") { calls.append(line) }
+            }
+            #expect(calls.count == 3, "\(calls)")
+            let (save, ping, refused) = (calls[0], calls[1], calls[2])
+            #expect(save.contains("rpc.method=healthledger.v1.Ledger/Save") && save.contains("principal=owner") && save.contains("rpc.status=ok"), "\(save)")
+            #expect(save.contains("ledger.id=alice") && save.contains(" info ") && save.contains("duration_us="), "\(save)")
+            #expect(ping.contains("rpc.method=healthledger.v1.Ledger/Ping") && ping.contains("principal=app com.example.walk"), "\(ping)")
+            #expect(refused.contains("principal=-") && refused.contains("rpc.status=unauthenticated"), "\(refused)")
+            for line in calls { #expect(!line.contains("187.5") && !line.contains(server.ownerCredential) && !line.contains("nope"), "\(line)") }
+            await owner.close()
+            await app.close()
+            await stranger.close()
+        }
+    }
+
 }
 
 /// One scrape of `/metrics`: each sample line's series (name and labels) and value.

@@ -6,14 +6,15 @@ import Testing
 
 @Suite("TLS", .timeLimit(.minutes(2)))
 struct TLSTests {
-    /// A self-signed certificate for 127.0.0.1, made with openssl at test time.
-    static func makeCertificate(in directory: URL) throws -> (certificate: String, key: String) {
-        let certificate = directory.appending(path: "cert.pem").path
-        let key = directory.appending(path: "key.pem").path
+    /// A self-signed certificate for 127.0.0.1 (or only for the names `names`, in openssl's
+    /// subjectAltName form), made with openssl at test time.
+    static func makeCertificate(in directory: URL, names: String = "IP:127.0.0.1,DNS:localhost") throws -> (certificate: String, key: String) {
+        let certificate = directory.appending(path: "cert-\(UUID().uuidString).pem").path
+        let key = directory.appending(path: "key-\(UUID().uuidString).pem").path
         let run = try runProcess(URL(filePath: "/usr/bin/env"), [
             "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=healthledger test",
+            "-addext", "subjectAltName=\(names)",
         ]) as ProcessRun
         guard run.status == 0 else { throw CocoaError(.fileWriteUnknown) }
         return (certificate, key)
@@ -42,6 +43,38 @@ struct TLSTests {
                 port: server.port, credential: server.ownerCredential, timeout: .seconds(3), tls: .init(), connectAttempts: 1))
             await #expect(throws: (any Error).self) { try await untrusted.ping() }
             await untrusted.close()
+        }
+    }
+
+    @Test("the CLI checks the certificate's names against the host it connects to, or --tls-server-name; a certificate for another name is refused")
+    func hostnameVerification() async throws {
+        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Signed for another host only: the CA (here the certificate itself) is trusted, the name is not this server's.
+        let other = try Self.makeCertificate(in: directory, names: "DNS:ledger.example.org")
+        try await withTestServer(configuration: ServerConfiguration(tls: .init(certificateChain: other.certificate, privateKey: other.key))) { server in
+            let base = ["ping", "--port", "\(server.port)", "--credential", server.ownerCredential, "--tls-ca", other.certificate]
+            let refused = try await runProcess(AuthCLITests.executable, base)
+            #expect(refused.status != 0, "\(refused.output)")
+            let named = try await runProcess(AuthCLITests.executable, base + ["--tls-server-name", "ledger.example.org"])
+            #expect(named.status == 0 && named.output.contains("alice"), "\(named.output)\(named.error)")
+            let wrongName = try await runProcess(AuthCLITests.executable, base + ["--tls-server-name", "evil.example.org"])
+            #expect(wrongName.status != 0)
+            // The SDK the same way.
+            let sdk = HealthStore(configuration: .init(
+                port: server.port, credential: server.ownerCredential, timeout: .seconds(5), tls: .init(trustRoots: other.certificate), connectAttempts: 1))
+            await #expect(throws: (any Error).self) { try await sdk.ping() }
+            await sdk.close()
+        }
+        // A certificate for 127.0.0.1 passes as the host connected to.
+        let own = try Self.makeCertificate(in: directory)
+        try await withTestServer(configuration: ServerConfiguration(tls: .init(certificateChain: own.certificate, privateKey: own.key))) { server in
+            let ok = try await runProcess(
+                AuthCLITests.executable, ["ping", "--port", "\(server.port)", "--credential", server.ownerCredential, "--tls-ca", own.certificate])
+            #expect(ok.status == 0 && ok.output.contains("alice"), "\(ok.output)\(ok.error)")
+            let alone = try await runProcess(AuthCLITests.executable, ["ping", "--port", "\(server.port)", "--credential", server.ownerCredential, "--tls-server-name", "x"])
+            #expect(alone.status != 0 && alone.error.contains("--tls-server-name goes with --tls-ca"), "\(alone.error)")
         }
     }
 }

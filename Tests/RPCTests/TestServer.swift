@@ -176,5 +176,8 @@ final class DaemonProcess: Sendable {
 
     struct DaemonFailure: Error { var message: String }
 
+    /// The next line it writes to standard error (its log); nil once it has exited.
+    func nextLine() async -> String? { await process.nextLine() }
+
     func stop() { process.stop() }
 }

@@ -187,6 +187,8 @@ final class RPCScenarios: Sendable {
         if plan.wants("statistics") { try await statistics(plan, into: &figures) }
         if plan.wants("pages") { try await anchoredPages(plan, into: &figures) }
         if plan.wants("soak") { try await soak(plan, into: &figures) }
+        // Not a TARGETS row: run when named (`--only reads`), to weigh the access records.
+        if plan.only?.contains("reads") == true { try await reads(plan) }
         return figures
     }
 
@@ -216,6 +218,43 @@ final class RPCScenarios: Sendable {
         await store.close()
         figures.soakAnonymousMiB = readings
         figures.soakSamples = saved
+    }
+
+    /// A read-heavy load: 64 clients, each on its own connection, asking for one hour of
+    /// per-minute heart rates (60 samples) of a day, as fast as they are answered.
+    private func reads(_ plan: Plan) async throws {
+        let loader = client(Self.pagesLedger)
+        let workload = self.workload
+        let minutes = 24 * 60
+        try await load(loader, count: minutes) { workload.minuteOfYear($0).object }
+        await loader.close()
+        let clients = (0..<64).map { _ in self.client(Self.pagesLedger) }
+        for store in clients { _ = try await store.ping() }
+        let type = workload.minuteOfYear(0).object.objectType
+        let start = workload.minuteOfYear(0).object.startDate
+        let clock = ContinuousClock()
+        var rates: [Double] = []
+        for round in 0..<plan.rounds {
+            let next = Counter()
+            let total = 20_000
+            let started = clock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for store in clients {
+                    group.addTask {
+                        while let index = next.take(below: total) {
+                            let hour = DateInterval(start: start.addingTimeInterval(Double(index % 24) * 3_600), duration: 3_600)
+                            let found = try await SampleQueryDescriptor(type: type, interval: hour).result(for: store)
+                            guard found.count == 60 else { throw BenchFailure("an hour's query found \(found.count) samples, not 60") }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            rates.append(Double(total) / seconds(clock.now - started))
+            print("  reads round \(round + 1): \(Int(rates.last!)) queries/s")
+        }
+        for store in clients { await store.close() }
+        print("RESULT 64 clients querying (one hour, 60 samples, each): median \(Int(Figure(rates).median)) queries/s")
     }
 
     /// Loads `count` objects in batches of 1,000, 4 calls in flight.

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HealthLedgerRPC
 import LedgerSchema
 import NIOCore
@@ -19,6 +22,13 @@ final class ClientConnection: Sendable {
         outbound = OutboundFrames(channel: channel, calls: calls)
     }
 
+    /// Whether `host` is an IPv4 or IPv6 address rather than a name.
+    static func isIPAddress(_ host: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
+
     static func connect(_ configuration: HealthStoreConfiguration, group: any EventLoopGroup) async throws -> ClientConnection {
         guard (1...65535).contains(configuration.port) else {
             throw RPCError(.invalidArgument, "cannot connect to port \(configuration.port): a TCP port is 1 to 65535")
@@ -33,6 +43,9 @@ final class ClientConnection: Sendable {
             return try NIOSSLContext(configuration: settings)
         }
         let host = configuration.host
+        // The name checked against the certificate: the one asked for, else the host's DNS
+        // name; an IP address is checked against the certificate's IP addresses.
+        let serverName = configuration.tls?.serverName ?? (Self.isIPAddress(host) ? nil : host)
         let maximumFrameSize = configuration.maximumFrameSize
         let keepalive = configuration.keepaliveInterval.map(TimeAmount.init)
         let pongTimeout = (configuration.keepaliveTimeout ?? configuration.keepaliveInterval).map(TimeAmount.init)
@@ -44,7 +57,7 @@ final class ClientConnection: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         if let sslContext {
                             try channel.pipeline.syncOperations.addHandler(
-                                try NIOSSLClientHandler(context: sslContext, serverHostname: host.first?.isNumber == true ? nil : host))
+                                try NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
                         }
                         if let keepalive { try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: keepalive)) }
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ResponseFrameDecoder(maximumFrameSize: maximumFrameSize)))

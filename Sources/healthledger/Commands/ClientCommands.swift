@@ -7,7 +7,9 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Server address [HEALTHLEDGER_HOST] (default 127.0.0.1).") var host: String?
     @Option(help: "Server port [HEALTHLEDGER_PORT] (default 7411).") var port: Int?
     @Option(help: "The bearer credential [HEALTHLEDGER_CREDENTIAL].") var credential: String?
-    @Option(name: .customLong("tls-ca"), help: "Use TLS, trusting the roots in this PEM file.") var tlsRoots: String?
+    @Option(name: .customLong("tls-ca"), help: "Use TLS, trusting the roots in this PEM file; the certificate must name the host (or --tls-server-name).")
+    var tlsRoots: String?
+    @Option(name: .customLong("tls-server-name"), help: "The name the server's certificate must carry, when it is not --host.") var tlsServerName: String?
     @Flag(help: "Print JSON instead of a table.") var json = false
     @Option(name: .customLong("as-of"), help: "Read the ledger as it stood after event SEQ, or at a time (ISO 8601 date or date and time).")
     var asOf: String?
@@ -22,10 +24,11 @@ struct ConnectionOptions: ParsableArguments {
             return port
         } ?? 7411
         guard (1...65535).contains(port) else { throw ValidationErrorExit("port \(port) is not a TCP port: 1 to 65535") }
+        guard tlsServerName == nil || tlsRoots != nil else { throw ValidationErrorExit("--tls-server-name goes with --tls-ca") }
         let store = HealthStore(configuration: .init(
             host: host ?? environment["HEALTHLEDGER_HOST"] ?? "127.0.0.1",
             port: port,
-            credential: credential, tls: tlsRoots.map { .init(trustRoots: $0, verifyHostname: false) }, connectAttempts: 2))
+            credential: credential, tls: tlsRoots.map { .init(trustRoots: $0, serverName: tlsServerName) }, connectAttempts: 2))
         return try asOf.map { store.asOf(try Self.pointInTime($0)) } ?? store
     }
 
