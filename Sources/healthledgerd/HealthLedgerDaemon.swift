@@ -43,11 +43,8 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         guard let level = Logger.Level(rawValue: levelName) else {
             throw ValidationError("--log-level '\(levelName.prefix(40))' is not one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrap { label in BufferedLogHandler(label: label, level: level) }
+        defer { LogSink.shared.flush() }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(Self.metricsFactory(registry))
         let logger = Logger(label: "healthledgerd")

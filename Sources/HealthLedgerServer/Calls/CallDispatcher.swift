@@ -40,24 +40,24 @@ package struct CallDispatcher: Sendable {
         let started = ContinuousClock.now
         var response: [UInt8]?
         var failure: RPCError?
-        var caller: Principal?
+        let caller = Authenticated()
         do {
-            let (ledger, principal) = try authenticated(request)
-            caller = principal
+            let (ledger, principal, credentialID) = try authenticated(request)
+            caller.set(ledger: ledger.id, principal: principal)
             guard case .immediate(let respond) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered as immediate")
             }
             try registration.caller.admit(principal)
-            let call = LedgerCall(ledger: ledger, principal: principal)
+            let call = LedgerCall(ledger: ledger, principal: principal, credentialID: credentialID)
             response = try respond(call)
-            recordAccess(method, call: call, live: ledger, credential: request.credential, completed: true)
+            recordAccess(method, call: call, live: ledger, completed: true)
         } catch {
             failure = RPCError(mapping: error)
         }
         if let failure { logged(failure, id: id, request: request) }
         finish(response, failure)
         counted(method, failure: failure, started: started)
-        logCall(method.rawValue, request: request, principal: caller, failure: failure, started: started)
+        logCall(method.rawValue, caller, failure: failure, started: started)
         return true
     }
 
@@ -86,22 +86,22 @@ package struct CallDispatcher: Sendable {
             case .success(let response):
                 finish(response, nil)
                 counted(method, failure: nil, started: started)
-                logCall(method.rawValue, request: request, principal: caller.principal, failure: nil, started: started)
+                logCall(method.rawValue, caller, failure: nil, started: started)
             case .failure(let error):
                 let failure = RPCError(mapping: error)
                 logged(failure, id: id, request: request)
                 finish(nil, failure)
                 counted(method, failure: failure, started: started)
-                logCall(method.rawValue, request: request, principal: caller.principal, failure: failure, started: started)
+                logCall(method.rawValue, caller, failure: failure, started: started)
             }
         }
         do {
-            let (ledger, principal) = try authenticated(request)
-            caller.principal = principal
+            let (ledger, principal, credentialID) = try authenticated(request)
+            caller.set(ledger: ledger.id, principal: principal)
             guard let registration = MethodTable.registrations[method], case .onCommit(let start) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
             }
-            start(LedgerCall(ledger: ledger, principal: principal), answer)
+            start(LedgerCall(ledger: ledger, principal: principal, credentialID: credentialID), answer)
         } catch {
             answer(.failure(error))
         }
@@ -138,33 +138,34 @@ package struct CallDispatcher: Sendable {
         if let failure { logged(failure, id: id, request: request) }
         finish(failure == nil ? response : nil, failure)
         counted(method, failure: failure, started: started)
-        logCall(method?.rawValue ?? String(request.method.prefix(200)), request: request, principal: caller.principal, failure: failure, started: started)
+        logCall(method?.rawValue ?? String(request.method.prefix(200)), caller, failure: failure, started: started)
     }
 
     /// The one log line of every call, at `info`: what an operator's log shows of traffic
     /// (never a value, never the credential's secret).
-    private func logCall(_ method: String, request: Healthledger_V1_CallRequest, principal: Principal?, failure: RPCError?, started: ContinuousClock.Instant) {
+    private func logCall(_ method: String, _ caller: Authenticated, failure: RPCError?, started: ContinuousClock.Instant) {
         guard logger.logLevel <= .info else { return }
         let duration = ContinuousClock.now - started
         let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+        let (ledger, principal) = caller.identity
         logger.info(
             "call",
             metadata: [
-                "rpc.method": "\(method)", "ledger.id": "\(CredentialString(request.credential)?.ledgerID ?? "-")",
-                "principal": "\(principal.map { "\($0)" } ?? "-")", "rpc.status": "\(failure?.code ?? .ok)", "duration_us": "\(microseconds)",
+                "rpc.method": "\(method)", "ledger.id": "\(ledger ?? "-")", "principal": "\(principal.map { "\($0)" } ?? "-")",
+                "rpc.status": "\(failure?.code ?? .ok)", "duration_us": "\(microseconds)",
             ])
     }
 
     /// Notes the access record of a call that returned health data: when it completed, or
     /// when it had returned objects before it failed or was cancelled. A long-running call
     /// notes one each time it delivers objects, then whatever it returned last.
-    private func recordAccess(_ method: RPCMethod, call: LedgerCall, live: Ledger, credential: String, completed: Bool) {
+    private func recordAccess(_ method: RPCMethod, call: LedgerCall, live: Ledger, completed: Bool) {
         guard MethodTable.registrations[method]?.readsHealthData == true else { return }
         let (types, objects) = call.reads.taken(reset: true)
         guard completed || objects > 0 else { return }
         live.recordAccess(
             AccessRecord(
-                time: Date(), credentialID: CredentialString(credential)?.id ?? "", principal: call.principal, method: method.rawValue, types: types,
+                time: Date(), credentialID: call.credentialID, principal: call.principal, method: method.rawValue, types: types,
                 objects: objects, asOfSequence: call.ledger.viewOf))
     }
 
@@ -199,8 +200,8 @@ package struct CallDispatcher: Sendable {
     /// The ledger and principal of the request's credential.
     ///
     /// - Throws: ``RPCError`` `unauthenticated` for a credential that is invalid, unknown or revoked.
-    private func authenticated(_ request: Healthledger_V1_CallRequest) throws -> (Ledger, Principal) {
-        guard let found = store.authenticate(request.credential) else {
+    private func authenticated(_ request: Healthledger_V1_CallRequest) throws -> (Ledger, Principal, credentialID: String) {
+        guard let found = store.authentication(of: request.credential) else {
             throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
         }
         return found
@@ -226,13 +227,14 @@ package struct CallDispatcher: Sendable {
             }
             return try await run(OperatorCall(store: store))
         }
-        let (ledger, principal) = try authenticated(request)
-        caller.principal = principal
+        let (ledger, principal, credentialID) = try authenticated(request)
+        caller.set(ledger: ledger.id, principal: principal)
         guard let point = try request.pointInTime() else {
             let bound = try registration.bind(Array(request.payload))
             try registration.caller.admit(principal)
             return try await run(
-                bound, method: method, call: LedgerCall(ledger: ledger, principal: principal), live: ledger, request: request, window: window, send: send)
+                bound, method: method, call: LedgerCall(ledger: ledger, principal: principal, credentialID: credentialID), live: ledger, request: request,
+                window: window, send: send)
         }
         // A point-in-time read: the same method on a read-only view of the ledger, where an
         // app sees only what it could read then and may read now.
@@ -250,7 +252,7 @@ package struct CallDispatcher: Sendable {
                 continuation.resume(with: Result { try store.view(of: ledger, at: point) })
             }
         }
-        let call = LedgerCall(ledger: view, principal: principal)
+        let call = LedgerCall(ledger: view, principal: principal, credentialID: credentialID)
         guard case .app = principal else {
             return try await run(bound, method: method, call: call, live: ledger, request: request, window: window, send: send)
         }
@@ -266,7 +268,7 @@ package struct CallDispatcher: Sendable {
         send: @escaping Send
     ) async throws -> [UInt8]? {
         var completed = false
-        defer { recordAccess(method, call: call, live: live, credential: request.credential, completed: completed) }
+        defer { recordAccess(method, call: call, live: live, completed: completed) }
         switch bound {
         case .immediate(let respond):
             defer { completed = true }
@@ -286,7 +288,7 @@ package struct CallDispatcher: Sendable {
                 try await window?.acquire()
                 send(message)
                 // A long-running stream is on the record as it delivers.
-                if longRunning { recordAccess(method, call: call, live: live, credential: request.credential, completed: false) }
+                if longRunning { recordAccess(method, call: call, live: live, completed: false) }
             }
             try await access.run { try await body(call, stream) }
             completed = !longRunning
@@ -297,14 +299,13 @@ package struct CallDispatcher: Sendable {
     }
 }
 
-/// Who a call turned out to be, once authenticated (for its log line).
+/// Whose a call turned out to be, once authenticated: its ledger and principal (for its log line).
 final class Authenticated: Sendable {
-    private let state = Mutex<Principal?>(nil)
+    private let state = Mutex<(ledger: String?, principal: Principal?)>((nil, nil))
 
-    var principal: Principal? {
-        get { state.withLock { $0 } }
-        set { state.withLock { $0 = newValue } }
-    }
+    var identity: (ledger: String?, principal: Principal?) { state.withLock { $0 } }
+
+    func set(ledger: String, principal: Principal) { state.withLock { $0 = (ledger, principal) } }
 }
 
 /// Why the server cancelled a call's task, set just before it does: the call's deadline

@@ -10,6 +10,8 @@ import SwiftProtobuf
 struct LedgerCall: Sendable {
     let ledger: Ledger
     let principal: Principal
+    /// The id of the credential it was made with, for its access record.
+    var credentialID = ""
     /// What the call read, for its access record (``ReadTally``).
     let reads = ReadTally()
 

@@ -12,8 +12,8 @@ import Synchronization
 /// the ledger's `access_log` database. Not part of the log or the projections: reads change
 /// no history, and a replay keeps them.
 ///
-/// Keys: the call's time (8 bytes, microseconds, sign bit flipped) ‖ 8 random bytes (processes
-/// writing the same ledger never collide). Values: a `healthledger.v1.AccessRecord`, sealed
+/// Keys: the call's time (8 bytes, microseconds, sign bit flipped) ‖ 4 random bytes drawn once
+/// per batch ‖ the record's place in its batch (4): processes writing the same ledger never collide. Values: a `healthledger.v1.AccessRecord`, sealed
 /// (AES-256-GCM, domain 6 ‖ the key) in an encrypted ledger.
 final class AccessLog: Sendable {
     private let pending = Mutex<[AccessRecord]>([])
@@ -28,12 +28,12 @@ final class AccessLog: Sendable {
 
     var isEmpty: Bool { pending.withLock { $0.isEmpty } }
 
-    static func key(time: Date) -> [UInt8] {
+    static func key(time: Date, batch: UInt32, index: UInt32) -> [UInt8] {
         var key: [UInt8] = []
         key.reserveCapacity(16)
         KeyEncoding.appendTime(microseconds(time), to: &key)
-        var generator = SystemRandomNumberGenerator()
-        KeyEncoding.append(generator.next() as UInt64, to: &key)
+        KeyEncoding.append(batch, to: &key)
+        KeyEncoding.append(index, to: &key)
         return key
     }
 
@@ -53,23 +53,30 @@ final class AccessLog: Sendable {
     static let prunedPerFlush = 10_000
 }
 
-/// Writes the access records every `interval` while the ledger is open.
-final class AccessFlushLoop: Sendable {
-    private let task = Mutex<Task<Void, Never>?>(nil)
+/// Writes the access records every `interval` while the ledger is open, on a queue of its
+/// own (the writes wait for the disk: not on the threads that answer calls).
+/// (Dispatch sources are safe to use from any thread.)
+final class AccessFlushLoop: @unchecked Sendable {
+    private static let queue = DispatchQueue(label: "healthledger.access-records", qos: .utility)
+    private let source = DispatchSource.makeTimerSource(queue: AccessFlushLoop.queue)
+    private let started = Atomic(false)
 
     func start(_ ledger: Ledger, every interval: Duration) {
-        task.withLock { task in
-            task = Task.detached { [weak ledger] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
-                    guard let ledger else { return }
-                    if !ledger.accessLog.isEmpty { ledger.flushAccessRecordsLogging() }
-                }
-            }
+        guard !started.exchange(true, ordering: .relaxed) else { return }
+        let milliseconds = Int(interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000)
+        source.schedule(deadline: .now() + .milliseconds(milliseconds), repeating: .milliseconds(max(milliseconds, 1)))
+        source.setEventHandler { [weak ledger] in
+            guard let ledger, !ledger.accessLog.isEmpty else { return }
+            ledger.flushAccessRecordsLogging()
         }
+        source.resume()
     }
 
-    func stop() { task.withLock { $0?.cancel() } }
+    func stop() {
+        // A source never resumed is cancelled after a resume (Dispatch's rule).
+        if !started.exchange(true, ordering: .relaxed) { source.resume() }
+        source.cancel()
+    }
 }
 
 extension Ledger {
@@ -86,10 +93,12 @@ extension Ledger {
     public func flushAccessRecords(now: Date = Date()) throws -> Int {
         let records = accessLog.take()
         let cutoff = AccessLog.lowest(at: now.addingTimeInterval(-configuration.accessRetention))
+        var generator = SystemRandomNumberGenerator()
+        let batch = UInt32.random(in: .min ... .max, using: &generator)
         do {
             try environment.write { txn in
-                for record in records {
-                    let key = AccessLog.key(time: record.time)
+                for (index, record) in records.enumerated() {
+                    let key = AccessLog.key(time: record.time, batch: batch, index: UInt32(truncatingIfNeeded: index))
                     let value: [UInt8] = try Healthledger_V1_AccessRecord(record).serializedBytes()
                     try txn.put(databases.storable(accessRecord: value, key: key), forKey: key, in: databases.accessLog)
                 }

@@ -213,14 +213,19 @@ extension LedgerStore {
     /// The ledger and principal a credential string authenticates, or nil for any invalid,
     /// unknown or revoked credential (the reasons are not told apart).
     public func authenticate(_ text: String) -> (Ledger, Principal)? {
+        authentication(of: text).map { ($0.ledger, $0.principal) }
+    }
+
+    /// ``authenticate(_:)``, with the credential's id.
+    public func authentication(of text: String) -> (ledger: Ledger, principal: Principal, credentialID: String)? {
         if let entry = presented.entry(for: text) {
             guard let principal = try? entry.ledger.authenticate(id: entry.id, secretHash: entry.secretHash) else { return nil }
-            return (entry.ledger, principal)
+            return (entry.ledger, principal, entry.id)
         }
         guard let credential = CredentialString(text), let ledger = try? ledger(credential.ledgerID) else { return nil }
         let secretHash = Array(SHA256.hash(data: Array(credential.secret.utf8)))
         guard let principal = try? ledger.authenticate(id: credential.id, secretHash: secretHash) else { return nil }
         presented.remember(.init(ledger: ledger, id: credential.id, secretHash: secretHash), for: text)
-        return (ledger, principal)
+        return (ledger, principal, credential.id)
     }
 }
