@@ -73,10 +73,13 @@ final class AccessFlushLoop: @unchecked Sendable {
     }
 
     func stop() {
-        // A source never resumed is cancelled after a resume (Dispatch's rule).
+        // A source is resumed before it is cancelled or released (Dispatch's rule).
         if !started.exchange(true, ordering: .relaxed) { source.resume() }
         source.cancel()
     }
+
+    // Also when the ledger's init failed after making the loop (its own deinit never runs).
+    deinit { stop() }
 }
 
 extension Ledger {
