@@ -112,7 +112,7 @@ final class LedgerCipher: @unchecked Sendable {
     func openValue(_ sealed: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer) throws -> [UInt8] {
         guard sealed.count >= Self.valueOverhead else { throw LedgerFailure.corrupted("a sealed value is \(sealed.count) bytes, shorter than its tag") }
         return try Self.opened(count: sealed.count - Self.tagLength) { out in
-            openValue(sealed, domain: domain, context: context, into: out) ? 1 : 0
+            openValue(sealed, domain: domain, context: context, into: out)
         }
     }
 
@@ -128,10 +128,10 @@ final class LedgerCipher: @unchecked Sendable {
     private static let zeroNonce = [UInt8](repeating: 0, count: nonceLength)
 
     /// The clear bytes `open` writes into a new array of `count` bytes.
-    private static func opened(count: Int, _ open: (UnsafeMutablePointer<UInt8>?) -> Int32) throws -> [UInt8] {
+    private static func opened(count: Int, _ open: (UnsafeMutablePointer<UInt8>?) -> Bool) throws -> [UInt8] {
         var authenticated = false
         let plain = [UInt8](unsafeUninitializedCapacity: max(count, 1)) { out, written in
-            authenticated = open(out.baseAddress) == 1
+            authenticated = open(out.baseAddress)
             written = authenticated ? count : 0
         }
         guard authenticated else {
@@ -168,7 +168,7 @@ final class LedgerCipher: @unchecked Sendable {
     func open(_ sealed: UnsafeRawBufferPointer, domain: Domain, context: UnsafeRawBufferPointer) throws -> [UInt8] {
         guard sealed.count >= Self.overhead else { throw LedgerFailure.corrupted("a sealed value is \(sealed.count) bytes, shorter than its nonce and tag") }
         return try Self.opened(count: sealed.count - Self.overhead) { out in
-            open(sealed, domain: domain, context: context, into: out) ? 1 : 0
+            open(sealed, domain: domain, context: context, into: out)
         }
     }
 
