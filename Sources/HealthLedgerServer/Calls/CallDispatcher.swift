@@ -286,9 +286,10 @@ package struct CallDispatcher: Sendable {
             let longRunning = method.isLongRunning
             let stream = StreamContext(scanned: access.scanned(with:)) { message in
                 try await window?.acquire()
-                send(message)
-                // A long-running stream is on the record as it delivers.
+                // A long-running stream is on the record as it delivers (noted first, so the
+                // record is there by the time the client has the message).
                 if longRunning { recordAccess(method, call: call, live: live, completed: false) }
+                send(message)
             }
             try await access.run { try await body(call, stream) }
             completed = !longRunning
