@@ -38,7 +38,9 @@ struct StoreOptions: ParsableArguments {
     }
 
     /// The master key file given, if any.
-    var masterKeyPath: String? { masterKeyFile ?? ProcessInfo.processInfo.environment["HEALTHLEDGER_MASTER_KEY_FILE"] }
+    var masterKeyPath: String? {
+        (masterKeyFile ?? ProcessInfo.processInfo.environment["HEALTHLEDGER_MASTER_KEY_FILE"]).flatMap { $0.isEmpty ? nil : $0 }
+    }
 
     /// The ledgers' settings for these options: the master key, when given.
     func configuration() throws -> LedgerConfiguration {

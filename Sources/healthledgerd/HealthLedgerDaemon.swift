@@ -77,7 +77,8 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         ledgerConfiguration.accessRetention = Double(retentionDays) * 86_400
         let store: LedgerStore
         do {
-            ledgerConfiguration.masterKey = try setting(masterKeyFile, "MASTER_KEY_FILE").map(MasterKey.load(from:))
+            // An empty setting is no setting (as an unset variable).
+            ledgerConfiguration.masterKey = try setting(masterKeyFile, "MASTER_KEY_FILE").flatMap { $0.isEmpty ? nil : $0 }.map(MasterKey.load(from:))
             store = try LedgerStore(directory: URL(filePath: path, directoryHint: .isDirectory), configuration: ledgerConfiguration, logger: logger)
         } catch let failure as LedgerFailure {
             throw ValidationError(failure.message)

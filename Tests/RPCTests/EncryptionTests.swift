@@ -123,6 +123,9 @@ struct EncryptionTests {
 
         let none = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir])
         #expect(none.status != 0 && none.error.contains("is encrypted (master key \(key.id)), and no master key was given"), "\(none.error)")
+        // An empty variable is no key, not a file named "".
+        let empty = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir], environment: ["HEALTHLEDGER_MASTER_KEY_FILE": ""])
+        #expect(empty.status != 0 && empty.error.contains("no master key was given"), "\(empty.error)")
         let other = try Self.masterKey()
         let wrong = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir], environment: ["HEALTHLEDGER_MASTER_KEY_FILE": other.path])
         #expect(wrong.status != 0 && wrong.error.contains("(id \(other.id)) is not the one the data directory") && wrong.error.contains(key.id), "\(wrong.error)")

@@ -197,7 +197,8 @@ struct AuditCommand: AsyncParsableCommand {
     private func printSummary(_ summary: AccessSummary, since: Date?) {
         let when = since.map { Calendar.current.isDateInToday($0) && $0 == Calendar.current.startOfDay(for: $0) ? "today" : "since \($0.formatted(.iso8601))" } ?? ""
         for line in summary.lines {
-            let noun = line.type.hasPrefix("HKQuantityTypeIdentifier") || line.type.hasPrefix("HKCategoryTypeIdentifier") ? "samples" : "objects"
+            let sample = line.type.hasPrefix("HKQuantityTypeIdentifier") || line.type.hasPrefix("HKCategoryTypeIdentifier")
+            let noun = (sample ? "sample" : "object") + (line.objects == 1 ? "" : "s")
             let calls = line.calls == 1 ? "1 call" : "\(line.calls.formatted()) calls"
             if connection.json {
                 WatchCommand.line(["principal": "\(line.principal)", "type": line.type, "objects": line.objects, "calls": line.calls])
