@@ -172,6 +172,9 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case watchAudit = "healthledger.v1.Ledger/WatchAudit"
     /// The owner's access records: which credential read what, when.
     case accessRecords = "healthledger.v1.Ledger/AccessRecords"
+    /// The owner's view of the ledger's credentials, and revoking one of them.
+    case ledgerCredentials = "healthledger.v1.Ledger/LedgerCredentials"
+    case revokeLedgerCredential = "healthledger.v1.Ledger/RevokeLedgerCredential"
     // The Merkle tree over the log: signed tree heads and proofs (the owner's).
     case treeHead = "healthledger.v1.Ledger/TreeHead"
     case inclusionProof = "healthledger.v1.Ledger/InclusionProof"
@@ -182,6 +185,7 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case issueCredential = "healthledger.v1.Ledger/IssueCredential"
     case revokeCredential = "healthledger.v1.Ledger/RevokeCredential"
     case listCredentials = "healthledger.v1.Ledger/ListCredentials"
+    case rotateCredential = "healthledger.v1.Ledger/RotateCredential"
 
     /// Runs until the client cancels it: no deadline unless the call sets one.
     public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection || self == .watchAudit }

@@ -1,4 +1,5 @@
 import Foundation
+import HealthModel
 import LedgerSchema
 import SwiftProtobuf
 
@@ -22,13 +23,31 @@ extension HealthStore {
 
     /// Issues the owner (`.owner`) or an app (`.app(source)`) of `ledger` a credential,
     /// returned once: only its hash is kept.
-    public func issueCredential(ledger: String, for principal: Principal, label: String = "") async throws -> String {
+    ///
+    /// - Parameter lifetime: how long it authenticates (at most ten years, rounded down to
+    ///   whole seconds); after it, its calls are refused with `UNAUTHENTICATED` "credential expired".
+    public func issueCredential(ledger: String, for principal: Principal, label: String = "", lifetime: CredentialLifetime = .unlimited) async throws -> String {
         let request = Healthledger_V1_IssueCredentialRequest.with {
             $0.ledgerID = ledger
             $0.principal = principal.schema
             $0.label = label
+            $0.expiresInSeconds = Self.seconds(lifetime)
         }
         return try Self.decode(Healthledger_V1_IssuedCredential.self, try await unary(.issueCredential, request)).credential
+    }
+
+    /// Rotates a credential of `ledger`: a new credential for the same principal, returned
+    /// once; the old one keeps working for `grace` (whole seconds, at most a year), then is refused.
+    ///
+    /// - Parameter lifetime: the new credential's; nil: the old one's lifetime.
+    public func rotateCredential(ledger: String, id: String, grace: Duration, lifetime: CredentialLifetime? = nil) async throws -> String {
+        let request = Healthledger_V1_RotateCredentialRequest.with {
+            $0.ledgerID = ledger
+            $0.credentialID = id
+            $0.graceSeconds = UInt64(max(grace.components.seconds, 0))
+            if let lifetime { $0.expiresInSeconds = Self.seconds(lifetime) }
+        }
+        return try Self.decode(Healthledger_V1_IssuedCredential.self, try await unary(.rotateCredential, request)).credential
     }
 
     /// Revokes a credential of `ledger` by id: its next call is refused and its streams end.
@@ -39,10 +58,39 @@ extension HealthStore {
         })
     }
 
-    /// The credentials of `ledger`: id, principal, revoked or not.
-    public func credentials(ledger: String) async throws -> [(id: String, principal: Principal, revoked: Bool)] {
-        let list = try Self.decode(
-            Healthledger_V1_CredentialList.self, try await unary(.listCredentials, Healthledger_V1_LedgerCredentialRequest.with { $0.ledgerID = ledger }))
-        return list.credentials.map { ($0.id, Principal($0.principal), $0.revoked) }
+    /// The credentials of `ledger`, in id order.
+    public func credentials(ledger: String) async throws -> [CredentialInfo] {
+        Self.credentials(try Self.decode(
+            Healthledger_V1_CredentialList.self, try await unary(.listCredentials, Healthledger_V1_LedgerCredentialRequest.with { $0.ledgerID = ledger })))
+    }
+
+    /// A lifetime in a request's whole seconds (0: unlimited; a lifetime under a second is one).
+    private static func seconds(_ lifetime: CredentialLifetime) -> UInt64 {
+        guard case .expiring(let duration) = lifetime else { return 0 }
+        return UInt64(max(duration.components.seconds, 1))
+    }
+
+    static func credentials(_ list: Healthledger_V1_CredentialList) -> [CredentialInfo] {
+        func date(_ microseconds: Int64) -> Date? { microseconds == 0 ? nil : Date(timeIntervalSince1970: Double(microseconds) / 1e6) }
+        return list.credentials.map { entry in
+            CredentialInfo(
+                id: entry.id, principal: Principal(entry.principal), label: entry.label, issued: date(entry.issuedUs), expires: date(entry.expiresUs),
+                revocation: entry.revoked || entry.revokedUs != 0 ? date(entry.revokedUs) ?? .distantPast : nil, replacedBy: entry.replacedBy)
+        }
+    }
+}
+
+/// The owner's view of the ledger's credentials.
+extension HealthStore {
+    /// Every credential of the owner's ledger: the owner's and the apps', with their labels,
+    /// issue and expiry times and revocations (owner only).
+    public func credentials() async throws -> [CredentialInfo] {
+        Self.credentials(try Self.decode(Healthledger_V1_CredentialList.self, try await unary(.ledgerCredentials, Healthledger_V1_Empty())))
+    }
+
+    /// Revokes one of the ledger's credentials by id (owner only): its next call is
+    /// refused and its streams end; recorded in the audit trail as the owner's.
+    public func revokeCredential(id: String) async throws {
+        _ = try await unary(.revokeLedgerCredential, Healthledger_V1_LedgerCredentialRequest.with { $0.credentialID = id })
     }
 }

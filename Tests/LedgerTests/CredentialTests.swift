@@ -39,7 +39,7 @@ struct CredentialTests {
         #expect(store.authenticate(owner)?.1 == .owner)
         let listed = try ledger.credentials()
         #expect(listed.count == 2)
-        #expect(listed.first { $0.id == id }?.revoked == true)
+        #expect(listed.first { $0.id == id }?.refusal().map { if case .revoked = $0 { true } else { false } } == true)
         await #expect(throws: HealthError.self) { try await ledger.revokeCredential(id: id) }
         await #expect(throws: HealthError.self) { try await ledger.revokeCredential(id: "ffffffffffffffff") }
         await #expect(throws: HealthError.self) { try await ledger.issueCredential(for: .operator) }
@@ -59,8 +59,8 @@ struct CredentialTests {
         #expect(credential.wholeMatch(of: /hl1:format:[0-9a-f]{16}:[A-Za-z0-9_-]{43}/) != nil, "\(credential)")
         let secret = String(credential.split(separator: ":")[3])
         let hashes = try ledger.events(from: 1, limit: 10).compactMap { event -> [UInt8]? in
-            guard case .credentialIssued(_, _, _, let hash) = try event.decodedBody() else { return nil }
-            return hash
+            guard case .credentialIssued(let issue) = try event.decodedBody() else { return nil }
+            return issue.secretHash
         }
         #expect(hashes == [Array(SHA256.hash(data: Array(secret.utf8)))])
 
@@ -74,4 +74,96 @@ struct CredentialTests {
         let longest = Source(bundleIdentifier: String(repeating: "a", count: 255), name: String(repeating: "n", count: 255))
         #expect(store.authenticate(try await ledger.issueCredential(for: .app(longest)))?.1 == .app(longest))
     }
+
+    @Test("a credential issued with a lifetime authenticates until it expires, then is refused as expired; the log and the listing keep its times")
+    func expiry() async throws {
+        let temporary = try TemporaryStore()
+        let store = temporary.ledgerStore
+        let ledger = try store.createLedger(id: "expiry")
+        let before = Date()
+        let lasting = try await ledger.issueCredential(for: .app(Fixtures.appA), label: "phone", lifetime: .expiring(after: .seconds(90 * 86_400)))
+        let after = Date()
+        let info = try #require(try ledger.credential(id: credentialID(lasting)))
+        let issued = try #require(info.issued)
+        let expires = try #require(info.expires)
+        #expect(issued >= before.addingTimeInterval(-0.001) && issued <= after.addingTimeInterval(0.001))
+        #expect(abs(expires.timeIntervalSince(issued) - 90 * 86_400) < 0.001)
+        #expect(info.label == "phone" && info.revocation == nil && info.refusal() == nil && info.end == expires)
+        #expect(info.refusal(at: expires.addingTimeInterval(-1)) == nil)
+        #expect(info.refusal(at: expires) == .expired(at: expires))
+        #expect(store.authenticate(lasting)?.1 == .app(Fixtures.appA))
+
+        // A short lifetime, waited out: refused with the reason, to the holder of the secret only.
+        let short = try await ledger.issueCredential(for: .owner, lifetime: .expiring(after: .milliseconds(20)))
+        let shortExpiry = try #require(try ledger.credential(id: credentialID(short))?.expires)
+        while Date() <= shortExpiry { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(throws: CredentialRefusal.expired(at: shortExpiry)) { try store.authentication(of: short) }
+        #expect(store.authenticate(short) == nil)
+        var wrongSecret = short
+        wrongSecret.removeLast()
+        wrongSecret.append(short.last == "A" ? "B" : "A")
+        #expect(throws: CredentialRefusal.unknown) { try store.authentication(of: wrongSecret) }
+
+        for refused in [CredentialLifetime.expiring(after: .zero), .expiring(after: .seconds(-5)), .expiring(after: .seconds(3651 * 86_400))] {
+            await #expect(throws: HealthError.self) { try await ledger.issueCredential(for: .owner, lifetime: refused) }
+        }
+        guard case .credentialIssued(let issue) = try #require(try ledger.events(from: 1, limit: 10).last(where: { $0.kind == .credentialIssued })).decodedBody()
+        else { throw CredentialTestFailure.noIssue }
+        #expect(issue.expiresUs == Int64((shortExpiry.timeIntervalSince1970 * 1e6).rounded()) && issue.issuedUs > 0 && issue.replaces.isEmpty)
+        #expect(try ledger.replay().identical)
+        #expect(try ledger.verify().isValid)
+    }
+
+    @Test("rotation issues a new credential for the same principal and label; the old one works through its grace period, then is refused as rotated")
+    func rotation() async throws {
+        let temporary = try TemporaryStore()
+        let store = temporary.ledgerStore
+        let ledger = try store.createLedger(id: "rotation")
+        let old = try await ledger.issueCredential(for: .app(Fixtures.appA), label: "watch", lifetime: .expiring(after: .seconds(30 * 86_400)))
+        let oldID = credentialID(old)
+        let rotated = try await ledger.rotateCredential(id: oldID, grace: .seconds(3600))
+        let newID = credentialID(rotated)
+        #expect(store.authenticate(rotated)?.1 == .app(Fixtures.appA))
+        #expect(store.authenticate(old)?.1 == .app(Fixtures.appA), "the old credential works during its grace period")
+        let oldInfo = try #require(try ledger.credential(id: oldID))
+        let newInfo = try #require(try ledger.credential(id: newID))
+        #expect(newInfo.label == "watch" && newInfo.principal == .app(Fixtures.appA))
+        // The new one lives as long as the old one did, from its own issue.
+        let lifetime = try #require(newInfo.expires).timeIntervalSince(try #require(newInfo.issued))
+        #expect(abs(lifetime - 30 * 86_400) < 0.001)
+        let graceEnd = try #require(oldInfo.revocation)
+        #expect(abs(graceEnd.timeIntervalSince(try #require(newInfo.issued)) - 3600) < 0.001)
+        #expect(oldInfo.replacedBy == newID && oldInfo.end == graceEnd)
+        #expect(oldInfo.refusal(at: graceEnd) == .revoked(at: graceEnd, replacedBy: newID))
+        // Rotating it again, or rotating an unknown one, is refused; revoking it ends the grace at once.
+        await #expect(throws: HealthError.self) { try await ledger.rotateCredential(id: oldID, grace: .zero) }
+        await #expect(throws: HealthError.self) { try await ledger.rotateCredential(id: "ffffffffffffffff", grace: .zero) }
+        await #expect(throws: HealthError.self) { try await ledger.rotateCredential(id: newID, grace: .seconds(366 * 86_400)) }
+        try await ledger.revokeCredential(id: oldID, by: .owner)
+        #expect(throws: CredentialRefusal.self) { try store.authentication(of: old) }
+        #expect(try ledger.credential(id: oldID)?.replacedBy == newID)
+
+        // With no grace and a lifetime of its own, the old one stops at once.
+        let third = try await ledger.rotateCredential(id: newID, grace: .zero, lifetime: .unlimited)
+        #expect(try ledger.credential(id: credentialID(third))?.expires == nil)
+        do {
+            _ = try store.authentication(of: rotated)
+            Issue.record("a credential rotated with no grace period still authenticates")
+        } catch let refusal as CredentialRefusal {
+            guard case .revoked(_, let replacedBy) = refusal else { throw refusal }
+            #expect(replacedBy == credentialID(third))
+            #expect(refusal.description.contains("rotated") && refusal.description.contains(credentialID(third)))
+        }
+        #expect(store.authenticate(third)?.1 == .app(Fixtures.appA))
+
+        let trail = try ledger.audit(AuditFilter(), limit: 100, as: .owner).events.map(\.sentence)
+        #expect(trail.contains { $0.contains("replacing credential \(oldID)") }, "\(trail)")
+        #expect(trail.contains { $0.contains("credential \(oldID) of app com.example.a (App A) was rotated by the operator: replaced by \(newID)") }, "\(trail)")
+        #expect(try ledger.replay().identical)
+        #expect(try ledger.verify().isValid)
+    }
+
+    private func credentialID(_ credential: String) -> String { String(credential.split(separator: ":")[2]) }
+
+    private enum CredentialTestFailure: Error { case noIssue }
 }

@@ -293,6 +293,11 @@ struct LeakMatrixTests {
                 await expectRPCError(.permissionDenied, .authorizationDenied, "\(state): \(who)'s watched audit") {
                     for try await _ in try await store.watchAudit() {}
                 }
+                // So are the ledger's credentials: an app neither lists nor revokes them.
+                await expectRPCError(.permissionDenied, .authorizationDenied, "\(state): \(who) listing credentials") { _ = try await store.credentials() }
+                await expectRPCError(.permissionDenied, .authorizationDenied, "\(state): \(who) revoking the owner's credential") {
+                    try await store.revokeCredential(id: credentialID(server.ownerCredential))
+                }
             }
 
             for store in [owner, app, runner, peek] { await store.close() }

@@ -28,7 +28,8 @@ struct OperatorTests {
             #expect(try await app.ping().principal == "app com.example.walk")
             let listed = try await ops.credentials(ledger: "bob")
             #expect(Set(listed.map(\.principal)) == [.owner, .app(walk)] && listed.count == 2)
-            #expect(listed.allSatisfy { !$0.revoked })
+            #expect(listed.allSatisfy { $0.refusal() == nil && $0.revocation == nil && $0.issued != nil })
+            #expect(listed.first { $0.principal == .owner }?.label == "phone")
             await expectRPCError(.invalidArgument, nil, "a reserved bundle id") {
                 _ = try await ops.issueCredential(ledger: "bob", for: .app(Source(bundleIdentifier: "org.healthledger.import.x", name: "X")))
             }
@@ -41,7 +42,8 @@ struct OperatorTests {
             try await ops.revokeCredential(ledger: "bob", id: credentialID(appCredential))
             await expectRPCError(.permissionDenied, .authorizationDenied, "the revoked app's watch") { while try await watch.next() != nil {} }
             await expectRPCError(.unauthenticated, nil, "the revoked app's next call") { _ = try await app.ping() }
-            #expect(try await ops.credentials(ledger: "bob").first { $0.id == credentialID(appCredential) }?.revoked == true)
+            let revokedEntry = try await ops.credentials(ledger: "bob").first { $0.id == credentialID(appCredential) }
+            #expect(revokedEntry?.revocation != nil && revokedEntry?.refusal() != nil)
             await expectRPCError(.invalidArgument, .invalidArgument, "a credential revoked already") {
                 try await ops.revokeCredential(ledger: "bob", id: credentialID(appCredential))
             }

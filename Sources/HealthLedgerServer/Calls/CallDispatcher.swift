@@ -199,12 +199,12 @@ package struct CallDispatcher: Sendable {
 
     /// The ledger and principal of the request's credential.
     ///
-    /// - Throws: ``RPCError`` `unauthenticated` for a credential that is invalid, unknown or revoked.
+    /// - Throws: ``RPCError`` `unauthenticated` for a credential that is invalid, unknown,
+    ///   expired or revoked, saying which to the holder of its secret.
     private func authenticated(_ request: Healthledger_V1_CallRequest) throws -> (Ledger, Principal, credentialID: String) {
-        guard let found = store.authentication(of: request.credential) else {
-            throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
+        do { return try store.authentication(of: request.credential) } catch let refusal as CredentialRefusal {
+            throw RPCError(.unauthenticated, refusal.description)
         }
-        return found
     }
 
     /// Runs the call; returns a unary method's response (nil for a stream, whose messages
@@ -216,8 +216,8 @@ package struct CallDispatcher: Sendable {
             throw RPCError(.unimplemented, "\(method.rawValue) is not implemented by this server")
         }
         if registration.isOperatorMethod {
-            guard store.authenticateOperator(request.credential) else {
-                throw RPCError(.unauthenticated, "the credential is invalid, unknown or revoked")
+            do { try store.authenticateOperator(request.credential) } catch let refusal as CredentialRefusal {
+                throw RPCError(.unauthenticated, refusal.description)
             }
             guard try request.pointInTime() == nil else {
                 throw RPCError(.invalidArgument, "\(method.rawValue) cannot be asked as of a past point", healthErrorCode: .invalidArgument)
@@ -282,7 +282,7 @@ package struct CallDispatcher: Sendable {
             metrics.streamOpened()
             defer { metrics.streamClosed() }
             call.reads.add(types: types)
-            let access = StreamAccess(call, live: live, types: types, credential: request.credential)
+            let access = StreamAccess(call, live: live, types: types)
             let longRunning = method.isLongRunning
             let stream = StreamContext(scanned: access.scanned(with:)) { message in
                 try await window?.acquire()

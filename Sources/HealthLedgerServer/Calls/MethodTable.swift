@@ -253,6 +253,10 @@ package enum MethodTable {
         }.recorded,
         .accessRecords: .immediate(Healthledger_V1_AccessRecordsRequest.self, asOf: false) { try $0.accessRecords($1) }
             .only(.owner(refusingApps: RoleRefusal.readingAccessRecords)),
+        .ledgerCredentials: .immediate(Healthledger_V1_Empty.self, asOf: false) { try $0.ledgerCredentials($1) }
+            .only(.owner(refusingApps: RoleRefusal.managingCredentials)),
+        .revokeLedgerCredential: .unary(Healthledger_V1_LedgerCredentialRequest.self) { try await $0.revokeLedgerCredential($1) }
+            .only(.owner(refusingApps: RoleRefusal.managingCredentials)),
         // The audit trail relies on no grant (it is the owner's); its credential is watched.
         .audit: .stream(Healthledger_V1_AuditRequest.self, types: { _ in [] }) { try await $0.audit($1, follow: false, $2.emit) }.only(auditing),
         .watchAudit: .stream(Healthledger_V1_AuditRequest.self, .longRunning, types: { _ in [] }) { try await $0.audit($1, follow: true, $2.emit) }
@@ -265,6 +269,7 @@ package enum MethodTable {
         .issueCredential: .onStore(Healthledger_V1_IssueCredentialRequest.self, writes: true) { try await $0.issueCredential($1) },
         .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: true) { try await $0.revokeCredential($1) },
         .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: false) { try $0.listCredentials($1) },
+        .rotateCredential: .onStore(Healthledger_V1_RotateCredentialRequest.self, writes: true) { try await $0.rotateCredential($1) },
     ]
 
     private static let managing = Caller.owner(refusingApps: RoleRefusal.managingAuthorization)

@@ -1,3 +1,4 @@
+import Foundation
 import HealthLedgerRPC
 import HealthModel
 import Ledger
@@ -5,7 +6,8 @@ import Synchronization
 
 /// Ends a stream with `permissionDenied` the moment its caller loses access the stream
 /// relied on: a read grant revoked, a selected object deselected, or the credential
-/// revoked (docs/SEMANTICS.md §6: revocation is immediate).
+/// revoked (docs/SEMANTICS.md §6: revocation is immediate); and with `unauthenticated` when
+/// its credential expires.
 ///
 /// The reference is the scope the stream's read actually ran with, so a grant given and
 /// taken back while the stream starts cannot slip through. Streams that read only the
@@ -17,22 +19,26 @@ final class StreamAccess: Sendable {
         /// An authorization change for this app arrived that no read has checked yet.
         var changed = false
         var revoked = false
+        /// Why the credential stopped authenticating, when that ended the stream.
+        var refusal: CredentialRefusal?
         var task: Task<Void, any Error>?
+        /// Wakes when the credential's expiry or rotation grace period ends.
+        var credentialTimer: Task<Void, any Error>?
     }
 
     private let ledger: Ledger
     private let principal: Principal
     private let types: [ObjectType]
-    private let credentialID: String?
+    private let credentialID: String
     private let state = Mutex(State())
 
     /// - Parameter live: the ledger itself, whose changes the stream answers to (the call may
     ///   read a point-in-time view of it, which an app reads as it may read the ledger now).
-    init(_ call: LedgerCall, live: Ledger, types: [ObjectType], credential: String) {
+    init(_ call: LedgerCall, live: Ledger, types: [ObjectType]) {
         ledger = live
         principal = call.principal
         self.types = types
-        credentialID = CredentialString(credential)?.id
+        credentialID = call.credentialID
     }
 
     /// Runs `body` in a task of its own that a revocation cancels; then throws
@@ -46,15 +52,38 @@ final class StreamAccess: Sendable {
             return state.revoked
         }
         if revokedAlready { work.cancel() }
+        watchCredential()
+        defer { state.withLock { $0.credentialTimer }?.cancel() }
         do {
             try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
         } catch {
             // A stream that had sent everything before a revocation ends normally.
-            if state.withLock({ $0.revoked }) {
+            let (revoked, refusal) = state.withLock { ($0.revoked, $0.refusal) }
+            if case .expired? = refusal { throw RPCError(.unauthenticated, refusal!.description) }
+            if revoked {
                 throw RPCError(
                     .permissionDenied, "access to \(types.map(\.identifier).joined(separator: ", ")) was revoked", healthErrorCode: .authorizationDenied)
             }
             throw error
+        }
+    }
+
+    /// Ends the stream if its credential no longer authenticates, or wakes when it stops:
+    /// at its expiry, or when a rotation's grace period ends.
+    private func watchCredential() {
+        guard let credential = try? ledger.credential(id: credentialID) else { return }
+        if let refusal = credential.refusal() {
+            state.withLock { $0.refusal = refusal }
+            return revoke()
+        }
+        guard let end = credential.end else { return }
+        let timer = Task { [self] in
+            try await Task.sleep(for: .milliseconds(max(Int64(end.timeIntervalSinceNow * 1000), 0) + 1))
+            watchCredential()
+        }
+        state.withLock { state in
+            state.credentialTimer?.cancel()
+            state.credentialTimer = timer
         }
     }
 
@@ -77,7 +106,8 @@ final class StreamAccess: Sendable {
     private func changed(_ change: AccessChange) {
         switch change {
         case .credentialRevoked(let id):
-            if id == credentialID { revoke() }
+            // A rotation's revocation takes effect when its grace period ends.
+            if id == credentialID { watchCredential() }
         case .authorization(let app):
             guard case .app(let source) = principal, source.bundleIdentifier == app else { return }
             let ready = state.withLock { state in

@@ -26,7 +26,18 @@ struct OperatorCall {
         case .system, .operator:
             throw HealthError.invalidArgument("credentials are issued to the owner or to an app (principal kind OWNER or APP)", field: "principal")
         }
-        let credential = try await store.ledger(request.ledgerID).issueCredential(for: principal, label: request.label, by: .operator)
+        let credential = try await store.ledger(request.ledgerID).issueCredential(
+            for: principal, label: request.label, lifetime: try Self.lifetime(seconds: request.expiresInSeconds), by: .operator)
+        return try Healthledger_V1_IssuedCredential.with { $0.credential = credential }.serializedBytes()
+    }
+
+    func rotateCredential(_ request: Healthledger_V1_RotateCredentialRequest) async throws -> [UInt8] {
+        guard request.graceSeconds <= UInt64(CredentialLifetime.maximumGrace.components.seconds) else {
+            throw HealthError.invalidArgument("a rotation's grace period is 0 s to 365 days, got \(request.graceSeconds) s", field: "grace_seconds")
+        }
+        let credential = try await store.ledger(request.ledgerID).rotateCredential(
+            id: request.credentialID, grace: .seconds(request.graceSeconds),
+            lifetime: request.hasExpiresInSeconds ? try Self.lifetime(seconds: request.expiresInSeconds) : nil, by: .operator)
         return try Healthledger_V1_IssuedCredential.with { $0.credential = credential }.serializedBytes()
     }
 
@@ -36,15 +47,15 @@ struct OperatorCall {
     }
 
     func listCredentials(_ request: Healthledger_V1_LedgerCredentialRequest) throws -> [UInt8] {
-        let credentials = try store.ledger(request.ledgerID).credentials()
-        return try Healthledger_V1_CredentialList.with {
-            $0.credentials = credentials.map { info in
-                .with {
-                    $0.id = info.id
-                    $0.principal = info.principal.schema
-                    $0.revoked = info.revoked
-                }
-            }
-        }.serializedBytes()
+        try Healthledger_V1_CredentialList(try store.ledger(request.ledgerID).credentials()).serializedBytes()
+    }
+
+    /// A lifetime in seconds from a request: 0 is unlimited.
+    private static func lifetime(seconds: UInt64) throws -> CredentialLifetime {
+        guard seconds != 0 else { return .unlimited }
+        guard seconds <= UInt64(CredentialLifetime.maximum.components.seconds) else {
+            throw HealthError.invalidArgument("a credential's lifetime is at most 3650 days, got \(seconds) s", field: "expires_in_seconds")
+        }
+        return .expiring(after: .seconds(seconds))
     }
 }

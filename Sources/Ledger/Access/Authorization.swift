@@ -434,6 +434,7 @@ package enum RoleRefusal {
     package static let settingCharacteristics = HealthError(.authorizationDenied, "only the owner sets characteristics")
     package static let readingAudit = HealthError(.authorizationDenied, "the audit trail is the owner's: an app may not read it")
     package static let readingAccessRecords = HealthError(.authorizationDenied, "the access records are the owner's: an app may not read them")
+    package static let managingCredentials = HealthError(.authorizationDenied, "only the owner lists and revokes the ledger's credentials")
     package static let readingTreeHeads = HealthError(.authorizationDenied, "tree heads and proofs are the owner's: an app may not read them")
     package static let ownerRequesting = HealthError.invalidArgument("only apps request authorization; the owner has it all", field: "principal")
 }

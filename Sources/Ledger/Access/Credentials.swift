@@ -6,55 +6,86 @@ import LedgerSchema
 import SwiftProtobuf
 import Synchronization
 
-/// A bearer credential's public part, as listed to the owner or operator.
-public struct CredentialInfo: Sendable, Hashable {
-    /// 16 hex digits; also inside the credential string.
-    public var id: String
-    public var principal: Principal
-    public var revoked: Bool
-}
-
-/// The stored form of a credential: the secret's hash, whether it is revoked, its principal.
+/// The stored form of a credential: the secret's hash, whom it authenticates, its lifetime
+/// and revocation.
+///
+/// hash(32) kind(1) revoked(1) issuedUs(8) expiresUs(8) revokedUs(8), then bundle, name,
+/// label and replacedBy, each as length(2) bytes. Times are signed big-endian microseconds
+/// (expiresUs 0: never; revokedUs only when revoked, 0 for a revocation without a time).
 struct CredentialRecord {
     var hash: [UInt8]
-    var revoked: Bool
     var principal: Principal
+    var label: String
+    var issuedUs: Int64
+    var expiresUs: Int64
+    var revokedUs: Int64?
+    var replacedBy: String
 
-    /// hash(32) revoked(1) kind(1) bundleLength(2) bundle name
+    init(_ issue: EventBody.CredentialIssue) {
+        hash = issue.secretHash
+        principal = issue.principal
+        label = issue.label
+        issuedUs = issue.issuedUs
+        expiresUs = issue.expiresUs
+        revokedUs = nil
+        replacedBy = ""
+    }
+
     var encoded: [UInt8] {
         var value = hash
-        value.append(revoked ? 1 : 0)
         value.append(UInt8(principal.schemaKind))
-        var bundle: [UInt8] = []
-        var name: [UInt8] = []
-        if case .app(let source) = principal {
-            bundle = Array(source.bundleIdentifier.utf8)
-            name = Array(source.name.utf8)
+        value.append(revokedUs == nil ? 0 : 1)
+        for time in [issuedUs, expiresUs, revokedUs ?? 0] { KeyEncoding.append(UInt64(bitPattern: time), to: &value) }
+        var (bundle, name) = ("", "")
+        if case .app(let source) = principal { (bundle, name) = (source.bundleIdentifier, source.name) }
+        for text in [bundle, name, label, replacedBy] {
+            let bytes = Array(text.utf8.prefix(Int(UInt16.max)))
+            value.append(UInt8(bytes.count >> 8))
+            value.append(UInt8(bytes.count & 0xFF))
+            value += bytes
         }
-        value.append(UInt8(bundle.count >> 8))
-        value.append(UInt8(bundle.count & 0xFF))
-        return value + bundle + name
+        return value
     }
 
-    init(hash: [UInt8], revoked: Bool, principal: Principal) {
-        self.hash = hash
-        self.revoked = revoked
-        self.principal = principal
-    }
+    static let fixedLength = 32 + 2 + 24
 
     init?(_ stored: UnsafeRawBufferPointer) {
-        guard stored.count >= 36 else { return nil }
+        guard stored.count >= Self.fixedLength else { return nil }
         hash = Array(stored[0..<32])
-        revoked = stored[32] == 1
-        let length = Int(stored[34]) << 8 | Int(stored[35])
-        guard stored.count >= 36 + length else { return nil }
+        let kind = Healthledger_V1_Actor.Kind(rawValue: Int(stored[32])) ?? .unspecified
+        let revoked = stored[33] == 1
+        issuedUs = Int64(bitPattern: KeyEncoding.uint64(stored, at: 34))
+        expiresUs = Int64(bitPattern: KeyEncoding.uint64(stored, at: 42))
+        revokedUs = revoked ? Int64(bitPattern: KeyEncoding.uint64(stored, at: 50)) : nil
+        var texts: [String] = []
+        var offset = Self.fixedLength
+        for _ in 0..<4 {
+            guard offset + 2 <= stored.count else { return nil }
+            let length = Int(stored[offset]) << 8 | Int(stored[offset + 1])
+            guard offset + 2 + length <= stored.count else { return nil }
+            texts.append(String(decoding: stored[(offset + 2)..<(offset + 2 + length)], as: UTF8.self))
+            offset += 2 + length
+        }
         var actor = Healthledger_V1_Actor()
-        actor.kind = Healthledger_V1_Actor.Kind(rawValue: Int(stored[33])) ?? .unspecified
-        if actor.kind == .app {
-            actor.source.bundleIdentifier = String(decoding: stored[36..<(36 + length)], as: UTF8.self)
-            actor.source.name = String(decoding: stored[(36 + length)...], as: UTF8.self)
+        actor.kind = kind
+        if kind == .app {
+            actor.source.bundleIdentifier = texts[0]
+            actor.source.name = texts[1]
         }
         principal = Principal(actor)
+        label = texts[2]
+        replacedBy = texts[3]
+    }
+
+    func info(id: String) -> CredentialInfo {
+        CredentialInfo(
+            id: id, principal: principal, label: label, issued: issuedUs == 0 ? nil : date(microseconds: issuedUs),
+            expires: expiresUs == 0 ? nil : date(microseconds: expiresUs),
+            revocation: revokedUs.map { $0 == 0 ? .distantPast : date(microseconds: $0) }, replacedBy: replacedBy)
+    }
+
+    static func load(_ id: String, in snapshot: LedgerSnapshot) throws -> CredentialRecord? {
+        try snapshot.get(Array(id.utf8), in: snapshot.databases.credentials).flatMap(CredentialRecord.init)
     }
 }
 
@@ -97,8 +128,12 @@ extension Ledger {
     /// Issues a bearer credential for `principal` (the owner or an app) and records the
     /// issue as an event. The returned string is shown once: only its hash is kept.
     ///
+    /// - Parameter lifetime: how long it authenticates; after it, calls are refused with
+    ///   ``CredentialRefusal/expired(at:)``.
     /// - Returns: the credential string, `hl1:<ledger>:<id>:<secret>`.
-    public func issueCredential(for principal: Principal, label: String = "", by issuer: Principal = .operator) async throws -> String {
+    public func issueCredential(
+        for principal: Principal, label: String = "", lifetime: CredentialLifetime = .unlimited, by issuer: Principal = .operator
+    ) async throws -> String {
         switch principal {
         case .owner: break
         case .app(let source):
@@ -114,36 +149,99 @@ extension Ledger {
         case .system, .operator:
             throw HealthError.invalidArgument("credentials are issued to the owner or to an app", field: "principal")
         }
+        guard label.utf8.count <= ObjectLimits.maximumIdentifierLength else {
+            throw HealthError.invalidArgument("a credential's label has at most 255 bytes", field: "label")
+        }
+        let lifetimeUs = try lifetime.microseconds(field: "expires_in_seconds")
         let credential = CredentialString.random(ledgerID: self.id)
+        try await committer.submit { context in
+            try Self.appendIssue(
+                of: credential, for: principal, label: label, lifetimeUs: lifetimeUs, replacing: "", by: issuer, in: context)
+        }
+        return credential.text
+    }
+
+    /// Rotates a credential: issues a new one for the same principal, with the same label,
+    /// and revokes the old one from the end of `grace` (0: at once), in one commit. The old
+    /// one's streams end when its grace period does.
+    ///
+    /// - Parameter lifetime: the new credential's; nil: the old one's (its expiry minus its
+    ///   issue time), or unlimited if it had none.
+    /// - Returns: the new credential string, shown once.
+    public func rotateCredential(
+        id: String, grace: Duration, lifetime: CredentialLifetime? = nil, by issuer: Principal = .operator
+    ) async throws -> String {
+        guard grace >= .zero, grace <= CredentialLifetime.maximumGrace else {
+            throw HealthError.invalidArgument("a rotation's grace period is 0 s to 365 days, got \(grace)", field: "grace_seconds")
+        }
+        let graceUs = grace.microseconds
+        let newLifetimeUs = try lifetime?.microseconds(field: "expires_in_seconds")
+        let credential = CredentialString.random(ledgerID: self.id)
+        try await committer.submit { context in
+            let record = try Self.liveRecord(id, at: context.commitTimeUs, in: context)
+            guard record.revokedUs == nil else {
+                throw HealthError(
+                    .invalidArgument, "credential '\(id)' was already rotated or revoked (refused from \(record.info(id: id).revocation!.formatted(.iso8601)))",
+                    field: "id")
+            }
+            let lifetimeUs = newLifetimeUs ?? (record.expiresUs != 0 && record.issuedUs != 0 ? record.expiresUs - record.issuedUs : 0)
+            try Self.appendIssue(of: credential, for: record.principal, label: record.label, lifetimeUs: lifetimeUs, replacing: id, by: issuer, in: context)
+            try Self.appendRevocation(of: id, effectiveUs: context.commitTimeUs + graceUs, replacedBy: credential.id, by: issuer, in: context)
+        }
+        accessWatchers.notify(.credentialRevoked(id: id))
+        return credential.text
+    }
+
+    /// Revokes a credential by id; recorded as an event. Calls made with it fail from now
+    /// on and its streams end; a credential in a rotation's grace period is refused at once.
+    public func revokeCredential(id: String, by issuer: Principal = .operator) async throws {
+        try await committer.submit { context in
+            _ = try Self.liveRecord(id, at: context.commitTimeUs, in: context)
+            try Self.appendRevocation(of: id, effectiveUs: context.commitTimeUs, replacedBy: "", by: issuer, in: context)
+        }
+        accessWatchers.notify(.credentialRevoked(id: id))
+    }
+
+    /// The record of credential `id`, which must not be refused already at `nowUs`.
+    private static func liveRecord(_ id: String, at nowUs: Int64, in context: WriteContext) throws -> CredentialRecord {
+        guard let record = try CredentialRecord.load(id, in: LedgerSnapshot(context.txn, context.databases)) else {
+            throw HealthError(.noData, "no credential '\(id)'", field: "id")
+        }
+        switch record.info(id: id).refusal(at: date(microseconds: nowUs)) {
+        case nil: return record
+        case .revoked?: throw HealthError.invalidArgument("credential '\(id)' is already revoked", field: "id")
+        case .expired(let time)?: throw HealthError.invalidArgument("credential '\(id)' expired at \(time.formatted(.iso8601))", field: "id")
+        case .unknown?: throw HealthError(.noData, "no credential '\(id)'", field: "id")
+        }
+    }
+
+    private static func appendIssue(
+        of credential: CredentialString, for principal: Principal, label: String, lifetimeUs: Int64, replacing: String, by issuer: Principal,
+        in context: WriteContext
+    ) throws {
         var body = Healthledger_V1_CredentialIssued()
         body.credentialID = credential.id
         body.secretSha256 = Data(SHA256.hash(data: Array(credential.secret.utf8)))
         body.principal = principal.schema
         body.label = label
+        body.issuedUs = context.commitTimeUs
+        body.expiresUs = lifetimeUs == 0 ? 0 : context.commitTimeUs + lifetimeUs
+        body.replaces = replacing
         let bytes: [UInt8] = try body.serializedBytes()
-        try await committer.submit { context in
-            try context.append(
-                kind: .credentialIssued, actor: issuer, objectType: nil, objectUUID: nil, body: bytes,
-                change: try Projector.change(kind: .credentialIssued, actor: issuer, body: bytes))
-        }
-        return credential.text
+        try context.append(
+            kind: .credentialIssued, actor: issuer, objectType: nil, objectUUID: nil, body: bytes,
+            change: try Projector.change(kind: .credentialIssued, actor: issuer, body: bytes))
     }
 
-    /// Revokes a credential by id; recorded as an event. Calls made with it fail from now on.
-    public func revokeCredential(id: String, by issuer: Principal = .operator) async throws {
+    private static func appendRevocation(of id: String, effectiveUs: Int64, replacedBy: String, by issuer: Principal, in context: WriteContext) throws {
         var body = Healthledger_V1_CredentialRevoked()
         body.credentialID = id
+        body.effectiveUs = effectiveUs
+        body.replacedBy = replacedBy
         let bytes: [UInt8] = try body.serializedBytes()
-        try await committer.submit { context in
-            guard let stored = try context.txn.get(Array(id.utf8), in: context.databases.credentials),
-                let record = CredentialRecord(stored)
-            else { throw HealthError(.noData, "no credential '\(id)'", field: "id") }
-            guard !record.revoked else { throw HealthError.invalidArgument("credential '\(id)' is already revoked", field: "id") }
-            try context.append(
-                kind: .credentialRevoked, actor: issuer, objectType: nil, objectUUID: nil, body: bytes,
-                change: try Projector.change(kind: .credentialRevoked, actor: issuer, body: bytes))
-        }
-        accessWatchers.notify(.credentialRevoked(id: id))
+        try context.append(
+            kind: .credentialRevoked, actor: issuer, objectType: nil, objectUUID: nil, body: bytes,
+            change: try Projector.change(kind: .credentialRevoked, actor: issuer, body: bytes))
     }
 
     /// The credentials issued for this ledger.
@@ -153,9 +251,7 @@ extension Ledger {
             try snapshot.withCursor(on: snapshot.databases.credentials) { cursor in
                 var entry = try cursor.first()
                 while let current = entry {
-                    if let record = CredentialRecord(current.value) {
-                        result.append(CredentialInfo(id: String(decoding: current.key, as: UTF8.self), principal: record.principal, revoked: record.revoked))
-                    }
+                    if let record = CredentialRecord(current.value) { result.append(record.info(id: String(decoding: current.key, as: UTF8.self))) }
                     entry = try cursor.next()
                 }
             }
@@ -163,25 +259,34 @@ extension Ledger {
         }
     }
 
-    /// The principal a credential authenticates, or nil when it is unknown, wrong or revoked.
+    /// Credential `id`, or nil when this ledger has none by that id.
+    public func credential(id: String) throws -> CredentialInfo? {
+        try read { snapshot in try CredentialRecord.load(id, in: snapshot)?.info(id: id) }
+    }
+
+    /// The principal a credential authenticates, or nil when it is unknown, wrong, expired or revoked.
     /// The secret's hash is compared in constant time.
     public func authenticate(_ credential: CredentialString) throws -> Principal? {
         guard credential.ledgerID == id else { return nil }
-        return try authenticate(id: credential.id, secretHash: Array(SHA256.hash(data: Array(credential.secret.utf8))))
+        do { return try authenticate(id: credential.id, secretHash: Array(SHA256.hash(data: Array(credential.secret.utf8)))) } catch is CredentialRefusal {
+            return nil
+        }
     }
 
-    /// The principal of credential `id` if `secretHash` is its secret's hash and it is not
-    /// revoked: the record is read each time, so a revocation applies to the next call.
-    func authenticate(id: String, secretHash presented: [UInt8]) throws -> Principal? {
-        try read { snapshot in
-            guard let stored = try snapshot.get(Array(id.utf8), in: snapshot.databases.credentials),
-                let record = CredentialRecord(stored)
-            else { return nil }
-            var difference: UInt8 = 0
-            for (a, b) in zip(record.hash, presented) { difference |= a ^ b }
-            guard difference == 0, record.hash.count == presented.count, !record.revoked else { return nil }
-            return record.principal
-        }
+    /// The principal of credential `id` if `secretHash` is its secret's hash and it is
+    /// neither expired nor revoked: the record is read each time, so a revocation applies
+    /// to the next call.
+    ///
+    /// - Throws: ``CredentialRefusal`` when it does not authenticate (why, only to the
+    ///   holder of the secret).
+    func authenticate(id: String, secretHash presented: [UInt8]) throws -> Principal {
+        let record = try read { snapshot in try CredentialRecord.load(id, in: snapshot) }
+        guard let record else { throw CredentialRefusal.unknown }
+        var difference: UInt8 = 0
+        for (a, b) in zip(record.hash, presented) { difference |= a ^ b }
+        guard difference == 0, record.hash.count == presented.count else { throw CredentialRefusal.unknown }
+        if record.revokedUs != nil || record.expiresUs != 0, let refusal = record.info(id: id).refusal() { throw refusal }
+        return record.principal
     }
 }
 
@@ -211,20 +316,21 @@ final class PresentedCredentials: Sendable {
 
 extension LedgerStore {
     /// The ledger and principal a credential string authenticates, or nil for any invalid,
-    /// unknown or revoked credential (the reasons are not told apart).
+    /// unknown, expired or revoked credential.
     public func authenticate(_ text: String) -> (Ledger, Principal)? {
-        authentication(of: text).map { ($0.ledger, $0.principal) }
+        (try? authentication(of: text)).map { ($0.ledger, $0.principal) }
     }
 
-    /// ``authenticate(_:)``, with the credential's id.
-    public func authentication(of text: String) -> (ledger: Ledger, principal: Principal, credentialID: String)? {
+    /// The ledger, principal and credential id a credential string authenticates.
+    ///
+    /// - Throws: ``CredentialRefusal`` when it does not authenticate; a storage failure as itself.
+    public func authentication(of text: String) throws -> (ledger: Ledger, principal: Principal, credentialID: String) {
         if let entry = presented.entry(for: text) {
-            guard let principal = try? entry.ledger.authenticate(id: entry.id, secretHash: entry.secretHash) else { return nil }
-            return (entry.ledger, principal, entry.id)
+            return (entry.ledger, try entry.ledger.authenticate(id: entry.id, secretHash: entry.secretHash), entry.id)
         }
-        guard let credential = CredentialString(text), let ledger = try? ledger(credential.ledgerID) else { return nil }
+        guard let credential = CredentialString(text), let ledger = try? ledger(credential.ledgerID) else { throw CredentialRefusal.unknown }
         let secretHash = Array(SHA256.hash(data: Array(credential.secret.utf8)))
-        guard let principal = try? ledger.authenticate(id: credential.id, secretHash: secretHash) else { return nil }
+        let principal = try ledger.authenticate(id: credential.id, secretHash: secretHash)
         presented.remember(.init(ledger: ledger, id: credential.id, secretHash: secretHash), for: text)
         return (ledger, principal, credential.id)
     }

@@ -24,8 +24,10 @@ public enum EventBody: Sendable, Hashable {
     case sourcePriorityChanged(type: String, bundles: [String])
     /// `value` is nil when the characteristic was cleared.
     case characteristicSet(type: String, value: CharacteristicValue?)
-    case credentialIssued(id: String, principal: Principal, label: String, secretHash: [UInt8])
-    case credentialRevoked(id: String)
+    case credentialIssued(CredentialIssue)
+    /// `effectiveUs`: from when the credential is refused (0 in events from before rotation:
+    /// at once); `replacedBy`: a rotation's new credential (empty for a plain revocation).
+    case credentialRevoked(id: String, effectiveUs: Int64, replacedBy: String)
     case attachmentAdded(AttachmentSummary)
     case attachmentRemoved(uuid: UUID, object: UUID)
     case workoutSamplesAssociated(workout: UUID, samples: [UUID])
@@ -60,6 +62,20 @@ public enum EventBody: Sendable, Hashable {
         public var type: String
         public var startUs: Int64?
         public var endUs: Int64?
+    }
+
+    /// A credential's issue: whom it authenticates, its secret's hash and its lifetime.
+    public struct CredentialIssue: Sendable, Hashable {
+        public var id: String
+        public var principal: Principal
+        public var label: String
+        public var secretHash: [UInt8]
+        /// Microseconds since 1970; 0 in events from before credentials could expire.
+        public var issuedUs: Int64
+        /// 0: never.
+        public var expiresUs: Int64
+        /// A rotation: the credential this one replaces (empty otherwise).
+        public var replaces: String
     }
 
     /// A characteristic's stored value: a date of birth, or an enumeration's raw value.
@@ -137,9 +153,12 @@ public enum EventBody: Sendable, Hashable {
         case .credentialIssued:
             let issued = try Healthledger_V1_CredentialIssued(serializedBytes: Array(body))
             return .credentialIssued(
-                id: issued.credentialID, principal: Principal(issued.principal), label: issued.label, secretHash: Array(issued.secretSha256))
+                CredentialIssue(
+                    id: issued.credentialID, principal: Principal(issued.principal), label: issued.label, secretHash: Array(issued.secretSha256),
+                    issuedUs: issued.issuedUs, expiresUs: issued.expiresUs, replaces: issued.replaces))
         case .credentialRevoked:
-            return .credentialRevoked(id: try Healthledger_V1_CredentialRevoked(serializedBytes: Array(body)).credentialID)
+            let revoked = try Healthledger_V1_CredentialRevoked(serializedBytes: Array(body))
+            return .credentialRevoked(id: revoked.credentialID, effectiveUs: revoked.effectiveUs, replacedBy: revoked.replacedBy)
         case .attachmentAdded:
             // The description only: the attachment's bytes can be megabytes.
             let description = try ProtoReader.field(AttachmentAddedField.attachment, in: body) ?? UnsafeRawBufferPointer(start: nil, count: 0)

@@ -15,7 +15,7 @@ import LMDB
 /// | `source_changes` | type(4) source(4) sequence(8) | op(1: 1 added, 2 deleted) uuid(16): each source's changes of a type in log order; a reader of every source merges the type's ranges |
 /// | `tombstones` | uuid(16) | see ``Tombstone`` |
 /// | `sync_ids` | source(4) type(4) sync id (its UTF-8 up to 400 bytes, else 0xFF and its SHA-256) | uuid(16) version(8): see ``SyncIdentifierIndex`` |
-/// | `credentials` | credential id (UTF-8) | SHA-256 of the secret(32) revoked(1) principal |
+/// | `credentials` | credential id (UTF-8) | SHA-256 of the secret, principal, label, issue, expiry and revocation times: see ``CredentialRecord`` |
 /// | `sources` | see ``SourceRegistry`` | source codes (4) by bundle id, and back |
 /// | `type_sources` | type(4) source(4) | sequence(8) of the source's first save of the type, its longest duration(8): the type's longest is the longest of its sources' |
 /// | `source_priority` | type(4) | the owner's order: length-prefixed bundle ids |
@@ -123,9 +123,10 @@ final class LedgerDatabases: Sendable {
 /// instants; the checkpoint in `meta` instead of a `checkpoint` database of its own (dropped on upgrading). 11: no
 /// `changes` (every source's changes of a type in one range): `source_changes` alone, merged across sources by a
 /// reader of the whole type. 12: no `rollups` row for a source's newest hour (``Rollups``). 13: no `type_stats`
-/// (a type's longest duration is its sources' longest, from `type_sources`; its count is counted).
+/// (a type's longest duration is its sources' longest, from `type_sources`; its count is counted). 14: `credentials`
+/// records keep issue, expiry and revocation times, label and replacement (``CredentialRecord``).
 enum ProjectionLayout {
-    static let current: UInt32 = 13
+    static let current: UInt32 = 14
     /// Databases earlier layouts kept that this one does not: dropped when a ledger's projections are rebuilt for it.
     static let retiredDatabases = ["checkpoint", "changes", "type_stats"]
     static let key: [UInt8] = Array("projections".utf8)

@@ -21,7 +21,9 @@ struct Projector {
         case samplesAssociated(workout: [UInt8], samples: [[UInt8]])
         case routeLocationsAdded(route: [UInt8], chunk: UInt32)
         case credentialIssued(id: String, record: [UInt8])
-        case credentialRevoked(id: String)
+        /// `effectiveUs`: from when it is refused (0: at once, from before revocations had
+        /// times); `replacedBy`: a rotation's new credential.
+        case credentialRevoked(id: String, effectiveUs: Int64, replacedBy: String)
         /// An app asked for (type, direction) pairs, or for per-object read of a type.
         case authorizationRequested(app: String, pairs: [(AuthorizationDirection, UInt32)], objectRead: ObjectReadRange?)
         case authorizationDecided(app: String, direction: AuthorizationDirection, type: UInt32, decision: AuthorizationDecision)
@@ -108,10 +110,10 @@ struct Projector {
         case .characteristicSet(let type, let value):
             // The stored form of a characteristic is its event's body.
             return .characteristicSet(type: TypeCatalogue.code(of: type), value: value == nil ? nil : Array(body))
-        case .credentialIssued(let id, let principal, _, let secretHash):
-            return .credentialIssued(id: id, record: CredentialRecord(hash: secretHash, revoked: false, principal: principal).encoded)
-        case .credentialRevoked(let id):
-            return .credentialRevoked(id: id)
+        case .credentialIssued(let issue):
+            return .credentialIssued(id: issue.id, record: CredentialRecord(issue).encoded)
+        case .credentialRevoked(let id, let effectiveUs, let replacedBy):
+            return .credentialRevoked(id: id, effectiveUs: effectiveUs, replacedBy: replacedBy)
         case .attachmentAdded(let attachment):
             return .attachmentAdded(uuid: attachment.uuid.bytes, object: attachment.object.bytes)
         case .attachmentRemoved(let uuid, let object):
@@ -150,11 +152,13 @@ struct Projector {
             break
         case .credentialIssued(let id, let record):
             try txn.put(record, forKey: Array(id.utf8), in: databases.credentials)
-        case .credentialRevoked(let id):
+        case .credentialRevoked(let id, let effectiveUs, let replacedBy):
             guard let stored = try txn.get(Array(id.utf8), in: databases.credentials),
                 var record = CredentialRecord(stored)
             else { throw LedgerFailure.corrupted("event \(sequence) revokes an unknown credential") }
-            record.revoked = true
+            // A revocation during a rotation's grace period brings its end forward.
+            record.revokedUs = min(record.revokedUs ?? .max, effectiveUs)
+            if !replacedBy.isEmpty { record.replacedBy = replacedBy }
             try txn.put(record.encoded, forKey: Array(id.utf8), in: databases.credentials)
         case .authorizationRequested(let app, let pairs, let objectRead):
             for (direction, type) in pairs {

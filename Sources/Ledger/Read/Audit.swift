@@ -177,10 +177,16 @@ struct AuditNarrator {
                 let described = (try? ObjectType(type)).flatMap { try? Characteristic($0, rawValue: Int(raw)) }.map(Self.caseName) ?? "\(raw)"
                 return "\(name) was set to \(described) by \(who)"
             }
-        case .credentialIssued(let id, let principal, let label, _):
-            return "credential \(id) was issued to \(principal.narrated)\(label.isEmpty ? "" : " (\(label))") by \(who)"
-        case .credentialRevoked(let id):
-            let holder = try snapshot.get(Array(id.utf8), in: snapshot.databases.credentials).flatMap(CredentialRecord.init).map { " of \($0.principal.narrated)" } ?? ""
+        case .credentialIssued(let issue):
+            let label = issue.label.isEmpty ? "" : " (\(issue.label))"
+            let expiry = issue.expiresUs == 0 ? "" : ", expiring \(Self.time(issue.expiresUs))"
+            let replacing = issue.replaces.isEmpty ? "" : ", replacing credential \(issue.replaces)"
+            return "credential \(issue.id) was issued to \(issue.principal.narrated)\(label) by \(who)\(expiry)\(replacing)"
+        case .credentialRevoked(let id, let effectiveUs, let replacedBy):
+            let holder = try CredentialRecord.load(id, in: snapshot).map { " of \($0.principal.narrated)" } ?? ""
+            guard replacedBy.isEmpty else {
+                return "credential \(id)\(holder) was rotated by \(who): replaced by \(replacedBy), refused from \(Self.time(effectiveUs))"
+            }
             return "credential \(id)\(holder) was revoked by \(who)"
         case .attachmentAdded(let attachment):
             return "attachment \(attachment.name) (\(attachment.contentType), \(attachment.size) bytes) was added to \(Self.uuid(attachment.object)) by \(who)"
@@ -232,6 +238,9 @@ struct AuditNarrator {
     }
 
     static func day(_ date: Date) -> String { date.formatted(.iso8601.year().month().day()) }
+
+    /// A time in microseconds since 1970, to the second (UTC).
+    static func time(_ microseconds: Int64) -> String { date(microseconds: microseconds).formatted(.iso8601) }
 
     static func caseName(_ characteristic: Characteristic) -> String {
         switch characteristic {

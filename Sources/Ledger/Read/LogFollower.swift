@@ -79,7 +79,7 @@ final class LogFollower: Sendable {
                                 types.insert(TypeCatalogue.code(of: type))
                                 access.insert(.authorization(app: app))
                             case .authorizationDecided(let app, _, _, _): access.insert(.authorization(app: app))
-                            case .credentialRevoked(let id): access.insert(.credentialRevoked(id: id))
+                            case .credentialRevoked(let id, _, _): access.insert(.credentialRevoked(id: id))
                             default: break
                             }
                         default: break

@@ -18,15 +18,32 @@ extension LedgerStore {
         var secretSHA256: String
         var label: String
         var revoked: Bool
+        /// Absent in records from before operator credentials could expire.
+        var issued: Date?
+        var expires: Date?
+        var revokedAt: Date?
+
+        var info: CredentialInfo {
+            CredentialInfo(
+                id: id, principal: .operator, label: label, issued: issued, expires: expires,
+                revocation: revoked ? revokedAt ?? .distantPast : nil)
+        }
     }
 
     private var operatorsFile: URL { directory.appending(path: "operators.json") }
 
     /// Issues an operator credential (printed once: only its hash is kept).
-    public func issueOperatorCredential(label: String = "") throws -> String {
+    ///
+    /// - Parameter lifetime: how long it authenticates.
+    public func issueOperatorCredential(label: String = "", lifetime: CredentialLifetime = .unlimited) throws -> String {
+        let lifetimeUs = try lifetime.microseconds(field: "expires_in")
         let credential = CredentialString.random(ledgerID: Self.operatorRealm)
+        let now = Date()
         try updateOperators { records in
-            records.append(OperatorRecord(id: credential.id, secretSHA256: Self.hash(credential.secret), label: label, revoked: false))
+            records.append(
+                OperatorRecord(
+                    id: credential.id, secretSHA256: Self.hash(credential.secret), label: label, revoked: false, issued: now,
+                    expires: lifetimeUs == 0 ? nil : now.addingTimeInterval(Double(lifetimeUs) / 1e6)))
         }
         return credential.text
     }
@@ -37,31 +54,38 @@ extension LedgerStore {
             guard let index = records.firstIndex(where: { $0.id == id }) else { throw HealthError(.noData, "no operator credential '\(id)'", field: "id") }
             guard !records[index].revoked else { throw HealthError.invalidArgument("operator credential '\(id)' is already revoked", field: "id") }
             records[index].revoked = true
+            records[index].revokedAt = Date()
         }
     }
 
     /// The operator credentials issued for this data directory.
     public func operatorCredentials() throws -> [CredentialInfo] {
-        try readOperators().map { CredentialInfo(id: $0.id, principal: .operator, revoked: $0.revoked) }
+        try readOperators().map(\.info)
     }
 
-    /// Whether `text` is a valid, unrevoked operator credential (the secret's hash compared
-    /// in constant time).
-    public func authenticateOperator(_ text: String) -> Bool {
+    /// Checks an operator credential: valid, unexpired and unrevoked (the secret's hash
+    /// compared in constant time).
+    ///
+    /// - Throws: ``CredentialRefusal`` when it does not authenticate.
+    public func authenticateOperator(_ text: String) throws {
         guard let credential = CredentialString(text), credential.ledgerID == Self.operatorRealm,
-            let record = (try? readOperators())?.first(where: { $0.id == credential.id }), !record.revoked
-        else { return false }
+            let record = (try? readOperators())?.first(where: { $0.id == credential.id })
+        else { throw CredentialRefusal.unknown }
         let presented = Array(Self.hash(credential.secret).utf8)
         let stored = Array(record.secretSHA256.utf8)
-        guard presented.count == stored.count else { return false }
-        return zip(presented, stored).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+        guard presented.count == stored.count, zip(presented, stored).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 else {
+            throw CredentialRefusal.unknown
+        }
+        if let refusal = record.info.refusal() { throw refusal }
     }
 
     private static func hash(_ secret: String) -> String { Array(SHA256.hash(data: Array(secret.utf8))).hexString }
 
     private func readOperators() throws -> [OperatorRecord] {
         guard let data = FileManager.default.contents(atPath: operatorsFile.path) else { return [] }
-        do { return try JSONDecoder().decode([OperatorRecord].self, from: data) } catch {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        do { return try decoder.decode([OperatorRecord].self, from: data) } catch {
             throw LedgerFailure.corrupted("\(operatorsFile.path) is damaged: \(error)")
         }
     }
@@ -76,6 +100,7 @@ extension LedgerStore {
         var records = try readOperators()
         try change(&records)
         let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let staging = directory.appending(path: ".operators-\(UUID().uuidString).json")
         do {

@@ -447,6 +447,16 @@ public nonisolated struct Healthledger_V1_CredentialIssued: Sendable {
 
   public var label: String = String()
 
+  /// When it was issued, and when it stops authenticating (microseconds since 1970-01-01 UTC;
+  /// 0 in events written before credentials could expire). expires_us 0: never.
+  public var issuedUs: Int64 = 0
+
+  public var expiresUs: Int64 = 0
+
+  /// A rotation: the id of the credential this one replaces, for the same principal (the same
+  /// commit revokes that one from the end of its grace period).
+  public var replaces: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -460,6 +470,13 @@ public nonisolated struct Healthledger_V1_CredentialRevoked: Sendable {
   // methods supported on all messages.
 
   public var credentialID: String = String()
+
+  /// From when the credential is refused (microseconds since 1970-01-01 UTC): the revocation's
+  /// own time, or the end of a rotation's grace period. 0 in events written before rotation: at once.
+  public var effectiveUs: Int64 = 0
+
+  /// A rotation: the id of the credential that replaces it.
+  public var replacedBy: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1026,7 +1043,7 @@ nonisolated extension Healthledger_V1_ObjectDeleted.Reason: SwiftProtobuf._Proto
 
 nonisolated extension Healthledger_V1_CredentialIssued: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CredentialIssued"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}credential_id\0\u{3}secret_sha256\0\u{1}principal\0\u{1}label\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}credential_id\0\u{3}secret_sha256\0\u{1}principal\0\u{1}label\0\u{3}issued_us\0\u{3}expires_us\0\u{1}replaces\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1038,6 +1055,9 @@ nonisolated extension Healthledger_V1_CredentialIssued: SwiftProtobuf.Message, S
       case 2: try { try decoder.decodeSingularBytesField(value: &self.secretSha256) }()
       case 3: try { try decoder.decodeSingularMessageField(value: &self._principal) }()
       case 4: try { try decoder.decodeSingularStringField(value: &self.label) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.issuedUs) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.expiresUs) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.replaces) }()
       default: break
       }
     }
@@ -1060,6 +1080,15 @@ nonisolated extension Healthledger_V1_CredentialIssued: SwiftProtobuf.Message, S
     if !self.label.isEmpty {
       try visitor.visitSingularStringField(value: self.label, fieldNumber: 4)
     }
+    if self.issuedUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.issuedUs, fieldNumber: 5)
+    }
+    if self.expiresUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.expiresUs, fieldNumber: 6)
+    }
+    if !self.replaces.isEmpty {
+      try visitor.visitSingularStringField(value: self.replaces, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1068,6 +1097,9 @@ nonisolated extension Healthledger_V1_CredentialIssued: SwiftProtobuf.Message, S
     if lhs.secretSha256 != rhs.secretSha256 {return false}
     if lhs._principal != rhs._principal {return false}
     if lhs.label != rhs.label {return false}
+    if lhs.issuedUs != rhs.issuedUs {return false}
+    if lhs.expiresUs != rhs.expiresUs {return false}
+    if lhs.replaces != rhs.replaces {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1075,7 +1107,7 @@ nonisolated extension Healthledger_V1_CredentialIssued: SwiftProtobuf.Message, S
 
 nonisolated extension Healthledger_V1_CredentialRevoked: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CredentialRevoked"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}credential_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}credential_id\0\u{3}effective_us\0\u{3}replaced_by\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1084,6 +1116,8 @@ nonisolated extension Healthledger_V1_CredentialRevoked: SwiftProtobuf.Message, 
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.credentialID) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.effectiveUs) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.replacedBy) }()
       default: break
       }
     }
@@ -1093,11 +1127,19 @@ nonisolated extension Healthledger_V1_CredentialRevoked: SwiftProtobuf.Message, 
     if !self.credentialID.isEmpty {
       try visitor.visitSingularStringField(value: self.credentialID, fieldNumber: 1)
     }
+    if self.effectiveUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.effectiveUs, fieldNumber: 2)
+    }
+    if !self.replacedBy.isEmpty {
+      try visitor.visitSingularStringField(value: self.replacedBy, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Healthledger_V1_CredentialRevoked, rhs: Healthledger_V1_CredentialRevoked) -> Bool {
     if lhs.credentialID != rhs.credentialID {return false}
+    if lhs.effectiveUs != rhs.effectiveUs {return false}
+    if lhs.replacedBy != rhs.replacedBy {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -3421,11 +3421,48 @@ public nonisolated struct Healthledger_V1_IssueCredentialRequest: Sendable {
 
   public var label: String = String()
 
+  /// How long the credential authenticates, in seconds from now (at most 3,650 days); 0: it
+  /// does not expire. After it, calls are refused with UNAUTHENTICATED "credential expired".
+  public var expiresInSeconds: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _principal: Healthledger_V1_Actor? = nil
+}
+
+/// healthledger.v1.Ledger/RotateCredential (operator): a new credential for the same principal,
+/// with the same label; the old one keeps working for the grace period, then is refused.
+public nonisolated struct Healthledger_V1_RotateCredentialRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var ledgerID: String = String()
+
+  public var credentialID: String = String()
+
+  /// How long the old credential keeps working, in seconds (at most 365 days); 0: it is
+  /// refused at once.
+  public var graceSeconds: UInt64 = 0
+
+  /// The new credential's lifetime in seconds; 0: it does not expire; absent: the old one's
+  /// lifetime (its expiry minus its issue time), or none if it had none.
+  public var expiresInSeconds: UInt64 {
+    get {_expiresInSeconds ?? 0}
+    set {_expiresInSeconds = newValue}
+  }
+  /// Returns true if `expiresInSeconds` has been explicitly set.
+  public var hasExpiresInSeconds: Bool {self._expiresInSeconds != nil}
+  /// Clears the value of `expiresInSeconds`. Subsequent reads from it will return its default value.
+  public mutating func clearExpiresInSeconds() {self._expiresInSeconds = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _expiresInSeconds: UInt64? = nil
 }
 
 public nonisolated struct Healthledger_V1_IssuedCredential: Sendable {
@@ -3484,7 +3521,26 @@ public nonisolated struct Healthledger_V1_CredentialEntry: Sendable {
   /// Clears the value of `principal`. Subsequent reads from it will return its default value.
   public mutating func clearPrincipal() {self._principal = nil}
 
+  /// Refused now because it was revoked (a rotated credential once its grace period ended).
   public var revoked: Bool = false
+
+  public var label: String = String()
+
+  /// Microseconds since 1970-01-01 UTC; 0: not known (issued before credentials could expire).
+  public var issuedUs: Int64 = 0
+
+  /// 0: it does not expire.
+  public var expiresUs: Int64 = 0
+
+  /// When its revocation took or takes effect (a rotation's grace period ends then); 0: not
+  /// revoked, or revoked before revocations had times.
+  public var revokedUs: Int64 = 0
+
+  /// Refused now because it expired.
+  public var expired: Bool = false
+
+  /// A rotated credential: the id of the one that replaced it.
+  public var replacedBy: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -8298,7 +8354,7 @@ nonisolated extension Healthledger_V1_LedgerList: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Healthledger_V1_IssueCredentialRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".IssueCredentialRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{1}principal\0\u{1}label\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{1}principal\0\u{1}label\0\u{3}expires_in_seconds\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -8309,6 +8365,7 @@ nonisolated extension Healthledger_V1_IssueCredentialRequest: SwiftProtobuf.Mess
       case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
       case 2: try { try decoder.decodeSingularMessageField(value: &self._principal) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.label) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.expiresInSeconds) }()
       default: break
       }
     }
@@ -8328,6 +8385,9 @@ nonisolated extension Healthledger_V1_IssueCredentialRequest: SwiftProtobuf.Mess
     if !self.label.isEmpty {
       try visitor.visitSingularStringField(value: self.label, fieldNumber: 3)
     }
+    if self.expiresInSeconds != 0 {
+      try visitor.visitSingularUInt64Field(value: self.expiresInSeconds, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -8335,6 +8395,56 @@ nonisolated extension Healthledger_V1_IssueCredentialRequest: SwiftProtobuf.Mess
     if lhs.ledgerID != rhs.ledgerID {return false}
     if lhs._principal != rhs._principal {return false}
     if lhs.label != rhs.label {return false}
+    if lhs.expiresInSeconds != rhs.expiresInSeconds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_RotateCredentialRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RotateCredentialRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}credential_id\0\u{3}grace_seconds\0\u{3}expires_in_seconds\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.credentialID) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.graceSeconds) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self._expiresInSeconds) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.ledgerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.ledgerID, fieldNumber: 1)
+    }
+    if !self.credentialID.isEmpty {
+      try visitor.visitSingularStringField(value: self.credentialID, fieldNumber: 2)
+    }
+    if self.graceSeconds != 0 {
+      try visitor.visitSingularUInt64Field(value: self.graceSeconds, fieldNumber: 3)
+    }
+    try { if let v = self._expiresInSeconds {
+      try visitor.visitSingularUInt64Field(value: v, fieldNumber: 4)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_RotateCredentialRequest, rhs: Healthledger_V1_RotateCredentialRequest) -> Bool {
+    if lhs.ledgerID != rhs.ledgerID {return false}
+    if lhs.credentialID != rhs.credentialID {return false}
+    if lhs.graceSeconds != rhs.graceSeconds {return false}
+    if lhs._expiresInSeconds != rhs._expiresInSeconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -8437,7 +8547,7 @@ nonisolated extension Healthledger_V1_CredentialList: SwiftProtobuf.Message, Swi
 
 nonisolated extension Healthledger_V1_CredentialEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CredentialEntry"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}principal\0\u{1}revoked\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}principal\0\u{1}revoked\0\u{1}label\0\u{3}issued_us\0\u{3}expires_us\0\u{3}revoked_us\0\u{1}expired\0\u{3}replaced_by\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -8448,6 +8558,12 @@ nonisolated extension Healthledger_V1_CredentialEntry: SwiftProtobuf.Message, Sw
       case 1: try { try decoder.decodeSingularStringField(value: &self.id) }()
       case 2: try { try decoder.decodeSingularMessageField(value: &self._principal) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.revoked) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.label) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.issuedUs) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.expiresUs) }()
+      case 7: try { try decoder.decodeSingularInt64Field(value: &self.revokedUs) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.expired) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.replacedBy) }()
       default: break
       }
     }
@@ -8467,6 +8583,24 @@ nonisolated extension Healthledger_V1_CredentialEntry: SwiftProtobuf.Message, Sw
     if self.revoked != false {
       try visitor.visitSingularBoolField(value: self.revoked, fieldNumber: 3)
     }
+    if !self.label.isEmpty {
+      try visitor.visitSingularStringField(value: self.label, fieldNumber: 4)
+    }
+    if self.issuedUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.issuedUs, fieldNumber: 5)
+    }
+    if self.expiresUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.expiresUs, fieldNumber: 6)
+    }
+    if self.revokedUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.revokedUs, fieldNumber: 7)
+    }
+    if self.expired != false {
+      try visitor.visitSingularBoolField(value: self.expired, fieldNumber: 8)
+    }
+    if !self.replacedBy.isEmpty {
+      try visitor.visitSingularStringField(value: self.replacedBy, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -8474,6 +8608,12 @@ nonisolated extension Healthledger_V1_CredentialEntry: SwiftProtobuf.Message, Sw
     if lhs.id != rhs.id {return false}
     if lhs._principal != rhs._principal {return false}
     if lhs.revoked != rhs.revoked {return false}
+    if lhs.label != rhs.label {return false}
+    if lhs.issuedUs != rhs.issuedUs {return false}
+    if lhs.expiresUs != rhs.expiresUs {return false}
+    if lhs.revokedUs != rhs.revokedUs {return false}
+    if lhs.expired != rhs.expired {return false}
+    if lhs.replacedBy != rhs.replacedBy {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -16,7 +16,8 @@ struct AdminCommand: AsyncParsableCommand {
             issue-operator-credential. The operator manages ledgers and credentials and reads no health data.
             """,
         subcommands: [
-            CreateLedger.self, ListLedgers.self, IssueOwnerCredential.self, IssueAppCredential.self, RevokeCredential.self, ListCredentials.self,
+            CreateLedger.self, ListLedgers.self, IssueOwnerCredential.self, IssueAppCredential.self, RotateCredential.self, RevokeCredential.self,
+            ListCredentials.self,
             IssueOperatorCredential.self, RevokeOperatorCredential.self, ListOperatorCredentials.self, Hold.self, ReleaseHold.self, EraseLedger.self,
             NewMasterKey.self, RotateMasterKey.self,
         ])
@@ -68,11 +69,13 @@ struct AdminCommand: AsyncParsableCommand {
         @OptionGroup var target: Target
         @Argument(help: "The ledger id.") var ledger: String
         @Option(help: "A note to tell credentials apart.") var label = ""
+        @Option(name: .customLong("expires-in"), help: "How long it works: 90d, 12h, 30m, 2w, or never (the default).") var expiresIn: String?
 
         func run() async throws {
+            let lifetime = try CredentialText.lifetime(expiresIn) ?? .unlimited
             try await target.run(
-                onDisk: { print(try await $0.ledger(ledger).issueCredential(for: .owner, label: label)) },
-                remote: { print(try await $0.issueCredential(ledger: ledger, for: .owner, label: label)) })
+                onDisk: { print(try await $0.ledger(ledger).issueCredential(for: .owner, label: label, lifetime: lifetime)) },
+                remote: { print(try await $0.issueCredential(ledger: ledger, for: .owner, label: label, lifetime: lifetime)) })
         }
     }
 
@@ -84,12 +87,41 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(name: .customLong("bundle-id"), help: "The app's bundle identifier, e.g. com.example.walk.") var bundleID: String
         @Option(help: "The app's name.") var name: String
         @Option(help: "A note to tell credentials apart.") var label = ""
+        @Option(name: .customLong("expires-in"), help: "How long it works: 90d, 12h, 30m, 2w, or never (the default).") var expiresIn: String?
 
         func run() async throws {
             let principal = Principal.app(Source(bundleIdentifier: bundleID, name: name))
+            let lifetime = try CredentialText.lifetime(expiresIn) ?? .unlimited
             try await target.run(
-                onDisk: { print(try await $0.ledger(ledger).issueCredential(for: principal, label: label)) },
-                remote: { print(try await $0.issueCredential(ledger: ledger, for: principal, label: label)) })
+                onDisk: { print(try await $0.ledger(ledger).issueCredential(for: principal, label: label, lifetime: lifetime)) },
+                remote: { print(try await $0.issueCredential(ledger: ledger, for: principal, label: label, lifetime: lifetime)) })
+        }
+    }
+
+    struct RotateCredential: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-credential",
+            abstract: "Replace a credential: prints a new one for the same principal; the old one works until its grace period ends.",
+            discussion: """
+                The new credential keeps the old one's label and, unless --expires-in says otherwise, its lifetime \
+                (counted from now). The old one keeps working for --grace (default 24h), so that the app or \
+                person can switch, then is refused ("credential was rotated … and its grace period ended") and \
+                its streams end. `revoke-credential` on the old id ends the grace period at once.
+                """)
+        @OptionGroup var target: Target
+        @Argument(help: "The ledger id.") var ledger: String
+        @Argument(help: "The credential id (the third part of the credential string).") var id: String
+        @Option(help: "How long the old credential keeps working: 24h (the default), 7d, 0 (not at all); at most 365d.") var grace = "24h"
+        @Option(name: .customLong("expires-in"), help: "The new credential's lifetime: 90d, 12h, never; default: the old one's.") var expiresIn: String?
+
+        func run() async throws {
+            let grace = try CredentialText.duration(grace, "--grace")
+            guard grace <= CredentialLifetime.maximumGrace else { throw ValidationErrorExit("--grace is at most 365d, got \(self.grace)") }
+            let lifetime = try CredentialText.lifetime(expiresIn)
+            try await target.run(
+                onDisk: { print(try await $0.ledger(ledger).rotateCredential(id: id, grace: grace, lifetime: lifetime)) },
+                remote: { print(try await $0.rotateCredential(ledger: ledger, id: id, grace: grace, lifetime: lifetime)) })
+            FileHandle.standardError.write(Data("the old credential \(id) works for \(self.grace == "0" ? "no longer" : self.grace) more\n".utf8))
         }
     }
 
@@ -109,15 +141,15 @@ struct AdminCommand: AsyncParsableCommand {
     }
 
     struct ListCredentials: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "credentials", abstract: "List a ledger's credentials.")
+        static let configuration = CommandConfiguration(
+            commandName: "credentials", abstract: "List a ledger's credentials: id, principal, state (active, until when, expired, revoked, rotated), label.")
         @OptionGroup var target: Target
         @Argument(help: "The ledger id.") var ledger: String
 
         func run() async throws {
-            func show(_ id: String, _ principal: Principal, _ revoked: Bool) { print("\(id)\t\(principal)\t\(revoked ? "revoked" : "active")") }
             try await target.run(
-                onDisk: { for credential in try $0.ledger(ledger).credentials() { show(credential.id, credential.principal, credential.revoked) } },
-                remote: { for credential in try await $0.credentials(ledger: ledger) { show(credential.id, credential.principal, credential.revoked) } })
+                onDisk: { for line in CredentialText.lines(try $0.ledger(ledger).credentials()) { print(line) } },
+                remote: { for line in CredentialText.lines(try await $0.credentials(ledger: ledger)) { print(line) } })
         }
     }
 
@@ -215,9 +247,11 @@ struct AdminCommand: AsyncParsableCommand {
             abstract: "Issue an operator credential for the operator RPCs (on the data directory; printed once).")
         @OptionGroup var store: StoreOptions
         @Option(help: "A note to tell credentials apart.") var label = ""
+        @Option(name: .customLong("expires-in"), help: "How long it works: 90d, 12h, 30m, 2w, or never (the default).") var expiresIn: String?
 
         func run() async throws {
-            do { print(try store.createStore().issueOperatorCredential(label: label)) } catch { throw fail(error) }
+            let lifetime = try CredentialText.lifetime(expiresIn) ?? .unlimited
+            do { print(try store.createStore().issueOperatorCredential(label: label, lifetime: lifetime)) } catch { throw fail(error) }
         }
     }
 
@@ -241,7 +275,7 @@ struct AdminCommand: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                for credential in try store.openStore().operatorCredentials() { print("\(credential.id)\toperator\t\(credential.revoked ? "revoked" : "active")") }
+                for line in CredentialText.lines(try store.openStore().operatorCredentials()) { print(line) }
             } catch { throw fail(error) }
         }
     }

@@ -9,7 +9,7 @@ struct AuthCommand: AsyncParsableCommand {
         abstract: "Authorization: apps ask, the owner decides (through the server).",
         discussion: """
             With an app's credential:    request, status
-            With the owner's credential: pending, grant, deny, revoke, show, select, priority
+            With the owner's credential: pending, grant, deny, revoke, show, select, priority, credentials, revoke-credential
             Types are HealthKit identifiers or their short names (HeartRate, SleepAnalysis, VisionPrescription).
             Example session:
               HEALTHLEDGER_CREDENTIAL=$APP   healthledger auth request --share StepCount --read StepCount --read HeartRate
@@ -18,7 +18,10 @@ struct AuthCommand: AsyncParsableCommand {
               HEALTHLEDGER_CREDENTIAL=$OWNER healthledger auth deny --app com.example.walk --type HeartRate --direction read
               HEALTHLEDGER_CREDENTIAL=$OWNER healthledger auth show --app com.example.walk --history
             """,
-        subcommands: [Request.self, Status.self, Pending.self, Grant.self, Deny.self, Revoke.self, Show.self, Select.self, Priority.self])
+        subcommands: [
+            Request.self, Status.self, Pending.self, Grant.self, Deny.self, Revoke.self, Show.self, Select.self, Priority.self, Credentials.self,
+            RevokeCredential.self,
+        ])
 
     struct Request: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "As an app: ask to share and read types (or, with --objects, to read some vision prescriptions).")
@@ -198,6 +201,50 @@ struct AuthCommand: AsyncParsableCommand {
                 let sources = try await store.sourcePriority(for: type)
                 if connection.json { return printJSON(sources.map { ["bundleIdentifier": $0.bundleIdentifier, "name": $0.name] }) }
                 for (rank, source) in sources.enumerated() { print("\(rank + 1)\t\(source.bundleIdentifier)\t\(source.name)") }
+            }
+        }
+    }
+}
+
+extension AuthCommand {
+    struct Credentials: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "As the owner: every credential of your ledger (yours and your apps'): id, principal, state, label.")
+        @OptionGroup var connection: ConnectionOptions
+
+        func run() async throws {
+            try await connection.withStore { store in
+                let credentials = try await store.credentials()
+                if connection.json {
+                    return printJSON(
+                        credentials.map { credential in
+                            var row: [String: Any] = [
+                                "id": credential.id, "principal": "\(credential.principal)", "label": credential.label,
+                                "state": CredentialText.state(of: credential, now: Date()), "active": credential.refusal() == nil,
+                            ]
+                            if let issued = credential.issued { row["issued"] = iso(issued) }
+                            if let expires = credential.expires { row["expires"] = iso(expires) }
+                            if let revocation = credential.revocation, revocation != .distantPast { row["revoked"] = iso(revocation) }
+                            if !credential.replacedBy.isEmpty { row["replacedBy"] = credential.replacedBy }
+                            return row
+                        })
+                }
+                for line in CredentialText.lines(credentials) { print(line) }
+            }
+        }
+    }
+
+    struct RevokeCredential: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revoke-credential",
+            abstract: "As the owner: revoke a credential of your ledger (an app's, or one of yours): its next call is refused, its streams end.")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The credential id (from `auth credentials`).") var id: String
+
+        func run() async throws {
+            try await connection.withStore { store in
+                try await store.revokeCredential(id: id)
+                print("revoked \(id)")
             }
         }
     }
