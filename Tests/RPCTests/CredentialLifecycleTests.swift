@@ -66,7 +66,15 @@ struct CredentialLifecycleTests {
                 _ = try await ops.issueCredential(ledger: "alice", for: .owner, lifetime: .expiring(after: .seconds(3651 * 86_400)))
             }
             #expect(tooLong?.message.contains("3650 days") == true)
-            for store in [ops, kiosk] { await store.close() }
+
+            // Operator credentials expire the same way.
+            let briefOperator = try server.store.issueOperatorCredential(label: "brief", lifetime: .expiring(after: .milliseconds(10)))
+            let operatorExpiry = try #require(try server.store.operatorCredentials().first { $0.id == credentialID(briefOperator) }?.expires)
+            try await Self.wait(until: operatorExpiry)
+            let brief = server.client(briefOperator)
+            let operatorRefused = await expectRPCError(.unauthenticated, nil, "an expired operator credential") { _ = try await brief.ledgers() }
+            #expect(operatorRefused?.message.hasPrefix("credential expired at ") == true, "\(String(describing: operatorRefused))")
+            for store in [ops, kiosk, brief] { await store.close() }
         }
     }
 
@@ -176,6 +184,10 @@ struct CredentialLifecycleTests {
             let again = try await runProcess(cli, ["admin", "rotate-credential", "alice", credentialID(replacement), "--grace", "2h", "--expires-in", "12h"] + remote)
             #expect(again.status == 0 && again.output.hasPrefix("hl1:alice:"), "\(again.error)")
             #expect(again.error.contains("works for 2h more"))
+            let opsIssued = try await runProcess(cli, ["admin", "issue-operator-credential", "--expires-in", "1h"] + dataDir)
+            #expect(opsIssued.status == 0, "\(opsIssued.error)")
+            let operators = try await runProcess(cli, ["admin", "operator-credentials"] + dataDir)
+            #expect(operators.output.contains("\(credentialID(opsIssued.output.trimmingCharacters(in: .whitespacesAndNewlines)))\toperator\tactive until "))
 
             // The owner's view.
             let owner = ["--port", "\(server.port)", "--credential", server.ownerCredential]
