@@ -1,7 +1,10 @@
 import Crypto
 import Foundation
 import HealthModel
-import Ledger
+@testable import Ledger
+import LMDB
+import LedgerSchema
+import SwiftProtobuf
 import Testing
 
 @Suite("Credentials")
@@ -161,6 +164,57 @@ struct CredentialTests {
         #expect(trail.contains { $0.contains("credential \(oldID) of app com.example.a (App A) was rotated by the operator: replaced by \(newID)") }, "\(trail)")
         #expect(try ledger.replay().identical)
         #expect(try ledger.verify().isValid)
+    }
+
+    @Test("credentials from before lifetimes (issue and revocation events without times, projection layout 13) work after the upgrade: the issued one authenticates, the revoked one is refused")
+    func legacyEvents() async throws {
+        let temporary = try TemporaryStore()
+        // In a function of its own, so that nothing holds the ledger open when the store closes.
+        func writeLegacy() async throws -> (kept: String, revoked: String) {
+            let ledger = try temporary.ledgerStore.createLedger(id: "legacy")
+            // Events as the previous release wrote them: no issue, expiry or effective time.
+            func legacyIssue(_ principal: Principal) async throws -> String {
+                let credential = CredentialString.random(ledgerID: "legacy")
+                var body = Healthledger_V1_CredentialIssued()
+                body.credentialID = credential.id
+                body.secretSha256 = Data(SHA256.hash(data: Array(credential.secret.utf8)))
+                body.principal = principal.schema
+                let bytes: [UInt8] = try body.serializedBytes()
+                try await ledger.committer.submit { context in
+                    try context.append(
+                        kind: .credentialIssued, actor: .operator, objectType: nil, objectUUID: nil, body: bytes,
+                        change: try Projector.change(kind: .credentialIssued, actor: .operator, body: bytes))
+                }
+                return credential.text
+            }
+            let kept = try await legacyIssue(.owner)
+            let revoked = try await legacyIssue(.app(Fixtures.appA))
+            let revocation: [UInt8] = try Healthledger_V1_CredentialRevoked.with { $0.credentialID = credentialID(revoked) }.serializedBytes()
+            try await ledger.committer.submit { context in
+                try context.append(
+                    kind: .credentialRevoked, actor: .operator, objectType: nil, objectUUID: nil, body: revocation,
+                    change: try Projector.change(kind: .credentialRevoked, actor: .operator, body: revocation))
+            }
+            try ledger.environment.write { txn in try txn.put([0, 0, 0, 13], forKey: ProjectionLayout.key, in: ledger.databases.meta) }
+            return (kept, revoked)
+        }
+        let (kept, revoked) = try await writeLegacy()
+        temporary.close()
+
+        let store = try temporary.reopen()
+        let reopened = try store.ledger("legacy")
+        #expect(try reopened.read { try ProjectionLayout.recorded(in: $0) } == ProjectionLayout.current)
+        #expect(store.authenticate(kept)?.1 == .owner)
+        #expect(throws: CredentialRefusal.revoked(at: nil, replacedBy: "")) { try store.authentication(of: revoked) }
+        let listed = try reopened.credentials()
+        #expect(listed.first { $0.id == credentialID(kept) } == CredentialInfo(id: credentialID(kept), principal: .owner))
+        #expect(listed.first { $0.id == credentialID(revoked) }?.revocation == .distantPast)
+        // An old credential can be rotated: the new one has no expiry, as the old one had none.
+        let rotated = try await reopened.rotateCredential(id: credentialID(kept), grace: .zero)
+        #expect(try reopened.credential(id: credentialID(rotated))?.expires == nil)
+        #expect(store.authenticate(rotated)?.1 == .owner)
+        #expect(try reopened.replay().identical)
+        #expect(try reopened.verify().isValid)
     }
 
     private func credentialID(_ credential: String) -> String { String(credential.split(separator: ":")[2]) }
