@@ -138,7 +138,7 @@ extension AccessRecord {
         self.init(
             time: Date(timeIntervalSince1970: Double(message.timeUs) / 1e6), credentialID: message.credentialID,
             principal: Principal(message.actor), method: message.method, types: message.types, objects: message.objects,
-            asOfSequence: message.asOfSequence == 0 ? nil : message.asOfSequence)
+            asOfSequence: message.asOfSequence == 0 ? nil : message.asOfSequence, calls: max(message.calls, 1))
     }
 }
 
@@ -152,5 +152,6 @@ extension Healthledger_V1_AccessRecord {
         types = record.types
         objects = record.objects
         asOfSequence = record.asOfSequence ?? 0
+        calls = record.calls
     }
 }

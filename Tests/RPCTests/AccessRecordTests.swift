@@ -100,11 +100,40 @@ struct AccessRecordTests {
             #expect(try await batches.next()?.addedObjects.count == 1)
             try await app.save([Samples.heartRate(71, at: 60), Samples.heartRate(72, at: 120)])
             #expect(try await batches.next()?.addedObjects.count == 2)
-            // Still open: both deliveries are on the record already.
+            // Still open: both deliveries are on the record already (in one record when they
+            // came in the same second, which counts them).
             server.store.flushAccessRecords()
             let records = try await owner.accessRecords().records
-            #expect(Self.reads(records) == ["app com.example.walk WatchChanges HeartRate 1", "app com.example.walk WatchChanges HeartRate 2"])
+            #expect(Set(records.map { "\($0.principal) \($0.methodName)" }) == ["app com.example.walk WatchChanges"])
+            #expect(records.reduce(0) { $0 + $1.calls } == 2 && records.reduce(0) { $0 + $1.objects } == 3, "\(records)")
             await app.close()
+        }
+    }
+
+    @Test("calls alike answered within the same second share one record that counts them; another method, credential or point has its own")
+    func callsAlike() async throws {
+        var configuration = try LedgerConfiguration.forTests()
+        configuration.accessFlushInterval = nil
+        try await withTestServer(ledgers: configuration) { server in
+            let owner = server.client()
+            let app = server.client(server.appCredential)
+            try await app.save((0..<3).map { Samples.heartRate(Double(70 + $0), at: Double($0)) })
+            let query = SampleQueryDescriptor(type: Samples.heartRate.objectType)
+            let clock = ContinuousClock()
+            let started = clock.now
+            for _ in 0..<20 { #expect(try await query.result(for: app).count == 3) }
+            let elapsed = clock.now - started
+            _ = try await query.result(for: owner)
+            try server.ledger.flushAccessRecords()
+            let records = try await owner.accessRecords().records
+            let apps = records.filter { $0.principal == .app(TestServer.appSource) }
+            #expect(apps.reduce(0) { $0 + $1.calls } == 20 && apps.reduce(0) { $0 + $1.objects } == 60, "\(apps)")
+            // One record per second the calls spanned, at most.
+            #expect(apps.count <= Int(elapsed.components.seconds) + 2, "\(apps.count) records for 20 calls in \(elapsed)")
+            #expect(apps.allSatisfy { $0.methodName == "QuerySamples" && $0.objects == 3 * $0.calls })
+            #expect(records.filter { $0.principal == .owner }.map(\.calls) == [1])
+            let summary = try await owner.accessSummary()
+            #expect(summary.lines.contains { $0.principal == .app(TestServer.appSource) && $0.calls == 20 && $0.objects == 60 })
         }
     }
 

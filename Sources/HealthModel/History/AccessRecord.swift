@@ -1,9 +1,11 @@
 import Foundation
 
-/// One call that returned health data, as the owner's access records keep it: who read
-/// which types, how many objects, when, through which method, and as of which point.
+/// A call that returned health data, as the owner's access records keep it: who read
+/// which types, how many objects, when, through which method, and as of which point. Calls
+/// alike (the same credential, method, types and point) answered within the same second
+/// share one record, which counts them.
 public struct AccessRecord: Sendable, Hashable {
-    /// When the call was answered.
+    /// When the call (the first of ``calls``) was answered.
     public var time: Date
     /// The id of the credential the call was made with (the third part of the credential string).
     public var credentialID: String
@@ -18,10 +20,15 @@ public struct AccessRecord: Sendable, Hashable {
     public var objects: UInt64
     /// The event the ledger was read as of; nil for the present.
     public var asOfSequence: UInt64?
+    /// How many calls it stands for, answered from ``time`` to the end of that second;
+    /// ``objects`` is their total.
+    public var calls: UInt64
 
     public init(
-        time: Date, credentialID: String, principal: Principal, method: String, types: [String], objects: UInt64, asOfSequence: UInt64? = nil
+        time: Date, credentialID: String, principal: Principal, method: String, types: [String], objects: UInt64, asOfSequence: UInt64? = nil,
+        calls: UInt64 = 1
     ) {
+        self.calls = calls
         self.time = time
         self.credentialID = credentialID
         self.principal = principal
@@ -73,7 +80,7 @@ public struct AccessSummary: Sendable, Hashable {
         public var principal: Principal
         public var type: String
         public var objects: UInt64
-        public var calls: Int
+        public var calls: UInt64
     }
 
     /// By objects read, most first.
@@ -87,7 +94,7 @@ public struct AccessSummary: Sendable, Hashable {
                 let key = "\(record.principal)\u{0}\(type)"
                 var line = sums[key] ?? Line(principal: record.principal, type: type, objects: 0, calls: 0)
                 line.objects += record.objects
-                line.calls += 1
+                line.calls += record.calls
                 sums[key] = line
             }
         }

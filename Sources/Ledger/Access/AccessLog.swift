@@ -7,7 +7,8 @@ import SwiftProtobuf
 import Synchronization
 
 /// The owner's access records (docs/LEDGER.md, "Access records"): one per call that returned
-/// health data, kept in memory as calls end and written in batches, at most
+/// health data, or per kind of call and second for calls alike (``AccessRecord/calls``),
+/// kept in memory as calls end and written in batches, at most
 /// ``LedgerConfiguration/accessFlushInterval`` apart (a crash loses at most that much), into
 /// the ledger's `access_log` database. Not part of the log or the projections: reads change
 /// no history, and a replay keeps them.
@@ -16,17 +17,63 @@ import Synchronization
 /// per batch ‖ the record's place in its batch (4): processes writing the same ledger never collide. Values: a `healthledger.v1.AccessRecord`, sealed
 /// (AES-256-GCM, domain 6 ‖ the key) in an encrypted ledger.
 final class AccessLog: Sendable {
-    private let pending = Mutex<[AccessRecord]>([])
+    /// What makes calls alike: they share a record within a second.
+    private struct Alike: Hashable {
+        var second: Int64
+        var credentialID: String
+        var method: String
+        var types: [String]
+        var asOfSequence: UInt64?
 
-    func add(_ record: AccessRecord) { pending.withLock { $0.append(record) } }
+        init(_ record: AccessRecord) {
+            second = Int64((record.time.timeIntervalSince1970).rounded(.down))
+            credentialID = record.credentialID
+            method = record.method
+            types = record.types
+            asOfSequence = record.asOfSequence
+        }
+    }
+
+    private struct Pending {
+        var records: [AccessRecord] = []
+        /// Where each kind of call of the batch is in `records`.
+        var places: [Alike: Int] = [:]
+    }
+
+    private let pending = Mutex(Pending())
+
+    /// Notes a record: merged into the batch's record of calls alike answered in the same
+    /// second (their calls and objects added up), or appended.
+    func add(_ record: AccessRecord) {
+        let alike = Alike(record)
+        pending.withLock { pending in
+            if let place = pending.places[alike] {
+                pending.records[place].calls += record.calls
+                pending.records[place].objects += record.objects
+            } else {
+                pending.places[alike] = pending.records.count
+                pending.records.append(record)
+            }
+        }
+    }
 
     /// The records not yet written, handed over once.
-    func take() -> [AccessRecord] { pending.withLock { records in defer { records.removeAll() }; return records } }
+    func take() -> [AccessRecord] {
+        pending.withLock { pending in
+            defer { pending = Pending() }
+            return pending.records
+        }
+    }
 
-    /// Puts back records whose write failed, before any added since.
-    func restore(_ records: [AccessRecord]) { pending.withLock { $0.insert(contentsOf: records, at: 0) } }
+    /// Puts back records whose write failed, before any added since (not merged with them).
+    func restore(_ records: [AccessRecord]) {
+        pending.withLock { pending in
+            pending.records.insert(contentsOf: records, at: 0)
+            pending.places = pending.places.mapValues { $0 + records.count }
+        }
+    }
 
-    var isEmpty: Bool { pending.withLock { $0.isEmpty } }
+    var isEmpty: Bool { pending.withLock { $0.records.isEmpty } }
 
     static func key(time: Date, batch: UInt32, index: UInt32) -> [UInt8] {
         var key: [UInt8] = []

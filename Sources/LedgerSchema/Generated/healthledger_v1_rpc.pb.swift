@@ -3216,13 +3216,14 @@ public nonisolated struct Healthledger_V1_AccessRecordsRequest: Sendable {
   fileprivate var _untilUs: Int64? = nil
 }
 
-/// One call that returned health data.
+/// Calls that returned health data: one call, or several alike (same credential, method, types
+/// and as-of point) answered within the same second, counted in `calls`.
 public nonisolated struct Healthledger_V1_AccessRecord: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// When the call was answered (microseconds since 1970).
+  /// When the (first) call was answered (microseconds since 1970).
   public var timeUs: Int64 = 0
 
   /// The id of the credential it was made with (the third part of the credential string).
@@ -3250,6 +3251,10 @@ public nonisolated struct Healthledger_V1_AccessRecord: Sendable {
 
   /// The event it read the ledger as of (0: the present).
   public var asOfSequence: UInt64 = 0
+
+  /// How many calls the record stands for, answered from time_us to the end of that second;
+  /// `objects` is their total. 0 in records written before calls were counted: 1.
+  public var calls: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -7975,7 +7980,7 @@ nonisolated extension Healthledger_V1_AccessRecordsRequest: SwiftProtobuf.Messag
 
 nonisolated extension Healthledger_V1_AccessRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AccessRecord"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}time_us\0\u{3}credential_id\0\u{1}actor\0\u{1}method\0\u{1}types\0\u{1}objects\0\u{3}as_of_sequence\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}time_us\0\u{3}credential_id\0\u{1}actor\0\u{1}method\0\u{1}types\0\u{1}objects\0\u{3}as_of_sequence\0\u{1}calls\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -7990,6 +7995,7 @@ nonisolated extension Healthledger_V1_AccessRecord: SwiftProtobuf.Message, Swift
       case 5: try { try decoder.decodeRepeatedStringField(value: &self.types) }()
       case 6: try { try decoder.decodeSingularUInt64Field(value: &self.objects) }()
       case 7: try { try decoder.decodeSingularUInt64Field(value: &self.asOfSequence) }()
+      case 8: try { try decoder.decodeSingularUInt64Field(value: &self.calls) }()
       default: break
       }
     }
@@ -8021,6 +8027,9 @@ nonisolated extension Healthledger_V1_AccessRecord: SwiftProtobuf.Message, Swift
     if self.asOfSequence != 0 {
       try visitor.visitSingularUInt64Field(value: self.asOfSequence, fieldNumber: 7)
     }
+    if self.calls != 0 {
+      try visitor.visitSingularUInt64Field(value: self.calls, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -8032,6 +8041,7 @@ nonisolated extension Healthledger_V1_AccessRecord: SwiftProtobuf.Message, Swift
     if lhs.types != rhs.types {return false}
     if lhs.objects != rhs.objects {return false}
     if lhs.asOfSequence != rhs.asOfSequence {return false}
+    if lhs.calls != rhs.calls {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -181,14 +181,15 @@ struct AuditCommand: AsyncParsableCommand {
             if connection.json {
                 var object: [String: Any] = [
                     "time": record.time.formatted(.iso8601), "credential": record.credentialID, "principal": "\(record.principal)",
-                    "method": record.methodName, "types": record.types, "objects": record.objects,
+                    "method": record.methodName, "types": record.types, "objects": record.objects, "calls": record.calls,
                 ]
                 if let point = record.asOfSequence { object["asOfSequence"] = point }
                 WatchCommand.line(object)
             } else {
                 let types = record.types.map(ObjectType.shortName).joined(separator: ",")
                 let point = record.asOfSequence.map { "\tas of event \($0)" } ?? ""
-                let line = "\(record.time.formatted(.iso8601))\t\(record.principal)\t\(record.methodName)\t\(record.objects)\t\(types)\(point)\n"
+                let calls = record.calls == 1 ? "" : "\t(\(record.calls) calls)"
+                let line = "\(record.time.formatted(.iso8601))\t\(record.principal)\t\(record.methodName)\t\(record.objects)\t\(types)\(point)\(calls)\n"
                 FileHandle.standardOutput.write(Data(line.utf8))
             }
         }
