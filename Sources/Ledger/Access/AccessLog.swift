@@ -101,19 +101,27 @@ final class AccessLog: Sendable {
 }
 
 /// Writes the access records every `interval` while the ledger is open, on a queue of its
-/// own (the writes wait for the disk: not on the threads that answer calls).
-/// (Dispatch sources are safe to use from any thread.)
+/// own (the writes wait for the disk: not on the threads that answer calls); and, at its
+/// first turn and then hourly, deletes expired records even when no call left new ones, so
+/// that a ledger nobody reads still forgets them.
+/// (Dispatch sources are safe to use from any thread; `lastPruned` is used on the queue only.)
 final class AccessFlushLoop: @unchecked Sendable {
     private static let queue = DispatchQueue(label: "healthledger.access-records", qos: .utility)
+    /// How often a ledger with nothing to write looks for expired records.
+    static let pruneInterval = Duration.seconds(3600)
     private let source = DispatchSource.makeTimerSource(queue: AccessFlushLoop.queue)
     private let started = Atomic(false)
+    private var lastPruned: ContinuousClock.Instant?
 
     func start(_ ledger: Ledger, every interval: Duration) {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         let milliseconds = Int(interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000)
         source.schedule(deadline: .now() + .milliseconds(milliseconds), repeating: .milliseconds(max(milliseconds, 1)))
-        source.setEventHandler { [weak ledger] in
-            guard let ledger, !ledger.accessLog.isEmpty else { return }
+        source.setEventHandler { [weak ledger, weak self] in
+            guard let ledger, let self else { return }
+            let now = ContinuousClock.now
+            if ledger.accessLog.isEmpty, let lastPruned, now - lastPruned < Self.pruneInterval { return }
+            lastPruned = now
             ledger.flushAccessRecordsLogging()
         }
         source.resume()
@@ -137,12 +145,19 @@ extension Ledger {
     }
 
     /// Writes the access records noted since the last flush, durably, and deletes those
-    /// older than the retention period (``LedgerConfiguration/accessRetention``).
+    /// older than the retention period (``LedgerConfiguration/accessRetention``). With no
+    /// record to write and none expired, it writes nothing.
     /// - Returns: how many records it wrote.
     @discardableResult
     public func flushAccessRecords(now: Date = Date()) throws -> Int {
         let records = accessLog.take()
         let cutoff = AccessLog.lowest(at: now.addingTimeInterval(-configuration.accessRetention))
+        if records.isEmpty {
+            let expired = try read { snapshot in
+                try snapshot.withCursor(on: snapshot.databases.accessLog) { cursor in try cursor.first()?.key.lexicographicallyPrecedes(cutoff) ?? false }
+            }
+            guard expired else { return 0 }
+        }
         var generator = SystemRandomNumberGenerator()
         let batch = UInt32.random(in: .min ... .max, using: &generator)
         do {
