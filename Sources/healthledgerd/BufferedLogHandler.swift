@@ -26,10 +26,11 @@ struct BufferedLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        var merged = metadata
-        if let explicit = event.metadata { merged.merge(explicit) { $1 } }
+        // A call's line brings all its metadata: no merge, no copy.
+        var merged = metadata.isEmpty ? event.metadata ?? [:] : metadata.merging(event.metadata ?? [:]) { $1 }
         if let error = event.error { merged["error.message"] = "\(error)" }
         var line = LogSink.shared.timestamp()
+        line.reserveCapacity(256)
         line += " \(event.level) \(label):"
         for (key, value) in merged.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
         line += " [\(event.source)] \(event.message)\n"

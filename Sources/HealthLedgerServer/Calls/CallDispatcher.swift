@@ -42,7 +42,7 @@ package struct CallDispatcher: Sendable {
         var failure: RPCError?
         let caller = Authenticated()
         do {
-            let (ledger, principal, credentialID) = try authenticated(request)
+            let (ledger, principal, credentialID, _) = try authenticated(request)
             caller.set(ledger: ledger.id, principal: principal)
             guard case .immediate(let respond) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered as immediate")
@@ -96,7 +96,7 @@ package struct CallDispatcher: Sendable {
             }
         }
         do {
-            let (ledger, principal, credentialID) = try authenticated(request)
+            let (ledger, principal, credentialID, _) = try authenticated(request)
             caller.set(ledger: ledger.id, principal: principal)
             guard let registration = MethodTable.registrations[method], case .onCommit(let start) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
@@ -201,7 +201,7 @@ package struct CallDispatcher: Sendable {
     ///
     /// - Throws: ``RPCError`` `unauthenticated` for a credential that is invalid, unknown,
     ///   expired or revoked, saying which to the holder of its secret.
-    private func authenticated(_ request: Healthledger_V1_CallRequest) throws -> (Ledger, Principal, credentialID: String) {
+    private func authenticated(_ request: Healthledger_V1_CallRequest) throws -> (ledger: Ledger, principal: Principal, credentialID: String, end: Date?) {
         do { return try store.authentication(of: request.credential) } catch let refusal as CredentialRefusal {
             throw RPCError(.unauthenticated, refusal.description)
         }
@@ -227,13 +227,14 @@ package struct CallDispatcher: Sendable {
             }
             return try await run(OperatorCall(store: store))
         }
-        let (ledger, principal, credentialID) = try authenticated(request)
+        let (ledger, principal, credentialID, credentialEnd) = try authenticated(request)
         caller.set(ledger: ledger.id, principal: principal)
         guard let point = try request.pointInTime() else {
             let bound = try registration.bind(Array(request.payload))
             try registration.caller.admit(principal)
             return try await run(
-                bound, method: method, call: LedgerCall(ledger: ledger, principal: principal, credentialID: credentialID), live: ledger, request: request,
+                bound, method: method, call: LedgerCall(ledger: ledger, principal: principal, credentialID: credentialID, credentialEnd: credentialEnd),
+                live: ledger, request: request,
                 window: window, send: send)
         }
         // A point-in-time read: the same method on a read-only view of the ledger, where an
@@ -252,7 +253,7 @@ package struct CallDispatcher: Sendable {
                 continuation.resume(with: Result { try store.view(of: ledger, at: point) })
             }
         }
-        let call = LedgerCall(ledger: view, principal: principal, credentialID: credentialID)
+        let call = LedgerCall(ledger: view, principal: principal, credentialID: credentialID, credentialEnd: credentialEnd)
         guard case .app = principal else {
             return try await run(bound, method: method, call: call, live: ledger, request: request, window: window, send: send)
         }

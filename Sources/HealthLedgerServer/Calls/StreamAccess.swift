@@ -30,6 +30,8 @@ final class StreamAccess: Sendable {
     private let principal: Principal
     private let types: [ObjectType]
     private let credentialID: String
+    /// When the credential stopped authenticating as the call began (nil: not before a revocation).
+    private let credentialEnd: Date?
     private let state = Mutex(State())
 
     /// - Parameter live: the ledger itself, whose changes the stream answers to (the call may
@@ -39,6 +41,7 @@ final class StreamAccess: Sendable {
         principal = call.principal
         self.types = types
         credentialID = call.credentialID
+        credentialEnd = call.credentialEnd
     }
 
     /// Runs `body` in a task of its own that a revocation cancels; then throws
@@ -52,7 +55,7 @@ final class StreamAccess: Sendable {
             return state.revoked
         }
         if revokedAlready { work.cancel() }
-        watchCredential()
+        if let credentialEnd { wake(at: credentialEnd) }
         defer { state.withLock { $0.credentialTimer }?.cancel() }
         do {
             try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
@@ -76,7 +79,11 @@ final class StreamAccess: Sendable {
             state.withLock { $0.refusal = refusal }
             return revoke()
         }
-        guard let end = credential.end else { return }
+        if let end = credential.end { wake(at: end) }
+    }
+
+    /// Checks the credential again at `end`.
+    private func wake(at end: Date) {
         let timer = Task { [self] in
             try await Task.sleep(for: .milliseconds(max(Int64(end.timeIntervalSinceNow * 1000), 0) + 1))
             watchCredential()

@@ -12,6 +12,9 @@ struct LedgerCall: Sendable {
     let principal: Principal
     /// The id of the credential it was made with, for its access record.
     var credentialID = ""
+    /// When that credential stops authenticating (nil: not before a revocation): a stream
+    /// ends then (``StreamAccess``).
+    var credentialEnd: Date?
     /// What the call read, for its access record (``ReadTally``).
     let reads = ReadTally()
 

@@ -268,7 +268,7 @@ extension Ledger {
     /// The secret's hash is compared in constant time.
     public func authenticate(_ credential: CredentialString) throws -> Principal? {
         guard credential.ledgerID == id else { return nil }
-        do { return try authenticate(id: credential.id, secretHash: Array(SHA256.hash(data: Array(credential.secret.utf8)))) } catch is CredentialRefusal {
+        do { return try authenticate(id: credential.id, secretHash: Array(SHA256.hash(data: Array(credential.secret.utf8)))).principal } catch is CredentialRefusal {
             return nil
         }
     }
@@ -279,14 +279,18 @@ extension Ledger {
     ///
     /// - Throws: ``CredentialRefusal`` when it does not authenticate (why, only to the
     ///   holder of the secret).
-    func authenticate(id: String, secretHash presented: [UInt8]) throws -> Principal {
+    /// - Returns: the principal, and when the credential stops authenticating (nil: not
+    ///   before a revocation).
+    func authenticate(id: String, secretHash presented: [UInt8]) throws -> (principal: Principal, end: Date?) {
         let record = try read { snapshot in try CredentialRecord.load(id, in: snapshot) }
         guard let record else { throw CredentialRefusal.unknown }
         var difference: UInt8 = 0
         for (a, b) in zip(record.hash, presented) { difference |= a ^ b }
         guard difference == 0, record.hash.count == presented.count else { throw CredentialRefusal.unknown }
-        if record.revokedUs != nil || record.expiresUs != 0, let refusal = record.info(id: id).refusal() { throw refusal }
-        return record.principal
+        guard record.revokedUs != nil || record.expiresUs != 0 else { return (record.principal, nil) }
+        let info = record.info(id: id)
+        if let refusal = info.refusal() { throw refusal }
+        return (record.principal, info.end)
     }
 }
 
@@ -321,17 +325,19 @@ extension LedgerStore {
         (try? authentication(of: text)).map { ($0.ledger, $0.principal) }
     }
 
-    /// The ledger, principal and credential id a credential string authenticates.
+    /// The ledger, principal and credential id a credential string authenticates, and when
+    /// the credential stops authenticating (its expiry or a rotation's end; nil: neither is set).
     ///
     /// - Throws: ``CredentialRefusal`` when it does not authenticate; a storage failure as itself.
-    public func authentication(of text: String) throws -> (ledger: Ledger, principal: Principal, credentialID: String) {
+    public func authentication(of text: String) throws -> (ledger: Ledger, principal: Principal, credentialID: String, end: Date?) {
         if let entry = presented.entry(for: text) {
-            return (entry.ledger, try entry.ledger.authenticate(id: entry.id, secretHash: entry.secretHash), entry.id)
+            let (principal, end) = try entry.ledger.authenticate(id: entry.id, secretHash: entry.secretHash)
+            return (entry.ledger, principal, entry.id, end)
         }
         guard let credential = CredentialString(text), let ledger = try? ledger(credential.ledgerID) else { throw CredentialRefusal.unknown }
         let secretHash = Array(SHA256.hash(data: Array(credential.secret.utf8)))
-        let principal = try ledger.authenticate(id: credential.id, secretHash: secretHash)
+        let (principal, end) = try ledger.authenticate(id: credential.id, secretHash: secretHash)
         presented.remember(.init(ledger: ledger, id: credential.id, secretHash: secretHash), for: text)
-        return (ledger, principal, credential.id)
+        return (ledger, principal, credential.id, end)
     }
 }
