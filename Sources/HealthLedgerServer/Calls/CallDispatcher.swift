@@ -151,8 +151,8 @@ package struct CallDispatcher: Sendable {
         logger.info(
             "call",
             metadata: [
-                "rpc.method": "\(method)", "ledger.id": "\(ledger ?? "-")", "principal": "\(principal.map { "\($0)" } ?? "-")",
-                "rpc.status": "\(failure?.code ?? .ok)", "duration_us": "\(microseconds)",
+                "rpc.method": .string(method), "ledger.id": .string(ledger ?? "-"), "principal": .string(principal?.description ?? "-"),
+                "rpc.status": .string((failure?.code ?? .ok).description), "duration_us": .string(String(microseconds)),
             ])
     }
 
