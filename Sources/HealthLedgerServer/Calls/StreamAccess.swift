@@ -62,7 +62,7 @@ final class StreamAccess: Sendable {
         } catch {
             // A stream that had sent everything before a revocation ends normally.
             let (revoked, refusal) = state.withLock { ($0.revoked, $0.refusal) }
-            if case .expired? = refusal { throw RPCError(.unauthenticated, refusal!.description) }
+            if let refusal, case .expired = refusal { throw RPCError(.unauthenticated, refusal.description) }
             if revoked {
                 throw RPCError(
                     .permissionDenied, "access to \(types.map(\.identifier).joined(separator: ", ")) was revoked", healthErrorCode: .authorizationDenied)
