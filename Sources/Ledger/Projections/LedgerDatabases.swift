@@ -124,9 +124,10 @@ final class LedgerDatabases: Sendable {
 /// `changes` (every source's changes of a type in one range): `source_changes` alone, merged across sources by a
 /// reader of the whole type. 12: no `rollups` row for a source's newest hour (``Rollups``). 13: no `type_stats`
 /// (a type's longest duration is its sources' longest, from `type_sources`; its count is counted). 14: `credentials`
-/// records keep issue, expiry and revocation times, label and replacement (``CredentialRecord``).
+/// records keep issue, expiry and revocation times, label and replacement (``CredentialRecord``). 15: an encrypted
+/// ledger's `rollups` sealed with AES-256-GCM under a synthetic nonce (``LedgerCipher/sealRollup(_:context:)``), not GCM-SIV.
 enum ProjectionLayout {
-    static let current: UInt32 = 14
+    static let current: UInt32 = 15
     /// Databases earlier layouts kept that this one does not: dropped when a ledger's projections are rebuilt for it.
     static let retiredDatabases = ["checkpoint", "changes", "type_stats"]
     static let key: [UInt8] = Array("projections".utf8)
