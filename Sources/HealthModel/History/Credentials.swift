@@ -67,7 +67,7 @@ public enum CredentialRefusal: Error, Sendable, Hashable, CustomStringConvertibl
         case .expired(let time):
             return "credential expired at \(Self.format(time)); ask the operator for a new one"
         case .revoked(let time, let replacedBy) where !replacedBy.isEmpty:
-            return "credential was rotated (replaced by \(replacedBy)) and its grace period ended\(time.map { " at \(Self.format($0))" } ?? "")"
+            return "credential was rotated (replaced by \(replacedBy)) and is refused since \(time.map(Self.format) ?? "its grace period ended")"
         case .revoked(let time, _):
             return "credential revoked\(time.map { " at \(Self.format($0))" } ?? "")"
         }

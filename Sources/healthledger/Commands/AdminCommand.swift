@@ -105,7 +105,7 @@ struct AdminCommand: AsyncParsableCommand {
             discussion: """
                 The new credential keeps the old one's label and, unless --expires-in says otherwise, its lifetime \
                 (counted from now). The old one keeps working for --grace (default 24h), so that the app or \
-                person can switch, then is refused ("credential was rotated … and its grace period ended") and \
+                person can switch, then is refused ("credential was rotated (replaced by …) and is refused since …") and \
                 its streams end. `revoke-credential` on the old id ends the grace period at once.
                 """)
         @OptionGroup var target: Target
