@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.19"),
+        .package(url: "https://github.com/grpc/grpc-swift-2.git", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
+        .package(url: "https://github.com/grpc/grpc-swift-protobuf.git", from: "2.4.1"),
     ],
     targets: [
         // LMDB, as Debian's liblmdb-dev installs it.
@@ -127,6 +130,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The same methods as standard gRPC over HTTP/2, through the RPC server's dispatch,
+        // with grpc.health.v1 and grpc.reflection.v1 (their messages generated from grpc-proto).
+        .target(
+            name: "HealthLedgerGRPC",
+            dependencies: [
+                "HealthLedgerRPC",
+                "HealthLedgerServer",
+                "Ledger",
+                "LedgerSchema",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HealthKit-shaped client SDK.
         .target(
             name: "HealthLedgerSDK",
@@ -158,6 +180,7 @@ let package = Package(
             dependencies: [
                 "Ledger",
                 "HealthLedgerServer",
+                "HealthLedgerGRPC",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -192,7 +215,10 @@ let package = Package(
             name: "RPCTests",
             dependencies: [
                 "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema", "TestSupport", "healthledger", "HealthExport",
-                "CLibXML2",
+                "HealthLedgerGRPC", "CLibXML2",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HealthLedgerGRPC
 import HealthLedgerServer
 import Ledger
 import Logging
@@ -13,11 +14,12 @@ import UnixSignals
 struct HealthLedgerDaemon: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "healthledgerd",
-        abstract: "The HealthLedger server: ledgers in LMDB under a data directory, served over the HealthLedger RPC protocol.",
+        abstract: "The HealthLedger server: ledgers in LMDB under a data directory, served over the HealthLedger RPC protocol and as standard gRPC.",
         discussion: "Every option can also be set with an environment variable (shown in brackets).")
 
     @Option(help: "Address to listen on [HEALTHLEDGER_HOST].") var host: String?
     @Option(help: "Port to listen on, 0 for any [HEALTHLEDGER_PORT].") var port: Int?
+    @Option(name: .customLong("grpc-port"), help: "Port of the same methods as standard gRPC over HTTP/2 (with health and reflection), on the listen address with the same TLS; 0 for any, --grpc-port=-1 disables it [HEALTHLEDGER_GRPC_PORT] (default 7412).") var grpcPort: Int?
     @Option(name: .customLong("data-dir"), help: "The data directory [HEALTHLEDGER_DATA_DIR] (default ./data).") var dataDirectory: String?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; enables TLS with --tls-key [HEALTHLEDGER_TLS_CERT].") var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key [HEALTHLEDGER_TLS_KEY].") var tlsKey: String?
@@ -92,6 +94,11 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         }
 
         var services: [any Service] = [RPCServer(store: store, configuration: configuration, logger: logger)]
+        let grpcPortValue = try number(grpcPort, "GRPC_PORT") ?? GRPCEndpoint.defaultPort
+        guard grpcPortValue <= 65_535 else { throw ValidationError("--grpc-port must be a port number (0 to 65535), or -1 to disable gRPC") }
+        if grpcPortValue >= 0 {
+            services.append(GRPCEndpoint(store: store, configuration: configuration, port: grpcPortValue, logger: logger))
+        }
         let metricsPortValue = try number(metricsPort, "METRICS_PORT") ?? 9411
         if metricsPortValue >= 0 {
             services.append(MetricsEndpoint(host: configuration.host, port: metricsPortValue, registry: registry, logger: logger))

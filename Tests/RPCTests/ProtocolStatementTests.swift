@@ -354,7 +354,7 @@ struct ProtocolStatementTests {
                     let deadline = CallDeadline()
                     if expired { deadline.expire() }
                     if cancelled { withUnsafeCurrentTask { $0?.cancel() } }
-                    await dispatcher.run(id: 1, method: method, request: request, window: nil, deadline: deadline, send: { _ in }) { response, failure in
+                    await dispatcher.run(id: 1, method: method, request: request, deadline: deadline, send: { _ in }) { response, failure in
                         outcome.withLock { $0 = (response, failure) }
                     }
                 }.value

@@ -1,4 +1,5 @@
 import Foundation
+import HealthLedgerGRPC
 import HealthLedgerSDK
 import HealthLedgerServer
 import Ledger
@@ -23,14 +24,15 @@ import Synchronization
 /// - Parameters:
 ///   - configuration: the server's configuration; its port is always replaced by 0.
 ///   - ledgers: the ledgers' configuration (their map sizes, for example).
+///   - grpc: also serve gRPC (``TestServer/grpcPort``), on a port of its own.
 ///   - logger: the server's logger.
 @discardableResult
 func withTestServer<T>(
-    configuration: ServerConfiguration = ServerConfiguration(port: 0), ledgers: LedgerConfiguration = .init(),
+    configuration: ServerConfiguration = ServerConfiguration(port: 0), ledgers: LedgerConfiguration = .init(), grpc: Bool = false,
     logger: Logger = Logger(label: "test"), isolation: isolated (any Actor)? = #isolation,
     _ body: (TestServer) async throws -> T
 ) async throws -> T {
-    let server = try await TestServer(configuration: configuration, ledgers: ledgers, logger: logger)
+    let server = try await TestServer(configuration: configuration, ledgers: ledgers, grpc: grpc, logger: logger)
     let result: T
     do {
         result = try await body(server)
@@ -49,6 +51,10 @@ final class TestServer: @unchecked Sendable {
     let store: LedgerStore
     let server: RPCServer
     let port: Int
+    /// The gRPC endpoint beside it, when asked for.
+    let grpc: GRPCEndpoint?
+    /// Its port (0 without one).
+    let grpcPort: Int
     let ledger: Ledger
     let ownerCredential: String
     let appCredential: String
@@ -60,7 +66,10 @@ final class TestServer: @unchecked Sendable {
 
     /// Use ``withTestServer(configuration:isolation:_:)`` instead, which stops the server on
     /// every exit path; only it calls this.
-    init(configuration: ServerConfiguration = ServerConfiguration(port: 0), ledgers: LedgerConfiguration = .init(), logger: Logger = Logger(label: "test")) async throws {
+    init(
+        configuration: ServerConfiguration = ServerConfiguration(port: 0), ledgers: LedgerConfiguration = .init(), grpc: Bool = false,
+        logger: Logger = Logger(label: "test")
+    ) async throws {
         directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-rpc-\(UUID().uuidString)")
         // A setup that fails leaves no directory behind either.
         do {
@@ -80,6 +89,12 @@ final class TestServer: @unchecked Sendable {
             configuration.port = 0
             server = RPCServer(store: store, configuration: configuration, logger: logger)
             port = try await server.start().port!
+            let endpoint = grpc ? GRPCEndpoint(store: store, configuration: configuration, port: 0, logger: logger) : nil
+            do { grpcPort = try await endpoint?.start() ?? 0 } catch {
+                await server.shutdown()
+                throw error
+            }
+            self.grpc = endpoint
         } catch {
             try? FileManager.default.removeItem(at: directory)
             throw error
@@ -100,7 +115,8 @@ final class TestServer: @unchecked Sendable {
     func stop() async {
         let shutdown = stopping.withLock { stopping in
             if let stopping { return stopping }
-            let task = Task { [server, directory] in
+            let task = Task { [server, grpc, directory] in
+                await grpc?.shutdown()
                 await server.shutdown()
                 try? FileManager.default.removeItem(at: directory)
             }
@@ -144,6 +160,8 @@ final class DaemonProcess: Sendable {
     let port: Int
     /// The port of its `/metrics` endpoint, when started with `metrics: true`.
     let metricsPort: Int?
+    /// The port of its gRPC endpoint, when started with `grpc: true`.
+    let grpcPort: Int?
 
     static let executable = AuthCLITests.executable.deletingLastPathComponent().appending(path: "healthledgerd")
 
@@ -151,27 +169,33 @@ final class DaemonProcess: Sendable {
     ///   - arguments: more flags for the daemon.
     ///   - environment: variables set for it.
     ///   - metrics: serve `/metrics` on a port of its own (port 0) rather than none.
-    init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], metrics: Bool = false) async throws {
+    ///   - grpc: serve gRPC on a port of its own (port 0) rather than none.
+    init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], metrics: Bool = false, grpc: Bool = false) async throws {
         process = try LineProcess(
             Self.executable,
-            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=\(metrics ? 0 : -1)", "--log-level", "info"] + arguments,
+            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=\(metrics ? 0 : -1)", "--grpc-port=\(grpc ? 0 : -1)", "--log-level", "info"]
+                + arguments,
             readingStandardError: true, environment: environment)
         var lines: [String] = []
         var port: Int?
         var metricsPort: Int?
-        while port == nil || (metrics && metricsPort == nil) {
+        var grpcPort: Int?
+        while port == nil || (metrics && metricsPort == nil) || (grpc && grpcPort == nil) {
             guard let line = await process.nextLine() else {
                 throw DaemonFailure(message: "healthledgerd exited before listening: \(lines.joined(separator: "\n"))")
             }
             lines.append(line)
             if line.contains("metrics endpoint"), let address = line.firstMatch(of: /address=\S*:(\d+)\/metrics/) {
                 metricsPort = Int(address.1)!
+            } else if line.contains("listening (gRPC)"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
+                grpcPort = Int(address.1)!
             } else if line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
                 port = Int(address.1)!
             }
         }
         self.port = port!
         self.metricsPort = metricsPort
+        self.grpcPort = grpcPort
     }
 
     struct DaemonFailure: Error { var message: String }

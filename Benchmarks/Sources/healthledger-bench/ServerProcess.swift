@@ -14,7 +14,7 @@ final class ServerProcess: Sendable {
         }
         let process = Process()
         process.executableURL = executable
-        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--log-level", "info"]
+        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--grpc-port=-1", "--log-level", "info"]
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice

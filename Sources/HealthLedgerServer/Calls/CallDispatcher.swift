@@ -22,42 +22,92 @@ package struct CallDispatcher: Sendable {
         self.metrics = metrics
     }
 
-    /// Sends a streamed message of this call to the client.
-    package typealias Send = @Sendable (_ message: [UInt8]) -> Void
+    /// Sends a streamed message of this call to the client, once the client's flow control
+    /// lets it (our protocol's window, HTTP/2's for gRPC): a slow reader holds the stream up.
+    package typealias Send = @Sendable (_ message: [UInt8]) async throws -> Void
     /// Ends the call: its response (unary calls) and its status, written together.
     package typealias Finish = @Sendable (_ response: [UInt8]?, _ failure: RPCError?) -> Void
 
     /// The deadline of a call that asks for `milliseconds` (0: the default).
-    func timeout(milliseconds: UInt32) -> Duration {
+    package func timeout(milliseconds: UInt32) -> Duration {
         milliseconds == 0 ? configuration.defaultTimeout : min(.milliseconds(Int64(milliseconds)), configuration.maximumTimeout)
+    }
+
+    /// A call authenticated, decoded and admitted: what ``prepare(_:_:caller:)`` makes of a
+    /// request, whichever transport brought it and whichever way it then runs.
+    private enum PreparedCall {
+        /// A method of a ledger as it stands now.
+        case present(BoundCall, LedgerCall)
+        /// A read of a ledger as it stood at `point` (its view is built when the call runs).
+        case pointInTime(BoundCall, LedgerCall, PointInTime)
+        /// An operator's method, on the store.
+        case store(@Sendable (OperatorCall) async throws -> [UInt8])
+    }
+
+    /// The one way into a call: authenticates its credential (an operator's for an operator
+    /// method), decodes its request, binds it to its handler and admits the caller. Every
+    /// execution path and both transports go through it.
+    ///
+    /// - Throws: ``RPCError`` `unauthenticated` for a credential that is invalid, unknown,
+    ///   expired or revoked (saying which to the holder of its secret), `invalidArgument` for a
+    ///   request that does not decode or a point-in-time read of a method that takes none, and
+    ///   the method's refusal of a caller who may not call it.
+    private func prepare(_ method: RPCMethod, _ request: Healthledger_V1_CallRequest, caller: Authenticated) throws -> PreparedCall {
+        guard let registration = MethodTable.registrations[method] else {
+            throw RPCError(.unimplemented, "\(method.rawValue) is not implemented by this server")
+        }
+        if registration.isOperatorMethod {
+            do { try store.authenticateOperator(request.credential) } catch let refusal as CredentialRefusal {
+                throw RPCError(.unauthenticated, refusal.description)
+            }
+            guard try request.pointInTime() == nil else {
+                throw RPCError(.invalidArgument, "\(method.rawValue) cannot be asked as of a past point", healthErrorCode: .invalidArgument)
+            }
+            guard case .onStore(let run) = try registration.bind(Array(request.payload)) else {
+                throw RPCError(.internalError, "\(method.rawValue) is not registered as an operator method")
+            }
+            return .store(run)
+        }
+        let authentication: (ledger: Ledger, principal: Principal, credentialID: String, end: Date?)
+        do { authentication = try store.authentication(of: request.credential) } catch let refusal as CredentialRefusal {
+            throw RPCError(.unauthenticated, refusal.description)
+        }
+        caller.set(ledger: authentication.ledger.id, principal: authentication.principal)
+        let point = try request.pointInTime()
+        // A point-in-time read: the same method on a read-only view of the ledger, where an
+        // app sees only what it could read then and may read now.
+        if point != nil, !registration.answersAsOf {
+            throw RPCError(
+                .invalidArgument, "\(method.rawValue) cannot be asked as of a past point: only reads that end by themselves can",
+                healthErrorCode: .invalidArgument)
+        }
+        let bound = try registration.bind(Array(request.payload))
+        try registration.caller.admit(authentication.principal)
+        let call = LedgerCall(
+            ledger: authentication.ledger, principal: authentication.principal, credentialID: authentication.credentialID,
+            credentialEnd: authentication.end)
+        return point.map { .pointInTime(bound, call, $0) } ?? .present(bound, call)
     }
 
     /// Answers at once, on the caller's thread (the connection's event loop), a call of an
     /// ``MethodKind/immediate`` method asked of the present; returns false, having done
     /// nothing, for any other call.
     func answerAtOnce(id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, finish: Finish) -> Bool {
-        guard let registration = MethodTable.registrations[method], registration.kind == .immediate, request.asOfSequence == 0, !request.hasAsOfTimeUs else { return false }
+        guard MethodTable.registrations[method]?.kind == .immediate, request.asOfSequence == 0, !request.hasAsOfTimeUs else { return false }
         let started = ContinuousClock.now
+        let caller = Authenticated()
         var response: [UInt8]?
         var failure: RPCError?
-        let caller = Authenticated()
         do {
-            let (ledger, principal, credentialID, _) = try authenticated(request)
-            caller.set(ledger: ledger.id, principal: principal)
-            guard case .immediate(let respond) = try registration.bind(Array(request.payload)) else {
+            guard case .present(.immediate(let respond), let call) = try prepare(method, request, caller: caller) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered as immediate")
             }
-            try registration.caller.admit(principal)
-            let call = LedgerCall(ledger: ledger, principal: principal, credentialID: credentialID)
             response = try respond(call)
-            recordAccess(method, call: call, live: ledger, completed: true)
+            recordAccess(method, call: call, live: call.ledger, completed: true)
         } catch {
             failure = RPCError(mapping: error)
         }
-        if let failure { logged(failure, id: id, request: request) }
-        finish(response, failure)
-        counted(method, failure: failure, started: started)
-        logCall(method.rawValue, caller, failure: failure, started: started)
+        conclude(id: id, method: method, request: request, caller: caller, started: started, response: response, failure: failure, finish: finish)
         return true
     }
 
@@ -73,35 +123,23 @@ package struct CallDispatcher: Sendable {
             && request.payload.count <= Self.largestPayloadPreparedOnLoop
     }
 
-    /// Answers a call that ``answersOnCommit(_:_:)`` accepts without a task: authenticates,
-    /// decodes and prepares it on the caller's thread (the event loop), submits it to the
-    /// ledger's group commit, and finishes it from the committing thread once it is durable
-    /// (or at once when it fails before). Two thread hand-overs fewer than a task's, which
-    /// is most of a small save's time beyond its disk writes.
+    /// Answers a call that ``answersOnCommit(_:_:)`` accepts without a task: prepares it on
+    /// the caller's thread (the event loop), submits it to the ledger's group commit, and
+    /// finishes it from the committing thread once it is durable (or at once when it fails
+    /// before). Two thread hand-overs fewer than a task's, which is most of a small save's
+    /// time beyond its disk writes.
     func answerOnCommit(id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, finish: @escaping Finish) {
         let started = ContinuousClock.now
         let caller = Authenticated()
         let answer: @Sendable (Result<[UInt8], any Error>) -> Void = { result in
-            switch result {
-            case .success(let response):
-                finish(response, nil)
-                counted(method, failure: nil, started: started)
-                logCall(method.rawValue, caller, failure: nil, started: started)
-            case .failure(let error):
-                let failure = RPCError(mapping: error)
-                logged(failure, id: id, request: request)
-                finish(nil, failure)
-                counted(method, failure: failure, started: started)
-                logCall(method.rawValue, caller, failure: failure, started: started)
-            }
+            let (response, failure) = Self.outcome(result)
+            conclude(id: id, method: method, request: request, caller: caller, started: started, response: response, failure: failure, finish: finish)
         }
         do {
-            let (ledger, principal, credentialID, _) = try authenticated(request)
-            caller.set(ledger: ledger.id, principal: principal)
-            guard let registration = MethodTable.registrations[method], case .onCommit(let start) = try registration.bind(Array(request.payload)) else {
+            guard case .present(.onCommit(let start), let call) = try prepare(method, request, caller: caller) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
             }
-            start(LedgerCall(ledger: ledger, principal: principal, credentialID: credentialID), answer)
+            start(call, answer)
         } catch {
             answer(.failure(error))
         }
@@ -114,10 +152,9 @@ package struct CallDispatcher: Sendable {
     /// even if its work had come to an end by then (a read in a task looks at cancellation
     /// only between steps). A write keeps its own outcome: once handed to the ledger it commits.
     ///
-    /// - Parameter method: the request's method, parsed once by the connection (nil: unknown).
+    /// - Parameter method: the request's method, parsed once by the transport (nil: unknown).
     package func run(
-        id: UInt64, method: RPCMethod?, request: Healthledger_V1_CallRequest, window: StreamWindow?, deadline: CallDeadline, send: @escaping Send,
-        finish: Finish
+        id: UInt64, method: RPCMethod?, request: Healthledger_V1_CallRequest, deadline: CallDeadline, send: @escaping Send, finish: Finish
     ) async {
         let started = ContinuousClock.now
         var response: [UInt8]?
@@ -125,7 +162,7 @@ package struct CallDispatcher: Sendable {
         let caller = Authenticated()
         if let method {
             do {
-                response = try await handle(method, request: request, window: window, caller: caller, send: send)
+                response = try await run(prepare(method, request, caller: caller), method: method, send: send)
             } catch {
                 failure = RPCError(mapping: error)
             }
@@ -135,10 +172,26 @@ package struct CallDispatcher: Sendable {
         } else {
             failure = RPCError(.unimplemented, "unknown method '\(request.method.prefix(200))'")
         }
+        conclude(id: id, method: method, request: request, caller: caller, started: started, response: response, failure: failure, finish: finish)
+    }
+
+    /// What every call does at its end, whichever way it ran: logs a failure the operator
+    /// must hear of, finishes the call, counts it, and writes its log line.
+    private func conclude(
+        id: UInt64, method: RPCMethod?, request: Healthledger_V1_CallRequest, caller: Authenticated, started: ContinuousClock.Instant,
+        response: [UInt8]?, failure: RPCError?, finish: Finish
+    ) {
         if let failure { logged(failure, id: id, request: request) }
         finish(failure == nil ? response : nil, failure)
-        counted(method, failure: failure, started: started)
+        metrics.record(method: method, code: failure?.code ?? .ok, duration: ContinuousClock.now - started)
         logCall(method?.rawValue ?? String(request.method.prefix(200)), caller, failure: failure, started: started)
+    }
+
+    private static func outcome(_ result: Result<[UInt8], any Error>) -> ([UInt8]?, RPCError?) {
+        switch result {
+        case .success(let response): (response, nil)
+        case .failure(let error): (nil, RPCError(mapping: error))
+        }
     }
 
     /// The one log line of every call, at `info`: what an operator's log shows of traffic
@@ -193,81 +246,36 @@ package struct CallDispatcher: Sendable {
             ])
     }
 
-    private func counted(_ method: RPCMethod?, failure: RPCError?, started: ContinuousClock.Instant) {
-        metrics.record(method: method, code: failure?.code ?? .ok, duration: ContinuousClock.now - started)
-    }
-
-    /// The ledger and principal of the request's credential.
-    ///
-    /// - Throws: ``RPCError`` `unauthenticated` for a credential that is invalid, unknown,
-    ///   expired or revoked, saying which to the holder of its secret.
-    private func authenticated(_ request: Healthledger_V1_CallRequest) throws -> (ledger: Ledger, principal: Principal, credentialID: String, end: Date?) {
-        do { return try store.authentication(of: request.credential) } catch let refusal as CredentialRefusal {
-            throw RPCError(.unauthenticated, refusal.description)
-        }
-    }
-
-    /// Runs the call; returns a unary method's response (nil for a stream, whose messages
-    /// went out through `send`).
-    private func handle(
-        _ method: RPCMethod, request: Healthledger_V1_CallRequest, window: StreamWindow?, caller: Authenticated, send: @escaping Send
-    ) async throws -> [UInt8]? {
-        guard let registration = MethodTable.registrations[method] else {
-            throw RPCError(.unimplemented, "\(method.rawValue) is not implemented by this server")
-        }
-        if registration.isOperatorMethod {
-            do { try store.authenticateOperator(request.credential) } catch let refusal as CredentialRefusal {
-                throw RPCError(.unauthenticated, refusal.description)
-            }
-            guard try request.pointInTime() == nil else {
-                throw RPCError(.invalidArgument, "\(method.rawValue) cannot be asked as of a past point", healthErrorCode: .invalidArgument)
-            }
-            guard case .onStore(let run) = try registration.bind(Array(request.payload)) else {
-                throw RPCError(.internalError, "\(method.rawValue) is not registered as an operator method")
-            }
+    /// Runs a prepared call; returns a unary method's response (nil for a stream, whose
+    /// messages went out through `send`).
+    private func run(_ prepared: PreparedCall, method: RPCMethod, send: @escaping Send) async throws -> [UInt8]? {
+        switch prepared {
+        case .store(let run):
             return try await run(OperatorCall(store: store))
-        }
-        let (ledger, principal, credentialID, credentialEnd) = try authenticated(request)
-        caller.set(ledger: ledger.id, principal: principal)
-        guard let point = try request.pointInTime() else {
-            let bound = try registration.bind(Array(request.payload))
-            try registration.caller.admit(principal)
-            return try await run(
-                bound, method: method, call: LedgerCall(ledger: ledger, principal: principal, credentialID: credentialID, credentialEnd: credentialEnd),
-                live: ledger, request: request,
-                window: window, send: send)
-        }
-        // A point-in-time read: the same method on a read-only view of the ledger, where an
-        // app sees only what it could read then and may read now.
-        guard registration.answersAsOf else {
-            throw RPCError(
-                .invalidArgument, "\(method.rawValue) cannot be asked as of a past point: only reads that end by themselves can",
-                healthErrorCode: .invalidArgument)
-        }
-        let bound = try registration.bind(Array(request.payload))
-        try registration.caller.admit(principal)
-        // Building a view replays the log up to the point: seconds on a large ledger, which
-        // must not hold one of the few threads every call shares.
-        let view = try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global(qos: .userInitiated).async {
-                continuation.resume(with: Result { try store.view(of: ledger, at: point) })
+        case .present(let bound, let call):
+            return try await run(bound, method: method, call: call, live: call.ledger, send: send)
+        case .pointInTime(let bound, let present, let point):
+            let ledger = present.ledger
+            // Building a view replays the log up to the point: seconds on a large ledger, which
+            // must not hold one of the few threads every call shares.
+            let view = try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global(qos: .userInitiated).async {
+                    continuation.resume(with: Result { try store.view(of: ledger, at: point) })
+                }
             }
-        }
-        let call = LedgerCall(ledger: view, principal: principal, credentialID: credentialID, credentialEnd: credentialEnd)
-        guard case .app = principal else {
-            return try await run(bound, method: method, call: call, live: ledger, request: request, window: window, send: send)
-        }
-        return try await ReadScope.$present.withValue({ type in try ledger.readScope(of: type, for: principal) }) {
-            try await run(bound, method: method, call: call, live: ledger, request: request, window: window, send: send)
+            let call = LedgerCall(ledger: view, principal: present.principal, credentialID: present.credentialID, credentialEnd: present.credentialEnd)
+            guard case .app = call.principal else {
+                return try await run(bound, method: method, call: call, live: ledger, send: send)
+            }
+            return try await ReadScope.$present.withValue({ type in try ledger.readScope(of: type, for: call.principal) }) {
+                try await run(bound, method: method, call: call, live: ledger, send: send)
+            }
         }
     }
 
     /// Runs a bound request on `call`'s ledger (`live` itself, or a view of it), and notes
     /// its access record when it returns health data.
-    private func run(
-        _ bound: BoundCall, method: RPCMethod, call: LedgerCall, live: Ledger, request: Healthledger_V1_CallRequest, window: StreamWindow?,
-        send: @escaping Send
-    ) async throws -> [UInt8]? {
+    private func run(_ bound: BoundCall, method: RPCMethod, call: LedgerCall, live: Ledger, send: @escaping Send) async throws -> [UInt8]? {
         var completed = false
         defer { recordAccess(method, call: call, live: live, completed: completed) }
         switch bound {
@@ -286,11 +294,10 @@ package struct CallDispatcher: Sendable {
             let access = StreamAccess(call, live: live, types: types)
             let longRunning = method.isLongRunning
             let stream = StreamContext(scanned: access.scanned(with:)) { message in
-                try await window?.acquire()
                 // A long-running stream is on the record as it delivers (noted first, so the
                 // record is there by the time the client has the message).
                 if longRunning { recordAccess(method, call: call, live: live, completed: false) }
-                send(message)
+                try await send(message)
             }
             try await access.run { try await body(call, stream) }
             completed = !longRunning

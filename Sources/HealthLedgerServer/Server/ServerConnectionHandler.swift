@@ -147,8 +147,9 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         let deadline = CallDeadline()
         let task = Task {
             await dispatcher.run(
-                id: id, method: method, request: request, window: window, deadline: deadline,
+                id: id, method: method, request: request, deadline: deadline,
                 send: { message in
+                    try await window?.acquire()
                     var frame = channel.allocator.buffer(capacity: message.count + 24)
                     frame.writeMessageFrame(id: id, message)
                     channel.writeAndFlush(frame, promise: nil)

@@ -1,0 +1,87 @@
+import Foundation
+import GRPCCore
+import HealthLedgerRPC
+import HealthModel
+import LedgerSchema
+
+/// A gRPC call's metadata and message as the `CallRequest` our framing would have carried,
+/// so that both transports hand the dispatcher the same thing (docs/PROTOCOL.md §12.2).
+enum GRPCCallRequest {
+    /// The metadata key of a point-in-time read's sequence (docs/PROTOCOL.md §4.10).
+    static let asOfSequenceKey = "healthledger-as-of-sequence"
+    /// The metadata key of a point-in-time read's time, in microseconds since 1970.
+    static let asOfTimeKey = "healthledger-as-of-time-us"
+
+    /// - Throws: ``HealthLedgerRPC/RPCError`` `invalidArgument` for metadata that does not parse.
+    static func make(method: RPCMethod, metadata: GRPCCore.Metadata, payload: [UInt8]) throws -> Healthledger_V1_CallRequest {
+        var request = Healthledger_V1_CallRequest()
+        request.method = method.rawValue
+        request.payload = Data(payload)
+        request.credential = try credential(in: metadata)
+        request.timeoutMs = try timeoutMilliseconds(in: metadata)
+        if let text = single(asOfSequenceKey, in: metadata) {
+            guard let sequence = UInt64(text), sequence > 0 else {
+                throw RPCError(.invalidArgument, "\(asOfSequenceKey) must be an event sequence number (1 or more), not '\(text.prefix(40))'")
+            }
+            request.asOfSequence = sequence
+        }
+        if let text = single(asOfTimeKey, in: metadata) {
+            guard let microseconds = Int64(text) else {
+                throw RPCError(.invalidArgument, "\(asOfTimeKey) must be microseconds since 1970 (a whole number), not '\(text.prefix(40))'")
+            }
+            request.asOfTimeUs = microseconds
+        }
+        return request
+    }
+
+    /// The credential of `authorization: Bearer <credential>`; empty when there is none (the
+    /// dispatcher refuses it as it refuses an empty credential over our framing).
+    private static func credential(in metadata: GRPCCore.Metadata) throws -> String {
+        guard let value = single("authorization", in: metadata) else { return "" }
+        let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw RPCError(.unauthenticated, "the authorization metadata must be 'Bearer <credential>'")
+        }
+        return String(parts[1]).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// `grpc-timeout` in milliseconds (at least 1 for any timeout; 0 when there is none), as
+    /// gRPC over HTTP/2 defines it: up to 8 digits and a unit, H M S m u n.
+    static func timeoutMilliseconds(in metadata: GRPCCore.Metadata) throws -> UInt32 {
+        guard let text = single("grpc-timeout", in: metadata) else { return 0 }
+        guard let unit = text.last, let amount = UInt64(text.dropLast()), text.count >= 2, text.count <= 9 else {
+            throw RPCError(.invalidArgument, "grpc-timeout '\(text.prefix(20))' is not up to 8 digits and a unit (H M S m u n)")
+        }
+        let nanoseconds: UInt64 = switch unit {
+        case "H": 3_600_000_000_000
+        case "M": 60_000_000_000
+        case "S": 1_000_000_000
+        case "m": 1_000_000
+        case "u": 1_000
+        case "n": 1
+        default: 0
+        }
+        guard nanoseconds > 0 else { throw RPCError(.invalidArgument, "grpc-timeout '\(text.prefix(20))' has an unknown unit '\(unit)'") }
+        let (total, overflow) = amount.multipliedReportingOverflow(by: nanoseconds)
+        let milliseconds = overflow ? UInt64.max : (total + 999_999) / 1_000_000
+        return UInt32(clamping: max(milliseconds, 1))
+    }
+
+    private static func single(_ key: String, in metadata: GRPCCore.Metadata) -> String? {
+        metadata[stringValues: key].first(where: { _ in true })
+    }
+}
+
+/// Our statuses as gRPC's: the same codes (docs/PROTOCOL.md §8), the message, and the
+/// HealthKit error code in the trailing metadata's `healthledger-error-code`.
+enum GRPCStatus {
+    static let healthErrorCodeKey = "healthledger-error-code"
+
+    static func error(_ failure: HealthLedgerRPC.RPCError?) -> GRPCCore.RPCError {
+        guard let failure else { return GRPCCore.RPCError(code: .internalError, message: "the call ended with neither a response nor a status") }
+        var metadata: GRPCCore.Metadata = [:]
+        if let code = failure.healthErrorCode { metadata.addString(String(code.rawValue), forKey: healthErrorCodeKey) }
+        let code = Status.Code(rawValue: failure.code.rawValue).flatMap { GRPCCore.RPCError.Code($0) } ?? .unknown
+        return GRPCCore.RPCError(code: code, message: failure.message, metadata: metadata)
+    }
+}
