@@ -7,6 +7,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
+
+# The gRPC tests' client in another language (Tests/GRPCClients/ledger_client.py): Python's
+# grpcio with its code generator, health and reflection clients, from PyPI.
+python_packages=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection)
+if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection" 2>/dev/null; then
+    . tools/apt.sh
+    command -v python3 >/dev/null 2>&1 || install_missing test.sh python3
+    python3 -m pip --version >/dev/null 2>&1 || install_missing test.sh python3-pip
+    echo "test.sh: installing ${python_packages[*]} from PyPI" >&2
+    # Debian marks its Python as managed by apt; these packages are for the tests alone.
+    python3 -m pip install --quiet --break-system-packages "${python_packages[@]}" 2>/dev/null ||
+        python3 -m pip install --quiet "${python_packages[@]}"
+fi
+
 swift build --build-tests
 swift test --skip-build --no-parallel "$@"
 [[ $# -gt 0 ]] && exit 0
