@@ -58,11 +58,14 @@ public final class GRPCEndpoint: Service, Sendable {
     @discardableResult
     public func start() async throws -> Int {
         let dispatcher = CallDispatcher(store: store, configuration: configuration, logger: logger, metrics: CallMetrics())
-        let services: [any RegistrableRPCService] = [LedgerService(dispatcher: dispatcher, calls: calls), health, try ReflectionService()]
+        let ledger = LedgerService(dispatcher: dispatcher, calls: calls, maximumRequestSize: configuration.maximumFrameSize)
+        let services: [any RegistrableRPCService] = [ledger, health, try ReflectionService()]
         let transport = HTTP2ServerTransport.Posix(
             address: try Self.address(host: configuration.host, port: port), transportSecurity: security(),
             config: .defaults { config in
-                config.rpc.maxRequestPayloadSize = configuration.maximumFrameSize
+                // The transport can only reset a stream whose message is too large: up to twice
+                // the limit, the message is read, and refused with a status that says why.
+                config.rpc.maxRequestPayloadSize = 2 * configuration.maximumFrameSize
                 config.http2.maxConcurrentStreams = configuration.maximumConcurrentCalls
                 config.connection.maxIdleTime = configuration.idleTimeout
             })

@@ -18,6 +18,8 @@ import Synchronization
 struct LedgerService: RegistrableRPCService {
     let dispatcher: CallDispatcher
     let calls: RunningCalls
+    /// The largest request message (the server's largest frame).
+    let maximumRequestSize: Int
 
     func registerMethods<Transport: ServerTransport>(with router: inout RPCRouter<Transport>) {
         for method in RPCMethod.allCases {
@@ -35,9 +37,12 @@ struct LedgerService: RegistrableRPCService {
     private func respond(to request: StreamingServerRequest<[UInt8]>, method: RPCMethod, streaming: Bool) async throws -> StreamingServerResponse<[UInt8]> {
         let callRequest: Healthledger_V1_CallRequest
         do {
-            callRequest = try GRPCCallRequest.make(method: method, metadata: request.metadata, payload: try await Self.onlyMessage(of: request))
+            callRequest = try GRPCCallRequest.make(method: method, metadata: request.metadata, payload: try await onlyMessage(of: request))
         } catch let error as HealthLedgerRPC.RPCError {
             return StreamingServerResponse(error: GRPCStatus.error(error))
+        } catch let error as GRPCCore.RPCError {
+            // The transport's: a request above the size limit (`RESOURCE_EXHAUSTED`).
+            return StreamingServerResponse(error: error)
         }
         guard streaming else {
             let (response, failure) = await run(method, callRequest, send: { _ in })
@@ -95,9 +100,13 @@ struct LedgerService: RegistrableRPCService {
     }
 
     /// The request's one message; a gRPC client of a unary-request method sends exactly one.
-    private static func onlyMessage(of request: StreamingServerRequest<[UInt8]>) async throws -> [UInt8] {
+    private func onlyMessage(of request: StreamingServerRequest<[UInt8]>) async throws -> [UInt8] {
         var message: [UInt8]?
         for try await part in request.messages {
+            guard part.count <= maximumRequestSize else {
+                throw HealthLedgerRPC.RPCError(
+                    .resourceExhausted, "the request message is \(part.count) bytes, above the server's limit of \(maximumRequestSize) (--max-frame-size)")
+            }
             guard message == nil else {
                 throw HealthLedgerRPC.RPCError(.invalidArgument, "the call sent more than one request message; every method takes one")
             }

@@ -98,6 +98,14 @@ struct GRPCTests {
                 }
                 #expect(records?.code == .permissionDenied && records?.message == overOurs?.message, "\(String(describing: records))")
 
+                // A request above the server's largest frame.
+                let oversized = await Self.failure(of: {
+                    _ = try await Self.unary(
+                        client, .fetch, Healthledger_V1_FetchRequest.with { $0.uuid = Data(count: 5 << 20) }, credential: server.ownerCredential)
+                        as Healthledger_V1_FetchResponse
+                })
+                #expect(oversized?.code == .resourceExhausted, "\(String(describing: oversized)) \(String(describing: oversized?.cause))")
+
                 // Metadata that does not parse.
                 let badPoint = await Self.failure(of: {
                     _ = try await Self.unary(client, .ping, ping, credential: server.ownerCredential, metadata: ["healthledger-as-of-sequence": "soon"])
