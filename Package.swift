@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "HealthModel", targets: ["HealthModel"]),
+        .library(name: "LedgerSchema", targets: ["LedgerSchema"]),
         .library(name: "Ledger", targets: ["Ledger"]),
         .library(name: "HealthLedgerSDK", targets: ["HealthLedgerSDK"]),
         .library(name: "HealthLedgerServer", targets: ["HealthLedgerServer"]),
@@ -32,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/grpc/grpc-swift-2.git", from: "2.4.3"),
         .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
         .package(url: "https://github.com/grpc/grpc-swift-protobuf.git", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         // LMDB, as Debian's liblmdb-dev installs it.
@@ -149,6 +151,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The owner's web app (Hummingbird): sign-in, sessions, and pages that call the ledger
+        // through the SDK with the owner's credential.
+        .target(
+            name: "HealthLedgerWeb",
+            dependencies: [
+                "HealthLedgerRPC",
+                "HealthLedgerSDK",
+                "HealthLedgerServer",
+                "HealthModel",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HealthKit-shaped client SDK.
         .target(
             name: "HealthLedgerSDK",
@@ -181,6 +202,7 @@ let package = Package(
                 "Ledger",
                 "HealthLedgerServer",
                 "HealthLedgerGRPC",
+                "HealthLedgerWeb",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -215,7 +237,7 @@ let package = Package(
             name: "RPCTests",
             dependencies: [
                 "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema", "TestSupport", "healthledger", "HealthExport",
-                "HealthLedgerGRPC", "CLibXML2",
+                "HealthLedgerGRPC", "HealthLedgerWeb", "CLibXML2",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                 .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),

@@ -14,6 +14,8 @@ let package = Package(
     dependencies: [
         .package(name: "HealthLedger", path: ".."),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/grpc/grpc-swift-2.git", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
     ],
     targets: [
         // PostgreSQL's C client library, as Debian's libpq-dev installs it.
@@ -36,7 +38,10 @@ let package = Package(
                 .product(name: "Ledger", package: "HealthLedger"),
                 .product(name: "HealthLedgerSDK", package: "HealthLedger"),
                 .product(name: "HealthExport", package: "HealthLedger"),
+                .product(name: "LedgerSchema", package: "HealthLedger"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -8,11 +8,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 
-# The gRPC tests' client in another language (Tests/GRPCClients/ledger_client.py): Python's
-# grpcio with its code generator, health and reflection clients, from PyPI.
-python_packages=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection)
-if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection" 2>/dev/null; then
-    . tools/apt.sh
+# The real clients the tests drive: a gRPC client in another language (Tests/GRPCClients:
+# Python's grpcio with its code generator, health and reflection clients) and a browser on the
+# owner's web app (Tests/WebClients: headless Chromium through Selenium).
+. tools/apt.sh
+browser=()
+command -v chromium >/dev/null 2>&1 || browser+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || browser+=(chromium-driver)
+install_missing test.sh ${browser[@]+"${browser[@]}"}
+python_packages=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection selenium)
+if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection, selenium" 2>/dev/null; then
     command -v python3 >/dev/null 2>&1 || install_missing test.sh python3
     python3 -m pip --version >/dev/null 2>&1 || install_missing test.sh python3-pip
     echo "test.sh: installing ${python_packages[*]} from PyPI" >&2

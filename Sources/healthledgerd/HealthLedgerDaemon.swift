@@ -2,9 +2,11 @@ import ArgumentParser
 import Foundation
 import HealthLedgerGRPC
 import HealthLedgerServer
+import HealthLedgerWeb
 import Ledger
 import Logging
 import Metrics
+import NIOCore
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
@@ -19,6 +21,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
 
     @Option(help: "Address to listen on [HEALTHLEDGER_HOST].") var host: String?
     @Option(help: "Port to listen on, 0 for any [HEALTHLEDGER_PORT].") var port: Int?
+    @Option(name: .customLong("web-port"), help: "Port of the owners' web app, on the listen address with the same TLS; 0 for any, --web-port=-1 disables it [HEALTHLEDGER_WEB_PORT] (default 7413).") var webPort: Int?
     @Option(name: .customLong("grpc-port"), help: "Port of the same methods as standard gRPC over HTTP/2 (with health and reflection), on the listen address with the same TLS; 0 for any, --grpc-port=-1 disables it [HEALTHLEDGER_GRPC_PORT] (default 7412).") var grpcPort: Int?
     @Option(name: .customLong("data-dir"), help: "The data directory [HEALTHLEDGER_DATA_DIR] (default ./data).") var dataDirectory: String?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; enables TLS with --tls-key [HEALTHLEDGER_TLS_CERT].") var tlsCertificate: String?
@@ -93,15 +96,24 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             logger.warning("encryption at rest: off (no --master-key-file): health data is stored clear")
         }
 
-        var services: [any Service] = [RPCServer(store: store, configuration: configuration, logger: logger)]
         let grpcPortValue = try number(grpcPort, "GRPC_PORT") ?? GRPCEndpoint.defaultPort
         guard grpcPortValue <= 65_535 else { throw ValidationError("--grpc-port must be a port number (0 to 65535), or -1 to disable gRPC") }
+        let webPortValue = try number(webPort, "WEB_PORT") ?? WebEndpoint.defaultPort
+        guard webPortValue <= 65_535 else { throw ValidationError("--web-port must be a port number (0 to 65535), or -1 to disable the web app") }
+        let rpc = RPCServer(store: store, configuration: configuration, logger: logger)
+        // Bound first: the web app's calls reach this port (the bound one, when it is 0).
+        let rpcAddress = try await rpc.start()
+        var services: [any Service] = [rpc]
         if grpcPortValue >= 0 {
             services.append(GRPCEndpoint(store: store, configuration: configuration, port: grpcPortValue, logger: logger))
         }
         let metricsPortValue = try number(metricsPort, "METRICS_PORT") ?? 9411
         if metricsPortValue >= 0 {
             services.append(MetricsEndpoint(host: configuration.host, port: metricsPortValue, registry: registry, logger: logger))
+        }
+        // Last, so that it stops first (a service group stops its services in reverse order).
+        if webPortValue >= 0 {
+            services.append(WebEndpoint(configuration: configuration, rpcPort: rpcAddress.port ?? configuration.port, port: webPortValue, logger: logger))
         }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

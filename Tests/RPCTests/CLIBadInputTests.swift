@@ -69,7 +69,7 @@ struct CLIBadInputTests {
             Self.expectRefused(until, "--until 'yesterday'")
 
             let daemon = try await runProcess(
-                DaemonProcess.executable, ["--data-dir", server.directory.path, "--port", "0", "--metrics-port=-1", "--grpc-port=-1", "--log-level", "loud"])
+                DaemonProcess.executable, ["--data-dir", server.directory.path, "--port", "0", "--metrics-port=-1", "--grpc-port=-1", "--web-port=-1", "--log-level", "loud"])
             #expect(daemon.status != 0 && daemon.error.contains("--log-level 'loud' is not one of trace, debug, info, notice, warning, error, critical"), "\(daemon.error)")
         }
     }

@@ -129,7 +129,7 @@ struct EncryptionTests {
         let other = try Self.masterKey()
         let wrong = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir], environment: ["HEALTHLEDGER_MASTER_KEY_FILE": other.path])
         #expect(wrong.status != 0 && wrong.error.contains("(id \(other.id)) is not the one the data directory") && wrong.error.contains(key.id), "\(wrong.error)")
-        let daemon = try await runProcess(DaemonProcess.executable, ["--data-dir", dataDir, "--port", "0", "--metrics-port=-1", "--grpc-port=-1"])
+        let daemon = try await runProcess(DaemonProcess.executable, ["--data-dir", dataDir, "--port", "0", "--metrics-port=-1", "--grpc-port=-1", "--web-port=-1"])
         #expect(daemon.status != 0 && daemon.error.contains("no master key was given"), "\(daemon.error)")
 
         // A key file others may read is refused, naming the fix.

@@ -1,6 +1,7 @@
 import Foundation
 import HealthLedgerGRPC
 import HealthLedgerSDK
+import HealthLedgerWeb
 import HealthLedgerServer
 import Ledger
 import Logging
@@ -25,14 +26,15 @@ import Synchronization
 ///   - configuration: the server's configuration; its port is always replaced by 0.
 ///   - ledgers: the ledgers' configuration (their map sizes, for example).
 ///   - grpc: also serve gRPC (``TestServer/grpcPort``), on a port of its own.
+///   - web: also serve the owner's web app (``TestServer/webPort``), on a port of its own.
 ///   - logger: the server's logger.
 @discardableResult
 func withTestServer<T>(
     configuration: ServerConfiguration = ServerConfiguration(port: 0), ledgers: LedgerConfiguration = .init(), grpc: Bool = false,
-    logger: Logger = Logger(label: "test"), isolation: isolated (any Actor)? = #isolation,
+    web: Bool = false, logger: Logger = Logger(label: "test"), isolation: isolated (any Actor)? = #isolation,
     _ body: (TestServer) async throws -> T
 ) async throws -> T {
-    let server = try await TestServer(configuration: configuration, ledgers: ledgers, grpc: grpc, logger: logger)
+    let server = try await TestServer(configuration: configuration, ledgers: ledgers, grpc: grpc, web: web, logger: logger)
     let result: T
     do {
         result = try await body(server)
@@ -55,6 +57,10 @@ final class TestServer: @unchecked Sendable {
     let grpc: GRPCEndpoint?
     /// Its port (0 without one).
     let grpcPort: Int
+    /// The owner's web app beside it, when asked for.
+    let web: WebEndpoint?
+    /// Its port (0 without one).
+    let webPort: Int
     let ledger: Ledger
     let ownerCredential: String
     let appCredential: String
@@ -68,7 +74,7 @@ final class TestServer: @unchecked Sendable {
     /// every exit path; only it calls this.
     init(
         configuration: ServerConfiguration = ServerConfiguration(port: 0), ledgers: LedgerConfiguration = .init(), grpc: Bool = false,
-        logger: Logger = Logger(label: "test")
+        web: Bool = false, logger: Logger = Logger(label: "test")
     ) async throws {
         directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-rpc-\(UUID().uuidString)")
         // A setup that fails leaves no directory behind either.
@@ -90,11 +96,17 @@ final class TestServer: @unchecked Sendable {
             server = RPCServer(store: store, configuration: configuration, logger: logger)
             port = try await server.start().port!
             let endpoint = grpc ? GRPCEndpoint(store: store, configuration: configuration, port: 0, logger: logger) : nil
-            do { grpcPort = try await endpoint?.start() ?? 0 } catch {
+            let webApp = web ? WebEndpoint(configuration: configuration, rpcPort: port, port: 0, logger: logger) : nil
+            do {
+                grpcPort = try await endpoint?.start() ?? 0
+                webPort = try await webApp?.start() ?? 0
+            } catch {
+                await endpoint?.shutdown()
                 await server.shutdown()
                 throw error
             }
             self.grpc = endpoint
+            self.web = webApp
         } catch {
             try? FileManager.default.removeItem(at: directory)
             throw error
@@ -115,7 +127,8 @@ final class TestServer: @unchecked Sendable {
     func stop() async {
         let shutdown = stopping.withLock { stopping in
             if let stopping { return stopping }
-            let task = Task { [server, grpc, directory] in
+            let task = Task { [server, grpc, web, directory] in
+                await web?.shutdown()
                 await grpc?.shutdown()
                 await server.shutdown()
                 try? FileManager.default.removeItem(at: directory)
@@ -173,7 +186,7 @@ final class DaemonProcess: Sendable {
     init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], metrics: Bool = false, grpc: Bool = false) async throws {
         process = try LineProcess(
             Self.executable,
-            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=\(metrics ? 0 : -1)", "--grpc-port=\(grpc ? 0 : -1)", "--log-level", "info"]
+            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=\(metrics ? 0 : -1)", "--grpc-port=\(grpc ? 0 : -1)", "--web-port=-1", "--log-level", "info"]
                 + arguments,
             readingStandardError: true, environment: environment)
         var lines: [String] = []

@@ -165,7 +165,7 @@ enum ImportScenario {
         let port = 20_000 + Int.random(in: 0..<20_000)
         let server = Process()
         server.executableURL = binaries.appending(path: "healthledgerd")
-        server.arguments = ["--data-dir", scratch.path, "--port", "\(port)", "--metrics-port", "0", "--grpc-port=-1", "--log-level", "warning"]
+        server.arguments = ["--data-dir", scratch.path, "--port", "\(port)", "--metrics-port", "0", "--grpc-port=-1", "--web-port=-1", "--log-level", "warning"]
         try server.run()
         defer { if server.isRunning { server.terminate() } }
         let probe = HealthStore(configuration: .init(port: port, credential: credential, connectAttempts: 40))

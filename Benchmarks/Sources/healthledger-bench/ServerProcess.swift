@@ -5,16 +5,18 @@ import Synchronization
 /// the system picked; the benchmark's RPC scenarios reach it over loopback as any client would.
 final class ServerProcess: Sendable {
     let port: Int
+    /// The gRPC endpoint's port, when started with one.
+    let grpcPort: Int?
     private let process: Process
 
     /// Starts the server and waits until it logs that it listens (it prints its address).
-    init(executable: URL, dataDirectory: URL) throws {
+    init(executable: URL, dataDirectory: URL, grpc: Bool = false) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw BenchFailure("\(executable.path) not found: build it with `swift build -c release --product healthledgerd` (tools/bench.sh does)")
         }
         let process = Process()
         process.executableURL = executable
-        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--grpc-port=-1", "--log-level", "info"]
+        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--grpc-port=\(grpc ? 0 : -1)", "--web-port=-1", "--log-level", "info"]
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
@@ -22,7 +24,7 @@ final class ServerProcess: Sendable {
         self.process = process
         // The log is read to its end on a thread of its own (a full pipe would stop the
         // server); the first "listening" line gives the port.
-        let found = Mutex<Int?>(nil)
+        let found = Mutex<(rpc: Int?, grpc: Int?)>((nil, nil))
         let ready = DispatchSemaphore(value: 0)
         let reader = errors.fileHandleForReading
         Thread.detachNewThread {
@@ -34,9 +36,14 @@ final class ServerProcess: Sendable {
                     let line = String(decoding: pending[..<newline], as: UTF8.self)
                     pending.removeSubrange(...newline)
                     if !signalled, line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
-                        found.withLock { $0 = Int(address.1) }
-                        signalled = true
-                        ready.signal()
+                        let ports = found.withLock { found in
+                            if line.contains("(gRPC)") { found.grpc = Int(address.1) } else { found.rpc = Int(address.1) }
+                            return found
+                        }
+                        if ports.rpc != nil && (!grpc || ports.grpc != nil) {
+                            signalled = true
+                            ready.signal()
+                        }
                     } else if line.contains("error") || line.contains("critical") {
                         FileHandle.standardError.write(Data("healthledgerd: \(line)\n".utf8))
                     }
@@ -45,11 +52,13 @@ final class ServerProcess: Sendable {
             if !signalled { ready.signal() }
         }
         ready.wait()
-        guard let port = found.withLock({ $0 }) else {
+        let ports = found.withLock { $0 }
+        guard let port = ports.rpc, !grpc || ports.grpc != nil else {
             process.terminate()
             throw BenchFailure("healthledgerd exited before listening")
         }
         self.port = port
+        grpcPort = ports.grpc
     }
 
     var processIdentifier: Int32 { process.processIdentifier }

@@ -1,0 +1,359 @@
+import Foundation
+import HTTPTypes
+import HealthLedgerRPC
+import HealthLedgerSDK
+import HealthModel
+import Hummingbird
+import NIOCore
+
+/// A request's context: what Hummingbird keeps, and the peer's address (for the sign-in
+/// throttle).
+struct WebContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: String
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
+    }
+}
+
+/// The owner's web app: its pages and forms. Every page reads and writes through the SDK with
+/// the signed-in owner's credential, against the server's own RPC port: the same calls, checks
+/// and records as any client's.
+struct WebRoutes: Sendable {
+    let sessions: WebSessions
+    /// How the SDK reaches the RPC server (its port, TLS), for a credential.
+    let connect: @Sendable (_ credential: String) -> HealthStore
+    /// The session cookie carries `Secure` (the app is served over TLS).
+    let secure: Bool
+
+    static let cookie = "healthledger_session"
+    /// The largest form body read.
+    static let largestForm = 16 << 10
+
+    func register(on router: Router<WebContext>) {
+        router.get("/app.css") { _, _ in Self.asset(HTML.styleSheet, type: "text/css; charset=utf-8") }
+        router.get("/app.js") { _, _ in Self.asset(HTML.script, type: "text/javascript; charset=utf-8") }
+        router.get("/sign-in") { request, _ in
+            if sessions.session(request.cookies[Self.cookie]?.value) != nil { return Self.redirect("/") }
+            return Self.page(.ok, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: nil)))
+        }
+        router.post("/sign-in") { request, context in try await signIn(request, context) }
+        router.post("/sign-out") { request, _ in
+            try await withForm(request, as: CSRFForm.self) { session, _ in
+                sessions.end(session.id)
+                var response = Self.redirect("/sign-in")
+                response.setCookie(Cookie(name: Self.cookie, value: "", maxAge: 0, path: "/", secure: secure, httpOnly: true, sameSite: .strict))
+                return response
+            }
+        }
+        router.get("/") { request, _ in
+            try await withSession(request) { session in
+                Self.page(.ok, HTML.page(title: "Summary", session: session, current: "/", body: try await SummaryPage(store: session.store).render()))
+            }
+        }
+        router.get("/apps") { request, _ in
+            try await withSession(request) { session in
+                Self.page(.ok, HTML.page(title: "Apps", session: session, current: "/apps", notice: request.uri.queryParameters["done"].map(String.init), body: try await apps(session)))
+            }
+        }
+        router.post("/apps/decide") { request, _ in
+            try await withForm(request, as: DecisionForm.self) { session, form in
+                guard let type = try? ObjectType(form.type), let direction = AuthorizationDirection(rawValue: form.direction),
+                    let decision = AuthorizationDecision(rawValue: form.decision)
+                else { return Self.page(.badRequest, HTML.page(title: "Apps", session: session, body: "<p class=\"error\">The form named an unknown type, direction or decision.</p>")) }
+                try await session.store.decideAuthorization(app: form.app, type: type, direction: direction, decision: decision)
+                let done = "\(form.app): \(WebText.typeName(type.identifier)), \(direction), \(decision)."
+                return Self.redirect("/apps?done=\(done.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")")
+            }
+        }
+        router.get("/history") { request, _ in
+            try await withSession(request) { session in Self.page(.ok, HTML.page(title: "History", session: session, current: "/history", body: try await history(session))) }
+        }
+        router.get("/history/live") { request, _ in try await historyStream(request) }
+    }
+
+    // MARK: Sign-in
+
+    struct SignInForm: Decodable { let credential: String }
+    struct CSRFForm: Decodable { let csrf: String }
+    struct DecisionForm: Decodable {
+        let csrf: String
+        let app: String
+        let type: String
+        let direction: UInt8
+        let decision: UInt8
+    }
+
+    static func signInForm(error: String?) -> String {
+        """
+        \(error.map { "<p class=\"error\" role=\"alert\">\(HTML.escape($0))</p>" } ?? "")
+        <p>Sign in with your ledger's owner credential (it starts with <code>hl1:</code>). Apps' credentials cannot sign in here.</p>
+        <form method="post" action="/sign-in">
+        <label for="credential">Owner credential</label>
+        <input type="password" id="credential" name="credential" autocomplete="current-password" required>
+        <p><button type="submit">Sign in</button></p>
+        </form>
+        """
+    }
+
+    /// Checks the credential with a ping through the SDK: it must authenticate, and be the
+    /// owner's. Failures from one address are throttled.
+    private func signIn(_ request: Request, _ context: WebContext) async throws -> Response {
+        guard sessions.maySignIn(from: context.remoteAddress) else {
+            return Self.page(
+                .tooManyRequests,
+                HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: "Too many failed sign-ins from this address: wait a minute, then try again.")))
+        }
+        let form: SignInForm
+        do { form = try await Self.form(request, as: SignInForm.self) } catch {
+            return Self.page(.badRequest, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: "Enter your owner credential.")))
+        }
+        let credential = form.credential.trimmingCharacters(in: .whitespacesAndNewlines)
+        let store = connect(credential)
+        func refuse(_ message: String, _ status: HTTPResponse.Status = .unauthorized) async -> Response {
+            await store.close()
+            sessions.failedSignIn(from: context.remoteAddress)
+            return Self.page(status, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: message)))
+        }
+        let pong: PingResult
+        do { pong = try await store.ping() } catch let error as RPCError where error.code == .unauthenticated {
+            return await refuse("That credential is not accepted: \(error.message).")
+        } catch {
+            await store.close()
+            return Self.page(
+                .serviceUnavailable, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: "The ledger could not be reached: \(error)")))
+        }
+        guard pong.principal == "owner" else {
+            return await refuse("That is an app's credential. Sign in with the owner credential of your ledger.", .forbidden)
+        }
+        let session = sessions.begin(ledger: pong.ledgerID, store: store)
+        var response = Self.redirect("/")
+        response.setCookie(
+            Cookie(name: Self.cookie, value: session.id, maxAge: Int(sessions.lifetime), path: "/", secure: secure, httpOnly: true, sameSite: .strict))
+        return response
+    }
+
+    // MARK: Pages
+
+    private func apps(_ session: WebSession) async throws -> String {
+        let pending = try await session.store.pendingAuthorizations()
+        let all = try await session.store.authorizations()
+        func decide(_ entry: AuthorizationEntry, _ decision: AuthorizationDecision, _ button: String, _ style: String) -> String {
+            HTML.form(
+                action: "/apps/decide", session: session,
+                fields: [
+                    ("app", entry.app.bundleIdentifier), ("type", entry.type.identifier), ("direction", "\(entry.direction.rawValue)"),
+                    ("decision", "\(decision.rawValue)"),
+                ], button: button, label: "\(button) \(entry.app.name): \(entry.direction) \(WebText.typeName(entry.type.identifier))", style: style)
+        }
+        let pendingRows = pending.map { entry in
+            """
+            <tr><td>\(HTML.escape(entry.app.name)) <small>(\(HTML.escape(entry.app.bundleIdentifier)))</small></td>
+            <td>\(HTML.escape(WebText.typeName(entry.type.identifier)))</td><td>\(WebText.direction(entry.direction))</td>
+            <td>\(decide(entry, .granted, "Allow", "grant")) \(decide(entry, .denied, "Don't allow", "deny"))</td></tr>
+            """
+        }.joined()
+        let decided = all.filter { $0.decision != nil }
+        let decidedRows = decided.map { entry in
+            let action = entry.decision == .granted ? decide(entry, .revoked, "Revoke", "deny") : decide(entry, .granted, "Allow", "grant")
+            return """
+                <tr><td>\(HTML.escape(entry.app.name)) <small>(\(HTML.escape(entry.app.bundleIdentifier)))</small></td>
+                <td>\(HTML.escape(WebText.typeName(entry.type.identifier)))</td><td>\(WebText.direction(entry.direction))</td>
+                <td>\(HTML.escape(entry.decision.map { "\($0)" } ?? ""))\(entry.decidedAt.map { " <time datetime=\"\(WebText.iso($0))\">\(WebText.iso($0))</time>" } ?? "")</td>
+                <td>\(action)</td></tr>
+                """
+        }.joined()
+        return """
+            <section aria-labelledby="pending-heading">
+            <h2 id="pending-heading">Waiting for your decision</h2>
+            \(pending.isEmpty ? "<p>No app is waiting for a decision.</p>" : """
+            <table id="pending"><thead><tr><th scope="col">App</th><th scope="col">Data</th><th scope="col">Asks to</th><th scope="col">Decide</th></tr></thead>
+            <tbody>\(pendingRows)</tbody></table>
+            """)
+            </section>
+            <section aria-labelledby="decided-heading">
+            <h2 id="decided-heading">Your decisions</h2>
+            \(decided.isEmpty ? "<p>You have decided nothing yet.</p>" : """
+            <table id="decided"><thead><tr><th scope="col">App</th><th scope="col">Data</th><th scope="col">Access</th><th scope="col">Decision</th><th scope="col">Change</th></tr></thead>
+            <tbody>\(decidedRows)</tbody></table>
+            """)
+            </section>
+            """
+    }
+
+    /// The last 200 lines of the audit trail, newest first; the page's script adds new ones
+    /// as they commit (``historyStream(_:)``).
+    private func history(_ session: WebSession) async throws -> String {
+        var events: [AuditEvent] = []
+        var head: UInt64 = 0
+        for try await batch in try await session.store.audit(AuditFilter()) {
+            events.append(contentsOf: batch.events)
+            if events.count > 2_000 { events.removeFirst(events.count - 2_000) }
+            head = batch.headSequence
+        }
+        let lines = AuditLine.lines(events).suffix(200).reversed()
+        let items = lines.map { line in
+            "<li data-sequence=\"\(line.sequences.upperBound)\"><time datetime=\"\(WebText.iso(line.time))\">\(WebText.iso(line.time))</time> \(HTML.escape(line.sentence))</li>"
+        }.joined()
+        return """
+            <p>Everything that happened to your ledger, newest first: who saved, deleted or decided what, and when. New events appear here as they happen.</p>
+            <p id="history-status" role="status" aria-live="polite"></p>
+            <ol id="history" reversed data-after="\(head)">\(items)</ol>
+            """
+    }
+
+    /// Server-sent events: each audit event after `after`, as it commits, until the page goes.
+    private func historyStream(_ request: Request) async throws -> Response {
+        guard let session = sessions.session(request.cookies[Self.cookie]?.value) else {
+            return Response(status: .unauthorized, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: "sign in first")))
+        }
+        let after = request.uri.queryParameters["after"].flatMap { UInt64(String($0)) } ?? 0
+        let events = try await session.store.watchAudit(AuditFilter(fromSequence: after + 1))
+        var headers = Self.securityHeaders
+        headers[.contentType] = "text/event-stream; charset=utf-8"
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                for try await batch in events {
+                    for event in batch.events {
+                        let line = try JSONSerialization.data(
+                            withJSONObject: ["sequence": event.sequence, "time": WebText.iso(event.time), "sentence": event.sentence] as [String: Any])
+                        try await writer.write(ByteBuffer(string: "event: line\ndata: \(String(decoding: line, as: UTF8.self))\n\n"))
+                    }
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    // MARK: Sessions and forms
+
+    /// Runs `body` for the signed-in owner; sends anyone else to sign in. A credential that
+    /// stopped working (revoked, expired) ends the session.
+    private func withSession(_ request: Request, _ body: (WebSession) async throws -> Response) async throws -> Response {
+        guard let session = sessions.session(request.cookies[Self.cookie]?.value) else { return Self.redirect("/sign-in") }
+        do {
+            return try await body(session)
+        } catch let error as RPCError where error.code == .unauthenticated {
+            sessions.end(session.id)
+            return Self.page(.unauthorized, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: "Signed out: \(error.message).")))
+        } catch let error as RPCError {
+            return Self.page(.init(code: error.code.httpStatus), HTML.page(title: "Something went wrong", session: session, body: "<p class=\"error\" role=\"alert\">\(HTML.escape(error.message))</p>"))
+        }
+    }
+
+    /// Runs `body` with a posted form of the signed-in owner whose CSRF token matches the
+    /// session's; refuses anything else, changing nothing.
+    private func withForm<Form: Decodable & Sendable>(_ request: Request, as _: Form.Type, _ body: (WebSession, Form) async throws -> Response) async throws -> Response
+    where Form: CSRFCarrying {
+        try await withSession(request) { session in
+            let form: Form
+            do { form = try await Self.form(request, as: Form.self) } catch {
+                return Self.page(
+                    .forbidden,
+                    HTML.page(
+                        title: "Refused", session: session,
+                        body: "<p class=\"error\" role=\"alert\">This form was not sent by HealthLedger's own page, or is incomplete: nothing was changed. Go back, reload the page and try again.</p>"))
+            }
+            guard Self.constantTimeEqual(form.csrf, session.csrfToken) else {
+                return Self.page(
+                    .forbidden,
+                    HTML.page(
+                        title: "Refused", session: session,
+                        body: "<p class=\"error\" role=\"alert\">This form was not sent by HealthLedger's own page (its security token is missing or wrong): nothing was changed. Go back, reload the page and try again.</p>"))
+            }
+            return try await body(session, form)
+        }
+    }
+
+    private static func form<Form: Decodable>(_ request: Request, as _: Form.Type) async throws -> Form {
+        var request = request
+        let body = try await request.collectBody(upTo: largestForm)
+        return try URLEncodedFormDecoder().decode(Form.self, from: String(buffer: body))
+    }
+
+    private static func constantTimeEqual(_ left: String, _ right: String) -> Bool {
+        let (a, b) = (Array(left.utf8), Array(right.utf8))
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    // MARK: Responses
+
+    /// What every page sends: nothing cached, nothing framed, nothing loaded from elsewhere.
+    static let securityHeaders: HTTPFields = [
+        .contentSecurityPolicy:
+            "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        .xContentTypeOptions: "nosniff", .cacheControl: "no-store", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+    ]
+
+    static func page(_ status: HTTPResponse.Status, _ html: String) -> Response {
+        var headers = securityHeaders
+        headers[.contentType] = "text/html; charset=utf-8"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    static func asset(_ text: String, type: String) -> Response {
+        var headers = securityHeaders
+        headers[.contentType] = type
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func redirect(_ location: String) -> Response {
+        var headers = securityHeaders
+        headers[.location] = location
+        return Response(status: .seeOther, headers: headers)
+    }
+}
+
+/// A form that carries the session's CSRF token.
+protocol CSRFCarrying { var csrf: String { get } }
+extension WebRoutes.CSRFForm: CSRFCarrying {}
+extension WebRoutes.DecisionForm: CSRFCarrying {}
+
+/// Words for what the pages show.
+enum WebText {
+    /// "HKQuantityTypeIdentifierHeartRate" → "Heart rate".
+    static func typeName(_ identifier: String) -> String {
+        var name = identifier
+        for prefix in ["HKQuantityTypeIdentifier", "HKCategoryTypeIdentifier", "HKCorrelationTypeIdentifier", "HKCharacteristicTypeIdentifier", "HKDataType", "HK"]
+        where name.hasPrefix(prefix) {
+            name.removeFirst(prefix.count)
+            break
+        }
+        var words: [String] = []
+        for character in name {
+            if character.isUppercase || words.isEmpty { words.append(String(character)) } else { words[words.count - 1].append(character) }
+        }
+        guard let first = words.first else { return identifier }
+        return ([first] + words.dropFirst().map { $0.count == 1 ? $0 : $0.lowercased() }).joined(separator: " ")
+    }
+
+    static func direction(_ direction: AuthorizationDirection) -> String {
+        switch direction {
+        case .share: "save"
+        case .read: "read"
+        case .objectRead: "read chosen items"
+        }
+    }
+
+    static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
+}
+
+extension RPCStatusCode {
+    /// The HTTP status a page answers with when a call fails so.
+    var httpStatus: Int {
+        switch self {
+        case .invalidArgument, .outOfRange, .failedPrecondition: 400
+        case .unauthenticated: 401
+        case .permissionDenied: 403
+        case .notFound: 404
+        case .alreadyExists, .aborted: 409
+        case .resourceExhausted: 429
+        case .unavailable: 503
+        case .deadlineExceeded: 504
+        default: 500
+        }
+    }
+}

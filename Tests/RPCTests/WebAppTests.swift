@@ -1,0 +1,110 @@
+import Foundation
+import HealthLedgerSDK
+import HealthLedgerWeb
+import HealthModel
+import Ledger
+import TestSupport
+import Testing
+
+/// The owner's web app in a real browser: headless Chromium with Selenium
+/// (Tests/WebClients/owner_web.py; tools/test.sh installs Debian's chromium and
+/// chromium-driver and PyPI's selenium), against a real server and its web endpoint.
+@Suite("The owner's web app in a browser", .timeLimit(.minutes(5)))
+struct WebAppTests {
+    static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    /// Where the screenshots of each page go (kept after the run, outside git).
+    static let screenshots = root.appending(path: ".build/test-output/web-app")
+
+    @Test("sign in, summary charts, grant a request, live history, CSRF and app credentials refused, sign out")
+    func browser() async throws {
+        let check = try await runProcess(URL(filePath: "/usr/bin/env"), ["python3", "-c", "import selenium"])
+        try #require(check.status == 0, "selenium is missing (tools/test.sh installs it): \(check.error)")
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver"), "chromium-driver is missing (tools/test.sh installs it)")
+        try await withTestServer(web: true) { server in
+            let owner = server.client()
+            let app = server.client(server.appCredential)
+            try await Self.seed(owner, days: 7)
+            // The app asks to read heart rate: a pending request, and until then it reads only its own.
+            _ = try await app.requestAuthorization(toShare: [], read: [Samples.heartRate.objectType])
+            #expect(try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).isEmpty)
+
+            let signals = server.directory.appending(path: "signals")
+            try FileManager.default.createDirectory(at: signals, withIntermediateDirectories: true)
+            let browser = try LineProcess(
+                URL(filePath: "/usr/bin/env"),
+                [
+                    "python3", Self.root.appending(path: "Tests/WebClients/owner_web.py").path, "--url", "http://127.0.0.1:\(server.webPort)",
+                    "--owner", server.ownerCredential, "--app", server.appCredential, "--signals", signals.path, "--screenshots", Self.screenshots.path,
+                ])
+            defer { browser.stop() }
+
+            // Granted in the browser: the app's next read succeeds.
+            let granted = try #require(try await browser.nextObject(), "the browser script ended early")
+            #expect(granted["step"] as? String == "granted")
+            let readable = try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
+            #expect(readable.count == 7 * 24, "the app now reads the owner's heart rate")
+
+            // History is open: a sample the app saves appears there without a reload.
+            let open = try #require(try await browser.nextObject())
+            #expect(open["step"] as? String == "history-open")
+            try await app.save(.quantitySample(QuantitySample(
+                type: try QuantityType("HKQuantityTypeIdentifierBodyMass"), quantity: try Quantity(71.5, "kg"), start: Date(), end: Date())))
+            _ = FileManager.default.createFile(atPath: signals.appending(path: "saved").path, contents: Data())
+
+            let done = try #require(try await browser.nextObject())
+            let seen = try #require(done["seen"] as? [String: Any], "\(done)")
+            #expect(seen["signed_out_lands_on"] as? String == "/sign-in")
+            #expect((seen["app_refused"] as? String)?.contains("app's credential") == true, "\(seen)")
+            #expect(seen["summary_title"] as? String == "Summary · HealthLedger")
+            #expect(seen["steps_week_bars"] as? Int == 7)
+            #expect(seen["steps_month_bars"] as? Int == 30)
+            // Day d of the seven (oldest first) holds 1,000 × (d + 1) steps.
+            #expect((seen["steps_week_label"] as? String)?.contains(": 7000 steps") == true, "\(seen["steps_week_label"] ?? "")")
+            #expect(seen["heart_ranges"] as? Int == 7)
+            #expect(seen["sleep_bars"] as? Int == 7)
+            #expect(seen["headings"] as? [String] == ["Steps", "Heart rate", "Sleep", "Body mass"])
+            #expect((seen["pending_rows"] as? [String])?.contains { $0.contains("Walk") && $0.contains("Heart rate") && $0.contains("read") } == true, "\(seen)")
+            #expect((seen["granted_notice"] as? String)?.contains("granted") == true)
+            #expect((seen["decided_rows"] as? [String])?.contains { $0.contains("Heart rate") && $0.contains("granted") } == true)
+            let cookie = seen["cookie"] as? [String: Any]
+            #expect(cookie?["httpOnly"] as? Bool == true && cookie?["sameSite"] as? String == "Strict" && cookie?["path"] as? String == "/")
+            #expect(seen["forged_status"] as? Int == 403)
+            #expect((seen["forged_page"] as? String)?.contains("nothing was changed") == true)
+            // The forged revocation changed nothing: the app still reads.
+            #expect(try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count == 7 * 24)
+            #expect((seen["history_newest"] as? String)?.contains("Walk") == true, "\(seen["history_newest"] ?? "")")
+            #expect(seen["history_url_unchanged"] as? String == "/history")
+            #expect(seen["after_sign_out_lands_on"] as? String == "/sign-in")
+            for page in ["sign-in-refused", "summary", "apps-pending", "apps-granted", "history-live", "signed-out"] {
+                #expect(FileManager.default.fileExists(atPath: Self.screenshots.appending(path: "\(page).png").path), "screenshot \(page)")
+            }
+            #expect(server.web?.openSessions == 0)
+            await owner.close()
+            await app.close()
+        }
+    }
+
+    /// The last `days` days, today included: steps (1,000 × the day's number, oldest first),
+    /// heart rate every hour (60–83), a night's sleep ending each morning, and body mass.
+    static func seed(_ store: HealthStore, days: Int) async throws {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = .current
+        let today = calendar.startOfDay(for: Date())
+        let steps = try QuantityType("HKQuantityTypeIdentifierStepCount")
+        let mass = try QuantityType("HKQuantityTypeIdentifierBodyMass")
+        let sleep = try CategoryType("HKCategoryTypeIdentifierSleepAnalysis")
+        var objects: [HealthObject] = []
+        for day in 0..<days {
+            let start = calendar.date(byAdding: .day, value: day - (days - 1), to: today)!
+            objects.append(.quantitySample(QuantitySample(type: steps, quantity: try Quantity(Double(1000 * (day + 1)), "count"), start: start.addingTimeInterval(3600), end: start.addingTimeInterval(7200))))
+            for hour in 0..<24 {
+                let time = start.addingTimeInterval(Double(hour) * 3600 + 60)
+                objects.append(.quantitySample(QuantitySample(type: Samples.heartRate, quantity: try Quantity(Double(60 + hour), "count/min"), start: time, end: time)))
+            }
+            // Asleep (core) from 01:00 to 06:00 this morning.
+            objects.append(.categorySample(CategorySample(type: sleep, value: 3, start: start.addingTimeInterval(3600), end: start.addingTimeInterval(6 * 3600))))
+            objects.append(.quantitySample(QuantitySample(type: mass, quantity: try Quantity(70 + Double(day) / 10, "kg"), start: start.addingTimeInterval(8 * 3600), end: start.addingTimeInterval(8 * 3600))))
+        }
+        _ = try await store.save(objects)
+    }
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""The owner's web app in a real browser: headless Chromium (Debian's chromium and
+chromium-driver) driven by Selenium, against a real server.
+
+Run by Tests/RPCTests/WebAppTests.swift. It prints one JSON object per line: a step it
+reached (for the test to act on: grant checked, a sample saved), then what it saw. It waits
+for the test's answers as files in --signals. Screenshots of every page go to --screenshots.
+
+    owner_web.py --url URL --owner CRED --app CRED --signals DIR --screenshots DIR
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+# Only guards against a test that would otherwise hang: a loaded machine may take seconds.
+PATIENCE = 120
+
+
+def say(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def wait_for_signal(directory, name):
+    path = os.path.join(directory, name)
+    for _ in range(PATIENCE * 10):
+        if os.path.exists(path):
+            return
+        time.sleep(0.1)
+    sys.exit(f"no signal '{name}' from the test")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for flag in ("--url", "--owner", "--app", "--signals", "--screenshots"):
+        parser.add_argument(flag, required=True)
+    args = parser.parse_args()
+    os.makedirs(args.screenshots, exist_ok=True)
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,1600"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    wait = WebDriverWait(driver, PATIENCE)
+    seen = {}
+
+    def shot(name):
+        driver.save_screenshot(os.path.join(args.screenshots, f"{name}.png"))
+
+    def sign_in(credential):
+        driver.get(args.url + "/sign-in")
+        field = wait.until(expected_conditions.presence_of_element_located((By.ID, "credential")))
+        field.send_keys(credential)
+        driver.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+
+    try:
+        # Signed out, every page leads to sign-in.
+        driver.get(args.url + "/apps")
+        seen["signed_out_lands_on"] = urllib.parse.urlparse(driver.current_url).path
+
+        # An app's credential is refused.
+        sign_in(args.app)
+        seen["app_refused"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".error"))).text
+        shot("sign-in-refused")
+
+        # The owner signs in and sees the summary.
+        sign_in(args.owner)
+        wait.until(expected_conditions.presence_of_element_located((By.ID, "steps-week")))
+        seen["summary_title"] = driver.title
+        seen["steps_week_bars"] = len(driver.find_elements(By.CSS_SELECTOR, "#steps-week rect.bar"))
+        seen["steps_month_bars"] = len(driver.find_elements(By.CSS_SELECTOR, "#steps-month rect.bar"))
+        seen["steps_week_label"] = driver.find_element(By.CSS_SELECTOR, "#steps-week svg").get_attribute("aria-label")
+        seen["heart_ranges"] = len(driver.find_elements(By.CSS_SELECTOR, "#heart-week rect.range"))
+        seen["sleep_bars"] = len(driver.find_elements(By.CSS_SELECTOR, "#sleep-week rect.bar"))
+        seen["headings"] = [heading.text for heading in driver.find_elements(By.CSS_SELECTOR, "h2")]
+        shot("summary")
+
+        # A pending request, allowed.
+        driver.find_element(By.LINK_TEXT, "Apps").click()
+        wait.until(expected_conditions.presence_of_element_located((By.ID, "pending-heading")))
+        seen["pending_rows"] = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#pending tbody tr")]
+        shot("apps-pending")
+        driver.find_element(By.CSS_SELECTOR, "#pending button[aria-label^='Allow Walk: read Heart rate']").click()
+        seen["granted_notice"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
+        seen["decided_rows"] = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#decided tbody tr")]
+        shot("apps-granted")
+        say(step="granted")
+
+        # A form posted without the page's token changes nothing.
+        session = {cookie["name"]: cookie["value"] for cookie in driver.get_cookies()}
+        cookie = driver.get_cookie("healthledger_session") or {}
+        seen["cookie"] = {key: cookie.get(key) for key in ("httpOnly", "sameSite", "secure", "path")}
+        forged = urllib.parse.urlencode({"app": "com.example.walk", "type": "HKQuantityTypeIdentifierHeartRate", "direction": 2, "decision": 3}).encode()
+        request = urllib.request.Request(args.url + "/apps/decide", data=forged, method="POST", headers={"Cookie": "; ".join(f"{k}={v}" for k, v in session.items())})
+        try:
+            with urllib.request.urlopen(request) as response:
+                seen["forged_status"] = response.status
+        except urllib.error.HTTPError as error:
+            seen["forged_status"] = error.code
+            seen["forged_page"] = error.read().decode()
+
+        # History updates live: the test saves a sample as the app once the page is open.
+        driver.find_element(By.LINK_TEXT, "History").click()
+        history = wait.until(expected_conditions.presence_of_element_located((By.ID, "history")))
+        before = len(history.find_elements(By.TAG_NAME, "li"))
+        seen["history_before"] = before
+        say(step="history-open")
+        wait_for_signal(args.signals, "saved")
+        wait.until(lambda driver: len(driver.find_elements(By.CSS_SELECTOR, "#history li")) > before)
+        seen["history_newest"] = driver.find_element(By.CSS_SELECTOR, "#history li").text
+        seen["history_url_unchanged"] = urllib.parse.urlparse(driver.current_url).path
+        shot("history-live")
+
+        # Signing out ends the session.
+        driver.find_element(By.CSS_SELECTOR, "header form button").click()
+        wait.until(expected_conditions.presence_of_element_located((By.ID, "credential")))
+        driver.get(args.url + "/")
+        seen["after_sign_out_lands_on"] = urllib.parse.urlparse(driver.current_url).path
+        shot("signed-out")
+    finally:
+        driver.quit()
+    say(step="done", seen=seen)
+
+
+if __name__ == "__main__":
+    main()
