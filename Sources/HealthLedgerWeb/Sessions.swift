@@ -5,37 +5,37 @@ import Synchronization
 /// A signed-in owner: the ledger, the credential's store (an SDK client of the RPC server,
 /// so that every page reads and writes through the same calls as any app), and the token that
 /// every form of the session must carry (CSRF).
-struct WebSession: Sendable {
-    let id: String
-    let ledger: String
-    let csrfToken: String
-    let store: HealthStore
-    let started: Date
-    var lastSeen: Date
+package struct WebSession: Sendable {
+    package let id: String
+    package let ledger: String
+    package let csrfToken: String
+    package let store: HealthStore
+    package let started: Date
+    package var lastSeen: Date
 }
 
 /// The sessions of the web app, in memory (a restart signs everyone out), and the sign-in
 /// throttle. A session ends when its owner signs out, after ``idleLimit`` without a request,
 /// or ``lifetime`` after it began, whichever comes first.
-final class WebSessions: Sendable {
+package final class WebSessions: Sendable {
     /// How long a session lasts at most.
-    let lifetime: TimeInterval
+    package let lifetime: TimeInterval
     /// How long a session lasts without a request.
-    let idleLimit: TimeInterval
+    package let idleLimit: TimeInterval
     /// Failed sign-ins allowed from one address per ``throttleWindow``.
-    static let failuresAllowed = 5
-    static let throttleWindow: TimeInterval = 60
+    package static let failuresAllowed = 5
+    package static let throttleWindow: TimeInterval = 60
 
     private let sessions = Mutex<[String: WebSession]>([:])
     private let failures = Mutex<[String: [Date]]>([:])
 
-    init(lifetime: TimeInterval = 12 * 3600, idleLimit: TimeInterval = 30 * 60) {
+    package init(lifetime: TimeInterval = 12 * 3600, idleLimit: TimeInterval = 30 * 60) {
         self.lifetime = lifetime
         self.idleLimit = idleLimit
     }
 
     /// A new session for `store`, signed in to `ledger`.
-    func begin(ledger: String, store: HealthStore, at now: Date = Date()) -> WebSession {
+    package func begin(ledger: String, store: HealthStore, at now: Date = Date()) -> WebSession {
         let session = WebSession(id: Self.token(), ledger: ledger, csrfToken: Self.token(), store: store, started: now, lastSeen: now)
         let ended = sessions.withLock { sessions in
             sessions[session.id] = session
@@ -47,7 +47,7 @@ final class WebSessions: Sendable {
 
     /// The live session with this id, its last request now; nil (and the session ended) when
     /// it expired.
-    func session(_ id: String?, at now: Date = Date()) -> WebSession? {
+    package func session(_ id: String?, at now: Date = Date()) -> WebSession? {
         guard let id else { return nil }
         let (found, ended): (WebSession?, [WebSession]) = sessions.withLock { sessions in
             let ended = Self.removeExpired(&sessions, now: now, lifetime: lifetime, idleLimit: idleLimit)
@@ -59,23 +59,23 @@ final class WebSessions: Sendable {
     }
 
     /// Ends the session (signing out).
-    func end(_ id: String) {
+    package func end(_ id: String) {
         close(sessions.withLock { $0.removeValue(forKey: id) }.map { [$0] } ?? [])
     }
 
     /// Ends every session (the server stops).
-    func endAll() {
+    package func endAll() {
         close(sessions.withLock { sessions in
             defer { sessions = [:] }
             return Array(sessions.values)
         })
     }
 
-    var count: Int { sessions.withLock { $0.count } }
+    package var count: Int { sessions.withLock { $0.count } }
 
     /// Whether `address` may try to sign in now (fewer than ``failuresAllowed`` failures in
     /// the last ``throttleWindow``).
-    func maySignIn(from address: String, at now: Date = Date()) -> Bool {
+    package func maySignIn(from address: String, at now: Date = Date()) -> Bool {
         failures.withLock { failures in
             let recent = (failures[address] ?? []).filter { now.timeIntervalSince($0) < Self.throttleWindow }
             failures[address] = recent.isEmpty ? nil : recent
@@ -83,7 +83,7 @@ final class WebSessions: Sendable {
         }
     }
 
-    func failedSignIn(from address: String, at now: Date = Date()) {
+    package func failedSignIn(from address: String, at now: Date = Date()) {
         failures.withLock { $0[address, default: []].append(now) }
     }
 

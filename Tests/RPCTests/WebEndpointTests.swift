@@ -1,0 +1,111 @@
+import Foundation
+import HealthLedgerSDK
+import HealthLedgerWeb
+import Ledger
+import HealthModel
+import TestSupport
+import Testing
+
+/// The web app's edges, over plain HTTP (curl) and on its session store with a clock of the
+/// test's own: throttled sign-in, refusals that change nothing, headers, expiry.
+@Suite("The owner's web app: sessions, refusals and headers", .timeLimit(.minutes(3)))
+struct WebEndpointTests {
+    /// `curl` with `arguments`: the status code, then the headers and body.
+    static func curl(_ arguments: [String]) async throws -> (status: Int, headers: String, body: String) {
+        let run = try await runProcess(URL(filePath: "/usr/bin/env"), ["curl", "-s", "-i"] + arguments)
+        let parts = run.output.components(separatedBy: "\r\n\r\n")
+        let headers = parts.first ?? ""
+        let status = Int(headers.split(separator: " ").dropFirst().first ?? "") ?? 0
+        return (status, headers, parts.dropFirst().joined(separator: "\r\n\r\n"))
+    }
+
+    @Test("failed sign-ins are throttled per address; unsigned and forged posts change nothing; pages forbid framing and outside sources")
+    func edges() async throws {
+        try await withTestServer(web: true) { server in
+            let url = "http://127.0.0.1:\(server.webPort)"
+            let app = server.client(server.appCredential)
+            _ = try await app.requestAuthorization(toShare: [], read: [Samples.heartRate.objectType])
+
+            // Not signed in: pages send to sign-in; a post does nothing.
+            let page = try await Self.curl(["\(url)/apps"])
+            #expect(page.status == 303 && page.headers.lowercased().contains("location: /sign-in"), "\(page.headers)")
+            let post = try await Self.curl(["-X", "POST", "--data", "app=com.example.walk&type=HKQuantityTypeIdentifierHeartRate&direction=2&decision=1", "\(url)/apps/decide"])
+            #expect(post.status == 303, "\(post.headers)")
+            #expect(try await server.client().pendingAuthorizations().count == 1)
+
+            // The sign-in page: no framing, nothing from elsewhere, nothing cached.
+            let signIn = try await Self.curl(["\(url)/sign-in"])
+            #expect(signIn.status == 200)
+            #expect(signIn.headers.lowercased().contains("content-security-policy: default-src 'none'"))
+            #expect(signIn.headers.contains("frame-ancestors 'none'") && signIn.headers.lowercased().contains("x-content-type-options: nosniff"))
+            #expect(signIn.body.contains("<label for=\"credential\">"))
+
+            // Five wrong credentials from one address, then a wait, even for the right one.
+            for attempt in 1...WebSessions.failuresAllowed {
+                let wrong = try await Self.curl(["--data-urlencode", "credential=hl1:alice:nope:\(attempt)", "\(url)/sign-in"])
+                #expect(wrong.status == 401 && wrong.body.contains("not accepted"), "\(attempt): \(wrong.status)")
+            }
+            let throttled = try await Self.curl(["--data-urlencode", "credential=\(server.ownerCredential)", "\(url)/sign-in"])
+            #expect(throttled.status == 429 && throttled.body.contains("Too many failed sign-ins"), "\(throttled.status)")
+            #expect(server.web?.openSessions == 0)
+        }
+    }
+
+    @Test("an owner's session: cookie attributes, a wrong CSRF token refused, a grant, sign-out; a revoked credential ends the session")
+    func session() async throws {
+        try await withTestServer(web: true) { server in
+            let url = "http://127.0.0.1:\(server.webPort)"
+            let app = server.client(server.appCredential)
+            _ = try await app.requestAuthorization(toShare: [], read: [Samples.heartRate.objectType])
+            let signedIn = try await Self.curl(["--data-urlencode", "credential=\(server.ownerCredential)", "\(url)/sign-in"])
+            #expect(signedIn.status == 303)
+            let cookieLine = try #require(signedIn.headers.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("set-cookie:") })
+            #expect(cookieLine.contains("HttpOnly") && cookieLine.contains("SameSite=Strict") && cookieLine.contains("Max-Age=43200") && cookieLine.contains("Path=/"))
+            #expect(!cookieLine.contains("Secure"), "no Secure attribute over plain HTTP")
+            let session = try #require(cookieLine.firstMatch(of: /healthledger_session=([A-Za-z0-9_-]+)/).map { String($0.1) })
+            let cookie = ["--cookie", "healthledger_session=\(session)"]
+
+            let apps = try await Self.curl(cookie + ["\(url)/apps"])
+            #expect(apps.status == 200 && apps.body.contains("Waiting for your decision"))
+            let token = try #require(apps.body.firstMatch(of: /name="csrf" value="([A-Za-z0-9_-]+)"/).map { String($0.1) })
+            let decision = "app=com.example.walk&type=HKQuantityTypeIdentifierHeartRate&direction=2&decision=1"
+            let forged = try await Self.curl(cookie + ["--data", "csrf=\(String(token.reversed()))&\(decision)", "\(url)/apps/decide"])
+            #expect(forged.status == 403 && forged.body.contains("nothing was changed"))
+            #expect(try await server.client().pendingAuthorizations().count == 1)
+            let unknown = try await Self.curl(cookie + ["--data", "csrf=\(token)&app=com.example.walk&type=NoSuchType&direction=2&decision=1", "\(url)/apps/decide"])
+            #expect(unknown.status == 400 && unknown.body.contains("unknown type"))
+            let granted = try await Self.curl(cookie + ["--data", "csrf=\(token)&\(decision)", "\(url)/apps/decide"])
+            #expect(granted.status == 303 && granted.headers.lowercased().contains("location: /apps?done="))
+            #expect(try await server.client().pendingAuthorizations().isEmpty)
+            #expect(try await server.client().authorizations().contains { $0.type == Samples.heartRate.objectType && $0.direction == .read && $0.decision == .granted })
+
+            // The owner's credential is revoked: the next page ends the session.
+            try await server.ledger.revokeCredential(id: credentialID(server.ownerCredential))
+            let revoked = try await Self.curl(cookie + ["\(url)/"])
+            #expect(revoked.status == 401 && revoked.body.contains("Signed out"), "\(revoked.status)")
+            #expect(server.web?.openSessions == 0)
+            let after = try await Self.curl(cookie + ["\(url)/apps"])
+            #expect(after.status == 303)
+        }
+    }
+
+    @Test("sessions end after their idle limit or their lifetime, on the session store's own clock")
+    func expiry() async throws {
+        let sessions = WebSessions(lifetime: 3600, idleLimit: 600)
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        let store = HealthStore(configuration: .init(port: 1, credential: "hl1:x:y:z"))
+        let session = sessions.begin(ledger: "alice", store: store, at: start)
+        #expect(sessions.session(session.id, at: start.addingTimeInterval(599))?.ledger == "alice")
+        #expect(sessions.session(session.id, at: start.addingTimeInterval(1198)) != nil, "each request restarts the idle limit")
+        #expect(sessions.session(session.id, at: start.addingTimeInterval(1798)) == nil, "idle for 600 s")
+        let busy = sessions.begin(ledger: "alice", store: store, at: start)
+        for minute in stride(from: 5, to: 60, by: 5) { #expect(sessions.session(busy.id, at: start.addingTimeInterval(Double(minute) * 60)) != nil) }
+        #expect(sessions.session(busy.id, at: start.addingTimeInterval(3600)) == nil, "an hour, however busy")
+        #expect(sessions.count == 0)
+        // The throttle forgets failures older than its window.
+        for _ in 0..<WebSessions.failuresAllowed { sessions.failedSignIn(from: "10.0.0.1", at: start) }
+        #expect(!sessions.maySignIn(from: "10.0.0.1", at: start.addingTimeInterval(59)))
+        #expect(sessions.maySignIn(from: "10.0.0.2", at: start.addingTimeInterval(59)))
+        #expect(sessions.maySignIn(from: "10.0.0.1", at: start.addingTimeInterval(WebSessions.throttleWindow)))
+    }
+}
