@@ -17,27 +17,34 @@ enum GRPCCallRequest {
         var request = Healthledger_V1_CallRequest()
         request.method = method.rawValue
         request.payload = Data(payload)
-        request.credential = try credential(in: metadata)
-        request.timeoutMs = try timeoutMilliseconds(in: metadata)
-        if let text = single(asOfSequenceKey, in: metadata) {
-            guard let sequence = UInt64(text), sequence > 0 else {
-                throw RPCError(.invalidArgument, "\(asOfSequenceKey) must be an event sequence number (1 or more), not '\(text.prefix(40))'")
+        // One pass over the metadata (HTTP/2 sends its names in lowercase); the first value of
+        // each name counts.
+        var seen: Set<String> = []
+        for (key, value) in metadata {
+            guard case .string(let text) = value, seen.insert(key).inserted else { continue }
+            switch key {
+            case "authorization": request.credential = try credential(text)
+            case "grpc-timeout": request.timeoutMs = try timeoutMilliseconds(text)
+            case asOfSequenceKey:
+                guard let sequence = UInt64(text), sequence > 0 else {
+                    throw RPCError(.invalidArgument, "\(asOfSequenceKey) must be an event sequence number (1 or more), not '\(text.prefix(40))'")
+                }
+                request.asOfSequence = sequence
+            case asOfTimeKey:
+                guard let microseconds = Int64(text) else {
+                    throw RPCError(.invalidArgument, "\(asOfTimeKey) must be microseconds since 1970 (a whole number), not '\(text.prefix(40))'")
+                }
+                request.asOfTimeUs = microseconds
+            default: continue
             }
-            request.asOfSequence = sequence
-        }
-        if let text = single(asOfTimeKey, in: metadata) {
-            guard let microseconds = Int64(text) else {
-                throw RPCError(.invalidArgument, "\(asOfTimeKey) must be microseconds since 1970 (a whole number), not '\(text.prefix(40))'")
-            }
-            request.asOfTimeUs = microseconds
         }
         return request
     }
 
-    /// The credential of `authorization: Bearer <credential>`; empty when there is none (the
-    /// dispatcher refuses it as it refuses an empty credential over our framing).
-    private static func credential(in metadata: GRPCCore.Metadata) throws -> String {
-        guard let value = single("authorization", in: metadata) else { return "" }
+    /// The credential of `authorization: Bearer <credential>` (without it, the credential is
+    /// empty, which the dispatcher refuses as it refuses an empty one over our framing).
+    private static func credential(_ value: String) throws -> String {
+        if value.hasPrefix("Bearer ") { return String(value.dropFirst(7)) }
         let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw RPCError(.unauthenticated, "the authorization metadata must be 'Bearer <credential>'")
@@ -47,8 +54,7 @@ enum GRPCCallRequest {
 
     /// `grpc-timeout` in milliseconds (at least 1 for any timeout; 0 when there is none), as
     /// gRPC over HTTP/2 defines it: up to 8 digits and a unit, H M S m u n.
-    static func timeoutMilliseconds(in metadata: GRPCCore.Metadata) throws -> UInt32 {
-        guard let text = single("grpc-timeout", in: metadata) else { return 0 }
+    static func timeoutMilliseconds(_ text: String) throws -> UInt32 {
         guard let unit = text.last, let amount = UInt64(text.dropLast()), text.count >= 2, text.count <= 9 else {
             throw RPCError(.invalidArgument, "grpc-timeout '\(text.prefix(20))' is not up to 8 digits and a unit (H M S m u n)")
         }
@@ -65,10 +71,6 @@ enum GRPCCallRequest {
         let (total, overflow) = amount.multipliedReportingOverflow(by: nanoseconds)
         let milliseconds = overflow ? UInt64.max : (total + 999_999) / 1_000_000
         return UInt32(clamping: max(milliseconds, 1))
-    }
-
-    private static func single(_ key: String, in metadata: GRPCCore.Metadata) -> String? {
-        metadata[stringValues: key].first(where: { _ in true })
     }
 }
 

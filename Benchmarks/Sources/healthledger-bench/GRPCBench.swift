@@ -50,7 +50,10 @@ struct GRPCBenchCommand: AsyncParsableCommand {
         _ = try await store.ping()
         let workload = try Workload(days: 1)
         let plan = Plan(rounds: rounds, pings: pings, calls: calls, samples: samples)
-        let transport = try HTTP2ClientTransport.Posix(target: .ipv4(address: "127.0.0.1", port: grpcPort), transportSecurity: .plaintext)
+        // Without flush coalescing, which holds each flush up to 100 µs (as the server does).
+        let transport = try HTTP2ClientTransport.Posix(
+            target: .ipv4(address: "127.0.0.1", port: grpcPort), transportSecurity: .plaintext,
+            config: .defaults { $0.connection.flushCoalescing = nil })
         let (ours, grpc) = try await withGRPCClient(transport: transport) { client -> (TransportFigures, TransportFigures) in
             let caller = GRPCCaller(client: client, credential: credential)
             try await caller.ping()
