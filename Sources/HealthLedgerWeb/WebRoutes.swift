@@ -193,14 +193,57 @@ struct WebRoutes: Sendable {
             if events.count > 2_000 { events.removeFirst(events.count - 2_000) }
             head = batch.headSequence
         }
+        let reads = try await readers(session)
         let lines = AuditLine.lines(events).suffix(200).reversed()
         let items = lines.map { line in
             "<li data-sequence=\"\(line.sequences.upperBound)\"><time datetime=\"\(WebText.iso(line.time))\">\(WebText.iso(line.time))</time> \(HTML.escape(line.sentence))</li>"
         }.joined()
         return """
+            \(reads)
+            <section aria-labelledby="events-heading">
+            <h2 id="events-heading">What happened</h2>
             <p>Everything that happened to your ledger, newest first: who saved, deleted or decided what, and when. New events appear here as they happen.</p>
             <p id="history-status" role="status" aria-live="polite"></p>
             <ol id="history" reversed data-after="\(head)">\(items)</ol>
+            </section>
+            """
+    }
+
+    /// Who read what in the last 30 days, from the access records: per reader and type, and
+    /// the latest reads one by one.
+    private func readers(_ session: WebSession) async throws -> String {
+        let filter = AccessRecordFilter(since: Date().addingTimeInterval(-30 * 86_400))
+        let summary = try await session.store.accessSummary(filter)
+        let latest = try await session.store.accessRecords(filter, limit: 10_000).records.suffix(50).reversed()
+        func reader(_ principal: Principal) -> String {
+            switch principal {
+            case .owner: "You"
+            case .app(let source): "\(source.name) (\(source.bundleIdentifier))"
+            default: "\(principal)"
+            }
+        }
+        let summaryRows = summary.lines.map { line in
+            "<tr><td>\(HTML.escape(reader(line.principal)))</td><td>\(HTML.escape(WebText.typeName(line.type)))</td><td>\(line.objects)</td><td>\(line.calls)</td></tr>"
+        }.joined()
+        let latestRows = latest.map { record in
+            """
+            <tr><td><time datetime="\(WebText.iso(record.time))">\(WebText.iso(record.time))</time></td><td>\(HTML.escape(reader(record.principal)))</td>
+            <td>\(HTML.escape(record.types.map(WebText.typeName).joined(separator: ", ")))</td><td>\(record.objects)</td>
+            <td>\(HTML.escape(String(record.method.split(separator: "/").last ?? "")))</td></tr>
+            """
+        }.joined()
+        return """
+            <section aria-labelledby="reads-heading">
+            <h2 id="reads-heading">Who read your data</h2>
+            \(summary.lines.isEmpty ? "<p>Nobody read your data in the last 30 days.</p>" : """
+            <div class="scroll"><table id="readers"><caption>Reads in the last 30 days, by reader and kind of data</caption>
+            <thead><tr><th scope="col">Reader</th><th scope="col">Data</th><th scope="col">Items read</th><th scope="col">Reads</th></tr></thead>
+            <tbody>\(summaryRows)</tbody></table></div>
+            <details><summary>The latest reads</summary>
+            <div class="scroll"><table id="reads"><thead><tr><th scope="col">When</th><th scope="col">Reader</th><th scope="col">Data</th><th scope="col">Items</th><th scope="col">How</th></tr></thead>
+            <tbody>\(latestRows)</tbody></table></div></details>
+            """)
+            </section>
             """
     }
 

@@ -43,6 +43,8 @@ struct WebAppTests {
             #expect(granted["step"] as? String == "granted")
             let readable = try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
             #expect(readable.count == 7 * 24, "the app now reads the owner's heart rate")
+            server.store.flushAccessRecords()
+            _ = FileManager.default.createFile(atPath: signals.appending(path: "read").path, contents: Data())
 
             // History is open: a sample the app saves appears there without a reload.
             let open = try #require(try await browser.nextObject())
@@ -72,6 +74,8 @@ struct WebAppTests {
             #expect((seen["forged_page"] as? String)?.contains("nothing was changed") == true)
             // The forged revocation changed nothing: the app still reads.
             #expect(try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count == 7 * 24)
+            // Who read what: the app's read after the grant is on the record.
+            #expect((seen["readers"] as? [String])?.contains { $0.contains("Walk (com.example.walk)") && $0.contains("Heart rate") && $0.contains("168") } == true, "\(seen["readers"] ?? "")")
             #expect((seen["history_newest"] as? String)?.contains("Walk") == true, "\(seen["history_newest"] ?? "")")
             #expect(seen["history_url_unchanged"] as? String == "/history")
             #expect(seen["after_sign_out_lands_on"] as? String == "/sign-in")

@@ -110,9 +110,12 @@ def main():
             seen["forged_status"] = error.code
             seen["forged_page"] = error.read().decode()
 
-        # History updates live: the test saves a sample as the app once the page is open.
+        # History shows who read what (once the test's read as the app is on the record), and
+        # updates live: the test saves a sample as the app once the page is open.
+        wait_for_signal(args.signals, "read")
         driver.find_element(By.LINK_TEXT, "History").click()
         history = wait.until(expected_conditions.presence_of_element_located((By.ID, "history")))
+        seen["readers"] = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#readers tbody tr")]
         before = len(history.find_elements(By.TAG_NAME, "li"))
         seen["history_before"] = before
         say(step="history-open")
