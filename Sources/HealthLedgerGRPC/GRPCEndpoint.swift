@@ -111,13 +111,19 @@ public final class GRPCEndpoint: Service, Sendable {
         }
         guard let (server, serving) = running else { return }
         health.stopServing()
-        calls.endLongRunning()
+        // New calls refused first, so that no long-running call starts after the next line.
         server.beginGracefulShutdown()
+        calls.endLongRunning()
         let drainTimeout = configuration.drainTimeout
         let calls = calls
+        let logger = logger
         let overdue = Task {
             guard (try? await Task.sleep(for: drainTimeout)) != nil else { return }
+            logger.warning("gRPC calls still running after the drain timeout; closing them")
             calls.cancelAll()
+            // What no call of ours holds (a reflection stream, a request never finished): the
+            // server stops at once.
+            serving.cancel()
         }
         _ = await serving.result
         overdue.cancel()

@@ -35,6 +35,8 @@ struct LedgerService: RegistrableRPCService {
     }
 
     private func respond(to request: StreamingServerRequest<[UInt8]>, method: RPCMethod, streaming: Bool) async throws -> StreamingServerResponse<[UInt8]> {
+        // The deadline counts from the call's arrival, as gRPC's own timer does.
+        let arrival = ContinuousClock.now
         let callRequest: Healthledger_V1_CallRequest
         do {
             callRequest = try GRPCCallRequest.make(method: method, metadata: request.metadata, payload: try await onlyMessage(of: request))
@@ -45,12 +47,12 @@ struct LedgerService: RegistrableRPCService {
             return StreamingServerResponse(error: error)
         }
         guard streaming else {
-            let (response, failure) = await run(method, callRequest, send: { _ in })
+            let (response, failure) = await run(method, callRequest, arrival: arrival, send: { _ in })
             guard let response, failure == nil else { return StreamingServerResponse(error: GRPCStatus.error(failure)) }
             return StreamingServerResponse(single: ServerResponse(message: response))
         }
         return StreamingServerResponse { writer in
-            let (_, failure) = await run(method, callRequest) { message in try await writer.write(message) }
+            let (_, failure) = await run(method, callRequest, arrival: arrival) { message in try await writer.write(message) }
             if let failure { throw GRPCStatus.error(failure) }
             return [:]
         }
@@ -59,7 +61,7 @@ struct LedgerService: RegistrableRPCService {
     /// Runs the call in a task of its own, which its deadline, the client's cancel (gRPC's
     /// cancellation handle) and the server's shutdown cancel, each noting why first.
     private func run(
-        _ method: RPCMethod, _ request: Healthledger_V1_CallRequest, send: @escaping CallDispatcher.Send
+        _ method: RPCMethod, _ request: Healthledger_V1_CallRequest, arrival: ContinuousClock.Instant, send: @escaping CallDispatcher.Send
     ) async -> (response: [UInt8]?, failure: HealthLedgerRPC.RPCError?) {
         let deadline = CallDeadline()
         let outcome = Mutex<([UInt8]?, HealthLedgerRPC.RPCError?)>((nil, nil))
@@ -74,10 +76,10 @@ struct LedgerService: RegistrableRPCService {
         // The deadline: the client's, or the server's default (none for a long-running call
         // that asked for none).
         let timeout = request.timeoutMs != 0 || !longRunning ? dispatcher.timeout(milliseconds: request.timeoutMs) : nil
-        let expiry = timeout.map { ContinuousClock.now + $0 }
-        let timer = timeout.map { timeout in
+        let expiry = timeout.map { arrival + $0 }
+        let timer = expiry.map { expiry in
             Task {
-                guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                guard (try? await Task.sleep(until: expiry, clock: .continuous)) != nil else { return }
                 deadline.expire()
                 task.cancel()
             }
@@ -86,9 +88,9 @@ struct LedgerService: RegistrableRPCService {
         await withRPCCancellationHandler {
             await task.value
         } onCancelRPC: {
-            // gRPC cancels the call when its grpc-timeout passes (counted from the request's
-            // arrival, a moment before the timer above started), when the client resets the
-            // stream, or when the server stops (whose reason is noted first).
+            // gRPC cancels the call when its grpc-timeout passes (counted from the stream's
+            // arrival, a moment before this handler's), when the client resets the stream, or
+            // when the server stops (whose reason is noted first).
             if request.timeoutMs != 0, let expiry, let timeout, ContinuousClock.now >= expiry - min(timeout / 10, .milliseconds(50)) {
                 deadline.expire()
             }

@@ -28,6 +28,8 @@ package final class WebSessions: Sendable {
 
     private let sessions = Mutex<[String: WebSession]>([:])
     private let failures = Mutex<[String: [Date]]>([:])
+    /// What the next page of a session says first (the outcome of the form it posted).
+    private let notices = Mutex<[String: String]>([:])
 
     package init(lifetime: TimeInterval = 12 * 3600, idleLimit: TimeInterval = 30 * 60) {
         self.lifetime = lifetime
@@ -73,19 +75,36 @@ package final class WebSessions: Sendable {
 
     package var count: Int { sessions.withLock { $0.count } }
 
-    /// Whether `address` may try to sign in now (fewer than ``failuresAllowed`` failures in
-    /// the last ``throttleWindow``).
-    package func maySignIn(from address: String, at now: Date = Date()) -> Bool {
+    /// Starts a sign-in attempt from `address`, counted as failed until ``signedIn(from:)``
+    /// says otherwise (so that attempts made at once cannot pass the limit together); false
+    /// when the address already failed ``failuresAllowed`` times in the last ``throttleWindow``.
+    package func beginSignIn(from address: String, at now: Date = Date()) -> Bool {
         failures.withLock { failures in
+            // Addresses that stopped trying are forgotten, so the table stays small.
+            if failures.count > 10_000 { failures = failures.filter { $0.value.contains { now.timeIntervalSince($0) < Self.throttleWindow } } }
             let recent = (failures[address] ?? []).filter { now.timeIntervalSince($0) < Self.throttleWindow }
-            failures[address] = recent.isEmpty ? nil : recent
-            return recent.count < Self.failuresAllowed
+            guard recent.count < Self.failuresAllowed else {
+                failures[address] = recent
+                return false
+            }
+            failures[address] = recent + [now]
+            return true
         }
     }
 
-    package func failedSignIn(from address: String, at now: Date = Date()) {
-        failures.withLock { $0[address, default: []].append(now) }
+    /// The attempt begun by ``beginSignIn(from:at:)`` succeeded: it is not a failure.
+    package func signedIn(from address: String) {
+        failures.withLock { failures in
+            failures[address]?.removeLast()
+            if failures[address]?.isEmpty == true { failures[address] = nil }
+        }
     }
+
+    /// Sets what the session's next page says first.
+    func setNotice(_ text: String, for session: WebSession) { notices.withLock { $0[session.id] = text } }
+
+    /// Takes the session's notice (once).
+    func takeNotice(for session: WebSession) -> String? { notices.withLock { $0.removeValue(forKey: session.id) } }
 
     private static func removeExpired(_ sessions: inout [String: WebSession], now: Date, lifetime: TimeInterval, idleLimit: TimeInterval) -> [WebSession] {
         let expired = sessions.values.filter { now.timeIntervalSince($0.started) >= lifetime || now.timeIntervalSince($0.lastSeen) >= idleLimit }
@@ -95,6 +114,7 @@ package final class WebSessions: Sendable {
 
     private func close(_ ended: [WebSession]) {
         guard !ended.isEmpty else { return }
+        notices.withLock { notices in for session in ended { notices.removeValue(forKey: session.id) } }
         Task { for session in ended { await session.store.close() } }
     }
 

@@ -95,9 +95,17 @@ public final class WebEndpoint: Service, Sendable {
             return state
         }
         guard let task, let group else { return }
-        await group.triggerGracefulShutdown()
-        _ = await task.result
+        // Signing everyone out first closes their clients, which ends the pages' live streams:
+        // Hummingbird waits for every response to finish.
         sessions.endAll()
+        await group.triggerGracefulShutdown()
+        let drainTimeout = configuration.drainTimeout
+        let overdue = Task {
+            guard (try? await Task.sleep(for: drainTimeout)) != nil else { return }
+            task.cancel()
+        }
+        _ = await task.result
+        overdue.cancel()
         logger.info("stopped (web)")
     }
 

@@ -55,7 +55,7 @@ struct WebRoutes: Sendable {
         }
         router.get("/apps") { request, _ in
             try await withSession(request) { session in
-                Self.page(.ok, HTML.page(title: "Apps", session: session, current: "/apps", notice: request.uri.queryParameters["done"].map(String.init), body: try await apps(session)))
+                Self.page(.ok, HTML.page(title: "Apps", session: session, current: "/apps", notice: sessions.takeNotice(for: session), body: try await apps(session)))
             }
         }
         router.post("/apps/decide") { request, _ in
@@ -64,8 +64,8 @@ struct WebRoutes: Sendable {
                     let decision = AuthorizationDecision(rawValue: form.decision)
                 else { return Self.page(.badRequest, HTML.page(title: "Apps", session: session, body: "<p class=\"error\">The form named an unknown type, direction or decision.</p>")) }
                 try await session.store.decideAuthorization(app: form.app, type: type, direction: direction, decision: decision)
-                let done = "\(form.app): \(WebText.typeName(type.identifier)), \(direction), \(decision)."
-                return Self.redirect("/apps?done=\(done.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")")
+                sessions.setNotice("\(form.app): \(WebText.typeName(type.identifier)), \(direction), \(decision).", for: session)
+                return Self.redirect("/apps")
             }
         }
         router.get("/history") { request, _ in
@@ -101,20 +101,21 @@ struct WebRoutes: Sendable {
     /// Checks the credential with a ping through the SDK: it must authenticate, and be the
     /// owner's. Failures from one address are throttled.
     private func signIn(_ request: Request, _ context: WebContext) async throws -> Response {
-        guard sessions.maySignIn(from: context.remoteAddress) else {
+        if let refusal = Self.crossSiteRefusal(request) { return Self.page(.forbidden, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: refusal))) }
+        guard sessions.beginSignIn(from: context.remoteAddress) else {
             return Self.page(
                 .tooManyRequests,
                 HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: "Too many failed sign-ins from this address: wait a minute, then try again.")))
         }
         let form: SignInForm
         do { form = try await Self.form(request, as: SignInForm.self) } catch {
+            sessions.signedIn(from: context.remoteAddress)
             return Self.page(.badRequest, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: "Enter your owner credential.")))
         }
         let credential = form.credential.trimmingCharacters(in: .whitespacesAndNewlines)
         let store = connect(credential)
         func refuse(_ message: String, _ status: HTTPResponse.Status = .unauthorized) async -> Response {
             await store.close()
-            sessions.failedSignIn(from: context.remoteAddress)
             return Self.page(status, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: message)))
         }
         let pong: PingResult
@@ -122,12 +123,14 @@ struct WebRoutes: Sendable {
             return await refuse("That credential is not accepted: \(error.message).")
         } catch {
             await store.close()
+            sessions.signedIn(from: context.remoteAddress)
             return Self.page(
                 .serviceUnavailable, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: "The ledger could not be reached: \(error)")))
         }
         guard pong.principal == "owner" else {
             return await refuse("That is an app's credential. Sign in with the owner credential of your ledger.", .forbidden)
         }
+        sessions.signedIn(from: context.remoteAddress)
         let session = sessions.begin(ledger: pong.ledgerID, store: store)
         var response = Self.redirect("/")
         response.setCookie(
@@ -247,27 +250,42 @@ struct WebRoutes: Sendable {
             """
     }
 
-    /// Server-sent events: each audit event after `after`, as it commits, until the page goes.
+    /// Server-sent events: each audit event after `after`, as it commits, until the page goes
+    /// (found out at the next write: a comment every 15 seconds, so that a closed page ends its
+    /// watch even on a quiet ledger) or the session ends.
     private func historyStream(_ request: Request) async throws -> Response {
-        guard let session = sessions.session(request.cookies[Self.cookie]?.value) else {
-            return Response(status: .unauthorized, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: "sign in first")))
-        }
-        let after = request.uri.queryParameters["after"].flatMap { UInt64(String($0)) } ?? 0
-        let events = try await session.store.watchAudit(AuditFilter(fromSequence: after + 1))
-        var headers = Self.securityHeaders
-        headers[.contentType] = "text/event-stream; charset=utf-8"
-        return Response(
-            status: .ok, headers: headers,
-            body: ResponseBody { writer in
-                for try await batch in events {
-                    for event in batch.events {
-                        let line = try JSONSerialization.data(
-                            withJSONObject: ["sequence": event.sequence, "time": WebText.iso(event.time), "sentence": event.sentence] as [String: Any])
-                        try await writer.write(ByteBuffer(string: "event: line\ndata: \(String(decoding: line, as: UTF8.self))\n\n"))
+        try await withSession(request) { session in
+            let after = request.uri.queryParameters["after"].flatMap { UInt64(String($0)) } ?? 0
+            let events = try await session.store.watchAudit(AuditFilter(fromSequence: after + 1))
+            let (messages, queue) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1_000))
+            let forward = Task {
+                do {
+                    for try await batch in events {
+                        for event in batch.events {
+                            let line = try JSONSerialization.data(
+                                withJSONObject: ["sequence": event.sequence, "time": WebText.iso(event.time), "sentence": event.sentence] as [String: Any])
+                            queue.yield("event: line\ndata: \(String(decoding: line, as: UTF8.self))\n\n")
+                        }
                     }
-                }
-                try await writer.finish(nil)
-            })
+                } catch {}
+                queue.finish()
+            }
+            let keepalive = Task {
+                while (try? await Task.sleep(for: .seconds(15))) != nil { queue.yield(": still here\n\n") }
+            }
+            var headers = Self.securityHeaders
+            headers[.contentType] = "text/event-stream; charset=utf-8"
+            return Response(
+                status: .ok, headers: headers,
+                body: ResponseBody { writer in
+                    defer {
+                        forward.cancel()
+                        keepalive.cancel()
+                    }
+                    for await message in messages { try await writer.write(ByteBuffer(string: message)) }
+                    try await writer.finish(nil)
+                })
+        }
     }
 
     // MARK: Sessions and forms
@@ -291,6 +309,9 @@ struct WebRoutes: Sendable {
     private func withForm<Form: Decodable & Sendable>(_ request: Request, as _: Form.Type, _ body: (WebSession, Form) async throws -> Response) async throws -> Response
     where Form: CSRFCarrying {
         try await withSession(request) { session in
+            if let refusal = Self.crossSiteRefusal(request) {
+                return Self.page(.forbidden, HTML.page(title: "Refused", session: session, body: "<p class=\"error\" role=\"alert\">\(HTML.escape(refusal))</p>"))
+            }
             let form: Form
             do { form = try await Self.form(request, as: Form.self) } catch {
                 return Self.page(
@@ -308,6 +329,20 @@ struct WebRoutes: Sendable {
             }
             return try await body(session, form)
         }
+    }
+
+    /// Why a post is refused when the browser says another site sent it (its `Sec-Fetch-Site`,
+    /// or an `Origin` whose host is not this one); nil for a post from the app's own pages, or
+    /// from a client that says neither.
+    static func crossSiteRefusal(_ request: Request) -> String? {
+        let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!]
+        let origin = request.headers[.origin]
+        let host = request.head.authority
+        let crossSite = (site != nil && site != "same-origin" && site != "none")
+            || (origin != nil && origin != "null" && URLComponents(string: origin ?? "").map { components in
+                "\(components.host ?? "")\(components.port.map { ":\($0)" } ?? "")" != host
+            } != false)
+        return crossSite ? "This form was sent from another site: nothing was changed. Use HealthLedger's own pages." : nil
     }
 
     private static func form<Form: Decodable>(_ request: Request, as _: Form.Type) async throws -> Form {

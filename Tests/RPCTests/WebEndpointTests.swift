@@ -40,6 +40,10 @@ struct WebEndpointTests {
             #expect(signIn.headers.contains("frame-ancestors 'none'") && signIn.headers.lowercased().contains("x-content-type-options: nosniff"))
             #expect(signIn.body.contains("<label for=\"credential\">"))
 
+            // A sign-in posted by another site's page: refused, and not counted.
+            let crossSite = try await Self.curl(["-H", "Sec-Fetch-Site: cross-site", "--data-urlencode", "credential=\(server.ownerCredential)", "\(url)/sign-in"])
+            #expect(crossSite.status == 403 && crossSite.body.contains("from another site"))
+
             // Five wrong credentials from one address, then a wait, even for the right one.
             for attempt in 1...WebSessions.failuresAllowed {
                 let wrong = try await Self.curl(["--data-urlencode", "credential=hl1:alice:nope:\(attempt)", "\(url)/sign-in"])
@@ -74,8 +78,18 @@ struct WebEndpointTests {
             #expect(try await server.client().pendingAuthorizations().count == 1)
             let unknown = try await Self.curl(cookie + ["--data", "csrf=\(token)&app=com.example.walk&type=NoSuchType&direction=2&decision=1", "\(url)/apps/decide"])
             #expect(unknown.status == 400 && unknown.body.contains("unknown type"))
-            let granted = try await Self.curl(cookie + ["--data", "csrf=\(token)&\(decision)", "\(url)/apps/decide"])
-            #expect(granted.status == 303 && granted.headers.lowercased().contains("location: /apps?done="))
+            // A post another site's page made, token and all: refused.
+            let crossSite = try await Self.curl(cookie + ["-H", "Origin: http://elsewhere.example", "--data", "csrf=\(token)&\(decision)", "\(url)/apps/decide"])
+            #expect(crossSite.status == 403 && crossSite.body.contains("from another site"), "\(crossSite.status)")
+            let fetchSite = try await Self.curl(cookie + ["-H", "Sec-Fetch-Site: cross-site", "--data", "csrf=\(token)&\(decision)", "\(url)/apps/decide"])
+            #expect(fetchSite.status == 403)
+            #expect(try await server.client().pendingAuthorizations().count == 1)
+            let granted = try await Self.curl(
+                cookie + ["-H", "Origin: http://127.0.0.1:\(server.webPort)", "-H", "Sec-Fetch-Site: same-origin", "--data", "csrf=\(token)&\(decision)", "\(url)/apps/decide"])
+            #expect(granted.status == 303 && granted.headers.lowercased().contains("location: /apps\r\n"), "\(granted.headers)")
+            // The outcome is said once, on the next page.
+            #expect(try await Self.curl(cookie + ["\(url)/apps"]).body.contains("com.example.walk: Heart rate, read, granted."))
+            #expect(!(try await Self.curl(cookie + ["\(url)/apps"]).body.contains("class=\"notice\"")))
             #expect(try await server.client().pendingAuthorizations().isEmpty)
             #expect(try await server.client().authorizations().contains { $0.type == Samples.heartRate.objectType && $0.direction == .read && $0.decision == .granted })
 
@@ -86,6 +100,17 @@ struct WebEndpointTests {
             #expect(server.web?.openSessions == 0)
             let after = try await Self.curl(cookie + ["\(url)/apps"])
             #expect(after.status == 303)
+
+            // A live history stream open while the web app stops: the stop ends it, and does not wait for it.
+            let owner = try await server.ledger.issueCredential(for: .owner)
+            let again = try await Self.curl(["--data-urlencode", "credential=\(owner)", "\(url)/sign-in"])
+            let second = try #require(again.headers.firstMatch(of: /healthledger_session=([A-Za-z0-9_-]+)/).map { String($0.1) })
+            let live = try LineProcess(URL(filePath: "/usr/bin/env"), ["curl", "-s", "-N", "--cookie", "healthledger_session=\(second)", "\(url)/history/live?after=0"])
+            defer { live.stop() }
+            #expect(await live.nextLine()?.hasPrefix("event: line") == true, "the stream sends the events after 0")
+            await server.web?.shutdown()
+            while let line = await live.nextLine() { _ = line }
+            #expect(server.web?.openSessions == 0)
         }
     }
 
@@ -102,10 +127,12 @@ struct WebEndpointTests {
         for minute in stride(from: 5, to: 60, by: 5) { #expect(sessions.session(busy.id, at: start.addingTimeInterval(Double(minute) * 60)) != nil) }
         #expect(sessions.session(busy.id, at: start.addingTimeInterval(3600)) == nil, "an hour, however busy")
         #expect(sessions.count == 0)
-        // The throttle forgets failures older than its window.
-        for _ in 0..<WebSessions.failuresAllowed { sessions.failedSignIn(from: "10.0.0.1", at: start) }
-        #expect(!sessions.maySignIn(from: "10.0.0.1", at: start.addingTimeInterval(59)))
-        #expect(sessions.maySignIn(from: "10.0.0.2", at: start.addingTimeInterval(59)))
-        #expect(sessions.maySignIn(from: "10.0.0.1", at: start.addingTimeInterval(WebSessions.throttleWindow)))
+        // Attempts count as failures until they succeed, so that attempts made at once cannot
+        // pass the limit together; the throttle forgets failures older than its window.
+        for _ in 0..<WebSessions.failuresAllowed { #expect(sessions.beginSignIn(from: "10.0.0.1", at: start)) }
+        #expect(!sessions.beginSignIn(from: "10.0.0.1", at: start.addingTimeInterval(59)))
+        #expect(sessions.beginSignIn(from: "10.0.0.2", at: start.addingTimeInterval(59)))
+        sessions.signedIn(from: "10.0.0.2")
+        #expect(sessions.beginSignIn(from: "10.0.0.1", at: start.addingTimeInterval(WebSessions.throttleWindow)))
     }
 }

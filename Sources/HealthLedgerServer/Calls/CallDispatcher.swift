@@ -339,11 +339,13 @@ package final class CallDeadline: Sendable {
 package final class CallMetrics: Sendable {
     private let counters = Mutex<[String: Counter]>([:])
     private let timers: [String: Timer]
-    private let openStreams = Mutex(0)
+    /// Streams open in the process, whichever transport and dispatcher runs them: the gauge
+    /// is one per process.
+    private static let openStreams = Mutex(0)
     private let streamGauge = Gauge(label: "healthledger_open_streams")
 
-    func streamOpened() { streamGauge.record(openStreams.withLock { $0 += 1; return $0 }) }
-    func streamClosed() { streamGauge.record(openStreams.withLock { $0 -= 1; return $0 }) }
+    func streamOpened() { streamGauge.record(Self.openStreams.withLock { $0 += 1; return $0 }) }
+    func streamClosed() { streamGauge.record(Self.openStreams.withLock { $0 -= 1; return $0 }) }
 
     package init() {
         var timers: [String: Timer] = [:]
