@@ -22,7 +22,7 @@ enum HTML {
     }
 
     /// The pages an owner moves between, in the navigation's order.
-    static let sections: [(path: String, name: String)] = [("/", "Summary"), ("/apps", "Apps"), ("/history", "History")]
+    static let sections: [(path: String, name: String)] = [("/", "Summary"), ("/browse", "Browse"), ("/apps", "Apps"), ("/history", "History")]
 
     /// A whole page: `body` under a heading `title`, with the navigation and sign-out when
     /// signed in (`session`).
@@ -149,6 +149,10 @@ enum HTML {
         #history li { margin: 0.25rem 0; }
         time { color: #666; }
         label { display: block; margin: 0.5rem 0 0.25rem; }
+        .picker { display: flex; flex-wrap: wrap; align-items: end; gap: 0.5rem 1rem; }
+        .picker label { margin: 0; }
+        select { font: inherit; padding: 0.25rem; max-width: 100%; }
+        .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
         input[type=password] { width: 100%; max-width: 36rem; font: inherit; padding: 0.3rem; }
         """
 

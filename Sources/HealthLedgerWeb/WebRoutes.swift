@@ -68,6 +68,29 @@ struct WebRoutes: Sendable {
                 return Self.redirect("/apps")
             }
         }
+        router.get("/browse") { request, _ in
+            try await withSession(request) { session in
+                let parameters = request.uri.queryParameters
+                let type = parameters["type"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+                guard type.map({ identifier in BrowsePage.types.contains { $0.identifier == identifier } }) != false else {
+                    return Self.page(.badRequest, HTML.page(title: "Browse", session: session, current: "/browse", body: "<p class=\"error\" role=\"alert\">There is no kind of data by that name.</p>"))
+                }
+                let grouping = parameters["by"].flatMap { BrowsePage.Grouping(rawValue: String($0)) } ?? .day
+                let before = parameters["before"].flatMap { Int64(String($0)) }.map { Date(timeIntervalSince1970: Double($0) / 1_000_000) }
+                let body = try await BrowsePage(store: session.store, session: session).render(type: type, grouping: grouping, before: before)
+                return Self.page(.ok, HTML.page(title: "Browse", session: session, current: "/browse", notice: sessions.takeNotice(for: session), body: body))
+            }
+        }
+        router.post("/browse/delete") { request, _ in
+            try await withForm(request, as: DeleteForm.self) { session, form in
+                guard let uuid = UUID(uuidString: form.uuid) else {
+                    return Self.page(.badRequest, HTML.page(title: "Browse", session: session, body: "<p class=\"error\">The form named no sample.</p>"))
+                }
+                let deleted = try await session.store.delete([uuid])
+                sessions.setNotice(deleted == 1 ? "The sample was deleted." : "That sample was already gone.", for: session)
+                return Self.redirect("/browse?type=\(form.type.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")")
+            }
+        }
         router.get("/history") { request, _ in
             try await withSession(request) { session in Self.page(.ok, HTML.page(title: "History", session: session, current: "/history", body: try await history(session))) }
         }
@@ -78,6 +101,11 @@ struct WebRoutes: Sendable {
 
     struct SignInForm: Decodable { let credential: String }
     struct CSRFForm: Decodable { let csrf: String }
+    struct DeleteForm: Decodable {
+        let csrf: String
+        let uuid: String
+        let type: String
+    }
     struct DecisionForm: Decodable {
         let csrf: String
         let app: String
@@ -389,6 +417,7 @@ struct WebRoutes: Sendable {
 protocol CSRFCarrying { var csrf: String { get } }
 extension WebRoutes.CSRFForm: CSRFCarrying {}
 extension WebRoutes.DecisionForm: CSRFCarrying {}
+extension WebRoutes.DeleteForm: CSRFCarrying {}
 
 /// Words for what the pages show.
 enum WebText {
@@ -417,6 +446,23 @@ enum WebText {
     }
 
     static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
+
+    /// The unit people read a quantity type in.
+    static func displayUnit(_ type: QuantityType) -> HealthUnit { DisplayUnits.unit(for: type) }
+
+    /// A sample's value as people read it: a quantity in its type's display unit, a category
+    /// value by name.
+    static func value(of object: HealthObject) -> String {
+        switch object {
+        case .quantitySample(let sample):
+            let unit = DisplayUnits.unit(for: sample.type)
+            return (try? sample.quantity.doubleValue(for: unit)).map { "\(HTML.number($0)) \(unit)" } ?? "\(sample.quantity)"
+        case .categorySample(let sample):
+            return sample.type.values.name(of: sample.value) ?? "\(sample.value)"
+        default:
+            return ""
+        }
+    }
 }
 
 extension RPCStatusCode {

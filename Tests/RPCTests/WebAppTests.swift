@@ -65,6 +65,11 @@ struct WebAppTests {
             #expect(seen["heart_ranges"] as? Int == 7)
             #expect(seen["sleep_bars"] as? Int == 7)
             #expect(seen["headings"] as? [String] == ["Steps", "Heart rate", "Sleep", "Body mass"])
+            #expect(seen["browse_bars"] as? Int == 30)
+            #expect(seen["browse_rows"] as? Int == 7)
+            #expect(seen["browse_first_value"] as? String == "7000 count", "newest first: \(seen["browse_first_value"] ?? "")")
+            #expect(seen["browse_deleted_notice"] as? String == "The sample was deleted.")
+            #expect(seen["browse_rows_after_delete"] as? Int == 6)
             #expect((seen["pending_rows"] as? [String])?.contains { $0.contains("Walk") && $0.contains("Heart rate") && $0.contains("read") } == true, "\(seen)")
             #expect((seen["granted_notice"] as? String)?.contains("granted") == true)
             #expect((seen["decided_rows"] as? [String])?.contains { $0.contains("Heart rate") && $0.contains("granted") } == true)
@@ -79,7 +84,7 @@ struct WebAppTests {
             #expect((seen["history_newest"] as? String)?.contains("Walk") == true, "\(seen["history_newest"] ?? "")")
             #expect(seen["history_url_unchanged"] as? String == "/history")
             #expect(seen["after_sign_out_lands_on"] as? String == "/sign-in")
-            for page in ["sign-in-refused", "summary", "apps-pending", "apps-granted", "history-live", "signed-out"] {
+            for page in ["sign-in-refused", "summary", "browse", "apps-pending", "apps-granted", "history-live", "signed-out"] {
                 #expect(FileManager.default.fileExists(atPath: Self.screenshots.appending(path: "\(page).png").path), "screenshot \(page)")
             }
             #expect(server.web?.openSessions == 0)

@@ -21,7 +21,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 # Only guards against a test that would otherwise hang: a loaded machine may take seconds.
 PATIENCE = 120
@@ -85,6 +85,19 @@ def main():
         seen["sleep_bars"] = len(driver.find_elements(By.CSS_SELECTOR, "#sleep-week rect.bar"))
         seen["headings"] = [heading.text for heading in driver.find_elements(By.CSS_SELECTOR, "h2")]
         shot("summary")
+
+        # Browse a type: its statistics per day and its samples; delete one.
+        driver.find_element(By.LINK_TEXT, "Browse").click()
+        Select(wait.until(expected_conditions.presence_of_element_located((By.ID, "type")))).select_by_value("HKQuantityTypeIdentifierStepCount")
+        driver.find_element(By.CSS_SELECTOR, "form.picker button").click()
+        wait.until(expected_conditions.presence_of_element_located((By.ID, "samples")))
+        seen["browse_bars"] = len(driver.find_elements(By.CSS_SELECTOR, "#browse-statistics rect.bar"))
+        seen["browse_rows"] = len(driver.find_elements(By.CSS_SELECTOR, "#samples tbody tr"))
+        seen["browse_first_value"] = driver.find_element(By.CSS_SELECTOR, "#samples tbody tr td:nth-child(2)").text
+        shot("browse")
+        driver.find_element(By.CSS_SELECTOR, "#samples tbody tr button").click()
+        seen["browse_deleted_notice"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
+        seen["browse_rows_after_delete"] = len(driver.find_elements(By.CSS_SELECTOR, "#samples tbody tr"))
 
         # A pending request, allowed.
         driver.find_element(By.LINK_TEXT, "Apps").click()
