@@ -156,6 +156,7 @@ let package = Package(
         .target(
             name: "HealthLedgerWeb",
             dependencies: [
+                "HealthExport",
                 "HealthLedgerRPC",
                 "HealthLedgerSDK",
                 "HealthLedgerServer",

@@ -22,7 +22,7 @@ enum HTML {
     }
 
     /// The pages an owner moves between, in the navigation's order.
-    static let sections: [(path: String, name: String)] = [("/", "Summary"), ("/browse", "Browse"), ("/apps", "Apps"), ("/history", "History")]
+    static let sections: [(path: String, name: String)] = [("/", "Summary"), ("/browse", "Browse"), ("/apps", "Apps"), ("/history", "History"), ("/data", "Data")]
 
     /// A whole page: `body` under a heading `title`, with the navigation and sign-out when
     /// signed in (`session`).
@@ -153,7 +153,7 @@ enum HTML {
         .picker label { margin: 0; }
         select { font: inherit; padding: 0.25rem; max-width: 100%; }
         .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
-        input[type=password] { width: 100%; max-width: 36rem; font: inherit; padding: 0.3rem; }
+        input[type=password], input:not([type]) { width: 100%; max-width: 36rem; font: inherit; padding: 0.3rem; }
         """
 
     /// The script: History's live updates, from the server's event stream (same origin).

@@ -95,6 +95,7 @@ struct WebRoutes: Sendable {
             try await withSession(request) { session in Self.page(.ok, HTML.page(title: "History", session: session, current: "/history", body: try await history(session))) }
         }
         router.get("/history/live") { request, _ in try await historyStream(request) }
+        registerData(on: router)
     }
 
     // MARK: Sign-in
@@ -320,7 +321,7 @@ struct WebRoutes: Sendable {
 
     /// Runs `body` for the signed-in owner; sends anyone else to sign in. A credential that
     /// stopped working (revoked, expired) ends the session.
-    private func withSession(_ request: Request, _ body: (WebSession) async throws -> Response) async throws -> Response {
+    func withSession(_ request: Request, _ body: (WebSession) async throws -> Response) async throws -> Response {
         guard let session = sessions.session(request.cookies[Self.cookie]?.value) else { return Self.redirect("/sign-in") }
         do {
             return try await body(session)
@@ -334,7 +335,7 @@ struct WebRoutes: Sendable {
 
     /// Runs `body` with a posted form of the signed-in owner whose CSRF token matches the
     /// session's; refuses anything else, changing nothing.
-    private func withForm<Form: Decodable & Sendable>(_ request: Request, as _: Form.Type, _ body: (WebSession, Form) async throws -> Response) async throws -> Response
+    func withForm<Form: Decodable & Sendable>(_ request: Request, as _: Form.Type, _ body: (WebSession, Form) async throws -> Response) async throws -> Response
     where Form: CSRFCarrying {
         try await withSession(request) { session in
             if let refusal = Self.crossSiteRefusal(request) {

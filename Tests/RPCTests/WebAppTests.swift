@@ -83,8 +83,17 @@ struct WebAppTests {
             #expect((seen["readers"] as? [String])?.contains { $0.contains("Walk (com.example.walk)") && $0.contains("Heart rate") && $0.contains("168") } == true, "\(seen["readers"] ?? "")")
             #expect((seen["history_newest"] as? String)?.contains("Walk") == true, "\(seen["history_newest"] ?? "")")
             #expect(seen["history_url_unchanged"] as? String == "/history")
+            #expect((seen["tree_head"] as? String)?.contains("events, signed at") == true)
+            #expect((seen["verified"] as? String)?.hasPrefix("Verified: the ledger's head of") == true, "\(seen["verified"] ?? "")")
+            #expect((seen["export_disposition"] as? String)?.hasPrefix("attachment; filename=\"alice-") == true)
+            #expect(seen["export_step_lines"] as? Int == 6, "the steps left after the delete")
+            #expect(seen["erase_unconfirmed"] as? String == "Nothing was erased: type the word erase to confirm.")
+            #expect((seen["erased"] as? String)?.hasPrefix("Erased 6 step count objects") == true, "\(seen["erased"] ?? "")")
+            let steps = try await owner.result(for: SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierStepCount")))
+            #expect(steps.isEmpty)
+            #expect(try server.ledger.verify().isValid, "the history still verifies after the erasure")
             #expect(seen["after_sign_out_lands_on"] as? String == "/sign-in")
-            for page in ["sign-in-refused", "summary", "browse", "apps-pending", "apps-granted", "history-live", "signed-out"] {
+            for page in ["sign-in-refused", "summary", "browse", "apps-pending", "apps-granted", "history-live", "data", "signed-out"] {
                 #expect(FileManager.default.fileExists(atPath: Self.screenshots.appending(path: "\(page).png").path), "screenshot \(page)")
             }
             #expect(server.web?.openSessions == 0)

@@ -138,6 +138,28 @@ def main():
         seen["history_url_unchanged"] = urllib.parse.urlparse(driver.current_url).path
         shot("history-live")
 
+        # Data: the history verified, everything downloaded, a kind of data erased after a confirmation.
+        driver.find_element(By.LINK_TEXT, "Data").click()
+        seen["tree_head"] = wait.until(expected_conditions.presence_of_element_located((By.ID, "tree-head"))).text
+        driver.find_element(By.XPATH, "//button[text()='Verify the history']").click()
+        seen["verified"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
+        session = {cookie["name"]: cookie["value"] for cookie in driver.get_cookies()}
+        request = urllib.request.Request(args.url + "/data/export.jsonl", headers={"Cookie": "; ".join(f"{k}={v}" for k, v in session.items())})
+        with urllib.request.urlopen(request) as response:
+            seen["export_disposition"] = response.headers.get("Content-Disposition")
+            lines = [json.loads(line) for line in response.read().decode().splitlines() if line]
+        seen["export_step_lines"] = sum(1 for line in lines if "HKQuantityTypeIdentifierStepCount" in json.dumps(line))
+        Select(driver.find_element(By.ID, "erase-type")).select_by_value("HKQuantityTypeIdentifierStepCount")
+        driver.find_element(By.ID, "erase-confirm").send_keys("not sure")
+        driver.find_element(By.CSS_SELECTOR, "#erase button").click()
+        seen["erase_unconfirmed"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
+        Select(driver.find_element(By.ID, "erase-type")).select_by_value("HKQuantityTypeIdentifierStepCount")
+        driver.find_element(By.ID, "erase-reason").send_keys("tried in the browser")
+        driver.find_element(By.ID, "erase-confirm").send_keys("erase")
+        driver.find_element(By.CSS_SELECTOR, "#erase button").click()
+        seen["erased"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
+        shot("data")
+
         # Signing out ends the session.
         driver.find_element(By.CSS_SELECTOR, "header form button").click()
         wait.until(expected_conditions.presence_of_element_located((By.ID, "credential")))
