@@ -7,16 +7,18 @@ final class ServerProcess: Sendable {
     let port: Int
     /// The gRPC endpoint's port, when started with one.
     let grpcPort: Int?
+    /// The web app's port, when started with one.
+    let webPort: Int?
     private let process: Process
 
     /// Starts the server and waits until it logs that it listens (it prints its address).
-    init(executable: URL, dataDirectory: URL, grpc: Bool = false) throws {
+    init(executable: URL, dataDirectory: URL, grpc: Bool = false, web: Bool = false) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw BenchFailure("\(executable.path) not found: build it with `swift build -c release --product healthledgerd` (tools/bench.sh does)")
         }
         let process = Process()
         process.executableURL = executable
-        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--grpc-port=\(grpc ? 0 : -1)", "--web-port=-1", "--log-level", "info"]
+        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--grpc-port=\(grpc ? 0 : -1)", "--web-port=\(web ? 0 : -1)", "--log-level", "info"]
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
@@ -24,7 +26,7 @@ final class ServerProcess: Sendable {
         self.process = process
         // The log is read to its end on a thread of its own (a full pipe would stop the
         // server); the first "listening" line gives the port.
-        let found = Mutex<(rpc: Int?, grpc: Int?)>((nil, nil))
+        let found = Mutex<(rpc: Int?, grpc: Int?, web: Int?)>((nil, nil, nil))
         let ready = DispatchSemaphore(value: 0)
         let reader = errors.fileHandleForReading
         Thread.detachNewThread {
@@ -37,10 +39,16 @@ final class ServerProcess: Sendable {
                     pending.removeSubrange(...newline)
                     if !signalled, line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
                         let ports = found.withLock { found in
-                            if line.contains("(gRPC)") { found.grpc = Int(address.1) } else { found.rpc = Int(address.1) }
+                            if line.contains("(gRPC)") {
+                                found.grpc = Int(address.1)
+                            } else if line.contains("(web)") {
+                                found.web = Int(address.1)
+                            } else {
+                                found.rpc = Int(address.1)
+                            }
                             return found
                         }
-                        if ports.rpc != nil && (!grpc || ports.grpc != nil) {
+                        if ports.rpc != nil && (!grpc || ports.grpc != nil) && (!web || ports.web != nil) {
                             signalled = true
                             ready.signal()
                         }
@@ -53,12 +61,13 @@ final class ServerProcess: Sendable {
         }
         ready.wait()
         let ports = found.withLock { $0 }
-        guard let port = ports.rpc, !grpc || ports.grpc != nil else {
+        guard let port = ports.rpc, !grpc || ports.grpc != nil, !web || ports.web != nil else {
             process.terminate()
             throw BenchFailure("healthledgerd exited before listening")
         }
         self.port = port
         grpcPort = ports.grpc
+        webPort = ports.web
     }
 
     var processIdentifier: Int32 { process.processIdentifier }
