@@ -152,6 +152,10 @@ enum HTML {
         .picker { display: flex; flex-wrap: wrap; align-items: end; gap: 0.5rem 1rem; }
         .picker label { margin: 0; }
         select { font: inherit; padding: 0.25rem; max-width: 100%; }
+        .priority li { margin: 0.3rem 0; }
+        .priority form { display: inline; }
+        .chooser ul { list-style: none; padding: 0; }
+        fieldset { border: 1px solid #8884; margin: 0 0 0.5rem; }
         .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
         input[type=password], input:not([type]) { width: 100%; max-width: 36rem; font: inherit; padding: 0.3rem; }
         """

@@ -68,6 +68,32 @@ struct WebRoutes: Sendable {
                 return Self.redirect("/apps")
             }
         }
+        router.post("/apps/priority") { request, _ in
+            try await withForm(request, as: PriorityForm.self) { session, form in
+                guard let type = try? ObjectType(form.type) else {
+                    return Self.page(.badRequest, HTML.page(title: "Apps", session: session, body: "<p class=\"error\">The form named an unknown type.</p>"))
+                }
+                var order = try await session.store.sourcePriority(for: type).map(\.bundleIdentifier)
+                if let index = order.firstIndex(of: form.source) {
+                    let target = form.move == "up" ? index - 1 : index + 1
+                    if order.indices.contains(target) { order.swapAt(index, target) }
+                }
+                try await session.store.setSourcePriority(for: type, order: order)
+                sessions.setNotice("\(WebText.typeName(type.identifier)): sources in order \(order.joined(separator: ", ")).", for: session)
+                return Self.redirect("/apps")
+            }
+        }
+        router.post("/apps/select") { request, _ in
+            try await withForm(request, as: SelectionForm.self) { session, form in
+                guard let type = try? ObjectType(form.type) else {
+                    return Self.page(.badRequest, HTML.page(title: "Apps", session: session, body: "<p class=\"error\">The form named an unknown type.</p>"))
+                }
+                let uuids = (form.uuids ?? []).compactMap(UUID.init(uuidString:))
+                try await session.store.setObjectReadSelection(app: form.app, type: type, objects: uuids)
+                sessions.setNotice("\(form.app) may read \(uuids.count) chosen \(WebText.typeName(type.identifier).lowercased()) item(s).", for: session)
+                return Self.redirect("/apps")
+            }
+        }
         router.get("/browse") { request, _ in
             try await withSession(request) { session in
                 let parameters = request.uri.queryParameters
@@ -102,6 +128,18 @@ struct WebRoutes: Sendable {
 
     struct SignInForm: Decodable { let credential: String }
     struct CSRFForm: Decodable { let csrf: String }
+    struct PriorityForm: Decodable, CSRFCarrying {
+        let csrf: String
+        let type: String
+        let source: String
+        let move: String
+    }
+    struct SelectionForm: Decodable, CSRFCarrying {
+        let csrf: String
+        let app: String
+        let type: String
+        let uuids: [String]?
+    }
     struct DeleteForm: Decodable {
         let csrf: String
         let uuid: String
@@ -180,14 +218,16 @@ struct WebRoutes: Sendable {
                     ("decision", "\(decision.rawValue)"),
                 ], button: button, label: "\(button) \(entry.app.name): \(entry.direction) \(WebText.typeName(entry.type.identifier))", style: style)
         }
-        let pendingRows = pending.map { entry in
-            """
+        let pendingRows = try await pending.asyncMap { entry in
+            guard entry.direction != .objectRead else { return try await chooser(entry, session) }
+            return """
             <tr><td>\(HTML.escape(entry.app.name)) <small>(\(HTML.escape(entry.app.bundleIdentifier)))</small></td>
             <td>\(HTML.escape(WebText.typeName(entry.type.identifier)))</td><td>\(WebText.direction(entry.direction))</td>
             <td>\(decide(entry, .granted, "Allow", "grant")) \(decide(entry, .denied, "Don't allow", "deny"))</td></tr>
             """
         }.joined()
-        let decided = all.filter { $0.decision != nil }
+        let decided = all.filter { $0.decision != nil && $0.direction != .objectRead }
+        let priorities = try await self.priorities(all, session)
         let decidedRows = decided.map { entry in
             let action = entry.decision == .granted ? decide(entry, .revoked, "Revoke", "deny") : decide(entry, .granted, "Allow", "grant")
             return """
@@ -205,12 +245,63 @@ struct WebRoutes: Sendable {
             <tbody>\(pendingRows)</tbody></table>
             """)
             </section>
+            \(priorities)
             <section aria-labelledby="decided-heading">
             <h2 id="decided-heading">Your decisions</h2>
             \(decided.isEmpty ? "<p>You have decided nothing yet.</p>" : """
             <table id="decided"><thead><tr><th scope="col">App</th><th scope="col">Data</th><th scope="col">Access</th><th scope="col">Decision</th><th scope="col">Change</th></tr></thead>
             <tbody>\(decidedRows)</tbody></table>
             """)
+            </section>
+            """
+    }
+
+    /// A per-object read request: the items it matches, each with a checkbox (those already
+    /// chosen checked), and one button to share the chosen ones.
+    private func chooser(_ entry: AuthorizationEntry, _ session: WebSession) async throws -> String {
+        let chosen = Set(entry.selected)
+        var items = ""
+        for uuid in entry.matching.prefix(200) {
+            let object = try await session.store.object(with: uuid)
+            let when = object.map { WebText.iso($0.object.startDate) } ?? ""
+            items += """
+                <li><label><input type="checkbox" name="uuids[]" value="\(uuid.uuidString)"\(chosen.contains(uuid) ? " checked" : "")> \(HTML.escape(WebText.typeName(entry.type.identifier))) of <time datetime="\(when)">\(when)</time> <small>(\(uuid.uuidString.prefix(8)))</small></label></li>
+                """
+        }
+        return """
+            <tr><td>\(HTML.escape(entry.app.name)) <small>(\(HTML.escape(entry.app.bundleIdentifier)))</small></td>
+            <td>\(HTML.escape(WebText.typeName(entry.type.identifier)))</td><td>\(WebText.direction(entry.direction))</td>
+            <td><form method="post" action="/apps/select" class="chooser"><input type="hidden" name="csrf" value="\(HTML.escape(session.csrfToken))">
+            <input type="hidden" name="app" value="\(HTML.escape(entry.app.bundleIdentifier))"><input type="hidden" name="type" value="\(HTML.escape(entry.type.identifier))">
+            <fieldset><legend>Choose what \(HTML.escape(entry.app.name)) may read</legend><ul>\(items.isEmpty ? "<li>Nothing matches the request.</li>" : items)</ul></fieldset>
+            <button type="submit" class="grant">Share the chosen items</button></form></td></tr>
+            """
+    }
+
+    /// Source priority of every type an app may save: which source's values count first in
+    /// statistics, with buttons to move a source up or down (types with two sources or more).
+    private func priorities(_ entries: [AuthorizationEntry], _ session: WebSession) async throws -> String {
+        let types = Set(entries.filter { $0.direction == .share && $0.decision == .granted }.map(\.type.identifier)).sorted()
+        var sections = ""
+        for identifier in types {
+            let type = try ObjectType(identifier)
+            let sources = try await session.store.sourcePriority(for: type)
+            guard sources.count > 1 else { continue }
+            let items = sources.enumerated().map { index, source in
+                let name = "\(source.name) (\(source.bundleIdentifier))"
+                func move(_ direction: String, _ button: String) -> String {
+                    HTML.form(
+                        action: "/apps/priority", session: session, fields: [("type", identifier), ("source", source.bundleIdentifier), ("move", direction)],
+                        button: button, label: "\(button): \(name) for \(WebText.typeName(identifier))")
+                }
+                return "<li>\(HTML.escape(name)) \(index > 0 ? move("up", "Move up") : "") \(index < sources.count - 1 ? move("down", "Move down") : "")</li>"
+            }.joined()
+            sections += "<h3>\(HTML.escape(WebText.typeName(identifier)))</h3><ol class=\"priority\" data-type=\"\(HTML.escape(identifier))\">\(items)</ol>"
+        }
+        return """
+            <section aria-labelledby="priority-heading">
+            <h2 id="priority-heading">Which source counts first</h2>
+            \(sections.isEmpty ? "<p>No kind of data has more than one source yet.</p>" : "<p>When sources overlap, statistics count the first one's values.</p>" + sections)
             </section>
             """
     }
@@ -480,5 +571,14 @@ extension RPCStatusCode {
         case .deadlineExceeded: 504
         default: 500
         }
+    }
+}
+
+extension Sequence {
+    /// The elements mapped by an async transform, one after another, in order.
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
     }
 }

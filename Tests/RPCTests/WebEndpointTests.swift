@@ -114,6 +114,47 @@ struct WebEndpointTests {
         }
     }
 
+    @Test("the owner orders a type's sources and chooses which prescriptions an app may read")
+    func priorityAndSelections() async throws {
+        try await withTestServer(web: true) { server in
+            let url = "http://127.0.0.1:\(server.webPort)"
+            let owner = server.client()
+            let app = server.client(server.appCredential)
+            // Two sources of heart rate: the owner's, then the app's.
+            try await owner.save(Samples.heartRate(60, at: 0))
+            try await app.save(Samples.heartRate(61, at: 60))
+            // Prescriptions the app asks to read one by one.
+            #expect(try await app.requestAuthorization(toShare: [Types.vision], read: []) == 1)
+            try await owner.decideAuthorization(app: TestServer.appSource.bundleIdentifier, type: Types.vision, direction: .share, decision: .granted)
+            let first = visionPrescription(issuedDay: 0, description: "first")
+            let second = visionPrescription(issuedDay: 100, description: "second")
+            try await owner.save([.visionPrescription(first), .visionPrescription(second)])
+            try await app.requestPerObjectReadAuthorization(for: Types.vision)
+
+            let signedIn = try await Self.curl(["--data-urlencode", "credential=\(server.ownerCredential)", "\(url)/sign-in"])
+            let session = try #require(signedIn.headers.firstMatch(of: /healthledger_session=([A-Za-z0-9_-]+)/).map { String($0.1) })
+            let cookie = ["--cookie", "healthledger_session=\(session)"]
+            let apps = try await Self.curl(cookie + ["\(url)/apps"])
+            let token = try #require(apps.body.firstMatch(of: /name="csrf" value="([A-Za-z0-9_-]+)"/).map { String($0.1) })
+            #expect(apps.body.contains("Which source counts first") && apps.body.contains("data-type=\"HKQuantityTypeIdentifierHeartRate\""))
+            #expect(apps.body.contains("Choose what Walk may read") && apps.body.contains(first.uuid.uuidString) && apps.body.contains(second.uuid.uuidString))
+
+            // The app's heart rate moved up: it counts first.
+            #expect(try await owner.sourcePriority(for: Samples.heartRate.objectType).first?.bundleIdentifier != TestServer.appSource.bundleIdentifier)
+            let moved = try await Self.curl(
+                cookie + ["--data", "csrf=\(token)&type=HKQuantityTypeIdentifierHeartRate&source=\(TestServer.appSource.bundleIdentifier)&move=up", "\(url)/apps/priority"])
+            #expect(moved.status == 303)
+            #expect(try await owner.sourcePriority(for: Samples.heartRate.objectType).first?.bundleIdentifier == TestServer.appSource.bundleIdentifier)
+
+            // The second prescription chosen: the app reads it, and not the first.
+            let chosen = try await Self.curl(
+                cookie + ["--data", "csrf=\(token)&app=\(TestServer.appSource.bundleIdentifier)&type=\(Types.vision.identifier)&uuids[]=\(second.uuid.uuidString)", "\(url)/apps/select"])
+            #expect(chosen.status == 303)
+            #expect(try await app.result(for: SampleQueryDescriptor(type: Types.vision)).map(\.uuid) == [second.uuid])
+            #expect(try await Self.curl(cookie + ["\(url)/apps"]).body.contains("may read 1 chosen"))
+        }
+    }
+
     @Test("sessions end after their idle limit or their lifetime, on the session store's own clock")
     func expiry() async throws {
         let sessions = WebSessions(lifetime: 3600, idleLimit: 600)

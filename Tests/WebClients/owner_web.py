@@ -58,6 +58,12 @@ def main():
     def shot(name):
         driver.save_screenshot(os.path.join(args.screenshots, f"{name}.png"))
 
+    def click_and_load(element):
+        """Clicks what posts a form, and waits for the page it leads to (not the one before)."""
+        page = driver.find_element(By.TAG_NAME, "html")
+        element.click()
+        wait.until(expected_conditions.staleness_of(page))
+
     def sign_in(credential):
         driver.get(args.url + "/sign-in")
         field = wait.until(expected_conditions.presence_of_element_located((By.ID, "credential")))
@@ -95,7 +101,7 @@ def main():
         seen["browse_rows"] = len(driver.find_elements(By.CSS_SELECTOR, "#samples tbody tr"))
         seen["browse_first_value"] = driver.find_element(By.CSS_SELECTOR, "#samples tbody tr td:nth-child(2)").text
         shot("browse")
-        driver.find_element(By.CSS_SELECTOR, "#samples tbody tr button").click()
+        click_and_load(driver.find_element(By.CSS_SELECTOR, "#samples tbody tr button"))
         seen["browse_deleted_notice"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
         seen["browse_rows_after_delete"] = len(driver.find_elements(By.CSS_SELECTOR, "#samples tbody tr"))
 
@@ -104,7 +110,7 @@ def main():
         wait.until(expected_conditions.presence_of_element_located((By.ID, "pending-heading")))
         seen["pending_rows"] = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#pending tbody tr")]
         shot("apps-pending")
-        driver.find_element(By.CSS_SELECTOR, "#pending button[aria-label^='Allow Walk: read Heart rate']").click()
+        click_and_load(driver.find_element(By.CSS_SELECTOR, "#pending button[aria-label^='Allow Walk: read Heart rate']"))
         seen["granted_notice"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
         seen["decided_rows"] = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#decided tbody tr")]
         shot("apps-granted")
@@ -141,7 +147,7 @@ def main():
         # Data: the history verified, everything downloaded, a kind of data erased after a confirmation.
         driver.find_element(By.LINK_TEXT, "Data").click()
         seen["tree_head"] = wait.until(expected_conditions.presence_of_element_located((By.ID, "tree-head"))).text
-        driver.find_element(By.XPATH, "//button[text()='Verify the history']").click()
+        click_and_load(driver.find_element(By.XPATH, "//button[text()='Verify the history']"))
         seen["verified"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
         session = {cookie["name"]: cookie["value"] for cookie in driver.get_cookies()}
         request = urllib.request.Request(args.url + "/data/export.jsonl", headers={"Cookie": "; ".join(f"{k}={v}" for k, v in session.items())})
@@ -151,12 +157,12 @@ def main():
         seen["export_step_lines"] = sum(1 for line in lines if "HKQuantityTypeIdentifierStepCount" in json.dumps(line))
         Select(driver.find_element(By.ID, "erase-type")).select_by_value("HKQuantityTypeIdentifierStepCount")
         driver.find_element(By.ID, "erase-confirm").send_keys("not sure")
-        driver.find_element(By.CSS_SELECTOR, "#erase button").click()
+        click_and_load(driver.find_element(By.CSS_SELECTOR, "#erase button"))
         seen["erase_unconfirmed"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
         Select(driver.find_element(By.ID, "erase-type")).select_by_value("HKQuantityTypeIdentifierStepCount")
         driver.find_element(By.ID, "erase-reason").send_keys("tried in the browser")
         driver.find_element(By.ID, "erase-confirm").send_keys("erase")
-        driver.find_element(By.CSS_SELECTOR, "#erase button").click()
+        click_and_load(driver.find_element(By.CSS_SELECTOR, "#erase button"))
         seen["erased"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
         shot("data")
 
