@@ -33,6 +33,17 @@ extension WebRoutes {
         router.get("/data/export.jsonl") { request, _ in
             try await withSession(request) { session in try await export(session) }
         }
+        router.get("/data/export.zip") { request, _ in
+            try await withSession(request) { session in try await appleHealthExport(session) }
+        }
+        router.post("/data/import") { request, _ in try await importUpload(request) }
+        router.get("/data/import/progress") { request, _ in
+            try await withSession(request) { session in
+                let progress = sessions.importProgress(for: session)
+                let body = progress.map { "{\"running\":true,\"fraction\":\($0.fraction),\"records\":\($0.records)}" } ?? "{\"running\":false}"
+                return Self.asset(body, type: "application/json")
+            }
+        }
         router.post("/data/erase") { request, _ in
             try await withForm(request, as: EraseForm.self) { session, form in
                 guard let type = try? ObjectType(form.type), BrowsePage.types.contains(where: { $0.identifier == form.type }) else {
@@ -68,7 +79,19 @@ extension WebRoutes {
             </section>
             <section aria-labelledby="export-heading">
             <h2 id="export-heading">Download your data</h2>
-            <p><a id="export" href="/data/export.jsonl" download>Download everything</a> as HealthLedger JSON Lines (one object per line; <code>healthledger import healthledger FILE</code> reads it back).</p>
+            <p><a id="export" href="/data/export.jsonl" download>Download everything</a> as HealthLedger JSON Lines (one object per line; <code>healthledger import healthledger FILE</code> reads it back),
+            or <a id="export-zip" href="/data/export.zip" download>as an Apple Health export</a> (<code>export.zip</code>, as the Health app writes it).</p>
+            </section>
+            <section aria-labelledby="import-heading">
+            <h2 id="import-heading">Bring your Apple Health data</h2>
+            <p>On the iPhone, the Health app's profile → Export All Health Data makes <code>export.zip</code>. Choose it here; records already in your ledger are not added twice.</p>
+            <form id="import" data-csrf="\(HTML.escape(session.csrfToken))">
+            <label for="import-file">Apple Health export (zip or export.xml)</label>
+            <input type="file" id="import-file" accept=".zip,.xml" required>
+            <p><button type="submit">Import</button></p>
+            <p><label for="import-progress">Progress</label><progress id="import-progress" max="1" value="0"></progress></p>
+            <p id="import-status" role="status" aria-live="polite"><noscript>Importing needs JavaScript; <code>healthledger import apple-health FILE</code> does the same.</noscript></p>
+            </form>
             </section>
             <section aria-labelledby="erase-heading">
             <h2 id="erase-heading">Erase data</h2>
@@ -85,6 +108,96 @@ extension WebRoutes {
             </form>
             </section>
             """
+    }
+
+    /// The largest upload an import takes.
+    static let largestImport = 4 << 30
+
+    /// An Apple Health export sent as the request's body (by the page's script, which shows
+    /// the upload's progress, then the import's from ``sessions``): written to a file, then
+    /// imported through the SDK as the owner. Answers the summary as JSON.
+    private func importUpload(_ request: Request) async throws -> Response {
+        try await withSession(request) { session in
+            if let refusal = Self.crossSiteRefusal(request) { return Self.json(.forbidden, ["error": refusal]) }
+            guard let token = request.headers[HTTPField.Name("X-CSRF-Token")!], Self.constantTimeEqual(token, session.csrfToken) else {
+                return Self.json(.forbidden, ["error": "The upload was not sent by HealthLedger's own page (its security token is missing or wrong): nothing was imported."])
+            }
+            guard sessions.importProgress(for: session) == nil else {
+                return Self.json(.conflict, ["error": "An import is already running in this session; wait for it to end."])
+            }
+            sessions.setImportProgress((0, 0), for: session)
+            defer { sessions.setImportProgress(nil, for: session) }
+            let file = FileManager.default.temporaryDirectory.appending(path: "healthledger-web-import-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: file) }
+            guard FileManager.default.createFile(atPath: file.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+                throw WebEndpointFailure("could not create a file for the upload")
+            }
+            let handle = try FileHandle(forWritingTo: file)
+            var size = 0
+            do {
+                for try await buffer in request.body {
+                    size += buffer.readableBytes
+                    guard size <= Self.largestImport else {
+                        try? handle.close()
+                        return Self.json(.contentTooLarge, ["error": "The file is larger than \(Self.largestImport >> 30) GiB: use `healthledger import apple-health FILE`."])
+                    }
+                    try handle.write(contentsOf: buffer.readableBytesView)
+                }
+                try handle.close()
+            } catch {
+                try? handle.close()
+                throw error
+            }
+            guard size > 0 else { return Self.json(.badRequest, ["error": "The upload was empty: choose the export file."]) }
+            let archive: ExportArchive
+            do { archive = try ExportArchive(url: file) } catch let error as ExportArchiveError {
+                return Self.json(.badRequest, ["error": "That is not an Apple Health export: \(error.description)"])
+            }
+            let importer = AppleHealthImporter(store: session.store, archive: archive)
+            let sessions = sessions
+            importer.progress = { progress in sessions.setImportProgress((progress.fraction, progress.elements), for: session) }
+            let summary = try await importer.run()
+            if let error = summary.error, summary.elements == 0 {
+                return Self.json(.badRequest, ["error": "That is not an Apple Health export: \(error)"])
+            }
+            var answer: [String: Any] = [
+                "imported": summary.importedTotal, "alreadyPresent": summary.alreadyPresent, "skipped": summary.skippedTotal, "rejected": summary.rejectedTotal,
+            ]
+            if let error = summary.error { answer["error"] = error }
+            return Self.json(.ok, answer)
+        }
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ value: [String: Any]) -> Response {
+        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])) ?? Data("{}".utf8)
+        var headers = securityHeaders
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// Everything the owner may read, as an Apple Health export zip.
+    private func appleHealthExport(_ session: WebSession) async throws -> Response {
+        let file = FileManager.default.temporaryDirectory.appending(path: "healthledger-web-export-\(UUID().uuidString).zip")
+        defer { try? FileManager.default.removeItem(at: file) }
+        _ = try await AppleHealthExporter(store: session.store).export(to: file)
+        return try Self.download(file, type: "application/zip", name: "\(session.ledger)-export.zip")
+    }
+
+    /// Sends `file`'s bytes as a download (the open handle reads it after it is removed).
+    static func download(_ file: URL, type: String, name: String) throws -> Response {
+        let reader = try FileHandle(forReadingFrom: file)
+        var headers = securityHeaders
+        headers[.contentType] = type
+        headers[.contentDisposition] = "attachment; filename=\"\(name)\""
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                defer { try? reader.close() }
+                while let chunk = try reader.read(upToCount: 1 << 20), !chunk.isEmpty {
+                    try await writer.write(ByteBuffer(bytes: chunk))
+                }
+                try await writer.finish(nil)
+            })
     }
 
     /// Everything the owner may read, as JSON Lines: written to a file of its own first (the

@@ -160,10 +160,49 @@ enum HTML {
         input[type=password], input:not([type]) { width: 100%; max-width: 36rem; font: inherit; padding: 0.3rem; }
         """
 
-    /// The script: History's live updates, from the server's event stream (same origin).
+    /// The script: History's live updates, from the server's event stream (same origin), and
+    /// the import's upload with its progress.
     static let script = """
         "use strict";
         document.addEventListener("DOMContentLoaded", () => {
+          const form = document.getElementById("import");
+          if (form) {
+            const bar = document.getElementById("import-progress");
+            const status = document.getElementById("import-status");
+            form.addEventListener("submit", (event) => {
+              event.preventDefault();
+              const file = document.getElementById("import-file").files[0];
+              if (!file) return;
+              const request = new XMLHttpRequest();
+              let poll = null;
+              request.open("POST", "/data/import");
+              request.setRequestHeader("X-CSRF-Token", form.dataset.csrf);
+              request.setRequestHeader("Content-Type", "application/octet-stream");
+              request.upload.addEventListener("progress", (progress) => {
+                if (progress.lengthComputable) { bar.value = progress.loaded / progress.total / 2; status.textContent = "Uploading…"; }
+              });
+              request.upload.addEventListener("load", () => {
+                status.textContent = "Importing…";
+                poll = setInterval(() => {
+                  fetch("/data/import/progress").then((answer) => answer.json()).then((progress) => {
+                    if (progress.running) { bar.value = 0.5 + progress.fraction / 2; status.textContent = "Importing… " + progress.records + " records read"; }
+                  }).catch(() => {});
+                }, 500);
+              });
+              request.addEventListener("loadend", () => {
+                if (poll) clearInterval(poll);
+                let answer = {};
+                try { answer = JSON.parse(request.responseText); } catch (error) { answer = { error: "the server answered " + request.status }; }
+                if (request.status === 200) {
+                  bar.value = 1;
+                  status.textContent = "Imported " + answer.imported + " records (" + answer.alreadyPresent + " already there, " + answer.skipped + " skipped, " + answer.rejected + " rejected)." + (answer.error ? " " + answer.error : "");
+                } else {
+                  status.textContent = "Not imported: " + (answer.error || ("the server answered " + request.status));
+                }
+              });
+              request.send(file);
+            });
+          }
           const list = document.getElementById("history");
           if (!list || !window.EventSource) return;
           const source = new EventSource("/history/live?after=" + encodeURIComponent(list.dataset.after || "0"));

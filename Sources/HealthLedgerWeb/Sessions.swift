@@ -30,6 +30,9 @@ package final class WebSessions: Sendable {
     private let failures = Mutex<[String: [Date]]>([:])
     /// What the next page of a session says first (the outcome of the form it posted).
     private let notices = Mutex<[String: String]>([:])
+    /// The progress of each session's running import: the fraction of the export read, and
+    /// the records read so far.
+    private let imports = Mutex<[String: (fraction: Double, records: Int)]>([:])
 
     package init(lifetime: TimeInterval = 12 * 3600, idleLimit: TimeInterval = 30 * 60) {
         self.lifetime = lifetime
@@ -99,6 +102,13 @@ package final class WebSessions: Sendable {
             if failures[address]?.isEmpty == true { failures[address] = nil }
         }
     }
+
+    /// Notes how far the session's import got (nil: it ended).
+    func setImportProgress(_ progress: (fraction: Double, records: Int)?, for session: WebSession) {
+        imports.withLock { $0[session.id] = progress }
+    }
+
+    func importProgress(for session: WebSession) -> (fraction: Double, records: Int)? { imports.withLock { $0[session.id] } }
 
     /// Sets what the session's next page says first.
     func setNotice(_ text: String, for session: WebSession) { notices.withLock { $0[session.id] = text } }

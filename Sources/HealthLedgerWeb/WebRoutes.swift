@@ -471,7 +471,7 @@ struct WebRoutes: Sendable {
         return try URLEncodedFormDecoder().decode(Form.self, from: String(buffer: body))
     }
 
-    private static func constantTimeEqual(_ left: String, _ right: String) -> Bool {
+    static func constantTimeEqual(_ left: String, _ right: String) -> Bool {
         let (a, b) = (Array(left.utf8), Array(right.utf8))
         guard a.count == b.count else { return false }
         return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0

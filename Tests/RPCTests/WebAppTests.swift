@@ -1,4 +1,5 @@
 import Foundation
+import HealthExport
 import HealthLedgerSDK
 import HealthLedgerWeb
 import HealthModel
@@ -30,11 +31,14 @@ struct WebAppTests {
 
             let signals = server.directory.appending(path: "signals")
             try FileManager.default.createDirectory(at: signals, withIntermediateDirectories: true)
+            let export = signals.appending(path: "export.zip")
+            let records = try SyntheticExport(records: 400).write(to: export)
             let browser = try LineProcess(
                 URL(filePath: "/usr/bin/env"),
                 [
                     "python3", Self.root.appending(path: "Tests/WebClients/owner_web.py").path, "--url", "http://127.0.0.1:\(server.webPort)",
                     "--owner", server.ownerCredential, "--app", server.appCredential, "--signals", signals.path, "--screenshots", Self.screenshots.path,
+                    "--import-file", export.path,
                 ])
             defer { browser.stop() }
 
@@ -78,7 +82,8 @@ struct WebAppTests {
             #expect(seen["forged_status"] as? Int == 403)
             #expect((seen["forged_page"] as? String)?.contains("nothing was changed") == true)
             // The forged revocation changed nothing: the app still reads.
-            #expect(try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count == 7 * 24)
+            // (The import later added heart rate of other sources.)
+            #expect(try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).filter { $0.object.sourceRevision.source == .owner }.count == 7 * 24)
             // Who read what: the app's read after the grant is on the record.
             #expect((seen["readers"] as? [String])?.contains { $0.contains("Walk (com.example.walk)") && $0.contains("Heart rate") && $0.contains("168") } == true, "\(seen["readers"] ?? "")")
             #expect((seen["history_newest"] as? String)?.contains("Walk") == true, "\(seen["history_newest"] ?? "")")
@@ -89,9 +94,15 @@ struct WebAppTests {
             #expect(seen["export_step_lines"] as? Int == 6, "the steps left after the delete")
             #expect(seen["erase_unconfirmed"] as? String == "Nothing was erased: type the word erase to confirm.")
             #expect((seen["erased"] as? String)?.hasPrefix("Erased 6 step count objects") == true, "\(seen["erased"] ?? "")")
+            // The erased steps are gone (those the import brought after it are another source's).
             let steps = try await owner.result(for: SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierStepCount")))
-            #expect(steps.isEmpty)
+            #expect(steps.filter { $0.object.sourceRevision.source == .owner }.isEmpty)
             #expect(try server.ledger.verify().isValid, "the history still verifies after the erasure")
+            let imported = try #require(seen["imported"] as? String)
+            #expect(imported.hasPrefix("Imported ") && imported.contains(" 0 rejected"), "\(imported) (\(records) records written)")
+            #expect(seen["import_progress"] as? String == "1")
+            let zip = seen["export_zip"] as? [String: Any]
+            #expect(zip?["type"] as? String == "application/zip" && zip?["zip"] as? Bool == true, "\(zip ?? [:])")
             #expect(seen["after_sign_out_lands_on"] as? String == "/sign-in")
             for page in ["sign-in-refused", "summary", "browse", "apps-pending", "apps-granted", "history-live", "data", "signed-out"] {
                 #expect(FileManager.default.fileExists(atPath: Self.screenshots.appending(path: "\(page).png").path), "screenshot \(page)")

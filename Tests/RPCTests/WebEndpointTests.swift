@@ -152,6 +152,14 @@ struct WebEndpointTests {
             #expect(chosen.status == 303)
             #expect(try await app.result(for: SampleQueryDescriptor(type: Types.vision)).map(\.uuid) == [second.uuid])
             #expect(try await Self.curl(cookie + ["\(url)/apps"]).body.contains("may read 1 chosen"))
+
+            // Imports: without the page's token, refused; a file that is no export, refused, saying so.
+            let tokenless = try await Self.curl(cookie + ["--data-binary", "hello", "\(url)/data/import"])
+            #expect(tokenless.status == 403 && tokenless.body.contains("nothing was imported"), "\(tokenless.status)")
+            let notExport = try await Self.curl(cookie + ["-H", "X-CSRF-Token: \(token)", "--data-binary", "hello", "\(url)/data/import"])
+            #expect(notExport.status == 400 && notExport.body.contains("not an Apple Health export"), "\(notExport.status) \(notExport.body)")
+            let empty = try await Self.curl(cookie + ["-H", "X-CSRF-Token: \(token)", "-X", "POST", "\(url)/data/import"])
+            #expect(empty.status == 400 && empty.body.contains("empty"), "\(empty.status) \(empty.body)")
         }
     }
 

@@ -6,7 +6,7 @@ Run by Tests/RPCTests/WebAppTests.swift. It prints one JSON object per line: a s
 reached (for the test to act on: grant checked, a sample saved), then what it saw. It waits
 for the test's answers as files in --signals. Screenshots of every page go to --screenshots.
 
-    owner_web.py --url URL --owner CRED --app CRED --signals DIR --screenshots DIR
+    owner_web.py --url URL --owner CRED --app CRED --signals DIR --screenshots DIR --import-file ZIP
 """
 import argparse
 import json
@@ -42,7 +42,7 @@ def wait_for_signal(directory, name):
 
 def main():
     parser = argparse.ArgumentParser()
-    for flag in ("--url", "--owner", "--app", "--signals", "--screenshots"):
+    for flag in ("--url", "--owner", "--app", "--signals", "--screenshots", "--import-file"):
         parser.add_argument(flag, required=True)
     args = parser.parse_args()
     os.makedirs(args.screenshots, exist_ok=True)
@@ -164,6 +164,16 @@ def main():
         driver.find_element(By.ID, "erase-confirm").send_keys("erase")
         click_and_load(driver.find_element(By.CSS_SELECTOR, "#erase button"))
         seen["erased"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
+        # An Apple Health export uploaded and imported, with progress; and one downloaded.
+        driver.find_element(By.ID, "import-file").send_keys(args.import_file)
+        driver.find_element(By.CSS_SELECTOR, "#import button").click()
+        wait.until(lambda driver: driver.find_element(By.ID, "import-status").text.startswith(("Imported", "Not imported")))
+        seen["imported"] = driver.find_element(By.ID, "import-status").text
+        seen["import_progress"] = driver.find_element(By.ID, "import-progress").get_attribute("value")
+        request = urllib.request.Request(args.url + "/data/export.zip", headers={"Cookie": "; ".join(f"{k}={v}" for k, v in session.items())})
+        with urllib.request.urlopen(request) as response:
+            body = response.read()
+            seen["export_zip"] = {"type": response.headers.get("Content-Type"), "zip": body[:2] == b"PK", "bytes": len(body)}
         shot("data")
 
         # Signing out ends the session.
