@@ -1,5 +1,9 @@
 import Foundation
+import GRPCCore
+import GRPCNIOTransportHTTP2
+import GRPCProtobuf
 import HealthLedgerSDK
+import LedgerSchema
 import HealthLedgerServer
 import TestSupport
 import Testing
@@ -75,6 +79,57 @@ struct TLSTests {
             #expect(ok.status == 0 && ok.output.contains("alice"), "\(ok.output)\(ok.error)")
             let alone = try await runProcess(AuthCLITests.executable, ["ping", "--port", "\(server.port)", "--credential", server.ownerCredential, "--tls-server-name", "x"])
             #expect(alone.status != 0 && alone.error.contains("--tls-server-name goes with --tls-ca"), "\(alone.error)")
+        }
+    }
+}
+
+/// The gRPC endpoint and the web app with the server's TLS files.
+@Suite("TLS on the gRPC and web ports", .timeLimit(.minutes(2)))
+struct EndpointTLSTests {
+    @Test("gRPC over TLS with the trusted certificate, refused in plaintext; the web app over HTTPS with Secure cookies, its own calls over TLS")
+    func endpoints() async throws {
+        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let files = try TLSTests.makeCertificate(in: directory)
+        let configuration = ServerConfiguration(tls: .init(certificateChain: files.certificate, privateKey: files.key))
+        try await withTestServer(configuration: configuration, grpc: true, web: true) { server in
+            // gRPC, trusting the server's certificate.
+            let secure = try HTTP2ClientTransport.Posix(
+                target: .ipv4(address: "127.0.0.1", port: server.grpcPort),
+                transportSecurity: .tls { $0.trustRoots = .certificates([.file(path: files.certificate, format: .pem)]) })
+            try await withGRPCClient(transport: secure) { client in
+                let pong: Healthledger_V1_PingResponse = try await GRPCTests.unary(client, .ping, Healthledger_V1_PingRequest(), credential: server.ownerCredential)
+                #expect(pong.ledgerID == "alice")
+            }
+            // In plaintext, the TLS port answers nothing a gRPC client takes.
+            let plain = try HTTP2ClientTransport.Posix(target: .ipv4(address: "127.0.0.1", port: server.grpcPort), transportSecurity: .plaintext)
+            let refused = await GRPCTests.failure(of: {
+                try await withGRPCClient(transport: plain) { client in
+                    var options = CallOptions.defaults
+                    options.timeout = .seconds(20)
+                    _ = try await client.unary(
+                        request: ClientRequest(message: Healthledger_V1_PingRequest(), metadata: GRPCTests.metadata(server.ownerCredential)),
+                        descriptor: GRPCTests.descriptor(.ping), serializer: ProtobufSerializer(),
+                        deserializer: ProtobufDeserializer<Healthledger_V1_PingResponse>(), options: options) { try $0.message }
+                }
+            })
+            #expect(refused?.code == .unavailable || refused?.code == .deadlineExceeded, "\(String(describing: refused))")
+
+            // The web app over HTTPS: the cookie is Secure, and its calls to the ledger go over TLS.
+            let url = "https://127.0.0.1:\(server.webPort)"
+            let page = try await WebEndpointTests.curl(["--cacert", files.certificate, "\(url)/sign-in"])
+            #expect(page.status == 200)
+            let signedIn = try await WebEndpointTests.curl(["--cacert", files.certificate, "--data-urlencode", "credential=\(server.ownerCredential)", "\(url)/sign-in"])
+            #expect(signedIn.status == 303, "\(signedIn.status) \(signedIn.body)")
+            let cookieLine = try #require(signedIn.headers.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("set-cookie:") })
+            #expect(cookieLine.contains("; Secure"), "\(cookieLine)")
+            let session = try #require(cookieLine.firstMatch(of: /healthledger_session=([A-Za-z0-9_-]+)/).map { String($0.1) })
+            let summary = try await WebEndpointTests.curl(["--cacert", files.certificate, "--cookie", "healthledger_session=\(session)", "\(url)/"])
+            #expect(summary.status == 200 && summary.body.contains("steps-heading"))
+            // Plain HTTP to the HTTPS port gets no page.
+            let plainWeb = try await WebEndpointTests.curl(["http://127.0.0.1:\(server.webPort)/sign-in"])
+            #expect(plainWeb.status != 200)
         }
     }
 }
