@@ -165,6 +165,17 @@ enum HTML {
     static let script = """
         "use strict";
         document.addEventListener("DOMContentLoaded", () => {
+          const link = document.getElementById("link-sign-in");
+          if (link) {
+            const credential = decodeURIComponent(window.location.hash.slice(1));
+            history.replaceState(null, "", window.location.pathname);
+            if (credential) {
+              document.getElementById("link-credential").value = credential;
+              link.submit();
+            } else {
+              document.getElementById("link-status").textContent = "This link holds no credential: ask for a new one, or sign in on the sign-in page.";
+            }
+          }
           const form = document.getElementById("import");
           if (form) {
             const bar = document.getElementById("import-progress");

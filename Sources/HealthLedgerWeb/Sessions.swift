@@ -12,6 +12,8 @@ package struct WebSession: Sendable {
     package let store: HealthStore
     package let started: Date
     package var lastSeen: Date
+    /// The id of the sign-in link's credential the session began with: revoked when it ends.
+    package var linkCredentialID: String? = nil
 }
 
 /// The sessions of the web app, in memory (a restart signs everyone out), and the sign-in
@@ -33,15 +35,19 @@ package final class WebSessions: Sendable {
     /// The progress of each session's running import: the fraction of the export read, and
     /// the records read so far.
     private let imports = Mutex<[String: (fraction: Double, records: Int)]>([:])
+    /// The sign-in links' credentials used once (by ledger and id).
+    private let redeemedLinks = Mutex<Set<String>>([])
 
     package init(lifetime: TimeInterval = 12 * 3600, idleLimit: TimeInterval = 30 * 60) {
         self.lifetime = lifetime
         self.idleLimit = idleLimit
     }
 
-    /// A new session for `store`, signed in to `ledger`.
-    package func begin(ledger: String, store: HealthStore, at now: Date = Date()) -> WebSession {
-        let session = WebSession(id: Self.token(), ledger: ledger, csrfToken: Self.token(), store: store, started: now, lastSeen: now)
+    /// A new session for `store`, signed in to `ledger` (with a sign-in link's credential,
+    /// `linkCredentialID`, revoked when the session ends).
+    package func begin(ledger: String, store: HealthStore, linkCredentialID: String? = nil, at now: Date = Date()) -> WebSession {
+        var session = WebSession(id: Self.token(), ledger: ledger, csrfToken: Self.token(), store: store, started: now, lastSeen: now)
+        session.linkCredentialID = linkCredentialID
         let ended = sessions.withLock { sessions in
             sessions[session.id] = session
             return Self.removeExpired(&sessions, now: now, lifetime: lifetime, idleLimit: idleLimit)
@@ -103,6 +109,11 @@ package final class WebSessions: Sendable {
         }
     }
 
+    /// Takes a sign-in link's credential: true the first time, false ever after.
+    func redeemLink(ledger: String, credentialID: String) -> Bool {
+        redeemedLinks.withLock { $0.insert("\(ledger)\u{0}\(credentialID)").inserted }
+    }
+
     /// Notes how far the session's import got (nil: it ended).
     func setImportProgress(_ progress: (fraction: Double, records: Int)?, for session: WebSession) {
         imports.withLock { $0[session.id] = progress }
@@ -125,7 +136,13 @@ package final class WebSessions: Sendable {
     private func close(_ ended: [WebSession]) {
         guard !ended.isEmpty else { return }
         notices.withLock { notices in for session in ended { notices.removeValue(forKey: session.id) } }
-        Task { for session in ended { await session.store.close() } }
+        Task {
+            for session in ended {
+                // A sign-in link works for one session: its credential goes with it.
+                if let id = session.linkCredentialID { try? await session.store.revokeCredential(id: id) }
+                await session.store.close()
+            }
+        }
     }
 
     /// 32 random bytes, base64url: a session id or a CSRF token.

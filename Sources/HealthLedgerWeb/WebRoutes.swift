@@ -40,6 +40,19 @@ struct WebRoutes: Sendable {
             return Self.page(.ok, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: nil)))
         }
         router.post("/sign-in") { request, context in try await signIn(request, context) }
+        // A sign-in link (`healthledger admin sign-in-link`): the credential is after '#', which
+        // the browser keeps to itself; the page's script posts it as the sign-in form would.
+        router.get("/sign-in/link") { _, _ in
+            Self.page(
+                .ok,
+                HTML.page(
+                    title: "Sign in", session: nil,
+                    body: """
+                        <p id="link-status" role="status">Signing you in…</p>
+                        <form method="post" action="/sign-in" id="link-sign-in"><input type="hidden" name="credential" id="link-credential"></form>
+                        <noscript><p>Signing in with a link needs JavaScript. Instead, copy the part of the link after <code>#</code> and paste it on <a href="/sign-in">the sign-in page</a>.</p></noscript>
+                        """))
+        }
         router.post("/sign-out") { request, _ in
             try await withForm(request, as: CSRFForm.self) { session, _ in
                 sessions.end(session.id)
@@ -197,8 +210,21 @@ struct WebRoutes: Sendable {
         guard pong.principal == "owner" else {
             return await refuse("That is an app's credential. Sign in with the owner credential of your ledger.", .forbidden)
         }
+        // A sign-in link's credential signs in once.
+        let id = credential.split(separator: ":").dropFirst(2).first.map(String.init) ?? ""
+        var linkCredentialID: String?
+        do {
+            if try await store.credentials().first(where: { $0.id == id })?.label == CredentialInfo.webSignInLinkLabel {
+                guard sessions.redeemLink(ledger: pong.ledgerID, credentialID: id) else {
+                    return await refuse("This sign-in link was already used: ask for a new one, or sign in with your owner credential.")
+                }
+                linkCredentialID = id
+            }
+        } catch let error as RPCError where error.code == .unauthenticated {
+            return await refuse("That credential is not accepted: \(error.message).")
+        }
         sessions.signedIn(from: context.remoteAddress)
-        let session = sessions.begin(ledger: pong.ledgerID, store: store)
+        let session = sessions.begin(ledger: pong.ledgerID, store: store, linkCredentialID: linkCredentialID)
         var response = Self.redirect("/")
         response.setCookie(
             Cookie(name: Self.cookie, value: session.id, maxAge: Int(sessions.lifetime), path: "/", secure: secure, httpOnly: true, sameSite: .strict))

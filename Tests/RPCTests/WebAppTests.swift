@@ -31,6 +31,7 @@ struct WebAppTests {
 
             let signals = server.directory.appending(path: "signals")
             try FileManager.default.createDirectory(at: signals, withIntermediateDirectories: true)
+            let link = try await server.ledger.issueCredential(for: .owner, label: CredentialInfo.webSignInLinkLabel, lifetime: .expiring(after: .seconds(3600)))
             let export = signals.appending(path: "export.zip")
             let records = try SyntheticExport(records: 400).write(to: export)
             let browser = try LineProcess(
@@ -38,7 +39,7 @@ struct WebAppTests {
                 [
                     "python3", Self.root.appending(path: "Tests/WebClients/owner_web.py").path, "--url", "http://127.0.0.1:\(server.webPort)",
                     "--owner", server.ownerCredential, "--app", server.appCredential, "--signals", signals.path, "--screenshots", Self.screenshots.path,
-                    "--import-file", export.path,
+                    "--import-file", export.path, "--link", "http://127.0.0.1:\(server.webPort)/sign-in/link#\(link)",
                 ])
             defer { browser.stop() }
 
@@ -104,6 +105,7 @@ struct WebAppTests {
             let zip = seen["export_zip"] as? [String: Any]
             #expect(zip?["type"] as? String == "application/zip" && zip?["zip"] as? Bool == true, "\(zip ?? [:])")
             #expect(seen["after_sign_out_lands_on"] as? String == "/sign-in")
+            #expect(seen["link_lands_on"] as? String == "/" && seen["link_url_keeps_credential"] as? Bool == false)
             for page in ["sign-in-refused", "summary", "browse", "apps-pending", "apps-granted", "history-live", "data", "signed-out"] {
                 #expect(FileManager.default.fileExists(atPath: Self.screenshots.appending(path: "\(page).png").path), "screenshot \(page)")
             }

@@ -1,4 +1,5 @@
 import Foundation
+import HealthLedgerRPC
 import HealthLedgerSDK
 import HealthLedgerWeb
 import Ledger
@@ -160,6 +161,49 @@ struct WebEndpointTests {
             #expect(notExport.status == 400 && notExport.body.contains("not an Apple Health export"), "\(notExport.status) \(notExport.body)")
             let empty = try await Self.curl(cookie + ["-H", "X-CSRF-Token: \(token)", "-X", "POST", "\(url)/data/import"])
             #expect(empty.status == 400 && empty.body.contains("empty"), "\(empty.status) \(empty.body)")
+        }
+    }
+
+    @Test("a sign-in link signs its owner in once, and its credential is revoked when that session ends")
+    func signInLink() async throws {
+        try await withTestServer(web: true) { server in
+            let url = "http://127.0.0.1:\(server.webPort)"
+            let operatorCredential = try server.store.issueOperatorCredential(label: "test")
+            let remote = ["--server", "--port", "\(server.port)", "--credential", operatorCredential]
+            let made = try await runProcess(AuthCLITests.executable, ["admin", "sign-in-link", "alice", "--url", url + "/"] + remote)
+            #expect(made.status == 0, "\(made.error)")
+            let link = made.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(link.hasPrefix("\(url)/sign-in/link#hl1:alice:"), "\(link)")
+            let credential = String(link.split(separator: "#", maxSplits: 1)[1])
+            #expect(try await server.client().credentials().contains { $0.label == "web sign-in link" && credential.contains($0.id) })
+
+            let page = try await Self.curl(["\(url)/sign-in/link"])
+            #expect(page.status == 200 && page.body.contains("id=\"link-sign-in\"") && !page.body.contains("hl1:"))
+            let signedIn = try await Self.curl(["--data-urlencode", "credential=\(credential)", "\(url)/sign-in"])
+            #expect(signedIn.status == 303)
+            let again = try await Self.curl(["--data-urlencode", "credential=\(credential)", "\(url)/sign-in"])
+            #expect(again.status == 401 && again.body.contains("already used"), "\(again.status)")
+
+            // Signing out spends the link: its credential is revoked.
+            let session = try #require(signedIn.headers.firstMatch(of: /healthledger_session=([A-Za-z0-9_-]+)/).map { String($0.1) })
+            let cookie = ["--cookie", "healthledger_session=\(session)"]
+            let apps = try await Self.curl(cookie + ["\(url)/apps"])
+            let token = try #require(apps.body.firstMatch(of: /name="csrf" value="([A-Za-z0-9_-]+)"/).map { String($0.1) })
+            #expect(try await Self.curl(cookie + ["--data", "csrf=\(token)", "\(url)/sign-out"]).status == 303)
+            let linkStore = server.client(credential)
+            var revoked = false
+            for _ in 0..<1_000 where !revoked {
+                do { _ = try await linkStore.ping() } catch let error as RPCError where error.code == .unauthenticated { revoked = true }
+                if !revoked { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(revoked, "the link's credential is refused once its session ended")
+            await linkStore.close()
+
+            // A link never lasts forever, and needs the web app's address.
+            let forever = try await runProcess(AuthCLITests.executable, ["admin", "sign-in-link", "alice", "--expires-in", "never"] + remote)
+            #expect(forever.status != 0 && forever.error.contains("never lasts forever"), "\(forever.error)")
+            let badURL = try await runProcess(AuthCLITests.executable, ["admin", "sign-in-link", "alice", "--url", "ftp://x"] + remote)
+            #expect(badURL.status != 0 && badURL.error.contains("--url must be"), "\(badURL.error)")
         }
     }
 

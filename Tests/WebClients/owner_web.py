@@ -6,7 +6,7 @@ Run by Tests/RPCTests/WebAppTests.swift. It prints one JSON object per line: a s
 reached (for the test to act on: grant checked, a sample saved), then what it saw. It waits
 for the test's answers as files in --signals. Screenshots of every page go to --screenshots.
 
-    owner_web.py --url URL --owner CRED --app CRED --signals DIR --screenshots DIR --import-file ZIP
+    owner_web.py --url URL --owner CRED --app CRED --signals DIR --screenshots DIR --import-file ZIP --link URL
 """
 import argparse
 import json
@@ -42,7 +42,7 @@ def wait_for_signal(directory, name):
 
 def main():
     parser = argparse.ArgumentParser()
-    for flag in ("--url", "--owner", "--app", "--signals", "--screenshots", "--import-file"):
+    for flag in ("--url", "--owner", "--app", "--signals", "--screenshots", "--import-file", "--link"):
         parser.add_argument(flag, required=True)
     args = parser.parse_args()
     os.makedirs(args.screenshots, exist_ok=True)
@@ -182,6 +182,13 @@ def main():
         driver.get(args.url + "/")
         seen["after_sign_out_lands_on"] = urllib.parse.urlparse(driver.current_url).path
         shot("signed-out")
+
+        # A sign-in link: the page signs in with the credential after '#', then forgets it.
+        driver.get(args.link)
+        wait.until(expected_conditions.presence_of_element_located((By.ID, "steps-week")))
+        seen["link_lands_on"] = urllib.parse.urlparse(driver.current_url).path
+        seen["link_url_keeps_credential"] = "hl1:" in driver.current_url
+        click_and_load(driver.find_element(By.CSS_SELECTOR, "header form button"))
     finally:
         driver.quit()
     say(step="done", seen=seen)

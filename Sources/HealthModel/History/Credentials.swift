@@ -101,3 +101,10 @@ extension Duration {
     /// Whole microseconds, rounded down.
     package var microseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
 }
+
+extension CredentialInfo {
+    /// The label of an owner credential made for a one-time sign-in link to the web app
+    /// (`healthledger admin sign-in-link`): the web app signs in with it once, and revokes it
+    /// when that session ends.
+    public static let webSignInLinkLabel = "web sign-in link"
+}

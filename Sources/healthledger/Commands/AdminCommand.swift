@@ -16,7 +16,7 @@ struct AdminCommand: AsyncParsableCommand {
             issue-operator-credential. The operator manages ledgers and credentials and reads no health data.
             """,
         subcommands: [
-            CreateLedger.self, ListLedgers.self, IssueOwnerCredential.self, IssueAppCredential.self, RotateCredential.self, RevokeCredential.self,
+            CreateLedger.self, ListLedgers.self, IssueOwnerCredential.self, SignInLink.self, IssueAppCredential.self, RotateCredential.self, RevokeCredential.self,
             ListCredentials.self,
             IssueOperatorCredential.self, RevokeOperatorCredential.self, ListOperatorCredentials.self, Hold.self, ReleaseHold.self, EraseLedger.self,
             NewMasterKey.self, RotateMasterKey.self,
@@ -76,6 +76,35 @@ struct AdminCommand: AsyncParsableCommand {
             try await target.run(
                 onDisk: { print(try await $0.ledger(ledger).issueCredential(for: .owner, label: label, lifetime: lifetime)) },
                 remote: { print(try await $0.issueCredential(ledger: ledger, for: .owner, label: label, lifetime: lifetime)) })
+        }
+    }
+
+    struct SignInLink: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "sign-in-link", abstract: "Print a one-time link that signs the ledger's owner in to the web app.",
+            discussion: """
+                The link carries a new owner credential (labelled "\(CredentialInfo.webSignInLinkLabel)") after '#', which \
+                browsers never send to a server nor put in a Referer. It signs in once; the session it starts lasts until \
+                its owner signs out or --expires-in passes, and the credential is revoked when it ends. Send it to the \
+                person alone: until it is used, it is their key.
+                """)
+        @OptionGroup var target: Target
+        @Argument(help: "The ledger id.") var ledger: String
+        @Option(help: "The web app's address, as the person's browser reaches it.") var url = "http://127.0.0.1:7413"
+        @Option(name: .customLong("expires-in"), help: "How long the link (and the session it starts) works: 12h (the default), 30m, 1d…") var expiresIn = "12h"
+
+        func run() async throws {
+            guard let lifetime = try CredentialText.lifetime(expiresIn), lifetime != .unlimited else {
+                throw ValidationErrorExit("--expires-in must be a duration (30m, 12h, 1d): a sign-in link never lasts forever")
+            }
+            let base = url.hasSuffix("/") ? String(url.dropLast()) : url
+            guard let parsed = URL(string: base), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                throw ValidationErrorExit("--url must be the web app's http:// or https:// address, not '\(url.prefix(80))'")
+            }
+            let label = CredentialInfo.webSignInLinkLabel
+            try await target.run(
+                onDisk: { print("\(base)/sign-in/link#\(try await $0.ledger(ledger).issueCredential(for: .owner, label: label, lifetime: lifetime))") },
+                remote: { print("\(base)/sign-in/link#\(try await $0.issueCredential(ledger: ledger, for: .owner, label: label, lifetime: lifetime))") })
         }
     }
 
