@@ -45,7 +45,7 @@ struct WebAppTests {
 
             // Granted in the browser: the app's next read succeeds.
             let granted = try #require(try await browser.nextObject(), "the browser script ended early")
-            #expect(granted["step"] as? String == "granted")
+            try #require(granted["step"] as? String == "granted", "\(granted)")
             let readable = try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
             #expect(readable.count == 7 * 24, "the app now reads the owner's heart rate")
             server.store.flushAccessRecords()
@@ -53,12 +53,12 @@ struct WebAppTests {
 
             // History is open: a sample the app saves appears there without a reload.
             let open = try #require(try await browser.nextObject())
-            #expect(open["step"] as? String == "history-open")
+            try #require(open["step"] as? String == "history-open", "\(open)")
             try await app.save(.quantitySample(QuantitySample(
                 type: try QuantityType("HKQuantityTypeIdentifierBodyMass"), quantity: try Quantity(71.5, "kg"), start: Date(), end: Date())))
             _ = FileManager.default.createFile(atPath: signals.appending(path: "saved").path, contents: Data())
 
-            let done = try #require(try await browser.nextObject())
+            let done = try #require(try await browser.nextObject(), "the browser script ended early")
             let seen = try #require(done["seen"] as? [String: Any], "\(done)")
             #expect(seen["signed_out_lands_on"] as? String == "/sign-in")
             #expect((seen["app_refused"] as? String)?.contains("app's credential") == true, "\(seen)")
