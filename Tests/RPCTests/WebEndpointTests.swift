@@ -191,12 +191,13 @@ struct WebEndpointTests {
             let token = try #require(apps.body.firstMatch(of: /name="csrf" value="([A-Za-z0-9_-]+)"/).map { String($0.1) })
             #expect(try await Self.curl(cookie + ["--data", "csrf=\(token)", "\(url)/sign-out"]).status == 303)
             let linkStore = server.client(credential)
+            // (The session's end revokes it in the background: wait for it, however long the
+            // machine takes; the suite's time limit guards against it never happening.)
             var revoked = false
-            for _ in 0..<1_000 where !revoked {
+            while !revoked {
                 do { _ = try await linkStore.ping() } catch let error as RPCError where error.code == .unauthenticated { revoked = true }
                 if !revoked { try await Task.sleep(for: .milliseconds(20)) }
             }
-            #expect(revoked, "the link's credential is refused once its session ended")
             await linkStore.close()
 
             // A link never lasts forever, and needs the web app's address.
