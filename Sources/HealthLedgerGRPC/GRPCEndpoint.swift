@@ -87,8 +87,9 @@ public final class GRPCEndpoint: Service, Sendable {
         } catch {
             // The bind failed: serve() says why.
             server.beginGracefulShutdown()
-            if case .failure(let failure) = await serving.result { throw failure }
-            throw error
+            state.withLock { $0 = .stopped }
+            let cause: any Error = if case .failure(let failure) = await serving.result { failure } else { error }
+            throw EndpointFailure("the gRPC port \(port) on \(configuration.host) cannot be served (--grpc-port): \(cause)")
         }
         logger.info("listening (gRPC)", metadata: ["address": "\(configuration.host):\(bound)", "tls": "\(configuration.tls != nil)"])
         return bound
@@ -143,4 +144,10 @@ public final class GRPCEndpoint: Service, Sendable {
         default: return .ipv4(host: resolved.ipAddress ?? host, port: port)
         }
     }
+}
+
+/// Why the gRPC endpoint could not start, naming its port.
+struct EndpointFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

@@ -70,14 +70,20 @@ public final class WebEndpoint: Service, Sendable {
                 resolve.finish()
             }, logger: logger)
         let group = ServiceGroup(configuration: .init(services: [application], logger: logger))
-        let task = Task { try await group.run() }
+        let task = Task {
+            // However the server ends, the wait below for its port ends too.
+            defer { resolve.finish() }
+            try await group.run()
+        }
         state.withLock { $0 = (task, group) }
         var iterator = bound.makeAsyncIterator()
-        guard let port = await iterator.next() else {
+        guard let bound = await iterator.next() else {
             // The server stopped before it listened: the group's error says why.
-            if case .failure(let failure) = await task.result { throw failure }
-            throw WebEndpointFailure("the web app stopped before it listened")
+            state.withLock { $0 = (nil, nil) }
+            let cause = if case .failure(let failure) = await task.result { "\(failure)" } else { "it stopped before it listened" }
+            throw WebEndpointFailure("the web app's port \(port) on \(configuration.host) cannot be served (--web-port): \(cause)")
         }
+        let port = bound
         logger.info("listening (web)", metadata: ["address": "\(configuration.host):\(port)", "tls": "\(configuration.tls != nil)"])
         return port
     }

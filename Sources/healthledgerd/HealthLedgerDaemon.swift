@@ -70,6 +70,11 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             throw ValidationError("--max-frame-size must be at least 1024, --max-calls at least 1 and --idle-timeout at least 1 (seconds)")
         }
 
+        let grpcPortValue = try number(grpcPort, "GRPC_PORT") ?? GRPCEndpoint.defaultPort
+        guard grpcPortValue <= 65_535 else { throw ValidationError("--grpc-port must be a port number (0 to 65535), or -1 to disable gRPC") }
+        let webPortValue = try number(webPort, "WEB_PORT") ?? WebEndpoint.defaultPort
+        guard webPortValue <= 65_535 else { throw ValidationError("--web-port must be a port number (0 to 65535), or -1 to disable the web app") }
+
         let path = setting(dataDirectory, "DATA_DIR") ?? "data"
         let commitBatch = Recorder(label: "healthledger_group_commit_requests")
         let commitTime = Timer(label: "healthledger_group_commit_seconds")
@@ -96,10 +101,6 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             logger.warning("encryption at rest: off (no --master-key-file): health data is stored clear")
         }
 
-        let grpcPortValue = try number(grpcPort, "GRPC_PORT") ?? GRPCEndpoint.defaultPort
-        guard grpcPortValue <= 65_535 else { throw ValidationError("--grpc-port must be a port number (0 to 65535), or -1 to disable gRPC") }
-        let webPortValue = try number(webPort, "WEB_PORT") ?? WebEndpoint.defaultPort
-        guard webPortValue <= 65_535 else { throw ValidationError("--web-port must be a port number (0 to 65535), or -1 to disable the web app") }
         let rpc = RPCServer(store: store, configuration: configuration, logger: logger)
         // Bound first: the web app's calls reach this port (the bound one, when it is 0).
         let rpcAddress = try await rpc.start()

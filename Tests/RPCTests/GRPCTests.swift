@@ -10,6 +10,7 @@ import Ledger
 import HealthModel
 import LedgerSchema
 import SwiftProtobuf
+import TestSupport
 import Testing
 
 /// The gRPC endpoint through grpc-swift's own client: the same methods, answers and statuses
@@ -214,6 +215,20 @@ struct GRPCTests {
                 await grpc.shutdown()
                 #expect(try await watch.value == [.serving, .notServing])
             }
+        }
+    }
+
+    @Test("healthledgerd names the gRPC or web port it cannot serve, and refuses a port out of range")
+    func portErrors() async throws {
+        try await withTestServer(grpc: true, web: true) { server in
+            let data = server.directory.appending(path: "other").path
+            let common = ["--data-dir", data, "--port", "0", "--metrics-port=-1"]
+            let grpcTaken = try await runProcess(DaemonProcess.executable, common + ["--web-port=-1", "--grpc-port", "\(server.grpcPort)"])
+            #expect(grpcTaken.status != 0 && grpcTaken.error.contains("the gRPC port \(server.grpcPort) on 127.0.0.1 cannot be served (--grpc-port)"), "\(grpcTaken.error)")
+            let webTaken = try await runProcess(DaemonProcess.executable, common + ["--grpc-port=-1", "--web-port", "\(server.webPort)"])
+            #expect(webTaken.status != 0 && webTaken.error.contains("the web app's port \(server.webPort) on 127.0.0.1 cannot be served (--web-port)"), "\(webTaken.error)")
+            let outOfRange = try await runProcess(DaemonProcess.executable, common + ["--web-port=-1", "--grpc-port", "70000"])
+            #expect(outOfRange.status != 0 && outOfRange.error.contains("--grpc-port must be a port number (0 to 65535)"), "\(outOfRange.error)")
         }
     }
 
