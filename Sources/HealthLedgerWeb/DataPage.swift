@@ -183,7 +183,8 @@ extension WebRoutes {
         return try Self.download(file, type: "application/zip", name: "\(session.ledger)-export.zip")
     }
 
-    /// Sends `file`'s bytes as a download (the open handle reads it after it is removed).
+    /// Sends `file`'s bytes as a download (the handle opened here reads it after the caller
+    /// removes it).
     static func download(_ file: URL, type: String, name: String) throws -> Response {
         let reader = try FileHandle(forReadingFrom: file)
         var headers = securityHeaders
@@ -217,20 +218,8 @@ extension WebRoutes {
             try? FileManager.default.removeItem(at: file)
             throw error
         }
-        let reader = try FileHandle(forReadingFrom: file)
-        // Gone from the directory at once; the open handle still reads it.
-        try? FileManager.default.removeItem(at: file)
-        var headers = Self.securityHeaders
-        headers[.contentType] = "application/jsonl; charset=utf-8"
-        headers[.contentDisposition] = "attachment; filename=\"\(session.ledger)-\(Date().formatted(.iso8601.year().month().day())).jsonl\""
-        return Response(
-            status: .ok, headers: headers,
-            body: ResponseBody { writer in
-                defer { try? reader.close() }
-                while let chunk = try reader.read(upToCount: 1 << 20), !chunk.isEmpty {
-                    try await writer.write(ByteBuffer(bytes: chunk))
-                }
-                try await writer.finish(nil)
-            })
+        defer { try? FileManager.default.removeItem(at: file) }
+        return try Self.download(
+            file, type: "application/jsonl; charset=utf-8", name: "\(session.ledger)-\(Date().formatted(.iso8601.year().month().day())).jsonl")
     }
 }
