@@ -24,9 +24,8 @@ struct LedgerService: RegistrableRPCService {
     func registerMethods<Transport: ServerTransport>(with router: inout RPCRouter<Transport>) {
         for method in RPCMethod.allCases {
             guard let kind = MethodTable.kind(of: method) else { continue }
-            let (service, name) = method.rawValue.split(separator: "/").map(String.init).pair
             router.registerHandler(
-                forMethod: MethodDescriptor(fullyQualifiedService: service, method: name), deserializer: PassThroughCoder(),
+                forMethod: method.grpcDescriptor, deserializer: PassThroughCoder(),
                 serializer: PassThroughCoder()
             ) { request, _ in
                 try await respond(to: request, method: method, streaming: kind.isStreaming)
@@ -164,14 +163,19 @@ final class RunningCalls: Sendable {
 }
 
 /// A message's bytes as they are: the dispatcher decodes requests and encodes responses itself.
-struct PassThroughCoder: MessageSerializer, MessageDeserializer {
-    func serialize<Bytes: GRPCContiguousBytes>(_ message: [UInt8]) throws -> Bytes { Bytes(message) }
-    func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> [UInt8] {
+package struct PassThroughCoder: MessageSerializer, MessageDeserializer {
+    package init() {}
+
+    package func serialize<Bytes: GRPCContiguousBytes>(_ message: [UInt8]) throws -> Bytes { Bytes(message) }
+    package func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> [UInt8] {
         serializedMessageBytes.withUnsafeBytes { Array($0) }
     }
 }
 
-extension Array where Element == String {
-    /// The first two elements ("service", "method" of a method's full name).
-    fileprivate var pair: (String, String) { (self.first ?? "", self.count > 1 ? self[1] : "") }
+extension RPCMethod {
+    /// The method as gRPC names it: "healthledger.v1.Ledger" and "Save" of "healthledger.v1.Ledger/Save".
+    package var grpcDescriptor: MethodDescriptor {
+        let parts = rawValue.split(separator: "/", maxSplits: 1).map(String.init)
+        return MethodDescriptor(fullyQualifiedService: parts[0], method: parts.count > 1 ? parts[1] : "")
+    }
 }

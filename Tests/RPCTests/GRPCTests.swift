@@ -83,7 +83,7 @@ struct GRPCTests {
                 let garbage = await Self.failure(of: {
                     try await client.unary(
                         request: ClientRequest(message: [0xFF, 0xFF, 0xFF], metadata: Self.metadata(server.ownerCredential)),
-                        descriptor: Self.descriptor(.fetch), serializer: RawBytes(), deserializer: RawBytes(), options: .defaults
+                        descriptor: Self.descriptor(.fetch), serializer: PassThroughCoder(), deserializer: PassThroughCoder(), options: .defaults
                     ) { _ = try $0.message }
                 })
                 #expect(garbage?.code == .invalidArgument && garbage?.message == "the request is not a valid healthledger.v1.FetchRequest")
@@ -240,10 +240,7 @@ struct GRPCTests {
         }
     }
 
-    static func descriptor(_ method: RPCMethod) -> MethodDescriptor {
-        let parts = method.rawValue.split(separator: "/")
-        return MethodDescriptor(fullyQualifiedService: String(parts[0]), method: String(parts[1]))
-    }
+    static func descriptor(_ method: RPCMethod) -> MethodDescriptor { method.grpcDescriptor }
 
     static func metadata(_ credential: String?, _ extra: [String: String] = [:]) -> GRPCCore.Metadata {
         var metadata = GRPCCore.Metadata()
@@ -304,10 +301,4 @@ struct GRPCTests {
             return nil
         }
     }
-}
-
-/// Bytes as they are, to send what a generated client never would.
-struct RawBytes: MessageSerializer, MessageDeserializer {
-    func serialize<Bytes: GRPCContiguousBytes>(_ message: [UInt8]) throws -> Bytes { Bytes(message) }
-    func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> [UInt8] { serializedMessageBytes.withUnsafeBytes { Array($0) } }
 }
