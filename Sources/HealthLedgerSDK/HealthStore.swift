@@ -308,8 +308,11 @@ public final class HealthStore: Sendable {
         public var objects: Int
         /// Events whose bodies were erased.
         public var events: Int
-        /// The last erasure event's sequence (one event per object; 0 when nothing was left to erase).
+        /// The last erasure event's sequence (one event per object and per characteristic; 0 when
+        /// nothing was left to erase).
         public var sequence: UInt64
+        /// Characteristics whose values were erased (``ErasureTarget/everything``).
+        public var characteristics = 0
     }
 
     /// Which objects ``erase(_:reason:)`` erases.
@@ -320,6 +323,9 @@ public final class HealthStore: Sendable {
         case matching(ObjectType, overlapping: DateInterval? = nil, predicate: ObjectPredicate? = nil)
         /// Every object a source saved (an app names its own bundle identifier).
         case source(String)
+        /// All of the owner's data (the owner only): every object, live or deleted, and every
+        /// characteristic ever set. The ledger stays, with its credentials, grants and history.
+        case everything
     }
 
     /// Erases objects (docs/SEMANTICS.md §5, "Erasure"): their values, metadata, device fields,
@@ -341,10 +347,11 @@ public final class HealthStore: Sendable {
                 }
                 if let predicate { request.predicate = .init(predicate) }
             case .source(let bundle): request.source = bundle
+            case .everything: request.everything = true
             }
         }
         let response = try Self.decode(Healthledger_V1_EraseResponse.self, try await unary(.erase, request))
-        return Erasure(objects: Int(response.erased), events: Int(response.events), sequence: response.sequence)
+        return Erasure(objects: Int(response.erased), events: Int(response.events), sequence: response.sequence, characteristics: Int(response.characteristics))
     }
 
     /// The object with `uuid`, or nil.

@@ -58,6 +58,26 @@ extension WebRoutes {
                 return Self.redirect("/data")
             }
         }
+        router.post("/data/erase-everything") { request, _ in
+            try await withForm(request, as: EraseEverythingForm.self) { session, form in
+                guard form.confirm.trimmingCharacters(in: .whitespaces).lowercased() == "erase everything" else {
+                    sessions.setNotice("Nothing was erased: type the words erase everything to confirm.", for: session)
+                    return Self.redirect("/data")
+                }
+                let erasure = try await session.store.erase(.everything, reason: form.reason.isEmpty ? "everything erased in the web app" : String(form.reason.prefix(500)))
+                let characteristics = erasure.characteristics == 0 ? "" : " and \(WebText.count(erasure.characteristics, "characteristic"))"
+                sessions.setNotice(
+                    "Erased \(WebText.count(erasure.objects, "object"))\(characteristics): every value you kept here is gone; your apps' access and the history stay, and the history still verifies.",
+                    for: session)
+                return Self.redirect("/data")
+            }
+        }
+    }
+
+    struct EraseEverythingForm: Decodable, CSRFCarrying {
+        let csrf: String
+        let confirm: String
+        let reason: String
     }
 
     struct EraseForm: Decodable, CSRFCarrying {
@@ -105,6 +125,16 @@ extension WebRoutes {
             <label for="erase-confirm">Type <strong>erase</strong> to confirm</label>
             <input id="erase-confirm" name="confirm" autocomplete="off" required>
             <p><button type="submit" class="deny">Erase</button></p>
+            </form>
+            <h3 id="erase-everything-heading">Erase everything</h3>
+            <p>Every sample, workout, record and characteristic (such as your date of birth), of every kind and from every app. Your ledger, the apps you allowed and the history stay.</p>
+            <form method="post" action="/data/erase-everything" id="erase-everything" aria-labelledby="erase-everything-heading">
+            <input type="hidden" name="csrf" value="\(HTML.escape(session.csrfToken))">
+            <label for="erase-everything-reason">Why (kept in the history)</label>
+            <input id="erase-everything-reason" name="reason" maxlength="500">
+            <label for="erase-everything-confirm">Type <strong>erase everything</strong> to confirm</label>
+            <input id="erase-everything-confirm" name="confirm" autocomplete="off" required>
+            <p><button type="submit" class="deny">Erase everything</button></p>
             </form>
             </section>
             """

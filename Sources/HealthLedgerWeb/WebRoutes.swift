@@ -565,6 +565,9 @@ enum WebText {
 
     static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
 
+    /// "1 object", "3 objects".
+    static func count(_ count: Int, _ noun: String) -> String { count == 1 ? "1 \(noun)" : "\(count) \(noun)s" }
+
     /// The unit people read a quantity type in.
     static func displayUnit(_ type: QuantityType) -> HealthUnit { DisplayUnits.unit(for: type) }
 

@@ -237,6 +237,66 @@ struct ErasureTests {
         }
     }
 
+    @Test("the owner erases everything: every object, live or deleted, of every source, and every characteristic; apps keep their grants, the history verifies, an older backup comes back without any of it")
+    func everything() async throws {
+        try await withTestServer { server in
+            let cli = AuthCLITests.executable
+            let owner = server.client()
+            let app = server.client(server.appCredential)
+            let marker = "everything-\(UUID().uuidString)"
+            let deleted = Samples.heartRate(171, at: 0, metadata: ["marker": .string(marker)])
+            let live = Samples.heartRate(72, at: 60, metadata: ["marker": .string(marker)])
+            try await owner.save([deleted, live])
+            try await owner.delete([deleted.uuid])
+            try await app.save(Samples.heartRate(88, at: 120))
+            try await owner.setCharacteristic(of: .dateOfBirth, to: .dateOfBirth(year: 1961, month: 7, day: 23))
+            try await owner.setCharacteristic(of: .dateOfBirth, to: .dateOfBirth(year: 1962, month: 7, day: 23))
+            try await owner.setCharacteristic(of: .bloodType, to: .bloodType(.oNegative))
+            let dataDir = server.directory.path
+            let backup = server.directory.appending(path: "backup-before")
+            _ = try server.ledger.backup(to: backup)
+            let before = try await owner.treeHead()
+
+            do {
+                try await app.erase(.everything)
+                Issue.record("an app erased everything")
+            } catch let error as RPCError {
+                #expect(error.code == .permissionDenied && error.message.contains("only what it saved"), "\(error)")
+            }
+            let connection = ["--port", "\(server.port)", "--credential", server.ownerCredential]
+            let both = try await runProcess(cli, ["erase", "--everything", "--type", "HeartRate"] + connection)
+            #expect(both.status != 0 && both.error.contains("one of them"), "\(both.error)")
+            let erased = try await runProcess(cli, ["erase", "--everything", "--reason", "starting over"] + connection)
+            #expect(erased.status == 0 && erased.output.contains("erased 3 objects and 2 characteristics (7 events emptied)"), "\(erased.output) \(erased.error)")
+
+            // Nothing of it is left to read, in the file or in the history's sentences.
+            #expect(try await owner.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).isEmpty)
+            #expect(try await owner.characteristics([.dateOfBirth, .bloodType]) == [nil, nil])
+            #expect(try !Self.file(server.directory.appending(path: "ledgers/alice/data.mdb"), contains: marker))
+            var sentences: [String] = []
+            for try await batch in try await owner.audit() { sentences += batch.events.map(\.sentence) }
+            #expect(!sentences.contains { $0.contains("1961") || $0.contains("1962") || $0.contains("oNegative") }, "\(sentences)")
+            #expect(sentences.contains("DateOfBirth erased by the owner (starting over): 2 events emptied"), "\(sentences)")
+            #expect(sentences.contains("BloodType erased by the owner (starting over): 1 event emptied"), "\(sentences)")
+            // The ledger stays with its grants: the app saves again; the history verifies.
+            try await app.save(Samples.heartRate(90, at: 180))
+            let report = try server.ledger.verify()
+            #expect(report.isValid, "\(String(describing: report.problem))")
+            #expect(try server.ledger.replay().identical)
+            let after = try await owner.treeHead()
+            try TreeProofs.verify(try await owner.consistencyProof(from: before, to: after), firstRoot: before.rootHash, secondRoot: after.rootHash)
+
+            // A backup from before, restored: the journal erases all of it again.
+            let restored = try await runProcess(cli, ["restore", backup.path, "--as", "alice-restored", "--data-dir", dataDir])
+            #expect(restored.status == 0, "\(restored.output) \(restored.error)")
+            #expect(try !Self.file(server.directory.appending(path: "ledgers/alice-restored/data.mdb"), contains: marker))
+            let copy = try LedgerStore(directory: server.directory, configuration: .forTests()).ledger("alice-restored")
+            #expect(try copy.characteristics([.dateOfBirth, .bloodType], as: .owner) == [nil, nil])
+            #expect(try copy.object(with: live.uuid, as: .owner) == nil)
+            #expect(try copy.verify().isValid)
+        }
+    }
+
     @Test("a backup taken before an erasure and restored after it comes back without the erased values (the erasure journal); a ledger erased whole is never restored")
     func backupsCannotBringValuesBack() async throws {
         try await withTestServer { server in

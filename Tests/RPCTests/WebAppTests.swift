@@ -25,6 +25,7 @@ struct WebAppTests {
             let owner = server.client()
             let app = server.client(server.appCredential)
             try await Self.seed(owner, days: 7)
+            try await owner.setCharacteristic(of: .dateOfBirth, to: .dateOfBirth(year: 1970, month: 1, day: 2))
             // The app asks to read heart rate: a pending request, and until then it reads only its own.
             _ = try await app.requestAuthorization(toShare: [], read: [Samples.heartRate.objectType])
             #expect(try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).isEmpty)
@@ -58,6 +59,15 @@ struct WebAppTests {
                 type: try QuantityType("HKQuantityTypeIdentifierBodyMass"), quantity: try Quantity(71.5, "kg"), start: Date(), end: Date())))
             _ = FileManager.default.createFile(atPath: signals.appending(path: "saved").path, contents: Data())
 
+            // Before everything is erased: the app still reads the owner's heart rate (a forged
+            // revocation changed nothing, below), and the steps erased alone are gone.
+            let erasing = try #require(try await browser.nextObject(), "the browser script ended early")
+            try #require(erasing["step"] as? String == "before-erasing-everything", "\(erasing)")
+            // (The import added heart rate of other sources.)
+            let stillRead = try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
+            let steps = try await owner.result(for: SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierStepCount")))
+            _ = FileManager.default.createFile(atPath: signals.appending(path: "erase-everything").path, contents: Data())
+
             let done = try #require(try await browser.nextObject(), "the browser script ended early")
             let seen = try #require(done["seen"] as? [String: Any], "\(done)")
             #expect(seen["signed_out_lands_on"] as? String == "/sign-in")
@@ -82,9 +92,8 @@ struct WebAppTests {
             #expect(cookie?["httpOnly"] as? Bool == true && cookie?["sameSite"] as? String == "Strict" && cookie?["path"] as? String == "/")
             #expect(seen["forged_status"] as? Int == 403)
             #expect((seen["forged_page"] as? String)?.contains("nothing was changed") == true)
-            // The forged revocation changed nothing: the app still reads.
-            // (The import later added heart rate of other sources.)
-            #expect(try await app.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).filter { $0.object.sourceRevision.source == .owner }.count == 7 * 24)
+            // The forged revocation changed nothing: the app still read.
+            #expect(stillRead.filter { $0.object.sourceRevision.source == .owner }.count == 7 * 24)
             // Who read what: the app's read after the grant is on the record.
             #expect((seen["readers"] as? [String])?.contains { $0.contains("Walk (com.example.walk)") && $0.contains("Heart rate") && $0.contains("168") } == true, "\(seen["readers"] ?? "")")
             #expect((seen["history_newest"] as? String)?.contains("Walk") == true, "\(seen["history_newest"] ?? "")")
@@ -96,14 +105,20 @@ struct WebAppTests {
             #expect(seen["erase_unconfirmed"] as? String == "Nothing was erased: type the word erase to confirm.")
             #expect((seen["erased"] as? String)?.hasPrefix("Erased 6 step count objects") == true, "\(seen["erased"] ?? "")")
             // The erased steps are gone (those the import brought after it are another source's).
-            let steps = try await owner.result(for: SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierStepCount")))
             #expect(steps.filter { $0.object.sourceRevision.source == .owner }.isEmpty)
-            #expect(try server.ledger.verify().isValid, "the history still verifies after the erasure")
             let imported = try #require(seen["imported"] as? String)
             #expect(imported.hasPrefix("Imported ") && imported.contains(" 0 rejected"), "\(imported) (\(records) records written)")
             #expect(seen["import_progress"] as? String == "1")
             let zip = seen["export_zip"] as? [String: Any]
             #expect(zip?["type"] as? String == "application/zip" && zip?["zip"] as? Bool == true, "\(zip ?? [:])")
+            // Then everything: no object of any kind is left, nor the characteristics (the date of birth
+            // set here, and those the import brought); the history verifies.
+            #expect((seen["erased_everything"] as? String)?.contains(" characteristics: every value you kept here is gone") == true, "\(seen["erased_everything"] ?? "")")
+            for type in ["HKQuantityTypeIdentifierHeartRate", "HKQuantityTypeIdentifierStepCount", "HKQuantityTypeIdentifierBodyMass", "HKCategoryTypeIdentifierSleepAnalysis"] {
+                #expect(try await owner.result(for: SampleQueryDescriptor(type: try ObjectType(type))).isEmpty, "\(type)")
+            }
+            #expect(try await owner.characteristics([.dateOfBirth]) == [nil])
+            #expect(try server.ledger.verify().isValid, "the history still verifies after erasing everything")
             #expect(seen["after_sign_out_lands_on"] as? String == "/sign-in")
             #expect(seen["link_lands_on"] as? String == "/" && seen["link_url_keeps_credential"] as? Bool == false)
             for page in ["sign-in-refused", "summary", "browse", "apps-pending", "apps-granted", "history-live", "data", "signed-out"] {

@@ -145,7 +145,7 @@ def main():
         seen["history_url_unchanged"] = urllib.parse.urlparse(driver.current_url).path
         shot("history-live")
 
-        # Data: the history verified, everything downloaded, a kind of data erased after a confirmation.
+        # Data: the history verified, everything downloaded, a kind of data erased after a confirmation, then everything.
         driver.find_element(By.LINK_TEXT, "Data").click()
         seen["tree_head"] = wait.until(expected_conditions.presence_of_element_located((By.ID, "tree-head"))).text
         click_and_load(driver.find_element(By.XPATH, "//button[text()='Verify the history']"))
@@ -181,6 +181,13 @@ def main():
         zipped = driver.execute_async_script(fetch, "/data/export.zip")
         seen["export_zip"] = {"type": zipped["type"], "zip": zipped["first"] == [0x50, 0x4B], "bytes": zipped["length"]}
         shot("data")
+        # Everything erased, after its own confirmation, once the test has read what was there.
+        say(step="before-erasing-everything")
+        wait_for_signal(args.signals, "erase-everything")
+        driver.find_element(By.ID, "erase-everything-reason").send_keys("starting over")
+        driver.find_element(By.ID, "erase-everything-confirm").send_keys("erase everything")
+        click_and_load(driver.find_element(By.CSS_SELECTOR, "#erase-everything button"))
+        seen["erased_everything"] = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text
 
         # Signing out ends the session.
         driver.find_element(By.CSS_SELECTOR, "header form button").click()

@@ -64,10 +64,15 @@ struct LedgerCall: Sendable {
     }
 
     func erase(_ request: Healthledger_V1_EraseRequest) async throws -> [UInt8] {
-        let named = [!request.uuids.isEmpty, !request.type.isEmpty, !request.source.isEmpty].filter { $0 }.count
-        guard named == 1 else { throw HealthError.invalidArgument("name exactly one of uuids, type and source", field: "uuids") }
+        let named = [!request.uuids.isEmpty, !request.type.isEmpty, !request.source.isEmpty, request.everything].filter { $0 }.count
+        guard named == 1 else { throw HealthError.invalidArgument("name exactly one of uuids, type, source and everything", field: "uuids") }
         let selection: ErasureSelection
-        if !request.uuids.isEmpty {
+        if request.everything {
+            guard !request.hasStartUs, !request.hasEndUs, !request.hasPredicate else {
+                throw HealthError.invalidArgument("a range and a predicate go with type, not everything", field: "everything")
+            }
+            selection = .everything
+        } else if !request.uuids.isEmpty {
             selection = .objects(try request.uuids.map { try Self.uuid($0, field: "uuids") })
         } else if !request.type.isEmpty {
             selection = .matching(
@@ -85,6 +90,7 @@ struct LedgerCall: Sendable {
         response.erased = UInt64(report.objects)
         response.events = UInt64(report.events)
         response.sequence = report.sequence
+        response.characteristics = UInt64(report.characteristics)
         return try response.serializedBytes()
     }
 

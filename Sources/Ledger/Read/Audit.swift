@@ -136,7 +136,8 @@ struct AuditNarrator {
             return "\(object): \(event.kind) by \(who), its contents since erased"
         case .objectsErased(let reason, let objects, let events):
             let counts = Dictionary(grouping: objects, by: { ObjectType.shortName($0.type) }).map { "\($0.value.count) \($0.key)" }.sorted()
-            let what = objects.isEmpty ? "nothing" : Self.list(counts)
+            // An erasure of a characteristic names it in its header, with no object.
+            let what = objects.isEmpty ? event.objectType.map(ObjectType.shortName) ?? "nothing" : Self.list(counts)
             let why = reason.isEmpty ? "" : " (\(reason))"
             return "\(what) erased by \(who)\(why): \(events.count) event\(events.count == 1 ? "" : "s") emptied"
         case .authorizationRequested(let share, let read, let objectRead):

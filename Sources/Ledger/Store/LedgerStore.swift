@@ -117,7 +117,9 @@ public final class LedgerStore: Sendable {
                 $0 = { report, reason in
                     views.discard(ledgerID: id)
                     try journal.append(
-                        ErasureJournal.Entry(time: Date(), sequence: report.sequence, objects: report.erasedObjects, reason: reason, ledgerErased: nil),
+                        ErasureJournal.Entry(
+                            time: Date(), sequence: report.sequence, objects: report.erasedObjects, reason: reason, ledgerErased: nil,
+                            characteristics: report.characteristics > 0 ? true : nil),
                         ledger: id)
                 }
             }

@@ -13,6 +13,10 @@ public enum ErasureSelection: Sendable, Hashable {
     case matching(type: ObjectType, interval: DateInterval?, predicate: ObjectPredicate?)
     /// Every object a source saved, live or deleted, of every type.
     case source(String)
+    /// All of the owner's data (the owner only): every object, live or deleted, of every type
+    /// and source, and every characteristic ever set. The ledger stays, with its credentials,
+    /// its grants and its history.
+    case everything
 }
 
 /// What an erasure did.
@@ -21,6 +25,8 @@ public struct ErasureReport: Sendable, Hashable {
     public var objects: Int
     /// Events whose bodies were erased.
     public var events: Int
+    /// Characteristics whose values were erased (``ErasureSelection/everything``).
+    public var characteristics = 0
     /// The last erasure event (one per object; 0 when nothing was left to erase).
     public var sequence: UInt64
     /// Free pages of the data file overwritten, and those still held by a read when the
@@ -76,6 +82,10 @@ extension Ledger {
             try predicate?.validate(for: type)
         case .source(let bundle):
             guard !bundle.isEmpty else { throw HealthError.invalidArgument("name the source to erase", field: "source") }
+        case .everything:
+            if case .app = principal {
+                throw HealthError(.authorizationDenied, "an app erases only what it saved: name its own source, not everything", field: "everything")
+            }
         }
         var report = try await committer.submit { context in
             try self.eraseInTransaction(selection, reason: reason, by: principal, in: context)
@@ -137,6 +147,7 @@ extension Ledger {
     /// - Returns: the objects erased.
     func applyErasureJournal(_ entries: [ErasureJournal.Entry]) throws -> Int {
         var erased = 0
+        var scrub = false
         for entry in entries where entry.ledgerErased != true {
             let present = try read { snapshot in
                 try entry.objects.filter { uuid in
@@ -145,20 +156,22 @@ extension Ledger {
                     return try Tombstone(uuid: uuid, stored: stored, type: "", cipher: snapshot.databases.cipher).reason != .erased
                 }
             }
-            guard !present.isEmpty else { continue }
+            let characteristicsBefore = entry.characteristics == true ? entry.sequence : nil
+            guard !present.isEmpty || characteristicsBefore != nil else { continue }
             let when = entry.time.formatted(.iso8601)
             let reason = String("\(entry.reason) (erased on \(when), applied again to a restored backup)".utf8.prefix(Self.maximumErasureReasonLength)) ?? entry.reason
             let report = try environment.write { txn in
                 let context = try WriteContext(txn: txn, databases: databases, projector: Projector(databases: databases, units: SummaryCache()), now: Date())
-                let report = try eraseInTransaction(.objects(present), reason: reason, by: .system, in: context)
+                let report = try eraseInTransaction(.objects(present), characteristicsBefore: characteristicsBefore, reason: reason, by: .system, in: context)
                 try context.finish()
                 return report
             }
             guard report.sequence > 0 else { continue }
             erased += report.objects
+            scrub = true
             try rebuildAfterErasure()
         }
-        if erased > 0 { try scrubUnshared() }
+        if scrub { try scrubUnshared() }
         return erased
     }
 
@@ -200,26 +213,39 @@ extension Ledger {
         _ = try scrubRound(1, zeroingGaps: true)
     }
 
-    private func eraseInTransaction(_ selection: ErasureSelection, reason: String, by principal: Principal, in context: WriteContext) throws -> ErasureReport {
+    /// - Parameter characteristicsBefore: also erase the values of the characteristics set
+    ///   before this event (``ErasureSelection/everything``, or its journal entry applied again).
+    private func eraseInTransaction(
+        _ selection: ErasureSelection, characteristicsBefore: UInt64? = nil, reason: String, by principal: Principal, in context: WriteContext
+    ) throws -> ErasureReport {
         if let hold = try context.txn.get(Self.legalHoldKey, in: databases.meta) {
             throw Self.heldRefusal(ledger: id, reason: String(decoding: hold, as: UTF8.self))
         }
+        let nothing = ErasureReport(objects: 0, events: 0, sequence: 0, scrubbedPages: 0, heldPages: 0)
         let targets = try Self.erasureTargets(selection, by: principal, in: context, ledger: self)
-        guard !targets.isEmpty else { return ErasureReport(objects: 0, events: 0, sequence: 0, scrubbedPages: 0, heldPages: 0) }
-        let found = try Self.eventsToErase(of: targets, in: context)
-        guard !found.isEmpty else { return ErasureReport(objects: 0, events: 0, sequence: 0, scrubbedPages: 0, heldPages: 0) }
+        let before = if case .everything = selection { UInt64.max } else { characteristicsBefore }
+        guard !targets.isEmpty || before != nil else { return nothing }
+        let found = try Self.eventsToErase(of: targets, characteristicsBefore: before, in: context)
+        guard !found.objects.isEmpty || !found.characteristics.isEmpty else { return nothing }
         // One erasure event per object: each leaves its own change row (keyed by type, source
         // and sequence), so an anchored query reports every one of them deleted.
         var sequence: UInt64 = 0
-        for erasure in found {
+        for erasure in found.objects {
             let objects = erasure.object.map { [$0] } ?? []
             let body = try EventBody.encodeErasure(reason: reason, objects: objects, events: erasure.events)
             sequence = try context.append(
                 kind: .objectsErased, actor: principal, objectType: erasure.object?.type, objectUUID: erasure.object?.uuid.bytes, body: body,
                 change: .erased(objects))
         }
+        // One per characteristic, its header naming the characteristic's type; its value leaves
+        // the projection now (the rebuild that follows replays its emptied events as nothing).
+        for erasure in found.characteristics {
+            let body = try EventBody.encodeErasure(reason: reason, objects: [], events: erasure.events)
+            sequence = try context.append(kind: .objectsErased, actor: principal, objectType: erasure.type, objectUUID: nil, body: body, change: .erased([]))
+            _ = try context.txn.delete(KeyEncoding.typeKey(try ObjectType(erasure.type).code), in: databases.characteristics)
+        }
         // The bodies go once the erasures' changes (which read the live ones) are applied.
-        let events = found.flatMap(\.events)
+        let events = found.objects.flatMap(\.events) + found.characteristics.flatMap(\.events)
         for event in events {
             let erased = try EventLayout.erased(try Ledger.storedEvent(event.sequence, in: context.reads))
             let key = KeyEncoding.sequenceKey(event.sequence)
@@ -227,8 +253,8 @@ extension Ledger {
         }
         try context.txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.erasureRebuildKey, in: databases.meta)
         return ErasureReport(
-            objects: found.count { $0.object != nil }, events: events.count, sequence: sequence, scrubbedPages: 0, heldPages: 0,
-            erasedObjects: found.compactMap { $0.object?.uuid })
+            objects: found.objects.count { $0.object != nil }, events: events.count, characteristics: found.characteristics.count, sequence: sequence,
+            scrubbedPages: 0, heldPages: 0, erasedObjects: found.objects.compactMap { $0.object?.uuid })
     }
 
     /// The UUIDs `selection` names that `principal` may erase.
@@ -266,6 +292,25 @@ extension Ledger {
             ) { entry in
                 if try predicate?.matches(EntrySubject(entry, predicateContext), type: type) ?? true { targets.insert(entry.uuid) }
                 return true
+            }
+        case .everything:
+            try context.txn.withCursor(on: context.databases.objects) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    if current.value.count == 16 { targets.insert(Array(current.key)) }
+                    entry = try cursor.next()
+                }
+            }
+            try context.txn.withCursor(on: context.databases.tombstones) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    if let uuid = UUID(bytes: Array(current.key)),
+                        try Tombstone(uuid: uuid, stored: current.value, type: "", cipher: context.databases.cipher).reason != .erased
+                    {
+                        targets.insert(Array(current.key))
+                    }
+                    entry = try cursor.next()
+                }
             }
         case .source(let bundle):
             if let appBundle, appBundle != bundle {
@@ -306,9 +351,12 @@ extension Ledger {
     /// The events about `targets` (and about their correlations' members and workouts'
     /// routes) that still hold their bodies, by object in UUID order, with what stays of each
     /// object: two walks over the log's headers (a correlation's members are saved before it).
+    /// With `characteristicsBefore`, also the characteristics set before that event, by type.
     private static func eventsToErase(
-        of targets: Set<[UInt8]>, in context: WriteContext
-    ) throws -> [(object: EventBody.ErasedObject?, events: [EventBody.ErasedEvent])] {
+        of targets: Set<[UInt8]>, characteristicsBefore: UInt64?, in context: WriteContext
+    ) throws -> (
+        objects: [(object: EventBody.ErasedObject?, events: [EventBody.ErasedEvent])], characteristics: [(type: String, events: [EventBody.ErasedEvent])]
+    ) {
         let units = SummaryCache()
         var erasing = targets
         let route = Array(ObjectType.workoutRoute.identifier.utf8)
@@ -326,26 +374,37 @@ extension Ledger {
         }
         let saved = UInt64(EventKind.objectSaved.rawValue)
         let erasure = UInt64(EventKind.objectsErased.rawValue)
-        try walk { _, layout, _ in
-            guard layout.kind == saved, let uuid = layout.objectUUID, let body = layout.body else { return }
-            if erasing.contains(Array(uuid)), let type = layout.objectType, TypeCatalogue.correlationTypes[String(decoding: type, as: UTF8.self)] != nil {
-                erasing.formUnion(try ObjectSummary(encoded: body, units: units).members)
-            } else if let type = layout.objectType, type.elementsEqual(route), let workout = try ObjectSummary(encoded: body, units: units).workout,
-                erasing.contains(workout)
-            {
-                erasing.insert(Array(uuid))
+        let characteristicSet = UInt64(EventKind.characteristicSet.rawValue)
+        if !targets.isEmpty {
+            try walk { _, layout, _ in
+                guard layout.kind == saved, let uuid = layout.objectUUID, let body = layout.body else { return }
+                if erasing.contains(Array(uuid)), let type = layout.objectType, TypeCatalogue.correlationTypes[String(decoding: type, as: UTF8.self)] != nil {
+                    erasing.formUnion(try ObjectSummary(encoded: body, units: units).members)
+                } else if let type = layout.objectType, type.elementsEqual(route), let workout = try ObjectSummary(encoded: body, units: units).workout,
+                    erasing.contains(workout)
+                {
+                    erasing.insert(Array(uuid))
+                }
             }
         }
         var objects: [[UInt8]: EventBody.ErasedObject] = [:]
         var events: [[UInt8]: [EventBody.ErasedEvent]] = [:]
+        var characteristics: [String: [EventBody.ErasedEvent]] = [:]
         try walk { sequence, layout, stored in
+            func erased() throws -> EventBody.ErasedEvent {
+                var event = EventBody.ErasedEvent(sequence: sequence, commitment: layout.erasureCommitment(of: stored))
+                if layout.formatVersion == EventLayout.legacyFormat {
+                    event.erasedStoredSHA256 = try EventLayout.erased(stored).withUnsafeBytes { ErasureAccount.sha256($0) }
+                }
+                return event
+            }
+            if layout.kind == characteristicSet, let before = characteristicsBefore, sequence < before, let type = layout.objectType {
+                characteristics[String(decoding: type, as: UTF8.self), default: []].append(try erased())
+                return
+            }
             // An earlier erasure's own record stays: it holds no value, and the chain needs it.
             guard layout.kind != erasure, let uuid = layout.objectUUID.map(Array.init), erasing.contains(uuid) else { return }
-            var event = EventBody.ErasedEvent(sequence: sequence, commitment: layout.erasureCommitment(of: stored))
-            if layout.formatVersion == EventLayout.legacyFormat {
-                event.erasedStoredSHA256 = try EventLayout.erased(stored).withUnsafeBytes { ErasureAccount.sha256($0) }
-            }
-            events[uuid, default: []].append(event)
+            events[uuid, default: []].append(try erased())
             guard layout.kind == saved, let body = layout.body else { return }
             let summary = try ObjectSummary(encoded: body, units: units)
             objects[uuid] = EventBody.ErasedObject(
@@ -354,6 +413,9 @@ extension Ledger {
                 // Saved before their correlation: their types are known by now.
                 memberTypes: summary.members.compactMap { objects[$0]?.type })
         }
-        return events.keys.sorted { $0.lexicographicallyPrecedes($1) }.map { (objects[$0], events[$0]!) }
+        return (
+            events.keys.sorted { $0.lexicographicallyPrecedes($1) }.map { (objects[$0], events[$0]!) },
+            characteristics.keys.sorted().map { ($0, characteristics[$0]!) }
+        )
     }
 }

@@ -633,6 +633,10 @@ public nonisolated struct Healthledger_V1_EraseRequest: Sendable {
   /// Why (recorded in the erasure event; at most 1,000 bytes).
   public var reason: String = String()
 
+  /// All of the owner's data (the owner only): every object, live or deleted, and every
+  /// characteristic ever set.
+  public var everything: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -653,8 +657,12 @@ public nonisolated struct Healthledger_V1_EraseResponse: Sendable {
   /// Events whose bodies were erased.
   public var events: UInt64 = 0
 
-  /// The last erasure event (one per object erased), 0 when nothing was left to erase.
+  /// The last erasure event (one per object erased, and one per characteristic), 0 when
+  /// nothing was left to erase.
   public var sequence: UInt64 = 0
+
+  /// Characteristics whose values were erased (with everything).
+  public var characteristics: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -4268,7 +4276,7 @@ nonisolated extension Healthledger_V1_DeleteResponse: SwiftProtobuf.Message, Swi
 
 nonisolated extension Healthledger_V1_EraseRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".EraseRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuids\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}predicate\0\u{1}source\0\u{1}reason\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuids\0\u{1}type\0\u{3}start_us\0\u{3}end_us\0\u{1}predicate\0\u{1}source\0\u{1}reason\0\u{1}everything\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4283,6 +4291,7 @@ nonisolated extension Healthledger_V1_EraseRequest: SwiftProtobuf.Message, Swift
       case 5: try { try decoder.decodeSingularMessageField(value: &self._predicate) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.source) }()
       case 7: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.everything) }()
       default: break
       }
     }
@@ -4314,6 +4323,9 @@ nonisolated extension Healthledger_V1_EraseRequest: SwiftProtobuf.Message, Swift
     if !self.reason.isEmpty {
       try visitor.visitSingularStringField(value: self.reason, fieldNumber: 7)
     }
+    if self.everything != false {
+      try visitor.visitSingularBoolField(value: self.everything, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4325,6 +4337,7 @@ nonisolated extension Healthledger_V1_EraseRequest: SwiftProtobuf.Message, Swift
     if lhs._predicate != rhs._predicate {return false}
     if lhs.source != rhs.source {return false}
     if lhs.reason != rhs.reason {return false}
+    if lhs.everything != rhs.everything {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -4332,7 +4345,7 @@ nonisolated extension Healthledger_V1_EraseRequest: SwiftProtobuf.Message, Swift
 
 nonisolated extension Healthledger_V1_EraseResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".EraseResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}erased\0\u{1}events\0\u{1}sequence\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}erased\0\u{1}events\0\u{1}sequence\0\u{1}characteristics\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4343,6 +4356,7 @@ nonisolated extension Healthledger_V1_EraseResponse: SwiftProtobuf.Message, Swif
       case 1: try { try decoder.decodeSingularUInt64Field(value: &self.erased) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.events) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.characteristics) }()
       default: break
       }
     }
@@ -4358,6 +4372,9 @@ nonisolated extension Healthledger_V1_EraseResponse: SwiftProtobuf.Message, Swif
     if self.sequence != 0 {
       try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 3)
     }
+    if self.characteristics != 0 {
+      try visitor.visitSingularUInt64Field(value: self.characteristics, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4365,6 +4382,7 @@ nonisolated extension Healthledger_V1_EraseResponse: SwiftProtobuf.Message, Swif
     if lhs.erased != rhs.erased {return false}
     if lhs.events != rhs.events {return false}
     if lhs.sequence != rhs.sequence {return false}
+    if lhs.characteristics != rhs.characteristics {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
