@@ -237,7 +237,7 @@ struct ErasureTests {
         }
     }
 
-    @Test("the owner erases everything: every object, live or deleted, of every source, and every characteristic; apps keep their grants, the history verifies, an older backup comes back without any of it")
+    @Test("the owner erases a characteristic, then everything: every object, live or deleted, of every source, and every characteristic; apps keep their grants, the history verifies, an older backup comes back without any of it")
     func everything() async throws {
         try await withTestServer { server in
             let cli = AuthCLITests.executable
@@ -263,11 +263,18 @@ struct ErasureTests {
             } catch let error as RPCError {
                 #expect(error.code == .permissionDenied && error.message.contains("only what it saved"), "\(error)")
             }
+            // One characteristic alone, by its type: the owner's only, whole.
+            await #expect(throws: RPCError.self) { try await app.erase(.matching(.bloodType)) }
+            await #expect(throws: RPCError.self) { try await owner.erase(.matching(.bloodType, overlapping: DateInterval(start: .now, duration: 1))) }
+            let bloodType = try await owner.erase(.matching(.bloodType), reason: "not needed")
+            #expect(bloodType.characteristics == 1 && bloodType.objects == 0 && bloodType.events == 1)
+            #expect(try await owner.characteristics([.dateOfBirth, .bloodType]) == [.dateOfBirth(year: 1962, month: 7, day: 23), nil])
+
             let connection = ["--port", "\(server.port)", "--credential", server.ownerCredential]
             let both = try await runProcess(cli, ["erase", "--everything", "--type", "HeartRate"] + connection)
             #expect(both.status != 0 && both.error.contains("one of them"), "\(both.error)")
             let erased = try await runProcess(cli, ["erase", "--everything", "--reason", "starting over"] + connection)
-            #expect(erased.status == 0 && erased.output.contains("erased 3 objects and 2 characteristics (7 events emptied)"), "\(erased.output) \(erased.error)")
+            #expect(erased.status == 0 && erased.output.contains("erased 3 objects and 1 characteristic (6 events emptied)"), "\(erased.output) \(erased.error)")
 
             // Nothing of it is left to read, in the file or in the history's sentences.
             #expect(try await owner.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).isEmpty)
@@ -277,7 +284,7 @@ struct ErasureTests {
             for try await batch in try await owner.audit() { sentences += batch.events.map(\.sentence) }
             #expect(!sentences.contains { $0.contains("1961") || $0.contains("1962") || $0.contains("oNegative") }, "\(sentences)")
             #expect(sentences.contains("DateOfBirth erased by the owner (starting over): 2 events emptied"), "\(sentences)")
-            #expect(sentences.contains("BloodType erased by the owner (starting over): 1 event emptied"), "\(sentences)")
+            #expect(sentences.contains("BloodType erased by the owner (not needed): 1 event emptied"), "\(sentences)")
             // The ledger stays with its grants: the app saves again; the history verifies.
             try await app.save(Samples.heartRate(90, at: 180))
             let report = try server.ledger.verify()

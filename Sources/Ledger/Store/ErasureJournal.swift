@@ -21,8 +21,8 @@ struct ErasureJournal: Sendable {
         var reason: String
         /// The ledger itself was erased (`admin erase-ledger`).
         var ledgerErased: Bool?
-        /// The characteristics set before `sequence` were erased too (the owner erased everything).
-        var characteristics: Bool?
+        /// The types of the characteristics whose values set before `sequence` were erased.
+        var characteristics: [String]?
     }
 
     let directory: URL

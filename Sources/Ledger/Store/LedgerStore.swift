@@ -119,7 +119,7 @@ public final class LedgerStore: Sendable {
                     try journal.append(
                         ErasureJournal.Entry(
                             time: Date(), sequence: report.sequence, objects: report.erasedObjects, reason: reason, ledgerErased: nil,
-                            characteristics: report.characteristics > 0 ? true : nil),
+                            characteristics: report.erasedCharacteristics.isEmpty ? nil : report.erasedCharacteristics),
                         ledger: id)
                 }
             }

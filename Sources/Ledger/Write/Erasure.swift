@@ -9,7 +9,9 @@ import Synchronization
 public enum ErasureSelection: Sendable, Hashable {
     /// These objects, live or deleted.
     case objects([UUID])
-    /// The live objects of a type overlapping an interval and matching a predicate (an app's own).
+    /// The live objects of a type overlapping an interval and matching a predicate (an app's own);
+    /// for a characteristic type (the owner only, no interval or predicate), every value it
+    /// was ever set to.
     case matching(type: ObjectType, interval: DateInterval?, predicate: ObjectPredicate?)
     /// Every object a source saved, live or deleted, of every type.
     case source(String)
@@ -19,13 +21,21 @@ public enum ErasureSelection: Sendable, Hashable {
     case everything
 }
 
+/// Which characteristics an erasure empties the `characteristicSet` events of.
+struct CharacteristicErasure {
+    /// Their types; nil for every one.
+    var types: Set<String>?
+    /// Only the events before this one (an erasure's journal entry applied to an older copy).
+    var before: UInt64
+}
+
 /// What an erasure did.
 public struct ErasureReport: Sendable, Hashable {
     /// Objects erased, a correlation's members and a workout's routes included.
     public var objects: Int
     /// Events whose bodies were erased.
     public var events: Int
-    /// Characteristics whose values were erased (``ErasureSelection/everything``).
+    /// Characteristics whose values were erased.
     public var characteristics = 0
     /// The last erasure event (one per object; 0 when nothing was left to erase).
     public var sequence: UInt64
@@ -37,6 +47,8 @@ public struct ErasureReport: Sendable, Hashable {
     public var zeroedGaps = 0
     /// Every object erased, for the store's erasure journal.
     package var erasedObjects: [UUID] = []
+    /// The types of the characteristics erased, for the journal.
+    package var erasedCharacteristics: [String] = []
 }
 
 extension Ledger {
@@ -74,6 +86,11 @@ extension Ledger {
             guard !uuids.isEmpty else { throw HealthError.invalidArgument("nothing to erase: the list of UUIDs is empty", field: "uuids") }
             guard uuids.count <= Ledger.maximumBatchSize else {
                 throw HealthError(.dataSizeExceeded, "an erasure names at most \(Ledger.maximumBatchSize) UUIDs, got \(uuids.count)", field: "uuids")
+            }
+        case .matching(let type, let interval, let predicate) where type.family == .characteristic:
+            if case .app = principal { throw HealthError(.authorizationDenied, "only the owner erases a characteristic", field: "type") }
+            guard interval == nil, predicate == nil else {
+                throw HealthError.invalidArgument("a characteristic is erased whole: no range or predicate", field: "type")
             }
         case .matching(let type, let interval, let predicate):
             guard TimeRange(interval).start <= TimeRange(interval).end else {
@@ -156,13 +173,13 @@ extension Ledger {
                     return try Tombstone(uuid: uuid, stored: stored, type: "", cipher: snapshot.databases.cipher).reason != .erased
                 }
             }
-            let characteristicsBefore = entry.characteristics == true ? entry.sequence : nil
-            guard !present.isEmpty || characteristicsBefore != nil else { continue }
+            let characteristics = entry.characteristics.map { CharacteristicErasure(types: Set($0), before: entry.sequence) }
+            guard !present.isEmpty || characteristics != nil else { continue }
             let when = entry.time.formatted(.iso8601)
             let reason = String("\(entry.reason) (erased on \(when), applied again to a restored backup)".utf8.prefix(Self.maximumErasureReasonLength)) ?? entry.reason
             let report = try environment.write { txn in
                 let context = try WriteContext(txn: txn, databases: databases, projector: Projector(databases: databases, units: SummaryCache()), now: Date())
-                let report = try eraseInTransaction(.objects(present), characteristicsBefore: characteristicsBefore, reason: reason, by: .system, in: context)
+                let report = try eraseInTransaction(.objects(present), characteristics: characteristics, reason: reason, by: .system, in: context)
                 try context.finish()
                 return report
             }
@@ -213,19 +230,24 @@ extension Ledger {
         _ = try scrubRound(1, zeroingGaps: true)
     }
 
-    /// - Parameter characteristicsBefore: also erase the values of the characteristics set
-    ///   before this event (``ErasureSelection/everything``, or its journal entry applied again).
+    /// - Parameter characteristics: also erase these characteristics' values (a journal entry
+    ///   applied again); ``ErasureSelection/everything`` and a characteristic type name their own.
     private func eraseInTransaction(
-        _ selection: ErasureSelection, characteristicsBefore: UInt64? = nil, reason: String, by principal: Principal, in context: WriteContext
+        _ selection: ErasureSelection, characteristics: CharacteristicErasure? = nil, reason: String, by principal: Principal, in context: WriteContext
     ) throws -> ErasureReport {
         if let hold = try context.txn.get(Self.legalHoldKey, in: databases.meta) {
             throw Self.heldRefusal(ledger: id, reason: String(decoding: hold, as: UTF8.self))
         }
         let nothing = ErasureReport(objects: 0, events: 0, sequence: 0, scrubbedPages: 0, heldPages: 0)
         let targets = try Self.erasureTargets(selection, by: principal, in: context, ledger: self)
-        let before = if case .everything = selection { UInt64.max } else { characteristicsBefore }
-        guard !targets.isEmpty || before != nil else { return nothing }
-        let found = try Self.eventsToErase(of: targets, characteristicsBefore: before, in: context)
+        let characteristics: CharacteristicErasure? =
+            switch selection {
+            case .everything: CharacteristicErasure(types: nil, before: .max)
+            case .matching(let type, _, _) where type.family == .characteristic: CharacteristicErasure(types: [type.identifier], before: .max)
+            default: characteristics
+            }
+        guard !targets.isEmpty || characteristics != nil else { return nothing }
+        let found = try Self.eventsToErase(of: targets, characteristics: characteristics, in: context)
         guard !found.objects.isEmpty || !found.characteristics.isEmpty else { return nothing }
         // One erasure event per object: each leaves its own change row (keyed by type, source
         // and sequence), so an anchored query reports every one of them deleted.
@@ -254,7 +276,7 @@ extension Ledger {
         try context.txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.erasureRebuildKey, in: databases.meta)
         return ErasureReport(
             objects: found.objects.count { $0.object != nil }, events: events.count, characteristics: found.characteristics.count, sequence: sequence,
-            scrubbedPages: 0, heldPages: 0, erasedObjects: found.objects.compactMap { $0.object?.uuid })
+            scrubbedPages: 0, heldPages: 0, erasedObjects: found.objects.compactMap { $0.object?.uuid }, erasedCharacteristics: found.characteristics.map(\.type))
     }
 
     /// The UUIDs `selection` names that `principal` may erase.
@@ -265,6 +287,8 @@ extension Ledger {
         let appBundle: String? = if case .app(let app) = principal { app.bundleIdentifier } else { nil }
         var targets = Set<[UInt8]>()
         switch selection {
+        case .matching(let type, _, _) where type.family == .characteristic:
+            break  // No object: its events are found by their header's type.
         case .objects(let uuids):
             for uuid in uuids {
                 if try StoredObject.load(uuid.bytes, in: context.reads) != nil {
@@ -351,9 +375,9 @@ extension Ledger {
     /// The events about `targets` (and about their correlations' members and workouts'
     /// routes) that still hold their bodies, by object in UUID order, with what stays of each
     /// object: two walks over the log's headers (a correlation's members are saved before it).
-    /// With `characteristicsBefore`, also the characteristics set before that event, by type.
+    /// With `characteristics`, also the events that set those characteristics, by type.
     private static func eventsToErase(
-        of targets: Set<[UInt8]>, characteristicsBefore: UInt64?, in context: WriteContext
+        of targets: Set<[UInt8]>, characteristics erasingCharacteristics: CharacteristicErasure?, in context: WriteContext
     ) throws -> (
         objects: [(object: EventBody.ErasedObject?, events: [EventBody.ErasedEvent])], characteristics: [(type: String, events: [EventBody.ErasedEvent])]
     ) {
@@ -398,8 +422,9 @@ extension Ledger {
                 }
                 return event
             }
-            if layout.kind == characteristicSet, let before = characteristicsBefore, sequence < before, let type = layout.objectType {
-                characteristics[String(decoding: type, as: UTF8.self), default: []].append(try erased())
+            if layout.kind == characteristicSet, let erasing = erasingCharacteristics, sequence < erasing.before, let header = layout.objectType {
+                let type = String(decoding: header, as: UTF8.self)
+                if erasing.types?.contains(type) ?? true { characteristics[type, default: []].append(try erased()) }
                 return
             }
             // An earlier erasure's own record stays: it holds no value, and the chain needs it.

@@ -10,6 +10,7 @@ struct EraseCommand: AsyncParsableCommand {
             healthledger erase UUID … --reason 'asked by the owner'   the objects, live or deleted
             healthledger erase --type HeartRate --where 'value > 200 count/min' --from … --to …
             healthledger erase --source com.example.walk              every object a source saved
+            healthledger erase --type DateOfBirth                     every value a characteristic was set to
             healthledger erase --everything --reason 'starting over'  all of the owner's data
             Every event about an erased object loses its body (values, metadata, device, \
             attachments, route locations); a live one is deleted too. What stays: that an object \
