@@ -38,6 +38,11 @@ struct GRPCPythonTests {
             try await owner.save([ownersSample, Samples.heartRate(81, at: -540)])
             let appsSample = Samples.heartRate(66, at: -300)
             try await server.client(server.appCredential).save(appsSample)
+            let workout = WorkoutRPCTests.run()
+            try await owner.save(.workout(workout))
+            let builder = try await owner.makeRouteBuilder()
+            try await builder.insertRouteData((0..<20).map(WorkoutRPCTests.location))
+            let route = try await owner.finishRoute(builder, workout.uuid)
             let revokedApp = try await server.ledger.issueCredential(for: .app(TestServer.appSource))
             let heartRate = Samples.heartRate.identifier
             let day: Int64 = 86_400_000_000
@@ -69,6 +74,24 @@ struct GRPCPythonTests {
                 Read(method: .accessRecords, request: Healthledger_V1_AccessRecordsRequest()),
                 Read(method: .audit, request: Healthledger_V1_AuditRequest()),
                 Read(method: .treeHead, request: Healthledger_V1_Empty()),
+                Read(method: .inclusionProof, request: Healthledger_V1_InclusionProofRequest.with {
+                    $0.sequence = 1
+                    $0.treeSize = 2
+                }),
+                Read(method: .consistencyProof, request: Healthledger_V1_ConsistencyProofRequest.with {
+                    $0.firstSize = 1
+                    $0.secondSize = 2
+                }),
+                Read(method: .fetch, request: Healthledger_V1_FetchRequest.with { $0.uuid = Self.bytes(workout.uuid) }),
+                Read(method: .querySamples, request: Healthledger_V1_SampleQueryRequest.with { $0.type = "HKWorkoutTypeIdentifier" }),
+                Read(method: .workoutStatistics, request: Healthledger_V1_WorkoutStatisticsRequest.with { $0.workoutUuid = Self.bytes(workout.uuid) }),
+                Read(method: .routeLocations, request: Healthledger_V1_RouteQueryRequest.with { $0.routeUuid = Self.bytes(route.uuid) }),
+                Read(method: .getRequestStatus, request: Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [heartRate] }),
+                Read(method: .sourcePriority, request: Healthledger_V1_SourcePriorityRequest.with { $0.type = heartRate }),
+                Read(method: .authorizations, request: Healthledger_V1_AuthorizationsRequest()),
+                Read(method: .pendingAuthorizations, request: Healthledger_V1_AuthorizationsRequest()),
+                Read(method: .authorizationHistory, request: Healthledger_V1_AuthorizationsRequest()),
+                Read(method: .ledgerCredentials, request: Healthledger_V1_Empty()),
             ]
             let readsFile = server.directory.appending(path: "reads.json")
             let listed: [[String: Any]] = try reads.map { read in
@@ -127,8 +150,10 @@ struct GRPCPythonTests {
             for (read, answer) in zip(reads, answers) {
                 let code = (answer["failure"] as? [String: Any])?["code"] as? Int
                 switch read.method {
-                case .accessRecords, .audit, .treeHead: #expect(code == 7, "\(read.name): \(answer)")
-                case .attachments, .attachmentData: #expect(code == 5, "\(read.name): \(answer)")
+                case .accessRecords, .audit, .treeHead, .inclusionProof, .consistencyProof, .sourcePriority, .authorizations, .pendingAuthorizations,
+                    .authorizationHistory, .ledgerCredentials:
+                    #expect(code == 7, "\(read.name): \(answer)")
+                case .attachments, .attachmentData, .workoutStatistics, .routeLocations: #expect(code == 5, "\(read.name): \(answer)")
                 default: #expect(answer["messages"] != nil, "\(read.name): \(answer)")
                 }
             }
