@@ -218,6 +218,13 @@ public struct LedgerConfiguration: Sendable {
     public var viewDiskLimit = 8 << 30
     /// A view unused for this long is removed.
     public var viewIdleLifetime: Duration
+    /// Most ledgers a store holds open (about three descriptors and 90 KiB each): past it, the
+    /// least recently used are closed. The default keeps 8,192 open, which 65,536 descriptors
+    /// serve with room for connections, however many ledgers the store holds.
+    public var maximumOpenLedgers = 8_192
+    /// A ledger unused for this long is closed (it opens again on its next call, in a few
+    /// milliseconds); nil keeps every ledger open until ``maximumOpenLedgers``.
+    public var ledgerIdleLifetime: Duration? = .seconds(60)
     /// The key that wraps each ledger's data key: with one, new ledgers are encrypted, and
     /// clear ones are encrypted when they are opened (``MasterKey``); nil keeps them clear.
     public var masterKey: MasterKey?

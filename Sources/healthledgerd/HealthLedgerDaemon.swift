@@ -32,7 +32,9 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error [HEALTHLEDGER_LOG_LEVEL] (default info).") var logLevel: String?
     @Option(name: .customLong("master-key-file"), help: "The master key that encrypts the ledgers at rest: a file of 64 hex digits, readable by its owner only (`healthledger admin new-master-key` makes one) [HEALTHLEDGER_MASTER_KEY_FILE]; without one, ledgers are stored clear.") var masterKeyFile: String?
     @Option(name: .customLong("access-retention-days"), help: "Days the access records (who read what) are kept [HEALTHLEDGER_ACCESS_RETENTION_DAYS] (default 2192, six years).") var accessRetentionDays: Int?
-    @Option(name: .customLong("metrics-port"), help: "Port of the Prometheus /metrics endpoint on the listen address; --metrics-port=-1 disables it [HEALTHLEDGER_METRICS_PORT] (default 9411).") var metricsPort: Int?
+    @Option(name: .customLong("max-open-ledgers"), help: "Most ledgers open at once, about three descriptors and 90 KiB each; past it the least recently used close [HEALTHLEDGER_MAX_OPEN_LEDGERS] (default 8192).") var maximumOpenLedgers: Int?
+    @Option(name: .customLong("ledger-idle-timeout"), help: "Seconds before an unused ledger is closed (it opens again on its next call) [HEALTHLEDGER_LEDGER_IDLE_TIMEOUT] (default 60).") var ledgerIdleTimeout: Int?
+    @Option(name: .customLong("metrics-port"), help: "Port of the Prometheus /metrics endpoint, with /healthz (live) and /readyz (ready), on the listen address; --metrics-port=-1 disables it [HEALTHLEDGER_METRICS_PORT] (default 9411).") var metricsPort: Int?
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
@@ -85,6 +87,12 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         let retentionDays = try number(accessRetentionDays, "ACCESS_RETENTION_DAYS") ?? 2192
         guard retentionDays >= 1 else { throw ValidationError("--access-retention-days must be at least 1") }
         ledgerConfiguration.accessRetention = Double(retentionDays) * 86_400
+        ledgerConfiguration.maximumOpenLedgers = try number(maximumOpenLedgers, "MAX_OPEN_LEDGERS") ?? ledgerConfiguration.maximumOpenLedgers
+        let ledgerIdleSeconds = try number(ledgerIdleTimeout, "LEDGER_IDLE_TIMEOUT") ?? 60
+        guard ledgerConfiguration.maximumOpenLedgers >= 1, ledgerIdleSeconds >= 1 else {
+            throw ValidationError("--max-open-ledgers and --ledger-idle-timeout must be at least 1")
+        }
+        ledgerConfiguration.ledgerIdleLifetime = .seconds(ledgerIdleSeconds)
         let store: LedgerStore
         do {
             // An empty setting is no setting (as an unset variable).
@@ -110,7 +118,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         }
         let metricsPortValue = try number(metricsPort, "METRICS_PORT") ?? 9411
         if metricsPortValue >= 0 {
-            services.append(MetricsEndpoint(host: configuration.host, port: metricsPortValue, registry: registry, logger: logger))
+            services.append(MetricsEndpoint(host: configuration.host, port: metricsPortValue, registry: registry, store: store, logger: logger))
         }
         // Last, so that it stops first (a service group stops its services in reverse order).
         if webPortValue >= 0 {

@@ -109,7 +109,7 @@ struct MetricsTests {
 }
 
 /// One scrape of `/metrics`: each sample line's series (name and labels) and value.
-private struct Scrape {
+struct Scrape {
     let values: [String: Double]
 
     init(_ text: String) {

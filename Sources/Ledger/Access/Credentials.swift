@@ -296,10 +296,11 @@ extension Ledger {
 
 /// Credential strings that authenticated before, parsed and with their secrets hashed, so
 /// a connection's next call with the same string skips the parse, the ledger lookup and the
-/// hash. The record is still read on every call: a revoked credential fails at once.
+/// hash. The record is still read on every call: a revoked credential fails at once. (The
+/// ledger is named, not held: the store closes it when idle.)
 final class PresentedCredentials: Sendable {
     struct Entry: Sendable {
-        let ledger: Ledger
+        let ledgerID: String
         let id: String
         let secretHash: [UInt8]
     }
@@ -330,14 +331,14 @@ extension LedgerStore {
     ///
     /// - Throws: ``CredentialRefusal`` when it does not authenticate; a storage failure as itself.
     public func authentication(of text: String) throws -> (ledger: Ledger, principal: Principal, credentialID: String, end: Date?) {
-        if let entry = presented.entry(for: text) {
-            let (principal, end) = try entry.ledger.authenticate(id: entry.id, secretHash: entry.secretHash)
-            return (entry.ledger, principal, entry.id, end)
+        if let entry = presented.entry(for: text), let ledger = try? ledger(entry.ledgerID) {
+            let (principal, end) = try ledger.authenticate(id: entry.id, secretHash: entry.secretHash)
+            return (ledger, principal, entry.id, end)
         }
         guard let credential = CredentialString(text), let ledger = try? ledger(credential.ledgerID) else { throw CredentialRefusal.unknown }
         let secretHash = Array(SHA256.hash(data: Array(credential.secret.utf8)))
         let (principal, end) = try ledger.authenticate(id: credential.id, secretHash: secretHash)
-        presented.remember(.init(ledger: ledger, id: credential.id, secretHash: secretHash), for: text)
+        presented.remember(.init(ledgerID: ledger.id, id: credential.id, secretHash: secretHash), for: text)
         return (ledger, principal, credential.id, end)
     }
 }

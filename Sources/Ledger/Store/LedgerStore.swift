@@ -16,11 +16,19 @@ import Synchronization
 /// let ledger = try store.createLedger(id: "alice")
 /// let again = try store.ledger("alice")   // the same open instance
 /// ```
+///
+/// Ledgers open on first use and close when idle (``LedgerConfiguration/ledgerIdleLifetime``)
+/// or when more than ``LedgerConfiguration/maximumOpenLedgers`` are open (the least recently
+/// used first). The store then only lets go of it: a ledger a call, a stream or a backup still
+/// holds stays open, and is the one the next ``ledger(_:)`` returns, until the last holder is
+/// done; then its environment closes.
 public final class LedgerStore: Sendable {
     public let directory: URL
     let configuration: LedgerConfiguration
     let logger: Logger
-    private let open = Mutex<[String: Ledger]>([:])
+    private let open = Mutex<OpenLedgers>(OpenLedgers())
+    /// Closes idle ledgers every so often (nil without an idle lifetime).
+    private let idleSweep = Mutex<Task<Void, Never>?>(nil)
     /// Credential strings that authenticated, ready to be checked again cheaply.
     let presented = PresentedCredentials()
     private let creating = Mutex<Set<String>>([])
@@ -48,6 +56,21 @@ public final class LedgerStore: Sendable {
             throw LedgerFailure(.storage, "cannot create the data directory \(ledgersDirectory.path): \(error.localizedDescription)", cause: error)
         }
         if checkingMasterKey { try Self.checkMasterKey(configuration.masterKey, directory: directory) }
+        if let lifetime = configuration.ledgerIdleLifetime { startIdleSweep(every: max(lifetime / 4, .milliseconds(10))) }
+    }
+
+    deinit { idleSweep.withLock { $0?.cancel() } }
+
+    private func startIdleSweep(every interval: Duration) {
+        idleSweep.withLock { task in
+            task = Task.detached { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    guard let self else { return }
+                    self.closeIdleLedgers()
+                }
+            }
+        }
     }
 
     var ledgersDirectory: URL { directory.appending(path: "ledgers", directoryHint: .isDirectory) }
@@ -59,8 +82,11 @@ public final class LedgerStore: Sendable {
 
     /// Ledger ids: 1–64 characters from `a-z 0-9 . _ -`, starting with a letter or digit.
     public static func validate(id: String) throws {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789._-")
-        guard (1...64).contains(id.count), id.allSatisfy(allowed.contains), let first = id.first, first.isLetter || first.isNumber
+        let valid = (1...64).contains(id.utf8.count) && id.utf8.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".")
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+        guard valid, let first = id.first, first.isLetter || first.isNumber
         else {
             throw LedgerFailure(
                 .invalidArgument, "invalid ledger id '\(id)': use 1–64 characters from a-z, 0-9, '.', '_' and '-', starting with a letter or digit")
@@ -96,17 +122,17 @@ public final class LedgerStore: Sendable {
         return try ledger(id)
     }
 
-    /// The open ledger `id`, opening it on first use.
+    /// The open ledger `id`, opening it on first use (or again after it was closed).
     /// - Throws: ``LedgerFailure`` `notFound` when there is no such ledger.
     public func ledger(_ id: String) throws -> Ledger {
+        if let ledger = open.withLock({ $0.use(id) }) { return ledger }
         try Self.validate(id: id)
-        if let ledger = open.withLock({ $0[id] }) { return ledger }
         let url = directory(of: id)
         guard FileManager.default.fileExists(atPath: url.appending(path: "data.mdb").path) else {
             throw LedgerFailure(.notFound, "no ledger '\(id)' in \(directory.path)")
         }
         return try open.withLock { open in
-            if let ledger = open[id] { return ledger }
+            if let ledger = open.use(id) { return ledger }
             let ledger = try Self.process.ledger(at: url) {
                 try Ledger(id: id, directory: url, configuration: configuration, logger: logger)
             }
@@ -123,15 +149,37 @@ public final class LedgerStore: Sendable {
                         ledger: id)
                 }
             }
-            open[id] = ledger
+            open.insert(ledger, limit: configuration.maximumOpenLedgers)
             return ledger
         }
     }
 
+    /// Lets go of the ledgers unused for ``LedgerConfiguration/ledgerIdleLifetime`` (each
+    /// closes once no call, stream or backup holds it any more). Runs on its own every
+    /// quarter of that lifetime.
+    /// - Returns: how many the store let go of.
+    @discardableResult
+    public func closeIdleLedgers() -> Int {
+        guard let lifetime = configuration.ledgerIdleLifetime else { return 0 }
+        var released = open.withLock { $0.removeUnused(since: .now - lifetime) }
+        let count = released.count
+        // Released outside the lock: the last reference's deinit closes the environment.
+        released.removeAll()
+        _ = Self.process.prune()
+        return count
+    }
+
+    /// Ledgers open in this process: those the store holds, and those it let go of that a
+    /// call, a stream or a backup still holds (of every store in the process).
+    public static var liveLedgerCount: Int { process.prune() }
+
+    /// Ledgers the store holds open now.
+    public var openLedgerCount: Int { open.withLock { $0.count } }
+
     /// Whether ledger `id` is open in this process, through this store or another one on
     /// the same directory.
     func isOpenInProcess(_ id: String) -> Bool {
-        open.withLock { $0[id] != nil } || Self.process.isOpen(at: directory(of: id))
+        open.withLock { $0.contains(id) } || Self.process.isOpen(at: directory(of: id))
     }
 
     /// Runs `body` with `id` reserved: no creation or restore of the same id runs meanwhile.
@@ -143,10 +191,11 @@ public final class LedgerStore: Sendable {
     }
 
     /// The ledgers open in this process, by path: LMDB forbids opening one environment
-    /// twice in a process, so stores on the same directory share their ledgers.
-    private static let process = OpenLedgers()
+    /// twice in a process, so stores on the same directory share their ledgers, and a ledger
+    /// a store let go of while something still used it is found again.
+    private static let process = ProcessLedgers()
 
-    private final class OpenLedgers: Sendable {
+    private final class ProcessLedgers: Sendable {
         private struct Entry { weak var ledger: Ledger? }
         private let entries = Mutex<[String: Entry]>([:])
 
@@ -163,6 +212,14 @@ public final class LedgerStore: Sendable {
         func isOpen(at url: URL) -> Bool {
             let key = url.standardizedFileURL.resolvingSymlinksInPath().path
             return entries.withLock { $0[key]?.ledger != nil }
+        }
+
+        /// Forgets the ledgers that closed; returns how many are open.
+        func prune() -> Int {
+            entries.withLock { entries in
+                entries = entries.filter { $0.value.ledger != nil }
+                return entries.count
+            }
         }
     }
 
@@ -187,12 +244,45 @@ public final class LedgerStore: Sendable {
     /// Writes the access records every open ledger holds in memory (on shutdown: they are
     /// otherwise written within ``LedgerConfiguration/accessFlushInterval``).
     public func flushAccessRecords() {
-        for ledger in open.withLock({ Array($0.values) }) { ledger.flushAccessRecordsLogging() }
+        for ledger in open.withLock({ $0.ledgers }) { ledger.flushAccessRecordsLogging() }
     }
 
     /// The ids of every ledger in the store, sorted.
     public func ledgerIDs() throws -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: ledgersDirectory.path)) ?? []
         return names.filter { !$0.hasPrefix(".") && (try? Self.validate(id: $0)) != nil }.sorted()
+    }
+}
+
+/// The ledgers a store holds open, with when each was last asked for.
+private struct OpenLedgers {
+    private var entries: [String: (ledger: Ledger, lastUsed: ContinuousClock.Instant)] = [:]
+
+    var count: Int { entries.count }
+    var ledgers: [Ledger] { entries.values.map(\.ledger) }
+    func contains(_ id: String) -> Bool { entries[id] != nil }
+
+    /// The ledger, marked as used now.
+    mutating func use(_ id: String) -> Ledger? {
+        guard let ledger = entries[id]?.ledger else { return nil }
+        entries[id]!.lastUsed = .now
+        return ledger
+    }
+
+    /// Adds a ledger just opened; past `limit`, the least recently used go (an eighth of the
+    /// limit at once, so that a scan is not paid on every open).
+    mutating func insert(_ ledger: Ledger, limit: Int) {
+        entries[ledger.id] = (ledger, .now)
+        guard entries.count > limit else { return }
+        let excess = entries.count - limit + max(limit / 8, 1) - 1
+        let oldest = entries.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(excess).map(\.key)
+        for id in oldest where id != ledger.id { entries[id] = nil }
+    }
+
+    /// Removes those last used before `cutoff`, and returns them.
+    mutating func removeUnused(since cutoff: ContinuousClock.Instant) -> [Ledger] {
+        let idle = entries.filter { $0.value.lastUsed < cutoff }
+        for id in idle.keys { entries[id] = nil }
+        return idle.values.map(\.ledger)
     }
 }

@@ -42,6 +42,10 @@ final class GroupCommitter: Sendable {
     /// The Merkle tree's frontier after the last commit, with the head it belongs to: the
     /// next transaction starting from that head need not load it.
     private let lastFrontier = Mutex<(head: LogHead, frontier: Frontier)?>(nil)
+    /// The ledger's id, for messages.
+    private let label: String
+    /// Whether the last commit failed for a full disk (then the next that succeeds says so).
+    private let diskWasFull = Atomic(false)
 
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
@@ -55,6 +59,7 @@ final class GroupCommitter: Sendable {
         self.environment = environment
         self.databases = databases
         self.queue = DispatchQueue(label: "healthledger.commit.\(label)")
+        self.label = label
         self.logger = logger
         self.onCommit = onCommit
     }
@@ -127,6 +132,10 @@ final class GroupCommitter: Sendable {
                 try environment.write { txn in try run(batch, in: txn, nesting: true, into: &outcome) }
             }
             lastFrontier.withLock { $0 = outcome.frontier }
+            if diskWasFull.exchange(false, ordering: .relaxed) {
+                DiskSpace.recovered(label)
+                logger.notice("the disk has room again: commits resumed")
+            }
             onCommit(batch.count, clock.now - started)
             follower?.committed(from: outcome.heads.start, to: outcome.heads.end)
             if outcome.heads.end > outcome.heads.start { changeWatchers.notify(outcome.changedTypes) }
@@ -136,7 +145,7 @@ final class GroupCommitter: Sendable {
                 logger.error("group commit failed", metadata: ["ledger.commit.requests": "\(batch.count)", "error": "\(error)"])
             }
             // Nothing was committed: answer everyone, with their own error when they had one.
-            let failure = Self.storageError(error)
+            let failure = storageError(error)
             for index in batch.indices { batch[index].complete(.failure(outcome.failed[index] ?? failure)) }
         }
     }
@@ -198,12 +207,14 @@ final class GroupCommitter: Sendable {
         outcome.frontier = context.finalFrontier.map { (context.head, $0) }
     }
 
-    /// Storage errors become a ``LedgerFailure``; caller errors pass through.
-    private static func storageError(_ error: any Error) -> any Error {
+    /// Storage errors become a ``LedgerFailure`` (a full disk named as one); caller errors pass through.
+    private func storageError(_ error: any Error) -> any Error {
         guard let error = error as? LMDBError else { return error }
-        if error.code == .noSpace { return LedgerFailure(.storage, "the disk is full; nothing was written", cause: error) }
-        if error.code == .mapFull { return LedgerFailure(.storage, "the ledger reached its maximum size; nothing was written", cause: error) }
-        return LedgerFailure(.storage, "storage failed (\(error)); nothing was written", cause: error)
+        let (failure, diskFull) = DiskSpace.failure(error, ledger: label, directory: environment.path)
+        if diskFull, !diskWasFull.exchange(true, ordering: .relaxed) {
+            logger.error("the disk is full: commits fail until space returns", metadata: ["error": "\(failure.message)"])
+        }
+        return failure
     }
 }
 
