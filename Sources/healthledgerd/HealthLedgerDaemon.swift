@@ -28,6 +28,8 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: "PEM private key [HEALTHLEDGER_TLS_KEY].") var tlsKey: String?
     @Option(name: .customLong("max-frame-size"), help: "Largest frame in bytes [HEALTHLEDGER_MAX_FRAME_SIZE] (default 4 MiB).") var maximumFrameSize: Int?
     @Option(name: .customLong("max-calls"), help: "Concurrent calls per connection [HEALTHLEDGER_MAX_CALLS] (default 128).") var maximumCalls: Int?
+    @Option(name: .customLong("max-calls-per-credential"), help: "Calls one credential may have running at once, over all its connections [HEALTHLEDGER_MAX_CALLS_PER_CREDENTIAL] (default 512).") var maximumCallsPerCredential: Int?
+    @Option(name: .customLong("max-writes-per-second"), help: "Write calls (saves, deletes, …) one credential may make per second, 0 for no limit [HEALTHLEDGER_MAX_WRITES_PER_SECOND] (default 0).") var maximumWritesPerSecond: Int?
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed [HEALTHLEDGER_IDLE_TIMEOUT] (default 300).") var idleTimeout: Int?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error [HEALTHLEDGER_LOG_LEVEL] (default info).") var logLevel: String?
     @Option(name: .customLong("master-key-file"), help: "The master key that encrypts the ledgers at rest: a file of 64 hex digits, readable by its owner only (`healthledger admin new-master-key` makes one) [HEALTHLEDGER_MASTER_KEY_FILE]; without one, ledgers are stored clear.") var masterKeyFile: String?
@@ -61,6 +63,11 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         configuration.port = try number(port, "PORT") ?? configuration.port
         configuration.maximumFrameSize = try number(maximumFrameSize, "MAX_FRAME_SIZE") ?? configuration.maximumFrameSize
         configuration.maximumConcurrentCalls = try number(maximumCalls, "MAX_CALLS") ?? configuration.maximumConcurrentCalls
+        configuration.maximumCallsPerCredential = try number(maximumCallsPerCredential, "MAX_CALLS_PER_CREDENTIAL") ?? configuration.maximumCallsPerCredential
+        configuration.maximumWritesPerSecond = try number(maximumWritesPerSecond, "MAX_WRITES_PER_SECOND") ?? configuration.maximumWritesPerSecond
+        guard configuration.maximumCallsPerCredential >= 1, configuration.maximumWritesPerSecond >= 0 else {
+            throw ValidationError("--max-calls-per-credential must be at least 1 and --max-writes-per-second at least 0")
+        }
         let idleSeconds = try number(idleTimeout, "IDLE_TIMEOUT") ?? 300
         configuration.idleTimeout = .seconds(idleSeconds)
         switch (setting(tlsCertificate, "TLS_CERT"), setting(tlsKey, "TLS_KEY")) {

@@ -73,6 +73,7 @@ package struct CallDispatcher: Sendable {
             throw RPCError(.unauthenticated, refusal.description)
         }
         caller.set(ledger: authentication.ledger.id, principal: authentication.principal)
+        try caller.admit("\(authentication.ledger.id)/\(authentication.credentialID)", writes: registration.writes, configuration: configuration)
         let point = try request.pointInTime()
         // A point-in-time read: the same method on a read-only view of the ledger, where an
         // app sees only what it could read then and may read now.
@@ -182,6 +183,7 @@ package struct CallDispatcher: Sendable {
         response: [UInt8]?, failure: RPCError?, finish: Finish
     ) {
         if let failure { logged(failure, id: id, request: request) }
+        caller.end()
         finish(failure == nil ? response : nil, failure)
         metrics.record(method: method, code: failure?.code ?? .ok, duration: ContinuousClock.now - started)
         logCall(method?.rawValue ?? String(request.method.prefix(200)), caller, failure: failure, started: started)
@@ -311,10 +313,23 @@ package struct CallDispatcher: Sendable {
 /// Whose a call turned out to be, once authenticated: its ledger and principal (for its log line).
 final class Authenticated: Sendable {
     private let state = Mutex<(ledger: String?, principal: Principal?)>((nil, nil))
+    /// The credential its call was admitted under (``CredentialLimits``), until the call ends.
+    private let admitted = Mutex<String?>(nil)
 
     var identity: (ledger: String?, principal: Principal?) { state.withLock { $0 } }
 
     func set(ledger: String, principal: Principal) { state.withLock { $0 = (ledger, principal) } }
+
+    /// Counts the call against its credential's limits, or refuses it.
+    func admit(_ credential: String, writes: Bool, configuration: ServerConfiguration) throws {
+        try CredentialLimits.shared.admit(credential, writes: writes, configuration: configuration)
+        admitted.withLock { $0 = credential }
+    }
+
+    /// The call ended: it no longer counts.
+    func end() {
+        if let credential = admitted.withLock({ $0.take() }) { CredentialLimits.shared.end(credential) }
+    }
 }
 
 /// Why the server cancelled a call's task, set just before it does: the call's deadline

@@ -23,6 +23,12 @@ public struct ServerConfiguration: Sendable {
     public var drainTimeout: Duration
     /// PEM files for TLS; plain TCP when nil.
     public var tls: TLSFiles?
+    /// Calls one credential may have running at once, over all its connections and both
+    /// transports; past it a call is refused with `RESOURCE_EXHAUSTED`.
+    public var maximumCallsPerCredential = 512
+    /// Write calls (saves, deletes, erasures, attachments, routes, decisions) one credential
+    /// may make per second, in bursts of up to as many; 0: no limit.
+    public var maximumWritesPerSecond = 0
 
     public struct TLSFiles: Sendable {
         public var certificateChain: String
