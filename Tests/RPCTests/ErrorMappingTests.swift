@@ -99,7 +99,7 @@ struct ErrorMappingTests {
             }
             let status = try #require(refusal)
             #expect(status.code == .unavailable && status.healthErrorCode == .databaseInaccessible)
-            #expect(status.message == "the ledger reached its maximum size; nothing was written")
+            #expect(status.message == "ledger 'alice' reached its maximum size; nothing was written")
             let line = try #require(log.lines.first { $0.message == "call failed" })
             #expect(line.metadata["rpc.method"] == RPCMethod.save.rawValue)
             #expect(line.metadata["error"]?.contains("MDB_MAP_FULL") == true, "\(line.metadata)")

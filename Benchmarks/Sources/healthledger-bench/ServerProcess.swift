@@ -12,13 +12,13 @@ final class ServerProcess: Sendable {
     private let process: Process
 
     /// Starts the server and waits until it logs that it listens (it prints its address).
-    init(executable: URL, dataDirectory: URL, grpc: Bool = false, web: Bool = false) throws {
+    init(executable: URL, dataDirectory: URL, grpc: Bool = false, web: Bool = false, arguments: [String] = []) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw BenchFailure("\(executable.path) not found: build it with `swift build -c release --product healthledgerd` (tools/bench.sh does)")
         }
         let process = Process()
         process.executableURL = executable
-        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--grpc-port=\(grpc ? 0 : -1)", "--web-port=\(web ? 0 : -1)", "--log-level", "info"]
+        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=-1", "--grpc-port=\(grpc ? 0 : -1)", "--web-port=\(web ? 0 : -1)", "--log-level", "info"] + arguments
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
