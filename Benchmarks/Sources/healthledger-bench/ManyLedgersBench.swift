@@ -129,7 +129,7 @@ struct ManyLedgersBenchCommand: AsyncParsableCommand {
                 for index in next..<min(count, next + 16) {
                     group.addTask {
                         let id = String(format: "person-%06d", index)
-                        let ledger = (try? store.ledger(id)) ?? (try store.createLedger(id: id))
+                        let ledger = try (try? store.ledger(id)) ?? store.createLedger(id: id)
                         return (index, try await ledger.issueCredential(for: .owner))
                     }
                 }
