@@ -16,6 +16,9 @@ public final class AccessWatchers: Sendable {
 
     public func remove(_ token: Int) { registry.remove(token) }
 
+    /// Watchers registered now.
+    var count: Int { registry.count }
+
     func notify(_ change: AccessChange) {
         for watcher in registry.watchers() { watcher(change) }
     }
