@@ -131,6 +131,11 @@ public final class LedgerStore: Sendable {
         guard FileManager.default.fileExists(atPath: url.appending(path: "data.mdb").path) else {
             throw LedgerFailure(.notFound, "no ledger '\(id)' in \(directory.path)")
         }
+        var evicted: [Ledger] = []
+        defer {
+            // Released outside the lock: the last reference's deinit closes the environment.
+            evicted.removeAll()
+        }
         return try open.withLock { open in
             if let ledger = open.use(id) { return ledger }
             let ledger = try Self.process.ledger(at: url) {
@@ -149,7 +154,7 @@ public final class LedgerStore: Sendable {
                         ledger: id)
                 }
             }
-            open.insert(ledger, limit: configuration.maximumOpenLedgers)
+            evicted = open.insert(ledger, limit: configuration.maximumOpenLedgers)
             return ledger
         }
     }
@@ -270,13 +275,13 @@ private struct OpenLedgers {
     }
 
     /// Adds a ledger just opened; past `limit`, the least recently used go (an eighth of the
-    /// limit at once, so that a scan is not paid on every open).
-    mutating func insert(_ ledger: Ledger, limit: Int) {
+    /// limit at once, so that a scan is not paid on every open), and are returned.
+    mutating func insert(_ ledger: Ledger, limit: Int) -> [Ledger] {
         entries[ledger.id] = (ledger, .now)
-        guard entries.count > limit else { return }
+        guard entries.count > limit else { return [] }
         let excess = entries.count - limit + max(limit / 8, 1) - 1
         let oldest = entries.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(excess).map(\.key)
-        for id in oldest where id != ledger.id { entries[id] = nil }
+        return oldest.filter { $0 != ledger.id }.compactMap { entries.removeValue(forKey: $0)?.ledger }
     }
 
     /// Removes those last used before `cutoff`, and returns them.
