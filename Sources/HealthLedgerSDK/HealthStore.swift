@@ -319,7 +319,8 @@ public final class HealthStore: Sendable {
     public enum ErasureTarget: Sendable, Hashable {
         /// These objects, live or deleted.
         case objects([UUID])
-        /// The live objects of a type overlapping an interval that match a predicate.
+        /// The live objects of a type overlapping an interval that match a predicate; for a
+        /// characteristic type (the owner only, with neither), every value it was set to.
         case matching(ObjectType, overlapping: DateInterval? = nil, predicate: ObjectPredicate? = nil)
         /// Every object a source saved (an app names its own bundle identifier).
         case source(String)
