@@ -17,6 +17,7 @@ import urllib.parse
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -61,7 +62,18 @@ def main():
         """Clicks what posts a form, and waits for the page it leads to (not the one before)."""
         page = driver.find_element(By.TAG_NAME, "html")
         element.click()
-        wait.until(expected_conditions.staleness_of(page))
+
+        def replaced(driver):
+            try:
+                return expected_conditions.staleness_of(page)(driver)
+            except WebDriverException as error:
+                # ChromeDriver, asked about the old page while the new one replaces it, may
+                # answer that its node "does not belong to the document": replaced too.
+                if "does not belong to the document" in str(error):
+                    return True
+                raise
+
+        wait.until(replaced)
 
     def sign_in(credential):
         driver.get(args.url + "/sign-in")

@@ -100,77 +100,42 @@ final class AccessLog: Sendable {
     static let prunedPerFlush = 10_000
 }
 
-/// Writes the access records every `interval` while the ledger is open, on a queue of its
-/// own (the writes wait for the disk: not on the threads that answer calls); and, at its
-/// first turn and then hourly, deletes expired records even when no call left new ones, so
-/// that a ledger nobody reads still forgets them. One timer of the process serves every
-/// ledger with the same interval (thousands of open ledgers do not each wake every second).
-final class AccessFlushLoop: Sendable {
+/// Writes the access records every `interval` while the ledger is open, on the process's
+/// access-record ticker (the writes wait for the disk: not on the threads that answer
+/// calls); and, at its first turn and then hourly, deletes expired records even when no call
+/// left new ones, so that a ledger nobody reads still forgets them.
+final class AccessFlushLoop: TickerMember {
+    /// How often a ledger with nothing to write looks for expired records.
+    static let pruneInterval = Duration.seconds(3600)
+
     private struct State {
         weak var ledger: Ledger?
         var lastPruned: ContinuousClock.Instant?
         var stopped = false
     }
 
-    /// Held while a flush of this ledger runs.
     private let state = Mutex(State())
 
     func start(_ ledger: Ledger, every interval: Duration) {
         state.withLock { $0.ledger = ledger }
-        AccessFlushTimer.shared(every: interval).register(self)
+        ProcessTicker.shared("access-records", every: interval).register(self)
     }
 
     func stop() { state.withLock { $0.stopped = true } }
 
     var isStopped: Bool { state.withLock { $0.stopped || $0.ledger == nil } }
 
-    /// The timer's turn: writes what was noted, or prunes when an hour has passed.
-    fileprivate func turn() {
-        state.withLock { state in
-            guard !state.stopped, let ledger = state.ledger else { return }
+    /// Writes what was noted, or prunes when an hour has passed.
+    func turn() {
+        let due: Ledger? = state.withLock { state in
+            guard !state.stopped, let ledger = state.ledger else { return nil }
             let now = ContinuousClock.now
-            if ledger.accessLog.isEmpty, let lastPruned = state.lastPruned, now - lastPruned < AccessFlushTimer.pruneInterval { return }
+            if ledger.accessLog.isEmpty, let lastPruned = state.lastPruned, now - lastPruned < Self.pruneInterval { return nil }
             state.lastPruned = now
-            ledger.flushAccessRecordsLogging()
+            return ledger
         }
-    }
-}
-
-/// The one timer, per interval, that gives every open ledger's ``AccessFlushLoop`` its turn.
-private final class AccessFlushTimer: @unchecked Sendable {
-    private static let queue = DispatchQueue(label: "healthledger.access-records", qos: .utility)
-    /// How often a ledger with nothing to write looks for expired records.
-    static let pruneInterval = Duration.seconds(3600)
-    private static let timers = Mutex<[Duration: AccessFlushTimer]>([:])
-
-    private let source = DispatchSource.makeTimerSource(queue: AccessFlushTimer.queue)
-    private let loops = Mutex<[ObjectIdentifier: AccessFlushLoop]>([:])
-
-    static func shared(every interval: Duration) -> AccessFlushTimer {
-        timers.withLock { timers in
-            if let timer = timers[interval] { return timer }
-            let timer = AccessFlushTimer(every: interval)
-            timers[interval] = timer
-            return timer
-        }
-    }
-
-    private init(every interval: Duration) {
-        let milliseconds = Int(interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000)
-        source.schedule(deadline: .now() + .milliseconds(milliseconds), repeating: .milliseconds(max(milliseconds, 1)))
-        source.setEventHandler { [weak self] in
-            guard let self else { return }
-            let current = loops.withLock { loops in
-                loops = loops.filter { !$0.value.isStopped }
-                return Array(loops.values)
-            }
-            for loop in current { loop.turn() }
-        }
-        source.resume()
-    }
-
-    func register(_ loop: AccessFlushLoop) {
-        loops.withLock { $0[ObjectIdentifier(loop)] = loop }
+        // Outside the lock: when this was the ledger's last reference, its deinit stops this loop.
+        due?.flushAccessRecordsLogging()
     }
 }
 

@@ -102,77 +102,34 @@ final class LogFollower: Sendable {
 
 /// Polls a ``LogFollower`` every interval until stopped, while it has watchers.
 ///
-/// One task of the process polls every ledger's follower (a ledger with no stream watching
-/// it has no one to tell, and is skipped: a server holding thousands of open ledgers does not
-/// wake thousands of times an interval). ``stop()`` returns only once no poll of this
-/// follower is under way, so that when a ledger is released nothing of this process reads its
-/// files any more (they may be copied, edited or closed right after).
-final class FollowLoop: Sendable {
-    private let entry: FollowPoller.Entry
+/// The process's one follow ticker polls every ledger's follower (a ledger with no stream
+/// watching it has no one to tell, and is skipped). ``stop()`` returns only once no poll of
+/// this follower is under way, so that when a ledger is released nothing of this process
+/// reads its files any more (they may be copied, edited or closed right after).
+final class FollowLoop: TickerMember {
+    private struct State {
+        weak var follower: LogFollower?
+        var stopped = false
+    }
+
+    /// Held while a poll runs.
+    private let state: Mutex<State>
 
     init(_ follower: LogFollower, every interval: Duration) {
-        entry = FollowPoller.shared(every: interval).register(follower)
+        state = Mutex(State(follower: follower))
+        ProcessTicker.shared("follow", every: interval).register(self)
     }
 
     /// Stops polling; waits for a poll under way to finish.
-    func stop() { entry.stop() }
-}
+    func stop() { state.withLock { $0.stopped = true } }
 
-/// The one polling task for the followers of every ledger with the same interval.
-final class FollowPoller: Sendable {
-    /// A follower registered, until stopped (held weakly: the ledger owns it).
-    final class Entry: Sendable {
-        private struct State {
-            weak var follower: LogFollower?
-            var stopped = false
+    var isStopped: Bool { state.withLock { $0.stopped || $0.follower == nil } }
+
+    /// Polls the follower when it has watchers, unless stopped meanwhile.
+    func turn() {
+        state.withLock { state in
+            guard !state.stopped, let follower = state.follower, follower.hasWatchers else { return }
+            follower.poll()
         }
-
-        /// Held while a poll runs.
-        private let state: Mutex<State>
-
-        init(_ follower: LogFollower) { state = Mutex(State(follower: follower)) }
-
-        var isStopped: Bool { state.withLock { $0.stopped || $0.follower == nil } }
-
-        func stop() { state.withLock { $0.stopped = true } }
-
-        /// Polls the follower when it has watchers, unless stopped meanwhile.
-        func poll() {
-            state.withLock { state in
-                guard !state.stopped, let follower = state.follower, follower.hasWatchers else { return }
-                follower.poll()
-            }
-        }
-    }
-
-    private static let pollers = Mutex<[Duration: FollowPoller]>([:])
-    private let entries = Mutex<[ObjectIdentifier: Entry]>([:])
-
-    static func shared(every interval: Duration) -> FollowPoller {
-        pollers.withLock { pollers in
-            if let poller = pollers[interval] { return poller }
-            let poller = FollowPoller(every: interval)
-            pollers[interval] = poller
-            return poller
-        }
-    }
-
-    private init(every interval: Duration) {
-        Task.detached { [self] in
-            while true {
-                try? await Task.sleep(for: interval)
-                let current = entries.withLock { entries in
-                    entries = entries.filter { !$0.value.isStopped }
-                    return Array(entries.values)
-                }
-                for entry in current { entry.poll() }
-            }
-        }
-    }
-
-    func register(_ follower: LogFollower) -> Entry {
-        let entry = Entry(follower)
-        entries.withLock { $0[ObjectIdentifier(entry)] = entry }
-        return entry
     }
 }
