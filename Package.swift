@@ -171,6 +171,22 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // A follower's side of replication: this server's ledgers kept a copy of a primary's,
+        // through the SDK's replication calls.
+        .target(
+            name: "HealthLedgerReplica",
+            dependencies: [
+                "Ledger",
+                "HealthLedgerSDK",
+                "HealthModel",
+                "LedgerSchema",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HealthKit-shaped client SDK.
         .target(
             name: "HealthLedgerSDK",
@@ -204,6 +220,7 @@ let package = Package(
                 "HealthLedgerServer",
                 "HealthLedgerGRPC",
                 "HealthLedgerWeb",
+                "HealthLedgerReplica",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -238,7 +255,7 @@ let package = Package(
             name: "RPCTests",
             dependencies: [
                 "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema", "TestSupport", "healthledger", "HealthExport",
-                "HealthLedgerGRPC", "HealthLedgerWeb", "CLibXML2",
+                "HealthLedgerGRPC", "HealthLedgerWeb", "HealthLedgerReplica", "CLibXML2",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                 .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),

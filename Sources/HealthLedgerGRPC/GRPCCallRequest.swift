@@ -78,11 +78,14 @@ enum GRPCCallRequest {
 /// HealthKit error code in the trailing metadata's `healthledger-error-code`.
 enum GRPCStatus {
     static let healthErrorCodeKey = "healthledger-error-code"
+    /// A follower's refusal of a write: where its primary is.
+    static let primaryKey = "healthledger-primary"
 
     static func error(_ failure: HealthLedgerRPC.RPCError?) -> GRPCCore.RPCError {
         guard let failure else { return GRPCCore.RPCError(code: .internalError, message: "the call ended with neither a response nor a status") }
         var metadata: GRPCCore.Metadata = [:]
         if let code = failure.healthErrorCode { metadata.addString(String(code.rawValue), forKey: healthErrorCodeKey) }
+        if let primary = failure.primary { metadata.addString(primary, forKey: primaryKey) }
         let code = Status.Code(rawValue: failure.code.rawValue).flatMap { GRPCCore.RPCError.Code($0) } ?? .unknown
         return GRPCCore.RPCError(code: code, message: failure.message, metadata: metadata)
     }

@@ -10,7 +10,7 @@ import SwiftProtobuf
 /// `tools/generate-protos.sh` (``ServedDescriptors``).
 struct ReflectionService: RegistrableRPCService {
     /// The services listed, in this order.
-    static let services = ["healthledger.v1.Ledger", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]
+    static let services = ["healthledger.v1.Ledger", "healthledger.v1.Replication", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]
 
     private let catalogue: DescriptorCatalogue
 

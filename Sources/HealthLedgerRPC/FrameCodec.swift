@@ -190,6 +190,7 @@ extension Healthledger_V1_Frame {
             status.code = Healthledger_V1_StatusCode(rawValue: error.code.rawValue) ?? .unknown
             status.message = error.message
             status.healthErrorCode = Int32(error.healthErrorCode?.rawValue ?? 0)
+            status.primary = error.primary ?? ""
         }
         var frame = Self()
         frame.callID = id

@@ -40,15 +40,18 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     public var code: RPCStatusCode
     public var message: String
     public var healthErrorCode: HealthError.Code?
+    /// A write refused by a follower: its primary's address (HOST:PORT), where to send it.
+    public var primary: String?
     /// The error this one was made from (a storage failure behind `unavailable`, anything
     /// behind `internal`), for the log of the side that made it. Never sent: a status
     /// carries the code and the message only. Not compared by `==`.
     public var cause: (any Error)?
 
-    public init(_ code: RPCStatusCode, _ message: String, healthErrorCode: HealthError.Code? = nil, cause: (any Error)? = nil) {
+    public init(_ code: RPCStatusCode, _ message: String, healthErrorCode: HealthError.Code? = nil, primary: String? = nil, cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.healthErrorCode = healthErrorCode
+        self.primary = primary
         self.cause = cause
     }
 
@@ -95,7 +98,8 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
         guard status.code != .ok else { return nil }
         self.init(
             RPCStatusCode(rawValue: status.code.rawValue) ?? .unknown, status.message,
-            healthErrorCode: status.healthErrorCode == 0 ? nil : HealthError.Code(rawValue: Int(status.healthErrorCode)))
+            healthErrorCode: status.healthErrorCode == 0 ? nil : HealthError.Code(rawValue: Int(status.healthErrorCode)),
+            primary: status.primary.isEmpty ? nil : status.primary)
     }
 
     /// The HealthKit-style error this status stands for, when it carries a code.
@@ -186,6 +190,9 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case revokeCredential = "healthledger.v1.Ledger/RevokeCredential"
     case listCredentials = "healthledger.v1.Ledger/ListCredentials"
     case rotateCredential = "healthledger.v1.Ledger/RotateCredential"
+    // Replication: a follower tailing its primary's log, with an operator credential.
+    case fetchLog = "healthledger.v1.Replication/FetchLog"
+    case fetchSnapshot = "healthledger.v1.Replication/FetchSnapshot"
 
     /// Runs until the client cancels it: no deadline unless the call sets one.
     public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection || self == .watchAudit }

@@ -94,3 +94,29 @@ extension HealthStore {
         _ = try await unary(.revokeLedgerCredential, Healthledger_V1_LedgerCredentialRequest.with { $0.credentialID = id })
     }
 }
+
+/// Replication (docs/PROTOCOL.md §7.18), for a follower: its primary's log and snapshots,
+/// with an operator credential of the primary.
+extension HealthStore {
+    /// The events of `ledger` after the follower's head (`sequence`, `hash`), waiting up to
+    /// `wait` for one when there is none yet; the call acknowledges the head as durable.
+    package func fetchLog(
+        ledger: String, after sequence: UInt64, hash: [UInt8], maximumEvents: Int = 0, wait: Duration, follower: String
+    ) async throws -> (events: [[UInt8]], headSequence: UInt64) {
+        let request = Healthledger_V1_FetchLogRequest.with {
+            $0.ledgerID = ledger
+            $0.afterSequence = sequence
+            $0.afterHash = Data(hash)
+            $0.maxEvents = UInt32(clamping: maximumEvents)
+            $0.waitMs = UInt32(clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
+            $0.followerID = follower
+        }
+        let response = try Self.decode(Healthledger_V1_FetchLogResponse.self, try await unary(.fetchLog, request))
+        return (response.events.map { Array($0) }, response.headSequence)
+    }
+
+    /// Takes a snapshot of `ledger`, reads a file of one, or releases one.
+    package func fetchSnapshot(_ request: Healthledger_V1_FetchSnapshotRequest) async throws -> Healthledger_V1_FetchSnapshotResponse {
+        try Self.decode(Healthledger_V1_FetchSnapshotResponse.self, try await unary(.fetchSnapshot, request))
+    }
+}

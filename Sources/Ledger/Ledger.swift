@@ -39,6 +39,11 @@ public final class Ledger: Sendable {
     let routeBuilders = RouteBuilders()
     /// Polls for other processes' commits (see ``LogFollower``); stopped with the ledger, which waits for a poll under way.
     private let following: FollowLoop?
+    /// Announces events this process did not write itself (another process's, a primary's
+    /// shipped to this follower) to the watchers.
+    let logFollower: LogFollower
+    /// This ledger's followers, as its primary hears from them.
+    public let followers = Followers()
     /// The access records noted and not yet written (``AccessLog``).
     let accessLog = AccessLog()
     /// Writes them every ``LedgerConfiguration/accessFlushInterval``.
@@ -72,6 +77,7 @@ public final class Ledger: Sendable {
         self.changeWatchers = changeWatchers
         let follower = try LogFollower(
             environment: environment, databases: databases, accessWatchers: accessWatchers, changeWatchers: changeWatchers)
+        self.logFollower = follower
         self.committer = GroupCommitter(
             environment: environment, databases: databases,
             label: id, logger: logger, changeWatchers: changeWatchers, follower: follower, readOnly: viewOf != nil,

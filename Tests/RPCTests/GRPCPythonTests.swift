@@ -126,7 +126,7 @@ struct GRPCPythonTests {
             let revocation = seen["revocation"] as? [String: Any]
             #expect([7, 16].contains(revocation?["code"] as? Int ?? 0) && (revocation?["message"] as? String)?.contains("revoked") == true, "\(String(describing: revocation))")
             #expect(seen["health"] as? String == "SERVING")
-            #expect(Set(seen["reflection_services"] as? [String] ?? []) == ["healthledger.v1.Ledger", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"])
+            #expect(Set(seen["reflection_services"] as? [String] ?? []) == ["healthledger.v1.Ledger", "healthledger.v1.Replication", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"])
             let methods = try #require(seen["reflection_methods"] as? [String])
             #expect(methods == RPCMethod.allCases.map { "\($0.rawValue.split(separator: "/")[1]):\(MethodTable.kind(of: $0)?.isStreaming == true ? 1 : 0)" }.sorted())
 

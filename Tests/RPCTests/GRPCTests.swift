@@ -187,7 +187,7 @@ struct GRPCTests {
                         .with { $0.listServices = "" }, .with { $0.fileContainingSymbol = "healthledger.v1.Ledger" },
                         .with { $0.fileContainingSymbol = "healthledger.v1.Nothing" },
                     ])
-                #expect(answers[0].listServicesResponse.service.map(\.name) == ["healthledger.v1.Ledger", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"])
+                #expect(answers[0].listServicesResponse.service.map(\.name) == ["healthledger.v1.Ledger", "healthledger.v1.Replication", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"])
                 let files = try answers[1].fileDescriptorResponse.fileDescriptorProto.map { try Google_Protobuf_FileDescriptorProto(serializedBytes: $0) }
                 #expect(files.map(\.name) == ["healthledger/v1/rpc.proto", "healthledger/v1/objects.proto", "healthledger/v1/ledger.proto"])
                 let service = try #require(files.first?.service.first { $0.name == "Ledger" })

@@ -56,6 +56,11 @@ package struct CallDispatcher: Sendable {
         guard let registration = MethodTable.registrations[method] else {
             throw RPCError(.unimplemented, "\(method.rawValue) is not implemented by this server")
         }
+        if registration.writes, let primary = configuration.primaryAddress {
+            throw RPCError(
+                .failedPrecondition, "this server is a follower of \(primary) and takes no writes: send \(method.rawValue) to the primary",
+                primary: primary)
+        }
         if registration.isOperatorMethod {
             do { try store.authenticateOperator(request.credential) } catch let refusal as CredentialRefusal {
                 throw RPCError(.unauthenticated, refusal.description)
@@ -140,7 +145,10 @@ package struct CallDispatcher: Sendable {
             guard case .present(.onCommit(let start), let call) = try prepare(method, request, caller: caller) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
             }
-            start(call, answer)
+            start(call) { result in
+                guard case .success = result else { return answer(result) }
+                afterFollowers(of: call.ledger) { answer(result) }
+            }
         } catch {
             answer(.failure(error))
         }
@@ -287,8 +295,12 @@ package struct CallDispatcher: Sendable {
         case .unary(let respond):
             let response = try await respond(call)
             completed = true
+            if MethodTable.writes(method) { await afterFollowers(of: call.ledger) }
             return response
-        case .onCommit(let start): return try await withCheckedThrowingContinuation { continuation in start(call) { continuation.resume(with: $0) } }
+        case .onCommit(let start):
+            let response = try await withCheckedThrowingContinuation { continuation in start(call) { continuation.resume(with: $0) } }
+            await afterFollowers(of: call.ledger)
+            return response
         case .stream(let types, let body):
             metrics.streamOpened()
             defer { metrics.streamClosed() }
@@ -307,6 +319,26 @@ package struct CallDispatcher: Sendable {
         case .onStore:
             throw RPCError(.internalError, "an operator method reached a ledger's dispatch")
         }
+    }
+}
+
+extension CallDispatcher {
+    /// Calls `then` once the write just answered by `ledger`'s commit may be answered: at
+    /// once when acknowledgement is asynchronous or no follower is connected; else once a
+    /// follower has it durable, or the follower window passed without one (counted).
+    func afterFollowers(of ledger: Ledger, _ then: @escaping @Sendable () -> Void) {
+        guard configuration.replicationAcknowledgement == .semiSynchronous, configuration.primaryAddress == nil, ledger.viewOf == nil else {
+            return then()
+        }
+        let sequence = ledger.committedSequence
+        ledger.followers.whenReplicated(sequence, window: configuration.followerWindow) { replicated in
+            if !replicated { metrics.writeNotReplicated() }
+            then()
+        }
+    }
+
+    func afterFollowers(of ledger: Ledger) async {
+        await withCheckedContinuation { continuation in afterFollowers(of: ledger) { continuation.resume() } }
     }
 }
 
@@ -358,6 +390,11 @@ package final class CallMetrics: Sendable {
     /// is one per process.
     private static let openStreams = Mutex(0)
     private let streamGauge = Gauge(label: "healthledger_open_streams")
+    /// Semi-synchronous writes answered without a follower's acknowledgement: the follower
+    /// they waited for did not confirm within the follower window.
+    private let unreplicatedWrites = Counter(label: "healthledger_replication_unacknowledged_writes_total")
+
+    func writeNotReplicated() { unreplicatedWrites.increment() }
 
     func streamOpened() { streamGauge.record(Self.openStreams.withLock { $0 += 1; return $0 }) }
     func streamClosed() { streamGauge.record(Self.openStreams.withLock { $0 -= 1; return $0 }) }

@@ -270,6 +270,8 @@ package enum MethodTable {
         .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: true) { try await $0.revokeCredential($1) },
         .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: false) { try $0.listCredentials($1) },
         .rotateCredential: .onStore(Healthledger_V1_RotateCredentialRequest.self, writes: true) { try await $0.rotateCredential($1) },
+        .fetchLog: .onStore(Healthledger_V1_FetchLogRequest.self, writes: false) { try await $0.fetchLog($1) },
+        .fetchSnapshot: .onStore(Healthledger_V1_FetchSnapshotRequest.self, writes: false) { try await $0.fetchSnapshot($1) },
     ]
 
     private static let managing = Caller.owner(refusingApps: RoleRefusal.managingAuthorization)

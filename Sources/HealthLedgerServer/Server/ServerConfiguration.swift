@@ -29,6 +29,23 @@ public struct ServerConfiguration: Sendable {
     /// Write calls (saves, deletes, erasures, attachments, routes, decisions) one credential
     /// may make per second, in bursts of up to as many; 0: no limit.
     public var maximumWritesPerSecond = 0
+    /// When a durable write is answered on a ledger that has followers (docs/PROTOCOL.md §7.18).
+    public var replicationAcknowledgement = ReplicationAcknowledgement.semiSynchronous
+    /// How long a follower counts as connected after its last fetch: a semi-synchronous write
+    /// waits for a connected follower, at most this long.
+    public var followerWindow: Duration = .seconds(5)
+    /// The address of this server's primary, when it is a follower of every ledger of
+    /// another server (`healthledgerd --follow`): writes are refused naming it.
+    public var primaryAddress: String?
+
+    /// When a durable write is answered.
+    public enum ReplicationAcknowledgement: String, Sendable, CaseIterable {
+        /// Once a follower also has it durable, when one is connected (else as asynchronous).
+        case semiSynchronous = "semi-sync"
+        /// Once the primary's own commit is durable: a failover may lose what the followers
+        /// had not fetched yet (the replication lag).
+        case asynchronous = "async"
+    }
 
     public struct TLSFiles: Sendable {
         public var certificateChain: String

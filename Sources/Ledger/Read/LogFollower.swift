@@ -63,7 +63,9 @@ final class LogFollower: Sendable {
     /// Events read per read transaction while announcing.
     private static let chunk: UInt64 = 10_000
 
-    private func announce(_ range: ClosedRange<UInt64>) {
+    /// Tells the watchers of the events in `range`: credential revocations and authorization
+    /// changes to ``AccessWatchers``, saves, deletes and selections to ``ChangeWatchers``.
+    func announce(_ range: ClosedRange<UInt64>) {
         var types = Set<UInt32>()
         var access = Set<AccessChange>()
         var next = range.lowerBound

@@ -46,6 +46,11 @@ final class GroupCommitter: Sendable {
     private let label: String
     /// Whether the last commit failed for a full disk (then the next that succeeds says so).
     private let diskWasFull = Atomic(false)
+    private let lastCommitted = Atomic<UInt64>(0)
+
+    /// The head the last durable commit of this committer left (0 before its first): set
+    /// before its requests are answered.
+    var committedSequence: UInt64 { lastCommitted.load(ordering: .acquiring) }
 
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
@@ -132,6 +137,7 @@ final class GroupCommitter: Sendable {
                 try environment.write { txn in try run(batch, in: txn, nesting: true, into: &outcome) }
             }
             lastFrontier.withLock { $0 = outcome.frontier }
+            if outcome.heads.end > outcome.heads.start { lastCommitted.store(outcome.heads.end, ordering: .releasing) }
             if diskWasFull.exchange(false, ordering: .relaxed) {
                 DiskSpace.recovered(label)
                 logger.notice("the disk has room again: commits resumed")

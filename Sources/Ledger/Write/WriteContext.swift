@@ -55,17 +55,48 @@ final class WriteContext {
             kind: kind, objectType: objectType, objectUUID: objectUUID, body: body, salt: EventCodec.salt(seed: saltSeed, sequence: sequence))
         let key = KeyEncoding.sequenceKey(sequence)
         try txn.put(databases.storable(event: stored, key: key), forKey: key, in: databases.events, append: true)
-        try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
-        if case .objectReadSelectionChanged(_, let type, _) = change { selectionChanges.insert(type) }
-        if maintainsMerkleTree {
-            if merkle == nil {
-                let start = startFrontier?.size == sequence - 1 ? startFrontier! : try MerkleTree.frontier(size: sequence - 1, in: reads)
-                merkle = MerkleAppender(frontier: start)
-            }
-            merkle!.append(eventHash: hash)
-        }
+        try project(change, sequence: sequence, hash: hash)
         head = LogHead(sequence: sequence, hash: hash, commitTimeUs: commitTimeUs)
         return sequence
+    }
+
+    /// Appends an event another ledger committed (its primary's, shipped to this follower)
+    /// as it is, and applies its change to the projections, as replay does: it must be the
+    /// next event after this ledger's head and link to it.
+    ///
+    /// - Returns: the event's header fields the caller acts on after it (an erasure empties
+    ///   the events it names).
+    /// - Throws: ``LedgerFailure`` `corrupted` for bytes that are not an event, or
+    ///   `failedPrecondition` for an event that does not extend this ledger's chain.
+    func appendShipped(_ stored: [UInt8]) throws -> LedgerEvent {
+        let sequence = head.sequence + 1
+        let (event, hash, change) = try stored.withUnsafeBytes { bytes in
+            guard let fields = EventCodec.chainFields(bytes) else { throw LedgerFailure.corrupted("a shipped event is not a well-formed event") }
+            guard fields.sequence == sequence else {
+                throw LedgerFailure(.failedPrecondition, "the shipped event is event \(fields.sequence), but this ledger's next is \(sequence)")
+            }
+            guard fields.previousHash.elementsEqual(head.hash) else {
+                throw LedgerFailure(.failedPrecondition, "shipped event \(sequence) does not link to this ledger's event \(sequence - 1): the histories diverged")
+            }
+            return (try LedgerEvent(stored: bytes), try EventCodec.hash(bytes), try projector.change(stored: bytes).change)
+        }
+        let key = KeyEncoding.sequenceKey(sequence)
+        try txn.put(databases.storable(event: stored, key: key), forKey: key, in: databases.events, append: true)
+        try project(change, sequence: sequence, hash: hash)
+        head = LogHead(sequence: sequence, hash: hash, commitTimeUs: event.commitTimeUs)
+        return event
+    }
+
+    /// Applies event `sequence`'s change to the projections and extends the Merkle tree with its hash.
+    private func project(_ change: Projector.Change, sequence: UInt64, hash: [UInt8]) throws {
+        try projector.apply(change, sequence: sequence, in: txn, stats: &stats, loadSaved: loadSaved)
+        if case .objectReadSelectionChanged(_, let type, _) = change { selectionChanges.insert(type) }
+        guard maintainsMerkleTree else { return }
+        if merkle == nil {
+            let start = startFrontier?.size == sequence - 1 ? startFrontier! : try MerkleTree.frontier(size: sequence - 1, in: reads)
+            merkle = MerkleAppender(frontier: start)
+        }
+        merkle!.append(eventHash: hash)
     }
 
     /// The summary of the object saved by event `sequence`, read from the log.

@@ -335,6 +335,10 @@ public nonisolated struct Healthledger_V1_CallStatus: Sendable {
   /// HealthKit's error code (HKError.Code) when the failure has one.
   public var healthErrorCode: Int32 = 0
 
+  /// A write refused by a follower (FAILED_PRECONDITION): the address (HOST:PORT) of the
+  /// primary to send it to (docs/PROTOCOL.md §7.18).
+  public var primary: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3562,6 +3566,112 @@ public nonisolated struct Healthledger_V1_CredentialEntry: Sendable {
   fileprivate var _principal: Healthledger_V1_Actor? = nil
 }
 
+/// Replication (docs/PROTOCOL.md §7.18): a follower tails its primary's log, one ledger at a
+/// time, with an operator credential of the primary. Its head goes with every FetchLog, which
+/// acknowledges every event up to it as durable on the follower.
+public nonisolated struct Healthledger_V1_FetchLogRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var ledgerID: String = String()
+
+  /// The follower's head: its last event's sequence (0: it has none) and that event's hash
+  /// (32 zero bytes at 0). The primary refuses a head its log does not hold (FAILED_PRECONDITION).
+  public var afterSequence: UInt64 = 0
+
+  public var afterHash: Data = Data()
+
+  /// Most events answered (0: 1,000; at most 10,000); about 4 MiB at most, always one.
+  public var maxEvents: UInt32 = 0
+
+  /// How long to wait for an event past the head when there is none yet, in milliseconds
+  /// (0: answer at once; at most 30,000). The call's own deadline must be longer.
+  public var waitMs: UInt32 = 0
+
+  /// The follower's name (1–128 bytes), which the primary's acknowledgements and metrics use.
+  public var followerID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_FetchLogResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The events after `after_sequence`, in order, each its clear stored bytes (a
+  /// healthledger.v1.LedgerEvent, docs/LEDGER.md); none when the wait ended first.
+  public var events: [Data] = []
+
+  /// The primary's head when they were read.
+  public var headSequence: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_FetchSnapshotRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var ledgerID: String = String()
+
+  /// Empty: take a snapshot of the ledger (a backup, docs/LEDGER.md "Backups") and describe
+  /// it. Otherwise the snapshot to read from or release.
+  public var snapshotID: String = String()
+
+  /// The file of the snapshot to read, and where from.
+  public var file: String = String()
+
+  public var offset: UInt64 = 0
+
+  /// The follower is done: the snapshot is deleted.
+  public var release: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_FetchSnapshotResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var snapshotID: String = String()
+
+  /// The snapshot's manifest (a backup's manifest.json) and files, when it was just taken.
+  public var manifest: Data = Data()
+
+  public var files: [Healthledger_V1_SnapshotFile] = []
+
+  /// Bytes of `file` from `offset`, at most 4 MiB; empty at its end.
+  public var data: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_SnapshotFile: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  public var size: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "healthledger.v1"
@@ -3809,7 +3919,7 @@ nonisolated extension Healthledger_V1_CallRequest: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Healthledger_V1_CallStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CallStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{3}health_error_code\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{3}health_error_code\0\u{1}primary\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3820,6 +3930,7 @@ nonisolated extension Healthledger_V1_CallStatus: SwiftProtobuf.Message, SwiftPr
       case 1: try { try decoder.decodeSingularEnumField(value: &self.code) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
       case 3: try { try decoder.decodeSingularInt32Field(value: &self.healthErrorCode) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.primary) }()
       default: break
       }
     }
@@ -3835,6 +3946,9 @@ nonisolated extension Healthledger_V1_CallStatus: SwiftProtobuf.Message, SwiftPr
     if self.healthErrorCode != 0 {
       try visitor.visitSingularInt32Field(value: self.healthErrorCode, fieldNumber: 3)
     }
+    if !self.primary.isEmpty {
+      try visitor.visitSingularStringField(value: self.primary, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3842,6 +3956,7 @@ nonisolated extension Healthledger_V1_CallStatus: SwiftProtobuf.Message, SwiftPr
     if lhs.code != rhs.code {return false}
     if lhs.message != rhs.message {return false}
     if lhs.healthErrorCode != rhs.healthErrorCode {return false}
+    if lhs.primary != rhs.primary {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -8642,6 +8757,226 @@ nonisolated extension Healthledger_V1_CredentialEntry: SwiftProtobuf.Message, Sw
     if lhs.revokedUs != rhs.revokedUs {return false}
     if lhs.expired != rhs.expired {return false}
     if lhs.replacedBy != rhs.replacedBy {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_FetchLogRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FetchLogRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}after_sequence\0\u{3}after_hash\0\u{3}max_events\0\u{3}wait_ms\0\u{3}follower_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.afterSequence) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.afterHash) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.maxEvents) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.waitMs) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.followerID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.ledgerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.ledgerID, fieldNumber: 1)
+    }
+    if self.afterSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.afterSequence, fieldNumber: 2)
+    }
+    if !self.afterHash.isEmpty {
+      try visitor.visitSingularBytesField(value: self.afterHash, fieldNumber: 3)
+    }
+    if self.maxEvents != 0 {
+      try visitor.visitSingularUInt32Field(value: self.maxEvents, fieldNumber: 4)
+    }
+    if self.waitMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.waitMs, fieldNumber: 5)
+    }
+    if !self.followerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.followerID, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_FetchLogRequest, rhs: Healthledger_V1_FetchLogRequest) -> Bool {
+    if lhs.ledgerID != rhs.ledgerID {return false}
+    if lhs.afterSequence != rhs.afterSequence {return false}
+    if lhs.afterHash != rhs.afterHash {return false}
+    if lhs.maxEvents != rhs.maxEvents {return false}
+    if lhs.waitMs != rhs.waitMs {return false}
+    if lhs.followerID != rhs.followerID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_FetchLogResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FetchLogResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_sequence\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedBytesField(value: &self.events) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSequence) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.events.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.events, fieldNumber: 1)
+    }
+    if self.headSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.headSequence, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_FetchLogResponse, rhs: Healthledger_V1_FetchLogResponse) -> Bool {
+    if lhs.events != rhs.events {return false}
+    if lhs.headSequence != rhs.headSequence {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_FetchSnapshotRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FetchSnapshotRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}snapshot_id\0\u{1}file\0\u{1}offset\0\u{1}release\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.snapshotID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.file) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.offset) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.release) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.ledgerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.ledgerID, fieldNumber: 1)
+    }
+    if !self.snapshotID.isEmpty {
+      try visitor.visitSingularStringField(value: self.snapshotID, fieldNumber: 2)
+    }
+    if !self.file.isEmpty {
+      try visitor.visitSingularStringField(value: self.file, fieldNumber: 3)
+    }
+    if self.offset != 0 {
+      try visitor.visitSingularUInt64Field(value: self.offset, fieldNumber: 4)
+    }
+    if self.release != false {
+      try visitor.visitSingularBoolField(value: self.release, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_FetchSnapshotRequest, rhs: Healthledger_V1_FetchSnapshotRequest) -> Bool {
+    if lhs.ledgerID != rhs.ledgerID {return false}
+    if lhs.snapshotID != rhs.snapshotID {return false}
+    if lhs.file != rhs.file {return false}
+    if lhs.offset != rhs.offset {return false}
+    if lhs.release != rhs.release {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_FetchSnapshotResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FetchSnapshotResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}snapshot_id\0\u{1}manifest\0\u{1}files\0\u{1}data\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.snapshotID) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.manifest) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.files) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.data) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.snapshotID.isEmpty {
+      try visitor.visitSingularStringField(value: self.snapshotID, fieldNumber: 1)
+    }
+    if !self.manifest.isEmpty {
+      try visitor.visitSingularBytesField(value: self.manifest, fieldNumber: 2)
+    }
+    if !self.files.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.files, fieldNumber: 3)
+    }
+    if !self.data.isEmpty {
+      try visitor.visitSingularBytesField(value: self.data, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_FetchSnapshotResponse, rhs: Healthledger_V1_FetchSnapshotResponse) -> Bool {
+    if lhs.snapshotID != rhs.snapshotID {return false}
+    if lhs.manifest != rhs.manifest {return false}
+    if lhs.files != rhs.files {return false}
+    if lhs.data != rhs.data {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_SnapshotFile: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SnapshotFile"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}size\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.size) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if self.size != 0 {
+      try visitor.visitSingularUInt64Field(value: self.size, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_SnapshotFile, rhs: Healthledger_V1_SnapshotFile) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.size != rhs.size {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

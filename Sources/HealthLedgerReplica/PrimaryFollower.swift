@@ -1,0 +1,164 @@
+import Foundation
+import HealthLedgerSDK
+import HealthModel
+import Ledger
+import LedgerSchema
+import Logging
+import Metrics
+import ServiceLifecycle
+import SwiftProtobuf
+import Synchronization
+
+/// Keeps this server's store a copy of a primary's: every ledger the primary holds is
+/// fetched as a snapshot when this store has none of it, then its log is tailed, event by
+/// event, and applied with the code replay uses (docs/PROTOCOL.md §7.18). Each fetch tells
+/// the primary how far this copy is durable, which is what a semi-synchronous write on the
+/// primary waits for.
+///
+/// The server running beside it refuses writes, naming the primary
+/// (``HealthLedgerServer/ServerConfiguration/primaryAddress``), and serves reads, as stale
+/// as the replication lag (`healthledger_replication_lag_events`).
+public final class PrimaryFollower: Service, Sendable {
+    private let store: LedgerStore
+    private let primary: HealthStore
+    private let name: String
+    private let logger: Logger
+    private let discoveryInterval: Duration
+    private let wait: Duration
+    private let lag = Gauge(label: "healthledger_replication_lag_events")
+    private let lags = Mutex<[String: UInt64]>([:])
+
+    /// - Parameters:
+    ///   - primary: where the primary listens, with an operator credential of the primary
+    ///     (its timeout must be longer than `wait`).
+    ///   - name: this follower's name, as the primary's acknowledgements know it.
+    ///   - discoveryInterval: how often the primary's list of ledgers is read for new ones.
+    ///   - wait: how long one fetch waits on the primary for a new event.
+    public init(
+        store: LedgerStore, primary: HealthStoreConfiguration, name: String, logger: Logger, discoveryInterval: Duration = .seconds(2),
+        wait: Duration = .seconds(10)
+    ) {
+        self.store = store
+        self.primary = HealthStore(configuration: primary)
+        self.name = name
+        self.logger = logger
+        self.discoveryInterval = discoveryInterval
+        self.wait = wait
+    }
+
+    /// Follows the primary's ledgers until cancelled (or the service group shuts down).
+    public func run() async throws {
+        await withTaskGroup(of: Void.self) { group in
+            var following = Set<String>()
+            var lastFailure: String?
+            while !Task.isCancelled, !Task.isShuttingDownGracefully {
+                do {
+                    for id in try await primary.ledgers() where following.insert(id).inserted {
+                        group.addTask { await self.follow(id) }
+                    }
+                    lastFailure = nil
+                } catch {
+                    // Said once per kind of failure, not every few seconds.
+                    let failure = "\(error)"
+                    if failure != lastFailure { logger.warning("cannot list the primary's ledgers", metadata: ["error": "\(failure)"]) }
+                    lastFailure = failure
+                }
+                try? await Task.sleep(for: discoveryInterval)
+            }
+            group.cancelAll()
+        }
+        await primary.close()
+    }
+
+    /// Tails one ledger's log until cancelled, fetching a snapshot first when this store
+    /// has none of it; after a failure, again a second later.
+    private func follow(_ id: String) async {
+        var logger = logger
+        logger[metadataKey: "ledger.id"] = "\(id)"
+        var lastFailure: String?
+        while !Task.isCancelled {
+            do {
+                let ledger = try await local(id, logger: logger)
+                while !Task.isCancelled {
+                    let head = try ledger.head()
+                    let fetched = try await primary.fetchLog(ledger: id, after: head.sequence, hash: head.hash, wait: wait, follower: name)
+                    let reached = fetched.events.isEmpty ? head.sequence : try await ledger.applyShipped(fetched.events)
+                    record(lag: fetched.headSequence > reached ? fetched.headSequence - reached : 0, of: id)
+                    lastFailure = nil
+                }
+            } catch {
+                if Task.isCancelled { return }
+                let failure = "\(error)"
+                if failure != lastFailure { logger.error("cannot follow the primary's ledger", metadata: ["error": "\(failure)"]) }
+                lastFailure = failure
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    /// This store's copy of ledger `id`, installed from a snapshot of the primary's when missing.
+    private func local(_ id: String, logger: Logger) async throws -> Ledger {
+        do {
+            return try store.ledger(id)
+        } catch let failure as LedgerFailure where failure.kind == .notFound {
+            try await installSnapshot(of: id, logger: logger)
+            return try store.ledger(id)
+        }
+    }
+
+    /// Fetches a snapshot of the primary's ledger `id` into a staging directory beside the
+    /// store's ledgers, and restores it as this store's (verified first).
+    private func installSnapshot(of id: String, logger: Logger) async throws {
+        let taken = try await primary.fetchSnapshot(.with { $0.ledgerID = id })
+        defer {
+            let snapshot = taken.snapshotID
+            Task { [primary] in _ = try? await primary.fetchSnapshot(.with { $0.ledgerID = id; $0.snapshotID = snapshot; $0.release = true }) }
+        }
+        let staging = store.directory.appending(path: ".following-\(id)-\(UUID().uuidString)", directoryHint: .isDirectory)
+        try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: staging) }
+        var bytes: UInt64 = 0
+        for file in taken.files {
+            guard !file.name.isEmpty, !file.name.contains("/"), file.name != ".", file.name != ".." else {
+                throw LedgerFailure(.invalidArgument, "the primary's snapshot names a file '\(file.name.prefix(100))', which is not a plain name")
+            }
+            let url = staging.appending(path: file.name)
+            guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
+                throw LedgerFailure(.storage, "cannot create \(url.path)")
+            }
+            let handle = try FileHandle(forWritingTo: url)
+            defer { try? handle.close() }
+            var offset: UInt64 = 0
+            while offset < file.size {
+                let chunk = try await primary.fetchSnapshot(.with {
+                    $0.ledgerID = id
+                    $0.snapshotID = taken.snapshotID
+                    $0.file = file.name
+                    $0.offset = offset
+                }).data
+                guard !chunk.isEmpty else {
+                    throw LedgerFailure(.corrupted, "the primary's snapshot file \(file.name) ended at \(offset) of its \(file.size) bytes")
+                }
+                try handle.write(contentsOf: chunk)
+                offset += UInt64(chunk.count)
+            }
+            try handle.synchronize()
+            bytes += offset
+        }
+        let store = self.store
+        let verification = try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global(qos: .utility).async { continuation.resume(with: Result { try store.restore(from: staging, as: id) }) }
+        }
+        logger.notice(
+            "installed a snapshot of the primary's ledger",
+            metadata: ["ledger.head": "\(verification.manifest?.headSequence ?? 0)", "bytes": "\(bytes)"])
+    }
+
+    private func record(lag events: UInt64, of id: String) {
+        let worst = lags.withLock { lags in
+            lags[id] = events
+            return lags.values.max() ?? 0
+        }
+        lag.record(Int64(clamping: worst))
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import HealthModel
+import LMDB
+import LedgerSchema
+import Logging
+import Synchronization
+
+/// Events read from a ledger's log for one of its followers (docs/LEDGER.md, "Replication").
+public struct ShippedEvents: Sendable, Hashable {
+    /// The events' stored bytes, in order, clear: each ledger seals its log under its own
+    /// data key, and the hash chain is over the clear bytes.
+    public var events: [[UInt8]]
+    /// The ledger's head when they were read.
+    public var headSequence: UInt64
+
+    public init(events: [[UInt8]], headSequence: UInt64) {
+        self.events = events
+        self.headSequence = headSequence
+    }
+}
+
+extension Ledger {
+    /// The events after event `sequence`, for a follower whose log ends there with `hash`
+    /// (the zero hash at 0): at most `limit` of them and about `maximumBytes` (always one,
+    /// when there is one).
+    ///
+    /// An event erased since the follower last asked comes without its body; the erasure
+    /// event that emptied it follows in the log and empties the follower's copy.
+    ///
+    /// - Throws: ``LedgerFailure`` `failedPrecondition` when the follower's log is not a
+    ///   prefix of this one: its event `sequence` hashes differently, or it goes past the head.
+    public func shippedEvents(after sequence: UInt64, hash: [UInt8], limit: Int, maximumBytes: Int) throws -> ShippedEvents {
+        try read { snapshot in
+            let head = try LogHead.read(snapshot)
+            guard sequence <= head.sequence else {
+                throw LedgerFailure(
+                    .failedPrecondition,
+                    "the follower holds events up to \(sequence), past ledger '\(id)''s head \(head.sequence): the histories diverged")
+            }
+            let own = sequence == 0 ? EventCodec.zeroHash : try EventCodec.hash(try Ledger.storedEvent(sequence, in: snapshot))
+            guard own == hash else {
+                throw LedgerFailure(
+                    .failedPrecondition,
+                    "the follower's event \(sequence) hashes to \(hash.hexString), ledger '\(id)''s to \(own.hexString): the histories diverged")
+            }
+            var events: [[UInt8]] = []
+            var bytes = 0
+            try snapshot.withCursor(on: snapshot.databases.events) { cursor in
+                var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(sequence + 1))
+                while let current = entry, events.count < limit {
+                    let stored = try snapshot.databases.withEvent(current.value, key: current.key) { Array($0) }
+                    guard events.isEmpty || bytes + stored.count <= maximumBytes else { break }
+                    bytes += stored.count
+                    events.append(stored)
+                    entry = try cursor.next()
+                }
+            }
+            return ShippedEvents(events: events, headSequence: head.sequence)
+        }
+    }
+
+    /// Returns once the log holds an event after `sequence`, or after `timeout`, or when the
+    /// task is cancelled.
+    public func waitForEvents(after sequence: UInt64, timeout: Duration) async throws {
+        let (signals, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let token = changeWatchers.addForEveryCommit { signal.yield() }
+        defer { changeWatchers.remove(token) }
+        guard try head().sequence <= sequence else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in signals { return }
+            }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+        signal.finish()
+    }
+
+    /// The sequence of the last event this process committed to the ledger (0 before its
+    /// first commit here): a write answered has an event at or before it.
+    package var committedSequence: UInt64 { committer.committedSequence }
+
+    /// Appends events shipped from this ledger's primary (``shippedEvents(after:hash:limit:maximumBytes:)``)
+    /// and applies them to the projections in one durable commit, as replay applies events:
+    /// the projections come out as the primary's, byte for byte. An erasure event empties the
+    /// events it names here too, then the projections are rebuilt and the free pages scrubbed,
+    /// as on the primary; streams hear of revocations and changes as of their own commits.
+    ///
+    /// - Returns: the head after them.
+    /// - Throws: ``LedgerFailure`` `failedPrecondition` when the first does not follow this
+    ///   ledger's head or the chain breaks (nothing is applied then), `corrupted` for bytes
+    ///   that are not events.
+    @discardableResult
+    public func applyShipped(_ events: [[UInt8]]) async throws -> UInt64 {
+        guard !events.isEmpty else { return try head().sequence }
+        let (start, end, erasures) = try await committer.submit { context in
+            let start = context.head.sequence
+            var erasures: [(event: LedgerEvent, report: ErasureReport, reason: String)] = []
+            for stored in events {
+                let event = try context.appendShipped(stored)
+                if event.kind == .objectsErased { erasures.append(try self.applyShippedErasure(event, in: context)) }
+            }
+            return (start, context.head.sequence, erasures)
+        }
+        if end > start { logFollower.announce((start + 1)...end) }
+        guard !erasures.isEmpty else { return end }
+        for erasure in erasures { try afterErasure.withLock { $0 }?(erasure.report, erasure.reason) }
+        try await committer.exclusive {
+            try self.rebuildAfterErasure()
+            try self.environment.reopen()
+        }
+        do {
+            _ = try await scrubFreePages()
+        } catch {
+            logger.error("the data file's free pages could not be scrubbed after a shipped erasure", metadata: ["error": "\(error)"])
+        }
+        logger.notice("applied a shipped erasure", metadata: ["ledger.erasure.sequence": "\(erasures.last!.event.sequence)"])
+        return end
+    }
+
+    /// Empties the events a shipped erasure event names, and removes an erased
+    /// characteristic's value, as the primary's erasure did in its own commit.
+    private func applyShippedErasure(_ event: LedgerEvent, in context: WriteContext) throws -> (LedgerEvent, ErasureReport, String) {
+        guard case .objectsErased(let reason, let objects, let erased) = try event.body.withUnsafeBytes({ try EventBody(kind: event.kind, body: $0) }) else {
+            throw LedgerFailure.corrupted("shipped event \(event.sequence) is not an erasure")
+        }
+        for named in erased {
+            guard named.sequence < event.sequence else {
+                throw LedgerFailure.corrupted("shipped erasure \(event.sequence) names event \(named.sequence), which does not precede it")
+            }
+            let emptied = try EventLayout.erased(try Ledger.storedEvent(named.sequence, in: context.reads))
+            let key = KeyEncoding.sequenceKey(named.sequence)
+            try context.txn.put(databases.storable(event: emptied, key: key), forKey: key, in: databases.events)
+        }
+        var characteristics: [String] = []
+        if objects.isEmpty, let type = event.objectType, let objectType = try? ObjectType(type), objectType.family == .characteristic {
+            _ = try context.txn.delete(KeyEncoding.typeKey(objectType.code), in: databases.characteristics)
+            characteristics.append(type)
+        }
+        try context.txn.put(KeyEncoding.sequenceKey(event.sequence), forKey: Self.erasureRebuildKey, in: databases.meta)
+        let report = ErasureReport(
+            objects: objects.count, events: erased.count, characteristics: characteristics.count, sequence: event.sequence, scrubbedPages: 0,
+            heldPages: 0, erasedObjects: objects.map { $0.uuid }, erasedCharacteristics: characteristics)
+        return (event, report, reason)
+    }
+}

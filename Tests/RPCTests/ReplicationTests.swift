@@ -1,0 +1,244 @@
+import Foundation
+import HealthLedgerReplica
+import HealthLedgerSDK
+import HealthLedgerServer
+import Ledger
+import LedgerSchema
+import Logging
+import NIOCore
+import SwiftProtobuf
+import Testing
+
+/// A follower server beside a test's primary: its own store, an RPC server that refuses
+/// writes naming the primary, and a ``PrimaryFollower`` tailing the primary's ledgers.
+private final class FollowerServer: @unchecked Sendable {
+    let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-follower-\(UUID().uuidString)")
+    let store: LedgerStore
+    let server: RPCServer
+    let port: Int
+    private let following: Task<Void, any Error>
+
+    init(primary: TestServer, name: String = "follower-1") async throws {
+        store = try LedgerStore(directory: directory, configuration: try .forTests())
+        var configuration = ServerConfiguration(port: 0)
+        configuration.primaryAddress = "127.0.0.1:\(primary.port)"
+        server = RPCServer(store: store, configuration: configuration, logger: Logger(label: "follower"))
+        port = try await server.start().port!
+        let credential = try primary.store.issueOperatorCredential(label: "replication")
+        let follower = PrimaryFollower(
+            store: store, primary: .init(port: primary.port, credential: credential, timeout: .seconds(60)), name: name,
+            logger: Logger(label: "follower"), discoveryInterval: .milliseconds(100), wait: .seconds(2))
+        following = Task { try await follower.run() }
+    }
+
+    /// Waits until this follower's copy of `ledger` has every event the primary's has now
+    /// (giving up after ten minutes, so that a broken follower fails the test rather than hangs it).
+    func caughtUp(with ledger: Ledger) async throws -> Ledger {
+        let head = try ledger.head()
+        for _ in 0..<30_000 {
+            if let copy = try? store.ledger(ledger.id), try copy.head() == head { return copy }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw LedgerFailure(.storage, "the follower did not catch up with event \(head.sequence)")
+    }
+
+    func client(_ credential: String) -> HealthStore {
+        HealthStore(configuration: .init(port: port, credential: credential, timeout: .seconds(120)))
+    }
+
+    func stopFollowing() async {
+        following.cancel()
+        _ = await following.result
+    }
+
+    func stop() async {
+        await stopFollowing()
+        await server.shutdown()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+@Suite("Replication: a follower tails its primary's log")
+struct ReplicationTests {
+    /// A primary whose writes wait for a connected follower as long as a loaded machine may
+    /// take: the tests assert what a semi-synchronous answer means, not how soon it comes.
+    static var patientPrimary: ServerConfiguration {
+        var configuration = ServerConfiguration(port: 0)
+        configuration.followerWindow = .seconds(600)
+        return configuration
+    }
+
+    @Test("a follower copies a ledger byte for byte; a semi-synchronous save is on it when answered; writes to it are refused naming the primary")
+    func followerCopiesTheLedger() async throws {
+        try await withTestServer(configuration: Self.patientPrimary) { primary in
+            let owner = primary.client()
+            try await owner.save(Samples.heartRate(61, at: 0, metadata: ["marker": .string("before-the-follower")]))
+            let follower = try await FollowerServer(primary: primary)
+            do {
+                // A new follower starts from a snapshot, then tails the log.
+                let copy = try await follower.caughtUp(with: primary.ledger)
+                #expect(try copy.projectionDigest() == primary.ledger.projectionDigest())
+
+                // Semi-synchronous: once answered, the follower has it durable.
+                for value in 62...71 {
+                    try await owner.save(Samples.heartRate(Double(value), at: Double(value)))
+                    #expect(try copy.head() == primary.ledger.head())
+                }
+                let batch = (0..<500).map { Samples.heartRate(80, at: 1_000 + Double($0)) }
+                try await owner.save(batch)
+                #expect(try copy.head() == primary.ledger.head())
+                #expect(try copy.projectionDigest() == primary.ledger.projectionDigest())
+                #expect(try copy.verify().isValid)
+
+                // The follower serves reads with the ledger's own credentials (they are in its log).
+                let reader = follower.client(primary.ownerCredential)
+                let samples = try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
+                #expect(samples.count == 511)
+
+                // And refuses writes, naming the primary.
+                do {
+                    try await reader.save(Samples.heartRate(99, at: 5_000))
+                    Issue.record("a follower accepted a save")
+                } catch let error as RPCError {
+                    #expect(error.code == .failedPrecondition)
+                    #expect(error.primary == "127.0.0.1:\(primary.port)")
+                }
+                #expect(try copy.head() == primary.ledger.head())
+                await reader.close()
+            } catch {
+                await follower.stop()
+                throw error
+            }
+            await follower.stop()
+            await owner.close()
+        }
+    }
+
+    @Test("erasures, revocations and authorization changes reach the follower like any event")
+    func erasureAndRevocationReplicate() async throws {
+        try await withTestServer(configuration: Self.patientPrimary) { primary in
+            let owner = primary.client()
+            let app = primary.client(primary.appCredential)
+            let follower = try await FollowerServer(primary: primary)
+            do {
+                _ = try await follower.caughtUp(with: primary.ledger)
+                let marked = Samples.heartRate(64, at: 10, metadata: ["marker": .string("erase-me-on-every-copy")])
+                try await app.save(marked)
+                try await owner.save(Samples.heartRate(65, at: 20))
+                let copy = try await follower.caughtUp(with: primary.ledger)
+                // The app may read on the follower what it may read on the primary.
+                let appOnFollower = follower.client(primary.appCredential)
+                _ = try await appOnFollower.ping()
+
+                let erased = try await owner.erase(.objects([marked.uuid]), reason: "the person asked")
+                #expect(erased.objects == 1)
+                try await owner.revokeCredential(id: String(primary.appCredential.split(separator: ":")[2]))
+                _ = try await follower.caughtUp(with: primary.ledger)
+                #expect(try copy.projectionDigest() == primary.ledger.projectionDigest())
+                #expect(try copy.verify().isValid)
+                let events = try copy.events(from: 1, limit: 1_000)
+                #expect(events.contains { $0.kind == .objectsErased })
+                #expect(events.filter { $0.objectUUID == marked.uuid && $0.kind == .objectSaved }.allSatisfy { $0.isErased })
+                if try LedgerConfiguration.testMasterKey() == nil {
+                    let file = try Data(contentsOf: copy.directory.appending(path: "data.mdb"))
+                    #expect(file.range(of: Data("erase-me-on-every-copy".utf8)) == nil)
+                }
+                do {
+                    _ = try await appOnFollower.ping()
+                    Issue.record("a revoked credential still works on the follower")
+                } catch let error as RPCError {
+                    #expect(error.code == .unauthenticated)
+                }
+                await appOnFollower.close()
+            } catch {
+                await follower.stop()
+                throw error
+            }
+            await follower.stop()
+            await owner.close()
+            await app.close()
+        }
+    }
+
+    @Test("a follower that leaves holds no write up: the next is answered after the follower window")
+    func followerThatLeaves() async throws {
+        var configuration = ServerConfiguration(port: 0)
+        configuration.followerWindow = .milliseconds(500)
+        try await withTestServer(configuration: configuration) { primary in
+            let owner = primary.client()
+            let follower = try await FollowerServer(primary: primary)
+            _ = try await follower.caughtUp(with: primary.ledger)
+            await follower.stopFollowing()
+            try await owner.save(Samples.heartRate(70, at: 0))
+            try await owner.save(Samples.heartRate(71, at: 1))
+            #expect(try follower.store.ledger(primary.ledger.id).head().sequence < primary.ledger.head().sequence)
+            await follower.stop()
+            await owner.close()
+        }
+    }
+
+    @Test("the primary refuses a follower whose history is not its own, and bad fetches")
+    func refusals() async throws {
+        try await withTestServer { primary in
+            let credential = try primary.store.issueOperatorCredential(label: "replication")
+            let client = HealthStore(configuration: .init(port: primary.port, credential: credential))
+            let head = try primary.ledger.head()
+            let fetched = try await client.fetchLog(ledger: "alice", after: 0, hash: Array(repeating: 0, count: 32), wait: .zero, follower: "f")
+            #expect(UInt64(fetched.events.count) == head.sequence)
+            #expect(fetched.headSequence == head.sequence)
+            await #expect(throws: RPCError.self) {
+                try await client.fetchLog(ledger: "alice", after: 1, hash: Array(repeating: 7, count: 32), wait: .zero, follower: "f")
+            }
+            do {
+                _ = try await client.fetchLog(ledger: "alice", after: 1, hash: Array(repeating: 7, count: 32), wait: .zero, follower: "f")
+            } catch let error as RPCError {
+                #expect(error.code == .failedPrecondition)
+                #expect(error.message.contains("diverged"))
+            }
+            for (sequence, hash, follower) in [(UInt64(0), [UInt8](repeating: 0, count: 31), "f"), (0, [UInt8](repeating: 0, count: 32), "")] {
+                do {
+                    _ = try await client.fetchLog(ledger: "alice", after: sequence, hash: hash, wait: .zero, follower: follower)
+                    Issue.record("a malformed fetch was answered")
+                } catch let error as RPCError {
+                    #expect(error.code == .invalidArgument)
+                }
+            }
+            do {
+                _ = try await client.fetchLog(ledger: "nobody", after: 0, hash: Array(repeating: 0, count: 32), wait: .zero, follower: "f")
+                Issue.record("a fetch of an unknown ledger was answered")
+            } catch let error as RPCError {
+                #expect(error.code == .notFound)
+            }
+            // Only an operator credential fetches.
+            let owner = HealthStore(configuration: .init(port: primary.port, credential: primary.ownerCredential))
+            do {
+                _ = try await owner.fetchLog(ledger: "alice", after: 0, hash: Array(repeating: 0, count: 32), wait: .zero, follower: "f")
+                Issue.record("an owner credential fetched the log")
+            } catch let error as RPCError {
+                #expect(error.code == .unauthenticated)
+            }
+            // Snapshots: names checked, files read by plain names only.
+            for request in [
+                Healthledger_V1_FetchSnapshotRequest.with { $0.ledgerID = "alice"; $0.snapshotID = "../../etc"; $0.file = "passwd" },
+                .with { $0.ledgerID = "alice"; $0.snapshotID = UUID().uuidString; $0.file = "data.mdb" },
+            ] {
+                do {
+                    _ = try await client.fetchSnapshot(request)
+                    Issue.record("a bad snapshot request was answered")
+                } catch let error as RPCError {
+                    #expect(error.code == .invalidArgument || error.code == .notFound)
+                }
+            }
+            let taken = try await client.fetchSnapshot(.with { $0.ledgerID = "alice" })
+            do {
+                _ = try await client.fetchSnapshot(.with { $0.ledgerID = "alice"; $0.snapshotID = taken.snapshotID; $0.file = "../operators.json" })
+                Issue.record("a snapshot read a file outside itself")
+            } catch let error as RPCError {
+                #expect(error.code == .notFound)
+            }
+            _ = try await client.fetchSnapshot(.with { $0.ledgerID = "alice"; $0.snapshotID = taken.snapshotID; $0.release = true })
+            await client.close()
+            await owner.close()
+        }
+    }
+}
