@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import HealthLedgerGRPC
+import HealthLedgerReplica
+import HealthLedgerSDK
 import HealthLedgerServer
 import HealthLedgerWeb
 import Ledger
@@ -37,6 +39,13 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("max-open-ledgers"), help: "Most ledgers open at once, about three descriptors and 90 KiB each; past it the least recently used close [HEALTHLEDGER_MAX_OPEN_LEDGERS] (default 8192, fewer when the descriptor limit is below 28,672).") var maximumOpenLedgers: Int?
     @Option(name: .customLong("ledger-idle-timeout"), help: "Seconds before an unused ledger is closed (it opens again on its next call) [HEALTHLEDGER_LEDGER_IDLE_TIMEOUT] (default 60).") var ledgerIdleTimeout: Int?
     @Option(name: .customLong("metrics-port"), help: "Port of the Prometheus /metrics endpoint, with /healthz (live) and /readyz (ready), on the listen address; --metrics-port=-1 disables it [HEALTHLEDGER_METRICS_PORT] (default 9411).") var metricsPort: Int?
+
+    @Option(name: .customLong("follow"), help: "Follow every ledger of the primary at HOST:PORT (its RPC port): copy each from a snapshot, tail its log, serve reads and refuse writes naming the primary [HEALTHLEDGER_FOLLOW]; needs --follow-credential-file.") var follow: String?
+    @Option(name: .customLong("follow-credential-file"), help: "A file holding an operator credential of the primary, for --follow [HEALTHLEDGER_FOLLOW_CREDENTIAL_FILE].") var followCredentialFile: String?
+    @Option(name: .customLong("follow-tls-ca"), help: "PEM roots to verify the primary's TLS certificate with; without it the connection to the primary is plain TCP [HEALTHLEDGER_FOLLOW_TLS_CA].") var followTLSCA: String?
+    @Option(name: .customLong("node-name"), help: "This server's name, as its primary's acknowledgements know it [HEALTHLEDGER_NODE_NAME] (default: the host name).") var nodeName: String?
+    @Option(name: .customLong("replication-acks"), help: "When a durable write on a ledger with a connected follower is answered: semi-sync (once a follower has it durable too) or async (once the primary has) [HEALTHLEDGER_REPLICATION_ACKS] (default semi-sync).") var replicationAcks: String?
+    @Option(name: .customLong("follower-window"), help: "Seconds a follower counts as connected after its last fetch, and the longest a semi-synchronous write waits for one [HEALTHLEDGER_FOLLOWER_WINDOW] (default 5).") var followerWindow: Int?
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
@@ -78,6 +87,19 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         guard configuration.maximumFrameSize >= 1024, configuration.maximumConcurrentCalls >= 1, idleSeconds >= 1 else {
             throw ValidationError("--max-frame-size must be at least 1024, --max-calls at least 1 and --idle-timeout at least 1 (seconds)")
         }
+
+        let acknowledgement = setting(replicationAcks, "REPLICATION_ACKS") ?? ServerConfiguration.ReplicationAcknowledgement.semiSynchronous.rawValue
+        guard let acknowledgementValue = ServerConfiguration.ReplicationAcknowledgement(rawValue: acknowledgement) else {
+            throw ValidationError("--replication-acks is semi-sync or async, got '\(acknowledgement.prefix(40))'")
+        }
+        configuration.replicationAcknowledgement = acknowledgementValue
+        let windowSeconds = try number(followerWindow, "FOLLOWER_WINDOW") ?? 5
+        guard windowSeconds >= 1 else { throw ValidationError("--follower-window must be at least 1 (seconds)") }
+        configuration.followerWindow = .seconds(windowSeconds)
+        let primary = try Self.primary(
+            address: setting(follow, "FOLLOW"), credentialFile: setting(followCredentialFile, "FOLLOW_CREDENTIAL_FILE"),
+            trustRoots: setting(followTLSCA, "FOLLOW_TLS_CA"))
+        configuration.primaryAddress = primary.map { "\($0.host):\($0.port)" }
 
         let grpcPortValue = try number(grpcPort, "GRPC_PORT") ?? GRPCEndpoint.defaultPort
         guard grpcPortValue <= 65_535 else { throw ValidationError("--grpc-port must be a port number (0 to 65535), or -1 to disable gRPC") }
@@ -131,11 +153,42 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         if webPortValue >= 0 {
             services.append(WebEndpoint(configuration: configuration, rpcPort: rpcAddress.port ?? configuration.port, port: webPortValue, logger: logger))
         }
+        if let primary {
+            let name = setting(nodeName, "NODE_NAME") ?? ProcessInfo.processInfo.hostName
+            logger.info("following a primary", metadata: ["primary": "\(primary.host):\(primary.port)", "node": "\(name)"])
+            services.append(PrimaryFollower(store: store, primary: primary, name: name, logger: logger))
+        }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         // The calls have drained: what they noted of reads is written before the process ends.
         store.flushAccessRecords()
+    }
+
+    /// Where `--follow` points, with the operator credential read from its file; nil without `--follow`.
+    static func primary(address: String?, credentialFile: String?, trustRoots: String?) throws -> HealthStoreConfiguration? {
+        guard let address, !address.isEmpty else {
+            guard credentialFile == nil else { throw ValidationError("--follow-credential-file is for --follow, which is not set") }
+            return nil
+        }
+        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]), (1...65_535).contains(port),
+            colon > address.startIndex
+        else { throw ValidationError("--follow takes the primary's HOST:PORT, got '\(address.prefix(100))'") }
+        let host = String(address[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        guard let credentialFile else { throw ValidationError("--follow needs --follow-credential-file: an operator credential of the primary") }
+        let credential: String
+        do {
+            credential = try String(contentsOfFile: credentialFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        } catch {
+            throw ValidationError("cannot read --follow-credential-file \(credentialFile): \(error.localizedDescription)")
+        }
+        guard credential.hasPrefix("hl1:_operator:") else {
+            throw ValidationError("--follow-credential-file \(credentialFile) does not hold an operator credential (hl1:_operator:…)")
+        }
+        // A fetch waits up to 10 s on the primary: the call's deadline is well past it.
+        return HealthStoreConfiguration(
+            host: host, port: port, credential: credential, timeout: .seconds(60), tls: trustRoots.map { .init(trustRoots: $0) },
+            keepaliveInterval: .seconds(10))
     }
 
     /// The default bound on open ledgers: 8,192, or fewer when the process may not open

@@ -243,4 +243,10 @@ final class LineProcess: Sendable {
         process.terminate()
         process.wait()
     }
+
+    /// Ends the process with SIGKILL: no shutdown of its own.
+    func kill() {
+        process.terminate(SIGKILL)
+        process.wait()
+    }
 }

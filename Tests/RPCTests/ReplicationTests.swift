@@ -7,6 +7,7 @@ import LedgerSchema
 import Logging
 import NIOCore
 import SwiftProtobuf
+import TestSupport
 import Testing
 
 /// A follower server beside a test's primary: its own store, an RPC server that refuses
@@ -239,6 +240,80 @@ struct ReplicationTests {
             _ = try await client.fetchSnapshot(.with { $0.ledgerID = "alice"; $0.snapshotID = taken.snapshotID; $0.release = true })
             await client.close()
             await owner.close()
+        }
+    }
+}
+
+@Suite("Replication between healthledgerd processes")
+struct ReplicationProcessTests {
+    @Test("healthledgerd --follow serves the primary's ledgers, refuses writes, and after kill -9 resumes from its own head")
+    func followerDaemon() async throws {
+        let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-follow-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let (primaryDirectory, followerDirectory) = (base.appending(path: "primary"), base.appending(path: "follower"))
+        let credentialFile = base.appending(path: "primary-operator")
+        let owner: String
+        do {
+            let store = try LedgerStore(directory: primaryDirectory, configuration: try .forTests())
+            owner = try await store.createLedger(id: "alice").issueCredential(for: .owner)
+            try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+            try store.issueOperatorCredential(label: "replication").write(to: credentialFile, atomically: true, encoding: .utf8)
+        }
+        // The window long enough that a loaded machine's follower still answers within it;
+        // after the kill, the first save waits it out once (then no follower counts as connected).
+        let primary = try await DaemonProcess(dataDirectory: primaryDirectory, arguments: ["--follower-window", "10"])
+        defer { primary.stop() }
+        let follow = ["--follow", "127.0.0.1:\(primary.port)", "--follow-credential-file", credentialFile.path, "--node-name", "replica-1"]
+        var follower = try await DaemonProcess(dataDirectory: followerDirectory, arguments: follow)
+        let writer = HealthStore(configuration: .init(port: primary.port, credential: owner, timeout: .seconds(120)))
+        defer { Task { await writer.close() } }
+        func count(on port: Int) async throws -> Int {
+            let reader = HealthStore(configuration: .init(port: port, credential: owner, timeout: .seconds(120)))
+            defer { Task { await reader.close() } }
+            return try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count
+        }
+        func caughtUp(_ expected: Int, on port: Int) async throws {
+            for _ in 0..<6_000 {
+                if (try? await count(on: port)) == expected { return }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            Issue.record("the follower never held \(expected) samples")
+        }
+        try await writer.save(Samples.heartRate(60, at: 0))
+        try await caughtUp(1, on: follower.port)
+        // Semi-synchronous: each save is on the follower when answered.
+        for index in 1...10 {
+            try await writer.save(Samples.heartRate(60, at: Double(index)))
+            #expect(try await count(on: follower.port) == index + 1)
+        }
+        do {
+            let reader = HealthStore(configuration: .init(port: follower.port, credential: owner))
+            defer { Task { await reader.close() } }
+            try await reader.save(Samples.heartRate(99, at: 100))
+            Issue.record("the follower took a save")
+        } catch let error as RPCError {
+            #expect(error.code == .failedPrecondition && error.primary == "127.0.0.1:\(primary.port)", "\(error)")
+        }
+        // kill -9 of the follower: the primary carries on (its first write waits out the
+        // window), and the follower, started again, resumes from its own head.
+        follower.kill()
+        for index in 11...15 { try await writer.save(Samples.heartRate(60, at: Double(index))) }
+        follower = try await DaemonProcess(dataDirectory: followerDirectory, arguments: follow)
+        defer { follower.stop() }
+        try await caughtUp(16, on: follower.port)
+
+        // Bad settings are refused with what is wrong.
+        for (arguments, message) in [
+            (["--follow", "nowhere"], "--follow takes the primary's HOST:PORT, got 'nowhere'"),
+            (["--follow", "127.0.0.1:7411"], "--follow needs --follow-credential-file"),
+            (["--follow-credential-file", credentialFile.path], "--follow-credential-file is for --follow"),
+            (["--follow", "127.0.0.1:7411", "--follow-credential-file", base.appending(path: "missing").path], "cannot read --follow-credential-file"),
+            (["--replication-acks", "sometimes"], "--replication-acks is semi-sync or async, got 'sometimes'"),
+        ] {
+            let refused = try await runProcess(
+                DaemonProcess.executable,
+                ["--data-dir", base.appending(path: "other").path, "--port", "0", "--metrics-port=-1", "--grpc-port=-1", "--web-port=-1"] + arguments)
+            #expect(refused.status != 0 && refused.error.contains(message), "\(arguments): \(refused.error)")
         }
     }
 }

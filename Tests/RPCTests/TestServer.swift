@@ -217,4 +217,7 @@ final class DaemonProcess: Sendable {
     func nextLine() async -> String? { await process.nextLine() }
 
     func stop() { process.stop() }
+
+    /// kill -9: the process ends mid-whatever, as in a crash.
+    func kill() { process.kill() }
 }
