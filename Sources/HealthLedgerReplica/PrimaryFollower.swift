@@ -83,6 +83,8 @@ public final class PrimaryFollower: Service, Sendable {
                     let head = try ledger.head()
                     let fetched = try await primary.fetchLog(ledger: id, after: head.sequence, hash: head.hash, wait: wait, follower: name)
                     let reached = fetched.events.isEmpty ? head.sequence : try await ledger.applyShipped(fetched.events)
+                    // The legal hold is not an event: it comes with every fetch.
+                    if try ledger.legalHold() != fetched.legalHold { try ledger.setLegalHold(reason: fetched.legalHold) }
                     record(lag: fetched.headSequence > reached ? fetched.headSequence - reached : 0, of: id)
                     lastFailure = nil
                 }

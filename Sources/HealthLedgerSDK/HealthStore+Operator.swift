@@ -102,7 +102,7 @@ extension HealthStore {
     /// `wait` for one when there is none yet; the call acknowledges the head as durable.
     package func fetchLog(
         ledger: String, after sequence: UInt64, hash: [UInt8], maximumEvents: Int = 0, wait: Duration, follower: String
-    ) async throws -> (events: [[UInt8]], headSequence: UInt64) {
+    ) async throws -> (events: [[UInt8]], headSequence: UInt64, legalHold: String?) {
         let request = Healthledger_V1_FetchLogRequest.with {
             $0.ledgerID = ledger
             $0.afterSequence = sequence
@@ -112,7 +112,7 @@ extension HealthStore {
             $0.followerID = follower
         }
         let response = try Self.decode(Healthledger_V1_FetchLogResponse.self, try await unary(.fetchLog, request))
-        return (response.events.map { Array($0) }, response.headSequence)
+        return (response.events.map { Array($0) }, response.headSequence, response.legalHold ? response.legalHoldReason : nil)
     }
 
     /// Takes a snapshot of `ledger`, reads a file of one, or releases one.

@@ -151,6 +151,11 @@ struct ReplicationTests {
                     #expect(error.code == .unauthenticated)
                 }
                 await appOnFollower.close()
+
+                // A legal hold (not an event) comes with the fetches.
+                try primary.ledger.setLegalHold(reason: "litigation 2026-17")
+                for _ in 0..<30_000 where try copy.legalHold() == nil { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(try copy.legalHold() == "litigation 2026-17")
             } catch {
                 await follower.stop()
                 throw error

@@ -40,9 +40,12 @@ extension OperatorCall {
             try Task.checkCancellation()
             shipped = try ledger.shippedEvents(after: request.afterSequence, hash: hash, limit: limit, maximumBytes: Self.maximumFetchedBytes)
         }
+        let hold = try ledger.legalHold()
         return try Healthledger_V1_FetchLogResponse.with {
             $0.events = shipped.events.map { Data($0) }
             $0.headSequence = shipped.headSequence
+            $0.legalHold = hold != nil
+            $0.legalHoldReason = hold ?? ""
         }.serializedBytes()
     }
 

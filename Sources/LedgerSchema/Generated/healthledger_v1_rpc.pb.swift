@@ -3609,6 +3609,11 @@ public nonisolated struct Healthledger_V1_FetchLogResponse: Sendable {
   /// The primary's head when they were read.
   public var headSequence: UInt64 = 0
 
+  /// The ledger's legal hold (not an event of its log): placed, and why.
+  public var legalHold: Bool = false
+
+  public var legalHoldReason: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -8819,7 +8824,7 @@ nonisolated extension Healthledger_V1_FetchLogRequest: SwiftProtobuf.Message, Sw
 
 nonisolated extension Healthledger_V1_FetchLogResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".FetchLogResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_sequence\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_sequence\0\u{3}legal_hold\0\u{3}legal_hold_reason\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -8829,6 +8834,8 @@ nonisolated extension Healthledger_V1_FetchLogResponse: SwiftProtobuf.Message, S
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedBytesField(value: &self.events) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSequence) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.legalHold) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.legalHoldReason) }()
       default: break
       }
     }
@@ -8841,12 +8848,20 @@ nonisolated extension Healthledger_V1_FetchLogResponse: SwiftProtobuf.Message, S
     if self.headSequence != 0 {
       try visitor.visitSingularUInt64Field(value: self.headSequence, fieldNumber: 2)
     }
+    if self.legalHold != false {
+      try visitor.visitSingularBoolField(value: self.legalHold, fieldNumber: 3)
+    }
+    if !self.legalHoldReason.isEmpty {
+      try visitor.visitSingularStringField(value: self.legalHoldReason, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Healthledger_V1_FetchLogResponse, rhs: Healthledger_V1_FetchLogResponse) -> Bool {
     if lhs.events != rhs.events {return false}
     if lhs.headSequence != rhs.headSequence {return false}
+    if lhs.legalHold != rhs.legalHold {return false}
+    if lhs.legalHoldReason != rhs.legalHoldReason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
