@@ -32,6 +32,11 @@ public struct HealthStoreConfiguration: Sendable {
     public var ledgerPublicKey: [UInt8]?
     /// A tree head seen earlier (kept from an earlier session): every new one must extend it.
     public var trustedTreeHead: SignedTreeHead?
+    /// Other servers holding the same ledgers (`HOST:PORT`: a primary and its followers),
+    /// tried in turn when the one in use cannot be reached. A write a follower refuses names
+    /// its primary (docs/PROTOCOL.md §7.18): the store then connects there and sends it again,
+    /// whether or not it is listed.
+    public var otherServers: [String] = []
 
     public struct TLS: Sendable {
         /// A PEM file of trusted roots; the system's when nil.
@@ -54,8 +59,9 @@ public struct HealthStoreConfiguration: Sendable {
         host: String = "127.0.0.1", port: Int = 7411, credential: String, timeout: Duration = .seconds(30),
         maximumFrameSize: Int = FrameLayout.defaultMaximumFrameSize, tls: TLS? = nil, connectAttempts: Int = 4,
         keepaliveInterval: Duration? = nil, keepaliveTimeout: Duration? = nil, ledgerPublicKey: [UInt8]? = nil,
-        trustedTreeHead: SignedTreeHead? = nil
+        trustedTreeHead: SignedTreeHead? = nil, otherServers: [String] = []
     ) {
+        self.otherServers = otherServers
         self.keepaliveInterval = keepaliveInterval
         self.keepaliveTimeout = keepaliveTimeout
         self.ledgerPublicKey = ledgerPublicKey
@@ -202,6 +208,7 @@ public final class HealthStore: Sendable {
         // A call the server never started (it went away, for example closing the idle
         // connection as the request crossed) is sent again on a new connection.
         var attempts = 0
+        var redirects = 0
         while true {
             attempts += 1
             let connection = try await connections.connection()
@@ -211,12 +218,18 @@ public final class HealthStore: Sendable {
                 throw notStarted.error
             } catch is CallNotStarted {
                 continue
+            } catch let refusal as RPCError where refusal.code == .failedPrecondition && refusal.primary != nil && redirects < Self.primaryRedirects {
+                // A follower refused the write before doing anything with it: to its primary.
+                redirects += 1
+                try await connections.redirect(to: refusal.primary!, from: connection)
             }
         }
     }
 
     /// How often a call the server never started is sent.
     static let unstartedCallAttempts = 3
+    /// How many follower refusals one call follows to a primary before it gives up.
+    static let primaryRedirects = 3
 
     /// Bytes a request frame holds besides its payload, method and credential, at most: the
     /// call id, the fields' tags and lengths, the deadline, the window and the point in time.
@@ -476,10 +489,36 @@ actor ConnectionManager {
     private let loop: any EventLoop
     private var current: ClientConnection?
     private var closed = false
+    /// The servers to connect to, the one to try first first: the configuration's, then
+    /// its other servers; a primary a follower named moves to the front.
+    private var servers: [(host: String, port: Int)]
 
     init(configuration: HealthStoreConfiguration, loop: any EventLoop) {
         self.configuration = configuration
         self.loop = loop
+        servers = [(configuration.host, configuration.port)] + configuration.otherServers.compactMap(Self.address)
+    }
+
+    /// `HOST:PORT` (an IPv6 host in brackets) as its parts; nil when it is not one.
+    static func address(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex, let port = Int(text[text.index(after: colon)...]),
+            (1...65_535).contains(port)
+        else { return nil }
+        return (String(text[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port)
+    }
+
+    /// Makes `primary` the server to connect to, dropping `connection` (to a follower that
+    /// refused a write) when it is still the one in use.
+    func redirect(to primary: String, from connection: ClientConnection) async throws {
+        guard let address = Self.address(primary) else {
+            throw RPCError(.unavailable, "a follower named its primary as '\(primary.prefix(100))', which is not HOST:PORT")
+        }
+        servers.removeAll { $0.host == address.host && $0.port == address.port }
+        servers.insert(address, at: 0)
+        guard current === connection else { return }
+        current = nil
+        usable.withLock { $0 = nil }
+        await connection.close()
     }
 
     /// The usable connection, if there is one: read without entering the actor, which
@@ -501,13 +540,19 @@ actor ConnectionManager {
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(2))
             }
-            do {
-                let connection = try await ClientConnection.connect(configuration, group: loop)
-                current = connection
-                usable.withLock { $0 = connection }
-                return connection
-            } catch {
-                lastError = error
+            // Each attempt tries every server once, the last one that answered first.
+            for (index, server) in servers.enumerated() {
+                var target = configuration
+                (target.host, target.port) = server
+                do {
+                    let connection = try await ClientConnection.connect(target, group: loop)
+                    if index > 0 { servers.insert(servers.remove(at: index), at: 0) }
+                    current = connection
+                    usable.withLock { $0 = connection }
+                    return connection
+                } catch {
+                    lastError = error
+                }
             }
         }
         throw lastError

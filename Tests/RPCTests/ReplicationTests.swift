@@ -6,6 +6,7 @@ import Ledger
 import LedgerSchema
 import Logging
 import NIOCore
+import NIOPosix
 import SwiftProtobuf
 import TestSupport
 import Testing
@@ -59,6 +60,14 @@ private final class FollowerServer: @unchecked Sendable {
     }
 }
 
+/// A loopback port nothing listens on (bound, then closed).
+private func closedPort() async throws -> Int {
+    let socket = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+    let port = socket.localAddress!.port!
+    try await socket.close()
+    return port
+}
+
 @Suite("Replication: a follower tails its primary's log")
 struct ReplicationTests {
     /// A primary whose writes wait for a connected follower as long as a loaded machine may
@@ -96,16 +105,39 @@ struct ReplicationTests {
                 let samples = try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
                 #expect(samples.count == 511)
 
-                // And refuses writes, naming the primary.
-                do {
-                    try await reader.save(Samples.heartRate(99, at: 5_000))
-                    Issue.record("a follower accepted a save")
-                } catch let error as RPCError {
-                    #expect(error.code == .failedPrecondition)
-                    #expect(error.primary == "127.0.0.1:\(primary.port)")
-                }
+                // And refuses writes, naming the primary in the status.
+                let raw = try await RawConnection(port: follower.port)
+                let save = Samples.heartRate(99, at: 5_000)
+                try await raw.send(Healthledger_V1_Frame.with {
+                    $0.callID = 1
+                    $0.request = .with {
+                        $0.method = RPCMethod.save.rawValue
+                        $0.credential = primary.ownerCredential
+                        $0.payload = Data(HealthObject.encodedMessage(of: [save]))
+                    }
+                })
+                let status = await raw.status(of: 1)
+                #expect(status?.code == .failedPrecondition)
+                #expect(status?.primary == "127.0.0.1:\(primary.port)")
+                await raw.close()
+                #expect(try primary.ledger.object(with: save.uuid, as: .owner) == nil)
+
+                // The SDK follows the refusal to the primary and sends the save there.
+                try await reader.save(save)
+                #expect(try primary.ledger.object(with: save.uuid, as: .owner) != nil)
                 #expect(try copy.head() == primary.ledger.head())
                 await reader.close()
+
+                // A store whose first server is gone tries the others.
+                let unreachable = try await closedPort()
+                let roaming = HealthStore(
+                    configuration: .init(
+                        port: unreachable, credential: primary.ownerCredential, timeout: .seconds(120), connectAttempts: 1,
+                        otherServers: ["127.0.0.1:\(follower.port)"]))
+                #expect(try await roaming.ping().ledgerID == "alice")
+                try await roaming.save(Samples.heartRate(98, at: 5_001))
+                #expect(try copy.head() == primary.ledger.head())
+                await roaming.close()
             } catch {
                 await follower.stop()
                 throw error
@@ -291,13 +323,13 @@ struct ReplicationProcessTests {
             try await writer.save(Samples.heartRate(60, at: Double(index)))
             #expect(try await count(on: follower.port) == index + 1)
         }
+        // The SDK sends a save the follower refuses to the primary the refusal names.
         do {
-            let reader = HealthStore(configuration: .init(port: follower.port, credential: owner))
-            defer { Task { await reader.close() } }
-            try await reader.save(Samples.heartRate(99, at: 100))
-            Issue.record("the follower took a save")
-        } catch let error as RPCError {
-            #expect(error.code == .failedPrecondition && error.primary == "127.0.0.1:\(primary.port)", "\(error)")
+            let roaming = HealthStore(configuration: .init(port: follower.port, credential: owner))
+            defer { Task { await roaming.close() } }
+            try await roaming.save(Samples.heartRate(99, at: 100))
+            #expect(try await count(on: primary.port) == 12)
+            #expect(try await count(on: follower.port) == 12)
         }
         // kill -9 of the follower: the primary carries on (its first write waits out the
         // window), and the follower, started again, resumes from its own head.
@@ -305,7 +337,21 @@ struct ReplicationProcessTests {
         for index in 11...15 { try await writer.save(Samples.heartRate(60, at: Double(index))) }
         follower = try await DaemonProcess(dataDirectory: followerDirectory, arguments: follow)
         defer { follower.stop() }
-        try await caughtUp(16, on: follower.port)
+        try await caughtUp(17, on: follower.port)
+
+        // The CLI: a save sent to the follower lands on the primary (and, semi-synchronously,
+        // on the follower); a first server that is gone gives way to --other-server.
+        let saved = try await runProcess(
+            AuthCLITests.executable,
+            ["save", "--type", "HeartRate", "--value", "61", "--unit", "count/min", "--port", "\(follower.port)", "--credential", owner])
+        #expect(saved.status == 0, "\(saved.error)")
+        #expect(try await count(on: primary.port) == 18)
+        #expect(try await count(on: follower.port) == 18)
+        let pinged = try await runProcess(
+            AuthCLITests.executable, ["ping", "--port", "1", "--other-server", "127.0.0.1:\(follower.port)", "--credential", owner])
+        #expect(pinged.status == 0, "\(pinged.error)")
+        let refused = try await runProcess(AuthCLITests.executable, ["ping", "--other-server", "nowhere", "--credential", owner])
+        #expect(refused.status != 0 && refused.error.contains("--other-server takes HOST:PORT, got 'nowhere'"), "\(refused.error)")
 
         // Bad settings are refused with what is wrong.
         for (arguments, message) in [

@@ -7,6 +7,8 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Server address [HEALTHLEDGER_HOST] (default 127.0.0.1).") var host: String?
     @Option(help: "Server port [HEALTHLEDGER_PORT] (default 7411).") var port: Int?
     @Option(help: "The bearer credential [HEALTHLEDGER_CREDENTIAL].") var credential: String?
+    @Option(name: .customLong("other-server"), help: "HOST:PORT of another server of the same ledgers (its primary or a follower), tried when the first cannot be reached; repeatable [HEALTHLEDGER_OTHER_SERVERS, comma-separated]. A write a follower refuses goes to the primary it names by itself.")
+    var otherServers: [String] = []
     @Option(name: .customLong("tls-ca"), help: "Use TLS, trusting the roots in this PEM file; the certificate must name the host (or --tls-server-name).")
     var tlsRoots: String?
     @Option(name: .customLong("tls-server-name"), help: "The name the server's certificate must carry, when it is not --host.") var tlsServerName: String?
@@ -25,10 +27,19 @@ struct ConnectionOptions: ParsableArguments {
         } ?? 7411
         guard (1...65535).contains(port) else { throw ValidationErrorExit("port \(port) is not a TCP port: 1 to 65535") }
         guard tlsServerName == nil || tlsRoots != nil else { throw ValidationErrorExit("--tls-server-name goes with --tls-ca") }
+        let others = otherServers.isEmpty
+            ? (environment["HEALTHLEDGER_OTHER_SERVERS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            : otherServers
+        for server in others {
+            guard let colon = server.lastIndex(of: ":"), colon > server.startIndex, let port = Int(server[server.index(after: colon)...]),
+                (1...65535).contains(port)
+            else { throw ValidationErrorExit("--other-server takes HOST:PORT, got '\(server.prefix(100))'") }
+        }
         let store = HealthStore(configuration: .init(
             host: host ?? environment["HEALTHLEDGER_HOST"] ?? "127.0.0.1",
             port: port,
-            credential: credential, tls: tlsRoots.map { .init(trustRoots: $0, serverName: tlsServerName) }, connectAttempts: 2))
+            credential: credential, tls: tlsRoots.map { .init(trustRoots: $0, serverName: tlsServerName) }, connectAttempts: 2,
+            otherServers: others))
         return try asOf.map { store.asOf(try Self.pointInTime($0)) } ?? store
     }
 
