@@ -20,6 +20,8 @@ public struct EventLayout {
 
     public var formatVersion: UInt32 = 0
     public var sequence: UInt64 = 0
+    /// When its transaction committed: microseconds since 1970.
+    public var commitTimeUs: Int64 = 0
     /// The `EventKind` number.
     public var kind: UInt64 = 0
     /// The header's object type identifier and UUID, when it names an object.
@@ -60,6 +62,7 @@ public struct EventLayout {
                 body = try reader.bytes()
                 continue
             case (.sequence, .varint): sequence = try reader.varint()
+            case (.commitTimeUs, .varint): commitTimeUs = try reader.signed()
             case (.formatVersion, .varint): formatVersion = UInt32(truncatingIfNeeded: try reader.varint())
             case (.kind, .varint): kind = try reader.varint()
             case (.objectType, .lengthDelimited): objectType = try reader.bytes()

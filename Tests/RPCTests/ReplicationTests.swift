@@ -163,6 +163,13 @@ struct ReplicationTests {
                 let appOnFollower = follower.client(primary.appCredential)
                 _ = try await appOnFollower.ping()
 
+                // A stream open on the follower with a second owner credential, revoked on the primary below.
+                let watcherCredential = try await primary.ledger.issueCredential(for: .owner)
+                _ = try await follower.caughtUp(with: primary.ledger)
+                let watcher = follower.client(watcherCredential)
+                var watch = try await watcher.changes(for: AnchoredObjectQueryDescriptor(type: Samples.heartRate.objectType)).makeAsyncIterator()
+                _ = try await watch.next()
+
                 let erased = try await owner.erase(.objects([marked.uuid]), reason: "the person asked")
                 #expect(erased.objects == 1)
                 try await owner.revokeCredential(id: String(primary.appCredential.split(separator: ":")[2]))
@@ -176,6 +183,14 @@ struct ReplicationTests {
                     let file = try Data(contentsOf: copy.directory.appending(path: "data.mdb"))
                     #expect(file.range(of: Data("erase-me-on-every-copy".utf8)) == nil)
                 }
+                try await owner.revokeCredential(id: String(watcherCredential.split(separator: ":")[2]))
+                do {
+                    while try await watch.next() != nil {}
+                    Issue.record("a stream of a credential revoked on the primary ended without an error on the follower")
+                } catch let error as RPCError {
+                    #expect(error.code == .permissionDenied)
+                }
+                await watcher.close()
                 do {
                     _ = try await appOnFollower.ping()
                     Issue.record("a revoked credential still works on the follower")

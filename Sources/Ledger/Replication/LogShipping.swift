@@ -98,12 +98,12 @@ extension Ledger {
             let start = context.head.sequence
             var erasures: [(event: LedgerEvent, report: ErasureReport, reason: String)] = []
             for stored in events {
-                let event = try context.appendShipped(stored)
-                if event.kind == .objectsErased { erasures.append(try self.applyShippedErasure(event, in: context)) }
+                if let erasure = try context.appendShipped(stored) { erasures.append(try self.applyShippedErasure(erasure, in: context)) }
             }
             return (start, context.head.sequence, erasures)
         }
-        if end > start { logFollower.announce((start + 1)...end) }
+        // Revocations and authorization changes reach the streams open on this copy.
+        if end > start, logFollower.hasWatchers { logFollower.announce((start + 1)...end) }
         guard !erasures.isEmpty else { return end }
         for erasure in erasures { try afterErasure.withLock { $0 }?(erasure.report, erasure.reason) }
         try await committer.exclusive {

@@ -64,13 +64,13 @@ final class WriteContext {
     /// as it is, and applies its change to the projections, as replay does: it must be the
     /// next event after this ledger's head and link to it.
     ///
-    /// - Returns: the event's header fields the caller acts on after it (an erasure empties
-    ///   the events it names).
+    /// - Returns: the event, decoded when it is an erasure (which empties the events it
+    ///   names: the caller acts on it), nil otherwise.
     /// - Throws: ``LedgerFailure`` `corrupted` for bytes that are not an event, or
     ///   `failedPrecondition` for an event that does not extend this ledger's chain.
-    func appendShipped(_ stored: [UInt8]) throws -> LedgerEvent {
+    func appendShipped(_ stored: [UInt8]) throws -> LedgerEvent? {
         let sequence = head.sequence + 1
-        let (event, hash, change) = try stored.withUnsafeBytes { bytes in
+        let (layout, hash, change, erasure) = try stored.withUnsafeBytes { bytes in
             guard let fields = EventCodec.chainFields(bytes) else { throw LedgerFailure.corrupted("a shipped event is not a well-formed event") }
             guard fields.sequence == sequence else {
                 throw LedgerFailure(.failedPrecondition, "the shipped event is event \(fields.sequence), but this ledger's next is \(sequence)")
@@ -78,13 +78,15 @@ final class WriteContext {
             guard fields.previousHash.elementsEqual(head.hash) else {
                 throw LedgerFailure(.failedPrecondition, "shipped event \(sequence) does not link to this ledger's event \(sequence - 1): the histories diverged")
             }
-            return (try LedgerEvent(stored: bytes), try EventCodec.hash(bytes), try projector.change(stored: bytes).change)
+            let layout = try EventCodec.layout(bytes)
+            let erasure = layout.kind == UInt64(EventKind.objectsErased.rawValue) ? try LedgerEvent(stored: bytes) : nil
+            return (layout, try EventCodec.hash(bytes), try projector.change(stored: bytes).change, erasure)
         }
         let key = KeyEncoding.sequenceKey(sequence)
         try txn.put(databases.storable(event: stored, key: key), forKey: key, in: databases.events, append: true)
         try project(change, sequence: sequence, hash: hash)
-        head = LogHead(sequence: sequence, hash: hash, commitTimeUs: event.commitTimeUs)
-        return event
+        head = LogHead(sequence: sequence, hash: hash, commitTimeUs: layout.commitTimeUs)
+        return erasure
     }
 
     /// Applies event `sequence`'s change to the projections and extends the Merkle tree with its hash.
