@@ -20,7 +20,7 @@ import Synchronization
 /// as the replication lag (`healthledger_replication_lag_events`).
 public final class PrimaryFollower: Service, Sendable {
     private let store: LedgerStore
-    private let primary: HealthStore
+    private let primary: HealthStoreConfiguration
     private let name: String
     private let logger: Logger
     private let discoveryInterval: Duration
@@ -43,22 +43,24 @@ public final class PrimaryFollower: Service, Sendable {
         wait: Duration = .seconds(10)
     ) {
         self.store = store
-        self.primary = HealthStore(configuration: primary)
+        self.primary = primary
         self.name = name
         self.logger = logger
         self.discoveryInterval = discoveryInterval
         self.wait = wait
     }
 
-    /// Follows the primary's ledgers until cancelled (or the service group shuts down).
+    /// Follows the primary's ledgers until cancelled (or the service group shuts down), over
+    /// a connection of its own.
     public func run() async throws {
+        let primary = HealthStore(configuration: primary)
         await withTaskGroup(of: Void.self) { group in
             var following = Set<String>()
             var lastFailure: String?
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
                 do {
                     for id in try await primary.ledgers() where following.insert(id).inserted {
-                        group.addTask { await self.follow(id) }
+                        group.addTask { await self.follow(id, on: primary) }
                     }
                     lastFailure = nil
                 } catch {
@@ -76,17 +78,26 @@ public final class PrimaryFollower: Service, Sendable {
 
     /// Tails one ledger's log until cancelled, fetching a snapshot first when this store
     /// has none of it; after a failure, again a second later.
-    private func follow(_ id: String) async {
+    private func follow(_ id: String, on primary: HealthStore) async {
         var logger = logger
         logger[metadataKey: "ledger.id"] = "\(id)"
         var lastFailure: String?
         while !Task.isCancelled {
             do {
-                let ledger = try await local(id, logger: logger)
+                let ledger = try await local(id, from: primary, logger: logger)
                 while !Task.isCancelled {
                     let head = try ledger.head()
-                    let fetched = try await primary.fetchLog(
-                        ledger: id, after: head.sequence, hash: head.hash, maximumEvents: Self.eventsPerFetch, wait: wait, follower: name)
+                    let fetched: (events: [[UInt8]], headSequence: UInt64, legalHold: String?)
+                    do {
+                        fetched = try await primary.fetchLog(
+                            ledger: id, after: head.sequence, hash: head.hash, maximumEvents: Self.eventsPerFetch, wait: wait, follower: name)
+                    } catch let refusal as RPCError where refusal.code == .outOfRange {
+                        // This copy holds events the primary does not: back to the last event both have.
+                        let common = try await commonPrefix(of: ledger, below: head.sequence, on: primary)
+                        logger.warning("this copy's log diverged from the primary's", metadata: ["ledger.head": "\(head.sequence)", "ledger.common": "\(common)"])
+                        try await ledger.discardTail(after: common)
+                        continue
+                    }
                     let reached = fetched.events.isEmpty ? head.sequence : try await ledger.applyShipped(fetched.events)
                     // The legal hold is not an event: it comes with every fetch.
                     if try ledger.legalHold() != fetched.legalHold { try ledger.setLegalHold(reason: fetched.legalHold) }
@@ -103,19 +114,38 @@ public final class PrimaryFollower: Service, Sendable {
         }
     }
 
+    /// The last event `ledger` shares with the primary's log (0 when none): a binary search
+    /// over the follower's events, asking the primary whether each is in its log (a fetch of
+    /// nothing after it). Since every event's hash covers its predecessor's, the events both
+    /// have are a prefix of each.
+    private func commonPrefix(of ledger: Ledger, below head: UInt64, on primary: HealthStore) async throws -> UInt64 {
+        var (shared, differs) = (UInt64(0), head)
+        while differs - shared > 1 {
+            let middle = shared + (differs - shared) / 2
+            guard let hash = try ledger.eventHashes(from: middle, limit: 1).first else { throw LedgerFailure(.corrupted, "event \(middle) is missing") }
+            do {
+                _ = try await primary.fetchLog(ledger: ledger.id, after: middle, hash: hash, maximumEvents: 1, wait: .zero, follower: name)
+                shared = middle
+            } catch let refusal as RPCError where refusal.code == .outOfRange {
+                differs = middle
+            }
+        }
+        return shared
+    }
+
     /// This store's copy of ledger `id`, installed from a snapshot of the primary's when missing.
-    private func local(_ id: String, logger: Logger) async throws -> Ledger {
+    private func local(_ id: String, from primary: HealthStore, logger: Logger) async throws -> Ledger {
         do {
             return try store.ledger(id)
         } catch let failure as LedgerFailure where failure.kind == .notFound {
-            try await installSnapshot(of: id, logger: logger)
+            try await installSnapshot(of: id, from: primary, logger: logger)
             return try store.ledger(id)
         }
     }
 
     /// Fetches a snapshot of the primary's ledger `id` into a staging directory beside the
     /// store's ledgers, and restores it as this store's (verified first).
-    private func installSnapshot(of id: String, logger: Logger) async throws {
+    private func installSnapshot(of id: String, from primary: HealthStore, logger: Logger) async throws {
         let taken = try await primary.fetchSnapshot(.with { $0.ledgerID = id })
         defer {
             let snapshot = taken.snapshotID

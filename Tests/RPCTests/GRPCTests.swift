@@ -190,11 +190,13 @@ struct GRPCTests {
                 #expect(answers[0].listServicesResponse.service.map(\.name) == ["healthledger.v1.Ledger", "healthledger.v1.Replication", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"])
                 let files = try answers[1].fileDescriptorResponse.fileDescriptorProto.map { try Google_Protobuf_FileDescriptorProto(serializedBytes: $0) }
                 #expect(files.map(\.name) == ["healthledger/v1/rpc.proto", "healthledger/v1/objects.proto", "healthledger/v1/ledger.proto"])
-                let service = try #require(files.first?.service.first { $0.name == "Ledger" })
-                #expect(Set(service.method.map { "healthledger.v1.Ledger/\($0.name)" }) == Set(RPCMethod.allCases.map(\.rawValue)))
-                for method in service.method {
-                    let rpc = try #require(RPCMethod(rawValue: "healthledger.v1.Ledger/\(method.name)"))
-                    #expect(method.serverStreaming == (MethodTable.kind(of: rpc)?.isStreaming == true), "\(method.name)")
+                let services = try #require(files.first?.service)
+                #expect(services.map(\.name) == ["Replication", "Ledger"])
+                let methods = services.flatMap { service in service.method.map { ("healthledger.v1.\(service.name)/\($0.name)", $0) } }
+                #expect(Set(methods.map(\.0)) == Set(RPCMethod.allCases.map(\.rawValue)))
+                for (name, method) in methods {
+                    let rpc = try #require(RPCMethod(rawValue: name))
+                    #expect(method.serverStreaming == (MethodTable.kind(of: rpc)?.isStreaming == true), "\(name)")
                 }
                 #expect(answers[2].errorResponse.errorCode == Int32(Status.Code.notFound.rawValue))
 

@@ -33,7 +33,7 @@ struct MethodTableTests {
     func documentedKinds() throws {
         let document = try Self.protocolDocument()
         var table: [String: String] = [:]
-        for line in document.split(separator: "\n") where line.hasPrefix("| `healthledger.v1.Ledger/") {
+        for line in document.split(separator: "\n") where line.hasPrefix("| `healthledger.v1.Ledger/") || line.hasPrefix("| `healthledger.v1.Replication/") {
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
             let name = cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
             table[name] = cells[1].split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) }

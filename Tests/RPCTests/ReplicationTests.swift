@@ -18,7 +18,8 @@ private final class FollowerServer: @unchecked Sendable {
     let store: LedgerStore
     let server: RPCServer
     let port: Int
-    private let following: Task<Void, any Error>
+    private let follower: PrimaryFollower
+    private var following: Task<Void, any Error>
 
     init(primary: TestServer, name: String = "follower-1") async throws {
         store = try LedgerStore(directory: directory, configuration: try .forTests())
@@ -30,7 +31,13 @@ private final class FollowerServer: @unchecked Sendable {
         let follower = PrimaryFollower(
             store: store, primary: .init(port: primary.port, credential: credential, timeout: .seconds(60)), name: name,
             logger: Logger(label: "follower"), discoveryInterval: .milliseconds(100), wait: .seconds(2))
+        self.follower = follower
         following = Task { try await follower.run() }
+    }
+
+    /// Follows again after ``stopFollowing()``.
+    func startFollowing() {
+        following = Task { [follower] in try await follower.run() }
     }
 
     /// Waits until this follower's copy of `ledger` has every event the primary's has now
@@ -213,6 +220,41 @@ struct ReplicationTests {
         }
     }
 
+    @Test("a copy holding events its primary does not have discards them (the last shared event found by the follower) and follows again")
+    func divergedCopy() async throws {
+        var configuration = ServerConfiguration(port: 0)
+        configuration.replicationAcknowledgement = .asynchronous
+        try await withTestServer(configuration: configuration) { primary in
+            let owner = primary.client()
+            let follower = try await FollowerServer(primary: primary)
+            do {
+                try await owner.save(Samples.heartRate(60, at: 0))
+                let copy = try await follower.caughtUp(with: primary.ledger)
+                let shared = try copy.head()
+                await follower.stopFollowing()
+                // The copy takes writes of its own, as a cut-off primary might; the primary others.
+                let stray = Samples.heartRate(90, at: 100, metadata: ["marker": .string("no-one-acknowledged-me")])
+                try await copy.save([stray], by: .owner)
+                try await copy.save([Samples.heartRate(91, at: 101)], by: .owner)
+                try await owner.save(Samples.heartRate(92, at: 102))
+                #expect(try copy.head().sequence == shared.sequence + 2)
+
+                follower.startFollowing()
+                let caught = try await follower.caughtUp(with: primary.ledger)
+                #expect(try caught.object(with: stray.uuid, as: .owner) == nil)
+                #expect(try caught.projectionDigest() == primary.ledger.projectionDigest())
+                #expect(try caught.verify().isValid)
+                let log = try caught.events(from: shared.sequence + 1, limit: 10)
+                #expect(log.count == 1 && log.allSatisfy { $0.objectUUID != stray.uuid })
+            } catch {
+                await follower.stop()
+                throw error
+            }
+            await follower.stop()
+            await owner.close()
+        }
+    }
+
     @Test("a follower that leaves holds no write up: the next is answered after the follower window")
     func followerThatLeaves() async throws {
         var configuration = ServerConfiguration(port: 0)
@@ -245,7 +287,7 @@ struct ReplicationTests {
             do {
                 _ = try await client.fetchLog(ledger: "alice", after: 1, hash: Array(repeating: 7, count: 32), wait: .zero, follower: "f")
             } catch let error as RPCError {
-                #expect(error.code == .failedPrecondition)
+                #expect(error.code == .outOfRange)
                 #expect(error.message.contains("diverged"))
             }
             for (sequence, hash, follower) in [(UInt64(0), [UInt8](repeating: 0, count: 31), "f"), (0, [UInt8](repeating: 0, count: 32), "")] {

@@ -12,6 +12,7 @@ extension LedgerFailure: RPCErrorConvertible {
         case .corrupted: RPCError(.dataLoss, message, healthErrorCode: .databaseInaccessible, cause: self)
         case .storage: RPCError(.unavailable, message, healthErrorCode: .databaseInaccessible, cause: self)
         case .failedPrecondition: RPCError(.failedPrecondition, message, cause: self)
+        case .diverged: RPCError(.outOfRange, message, cause: self)
         }
     }
 }

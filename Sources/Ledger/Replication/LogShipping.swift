@@ -27,20 +27,20 @@ extension Ledger {
     /// An event erased since the follower last asked comes without its body; the erasure
     /// event that emptied it follows in the log and empties the follower's copy.
     ///
-    /// - Throws: ``LedgerFailure`` `failedPrecondition` when the follower's log is not a
-    ///   prefix of this one: its event `sequence` hashes differently, or it goes past the head.
+    /// - Throws: ``LedgerFailure`` `diverged` when the follower's log is not a prefix of this
+    ///   one: its event `sequence` hashes differently, or it goes past the head.
     public func shippedEvents(after sequence: UInt64, hash: [UInt8], limit: Int, maximumBytes: Int) throws -> ShippedEvents {
         try read { snapshot in
             let head = try LogHead.read(snapshot)
             guard sequence <= head.sequence else {
                 throw LedgerFailure(
-                    .failedPrecondition,
+                    .diverged,
                     "the follower holds events up to \(sequence), past ledger '\(id)''s head \(head.sequence): the histories diverged")
             }
             let own = sequence == 0 ? EventCodec.zeroHash : try EventCodec.hash(try Ledger.storedEvent(sequence, in: snapshot))
             guard own == hash else {
                 throw LedgerFailure(
-                    .failedPrecondition,
+                    .diverged,
                     "the follower's event \(sequence) hashes to \(hash.hexString), ledger '\(id)''s to \(own.hexString): the histories diverged")
             }
             var events: [[UInt8]] = []
@@ -117,6 +117,58 @@ extension Ledger {
         }
         logger.notice("applied a shipped erasure", metadata: ["ledger.erasure.sequence": "\(erasures.last!.event.sequence)"])
         return end
+    }
+
+    /// Removes the events after `sequence` from the log — a tail its primary does not have
+    /// (a former primary's unacknowledged writes, or events a follower fetched from it and
+    /// the new primary never had) — and rebuilds the projections and the Merkle tree from
+    /// what stays. Writes wait meanwhile; a crash before the rebuild ends rebuilds on opening.
+    ///
+    /// - Returns: the events removed (their headers and bodies), for the operator's log.
+    /// - Throws: ``LedgerFailure`` `invalidArgument` for a sequence past the head.
+    @discardableResult
+    public func discardTail(after sequence: UInt64) async throws -> [LedgerEvent] {
+        let discarded = try await committer.exclusive { () throws -> [LedgerEvent] in
+            let removed = try self.environment.write { txn -> [LedgerEvent] in
+                let snapshot = LedgerSnapshot(txn, self.databases)
+                let head = try LogHead.read(snapshot)
+                guard sequence <= head.sequence else {
+                    throw LedgerFailure(.invalidArgument, "ledger '\(self.id)' ends at event \(head.sequence): there is no tail after \(sequence)")
+                }
+                guard sequence < head.sequence else { return [] }
+                var removed: [LedgerEvent] = []
+                for number in (sequence + 1)...head.sequence {
+                    removed.append(try LedgerEvent(stored: try Ledger.storedEvent(number, in: snapshot)))
+                    _ = try txn.delete(KeyEncoding.sequenceKey(number), in: self.databases.events)
+                }
+                let kept = sequence == 0 ? LogHead.empty : try {
+                    let stored = try Ledger.storedEvent(sequence, in: snapshot)
+                    return LogHead(sequence: sequence, hash: try EventCodec.hash(stored), commitTimeUs: try EventCodec.layout(stored).commitTimeUs)
+                }()
+                try kept.write(txn, self.databases)
+                // Until the rebuild below ends, the projections are ahead of the log: a crash
+                // before then rebuilds them on opening.
+                try txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.erasureRebuildKey, in: self.databases.meta)
+                return removed
+            }
+            if !removed.isEmpty {
+                self.committer.truncated(to: sequence)
+                try self.rebuildAfterErasure()
+                try self.environment.reopen()
+            }
+            return removed
+        }
+        if !discarded.isEmpty {
+            // The removed events' bodies (values of writes no one acknowledged) are not left in free pages.
+            _ = try? await scrubFreePages()
+            logger.warning(
+                "discarded a tail of the log that the primary does not have",
+                metadata: [
+                    "ledger.tail.after": "\(sequence)", "ledger.tail.events": "\(discarded.count)",
+                    "ledger.tail.kinds": "\(Dictionary(grouping: discarded, by: \.kind.description).mapValues(\.count))",
+                ])
+        }
+        return discarded
     }
 
     /// Empties the events a shipped erasure event names, and removes an erased

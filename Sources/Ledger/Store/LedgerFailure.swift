@@ -14,6 +14,9 @@ public struct LedgerFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case storage
         /// The ledger is not in a state that allows the operation (a legal hold refuses erasure).
         case failedPrecondition
+        /// A follower's log is not a prefix of its primary's: it holds events the primary does
+        /// not (it discards them, docs/LEDGER.md "Replication").
+        case diverged
     }
 
     public var kind: Kind

@@ -52,6 +52,12 @@ final class GroupCommitter: Sendable {
     /// before its requests are answered.
     var committedSequence: UInt64 { lastCommitted.load(ordering: .acquiring) }
 
+    /// The log was cut back to `sequence` (``Ledger/discardTail(after:)``), on the committing queue.
+    func truncated(to sequence: UInt64) {
+        lastCommitted.store(min(lastCommitted.load(ordering: .acquiring), sequence), ordering: .releasing)
+        lastFrontier.withLock { $0 = nil }
+    }
+
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
         changeWatchers: ChangeWatchers = ChangeWatchers(), follower: LogFollower? = nil, readOnly: Bool = false,

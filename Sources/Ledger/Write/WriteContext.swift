@@ -76,7 +76,7 @@ final class WriteContext {
                 throw LedgerFailure(.failedPrecondition, "the shipped event is event \(fields.sequence), but this ledger's next is \(sequence)")
             }
             guard fields.previousHash.elementsEqual(head.hash) else {
-                throw LedgerFailure(.failedPrecondition, "shipped event \(sequence) does not link to this ledger's event \(sequence - 1): the histories diverged")
+                throw LedgerFailure(.diverged, "shipped event \(sequence) does not link to this ledger's event \(sequence - 1): the histories diverged")
             }
             let layout = try EventCodec.layout(bytes)
             let erasure = layout.kind == UInt64(EventKind.objectsErased.rawValue) ? try LedgerEvent(stored: bytes) : nil

@@ -3577,7 +3577,7 @@ public nonisolated struct Healthledger_V1_FetchLogRequest: Sendable {
   public var ledgerID: String = String()
 
   /// The follower's head: its last event's sequence (0: it has none) and that event's hash
-  /// (32 zero bytes at 0). The primary refuses a head its log does not hold (FAILED_PRECONDITION).
+  /// (32 zero bytes at 0). The primary refuses a head its log does not hold (OUT_OF_RANGE).
   public var afterSequence: UInt64 = 0
 
   public var afterHash: Data = Data()
