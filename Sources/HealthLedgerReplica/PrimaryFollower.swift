@@ -26,7 +26,12 @@ public final class PrimaryFollower: Service, Sendable {
     private let discoveryInterval: Duration
     private let wait: Duration
     private let lag = Gauge(label: "healthledger_replication_lag_events")
-    private let lags = Mutex<[String: UInt64]>([:])
+    /// What the follower knows of its ledgers: whether the primary's list was read, which
+    /// ledgers it follows, and how far behind each was after its last fetch.
+    private let progress = Mutex<(listed: Bool, followed: Set<String>, lags: [String: UInt64])>((false, [], [:]))
+
+    /// Events a ledger may be behind for this copy to count as caught up (one fetch's worth).
+    static let caughtUpLag: UInt64 = 10_000
 
     /// The most events one fetch asks for: the protocol's most, so that a follower behind
     /// catches up in as few commits as it can.
@@ -59,7 +64,12 @@ public final class PrimaryFollower: Service, Sendable {
             var lastFailure: String?
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
                 do {
-                    for id in try await primary.ledgers() where following.insert(id).inserted {
+                    let listed = try await primary.ledgers()
+                    progress.withLock { progress in
+                        progress.listed = true
+                        progress.followed.formUnion(listed)
+                    }
+                    for id in listed where following.insert(id).inserted {
                         group.addTask { await self.follow(id, on: primary) }
                     }
                     lastFailure = nil
@@ -192,10 +202,21 @@ public final class PrimaryFollower: Service, Sendable {
     }
 
     private func record(lag events: UInt64, of id: String) {
-        let worst = lags.withLock { lags in
-            lags[id] = events
-            return lags.values.max() ?? 0
+        let worst = progress.withLock { progress in
+            progress.lags[id] = events
+            return progress.lags.values.max() ?? 0
         }
         lag.record(Int64(clamping: worst))
+    }
+
+    /// Why this copy should get no reads yet (`/readyz`); nil once it has read the primary's
+    /// list of ledgers and every ledger on it is at most ``caughtUpLag`` events behind.
+    public var unreadiness: String? {
+        let (listed, followed, lags) = progress.withLock { $0 }
+        guard listed else { return "the primary's list of ledgers was not read yet" }
+        let behind = followed.filter { (lags[$0] ?? .max) > Self.caughtUpLag }.sorted()
+        guard let first = behind.first else { return nil }
+        let how = lags[first].map { "\($0) events behind" } ?? "not copied yet"
+        return "\(behind.count) ledger\(behind.count == 1 ? " is" : "s are") not caught up with the primary (the first, '\(first)', \(how))"
     }
 }

@@ -145,18 +145,23 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         if grpcPortValue >= 0 {
             services.append(GRPCEndpoint(store: store, configuration: configuration, port: grpcPortValue, logger: logger))
         }
+        let follower = primary.map { primary in
+            PrimaryFollower(store: store, primary: primary, name: setting(nodeName, "NODE_NAME") ?? ProcessInfo.processInfo.hostName, logger: logger)
+        }
         let metricsPortValue = try number(metricsPort, "METRICS_PORT") ?? 9411
         if metricsPortValue >= 0 {
-            services.append(MetricsEndpoint(host: configuration.host, port: metricsPortValue, registry: registry, store: store, logger: logger))
+            services.append(
+                MetricsEndpoint(
+                    host: configuration.host, port: metricsPortValue, registry: registry, store: store, unreadiness: { follower?.unreadiness },
+                    logger: logger))
         }
         // Last, so that it stops first (a service group stops its services in reverse order).
         if webPortValue >= 0 {
             services.append(WebEndpoint(configuration: configuration, rpcPort: rpcAddress.port ?? configuration.port, port: webPortValue, logger: logger))
         }
-        if let primary {
-            let name = setting(nodeName, "NODE_NAME") ?? ProcessInfo.processInfo.hostName
-            logger.info("following a primary", metadata: ["primary": "\(primary.host):\(primary.port)", "node": "\(name)"])
-            services.append(PrimaryFollower(store: store, primary: primary, name: name, logger: logger))
+        if let primary, let follower {
+            logger.info("following a primary", metadata: ["primary": "\(primary.host):\(primary.port)"])
+            services.append(follower)
         }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

@@ -11,17 +11,20 @@ import Synchronization
 
 /// Serves, on its own port, the Prometheus text format at `GET /metrics`, liveness at
 /// `GET /healthz` (the process answers) and readiness at `GET /readyz` (its storage takes
-/// writes: the data directory is writable and no ledger's disk is full).
+/// writes: the data directory is writable and no ledger's disk is full; a follower has
+/// caught up with its primary).
 struct MetricsEndpoint: Service {
     let host: String
     let port: Int
     let registry: PrometheusCollectorRegistry
     let store: LedgerStore
+    /// Why the server is not ready besides its storage (a follower not caught up); nil when it is.
+    var unreadiness: @Sendable () -> String? = { nil }
     let logger: Logger
 
     func run() async throws {
         let registry = registry
-        let probes = Probes(store: store)
+        let probes = Probes(store: store, unreadiness: unreadiness)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -46,8 +49,12 @@ private final class Probes: Sendable {
     private let fullDisks = Gauge(label: "healthledger_ledgers_on_full_disk")
     private let fullDiskFailures = Counter(label: "healthledger_full_disk_failures")
     private let countedFailures = Mutex(0)
+    private let otherUnreadiness: @Sendable () -> String?
 
-    init(store: LedgerStore) { self.store = store }
+    init(store: LedgerStore, unreadiness: @escaping @Sendable () -> String?) {
+        self.store = store
+        otherUnreadiness = unreadiness
+    }
 
     /// Brings the gauges up to date, before the registry is read.
     func refresh() {
@@ -68,6 +75,7 @@ private final class Probes: Sendable {
         if access(store.directory.path, W_OK) != 0 { reasons.append("the data directory \(store.directory.path) is not writable (\(String(cString: strerror(errno))))") }
         let full = DiskSpace.ledgersOnFullDisk
         if !full.isEmpty { reasons.append("the disk is full for ledger\(full.count == 1 ? "" : "s") \(full.prefix(5).map { "'\($0)'" }.joined(separator: ", "))") }
+        if let other = otherUnreadiness() { reasons.append(other) }
         return reasons.isEmpty ? nil : reasons.joined(separator: "; ")
     }
 }

@@ -392,9 +392,23 @@ struct ReplicationProcessTests {
         // window), and the follower, started again, resumes from its own head.
         follower.kill()
         for index in 11...15 { try await writer.save(Samples.heartRate(60, at: Double(index))) }
-        follower = try await DaemonProcess(dataDirectory: followerDirectory, arguments: follow)
+        follower = try await DaemonProcess(dataDirectory: followerDirectory, arguments: follow, metrics: true)
         defer { follower.stop() }
         try await caughtUp(17, on: follower.port)
+        // Ready once caught up (/readyz), which it says after its next fetch.
+        var ready = try await HTTPGet.fetch(port: try #require(follower.metricsPort), path: "/readyz")
+        for _ in 0..<600 where ready.status != 200 {
+            try await Task.sleep(for: .milliseconds(100))
+            ready = try await HTTPGet.fetch(port: try #require(follower.metricsPort), path: "/readyz")
+        }
+        #expect(ready.status == 200, "\(ready.body)")
+        // A follower whose primary cannot be reached is not ready, and says why.
+        let stranded = try await DaemonProcess(
+            dataDirectory: base.appending(path: "stranded"),
+            arguments: ["--follow", "127.0.0.1:1", "--follow-credential-file", credentialFile.path], metrics: true)
+        let unready = try await HTTPGet.fetch(port: try #require(stranded.metricsPort), path: "/readyz")
+        #expect(unready.status == 503 && unready.body == "not ready: the primary's list of ledgers was not read yet\n", "\(unready.body)")
+        stranded.stop()
 
         // The CLI: a save sent to the follower lands on the primary (and, semi-synchronously,
         // on the follower); a first server that is gone gives way to --other-server.
