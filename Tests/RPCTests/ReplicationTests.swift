@@ -255,6 +255,37 @@ struct ReplicationTests {
         }
     }
 
+    @Test("tree heads sign only what a connected follower has durable")
+    func treeHeadsSignReplicatedHistory() async throws {
+        var configuration = ServerConfiguration(port: 0)
+        configuration.replicationAcknowledgement = .asynchronous
+        configuration.followerWindow = .seconds(600)
+        try await withTestServer(configuration: configuration) { primary in
+            let owner = primary.client()
+            #expect(try await owner.treeHead().size == primary.ledger.head().sequence)
+            // A follower that has every event so far and waits on the primary for the next.
+            let credential = try primary.store.issueOperatorCredential(label: "replication")
+            let operatorClient = HealthStore(configuration: .init(port: primary.port, credential: credential, timeout: .seconds(120)))
+            let replicated = try primary.ledger.head()
+            let waiting = Task {
+                try await operatorClient.fetchLog(ledger: "alice", after: replicated.sequence, hash: replicated.hash, wait: .seconds(30), follower: "slow")
+            }
+            while primary.ledger.followers.connected(within: .seconds(600)).isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await owner.save(Samples.heartRate(70, at: 0))
+            _ = try await waiting.value
+            // Saved (asynchronously), not yet acknowledged: the signed tree stops before it.
+            #expect(try primary.ledger.head().sequence == replicated.sequence + 1)
+            let head = try await owner.treeHead()
+            #expect(head.size == replicated.sequence)
+            // Acknowledged with the follower's next fetch: signed.
+            let next = try primary.ledger.head()
+            _ = try await operatorClient.fetchLog(ledger: "alice", after: next.sequence, hash: next.hash, wait: .zero, follower: "slow")
+            #expect(try await owner.treeHead().size == next.sequence)
+            await operatorClient.close()
+            await owner.close()
+        }
+    }
+
     @Test("a follower that leaves holds no write up: the next is answered after the follower window")
     func followerThatLeaves() async throws {
         var configuration = ServerConfiguration(port: 0)

@@ -91,7 +91,7 @@ package struct CallDispatcher: Sendable {
         try registration.caller.admit(authentication.principal)
         let call = LedgerCall(
             ledger: authentication.ledger, principal: authentication.principal, credentialID: authentication.credentialID,
-            credentialEnd: authentication.end)
+            credentialEnd: authentication.end, followerWindow: configuration.primaryAddress == nil ? configuration.followerWindow : nil)
         return point.map { .pointInTime(bound, call, $0) } ?? .present(bound, call)
     }
 

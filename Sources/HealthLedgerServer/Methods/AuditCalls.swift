@@ -60,7 +60,9 @@ extension LedgerCall {
 /// The Merkle tree over the log: the signed tree head and the proofs (the owner's).
 extension LedgerCall {
     func treeHead(_: Healthledger_V1_Empty) throws -> [UInt8] {
-        return try Healthledger_V1_SignedTreeHead(try ledger.signedTreeHead(as: principal)).serializedBytes()
+        // With a follower connected, only what it has durable: a failover never un-signs.
+        let replicated = followerWindow.flatMap { ledger.followers.connected(within: $0).first?.sequence }
+        return try Healthledger_V1_SignedTreeHead(try ledger.signedTreeHead(as: principal, replicatedUpTo: replicated)).serializedBytes()
     }
 
     func inclusionProof(_ request: Healthledger_V1_InclusionProofRequest) throws -> [UInt8] {

@@ -17,6 +17,9 @@ struct LedgerCall: Sendable {
     var credentialEnd: Date?
     /// What the call read, for its access record (``ReadTally``).
     let reads = ReadTally()
+    /// On a primary, how long a follower counts as connected: tree heads sign only what a
+    /// connected follower has (nil: everything, on a follower or a view).
+    var followerWindow: Duration?
 
     func ping(_ request: Healthledger_V1_PingRequest) throws -> [UInt8] {
         var response = Healthledger_V1_PingResponse()

@@ -45,11 +45,14 @@ extension Ledger {
     }
 
     /// The root of the Merkle tree over every event, signed now.
-    public func signedTreeHead(as principal: Principal) throws -> SignedTreeHead {
+    ///
+    /// - Parameter replicated: sign no event past this one (the last event a follower has
+    ///   durable, docs/PROTOCOL.md §7.18): a failover then never loses what was signed.
+    public func signedTreeHead(as principal: Principal, replicatedUpTo replicated: UInt64? = nil) throws -> SignedTreeHead {
         try Self.requireTreeReader(principal)
         let (size, root) = try read { snapshot in
-            let head = try LogHead.read(snapshot)
-            return (head.sequence, try MerkleTree.root(size: head.sequence, in: snapshot).bytes)
+            let size = min(try LogHead.read(snapshot).sequence, replicated ?? .max)
+            return (size, try MerkleTree.root(size: size, in: snapshot).bytes)
         }
         let timestampUs = microseconds(Date())
         let signed = SignedTreeHead.signedBytes(ledgerID: id, size: size, timestampUs: timestampUs, rootHash: root)
