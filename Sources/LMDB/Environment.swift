@@ -57,9 +57,24 @@ public final class Environment: @unchecked Sendable {
     private let snapshots = Mutex<[ObjectIdentifier: WeakSnapshot]>([:])
     private let uses = Atomic<UInt64>(0)
 
+    /// The key under which ``OpenPaths`` knows this environment's directory.
+    private let openPath: String
+
     /// Opens (creating if needed) the environment in directory `path`.
+    ///
+    /// LMDB forbids one environment open twice in a process: closing either drops the
+    /// process's file locks on it, and its lock file's mutexes would be reached through two
+    /// mappings. An environment of the same directory still closing (its last owner let go
+    /// of it a moment ago) is waited for, a few seconds at most.
     public init(path: String, options: Options = Options()) throws {
-        let env = try Self.open(path: path, options: options, mapSize: options.mapSize)
+        openPath = OpenPaths.enter(path)
+        let env: OpaquePointer
+        do {
+            env = try Self.open(path: path, options: options, mapSize: options.mapSize)
+        } catch {
+            OpenPaths.leave(openPath)
+            throw error
+        }
         self.handle = env
         self.path = path
         self.options = options
@@ -121,7 +136,10 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
-    deinit { mdb_env_close(handle) }
+    deinit {
+        mdb_env_close(handle)
+        OpenPaths.leave(openPath)
+    }
 
     /// Opens (creating if needed) the named database.
     public func openDatabase(_ name: String) throws -> Database {
@@ -348,4 +366,33 @@ private struct WeakSnapshot {
 public struct Database: Sendable, Hashable {
     let dbi: MDB_dbi
     public let name: String
+}
+
+/// The directories with an environment open in this process, so that a new environment of
+/// a directory waits for the one closing there (``Environment/init(path:options:)``).
+private enum OpenPaths {
+    private static let condition = NSCondition()
+    nonisolated(unsafe) private static var open: [String: Int] = [:]
+    /// How long a new environment waits for another of its directory to close.
+    private static let patience: TimeInterval = 5
+
+    /// Registers `path`, once no other environment of it is open (or after ``patience``:
+    /// one open on purpose, by a tool or test, is not waited for forever). Returns its key.
+    static func enter(_ path: String) -> String {
+        let key = URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL.resolvingSymlinksInPath().path
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date(timeIntervalSinceNow: patience)
+        while open[key, default: 0] > 0, condition.wait(until: deadline) {}
+        open[key, default: 0] += 1
+        return key
+    }
+
+    static func leave(_ key: String) {
+        condition.lock()
+        defer { condition.unlock() }
+        open[key, default: 1] -= 1
+        if open[key] == 0 { open[key] = nil }
+        condition.broadcast()
+    }
 }

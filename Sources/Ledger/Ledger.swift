@@ -44,6 +44,9 @@ public final class Ledger: Sendable {
     let logFollower: LogFollower
     /// This ledger's followers, as its primary hears from them.
     public let followers = Followers()
+    /// The largest tree this process signed a head of: a later head is never smaller (a
+    /// follower reconnecting behind it does not take it back).
+    let largestSignedTree = Atomic<UInt64>(0)
     /// The access records noted and not yet written (``AccessLog``).
     let accessLog = AccessLog()
     /// Writes them every ``LedgerConfiguration/accessFlushInterval``.

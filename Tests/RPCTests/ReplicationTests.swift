@@ -228,20 +228,25 @@ struct ReplicationTests {
             let owner = primary.client()
             let follower = try await FollowerServer(primary: primary)
             do {
-                try await owner.save(Samples.heartRate(60, at: 0))
+                let kept = Samples.heartRate(60, at: 0)
+                try await owner.save(kept)
                 let copy = try await follower.caughtUp(with: primary.ledger)
                 let shared = try copy.head()
                 await follower.stopFollowing()
-                // The copy takes writes of its own, as a cut-off primary might; the primary others.
+                // The copy takes writes of its own, as a cut-off primary might — an erasure of a
+                // shared object among them; the primary others.
                 let stray = Samples.heartRate(90, at: 100, metadata: ["marker": .string("no-one-acknowledged-me")])
                 try await copy.save([stray], by: .owner)
                 try await copy.save([Samples.heartRate(91, at: 101)], by: .owner)
+                _ = try await copy.erase(.objects([kept.uuid]), reason: "never acknowledged", by: .owner)
                 try await owner.save(Samples.heartRate(92, at: 102))
-                #expect(try copy.head().sequence == shared.sequence + 2)
+                #expect(try copy.object(with: kept.uuid, as: .owner) == nil)
 
                 follower.startFollowing()
                 let caught = try await follower.caughtUp(with: primary.ledger)
                 #expect(try caught.object(with: stray.uuid, as: .owner) == nil)
+                // The tail's erasure emptied a shared event: it came back from the primary whole.
+                #expect(try caught.object(with: kept.uuid, as: .owner) != nil)
                 #expect(try caught.projectionDigest() == primary.ledger.projectionDigest())
                 #expect(try caught.verify().isValid)
                 let log = try caught.events(from: shared.sequence + 1, limit: 10)

@@ -261,7 +261,7 @@ package struct CallDispatcher: Sendable {
     private func run(_ prepared: PreparedCall, method: RPCMethod, send: @escaping Send) async throws -> [UInt8]? {
         switch prepared {
         case .store(let run):
-            return try await run(OperatorCall(store: store))
+            return try await run(OperatorCall(store: store, replicated: { await afterFollowers(of: $0) }))
         case .present(let bound, let call):
             return try await run(bound, method: method, call: call, live: call.ledger, send: send)
         case .pointInTime(let bound, let present, let point):
@@ -331,8 +331,8 @@ extension CallDispatcher {
             return then()
         }
         let sequence = ledger.committedSequence
-        ledger.followers.whenReplicated(sequence, window: configuration.followerWindow) { replicated in
-            if !replicated { metrics.writeNotReplicated() }
+        ledger.followers.whenReplicated(sequence, window: configuration.followerWindow) { outcome in
+            if outcome == .timedOut { metrics.writeNotReplicated() }
             then()
         }
     }

@@ -9,6 +9,9 @@ import SwiftProtobuf
 /// reads no health data: these are all the operator's credential opens.
 struct OperatorCall {
     let store: LedgerStore
+    /// Returns once a write to `ledger` may be answered: when a follower has it, on a primary
+    /// with semi-synchronous acknowledgement (``CallDispatcher/afterFollowers(of:)``).
+    var replicated: @Sendable (Ledger) async -> Void = { _ in }
 
     func createLedger(_ request: Healthledger_V1_CreateLedgerRequest) throws -> [UInt8] {
         let ledger = try store.createLedger(id: request.ledgerID.isEmpty ? nil : request.ledgerID, displayName: request.displayName)
@@ -26,8 +29,10 @@ struct OperatorCall {
         case .system, .operator:
             throw HealthError.invalidArgument("credentials are issued to the owner or to an app (principal kind OWNER or APP)", field: "principal")
         }
-        let credential = try await store.ledger(request.ledgerID).issueCredential(
+        let ledger = try store.ledger(request.ledgerID)
+        let credential = try await ledger.issueCredential(
             for: principal, label: request.label, lifetime: try Self.lifetime(seconds: request.expiresInSeconds), by: .operator)
+        await replicated(ledger)
         return try Healthledger_V1_IssuedCredential.with { $0.credential = credential }.serializedBytes()
     }
 
@@ -35,14 +40,18 @@ struct OperatorCall {
         guard request.graceSeconds <= UInt64(CredentialLifetime.maximumGrace.components.seconds) else {
             throw HealthError.invalidArgument("a rotation's grace period is 0 s to 365 days, got \(request.graceSeconds) s", field: "grace_seconds")
         }
-        let credential = try await store.ledger(request.ledgerID).rotateCredential(
+        let ledger = try store.ledger(request.ledgerID)
+        let credential = try await ledger.rotateCredential(
             id: request.credentialID, grace: .seconds(request.graceSeconds),
             lifetime: request.hasExpiresInSeconds ? try Self.lifetime(seconds: request.expiresInSeconds) : nil, by: .operator)
+        await replicated(ledger)
         return try Healthledger_V1_IssuedCredential.with { $0.credential = credential }.serializedBytes()
     }
 
     func revokeCredential(_ request: Healthledger_V1_LedgerCredentialRequest) async throws -> [UInt8] {
-        try await store.ledger(request.ledgerID).revokeCredential(id: request.credentialID, by: .operator)
+        let ledger = try store.ledger(request.ledgerID)
+        try await ledger.revokeCredential(id: request.credentialID, by: .operator)
+        await replicated(ledger)
         return try Healthledger_V1_Empty().serializedBytes()
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import HealthModel
 import LMDB
 import LedgerSchema
+import Synchronization
 
 /// The ledger's Ed25519 key, kept in `meta`: made with the ledger (its public key is in the
 /// ledger-created event), or on first opening for a ledger from before signed tree heads.
@@ -48,12 +49,17 @@ extension Ledger {
     ///
     /// - Parameter replicated: sign no event past this one (the last event a follower has
     ///   durable, docs/PROTOCOL.md §7.18): a failover then never loses what was signed.
+    ///   A head signed earlier by this process (before a lagging follower connected) is
+    ///   never taken back: the tree signed is at least as large.
     public func signedTreeHead(as principal: Principal, replicatedUpTo replicated: UInt64? = nil) throws -> SignedTreeHead {
         try Self.requireTreeReader(principal)
         let (size, root) = try read { snapshot in
-            let size = min(try LogHead.read(snapshot).sequence, replicated ?? .max)
+            let head = try LogHead.read(snapshot).sequence
+            // What a follower has, but never less than a head signed before.
+            let size = min(head, max(replicated ?? head, largestSignedTree.load(ordering: .relaxed)))
             return (size, try MerkleTree.root(size: size, in: snapshot).bytes)
         }
+        largestSignedTree.max(size, ordering: .relaxed)
         let timestampUs = microseconds(Date())
         let signed = SignedTreeHead.signedBytes(ledgerID: id, size: size, timestampUs: timestampUs, rootHash: root)
         let signature = try signingKey.key.signature(for: signed)

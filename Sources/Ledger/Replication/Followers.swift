@@ -21,9 +21,19 @@ public final class Followers: Sendable {
         func isConnected(at now: ContinuousClock.Instant, window: Duration) -> Bool { fetching > 0 || lastSeen >= now - window }
     }
 
+    /// How a write's wait for its followers ended.
+    public enum Outcome: Sendable, Hashable {
+        /// A follower has it durable.
+        case acknowledged
+        /// No follower was connected: nothing to wait for.
+        case noFollower
+        /// The followers connected when it began did not acknowledge it in time.
+        case timedOut
+    }
+
     private struct Waiter {
         var sequence: UInt64
-        var resume: @Sendable (Bool) -> Void
+        var resume: @Sendable (Outcome) -> Void
     }
 
     private struct State {
@@ -57,7 +67,7 @@ public final class Followers: Sendable {
             for key in done.keys { state.waiters[key] = nil }
             return Array(done.values)
         }
-        for waiter in ready { waiter.resume(true) }
+        for waiter in ready { waiter.resume(.acknowledged) }
     }
 
     /// The followers connected (fetching, or heard from within `window`), most advanced first.
@@ -66,33 +76,32 @@ public final class Followers: Sendable {
         return state.withLock { $0.acknowledgements.values.filter { $0.isConnected(at: now, window: window) } }.sorted { $0.sequence > $1.sequence }
     }
 
-    /// Calls `resume` once a follower has event `sequence` durable (true), or at once (false)
-    /// when no follower is connected, or (false) when none acknowledges it before `window`
-    /// passes: a write waits for a connected follower, not for one that left.
-    public func whenReplicated(_ sequence: UInt64, window: Duration, resume: @escaping @Sendable (Bool) -> Void) {
+    /// Calls `resume` once a follower has event `sequence` durable, at once when none is
+    /// connected, or when the connected ones stop counting as connected without having
+    /// acknowledged it: a write waits for a connected follower, never for one that left, and
+    /// at most `window` (less when the followers were last heard from a while ago and have no
+    /// fetch in progress).
+    public func whenReplicated(_ sequence: UInt64, window: Duration, resume: @escaping @Sendable (Outcome) -> Void) {
         let now = ContinuousClock.now
-        let registered = state.withLock { state -> Int? in
+        let registered = state.withLock { state -> (key: Int, wait: Duration)? in
             let heard = state.acknowledgements.values.filter { $0.isConnected(at: now, window: window) }
             guard !heard.isEmpty, !heard.contains(where: { $0.sequence >= sequence }) else { return nil }
             let key = state.nextWaiter
             state.nextWaiter += 1
             state.waiters[key] = Waiter(sequence: sequence, resume: resume)
-            return key
+            // Until the last of them would stop counting as connected.
+            let wait = heard.contains { $0.fetching > 0 } ? window : heard.map { $0.lastSeen + window - now }.max() ?? window
+            return (key, wait)
         }
-        guard let key = registered else {
-            let replicated = connected(within: window).contains { $0.sequence >= sequence }
-            return resume(replicated)
+        guard let (key, wait) = registered else {
+            let connected = connected(within: window)
+            return resume(connected.isEmpty ? .noFollower : connected.contains { $0.sequence >= sequence } ? .acknowledged : .timedOut)
         }
-        let (seconds, attoseconds) = window.components
+        let (seconds, attoseconds) = max(wait, .zero).components
         let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
         DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) {
             guard let waiter = self.state.withLock({ $0.waiters.removeValue(forKey: key) }) else { return }
-            waiter.resume(false)
+            waiter.resume(.timedOut)
         }
-    }
-
-    /// ``whenReplicated(_:window:resume:)`` for a task.
-    public func replicated(_ sequence: UInt64, window: Duration) async -> Bool {
-        await withCheckedContinuation { continuation in whenReplicated(sequence, window: window) { continuation.resume(returning: $0) } }
     }
 }

@@ -124,18 +124,37 @@ extension Ledger {
     /// the new primary never had) — and rebuilds the projections and the Merkle tree from
     /// what stays. Writes wait meanwhile; a crash before the rebuild ends rebuilds on opening.
     ///
-    /// - Returns: the events removed (their headers and bodies), for the operator's log.
+    /// An erasure in the tail emptied events before it, which no event names once it is
+    /// gone: the cut then goes back to before the earliest of them, so that they come again
+    /// from the primary as it holds them.
+    ///
+    /// - Returns: the last event kept (`sequence`, or earlier for an erasure in the tail) and
+    ///   the events removed (their headers and bodies), for the operator's log.
     /// - Throws: ``LedgerFailure`` `invalidArgument` for a sequence past the head.
     @discardableResult
-    public func discardTail(after sequence: UInt64) async throws -> [LedgerEvent] {
-        let discarded = try await committer.exclusive { () throws -> [LedgerEvent] in
-            let removed = try self.environment.write { txn -> [LedgerEvent] in
+    public func discardTail(after sequence: UInt64) async throws -> (kept: UInt64, removed: [LedgerEvent]) {
+        let (kept, discarded) = try await committer.exclusive { () throws -> (UInt64, [LedgerEvent]) in
+            let (kept, removed) = try self.environment.write { txn -> (UInt64, [LedgerEvent]) in
                 let snapshot = LedgerSnapshot(txn, self.databases)
                 let head = try LogHead.read(snapshot)
                 guard sequence <= head.sequence else {
                     throw LedgerFailure(.invalidArgument, "ledger '\(self.id)' ends at event \(head.sequence): there is no tail after \(sequence)")
                 }
-                guard sequence < head.sequence else { return [] }
+                guard sequence < head.sequence else { return (sequence, []) }
+                var sequence = sequence
+                // Back to before every event an erasure in the (growing) tail emptied.
+                while true {
+                    var earliest = sequence
+                    for number in (sequence + 1)...head.sequence {
+                        let event = try LedgerEvent(stored: try Ledger.storedEvent(number, in: snapshot))
+                        guard event.kind == .objectsErased,
+                            case .objectsErased(_, _, let emptied) = try event.body.withUnsafeBytes({ try EventBody(kind: event.kind, body: $0) })
+                        else { continue }
+                        earliest = min(earliest, (emptied.map(\.sequence).min() ?? number) - 1)
+                    }
+                    guard earliest < sequence else { break }
+                    sequence = earliest
+                }
                 var removed: [LedgerEvent] = []
                 for number in (sequence + 1)...head.sequence {
                     removed.append(try LedgerEvent(stored: try Ledger.storedEvent(number, in: snapshot)))
@@ -149,14 +168,14 @@ extension Ledger {
                 // Until the rebuild below ends, the projections are ahead of the log: a crash
                 // before then rebuilds them on opening.
                 try txn.put(KeyEncoding.sequenceKey(sequence), forKey: Self.erasureRebuildKey, in: self.databases.meta)
-                return removed
+                return (sequence, removed)
             }
             if !removed.isEmpty {
-                self.committer.truncated(to: sequence)
+                self.committer.truncated(to: kept)
                 try self.rebuildAfterErasure()
                 try self.environment.reopen()
             }
-            return removed
+            return (kept, removed)
         }
         if !discarded.isEmpty {
             // The removed events' bodies (values of writes no one acknowledged) are not left in free pages.
@@ -164,11 +183,11 @@ extension Ledger {
             logger.warning(
                 "discarded a tail of the log that the primary does not have",
                 metadata: [
-                    "ledger.tail.after": "\(sequence)", "ledger.tail.events": "\(discarded.count)",
+                    "ledger.tail.after": "\(kept)", "ledger.tail.events": "\(discarded.count)",
                     "ledger.tail.kinds": "\(Dictionary(grouping: discarded, by: \.kind.description).mapValues(\.count))",
                 ])
         }
-        return discarded
+        return (kept, discarded)
     }
 
     /// Empties the events a shipped erasure event names, and removes an erased

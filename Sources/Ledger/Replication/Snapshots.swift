@@ -88,6 +88,16 @@ extension LedgerStore {
         return directory
     }
 
+    /// Deletes the snapshots of ledger `id`: an erasure leaves none holding what it erased.
+    func removeSnapshots(of id: String) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory.path)) ?? []
+        for name in names {
+            let url = snapshotsDirectory.appending(path: name, directoryHint: .isDirectory)
+            // A snapshot still being taken has no manifest yet: its ledger is unknown, so it goes too.
+            if (try? BackupManifest.read(from: url))?.ledgerID ?? id == id { try? FileManager.default.removeItem(at: url) }
+        }
+    }
+
     private func removeStaleSnapshots() {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory.path)) ?? []
         let cutoff = Date().addingTimeInterval(-Self.snapshotLifetime)

@@ -145,8 +145,9 @@ public final class LedgerStore: Sendable {
             // keeps what was erased outside the ledger's backups, for restores.
             let (views, journal) = (self.views, erasureJournal)
             ledger.afterErasure.withLock {
-                $0 = { report, reason in
+                $0 = { [weak self] report, reason in
                     views.discard(ledgerID: id)
+                    self?.removeSnapshots(of: id)
                     try journal.append(
                         ErasureJournal.Entry(
                             time: Date(), sequence: report.sequence, objects: report.erasedObjects, reason: reason, ledgerErased: nil,
