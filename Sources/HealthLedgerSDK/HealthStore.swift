@@ -55,6 +55,14 @@ public struct HealthStoreConfiguration: Sendable {
         }
     }
 
+    /// `HOST:PORT` (an IPv6 host in brackets) as its parts; nil when it is not one.
+    public static func address(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex, let port = Int(text[text.index(after: colon)...]),
+            (1...65_535).contains(port)
+        else { return nil }
+        return (String(text[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port)
+    }
+
     public init(
         host: String = "127.0.0.1", port: Int = 7411, credential: String, timeout: Duration = .seconds(30),
         maximumFrameSize: Int = FrameLayout.defaultMaximumFrameSize, tls: TLS? = nil, connectAttempts: Int = 4,
@@ -496,21 +504,13 @@ actor ConnectionManager {
     init(configuration: HealthStoreConfiguration, loop: any EventLoop) {
         self.configuration = configuration
         self.loop = loop
-        servers = [(configuration.host, configuration.port)] + configuration.otherServers.compactMap(Self.address)
-    }
-
-    /// `HOST:PORT` (an IPv6 host in brackets) as its parts; nil when it is not one.
-    static func address(_ text: String) -> (host: String, port: Int)? {
-        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex, let port = Int(text[text.index(after: colon)...]),
-            (1...65_535).contains(port)
-        else { return nil }
-        return (String(text[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port)
+        servers = [(configuration.host, configuration.port)] + configuration.otherServers.compactMap(HealthStoreConfiguration.address)
     }
 
     /// Makes `primary` the server to connect to, dropping `connection` (to a follower that
     /// refused a write) when it is still the one in use.
     func redirect(to primary: String, from connection: ClientConnection) async throws {
-        guard let address = Self.address(primary) else {
+        guard let address = HealthStoreConfiguration.address(primary) else {
             throw RPCError(.unavailable, "a follower named its primary as '\(primary.prefix(100))', which is not HOST:PORT")
         }
         servers.removeAll { $0.host == address.host && $0.port == address.port }

@@ -176,10 +176,9 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             guard credentialFile == nil else { throw ValidationError("--follow-credential-file is for --follow, which is not set") }
             return nil
         }
-        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]), (1...65_535).contains(port),
-            colon > address.startIndex
-        else { throw ValidationError("--follow takes the primary's HOST:PORT, got '\(address.prefix(100))'") }
-        let host = String(address[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        guard let (host, port) = HealthStoreConfiguration.address(address) else {
+            throw ValidationError("--follow takes the primary's HOST:PORT, got '\(address.prefix(100))'")
+        }
         guard let credentialFile else { throw ValidationError("--follow needs --follow-credential-file: an operator credential of the primary") }
         let credential: String
         do {

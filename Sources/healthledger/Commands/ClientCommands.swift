@@ -30,10 +30,8 @@ struct ConnectionOptions: ParsableArguments {
         let others = otherServers.isEmpty
             ? (environment["HEALTHLEDGER_OTHER_SERVERS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             : otherServers
-        for server in others {
-            guard let colon = server.lastIndex(of: ":"), colon > server.startIndex, let port = Int(server[server.index(after: colon)...]),
-                (1...65535).contains(port)
-            else { throw ValidationErrorExit("--other-server takes HOST:PORT, got '\(server.prefix(100))'") }
+        for server in others where HealthStoreConfiguration.address(server) == nil {
+            throw ValidationErrorExit("--other-server takes HOST:PORT, got '\(server.prefix(100))'")
         }
         let store = HealthStore(configuration: .init(
             host: host ?? environment["HEALTHLEDGER_HOST"] ?? "127.0.0.1",
