@@ -389,14 +389,17 @@ struct ReplicationProcessTests {
             try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
             try store.issueOperatorCredential(label: "replication").write(to: credentialFile, atomically: true, encoding: .utf8)
         }
-        // The window long enough that a loaded machine's follower still answers within it;
-        // after the kill, the first save waits it out once (then no follower counts as connected).
-        let primary = try await DaemonProcess(dataDirectory: primaryDirectory, arguments: ["--follower-window", "10"])
+        // A window no loaded machine's follower misses while the tests assert what a
+        // semi-synchronous answer means; a short one (the primary restarted) for the kill below.
+        var primary = try await DaemonProcess(dataDirectory: primaryDirectory, arguments: ["--follower-window", "600"])
         defer { primary.stop() }
-        let follow = ["--follow", "127.0.0.1:\(primary.port)", "--follow-credential-file", credentialFile.path, "--node-name", "replica-1"]
+        var follow = ["--follow", "127.0.0.1:\(primary.port)", "--follow-credential-file", credentialFile.path, "--node-name", "replica-1"]
         var follower = try await DaemonProcess(dataDirectory: followerDirectory, arguments: follow)
-        let writer = HealthStore(configuration: .init(port: primary.port, credential: owner, timeout: .seconds(120)))
-        defer { Task { await writer.close() } }
+        var writer = HealthStore(configuration: .init(port: primary.port, credential: owner, timeout: .seconds(120)))
+        defer {
+            let last = writer
+            Task { await last.close() }
+        }
         func count(on port: Int) async throws -> Int {
             let reader = HealthStore(configuration: .init(port: port, credential: owner, timeout: .seconds(120)))
             defer { Task { await reader.close() } }
@@ -424,8 +427,13 @@ struct ReplicationProcessTests {
             #expect(try await count(on: primary.port) == 12)
             #expect(try await count(on: follower.port) == 12)
         }
-        // kill -9 of the follower: the primary carries on (its first write waits out the
-        // window), and the follower, started again, resumes from its own head.
+        // kill -9 of the follower: the primary carries on (its writes wait out the window
+        // once), and the follower, started again, resumes from its own head.
+        primary.stop()
+        primary = try await DaemonProcess(dataDirectory: primaryDirectory, arguments: ["--follower-window", "1"])
+        await writer.close()
+        writer = HealthStore(configuration: .init(port: primary.port, credential: owner, timeout: .seconds(120)))
+        follow[1] = "127.0.0.1:\(primary.port)"
         follower.kill()
         for index in 11...15 { try await writer.save(Samples.heartRate(60, at: Double(index))) }
         follower = try await DaemonProcess(dataDirectory: followerDirectory, arguments: follow, metrics: true)
