@@ -9,8 +9,6 @@ public struct LedgerEvent: Sendable, Hashable {
     /// 1, 2, 3, … without gaps: the ledger's clock.
     public var sequence: UInt64
     public var commitTime: Date
-    /// ``commitTime`` as stored: microseconds since 1970.
-    public var commitTimeUs: Int64
     public var actor: Principal
     public var kind: EventKind
     /// HealthKit identifier of the object concerned, if any.
@@ -40,7 +38,6 @@ public struct LedgerEvent: Sendable, Hashable {
         }
         sequence = message.sequence
         commitTime = date(microseconds: message.commitTimeUs)
-        commitTimeUs = message.commitTimeUs
         actor = Principal(message.actor)
         self.kind = kind
         objectType = message.objectType.isEmpty ? nil : message.objectType
