@@ -187,6 +187,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // A cluster on etcd: membership, the leader's election and fencing, and its standby.
+        .target(
+            name: "HealthLedgerCluster",
+            dependencies: [
+                "Ledger",
+                "HealthLedgerReplica",
+                "HealthLedgerSDK",
+                "HealthLedgerServer",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HealthKit-shaped client SDK.
         .target(
             name: "HealthLedgerSDK",
@@ -221,6 +240,7 @@ let package = Package(
                 "HealthLedgerGRPC",
                 "HealthLedgerWeb",
                 "HealthLedgerReplica",
+                "HealthLedgerCluster",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -255,7 +275,7 @@ let package = Package(
             name: "RPCTests",
             dependencies: [
                 "HealthLedgerRPC", "HealthLedgerServer", "HealthLedgerSDK", "Ledger", "HealthModel", "LedgerSchema", "TestSupport", "healthledger", "HealthExport",
-                "HealthLedgerGRPC", "HealthLedgerWeb", "HealthLedgerReplica", "CLibXML2",
+                "HealthLedgerGRPC", "HealthLedgerWeb", "HealthLedgerReplica", "HealthLedgerCluster", "CLibXML2",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                 .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),

@@ -193,6 +193,21 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     // Replication: a follower tailing its primary's log, with an operator credential.
     case fetchLog = "healthledger.v1.Replication/FetchLog"
     case fetchSnapshot = "healthledger.v1.Replication/FetchSnapshot"
+    /// A cluster on etcd as the member answering sees it.
+    case clusterStatus = "healthledger.v1.Replication/ClusterStatus"
+
+    /// Changes a ledger or the store (docs/PROTOCOL.md §4.4): sent twice, it may act twice.
+    public var isWrite: Bool {
+        switch self {
+        case .save, .delete, .deleteObjects, .erase, .requestAuthorization, .requestObjectReadAuthorization, .decideAuthorization,
+            .setObjectReadSelection, .setSourcePriority, .addAttachment, .removeAttachment, .setCharacteristic, .associateSamples, .beginRoute,
+            .addRouteLocations, .finishRoute, .discardRoute, .revokeLedgerCredential, .createLedger, .issueCredential, .rotateCredential,
+            .revokeCredential:
+            true
+        default:
+            false
+        }
+    }
 
     /// Runs until the client cancels it: no deadline unless the call sets one.
     public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection || self == .watchAudit }

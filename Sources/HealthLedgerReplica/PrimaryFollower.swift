@@ -25,6 +25,7 @@ public final class PrimaryFollower: Service, Sendable {
     private let logger: Logger
     private let discoveryInterval: Duration
     private let wait: Duration
+    private let epoch: UInt64
     private let lag = Gauge(label: "healthledger_replication_lag_events")
     /// What the follower knows of its ledgers: whether the primary's list was read, which
     /// ledgers it follows, and how far behind each was after its last fetch.
@@ -43,9 +44,10 @@ public final class PrimaryFollower: Service, Sendable {
     ///   - name: this follower's name, as the primary's acknowledgements know it.
     ///   - discoveryInterval: how often the primary's list of ledgers is read for new ones.
     ///   - wait: how long one fetch waits on the primary for a new event.
+    ///   - epoch: in a cluster, the fencing epoch of the leader followed (its fetches carry it).
     public init(
         store: LedgerStore, primary: HealthStoreConfiguration, name: String, logger: Logger, discoveryInterval: Duration = .seconds(2),
-        wait: Duration = .seconds(10)
+        wait: Duration = .seconds(10), epoch: UInt64 = 0
     ) {
         self.store = store
         self.primary = primary
@@ -53,6 +55,7 @@ public final class PrimaryFollower: Service, Sendable {
         self.logger = logger
         self.discoveryInterval = discoveryInterval
         self.wait = wait
+        self.epoch = epoch
     }
 
     /// Follows the primary's ledgers until cancelled (or the service group shuts down), over
@@ -100,7 +103,7 @@ public final class PrimaryFollower: Service, Sendable {
                     let fetched: (events: [[UInt8]], headSequence: UInt64, legalHold: String?)
                     do {
                         fetched = try await primary.fetchLog(
-                            ledger: id, after: head.sequence, hash: head.hash, maximumEvents: Self.eventsPerFetch, wait: wait, follower: name)
+                            ledger: id, after: head.sequence, hash: head.hash, maximumEvents: Self.eventsPerFetch, wait: wait, follower: name, epoch: epoch)
                     } catch let refusal as RPCError where refusal.code == .outOfRange {
                         // This copy holds events the primary does not: back to the last event both have.
                         let common = try await commonPrefix(of: ledger, below: head.sequence, on: primary)
@@ -134,7 +137,7 @@ public final class PrimaryFollower: Service, Sendable {
             let middle = shared + (differs - shared) / 2
             guard let hash = try ledger.eventHashes(from: middle, limit: 1).first else { throw LedgerFailure(.corrupted, "event \(middle) is missing") }
             do {
-                _ = try await primary.fetchLog(ledger: ledger.id, after: middle, hash: hash, maximumEvents: 1, wait: .zero, follower: name)
+                _ = try await primary.fetchLog(ledger: ledger.id, after: middle, hash: hash, maximumEvents: 1, wait: .zero, follower: name, epoch: epoch)
                 shared = middle
             } catch let refusal as RPCError where refusal.code == .outOfRange {
                 differs = middle

@@ -101,7 +101,7 @@ extension HealthStore {
     /// The events of `ledger` after the follower's head (`sequence`, `hash`), waiting up to
     /// `wait` for one when there is none yet; the call acknowledges the head as durable.
     package func fetchLog(
-        ledger: String, after sequence: UInt64, hash: [UInt8], maximumEvents: Int = 0, wait: Duration, follower: String
+        ledger: String, after sequence: UInt64, hash: [UInt8], maximumEvents: Int = 0, wait: Duration, follower: String, epoch: UInt64 = 0
     ) async throws -> (events: [[UInt8]], headSequence: UInt64, legalHold: String?) {
         let request = Healthledger_V1_FetchLogRequest.with {
             $0.ledgerID = ledger
@@ -110,13 +110,81 @@ extension HealthStore {
             $0.maxEvents = UInt32(clamping: maximumEvents)
             $0.waitMs = UInt32(clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
             $0.followerID = follower
+            $0.epoch = epoch
         }
         let response = try Self.decode(Healthledger_V1_FetchLogResponse.self, try await unary(.fetchLog, request))
         return (response.events.map { Array($0) }, response.headSequence, response.legalHold ? response.legalHoldReason : nil)
     }
 
+    /// The cluster on etcd as the member the store is connected to sees it (an operator's
+    /// call): its standing, the leader and its epoch, the synchronous standby, the members,
+    /// and each ledger's head there (on the leader, with each follower's progress).
+    ///
+    /// - Throws: ``RPCError`` `invalidArgument` from a server outside any cluster.
+    public func clusterStatus() async throws -> ClusterStatus {
+        ClusterStatus(try Self.decode(Healthledger_V1_ClusterStatusResponse.self, try await unary(.clusterStatus, Healthledger_V1_Empty())))
+    }
+
     /// Takes a snapshot of `ledger`, reads a file of one, or releases one.
     package func fetchSnapshot(_ request: Healthledger_V1_FetchSnapshotRequest) async throws -> Healthledger_V1_FetchSnapshotResponse {
         try Self.decode(Healthledger_V1_FetchSnapshotResponse.self, try await unary(.fetchSnapshot, request))
+    }
+}
+
+/// A cluster on etcd as one member sees it (``HealthStore/clusterStatus()``).
+public struct ClusterStatus: Sendable, Hashable {
+    public struct Member: Sendable, Hashable {
+        public var node: String
+        /// Where its RPC port is reached, `HOST:PORT`.
+        public var address: String
+    }
+
+    /// A follower of a ledger, as the leader knows it.
+    public struct Follower: Sendable, Hashable {
+        public var node: String
+        /// Every event up to this one is durable on it.
+        public var acknowledgedSequence: UInt64
+        /// Fetching, or heard from within the follower window.
+        public var connected: Bool
+    }
+
+    public struct LedgerStatus: Sendable, Hashable {
+        public var id: String
+        /// Its last event on the member answering.
+        public var headSequence: UInt64
+        /// On the leader: each of its followers.
+        public var followers: [Follower]
+    }
+
+    public var cluster: String
+    /// The member answering, and its standing: `leader`, `follower` or `electing`.
+    public var node: String
+    public var role: String
+    /// The leader it knows (nil while electing), its address and fencing epoch.
+    public var leader: String?
+    public var leaderAddress: String?
+    public var epoch: UInt64
+    /// The synchronous standby named on etcd, and one being made it.
+    public var standby: String?
+    public var pendingStandby: String?
+    public var members: [Member]
+    public var ledgers: [LedgerStatus]
+
+    init(_ status: Healthledger_V1_ClusterStatusResponse) {
+        func present(_ text: String) -> String? { text.isEmpty ? nil : text }
+        cluster = status.cluster
+        node = status.node
+        role = status.role
+        leader = present(status.leader)
+        leaderAddress = present(status.leaderAddress)
+        epoch = status.epoch
+        standby = present(status.standby)
+        pendingStandby = present(status.pendingStandby)
+        members = status.members.map { Member(node: $0.node, address: $0.address) }
+        ledgers = status.ledgers.map { ledger in
+            LedgerStatus(
+                id: ledger.ledgerID, headSequence: ledger.headSequence,
+                followers: ledger.followers.map { Follower(node: $0.node, acknowledgedSequence: $0.acknowledgedSequence, connected: $0.connected) })
+        }
     }
 }

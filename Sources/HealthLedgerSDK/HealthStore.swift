@@ -37,6 +37,11 @@ public struct HealthStoreConfiguration: Sendable {
     /// its primary (docs/PROTOCOL.md §7.18): the store then connects there and sends it again,
     /// whether or not it is listed.
     public var otherServers: [String] = []
+    /// With ``otherServers``: how long a call keeps trying while its servers fail over — the
+    /// server in use gone, a cluster electing a leader, a follower naming a primary that is
+    /// gone. Reads and saves are sent again (a save's second attempt that finds its objects
+    /// saved by the first is answered as saved); other writes only when refused unapplied.
+    public var failoverPatience: Duration = .seconds(30)
 
     public struct TLS: Sendable {
         /// A PEM file of trusted roots; the system's when nil.
@@ -217,22 +222,69 @@ public final class HealthStore: Sendable {
         // connection as the request crossed) is sent again on a new connection.
         var attempts = 0
         var redirects = 0
+        var failover = Failover(configuration: configuration, method: method)
         while true {
             attempts += 1
-            let connection = try await connections.connection()
+            var used: ClientConnection?
             do {
-                return try await connection.unary(method, payload, credential: configuration.credential, timeout: configuration.timeout, asOf: pointInTime)
+                let connection = try await connections.connection()
+                used = connection
+                do {
+                    return try await connection.unary(
+                        method, payload, credential: configuration.credential, timeout: configuration.timeout, asOf: pointInTime)
+                } catch let refusal as RPCError where refusal.code == .failedPrecondition && refusal.primary != nil && redirects < Self.primaryRedirects {
+                    // A follower refused the write before doing anything with it: to its primary.
+                    redirects += 1
+                    try await connections.redirect(to: refusal.primary!, from: connection)
+                    continue
+                }
             } catch let notStarted as CallNotStarted where attempts == Self.unstartedCallAttempts {
                 throw notStarted.error
             } catch is CallNotStarted {
                 continue
-            } catch let refusal as RPCError where refusal.code == .failedPrecondition && refusal.primary != nil && redirects < Self.primaryRedirects {
-                // A follower refused the write before doing anything with it: to its primary.
-                redirects += 1
-                try await connections.redirect(to: refusal.primary!, from: connection)
+            } catch let failure as RPCError {
+                guard try await failover.retries(after: failure) else { throw failure }
+                // The server that failed is tried last from now on (gone, paused, or not leading).
+                if let used { await connections.setAside(used) }
+                redirects = 0
             }
         }
     }
+
+    /// A call's patience while its servers fail over (``HealthStoreConfiguration/failoverPatience``).
+    struct Failover {
+        let deadline: ContinuousClock.Instant?
+        let method: RPCMethod
+        var delay = Duration.milliseconds(100)
+        /// Whether the call was sent again after an outcome that left it unknown.
+        var resent = false
+
+        init(configuration: HealthStoreConfiguration, method: RPCMethod) {
+            self.method = method
+            deadline = configuration.otherServers.isEmpty ? nil : .now + configuration.failoverPatience
+        }
+
+        /// After `failure`: true, once a pause is over, when the call is to be sent again;
+        /// false when `failure` is the answer.
+        ///
+        /// - Throws: ``SaveFoundSaved`` when a save sent again finds its objects saved.
+        mutating func retries(after failure: RPCError) async throws -> Bool {
+            if resent, method == .save, failure.code == .alreadyExists { throw SaveFoundSaved() }
+            guard let deadline, ContinuousClock.now + delay < deadline else { return false }
+            let refusedUnapplied = failure.code == .failedPrecondition && failure.primary != nil
+            let outcomeUnknown = failure.code == .unavailable
+            let repeatable = !method.isWrite || method == .save
+            guard refusedUnapplied || (outcomeUnknown && repeatable) else { return false }
+            resent = resent || outcomeUnknown
+            try await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(1))
+            return true
+        }
+    }
+
+    /// A save sent again after its first attempt's outcome was lost (a failover) found its
+    /// objects already saved: the first attempt landed.
+    struct SaveFoundSaved: Error {}
 
     /// How often a call the server never started is sent.
     static let unstartedCallAttempts = 3
@@ -277,7 +329,12 @@ public final class HealthStore: Sendable {
         // The SaveRequest written directly from the objects (the same bytes SwiftProtobuf
         // writes, without building the messages).
         let request = HealthObject.encodedMessage(of: objects)
-        let response = try await unary(.save, payload: request)
+        let response: [UInt8]
+        do {
+            response = try await unary(.save, payload: request)
+        } catch is SaveFoundSaved {
+            return objects.map { SaveResult(uuid: $0.uuid, disposition: .saved) }
+        }
         // Read without the generated messages (an import's batch answers thousands).
         do {
             return try SaveResponseCoding.results(in: response)
@@ -518,6 +575,16 @@ actor ConnectionManager {
         guard current === connection else { return }
         current = nil
         usable.withLock { $0 = nil }
+        await connection.close()
+    }
+
+    /// Closes `connection` when it is the one in use, and makes its server the last tried:
+    /// a call failed over from it.
+    func setAside(_ connection: ClientConnection) async {
+        guard current === connection else { return }
+        current = nil
+        usable.withLock { $0 = nil }
+        if servers.count > 1 { servers.append(servers.removeFirst()) }
         await connection.close()
     }
 

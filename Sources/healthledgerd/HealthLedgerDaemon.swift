@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HealthLedgerCluster
 import HealthLedgerGRPC
 import HealthLedgerReplica
 import HealthLedgerSDK
@@ -42,8 +43,14 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
 
     @Option(name: .customLong("follow"), help: "Follow every ledger of the primary at HOST:PORT (its RPC port): copy each from a snapshot, tail its log, serve reads and refuse writes naming the primary [HEALTHLEDGER_FOLLOW]; needs --follow-credential-file.") var follow: String?
     @Option(name: .customLong("follow-credential-file"), help: "A file holding an operator credential of the primary, for --follow [HEALTHLEDGER_FOLLOW_CREDENTIAL_FILE].") var followCredentialFile: String?
-    @Option(name: .customLong("follow-tls-ca"), help: "PEM roots to verify the primary's TLS certificate with; without it the connection to the primary is plain TCP [HEALTHLEDGER_FOLLOW_TLS_CA].") var followTLSCA: String?
-    @Option(name: .customLong("node-name"), help: "This server's name, as its primary's acknowledgements know it [HEALTHLEDGER_NODE_NAME] (default: the host name).") var nodeName: String?
+    @Option(name: .customLong("follow-tls-ca"), help: "PEM roots to verify the primary's (or, in a cluster, the other members') TLS certificate with; without it the connection is plain TCP [HEALTHLEDGER_FOLLOW_TLS_CA].") var followTLSCA: String?
+    @Option(name: [.customLong("node-id"), .customLong("node-name")], help: "This server's name, unique in its cluster, as its primary's acknowledgements know it [HEALTHLEDGER_NODE_ID] (default: the host name).") var nodeName: String?
+
+    @Option(name: .customLong("etcd"), help: "Join a cluster on etcd, http://HOST:PORT[,…]: one member leads and takes every write, the others follow it, and its synchronous standby takes over when it fails [HEALTHLEDGER_ETCD]; needs --cluster-credential-file and --advertise.") var etcd: String?
+    @Option(name: .customLong("cluster"), help: "The cluster's name: its keys on etcd are under /healthledger/NAME/ [HEALTHLEDGER_CLUSTER] (default healthledger).") var cluster: String?
+    @Option(name: .customLong("advertise"), help: "HOST:PORT where clients and the other members reach this server's RPC port, for --etcd; HOST:0 names the port it listens on [HEALTHLEDGER_ADVERTISE].") var advertise: String?
+    @Option(name: .customLong("cluster-credential-file"), help: "A file holding an operator credential shared by every member of the cluster, with which they fetch from each other; this server accepts it too [HEALTHLEDGER_CLUSTER_CREDENTIAL_FILE].") var clusterCredentialFile: String?
+    @Option(name: .customLong("lease-seconds"), help: "Time to live of this member's lease on etcd: a failed leader is replaced about this long after it stopped [HEALTHLEDGER_LEASE_SECONDS] (default 5).") var leaseSeconds: Int?
     @Option(name: .customLong("replication-acks"), help: "When a durable write on a ledger with a connected follower is answered: semi-sync (once a follower has it durable too) or async (once the primary has) [HEALTHLEDGER_REPLICATION_ACKS] (default semi-sync).") var replicationAcks: String?
     @Option(name: .customLong("follower-window"), help: "Seconds a follower counts as connected after its last fetch, and the longest a semi-synchronous write waits for one [HEALTHLEDGER_FOLLOWER_WINDOW] (default 5).") var followerWindow: Int?
 
@@ -96,10 +103,21 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         let windowSeconds = try number(followerWindow, "FOLLOWER_WINDOW") ?? 5
         guard windowSeconds >= 1 else { throw ValidationError("--follower-window must be at least 1 (seconds)") }
         configuration.followerWindow = .seconds(windowSeconds)
+        let trustRoots = setting(followTLSCA, "FOLLOW_TLS_CA")
         let primary = try Self.primary(
-            address: setting(follow, "FOLLOW"), credentialFile: setting(followCredentialFile, "FOLLOW_CREDENTIAL_FILE"),
-            trustRoots: setting(followTLSCA, "FOLLOW_TLS_CA"))
+            address: setting(follow, "FOLLOW"), credentialFile: setting(followCredentialFile, "FOLLOW_CREDENTIAL_FILE"), trustRoots: trustRoots)
         configuration.primaryAddress = primary.map { "\($0.host):\($0.port)" }
+        let nodeID = setting(nodeName, "NODE_ID") ?? environment["HEALTHLEDGER_NODE_NAME"] ?? ProcessInfo.processInfo.hostName
+        let membership = try Self.membership(
+            etcd: setting(etcd, "ETCD"), cluster: setting(cluster, "CLUSTER"), node: nodeID, advertise: setting(advertise, "ADVERTISE"),
+            credentialFile: setting(clusterCredentialFile, "CLUSTER_CREDENTIAL_FILE"), leaseSeconds: try number(leaseSeconds, "LEASE_SECONDS"))
+        if let membership {
+            guard primary == nil else { throw ValidationError("--etcd and --follow exclude each other: in a cluster, members follow its leader") }
+            guard acknowledgementValue == .semiSynchronous else {
+                throw ValidationError("a cluster answers writes semi-synchronously (its standby must have them to take over): leave --replication-acks out")
+            }
+            configuration.cluster = ClusterRole(node: nodeID, cluster: membership.configuration.cluster, followerWindow: configuration.followerWindow)
+        }
 
         let grpcPortValue = try number(grpcPort, "GRPC_PORT") ?? GRPCEndpoint.defaultPort
         guard grpcPortValue <= 65_535 else { throw ValidationError("--grpc-port must be a port number (0 to 65535), or -1 to disable gRPC") }
@@ -145,14 +163,30 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         if grpcPortValue >= 0 {
             services.append(GRPCEndpoint(store: store, configuration: configuration, port: grpcPortValue, logger: logger))
         }
-        let follower = primary.map { primary in
-            PrimaryFollower(store: store, primary: primary, name: setting(nodeName, "NODE_NAME") ?? ProcessInfo.processInfo.hostName, logger: logger)
+        let follower = primary.map { primary in PrimaryFollower(store: store, primary: primary, name: nodeID, logger: logger) }
+        var joining: ClusterMember?
+        if let membership, let role = configuration.cluster {
+            var memberConfiguration = membership.configuration
+            memberConfiguration.followerWindow = configuration.followerWindow
+            // HOST:0 advertises the port the server bound.
+            if memberConfiguration.advertise.hasSuffix(":0") {
+                memberConfiguration.advertise = "\(memberConfiguration.advertise.dropLast())\(rpcAddress.port ?? configuration.port)"
+            }
+            do {
+                try store.trustOperatorCredential(membership.credential, label: "cluster \(memberConfiguration.cluster)")
+                joining = try ClusterMember(
+                    configuration: memberConfiguration, store: store, role: role, logger: logger,
+                    peer: { address in Self.peer(address, credential: membership.credential, trustRoots: trustRoots) })
+            } catch {
+                throw ValidationError("cannot join the cluster: \(error)")
+            }
         }
+        let member = joining
         let metricsPortValue = try number(metricsPort, "METRICS_PORT") ?? 9411
         if metricsPortValue >= 0 {
             services.append(
                 MetricsEndpoint(
-                    host: configuration.host, port: metricsPortValue, registry: registry, store: store, unreadiness: { follower?.unreadiness },
+                    host: configuration.host, port: metricsPortValue, registry: registry, store: store, unreadiness: { follower?.unreadiness ?? member?.unreadiness },
                     logger: logger))
         }
         // Last, so that it stops first (a service group stops its services in reverse order).
@@ -162,6 +196,10 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         if let primary, let follower {
             logger.info("following a primary", metadata: ["primary": "\(primary.host):\(primary.port)"])
             services.append(follower)
+        }
+        if let member {
+            logger.info("joining a cluster", metadata: ["etcd": "\(membership?.configuration.etcd ?? "")", "node": "\(nodeID)"])
+            services.append(member)
         }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
@@ -180,19 +218,63 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             throw ValidationError("--follow takes the primary's HOST:PORT, got '\(address.prefix(100))'")
         }
         guard let credentialFile else { throw ValidationError("--follow needs --follow-credential-file: an operator credential of the primary") }
-        let credential: String
-        do {
-            credential = try String(contentsOfFile: credentialFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        } catch {
-            throw ValidationError("cannot read --follow-credential-file \(credentialFile): \(error.localizedDescription)")
-        }
-        guard credential.hasPrefix("hl1:_operator:") else {
-            throw ValidationError("--follow-credential-file \(credentialFile) does not hold an operator credential (hl1:_operator:…)")
-        }
-        // A fetch waits up to 10 s on the primary: the call's deadline is well past it.
+        let credential = try operatorCredential(in: credentialFile, flag: "--follow-credential-file")
+        return peer("\(host):\(port)", credential: credential, trustRoots: trustRoots)
+    }
+
+    /// How this server reaches another's RPC to follow it: a fetch waits up to 10 s there,
+    /// and the call's deadline is well past it.
+    static func peer(_ address: String, credential: String, trustRoots: String?) -> HealthStoreConfiguration {
+        let (host, port) = HealthStoreConfiguration.address(address) ?? (address, 0)
         return HealthStoreConfiguration(
             host: host, port: port, credential: credential, timeout: .seconds(60), tls: trustRoots.map { .init(trustRoots: $0) },
             keepaliveInterval: .seconds(10))
+    }
+
+    static func operatorCredential(in file: String, flag: String) throws -> String {
+        let credential: String
+        do {
+            credential = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        } catch {
+            throw ValidationError("cannot read \(flag) \(file): \(error.localizedDescription)")
+        }
+        guard credential.hasPrefix("hl1:_operator:") else {
+            throw ValidationError("\(flag) \(file) does not hold an operator credential (hl1:_operator:…)")
+        }
+        return credential
+    }
+
+    /// The cluster this server joins with `--etcd`, and the credential its members share; nil without `--etcd`.
+    static func membership(
+        etcd: String?, cluster: String?, node: String, advertise: String?, credentialFile: String?, leaseSeconds: Int?
+    ) throws -> (configuration: ClusterMember.Configuration, credential: String)? {
+        guard let etcd, !etcd.isEmpty else {
+            guard cluster == nil, advertise == nil, credentialFile == nil, leaseSeconds == nil else {
+                throw ValidationError("--cluster, --advertise, --cluster-credential-file and --lease-seconds are for --etcd, which is not set")
+            }
+            return nil
+        }
+        guard let advertise else { throw ValidationError("--etcd needs --advertise HOST:PORT: where clients and the other members reach this server") }
+        // HOST:0: the port it binds.
+        guard HealthStoreConfiguration.address(advertise.hasSuffix(":0") ? "\(advertise.dropLast())1" : advertise) != nil else {
+            throw ValidationError("--advertise takes HOST:PORT, got '\(advertise.prefix(100))'")
+        }
+        guard let credentialFile else {
+            throw ValidationError("--etcd needs --cluster-credential-file: an operator credential the members share (healthledger admin issue-operator-credential makes one)")
+        }
+        let credential = try operatorCredential(in: credentialFile, flag: "--cluster-credential-file")
+        var configuration = ClusterMember.Configuration(etcd: etcd, node: node, advertise: advertise)
+        if let cluster {
+            guard !cluster.isEmpty, cluster.utf8.count <= 64, cluster.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+                throw ValidationError("--cluster is 1–64 letters, digits, '-' or '_', got '\(cluster.prefix(70))'")
+            }
+            configuration.cluster = cluster
+        }
+        if let leaseSeconds {
+            guard (2...600).contains(leaseSeconds) else { throw ValidationError("--lease-seconds is 2 to 600, got \(leaseSeconds)") }
+            configuration.leaseSeconds = Int64(leaseSeconds)
+        }
+        return (configuration, credential)
     }
 
     /// The default bound on open ledgers: 8,192, or fewer when the process may not open

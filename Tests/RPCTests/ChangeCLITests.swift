@@ -249,4 +249,9 @@ final class LineProcess: Sendable {
         process.terminate(SIGKILL)
         process.wait()
     }
+
+    /// Sends the process `signal` (SIGSTOP, SIGCONT, …) without waiting for it.
+    func signal(_ signal: Int32) {
+        process.terminate(signal)
+    }
 }

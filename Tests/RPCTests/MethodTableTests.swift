@@ -73,5 +73,7 @@ struct MethodTableTests {
         let writes = Set(RPCMethod.allCases.filter(MethodTable.writes).map { String($0.rawValue.dropFirst("healthledger.v1.Ledger/".count)) })
         #expect(listed == writes)
         #expect(writes.contains("Save") && writes.contains("RevokeCredential") && !writes.contains("Statistics"))
+        // The clients' view (what a failover may send again) is the server's.
+        #expect(RPCMethod.allCases.filter(\.isWrite) == RPCMethod.allCases.filter(MethodTable.writes))
     }
 }

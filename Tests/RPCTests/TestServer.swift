@@ -220,4 +220,20 @@ final class DaemonProcess: Sendable {
 
     /// kill -9: the process ends mid-whatever, as in a crash.
     func kill() { process.kill() }
+
+    /// Writes the rest of its log to `file` as it comes (for a test to show on failure).
+    func keepLog(in file: URL) {
+        _ = FileManager.default.createFile(atPath: file.path, contents: nil)
+        Task.detached { [process] in
+            guard let handle = try? FileHandle(forWritingTo: file) else { return }
+            defer { try? handle.close() }
+            while let line = await process.nextLine() { try? handle.write(contentsOf: Data((line + "\n").utf8)) }
+        }
+    }
+
+    /// SIGSTOP: the process stands still (a long pause, as a stalled machine's), until ``resume()``.
+    func pause() { process.signal(SIGSTOP) }
+
+    /// SIGCONT after ``pause()``.
+    func resume() { process.signal(SIGCONT) }
 }

@@ -61,6 +61,7 @@ package struct CallDispatcher: Sendable {
                 .failedPrecondition, "this server is a follower of \(primary) and takes no writes: send \(method.rawValue) to the primary",
                 primary: primary)
         }
+        if registration.writes, let refusal = configuration.cluster?.writeRefusal(method.rawValue) { throw refusal }
         if registration.isOperatorMethod {
             do { try store.authenticateOperator(request.credential) } catch let refusal as CredentialRefusal {
                 throw RPCError(.unauthenticated, refusal.description)
@@ -91,8 +92,14 @@ package struct CallDispatcher: Sendable {
         try registration.caller.admit(authentication.principal)
         let call = LedgerCall(
             ledger: authentication.ledger, principal: authentication.principal, credentialID: authentication.credentialID,
-            credentialEnd: authentication.end, followerWindow: configuration.primaryAddress == nil ? configuration.followerWindow : nil)
+            credentialEnd: authentication.end, treeHeads: treeHeads)
         return point.map { .pointInTime(bound, call, $0) } ?? .present(bound, call)
+    }
+
+    /// How far this server's signed tree heads reach (``TreeHeadReach``).
+    private var treeHeads: TreeHeadReach {
+        if let cluster = configuration.cluster { return .cluster(cluster) }
+        return configuration.primaryAddress == nil ? .connectedFollowers(window: configuration.followerWindow) : .everything
     }
 
     /// Answers at once, on the caller's thread (the connection's event loop), a call of an
@@ -147,7 +154,7 @@ package struct CallDispatcher: Sendable {
             }
             start(call) { result in
                 guard case .success = result else { return answer(result) }
-                afterFollowers(of: call.ledger) { answer(result) }
+                afterFollowers(of: call.ledger) { refusal in answer(refusal.map { .failure($0) } ?? result) }
             }
         } catch {
             answer(.failure(error))
@@ -261,7 +268,7 @@ package struct CallDispatcher: Sendable {
     private func run(_ prepared: PreparedCall, method: RPCMethod, send: @escaping Send) async throws -> [UInt8]? {
         switch prepared {
         case .store(let run):
-            return try await run(OperatorCall(store: store, replicated: { await afterFollowers(of: $0) }))
+            return try await run(OperatorCall(store: store, cluster: configuration.cluster, replicated: { try await afterFollowers(of: $0) }))
         case .present(let bound, let call):
             return try await run(bound, method: method, call: call, live: call.ledger, send: send)
         case .pointInTime(let bound, let present, let point):
@@ -295,11 +302,11 @@ package struct CallDispatcher: Sendable {
         case .unary(let respond):
             let response = try await respond(call)
             completed = true
-            if MethodTable.writes(method) { await afterFollowers(of: call.ledger) }
+            if MethodTable.writes(method) { try await afterFollowers(of: call.ledger) }
             return response
         case .onCommit(let start):
             let response = try await withCheckedThrowingContinuation { continuation in start(call) { continuation.resume(with: $0) } }
-            await afterFollowers(of: call.ledger)
+            try await afterFollowers(of: call.ledger)
             return response
         case .stream(let types, let body):
             metrics.streamOpened()
@@ -326,19 +333,51 @@ extension CallDispatcher {
     /// Calls `then` once the write just answered by `ledger`'s commit may be answered: at
     /// once when acknowledgement is asynchronous or no follower is connected; else once a
     /// follower has it durable, or the follower window passed without one (counted).
-    func afterFollowers(of ledger: Ledger, _ then: @escaping @Sendable () -> Void) {
-        guard configuration.replicationAcknowledgement == .semiSynchronous, configuration.primaryAddress == nil, ledger.viewOf == nil else {
-            return then()
+    ///
+    /// A cluster's leader answers once its synchronous standby has the write durable, and
+    /// refuses it (`then` gets the refusal) when the standby did not acknowledge it within
+    /// the follower window or the leadership lapsed meanwhile: the write may or may not
+    /// survive a failover, so it is not answered as done.
+    func afterFollowers(of ledger: Ledger, _ then: @escaping @Sendable (RPCError?) -> Void) {
+        guard ledger.viewOf == nil else { return then(nil) }
+        if let cluster = configuration.cluster {
+            guard case .leader(let epoch, _) = cluster.standing else { return then(Self.leadershipLost) }
+            let awaited = cluster.awaitedFollowers
+            let sequence = ledger.committedSequence
+            let window = configuration.followerWindow
+            guard !awaited.isEmpty else { return then(cluster.leadingEpoch == epoch ? nil : Self.leadershipLost) }
+            ledger.followers.whenAcknowledged(sequence, by: awaited, timeout: window) { outcome in
+                guard outcome == .acknowledged else {
+                    metrics.writeNotReplicated()
+                    let names = awaited.sorted().joined(separator: "', '")
+                    return then(
+                        RPCError(
+                            .unavailable,
+                            "the write is durable on the leader, but its synchronous standby '\(names)' did not acknowledge it within \(window): it may not survive a failover; send it again (a save of the same UUIDs is answered once)"
+                        ))
+                }
+                then(cluster.leadingEpoch == epoch ? nil : Self.leadershipLost)
+            }
+            return
+        }
+        guard configuration.replicationAcknowledgement == .semiSynchronous, configuration.primaryAddress == nil else {
+            return then(nil)
         }
         let sequence = ledger.committedSequence
         ledger.followers.whenReplicated(sequence, window: configuration.followerWindow) { outcome in
             if outcome == .timedOut { metrics.writeNotReplicated() }
-            then()
+            then(nil)
         }
     }
 
-    func afterFollowers(of ledger: Ledger) async {
-        await withCheckedContinuation { continuation in afterFollowers(of: ledger) { continuation.resume() } }
+    private static let leadershipLost = RPCError(
+        .unavailable,
+        "this server stopped leading the cluster while the write was committed: it may not survive; send it again (a save of the same UUIDs is answered once)")
+
+    func afterFollowers(of ledger: Ledger) async throws {
+        if let refusal = await withCheckedContinuation({ continuation in afterFollowers(of: ledger) { continuation.resume(returning: $0) } }) {
+            throw refusal
+        }
     }
 }
 

@@ -264,7 +264,7 @@ package enum MethodTable {
         .treeHead: .immediate(Healthledger_V1_Empty.self, asOf: false) { try $0.treeHead($1) }.only(proving),
         .inclusionProof: .immediate(Healthledger_V1_InclusionProofRequest.self, asOf: false) { try $0.inclusionProof($1) }.only(proving),
         .consistencyProof: .immediate(Healthledger_V1_ConsistencyProofRequest.self, asOf: false) { try $0.consistencyProof($1) }.only(proving),
-        .createLedger: .onStore(Healthledger_V1_CreateLedgerRequest.self, writes: true) { try $0.createLedger($1) },
+        .createLedger: .onStore(Healthledger_V1_CreateLedgerRequest.self, writes: true) { try await $0.createLedger($1) },
         .listLedgers: .onStore(Healthledger_V1_Empty.self, writes: false) { try $0.listLedgers($1) },
         .issueCredential: .onStore(Healthledger_V1_IssueCredentialRequest.self, writes: true) { try await $0.issueCredential($1) },
         .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: true) { try await $0.revokeCredential($1) },
@@ -272,6 +272,7 @@ package enum MethodTable {
         .rotateCredential: .onStore(Healthledger_V1_RotateCredentialRequest.self, writes: true) { try await $0.rotateCredential($1) },
         .fetchLog: .onStore(Healthledger_V1_FetchLogRequest.self, writes: false) { try await $0.fetchLog($1) },
         .fetchSnapshot: .onStore(Healthledger_V1_FetchSnapshotRequest.self, writes: false) { try await $0.fetchSnapshot($1) },
+        .clusterStatus: .onStore(Healthledger_V1_Empty.self, writes: false) { try $0.clusterStatus($1) },
     ]
 
     private static let managing = Caller.owner(refusingApps: RoleRefusal.managingAuthorization)

@@ -1,4 +1,5 @@
 import Foundation
+import HealthLedgerRPC
 import HealthModel
 import Ledger
 import LedgerSchema
@@ -60,9 +61,30 @@ extension LedgerCall {
 /// The Merkle tree over the log: the signed tree head and the proofs (the owner's).
 extension LedgerCall {
     func treeHead(_: Healthledger_V1_Empty) throws -> [UInt8] {
-        // With a follower connected, only what it has durable: a failover never un-signs.
-        let replicated = followerWindow.flatMap { ledger.followers.connected(within: $0).first?.sequence }
-        return try Healthledger_V1_SignedTreeHead(try ledger.signedTreeHead(as: principal, replicatedUpTo: replicated)).serializedBytes()
+        return try Healthledger_V1_SignedTreeHead(try ledger.signedTreeHead(as: principal, replicatedUpTo: try replicated())).serializedBytes()
+    }
+
+    /// How much of the log survives a failover, which is what a tree head may sign (nil: all).
+    private func replicated() throws -> UInt64? {
+        switch treeHeads {
+        case .everything:
+            return nil
+        case .connectedFollowers(let window):
+            // With a follower connected, only what it has durable.
+            return ledger.followers.connected(within: window).first?.sequence
+        case .cluster(let role):
+            switch role.standing {
+            case .leader:
+                // What the standby has (it alone may take over); all of it with none.
+                let awaited = role.awaitedFollowers
+                return awaited.isEmpty ? nil : awaited.map { ledger.followers.acknowledged(by: $0) ?? 0 }.min()
+            case .follower(let node, let address, _):
+                // A follower's tail may be one the next leader does not have.
+                throw RPCError(.failedPrecondition, "tree heads are signed by the cluster's leader '\(node)': ask \(address)", primary: address)
+            case .electing:
+                throw RPCError(.unavailable, "the cluster has no leader at the moment to sign a tree head: try again shortly")
+            }
+        }
     }
 
     func inclusionProof(_ request: Healthledger_V1_InclusionProofRequest) throws -> [UInt8] {

@@ -7,6 +7,17 @@ import SwiftProtobuf
 
 /// The `healthledger.v1.Ledger` methods for one authenticated call: run the decoded request
 /// on the ledger as the caller, encode the response (``MethodTable`` decodes each request once).
+/// How far a signed tree head may reach on this server, so that a failover never forks what
+/// was signed (docs/PROTOCOL.md §7.16).
+enum TreeHeadReach: Sendable {
+    /// The whole log: a single server, a view, or a follower of a primary (`--follow`).
+    case everything
+    /// A primary: what a follower connected within the window has (everything with none).
+    case connectedFollowers(window: Duration)
+    /// A cluster member: as its standing says when the head is asked for.
+    case cluster(ClusterRole)
+}
+
 struct LedgerCall: Sendable {
     let ledger: Ledger
     let principal: Principal
@@ -17,9 +28,9 @@ struct LedgerCall: Sendable {
     var credentialEnd: Date?
     /// What the call read, for its access record (``ReadTally``).
     let reads = ReadTally()
-    /// On a primary, how long a follower counts as connected: tree heads sign only what a
-    /// connected follower has (nil: everything, on a follower or a view).
-    var followerWindow: Duration?
+    /// How far the tree heads this server signs reach: on a primary, only what survives a
+    /// failover.
+    var treeHeads = TreeHeadReach.everything
 
     func ping(_ request: Healthledger_V1_PingRequest) throws -> [UInt8] {
         var response = Healthledger_V1_PingResponse()

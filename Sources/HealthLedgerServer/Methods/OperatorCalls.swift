@@ -9,12 +9,15 @@ import SwiftProtobuf
 /// reads no health data: these are all the operator's credential opens.
 struct OperatorCall {
     let store: LedgerStore
+    /// This server's standing in its cluster, if it is a member of one.
+    var cluster: ClusterRole?
     /// Returns once a write to `ledger` may be answered: when a follower has it, on a primary
     /// with semi-synchronous acknowledgement (``CallDispatcher/afterFollowers(of:)``).
-    var replicated: @Sendable (Ledger) async -> Void = { _ in }
+    var replicated: @Sendable (Ledger) async throws -> Void = { _ in }
 
-    func createLedger(_ request: Healthledger_V1_CreateLedgerRequest) throws -> [UInt8] {
+    func createLedger(_ request: Healthledger_V1_CreateLedgerRequest) async throws -> [UInt8] {
         let ledger = try store.createLedger(id: request.ledgerID.isEmpty ? nil : request.ledgerID, displayName: request.displayName)
+        try await replicated(ledger)
         return try Healthledger_V1_LedgerList.with { $0.ledgerIds = [ledger.id] }.serializedBytes()
     }
 
@@ -32,7 +35,7 @@ struct OperatorCall {
         let ledger = try store.ledger(request.ledgerID)
         let credential = try await ledger.issueCredential(
             for: principal, label: request.label, lifetime: try Self.lifetime(seconds: request.expiresInSeconds), by: .operator)
-        await replicated(ledger)
+        try await replicated(ledger)
         return try Healthledger_V1_IssuedCredential.with { $0.credential = credential }.serializedBytes()
     }
 
@@ -44,14 +47,14 @@ struct OperatorCall {
         let credential = try await ledger.rotateCredential(
             id: request.credentialID, grace: .seconds(request.graceSeconds),
             lifetime: request.hasExpiresInSeconds ? try Self.lifetime(seconds: request.expiresInSeconds) : nil, by: .operator)
-        await replicated(ledger)
+        try await replicated(ledger)
         return try Healthledger_V1_IssuedCredential.with { $0.credential = credential }.serializedBytes()
     }
 
     func revokeCredential(_ request: Healthledger_V1_LedgerCredentialRequest) async throws -> [UInt8] {
         let ledger = try store.ledger(request.ledgerID)
         try await ledger.revokeCredential(id: request.credentialID, by: .operator)
-        await replicated(ledger)
+        try await replicated(ledger)
         return try Healthledger_V1_Empty().serializedBytes()
     }
 

@@ -29,6 +29,9 @@ extension OperatorCall {
         guard request.waitMs <= Self.maximumFetchWait else {
             throw HealthError.invalidArgument("a fetch waits at most \(Self.maximumFetchWait) ms, got \(request.waitMs)", field: "wait_ms")
         }
+        // A cluster's leader serves only fetches under its epoch: a follower of a newer leader
+        // acknowledges nothing to an old one.
+        if let cluster, let refusal = cluster.fetchRefusal(epoch: request.epoch) { throw refusal }
         let ledger = try store.ledger(request.ledgerID)
         let limit = Int(request.maxEvents == 0 ? Self.defaultFetchedEvents : request.maxEvents)
         let hash = Array(request.afterHash)
@@ -74,5 +77,47 @@ extension OperatorCall {
             $0.snapshotID = request.snapshotID
             $0.data = Data(data)
         }.serializedBytes()
+    }
+
+    func clusterStatus(_: Healthledger_V1_Empty) throws -> [UInt8] {
+        guard let cluster else {
+            throw HealthError(.invalidArgument, "this server is not a member of a cluster (it was started without --etcd)")
+        }
+        let (standing, view) = (cluster.standing, cluster.view)
+        var status = Healthledger_V1_ClusterStatusResponse()
+        status.cluster = cluster.cluster
+        status.node = cluster.node
+        var leading = false
+        switch standing {
+        case .leader(let epoch, _):
+            (status.role, status.leader, status.epoch, leading) = ("leader", cluster.node, epoch, true)
+            status.leaderAddress = view.members.first { $0.node == cluster.node }?.address ?? ""
+        case .follower(let node, let address, let epoch):
+            (status.role, status.leader, status.leaderAddress, status.epoch) = ("follower", node, address, epoch)
+        case .electing:
+            status.role = "electing"
+        }
+        status.standby = view.standby ?? ""
+        status.pendingStandby = view.pendingStandby ?? ""
+        status.members = view.members.map { member in .with { $0.node = member.node; $0.address = member.address } }
+        let window = cluster.followerWindow
+        status.ledgers = try store.ledgerIDs().map { id in
+            let ledger = try store.ledger(id)
+            var ledgerStatus = Healthledger_V1_LedgerReplicaStatus()
+            ledgerStatus.ledgerID = id
+            ledgerStatus.headSequence = try ledger.head().sequence
+            if leading {
+                let connected = Set(ledger.followers.connected(within: window).map(\.follower))
+                ledgerStatus.followers = ledger.followers.all.map { follower in
+                    .with {
+                        $0.node = follower.follower
+                        $0.acknowledgedSequence = follower.sequence
+                        $0.connected = connected.contains(follower.follower)
+                    }
+                }
+            }
+            return ledgerStatus
+        }
+        return try status.serializedBytes()
     }
 }

@@ -37,6 +37,10 @@ public struct ServerConfiguration: Sendable {
     /// The address of this server's primary, when it is a follower of every ledger of
     /// another server (`healthledgerd --follow`): writes are refused naming it.
     public var primaryAddress: String?
+    /// This server's standing in a cluster on etcd (`healthledgerd --etcd`), which its
+    /// membership keeps current: it takes writes only while it leads, and answers them once
+    /// the cluster's synchronous standby has them; nil for a single server.
+    public var cluster: ClusterRole?
 
     /// When a durable write is answered.
     public enum ReplicationAcknowledgement: String, Sendable, CaseIterable {

@@ -33,7 +33,14 @@ public final class Followers: Sendable {
 
     private struct Waiter {
         var sequence: UInt64
+        /// The followers that must all have it; nil: any one.
+        var required: Set<String>?
         var resume: @Sendable (Outcome) -> Void
+
+        func isAnswered(by acknowledgements: [String: Acknowledgement], latest: UInt64) -> Bool {
+            guard let required else { return latest >= sequence }
+            return required.allSatisfy { (acknowledgements[$0]?.sequence ?? 0) >= sequence }
+        }
     }
 
     private struct State {
@@ -63,7 +70,7 @@ public final class Followers: Sendable {
             acknowledgement.lastSeen = now
             acknowledgement.fetching += change
             state.acknowledgements[follower] = acknowledgement
-            let done = state.waiters.filter { $0.value.sequence <= sequence }
+            let done = state.waiters.filter { $0.value.isAnswered(by: state.acknowledgements, latest: sequence) }
             for key in done.keys { state.waiters[key] = nil }
             return Array(done.values)
         }
@@ -74,6 +81,43 @@ public final class Followers: Sendable {
     public func connected(within window: Duration) -> [Acknowledgement] {
         let now = ContinuousClock.now
         return state.withLock { $0.acknowledgements.values.filter { $0.isConnected(at: now, window: window) } }.sorted { $0.sequence > $1.sequence }
+    }
+
+    /// Every follower that ever fetched, by name.
+    public var all: [Acknowledgement] {
+        state.withLock { $0.acknowledgements.values }.sorted { $0.follower < $1.follower }
+    }
+
+    /// How far `follower` said it has the log durable; nil when it never fetched.
+    public func acknowledged(by follower: String) -> UInt64? {
+        state.withLock { $0.acknowledgements[follower]?.sequence }
+    }
+
+    /// Calls `resume` with `.acknowledged` once every one of `required` has event `sequence`
+    /// durable, or `.timedOut` after `timeout` (a cluster's synchronous standby: strict,
+    /// whether it is connected or not).
+    public func whenAcknowledged(
+        _ sequence: UInt64, by required: Set<String>, timeout: Duration, resume: @escaping @Sendable (Outcome) -> Void
+    ) {
+        let key = state.withLock { state -> Int? in
+            let waiter = Waiter(sequence: sequence, required: required, resume: resume)
+            guard !waiter.isAnswered(by: state.acknowledgements, latest: 0) else { return nil }
+            let key = state.nextWaiter
+            state.nextWaiter += 1
+            state.waiters[key] = waiter
+            return key
+        }
+        guard let key else { return resume(.acknowledged) }
+        expire(key, after: timeout)
+    }
+
+    private func expire(_ key: Int, after wait: Duration) {
+        let (seconds, attoseconds) = max(wait, .zero).components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) {
+            guard let waiter = self.state.withLock({ $0.waiters.removeValue(forKey: key) }) else { return }
+            waiter.resume(.timedOut)
+        }
     }
 
     /// Calls `resume` once a follower has event `sequence` durable, at once when none is
@@ -88,7 +132,7 @@ public final class Followers: Sendable {
             guard !heard.isEmpty, !heard.contains(where: { $0.sequence >= sequence }) else { return nil }
             let key = state.nextWaiter
             state.nextWaiter += 1
-            state.waiters[key] = Waiter(sequence: sequence, resume: resume)
+            state.waiters[key] = Waiter(sequence: sequence, required: nil, resume: resume)
             // Until the last of them would stop counting as connected.
             let wait = heard.contains { $0.fetching > 0 } ? window : heard.map { $0.lastSeen + window - now }.max() ?? window
             return (key, wait)
@@ -97,11 +141,6 @@ public final class Followers: Sendable {
             let connected = connected(within: window)
             return resume(connected.isEmpty ? .noFollower : connected.contains { $0.sequence >= sequence } ? .acknowledged : .timedOut)
         }
-        let (seconds, attoseconds) = max(wait, .zero).components
-        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) {
-            guard let waiter = self.state.withLock({ $0.waiters.removeValue(forKey: key) }) else { return }
-            waiter.resume(.timedOut)
-        }
+        expire(key, after: wait)
     }
 }

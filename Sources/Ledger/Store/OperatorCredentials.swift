@@ -48,6 +48,30 @@ extension LedgerStore {
         return credential.text
     }
 
+    /// Makes `text`, an operator credential issued elsewhere (a cluster's, shared by its
+    /// members), valid on this store too; nothing changes when it already is.
+    ///
+    /// - Throws: `HealthError` `invalidArgument` for text that is not an operator credential,
+    ///   or whose id this store holds with another secret or revoked.
+    public func trustOperatorCredential(_ text: String, label: String) throws {
+        guard let credential = CredentialString(text), credential.ledgerID == Self.operatorRealm else {
+            throw HealthError.invalidArgument("not an operator credential (hl1:_operator:…)", field: "credential")
+        }
+        let hash = Self.hash(credential.secret)
+        try updateOperators { records in
+            if let existing = records.first(where: { $0.id == credential.id }) {
+                guard existing.secretSHA256 == hash else {
+                    throw HealthError.invalidArgument("this store holds operator credential '\(credential.id)' with another secret", field: "credential")
+                }
+                guard !existing.revoked else {
+                    throw HealthError.invalidArgument("operator credential '\(credential.id)' is revoked on this store", field: "credential")
+                }
+                return
+            }
+            records.append(OperatorRecord(id: credential.id, secretSHA256: hash, label: label, revoked: false, issued: Date(), expires: nil))
+        }
+    }
+
     /// Revokes an operator credential by id: its next call is refused.
     public func revokeOperatorCredential(id: String) throws {
         try updateOperators { records in

@@ -3592,6 +3592,12 @@ public nonisolated struct Healthledger_V1_FetchLogRequest: Sendable {
   /// The follower's name (1–128 bytes), which the primary's acknowledgements and metrics use.
   public var followerID: String = String()
 
+  /// In a cluster on etcd: the fencing epoch of the leader the follower follows (the
+  /// create revision of the cluster's leader key). A member that does not lead under this
+  /// epoch refuses the fetch (FAILED_PRECONDITION, naming the leader it knows). 0 outside
+  /// a cluster.
+  public var epoch: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3650,7 +3656,7 @@ public nonisolated struct Healthledger_V1_FetchSnapshotResponse: Sendable {
 
   public var snapshotID: String = String()
 
-  /// The snapshot's manifest (a backup's manifest.json) and files, when it was just taken.
+  /// The snapshot's manifest (a backup's backup.json) and files, when it was just taken.
   public var manifest: Data = Data()
 
   public var files: [Healthledger_V1_SnapshotFile] = []
@@ -3671,6 +3677,91 @@ public nonisolated struct Healthledger_V1_SnapshotFile: Sendable {
   public var name: String = String()
 
   public var size: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// healthledger.v1.Replication/ClusterStatus (an operator's, any member of a cluster on etcd):
+/// the cluster as the member answering sees it (docs/PROTOCOL.md §7.19).
+public nonisolated struct Healthledger_V1_ClusterStatusResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var cluster: String = String()
+
+  /// The member answering, and its standing: "leader", "follower" or "electing".
+  public var node: String = String()
+
+  public var role: String = String()
+
+  /// The leader it knows (empty while electing), with its fencing epoch.
+  public var leader: String = String()
+
+  public var leaderAddress: String = String()
+
+  public var epoch: UInt64 = 0
+
+  /// The synchronous standby the leader named on etcd (empty: none), and one it is making
+  /// its standby (its writes already wait for it).
+  public var standby: String = String()
+
+  public var pendingStandby: String = String()
+
+  public var members: [Healthledger_V1_ClusterMemberStatus] = []
+
+  public var ledgers: [Healthledger_V1_LedgerReplicaStatus] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_ClusterMemberStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var node: String = String()
+
+  public var address: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_LedgerReplicaStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var ledgerID: String = String()
+
+  /// The ledger's last event on the member answering.
+  public var headSequence: UInt64 = 0
+
+  /// On the leader: each follower of the ledger, how far it has it durable, and whether it
+  /// is connected (fetching, or heard from within the follower window).
+  public var followers: [Healthledger_V1_FollowerStatus] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_FollowerStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var node: String = String()
+
+  public var acknowledgedSequence: UInt64 = 0
+
+  public var connected: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -8769,7 +8860,7 @@ nonisolated extension Healthledger_V1_CredentialEntry: SwiftProtobuf.Message, Sw
 
 nonisolated extension Healthledger_V1_FetchLogRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".FetchLogRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}after_sequence\0\u{3}after_hash\0\u{3}max_events\0\u{3}wait_ms\0\u{3}follower_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}after_sequence\0\u{3}after_hash\0\u{3}max_events\0\u{3}wait_ms\0\u{3}follower_id\0\u{1}epoch\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -8783,6 +8874,7 @@ nonisolated extension Healthledger_V1_FetchLogRequest: SwiftProtobuf.Message, Sw
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.maxEvents) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.waitMs) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.followerID) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
       default: break
       }
     }
@@ -8807,6 +8899,9 @@ nonisolated extension Healthledger_V1_FetchLogRequest: SwiftProtobuf.Message, Sw
     if !self.followerID.isEmpty {
       try visitor.visitSingularStringField(value: self.followerID, fieldNumber: 6)
     }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -8817,6 +8912,7 @@ nonisolated extension Healthledger_V1_FetchLogRequest: SwiftProtobuf.Message, Sw
     if lhs.maxEvents != rhs.maxEvents {return false}
     if lhs.waitMs != rhs.waitMs {return false}
     if lhs.followerID != rhs.followerID {return false}
+    if lhs.epoch != rhs.epoch {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -8992,6 +9088,196 @@ nonisolated extension Healthledger_V1_SnapshotFile: SwiftProtobuf.Message, Swift
   public static func ==(lhs: Healthledger_V1_SnapshotFile, rhs: Healthledger_V1_SnapshotFile) -> Bool {
     if lhs.name != rhs.name {return false}
     if lhs.size != rhs.size {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClusterStatusResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cluster\0\u{1}node\0\u{1}role\0\u{1}leader\0\u{3}leader_address\0\u{1}epoch\0\u{1}standby\0\u{3}pending_standby\0\u{1}members\0\u{1}ledgers\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.cluster) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.node) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.role) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.leader) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.leaderAddress) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.standby) }()
+      case 8: try { try decoder.decodeSingularStringField(value: &self.pendingStandby) }()
+      case 9: try { try decoder.decodeRepeatedMessageField(value: &self.members) }()
+      case 10: try { try decoder.decodeRepeatedMessageField(value: &self.ledgers) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.cluster.isEmpty {
+      try visitor.visitSingularStringField(value: self.cluster, fieldNumber: 1)
+    }
+    if !self.node.isEmpty {
+      try visitor.visitSingularStringField(value: self.node, fieldNumber: 2)
+    }
+    if !self.role.isEmpty {
+      try visitor.visitSingularStringField(value: self.role, fieldNumber: 3)
+    }
+    if !self.leader.isEmpty {
+      try visitor.visitSingularStringField(value: self.leader, fieldNumber: 4)
+    }
+    if !self.leaderAddress.isEmpty {
+      try visitor.visitSingularStringField(value: self.leaderAddress, fieldNumber: 5)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 6)
+    }
+    if !self.standby.isEmpty {
+      try visitor.visitSingularStringField(value: self.standby, fieldNumber: 7)
+    }
+    if !self.pendingStandby.isEmpty {
+      try visitor.visitSingularStringField(value: self.pendingStandby, fieldNumber: 8)
+    }
+    if !self.members.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.members, fieldNumber: 9)
+    }
+    if !self.ledgers.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.ledgers, fieldNumber: 10)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ClusterStatusResponse, rhs: Healthledger_V1_ClusterStatusResponse) -> Bool {
+    if lhs.cluster != rhs.cluster {return false}
+    if lhs.node != rhs.node {return false}
+    if lhs.role != rhs.role {return false}
+    if lhs.leader != rhs.leader {return false}
+    if lhs.leaderAddress != rhs.leaderAddress {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.standby != rhs.standby {return false}
+    if lhs.pendingStandby != rhs.pendingStandby {return false}
+    if lhs.members != rhs.members {return false}
+    if lhs.ledgers != rhs.ledgers {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ClusterMemberStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClusterMemberStatus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}address\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.node) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.address) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.node.isEmpty {
+      try visitor.visitSingularStringField(value: self.node, fieldNumber: 1)
+    }
+    if !self.address.isEmpty {
+      try visitor.visitSingularStringField(value: self.address, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ClusterMemberStatus, rhs: Healthledger_V1_ClusterMemberStatus) -> Bool {
+    if lhs.node != rhs.node {return false}
+    if lhs.address != rhs.address {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_LedgerReplicaStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LedgerReplicaStatus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}head_sequence\0\u{1}followers\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSequence) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.followers) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.ledgerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.ledgerID, fieldNumber: 1)
+    }
+    if self.headSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.headSequence, fieldNumber: 2)
+    }
+    if !self.followers.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.followers, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_LedgerReplicaStatus, rhs: Healthledger_V1_LedgerReplicaStatus) -> Bool {
+    if lhs.ledgerID != rhs.ledgerID {return false}
+    if lhs.headSequence != rhs.headSequence {return false}
+    if lhs.followers != rhs.followers {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_FollowerStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FollowerStatus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}acknowledged_sequence\0\u{1}connected\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.node) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.acknowledgedSequence) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.connected) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.node.isEmpty {
+      try visitor.visitSingularStringField(value: self.node, fieldNumber: 1)
+    }
+    if self.acknowledgedSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.acknowledgedSequence, fieldNumber: 2)
+    }
+    if self.connected != false {
+      try visitor.visitSingularBoolField(value: self.connected, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_FollowerStatus, rhs: Healthledger_V1_FollowerStatus) -> Bool {
+    if lhs.node != rhs.node {return false}
+    if lhs.acknowledgedSequence != rhs.acknowledgedSequence {return false}
+    if lhs.connected != rhs.connected {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

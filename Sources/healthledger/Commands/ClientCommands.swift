@@ -17,6 +17,12 @@ struct ConnectionOptions: ParsableArguments {
     var asOf: String?
 
     func store() throws -> HealthStore {
+        let store = HealthStore(configuration: try configuration())
+        return try asOf.map { store.asOf(try Self.pointInTime($0)) } ?? store
+    }
+
+    /// Where the server is and how to reach it, from the flags and the environment.
+    func configuration() throws -> HealthStoreConfiguration {
         let environment = ProcessInfo.processInfo.environment
         guard let credential = credential ?? environment["HEALTHLEDGER_CREDENTIAL"], !credential.isEmpty else {
             throw ValidationErrorExit("a credential is needed: --credential or HEALTHLEDGER_CREDENTIAL (see `healthledger admin issue-app-credential`)")
@@ -33,12 +39,11 @@ struct ConnectionOptions: ParsableArguments {
         for server in others where HealthStoreConfiguration.address(server) == nil {
             throw ValidationErrorExit("--other-server takes HOST:PORT, got '\(server.prefix(100))'")
         }
-        let store = HealthStore(configuration: .init(
+        return HealthStoreConfiguration(
             host: host ?? environment["HEALTHLEDGER_HOST"] ?? "127.0.0.1",
             port: port,
             credential: credential, tls: tlsRoots.map { .init(trustRoots: $0, serverName: tlsServerName) }, connectAttempts: 2,
-            otherServers: others))
-        return try asOf.map { store.asOf(try Self.pointInTime($0)) } ?? store
+            otherServers: others)
     }
 
     /// SEQ (an event's sequence number) or an ISO 8601 date or date and time, given as `flag`.

@@ -1,0 +1,338 @@
+import Foundation
+import HealthLedgerSDK
+import HealthModel
+import Ledger
+import Synchronization
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Three servers on a three-member etcd, all started by the test on loopback: the leader
+/// killed (-9) and paused (SIGSTOP past its lease) under a stream of saves.
+@Suite("A cluster on etcd", .serialized)
+struct ClusterTests {
+    @Test("kill -9 and a pause of the leader lose no acknowledged save; the SDK carries on by itself; the paused leader is fenced; replicas agree")
+    func failover() async throws {
+        let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cluster-\(UUID().uuidString)")
+        defer { if ProcessInfo.processInfo.environment["KEEP"] == nil { try? FileManager.default.removeItem(at: base) } }
+        let etcd = try await EtcdMembers(directory: base.appending(path: "etcd"))
+        defer { etcd.stop() }
+        let credentialFile = base.appending(path: "cluster-operator")
+        let operatorCredential: String
+        do {
+            let store = try LedgerStore(directory: base.appending(path: "n1"), configuration: try .forTests())
+            operatorCredential = try store.issueOperatorCredential(label: "cluster")
+            try operatorCredential.write(to: credentialFile, atomically: true, encoding: .utf8)
+        }
+        let nodes = ClusterNodes(base: base, etcd: etcd.endpoints, credentialFile: credentialFile)
+        defer { nodes.stopAll() }
+        for node in 1...3 { try await nodes.start(node) }
+
+        // The operator creates the ledger through a follower: it goes to the leader.
+        let first = try await nodes.leader(among: [1, 2, 3])
+        let follower = [1, 2, 3].first { $0 != first }!
+        let admin = HealthStore(configuration: nodes.client(credential: operatorCredential, preferring: follower))
+        #expect(try await admin.createLedger(id: "alice") == "alice")
+        let owner = try await admin.issueCredential(ledger: "alice", for: .owner)
+        await admin.close()
+
+        // A writer with every member as a seed, saving one sample after another.
+        let writer = HealthStore(configuration: nodes.client(credential: owner, preferring: first))
+        defer {
+            let last = writer
+            Task { await last.close() }
+        }
+        let saves = SaveStream(writer)
+        try await saves.until(count: 20)
+        let signedBefore = try await writer.treeHead()
+
+        // The operator's view, from a follower: the CLI shows the leader's.
+        let standby = try await nodes.standby(of: first, credential: operatorCredential)
+        let shown = try await runProcess(
+            AuthCLITests.executable, ["cluster", "status", "--port", "\(nodes.port(of: follower))", "--credential", operatorCredential])
+        #expect(shown.status == 0, "\(shown.error)")
+        #expect(shown.output.contains("leader  n\(first) at 127.0.0.1:\(nodes.port(of: first))"), "\(shown.output)")
+        #expect(shown.output.contains("standby n\(standby)") && shown.output.contains("  alice\thead "), "\(shown.output)")
+
+        // kill -9 of the leader mid-stream: the standby takes over, the writer carries on.
+        nodes.kill(first)
+        let atKill = saves.acknowledged.count
+        try await saves.until(count: atKill + 20)
+        let second = try await nodes.leader(among: Set([1, 2, 3]).subtracting([first]))
+        #expect(second == standby)
+        // The new leader's tree head extends the one signed before (the SDK checks the proof).
+        let signedAfter = try await writer.treeHead()
+        #expect(signedAfter.size > signedBefore.size)
+
+        // The old leader comes back as a follower and catches up.
+        try await nodes.start(first)
+        try await nodes.waitUntilHolding(saves.acknowledged, on: [1, 2, 3], credential: owner)
+
+        // A pause of the leader past its lease: its standby takes over; the paused one,
+        // resumed, takes no write (it follows the new leader, discarding anything only it had).
+        let secondStandby = try await nodes.standby(of: second, credential: operatorCredential)
+        nodes.pause(second)
+        let atPause = saves.acknowledged.count
+        try await saves.until(count: atPause + 20)
+        let third = try await nodes.leader(among: Set([1, 2, 3]).subtracting([second]))
+        #expect(third == secondStandby)
+        nodes.resume(second)
+        do {
+            // Straight to the old leader, with no other server to fall back on.
+            let stale = HealthStore(configuration: .init(port: nodes.port(of: second), credential: owner, timeout: .seconds(60)))
+            defer { Task { await stale.close() } }
+            if let saved = try? await stale.save(Samples.heartRate(150, at: 10_000)) { saves.record(saved.uuid) }
+        }
+        try await saves.until(count: saves.acknowledged.count + 5)
+        let failures = await saves.stop()
+        // The SDK's failover patience covered the kill; a pause may time a call out, which is
+        // never an acknowledgement.
+        #expect(failures.filter { !$0.contains("deadlineExceeded") }.isEmpty, "\(failures)")
+        #expect(try await nodes.leader(among: [1, 2, 3]) == third)
+
+        // Every acknowledged save is on every member, and the members hold the same samples.
+        let acknowledged = saves.acknowledged
+        try await nodes.waitUntilHolding(acknowledged, on: [1, 2, 3], credential: owner)
+        var holdings: [Set<UUID>] = []
+        for node in 1...3 { holdings.append(try await nodes.samples(on: node, credential: owner)) }
+        #expect(holdings[0] == holdings[1] && holdings[1] == holdings[2])
+        #expect(Set(acknowledged).isSubset(of: holdings[0]))
+
+        // Bad cluster settings are refused with what is wrong.
+        for (arguments, message) in [
+            (["--etcd", "http://127.0.0.1:2379"], "--etcd needs --advertise HOST:PORT"),
+            (["--etcd", "http://127.0.0.1:2379", "--advertise", "nowhere"], "--advertise takes HOST:PORT, got 'nowhere'"),
+            (["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0"], "--etcd needs --cluster-credential-file"),
+            (["--etcd", "etcd:many", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path], "etcd endpoint 'etcd:many' is not http://HOST:PORT"),
+            (["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path, "--lease-seconds", "1"], "--lease-seconds is 2 to 600, got 1"),
+            (["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path, "--follow", "127.0.0.1:7411", "--follow-credential-file", credentialFile.path], "--etcd and --follow exclude each other"),
+            (["--cluster", "c1"], "--cluster, --advertise, --cluster-credential-file and --lease-seconds are for --etcd"),
+        ] {
+            let refused = try await runProcess(
+                DaemonProcess.executable,
+                ["--data-dir", base.appending(path: "other").path, "--port", "0", "--metrics-port=-1", "--grpc-port=-1", "--web-port=-1"] + arguments)
+            #expect(refused.status != 0 && refused.error.contains(message), "\(arguments): \(refused.error)")
+        }
+    }
+}
+
+/// Saves one heart-rate sample after another until stopped, keeping the UUIDs of those
+/// answered as saved and what each failure said.
+final class SaveStream: Sendable {
+    private final class State: Sendable {
+        let mutex = Mutex<(acknowledged: [UUID], failures: [String], stopping: Bool)>(([], [], false))
+
+        func withLock<R>(_ body: (inout (acknowledged: [UUID], failures: [String], stopping: Bool)) -> R) -> R { mutex.withLock { body(&$0) } }
+    }
+
+    private let state = State()
+    private let task: Task<Void, Never>
+
+    init(_ store: HealthStore) {
+        let state = self.state
+        task = Task {
+            var index = 0
+            while !state.withLock({ $0.stopping }) {
+                index += 1
+                do {
+                    let saved = try await store.save(Samples.heartRate(Double(60 + index % 100), at: Double(index)))
+                    state.withLock { $0.acknowledged.append(saved.uuid) }
+                } catch {
+                    state.withLock { $0.failures.append("\(error)") }
+                }
+            }
+        }
+    }
+
+    var acknowledged: [UUID] { state.withLock { $0.acknowledged } }
+
+    /// A save acknowledged outside the stream.
+    func record(_ uuid: UUID) { state.withLock { $0.acknowledged.append(uuid) } }
+
+    /// Returns once `count` saves were acknowledged (a guard of five minutes, which no
+    /// loaded machine comes near, against hanging; not a deadline the test relies on).
+    func until(count: Int) async throws {
+        for _ in 0..<6_000 {
+            if state.withLock({ $0.acknowledged.count >= count }) { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("only \(acknowledged.count) of \(count) saves were acknowledged; failures: \(state.withLock { $0.failures.suffix(5) })")
+        throw CancellationError()
+    }
+
+    /// Stops after the save under way; what the failures said.
+    func stop() async -> [String] {
+        state.withLock { $0.stopping = true }
+        await task.value
+        return state.withLock { $0.failures }
+    }
+}
+
+/// The servers of a test cluster, by number (1, 2, 3), each with its data directory under `base`.
+final class ClusterNodes: Sendable {
+    private let base: URL
+    private let etcd: String
+    private let credentialFile: URL
+    private let running = Mutex<[Int: DaemonProcess]>([:])
+
+    init(base: URL, etcd: String, credentialFile: URL) {
+        self.base = base
+        self.etcd = etcd
+        self.credentialFile = credentialFile
+    }
+
+    func start(_ node: Int) async throws {
+        let process = try await DaemonProcess(
+            dataDirectory: base.appending(path: "n\(node)"),
+            arguments: [
+                "--etcd", etcd, "--node-id", "n\(node)", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path,
+                "--lease-seconds", "2",
+            ], metrics: true)
+        process.keepLog(in: base.appending(path: "n\(node)-\(UUID().uuidString.prefix(4)).log"))
+        running.withLock { $0[node] = process }
+    }
+
+    func port(of node: Int) -> Int { running.withLock { $0[node]!.port } }
+
+    var addresses: [Int: String] { running.withLock { $0.mapValues { "127.0.0.1:\($0.port)" } } }
+
+    /// A client of the cluster: `node` first, every other running member as another server.
+    func client(credential: String, preferring node: Int) -> HealthStoreConfiguration {
+        let others = addresses.filter { $0.key != node }.sorted { $0.key < $1.key }.map(\.value)
+        return HealthStoreConfiguration(
+            port: port(of: node), credential: credential, timeout: .seconds(60), keepaliveInterval: .seconds(1), otherServers: others)
+    }
+
+    func kill(_ node: Int) {
+        running.withLock { $0.removeValue(forKey: node) }?.kill()
+    }
+
+    func pause(_ node: Int) { running.withLock { $0[node] }?.pause() }
+    func resume(_ node: Int) { running.withLock { $0[node] }?.resume() }
+
+    func stopAll() {
+        for process in running.withLock({ $0.values }) {
+            process.resume()
+            process.stop()
+        }
+    }
+
+    /// The one member of `candidates` whose metrics say it leads (scraped until exactly one does).
+    func leader(among candidates: Set<Int>) async throws -> Int {
+        for _ in 0..<2_400 {
+            var leaders: [Int] = []
+            for node in candidates.sorted() {
+                guard let port = running.withLock({ $0[node]?.metricsPort }) else { continue }
+                let scrape = Scrape(try await HTTPGet.fetch(port: port, path: "/metrics").body)
+                if scrape.value("healthledger_cluster_leader") == 1 { leaders.append(node) }
+            }
+            if leaders.count == 1 { return leaders[0] }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("no single leader among \(candidates.sorted())")
+        throw CancellationError()
+    }
+
+    /// The synchronous standby `leader` named (asked until it has one).
+    func standby(of leader: Int, credential: String) async throws -> Int {
+        let store = HealthStore(configuration: .init(port: port(of: leader), credential: credential, timeout: .seconds(60)))
+        defer { Task { await store.close() } }
+        for _ in 0..<2_400 {
+            let status = try await store.clusterStatus()
+            if status.role == "leader", let standby = status.standby, let number = Int(standby.dropFirst()) { return number }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("n\(leader) named no standby")
+        throw CancellationError()
+    }
+
+    /// The samples `node` holds, read there (a follower serves reads).
+    func samples(on node: Int, credential: String) async throws -> Set<UUID> {
+        let reader = HealthStore(configuration: .init(port: port(of: node), credential: credential, timeout: .seconds(60)))
+        defer { Task { await reader.close() } }
+        return Set(try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).map(\.uuid))
+    }
+
+    /// Returns once each of `nodes` holds every sample of `uuids` (a guard of five minutes).
+    func waitUntilHolding(_ uuids: [UUID], on nodes: [Int], credential: String) async throws {
+        let wanted = Set(uuids)
+        for node in nodes {
+            var held = Set<UUID>()
+            for _ in 0..<3_000 {
+                held = (try? await samples(on: node, credential: credential)) ?? []
+                if wanted.isSubset(of: held) { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(wanted.isSubset(of: held), "n\(node) lacks \(wanted.subtracting(held).count) acknowledged saves")
+        }
+    }
+}
+
+/// etcd members on loopback (Debian's etcd-server, which tools/test.sh installs), each with
+/// its data directory under `directory`, as one cluster.
+final class EtcdMembers: Sendable {
+    private let processes: [LineProcess]
+    /// The members' client URLs, comma-separated (what `healthledgerd --etcd` takes).
+    let endpoints: String
+
+    static let executable: URL? = ["/usr/bin/etcd", "/usr/local/bin/etcd"].map { URL(filePath: $0) }.first {
+        FileManager.default.isExecutableFile(atPath: $0.path)
+    }
+
+    init(count: Int = 3, directory: URL) async throws {
+        guard let executable = Self.executable else {
+            Issue.record("etcd is not installed (Debian: apt-get install etcd-server; tools/test.sh does it)")
+            throw CancellationError()
+        }
+        let ports = try (0..<count).map { _ in (client: try Self.unusedPort(), peer: try Self.unusedPort()) }
+        let cluster = ports.indices.map { "e\($0)=http://127.0.0.1:\(ports[$0].peer)" }.joined(separator: ",")
+        processes = try ports.indices.map { index in
+            try LineProcess(
+                executable,
+                [
+                    "--name", "e\(index)", "--data-dir", directory.appending(path: "e\(index)").path,
+                    "--listen-client-urls", "http://127.0.0.1:\(ports[index].client)",
+                    "--advertise-client-urls", "http://127.0.0.1:\(ports[index].client)",
+                    "--listen-peer-urls", "http://127.0.0.1:\(ports[index].peer)",
+                    "--initial-advertise-peer-urls", "http://127.0.0.1:\(ports[index].peer)",
+                    "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", directory.lastPathComponent,
+                ], readingStandardError: true)
+        }
+        endpoints = ports.map { "http://127.0.0.1:\($0.client)" }.joined(separator: ",")
+        for process in processes {
+            var lines: [String] = []
+            while true {
+                guard let line = await process.nextLine() else {
+                    stop()
+                    throw DaemonProcess.DaemonFailure(message: "etcd exited before serving: \(lines.suffix(20).joined(separator: "\n"))")
+                }
+                lines.append(line)
+                if line.contains("ready to serve client requests") { break }
+            }
+        }
+    }
+
+    func stop() {
+        for process in processes { process.stop() }
+    }
+
+    /// A loopback port nothing listens on now (etcd takes no port 0).
+    static func unusedPort() throws -> Int {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw DaemonProcess.DaemonFailure(message: "socket: \(errno)") }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+        }
+        guard bound else { throw DaemonProcess.DaemonFailure(message: "bind: \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
