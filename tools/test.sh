@@ -8,14 +8,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 
-# The real clients the tests drive: a gRPC client in another language (Tests/GRPCClients:
-# Python's grpcio with its code generator, health and reflection clients) and a browser on the
-# owner's web app (Tests/WebClients: headless Chromium through Selenium).
+# The real clients and components the tests drive: a gRPC client in another language
+# (Tests/GRPCClients: Python's grpcio with its code generator, health and reflection clients),
+# a browser on the owner's web app (Tests/WebClients: headless Chromium through Selenium), and
+# etcd under a cluster of servers (ClusterTests starts three members on loopback).
 . tools/apt.sh
-browser=()
-command -v chromium >/dev/null 2>&1 || browser+=(chromium)
-command -v chromedriver >/dev/null 2>&1 || browser+=(chromium-driver)
-install_missing test.sh ${browser[@]+"${browser[@]}"}
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+[ -x /usr/bin/etcd ] || [ -x /usr/local/bin/etcd ] || missing+=(etcd-server)
+install_missing test.sh ${missing[@]+"${missing[@]}"}
 python_packages=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection selenium)
 if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection, selenium" 2>/dev/null; then
     command -v python3 >/dev/null 2>&1 || install_missing test.sh python3

@@ -98,7 +98,7 @@ public final class ClusterMember: Service, Sendable {
     ///   - role: the standing the server's calls read (``ServerConfiguration/cluster``).
     ///   - peer: the SDK configuration for reaching another member at an address, with an
     ///     operator credential valid on every member.
-    /// - Throws: ``ClusterFailure`` for etcd endpoints that do not parse or resolve.
+    /// - Throws: ``ClusterFailure`` for etcd endpoints that do not parse.
     public init(
         configuration: Configuration, store: LedgerStore, role: ClusterRole, logger: Logger,
         peer: @escaping @Sendable (_ address: String) -> HealthStoreConfiguration

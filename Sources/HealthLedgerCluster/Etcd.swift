@@ -32,7 +32,7 @@ final class Etcd: Sendable {
     }
 
     /// - Parameter endpoints: `http://HOST:PORT` (or `HOST:PORT`), comma-separated.
-    /// - Throws: ``ClusterFailure`` for an endpoint that does not parse or resolve.
+    /// - Throws: ``ClusterFailure`` for an endpoint that does not parse.
     init(endpoints: String, timeout: Duration = .seconds(3)) throws {
         clients = try Self.parse(endpoints).map { endpoint in
             GRPCClient(
@@ -82,39 +82,21 @@ final class Etcd: Sendable {
             "etcd at \(endpoints) failed \(method): \(failures.joined(separator: "; "))")
     }
 
-    /// `http://127.0.0.1:2379,etcd-1:2379` as IPv4 addresses and ports (names resolved now).
+    /// `http://127.0.0.1:2379,etcd-1.etcd:2379` as hosts and ports (a name is resolved when
+    /// connecting, and again when reconnecting).
     static func parse(_ endpoints: String) throws -> [(host: String, port: Int)] {
-        let listed = endpoints.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-            .filter { !$0.isEmpty }
-        guard !listed.isEmpty else {
-            throw ClusterFailure("name etcd's endpoints: http://HOST:PORT[,…]")
-        }
+        let listed = endpoints.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !listed.isEmpty else { throw ClusterFailure("name etcd's endpoints: http://HOST:PORT[,…]") }
         return try listed.map { endpoint in
             if endpoint.hasPrefix("https://") {
-                throw ClusterFailure(
-                    "etcd endpoint '\(endpoint)': TLS to etcd is not supported yet; use http:// on a private network"
-                )
+                throw ClusterFailure("etcd endpoint '\(endpoint)': TLS to etcd is not supported yet; use http:// on a private network")
             }
-            let address =
-                endpoint.hasPrefix("http://") ? String(endpoint.dropFirst("http://".count)) : endpoint
+            let address = endpoint.hasPrefix("http://") ? String(endpoint.dropFirst("http://".count)) : endpoint
             let parts = address.split(separator: ":", omittingEmptySubsequences: false)
-            guard parts.count == 2, !parts[0].isEmpty, let port = Int(parts[1]),
-                (1...65535).contains(port)
-            else {
+            guard parts.count == 2, !parts[0].isEmpty, let port = Int(parts[1]), (1...65535).contains(port) else {
                 throw ClusterFailure("etcd endpoint '\(endpoint)' is not http://HOST:PORT")
             }
-            do {
-                let resolved = try SocketAddress.makeAddressResolvingHost(String(parts[0]), port: port)
-                guard case .v4 = resolved, let ip = resolved.ipAddress else {
-                    throw ClusterFailure(
-                        "etcd endpoint '\(endpoint)' resolves to \(resolved), not an IPv4 address")
-                }
-                return (ip, port)
-            } catch let failure as ClusterFailure {
-                throw failure
-            } catch {
-                throw ClusterFailure("etcd endpoint '\(endpoint)' does not resolve: \(error)")
-            }
+            return (String(parts[0]), port)
         }
     }
 

@@ -16,8 +16,9 @@ import Glibc
 struct ClusterTests {
     @Test("kill -9 and a pause of the leader lose no acknowledged save; the SDK carries on by itself; the paused leader is fenced; replicas agree")
     func failover() async throws {
+        // HEALTHLEDGER_TEST_KEEP=1 keeps the directory, with each server's log.
         let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cluster-\(UUID().uuidString)")
-        defer { if ProcessInfo.processInfo.environment["KEEP"] == nil { try? FileManager.default.removeItem(at: base) } }
+        defer { if ProcessInfo.processInfo.environment["HEALTHLEDGER_TEST_KEEP"] == nil { try? FileManager.default.removeItem(at: base) } }
         let etcd = try await EtcdMembers(directory: base.appending(path: "etcd"))
         defer { etcd.stop() }
         let credentialFile = base.appending(path: "cluster-operator")
