@@ -80,12 +80,15 @@ enum GRPCStatus {
     static let healthErrorCodeKey = "healthledger-error-code"
     /// A follower's refusal of a write: where its primary is.
     static let primaryKey = "healthledger-primary"
+    /// The server did nothing with the call.
+    static let unprocessedKey = "healthledger-unprocessed"
 
     static func error(_ failure: HealthLedgerRPC.RPCError?) -> GRPCCore.RPCError {
         guard let failure else { return GRPCCore.RPCError(code: .internalError, message: "the call ended with neither a response nor a status") }
         var metadata: GRPCCore.Metadata = [:]
         if let code = failure.healthErrorCode { metadata.addString(String(code.rawValue), forKey: healthErrorCodeKey) }
         if let primary = failure.primary { metadata.addString(primary, forKey: primaryKey) }
+        if failure.unprocessed { metadata.addString("1", forKey: unprocessedKey) }
         let code = Status.Code(rawValue: failure.code.rawValue).flatMap { GRPCCore.RPCError.Code($0) } ?? .unknown
         return GRPCCore.RPCError(code: code, message: failure.message, metadata: metadata)
     }

@@ -191,6 +191,7 @@ extension Healthledger_V1_Frame {
             status.message = error.message
             status.healthErrorCode = Int32(error.healthErrorCode?.rawValue ?? 0)
             status.primary = error.primary ?? ""
+            status.unprocessed = error.unprocessed
         }
         var frame = Self()
         frame.callID = id

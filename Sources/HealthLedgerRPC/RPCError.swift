@@ -42,6 +42,8 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     public var healthErrorCode: HealthError.Code?
     /// A write refused by a follower: its primary's address (HOST:PORT), where to send it.
     public var primary: String?
+    /// The server did nothing with the call: sending it again, as it is, is safe.
+    public var unprocessed = false
     /// The error this one was made from (a storage failure behind `unavailable`, anything
     /// behind `internal`), for the log of the side that made it. Never sent: a status
     /// carries the code and the message only. Not compared by `==`.
@@ -100,6 +102,7 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
             RPCStatusCode(rawValue: status.code.rawValue) ?? .unknown, status.message,
             healthErrorCode: status.healthErrorCode == 0 ? nil : HealthError.Code(rawValue: Int(status.healthErrorCode)),
             primary: status.primary.isEmpty ? nil : status.primary)
+        unprocessed = status.unprocessed
     }
 
     /// The HealthKit-style error this status stands for, when it carries a code.

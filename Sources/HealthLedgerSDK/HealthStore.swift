@@ -271,7 +271,7 @@ public final class HealthStore: Sendable {
         mutating func retries(after failure: RPCError) async throws -> Bool {
             if resent, method == .save, failure.code == .alreadyExists { throw SaveFoundSaved() }
             guard let deadline, ContinuousClock.now + delay < deadline else { return false }
-            let refusedUnapplied = failure.code == .failedPrecondition && failure.primary != nil
+            let refusedUnapplied = failure.unprocessed || (failure.code == .failedPrecondition && failure.primary != nil)
             let outcomeUnknown = failure.code == .unavailable
             let repeatable = !method.isWrite || method == .save
             guard refusedUnapplied || (outcomeUnknown && repeatable) else { return false }

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// `healthledgerd` running as a process of its own on a data directory, listening on a port
@@ -71,6 +74,13 @@ final class ServerProcess: Sendable {
     }
 
     var processIdentifier: Int32 { process.processIdentifier }
+
+    /// kill -9: the server ends at once, as in a crash.
+    func kill() {
+        guard process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
 
     /// Stops the server (SIGTERM: it drains and closes the ledgers) and waits for it.
     func stop() {

@@ -2,6 +2,15 @@ import Foundation
 import HealthLedgerRPC
 import Synchronization
 
+extension RPCError {
+    /// A refusal of a call the server did nothing with (``RPCError/unprocessed``).
+    static func unprocessed(_ code: RPCStatusCode, _ message: String, primary: String? = nil) -> RPCError {
+        var error = RPCError(code, message, primary: primary)
+        error.unprocessed = true
+        return error
+    }
+}
+
 /// A cluster member's standing, as its membership on etcd decides it
 /// (`HealthLedgerCluster.ClusterMember`) and its calls read it: whether it takes writes,
 /// under which fencing epoch, until when, and which follower its writes wait for
@@ -103,13 +112,13 @@ public final class ClusterRole: Sendable {
         switch standing {
         case .leader(_, let leaseEnd):
             guard ContinuousClock.now >= leaseEnd else { return nil }
-            return RPCError(.unavailable, "this server's leadership of the cluster lapsed (its lease on etcd was not renewed in time): try again shortly")
+            return .unprocessed(.unavailable, "this server's leadership of the cluster lapsed (its lease on etcd was not renewed in time): try again shortly")
         case .follower(let node, let address, _):
-            return RPCError(
+            return .unprocessed(
                 .failedPrecondition, "this server follows the cluster's leader '\(node)' at \(address) and takes no writes: send \(method) there",
                 primary: address)
         case .electing:
-            return RPCError(.unavailable, "the cluster has no leader at the moment (one is being elected): try again shortly")
+            return .unprocessed(.unavailable, "the cluster has no leader at the moment (one is being elected): try again shortly")
         }
     }
 
@@ -119,12 +128,12 @@ public final class ClusterRole: Sendable {
         case .leader(let current, _) where current == epoch:
             return nil
         case .leader(let current, _):
-            return RPCError(.failedPrecondition, "this server leads the cluster under epoch \(current), not \(epoch): read the leader from etcd again")
+            return .unprocessed(.failedPrecondition, "this server leads the cluster under epoch \(current), not \(epoch): read the leader from etcd again")
         case .follower(let node, let address, let current):
-            return RPCError(
+            return .unprocessed(
                 .failedPrecondition, "this server follows the cluster's leader '\(node)' (epoch \(current)): fetch from \(address)", primary: address)
         case .electing:
-            return RPCError(.unavailable, "the cluster has no leader at the moment (one is being elected)")
+            return .unprocessed(.unavailable, "the cluster has no leader at the moment (one is being elected)")
         }
     }
 }

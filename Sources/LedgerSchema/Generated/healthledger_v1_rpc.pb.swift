@@ -339,6 +339,10 @@ public nonisolated struct Healthledger_V1_CallStatus: Sendable {
   /// primary to send it to (docs/PROTOCOL.md §7.18).
   public var primary: String = String()
 
+  /// The server did nothing with the call (a cluster member that does not lead refusing a
+  /// write, docs/PROTOCOL.md §7.19): sending it again, as it is, is safe.
+  public var unprocessed: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -4015,7 +4019,7 @@ nonisolated extension Healthledger_V1_CallRequest: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Healthledger_V1_CallStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CallStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{3}health_error_code\0\u{1}primary\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{3}health_error_code\0\u{1}primary\0\u{1}unprocessed\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4027,6 +4031,7 @@ nonisolated extension Healthledger_V1_CallStatus: SwiftProtobuf.Message, SwiftPr
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
       case 3: try { try decoder.decodeSingularInt32Field(value: &self.healthErrorCode) }()
       case 4: try { try decoder.decodeSingularStringField(value: &self.primary) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.unprocessed) }()
       default: break
       }
     }
@@ -4045,6 +4050,9 @@ nonisolated extension Healthledger_V1_CallStatus: SwiftProtobuf.Message, SwiftPr
     if !self.primary.isEmpty {
       try visitor.visitSingularStringField(value: self.primary, fieldNumber: 4)
     }
+    if self.unprocessed != false {
+      try visitor.visitSingularBoolField(value: self.unprocessed, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4053,6 +4061,7 @@ nonisolated extension Healthledger_V1_CallStatus: SwiftProtobuf.Message, SwiftPr
     if lhs.message != rhs.message {return false}
     if lhs.healthErrorCode != rhs.healthErrorCode {return false}
     if lhs.primary != rhs.primary {return false}
+    if lhs.unprocessed != rhs.unprocessed {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,197 @@
+import ArgumentParser
+import Foundation
+import HealthLedgerSDK
+import HealthModel
+import Ledger
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Failover of a cluster on etcd: three `healthledgerd` processes on a three-member etcd
+/// (Debian's etcd-server), one client saving one sample after another through the SDK with
+/// every member as a seed; each round kills the leader (-9) once it has a standby, and
+/// measures the time from the kill to the first save answered after it, then starts the
+/// killed member again. At the end every acknowledged save is looked for on every member.
+struct FailoverBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "failover", abstract: "Kill -9 of a cluster's leader under saves: time to the next acknowledged save, saves lost.")
+
+    @Option(help: "Rounds (a kill each).") var rounds = 20
+    @Option(name: .customLong("lease-seconds"), help: "The members' --lease-seconds (etcd's lease time to live).") var leaseSeconds = 5
+    @Option(help: "The folder holding a release build of healthledgerd.") var binaries = ".build/release"
+
+    func run() async throws {
+        let scratch = FileManager.default.temporaryDirectory.appending(path: "healthledger-failover-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let executable = URL(filePath: binaries).appending(path: "healthledgerd")
+        let etcd = try EtcdCluster(directory: scratch.appending(path: "etcd"))
+        defer { etcd.stop() }
+
+        let operatorCredential = try LedgerStore(directory: scratch.appending(path: "n1")).issueOperatorCredential(label: "bench")
+        let credentialFile = scratch.appending(path: "cluster-operator")
+        try operatorCredential.write(to: credentialFile, atomically: true, encoding: .utf8)
+        var members: [Int: ServerProcess] = [:]
+        func start(_ node: Int) throws {
+            members[node] = try ServerProcess(
+                executable: executable, dataDirectory: scratch.appending(path: "n\(node)"),
+                arguments: [
+                    "--etcd", etcd.endpoints, "--node-id", "n\(node)", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path,
+                    "--lease-seconds", "\(leaseSeconds)",
+                ])
+        }
+        for node in 1...3 { try start(node) }
+        defer { for member in members.values { member.stop() } }
+        func configuration(_ credential: String) -> HealthStoreConfiguration {
+            let ports = members.keys.sorted().map { members[$0]!.port }
+            var configuration = HealthStoreConfiguration(
+                port: ports[0], credential: credential, timeout: .seconds(120), keepaliveInterval: .seconds(1),
+                otherServers: ports.dropFirst().map { "127.0.0.1:\($0)" })
+            configuration.failoverPatience = .seconds(120)
+            return configuration
+        }
+        /// The leader and its standby, asked of the leader until it has named one.
+        func leaderWithStandby() async throws -> Int {
+            for _ in 0..<1_200 {
+                for (node, member) in members {
+                    let store = HealthStore(configuration: .init(port: member.port, credential: operatorCredential, timeout: .seconds(10)))
+                    let status = try? await store.clusterStatus()
+                    await store.close()
+                    if let status, status.role == "leader", status.standby != nil { return node }
+                }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            throw BenchFailure("the cluster named no leader with a standby")
+        }
+
+        let admin = HealthStore(configuration: configuration(operatorCredential))
+        _ = try await admin.createLedger(id: "bench")
+        let owner = try await admin.issueCredential(ledger: "bench", for: .owner)
+        await admin.close()
+        print("== 3 members on a 3-member etcd, --lease-seconds \(leaseSeconds); \(rounds) rounds of kill -9 of the leader under sequential saves")
+
+        let workload = try Workload(days: 1)
+        let acknowledged = Acknowledged()
+        var failovers: [Duration] = []
+        var failures = 0
+        for round in 1...rounds {
+            let leader = try await leaderWithStandby()
+            let writer = HealthStore(configuration: configuration(owner))
+            let saving = Task {
+                var failed = 0
+                var index = 0
+                while !acknowledged.stopping {
+                    index += 1
+                    do {
+                        let saved = try await writer.save(workload.ingest(round * 1_000_000 + index).object)
+                        acknowledged.saves.withLock { $0.append((saved.uuid, .now)) }
+                    } catch {
+                        failed += 1
+                    }
+                }
+                return failed
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            let killed = ContinuousClock.now
+            members.removeValue(forKey: leader)?.kill()
+            var first: ContinuousClock.Instant?
+            for _ in 0..<12_000 {
+                first = acknowledged.saves.withLock { $0.first(where: { $0.at > killed })?.at }
+                if first != nil { break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            guard let first else { throw BenchFailure("round \(round): no save was answered after the kill") }
+            acknowledged.stop.store(true, ordering: .relaxed)
+            failures += await saving.value
+            acknowledged.stop.store(false, ordering: .relaxed)
+            await writer.close()
+            failovers.append(first - killed)
+            print(String(format: "  round %d: n%d killed, next save answered after %.2f s", round, leader, seconds(first - killed)))
+            try start(leader)
+        }
+
+        // Every acknowledged save, on every member.
+        try await Task.sleep(for: .seconds(2))
+        let wanted = Set(acknowledged.saves.withLock { $0.map(\.uuid) })
+        var lost: [Int: Int] = [:]
+        for (node, member) in members.sorted(by: { $0.key < $1.key }) {
+            let reader = HealthStore(configuration: .init(port: member.port, credential: owner, timeout: .seconds(120)))
+            var held = Set<UUID>()
+            for _ in 0..<600 {
+                held = Set(try await reader.result(for: SampleQueryDescriptor(type: workload.heartRate.objectType)).map(\.uuid))
+                if wanted.isSubset(of: held) { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            await reader.close()
+            lost[node] = wanted.subtracting(held).count
+        }
+        let sorted = failovers.sorted()
+        print(
+            String(
+                format: "failover (kill -9 to the next acknowledged save), %d rounds: median %.2f s, p90 %.2f s, max %.2f s", sorted.count,
+                seconds(sorted[sorted.count / 2]), seconds(sorted[min(sorted.count - 1, sorted.count * 9 / 10)]), seconds(sorted.last!)))
+        print("saves acknowledged: \(wanted.count); lost: \(lost.sorted { $0.key < $1.key }.map { "n\($0.key) \($0.value)" }.joined(separator: ", ")); calls that failed (never acknowledged): \(failures)")
+    }
+}
+
+/// The saves acknowledged so far, with when; and whether the writer is to stop.
+private final class Acknowledged: Sendable {
+    let saves = Mutex<[(uuid: UUID, at: ContinuousClock.Instant)]>([])
+    let stop = Atomic<Bool>(false)
+
+    var stopping: Bool { stop.load(ordering: .relaxed) }
+}
+
+/// etcd members on loopback, as one cluster (Debian's etcd-server).
+final class EtcdCluster: Sendable {
+    private let processes: [Process]
+    let endpoints: String
+
+    init(count: Int = 3, directory: URL) throws {
+        guard let executable = ["/usr/bin/etcd", "/usr/local/bin/etcd"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
+            throw BenchFailure("etcd is not installed: apt-get install etcd-server")
+        }
+        let ports = try (0..<count).map { _ in (client: try unusedPort(), peer: try unusedPort()) }
+        let cluster = ports.indices.map { "e\($0)=http://127.0.0.1:\(ports[$0].peer)" }.joined(separator: ",")
+        processes = try ports.indices.map { index in
+            let process = Process()
+            process.executableURL = URL(filePath: executable)
+            process.arguments = [
+                "--name", "e\(index)", "--data-dir", directory.appending(path: "e\(index)").path,
+                "--listen-client-urls", "http://127.0.0.1:\(ports[index].client)", "--advertise-client-urls", "http://127.0.0.1:\(ports[index].client)",
+                "--listen-peer-urls", "http://127.0.0.1:\(ports[index].peer)", "--initial-advertise-peer-urls", "http://127.0.0.1:\(ports[index].peer)",
+                "--initial-cluster", cluster, "--initial-cluster-state", "new",
+            ]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+        endpoints = ports.map { "http://127.0.0.1:\($0.client)" }.joined(separator: ",")
+    }
+
+    func stop() {
+        for process in processes where process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// A loopback port nothing listens on now (etcd takes no port 0).
+func unusedPort() throws -> Int {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { throw BenchFailure("socket: \(errno)") }
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+    }
+    guard bound else { throw BenchFailure("bind: \(errno)") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
