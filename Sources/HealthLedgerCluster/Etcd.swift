@@ -102,11 +102,6 @@ final class Etcd: Sendable {
 
     // MARK: Keys
 
-    /// The key's entry, or nil when it does not exist.
-    func get(_ key: String) async throws -> Entry? {
-        try await range(.with { $0.key = Data(key.utf8) }).first
-    }
-
     /// Every key beginning with `prefix`, in key order.
     func entries(under prefix: String) async throws -> [Entry] {
         try await range(
@@ -163,22 +158,6 @@ final class Etcd: Sendable {
                 $0.success = [.with { $0.requestPut = Self.put(key, value, lease: 0) }]
             }
         ).succeeded
-    }
-
-    /// Deletes `key` only while it is the one created at `revision`.
-    func delete(_ key: String, createdAt revision: Int64) async throws {
-        _ = try await transaction(
-            .with {
-                $0.compare = [
-                    .with {
-                        $0.key = Data(key.utf8)
-                        $0.target = .create
-                        $0.result = .equal
-                        $0.createRevision = revision
-                    }
-                ]
-                $0.success = [.with { $0.requestDeleteRange = .with { $0.key = Data(key.utf8) } }]
-            })
     }
 
     private func transaction(_ request: Etcdserverpb_TxnRequest) async throws

@@ -94,8 +94,9 @@ struct FailoverBenchCommand: AsyncParsableCommand {
                 return failed
             }
             try await Task.sleep(for: .milliseconds(500))
-            let killed = ContinuousClock.now
+            // From the leader's end: a save answered after it is the new leader's.
             members.removeValue(forKey: leader)?.kill()
+            let killed = ContinuousClock.now
             var first: ContinuousClock.Instant?
             for _ in 0..<12_000 {
                 first = acknowledged.saves.withLock { $0.first(where: { $0.at > killed })?.at }
