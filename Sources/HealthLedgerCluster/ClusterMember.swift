@@ -112,7 +112,8 @@ public final class ClusterMember: Service, Sendable {
         self.role = role
         self.logger = logger
         self.peer = peer
-        etcd = try Etcd(endpoints: configuration.etcd)
+        // A call that hangs must not outlast the lease it is renewing.
+        etcd = try Etcd(endpoints: configuration.etcd, timeout: .milliseconds(min(3_000, configuration.leaseSeconds * 1_000 / 3)))
     }
 
     private var prefix: String { "/healthledger/\(configuration.cluster)/" }
@@ -151,13 +152,14 @@ public final class ClusterMember: Service, Sendable {
         let lease = try await renewLease()
         // The cluster's keys, read at once: leader, sync and members.
         let entries = try await etcd.entries(under: prefix)
-        let sync = try entries.first { $0.key == syncKey }.map { try JSONDecoder().decode(SyncValue.self, from: $0.value) }
+        let syncEntry = entries.first { $0.key == syncKey }
+        let sync = try syncEntry.map { try JSONDecoder().decode(SyncValue.self, from: $0.value) }
         let members = entries.filter { $0.key.hasPrefix(nodesPrefix) }.compactMap { try? JSONDecoder().decode(LeaderValue.self, from: $0.value) }
         role.view = ClusterRole.View(
             members: members.map { ($0.node, $0.address) }, standby: sync?.standby, pendingStandby: state.withLock { $0.pending?.node })
         guard let entry = entries.first(where: { $0.key == leaderKey }) else {
             if case .leader = role.standing { stepDown("its leader key on etcd is gone") }
-            return try await campaign(lease: lease, sync: sync)
+            return try await campaign(lease: lease, sync: sync, syncRevision: syncEntry?.modRevision ?? 0)
         }
         let leader = try JSONDecoder().decode(LeaderValue.self, from: entry.value)
         let epoch = UInt64(entry.createRevision)
@@ -186,7 +188,11 @@ public final class ClusterMember: Service, Sendable {
         guard let current else {
             let granted = try await etcd.grantLease(seconds: configuration.leaseSeconds)
             let value = try JSONEncoder().encode(LeaderValue(node: configuration.node, address: configuration.advertise))
-            try await etcd.put(nodesPrefix + configuration.node, value, lease: granted.id)
+            guard try await etcd.create(nodesPrefix + configuration.node, value, lease: granted.id) else {
+                try? await etcd.revokeLease(granted.id)
+                throw ClusterFailure(
+                    "another member named '\(configuration.node)' is in the cluster (or this one's previous run, until its lease expires): names must be unique (--node-id)")
+            }
             state.withLock {
                 $0.lease = granted
                 $0.lastRenewal = now
@@ -212,13 +218,15 @@ public final class ClusterMember: Service, Sendable {
 
     /// Creates the leader key when this member may: the standby named on etcd, the last
     /// leader when it had none, or anyone on a fresh cluster.
-    private func campaign(lease: Int64, sync: SyncValue?) async throws {
+    private func campaign(lease: Int64, sync: SyncValue?, syncRevision: Int64) async throws {
         if let sync {
             let allowed = sync.standby.map { $0 == configuration.node } ?? (sync.leader == configuration.node)
             guard allowed else { return }
         }
         let value = try JSONEncoder().encode(LeaderValue(node: configuration.node, address: configuration.advertise))
-        guard let revision = try await etcd.create(leaderKey, value, lease: lease) else { return }
+        // Only while `sync` is as read: a leader elected and gone meanwhile may have named
+        // another standby, or answered writes alone.
+        guard let revision = try await etcd.create(leaderKey, value, lease: lease, while: syncKey, modifiedAt: syncRevision) else { return }
         logger.notice("won the cluster's election", metadata: ["epoch": "\(revision)"])
         try await promote(epoch: UInt64(revision))
     }
@@ -227,6 +235,9 @@ public final class ClusterMember: Service, Sendable {
     /// no standby on etcd yet, and takes writes.
     private func promote(epoch: UInt64) async throws {
         await stopFollowing()
+        // What followers acknowledged to an earlier leadership of this member says nothing
+        // of the log it leads now (their tails may have been discarded since).
+        for id in try store.ledgerIDs() { try store.ledger(id).followers.forgetAll() }
         let sync = try JSONEncoder().encode(SyncValue(leader: configuration.node, standby: nil))
         guard try await etcd.put(syncKey, sync, whileCreatedAt: Int64(epoch), guardKey: leaderKey) else {
             throw ClusterFailure("lost the leader key before taking the lead")
@@ -268,8 +279,9 @@ public final class ClusterMember: Service, Sendable {
         }
         if let pending {
             guard connected.contains(pending.node) else {
+                // Its naming may have reached etcd unanswered: cleared there first.
+                try await nameStandby(nil, epoch: epoch)
                 role.awaitedFollowers.remove(pending.node)
-                state.withLock { $0.pending = nil }
                 return
             }
             let caughtUp = ledgers.allSatisfy { ledger in

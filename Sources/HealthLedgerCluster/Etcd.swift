@@ -27,6 +27,8 @@ final class Etcd: Sendable {
         var value: Data
         /// The store's revision when the key was created: a leader key's fencing epoch.
         var createRevision: Int64
+        /// The store's revision when it was last written (0: it does not exist).
+        var modRevision: Int64
         /// The lease it is attached to (0: none).
         var lease: Int64
     }
@@ -35,10 +37,11 @@ final class Etcd: Sendable {
     /// - Throws: ``ClusterFailure`` for an endpoint that does not parse.
     init(endpoints: String, timeout: Duration = .seconds(3)) throws {
         clients = try Self.parse(endpoints).map { endpoint in
-            GRPCClient(
-                transport: try HTTP2ClientTransport.Posix(
-                    target: .ipv4(address: endpoint.host, port: endpoint.port), transportSecurity: .plaintext)
-            )
+            // An address as it is; a name resolved when connecting (and again on reconnecting).
+            let isAddress = (try? SocketAddress(ipAddress: endpoint.host, port: endpoint.port)) != nil
+            let target: any ResolvableTarget =
+                isAddress ? .ipv4(address: endpoint.host, port: endpoint.port) : .dns(host: endpoint.host, port: endpoint.port)
+            return GRPCClient(transport: try HTTP2ClientTransport.Posix(target: target, transportSecurity: .plaintext))
         }
         self.timeout = timeout
         self.endpoints = endpoints
@@ -122,10 +125,34 @@ final class Etcd: Sendable {
             "KV", "Put", Self.put(key, value, lease: lease))
     }
 
-    /// Creates `key` with `value` and `lease` when no such key exists: its create revision
-    /// when it did, nil when the key was there.
-    func create(_ key: String, _ value: Data, lease: Int64) async throws -> Int64? {
+    /// Creates `key` with `value` and `lease` when no such key exists and `unchanged` was
+    /// last written at `revision` (0: it does not exist): its create revision when it did,
+    /// nil when either was not so.
+    func create(_ key: String, _ value: Data, lease: Int64, while unchanged: String, modifiedAt revision: Int64) async throws -> Int64? {
         let response = try await transaction(
+            .with {
+                $0.compare = [
+                    .with {
+                        $0.key = Data(key.utf8)
+                        $0.target = .create
+                        $0.result = .equal
+                        $0.createRevision = 0
+                    },
+                    .with {
+                        $0.key = Data(unchanged.utf8)
+                        $0.target = .mod
+                        $0.result = .equal
+                        $0.modRevision = revision
+                    },
+                ]
+                $0.success = [.with { $0.requestPut = Self.put(key, value, lease: lease) }]
+            })
+        return response.succeeded ? response.header.revision : nil
+    }
+
+    /// Creates `key` with `value` and `lease` when no such key exists: false when it was there.
+    func create(_ key: String, _ value: Data, lease: Int64) async throws -> Bool {
+        try await transaction(
             .with {
                 $0.compare = [
                     .with {
@@ -136,8 +163,8 @@ final class Etcd: Sendable {
                     }
                 ]
                 $0.success = [.with { $0.requestPut = Self.put(key, value, lease: lease) }]
-            })
-        return response.succeeded ? response.header.revision : nil
+            }
+        ).succeeded
     }
 
     /// Writes `value` under `key` only while `guardKey` is the one created at `revision`
@@ -238,7 +265,7 @@ extension Etcd.Entry {
     init(_ kv: Mvccpb_KeyValue) {
         self.init(
             key: String(decoding: kv.key, as: UTF8.self), value: kv.value,
-            createRevision: kv.createRevision, lease: kv.lease)
+            createRevision: kv.createRevision, modRevision: kv.modRevision, lease: kv.lease)
     }
 }
 

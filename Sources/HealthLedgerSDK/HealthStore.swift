@@ -40,7 +40,9 @@ public struct HealthStoreConfiguration: Sendable {
     /// With ``otherServers``: how long a call keeps trying while its servers fail over — the
     /// server in use gone, a cluster electing a leader, a follower naming a primary that is
     /// gone. Reads and saves are sent again (a save's second attempt that finds its objects
-    /// saved by the first is answered as saved); other writes only when refused unapplied.
+    /// saved by the first is answered as saved); other writes only when refused unprocessed.
+    /// With other servers, connections send a keepalive every 2 s when ``keepaliveInterval``
+    /// is nil, so that a server that stops answering is left rather than waited on.
     public var failoverPatience: Duration = .seconds(30)
 
     public struct TLS: Sendable {
@@ -275,7 +277,8 @@ public final class HealthStore: Sendable {
             let outcomeUnknown = failure.code == .unavailable
             let repeatable = !method.isWrite || method == .save
             guard refusedUnapplied || (outcomeUnknown && repeatable) else { return false }
-            resent = resent || outcomeUnknown
+            // A refusal of a call the server did nothing with leaves nothing unknown.
+            resent = resent || (outcomeUnknown && !failure.unprocessed)
             try await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(1))
             return true
@@ -578,6 +581,9 @@ actor ConnectionManager {
         await connection.close()
     }
 
+    /// The keepalive of a store with other servers when none is configured.
+    static let failoverKeepalive = Duration.seconds(2)
+
     /// Closes `connection` when it is the one in use, and makes its server the last tried:
     /// a call failed over from it.
     func setAside(_ connection: ClientConnection) async {
@@ -611,6 +617,9 @@ actor ConnectionManager {
             for (index, server) in servers.enumerated() {
                 var target = configuration
                 (target.host, target.port) = server
+                // Among several servers, one that stops answering (paused, cut off) is found
+                // out and left, rather than waited on.
+                if !target.otherServers.isEmpty, target.keepaliveInterval == nil { target.keepaliveInterval = Self.failoverKeepalive }
                 do {
                     let connection = try await ClientConnection.connect(target, group: loop)
                     if index > 0 { servers.insert(servers.remove(at: index), at: 0) }

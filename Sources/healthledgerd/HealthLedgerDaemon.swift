@@ -113,6 +113,9 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             credentialFile: setting(clusterCredentialFile, "CLUSTER_CREDENTIAL_FILE"), leaseSeconds: try number(leaseSeconds, "LEASE_SECONDS"))
         if let membership {
             guard primary == nil else { throw ValidationError("--etcd and --follow exclude each other: in a cluster, members follow its leader") }
+            guard configuration.tls == nil || trustRoots != nil else {
+                throw ValidationError("a cluster over TLS (--tls-cert) needs --follow-tls-ca: the CA its members check each other's certificates with")
+            }
             guard acknowledgementValue == .semiSynchronous else {
                 throw ValidationError("a cluster answers writes semi-synchronously (its standby must have them to take over): leave --replication-acks out")
             }

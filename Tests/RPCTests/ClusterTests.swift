@@ -102,6 +102,14 @@ struct ClusterTests {
         #expect(holdings[0] == holdings[1] && holdings[1] == holdings[2])
         #expect(Set(acknowledged).isSubset(of: holdings[0]))
 
+        // A second member under a name already in the cluster is kept out, saying why.
+        let twin = try await DaemonProcess(
+            dataDirectory: base.appending(path: "twin"),
+            arguments: ["--etcd", etcd.endpoints, "--node-id", "n\(third)", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path])
+        let refusal = try await Self.firstLine(of: twin) { $0.contains("another member named 'n\(third)' is in the cluster") }
+        twin.stop()
+        #expect(refusal != nil)
+
         // Bad cluster settings are refused with what is wrong.
         for (arguments, message) in [
             (["--etcd", "http://127.0.0.1:2379"], "--etcd needs --advertise HOST:PORT"),
@@ -111,11 +119,37 @@ struct ClusterTests {
             (["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path, "--lease-seconds", "1"], "--lease-seconds is 2 to 600, got 1"),
             (["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path, "--follow", "127.0.0.1:7411", "--follow-credential-file", credentialFile.path], "--etcd and --follow exclude each other"),
             (["--cluster", "c1"], "--cluster, --advertise, --cluster-credential-file and --lease-seconds are for --etcd"),
+            (
+                ["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path, "--tls-cert", "c.pem", "--tls-key", "k.pem"],
+                "a cluster over TLS (--tls-cert) needs --follow-tls-ca"
+            ),
         ] {
             let refused = try await runProcess(
                 DaemonProcess.executable,
                 ["--data-dir", base.appending(path: "other").path, "--port", "0", "--metrics-port=-1", "--grpc-port=-1", "--web-port=-1"] + arguments)
             #expect(refused.status != 0 && refused.error.contains(message), "\(arguments): \(refused.error)")
+        }
+    }
+}
+
+extension ClusterTests {
+    /// The first line of `daemon`'s log that `matches`, or nil once 10,000 lines (or two
+    /// minutes, a guard against hanging, not a deadline the test relies on) went by without one.
+    static func firstLine(of daemon: DaemonProcess, where matches: @escaping @Sendable (String) -> Bool) async throws -> String? {
+        try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                for _ in 0..<10_000 {
+                    guard let line = await daemon.nextLine() else { return nil }
+                    if matches(line) { return line }
+                }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(120))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
         }
     }
 }

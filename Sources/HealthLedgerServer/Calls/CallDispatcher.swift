@@ -153,7 +153,7 @@ package struct CallDispatcher: Sendable {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
             }
             start(call) { result in
-                guard case .success = result else { return answer(result) }
+                guard answersAfterFollowers(result) else { return answer(result) }
                 afterFollowers(of: call.ledger) { refusal in answer(refusal.map { .failure($0) } ?? result) }
             }
         } catch {
@@ -305,9 +305,9 @@ package struct CallDispatcher: Sendable {
             if MethodTable.writes(method) { try await afterFollowers(of: call.ledger) }
             return response
         case .onCommit(let start):
-            let response = try await withCheckedThrowingContinuation { continuation in start(call) { continuation.resume(with: $0) } }
-            try await afterFollowers(of: call.ledger)
-            return response
+            let result = await withCheckedContinuation { continuation in start(call) { continuation.resume(returning: $0) } }
+            if answersAfterFollowers(result) { try await afterFollowers(of: call.ledger) }
+            return try result.get()
         case .stream(let types, let body):
             metrics.streamOpened()
             defer { metrics.streamClosed() }
@@ -353,7 +353,7 @@ extension CallDispatcher {
                     return then(
                         RPCError(
                             .unavailable,
-                            "the write is durable on the leader, but its synchronous standby '\(names)' did not acknowledge it within \(window): it may not survive a failover; send it again (a save of the same UUIDs is answered once)"
+                            "the write is durable on the leader, but its synchronous standby '\(names)' did not acknowledge it within \(window): it may not survive a failover; a save may be sent again (the same UUIDs are saved once), other writes once checked"
                         ))
                 }
                 then(cluster.leadingEpoch == epoch ? nil : Self.leadershipLost)
@@ -370,9 +370,20 @@ extension CallDispatcher {
         }
     }
 
+    /// Whether a write's outcome waits for the followers: a success; and, on a cluster's
+    /// leader, a refusal of UUIDs the ledger holds — most likely the same write sent again
+    /// after its answer was lost, which is answered only once the first is as safe as an
+    /// answered write.
+    func answersAfterFollowers(_ result: Result<[UInt8], any Error>) -> Bool {
+        switch result {
+        case .success: return true
+        case .failure(let error): return configuration.cluster != nil && RPCError(mapping: error).code == .alreadyExists
+        }
+    }
+
     private static let leadershipLost = RPCError(
         .unavailable,
-        "this server stopped leading the cluster while the write was committed: it may not survive; send it again (a save of the same UUIDs is answered once)")
+        "this server stopped leading the cluster while the write was committed: it may not survive a failover; a save may be sent again (the same UUIDs are saved once), other writes once checked")
 
     func afterFollowers(of ledger: Ledger) async throws {
         if let refusal = await withCheckedContinuation({ continuation in afterFollowers(of: ledger) { continuation.resume(returning: $0) } }) {

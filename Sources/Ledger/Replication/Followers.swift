@@ -83,6 +83,12 @@ public final class Followers: Sendable {
         return state.withLock { $0.acknowledgements.values.filter { $0.isConnected(at: now, window: window) } }.sorted { $0.sequence > $1.sequence }
     }
 
+    /// Forgets every follower's progress (a member of a cluster taking the lead again: what
+    /// followers said before says nothing of the log now). Writes waiting stay waiting.
+    public func forgetAll() {
+        state.withLock { $0.acknowledgements = [:] }
+    }
+
     /// Every follower that ever fetched, by name.
     public var all: [Acknowledgement] {
         state.withLock { $0.acknowledgements.values }.sorted { $0.follower < $1.follower }
