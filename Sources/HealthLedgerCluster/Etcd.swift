@@ -132,12 +132,7 @@ final class Etcd: Sendable {
         let response = try await transaction(
             .with {
                 $0.compare = [
-                    .with {
-                        $0.key = Data(key.utf8)
-                        $0.target = .create
-                        $0.result = .equal
-                        $0.createRevision = 0
-                    },
+                    Self.created(key, at: 0),
                     .with {
                         $0.key = Data(unchanged.utf8)
                         $0.target = .mod
@@ -155,12 +150,7 @@ final class Etcd: Sendable {
         try await transaction(
             .with {
                 $0.compare = [
-                    .with {
-                        $0.key = Data(key.utf8)
-                        $0.target = .create
-                        $0.result = .equal
-                        $0.createRevision = 0
-                    }
+                    Self.created(key, at: 0)
                 ]
                 $0.success = [.with { $0.requestPut = Self.put(key, value, lease: lease) }]
             }
@@ -175,12 +165,7 @@ final class Etcd: Sendable {
         try await transaction(
             .with {
                 $0.compare = [
-                    .with {
-                        $0.key = Data(guardKey.utf8)
-                        $0.target = .create
-                        $0.result = .equal
-                        $0.createRevision = revision
-                    }
+                    Self.created(guardKey, at: revision)
                 ]
                 $0.success = [.with { $0.requestPut = Self.put(key, value, lease: 0) }]
             }
@@ -191,6 +176,16 @@ final class Etcd: Sendable {
         -> Etcdserverpb_TxnResponse
     {
         try await call("KV", "Txn", request)
+    }
+
+    /// A comparison that holds when `key` was created at `revision` (0: it does not exist).
+    private static func created(_ key: String, at revision: Int64) -> Etcdserverpb_Compare {
+        .with {
+            $0.key = Data(key.utf8)
+            $0.target = .create
+            $0.result = .equal
+            $0.createRevision = revision
+        }
     }
 
     private static func put(_ key: String, _ value: Data, lease: Int64) -> Etcdserverpb_PutRequest {

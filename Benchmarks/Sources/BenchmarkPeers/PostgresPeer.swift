@@ -183,26 +183,7 @@ public final class PostgresPeer: PeerDatabase {
     }
 
     /// A TCP port nobody listens on, asked of the kernel; it only names the server's socket file.
-    private static func freePortNumber() -> Int {
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { return 54321 }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
-            }
-        }
-        return bound ? Int(UInt16(bigEndian: address.sin_port)) : 54321
-    }
+    private static func freePortNumber() -> Int { unusedLoopbackPort() ?? 54321 }
 
     /// Starts `arguments` (the first one a path, or a name looked up on PATH), stdin from
     /// /dev/null, stdout and stderr appended to `log`.
@@ -664,4 +645,27 @@ private func appendCopyField(_ bytes: some Sequence<UInt8>, to out: inout [UInt8
         default: out.append(byte)
         }
     }
+}
+
+/// A loopback TCP port nothing listens on now, asked of the kernel (for servers that take no
+/// port 0); nil when the kernel gives none.
+public func unusedLoopbackPort() -> Int? {
+    #if canImport(Glibc)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #else
+    let fd = socket(AF_INET, SOCK_STREAM, 0)
+    #endif
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+            bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
+        }
+    }
+    return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
 }

@@ -1,13 +1,10 @@
 import ArgumentParser
+import BenchmarkPeers
 import Foundation
 import HealthLedgerSDK
 import HealthModel
 import Ledger
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Failover of a cluster on etcd: three `healthledgerd` processes on a three-member etcd
 /// (Debian's etcd-server), one client saving one sample after another through the SDK with
@@ -154,7 +151,10 @@ final class EtcdCluster: Sendable {
         guard let executable = ["/usr/bin/etcd", "/usr/local/bin/etcd"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
             throw BenchFailure("etcd is not installed: apt-get install etcd-server")
         }
-        let ports = try (0..<count).map { _ in (client: try unusedPort(), peer: try unusedPort()) }
+        let ports = try (0..<count).map { _ in
+            guard let client = unusedLoopbackPort(), let peer = unusedLoopbackPort() else { throw BenchFailure("no free loopback port") }
+            return (client: client, peer: peer)
+        }
         let cluster = ports.indices.map { "e\($0)=http://127.0.0.1:\(ports[$0].peer)" }.joined(separator: ",")
         processes = try ports.indices.map { index in
             let process = Process()
@@ -179,20 +179,4 @@ final class EtcdCluster: Sendable {
             process.waitUntilExit()
         }
     }
-}
-
-/// A loopback port nothing listens on now (etcd takes no port 0).
-func unusedPort() throws -> Int {
-    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard socket >= 0 else { throw BenchFailure("socket: \(errno)") }
-    defer { close(socket) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
-    }
-    guard bound else { throw BenchFailure("bind: \(errno)") }
-    return Int(UInt16(bigEndian: address.sin_port))
 }

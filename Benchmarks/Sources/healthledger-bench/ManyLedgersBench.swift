@@ -120,7 +120,7 @@ struct ManyLedgersBenchCommand: AsyncParsableCommand {
         let store = try LedgerStore(directory: directory, configuration: configuration)
         let clock = ContinuousClock()
         let started = clock.now
-        let output = try FileHandle(forWritingTo: { if !FileManager.default.fileExists(atPath: file.path) { FileManager.default.createFile(atPath: file.path, contents: nil) }; return file }())
+        let output = try FileHandle(forWritingTo: { if !FileManager.default.fileExists(atPath: file.path) { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }; return file }())
         defer { try? output.close() }
         try output.seekToEnd()
         while credentials.count < count {
