@@ -32,7 +32,7 @@ public final class ClusterRole: Sendable {
     }
 
     /// What the member last read of the cluster on etcd, for ``ClusterStatus``.
-    public struct View: Sendable, Equatable {
+    public struct View: Sendable {
         public var members: [(node: String, address: String)] = []
         public var standby: String?
         public var pendingStandby: String?
@@ -41,10 +41,6 @@ public final class ClusterRole: Sendable {
             self.members = members
             self.standby = standby
             self.pendingStandby = pendingStandby
-        }
-
-        public static func == (a: View, b: View) -> Bool {
-            a.members.elementsEqual(b.members, by: ==) && a.standby == b.standby && a.pendingStandby == b.pendingStandby
         }
     }
 
