@@ -247,14 +247,26 @@ public final class ClusterMember: Service, Sendable {
             state.pending = nil
             return (state.lastRenewal ?? .now, state.lease?.seconds ?? configuration.leaseSeconds)
         }
-        role.become(.leader(epoch: epoch, leaseEnd: lastRenewal + .seconds(seconds)))
+        stand(.leader(epoch: epoch, leaseEnd: lastRenewal + .seconds(seconds)))
         leading.record(1)
         epochGauge.record(Int64(epoch))
         logger.notice("leads the cluster", metadata: ["epoch": "\(epoch)"])
     }
 
+    /// Takes `standing`: the server's calls follow it, and the store's ledgers are written
+    /// under this member's term (recorded in each by a `primaryChanged` event) only while it leads.
+    private func stand(_ standing: ClusterRole.Standing) {
+        if case .leader(let epoch, _) = standing {
+            store.primaryTerm = PrimaryTerm(epoch: epoch, node: configuration.node, cluster: configuration.cluster)
+            role.become(standing)
+        } else {
+            role.become(standing)
+            store.primaryTerm = nil
+        }
+    }
+
     private func stepDown(_ why: String) {
-        role.become(.electing)
+        stand(.electing)
         leading.record(0)
         state.withLock {
             $0.standby = nil
@@ -324,7 +336,7 @@ public final class ClusterMember: Service, Sendable {
     private func follow(_ leader: LeaderValue, epoch: UInt64) async throws {
         if let current = state.withLock({ $0.following }), current.epoch == epoch, current.address == leader.address { return }
         await stopFollowing()
-        role.become(.follower(node: leader.node, address: leader.address, epoch: epoch))
+        stand(.follower(node: leader.node, address: leader.address, epoch: epoch))
         leading.record(0)
         epochGauge.record(Int64(epoch))
         let follower = PrimaryFollower(
@@ -345,7 +357,7 @@ public final class ClusterMember: Service, Sendable {
     /// Leaves the cluster: no more writes, no more following, and the lease revoked (the
     /// leader key and this member's registration go with it).
     private func leave() async {
-        role.become(.electing)
+        stand(.electing)
         await stopFollowing()
         if let lease = state.withLock({ $0.lease.take() }) {
             do { try await etcd.revokeLease(lease.id) } catch { logger.warning("could not revoke this member's lease on etcd: \(error)") }

@@ -101,6 +101,18 @@ struct ClusterTests {
         #expect(holdings[0] == holdings[1] && holdings[1] == holdings[2])
         #expect(Set(acknowledged).isSubset(of: holdings[0]))
 
+        // Each leadership is in the ledger's hash chain, alike on every member: epochs grow,
+        // and the three leaders took the lead in turn (a loaded machine may add others).
+        var terms: [[String]] = []
+        for node in 1...3 { terms.append(try await nodes.primaryChanges(on: node, credential: owner)) }
+        #expect(terms[0] == terms[1] && terms[1] == terms[2], "\(terms)")
+        let epochs = terms[0].compactMap { $0.split(separator: " ").last.flatMap { UInt64($0.dropLast()) } }
+        #expect(epochs.count == terms[0].count && epochs == epochs.sorted() && Set(epochs).count == epochs.count, "\(terms[0])")
+        let leaders = terms[0].compactMap { $0.split(separator: " ").dropFirst().first.map(String.init) }
+        #expect(leaders.first == "n\(first)", "\(terms[0])")
+        let secondTerm = leaders.firstIndex(of: "n\(second)"), thirdTerm = leaders.lastIndex(of: "n\(third)")
+        #expect(secondTerm != nil && thirdTerm != nil && secondTerm! < thirdTerm!, "\(terms[0])")
+
         // A second member under a name already in the cluster is kept out, saying why.
         let twin = try await DaemonProcess(
             dataDirectory: base.appending(path: "twin"),
@@ -283,6 +295,14 @@ final class ClusterNodes: Sendable {
         }
         Issue.record("n\(leader) named no standby")
         throw CancellationError()
+    }
+
+    /// The sentences of the `primaryChanged` events of `node`'s copy of the ledger, in order
+    /// ("server n2 of cluster default became this ledger's primary (epoch 41)").
+    func primaryChanges(on node: Int, credential: String) async throws -> [String] {
+        let reader = HealthStore(configuration: .init(port: port(of: node), credential: credential, timeout: .seconds(60)))
+        defer { Task { await reader.close() } }
+        return try await reader.audit(AuditFilter(kinds: [.primaryChanged])).reduce(into: [String]()) { $0 += $1.events.map(\.sentence) }
     }
 
     /// The samples `node` holds, read there (a follower serves reads).

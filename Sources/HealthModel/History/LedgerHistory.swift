@@ -39,6 +39,8 @@ public enum EventKind: Int, Sendable, Hashable, CaseIterable, CustomStringConver
     case routeLocationsAdded = 20
     /// Objects were erased: the events that held them lost their bodies.
     case objectsErased = 21
+    /// A cluster member became the ledger's primary under a new fencing epoch.
+    case primaryChanged = 22
 
     public var description: String {
         switch self {
@@ -57,6 +59,7 @@ public enum EventKind: Int, Sendable, Hashable, CaseIterable, CustomStringConver
         case .workoutSamplesAssociated: "workoutSamplesAssociated"
         case .routeLocationsAdded: "routeLocationsAdded"
         case .objectsErased: "objectsErased"
+        case .primaryChanged: "primaryChanged"
         }
     }
 }

@@ -36,6 +36,8 @@ public enum EventBody: Sendable, Hashable {
     case erased
     /// Objects were erased: what stays of each, and the events whose bodies went.
     case objectsErased(reason: String, objects: [ErasedObject], events: [ErasedEvent])
+    /// Cluster member `node` of `cluster` became the ledger's primary under `epoch`.
+    case primaryChanged(epoch: UInt64, node: String, cluster: String)
 
     /// What an erasure keeps of an object: its type, source and times, never a value.
     public struct ErasedObject: Sendable, Hashable {
@@ -209,6 +211,10 @@ public enum EventBody: Sendable, Hashable {
             return .objectsErased(
                 reason: erased.reason, objects: objects,
                 events: erased.events.map { ErasedEvent(sequence: $0.sequence, commitment: Array($0.commitment), erasedStoredSHA256: Array($0.erasedStoredSha256)) })
+        case .primaryChanged:
+            let changed = try Healthledger_V1_PrimaryChanged(serializedBytes: Array(body))
+            guard changed.epoch > 0 else { throw LedgerFailure.corrupted("a primaryChanged event names no epoch") }
+            return .primaryChanged(epoch: changed.epoch, node: changed.node, cluster: changed.cluster)
         }
     }
 
@@ -233,6 +239,13 @@ public enum EventBody: Sendable, Hashable {
             }
         }
         return try body.serializedBytes()
+    }
+
+    /// The body of an ``EventKind/primaryChanged`` event.
+    static func encodePrimaryChange(_ term: PrimaryTerm) throws -> [UInt8] {
+        try Healthledger_V1_PrimaryChanged.with {
+            ($0.epoch, $0.node, $0.cluster) = (term.epoch, term.node, term.cluster)
+        }.serializedBytes()
     }
 
     private static func uuid(_ bytes: Data) throws -> UUID {

@@ -169,6 +169,11 @@ extension Ledger {
                 }
                 try ProjectionLayout.recordCurrent(in: txn, databases)
                 try Projector.writeCheckpoint(expectedHead, in: txn, databases)
+                if let epoch = try source.get(PrimaryTerm.epochKey, in: freshDatabases.meta) {
+                    try txn.put(epoch, forKey: PrimaryTerm.epochKey, in: databases.meta)
+                } else {
+                    _ = try txn.delete(PrimaryTerm.epochKey, in: databases.meta)
+                }
                 for (target, origin) in zip(databases.projections, freshDatabases.projections) {
                     try txn.removeAll(in: target)
                     try source.withCursor(on: origin) { cursor in
@@ -194,6 +199,11 @@ extension Ledger {
         if let checkpoint = try txn.get(Projector.checkpointKey, in: databases.meta) {
             Projector.checkpointKey.withUnsafeBytes { digest.feed($0) }
             digest.feed(checkpoint)
+        }
+        // The epoch of the last primaryChanged event, which the projector keeps in `meta`.
+        if let epoch = try txn.get(PrimaryTerm.epochKey, in: databases.meta) {
+            PrimaryTerm.epochKey.withUnsafeBytes { digest.feed($0) }
+            digest.feed(epoch)
         }
         for database in databases.projections {
             Array(database.name.utf8).withUnsafeBytes { digest.feed($0) }

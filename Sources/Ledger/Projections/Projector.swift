@@ -35,6 +35,8 @@ struct Projector {
         case attachmentRemoved(uuid: [UInt8], object: [UInt8])
         /// Objects erased: each is deleted if it is stored, and leaves an erased tombstone.
         case erased([EventBody.ErasedObject])
+        /// A cluster member became the ledger's primary under `epoch` (``PrimaryTerm``).
+        case primaryChanged(epoch: UInt64)
         /// Events that do not touch the projections, and events whose bodies were erased
         /// (an erased object never existed for the projections, but for its erasure).
         case none
@@ -124,6 +126,8 @@ struct Projector {
             return .routeLocationsAdded(route: route.bytes, chunk: chunk)
         case .objectsErased(_, let objects, _):
             return .erased(objects)
+        case .primaryChanged(let epoch, _, _):
+            return .primaryChanged(epoch: epoch)
         }
     }
 
@@ -150,6 +154,8 @@ struct Projector {
         switch change {
         case .none:
             break
+        case .primaryChanged(let epoch):
+            try txn.put(KeyEncoding.sequenceKey(epoch), forKey: PrimaryTerm.epochKey, in: databases.meta)
         case .credentialIssued(let id, let record):
             try txn.put(record, forKey: Array(id.utf8), in: databases.credentials)
         case .credentialRevoked(let id, let effectiveUs, let replacedBy):

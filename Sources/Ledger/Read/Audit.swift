@@ -197,6 +197,8 @@ struct AuditNarrator {
             return "\(samples.count) sample\(samples.count == 1 ? " was" : "s were") associated with workout \(Self.uuid(workout)) by \(who)"
         case .routeLocationsAdded(let route, let chunk):
             return "locations (part \(chunk + 1)) were added to route \(Self.uuid(route)) by \(who)"
+        case .primaryChanged(let epoch, let node, let cluster):
+            return "server \(node) of cluster \(cluster) became this ledger's primary (epoch \(epoch))"
         }
     }
 

@@ -34,6 +34,15 @@ public final class LedgerStore: Sendable {
     private let creating = Mutex<Set<String>>([])
     /// Point-in-time views, in `<directory>/views/` (see ``view(of:at:)``).
     let views: PointInTimeViews
+    private let term = PrimaryTermHolder()
+
+    /// The cluster leadership this store's ledgers are written under: set while this server
+    /// leads its cluster, nil otherwise (and outside a cluster). Each ledger records it in a
+    /// `primaryChanged` event before its first write under a new epoch.
+    public var primaryTerm: PrimaryTerm? {
+        get { term.current.withLock { $0 } }
+        set { term.current.withLock { $0 = newValue } }
+    }
 
     /// Opens (creating if needed) the store in `directory`.
     /// - Throws: ``LedgerFailure`` `failedPrecondition` when the directory is encrypted and
@@ -139,7 +148,7 @@ public final class LedgerStore: Sendable {
         return try open.withLock { open in
             if let ledger = open.use(id) { return ledger }
             let ledger = try Self.process.ledger(at: url) {
-                try Ledger(id: id, directory: url, configuration: configuration, logger: logger)
+                try Ledger(id: id, directory: url, configuration: configuration, logger: logger, term: term)
             }
             // Views were built from the log before an erasure: they go with it. The journal
             // keeps what was erased outside the ledger's backups, for restores.

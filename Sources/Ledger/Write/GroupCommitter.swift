@@ -39,6 +39,9 @@ final class GroupCommitter: Sendable {
     /// A point-in-time view's committer refuses every write.
     private let readOnly: Bool
     private let maintainsMerkleTree: Bool
+    /// The cluster leadership this server writes under, if any: recorded in the ledger
+    /// before its first write under each epoch (``PrimaryTerm``).
+    private let term: PrimaryTermHolder?
     /// The Merkle tree's frontier after the last commit, with the head it belongs to: the
     /// next transaction starting from that head need not load it.
     private let lastFrontier = Mutex<(head: LogHead, frontier: Frontier)?>(nil)
@@ -61,9 +64,10 @@ final class GroupCommitter: Sendable {
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
         changeWatchers: ChangeWatchers = ChangeWatchers(), follower: LogFollower? = nil, readOnly: Bool = false,
-        maintainsMerkleTree: Bool = true, onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
+        maintainsMerkleTree: Bool = true, term: PrimaryTermHolder? = nil, onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
     ) {
         self.maintainsMerkleTree = maintainsMerkleTree
+        self.term = term
         self.changeWatchers = changeWatchers
         self.follower = follower
         self.readOnly = readOnly
@@ -182,6 +186,8 @@ final class GroupCommitter: Sendable {
             maintainsMerkleTree: maintainsMerkleTree)
         outcome.heads = (context.head.sequence, context.head.sequence)
         if let last = lastFrontier.withLock({ $0 }), last.head == context.head { context.startFrontier = last.frontier }
+        // Outside the requests' nesting: it commits even if every request fails.
+        if let term = term?.current.withLock({ $0 }) { try context.enter(term) }
         for (index, request) in batch.enumerated() {
             if !nesting {
                 do {
@@ -212,7 +218,7 @@ final class GroupCommitter: Sendable {
                 outcome.failed[index] = error
             }
         }
-        guard outcome.failed.count < batch.count else { return }
+        guard outcome.failed.count < batch.count || context.head.sequence > outcome.heads.start else { return }
         outcome.changedTypes = context.changedTypes
         outcome.heads.end = context.head.sequence
         try context.finish()

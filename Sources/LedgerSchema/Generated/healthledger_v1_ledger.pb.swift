@@ -67,6 +67,10 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
 
   /// body: ObjectsErased. The bodies of the events it names are gone from the log.
   case objectsErased // = 21
+
+  /// body: PrimaryChanged. A cluster member (docs/PROTOCOL.md §7.19) took the lead: the first
+  /// event it appends to a ledger under a new epoch.
+  case primaryChanged // = 22
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -91,6 +95,7 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
     case 19: self = .workoutSamplesAssociated
     case 20: self = .routeLocationsAdded
     case 21: self = .objectsErased
+    case 22: self = .primaryChanged
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -113,6 +118,7 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
     case .workoutSamplesAssociated: return 19
     case .routeLocationsAdded: return 20
     case .objectsErased: return 21
+    case .primaryChanged: return 22
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -135,6 +141,7 @@ public nonisolated enum Healthledger_V1_EventKind: SwiftProtobuf.Enum, Swift.Cas
     .workoutSamplesAssociated,
     .routeLocationsAdded,
     .objectsErased,
+    .primaryChanged,
   ]
 
 }
@@ -804,12 +811,32 @@ public nonisolated struct Healthledger_V1_ObjectsErased: Sendable {
   public init() {}
 }
 
+/// A cluster member became the ledger's primary under a new fencing epoch (the creation
+/// revision of the cluster's leader key on etcd). It precedes that member's first write to the
+/// ledger under the epoch, in the same commit; epochs only grow along a log.
+public nonisolated struct Healthledger_V1_PrimaryChanged: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var epoch: UInt64 = 0
+
+  /// The member's name (--node-id) and its cluster's (--cluster).
+  public var node: String = String()
+
+  public var cluster: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "healthledger.v1"
 
 nonisolated extension Healthledger_V1_EventKind: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_UNSPECIFIED\0\u{1}EVENT_KIND_LEDGER_CREATED\0\u{1}EVENT_KIND_OBJECT_SAVED\0\u{1}EVENT_KIND_OBJECT_DELETED\0\u{2}\u{7}EVENT_KIND_AUTHORIZATION_REQUESTED\0\u{1}EVENT_KIND_AUTHORIZATION_DECIDED\0\u{1}EVENT_KIND_OBJECT_READ_SELECTION_CHANGED\0\u{1}EVENT_KIND_SOURCE_PRIORITY_CHANGED\0\u{1}EVENT_KIND_CHARACTERISTIC_SET\0\u{1}EVENT_KIND_CREDENTIAL_ISSUED\0\u{1}EVENT_KIND_CREDENTIAL_REVOKED\0\u{1}EVENT_KIND_ATTACHMENT_ADDED\0\u{1}EVENT_KIND_ATTACHMENT_REMOVED\0\u{1}EVENT_KIND_WORKOUT_SAMPLES_ASSOCIATED\0\u{1}EVENT_KIND_ROUTE_LOCATIONS_ADDED\0\u{1}EVENT_KIND_OBJECTS_ERASED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0EVENT_KIND_UNSPECIFIED\0\u{1}EVENT_KIND_LEDGER_CREATED\0\u{1}EVENT_KIND_OBJECT_SAVED\0\u{1}EVENT_KIND_OBJECT_DELETED\0\u{2}\u{7}EVENT_KIND_AUTHORIZATION_REQUESTED\0\u{1}EVENT_KIND_AUTHORIZATION_DECIDED\0\u{1}EVENT_KIND_OBJECT_READ_SELECTION_CHANGED\0\u{1}EVENT_KIND_SOURCE_PRIORITY_CHANGED\0\u{1}EVENT_KIND_CHARACTERISTIC_SET\0\u{1}EVENT_KIND_CREDENTIAL_ISSUED\0\u{1}EVENT_KIND_CREDENTIAL_REVOKED\0\u{1}EVENT_KIND_ATTACHMENT_ADDED\0\u{1}EVENT_KIND_ATTACHMENT_REMOVED\0\u{1}EVENT_KIND_WORKOUT_SAMPLES_ASSOCIATED\0\u{1}EVENT_KIND_ROUTE_LOCATIONS_ADDED\0\u{1}EVENT_KIND_OBJECTS_ERASED\0\u{1}EVENT_KIND_PRIMARY_CHANGED\0")
 }
 
 nonisolated extension Healthledger_V1_AuthorizationDirection: SwiftProtobuf._ProtoNameProviding {
@@ -1644,6 +1671,46 @@ nonisolated extension Healthledger_V1_ObjectsErased.ErasedEvent: SwiftProtobuf.M
     if lhs.sequence != rhs.sequence {return false}
     if lhs.commitment != rhs.commitment {return false}
     if lhs.erasedStoredSha256 != rhs.erasedStoredSha256 {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_PrimaryChanged: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PrimaryChanged"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}epoch\0\u{1}node\0\u{1}cluster\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.node) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.cluster) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 1)
+    }
+    if !self.node.isEmpty {
+      try visitor.visitSingularStringField(value: self.node, fieldNumber: 2)
+    }
+    if !self.cluster.isEmpty {
+      try visitor.visitSingularStringField(value: self.cluster, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_PrimaryChanged, rhs: Healthledger_V1_PrimaryChanged) -> Bool {
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.node != rhs.node {return false}
+    if lhs.cluster != rhs.cluster {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

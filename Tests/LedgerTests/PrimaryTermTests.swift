@@ -1,0 +1,85 @@
+import Foundation
+import HealthModel
+import Ledger
+import Testing
+
+@Suite("A cluster leader's term in the hash chain")
+struct PrimaryTermTests {
+    /// The kinds of the ledger's events after `sequence`, in order.
+    static func kinds(_ ledger: Ledger, after sequence: UInt64) throws -> [EventKind] {
+        try ledger.events(from: sequence + 1, limit: 1_000).map(\.kind)
+    }
+
+    @Test("the first write under each epoch is preceded by a primaryChanged event, once, and survives closing the ledger")
+    func firstWriteRecordsTheEpoch() async throws {
+        let temporary = try TemporaryStore()
+        do {
+            let store = temporary.ledgerStore
+            let ledger = try store.createLedger(id: "alice")
+            _ = try await ledger.save([Fixtures.heartRate(60, at: 0)], by: .owner)
+            let head = try ledger.head().sequence
+            #expect(try Self.kinds(ledger, after: 0) == [.ledgerCreated, .objectSaved], "outside a cluster, nothing is recorded")
+
+            store.primaryTerm = PrimaryTerm(epoch: 10, node: "n1", cluster: "care")
+            _ = try await ledger.save([Fixtures.heartRate(61, at: 1)], by: .owner)
+            _ = try await ledger.save([Fixtures.heartRate(62, at: 2)], by: .owner)
+            #expect(try Self.kinds(ledger, after: head) == [.primaryChanged, .objectSaved, .objectSaved])
+            let changed = try #require(try ledger.events(from: head + 1, limit: 1).first)
+            #expect(changed.actor == .system)
+            #expect(try changed.decodedBody() == .primaryChanged(epoch: 10, node: "n1", cluster: "care"))
+            let page = try ledger.audit(AuditFilter(kinds: [.primaryChanged]), as: .owner)
+            #expect(page.events.map(\.sentence) == ["server n1 of cluster care became this ledger's primary (epoch 10)"])
+        }
+
+        // Closed and opened again under the same epoch: nothing new to record.
+        temporary.close()
+        let reopened = try temporary.reopen()
+        reopened.primaryTerm = PrimaryTerm(epoch: 10, node: "n1", cluster: "care")
+        let ledger = try reopened.ledger("alice")
+        var head = try ledger.head().sequence
+        _ = try await ledger.save([Fixtures.heartRate(63, at: 3)], by: .owner)
+        #expect(try Self.kinds(ledger, after: head) == [.objectSaved])
+
+        // A later epoch is recorded; a refused write under it records nothing.
+        reopened.primaryTerm = PrimaryTerm(epoch: 12, node: "n2", cluster: "care")
+        let duplicate = Fixtures.heartRate(64, at: 4)
+        _ = try await ledger.save([duplicate], by: .owner)
+        head = try ledger.head().sequence
+        reopened.primaryTerm = PrimaryTerm(epoch: 14, node: "n3", cluster: "care")
+        await #expect(throws: (any Error).self) { try await ledger.save([duplicate], by: .owner) }
+        #expect(try ledger.head().sequence == head)
+
+        // An earlier epoch than the ledger records: a leader whose time is over writes nothing.
+        reopened.primaryTerm = PrimaryTerm(epoch: 11, node: "n1", cluster: "care")
+        let refusal = await #expect(throws: LedgerFailure.self) { try await ledger.save([Fixtures.heartRate(65, at: 5)], by: .owner) }
+        #expect(refusal?.kind == .failedPrecondition)
+        #expect(refusal?.message.contains("written under cluster epoch 12, later than this server's 11") == true, "\(String(describing: refusal))")
+        #expect(try ledger.head().sequence == head)
+
+        let terms = try ledger.events(from: 1, limit: 1_000).filter { $0.kind == .primaryChanged }.map { try $0.decodedBody() }
+        #expect(terms == [.primaryChanged(epoch: 10, node: "n1", cluster: "care"), .primaryChanged(epoch: 12, node: "n2", cluster: "care")])
+        #expect(try ledger.verify().isValid)
+        #expect(try ledger.replay().identical)
+    }
+
+    @Test("a discarded tail takes its primaryChanged event with it: the next write under that epoch records it again")
+    func discardedTailForgetsItsEpoch() async throws {
+        let temporary = try TemporaryStore()
+        let store = temporary.ledgerStore
+        let ledger = try store.createLedger(id: "bob")
+        _ = try await ledger.save([Fixtures.heartRate(60, at: 0)], by: .owner)
+        let shared = try ledger.head().sequence
+        store.primaryTerm = PrimaryTerm(epoch: 5, node: "n1", cluster: "care")
+        _ = try await ledger.save([Fixtures.heartRate(61, at: 1)], by: .owner)
+        let digestWithTerm = try ledger.projectionDigest()
+
+        let (kept, removed) = try await ledger.discardTail(after: shared)
+        #expect(kept == shared)
+        #expect(removed.map(\.kind) == [.primaryChanged, .objectSaved])
+        #expect(try ledger.projectionDigest() != digestWithTerm)
+        _ = try await ledger.save([Fixtures.heartRate(62, at: 2)], by: .owner)
+        #expect(try Self.kinds(ledger, after: shared) == [.primaryChanged, .objectSaved])
+        #expect(try ledger.replay().identical)
+        #expect(try ledger.verify().isValid)
+    }
+}
