@@ -35,6 +35,15 @@ struct CClientInteropTests {
             let refused = try await Self.run(client, ["127.0.0.1", "\(server.port)", "hl1:alice:0000000000000000:wrong"])
             #expect(refused.status != 0)
             #expect(refused.error.contains("status 16"))
+
+            // Bad addresses are named; one address alone that cannot be reached is not waited for.
+            let malformed = try await Self.run(client, ["nowhere,127.0.0.1:\(server.port)", server.appCredential])
+            #expect(malformed.status == 1 && malformed.error.contains("'nowhere' is not HOST:PORT"), "\(malformed.error)")
+            let closed = try await Self.run(client, ["127.0.0.1", "\(try EtcdMembers.unusedPort())", server.appCredential])
+            #expect(closed.status == 1 && closed.error.contains("cannot connect to 127.0.0.1:"), "\(closed.error)")
+            // With several, the first that answers serves.
+            let seeds = try await Self.run(client, ["127.0.0.1:\(try EtcdMembers.unusedPort()),127.0.0.1:\(server.port)", server.appCredential])
+            #expect(seeds.status == 0 && seeds.error.contains("cannot connect"), "\(seeds.output)\n\(seeds.error)")
         }
     }
 }

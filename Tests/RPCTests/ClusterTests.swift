@@ -28,6 +28,10 @@ struct ClusterTests {
             operatorCredential = try store.issueOperatorCredential(label: "cluster")
             try operatorCredential.write(to: credentialFile, atomically: true, encoding: .utf8)
         }
+        let build = try await runProcess(
+            URL(filePath: "/bin/bash"), [CClientInteropTests.root.appending(path: "tools/c-client/build.sh").path])
+        try #require(build.status == 0, "the C client's build.sh failed: \(build.error)")
+        let cClient = URL(filePath: try #require(build.output.split(separator: "\n").last.map(String.init)))
         let nodes = ClusterNodes(base: base, etcd: etcd.endpoints, credentialFile: credentialFile)
         defer { nodes.stopAll() }
         for node in 1...3 { try await nodes.start(node) }
@@ -38,7 +42,18 @@ struct ClusterTests {
         let admin = HealthStore(configuration: nodes.client(credential: operatorCredential, preferring: follower))
         #expect(try await admin.createLedger(id: "alice") == "alice")
         let owner = try await admin.issueCredential(ledger: "alice", for: .owner)
+        #expect(try await admin.createLedger(id: "bob") == "bob")
+        let bob = try await admin.issueCredential(ledger: "bob", for: .owner)
         await admin.close()
+
+        // The C client, given a dead address and a follower: the follower serves its reads
+        // and sends its save to the leader.
+        try await nodes.waitUntilAccepting(bob, on: follower)
+        let seeds = "127.0.0.1:\(try EtcdMembers.unusedPort()),127.0.0.1:\(nodes.port(of: follower))"
+        let followed = try await runProcess(cClient, [seeds, bob])
+        #expect(followed.status == 0, "\(followed.output)\n\(followed.error)")
+        #expect(followed.error.contains("does not lead; sending it to the primary 127.0.0.1:\(nodes.port(of: first))"), "\(followed.error)")
+        #expect(followed.output.contains("ping: ledger bob as owner") && followed.output.contains("including the saved one: yes"), "\(followed.output)")
 
         // A writer with every member as a seed, saving one sample after another.
         let writer = HealthStore(configuration: nodes.client(credential: owner, preferring: first))
@@ -58,10 +73,16 @@ struct ClusterTests {
         #expect(shown.output.contains("leader  n\(first) at 127.0.0.1:\(nodes.port(of: first))"), "\(shown.output)")
         #expect(shown.output.contains("standby n\(standby)") && shown.output.contains("  alice\thead "), "\(shown.output)")
 
-        // kill -9 of the leader mid-stream: the standby takes over, the writer carries on.
+        // kill -9 of the leader mid-stream: the standby takes over, the writer carries on, and
+        // so does the C client started at that moment with the dead leader first.
+        let everyone = ([first] + [1, 2, 3].filter { $0 != first }).map { "127.0.0.1:\(nodes.port(of: $0))" }.joined(separator: ",")
         nodes.kill(first)
+        async let failedOver = runProcess(cClient, [everyone, bob])
         let atKill = saves.acknowledged.count
         try await saves.until(count: atKill + 20)
+        let cRun = try await failedOver
+        #expect(cRun.status == 0, "\(cRun.output)\n\(cRun.error)")
+        #expect(cRun.output.contains("changes: 2 added, 0 deleted, the saved one added: yes"), "\(cRun.output)")
         let second = try await nodes.leader(among: Set([1, 2, 3]).subtracting([first]))
         #expect(second == standby)
         // The new leader's tree head extends the one signed before (the SDK checks the proof).
@@ -303,6 +324,19 @@ final class ClusterNodes: Sendable {
         let reader = HealthStore(configuration: .init(port: port(of: node), credential: credential, timeout: .seconds(60)))
         defer { Task { await reader.close() } }
         return try await reader.audit(AuditFilter(kinds: [.primaryChanged])).reduce(into: [String]()) { $0 += $1.events.map(\.sentence) }
+    }
+
+    /// Returns once `node` accepts `credential` (a follower learns of it by replication; a
+    /// guard of two minutes).
+    func waitUntilAccepting(_ credential: String, on node: Int) async throws {
+        let store = HealthStore(configuration: .init(port: port(of: node), credential: credential, timeout: .seconds(60)))
+        defer { Task { await store.close() } }
+        for _ in 0..<2_400 {
+            if (try? await store.ping()) != nil { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("n\(node) never accepted the credential")
+        throw CancellationError()
     }
 
     /// The samples `node` holds, read there (a follower serves reads).

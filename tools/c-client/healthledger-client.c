@@ -2,6 +2,7 @@
  * healthledger-client — the reference C client of the HealthLedger RPC protocol (v1).
  *
  * Usage: healthledger-client HOST PORT CREDENTIAL
+ *        healthledger-client HOST:PORT[,HOST:PORT...] CREDENTIAL
  *
  * Over one TCP connection it calls healthledger.v1.Ledger/Ping, saves one heart-rate
  * sample with healthledger.v1.Ledger/Save, reads the heart-rate samples back with
@@ -9,6 +10,13 @@
  * healthledger.v1.Ledger/QueryChanges: from the beginning (the saved sample is among the
  * added objects), then from the opaque anchor it returned (nothing new). See
  * docs/PROTOCOL.md.
+ *
+ * With several addresses (the members of a cluster, docs/PROTOCOL.md §7.18-§7.19) it starts
+ * with the first that answers and carries on by itself: a write refused with a primary
+ * named (CallStatus.primary) goes there; a server that cannot be reached, or answers
+ * UNAVAILABLE, is set aside for the next address, for up to FAILOVER_PATIENCE_SECONDS; a
+ * save sent again after an unknown outcome that is then refused ALREADY_EXISTS was saved
+ * (its UUID makes resending safe). Calls that delivered part of a stream are not retried.
  *
  * Wire format: every frame is 1 flags byte (0), a 4-byte big-endian length, and a
  * serialized healthledger.v1.Frame of that length.
@@ -49,6 +57,16 @@ enum {
     IO_TIMEOUT_SECONDS = 30,     /* a send or receive that stalls this long fails */
     UUID_SIZE = 16,
     UUID_STRING_SIZE = 37,       /* 8-4-4-4-12 hex digits plus the terminator */
+    FAILOVER_PATIENCE_SECONDS = 30, /* how long a call keeps trying other servers */
+    RETRY_PAUSE_MS = 200,        /* the pause after every address failed once */
+    MAX_ADDRESSES = 16,
+    ADDRESS_SIZE = 256,
+};
+
+enum {
+    STATUS_ALREADY_EXISTS = 6,
+    STATUS_FAILED_PRECONDITION = 9,
+    STATUS_UNAVAILABLE = 14,
 };
 
 enum {
@@ -65,6 +83,25 @@ typedef struct {
     int fd;
     bool going_away; /* the server sent go_away: open no new calls */
 } Connection;
+
+/* How a call ended: its status (or CALL_LOCAL_FAILURE) and what the status said. */
+typedef struct {
+    int code;
+    char message[512];
+    char primary[ADDRESS_SIZE]; /* CallStatus.primary: where to send a refused write */
+    bool unprocessed;           /* CallStatus.unprocessed: the server did nothing with it */
+    size_t messages;            /* response messages delivered to the handler */
+    const char *lost;           /* why the connection failed or closed before the status, or NULL */
+} CallResult;
+
+/* The servers a client may use, and its connection to one of them. */
+typedef struct {
+    char addresses[MAX_ADDRESSES][ADDRESS_SIZE]; /* HOST:PORT; a primary named is added */
+    size_t count;
+    size_t current;     /* the address `conn` is connected to, or is tried next */
+    Connection conn;    /* fd -1: not connected */
+    uint64_t next_call; /* call ids increase over the client's life */
+} Client;
 
 /* Receives one response message of a call; returns false if it cannot be used. */
 typedef bool (*MessageHandler)(const ProtobufCBinaryData *message, void *context);
@@ -95,15 +132,15 @@ static const char *disposition_name(Healthledger__V1__SaveOutcome__Disposition d
 
 /* ---- sockets and frames ------------------------------------------------------------ */
 
-/* Connects to host:port over TCP; returns the socket or -1 (after printing why). */
-static int connect_to(const char *host, const char *port) {
+/* Connects to host:port over TCP; returns the socket, or -1 with the reason in `why`. */
+static int connect_to(const char *host, const char *port, char *why, size_t why_size) {
     struct addrinfo hints = {0};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     struct addrinfo *addresses = NULL;
     int rc = getaddrinfo(host, port, &hints, &addresses);
     if (rc != 0) {
-        fprintf(stderr, "error: cannot resolve %s:%s: %s\n", host, port, gai_strerror(rc));
+        snprintf(why, why_size, "cannot resolve %s:%s: %s", host, port, gai_strerror(rc));
         return -1;
     }
     int fd = -1;
@@ -121,7 +158,7 @@ static int connect_to(const char *host, const char *port) {
     }
     freeaddrinfo(addresses);
     if (fd < 0) {
-        fprintf(stderr, "error: cannot connect to %s:%s: %s\n", host, port, strerror(last_errno));
+        snprintf(why, why_size, "cannot connect to %s:%s: %s", host, port, strerror(last_errno));
         return -1;
     }
     /* Never wait forever on a silent server. */
@@ -262,9 +299,11 @@ static void handle_connection_frame(Connection *conn, const Healthledger__V1__Fr
  */
 static int run_call(Connection *conn, uint64_t call_id, const char *method, const char *credential,
                     const ProtobufCMessage *request, bool streaming,
-                    MessageHandler on_message, void *context) {
+                    MessageHandler on_message, void *context, CallResult *result) {
+    memset(result, 0, sizeof *result);
+    result->code = CALL_LOCAL_FAILURE;
     if (conn->going_away) {
-        fprintf(stderr, "error: %s: the server is going away; not opening the call\n", method);
+        result->lost = "the server is going away";
         return CALL_LOCAL_FAILURE;
     }
 
@@ -290,7 +329,10 @@ static int run_call(Connection *conn, uint64_t call_id, const char *method, cons
     frame.request = &call_request;
     bool sent = send_frame(conn, &frame);
     free(payload);
-    if (!sent) return CALL_LOCAL_FAILURE;
+    if (!sent) {
+        result->lost = "the request could not be sent";
+        return CALL_LOCAL_FAILURE;
+    }
 
     /* Read until this call's status. Messages that cannot be used mark the call failed,
      * but reading goes on so the connection stays in step. */
@@ -298,7 +340,7 @@ static int run_call(Connection *conn, uint64_t call_id, const char *method, cons
     for (;;) {
         Healthledger__V1__Frame *in = read_frame(conn);
         if (in == NULL) {
-            fprintf(stderr, "error: %s: the call ended without a status\n", method);
+            result->lost = "the call ended without a status";
             return CALL_LOCAL_FAILURE;
         }
         if (in->call_id == 0) {
@@ -306,6 +348,7 @@ static int run_call(Connection *conn, uint64_t call_id, const char *method, cons
         } else if (in->call_id != call_id) {
             /* A frame of another (finished) call: ignore it. */
         } else if (in->kind_case == HEALTHLEDGER__V1__FRAME__KIND_MESSAGE) {
+            result->messages++;
             if (messages_ok && !on_message(&in->message, context)) messages_ok = false;
             if (streaming) {
                 Healthledger__V1__WindowUpdate update = HEALTHLEDGER__V1__WINDOW_UPDATE__INIT;
@@ -316,19 +359,177 @@ static int run_call(Connection *conn, uint64_t call_id, const char *method, cons
                 grant.window_update = &update;
                 if (!send_frame(conn, &grant)) {
                     healthledger__v1__frame__free_unpacked(in, NULL);
+                    result->lost = "a window update could not be sent";
                     return CALL_LOCAL_FAILURE;
                 }
             }
         } else if (in->kind_case == HEALTHLEDGER__V1__FRAME__KIND_STATUS) {
             int code = (int)in->status->code;
-            if (code != 0) {
-                fprintf(stderr, "error: %s: status %d: %s\n", method, code, in->status->message);
-            }
+            snprintf(result->message, sizeof result->message, "%s", in->status->message);
+            snprintf(result->primary, sizeof result->primary, "%s", in->status->primary);
+            result->unprocessed = in->status->unprocessed;
             healthledger__v1__frame__free_unpacked(in, NULL);
-            if (code == 0 && !messages_ok) return CALL_LOCAL_FAILURE;
+            if (code == 0 && !messages_ok) {
+                snprintf(result->message, sizeof result->message, "a response message could not be used");
+                code = CALL_LOCAL_FAILURE;
+            }
+            result->code = code;
             return code;
         }
         healthledger__v1__frame__free_unpacked(in, NULL);
+    }
+}
+
+/* ---- several servers: following the primary, carrying on past a failover ----------- */
+
+/* Connects `conn` to "HOST:PORT" ("[V6]:PORT" for an IPv6 address); false, with the reason
+ * in `why`, on failure. */
+static bool connect_address(Connection *conn, const char *address, char *why, size_t why_size) {
+    const char *colon = strrchr(address, ':');
+    if (colon == NULL || colon == address || colon[1] == '\0') {
+        snprintf(why, why_size, "'%s' is not HOST:PORT", address);
+        return false;
+    }
+    const char *host_start = address;
+    size_t length = (size_t)(colon - address);
+    if (address[0] == '[' && length >= 2 && address[length - 1] == ']') {
+        host_start++;
+        length -= 2;
+    }
+    char host[ADDRESS_SIZE];
+    if (length == 0 || length >= sizeof host) {
+        snprintf(why, why_size, "'%s' is not HOST:PORT", address);
+        return false;
+    }
+    memcpy(host, host_start, length);
+    host[length] = '\0';
+    conn->fd = connect_to(host, colon + 1, why, why_size);
+    conn->going_away = false;
+    return conn->fd >= 0;
+}
+
+static void disconnect(Client *client) {
+    if (client->conn.fd >= 0) close(client->conn.fd);
+    client->conn.fd = -1;
+}
+
+/* Adds `address` to the client's list; false (printed) when it is not HOST:PORT or the list is full. */
+static bool add_address(Client *client, const char *address, size_t length) {
+    if (length == 0 || length >= ADDRESS_SIZE || memchr(address, ':', length) == NULL) {
+        fprintf(stderr, "error: '%.*s' is not HOST:PORT\n", (int)length, address);
+        return false;
+    }
+    if (client->count == MAX_ADDRESSES) {
+        fprintf(stderr, "error: more than %d server addresses\n", MAX_ADDRESSES);
+        return false;
+    }
+    memcpy(client->addresses[client->count], address, length);
+    client->addresses[client->count][length] = '\0';
+    client->count++;
+    return true;
+}
+
+/* The index of `address` in the client's list, added when absent; -1 when it cannot be. */
+static int address_index(Client *client, const char *address) {
+    for (size_t i = 0; i < client->count; i++) {
+        if (strcmp(client->addresses[i], address) == 0) return (int)i;
+    }
+    return add_address(client, address, strlen(address)) ? (int)client->count - 1 : -1;
+}
+
+static int64_t monotonic_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+static void pause_ms(int milliseconds) {
+    struct timespec pause = {.tv_sec = milliseconds / 1000, .tv_nsec = (long)(milliseconds % 1000) * 1000000};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {}
+}
+
+/*
+ * Runs a call on one of the client's servers, the one it used last first. A write refused
+ * with a primary named goes to that primary; a server that cannot be reached, loses the
+ * connection or answers UNAVAILABLE is set aside for the next address, pausing
+ * RETRY_PAUSE_MS whenever every address failed, for up to FAILOVER_PATIENCE_SECONDS (with
+ * one address alone, a failure is final: no other server could take over). A
+ * stream that delivered a message is not sent again. `is_save`: an ALREADY_EXISTS after an
+ * attempt whose outcome is unknown means the save was done (its UUIDs make it safe to send
+ * again). Returns 0, the last status code, or CALL_LOCAL_FAILURE (printed).
+ */
+static int client_call(Client *client, const char *method, const char *credential,
+                       const ProtobufCMessage *request, bool streaming, bool is_save,
+                       MessageHandler on_message, void *context) {
+    int64_t deadline = monotonic_ms() + FAILOVER_PATIENCE_SECONDS * 1000;
+    bool outcome_unknown = false;
+    /* The addresses that failed since the last pause, a bit each: not sent to again before it. */
+    uint32_t failed = 0;
+    for (;;) {
+        const char *address = client->addresses[client->current];
+        CallResult result;
+        if (client->conn.fd < 0) {
+            memset(&result, 0, sizeof result);
+            if (!connect_address(&client->conn, address, result.message, sizeof result.message)) {
+                result.code = CALL_LOCAL_FAILURE;
+                result.lost = result.message;
+            }
+        }
+        if (client->conn.fd >= 0) {
+            run_call(&client->conn, ++client->next_call, method, credential, request, streaming,
+                     on_message, context, &result);
+            if (result.lost != NULL) snprintf(result.message, sizeof result.message, "%s: %s", address, result.lost);
+        }
+        if (result.code == 0) return 0;
+        if (result.code == STATUS_ALREADY_EXISTS && is_save && outcome_unknown) {
+            printf("saved (by an earlier attempt, whose answer was lost)\n");
+            return 0;
+        }
+        bool resendable = result.messages == 0;
+        bool time_left = monotonic_ms() < deadline;
+        /* One server alone is not waited for: there is no other to take over. */
+        bool others = client->count > 1;
+        /* The primary a server names just failed (it may know no better yet): the next address. */
+        bool primary_failed = false;
+        if (result.code == STATUS_FAILED_PRECONDITION && result.primary[0] != '\0' && resendable && time_left) {
+            int primary = address_index(client, result.primary);
+            if (primary >= 0 && (failed & (1u << primary)) != 0) {
+                primary_failed = true;
+            } else if (primary >= 0 && (size_t)primary != client->current) {
+                fprintf(stderr, "note: %s: %s does not lead; sending it to the primary %s\n", method, address,
+                        result.primary);
+                disconnect(client);
+                client->current = (size_t)primary;
+                continue;
+            }
+        }
+        if (resendable && time_left && others && (result.lost != NULL || result.code == STATUS_UNAVAILABLE || primary_failed)) {
+            /* A write the server did not say it left undone may have been done. */
+            if (!result.unprocessed) outcome_unknown = true;
+            disconnect(client);
+            failed |= 1u << client->current;
+            client->current = (client->current + 1) % client->count;
+            if (result.code == CALL_LOCAL_FAILURE) {
+                fprintf(stderr, "note: %s: %s; trying %s\n", method, result.message, client->addresses[client->current]);
+            } else if (primary_failed) {
+                fprintf(stderr, "note: %s: %s names the primary %s, which just failed; trying %s\n", method, address,
+                        result.primary, client->addresses[client->current]);
+            } else {
+                fprintf(stderr, "note: %s: %s: status %d: %s; trying %s\n", method, address, result.code, result.message,
+                        client->addresses[client->current]);
+            }
+            if (failed == (1u << client->count) - 1) {
+                failed = 0;
+                pause_ms(RETRY_PAUSE_MS);
+            }
+            continue;
+        }
+        if (result.code == CALL_LOCAL_FAILURE) {
+            fprintf(stderr, "error: %s: %s\n", method, result.message);
+        } else {
+            fprintf(stderr, "error: %s: status %d: %s\n", method, result.code, result.message);
+        }
+        return result.code;
     }
 }
 
@@ -473,14 +674,14 @@ static int exit_status_of(int call_result) {
     return call_result == CALL_LOCAL_FAILURE ? EXIT_LOCAL_ERROR : EXIT_CALL_FAILED;
 }
 
-/* Runs the calls over `conn`; returns the exit status. */
-static int run(Connection *conn, const char *credential) {
+/* Runs the calls on the client's servers; returns the exit status. */
+static int run(Client *client, const char *credential) {
     int status;
 
     /* 1. Ping */
     Healthledger__V1__PingRequest ping = HEALTHLEDGER__V1__PING_REQUEST__INIT;
-    status = exit_status_of(run_call(conn, 1, METHOD_PING, credential, &ping.base, false,
-                                     on_ping_response, NULL));
+    status = exit_status_of(client_call(client, METHOD_PING, credential, &ping.base, false, false,
+                                        on_ping_response, NULL));
     if (status >= 0) return status;
 
     /* 2. Save one heart-rate sample. */
@@ -511,8 +712,8 @@ static int run(Connection *conn, const char *credential) {
     Healthledger__V1__SaveRequest save = HEALTHLEDGER__V1__SAVE_REQUEST__INIT;
     save.n_objects = 1;
     save.objects = objects;
-    status = exit_status_of(run_call(conn, 2, METHOD_SAVE, credential, &save.base, false,
-                                     on_save_response, NULL));
+    status = exit_status_of(client_call(client, METHOD_SAVE, credential, &save.base, false, true,
+                                        on_save_response, NULL));
     if (status >= 0) return status;
 
     /* 3. Query all heart-rate samples, oldest first (no range, no limit). */
@@ -521,8 +722,8 @@ static int run(Connection *conn, const char *credential) {
     query.limit = 0;
     query.sort = HEALTHLEDGER__V1__SAMPLE_QUERY_REQUEST__SORT__SORT_START_ASCENDING;
     QueryState state = {.wanted_uuid = uuid, .count = 0, .found = false};
-    status = exit_status_of(run_call(conn, 3, METHOD_QUERY_SAMPLES, credential, &query.base, true,
-                                     on_sample_batch, &state));
+    status = exit_status_of(client_call(client, METHOD_QUERY_SAMPLES, credential, &query.base, true, false,
+                                        on_sample_batch, &state));
     if (status >= 0) return status;
 
     printf("found %zu samples, including the saved one: %s\n", state.count, state.found ? "yes" : "no");
@@ -532,8 +733,8 @@ static int run(Connection *conn, const char *credential) {
     Healthledger__V1__ChangeQueryRequest changes = HEALTHLEDGER__V1__CHANGE_QUERY_REQUEST__INIT;
     changes.type = HEART_RATE_TYPE;
     ChangesState first = {.wanted_uuid = uuid};
-    status = exit_status_of(run_call(conn, 4, METHOD_QUERY_CHANGES, credential, &changes.base, true,
-                                     on_change_batch, &first));
+    status = exit_status_of(client_call(client, METHOD_QUERY_CHANGES, credential, &changes.base, true, false,
+                                        on_change_batch, &first));
     if (status >= 0) {
         free(first.anchor);
         return status;
@@ -543,8 +744,8 @@ static int run(Connection *conn, const char *credential) {
     changes.anchor.data = first.anchor;
     changes.anchor.len = first.anchor_len;
     ChangesState next = {.wanted_uuid = uuid};
-    status = exit_status_of(run_call(conn, 5, METHOD_QUERY_CHANGES, credential, &changes.base, true,
-                                     on_change_batch, &next));
+    status = exit_status_of(client_call(client, METHOD_QUERY_CHANGES, credential, &changes.base, true, false,
+                                        on_change_batch, &next));
     free(first.anchor);
     free(next.anchor);
     if (status >= 0) return status;
@@ -554,14 +755,30 @@ static int run(Connection *conn, const char *credential) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s HOST PORT CREDENTIAL\n", argc > 0 ? argv[0] : "healthledger-client");
+    if (argc != 3 && argc != 4) {
+        const char *name = argc > 0 ? argv[0] : "healthledger-client";
+        fprintf(stderr, "usage: %s HOST PORT CREDENTIAL\n       %s HOST:PORT[,HOST:PORT...] CREDENTIAL\n", name, name);
         return EXIT_LOCAL_ERROR;
     }
-    Connection conn = {.fd = connect_to(argv[1], argv[2]), .going_away = false};
-    if (conn.fd < 0) return EXIT_LOCAL_ERROR;
-    int status = run(&conn, argv[3]);
-    close(conn.fd);
+    static Client client = {.conn = {.fd = -1}};
+    if (argc == 4) {
+        char address[ADDRESS_SIZE];
+        /* An IPv6 address goes in brackets, so that its last colon is the port's. */
+        const char *format = strchr(argv[1], ':') != NULL ? "[%s]:%s" : "%s:%s";
+        int length = snprintf(address, sizeof address, format, argv[1], argv[2]);
+        if (length < 0 || (size_t)length >= sizeof address || !add_address(&client, address, (size_t)length)) return EXIT_LOCAL_ERROR;
+    } else {
+        for (const char *start = argv[1];;) {
+            const char *comma = strchr(start, ',');
+            size_t length = comma != NULL ? (size_t)(comma - start) : strlen(start);
+            if (!add_address(&client, start, length)) return EXIT_LOCAL_ERROR;
+            if (comma == NULL) break;
+            start = comma + 1;
+        }
+    }
+    const char *credential = argv[argc - 1];
+    int status = run(&client, credential);
+    disconnect(&client);
     fflush(stdout);
     return status;
 }
