@@ -61,16 +61,18 @@ public final class ClusterMember: Service, Sendable {
 
     /// How often the member reads the leader from etcd (and a leader its followers).
     static let tick = Duration.milliseconds(300)
-    /// Events a follower may be behind on each ledger for the leader to start making it its standby.
+    /// Changes (``LedgerChanges``) a follower may not have applied yet for the leader to start
+    /// making it its standby.
     static let standbyLag: UInt64 = 1_000
 
     private struct State {
         var lease: (id: Int64, seconds: Int64)?
         var lastRenewal: ContinuousClock.Instant?
         var following: Following?
-        /// The standby named on etcd, and one being made it with the heads it must reach.
+        /// The standby named on etcd, and one being made it with the position of the store's
+        /// changes it must have applied.
         var standby: String?
-        var pending: (node: String, heads: [String: UInt64])?
+        var pending: (node: String, position: UInt64)?
         var lastFailure: String?
         var joined = false
     }
@@ -237,7 +239,9 @@ public final class ClusterMember: Service, Sendable {
         await stopFollowing()
         // What followers acknowledged to an earlier leadership of this member says nothing
         // of the log it leads now (their tails may have been discarded since).
-        for id in try store.ledgerIDs() { try store.ledger(id).followers.forgetAll() }
+        // (A ledger opened later starts with no followers' word.)
+        for ledger in store.openLedgers { ledger.followers.forgetAll() }
+        store.watchers.forgetAll()
         let sync = try JSONEncoder().encode(SyncValue(leader: configuration.node, standby: nil))
         guard try await etcd.put(syncKey, sync, whileCreatedAt: Int64(epoch), guardKey: leaderKey) else {
             throw ClusterFailure("lost the leader key before taking the lead")
@@ -276,45 +280,42 @@ public final class ClusterMember: Service, Sendable {
     }
 
     /// The leader's care of its synchronous standby: drops one that left (on etcd first),
-    /// and makes a connected follower that is nearly caught up its new one (its writes wait
-    /// for it first, then it is named on etcd once it has the heads of that moment).
+    /// and makes a follower that watches its ledgers and has applied nearly every change its
+    /// new one (its writes wait for it first, then it is named on etcd once it has applied
+    /// every change of that moment). It reads only what followers said: no ledger is opened.
     private func tendStandby(epoch: Int64, members: Set<String>) async throws {
-        let window = configuration.followerWindow
-        let ledgers = try store.ledgerIDs().map { try store.ledger($0) }
-        let connected = Set(ledgers.flatMap { $0.followers.connected(within: window).map(\.follower) })
+        let present = store.watchers.present(within: configuration.followerWindow)
         let (standby, pending) = state.withLock { ($0.standby, $0.pending) }
-        if let standby, !connected.contains(standby) {
+        if let standby, !present.contains(standby) {
             try await nameStandby(nil, epoch: epoch)
             role.awaitedFollowers.remove(standby)
             logger.warning("the synchronous standby left: writes are answered after the leader's own commit until another catches up", metadata: ["standby": "\(standby)"])
             return
         }
+        let life = store.changes.life
+        func applied(by node: String) -> UInt64? {
+            store.watchers.applied(by: node).flatMap { $0.life == life ? $0.position : nil }
+        }
         if let pending {
-            guard connected.contains(pending.node) else {
+            guard present.contains(pending.node) else {
                 // Its naming may have reached etcd unanswered: cleared there first.
                 try await nameStandby(nil, epoch: epoch)
                 role.awaitedFollowers.remove(pending.node)
                 return
             }
-            let caughtUp = ledgers.allSatisfy { ledger in
-                (ledger.followers.acknowledged(by: pending.node) ?? 0) >= (pending.heads[ledger.id] ?? ledger.committedSequence)
-            }
-            guard caughtUp else { return }
+            guard let position = applied(by: pending.node), position >= pending.position else { return }
             try await nameStandby(pending.node, epoch: epoch)
             logger.notice("named a synchronous standby", metadata: ["standby": "\(pending.node)"])
             return
         }
         guard standby == nil else { return }
-        let candidates = connected.intersection(members).subtracting([configuration.node]).sorted()
-        guard
-            let candidate = candidates.first(where: { node in
-                ledgers.allSatisfy { ($0.followers.acknowledged(by: node) ?? 0) + Self.standbyLag >= $0.committedSequence }
-            })
-        else { return }
-        // From now on writes wait for it; it is named once it has what was answered before.
+        let now = store.changes.cursor.position
+        let candidates = present.intersection(members).subtracting([configuration.node]).sorted()
+        guard let candidate = candidates.first(where: { applied(by: $0).map { $0 + Self.standbyLag >= now } ?? false }) else { return }
+        // From now on writes wait for it; it is named once it applied every change before this.
         role.awaitedFollowers.insert(candidate)
-        let heads = Dictionary(uniqueKeysWithValues: ledgers.map { ($0.id, $0.committedSequence) })
-        state.withLock { $0.pending = (candidate, heads) }
+        let position = store.changes.cursor.position
+        state.withLock { $0.pending = (candidate, position) }
     }
 
     private func nameStandby(_ node: String?, epoch: Int64) async throws {
@@ -340,7 +341,7 @@ public final class ClusterMember: Service, Sendable {
         leading.record(0)
         epochGauge.record(Int64(epoch))
         let follower = PrimaryFollower(
-            store: store, primary: peer(leader.address), name: configuration.node, logger: logger, discoveryInterval: .seconds(1), wait: .seconds(5),
+            store: store, primary: peer(leader.address), name: configuration.node, logger: logger, wait: .seconds(5),
             epoch: epoch)
         let task = Task { _ = try? await follower.run() }
         state.withLock { $0.following = Following(node: leader.node, address: leader.address, epoch: epoch, follower: follower, task: task) }

@@ -198,6 +198,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case fetchSnapshot = "healthledger.v1.Replication/FetchSnapshot"
     /// A cluster on etcd as the member answering sees it.
     case clusterStatus = "healthledger.v1.Replication/ClusterStatus"
+    /// Which of the primary's ledgers changed since a follower's cursor.
+    case watchLedgers = "healthledger.v1.Replication/WatchLedgers"
 
     /// Changes a ledger or the store (docs/PROTOCOL.md §4.4): sent twice, it may act twice.
     public var isWrite: Bool {

@@ -9,11 +9,13 @@ import ServiceLifecycle
 import SwiftProtobuf
 import Synchronization
 
-/// Keeps this server's store a copy of a primary's: every ledger the primary holds is
-/// fetched as a snapshot when this store has none of it, then its log is tailed, event by
-/// event, and applied with the code replay uses (docs/PROTOCOL.md §7.18). Each fetch tells
-/// the primary how far this copy is durable, which is what a semi-synchronous write on the
-/// primary waits for.
+/// Keeps this server's store a copy of a primary's: it watches which of the primary's
+/// ledgers change (`WatchLedgers`), fetches a snapshot of a ledger this store has none of,
+/// and tails the log of each ledger in use, event by event, applying each with the code
+/// replay uses (docs/PROTOCOL.md §7.18). Each fetch tells the primary how far this copy is
+/// durable, which is what a semi-synchronous write on the primary waits for. A ledger's
+/// tail stops once it has fetched nothing for `idleAfter`, so that the primary can close
+/// ledgers nobody uses; a change to it starts the tail again.
 ///
 /// The server running beside it refuses writes, naming the primary
 /// (``HealthLedgerServer/ServerConfiguration/primaryAddress``), and serves reads, as stale
@@ -23,13 +25,45 @@ public final class PrimaryFollower: Service, Sendable {
     private let primary: HealthStoreConfiguration
     private let name: String
     private let logger: Logger
-    private let discoveryInterval: Duration
     private let wait: Duration
+    private let idleAfter: Duration
     private let epoch: UInt64
     private let lag = Gauge(label: "healthledger_replication_lag_events")
     /// What the follower knows of its ledgers: whether the primary's list was read, which
     /// ledgers it follows, and how far behind each was after its last fetch.
     private let progress = Mutex<(listed: Bool, followed: Set<String>, lags: [String: UInt64])>((false, [], [:]))
+    private let tails = Mutex(Tails())
+
+    /// The ledgers tailed, and which watch answers each has caught up with.
+    private struct Tails {
+        /// The ledgers with a tail running.
+        var running = Set<String>()
+        /// Ledgers to check, every one of an answer naming them all, and the sweepers
+        /// checking them (``concurrentChecks`` at most).
+        var unchecked: [String] = []
+        var sweepers = 0
+        /// Ledgers a watch named since their tail's last fetch began: it goes on.
+        var named = Set<String>()
+        /// Watch answers received.
+        var generation: UInt64 = 0
+        /// Per ledger, the last answer that named it.
+        var wanted: [String: UInt64] = [:]
+        /// Per ledger, the answers it has caught up with: the generation when its last fetch
+        /// that ended with every event of the primary's began.
+        var caughtUp: [String: UInt64] = [:]
+        /// Answers not yet applied in full, oldest first: their cursor and generation.
+        var unapplied: [(cursor: [UInt8], generation: UInt64, ledgers: [String])] = []
+        /// The last answer applied in full (every ledger it named caught up since).
+        var applied: [UInt8] = []
+
+        /// Moves ``applied`` past the answers whose ledgers all caught up since.
+        mutating func settle() {
+            while let first = unapplied.first, first.ledgers.allSatisfy({ (caughtUp[$0] ?? 0) >= first.generation }) {
+                applied = first.cursor
+                unapplied.removeFirst()
+            }
+        }
+    }
 
     /// Events a ledger may be behind for this copy to count as caught up (one fetch's worth).
     static let caughtUpLag: UInt64 = 10_000
@@ -38,23 +72,28 @@ public final class PrimaryFollower: Service, Sendable {
     /// catches up in as few commits as it can.
     static let eventsPerFetch = 10_000
 
+    /// Ledgers checked at once when the primary names every one (a first watch, a restart):
+    /// most have nothing new, and their tails stop after one fetch.
+    static let concurrentChecks = 16
+
     /// - Parameters:
     ///   - primary: where the primary listens, with an operator credential of the primary
     ///     (its timeout must be longer than `wait`).
     ///   - name: this follower's name, as the primary's acknowledgements know it.
-    ///   - discoveryInterval: how often the primary's list of ledgers is read for new ones.
-    ///   - wait: how long one fetch waits on the primary for a new event.
-    ///   - epoch: in a cluster, the fencing epoch of the leader followed (its fetches carry it).
+    ///   - wait: how long one fetch or watch waits on the primary for something new.
+    ///   - idleAfter: a ledger's tail that fetched nothing for this long stops (at least one
+    ///     `wait`).
+    ///   - epoch: in a cluster, the fencing epoch of the leader followed (its calls carry it).
     public init(
-        store: LedgerStore, primary: HealthStoreConfiguration, name: String, logger: Logger, discoveryInterval: Duration = .seconds(2),
-        wait: Duration = .seconds(10), epoch: UInt64 = 0
+        store: LedgerStore, primary: HealthStoreConfiguration, name: String, logger: Logger, wait: Duration = .seconds(10),
+        idleAfter: Duration = .seconds(30), epoch: UInt64 = 0
     ) {
         self.store = store
         self.primary = primary
         self.name = name
         self.logger = logger
-        self.discoveryInterval = discoveryInterval
         self.wait = wait
+        self.idleAfter = idleAfter
         self.epoch = epoch
     }
 
@@ -62,48 +101,100 @@ public final class PrimaryFollower: Service, Sendable {
     /// a connection of its own.
     public func run() async throws {
         let primary = HealthStore(configuration: primary)
+        tails.withLock { $0 = Tails() }
         await withTaskGroup(of: Void.self) { group in
-            var following = Set<String>()
+            var cursor: [UInt8] = []
             var lastFailure: String?
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
                 do {
-                    let listed = try await primary.ledgers()
-                    progress.withLock { progress in
-                        progress.listed = true
-                        progress.followed.formUnion(listed)
+                    let applied = tails.withLock { tails in
+                        tails.settle()
+                        return tails.applied
                     }
-                    for id in listed where following.insert(id).inserted {
-                        group.addTask { await self.follow(id, on: primary) }
+                    let answer = try await primary.watchLedgers(cursor: cursor, applied: applied, wait: wait, follower: name, epoch: epoch)
+                    if answer.everything {
+                        progress.withLock { progress in
+                            progress.listed = true
+                            progress.followed.formUnion(answer.ledgers)
+                        }
+                    } else {
+                        progress.withLock { $0.followed.formUnion(answer.ledgers) }
                     }
+                    let (started, sweepers) = tails.withLock { tails -> ([String], Int) in
+                        tails.generation += 1
+                        tails.unapplied.append((answer.cursor, tails.generation, answer.ledgers))
+                        var started: [String] = []
+                        for id in answer.ledgers {
+                            tails.wanted[id] = tails.generation
+                            if tails.running.contains(id) {
+                                tails.named.insert(id)
+                            } else if answer.everything {
+                                tails.unchecked.append(id)
+                            } else {
+                                tails.running.insert(id)
+                                started.append(id)
+                            }
+                        }
+                        let sweepers = min(Self.concurrentChecks - tails.sweepers, tails.unchecked.count)
+                        tails.sweepers += max(sweepers, 0)
+                        return (started, sweepers)
+                    }
+                    for id in started { group.addTask { await self.tail(id, on: primary) } }
+                    for _ in 0..<max(sweepers, 0) { group.addTask { await self.sweep(on: primary) } }
+                    cursor = answer.cursor
                     lastFailure = nil
                 } catch {
                     // Said once per kind of failure, not every few seconds.
                     let failure = "\(error)"
-                    if failure != lastFailure { logger.warning("cannot list the primary's ledgers", metadata: ["error": "\(failure)"]) }
+                    if failure != lastFailure { logger.warning("cannot watch the primary's ledgers", metadata: ["error": "\(failure)"]) }
                     lastFailure = failure
+                    try? await Task.sleep(for: .seconds(1))
                 }
-                try? await Task.sleep(for: discoveryInterval)
             }
             group.cancelAll()
         }
         await primary.close()
     }
 
-    /// Tails one ledger's log until cancelled, fetching a snapshot first when this store
-    /// has none of it; after a failure, again a second later.
-    private func follow(_ id: String, on primary: HealthStore) async {
+    /// Tails the ledgers of ``Tails/unchecked`` one after another, each until it stops.
+    private func sweep(on primary: HealthStore) async {
+        while !Task.isCancelled {
+            let next = tails.withLock { tails -> String? in
+                while let id = tails.unchecked.popLast() {
+                    if tails.running.insert(id).inserted { return id }
+                }
+                tails.sweepers -= 1
+                return nil
+            }
+            guard let next else { return }
+            await tail(next, on: primary)
+        }
+    }
+
+    /// Tails one ledger's log, fetching a snapshot first when this store has none of it,
+    /// until cancelled, or until a fetch brings nothing new, no watch named the ledger
+    /// meanwhile, and its last events came `idleAfter` ago or more (or never, since the tail
+    /// began); after a failure, again a second later.
+    private func tail(_ id: String, on primary: HealthStore) async {
         var logger = logger
         logger[metadataKey: "ledger.id"] = "\(id)"
         var lastFailure: String?
+        var lastEvents: ContinuousClock.Instant?
         while !Task.isCancelled {
             do {
                 let ledger = try await local(id, from: primary, logger: logger)
                 while !Task.isCancelled {
                     let head = try ledger.head()
+                    // A watch answer waiting for this ledger to catch up: no waiting on the primary.
+                    let (generation, confirming) = tails.withLock { tails in
+                        tails.named.remove(id)
+                        return (tails.generation, (tails.wanted[id] ?? 0) > (tails.caughtUp[id] ?? 0))
+                    }
                     let fetched: (events: [[UInt8]], headSequence: UInt64, legalHold: String?)
                     do {
                         fetched = try await primary.fetchLog(
-                            ledger: id, after: head.sequence, hash: head.hash, maximumEvents: Self.eventsPerFetch, wait: wait, follower: name, epoch: epoch)
+                            ledger: id, after: head.sequence, hash: head.hash, maximumEvents: Self.eventsPerFetch, wait: confirming ? .zero : wait,
+                            follower: name, epoch: epoch)
                     } catch let refusal as RPCError where refusal.code == .outOfRange {
                         // This copy holds events the primary does not: back to the last event both have.
                         let common = try await commonPrefix(of: ledger, below: head.sequence, on: primary)
@@ -116,6 +207,16 @@ public final class PrimaryFollower: Service, Sendable {
                     if try ledger.legalHold() != fetched.legalHold { try ledger.setLegalHold(reason: fetched.legalHold) }
                     record(lag: fetched.headSequence > reached ? fetched.headSequence - reached : 0, of: id)
                     lastFailure = nil
+                    if !fetched.events.isEmpty { lastEvents = .now }
+                    let idle = fetched.events.isEmpty && lastEvents.map { ContinuousClock.now - $0 >= idleAfter } ?? true
+                    let stopping = tails.withLock { tails -> Bool in
+                        if reached >= fetched.headSequence { tails.caughtUp[id] = max(tails.caughtUp[id] ?? 0, generation) }
+                        // Named by a watch since this fetch began: the next fetch covers it.
+                        guard idle, !tails.named.contains(id) else { return false }
+                        tails.running.remove(id)
+                        return true
+                    }
+                    if stopping { return }
                 }
             } catch {
                 if Task.isCancelled { return }

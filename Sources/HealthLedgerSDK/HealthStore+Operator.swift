@@ -116,6 +116,23 @@ extension HealthStore {
         return (response.events.map { Array($0) }, response.headSequence, response.legalHold ? response.legalHoldReason : nil)
     }
 
+    /// Which of the primary's ledgers changed after `cursor` (empty: every one), waiting up
+    /// to `wait` for a change when there is none yet; `applied` is the last answer's cursor
+    /// whose every ledger the follower has fetched since.
+    package func watchLedgers(
+        cursor: [UInt8], applied: [UInt8], wait: Duration, follower: String, epoch: UInt64 = 0
+    ) async throws -> (ledgers: [String], everything: Bool, cursor: [UInt8]) {
+        let request = Healthledger_V1_WatchLedgersRequest.with {
+            $0.followerID = follower
+            $0.cursor = Data(cursor)
+            $0.applied = Data(applied)
+            $0.waitMs = UInt32(clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
+            $0.epoch = epoch
+        }
+        let response = try Self.decode(Healthledger_V1_WatchLedgersResponse.self, try await unary(.watchLedgers, request))
+        return (response.ledgerIds, response.everything, Array(response.cursor))
+    }
+
     /// The cluster on etcd as the member the store is connected to sees it (an operator's
     /// call): its standing, the leader and its epoch, the synchronous standby, the members,
     /// and each ledger's head there (on the leader, with each follower's progress).

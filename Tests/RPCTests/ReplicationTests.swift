@@ -30,7 +30,7 @@ private final class FollowerServer: @unchecked Sendable {
         let credential = try primary.store.issueOperatorCredential(label: "replication")
         let follower = PrimaryFollower(
             store: store, primary: .init(port: primary.port, credential: credential, timeout: .seconds(60)), name: name,
-            logger: Logger(label: "follower"), discoveryInterval: .milliseconds(100), wait: .seconds(2))
+            logger: Logger(label: "follower"), wait: .seconds(2), idleAfter: .seconds(4))
         self.follower = follower
         following = Task { try await follower.run() }
     }

@@ -364,7 +364,9 @@ extension CallDispatcher {
             return then(nil)
         }
         let sequence = ledger.committedSequence
-        ledger.followers.whenReplicated(sequence, window: configuration.followerWindow) { outcome in
+        let window = configuration.followerWindow
+        let watched = !store.watchers.present(within: window).isEmpty
+        ledger.followers.whenReplicated(sequence, window: window, watched: watched) { outcome in
             if outcome == .timedOut { metrics.writeNotReplicated() }
             then(nil)
         }

@@ -273,6 +273,7 @@ package enum MethodTable {
         .fetchLog: .onStore(Healthledger_V1_FetchLogRequest.self, writes: false) { try await $0.fetchLog($1) },
         .fetchSnapshot: .onStore(Healthledger_V1_FetchSnapshotRequest.self, writes: false) { try await $0.fetchSnapshot($1) },
         .clusterStatus: .onStore(Healthledger_V1_Empty.self, writes: false) { try $0.clusterStatus($1) },
+        .watchLedgers: .onStore(Healthledger_V1_WatchLedgersRequest.self, writes: false) { try await $0.watchLedgers($1) },
     ]
 
     private static let managing = Caller.owner(refusingApps: RoleRefusal.managingAuthorization)

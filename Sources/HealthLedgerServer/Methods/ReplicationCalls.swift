@@ -52,6 +52,39 @@ extension OperatorCall {
         }.serializedBytes()
     }
 
+    func watchLedgers(_ request: Healthledger_V1_WatchLedgersRequest) async throws -> [UInt8] {
+        guard (1...128).contains(request.followerID.utf8.count) else {
+            throw HealthError.invalidArgument("name the follower: 1–128 bytes, got \(request.followerID.utf8.count)", field: "follower_id")
+        }
+        guard request.waitMs <= Self.maximumFetchWait else {
+            throw HealthError.invalidArgument("a watch waits at most \(Self.maximumFetchWait) ms, got \(request.waitMs)", field: "wait_ms")
+        }
+        let cursor = LedgerChanges.Cursor(bytes: Array(request.cursor))
+        let applied = LedgerChanges.Cursor(bytes: Array(request.applied))
+        guard request.cursor.isEmpty || cursor != nil else {
+            throw HealthError.invalidArgument("a cursor is 16 bytes, got \(request.cursor.count)", field: "cursor")
+        }
+        guard request.applied.isEmpty || applied != nil else {
+            throw HealthError.invalidArgument("a cursor is 16 bytes, got \(request.applied.count)", field: "applied")
+        }
+        if let cluster, let refusal = cluster.fetchRefusal(epoch: request.epoch) { throw refusal }
+        let changes = store.changes
+        let answer = await store.watchers.watching(by: request.followerID, applied: applied) { () -> LedgerChanges.Answer in
+            let answer = changes.changes(after: cursor)
+            guard case .changed(let ledgers, let now) = answer, ledgers.isEmpty, request.waitMs > 0 else { return answer }
+            await changes.wait(after: now, timeout: .milliseconds(Int64(request.waitMs)))
+            return changes.changes(after: now)
+        }
+        var response = Healthledger_V1_WatchLedgersResponse()
+        switch answer {
+        case .changed(let ledgers, let now):
+            (response.ledgerIds, response.cursor) = (ledgers, Data(now.bytes))
+        case .everything(let now):
+            (response.ledgerIds, response.cursor, response.everything) = (try store.ledgerIDs(), Data(now.bytes), true)
+        }
+        return try response.serializedBytes()
+    }
+
     func fetchSnapshot(_ request: Healthledger_V1_FetchSnapshotRequest) async throws -> [UInt8] {
         if request.snapshotID.isEmpty {
             guard request.file.isEmpty, request.offset == 0, !request.release else {

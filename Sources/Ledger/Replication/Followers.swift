@@ -131,16 +131,20 @@ public final class Followers: Sendable {
     /// acknowledged it: a write waits for a connected follower, never for one that left, and
     /// at most `window` (less when the followers were last heard from a while ago and have no
     /// fetch in progress).
-    public func whenReplicated(_ sequence: UInt64, window: Duration, resume: @escaping @Sendable (Outcome) -> Void) {
+    ///
+    /// - Parameter watched: a follower watches the store (``FollowerPresence``) without
+    ///   tailing this ledger now: it will once it hears of the write, so the write waits for
+    ///   it as for a connected one, at most `window`.
+    public func whenReplicated(_ sequence: UInt64, window: Duration, watched: Bool = false, resume: @escaping @Sendable (Outcome) -> Void) {
         let now = ContinuousClock.now
         let registered = state.withLock { state -> (key: Int, wait: Duration)? in
             let heard = state.acknowledgements.values.filter { $0.isConnected(at: now, window: window) }
-            guard !heard.isEmpty, !heard.contains(where: { $0.sequence >= sequence }) else { return nil }
+            guard !heard.isEmpty || watched, !heard.contains(where: { $0.sequence >= sequence }) else { return nil }
             let key = state.nextWaiter
             state.nextWaiter += 1
             state.waiters[key] = Waiter(sequence: sequence, required: nil, resume: resume)
             // Until the last of them would stop counting as connected.
-            let wait = heard.contains { $0.fetching > 0 } ? window : heard.map { $0.lastSeen + window - now }.max() ?? window
+            let wait = watched || heard.contains { $0.fetching > 0 } ? window : heard.map { $0.lastSeen + window - now }.max() ?? window
             return (key, wait)
         }
         guard let (key, wait) = registered else {

@@ -35,6 +35,10 @@ public final class LedgerStore: Sendable {
     /// Point-in-time views, in `<directory>/views/` (see ``view(of:at:)``).
     let views: PointInTimeViews
     private let term = PrimaryTermHolder()
+    /// Which ledgers changed, for followers that watch the store (``LedgerChanges``).
+    public let changes = LedgerChanges()
+    /// The followers watching the store, as this primary hears from them.
+    public let watchers = FollowerPresence()
 
     /// The cluster leadership this store's ledgers are written under: set while this server
     /// leads its cluster, nil otherwise (and outside a cluster). Each ledger records it in a
@@ -128,7 +132,9 @@ public final class LedgerStore: Sendable {
             if let failure = error as? LedgerFailure { throw failure }
             throw LedgerFailure(.storage, "cannot create ledger '\(id)': \(error)", cause: error)
         }
-        return try ledger(id)
+        let created = try ledger(id)
+        changes.note(id)
+        return created
     }
 
     /// The open ledger `id`, opening it on first use (or again after it was closed).
@@ -147,8 +153,11 @@ public final class LedgerStore: Sendable {
         }
         return try open.withLock { open in
             if let ledger = open.use(id) { return ledger }
+            let changes = self.changes
             let ledger = try Self.process.ledger(at: url) {
-                try Ledger(id: id, directory: url, configuration: configuration, logger: logger, term: term)
+                let ledger = try Ledger(id: id, directory: url, configuration: configuration, logger: logger, term: term)
+                _ = ledger.changeWatchers.addForEveryCommit { changes.note(id) }
+                return ledger
             }
             // Views were built from the log before an erasure: they go with it. The journal
             // keeps what was erased outside the ledger's backups, for restores.
@@ -190,6 +199,9 @@ public final class LedgerStore: Sendable {
 
     /// Ledgers the store holds open now.
     public var openLedgerCount: Int { open.withLock { $0.count } }
+
+    /// The ledgers open now.
+    public var openLedgers: [Ledger] { open.withLock { $0.ledgers } }
 
     /// Whether ledger `id` is open in this process, through this store or another one on
     /// the same directory.

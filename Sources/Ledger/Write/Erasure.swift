@@ -202,6 +202,8 @@ extension Ledger {
                 try txn.delete(Self.legalHoldKey, in: databases.meta)
             }
         }
+        // Not an event, but followers copy it: whoever waits on every commit hears of it.
+        changeWatchers.notify([])
     }
 
     /// What an erasure of a held ledger (its objects, or the whole of it) is refused with.

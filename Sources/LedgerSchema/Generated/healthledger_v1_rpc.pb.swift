@@ -3629,6 +3629,58 @@ public nonisolated struct Healthledger_V1_FetchLogResponse: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Replication/WatchLedgers: which of the primary's ledgers changed since the
+/// follower last asked, so that a follower tails only the ledgers in use (docs/PROTOCOL.md
+/// §7.18). It counts the follower as present while it waits, and records which answer the
+/// follower has applied in full.
+public nonisolated struct Healthledger_V1_WatchLedgersRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The follower's name (1–128 bytes), as in FetchLog.
+  public var followerID: String = String()
+
+  /// The cursor of the primary's last answer (16 bytes; empty: none yet).
+  public var cursor: Data = Data()
+
+  /// How long to wait for a change after `cursor` when there is none yet, in milliseconds
+  /// (0: answer at once; at most 30,000). The call's own deadline must be longer.
+  public var waitMs: UInt32 = 0
+
+  /// The cursor of the last answer whose every ledger the follower has since fetched up to a
+  /// head the primary had after that answer (empty: none yet).
+  public var applied: Data = Data()
+
+  /// As in FetchLog: the fencing epoch of the cluster's leader followed (0 outside a cluster).
+  public var epoch: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_WatchLedgersResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Where the primary's changes are now: send it back in the next watch.
+  public var cursor: Data = Data()
+
+  /// The cursor sent was empty, from another run of the primary, or older than the changes
+  /// it keeps: `ledger_ids` is every ledger it holds, to be checked one by one.
+  public var everything: Bool = false
+
+  /// The ledgers created or changed (a commit, a legal hold) after the cursor sent, each once;
+  /// none when the wait ended first.
+  public var ledgerIds: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Healthledger_V1_FetchSnapshotRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -8967,6 +9019,96 @@ nonisolated extension Healthledger_V1_FetchLogResponse: SwiftProtobuf.Message, S
     if lhs.headSequence != rhs.headSequence {return false}
     if lhs.legalHold != rhs.legalHold {return false}
     if lhs.legalHoldReason != rhs.legalHoldReason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WatchLedgersRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WatchLedgersRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}follower_id\0\u{1}cursor\0\u{3}wait_ms\0\u{1}applied\0\u{1}epoch\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.followerID) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.cursor) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.waitMs) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.applied) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.followerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.followerID, fieldNumber: 1)
+    }
+    if !self.cursor.isEmpty {
+      try visitor.visitSingularBytesField(value: self.cursor, fieldNumber: 2)
+    }
+    if self.waitMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.waitMs, fieldNumber: 3)
+    }
+    if !self.applied.isEmpty {
+      try visitor.visitSingularBytesField(value: self.applied, fieldNumber: 4)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WatchLedgersRequest, rhs: Healthledger_V1_WatchLedgersRequest) -> Bool {
+    if lhs.followerID != rhs.followerID {return false}
+    if lhs.cursor != rhs.cursor {return false}
+    if lhs.waitMs != rhs.waitMs {return false}
+    if lhs.applied != rhs.applied {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WatchLedgersResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cursor\0\u{1}everything\0\u{3}ledger_ids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.cursor) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.everything) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.ledgerIds) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.cursor.isEmpty {
+      try visitor.visitSingularBytesField(value: self.cursor, fieldNumber: 1)
+    }
+    if self.everything != false {
+      try visitor.visitSingularBoolField(value: self.everything, fieldNumber: 2)
+    }
+    if !self.ledgerIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.ledgerIds, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WatchLedgersResponse, rhs: Healthledger_V1_WatchLedgersResponse) -> Bool {
+    if lhs.cursor != rhs.cursor {return false}
+    if lhs.everything != rhs.everything {return false}
+    if lhs.ledgerIds != rhs.ledgerIds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
