@@ -21,7 +21,7 @@ private final class FollowerServer: @unchecked Sendable {
     private let follower: PrimaryFollower
     private var following: Task<Void, any Error>
 
-    init(primary: TestServer, name: String = "follower-1") async throws {
+    init(primary: TestServer, name: String = "follower-1", wait: Duration = .seconds(2), idleAfter: Duration = .seconds(4)) async throws {
         store = try LedgerStore(directory: directory, configuration: try .forTests())
         var configuration = ServerConfiguration(port: 0)
         configuration.primaryAddress = "127.0.0.1:\(primary.port)"
@@ -30,7 +30,7 @@ private final class FollowerServer: @unchecked Sendable {
         let credential = try primary.store.issueOperatorCredential(label: "replication")
         let follower = PrimaryFollower(
             store: store, primary: .init(port: primary.port, credential: credential, timeout: .seconds(60)), name: name,
-            logger: Logger(label: "follower"), wait: .seconds(2), idleAfter: .seconds(4))
+            logger: Logger(label: "follower"), wait: wait, idleAfter: idleAfter)
         self.follower = follower
         following = Task { try await follower.run() }
     }
@@ -83,6 +83,51 @@ struct ReplicationTests {
         var configuration = ServerConfiguration(port: 0)
         configuration.followerWindow = .seconds(600)
         return configuration
+    }
+
+    @Test("a follower tails only the ledgers in use: the primary closes the others, and a write to one of them is on the follower when answered")
+    func idleLedgersClose() async throws {
+        var ledgers = LedgerConfiguration()
+        ledgers.ledgerIdleLifetime = .milliseconds(200)
+        try await withTestServer(configuration: Self.patientPrimary, ledgers: ledgers) { primary in
+            let ids = (1...24).map { "patient-\($0)" }
+            var owners: [String] = []
+            for id in ids { owners.append(try await primary.store.createLedger(id: id).issueCredential(for: .owner)) }
+            let follower = try await FollowerServer(primary: primary, wait: .milliseconds(500), idleAfter: .seconds(1))
+            do {
+                /// A semi-synchronous save to `id`, which the follower has when it is answered.
+                func save(to index: Int, _ value: Double) async throws {
+                    let owner = HealthStore(configuration: .init(port: primary.port, credential: owners[index], timeout: .seconds(120)))
+                    defer { Task { await owner.close() } }
+                    try await owner.save(Samples.heartRate(value, at: value))
+                    #expect(try follower.store.ledger(ids[index]).head() == primary.store.ledger(ids[index]).head())
+                }
+                // A first watch names every ledger: each is copied.
+                for id in ids { _ = try await follower.caughtUp(with: try primary.store.ledger(id)) }
+                for index in ids.indices { try await save(to: index, 60) }
+
+                /// Returns once none of the ledgers is open on the primary: their tails stopped.
+                func allClosed() async throws -> Bool {
+                    for _ in 0..<6_000 {
+                        if !ids.contains(where: primary.store.isOpenInProcess) { return true }
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    return false
+                }
+                #expect(try await allClosed(), "the primary still holds \(ids.filter(primary.store.isOpenInProcess))")
+
+                // A write to a closed ledger: the follower hears of it, tails it, and has it
+                // when the save is answered (the primary waits for a follower watching it).
+                let before = try follower.store.ledger(ids[16]).head().sequence
+                try await save(to: 16, 61)
+                #expect(try follower.store.ledger(ids[16]).head().sequence > before)
+                #expect(try await allClosed())
+            } catch {
+                await follower.stop()
+                throw error
+            }
+            await follower.stop()
+        }
     }
 
     @Test("a follower copies a ledger byte for byte; a semi-synchronous save is on it when answered; writes to it are refused naming the primary")

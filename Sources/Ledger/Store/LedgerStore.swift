@@ -205,7 +205,7 @@ public final class LedgerStore: Sendable {
 
     /// Whether ledger `id` is open in this process, through this store or another one on
     /// the same directory.
-    func isOpenInProcess(_ id: String) -> Bool {
+    package func isOpenInProcess(_ id: String) -> Bool {
         open.withLock { $0.contains(id) } || Self.process.isOpen(at: directory(of: id))
     }
 
