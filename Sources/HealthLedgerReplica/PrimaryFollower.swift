@@ -55,12 +55,19 @@ public final class PrimaryFollower: Service, Sendable {
         var unapplied: [(cursor: [UInt8], generation: UInt64, ledgers: [String])] = []
         /// The last answer applied in full (every ledger it named caught up since).
         var applied: [UInt8] = []
+        /// How many of the first unapplied answer's ledgers caught up since (they stay so).
+        var settledLedgers = 0
 
         /// Moves ``applied`` past the answers whose ledgers all caught up since.
         mutating func settle() {
-            while let first = unapplied.first, first.ledgers.allSatisfy({ (caughtUp[$0] ?? 0) >= first.generation }) {
+            while let first = unapplied.first {
+                while settledLedgers < first.ledgers.count, (caughtUp[first.ledgers[settledLedgers]] ?? 0) >= first.generation {
+                    settledLedgers += 1
+                }
+                guard settledLedgers == first.ledgers.count else { return }
                 applied = first.cursor
                 unapplied.removeFirst()
+                settledLedgers = 0
             }
         }
     }

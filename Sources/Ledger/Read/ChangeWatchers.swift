@@ -1,4 +1,5 @@
 import HealthModel
+import Synchronization
 
 /// Callbacks for committed changes: long-running queries (observers, watched anchored
 /// queries) register here and re-read the ledger when a type they follow changes.
@@ -13,6 +14,9 @@ public final class ChangeWatchers: Sendable {
     }
 
     private let registry = WatcherRegistry<Watcher>()
+    /// Told of every commit too, but no watcher (nothing a stream holds): the store's record
+    /// of which ledgers changed (``LedgerChanges``).
+    let storeNote = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Calls `onChange` after each commit that touched objects of `type` (saves, deletes,
     /// per-object read selections). Keep the token and pass it to ``remove(_:)`` when done.
@@ -39,5 +43,6 @@ public final class ChangeWatchers: Sendable {
     /// Called once a commit that touched `types` (maybe none) is durable.
     func notify(_ types: Set<UInt32>) {
         for watcher in registry.watchers(where: { $0.types.map { !types.isDisjoint(with: $0) } ?? true }) { watcher.onChange() }
+        storeNote.withLock { $0 }?()
     }
 }

@@ -156,7 +156,7 @@ public final class LedgerStore: Sendable {
             let changes = self.changes
             let ledger = try Self.process.ledger(at: url) {
                 let ledger = try Ledger(id: id, directory: url, configuration: configuration, logger: logger, term: term)
-                _ = ledger.changeWatchers.addForEveryCommit { changes.note(id) }
+                ledger.changeWatchers.storeNote.withLock { $0 = { changes.note(id) } }
                 return ledger
             }
             // Views were built from the log before an erasure: they go with it. The journal
