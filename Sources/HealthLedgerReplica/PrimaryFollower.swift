@@ -46,13 +46,16 @@ public final class PrimaryFollower: Service, Sendable {
         var named = Set<String>()
         /// Watch answers received.
         var generation: UInt64 = 0
-        /// Per ledger, the last answer that named it.
+        /// Per ledger, the last answer that named it without its head (an everything answer).
         var wanted: [String: UInt64] = [:]
         /// Per ledger, the answers it has caught up with: the generation when its last fetch
         /// that ended with every event of the primary's began.
         var caughtUp: [String: UInt64] = [:]
-        /// Answers not yet applied in full, oldest first: their cursor and generation.
-        var unapplied: [(cursor: [UInt8], generation: UInt64, ledgers: [String])] = []
+        /// Per ledger, the head of this store's copy, durable.
+        var reached: [String: UInt64] = [:]
+        /// Answers not yet applied in full, oldest first: their cursor and generation, and the
+        /// ledgers they named with their heads then (nil: to be fetched after the answer).
+        var unapplied: [(cursor: [UInt8], generation: UInt64, ledgers: [(id: String, head: UInt64?)])] = []
         /// The last answer applied in full (every ledger it named caught up since).
         var applied: [UInt8] = []
         /// How many of the first unapplied answer's ledgers caught up since (they stay so).
@@ -61,7 +64,7 @@ public final class PrimaryFollower: Service, Sendable {
         /// Moves ``applied`` past the answers whose ledgers all caught up since.
         mutating func settle() {
             while let first = unapplied.first {
-                while settledLedgers < first.ledgers.count, (caughtUp[first.ledgers[settledLedgers]] ?? 0) >= first.generation {
+                while settledLedgers < first.ledgers.count, isCaughtUp(first.ledgers[settledLedgers], since: first.generation) {
                     settledLedgers += 1
                 }
                 guard settledLedgers == first.ledgers.count else { return }
@@ -69,6 +72,11 @@ public final class PrimaryFollower: Service, Sendable {
                 unapplied.removeFirst()
                 settledLedgers = 0
             }
+        }
+
+        func isCaughtUp(_ ledger: (id: String, head: UInt64?), since generation: UInt64) -> Bool {
+            if let head = ledger.head { return (reached[ledger.id] ?? 0) >= head }
+            return (caughtUp[ledger.id] ?? 0) >= generation
         }
     }
 
@@ -119,20 +127,16 @@ public final class PrimaryFollower: Service, Sendable {
                         return tails.applied
                     }
                     let answer = try await primary.watchLedgers(cursor: cursor, applied: applied, wait: wait, follower: name, epoch: epoch)
-                    if answer.everything {
-                        progress.withLock { progress in
-                            progress.listed = true
-                            progress.followed.formUnion(answer.ledgers)
-                        }
-                    } else {
-                        progress.withLock { $0.followed.formUnion(answer.ledgers) }
+                    progress.withLock { progress in
+                        progress.listed = progress.listed || answer.everything
+                        progress.followed.formUnion(answer.ledgers.map(\.id))
                     }
                     let (started, sweepers) = tails.withLock { tails -> ([String], Int) in
                         tails.generation += 1
                         tails.unapplied.append((answer.cursor, tails.generation, answer.ledgers))
                         var started: [String] = []
-                        for id in answer.ledgers {
-                            tails.wanted[id] = tails.generation
+                        for (id, head) in answer.ledgers {
+                            if head == nil { tails.wanted[id] = tails.generation }
                             if tails.running.contains(id) {
                                 tails.named.insert(id)
                             } else if answer.everything {
@@ -190,6 +194,8 @@ public final class PrimaryFollower: Service, Sendable {
         while !Task.isCancelled {
             do {
                 let ledger = try await local(id, from: primary, logger: logger)
+                let start = try ledger.head().sequence
+                tails.withLock { $0.reached[id] = start }
                 while !Task.isCancelled {
                     let head = try ledger.head()
                     // A watch answer waiting for this ledger to catch up: no waiting on the primary.
@@ -207,6 +213,7 @@ public final class PrimaryFollower: Service, Sendable {
                         let common = try await commonPrefix(of: ledger, below: head.sequence, on: primary)
                         logger.warning("this copy's log diverged from the primary's", metadata: ["ledger.head": "\(head.sequence)", "ledger.common": "\(common)"])
                         try await ledger.discardTail(after: common)
+                        tails.withLock { $0.reached[id] = common }
                         continue
                     }
                     let reached = fetched.events.isEmpty ? head.sequence : try await ledger.applyShipped(fetched.events)
@@ -217,6 +224,7 @@ public final class PrimaryFollower: Service, Sendable {
                     if !fetched.events.isEmpty { lastEvents = .now }
                     let idle = fetched.events.isEmpty && lastEvents.map { ContinuousClock.now - $0 >= idleAfter } ?? true
                     let stopping = tails.withLock { tails -> Bool in
+                        tails.reached[id] = reached
                         if reached >= fetched.headSequence { tails.caughtUp[id] = max(tails.caughtUp[id] ?? 0, generation) }
                         // Named by a watch since this fetch began: the next fetch covers it.
                         guard idle, !tails.named.contains(id) else { return false }

@@ -121,7 +121,7 @@ extension HealthStore {
     /// whose every ledger the follower has fetched since.
     package func watchLedgers(
         cursor: [UInt8], applied: [UInt8], wait: Duration, follower: String, epoch: UInt64 = 0
-    ) async throws -> (ledgers: [String], everything: Bool, cursor: [UInt8]) {
+    ) async throws -> (ledgers: [(id: String, head: UInt64?)], everything: Bool, cursor: [UInt8]) {
         let request = Healthledger_V1_WatchLedgersRequest.with {
             $0.followerID = follower
             $0.cursor = Data(cursor)
@@ -130,7 +130,8 @@ extension HealthStore {
             $0.epoch = epoch
         }
         let response = try Self.decode(Healthledger_V1_WatchLedgersResponse.self, try await unary(.watchLedgers, request))
-        return (response.ledgerIds, response.everything, Array(response.cursor))
+        let heads = response.headSequences.count == response.ledgerIds.count ? response.headSequences.map { Optional($0) } : response.ledgerIds.map { _ in nil }
+        return (Array(zip(response.ledgerIds, heads).map { ($0, $1) }), response.everything, Array(response.cursor))
     }
 
     /// The cluster on etcd as the member the store is connected to sees it (an operator's

@@ -78,7 +78,13 @@ extension OperatorCall {
         var response = Healthledger_V1_WatchLedgersResponse()
         switch answer {
         case .changed(let ledgers, let now):
-            (response.ledgerIds, response.cursor) = (ledgers, Data(now.bytes))
+            // Heads read after the changes were noted: each at least the one the change left.
+            var heads: [(String, UInt64)] = []
+            for id in ledgers {
+                guard let head = try? store.ledger(id).head().sequence else { continue }
+                heads.append((id, head))
+            }
+            (response.ledgerIds, response.headSequences, response.cursor) = (heads.map(\.0), heads.map(\.1), Data(now.bytes))
         case .everything(let now):
             (response.ledgerIds, response.cursor, response.everything) = (try store.ledgerIDs(), Data(now.bytes), true)
         }

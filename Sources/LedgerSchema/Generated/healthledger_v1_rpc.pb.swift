@@ -3676,6 +3676,9 @@ public nonisolated struct Healthledger_V1_WatchLedgersResponse: Sendable {
   /// none when the wait ended first.
   public var ledgerIds: [String] = []
 
+  /// With ledger_ids, each one's head when the answer was made (not in an everything answer).
+  public var headSequences: [UInt64] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -9076,7 +9079,7 @@ nonisolated extension Healthledger_V1_WatchLedgersRequest: SwiftProtobuf.Message
 
 nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WatchLedgersResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cursor\0\u{1}everything\0\u{3}ledger_ids\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cursor\0\u{1}everything\0\u{3}ledger_ids\0\u{3}head_sequences\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9087,6 +9090,7 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
       case 1: try { try decoder.decodeSingularBytesField(value: &self.cursor) }()
       case 2: try { try decoder.decodeSingularBoolField(value: &self.everything) }()
       case 3: try { try decoder.decodeRepeatedStringField(value: &self.ledgerIds) }()
+      case 4: try { try decoder.decodeRepeatedUInt64Field(value: &self.headSequences) }()
       default: break
       }
     }
@@ -9102,6 +9106,9 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
     if !self.ledgerIds.isEmpty {
       try visitor.visitRepeatedStringField(value: self.ledgerIds, fieldNumber: 3)
     }
+    if !self.headSequences.isEmpty {
+      try visitor.visitPackedUInt64Field(value: self.headSequences, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -9109,6 +9116,7 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
     if lhs.cursor != rhs.cursor {return false}
     if lhs.everything != rhs.everything {return false}
     if lhs.ledgerIds != rhs.ledgerIds {return false}
+    if lhs.headSequences != rhs.headSequences {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
