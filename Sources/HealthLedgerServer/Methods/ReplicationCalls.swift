@@ -68,12 +68,19 @@ extension OperatorCall {
             throw HealthError.invalidArgument("a cursor is 16 bytes, got \(request.applied.count)", field: "applied")
         }
         if let cluster, let refusal = cluster.fetchRefusal(epoch: request.epoch) { throw refusal }
-        let changes = store.changes
-        let answer = await store.watchers.watching(by: request.followerID, applied: applied) { () -> LedgerChanges.Answer in
-            let answer = changes.changes(after: cursor)
-            guard case .changed(let ledgers, let now) = answer, ledgers.isEmpty, request.waitMs > 0 else { return answer }
-            await changes.wait(after: now, timeout: .milliseconds(Int64(request.waitMs)))
-            return changes.changes(after: now)
+        let (changes, store, follower) = (store.changes, store, request.followerID)
+        let deadline = ContinuousClock.now + .milliseconds(Int64(request.waitMs))
+        /// Whether the follower has a fetch of `id` in progress: it hears of the change from that.
+        func tailed(_ id: String) -> Bool { (try? store.ledger(id).followers.isFetching(follower)) ?? false }
+        let answer = await store.watchers.watching(by: follower, applied: applied) { () -> LedgerChanges.Answer in
+            var answer = changes.changes(after: cursor)
+            // Waits while nothing changed, or only ledgers the follower tails: a watch answered
+            // for each of their commits would only cost both sides.
+            while case .changed(let ledgers, let now) = answer, ledgers.allSatisfy(tailed), ContinuousClock.now < deadline, !Task.isCancelled {
+                await changes.wait(after: now, timeout: deadline - ContinuousClock.now)
+                answer = changes.changes(after: cursor)
+            }
+            return answer
         }
         var response = Healthledger_V1_WatchLedgersResponse()
         switch answer {

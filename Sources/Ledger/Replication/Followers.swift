@@ -94,6 +94,11 @@ public final class Followers: Sendable {
         state.withLock { $0.acknowledgements.values }.sorted { $0.follower < $1.follower }
     }
 
+    /// Whether `follower` has a fetch of this ledger in progress.
+    public func isFetching(_ follower: String) -> Bool {
+        state.withLock { ($0.acknowledgements[follower]?.fetching ?? 0) > 0 }
+    }
+
     /// How far `follower` said it has the log durable; nil when it never fetched.
     public func acknowledged(by follower: String) -> UInt64? {
         state.withLock { $0.acknowledgements[follower]?.sequence }
