@@ -151,6 +151,12 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         } catch let failure as LedgerFailure {
             throw ValidationError(failure.message)
         }
+        // Backups taken here name this server (and its cluster).
+        do {
+            try NodeIdentity(node: nodeID, cluster: membership?.configuration.cluster).write(to: store.directory)
+        } catch let failure as LedgerFailure {
+            throw ValidationError(failure.message)
+        }
         let ledgers = try store.ledgerIDs().count
         logger.info("data directory", metadata: ["path": "\(store.directory.path)", "ledgers": "\(ledgers)"])
         if let masterKey = ledgerConfiguration.masterKey {

@@ -53,6 +53,13 @@ struct BackupTests {
         #expect(abs(manifest.createdAt.timeIntervalSinceNow) < 3600)
         #expect(Self.contents(destination) == ["backup.json", "data.mdb"], "no lock file is left in the backup")
         #expect(try BackupManifest.read(from: destination) == manifest)
+        // With no node.json in the data directory, a backup names the host.
+        #expect(manifest.node == ProcessInfo.processInfo.hostName && manifest.cluster == nil)
+        // With one (healthledgerd writes it), the server and its cluster.
+        try NodeIdentity(node: "n2", cluster: "care").write(to: temporary.directory)
+        let named = try ledger.backup(to: scratch.path("alice-backup-n2"))
+        #expect(named.node == "n2" && named.cluster == "care")
+        #expect(try BackupManifest.read(from: scratch.path("alice-backup-n2")) == named)
 
         // The ledger moves on; the backup does not.
         let later = Fixtures.heartRate(99, at: 1_000_000)

@@ -132,7 +132,7 @@ struct BackupCLITests {
         let dataDir = try await Self.dataDirectory(workspace, "data", ledgers: ["alice"])
         let destination = workspace.path("backup")
         let backup = try await Self.run(["backup", "alice", destination] + dataDir)
-        #expect(backup.status == 0 && backup.output.hasPrefix("backed up ledger 'alice': head event 21, hash "), "\(backup.error)")
+        #expect(backup.status == 0 && backup.output.hasPrefix("backed up ledger 'alice' from node \(ProcessInfo.processInfo.hostName): head event 21, hash "), "\(backup.error)")
         #expect(backup.output.contains(" in \(destination)\n"))
         #expect(try await Self.run(["debug", "ingest", "alice", "--batches", "1", "--batch-size", "10", "--offset", "2"] + dataDir).status == 0)
 

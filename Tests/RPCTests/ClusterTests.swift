@@ -144,6 +144,11 @@ struct ClusterTests {
         let secondTerm = leaders.firstIndex(of: "n\(second)"), thirdTerm = leaders.lastIndex(of: "n\(third)")
         #expect(secondTerm != nil && thirdTerm != nil && secondTerm! < thirdTerm!, "\(terms[0])")
 
+        // A backup taken on a member names it.
+        let backup = try await runProcess(
+            AuthCLITests.executable, ["backup", "alice", base.appending(path: "alice-from-n\(third)").path, "--data-dir", base.appending(path: "n\(third)").path])
+        #expect(backup.status == 0 && backup.output.contains("backed up ledger 'alice' from node n\(third) of cluster healthledger: head event"), "\(backup.output)\n\(backup.error)")
+
         // A second member under a name already in the cluster is kept out, saying why.
         let twin = try await DaemonProcess(
             dataDirectory: base.appending(path: "twin"),

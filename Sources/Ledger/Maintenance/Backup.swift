@@ -40,6 +40,11 @@ public struct BackupManifest: Codable, Sendable, Hashable {
     /// The ledger's files in the backup directory (`data.mdb`, the compacted LMDB copy,
     /// and whatever else the ledger directory held besides its LMDB files).
     public var files: [String]
+    /// The server it was taken from: the name in its data directory's `node.json`
+    /// (``NodeIdentity``), or the host name where there is none; nil in older backups.
+    public var node: String?
+    /// That server's cluster, when it is a member of one.
+    public var cluster: String?
 
     /// A manifest; ``Ledger/backup(to:)`` makes the one it writes.
     public init(formatVersion: Int = Self.currentFormatVersion, ledgerID: String, headSequence: UInt64, headHash: String, createdAt: Date, files: [String]) {
@@ -49,6 +54,12 @@ public struct BackupManifest: Codable, Sendable, Hashable {
         self.headHash = headHash
         self.createdAt = createdAt
         self.files = files
+    }
+
+    /// Where a backup taken in the data directory `dataDirectory` comes from.
+    static func origin(dataDirectory: URL) -> (node: String, cluster: String?) {
+        let identity = NodeIdentity.read(from: dataDirectory)
+        return (identity?.node ?? ProcessInfo.processInfo.hostName, identity?.cluster)
     }
 
     /// The manifest as written to `backup.json`: pretty-printed JSON with sorted keys.
@@ -220,8 +231,10 @@ extension Ledger {
             }
             for name in files { try BackupFiles.sync(directory.appending(path: name)) }
             let head = try Self.head(ofCopyAt: directory)
-            let manifest = BackupManifest(
+            var manifest = BackupManifest(
                 ledgerID: id, headSequence: head.sequence, headHash: head.hash.hexString, createdAt: BackupFiles.now(), files: files)
+            // A store's ledger lives in <data directory>/ledgers/<id>.
+            (manifest.node, manifest.cluster) = BackupManifest.origin(dataDirectory: self.directory.deletingLastPathComponent().deletingLastPathComponent())
             try manifest.write(to: directory)
             try LedgerStore.syncDirectory(directory)
             // The directory's own entry, when the backup created it, is durable only once its

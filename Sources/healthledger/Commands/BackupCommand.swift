@@ -58,7 +58,7 @@ struct BackupCommand: AsyncParsableCommand {
         if json {
             print(String(decoding: try manifest.encoded(), as: UTF8.self))
         } else {
-            print("backed up ledger '\(manifest.ledgerID)': head event \(manifest.headSequence), hash \(manifest.headHash), in \(destination.path)")
+            print("backed up ledger '\(manifest.ledgerID)'\(Self.origin(manifest)): head event \(manifest.headSequence), hash \(manifest.headHash), in \(destination.path)")
         }
     }
 
@@ -77,7 +77,7 @@ struct BackupCommand: AsyncParsableCommand {
             printJSON(objects)
         } else {
             for manifest in outcome.manifests {
-                print("backed up ledger '\(manifest.ledgerID)': head event \(manifest.headSequence), hash \(manifest.headHash)")
+                print("backed up ledger '\(manifest.ledgerID)'\(Self.origin(manifest)): head event \(manifest.headSequence), hash \(manifest.headHash)")
             }
             for failure in outcome.failed { print("FAILED: ledger '\(failure.ledgerID)' was not backed up: \(failure.problem)") }
             let failed = outcome.failed.isEmpty ? "" : "; \(outcome.failed.count) could not be backed up (listed in backup-set.json)"
@@ -123,6 +123,12 @@ struct BackupCommand: AsyncParsableCommand {
     }
 
     /// The store, refusing a data directory that does not exist (rather than creating it).
+    /// " from node n2 of cluster care", as the manifest names it (nothing for older backups).
+    static func origin(_ manifest: BackupManifest) -> String {
+        guard let node = manifest.node else { return "" }
+        return " from node \(node)" + (manifest.cluster.map { " of cluster \($0)" } ?? "")
+    }
+
     static func url(_ path: String) -> URL {
         URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
     }
