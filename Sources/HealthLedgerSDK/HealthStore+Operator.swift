@@ -155,6 +155,10 @@ public struct ClusterStatus: Sendable, Hashable {
         public var node: String
         /// Where its RPC port is reached, `HOST:PORT`.
         public var address: String
+        /// On the leader, for a follower: whether it watches the leader's ledgers, and how
+        /// many of the leader's changes it has not applied in full yet.
+        public var watching: Bool
+        public var changesBehind: UInt64
     }
 
     /// A follower of a ledger, as the leader knows it.
@@ -186,7 +190,10 @@ public struct ClusterStatus: Sendable, Hashable {
     public var standby: String?
     public var pendingStandby: String?
     public var members: [Member]
+    /// The ledgers open on the member answering (in use lately).
     public var ledgers: [LedgerStatus]
+    /// Every ledger the member holds.
+    public var ledgerCount: UInt64
 
     init(_ status: Healthledger_V1_ClusterStatusResponse) {
         func present(_ text: String) -> String? { text.isEmpty ? nil : text }
@@ -198,7 +205,8 @@ public struct ClusterStatus: Sendable, Hashable {
         epoch = status.epoch
         standby = present(status.standby)
         pendingStandby = present(status.pendingStandby)
-        members = status.members.map { Member(node: $0.node, address: $0.address) }
+        members = status.members.map { Member(node: $0.node, address: $0.address, watching: $0.watching, changesBehind: $0.changesBehind) }
+        ledgerCount = status.ledgerCount
         ledgers = status.ledgers.map { ledger in
             LedgerStatus(
                 id: ledger.ledgerID, headSequence: ledger.headSequence,

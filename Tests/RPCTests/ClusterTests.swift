@@ -72,6 +72,7 @@ struct ClusterTests {
         #expect(shown.status == 0, "\(shown.error)")
         #expect(shown.output.contains("leader  n\(first) at 127.0.0.1:\(nodes.port(of: first))"), "\(shown.output)")
         #expect(shown.output.contains("standby n\(standby)") && shown.output.contains("  alice\thead "), "\(shown.output)")
+        #expect(shown.output.contains("\tstandby\t") && shown.output.contains(" behind") && shown.output.contains("ledgers 2, "), "\(shown.output)")
 
         // kill -9 of the leader mid-stream: the standby takes over, the writer carries on, and
         // so does the C client started at that moment with the dead leader first.

@@ -145,12 +145,21 @@ extension OperatorCall {
         }
         status.standby = view.standby ?? ""
         status.pendingStandby = view.pendingStandby ?? ""
-        status.members = view.members.map { member in .with { $0.node = member.node; $0.address = member.address } }
         let window = cluster.followerWindow
-        status.ledgers = try store.ledgerIDs().map { id in
-            let ledger = try store.ledger(id)
+        let (present, now) = (store.watchers.present(within: window), store.changes.cursor)
+        status.members = view.members.map { member in
+            .with {
+                ($0.node, $0.address) = (member.node, member.address)
+                guard leading, member.node != cluster.node else { return }
+                let applied = store.watchers.applied(by: member.node).flatMap { $0.life == now.life ? $0.position : nil } ?? 0
+                ($0.watching, $0.changesBehind) = (present.contains(member.node), now.position - min(applied, now.position))
+            }
+        }
+        status.ledgerCount = UInt64(try store.ledgerIDs().count)
+        // Only the open ones: opening every ledger of a large store would take minutes.
+        status.ledgers = try store.openLedgers.sorted { $0.id < $1.id }.map { ledger in
             var ledgerStatus = Healthledger_V1_LedgerReplicaStatus()
-            ledgerStatus.ledgerID = id
+            ledgerStatus.ledgerID = ledger.id
             ledgerStatus.headSequence = try ledger.head().sequence
             if leading {
                 let connected = Set(ledger.followers.connected(within: window).map(\.follower))

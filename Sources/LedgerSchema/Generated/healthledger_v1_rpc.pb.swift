@@ -3771,7 +3771,13 @@ public nonisolated struct Healthledger_V1_ClusterStatusResponse: Sendable {
 
   public var members: [Healthledger_V1_ClusterMemberStatus] = []
 
+  /// The ledgers open on the member answering (in use: written, read or followed lately);
+  /// the others are closed, and each follower has every ledger as the leader had it when the
+  /// follower last applied its changes (ClusterMemberStatus.changes_behind).
   public var ledgers: [Healthledger_V1_LedgerReplicaStatus] = []
+
+  /// Every ledger the member holds.
+  public var ledgerCount: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -3786,6 +3792,13 @@ public nonisolated struct Healthledger_V1_ClusterMemberStatus: Sendable {
   public var node: String = String()
 
   public var address: String = String()
+
+  /// On the leader, for a follower: whether it watches the leader's ledgers (WatchLedgers in
+  /// progress, or within the follower window), and how many of the leader's changes (commits,
+  /// ledgers created) it has not applied in full yet, as its last watch said.
+  public var watching: Bool = false
+
+  public var changesBehind: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -9254,7 +9267,7 @@ nonisolated extension Healthledger_V1_SnapshotFile: SwiftProtobuf.Message, Swift
 
 nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ClusterStatusResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cluster\0\u{1}node\0\u{1}role\0\u{1}leader\0\u{3}leader_address\0\u{1}epoch\0\u{1}standby\0\u{3}pending_standby\0\u{1}members\0\u{1}ledgers\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cluster\0\u{1}node\0\u{1}role\0\u{1}leader\0\u{3}leader_address\0\u{1}epoch\0\u{1}standby\0\u{3}pending_standby\0\u{1}members\0\u{1}ledgers\0\u{3}ledger_count\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9272,6 +9285,7 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
       case 8: try { try decoder.decodeSingularStringField(value: &self.pendingStandby) }()
       case 9: try { try decoder.decodeRepeatedMessageField(value: &self.members) }()
       case 10: try { try decoder.decodeRepeatedMessageField(value: &self.ledgers) }()
+      case 11: try { try decoder.decodeSingularUInt64Field(value: &self.ledgerCount) }()
       default: break
       }
     }
@@ -9308,6 +9322,9 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
     if !self.ledgers.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.ledgers, fieldNumber: 10)
     }
+    if self.ledgerCount != 0 {
+      try visitor.visitSingularUInt64Field(value: self.ledgerCount, fieldNumber: 11)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -9322,6 +9339,7 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
     if lhs.pendingStandby != rhs.pendingStandby {return false}
     if lhs.members != rhs.members {return false}
     if lhs.ledgers != rhs.ledgers {return false}
+    if lhs.ledgerCount != rhs.ledgerCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -9329,7 +9347,7 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
 
 nonisolated extension Healthledger_V1_ClusterMemberStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ClusterMemberStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}address\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}address\0\u{1}watching\0\u{3}changes_behind\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9339,6 +9357,8 @@ nonisolated extension Healthledger_V1_ClusterMemberStatus: SwiftProtobuf.Message
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.node) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.address) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.watching) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.changesBehind) }()
       default: break
       }
     }
@@ -9351,12 +9371,20 @@ nonisolated extension Healthledger_V1_ClusterMemberStatus: SwiftProtobuf.Message
     if !self.address.isEmpty {
       try visitor.visitSingularStringField(value: self.address, fieldNumber: 2)
     }
+    if self.watching != false {
+      try visitor.visitSingularBoolField(value: self.watching, fieldNumber: 3)
+    }
+    if self.changesBehind != 0 {
+      try visitor.visitSingularUInt64Field(value: self.changesBehind, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Healthledger_V1_ClusterMemberStatus, rhs: Healthledger_V1_ClusterMemberStatus) -> Bool {
     if lhs.node != rhs.node {return false}
     if lhs.address != rhs.address {return false}
+    if lhs.watching != rhs.watching {return false}
+    if lhs.changesBehind != rhs.changesBehind {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -11,10 +11,12 @@ struct ClusterCommand: AsyncParsableCommand {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "status",
-            abstract: "Show the cluster: its members, the leader and its epoch, the synchronous standby, and each ledger's head and followers.",
+            abstract: "Show the cluster: its members, the leader and its epoch, the synchronous standby, and the ledgers in use with their followers.",
             discussion: """
                 Asks the server given (any member; --other-server for more), then the leader it names, whose view has the \
-                followers' progress: how far each has every ledger durable (lag, in events) and whether it is connected.
+                followers' progress: whether each watches the leader's ledgers and how many changes it has not applied yet, \
+                and for each ledger open on the leader (in use lately), how far each follower has it durable (lag, in events) \
+                and whether it is connected.
                 """)
         @OptionGroup var connection: ConnectionOptions
 
@@ -40,11 +42,15 @@ struct ClusterCommand: AsyncParsableCommand {
                 "standby \(status.standby ?? "none")" + (status.pendingStandby.map { "  (making \($0) the standby)" } ?? ""),
                 "members",
             ]
+            let leading = status.role == "leader"
             for member in status.members {
                 let role = member.node == status.leader ? "leader" : member.node == status.standby ? "standby" : "follower"
-                lines.append("  \(member.node)\t\(member.address)\t\(role)")
+                let progress =
+                    !leading || role == "leader" ? ""
+                    : member.watching ? "\t\(member.changesBehind) change\(member.changesBehind == 1 ? "" : "s") behind" : "\tnot watching"
+                lines.append("  \(member.node)\t\(member.address)\t\(role)\(progress)")
             }
-            lines.append("ledgers")
+            lines.append("ledgers \(status.ledgerCount), \(status.ledgers.count) in use")
             for ledger in status.ledgers {
                 let followers = ledger.followers.map { follower in
                     let lag = ledger.headSequence > follower.acknowledgedSequence ? ledger.headSequence - follower.acknowledgedSequence : 0
