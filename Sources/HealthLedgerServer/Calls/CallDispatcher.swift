@@ -204,6 +204,9 @@ package struct CallDispatcher: Sendable {
         logCall(method?.rawValue ?? String(request.method.prefix(200)), caller, failure: failure, started: started)
     }
 
+    /// A follower's calls (§7.18 of docs/PROTOCOL.md).
+    private static let replicationTraffic: Set<String> = Set([RPCMethod.watchLedgers, .fetchLog, .fetchSnapshot].map(\.rawValue))
+
     private static func outcome(_ result: Result<[UInt8], any Error>) -> ([UInt8]?, RPCError?) {
         switch result {
         case .success(let response): (response, nil)
@@ -212,13 +215,16 @@ package struct CallDispatcher: Sendable {
     }
 
     /// The one log line of every call, at `info`: what an operator's log shows of traffic
-    /// (never a value, never the credential's secret).
+    /// (never a value, never the credential's secret). Followers' replication calls that
+    /// succeed, a steady stream of long polls, are logged at `debug`.
     private func logCall(_ method: String, _ caller: Authenticated, failure: RPCError?, started: ContinuousClock.Instant) {
-        guard logger.logLevel <= .info else { return }
+        let level: Logger.Level = failure == nil && Self.replicationTraffic.contains(method) ? .debug : .info
+        guard logger.logLevel <= level else { return }
         let duration = ContinuousClock.now - started
         let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
         let (ledger, principal) = caller.identity
-        logger.info(
+        logger.log(
+            level: level,
             "call",
             metadata: [
                 "rpc.method": .string(method), "ledger.id": .string(ledger ?? "-"), "principal": .string(principal?.description ?? "-"),
