@@ -73,6 +73,9 @@ public final class ClusterMember: Service, Sendable {
         /// changes it must have applied.
         var standby: String?
         var pending: (node: String, position: UInt64)?
+        /// Followers dropped as standby (or candidate) for a write they did not acknowledge,
+        /// with the position of the changes then: not chosen again before they applied it.
+        var dropped: [String: UInt64] = [:]
         var lastFailure: String?
         var joined = false
     }
@@ -246,9 +249,11 @@ public final class ClusterMember: Service, Sendable {
         guard try await etcd.put(syncKey, sync, whileCreatedAt: Int64(epoch), guardKey: leaderKey) else {
             throw ClusterFailure("lost the leader key before taking the lead")
         }
+        _ = role.takeMissed()
         let (lastRenewal, seconds) = state.withLock { state in
             state.standby = nil
             state.pending = nil
+            state.dropped = [:]
             return (state.lastRenewal ?? .now, state.lease?.seconds ?? configuration.leaseSeconds)
         }
         stand(.leader(epoch: epoch, leaseEnd: lastRenewal + .seconds(seconds)))
@@ -286,6 +291,22 @@ public final class ClusterMember: Service, Sendable {
     private func tendStandby(epoch: Int64, members: Set<String>) async throws {
         let present = store.watchers.present(within: configuration.followerWindow)
         let (standby, pending) = state.withLock { ($0.standby, $0.pending) }
+        // A standby that let a write's wait run out is behind on that ledger (stuck, or slow):
+        // dropped, so that writes go on, until it applied every change of this moment.
+        let missed = role.takeMissed().intersection([standby, pending?.node].compactMap { $0 })
+        if let node = missed.first {
+            try await nameStandby(nil, epoch: epoch)
+            role.awaitedFollowers.remove(node)
+            let position = store.changes.cursor.position
+            state.withLock {
+                $0.pending = nil
+                $0.dropped[node] = position
+            }
+            logger.warning(
+                "the synchronous standby did not acknowledge a write within the follower window: writes are answered after the leader's own commit until a follower catches up",
+                metadata: ["standby": "\(node)"])
+            return
+        }
         if let standby, !present.contains(standby) {
             try await nameStandby(nil, epoch: epoch)
             role.awaitedFollowers.remove(standby)
@@ -311,7 +332,12 @@ public final class ClusterMember: Service, Sendable {
         guard standby == nil else { return }
         let now = store.changes.cursor.position
         let candidates = present.intersection(members).subtracting([configuration.node]).sorted()
-        guard let candidate = candidates.first(where: { applied(by: $0).map { $0 + Self.standbyLag >= now } ?? false }) else { return }
+        let dropped = state.withLock { $0.dropped }
+        guard
+            let candidate = candidates.first(where: { node in
+                applied(by: node).map { $0 + Self.standbyLag >= now && $0 >= dropped[node] ?? 0 } ?? false
+            })
+        else { return }
         // From now on writes wait for it; it is named once it applied every change before this.
         role.awaitedFollowers.insert(candidate)
         let position = store.changes.cursor.position

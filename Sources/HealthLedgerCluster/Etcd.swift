@@ -13,7 +13,7 @@ import Synchronization
 /// Every call has a deadline, so that an unreachable etcd is an error within seconds, never
 /// a hang; a call an endpoint fails is tried on the next, and the one that answered is
 /// asked first from then on.
-final class Etcd: Sendable {
+package final class Etcd: Sendable {
     private let clients: [GRPCClient<HTTP2ClientTransport.Posix>]
     /// The client asked first: the last that answered.
     private let preferred = Mutex(0)
@@ -35,7 +35,7 @@ final class Etcd: Sendable {
 
     /// - Parameter endpoints: `http://HOST:PORT` (or `HOST:PORT`), comma-separated.
     /// - Throws: ``ClusterFailure`` for an endpoint that does not parse.
-    init(endpoints: String, timeout: Duration = .seconds(3)) throws {
+    package init(endpoints: String, timeout: Duration = .seconds(3)) throws {
         clients = try Self.parse(endpoints).map { endpoint in
             // An address as it is; a name resolved when connecting (and again on reconnecting).
             let isAddress = (try? SocketAddress(ipAddress: endpoint.host, port: endpoint.port)) != nil
@@ -48,14 +48,14 @@ final class Etcd: Sendable {
     }
 
     /// Runs the clients' connections until ``close()``.
-    func run() async throws {
+    package func run() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for client in clients { group.addTask { try await client.runConnections() } }
             try await group.waitForAll()
         }
     }
 
-    func close() {
+    package func close() {
         for client in clients { client.beginGracefulShutdown() }
     }
 
@@ -120,7 +120,7 @@ final class Etcd: Sendable {
     }
 
     /// Writes `value` under `key`, attached to `lease` (0: none).
-    func put(_ key: String, _ value: Data, lease: Int64 = 0) async throws {
+    package func put(_ key: String, _ value: Data, lease: Int64 = 0) async throws {
         let _: Etcdserverpb_PutResponse = try await call(
             "KV", "Put", Self.put(key, value, lease: lease))
     }

@@ -1,4 +1,5 @@
 import Foundation
+import HealthLedgerCluster
 import HealthLedgerSDK
 import HealthModel
 import Ledger
@@ -181,6 +182,64 @@ struct ClusterTests {
 }
 
 extension ClusterTests {
+    @Test("a standby that lets a write's wait run out is dropped: writes go on, and it is not chosen again before it catches up")
+    func stuckStandbyDropped() async throws {
+        let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cluster-\(UUID().uuidString)")
+        defer { if ProcessInfo.processInfo.environment["HEALTHLEDGER_TEST_KEEP"] == nil { try? FileManager.default.removeItem(at: base) } }
+        let etcd = try await EtcdMembers(count: 1, directory: base.appending(path: "etcd"))
+        defer { etcd.stop() }
+        let credentialFile = base.appending(path: "cluster-operator")
+        let operatorCredential: String
+        do {
+            let store = try LedgerStore(directory: base.appending(path: "n1"), configuration: try .forTests())
+            operatorCredential = try store.issueOperatorCredential(label: "cluster")
+            try operatorCredential.write(to: credentialFile, atomically: true, encoding: .utf8)
+        }
+        let nodes = ClusterNodes(base: base, etcd: etcd.endpoints, credentialFile: credentialFile)
+        defer { nodes.stopAll() }
+        try await nodes.start(1, arguments: ["--follower-window", "2"])
+        _ = try await nodes.leader(among: [1])
+        let admin = HealthStore(configuration: .init(port: nodes.port(of: 1), credential: operatorCredential, timeout: .seconds(60)))
+        defer { Task { await admin.close() } }
+        #expect(try await admin.createLedger(id: "alice") == "alice")
+        let owner = HealthStore(configuration: .init(port: nodes.port(of: 1), credential: try await admin.issueCredential(ledger: "alice", for: .owner), timeout: .seconds(60)))
+        defer { Task { await owner.close() } }
+        try await owner.save(Samples.heartRate(60, at: 0))
+
+        // A member n9 that watches the leader's ledgers and says it applied its first answer,
+        // but never fetches a ledger: its copy is stuck.
+        let client = try Etcd(endpoints: etcd.endpoints)
+        let running = Task { try await client.run() }
+        defer { client.close(); running.cancel() }
+        try await client.put("/healthledger/healthledger/nodes/n9", Data(#"{"node":"n9","address":"127.0.0.1:1"}"#.utf8))
+        let epoch = try await admin.clusterStatus().epoch
+        let watcher = Task {
+            var (cursor, applied): ([UInt8], [UInt8]?) = ([], nil)
+            while !Task.isCancelled {
+                guard let answer = try? await admin.watchLedgers(cursor: cursor, applied: applied ?? [], wait: .milliseconds(300), follower: "n9", epoch: epoch)
+                else { continue }
+                (cursor, applied) = (answer.cursor, applied ?? answer.cursor)
+            }
+        }
+        defer { watcher.cancel() }
+        for _ in 0..<2_400 where try await admin.clusterStatus().standby != "n9" { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try await admin.clusterStatus().standby == "n9")
+
+        // A write it does not acknowledge is refused UNAVAILABLE; then the leader drops it,
+        // and writes go on, answered after the leader's own commit.
+        let refusal = await #expect(throws: RPCError.self) { try await owner.save(Samples.heartRate(61, at: 1)) }
+        #expect(refusal?.code == .unavailable && refusal?.message.contains("'n9' did not acknowledge it") == true, "\(String(describing: refusal))")
+        var saved = false
+        for attempt in 0..<100 where !saved {
+            saved = (try? await owner.save(Samples.heartRate(62, at: 2 + Double(attempt)))) != nil
+        }
+        #expect(saved)
+        // It is not made the standby again: it never applied what it missed.
+        for value in 0..<5 { try await owner.save(Samples.heartRate(70, at: 200 + Double(value))) }
+        let status = try await admin.clusterStatus()
+        #expect(status.standby == nil && status.pendingStandby == nil, "\(status)")
+    }
+
     /// The first line of `daemon`'s log that `matches`, or nil once 10,000 lines (or two
     /// minutes, a guard against hanging, not a deadline the test relies on) went by without one.
     static func firstLine(of daemon: DaemonProcess, where matches: @escaping @Sendable (String) -> Bool) async throws -> String? {
@@ -267,7 +326,7 @@ final class ClusterNodes: Sendable {
         self.credentialFile = credentialFile
     }
 
-    func start(_ node: Int) async throws {
+    func start(_ node: Int, arguments: [String] = []) async throws {
         let process = try await DaemonProcess(
             dataDirectory: base.appending(path: "n\(node)"),
             arguments: [
@@ -275,7 +334,7 @@ final class ClusterNodes: Sendable {
                 // Short enough for a quick test, long enough that a loaded machine's slow etcd
                 // round trip does not cost the leader its lease.
                 "--lease-seconds", "3",
-            ], metrics: true)
+            ] + arguments, metrics: true)
         process.keepLog(in: base.appending(path: "n\(node)-\(UUID().uuidString.prefix(4)).log"))
         running.withLock { $0[node] = process }
     }

@@ -355,6 +355,7 @@ extension CallDispatcher {
             ledger.followers.whenAcknowledged(sequence, by: awaited, timeout: window) { outcome in
                 guard outcome == .acknowledged else {
                     metrics.writeNotReplicated()
+                    cluster.missed(by: awaited)
                     let names = awaited.sorted().joined(separator: "', '")
                     return then(
                         RPCError(

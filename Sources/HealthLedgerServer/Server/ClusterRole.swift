@@ -50,6 +50,8 @@ public final class ClusterRole: Sendable {
         /// The followers a write waits for: the synchronous standby named on etcd, and one
         /// being made it (which must have every write answered from then on).
         var awaited: Set<String> = []
+        /// Awaited followers that let a write's wait run out since the member last looked.
+        var missed: Set<String> = []
     }
 
     private let state = Mutex(State())
@@ -94,6 +96,19 @@ public final class ClusterRole: Sendable {
     public var awaitedFollowers: Set<String> {
         get { state.withLock { $0.awaited } }
         set { state.withLock { $0.awaited = newValue } }
+    }
+
+    /// `followers`, awaited, did not acknowledge a write within the follower window.
+    func missed(by followers: Set<String>) {
+        state.withLock { $0.missed.formUnion(followers) }
+    }
+
+    /// The awaited followers that missed a write since the last call (and forgets them).
+    public func takeMissed() -> Set<String> {
+        state.withLock { state in
+            defer { state.missed = [] }
+            return state.missed
+        }
     }
 
     /// The epoch this member leads under, while its lease lasts; nil otherwise.
