@@ -22,19 +22,13 @@ struct ClusterTests {
         defer { if ProcessInfo.processInfo.environment["HEALTHLEDGER_TEST_KEEP"] == nil { try? FileManager.default.removeItem(at: base) } }
         let etcd = try await EtcdMembers(directory: base.appending(path: "etcd"))
         defer { etcd.stop() }
-        let credentialFile = base.appending(path: "cluster-operator")
-        let operatorCredential: String
-        do {
-            let store = try LedgerStore(directory: base.appending(path: "n1"), configuration: try .forTests())
-            operatorCredential = try store.issueOperatorCredential(label: "cluster")
-            try operatorCredential.write(to: credentialFile, atomically: true, encoding: .utf8)
-        }
         let build = try await runProcess(
             URL(filePath: "/bin/bash"), [CClientInteropTests.root.appending(path: "tools/c-client/build.sh").path])
         try #require(build.status == 0, "the C client's build.sh failed: \(build.error)")
         let cClient = URL(filePath: try #require(build.output.split(separator: "\n").last.map(String.init)))
-        let nodes = ClusterNodes(base: base, etcd: etcd.endpoints, credentialFile: credentialFile)
+        let nodes = try ClusterNodes(base: base, etcd: etcd.endpoints)
         defer { nodes.stopAll() }
+        let (credentialFile, operatorCredential) = (nodes.credentialFile, nodes.operatorCredential)
         for node in 1...3 { try await nodes.start(node) }
 
         // The operator creates the ledger through a follower: it goes to the leader.
@@ -188,16 +182,10 @@ extension ClusterTests {
         defer { if ProcessInfo.processInfo.environment["HEALTHLEDGER_TEST_KEEP"] == nil { try? FileManager.default.removeItem(at: base) } }
         let etcd = try await EtcdMembers(count: 1, directory: base.appending(path: "etcd"))
         defer { etcd.stop() }
-        let credentialFile = base.appending(path: "cluster-operator")
-        let operatorCredential: String
-        do {
-            let store = try LedgerStore(directory: base.appending(path: "n1"), configuration: try .forTests())
-            operatorCredential = try store.issueOperatorCredential(label: "cluster")
-            try operatorCredential.write(to: credentialFile, atomically: true, encoding: .utf8)
-        }
-        let nodes = ClusterNodes(base: base, etcd: etcd.endpoints, credentialFile: credentialFile)
+        let nodes = try ClusterNodes(base: base, etcd: etcd.endpoints)
         defer { nodes.stopAll() }
-        try await nodes.start(1, arguments: ["--follower-window", "2"])
+        let operatorCredential = nodes.operatorCredential
+        try await nodes.start(1)
         _ = try await nodes.leader(among: [1])
         let admin = HealthStore(configuration: .init(port: nodes.port(of: 1), credential: operatorCredential, timeout: .seconds(60)))
         defer { Task { await admin.close() } }
@@ -317,16 +305,22 @@ final class SaveStream: Sendable {
 final class ClusterNodes: Sendable {
     private let base: URL
     private let etcd: String
-    private let credentialFile: URL
+    /// The operator credential every member accepts, and its file (`--cluster-credential-file`).
+    let operatorCredential: String
+    let credentialFile: URL
     private let running = Mutex<[Int: DaemonProcess]>([:])
 
-    init(base: URL, etcd: String, credentialFile: URL) {
+    init(base: URL, etcd: String) throws {
         self.base = base
         self.etcd = etcd
-        self.credentialFile = credentialFile
+        credentialFile = base.appending(path: "cluster-operator")
+        // Issued on n1's data directory (any member's would do), before n1 starts.
+        let store = try LedgerStore(directory: base.appending(path: "n1"), configuration: try .forTests())
+        operatorCredential = try store.issueOperatorCredential(label: "cluster")
+        try operatorCredential.write(to: credentialFile, atomically: true, encoding: .utf8)
     }
 
-    func start(_ node: Int, arguments: [String] = []) async throws {
+    func start(_ node: Int) async throws {
         let process = try await DaemonProcess(
             dataDirectory: base.appending(path: "n\(node)"),
             arguments: [
@@ -334,7 +328,7 @@ final class ClusterNodes: Sendable {
                 // Short enough for a quick test, long enough that a loaded machine's slow etcd
                 // round trip does not cost the leader its lease.
                 "--lease-seconds", "3",
-            ] + arguments, metrics: true)
+            ], metrics: true)
         process.keepLog(in: base.appending(path: "n\(node)-\(UUID().uuidString.prefix(4)).log"))
         running.withLock { $0[node] = process }
     }
