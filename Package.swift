@@ -192,6 +192,7 @@ let package = Package(
             name: "HealthLedgerCluster",
             dependencies: [
                 "Ledger",
+                "LedgerSchema",
                 "HealthLedgerReplica",
                 "HealthLedgerSDK",
                 "HealthLedgerServer",

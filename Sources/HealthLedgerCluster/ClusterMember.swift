@@ -3,28 +3,35 @@ import HealthLedgerReplica
 import HealthLedgerSDK
 import HealthLedgerServer
 import Ledger
+import LedgerSchema
 import Logging
 import Metrics
 import ServiceLifecycle
 import Synchronization
 
-/// This server's membership of a cluster on etcd (`healthledgerd --etcd`): one member leads
-/// and takes every ledger's writes, the others follow it, and when the leader's lease on
-/// etcd expires its synchronous standby takes over (docs/PROTOCOL.md §7.19, Deploy/README.md).
+/// This server's membership of a cluster on etcd (`healthledgerd --etcd`). The ledgers are
+/// spread over ``Placement/groups`` placement groups; each group has one primary, which takes
+/// its ledgers' writes, and the other members follow it; when the primary's lease on etcd
+/// expires, the group's synchronous standby takes over. The members share the groups out
+/// evenly (``Placement/assignment(of:)``): a primary hands a group over to the member the
+/// placement gives it to once that member is its standby (docs/PROTOCOL.md §7.19,
+/// Deploy/README.md).
 ///
 /// Under `/healthledger/<cluster>/` on etcd:
 /// - `nodes/<node>`: each member, attached to its lease: `{"node", "address"}`.
-/// - `leader`: the leader, attached to its lease; the key's create revision is the
-///   **epoch** every follower's fetch carries, and a leader serves fetches of its own epoch
-///   only — so a paused old leader gets no follower's acknowledgement.
-/// - `sync`: `{"leader", "standby"}`, written by the leader only while its leader key stands:
-///   the follower its writes wait for (none: it answers after its own commit). Only that
-///   standby may take over (it has every answered write), or the leader itself when it had
-///   none; on a fresh cluster (no `sync`), any member.
+/// - `groups/<g>/leader`: group g's primary, attached to its lease; the key's create revision
+///   is the **epoch** every follower's fetch of the group carries, and a primary serves
+///   fetches of its own epoch only — so a paused old primary gets no follower's acknowledgement.
+/// - `groups/<g>/sync`: `{"leader", "standby"}`, written by the group's primary only while its
+///   leader key stands: the follower its writes wait for (none: it answers after its own
+///   commit). Only that standby may take over (it has every answered write), or the primary
+///   itself when it had none or its standby did not take over within a few seconds; for a
+///   group never led (no `sync`), the member the placement gives it to, or any member once the
+///   group stayed without a primary for a few seconds.
 ///
-/// A standby is added in two steps: the leader first makes its writes wait for the new one
-/// too, then names it on etcd once it has every ledger up to the heads it had at the first
-/// step; it is removed on etcd before any write is answered without it.
+/// A standby is added in two steps: the primary first makes its writes wait for the new one
+/// too, then names it on etcd once it has every ledger of the group up to the heads it had at
+/// the first step; it is removed on etcd before any write is answered without it.
 public final class ClusterMember: Service, Sendable {
     public struct Configuration: Sendable {
         /// etcd's endpoints, `http://HOST:PORT[,…]`.
@@ -35,7 +42,7 @@ public final class ClusterMember: Service, Sendable {
         public var node: String
         /// Where clients and the other members reach this server's RPC (`HOST:PORT`).
         public var advertise: String
-        /// The time to live of this member's lease on etcd: a leader gone is replaced about
+        /// The time to live of this member's lease on etcd: a primary gone is replaced about
         /// this long after it stopped renewing (plus an election's few hundred milliseconds).
         public var leaseSeconds: Int64 = 5
         /// How long a follower counts as connected after its last fetch (the server's follower window).
@@ -56,39 +63,56 @@ public final class ClusterMember: Service, Sendable {
     private let logger: Logger
     private let etcd: Etcd
     private let state = Mutex(State())
-    private let leading = Gauge(label: "healthledger_cluster_leader")
-    private let epochGauge = Gauge(label: "healthledger_cluster_epoch")
+    private let groupsLed = Gauge(label: "healthledger_cluster_groups_led")
 
-    /// How often the member reads the leader from etcd (and a leader its followers).
+    /// How often the member reads the cluster from etcd (and a primary its followers).
     static let tick = Duration.milliseconds(300)
-    /// Changes (``LedgerChanges``) a follower may not have applied yet for the leader to start
+    /// Changes (``LedgerChanges``) a follower may not have applied yet for a primary to start
     /// making it its standby.
     static let standbyLag: UInt64 = 1_000
+    /// Rounds a group never led may stay without a primary before a member other than the one
+    /// the placement gives it to takes it (that member may be gone).
+    static let patience = 10
 
     private struct State {
         var lease: (id: Int64, seconds: Int64)?
         var lastRenewal: ContinuousClock.Instant?
-        var following: Following?
-        /// The standby named on etcd, and one being made it with the position of the store's
-        /// changes it must have applied.
+        var groups = Array(repeating: GroupState(), count: Placement.groups)
+        /// The primaries followed, by node.
+        var following: [String: Following] = [:]
+        /// Followers being stopped: their primary and groups (none of those groups is led,
+        /// and no follower of that primary started, before they stopped).
+        var stopping: [UUID: (node: String, groups: Set<Int>)] = [:]
+        /// What the current round is doing, and since when (``watchRounds()``).
+        var round: (phase: String, started: ContinuousClock.Instant, warnings: Int64)?
+        var lastFailure: String?
+        var joined = false
+    }
+
+    /// This member's part in one placement group.
+    private struct GroupState {
+        /// As its primary: the standby named on etcd, and one being made it with the position
+        /// of the store's changes it must have applied.
         var standby: String?
         var pending: (node: String, position: UInt64)?
         /// Followers dropped as standby (or candidate) for a write they did not acknowledge,
         /// with the position of the changes then: not chosen again before they applied it.
         var dropped: [String: UInt64] = [:]
-        var lastFailure: String?
-        var joined = false
+        /// Whether its writes were stopped last round to hand it over to its standby.
+        var handingOver = false
+        /// Rounds seen without a primary, for a group never led.
+        var leaderless = 0
     }
 
     private struct Following {
-        var node: String
         var address: String
-        var epoch: UInt64
+        /// The groups followed, with their epochs.
+        var groups: [Int: UInt64]
         var follower: PrimaryFollower
         var task: Task<Void, Never>
     }
 
-    /// What the leader key and the sync key hold.
+    /// What a leader key and a member's key hold.
     struct LeaderValue: Codable, Equatable {
         var node: String
         var address: String
@@ -121,29 +145,28 @@ public final class ClusterMember: Service, Sendable {
         etcd = try Etcd(endpoints: configuration.etcd, timeout: .milliseconds(min(3_000, configuration.leaseSeconds * 1_000 / 3)))
     }
 
+    private var me: String { configuration.node }
     private var prefix: String { "/healthledger/\(configuration.cluster)/" }
-    private var leaderKey: String { prefix + "leader" }
-    private var syncKey: String { prefix + "sync" }
+    private func leaderKey(_ group: Int) -> String { prefix + "groups/\(group)/leader" }
+    private func syncKey(_ group: Int) -> String { prefix + "groups/\(group)/sync" }
     private var nodesPrefix: String { prefix + "nodes/" }
 
-    /// Takes part in the cluster until cancelled or the service group shuts down; a leader
-    /// then gives its leadership up at once (its lease revoked), so that its standby takes
-    /// over without waiting for the lease to expire.
+    /// Takes part in the cluster until cancelled or the service group shuts down; a primary
+    /// then gives its groups up at once (its lease revoked), so that their standbys take over
+    /// without waiting for the lease to expire.
     public func run() async throws {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await self.etcd.run() }
-            while !Task.isCancelled, !Task.isShuttingDownGracefully {
-                do {
-                    try await step()
-                    state.withLock { $0.lastFailure = nil }
-                } catch {
-                    let failure = "\(error)"
-                    let repeated = state.withLock { state in
-                        defer { state.lastFailure = failure }
-                        return state.lastFailure == failure
-                    }
-                    if !repeated { logger.warning("cluster membership: \(failure)") }
+            // The lease on its own: a slow round (a follower slow to stop) never costs it.
+            group.addTask {
+                while !Task.isCancelled {
+                    await self.report { try await self.renewLease() }
+                    self.watchRounds()
+                    try? await Task.sleep(for: Self.tick)
                 }
+            }
+            while !Task.isCancelled, !Task.isShuttingDownGracefully {
+                await report { try await step() }
                 try? await Task.sleep(for: Self.tick)
             }
             await leave()
@@ -152,255 +175,430 @@ public final class ClusterMember: Service, Sendable {
         }
     }
 
-    /// One round: the lease renewed when due, the leader read, and this member's part taken.
-    private func step() async throws {
-        let lease = try await renewLease()
-        // The cluster's keys, read at once: leader, sync and members.
-        let entries = try await etcd.entries(under: prefix)
-        let syncEntry = entries.first { $0.key == syncKey }
-        let sync = try syncEntry.map { try JSONDecoder().decode(SyncValue.self, from: $0.value) }
-        let members = entries.filter { $0.key.hasPrefix(nodesPrefix) }.compactMap { try? JSONDecoder().decode(LeaderValue.self, from: $0.value) }
-        role.view = ClusterRole.View(
-            members: members.map { ($0.node, $0.address) }, standby: sync?.standby, pendingStandby: state.withLock { $0.pending?.node })
-        guard let entry = entries.first(where: { $0.key == leaderKey }) else {
-            if case .leader = role.standing { stepDown("its leader key on etcd is gone") }
-            return try await campaign(lease: lease, sync: sync, syncRevision: syncEntry?.modRevision ?? 0)
+    /// Runs `work`, logging its failure once for as long as it fails alike.
+    private func report(_ work: () async throws -> Void) async {
+        do {
+            try await work()
+        } catch {
+            let failure = "\(error)"
+            let repeated = state.withLock { state in
+                defer { state.lastFailure = failure }
+                return state.lastFailure == failure
+            }
+            if !repeated { logger.warning("cluster membership: \(failure)") }
         }
-        let leader = try JSONDecoder().decode(LeaderValue.self, from: entry.value)
+    }
+
+    /// Says, every ten seconds it lasts, that a round is taking long, and what it is doing.
+    private func watchRounds() {
+        let now = ContinuousClock.now
+        let slow = state.withLock { state -> (phase: String, seconds: Int64)? in
+            guard let round = state.round else { return nil }
+            let seconds = (now - round.started).components.seconds
+            guard seconds / 10 > round.warnings else { return nil }
+            state.round?.warnings = seconds / 10
+            return (round.phase, seconds)
+        }
+        guard let round = slow else { return }
+        logger.warning("a round of cluster membership is taking long", metadata: ["phase": "\(round.phase)", "seconds": "\(round.seconds)"])
+    }
+
+    /// Notes what the current round is doing.
+    private func phase(_ phase: String) {
+        state.withLock { $0.round = (phase, $0.round?.started ?? .now, $0.round?.warnings ?? 0) }
+    }
+
+    /// One round: the cluster read, this member's part taken in each group, and the
+    /// primaries of the others followed.
+    private func step() async throws {
+        guard let lease = state.withLock({ $0.lease?.id }) else { return }
+        state.withLock { $0.round = ("reading etcd", .now, 0) }
+        defer { state.withLock { $0.round = nil } }
+        let entries = try await etcd.entries(under: prefix)
+        let value = { (key: String) in entries.first { $0.key == key } }
+        let members = entries.filter { $0.key.hasPrefix(nodesPrefix) }.compactMap { try? JSONDecoder().decode(LeaderValue.self, from: $0.value) }
+        let placement = Placement.assignment(of: members.map(\.node))
+        var leaders: [(entry: Etcd.Entry, value: LeaderValue)?] = []
+        var syncs: [(revision: Int64, value: SyncValue?)] = []
+        var views: [ClusterRole.GroupView] = []
+        for group in 0..<Placement.groups {
+            let leader: (entry: Etcd.Entry, value: LeaderValue)? = value(leaderKey(group)).flatMap { entry in
+                (try? JSONDecoder().decode(LeaderValue.self, from: entry.value)).map { (entry, $0) }
+            }
+            let sync: (revision: Int64, value: SyncValue?) =
+                value(syncKey(group)).map { ($0.modRevision, try? JSONDecoder().decode(SyncValue.self, from: $0.value)) } ?? (0, nil)
+            leaders.append(leader)
+            syncs.append(sync)
+            views.append(
+                ClusterRole.GroupView(
+                    leader: leader.map { ($0.value.node, $0.value.address, UInt64($0.entry.createRevision)) }, standby: sync.value?.standby,
+                    pendingStandby: state.withLock { $0.groups[group].pending?.node }, placedOn: placement[group]))
+        }
+        role.view = ClusterRole.View(members: members.map { ($0.node, $0.address) }, groups: views)
+        // Each group on its own: one that fails to move on does not hold the others.
+        var followed: [String: (address: String, groups: [Int: UInt64])] = [:]
+        var failures: [String] = []
+        for group in 0..<Placement.groups {
+            do {
+                phase("placement group \(group)")
+                guard
+                    let primary = try await step(
+                        group, leader: leaders[group], sync: syncs[group], lease: lease, members: Set(members.map(\.node)), placedOn: placement[group])
+                else { continue }
+                followed[primary.node, default: (primary.address, [:])].groups[group] = primary.epoch
+            } catch {
+                failures.append("placement group \(group): \(error)")
+            }
+        }
+        phase("following")
+        follow(followed)
+        groupsLed.record(role.standings.filter { if case .leader = $0 { true } else { false } }.count)
+        if let first = failures.first { throw ClusterFailure(failures.count == 1 ? first : "\(first) (and \(failures.count - 1) more)") }
+    }
+
+    /// This member's part in `group`: leads it, campaigns for it, hands it over, or follows
+    /// its primary (returned).
+    private func step(
+        _ group: Int, leader: (entry: Etcd.Entry, value: LeaderValue)?, sync: (revision: Int64, value: SyncValue?), lease: Int64,
+        members: Set<String>, placedOn: String?
+    ) async throws -> (node: String, address: String, epoch: UInt64)? {
+        guard let (entry, leader) = leader else {
+            if case .leader = role.standing(in: group) { stepDown(group, "its leader key on etcd is gone") }
+            try await campaign(group, lease: lease, sync: sync, placedOn: placedOn)
+            // Its last primary's events are still fetched until another leads it.
+            return followedPrimary(of: group)
+        }
+        state.withLock { $0.groups[group].leaderless = 0 }
         let epoch = UInt64(entry.createRevision)
         if entry.lease == lease {
-            if role.leadingEpoch != epoch {
-                if case .leader = role.standing { return }  // lapsed: a renewal brings it back
-                try await promote(epoch: epoch)
-            }
-            try await tendStandby(epoch: Int64(epoch), members: Set(members.map(\.node)))
-        } else if leader.node == configuration.node {
-            // A key of this member's from before a restart: its old lease will expire.
-            if case .leader = role.standing { stepDown("its leader key belongs to an earlier lease") }
-        } else {
-            if case .leader = role.standing { stepDown("'\(leader.node)' leads under epoch \(epoch)") }
-            try await follow(leader, epoch: epoch)
+            if case .leader(epoch, _) = role.standing(in: group) {} else { try await promote(group, epoch: epoch) }
+            // Lapsed: a renewal brings it back.
+            guard role.leadingEpoch(of: group) == epoch else { return nil }
+            try await tendStandby(group, epoch: Int64(epoch), members: members, placedOn: placedOn)
+            try await handOver(group, epoch: Int64(epoch), placedOn: placedOn)
+            return nil
         }
+        if case .leader = role.standing(in: group) {
+            stepDown(group, leader.node == me ? "its leader key belongs to an earlier lease" : "'\(leader.node)' leads it under epoch \(epoch)")
+        }
+        // A key of this member's from before a restart: its old lease will expire.
+        guard leader.node != me else { return nil }
+        stand(.follower(node: leader.node, address: leader.address, epoch: epoch), in: group)
+        return (leader.node, leader.address, epoch)
     }
 
     // MARK: The lease
 
     /// This member's lease, granted (and the member registered) when it has none, renewed
     /// every third of its time to live; a lapsed lease stops the member leading.
-    private func renewLease() async throws -> Int64 {
+    private func renewLease() async throws {
         let now = ContinuousClock.now
         let (current, lastRenewal) = state.withLock { ($0.lease, $0.lastRenewal) }
         guard let current else {
             let granted = try await etcd.grantLease(seconds: configuration.leaseSeconds)
-            let value = try JSONEncoder().encode(LeaderValue(node: configuration.node, address: configuration.advertise))
-            guard try await etcd.create(nodesPrefix + configuration.node, value, lease: granted.id) else {
+            let value = try JSONEncoder().encode(LeaderValue(node: me, address: configuration.advertise))
+            guard try await etcd.create(nodesPrefix + me, value, lease: granted.id) else {
                 try? await etcd.revokeLease(granted.id)
                 throw ClusterFailure(
-                    "another member named '\(configuration.node)' is in the cluster (or this one's previous run, until its lease expires): names must be unique (--node-id)")
+                    "another member named '\(me)' is in the cluster (or this one's previous run, until its lease expires): names must be unique (--node-id)")
             }
             state.withLock {
                 $0.lease = granted
                 $0.lastRenewal = now
                 $0.joined = true
             }
+            role.renewed(until: now + .seconds(granted.seconds))
             logger.notice("joined the cluster", metadata: ["cluster": "\(configuration.cluster)", "lease.seconds": "\(granted.seconds)"])
-            return granted.id
+            return
         }
-        guard let lastRenewal, now - lastRenewal >= .seconds(current.seconds) / 3 else { return current.id }
+        guard let lastRenewal, now - lastRenewal >= .seconds(current.seconds) / 3 else { return }
         let left = try await etcd.keepAlive(current.id)
         guard left > 0 else {
             state.withLock { $0.lease = nil }
-            if case .leader = role.standing { stepDown("its lease on etcd expired") }
+            for group in 0..<Placement.groups {
+                if case .leader = role.standing(in: group) { stepDown(group, "its lease on etcd expired") }
+            }
             throw ClusterFailure("this member's lease on etcd expired: joining again")
         }
         state.withLock { $0.lastRenewal = now }
         // Counted from when the renewal was sent: etcd's clock started later, never earlier.
-        if case .leader(let epoch, _) = role.standing { role.renewed(until: now + .seconds(left), epoch: epoch) }
-        return current.id
+        role.renewed(until: now + .seconds(left))
     }
 
     // MARK: Leading
 
-    /// Creates the leader key when this member may: the standby named on etcd, the last
-    /// leader when it had none, or anyone on a fresh cluster.
-    private func campaign(lease: Int64, sync: SyncValue?, syncRevision: Int64) async throws {
-        if let sync {
-            let allowed = sync.standby.map { $0 == configuration.node } ?? (sync.leader == configuration.node)
-            guard allowed else { return }
+    /// Creates the group's leader key when this member may: the standby named on etcd, the
+    /// last primary when it had none (or once its standby did not take over for ``patience``
+    /// rounds: a group handed over to a standby that then failed); for a group never led, the
+    /// member the placement gives it to, or any once it waited ``patience`` rounds.
+    private func campaign(_ group: Int, lease: Int64, sync: (revision: Int64, value: SyncValue?), placedOn: String?) async throws {
+        let rounds = state.withLock { state in
+            state.groups[group].leaderless += 1
+            return state.groups[group].leaderless
         }
-        let value = try JSONEncoder().encode(LeaderValue(node: configuration.node, address: configuration.advertise))
-        // Only while `sync` is as read: a leader elected and gone meanwhile may have named
+        if let last = sync.value {
+            // The last primary may take it back once its standby let it wait: nobody else led
+            // since (that would have changed `sync`), so it has every answered write.
+            let allowed = last.standby.map { $0 == me } ?? (last.leader == me)
+            guard allowed || (last.leader == me && rounds > Self.patience) else { return }
+        } else {
+            guard placedOn == me || rounds > Self.patience else { return }
+        }
+        let value = try JSONEncoder().encode(LeaderValue(node: me, address: configuration.advertise))
+        // Only while `sync` is as read: a primary elected and gone meanwhile may have named
         // another standby, or answered writes alone.
-        guard let revision = try await etcd.create(leaderKey, value, lease: lease, while: syncKey, modifiedAt: syncRevision) else { return }
-        logger.notice("won the cluster's election", metadata: ["epoch": "\(revision)"])
-        try await promote(epoch: UInt64(revision))
+        guard let revision = try await etcd.create(leaderKey(group), value, lease: lease, while: syncKey(group), modifiedAt: sync.revision) else {
+            return
+        }
+        logger.notice("won the election of a placement group", metadata: ["group": "\(group)", "epoch": "\(revision)"])
+        try await promote(group, epoch: UInt64(revision))
     }
 
-    /// Becomes the leader under `epoch`: stops following (every fetched event applied), names
-    /// no standby on etcd yet, and takes writes.
-    private func promote(epoch: UInt64) async throws {
-        await stopFollowing()
+    /// Becomes `group`'s primary under `epoch`: stops following it (every fetched event
+    /// applied), names no standby on etcd yet, and takes its writes.
+    private func promote(_ group: Int, epoch: UInt64) async throws {
+        phase("promoting placement group \(group)")
+        try await stopFollowing(group)
         // What followers acknowledged to an earlier leadership of this member says nothing
         // of the log it leads now (their tails may have been discarded since).
         // (A ledger opened later starts with no followers' word.)
-        for ledger in store.openLedgers { ledger.followers.forgetAll() }
-        store.watchers.forgetAll()
-        let sync = try JSONEncoder().encode(SyncValue(leader: configuration.node, standby: nil))
-        guard try await etcd.put(syncKey, sync, whileCreatedAt: Int64(epoch), guardKey: leaderKey) else {
+        for ledger in store.openLedgers where Placement.group(of: ledger.id) == group { ledger.followers.forgetAll() }
+        store.watchers.forget(group: group)
+        let sync = try JSONEncoder().encode(SyncValue(leader: me, standby: nil))
+        guard try await etcd.put(syncKey(group), sync, whileCreatedAt: Int64(epoch), guardKey: leaderKey(group)) else {
             throw ClusterFailure("lost the leader key before taking the lead")
         }
-        _ = role.takeMissed()
-        let (lastRenewal, seconds) = state.withLock { state in
-            state.standby = nil
-            state.pending = nil
-            state.dropped = [:]
-            return (state.lastRenewal ?? .now, state.lease?.seconds ?? configuration.leaseSeconds)
-        }
-        stand(.leader(epoch: epoch, leaseEnd: lastRenewal + .seconds(seconds)))
-        leading.record(1)
-        epochGauge.record(Int64(epoch))
-        logger.notice("leads the cluster", metadata: ["epoch": "\(epoch)"])
+        _ = role.takeMissed(in: group)
+        state.withLock { $0.groups[group] = GroupState() }
+        stand(.leader(epoch: epoch, handingOverTo: nil), in: group)
+        logger.notice("leads a placement group", metadata: ["group": "\(group)", "epoch": "\(epoch)"])
     }
 
-    /// Takes `standing`: the server's calls follow it, and the store's ledgers are written
-    /// under this member's term (recorded in each by a `primaryChanged` event) only while it leads.
-    private func stand(_ standing: ClusterRole.Standing) {
+    /// Takes `standing` in `group`: the server's calls follow it, and the group's ledgers are
+    /// written under this member's term (recorded in each by a `primaryChanged` event) only
+    /// while it leads.
+    private func stand(_ standing: ClusterRole.Standing, in group: Int) {
         if case .leader(let epoch, _) = standing {
-            store.primaryTerm = PrimaryTerm(epoch: epoch, node: configuration.node, cluster: configuration.cluster)
-            role.become(standing)
+            store.primaryTerms[group] = PrimaryTerm(epoch: epoch, node: me, cluster: configuration.cluster)
+            role.become(standing, in: group)
         } else {
-            role.become(standing)
-            store.primaryTerm = nil
+            role.become(standing, in: group)
+            store.primaryTerms[group] = nil
         }
     }
 
-    private func stepDown(_ why: String) {
-        stand(.electing)
-        leading.record(0)
-        state.withLock {
-            $0.standby = nil
-            $0.pending = nil
-        }
-        logger.warning("stopped leading the cluster: \(why)")
+    private func stepDown(_ group: Int, _ why: String) {
+        stand(.electing, in: group)
+        state.withLock { $0.groups[group] = GroupState() }
+        logger.warning("stopped leading a placement group: \(why)", metadata: ["group": "\(group)"])
     }
 
-    /// The leader's care of its synchronous standby: drops one that left (on etcd first),
-    /// and makes a follower that watches its ledgers and has applied nearly every change its
-    /// new one (its writes wait for it first, then it is named on etcd once it has applied
-    /// every change of that moment). It reads only what followers said: no ledger is opened.
-    private func tendStandby(epoch: Int64, members: Set<String>) async throws {
+    /// The primary's care of the group's synchronous standby: drops one that left or let a
+    /// write's wait run out (on etcd first), and makes a follower that watches the group and
+    /// has applied nearly every change its new one (its writes wait for it first, then it is
+    /// named on etcd once it has applied every change of that moment) — preferring the
+    /// member the placement gives the group to, even over a standby already named. It reads
+    /// only what followers said: no ledger is opened.
+    private func tendStandby(_ group: Int, epoch: Int64, members: Set<String>, placedOn: String?) async throws {
         let present = store.watchers.present(within: configuration.followerWindow)
-        let (standby, pending) = state.withLock { ($0.standby, $0.pending) }
+        let (standby, pending) = state.withLock { ($0.groups[group].standby, $0.groups[group].pending) }
         // A standby that let a write's wait run out is behind on that ledger (stuck, or slow):
         // dropped, so that writes go on, until it applied every change of this moment.
-        let missed = role.takeMissed().intersection([standby, pending?.node].compactMap { $0 })
+        let missed = role.takeMissed(in: group).intersection([standby, pending?.node].compactMap { $0 })
         if let node = missed.first {
-            try await nameStandby(nil, epoch: epoch)
-            role.awaitedFollowers.remove(node)
+            try await nameStandby(nil, of: group, epoch: epoch)
+            role.setAwaitedFollowers(role.awaitedFollowers(in: group).subtracting([node]), in: group)
             let position = store.changes.cursor.position
             state.withLock {
-                $0.pending = nil
-                $0.dropped[node] = position
+                $0.groups[group].pending = nil
+                $0.groups[group].dropped[node] = position
             }
             logger.warning(
-                "the synchronous standby did not acknowledge a write within the follower window: writes are answered after the leader's own commit until a follower catches up",
-                metadata: ["standby": "\(node)"])
+                "the synchronous standby did not acknowledge a write within the follower window: the group's writes are answered after the primary's own commit until a follower catches up",
+                metadata: ["group": "\(group)", "standby": "\(node)"])
             return
         }
         if let standby, !present.contains(standby) {
-            try await nameStandby(nil, epoch: epoch)
-            role.awaitedFollowers.remove(standby)
-            logger.warning("the synchronous standby left: writes are answered after the leader's own commit until another catches up", metadata: ["standby": "\(standby)"])
+            try await nameStandby(nil, of: group, epoch: epoch)
+            role.setAwaitedFollowers(role.awaitedFollowers(in: group).subtracting([standby]), in: group)
+            logger.warning(
+                "the synchronous standby left: the group's writes are answered after the primary's own commit until another catches up",
+                metadata: ["group": "\(group)", "standby": "\(standby)"])
             return
         }
         let life = store.changes.life
         func applied(by node: String) -> UInt64? {
-            store.watchers.applied(by: node).flatMap { $0.life == life ? $0.position : nil }
+            store.watchers.applied(by: node, group: group).flatMap { $0.life == life ? $0.position : nil }
         }
         if let pending {
             guard present.contains(pending.node) else {
                 // Its naming may have reached etcd unanswered: cleared there first.
-                try await nameStandby(nil, epoch: epoch)
-                role.awaitedFollowers.remove(pending.node)
+                try await nameStandby(nil, of: group, epoch: epoch)
+                role.setAwaitedFollowers(role.awaitedFollowers(in: group).subtracting([pending.node]), in: group)
                 return
             }
             guard let position = applied(by: pending.node), position >= pending.position else { return }
-            try await nameStandby(pending.node, epoch: epoch)
-            logger.notice("named a synchronous standby", metadata: ["standby": "\(pending.node)"])
+            try await nameStandby(pending.node, of: group, epoch: epoch)
+            logger.notice("named a synchronous standby", metadata: ["group": "\(group)", "standby": "\(pending.node)"])
             return
         }
-        guard standby == nil else { return }
         let now = store.changes.cursor.position
-        let candidates = present.intersection(members).subtracting([configuration.node]).sorted()
-        let dropped = state.withLock { $0.dropped }
-        guard
-            let candidate = candidates.first(where: { node in
-                applied(by: node).map { $0 + Self.standbyLag >= now && $0 >= dropped[node] ?? 0 } ?? false
-            })
-        else { return }
+        let dropped = state.withLock { $0.groups[group].dropped }
+        func eligible(_ node: String) -> Bool {
+            node != me && members.contains(node) && present.contains(node)
+                && applied(by: node).map { $0 + Self.standbyLag >= now && $0 >= dropped[node] ?? 0 } ?? false
+        }
+        let chosen: String?
+        if standby != nil {
+            // Replaced by the member the placement gives the group to, which it is then handed over to.
+            chosen = placedOn.flatMap { $0 != standby && eligible($0) ? $0 : nil }
+        } else {
+            chosen = ([placedOn].compactMap { $0 } + present.sorted()).first(where: eligible)
+        }
+        guard let chosen else { return }
         // From now on writes wait for it; it is named once it applied every change before this.
-        role.awaitedFollowers.insert(candidate)
+        role.setAwaitedFollowers(role.awaitedFollowers(in: group).union([chosen]), in: group)
         let position = store.changes.cursor.position
-        state.withLock { $0.pending = (candidate, position) }
+        state.withLock { $0.groups[group].pending = (chosen, position) }
     }
 
-    private func nameStandby(_ node: String?, epoch: Int64) async throws {
-        let value = try JSONEncoder().encode(SyncValue(leader: configuration.node, standby: node))
-        guard try await etcd.put(syncKey, value, whileCreatedAt: epoch, guardKey: leaderKey) else {
-            stepDown("its leader key changed while naming a standby")
+    private func nameStandby(_ node: String?, of group: Int, epoch: Int64) async throws {
+        let value = try JSONEncoder().encode(SyncValue(leader: me, standby: node))
+        guard try await etcd.put(syncKey(group), value, whileCreatedAt: epoch, guardKey: leaderKey(group)) else {
+            stepDown(group, "its leader key changed while naming a standby")
             throw ClusterFailure("lost the leader key while naming a standby")
         }
         state.withLock { state in
-            state.standby = node
-            state.pending = nil
+            state.groups[group].standby = node
+            state.groups[group].pending = nil
         }
-        if let node { role.awaitedFollowers = [node] }
+        if let node { role.setAwaitedFollowers([node], in: group) }
+    }
+
+    /// Hands `group` over to the member the placement gives it to, once that member is its
+    /// named standby (so it has every write answered): one round the group takes no new
+    /// write, so that those under way are answered; the next, this member steps down and
+    /// deletes its leader key, and the standby, which alone may, takes over. Writes of the
+    /// group meanwhile are refused as `UNAVAILABLE`, to be retried.
+    private func handOver(_ group: Int, epoch: Int64, placedOn: String?) async throws {
+        let (standby, handingOver) = state.withLock { ($0.groups[group].standby, $0.groups[group].handingOver) }
+        guard let placedOn, placedOn != me, standby == placedOn else {
+            if handingOver {
+                // The standby changed meanwhile (it left, or missed a write): writes go on here.
+                state.withLock { $0.groups[group].handingOver = false }
+                stand(.leader(epoch: UInt64(epoch), handingOverTo: nil), in: group)
+            }
+            return
+        }
+        guard handingOver else {
+            state.withLock { $0.groups[group].handingOver = true }
+            stand(.leader(epoch: UInt64(epoch), handingOverTo: placedOn), in: group)
+            return
+        }
+        stand(.electing, in: group)
+        state.withLock { $0.groups[group] = GroupState() }
+        guard try await etcd.delete(leaderKey(group), whileCreatedAt: epoch) else {
+            throw ClusterFailure("lost the leader key while handing the group over")
+        }
+        logger.notice("handed a placement group over", metadata: ["group": "\(group)", "epoch": "\(epoch)", "to": "\(placedOn)"])
     }
 
     // MARK: Following
 
-    /// Follows `leader` under `epoch`, unless already doing so.
-    private func follow(_ leader: LeaderValue, epoch: UInt64) async throws {
-        if let current = state.withLock({ $0.following }), current.epoch == epoch, current.address == leader.address { return }
-        await stopFollowing()
-        stand(.follower(node: leader.node, address: leader.address, epoch: epoch))
-        leading.record(0)
-        epochGauge.record(Int64(epoch))
-        let follower = PrimaryFollower(
-            store: store, primary: peer(leader.address), name: configuration.node, logger: logger, wait: .seconds(5),
-            epoch: epoch)
-        let task = Task { _ = try? await follower.run() }
-        state.withLock { $0.following = Following(node: leader.node, address: leader.address, epoch: epoch, follower: follower, task: task) }
-        logger.notice("follows the cluster's leader", metadata: ["leader": "\(leader.node)", "address": "\(leader.address)", "epoch": "\(epoch)"])
+    /// The primary this member follows `group` from, if any (its groups and epochs).
+    private func followedPrimary(of group: Int) -> (node: String, address: String, epoch: UInt64)? {
+        state.withLock { state in
+            state.following.lazy.compactMap { node, following in following.groups[group].map { (node, following.address, $0) } }.first
+        }
     }
 
-    /// Stops following, once every fetch under way has been applied or abandoned.
-    private func stopFollowing() async {
-        guard let following = state.withLock({ $0.following.take() }) else { return }
+    /// Follows each of `primaries` for its groups: a primary whose groups or epochs changed is
+    /// followed anew (its follower restarted once the old one stopped), one no longer named
+    /// is no longer followed.
+    private func follow(_ primaries: [String: (address: String, groups: [Int: UInt64])]) {
+        let stale = state.withLock { state in
+            state.following.filter { node, following in
+                primaries[node].map { $0.address != following.address || $0.groups != following.groups } ?? true
+            }.map(\.key)
+        }
+        for node in stale { stopFollowing(node) }
+        for (node, primary) in primaries {
+            let starting = state.withLock { state in
+                state.following[node] == nil && !state.stopping.values.contains { $0.node == node }
+            }
+            guard starting else { continue }
+            let follower = PrimaryFollower(
+                store: store, primary: peer(primary.address), name: me, logger: logger, wait: .seconds(5), groups: primary.groups)
+            let task = Task { _ = try? await follower.run() }
+            state.withLock { $0.following[node] = Following(address: primary.address, groups: primary.groups, follower: follower, task: task) }
+            logger.notice(
+                "follows a primary", metadata: ["primary": "\(node)", "address": "\(primary.address)", "groups": "\(primary.groups.keys.sorted())"])
+        }
+    }
+
+    /// Stops following the primary of `group` and waits (a second at most) until its follower
+    /// stopped: every fetch under way applied or abandoned. Its other groups are followed
+    /// anew in a later round.
+    ///
+    /// - Throws: ``ClusterFailure`` when it did not stop in time (the next round tries again).
+    private func stopFollowing(_ group: Int) async throws {
+        if let node = followedPrimary(of: group)?.node { stopFollowing(node) }
+        for _ in 0..<50 {
+            guard state.withLock({ $0.stopping.values.contains { $0.groups.contains(group) } }) else { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw ClusterFailure("the follower of placement group \(group)'s previous primary has not stopped yet")
+    }
+
+    /// Stops following `node`, in the background.
+    private func stopFollowing(_ node: String) {
+        guard let following = state.withLock({ $0.following.removeValue(forKey: node) }) else { return }
+        let id = UUID()
+        state.withLock { $0.stopping[id] = (node, Set(following.groups.keys)) }
         following.task.cancel()
-        await following.task.value
+        Task {
+            let started = ContinuousClock.now
+            await following.task.value
+            state.withLock { _ = $0.stopping.removeValue(forKey: id) }
+            let taken = ContinuousClock.now - started
+            if taken > .seconds(2) { logger.warning("a follower took long to stop", metadata: ["primary": "\(node)", "duration": "\(taken)"]) }
+        }
+    }
+
+    private func stoppedFollowing() async {
+        while state.withLock({ !$0.stopping.isEmpty }) { try? await Task.sleep(for: .milliseconds(20)) }
     }
 
     /// Leaves the cluster: no more writes, no more following, and the lease revoked (the
-    /// leader key and this member's registration go with it).
+    /// leader keys and this member's registration go with it).
     private func leave() async {
-        stand(.electing)
-        await stopFollowing()
+        for group in 0..<Placement.groups { stand(.electing, in: group) }
+        for node in state.withLock({ Array($0.following.keys) }) { stopFollowing(node) }
+        await stoppedFollowing()
         if let lease = state.withLock({ $0.lease.take() }) {
             do { try await etcd.revokeLease(lease.id) } catch { logger.warning("could not revoke this member's lease on etcd: \(error)") }
         }
         logger.notice("left the cluster")
     }
 
-    /// Why this member should get no reads yet (`/readyz`); nil when it leads, or follows
-    /// and is caught up.
+    /// Why this member should get no reads yet (`/readyz`); nil when every placement group
+    /// has a primary, the groups it leads are not lapsed, and it is caught up with the others.
     public var unreadiness: String? {
         let (joined, following) = state.withLock { ($0.joined, $0.following) }
         guard joined else { return "not joined to the cluster on etcd (\(etcd.endpoints)) yet" }
-        switch role.standing {
-        case .leader: return role.leadingEpoch == nil ? "its leadership lapsed (its lease on etcd was not renewed in time)" : nil
-        case .electing: return "the cluster has no leader at the moment"
-        case .follower: return following?.follower.unreadiness
+        for (group, standing) in role.standings.enumerated() {
+            switch standing {
+            case .leader:
+                if role.leadingEpoch(of: group) == nil { return "its leadership lapsed (its lease on etcd was not renewed in time)" }
+            case .electing:
+                return "placement group \(group) has no primary at the moment"
+            case .follower:
+                continue
+            }
         }
+        for (_, primary) in following.sorted(by: { $0.key < $1.key }) {
+            if let why = primary.follower.unreadiness { return why }
+        }
+        return nil
     }
 }

@@ -172,6 +172,17 @@ package final class Etcd: Sendable {
         ).succeeded
     }
 
+    /// Deletes `key` only while it is the one created at `revision` (a leader giving its
+    /// leadership up): false when it is not.
+    func delete(_ key: String, whileCreatedAt revision: Int64) async throws -> Bool {
+        try await transaction(
+            .with {
+                $0.compare = [Self.created(key, at: revision)]
+                $0.success = [.with { $0.requestDeleteRange = .with { $0.key = Data(key.utf8) } }]
+            }
+        ).succeeded
+    }
+
     private func transaction(_ request: Etcdserverpb_TxnRequest) async throws
         -> Etcdserverpb_TxnResponse
     {

@@ -27,7 +27,8 @@ public final class PrimaryFollower: Service, Sendable {
     private let logger: Logger
     private let wait: Duration
     private let idleAfter: Duration
-    private let epoch: UInt64
+    /// In a cluster: the placement groups followed, each with its primary's fencing epoch.
+    private let groups: [Int: UInt64]
     private let lag = Gauge(label: "healthledger_replication_lag_events")
     /// What the follower knows of its ledgers: whether the primary's list was read, which
     /// ledgers it follows, and how far behind each was after its last fetch.
@@ -98,10 +99,12 @@ public final class PrimaryFollower: Service, Sendable {
     ///   - wait: how long one fetch or watch waits on the primary for something new.
     ///   - idleAfter: a ledger's tail that fetched nothing for this long stops (at least one
     ///     `wait`).
-    ///   - epoch: in a cluster, the fencing epoch of the leader followed (its calls carry it).
+    ///   - groups: in a cluster, the placement groups to follow (those the primary leads),
+    ///     each with the fencing epoch it leads the group under (its calls carry it); empty:
+    ///     every ledger of the primary.
     public init(
         store: LedgerStore, primary: HealthStoreConfiguration, name: String, logger: Logger, wait: Duration = .seconds(10),
-        idleAfter: Duration = .seconds(30), epoch: UInt64 = 0
+        idleAfter: Duration = .seconds(30), groups: [Int: UInt64] = [:]
     ) {
         self.store = store
         self.primary = primary
@@ -109,7 +112,7 @@ public final class PrimaryFollower: Service, Sendable {
         self.logger = logger
         self.wait = wait
         self.idleAfter = idleAfter
-        self.epoch = epoch
+        self.groups = groups
     }
 
     /// Follows the primary's ledgers until cancelled (or the service group shuts down), over
@@ -126,7 +129,7 @@ public final class PrimaryFollower: Service, Sendable {
                         tails.settle()
                         return tails.applied
                     }
-                    let answer = try await primary.watchLedgers(cursor: cursor, applied: applied, wait: wait, follower: name, epoch: epoch)
+                    let answer = try await primary.watchLedgers(cursor: cursor, applied: applied, wait: wait, follower: name, groups: groups)
                     progress.withLock { progress in
                         progress.listed = progress.listed || answer.everything
                         progress.followed.formUnion(answer.ledgers.map(\.id))
@@ -166,6 +169,9 @@ public final class PrimaryFollower: Service, Sendable {
         }
         await primary.close()
     }
+
+    /// The fencing epoch a fetch of ledger `id` carries (0 outside a cluster).
+    private func epoch(of id: String) -> UInt64 { groups.isEmpty ? 0 : groups[Placement.group(of: id)] ?? 0 }
 
     /// Tails the ledgers of ``Tails/unchecked`` one after another, each until it stops.
     private func sweep(on primary: HealthStore) async {
@@ -207,7 +213,7 @@ public final class PrimaryFollower: Service, Sendable {
                     do {
                         fetched = try await primary.fetchLog(
                             ledger: id, after: head.sequence, hash: head.hash, maximumEvents: Self.eventsPerFetch, wait: confirming ? .zero : wait,
-                            follower: name, epoch: epoch)
+                            follower: name, epoch: epoch(of: id))
                     } catch let refusal as RPCError where refusal.code == .outOfRange {
                         // This copy holds events the primary does not: back to the last event both have.
                         let common = try await commonPrefix(of: ledger, below: head.sequence, on: primary)
@@ -253,7 +259,7 @@ public final class PrimaryFollower: Service, Sendable {
             let middle = shared + (differs - shared) / 2
             guard let hash = try ledger.eventHashes(from: middle, limit: 1).first else { throw LedgerFailure(.corrupted, "event \(middle) is missing") }
             do {
-                _ = try await primary.fetchLog(ledger: ledger.id, after: middle, hash: hash, maximumEvents: 1, wait: .zero, follower: name, epoch: epoch)
+                _ = try await primary.fetchLog(ledger: ledger.id, after: middle, hash: hash, maximumEvents: 1, wait: .zero, follower: name, epoch: epoch(of: ledger.id))
                 shared = middle
             } catch let refusal as RPCError where refusal.code == .outOfRange {
                 differs = middle

@@ -120,14 +120,14 @@ extension HealthStore {
     /// to `wait` for a change when there is none yet; `applied` is the last answer's cursor
     /// whose every ledger the follower has fetched since.
     package func watchLedgers(
-        cursor: [UInt8], applied: [UInt8], wait: Duration, follower: String, epoch: UInt64 = 0
+        cursor: [UInt8], applied: [UInt8], wait: Duration, follower: String, groups: [Int: UInt64] = [:]
     ) async throws -> (ledgers: [(id: String, head: UInt64?)], everything: Bool, cursor: [UInt8]) {
         let request = Healthledger_V1_WatchLedgersRequest.with {
             $0.followerID = follower
             $0.cursor = Data(cursor)
             $0.applied = Data(applied)
             $0.waitMs = UInt32(clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
-            $0.epoch = epoch
+            $0.groups = groups.sorted { $0.key < $1.key }.map { group in .with { ($0.group, $0.epoch) = (UInt32(group.key), group.value) } }
         }
         let response = try Self.decode(Healthledger_V1_WatchLedgersResponse.self, try await unary(.watchLedgers, request))
         let heads = response.headSequences.count == response.ledgerIds.count ? response.headSequences.map { Optional($0) } : response.ledgerIds.map { _ in nil }
@@ -135,8 +135,9 @@ extension HealthStore {
     }
 
     /// The cluster on etcd as the member the store is connected to sees it (an operator's
-    /// call): its standing, the leader and its epoch, the synchronous standby, the members,
-    /// and each ledger's head there (on the leader, with each follower's progress).
+    /// call): its standing, each placement group's primary, epoch and synchronous standby,
+    /// the members and the groups each leads, and each open ledger's head there (on its
+    /// primary, with each follower's progress).
     ///
     /// - Throws: ``RPCError`` `invalidArgument` from a server outside any cluster.
     public func clusterStatus() async throws -> ClusterStatus {
@@ -155,13 +156,31 @@ public struct ClusterStatus: Sendable, Hashable {
         public var node: String
         /// Where its RPC port is reached, `HOST:PORT`.
         public var address: String
-        /// On the leader, for a follower: whether it watches the leader's ledgers, and how
-        /// many of the leader's changes it has not applied in full yet.
+        /// The placement groups it leads.
+        public var leads: [Int]
+        /// On a primary, for a follower: whether it watches the primary's ledgers, and how
+        /// many of the primary's changes it has not applied in full yet.
         public var watching: Bool
         public var changesBehind: UInt64
     }
 
-    /// A follower of a ledger, as the leader knows it.
+    /// A placement group: the ledgers whose ids hash to it share a primary.
+    public struct Group: Sendable, Hashable {
+        public var group: Int
+        /// Its primary (nil while one is elected), its address and fencing epoch.
+        public var leader: String?
+        public var leaderAddress: String?
+        public var epoch: UInt64
+        /// The synchronous standby named on etcd, and one being made it.
+        public var standby: String?
+        public var pendingStandby: String?
+        /// The member the placement gives it to.
+        public var placedOn: String?
+        /// Its ledgers on the member answering.
+        public var ledgerCount: UInt64
+    }
+
+    /// A follower of a ledger, as its primary knows it.
     public struct Follower: Sendable, Hashable {
         public var node: String
         /// Every event up to this one is durable on it.
@@ -174,38 +193,39 @@ public struct ClusterStatus: Sendable, Hashable {
         public var id: String
         /// Its last event on the member answering.
         public var headSequence: UInt64
-        /// On the leader: each of its followers.
+        /// On its primary: each of its followers.
         public var followers: [Follower]
     }
 
     public var cluster: String
-    /// The member answering, and its standing: `leader`, `follower` or `electing`.
+    /// The member answering, and its standing: `leader` (it leads every placement group),
+    /// `primary` (some), `follower` (none) or `electing` (it knows no group's primary).
     public var node: String
     public var role: String
-    /// The leader it knows (nil while electing), its address and fencing epoch.
-    public var leader: String?
-    public var leaderAddress: String?
-    public var epoch: UInt64
-    /// The synchronous standby named on etcd, and one being made it.
-    public var standby: String?
-    public var pendingStandby: String?
+    /// Every placement group, in order.
+    public var groups: [Group]
     public var members: [Member]
     /// The ledgers open on the member answering (in use lately).
     public var ledgers: [LedgerStatus]
     /// Every ledger the member holds.
     public var ledgerCount: UInt64
 
+    /// The placement group of ledger `id` (its primary, standby and epoch).
+    public func group(of id: String) -> Group { groups[Placement.group(of: id)] }
+
     init(_ status: Healthledger_V1_ClusterStatusResponse) {
         func present(_ text: String) -> String? { text.isEmpty ? nil : text }
         cluster = status.cluster
         node = status.node
         role = status.role
-        leader = present(status.leader)
-        leaderAddress = present(status.leaderAddress)
-        epoch = status.epoch
-        standby = present(status.standby)
-        pendingStandby = present(status.pendingStandby)
-        members = status.members.map { Member(node: $0.node, address: $0.address, watching: $0.watching, changesBehind: $0.changesBehind) }
+        groups = status.groups.map {
+            Group(
+                group: Int($0.group), leader: present($0.leader), leaderAddress: present($0.leaderAddress), epoch: $0.epoch,
+                standby: present($0.standby), pendingStandby: present($0.pendingStandby), placedOn: present($0.placedOn), ledgerCount: $0.ledgerCount)
+        }
+        members = status.members.map {
+            Member(node: $0.node, address: $0.address, leads: $0.leads.map(Int.init), watching: $0.watching, changesBehind: $0.changesBehind)
+        }
         ledgerCount = status.ledgerCount
         ledgers = status.ledgers.map { ledger in
             LedgerStatus(

@@ -61,8 +61,13 @@ public final class Ledger: Sendable {
     /// the ledger's point-in-time views, built from the log before it).
     package let afterErasure = Mutex<(@Sendable (ErasureReport, String) throws -> Void)?>(nil)
 
-    /// - Parameter term: the cluster leadership the ledger is written under (its store's), if any.
-    init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger, viewOf: UInt64? = nil, term: PrimaryTermHolder? = nil) throws {
+    /// The term of ledger `id` among `terms`, read at each commit.
+    private static func term(of id: String) -> (PrimaryTerms) -> @Sendable () -> PrimaryTerm? {
+        { terms in { terms.term(of: id) } }
+    }
+
+    /// - Parameter terms: the cluster leaderships the ledger is written under (its store's), if any.
+    init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger, viewOf: UInt64? = nil, terms: PrimaryTerms? = nil) throws {
         self.id = id
         self.viewOf = viewOf
         self.configuration = configuration
@@ -85,7 +90,7 @@ public final class Ledger: Sendable {
         self.committer = GroupCommitter(
             environment: environment, databases: databases,
             label: id, logger: logger, changeWatchers: changeWatchers, follower: follower, readOnly: viewOf != nil,
-            maintainsMerkleTree: configuration.maintainsMerkleTree, term: viewOf == nil ? term : nil, onCommit: configuration.onCommit)
+            maintainsMerkleTree: configuration.maintainsMerkleTree, term: viewOf == nil ? terms.map(Self.term(of: id)) : nil, onCommit: configuration.onCommit)
         self.anchors = try AnchorSeal(environment: environment, databases: databases)
         signingKey = try SigningKey.load(environment: environment, databases: databases)
         following = configuration.followInterval.map { FollowLoop(follower, every: $0) }

@@ -1,6 +1,7 @@
 import Foundation
 import HealthModel
 import Ledger
+import LedgerSchema
 import Testing
 
 @Suite("A cluster leader's term in the hash chain")
@@ -20,7 +21,7 @@ struct PrimaryTermTests {
             let head = try ledger.head().sequence
             #expect(try Self.kinds(ledger, after: 0) == [.ledgerCreated, .objectSaved], "outside a cluster, nothing is recorded")
 
-            store.primaryTerm = PrimaryTerm(epoch: 10, node: "n1", cluster: "care")
+            store.primaryTerms[Placement.group(of: "alice")] = PrimaryTerm(epoch: 10, node: "n1", cluster: "care")
             _ = try await ledger.save([Fixtures.heartRate(61, at: 1)], by: .owner)
             _ = try await ledger.save([Fixtures.heartRate(62, at: 2)], by: .owner)
             #expect(try Self.kinds(ledger, after: head) == [.primaryChanged, .objectSaved, .objectSaved])
@@ -34,23 +35,23 @@ struct PrimaryTermTests {
         // Closed and opened again under the same epoch: nothing new to record.
         temporary.close()
         let reopened = try temporary.reopen()
-        reopened.primaryTerm = PrimaryTerm(epoch: 10, node: "n1", cluster: "care")
+        reopened.primaryTerms[Placement.group(of: "alice")] = PrimaryTerm(epoch: 10, node: "n1", cluster: "care")
         let ledger = try reopened.ledger("alice")
         var head = try ledger.head().sequence
         _ = try await ledger.save([Fixtures.heartRate(63, at: 3)], by: .owner)
         #expect(try Self.kinds(ledger, after: head) == [.objectSaved])
 
         // A later epoch is recorded; a refused write under it records nothing.
-        reopened.primaryTerm = PrimaryTerm(epoch: 12, node: "n2", cluster: "care")
+        reopened.primaryTerms[Placement.group(of: "alice")] = PrimaryTerm(epoch: 12, node: "n2", cluster: "care")
         let duplicate = Fixtures.heartRate(64, at: 4)
         _ = try await ledger.save([duplicate], by: .owner)
         head = try ledger.head().sequence
-        reopened.primaryTerm = PrimaryTerm(epoch: 14, node: "n3", cluster: "care")
+        reopened.primaryTerms[Placement.group(of: "alice")] = PrimaryTerm(epoch: 14, node: "n3", cluster: "care")
         await #expect(throws: (any Error).self) { try await ledger.save([duplicate], by: .owner) }
         #expect(try ledger.head().sequence == head)
 
         // An earlier epoch than the ledger records: a leader whose time is over writes nothing.
-        reopened.primaryTerm = PrimaryTerm(epoch: 11, node: "n1", cluster: "care")
+        reopened.primaryTerms[Placement.group(of: "alice")] = PrimaryTerm(epoch: 11, node: "n1", cluster: "care")
         let refusal = await #expect(throws: LedgerFailure.self) { try await ledger.save([Fixtures.heartRate(65, at: 5)], by: .owner) }
         #expect(refusal?.kind == .failedPrecondition)
         #expect(refusal?.message.contains("written under cluster epoch 12, later than this server's 11") == true, "\(String(describing: refusal))")
@@ -69,7 +70,7 @@ struct PrimaryTermTests {
         let ledger = try store.createLedger(id: "bob")
         _ = try await ledger.save([Fixtures.heartRate(60, at: 0)], by: .owner)
         let shared = try ledger.head().sequence
-        store.primaryTerm = PrimaryTerm(epoch: 5, node: "n1", cluster: "care")
+        store.primaryTerms[Placement.group(of: "bob")] = PrimaryTerm(epoch: 5, node: "n1", cluster: "care")
         _ = try await ledger.save([Fixtures.heartRate(61, at: 1)], by: .owner)
         let digestWithTerm = try ledger.projectionDigest()
 
@@ -81,5 +82,39 @@ struct PrimaryTermTests {
         #expect(try Self.kinds(ledger, after: shared) == [.primaryChanged, .objectSaved])
         #expect(try ledger.replay().identical)
         #expect(try ledger.verify().isValid)
+    }
+
+    @Test("a term is its placement group's: a ledger of another group is written with none")
+    func termsArePerGroup() async throws {
+        let temporary = try TemporaryStore()
+        let store = temporary.ledgerStore
+        let ids = (0..<200).map { "p\($0)" }
+        let first = ids[0]
+        let other = try #require(ids.first { Placement.group(of: $0) != Placement.group(of: first) })
+        let led = try store.createLedger(id: first)
+        let notLed = try store.createLedger(id: other)
+        store.primaryTerms[Placement.group(of: first)] = PrimaryTerm(epoch: 7, node: "n1", cluster: "care")
+        _ = try await led.save([Fixtures.heartRate(60, at: 0)], by: .owner)
+        _ = try await notLed.save([Fixtures.heartRate(60, at: 0)], by: .owner)
+        #expect(try led.events(from: 1, limit: 100).contains { $0.kind == .primaryChanged })
+        #expect(try !notLed.events(from: 1, limit: 100).contains { $0.kind == .primaryChanged })
+    }
+
+    @Test("placement: every group on one member, ⌊16 ÷ members⌋ or one more each, the same whatever the order members are listed in")
+    func placementIsEven() {
+        #expect(Placement.assignment(of: []) == Array(repeating: nil, count: Placement.groups))
+        #expect(Placement.assignment(of: ["solo"]) == Array(repeating: "solo", count: Placement.groups))
+        for count in 2...7 {
+            let members = (1...count).map { "n\($0)" }
+            let assigned = Placement.assignment(of: members)
+            #expect(assigned == Placement.assignment(of: members.reversed()))
+            let loads = Dictionary(grouping: assigned.compactMap { $0 }, by: { $0 }).mapValues(\.count)
+            #expect(assigned.allSatisfy { $0 != nil } && loads.keys.count == count, "\(assigned)")
+            #expect(loads.values.allSatisfy { $0 == Placement.groups / count || $0 == Placement.groups / count + 1 }, "\(loads)")
+        }
+        // Ids spread over the groups (a hash of the id), and the same id always in the same one.
+        let groups = Set((0..<1_000).map { Placement.group(of: "patient-\($0)") })
+        #expect(groups == Set(0..<Placement.groups))
+        #expect(Placement.group(of: "alice") == Placement.group(of: "alice"))
     }
 }

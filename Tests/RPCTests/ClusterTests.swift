@@ -3,6 +3,7 @@ import HealthLedgerCluster
 import HealthLedgerSDK
 import HealthModel
 import Ledger
+import LedgerSchema
 import Synchronization
 import Testing
 import TestSupport
@@ -11,11 +12,12 @@ import TestSupport
 import Glibc
 #endif
 
-/// Three servers on a three-member etcd, all started by the test on loopback: the leader
-/// killed (-9) and paused (SIGSTOP past its lease) under a stream of saves.
+/// Three servers on a three-member etcd, all started by the test on loopback: the placement
+/// groups shared out, and a ledger's primary killed (-9) and paused (SIGSTOP past its lease)
+/// under a stream of saves.
 @Suite("A cluster on etcd", .serialized)
 struct ClusterTests {
-    @Test("kill -9 and a pause of the leader, and a follower cut off and back, lose no acknowledged save; the SDK and the C client carry on by themselves; the paused leader is fenced; replicas agree")
+    @Test("the members share the placement groups; kill -9 and a pause of a ledger's primary, and a follower cut off and back, lose no acknowledged save; the SDK and the C client carry on by themselves; the paused primary is fenced; replicas agree; the groups are shared again")
     func failover() async throws {
         // HEALTHLEDGER_TEST_KEEP=1 keeps the directory, with each server's log.
         let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cluster-\(UUID().uuidString)")
@@ -30,15 +32,19 @@ struct ClusterTests {
         defer { nodes.stopAll() }
         let (credentialFile, operatorCredential) = (nodes.credentialFile, nodes.operatorCredential)
         for node in 1...3 { try await nodes.start(node) }
+        // The 16 placement groups shared out: 5, 5 and 6, each with a synchronous standby.
+        #expect(try await nodes.settled(count: 3).values.sorted() == [5, 5, 6])
 
-        // The operator creates the ledger through a follower: it goes to the leader.
-        let first = try await nodes.leader(among: [1, 2, 3])
+        // The operator creates two ledgers of one placement group through a member that is
+        // not their primary: they go to it.
+        let bobID = try #require((0..<1_000).lazy.map { "bob\($0)" }.first { Placement.group(of: $0) == Placement.group(of: "alice") })
+        let first = try await nodes.primary(of: "alice", among: [1, 2, 3])
         let follower = [1, 2, 3].first { $0 != first }!
         let admin = HealthStore(configuration: nodes.client(credential: operatorCredential, preferring: follower))
         #expect(try await admin.createLedger(id: "alice") == "alice")
         let owner = try await admin.issueCredential(ledger: "alice", for: .owner)
-        #expect(try await admin.createLedger(id: "bob") == "bob")
-        let bob = try await admin.issueCredential(ledger: "bob", for: .owner)
+        #expect(try await admin.createLedger(id: bobID) == bobID)
+        let bob = try await admin.issueCredential(ledger: bobID, for: .owner)
         await admin.close()
 
         // The C client, given a dead address and a follower: the follower serves its reads
@@ -48,7 +54,7 @@ struct ClusterTests {
         let followed = try await runProcess(cClient, [seeds, bob])
         #expect(followed.status == 0, "\(followed.output)\n\(followed.error)")
         #expect(followed.error.contains("does not lead; sending it to the primary 127.0.0.1:\(nodes.port(of: first))"), "\(followed.error)")
-        #expect(followed.output.contains("ping: ledger bob as owner") && followed.output.contains("including the saved one: yes"), "\(followed.output)")
+        #expect(followed.output.contains("ping: ledger \(bobID) as owner") && followed.output.contains("including the saved one: yes"), "\(followed.output)")
 
         // A writer with every member as a seed, saving one sample after another.
         let writer = HealthStore(configuration: nodes.client(credential: owner, preferring: first))
@@ -60,42 +66,53 @@ struct ClusterTests {
         try await saves.until(count: 20)
         let signedBefore = try await writer.treeHead()
 
-        // The operator's view, from a follower: the CLI shows the leader's.
-        let standby = try await nodes.standby(of: first, credential: operatorCredential)
+        // The operator's view: any member says where a ledger's primary is; the primary also
+        // shows its followers' progress.
+        let standby = try await nodes.standby(of: "alice", on: first)
+        let group = Placement.group(of: "alice")
         let shown = try await runProcess(
-            AuthCLITests.executable, ["cluster", "status", "--port", "\(nodes.port(of: follower))", "--credential", operatorCredential])
+            AuthCLITests.executable, ["cluster", "status", "--port", "\(nodes.port(of: follower))", "--credential", operatorCredential, "--ledger", "alice"])
         #expect(shown.status == 0, "\(shown.error)")
-        #expect(shown.output.contains("leader  n\(first) at 127.0.0.1:\(nodes.port(of: first))"), "\(shown.output)")
-        #expect(shown.output.contains("standby n\(standby)") && shown.output.contains("  alice\thead "), "\(shown.output)")
-        #expect(shown.output.contains("\tstandby\t") && shown.output.contains(" behind") && shown.output.contains("ledgers 2, "), "\(shown.output)")
+        #expect(
+            shown.output.contains("ledger alice: placement group \(group), primary n\(first) at 127.0.0.1:\(nodes.port(of: first))"), "\(shown.output)")
+        #expect(shown.output.contains("  \(group)\tn\(first)\tepoch ") && shown.output.contains("standby n\(standby)"), "\(shown.output)")
+        let onPrimary = try await runProcess(
+            AuthCLITests.executable, ["cluster", "status", "--port", "\(nodes.port(of: first))", "--credential", operatorCredential])
+        #expect(onPrimary.status == 0 && onPrimary.output.contains(" behind") && onPrimary.output.contains("  alice\thead "), "\(onPrimary.output)")
+        #expect(onPrimary.output.contains("ledgers 2, ") && onPrimary.output.contains("leads 5 groups"), "\(onPrimary.output)")
 
         // kill -9 of the leader mid-stream: the standby takes over, the writer carries on, and
         // so does the C client started at that moment with the dead leader first.
         let everyone = ([first] + [1, 2, 3].filter { $0 != first }).map { "127.0.0.1:\(nodes.port(of: $0))" }.joined(separator: ",")
         nodes.kill(first)
+        // Asked from now on: the standby takes the group, which may then move on (placement).
+        async let takenOver = nodes.primary(of: "alice", among: Set([1, 2, 3]).subtracting([first]))
         async let failedOver = runProcess(cClient, [everyone, bob])
         let atKill = saves.acknowledged.count
         try await saves.until(count: atKill + 20)
         let cRun = try await failedOver
         #expect(cRun.status == 0, "\(cRun.output)\n\(cRun.error)")
         #expect(cRun.output.contains("changes: 2 added, 0 deleted, the saved one added: yes"), "\(cRun.output)")
-        let second = try await nodes.leader(among: Set([1, 2, 3]).subtracting([first]))
-        #expect(second == standby)
+        let afterKill = try await takenOver
+        #expect(afterKill == standby)
         // The new leader's tree head extends the one signed before (the SDK checks the proof).
         let signedAfter = try await writer.treeHead()
         #expect(signedAfter.size > signedBefore.size)
 
-        // The old leader comes back as a follower and catches up.
+        // The old primary comes back as a follower and catches up; the groups are shared again.
         try await nodes.start(first)
         try await nodes.waitUntilHolding(saves.acknowledged, on: [1, 2, 3], credential: owner)
+        _ = try await nodes.settled(count: 3)
 
-        // A pause of the leader past its lease: its standby takes over; the paused one,
-        // resumed, takes no write (it follows the new leader, discarding anything only it had).
-        let secondStandby = try await nodes.standby(of: second, credential: operatorCredential)
+        // A pause of the primary past its lease: its standby takes over; the paused one,
+        // resumed, takes no write (it follows the new primary, discarding anything only it had).
+        let second = try await nodes.primary(of: "alice", among: [1, 2, 3])
+        let secondStandby = try await nodes.standby(of: "alice", on: second)
         nodes.pause(second)
+        async let pausedOver = nodes.primary(of: "alice", among: Set([1, 2, 3]).subtracting([second]))
         let atPause = saves.acknowledged.count
         try await saves.until(count: atPause + 20)
-        let third = try await nodes.leader(among: Set([1, 2, 3]).subtracting([second]))
+        let third = try await pausedOver
         #expect(third == secondStandby)
         nodes.resume(second)
         do {
@@ -106,10 +123,11 @@ struct ClusterTests {
         }
         try await saves.until(count: saves.acknowledged.count + 5)
 
-        // A follower cut off (paused past the follower window) and back: the leader stops
+        // A follower cut off (paused past the follower window) and back: the primary stops
         // waiting for it (writes carry on), and it catches up (checked below with the others).
-        let leaderNow = try await nodes.leader(among: [1, 2, 3])
-        let cutOff = try await nodes.standby(of: leaderNow, credential: operatorCredential)
+        _ = try await nodes.settled(count: 3)
+        let primaryNow = try await nodes.primary(of: "alice", among: [1, 2, 3])
+        let cutOff = try await nodes.standby(of: "alice", on: primaryNow)
         nodes.pause(cutOff)
         let atCut = saves.acknowledged.count
         try await saves.until(count: atCut + 20)
@@ -129,7 +147,7 @@ struct ClusterTests {
         #expect(Set(acknowledged).isSubset(of: holdings[0]))
 
         // Each leadership is in the ledger's hash chain, alike on every member: epochs grow,
-        // and the three leaders took the lead in turn (a loaded machine may add others).
+        // and the three primaries took the lead in turn (hand-overs add others).
         var terms: [[String]] = []
         for node in 1...3 { terms.append(try await nodes.primaryChanges(on: node, credential: owner)) }
         #expect(terms[0] == terms[1] && terms[1] == terms[2], "\(terms)")
@@ -137,8 +155,11 @@ struct ClusterTests {
         #expect(epochs.count == terms[0].count && epochs == epochs.sorted() && Set(epochs).count == epochs.count, "\(terms[0])")
         let leaders = terms[0].compactMap { $0.split(separator: " ").dropFirst().first.map(String.init) }
         #expect(leaders.first == "n\(first)", "\(terms[0])")
-        let secondTerm = leaders.firstIndex(of: "n\(second)"), thirdTerm = leaders.lastIndex(of: "n\(third)")
+        let secondTerm = leaders.firstIndex(of: "n\(afterKill)"), thirdTerm = leaders.lastIndex(of: "n\(third)")
         #expect(secondTerm != nil && thirdTerm != nil && secondTerm! < thirdTerm!, "\(terms[0])")
+
+        // Every member back, the groups are shared as at the start.
+        #expect(try await nodes.settled(count: 3).values.sorted() == [5, 5, 6])
 
         // A backup taken on a member names it.
         let backup = try await runProcess(
@@ -186,7 +207,7 @@ extension ClusterTests {
         defer { nodes.stopAll() }
         let operatorCredential = nodes.operatorCredential
         try await nodes.start(1)
-        _ = try await nodes.leader(among: [1])
+        _ = try await nodes.settled(count: 1)
         let admin = HealthStore(configuration: .init(port: nodes.port(of: 1), credential: operatorCredential, timeout: .seconds(60)))
         defer { Task { await admin.close() } }
         #expect(try await admin.createLedger(id: "alice") == "alice")
@@ -194,29 +215,34 @@ extension ClusterTests {
         defer { Task { await owner.close() } }
         try await owner.save(Samples.heartRate(60, at: 0))
 
-        // A member n9 that watches the leader's ledgers and says it applied its first answer,
-        // but never fetches a ledger: its copy is stuck.
+        // A member that watches alice's placement group and says it applied its first answer,
+        // but never fetches a ledger: its copy is stuck. (Named so that the placement leaves
+        // alice's group on n1: n1 is not to hand it over.)
+        let group = Placement.group(of: "alice")
+        let fake = try #require((9..<100).lazy.map { "n\($0)" }.first { Placement.assignment(of: ["n1", $0])[group] == "n1" })
         let client = try Etcd(endpoints: etcd.endpoints)
         let running = Task { try await client.run() }
         defer { client.close(); running.cancel() }
-        try await client.put("/healthledger/healthledger/nodes/n9", Data(#"{"node":"n9","address":"127.0.0.1:1"}"#.utf8))
-        let epoch = try await admin.clusterStatus().epoch
+        try await client.put("/healthledger/healthledger/nodes/\(fake)", Data(#"{"node":"\#(fake)","address":"127.0.0.1:1"}"#.utf8))
+        let epoch = try await admin.clusterStatus().group(of: "alice").epoch
         let watcher = Task {
             var (cursor, applied): ([UInt8], [UInt8]?) = ([], nil)
             while !Task.isCancelled {
-                guard let answer = try? await admin.watchLedgers(cursor: cursor, applied: applied ?? [], wait: .milliseconds(300), follower: "n9", epoch: epoch)
+                guard
+                    let answer = try? await admin.watchLedgers(
+                        cursor: cursor, applied: applied ?? [], wait: .milliseconds(300), follower: fake, groups: [group: epoch])
                 else { continue }
                 (cursor, applied) = (answer.cursor, applied ?? answer.cursor)
             }
         }
         defer { watcher.cancel() }
-        for _ in 0..<2_400 where try await admin.clusterStatus().standby != "n9" { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(try await admin.clusterStatus().standby == "n9")
+        for _ in 0..<2_400 where try await admin.clusterStatus().group(of: "alice").standby != fake { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try await admin.clusterStatus().group(of: "alice").standby == fake)
 
         // A write it does not acknowledge is refused UNAVAILABLE; then the leader drops it,
         // and writes go on, answered after the leader's own commit.
         let refusal = await #expect(throws: RPCError.self) { try await owner.save(Samples.heartRate(61, at: 1)) }
-        #expect(refusal?.code == .unavailable && refusal?.message.contains("'n9' did not acknowledge it") == true, "\(String(describing: refusal))")
+        #expect(refusal?.code == .unavailable && refusal?.message.contains("'\(fake)' did not acknowledge it") == true, "\(String(describing: refusal))")
         var saved = false
         for attempt in 0..<100 where !saved {
             saved = (try? await owner.save(Samples.heartRate(62, at: 2 + Double(attempt)))) != nil
@@ -224,7 +250,7 @@ extension ClusterTests {
         #expect(saved)
         // It is not made the standby again: it never applied what it missed.
         for value in 0..<5 { try await owner.save(Samples.heartRate(70, at: 200 + Double(value))) }
-        let status = try await admin.clusterStatus()
+        let status = try await admin.clusterStatus().group(of: "alice")
         #expect(status.standby == nil && status.pendingStandby == nil, "\(status)")
     }
 
@@ -358,32 +384,60 @@ final class ClusterNodes: Sendable {
         }
     }
 
-    /// The one member of `candidates` whose metrics say it leads (scraped until exactly one does).
-    func leader(among candidates: Set<Int>) async throws -> Int {
+    /// The cluster's status as `node` sees it.
+    func status(on node: Int) async throws -> ClusterStatus {
+        let store = HealthStore(configuration: .init(port: port(of: node), credential: operatorCredential, timeout: .seconds(60)))
+        defer { Task { await store.close() } }
+        return try await store.clusterStatus()
+    }
+
+    /// The member of `candidates` that leads `ledger`'s placement group, as it sees itself
+    /// (asked until one does).
+    func primary(of ledger: String, among candidates: Set<Int>) async throws -> Int {
         for _ in 0..<2_400 {
-            var leaders: [Int] = []
-            for node in candidates.sorted() {
-                guard let port = running.withLock({ $0[node]?.metricsPort }) else { continue }
-                let scrape = Scrape(try await HTTPGet.fetch(port: port, path: "/metrics").body)
-                if scrape.value("healthledger_cluster_leader") == 1 { leaders.append(node) }
+            for node in candidates.sorted() where running.withLock({ $0[node] != nil }) {
+                if let status = try? await status(on: node), status.group(of: ledger).leader == "n\(node)" { return node }
             }
-            if leaders.count == 1 { return leaders[0] }
             try await Task.sleep(for: .milliseconds(50))
         }
-        Issue.record("no single leader among \(candidates.sorted())")
+        Issue.record("no member of \(candidates.sorted()) leads \(ledger)'s placement group")
         throw CancellationError()
     }
 
-    /// The synchronous standby `leader` named (asked until it has one).
-    func standby(of leader: Int, credential: String) async throws -> Int {
-        let store = HealthStore(configuration: .init(port: port(of: leader), credential: credential, timeout: .seconds(60)))
-        defer { Task { await store.close() } }
+    /// The synchronous standby of `ledger`'s placement group that its primary `node` named
+    /// (asked until it has one).
+    func standby(of ledger: String, on node: Int) async throws -> Int {
         for _ in 0..<2_400 {
-            let status = try await store.clusterStatus()
-            if status.role == "leader", let standby = status.standby, let number = Int(standby.dropFirst()) { return number }
+            if let standby = try await status(on: node).group(of: ledger).standby, let number = Int(standby.dropFirst()) { return number }
             try await Task.sleep(for: .milliseconds(50))
         }
-        Issue.record("n\(leader) named no standby")
+        Issue.record("n\(node) named no standby for \(ledger)")
+        throw CancellationError()
+    }
+
+    /// Returns, once the cluster has `count` members and every placement group is led by the
+    /// member the placement gives it to (with a synchronous standby, given two members or
+    /// more), how many groups each member leads (a guard of five minutes).
+    func settled(count: Int) async throws -> [Int: Int] {
+        // Seen so by every member, three times in a row (a member's view may lag a round).
+        var streak = 0
+        for _ in 0..<3_000 {
+            var views: [ClusterStatus] = []
+            for node in running.withLock({ $0.keys.sorted() }) {
+                if let status = try? await status(on: node) { views.append(status) }
+            }
+            let settled =
+                views.count == count
+                && views.allSatisfy { status in
+                    status.members.count == count
+                        && status.groups.allSatisfy { $0.leader != nil && $0.leader == $0.placedOn && (count == 1 || ($0.standby != nil && $0.standby != $0.leader)) }
+                        && status.groups.map(\.leader) == views[0].groups.map(\.leader)
+                }
+            streak = settled ? streak + 1 : 0
+            if streak == 3 { return Dictionary(uniqueKeysWithValues: views[0].members.map { (Int($0.node.dropFirst())!, $0.leads.count) }) }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        Issue.record("the placement groups were not shared out over \(count) members")
         throw CancellationError()
     }
 

@@ -8,12 +8,13 @@ import Synchronization
 
 /// Failover of a cluster on etcd: three `healthledgerd` processes on a three-member etcd
 /// (Debian's etcd-server), one client saving one sample after another through the SDK with
-/// every member as a seed; each round kills the leader (-9) once it has a standby, and
+/// every member as a seed; each round kills the primary of the ledger's placement group (-9)
+/// once that group is where the placement puts it and has a standby, and
 /// measures the time from the kill to the first save answered after it, then starts the
 /// killed member again. At the end every acknowledged save is looked for on every member.
 struct FailoverBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "failover", abstract: "Kill -9 of a cluster's leader under saves: time to the next acknowledged save, saves lost.")
+        commandName: "failover", abstract: "Kill -9 of a ledger's primary in a cluster under saves: time to the next acknowledged save, saves lost.")
 
     @Option(help: "Rounds (a kill each).") var rounds = 20
     @Option(name: .customLong("lease-seconds"), help: "The members' --lease-seconds (etcd's lease time to live).") var leaseSeconds = 5
@@ -49,32 +50,34 @@ struct FailoverBenchCommand: AsyncParsableCommand {
             configuration.failoverPatience = .seconds(120)
             return configuration
         }
-        /// The leader and its standby, asked of the leader until it has named one.
-        func leaderWithStandby() async throws -> Int {
+        /// The primary of the ledger's placement group, once it is the member the placement
+        /// gives the group to and has named a standby (asked of every member until one says so
+        /// of itself).
+        func primaryWithStandby() async throws -> Int {
             for _ in 0..<1_200 {
                 for (node, member) in members {
                     let store = HealthStore(configuration: .init(port: member.port, credential: operatorCredential, timeout: .seconds(10)))
-                    let status = try? await store.clusterStatus()
+                    let group = try? await store.clusterStatus().group(of: "bench")
                     await store.close()
-                    if let status, status.role == "leader", status.standby != nil { return node }
+                    if let group, group.leader == "n\(node)", group.placedOn == group.leader, group.standby != nil { return node }
                 }
                 try await Task.sleep(for: .milliseconds(100))
             }
-            throw BenchFailure("the cluster named no leader with a standby")
+            throw BenchFailure("the ledger's placement group got no primary with a standby")
         }
 
         let admin = HealthStore(configuration: configuration(operatorCredential))
         _ = try await admin.createLedger(id: "bench")
         let owner = try await admin.issueCredential(ledger: "bench", for: .owner)
         await admin.close()
-        print("== 3 members on a 3-member etcd, --lease-seconds \(leaseSeconds); \(rounds) rounds of kill -9 of the leader under sequential saves")
+        print("== 3 members on a 3-member etcd, --lease-seconds \(leaseSeconds); \(rounds) rounds of kill -9 of the ledger's primary under sequential saves")
 
         let workload = try Workload(days: 1)
         let acknowledged = Acknowledged()
         var failovers: [Duration] = []
         var failures = 0
         for round in 1...rounds {
-            let leader = try await leaderWithStandby()
+            let leader = try await primaryWithStandby()
             let writer = HealthStore(configuration: configuration(owner))
             let saving = Task {
                 var failed = 0
@@ -91,7 +94,7 @@ struct FailoverBenchCommand: AsyncParsableCommand {
                 return failed
             }
             try await Task.sleep(for: .milliseconds(500))
-            // From the leader's end: a save answered after it is the new leader's.
+            // From the primary's end: a save answered after it is the new primary's.
             members.removeValue(forKey: leader)?.kill()
             let killed = ContinuousClock.now
             var first: ContinuousClock.Instant?

@@ -9,7 +9,7 @@
 //   https://github.com/apple/swift-protobuf/
 
 /// The messages of etcd's v3 API (etcd v3.4, api/etcdserverpb/rpc.proto) that HealthLedger's
-/// cluster membership calls over gRPC: etcdserverpb.KV (Range, Put, Txn) and
+/// cluster membership calls over gRPC: etcdserverpb.KV (Range, Put, Txn; a delete inside a Txn) and
 /// etcdserverpb.Lease (LeaseGrant, LeaseRevoke, LeaseKeepAlive). Field numbers are etcd's;
 /// fields HealthLedger does not use are left out (a reader skips them).
 
@@ -130,6 +130,44 @@ package nonisolated struct Etcdserverpb_PutResponse: Sendable {
   fileprivate var _header: Etcdserverpb_ResponseHeader? = nil
 }
 
+package nonisolated struct Etcdserverpb_DeleteRangeRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var key: Data = Data()
+
+  /// [key, range_end); empty: the key alone.
+  package var rangeEnd: Data = Data()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+package nonisolated struct Etcdserverpb_DeleteRangeResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var header: Etcdserverpb_ResponseHeader {
+    get {_header ?? Etcdserverpb_ResponseHeader()}
+    set {_header = newValue}
+  }
+  /// Returns true if `header` has been explicitly set.
+  package var hasHeader: Bool {self._header != nil}
+  /// Clears the value of `header`. Subsequent reads from it will return its default value.
+  package mutating func clearHeader() {self._header = nil}
+
+  package var deleted: Int64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _header: Etcdserverpb_ResponseHeader? = nil
+}
+
 package nonisolated struct Etcdserverpb_RequestOp: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -153,11 +191,20 @@ package nonisolated struct Etcdserverpb_RequestOp: Sendable {
     set {request = .requestPut(newValue)}
   }
 
+  package var requestDeleteRange: Etcdserverpb_DeleteRangeRequest {
+    get {
+      if case .requestDeleteRange(let v)? = request {return v}
+      return Etcdserverpb_DeleteRangeRequest()
+    }
+    set {request = .requestDeleteRange(newValue)}
+  }
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package nonisolated enum OneOf_Request: Equatable, Sendable {
     case requestRange(Etcdserverpb_RangeRequest)
     case requestPut(Etcdserverpb_PutRequest)
+    case requestDeleteRange(Etcdserverpb_DeleteRangeRequest)
 
   }
 
@@ -187,11 +234,20 @@ package nonisolated struct Etcdserverpb_ResponseOp: Sendable {
     set {response = .responsePut(newValue)}
   }
 
+  package var responseDeleteRange: Etcdserverpb_DeleteRangeResponse {
+    get {
+      if case .responseDeleteRange(let v)? = response {return v}
+      return Etcdserverpb_DeleteRangeResponse()
+    }
+    set {response = .responseDeleteRange(newValue)}
+  }
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package nonisolated enum OneOf_Response: Equatable, Sendable {
     case responseRange(Etcdserverpb_RangeResponse)
     case responsePut(Etcdserverpb_PutResponse)
+    case responseDeleteRange(Etcdserverpb_DeleteRangeResponse)
 
   }
 
@@ -719,9 +775,83 @@ nonisolated extension Etcdserverpb_PutResponse: SwiftProtobuf.Message, SwiftProt
   }
 }
 
+nonisolated extension Etcdserverpb_DeleteRangeRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".DeleteRangeRequest"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{3}range_end\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.key) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.rangeEnd) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.key.isEmpty {
+      try visitor.visitSingularBytesField(value: self.key, fieldNumber: 1)
+    }
+    if !self.rangeEnd.isEmpty {
+      try visitor.visitSingularBytesField(value: self.rangeEnd, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Etcdserverpb_DeleteRangeRequest, rhs: Etcdserverpb_DeleteRangeRequest) -> Bool {
+    if lhs.key != rhs.key {return false}
+    if lhs.rangeEnd != rhs.rangeEnd {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Etcdserverpb_DeleteRangeResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".DeleteRangeResponse"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}header\0\u{1}deleted\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._header) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.deleted) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._header {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.deleted != 0 {
+      try visitor.visitSingularInt64Field(value: self.deleted, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Etcdserverpb_DeleteRangeResponse, rhs: Etcdserverpb_DeleteRangeResponse) -> Bool {
+    if lhs._header != rhs._header {return false}
+    if lhs.deleted != rhs.deleted {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Etcdserverpb_RequestOp: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".RequestOp"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_range\0\u{3}request_put\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_range\0\u{3}request_put\0\u{3}request_delete_range\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -755,6 +885,19 @@ nonisolated extension Etcdserverpb_RequestOp: SwiftProtobuf.Message, SwiftProtob
           self.request = .requestPut(v)
         }
       }()
+      case 3: try {
+        var v: Etcdserverpb_DeleteRangeRequest?
+        var hadOneofValue = false
+        if let current = self.request {
+          hadOneofValue = true
+          if case .requestDeleteRange(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.request = .requestDeleteRange(v)
+        }
+      }()
       default: break
       }
     }
@@ -774,6 +917,10 @@ nonisolated extension Etcdserverpb_RequestOp: SwiftProtobuf.Message, SwiftProtob
       guard case .requestPut(let v)? = self.request else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
     }()
+    case .requestDeleteRange?: try {
+      guard case .requestDeleteRange(let v)? = self.request else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -788,7 +935,7 @@ nonisolated extension Etcdserverpb_RequestOp: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Etcdserverpb_ResponseOp: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".ResponseOp"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}response_range\0\u{3}response_put\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}response_range\0\u{3}response_put\0\u{3}response_delete_range\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -822,6 +969,19 @@ nonisolated extension Etcdserverpb_ResponseOp: SwiftProtobuf.Message, SwiftProto
           self.response = .responsePut(v)
         }
       }()
+      case 3: try {
+        var v: Etcdserverpb_DeleteRangeResponse?
+        var hadOneofValue = false
+        if let current = self.response {
+          hadOneofValue = true
+          if case .responseDeleteRange(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.response = .responseDeleteRange(v)
+        }
+      }()
       default: break
       }
     }
@@ -840,6 +1000,10 @@ nonisolated extension Etcdserverpb_ResponseOp: SwiftProtobuf.Message, SwiftProto
     case .responsePut?: try {
       guard case .responsePut(let v)? = self.response else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .responseDeleteRange?: try {
+      guard case .responseDeleteRange(let v)? = self.response else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
     }()
     case nil: break
     }

@@ -61,7 +61,6 @@ package struct CallDispatcher: Sendable {
                 .failedPrecondition, "this server is a follower of \(primary) and takes no writes: send \(method.rawValue) to the primary",
                 primary: primary)
         }
-        if registration.writes, let refusal = configuration.cluster?.writeRefusal(method.rawValue) { throw refusal }
         if registration.isOperatorMethod {
             do { try store.authenticateOperator(request.credential) } catch let refusal as CredentialRefusal {
                 throw RPCError(.unauthenticated, refusal.description)
@@ -69,9 +68,10 @@ package struct CallDispatcher: Sendable {
             guard try request.pointInTime() == nil else {
                 throw RPCError(.invalidArgument, "\(method.rawValue) cannot be asked as of a past point", healthErrorCode: .invalidArgument)
             }
-            guard case .onStore(let run) = try registration.bind(Array(request.payload)) else {
+            guard case .onStore(let ledger, let run) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered as an operator method")
             }
+            if let ledger, let refusal = configuration.cluster?.writeRefusal(method.rawValue, ledger: ledger) { throw refusal }
             return .store(run)
         }
         let authentication: (ledger: Ledger, principal: Principal, credentialID: String, end: Date?)
@@ -79,6 +79,9 @@ package struct CallDispatcher: Sendable {
             throw RPCError(.unauthenticated, refusal.description)
         }
         caller.set(ledger: authentication.ledger.id, principal: authentication.principal)
+        if registration.writes, let refusal = configuration.cluster?.writeRefusal(method.rawValue, ledger: authentication.ledger.id) {
+            throw refusal
+        }
         try caller.admit("\(authentication.ledger.id)/\(authentication.credentialID)", writes: registration.writes, configuration: configuration)
         let point = try request.pointInTime()
         // A point-in-time read: the same method on a read-only view of the ledger, where an
@@ -347,15 +350,16 @@ extension CallDispatcher {
     func afterFollowers(of ledger: Ledger, _ then: @escaping @Sendable (RPCError?) -> Void) {
         guard ledger.viewOf == nil else { return then(nil) }
         if let cluster = configuration.cluster {
-            guard case .leader(let epoch, _) = cluster.standing else { return then(Self.leadershipLost) }
-            let awaited = cluster.awaitedFollowers
+            let group = Placement.group(of: ledger.id)
+            guard case .leader(let epoch, _) = cluster.standing(in: group) else { return then(Self.leadershipLost) }
+            let awaited = cluster.awaitedFollowers(in: group)
             let sequence = ledger.committedSequence
             let window = configuration.followerWindow
-            guard !awaited.isEmpty else { return then(cluster.leadingEpoch == epoch ? nil : Self.leadershipLost) }
+            guard !awaited.isEmpty else { return then(cluster.leadingEpoch(of: group) == epoch ? nil : Self.leadershipLost) }
             ledger.followers.whenAcknowledged(sequence, by: awaited, timeout: window) { outcome in
                 guard outcome == .acknowledged else {
                     metrics.writeNotReplicated()
-                    cluster.missed(by: awaited)
+                    cluster.missed(by: awaited, in: group)
                     let names = awaited.sorted().joined(separator: "', '")
                     return then(
                         RPCError(
@@ -363,7 +367,7 @@ extension CallDispatcher {
                             "the write is durable on the leader, but its synchronous standby '\(names)' did not acknowledge it within \(window): it may not survive a failover; a save may be sent again (the same UUIDs are saved once), other writes once checked"
                         ))
                 }
-                then(cluster.leadingEpoch == epoch ? nil : Self.leadershipLost)
+                then(cluster.leadingEpoch(of: group) == epoch ? nil : Self.leadershipLost)
             }
             return
         }
@@ -392,7 +396,7 @@ extension CallDispatcher {
 
     private static let leadershipLost = RPCError(
         .unavailable,
-        "this server stopped leading the cluster while the write was committed: it may not survive a failover; a save may be sent again (the same UUIDs are saved once), other writes once checked")
+        "this server stopped leading the ledger's placement group while the write was committed: it may not survive a failover; a save may be sent again (the same UUIDs are saved once), other writes once checked")
 
     func afterFollowers(of ledger: Ledger) async throws {
         if let refusal = await withCheckedContinuation({ continuation in afterFollowers(of: ledger) { continuation.resume(returning: $0) } }) {

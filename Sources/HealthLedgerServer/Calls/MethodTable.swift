@@ -39,7 +39,8 @@ enum BoundCall: Sendable {
     /// `types`: what the stream reads, whose access it holds while it runs.
     case stream(types: [ObjectType], run: @Sendable (LedgerCall, StreamContext) async throws -> Void)
     /// The operator's: on the store, before any ledger is chosen.
-    case onStore(@Sendable (OperatorCall) async throws -> [UInt8])
+    /// An operator's method on the store; `ledger`, the ledger a write changes (nil for a read).
+    case onStore(ledger: String?, @Sendable (OperatorCall) async throws -> [UInt8])
 }
 
 /// Who may call a ledger's method, beyond holding one of its credentials. Checked once the
@@ -163,15 +164,27 @@ struct MethodRegistration: Sendable {
         }
     }
 
-    /// An operator method; `writes` when it changes the store.
+    /// An operator method that reads.
     static func onStore<Request: SwiftProtobuf.Message>(
-        _: Request.Type, writes: Bool, _ handler: @escaping @Sendable (OperatorCall, Request) async throws -> [UInt8]
+        _: Request.Type, _ handler: @escaping @Sendable (OperatorCall, Request) async throws -> [UInt8]
+    ) -> Self {
+        MethodRegistration(kind: .unary, answersAsOf: false, isOperatorMethod: true) { payload in
+            let request = try decode(Request.self, payload)
+            return .onStore(ledger: nil) { try await handler($0, request) }
+        }
+    }
+
+    /// An operator method that changes the ledger its request names at `ledger` (in a cluster,
+    /// only the primary of that ledger's placement group takes it).
+    static func onStore<Request: SwiftProtobuf.Message>(
+        _: Request.Type, writing ledger: any KeyPath<Request, String> & Sendable,
+        _ handler: @escaping @Sendable (OperatorCall, Request) async throws -> [UInt8]
     ) -> Self {
         var registration = MethodRegistration(kind: .unary, answersAsOf: false, isOperatorMethod: true) { payload in
             let request = try decode(Request.self, payload)
-            return .onStore { try await handler($0, request) }
+            return .onStore(ledger: request[keyPath: ledger]) { try await handler($0, request) }
         }
-        registration.writes = writes
+        registration.writes = true
         return registration
     }
 }
@@ -264,16 +277,16 @@ package enum MethodTable {
         .treeHead: .immediate(Healthledger_V1_Empty.self, asOf: false) { try $0.treeHead($1) }.only(proving),
         .inclusionProof: .immediate(Healthledger_V1_InclusionProofRequest.self, asOf: false) { try $0.inclusionProof($1) }.only(proving),
         .consistencyProof: .immediate(Healthledger_V1_ConsistencyProofRequest.self, asOf: false) { try $0.consistencyProof($1) }.only(proving),
-        .createLedger: .onStore(Healthledger_V1_CreateLedgerRequest.self, writes: true) { try await $0.createLedger($1) },
-        .listLedgers: .onStore(Healthledger_V1_Empty.self, writes: false) { try $0.listLedgers($1) },
-        .issueCredential: .onStore(Healthledger_V1_IssueCredentialRequest.self, writes: true) { try await $0.issueCredential($1) },
-        .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: true) { try await $0.revokeCredential($1) },
-        .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writes: false) { try $0.listCredentials($1) },
-        .rotateCredential: .onStore(Healthledger_V1_RotateCredentialRequest.self, writes: true) { try await $0.rotateCredential($1) },
-        .fetchLog: .onStore(Healthledger_V1_FetchLogRequest.self, writes: false) { try await $0.fetchLog($1) },
-        .fetchSnapshot: .onStore(Healthledger_V1_FetchSnapshotRequest.self, writes: false) { try await $0.fetchSnapshot($1) },
-        .clusterStatus: .onStore(Healthledger_V1_Empty.self, writes: false) { try $0.clusterStatus($1) },
-        .watchLedgers: .onStore(Healthledger_V1_WatchLedgersRequest.self, writes: false) { try await $0.watchLedgers($1) },
+        .createLedger: .onStore(Healthledger_V1_CreateLedgerRequest.self, writing: \.ledgerID) { try await $0.createLedger($1) },
+        .listLedgers: .onStore(Healthledger_V1_Empty.self) { try $0.listLedgers($1) },
+        .issueCredential: .onStore(Healthledger_V1_IssueCredentialRequest.self, writing: \.ledgerID) { try await $0.issueCredential($1) },
+        .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writing: \.ledgerID) { try await $0.revokeCredential($1) },
+        .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self) { try $0.listCredentials($1) },
+        .rotateCredential: .onStore(Healthledger_V1_RotateCredentialRequest.self, writing: \.ledgerID) { try await $0.rotateCredential($1) },
+        .fetchLog: .onStore(Healthledger_V1_FetchLogRequest.self) { try await $0.fetchLog($1) },
+        .fetchSnapshot: .onStore(Healthledger_V1_FetchSnapshotRequest.self) { try await $0.fetchSnapshot($1) },
+        .clusterStatus: .onStore(Healthledger_V1_Empty.self) { try $0.clusterStatus($1) },
+        .watchLedgers: .onStore(Healthledger_V1_WatchLedgersRequest.self) { try await $0.watchLedgers($1) },
     ]
 
     private static let managing = Caller.owner(refusingApps: RoleRefusal.managingAuthorization)

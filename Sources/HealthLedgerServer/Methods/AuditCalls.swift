@@ -73,16 +73,17 @@ extension LedgerCall {
             // With a follower connected, only what it has durable.
             return ledger.followers.connected(within: window).first?.sequence
         case .cluster(let role):
-            switch role.standing {
+            let group = Placement.group(of: ledger.id)
+            switch role.standing(in: group) {
             case .leader:
                 // What the standby has (it alone may take over); all of it with none.
-                let awaited = role.awaitedFollowers
+                let awaited = role.awaitedFollowers(in: group)
                 return awaited.isEmpty ? nil : awaited.map { ledger.followers.acknowledged(by: $0) ?? 0 }.min()
             case .follower(let node, let address, _):
                 // A follower's tail may be one the next leader does not have.
-                throw RPCError(.failedPrecondition, "tree heads are signed by the cluster's leader '\(node)': ask \(address)", primary: address)
+                throw RPCError(.failedPrecondition, "this ledger's tree heads are signed by its primary '\(node)': ask \(address)", primary: address)
             case .electing:
-                throw RPCError(.unavailable, "the cluster has no leader at the moment to sign a tree head: try again shortly")
+                throw RPCError(.unavailable, "this ledger has no primary at the moment to sign a tree head: try again shortly")
             }
         }
     }

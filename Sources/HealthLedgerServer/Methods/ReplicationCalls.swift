@@ -31,7 +31,7 @@ extension OperatorCall {
         }
         // A cluster's leader serves only fetches under its epoch: a follower of a newer leader
         // acknowledges nothing to an old one.
-        if let cluster, let refusal = cluster.fetchRefusal(epoch: request.epoch) { throw refusal }
+        if let cluster, let refusal = cluster.fetchRefusal(epoch: request.epoch, group: Placement.group(of: request.ledgerID)) { throw refusal }
         let ledger = try store.ledger(request.ledgerID)
         let limit = Int(request.maxEvents == 0 ? Self.defaultFetchedEvents : request.maxEvents)
         let hash = Array(request.afterHash)
@@ -67,16 +67,20 @@ extension OperatorCall {
         guard request.applied.isEmpty || applied != nil else {
             throw HealthError.invalidArgument("a cursor is 16 bytes, got \(request.applied.count)", field: "applied")
         }
-        if let cluster, let refusal = cluster.fetchRefusal(epoch: request.epoch) { throw refusal }
+        let groups = try watchedGroups(request.groups)
         let (changes, store, follower) = (store.changes, store, request.followerID)
+        /// Whether ledger `id` is one the follower watches.
+        func watched(_ id: String) -> Bool { groups.map { $0.contains(Placement.group(of: id)) } ?? true }
         let deadline = ContinuousClock.now + .milliseconds(Int64(request.waitMs))
         /// Whether the follower has a fetch of `id` in progress: it hears of the change from that.
         func tailed(_ id: String) -> Bool { (try? store.ledger(id).followers.isFetching(follower)) ?? false }
-        let answer = await store.watchers.watching(by: follower, applied: applied) { () -> LedgerChanges.Answer in
+        let answer = await store.watchers.watching(by: follower, applied: applied, groups: groups) { () -> LedgerChanges.Answer in
             var answer = changes.changes(after: cursor)
-            // Waits while nothing changed, or only ledgers the follower tails: a watch answered
-            // for each of their commits would only cost both sides.
-            while case .changed(let ledgers, let now) = answer, ledgers.allSatisfy(tailed), ContinuousClock.now < deadline, !Task.isCancelled {
+            // Waits while nothing changed, or only ledgers the follower tails or does not
+            // watch: a watch answered for each of their commits would only cost both sides.
+            while case .changed(let ledgers, let now) = answer, ledgers.filter(watched).allSatisfy(tailed), ContinuousClock.now < deadline,
+                !Task.isCancelled
+            {
                 await changes.wait(after: now, timeout: deadline - ContinuousClock.now)
                 answer = changes.changes(after: cursor)
             }
@@ -87,15 +91,38 @@ extension OperatorCall {
         case .changed(let ledgers, let now):
             // Heads read after the changes were noted: each at least the one the change left.
             var heads: [(String, UInt64)] = []
-            for id in ledgers {
+            for id in ledgers where watched(id) {
                 guard let head = try? store.ledger(id).head().sequence else { continue }
                 heads.append((id, head))
             }
             (response.ledgerIds, response.headSequences, response.cursor) = (heads.map(\.0), heads.map(\.1), Data(now.bytes))
         case .everything(let now):
-            (response.ledgerIds, response.cursor, response.everything) = (try store.ledgerIDs(), Data(now.bytes), true)
+            (response.ledgerIds, response.cursor, response.everything) = (try store.ledgerIDs().filter(watched), Data(now.bytes), true)
         }
         return try response.serializedBytes()
+    }
+
+    /// The placement groups a watch asks for (nil: every ledger, outside a cluster), each
+    /// checked to be led here under the epoch the follower knows.
+    private func watchedGroups(_ requested: [Healthledger_V1_WatchedGroup]) throws -> Set<Int>? {
+        guard let cluster else {
+            guard requested.isEmpty else {
+                throw HealthError.invalidArgument("this server is not a member of a cluster: watch every ledger (no groups)", field: "groups")
+            }
+            return nil
+        }
+        guard !requested.isEmpty else {
+            throw HealthError.invalidArgument("a cluster's member watches placement groups: name them with their epochs", field: "groups")
+        }
+        var groups = Set<Int>()
+        for watched in requested {
+            guard watched.group < Placement.groups, groups.insert(Int(watched.group)).inserted else {
+                throw HealthError.invalidArgument(
+                    "placement group \(watched.group) is not one of 0–\(Placement.groups - 1), or named twice", field: "groups")
+            }
+            if let refusal = cluster.fetchRefusal(epoch: watched.epoch, group: Int(watched.group)) { throw refusal }
+        }
+        return groups
     }
 
     func fetchSnapshot(_ request: Healthledger_V1_FetchSnapshotRequest) async throws -> [UInt8] {
@@ -129,39 +156,44 @@ extension OperatorCall {
         guard let cluster else {
             throw HealthError(.invalidArgument, "this server is not a member of a cluster (it was started without --etcd)")
         }
-        let (standing, view) = (cluster.standing, cluster.view)
+        let (standings, view) = (cluster.standings, cluster.view)
         var status = Healthledger_V1_ClusterStatusResponse()
         status.cluster = cluster.cluster
         status.node = cluster.node
-        var leading = false
-        switch standing {
-        case .leader(let epoch, _):
-            (status.role, status.leader, status.epoch, leading) = ("leader", cluster.node, epoch, true)
-            status.leaderAddress = view.members.first { $0.node == cluster.node }?.address ?? ""
-        case .follower(let node, let address, let epoch):
-            (status.role, status.leader, status.leaderAddress, status.epoch) = ("follower", node, address, epoch)
-        case .electing:
-            status.role = "electing"
+        let led = Set(standings.indices.filter { if case .leader = standings[$0] { true } else { false } })
+        let known = standings.contains { if case .electing = $0 { false } else { true } }
+        status.role = led.count == standings.count ? "leader" : !led.isEmpty ? "primary" : known ? "follower" : "electing"
+        let ids = try store.ledgerIDs()
+        var counts = Array(repeating: UInt64(0), count: Placement.groups)
+        for id in ids { counts[Placement.group(of: id)] += 1 }
+        status.groups = view.groups.enumerated().map { group, seen in
+            .with {
+                $0.group = UInt32(group)
+                if let leader = seen.leader { ($0.leader, $0.leaderAddress, $0.epoch) = (leader.node, leader.address, leader.epoch) }
+                $0.standby = seen.standby ?? ""
+                $0.pendingStandby = seen.pendingStandby ?? ""
+                $0.placedOn = seen.placedOn ?? ""
+                $0.ledgerCount = counts[group]
+            }
         }
-        status.standby = view.standby ?? ""
-        status.pendingStandby = view.pendingStandby ?? ""
         let window = cluster.followerWindow
         let (present, now) = (store.watchers.present(within: window), store.changes.cursor)
         status.members = view.members.map { member in
             .with {
                 ($0.node, $0.address) = (member.node, member.address)
-                guard leading, member.node != cluster.node else { return }
+                $0.leads = view.groups.indices.filter { view.groups[$0].leader?.node == member.node }.map(UInt32.init)
+                guard !led.isEmpty, member.node != cluster.node else { return }
                 let applied = store.watchers.applied(by: member.node).flatMap { $0.life == now.life ? $0.position : nil } ?? 0
                 ($0.watching, $0.changesBehind) = (present.contains(member.node), now.position - min(applied, now.position))
             }
         }
-        status.ledgerCount = UInt64(try store.ledgerIDs().count)
+        status.ledgerCount = UInt64(ids.count)
         // Only the open ones: opening every ledger of a large store would take minutes.
         status.ledgers = try store.openLedgers.sorted { $0.id < $1.id }.map { ledger in
             var ledgerStatus = Healthledger_V1_LedgerReplicaStatus()
             ledgerStatus.ledgerID = ledger.id
             ledgerStatus.headSequence = try ledger.head().sequence
-            if leading {
+            if led.contains(Placement.group(of: ledger.id)) {
                 let connected = Set(ledger.followers.connected(within: window).map(\.follower))
                 ledgerStatus.followers = ledger.followers.all.map { follower in
                     .with {

@@ -1,5 +1,6 @@
 import Foundation
 import HealthLedgerRPC
+import LedgerSchema
 import Synchronization
 
 extension RPCError {
@@ -11,47 +12,67 @@ extension RPCError {
     }
 }
 
-/// A cluster member's standing, as its membership on etcd decides it
-/// (`HealthLedgerCluster.ClusterMember`) and its calls read it: whether it takes writes,
-/// under which fencing epoch, until when, and which follower its writes wait for
-/// (docs/PROTOCOL.md §7.19).
+/// A cluster member's standing in each placement group (``Placement``), as its membership on
+/// etcd decides it (`HealthLedgerCluster.ClusterMember`) and its calls read it: which groups
+/// it takes writes of, under which fencing epochs, until when, and which followers each
+/// group's writes wait for (docs/PROTOCOL.md §7.19).
 ///
-/// The leader takes writes only while its lease is known to be alive (its last renewal plus
-/// the lease's time to live, on this process's monotonic clock, which a SIGSTOP does not
-/// stop); a write is answered only once the cluster's synchronous standby has it durable,
-/// when there is one. Followers fetch under the leader's epoch, and a leader refuses fetches
-/// of any other: a paused old leader gets no acknowledgement from anyone.
+/// A group's primary takes writes only while its lease is known to be alive (its last renewal
+/// plus the lease's time to live, on this process's monotonic clock, which a SIGSTOP does not
+/// stop); a write is answered only once the group's synchronous standby has it durable, when
+/// there is one. Followers fetch under the primary's epoch of the group, and a primary refuses
+/// fetches of any other: a paused old primary gets no acknowledgement from anyone.
 public final class ClusterRole: Sendable {
     public enum Standing: Sendable, Equatable {
-        /// This member leads: it takes writes under `epoch` until `leaseEnd`.
-        case leader(epoch: UInt64, leaseEnd: ContinuousClock.Instant)
-        /// Another member leads, at `address`, under `epoch`.
+        /// This member leads the group under `epoch`; while it hands the group over to
+        /// `handingOverTo`, it takes no new write.
+        case leader(epoch: UInt64, handingOverTo: String?)
+        /// Another member leads the group, at `address`, under `epoch`.
         case follower(node: String, address: String, epoch: UInt64)
-        /// No leader is known: nobody takes writes yet.
+        /// No primary of the group is known: nobody takes its writes yet.
         case electing
+    }
+
+    /// What the member last read of a placement group on etcd, for ``ClusterStatus``.
+    public struct GroupView: Sendable {
+        public var leader: (node: String, address: String, epoch: UInt64)?
+        public var standby: String?
+        public var pendingStandby: String?
+        /// The member the placement gives the group to.
+        public var placedOn: String?
+
+        public init(
+            leader: (node: String, address: String, epoch: UInt64)? = nil, standby: String? = nil, pendingStandby: String? = nil,
+            placedOn: String? = nil
+        ) {
+            self.leader = leader
+            self.standby = standby
+            self.pendingStandby = pendingStandby
+            self.placedOn = placedOn
+        }
     }
 
     /// What the member last read of the cluster on etcd, for ``ClusterStatus``.
     public struct View: Sendable {
         public var members: [(node: String, address: String)] = []
-        public var standby: String?
-        public var pendingStandby: String?
+        public var groups: [GroupView] = Array(repeating: GroupView(), count: Placement.groups)
 
-        public init(members: [(node: String, address: String)] = [], standby: String? = nil, pendingStandby: String? = nil) {
+        public init(members: [(node: String, address: String)] = [], groups: [GroupView] = Array(repeating: GroupView(), count: Placement.groups)) {
             self.members = members
-            self.standby = standby
-            self.pendingStandby = pendingStandby
+            self.groups = groups
         }
     }
 
     private struct State {
-        var standing = Standing.electing
+        var standings = Array(repeating: Standing.electing, count: Placement.groups)
+        /// Until when this member's lease on etcd is known to be alive.
+        var leaseEnd: ContinuousClock.Instant?
         var view = View()
-        /// The followers a write waits for: the synchronous standby named on etcd, and one
-        /// being made it (which must have every write answered from then on).
-        var awaited: Set<String> = []
-        /// Awaited followers that let a write's wait run out since the member last looked.
-        var missed: Set<String> = []
+        /// Per group, the followers a write waits for: the synchronous standby named on etcd,
+        /// and one being made it (which must have every write answered from then on).
+        var awaited = Array(repeating: Set<String>(), count: Placement.groups)
+        /// Per group, awaited followers that let a write's wait run out since the member last looked.
+        var missed = Array(repeating: Set<String>(), count: Placement.groups)
     }
 
     private let state = Mutex(State())
@@ -74,77 +95,92 @@ public final class ClusterRole: Sendable {
         set { state.withLock { $0.view = newValue } }
     }
 
-    public var standing: Standing { state.withLock { $0.standing } }
+    /// The standing in placement group `group`.
+    public func standing(in group: Int) -> Standing { state.withLock { $0.standings[group] } }
 
-    /// Changes the standing; a member that stops leading forgets its standby.
-    public func become(_ standing: Standing) {
+    /// The standing in every placement group, in order.
+    public var standings: [Standing] { state.withLock { $0.standings } }
+
+    /// Changes the standing in `group`; a member that stops leading it forgets its standby.
+    public func become(_ standing: Standing, in group: Int) {
         state.withLock { state in
-            state.standing = standing
-            if case .leader = standing {} else { state.awaited = [] }
+            state.standings[group] = standing
+            if case .leader = standing {} else { state.awaited[group] = [] }
         }
     }
 
-    /// The leader's lease was renewed: it may take writes until `leaseEnd`.
-    public func renewed(until leaseEnd: ContinuousClock.Instant, epoch: UInt64) {
+    /// The member's lease was granted or renewed: it may take its groups' writes until `leaseEnd`.
+    public func renewed(until leaseEnd: ContinuousClock.Instant) {
+        state.withLock { $0.leaseEnd = leaseEnd }
+    }
+
+    /// The followers whose acknowledgement answers a write of `group` (empty: none is awaited).
+    public func awaitedFollowers(in group: Int) -> Set<String> { state.withLock { $0.awaited[group] } }
+
+    public func setAwaitedFollowers(_ followers: Set<String>, in group: Int) {
+        state.withLock { $0.awaited[group] = followers }
+    }
+
+    /// `followers`, awaited, did not acknowledge a write of `group` within the follower window.
+    func missed(by followers: Set<String>, in group: Int) {
+        state.withLock { $0.missed[group].formUnion(followers) }
+    }
+
+    /// The awaited followers that missed a write of `group` since the last call (and forgets them).
+    public func takeMissed(in group: Int) -> Set<String> {
         state.withLock { state in
-            guard case .leader(epoch, _) = state.standing else { return }
-            state.standing = .leader(epoch: epoch, leaseEnd: leaseEnd)
+            defer { state.missed[group] = [] }
+            return state.missed[group]
         }
     }
 
-    /// The followers whose acknowledgement answers a write (empty: none is awaited).
-    public var awaitedFollowers: Set<String> {
-        get { state.withLock { $0.awaited } }
-        set { state.withLock { $0.awaited = newValue } }
-    }
-
-    /// `followers`, awaited, did not acknowledge a write within the follower window.
-    func missed(by followers: Set<String>) {
-        state.withLock { $0.missed.formUnion(followers) }
-    }
-
-    /// The awaited followers that missed a write since the last call (and forgets them).
-    public func takeMissed() -> Set<String> {
-        state.withLock { state in
-            defer { state.missed = [] }
-            return state.missed
-        }
-    }
-
-    /// The epoch this member leads under, while its lease lasts; nil otherwise.
-    public var leadingEpoch: UInt64? {
+    /// The epoch this member leads `group` under, while its lease lasts; nil otherwise.
+    public func leadingEpoch(of group: Int) -> UInt64? {
         let now = ContinuousClock.now
-        guard case .leader(let epoch, let leaseEnd) = standing, now < leaseEnd else { return nil }
-        return epoch
+        return state.withLock { state in
+            guard case .leader(let epoch, _) = state.standings[group], let end = state.leaseEnd, now < end else { return nil }
+            return epoch
+        }
     }
 
-    /// Why this member takes no write now, as the caller reads it; nil when it leads.
-    func writeRefusal(_ method: String) -> RPCError? {
+    /// Why this member takes no write of ledger `ledger` now, as the caller reads it; nil when
+    /// it leads the ledger's placement group.
+    func writeRefusal(_ method: String, ledger: String) -> RPCError? {
+        let group = Placement.group(of: ledger)
+        let (standing, leaseEnd) = state.withLock { ($0.standings[group], $0.leaseEnd) }
         switch standing {
-        case .leader(_, let leaseEnd):
-            guard ContinuousClock.now >= leaseEnd else { return nil }
-            return .unprocessed(.unavailable, "this server's leadership of the cluster lapsed (its lease on etcd was not renewed in time): try again shortly")
+        case .leader(_, let successor):
+            if let successor {
+                return .unprocessed(
+                    .unavailable, "this server is handing ledger '\(ledger)' (placement group \(group)) over to '\(successor)': try again shortly")
+            }
+            guard let leaseEnd, ContinuousClock.now >= leaseEnd else { return nil }
+            return .unprocessed(.unavailable, "this server's leadership lapsed (its lease on etcd was not renewed in time): try again shortly")
         case .follower(let node, let address, _):
             return .unprocessed(
-                .failedPrecondition, "this server follows the cluster's leader '\(node)' at \(address) and takes no writes: send \(method) there",
+                .failedPrecondition,
+                "ledger '\(ledger)' (placement group \(group)) is led by '\(node)' at \(address); this server takes no writes of it: send \(method) there",
                 primary: address)
         case .electing:
-            return .unprocessed(.unavailable, "the cluster has no leader at the moment (one is being elected): try again shortly")
+            return .unprocessed(
+                .unavailable, "ledger '\(ledger)' (placement group \(group)) has no primary at the moment (one is being elected): try again shortly")
         }
     }
 
-    /// Why a follower's fetch under `epoch` is refused here; nil when this member leads under it.
-    func fetchRefusal(epoch: UInt64) -> RPCError? {
-        switch standing {
+    /// Why a follower's fetch of `group` under `epoch` is refused here; nil when this member
+    /// leads the group under it.
+    func fetchRefusal(epoch: UInt64, group: Int) -> RPCError? {
+        switch standing(in: group) {
         case .leader(let current, _) where current == epoch:
             return nil
         case .leader(let current, _):
-            return .unprocessed(.failedPrecondition, "this server leads the cluster under epoch \(current), not \(epoch): read the leader from etcd again")
+            return .unprocessed(
+                .failedPrecondition, "this server leads placement group \(group) under epoch \(current), not \(epoch): read its primary from etcd again")
         case .follower(let node, let address, let current):
             return .unprocessed(
-                .failedPrecondition, "this server follows the cluster's leader '\(node)' (epoch \(current)): fetch from \(address)", primary: address)
+                .failedPrecondition, "placement group \(group) is led by '\(node)' (epoch \(current)): fetch from \(address)", primary: address)
         case .electing:
-            return .unprocessed(.unavailable, "the cluster has no leader at the moment (one is being elected)")
+            return .unprocessed(.unavailable, "placement group \(group) has no primary at the moment (one is being elected)")
         }
     }
 }

@@ -141,29 +141,39 @@ public final class FollowerPresence: Sendable {
     private struct Watcher {
         var lastSeen: ContinuousClock.Instant
         var watching = 0
-        /// The last answer whose every change it applied (of this life of the primary).
+        /// The last answer whose every change it applied (of this life of the primary), and
+        /// the placement groups its watch asked for (nil: every ledger).
         var applied: LedgerChanges.Cursor?
+        var groups: Set<Int>?
     }
 
     private let state = Mutex<[String: Watcher]>([:])
 
     public init() {}
 
-    /// Runs `watch`, a watch of `follower`, which says it applied every change up to
-    /// `applied`: it counts as present while `watch` runs.
-    public func watching<R>(by follower: String, applied: LedgerChanges.Cursor?, _ watch: () async throws -> R) async rethrows -> R {
-        note(follower, applied: applied, watching: 1)
-        defer { note(follower, applied: nil, watching: -1) }
+    /// Runs `watch`, a watch of `follower` for the ledgers of `groups` (nil: every ledger),
+    /// which says it applied every change of them up to `applied`: it counts as present while
+    /// `watch` runs.
+    public func watching<R>(
+        by follower: String, applied: LedgerChanges.Cursor?, groups: Set<Int>? = nil, _ watch: () async throws -> R
+    ) async rethrows -> R {
+        note(follower, applied: applied, groups: groups, watching: 1)
+        defer { note(follower, applied: nil, groups: groups, watching: -1) }
         return try await watch()
     }
 
-    private func note(_ follower: String, applied: LedgerChanges.Cursor?, watching change: Int) {
+    private func note(_ follower: String, applied: LedgerChanges.Cursor?, groups: Set<Int>?, watching change: Int) {
         let now = ContinuousClock.now
         state.withLock { watchers in
             var watcher = watchers[follower] ?? Watcher(lastSeen: now)
             watcher.lastSeen = now
             watcher.watching += change
-            if let applied, watcher.applied.map({ $0.life != applied.life || $0 < applied }) ?? true { watcher.applied = applied }
+            if watcher.groups != groups {
+                // Another set of groups: what it applied before says nothing of the new ones.
+                if change > 0 { (watcher.applied, watcher.groups) = (applied, groups) }
+            } else if let applied, watcher.applied.map({ $0.life != applied.life || $0 < applied }) ?? true {
+                watcher.applied = applied
+            }
             watchers[follower] = watcher
         }
     }
@@ -174,13 +184,23 @@ public final class FollowerPresence: Sendable {
         return Set(state.withLock { $0.filter { $0.value.watching > 0 || $0.value.lastSeen >= now - window }.keys })
     }
 
-    /// The last answer `follower` applied in full, or nil.
-    public func applied(by follower: String) -> LedgerChanges.Cursor? {
-        state.withLock { $0[follower]?.applied }
+    /// The last answer `follower` applied in full, or nil; with `group`, only when its watch
+    /// covers that placement group.
+    public func applied(by follower: String, group: Int? = nil) -> LedgerChanges.Cursor? {
+        state.withLock { watchers in
+            guard let watcher = watchers[follower] else { return nil }
+            if let group, let groups = watcher.groups, !groups.contains(group) { return nil }
+            return watcher.applied
+        }
     }
 
-    /// Forgets every follower (a member of a cluster taking the lead again).
-    public func forgetAll() {
-        state.withLock { $0 = [:] }
+    /// Forgets what every follower applied of placement group `group` (nil: of every
+    /// ledger): a member of a cluster taking the lead of it again.
+    public func forget(group: Int? = nil) {
+        state.withLock { watchers in
+            for (name, watcher) in watchers where group == nil || watcher.groups?.contains(group!) ?? true {
+                watchers[name]?.applied = nil
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
 import HealthModel
 import LMDB
+import LedgerSchema
 import Synchronization
 
 /// A cluster member's leadership under one fencing epoch (docs/PROTOCOL.md §7.19). The member
@@ -28,10 +29,24 @@ public struct PrimaryTerm: Sendable, Hashable, CustomStringConvertible {
     static let epochKey: [UInt8] = Array("primary_epoch".utf8)
 }
 
-/// The term a store's ledgers are written under, shared by all of them: nil unless this
-/// server leads its cluster.
-final class PrimaryTermHolder: Sendable {
-    let current = Mutex<PrimaryTerm?>(nil)
+/// The terms a store's ledgers are written under, by placement group: one for each group this
+/// server leads, none outside a cluster.
+public final class PrimaryTerms: Sendable {
+    private let terms = Mutex<[Int: PrimaryTerm]>([:])
+
+    init() {}
+
+    /// The term of group `group` (a ``Placement`` group): nil unless this server leads it.
+    public subscript(group: Int) -> PrimaryTerm? {
+        get { terms.withLock { $0[group] } }
+        set { terms.withLock { $0[group] = newValue } }
+    }
+
+    /// The term ledger `id` is written under now.
+    func term(of id: String) -> PrimaryTerm? {
+        let group = Placement.group(of: id)
+        return terms.withLock { $0.isEmpty ? nil : $0[group] }
+    }
 }
 
 extension WriteContext {

@@ -34,19 +34,16 @@ public final class LedgerStore: Sendable {
     private let creating = Mutex<Set<String>>([])
     /// Point-in-time views, in `<directory>/views/` (see ``view(of:at:)``).
     let views: PointInTimeViews
-    private let term = PrimaryTermHolder()
     /// Which ledgers changed, for followers that watch the store (``LedgerChanges``).
     public let changes = LedgerChanges()
     /// The followers watching the store, as this primary hears from them.
     public let watchers = FollowerPresence()
 
-    /// The cluster leadership this store's ledgers are written under: set while this server
-    /// leads its cluster, nil otherwise (and outside a cluster). Each ledger records it in a
-    /// `primaryChanged` event before its first write under a new epoch.
-    public var primaryTerm: PrimaryTerm? {
-        get { term.current.withLock { $0 } }
-        set { term.current.withLock { $0 = newValue } }
-    }
+    /// The cluster leaderships this store's ledgers are written under, by placement group:
+    /// set for each group while this server leads it, none otherwise (and outside a cluster).
+    /// Each ledger records its group's in a `primaryChanged` event before its first write
+    /// under a new epoch.
+    public let primaryTerms = PrimaryTerms()
 
     /// Opens (creating if needed) the store in `directory`.
     /// - Throws: ``LedgerFailure`` `failedPrecondition` when the directory is encrypted and
@@ -155,7 +152,7 @@ public final class LedgerStore: Sendable {
             if let ledger = open.use(id) { return ledger }
             let changes = self.changes
             let ledger = try Self.process.ledger(at: url) {
-                let ledger = try Ledger(id: id, directory: url, configuration: configuration, logger: logger, term: term)
+                let ledger = try Ledger(id: id, directory: url, configuration: configuration, logger: logger, terms: primaryTerms)
                 ledger.changeWatchers.storeNote.withLock { $0 = { changes.note(id) } }
                 return ledger
             }

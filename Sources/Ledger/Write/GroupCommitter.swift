@@ -41,7 +41,7 @@ final class GroupCommitter: Sendable {
     private let maintainsMerkleTree: Bool
     /// The cluster leadership this server writes under, if any: recorded in the ledger
     /// before its first write under each epoch (``PrimaryTerm``).
-    private let term: PrimaryTermHolder?
+    private let term: (@Sendable () -> PrimaryTerm?)?
     /// The Merkle tree's frontier after the last commit, with the head it belongs to: the
     /// next transaction starting from that head need not load it.
     private let lastFrontier = Mutex<(head: LogHead, frontier: Frontier)?>(nil)
@@ -64,7 +64,7 @@ final class GroupCommitter: Sendable {
     init(
         environment: Environment, databases: LedgerDatabases, label: String, logger: Logger,
         changeWatchers: ChangeWatchers = ChangeWatchers(), follower: LogFollower? = nil, readOnly: Bool = false,
-        maintainsMerkleTree: Bool = true, term: PrimaryTermHolder? = nil, onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
+        maintainsMerkleTree: Bool = true, term: (@Sendable () -> PrimaryTerm?)? = nil, onCommit: @escaping @Sendable (Int, Duration) -> Void = { _, _ in }
     ) {
         self.maintainsMerkleTree = maintainsMerkleTree
         self.term = term
@@ -187,7 +187,7 @@ final class GroupCommitter: Sendable {
         outcome.heads = (context.head.sequence, context.head.sequence)
         if let last = lastFrontier.withLock({ $0 }), last.head == context.head { context.startFrontier = last.frontier }
         // Outside the requests' nesting: it commits even if every request fails.
-        if let term = term?.current.withLock({ $0 }) { try context.enter(term) }
+        if let term = term?() { try context.enter(term) }
         for (index, request) in batch.enumerated() {
             if !nesting {
                 do {

@@ -3652,7 +3652,27 @@ public nonisolated struct Healthledger_V1_WatchLedgersRequest: Sendable {
   /// head the primary had after that answer (empty: none yet).
   public var applied: Data = Data()
 
-  /// As in FetchLog: the fencing epoch of the cluster's leader followed (0 outside a cluster).
+  /// Unused since placement groups (a cluster's watch names its groups below); 0.
+  public var epoch: UInt64 = 0
+
+  /// In a cluster: the placement groups watched, each with the fencing epoch under which the
+  /// follower knows the member answering leads it (docs/PROTOCOL.md §7.19). The answer names
+  /// only ledgers of these groups (`everything`: all of them), and the watch is refused unless
+  /// the member leads every one under its epoch. Empty outside a cluster: every ledger.
+  public var groups: [Healthledger_V1_WatchedGroup] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_WatchedGroup: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var group: UInt32 = 0
+
   public var epoch: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -3751,23 +3771,12 @@ public nonisolated struct Healthledger_V1_ClusterStatusResponse: Sendable {
 
   public var cluster: String = String()
 
-  /// The member answering, and its standing: "leader", "follower" or "electing".
+  /// The member answering, and its standing: "leader" (it leads every placement group),
+  /// "primary" (it leads some), "follower" (it leads none) or "electing" (it knows no leader
+  /// of any group).
   public var node: String = String()
 
   public var role: String = String()
-
-  /// The leader it knows (empty while electing), with its fencing epoch.
-  public var leader: String = String()
-
-  public var leaderAddress: String = String()
-
-  public var epoch: UInt64 = 0
-
-  /// The synchronous standby the leader named on etcd (empty: none), and one it is making
-  /// its standby (its writes already wait for it).
-  public var standby: String = String()
-
-  public var pendingStandby: String = String()
 
   public var members: [Healthledger_V1_ClusterMemberStatus] = []
 
@@ -3777,6 +3786,41 @@ public nonisolated struct Healthledger_V1_ClusterStatusResponse: Sendable {
   public var ledgers: [Healthledger_V1_LedgerReplicaStatus] = []
 
   /// Every ledger the member holds.
+  public var ledgerCount: UInt64 = 0
+
+  /// Each placement group, in order (docs/PROTOCOL.md §7.19).
+  public var groups: [Healthledger_V1_PlacementGroupStatus] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_PlacementGroupStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var group: UInt32 = 0
+
+  /// Its primary (empty while one is elected), with the fencing epoch it leads under.
+  public var leader: String = String()
+
+  public var leaderAddress: String = String()
+
+  public var epoch: UInt64 = 0
+
+  /// The synchronous standby its primary named on etcd (empty: none), and one it is making
+  /// its standby (its writes already wait for it).
+  public var standby: String = String()
+
+  public var pendingStandby: String = String()
+
+  /// The member the placement gives it to: its primary hands it over to that member once it
+  /// is its caught-up standby.
+  public var placedOn: String = String()
+
+  /// The ledgers of the group the member answering holds.
   public var ledgerCount: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -3799,6 +3843,9 @@ public nonisolated struct Healthledger_V1_ClusterMemberStatus: Sendable {
   public var watching: Bool = false
 
   public var changesBehind: UInt64 = 0
+
+  /// The placement groups it leads.
+  public var leads: [UInt32] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -9042,7 +9089,7 @@ nonisolated extension Healthledger_V1_FetchLogResponse: SwiftProtobuf.Message, S
 
 nonisolated extension Healthledger_V1_WatchLedgersRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WatchLedgersRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}follower_id\0\u{1}cursor\0\u{3}wait_ms\0\u{1}applied\0\u{1}epoch\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}follower_id\0\u{1}cursor\0\u{3}wait_ms\0\u{1}applied\0\u{1}epoch\0\u{1}groups\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9055,6 +9102,7 @@ nonisolated extension Healthledger_V1_WatchLedgersRequest: SwiftProtobuf.Message
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.waitMs) }()
       case 4: try { try decoder.decodeSingularBytesField(value: &self.applied) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.groups) }()
       default: break
       }
     }
@@ -9076,6 +9124,9 @@ nonisolated extension Healthledger_V1_WatchLedgersRequest: SwiftProtobuf.Message
     if self.epoch != 0 {
       try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 5)
     }
+    if !self.groups.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.groups, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -9084,6 +9135,42 @@ nonisolated extension Healthledger_V1_WatchLedgersRequest: SwiftProtobuf.Message
     if lhs.cursor != rhs.cursor {return false}
     if lhs.waitMs != rhs.waitMs {return false}
     if lhs.applied != rhs.applied {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.groups != rhs.groups {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_WatchedGroup: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WatchedGroup"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}epoch\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.group) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.group != 0 {
+      try visitor.visitSingularUInt32Field(value: self.group, fieldNumber: 1)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_WatchedGroup, rhs: Healthledger_V1_WatchedGroup) -> Bool {
+    if lhs.group != rhs.group {return false}
     if lhs.epoch != rhs.epoch {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -9267,7 +9354,7 @@ nonisolated extension Healthledger_V1_SnapshotFile: SwiftProtobuf.Message, Swift
 
 nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ClusterStatusResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cluster\0\u{1}node\0\u{1}role\0\u{1}leader\0\u{3}leader_address\0\u{1}epoch\0\u{1}standby\0\u{3}pending_standby\0\u{1}members\0\u{1}ledgers\0\u{3}ledger_count\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cluster\0\u{1}node\0\u{1}role\0\u{2}\u{6}members\0\u{1}ledgers\0\u{3}ledger_count\0\u{1}groups\0\u{c}\u{4}\u{1}\u{c}\u{5}\u{1}\u{c}\u{6}\u{1}\u{c}\u{7}\u{1}\u{c}\u{8}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9278,14 +9365,10 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
       case 1: try { try decoder.decodeSingularStringField(value: &self.cluster) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.node) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.role) }()
-      case 4: try { try decoder.decodeSingularStringField(value: &self.leader) }()
-      case 5: try { try decoder.decodeSingularStringField(value: &self.leaderAddress) }()
-      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
-      case 7: try { try decoder.decodeSingularStringField(value: &self.standby) }()
-      case 8: try { try decoder.decodeSingularStringField(value: &self.pendingStandby) }()
       case 9: try { try decoder.decodeRepeatedMessageField(value: &self.members) }()
       case 10: try { try decoder.decodeRepeatedMessageField(value: &self.ledgers) }()
       case 11: try { try decoder.decodeSingularUInt64Field(value: &self.ledgerCount) }()
+      case 12: try { try decoder.decodeRepeatedMessageField(value: &self.groups) }()
       default: break
       }
     }
@@ -9301,21 +9384,6 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
     if !self.role.isEmpty {
       try visitor.visitSingularStringField(value: self.role, fieldNumber: 3)
     }
-    if !self.leader.isEmpty {
-      try visitor.visitSingularStringField(value: self.leader, fieldNumber: 4)
-    }
-    if !self.leaderAddress.isEmpty {
-      try visitor.visitSingularStringField(value: self.leaderAddress, fieldNumber: 5)
-    }
-    if self.epoch != 0 {
-      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 6)
-    }
-    if !self.standby.isEmpty {
-      try visitor.visitSingularStringField(value: self.standby, fieldNumber: 7)
-    }
-    if !self.pendingStandby.isEmpty {
-      try visitor.visitSingularStringField(value: self.pendingStandby, fieldNumber: 8)
-    }
     if !self.members.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.members, fieldNumber: 9)
     }
@@ -9325,6 +9393,9 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
     if self.ledgerCount != 0 {
       try visitor.visitSingularUInt64Field(value: self.ledgerCount, fieldNumber: 11)
     }
+    if !self.groups.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.groups, fieldNumber: 12)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -9332,13 +9403,74 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
     if lhs.cluster != rhs.cluster {return false}
     if lhs.node != rhs.node {return false}
     if lhs.role != rhs.role {return false}
+    if lhs.members != rhs.members {return false}
+    if lhs.ledgers != rhs.ledgers {return false}
+    if lhs.ledgerCount != rhs.ledgerCount {return false}
+    if lhs.groups != rhs.groups {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_PlacementGroupStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PlacementGroupStatus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}leader\0\u{3}leader_address\0\u{1}epoch\0\u{1}standby\0\u{3}pending_standby\0\u{3}placed_on\0\u{3}ledger_count\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.group) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.leader) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.leaderAddress) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.standby) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.pendingStandby) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.placedOn) }()
+      case 8: try { try decoder.decodeSingularUInt64Field(value: &self.ledgerCount) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.group != 0 {
+      try visitor.visitSingularUInt32Field(value: self.group, fieldNumber: 1)
+    }
+    if !self.leader.isEmpty {
+      try visitor.visitSingularStringField(value: self.leader, fieldNumber: 2)
+    }
+    if !self.leaderAddress.isEmpty {
+      try visitor.visitSingularStringField(value: self.leaderAddress, fieldNumber: 3)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 4)
+    }
+    if !self.standby.isEmpty {
+      try visitor.visitSingularStringField(value: self.standby, fieldNumber: 5)
+    }
+    if !self.pendingStandby.isEmpty {
+      try visitor.visitSingularStringField(value: self.pendingStandby, fieldNumber: 6)
+    }
+    if !self.placedOn.isEmpty {
+      try visitor.visitSingularStringField(value: self.placedOn, fieldNumber: 7)
+    }
+    if self.ledgerCount != 0 {
+      try visitor.visitSingularUInt64Field(value: self.ledgerCount, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_PlacementGroupStatus, rhs: Healthledger_V1_PlacementGroupStatus) -> Bool {
+    if lhs.group != rhs.group {return false}
     if lhs.leader != rhs.leader {return false}
     if lhs.leaderAddress != rhs.leaderAddress {return false}
     if lhs.epoch != rhs.epoch {return false}
     if lhs.standby != rhs.standby {return false}
     if lhs.pendingStandby != rhs.pendingStandby {return false}
-    if lhs.members != rhs.members {return false}
-    if lhs.ledgers != rhs.ledgers {return false}
+    if lhs.placedOn != rhs.placedOn {return false}
     if lhs.ledgerCount != rhs.ledgerCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -9347,7 +9479,7 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
 
 nonisolated extension Healthledger_V1_ClusterMemberStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ClusterMemberStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}address\0\u{1}watching\0\u{3}changes_behind\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}address\0\u{1}watching\0\u{3}changes_behind\0\u{1}leads\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9359,6 +9491,7 @@ nonisolated extension Healthledger_V1_ClusterMemberStatus: SwiftProtobuf.Message
       case 2: try { try decoder.decodeSingularStringField(value: &self.address) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.watching) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.changesBehind) }()
+      case 5: try { try decoder.decodeRepeatedUInt32Field(value: &self.leads) }()
       default: break
       }
     }
@@ -9377,6 +9510,9 @@ nonisolated extension Healthledger_V1_ClusterMemberStatus: SwiftProtobuf.Message
     if self.changesBehind != 0 {
       try visitor.visitSingularUInt64Field(value: self.changesBehind, fieldNumber: 4)
     }
+    if !self.leads.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.leads, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -9385,6 +9521,7 @@ nonisolated extension Healthledger_V1_ClusterMemberStatus: SwiftProtobuf.Message
     if lhs.address != rhs.address {return false}
     if lhs.watching != rhs.watching {return false}
     if lhs.changesBehind != rhs.changesBehind {return false}
+    if lhs.leads != rhs.leads {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -11,44 +11,46 @@ struct ClusterCommand: AsyncParsableCommand {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "status",
-            abstract: "Show the cluster: its members, the leader and its epoch, the synchronous standby, and the ledgers in use with their followers.",
+            abstract:
+                "Show the cluster: its members, each placement group's primary, epoch and synchronous standby, and the ledgers in use with their followers.",
             discussion: """
-                Asks the server given (any member; --other-server for more), then the leader it names, whose view has the \
-                followers' progress: whether each watches the leader's ledgers and how many changes it has not applied yet, \
-                and for each ledger open on the leader (in use lately), how far each follower has it durable (lag, in events) \
-                and whether it is connected.
+                A cluster spreads its ledgers over 16 placement groups (by a hash of the ledger's id); each group has one primary, \
+                and the members share the groups out evenly. Asks the server given (any member; --other-server for more): its \
+                view of every group, and of the followers' progress on the groups it leads (whether each watches its ledgers and \
+                how many changes it has not applied yet), and for each ledger open on it (in use lately), how far each follower \
+                has it durable (lag, in events) and whether it is connected. With --ledger ID, also where that ledger's group is.
                 """)
         @OptionGroup var connection: ConnectionOptions
+        @Option(name: .customLong("ledger"), help: "Say which placement group holds this ledger, and its primary.") var ledger: String?
 
         func run() async throws {
             try await connection.withStore { store in
-                var status = try await store.clusterStatus()
-                if status.role != "leader", let address = status.leaderAddress, let (host, port) = HealthStoreConfiguration.address(address) {
-                    print("asked \(status.node), a \(status.role); the leader's view:")
-                    var configuration = try connection.configuration()
-                    (configuration.host, configuration.port, configuration.otherServers) = (host, port, [])
-                    let leader = HealthStore(configuration: configuration)
-                    defer { Task { await leader.close() } }
-                    status = try await leader.clusterStatus()
-                }
+                let status = try await store.clusterStatus()
                 for line in Self.lines(status) { print(line) }
+                if let ledger {
+                    let group = status.group(of: ledger)
+                    print(
+                        "ledger \(ledger): placement group \(group.group), primary \(group.leader.map { "\($0) at \(group.leaderAddress ?? "?")" } ?? "none (electing)")"
+                    )
+                }
             }
         }
 
         static func lines(_ status: ClusterStatus) -> [String] {
-            var lines = [
-                "cluster \(status.cluster)",
-                "leader  \(status.leader.map { "\($0) at \(status.leaderAddress ?? "?")" } ?? "none (electing)")  epoch \(status.epoch)",
-                "standby \(status.standby ?? "none")" + (status.pendingStandby.map { "  (making \($0) the standby)" } ?? ""),
-                "members",
-            ]
-            let leading = status.role == "leader"
+            var lines = ["cluster \(status.cluster), asked \(status.node) (\(status.role))", "members"]
             for member in status.members {
-                let role = member.node == status.leader ? "leader" : member.node == status.standby ? "standby" : "follower"
                 let progress =
-                    !leading || role == "leader" ? ""
-                    : member.watching ? "\t\(member.changesBehind) change\(member.changesBehind == 1 ? "" : "s") behind" : "\tnot watching"
-                lines.append("  \(member.node)\t\(member.address)\t\(role)\(progress)")
+                    member.node == status.node || member.leads.count == status.groups.count ? ""
+                    : member.watching ? "\t\(member.changesBehind) change\(member.changesBehind == 1 ? "" : "s") behind"
+                    : status.role == "follower" || status.role == "electing" ? "" : "\tnot watching"
+                lines.append("  \(member.node)\t\(member.address)\tleads \(member.leads.count) group\(member.leads.count == 1 ? "" : "s")\(progress)")
+            }
+            lines.append("groups  (group: primary, epoch, standby, placed on, ledgers here)")
+            for group in status.groups {
+                let standby = (group.standby ?? "none") + (group.pendingStandby.map { " (making \($0) the standby)" } ?? "")
+                let placed = group.placedOn.map { $0 == group.leader ? "" : "\tplaced on \($0)" } ?? ""
+                lines.append(
+                    "  \(group.group)\t\(group.leader ?? "none (electing)")\tepoch \(group.epoch)\tstandby \(standby)\(placed)\t\(group.ledgerCount) ledger\(group.ledgerCount == 1 ? "" : "s")")
             }
             lines.append("ledgers \(status.ledgerCount), \(status.ledgers.count) in use")
             for ledger in status.ledgers {
