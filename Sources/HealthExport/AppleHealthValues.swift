@@ -142,8 +142,12 @@ public enum AppleHealthValues {
     }
 
     /// A category value given by name (`HKCategoryValueSleepAnalysisAsleepREM`, or the bare
-    /// case `asleepREM`) or by raw number.
+    /// case `asleepREM`) or by raw number; none, for a type whose only value is
+    /// `HKCategoryValueNotApplicable`, is that value.
     public static func categoryValue(_ text: String, of type: CategoryType) -> Int? {
+        // A record without a value (Apple writes mindful sessions so) of a type whose only
+        // value is HKCategoryValueNotApplicable: HealthKit reads it as that value.
+        if text.isEmpty, type.values == CategoryValueSet.notApplicable { return CategoryValueSet.notApplicable.cases[0].value }
         if let number = Int(text) { return type.values.contains(number) ? number : nil }
         var name = Substring(text)
         if name.hasPrefix(type.values.name) { name = name.dropFirst(type.values.name.count) }

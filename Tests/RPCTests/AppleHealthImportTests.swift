@@ -139,6 +139,30 @@ struct AppleHealthImportTests {
         #expect(rejected == ["5 SourcePriority unknown type", "6 SourcePriority invalid object"])
     }
 
+    @Test("a record with no value of a type whose only value is not-applicable (Apple's mindful sessions) is read as HealthKit reads it; one of another category type is still rejected")
+    func recordsWithoutValue() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_US">
+             <Record type="HKCategoryTypeIdentifierMindfulSession" sourceName="Breathe" startDate="2025-05-18 07:00:00 +0100" endDate="2025-05-18 07:05:00 +0100"/>
+             <Record type="HKCategoryTypeIdentifierSleepAnalysis" sourceName="Watch" startDate="2025-05-18 01:00:00 +0100" endDate="2025-05-18 02:00:00 +0100"/>
+            </HealthData>
+            """
+        let items = try Self.read(xml)
+        #expect(items.count == 2)
+        guard case .sample(let object, _, _, _) = items.first, let session = object.categorySample else {
+            Issue.record("the mindful session was not read: \(items)")
+            return
+        }
+        #expect(session.type.identifier == "HKCategoryTypeIdentifierMindfulSession" && session.value == 0)
+        #expect(session.endDate.timeIntervalSince(session.startDate) == 300)
+        guard case .rejected(_, let kind, let reason, let line) = items.last else {
+            Issue.record("a sleep record without a value was not rejected: \(items)")
+            return
+        }
+        #expect(kind == .unparsableValue && line == 4 && reason.contains("HKCategoryTypeIdentifierSleepAnalysis: '' is not one of its values"), "\(reason)")
+    }
+
     @Test("the reader loads no external entity, parameter entity or DTD, and an entity bomb is refused, not expanded")
     func hostileDocumentTypes() throws {
         let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-xxe-\(UUID().uuidString)")
