@@ -87,6 +87,10 @@ public final class ClusterMember: Service, Sendable {
         var round: (phase: String, started: ContinuousClock.Instant, warnings: Int64)?
         var lastFailure: String?
         var joined = false
+        /// Rounds completed since the member started.
+        var rounds = 0
+        /// Set once it leaves: no lease is granted again.
+        var leaving = false
     }
 
     /// This member's part in one placement group.
@@ -253,6 +257,7 @@ public final class ClusterMember: Service, Sendable {
         phase("following")
         follow(followed)
         groupsLed.record(role.standings.filter { if case .leader = $0 { true } else { false } }.count)
+        state.withLock { $0.rounds += 1 }
         if let first = failures.first { throw ClusterFailure(failures.count == 1 ? first : "\(first) (and \(failures.count - 1) more)") }
     }
 
@@ -293,7 +298,8 @@ public final class ClusterMember: Service, Sendable {
     /// every third of its time to live; a lapsed lease stops the member leading.
     private func renewLease() async throws {
         let now = ContinuousClock.now
-        let (current, lastRenewal) = state.withLock { ($0.lease, $0.lastRenewal) }
+        let (current, lastRenewal, leaving) = state.withLock { ($0.lease, $0.lastRenewal, $0.leaving) }
+        guard !leaving else { return }
         guard let current else {
             let granted = try await etcd.grantLease(seconds: configuration.leaseSeconds)
             let value = try JSONEncoder().encode(LeaderValue(node: me, address: configuration.advertise))
@@ -572,6 +578,7 @@ public final class ClusterMember: Service, Sendable {
     /// Leaves the cluster: no more writes, no more following, and the lease revoked (the
     /// leader keys and this member's registration go with it).
     private func leave() async {
+        state.withLock { $0.leaving = true }
         for group in 0..<Placement.groups { stand(.electing, in: group) }
         for node in state.withLock({ Array($0.following.keys) }) { stopFollowing(node) }
         await stoppedFollowing()
@@ -582,15 +589,17 @@ public final class ClusterMember: Service, Sendable {
     }
 
     /// Why this member should get no reads yet (`/readyz`); nil when every placement group
-    /// has a primary, the groups it leads are not lapsed, and it is caught up with the others.
+    /// has a primary (or got one again within ``patience`` rounds: a hand-over), the groups
+    /// it leads are not lapsed, and it is caught up with the others.
     public var unreadiness: String? {
-        let (joined, following) = state.withLock { ($0.joined, $0.following) }
-        guard joined else { return "not joined to the cluster on etcd (\(etcd.endpoints)) yet" }
+        let (joined, rounds, following, groups) = state.withLock { ($0.joined, $0.rounds, $0.following, $0.groups) }
+        guard joined, rounds > 0 else { return "not joined to the cluster on etcd (\(etcd.endpoints)) yet" }
         for (group, standing) in role.standings.enumerated() {
             switch standing {
             case .leader:
                 if role.leadingEpoch(of: group) == nil { return "its leadership lapsed (its lease on etcd was not renewed in time)" }
             case .electing:
+                guard groups[group].leaderless > Self.patience else { continue }
                 return "placement group \(group) has no primary at the moment"
             case .follower:
                 continue
