@@ -85,7 +85,8 @@ public final class ClusterMember: Service, Sendable {
         var stopping: [UUID: (node: String, groups: Set<Int>)] = [:]
         /// What the current round is doing, and since when (``watchRounds()``).
         var round: (phase: String, started: ContinuousClock.Instant, warnings: Int64)?
-        var lastFailure: String?
+        /// The last failure of the lease's renewal and of the rounds, each said once.
+        var lastFailures: [String: String] = [:]
         var joined = false
         /// Rounds completed since the member started.
         var rounds = 0
@@ -164,13 +165,13 @@ public final class ClusterMember: Service, Sendable {
             // The lease on its own: a slow round (a follower slow to stop) never costs it.
             group.addTask {
                 while !Task.isCancelled {
-                    await self.report { try await self.renewLease() }
+                    await self.report("lease") { try await self.renewLease() }
                     self.watchRounds()
                     try? await Task.sleep(for: Self.tick)
                 }
             }
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
-                await report { try await step() }
+                await report("round") { try await step() }
                 try? await Task.sleep(for: Self.tick)
             }
             await leave()
@@ -180,14 +181,15 @@ public final class ClusterMember: Service, Sendable {
     }
 
     /// Runs `work`, logging its failure once for as long as it fails alike.
-    private func report(_ work: () async throws -> Void) async {
+    private func report(_ work: String, _ body: () async throws -> Void) async {
         do {
-            try await work()
+            try await body()
+            state.withLock { _ = $0.lastFailures.removeValue(forKey: work) }
         } catch {
             let failure = "\(error)"
             let repeated = state.withLock { state in
-                defer { state.lastFailure = failure }
-                return state.lastFailure == failure
+                defer { state.lastFailures[work] = failure }
+                return state.lastFailures[work] == failure
             }
             if !repeated { logger.warning("cluster membership: \(failure)") }
         }
