@@ -158,6 +158,8 @@ public final class PrimaryFollower: Service, Sendable {
                     cursor = answer.cursor
                     lastFailure = nil
                 } catch {
+                    // Stopped (a cluster member restarting its follower): nothing to say.
+                    if Task.isCancelled { break }
                     // Said once per kind of failure, not every few seconds.
                     let failure = "\(error)"
                     if failure != lastFailure { logger.warning("cannot watch the primary's ledgers", metadata: ["error": "\(failure)"]) }
