@@ -61,9 +61,10 @@ public final class Ledger: Sendable {
     /// the ledger's point-in-time views, built from the log before it).
     package let afterErasure = Mutex<(@Sendable (ErasureReport, String) throws -> Void)?>(nil)
 
-    /// The term of ledger `id` among `terms`, read at each commit.
+    /// The term of ledger `id` among `terms` (its placement group's), read at each commit.
     private static func term(of id: String) -> (PrimaryTerms) -> @Sendable () -> PrimaryTerm? {
-        { terms in { terms.term(of: id) } }
+        let group = Placement.group(of: id)
+        return { terms in { terms[group] } }
     }
 
     /// - Parameter terms: the cluster leaderships the ledger is written under (its store's), if any.

@@ -18,7 +18,7 @@ public enum Placement {
 
     /// The member each group belongs on, for a cluster of `members` (nil for every group
     /// without members): as even as the count allows (⌊groups ÷ members⌋ or one more each), and
-    /// stable as members come and go — each group goes to the member that ranks it highest
+    /// mostly stable as members come and go — each group goes to the member that ranks it highest
     /// (the first eight bytes of the SHA-256 of `"<group>/<member>"`, big-endian) among those
     /// with room left, groups taken in order. Every member computes the same from the same
     /// members.

@@ -198,7 +198,7 @@ public final class FollowerPresence: Sendable {
     /// ledger): a member of a cluster taking the lead of it again.
     public func forget(group: Int? = nil) {
         state.withLock { watchers in
-            for (name, watcher) in watchers where group == nil || watcher.groups?.contains(group!) ?? true {
+            for (name, watcher) in watchers where group.map({ watcher.groups?.contains($0) ?? true }) ?? true {
                 watchers[name]?.applied = nil
             }
         }

@@ -41,12 +41,6 @@ public final class PrimaryTerms: Sendable {
         get { terms.withLock { $0[group] } }
         set { terms.withLock { $0[group] = newValue } }
     }
-
-    /// The term ledger `id` is written under now.
-    func term(of id: String) -> PrimaryTerm? {
-        let group = Placement.group(of: id)
-        return terms.withLock { $0.isEmpty ? nil : $0[group] }
-    }
 }
 
 extension WriteContext {
