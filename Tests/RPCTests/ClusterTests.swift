@@ -46,6 +46,13 @@ struct ClusterTests {
         #expect(try await admin.createLedger(id: bobID) == bobID)
         let bob = try await admin.issueCredential(ledger: bobID, for: .owner)
         await admin.close()
+        // A save sent at once with a credential just issued, to a member that does not lead the
+        // ledger's group (and may not know the credential yet), goes to the group's primary.
+        do {
+            let early = HealthStore(configuration: .init(port: nodes.port(of: follower), credential: owner, timeout: .seconds(60)))
+            defer { Task { await early.close() } }
+            _ = try await early.save(Samples.heartRate(50, at: 5_000))
+        }
 
         // The C client, given a dead address and a follower: the follower serves its reads
         // and sends its save to the leader.

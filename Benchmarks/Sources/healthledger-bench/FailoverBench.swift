@@ -8,10 +8,11 @@ import Synchronization
 
 /// Failover of a cluster on etcd: three `healthledgerd` processes on a three-member etcd
 /// (Debian's etcd-server), one client saving one sample after another through the SDK with
-/// every member as a seed; each round kills the primary of the ledger's placement group (-9)
-/// once that group is where the placement puts it and has a standby, and
+/// every member as a seed, for every round; each round kills the primary of the ledger's
+/// placement group (-9) once that group is where the placement puts it and has a standby, and
 /// measures the time from the kill to the first save answered after it, then starts the
-/// killed member again. At the end every acknowledged save is looked for on every member.
+/// killed member again and, while the group is handed back to it, the longest wait between
+/// two answered saves. At the end every acknowledged save is looked for on every member.
 struct FailoverBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "failover", abstract: "Kill -9 of a ledger's primary in a cluster under saves: time to the next acknowledged save, saves lost.")
@@ -75,24 +76,31 @@ struct FailoverBenchCommand: AsyncParsableCommand {
         let workload = try Workload(days: 1)
         let acknowledged = Acknowledged()
         var failovers: [Duration] = []
-        var failures = 0
+        var handOvers: [Duration] = []
+        // One writer for every round: it carries on through each kill and each hand-over.
+        let writer = HealthStore(configuration: configuration(owner))
+        let saving = Task {
+            var failed = 0
+            var index = 0
+            while !acknowledged.stopping {
+                index += 1
+                do {
+                    let saved = try await writer.save(workload.ingest(index).object)
+                    acknowledged.saves.withLock { $0.append((saved.uuid, .now)) }
+                } catch {
+                    failed += 1
+                    acknowledged.failures.withLock { $0["\(error)".prefix(300).description, default: 0] += 1 }
+                }
+            }
+            return failed
+        }
+        /// The longest wait between two answered saves from `start` on, counting from `start`.
+        func longestGap(since start: ContinuousClock.Instant) -> Duration {
+            let times = [start] + acknowledged.saves.withLock { $0.map(\.at).filter { $0 > start } }
+            return zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? .zero
+        }
         for round in 1...rounds {
             let leader = try await primaryWithStandby()
-            let writer = HealthStore(configuration: configuration(owner))
-            let saving = Task {
-                var failed = 0
-                var index = 0
-                while !acknowledged.stopping {
-                    index += 1
-                    do {
-                        let saved = try await writer.save(workload.ingest(round * 1_000_000 + index).object)
-                        acknowledged.saves.withLock { $0.append((saved.uuid, .now)) }
-                    } catch {
-                        failed += 1
-                    }
-                }
-                return failed
-            }
             try await Task.sleep(for: .milliseconds(500))
             // From the primary's end: a save answered after it is the new primary's.
             members.removeValue(forKey: leader)?.kill()
@@ -104,14 +112,21 @@ struct FailoverBenchCommand: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(5))
             }
             guard let first else { throw BenchFailure("round \(round): no save was answered after the kill") }
-            acknowledged.stop.store(true, ordering: .relaxed)
-            failures += await saving.value
-            acknowledged.stop.store(false, ordering: .relaxed)
-            await writer.close()
             failovers.append(first - killed)
-            print(String(format: "  round %d: n%d killed, next save answered after %.2f s", round, leader, seconds(first - killed)))
+            // Back, the member gets its group again by a hand-over, under the writer.
             try start(leader)
+            let restarted = ContinuousClock.now
+            _ = try await primaryWithStandby()
+            try await Task.sleep(for: .milliseconds(500))
+            handOvers.append(longestGap(since: restarted))
+            print(
+                String(
+                    format: "  round %d: n%d killed, next save answered after %.2f s; back, it got the group again with saves paused %.3f s at most",
+                    round, leader, seconds(first - killed), seconds(handOvers.last!)))
         }
+        acknowledged.stop.store(true, ordering: .relaxed)
+        let failures = await saving.value
+        await writer.close()
 
         // Every acknowledged save, on every member.
         try await Task.sleep(for: .seconds(2))
@@ -133,7 +148,15 @@ struct FailoverBenchCommand: AsyncParsableCommand {
             String(
                 format: "failover (kill -9 to the next acknowledged save), %d rounds: median %.2f s, p90 %.2f s, max %.2f s", sorted.count,
                 seconds(sorted[sorted.count / 2]), seconds(sorted[min(sorted.count - 1, sorted.count * 9 / 10)]), seconds(sorted.last!)))
+        let paused = handOvers.sorted()
+        let saves = acknowledged.saves.withLock { $0.map(\.at) }
+        let gaps = zip(saves, saves.dropFirst()).map { $1 - $0 }.sorted()
+        print(
+            String(
+                format: "hand-over (the longest wait between answered saves while the group moved back), %d rounds: median %.3f s, max %.3f s; any two saves: median %.4f s",
+                paused.count, seconds(paused[paused.count / 2]), seconds(paused.last!), seconds(gaps[gaps.count / 2])))
         print("saves acknowledged: \(wanted.count); lost: \(lost.sorted { $0.key < $1.key }.map { "n\($0.key) \($0.value)" }.joined(separator: ", ")); calls that failed (never acknowledged): \(failures)")
+        for (failure, count) in acknowledged.failures.withLock({ $0 }).sorted(by: { $0.value > $1.value }).prefix(5) { print("  \(count)× \(failure)") }
     }
 }
 
@@ -141,6 +164,8 @@ struct FailoverBenchCommand: AsyncParsableCommand {
 private final class Acknowledged: Sendable {
     let saves = Mutex<[(uuid: UUID, at: ContinuousClock.Instant)]>([])
     let stop = Atomic<Bool>(false)
+    /// Why calls failed, with how many times.
+    let failures = Mutex<[String: Int]>([:])
 
     var stopping: Bool { stop.load(ordering: .relaxed) }
 }

@@ -55,7 +55,7 @@ final class ServerProcess: Sendable {
                             signalled = true
                             ready.signal()
                         }
-                    } else if line.contains("error") || line.contains("critical") {
+                    } else if line.contains("error") || line.contains("critical") || line.contains("rpc.status=unauthenticated") {
                         FileHandle.standardError.write(Data("healthledgerd: \(line)\n".utf8))
                     }
                 }

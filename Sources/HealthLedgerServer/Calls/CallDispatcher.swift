@@ -74,14 +74,19 @@ package struct CallDispatcher: Sendable {
             if let ledger, let refusal = configuration.cluster?.writeRefusal(method.rawValue, ledger: ledger) { throw refusal }
             return .store(run)
         }
+        // A write to a member that does not lead the ledger's group goes to its primary before
+        // the credential is checked: a credential just issued there may not have reached
+        // this member yet.
+        if registration.writes, let cluster = configuration.cluster, let named = CredentialString(request.credential),
+            let refusal = cluster.writeRefusal(method.rawValue, ledger: named.ledgerID)
+        {
+            throw refusal
+        }
         let authentication: (ledger: Ledger, principal: Principal, credentialID: String, end: Date?)
         do { authentication = try store.authentication(of: request.credential) } catch let refusal as CredentialRefusal {
             throw RPCError(.unauthenticated, refusal.description)
         }
         caller.set(ledger: authentication.ledger.id, principal: authentication.principal)
-        if registration.writes, let refusal = configuration.cluster?.writeRefusal(method.rawValue, ledger: authentication.ledger.id) {
-            throw refusal
-        }
         try caller.admit("\(authentication.ledger.id)/\(authentication.credentialID)", writes: registration.writes, configuration: configuration)
         let point = try request.pointInTime()
         // A point-in-time read: the same method on a read-only view of the ledger, where an

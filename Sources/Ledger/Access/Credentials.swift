@@ -320,6 +320,17 @@ final class PresentedCredentials: Sendable {
 }
 
 extension LedgerStore {
+    /// The ledger a credential names: nil when the store has no such ledger (or the id is not
+    /// one); a failure to open one it has is thrown as itself, so the caller reads the real
+    /// cause (storage, a restore under way), not an unknown credential.
+    private func credentialLedger(_ id: String) throws -> Ledger? {
+        do {
+            return try ledger(id)
+        } catch let failure as LedgerFailure where failure.kind == .notFound || failure.kind == .invalidArgument {
+            return nil
+        }
+    }
+
     /// The ledger and principal a credential string authenticates, or nil for any invalid,
     /// unknown, expired or revoked credential.
     public func authenticate(_ text: String) -> (Ledger, Principal)? {
@@ -331,11 +342,11 @@ extension LedgerStore {
     ///
     /// - Throws: ``CredentialRefusal`` when it does not authenticate; a storage failure as itself.
     public func authentication(of text: String) throws -> (ledger: Ledger, principal: Principal, credentialID: String, end: Date?) {
-        if let entry = presented.entry(for: text), let ledger = try? ledger(entry.ledgerID) {
+        if let entry = presented.entry(for: text), let ledger = try credentialLedger(entry.ledgerID) {
             let (principal, end) = try ledger.authenticate(id: entry.id, secretHash: entry.secretHash)
             return (ledger, principal, entry.id, end)
         }
-        guard let credential = CredentialString(text), let ledger = try? ledger(credential.ledgerID) else { throw CredentialRefusal.unknown }
+        guard let credential = CredentialString(text), let ledger = try credentialLedger(credential.ledgerID) else { throw CredentialRefusal.unknown }
         let secretHash = Array(SHA256.hash(data: Array(credential.secret.utf8)))
         let (principal, end) = try ledger.authenticate(id: credential.id, secretHash: secretHash)
         presented.remember(.init(ledgerID: ledger.id, id: credential.id, secretHash: secretHash), for: text)
