@@ -103,8 +103,6 @@ public final class ClusterMember: Service, Sendable {
         /// Followers dropped as standby (or candidate) for a write they did not acknowledge,
         /// with the position of the changes then: not chosen again before they applied it.
         var dropped: [String: UInt64] = [:]
-        /// Whether its writes were stopped last round to hand it over to its standby.
-        var handingOver = false
         /// Rounds seen without a primary, for a group never led.
         var leaderless = 0
     }
@@ -489,17 +487,18 @@ public final class ClusterMember: Service, Sendable {
     /// deletes its leader key, and the standby, which alone may, takes over. Writes of the
     /// group meanwhile are refused as `UNAVAILABLE`, to be retried.
     private func handOver(_ group: Int, epoch: Int64, placedOn: String?) async throws {
-        let (standby, handingOver) = state.withLock { ($0.groups[group].standby, $0.groups[group].handingOver) }
+        let standby = state.withLock { $0.groups[group].standby }
+        // Its writes were stopped last round to hand it over.
+        let handingOver: Bool
+        if case .leader(_, .some) = role.standing(in: group) { handingOver = true } else { handingOver = false }
         guard let placedOn, placedOn != me, standby == placedOn else {
             if handingOver {
                 // The standby changed meanwhile (it left, or missed a write): writes go on here.
-                state.withLock { $0.groups[group].handingOver = false }
                 stand(.leader(epoch: UInt64(epoch), handingOverTo: nil), in: group)
             }
             return
         }
         guard handingOver else {
-            state.withLock { $0.groups[group].handingOver = true }
             stand(.leader(epoch: UInt64(epoch), handingOverTo: placedOn), in: group)
             return
         }
