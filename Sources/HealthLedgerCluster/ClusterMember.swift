@@ -369,7 +369,7 @@ public final class ClusterMember: Service, Sendable {
         // of the log it leads now (their tails may have been discarded since).
         // (A ledger opened later starts with no followers' word.)
         for ledger in store.openLedgers where Placement.group(of: ledger.id) == group { ledger.followers.forgetAll() }
-        store.watchers.forget(group: group)
+        store.watchers.forget(.group(group))
         let sync = try JSONEncoder().encode(SyncValue(leader: me, standby: nil))
         guard try await etcd.put(syncKey(group), sync, whileCreatedAt: Int64(epoch), guardKey: leaderKey(group)) else {
             throw ClusterFailure("lost the leader key before taking the lead")
@@ -434,7 +434,7 @@ public final class ClusterMember: Service, Sendable {
         }
         let life = store.changes.life
         func applied(by node: String) -> UInt64? {
-            store.watchers.applied(by: node, group: group).flatMap { $0.life == life ? $0.position : nil }
+            store.watchers.applied(by: node, in: .group(group)).flatMap { $0.life == life ? $0.position : nil }
         }
         if let pending {
             guard present.contains(pending.node) else {
@@ -519,16 +519,21 @@ public final class ClusterMember: Service, Sendable {
         }
     }
 
-    /// Follows each of `primaries` for its groups: a primary whose groups or epochs changed is
-    /// followed anew (its follower restarted once the old one stopped), one no longer named
-    /// is no longer followed.
+    /// Follows each of `primaries` for its groups: a primary followed already is told its
+    /// groups (a group it took over is listed whole, one it gave up stops being tailed, the
+    /// others go on), one that moved is followed anew once its old follower stopped, and one
+    /// no longer named is no longer followed.
     private func follow(_ primaries: [String: (address: String, groups: [Int: UInt64])]) {
-        let stale = state.withLock { state in
-            state.following.filter { node, following in
-                primaries[node].map { $0.address != following.address || $0.groups != following.groups } ?? true
-            }.map(\.key)
+        let (moved, regrouped) = state.withLock { state in
+            let moved = state.following.filter { node, following in primaries[node].map { $0.address != following.address } ?? true }.map(\.key)
+            let regrouped = state.following.compactMap { node, following -> (String, [Int: UInt64])? in
+                guard let primary = primaries[node], primary.address == following.address, primary.groups != following.groups else { return nil }
+                return (node, primary.groups)
+            }
+            return (moved, regrouped)
         }
-        for node in stale { stopFollowing(node) }
+        for node in moved { stopFollowing(node) }
+        for (node, groups) in regrouped { follow(node, groups: groups) }
         for (node, primary) in primaries {
             let starting = state.withLock { state in
                 state.following[node] == nil && !state.stopping.values.contains { $0.node == node }
@@ -543,13 +548,36 @@ public final class ClusterMember: Service, Sendable {
         }
     }
 
-    /// Stops following the primary of `group` and waits (a second at most) until its follower
-    /// stopped: every fetch under way applied or abandoned. Its other groups are followed
-    /// anew in a later round.
+    /// Follows `groups` of `node`, already followed, from now on: the groups it gives up are
+    /// among those being stopped until their tails stopped, in the background.
+    private func follow(_ node: String, groups: [Int: UInt64]) {
+        let id = UUID()
+        let follower = state.withLock { state -> PrimaryFollower? in
+            guard let following = state.following[node] else { return nil }
+            let given = Set(following.groups.filter { groups[$0.key] != $0.value }.keys)
+            state.following[node]?.groups = groups
+            if !given.isEmpty { state.stopping[id] = (node, given) }
+            return following.follower
+        }
+        guard let follower else { return }
+        let stopped = follower.follow(groups: groups)
+        logger.notice("follows a primary for other groups", metadata: ["primary": "\(node)", "groups": "\(groups.keys.sorted())"])
+        Task {
+            await stopped.value
+            state.withLock { _ = $0.stopping.removeValue(forKey: id) }
+        }
+    }
+
+    /// Stops following the primary of `group` and waits (a second at most) until the tails of
+    /// its ledgers stopped: every fetch under way applied or abandoned. The primary's other
+    /// groups are still followed.
     ///
-    /// - Throws: ``ClusterFailure`` when it did not stop in time (the next round tries again).
+    /// - Throws: ``ClusterFailure`` when they did not stop in time (the next round tries again).
     private func stopFollowing(_ group: Int) async throws {
-        if let node = followedPrimary(of: group)?.node { stopFollowing(node) }
+        if let (node, _, _) = followedPrimary(of: group) {
+            let groups = state.withLock { $0.following[node]?.groups ?? [:] }.filter { $0.key != group }
+            if groups.isEmpty { stopFollowing(node) } else { follow(node, groups: groups) }
+        }
         for _ in 0..<50 {
             guard state.withLock({ $0.stopping.values.contains { $0.groups.contains(group) } }) else { return }
             try await Task.sleep(for: .milliseconds(20))

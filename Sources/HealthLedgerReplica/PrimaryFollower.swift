@@ -17,6 +17,10 @@ import Synchronization
 /// tail stops once it has fetched nothing for `idleAfter`, so that the primary can close
 /// ledgers nobody uses; a change to it starts the tail again.
 ///
+/// In a cluster it follows the placement groups the primary leads, each on its own cursor
+/// (§7.19): a group the primary takes over is listed whole and checked ledger by ledger, one
+/// it gives up stops being tailed, and the groups kept go on from where they were.
+///
 /// The server running beside it refuses writes, naming the primary
 /// (``HealthLedgerServer/ServerConfiguration/primaryAddress``), and serves reads, as stale
 /// as the replication lag (`healthledger_replication_lag_events`).
@@ -27,52 +31,69 @@ public final class PrimaryFollower: Service, Sendable {
     private let logger: Logger
     private let wait: Duration
     private let idleAfter: Duration
-    /// In a cluster: the placement groups followed, each with its primary's fencing epoch.
-    private let groups: [Int: UInt64]
+    /// Whether it follows placement groups of a cluster rather than every ledger.
+    private let inCluster: Bool
     private let lag = Gauge(label: "healthledger_replication_lag_events")
-    /// What the follower knows of its ledgers: whether the primary's list was read, which
-    /// ledgers it follows, and how far behind each was after its last fetch.
-    private let progress = Mutex<(listed: Bool, followed: Set<String>, lags: [String: UInt64])>((false, [], [:]))
-    private let tails = Mutex(Tails())
+    /// The ledgers the primary named, and how far behind each was after its last fetch.
+    private let progress = Mutex<(followed: Set<String>, lags: [String: UInt64])>(([], [:]))
+    private let tails: Mutex<Tails>
 
-    /// The ledgers tailed, and which watch answers each has caught up with.
+    /// One scope followed: every ledger, or a placement group under its primary's epoch.
+    private struct Scope {
+        /// The fencing epoch its fetches and watches carry (0 outside a cluster).
+        var epoch: UInt64
+        /// The cursor of the last answer to a watch that named it (empty: none yet).
+        var cursor: [UInt8] = []
+        /// Whether an answer listed its ledgers (or named its changes since one that did).
+        var listed = false
+        /// Answers not yet applied in full, oldest first: their cursor and generation, and the
+        /// scope's ledgers they named with their heads then (nil: to be fetched after it).
+        var unapplied: [(cursor: [UInt8], generation: UInt64, ledgers: [(id: String, head: UInt64?)])] = []
+        /// The last answer applied in full (every ledger of the scope it named caught up since).
+        var applied: [UInt8] = []
+        /// How many of the first unapplied answer's ledgers caught up since (they stay so).
+        var settledLedgers = 0
+
+        init(epoch: UInt64) { self.epoch = epoch }
+    }
+
+    /// The scopes followed, the ledgers tailed, and which watch answers each has caught up with.
     private struct Tails {
-        /// The ledgers with a tail running.
-        var running = Set<String>()
-        /// Ledgers to check, every one of an answer naming them all, and the sweepers
-        /// checking them (``concurrentChecks`` at most).
+        var scopes: [WatchScope: Scope] = [:]
+        /// The watch in flight: cancelled when the scopes change, to ask again at once.
+        var watch: Task<(changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), any Error>?
+        /// The ledgers with a tail running, each with its task and a token of its own.
+        var running: [String: (token: UInt64, task: Task<Void, Never>)] = [:]
+        var tokens: UInt64 = 0
+        /// Ledgers to check, every one of an answer listing them, and the sweepers checking
+        /// them (``concurrentChecks`` at most).
         var unchecked: [String] = []
         var sweepers = 0
         /// Ledgers a watch named since their tail's last fetch began: it goes on.
         var named = Set<String>()
         /// Watch answers received.
         var generation: UInt64 = 0
-        /// Per ledger, the last answer that named it without its head (an everything answer).
+        /// Per ledger, the last answer that listed it without its head.
         var wanted: [String: UInt64] = [:]
         /// Per ledger, the answers it has caught up with: the generation when its last fetch
         /// that ended with every event of the primary's began.
         var caughtUp: [String: UInt64] = [:]
         /// Per ledger, the head of this store's copy, durable.
         var reached: [String: UInt64] = [:]
-        /// Answers not yet applied in full, oldest first: their cursor and generation, and the
-        /// ledgers they named with their heads then (nil: to be fetched after the answer).
-        var unapplied: [(cursor: [UInt8], generation: UInt64, ledgers: [(id: String, head: UInt64?)])] = []
-        /// The last answer applied in full (every ledger it named caught up since).
-        var applied: [UInt8] = []
-        /// How many of the first unapplied answer's ledgers caught up since (they stay so).
-        var settledLedgers = 0
 
-        /// Moves ``applied`` past the answers whose ledgers all caught up since.
-        mutating func settle() {
-            while let first = unapplied.first {
-                while settledLedgers < first.ledgers.count, isCaughtUp(first.ledgers[settledLedgers], since: first.generation) {
-                    settledLedgers += 1
+        /// Moves the scope's ``Scope/applied`` past the answers whose ledgers all caught up since.
+        mutating func settle(_ key: WatchScope) {
+            guard var scope = scopes[key] else { return }
+            while let first = scope.unapplied.first {
+                while scope.settledLedgers < first.ledgers.count, isCaughtUp(first.ledgers[scope.settledLedgers], since: first.generation) {
+                    scope.settledLedgers += 1
                 }
-                guard settledLedgers == first.ledgers.count else { return }
-                applied = first.cursor
-                unapplied.removeFirst()
-                settledLedgers = 0
+                guard scope.settledLedgers == first.ledgers.count else { break }
+                scope.applied = first.cursor
+                scope.unapplied.removeFirst()
+                scope.settledLedgers = 0
             }
+            scopes[key] = scope
         }
 
         func isCaughtUp(_ ledger: (id: String, head: UInt64?), since generation: UInt64) -> Bool {
@@ -88,8 +109,8 @@ public final class PrimaryFollower: Service, Sendable {
     /// catches up in as few commits as it can.
     static let eventsPerFetch = 10_000
 
-    /// Ledgers checked at once when the primary names every one (a first watch, a restart):
-    /// most have nothing new, and their tails stop after one fetch.
+    /// Ledgers checked at once when the primary lists them (a first watch, a restart, a group
+    /// taken over): most have nothing new, and their tails stop after one fetch.
     static let concurrentChecks = 16
 
     /// - Parameters:
@@ -101,7 +122,7 @@ public final class PrimaryFollower: Service, Sendable {
     ///     `wait`).
     ///   - groups: in a cluster, the placement groups to follow (those the primary leads),
     ///     each with the fencing epoch it leads the group under (its calls carry it); empty:
-    ///     every ledger of the primary.
+    ///     every ledger of the primary. ``follow(groups:)`` changes them.
     public init(
         store: LedgerStore, primary: HealthStoreConfiguration, name: String, logger: Logger, wait: Duration = .seconds(10),
         idleAfter: Duration = .seconds(30), groups: [Int: UInt64] = [:]
@@ -112,54 +133,57 @@ public final class PrimaryFollower: Service, Sendable {
         self.logger = logger
         self.wait = wait
         self.idleAfter = idleAfter
-        self.groups = groups
+        self.inCluster = !groups.isEmpty
+        var tails = Tails()
+        if groups.isEmpty {
+            tails.scopes[.everyLedger] = Scope(epoch: 0)
+        } else {
+            for (group, epoch) in groups { tails.scopes[.group(group)] = Scope(epoch: epoch) }
+        }
+        self.tails = Mutex(tails)
     }
 
     /// Follows the primary's ledgers until cancelled (or the service group shuts down), over
     /// a connection of its own.
     public func run() async throws {
         let primary = HealthStore(configuration: primary)
-        tails.withLock { $0 = Tails() }
         await withTaskGroup(of: Void.self) { group in
-            var cursor: [UInt8] = []
             var lastFailure: String?
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
-                do {
-                    let applied = tails.withLock { tails in
-                        tails.settle()
-                        return tails.applied
-                    }
-                    let answer = try await primary.watchLedgers(cursor: cursor, applied: applied, wait: wait, follower: name, groups: groups)
-                    progress.withLock { progress in
-                        progress.listed = progress.listed || answer.everything
-                        progress.followed.formUnion(answer.ledgers.map(\.id))
-                    }
-                    let (started, sweepers) = tails.withLock { tails -> ([String], Int) in
-                        tails.generation += 1
-                        tails.unapplied.append((answer.cursor, tails.generation, answer.ledgers))
-                        var started: [String] = []
-                        for (id, head) in answer.ledgers {
-                            if head == nil { tails.wanted[id] = tails.generation }
-                            if tails.running.contains(id) {
-                                tails.named.insert(id)
-                            } else if answer.everything {
-                                tails.unchecked.append(id)
-                            } else {
-                                tails.running.insert(id)
-                                started.append(id)
-                            }
+                let asked = tails.withLock { tails in
+                    for scope in tails.scopes.keys { tails.settle(scope) }
+                    return tails.scopes
+                }
+                let call = Task {
+                    if inCluster {
+                        let groups = asked.sorted { $0.key < $1.key }.compactMap { key, scope -> HealthStore.WatchedGroup? in
+                            guard case .group(let group) = key else { return nil }
+                            return HealthStore.WatchedGroup(group: group, epoch: scope.epoch, cursor: scope.cursor, applied: scope.applied)
                         }
-                        let sweepers = min(Self.concurrentChecks - tails.sweepers, tails.unchecked.count)
-                        tails.sweepers += max(sweepers, 0)
-                        return (started, sweepers)
+                        return try await primary.watchLedgers(wait: wait, follower: name, groups: groups)
                     }
-                    for id in started { group.addTask { await self.tail(id, on: primary) } }
-                    for _ in 0..<max(sweepers, 0) { group.addTask { await self.sweep(on: primary) } }
-                    cursor = answer.cursor
+                    let scope = asked[.everyLedger]
+                    return try await primary.watchLedgers(cursor: scope?.cursor ?? [], applied: scope?.applied ?? [], wait: wait, follower: name)
+                }
+                /// Whether the scopes changed since the watch was asked for (it no longer fits them).
+                func regrouped(_ tails: Tails) -> Bool { tails.scopes.mapValues(\.epoch) != asked.mapValues(\.epoch) }
+                if tails.withLock({ tails in
+                    tails.watch = call
+                    return regrouped(tails)
+                }) {
+                    call.cancel()
+                }
+                do {
+                    let answer = try await withTaskCancellationHandler { try await call.value } onCancel: { call.cancel() }
+                    let (started, sweepers) = take(answer, asked: asked)
+                    for id in started { startTail(of: id, on: primary) }
+                    for _ in 0..<sweepers { group.addTask { await self.sweep(on: primary) } }
                     lastFailure = nil
                 } catch {
-                    // Stopped (a cluster member restarting its follower): nothing to say.
+                    // Stopped (a cluster member no longer following this primary): nothing to say.
                     if Task.isCancelled { break }
+                    // The groups followed changed meanwhile: asked again at once.
+                    if tails.withLock({ regrouped($0) }) { continue }
                     // Said once per kind of failure, not every few seconds.
                     let failure = "\(error)"
                     if failure != lastFailure { logger.warning("cannot watch the primary's ledgers", metadata: ["error": "\(failure)"]) }
@@ -167,34 +191,142 @@ public final class PrimaryFollower: Service, Sendable {
                     try? await Task.sleep(for: .seconds(1))
                 }
             }
+            let running = tails.withLock { tails in
+                defer { tails.running = [:] }
+                return tails.running.values.map(\.task)
+            }
+            for task in running { task.cancel() }
             group.cancelAll()
+            for task in running { await task.value }
         }
         await primary.close()
     }
 
-    /// The fencing epoch a fetch of ledger `id` carries (0 outside a cluster).
-    private func epoch(of id: String) -> UInt64 { groups.isEmpty ? 0 : groups[Placement.group(of: id)] ?? 0 }
+    /// Takes a watch's answer for the scopes it was `asked` for and still followed under the
+    /// same epoch: each gets an answer to apply, the ledgers changed are tailed (the ones
+    /// returned start now), and those listed are left to the sweepers (how many to start).
+    private func take(
+        _ answer: (changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), asked: [WatchScope: Scope]
+    ) -> (started: [String], sweepers: Int) {
+        tails.withLock { tails in
+            tails.generation += 1
+            let generation = tails.generation
+            var named: [WatchScope: [(id: String, head: UInt64?)]] = [:]
+            for (id, head) in answer.changed { named[scope(of: id), default: []].append((id, head)) }
+            for id in answer.listed { named[scope(of: id), default: []].append((id, nil)) }
+            var started: [String] = []
+            var followed: [String] = []
+            for (key, was) in asked {
+                guard var scope = tails.scopes[key], scope.epoch == was.epoch else { continue }
+                let ledgers = named[key] ?? []
+                scope.unapplied.append((answer.cursor, generation, ledgers))
+                scope.cursor = answer.cursor
+                scope.listed = true
+                tails.scopes[key] = scope
+                for (id, head) in ledgers {
+                    followed.append(id)
+                    if head == nil { tails.wanted[id] = generation }
+                    if tails.running[id] != nil {
+                        tails.named.insert(id)
+                    } else if head == nil {
+                        tails.unchecked.append(id)
+                    } else {
+                        started.append(id)
+                    }
+                }
+            }
+            progress.withLock { $0.followed.formUnion(followed) }
+            let sweepers = max(0, min(Self.concurrentChecks - tails.sweepers, tails.unchecked.count))
+            tails.sweepers += sweepers
+            return (started, sweepers)
+        }
+    }
+
+    /// Follows `groups` of the primary from now on (each with the epoch it leads it under):
+    /// a group it no longer leads, or leads under another epoch, stops being tailed; a group
+    /// new to it is listed whole by the next watch, asked at once.
+    ///
+    /// - Returns: a task that ends once the tails of the groups no longer followed stopped
+    ///   (every fetch under way applied or abandoned).
+    @discardableResult
+    public func follow(groups: [Int: UInt64]) -> Task<Void, Never> {
+        let wanted = Dictionary(uniqueKeysWithValues: groups.map { (WatchScope.group($0.key), $0.value) })
+        let (stopped, dropped, watch) = tails.withLock { tails -> ([Task<Void, Never>], Set<WatchScope>, Task<(changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), any Error>?) in
+            let dropped = Set(tails.scopes.filter { wanted[$0.key] != $0.value.epoch }.keys)
+            let added = wanted.filter { tails.scopes[$0.key]?.epoch != $0.value }
+            guard !dropped.isEmpty || !added.isEmpty else { return ([], [], nil) }
+            for key in dropped { tails.scopes[key] = nil }
+            for (key, epoch) in added { tails.scopes[key] = Scope(epoch: epoch) }
+            let isDropped = { (id: String) in dropped.contains(self.scope(of: id)) }
+            let stopped = tails.running.filter { isDropped($0.key) }
+            for id in stopped.keys { tails.running[id] = nil }
+            tails.unchecked.removeAll(where: isDropped)
+            tails.named = tails.named.filter { !isDropped($0) }
+            tails.wanted = tails.wanted.filter { !isDropped($0.key) }
+            tails.caughtUp = tails.caughtUp.filter { !isDropped($0.key) }
+            tails.reached = tails.reached.filter { !isDropped($0.key) }
+            return (stopped.values.map(\.task), dropped, tails.watch)
+        }
+        if !dropped.isEmpty {
+            let worst = progress.withLock { progress in
+                progress.followed = progress.followed.filter { !dropped.contains(scope(of: $0)) }
+                progress.lags = progress.lags.filter { !dropped.contains(scope(of: $0.key)) }
+                return progress.lags.values.max() ?? 0
+            }
+            lag.record(Int64(clamping: worst))
+        }
+        watch?.cancel()
+        for task in stopped { task.cancel() }
+        return Task { for task in stopped { await task.value } }
+    }
+
+    /// The scope ledger `id` is followed in.
+    private func scope(of id: String) -> WatchScope { inCluster ? .group(Placement.group(of: id)) : .everyLedger }
+
+    /// The fencing epoch a fetch of ledger `id` carries (0 outside a cluster or for a group
+    /// no longer followed).
+    private func epoch(of id: String) -> UInt64 { tails.withLock { $0.scopes[scope(of: id)]?.epoch ?? 0 } }
+
+    /// Starts tailing ledger `id` unless a tail of it runs; returns the tail's task.
+    @discardableResult
+    private func startTail(of id: String, on primary: HealthStore) -> Task<Void, Never>? {
+        tails.withLock { tails in
+            guard tails.running[id] == nil else { return nil }
+            tails.tokens += 1
+            let token = tails.tokens
+            let task = Task { await self.tail(id, token: token, on: primary) }
+            tails.running[id] = (token, task)
+            return task
+        }
+    }
 
     /// Tails the ledgers of ``Tails/unchecked`` one after another, each until it stops.
     private func sweep(on primary: HealthStore) async {
         while !Task.isCancelled {
             let next = tails.withLock { tails -> String? in
                 while let id = tails.unchecked.popLast() {
-                    if tails.running.insert(id).inserted { return id }
+                    if tails.running[id] == nil { return id }
                 }
                 tails.sweepers -= 1
                 return nil
             }
             guard let next else { return }
-            await tail(next, on: primary)
+            guard let task = startTail(of: next, on: primary) else { continue }
+            await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
         }
+        tails.withLock { $0.sweepers -= 1 }
     }
 
     /// Tails one ledger's log, fetching a snapshot first when this store has none of it,
     /// until cancelled, or until a fetch brings nothing new, no watch named the ledger
     /// meanwhile, and its last events came `idleAfter` ago or more (or never, since the tail
     /// began); after a failure, again a second later.
-    private func tail(_ id: String, on primary: HealthStore) async {
+    private func tail(_ id: String, token: UInt64, on primary: HealthStore) async {
+        defer {
+            tails.withLock { tails in
+                if tails.running[id]?.token == token { tails.running[id] = nil }
+            }
+        }
         var logger = logger
         logger[metadataKey: "ledger.id"] = "\(id)"
         var lastFailure: String?
@@ -227,18 +359,20 @@ public final class PrimaryFollower: Service, Sendable {
                     let reached = fetched.events.isEmpty ? head.sequence : try await ledger.applyShipped(fetched.events)
                     // The legal hold is not an event: it comes with every fetch.
                     if try ledger.legalHold() != fetched.legalHold { try ledger.setLegalHold(reason: fetched.legalHold) }
-                    record(lag: fetched.headSequence > reached ? fetched.headSequence - reached : 0, of: id)
                     lastFailure = nil
                     if !fetched.events.isEmpty { lastEvents = .now }
                     let idle = fetched.events.isEmpty && lastEvents.map { ContinuousClock.now - $0 >= idleAfter } ?? true
-                    let stopping = tails.withLock { tails -> Bool in
+                    let (dropped, stopping) = tails.withLock { tails -> (Bool, Bool) in
+                        // Its group no longer followed: what it applied is the old primary's.
+                        guard tails.running[id]?.token == token else { return (true, true) }
                         tails.reached[id] = reached
                         if reached >= fetched.headSequence { tails.caughtUp[id] = max(tails.caughtUp[id] ?? 0, generation) }
                         // Named by a watch since this fetch began: the next fetch covers it.
-                        guard idle, !tails.named.contains(id) else { return false }
-                        tails.running.remove(id)
-                        return true
+                        guard idle, !tails.named.contains(id) else { return (false, false) }
+                        tails.running[id] = nil
+                        return (false, true)
                     }
+                    if !dropped { record(lag: fetched.headSequence > reached ? fetched.headSequence - reached : 0, of: id) }
                     if stopping { return }
                 }
             } catch {
@@ -339,7 +473,8 @@ public final class PrimaryFollower: Service, Sendable {
     /// Why this copy should get no reads yet (`/readyz`); nil once it has read the primary's
     /// list of ledgers and every ledger on it is at most ``caughtUpLag`` events behind.
     public var unreadiness: String? {
-        let (listed, followed, lags) = progress.withLock { $0 }
+        let listed = tails.withLock { $0.scopes.values.allSatisfy(\.listed) }
+        let (followed, lags) = progress.withLock { $0 }
         guard listed else { return "the primary's list of ledgers was not read yet" }
         let behind = followed.filter { (lags[$0] ?? .max) > Self.caughtUpLag }.sorted()
         guard let first = behind.first else { return nil }

@@ -116,22 +116,49 @@ extension HealthStore {
         return (response.events.map { Array($0) }, response.headSequence, response.legalHold ? response.legalHoldReason : nil)
     }
 
+    /// A placement group a cluster's follower watches (docs/PROTOCOL.md §7.19): the epoch of
+    /// its primary, the cursor of the last answer that named it (empty: none, the answer lists
+    /// every ledger of it), and the last such answer the follower applied in full.
+    package struct WatchedGroup: Sendable, Hashable {
+        package var group: Int
+        package var epoch: UInt64
+        package var cursor: [UInt8]
+        package var applied: [UInt8]
+
+        package init(group: Int, epoch: UInt64, cursor: [UInt8] = [], applied: [UInt8] = []) {
+            (self.group, self.epoch, self.cursor, self.applied) = (group, epoch, cursor, applied)
+        }
+    }
+
     /// Which of the primary's ledgers changed after `cursor` (empty: every one), waiting up
     /// to `wait` for a change when there is none yet; `applied` is the last answer's cursor
-    /// whose every ledger the follower has fetched since.
+    /// whose every ledger the follower has fetched since. In a cluster, `cursor` and `applied`
+    /// are empty and each of `groups` carries its own.
+    ///
+    /// - Returns: the ledgers changed, each with its head then; those listed, to be checked
+    ///   one by one (every ledger, or every one of a group whose cursor was of no use); and
+    ///   the answer's cursor.
     package func watchLedgers(
-        cursor: [UInt8], applied: [UInt8], wait: Duration, follower: String, groups: [Int: UInt64] = [:]
-    ) async throws -> (ledgers: [(id: String, head: UInt64?)], everything: Bool, cursor: [UInt8]) {
+        cursor: [UInt8] = [], applied: [UInt8] = [], wait: Duration, follower: String, groups: [WatchedGroup] = []
+    ) async throws -> (changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]) {
         let request = Healthledger_V1_WatchLedgersRequest.with {
             $0.followerID = follower
             $0.cursor = Data(cursor)
             $0.applied = Data(applied)
             $0.waitMs = UInt32(clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
-            $0.groups = groups.sorted { $0.key < $1.key }.map { group in .with { ($0.group, $0.epoch) = (UInt32(group.key), group.value) } }
+            $0.groups = groups.map { watched in
+                .with {
+                    ($0.group, $0.epoch) = (UInt32(watched.group), watched.epoch)
+                    ($0.cursor, $0.applied) = (Data(watched.cursor), Data(watched.applied))
+                }
+            }
         }
         let response = try Self.decode(Healthledger_V1_WatchLedgersResponse.self, try await unary(.watchLedgers, request))
-        let heads = response.headSequences.count == response.ledgerIds.count ? response.headSequences.map { Optional($0) } : response.ledgerIds.map { _ in nil }
-        return (Array(zip(response.ledgerIds, heads).map { ($0, $1) }), response.everything, Array(response.cursor))
+        if response.everything { return ([], response.ledgerIds, Array(response.cursor)) }
+        guard response.headSequences.count == response.ledgerIds.count else {
+            throw RPCError(.internalError, "the primary's watch answer has \(response.ledgerIds.count) ledgers and \(response.headSequences.count) heads")
+        }
+        return (Array(zip(response.ledgerIds, response.headSequences).map { ($0, $1) }), response.listedLedgerIds, Array(response.cursor))
     }
 
     /// The cluster on etcd as the member the store is connected to sees it (an operator's

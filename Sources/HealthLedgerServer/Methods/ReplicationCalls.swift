@@ -59,70 +59,100 @@ extension OperatorCall {
         guard request.waitMs <= Self.maximumFetchWait else {
             throw HealthError.invalidArgument("a watch waits at most \(Self.maximumFetchWait) ms, got \(request.waitMs)", field: "wait_ms")
         }
-        let cursor = LedgerChanges.Cursor(bytes: Array(request.cursor))
-        let applied = LedgerChanges.Cursor(bytes: Array(request.applied))
-        guard request.cursor.isEmpty || cursor != nil else {
-            throw HealthError.invalidArgument("a cursor is 16 bytes, got \(request.cursor.count)", field: "cursor")
-        }
-        guard request.applied.isEmpty || applied != nil else {
-            throw HealthError.invalidArgument("a cursor is 16 bytes, got \(request.applied.count)", field: "applied")
-        }
-        let groups = try watchedGroups(request.groups)
+        let scopes = try watchedScopes(request)
         let (changes, store, follower) = (store.changes, store, request.followerID)
-        /// Whether ledger `id` is one the follower watches.
-        func watched(_ id: String) -> Bool { groups.map { $0.contains(Placement.group(of: id)) } ?? true }
         let deadline = ContinuousClock.now + .milliseconds(Int64(request.waitMs))
         /// Whether the follower has a fetch of `id` in progress: it hears of the change from that.
         func tailed(_ id: String) -> Bool { (try? store.ledger(id).followers.isFetching(follower)) ?? false }
-        let answer = await store.watchers.watching(by: follower, applied: applied, groups: groups) { () -> LedgerChanges.Answer in
-            var answer = changes.changes(after: cursor)
-            // Waits while nothing changed, or only ledgers the follower tails or does not
-            // watch: a watch answered for each of their commits would only cost both sides.
-            while case .changed(let ledgers, let now) = answer, ledgers.filter(watched).allSatisfy(tailed), ContinuousClock.now < deadline,
-                !Task.isCancelled
-            {
-                await changes.wait(after: now, timeout: deadline - ContinuousClock.now)
-                answer = changes.changes(after: cursor)
+        let answer = await store.watchers.watching(by: follower, applied: scopes.mapValues(\.applied)) { () -> WatchAnswer in
+            var answer = WatchAnswer(changes, scopes: scopes.mapValues(\.cursor))
+            // Waits while nothing changed, or only ledgers the follower tails: a watch answered
+            // for each of their commits would only cost both sides.
+            while answer.listed.isEmpty, answer.changed.allSatisfy(tailed), ContinuousClock.now < deadline, !Task.isCancelled {
+                await changes.wait(after: answer.now, timeout: deadline - ContinuousClock.now)
+                answer = WatchAnswer(changes, scopes: scopes.mapValues(\.cursor))
             }
             return answer
         }
         var response = Healthledger_V1_WatchLedgersResponse()
-        switch answer {
-        case .changed(let ledgers, let now):
-            // Heads read after the changes were noted: each at least the one the change left.
-            var heads: [(String, UInt64)] = []
-            for id in ledgers where watched(id) {
-                guard let head = try? store.ledger(id).head().sequence else { continue }
-                heads.append((id, head))
+        response.cursor = Data(answer.now.bytes)
+        // Heads read after the changes were noted: each at least the one the change left.
+        for id in answer.changed {
+            guard let head = try? store.ledger(id).head().sequence else { continue }
+            response.ledgerIds.append(id)
+            response.headSequences.append(head)
+        }
+        if !answer.listed.isEmpty {
+            let listed = try store.ledgerIDs().filter { id in answer.listed.contains { $0.contains(group: Placement.group(of: id)) } }
+            if request.groups.isEmpty {
+                (response.everything, response.ledgerIds, response.headSequences) = (true, listed, [])
+            } else {
+                response.listedLedgerIds = listed
             }
-            (response.ledgerIds, response.headSequences, response.cursor) = (heads.map(\.0), heads.map(\.1), Data(now.bytes))
-        case .everything(let now):
-            (response.ledgerIds, response.cursor, response.everything) = (try store.ledgerIDs().filter(watched), Data(now.bytes), true)
         }
         return try response.serializedBytes()
     }
 
-    /// The placement groups a watch asks for (nil: every ledger, outside a cluster), each
-    /// checked to be led here under the epoch the follower knows.
-    private func watchedGroups(_ requested: [Healthledger_V1_WatchedGroup]) throws -> Set<Int>? {
+    /// What a watch answers: the ledgers changed after the cursor of their scope, and the
+    /// scopes whose cursor is of no use (none, another run's, too old), every ledger of which
+    /// is to be listed.
+    private struct WatchAnswer {
+        var changed: [String] = []
+        var listed: [WatchScope] = []
+        var now: LedgerChanges.Cursor
+
+        init(_ changes: LedgerChanges, scopes: [WatchScope: LedgerChanges.Cursor?]) {
+            let usable = scopes.compactMapValues { $0.flatMap { changes.isUsable($0) ? $0 : nil } }
+            let (changed, now) = changes.lastChanges(after: usable.values.min())
+            self.now = now
+            guard let changed else {
+                listed = scopes.keys.sorted()
+                return
+            }
+            listed = scopes.keys.filter { usable[$0] == nil }.sorted()
+            let single = scopes.keys.first == .everyLedger
+            for (ledger, position) in changed {
+                let scope = single ? WatchScope.everyLedger : .group(Placement.group(of: ledger))
+                if let cursor = usable[scope], position > cursor.position { self.changed.append(ledger) }
+            }
+        }
+    }
+
+    /// The scopes a watch asks for, each with its cursor and applied answer: every ledger
+    /// outside a cluster; in a cluster the placement groups named, each checked to be led
+    /// here under the epoch the follower knows.
+    private func watchedScopes(
+        _ request: Healthledger_V1_WatchLedgersRequest
+    ) throws -> [WatchScope: (cursor: LedgerChanges.Cursor?, applied: LedgerChanges.Cursor?)] {
+        func cursor(_ bytes: Data, field: String) throws -> LedgerChanges.Cursor? {
+            guard !bytes.isEmpty else { return nil }
+            guard let cursor = LedgerChanges.Cursor(bytes: Array(bytes)) else {
+                throw HealthError.invalidArgument("a cursor is 16 bytes, got \(bytes.count)", field: field)
+            }
+            return cursor
+        }
         guard let cluster else {
-            guard requested.isEmpty else {
+            guard request.groups.isEmpty else {
                 throw HealthError.invalidArgument("this server is not a member of a cluster: watch every ledger (no groups)", field: "groups")
             }
-            return nil
+            return [.everyLedger: (try cursor(request.cursor, field: "cursor"), try cursor(request.applied, field: "applied"))]
         }
-        guard !requested.isEmpty else {
+        guard !request.groups.isEmpty else {
             throw HealthError.invalidArgument("a cluster's member watches placement groups: name them with their epochs", field: "groups")
         }
-        var groups = Set<Int>()
-        for watched in requested {
-            guard watched.group < Placement.groups, groups.insert(Int(watched.group)).inserted else {
+        guard request.cursor.isEmpty, request.applied.isEmpty else {
+            throw HealthError.invalidArgument("in a cluster each watched group carries its own cursor and applied answer", field: "cursor")
+        }
+        var scopes: [WatchScope: (cursor: LedgerChanges.Cursor?, applied: LedgerChanges.Cursor?)] = [:]
+        for watched in request.groups {
+            guard watched.group < Placement.groups, scopes[.group(Int(watched.group))] == nil else {
                 throw HealthError.invalidArgument(
                     "placement group \(watched.group) is not one of 0–\(Placement.groups - 1), or named twice", field: "groups")
             }
             if let refusal = cluster.fetchRefusal(epoch: watched.epoch, group: Int(watched.group)) { throw refusal }
+            scopes[.group(Int(watched.group))] = (try cursor(watched.cursor, field: "groups.cursor"), try cursor(watched.applied, field: "groups.applied"))
         }
-        return groups
+        return scopes
     }
 
     func fetchSnapshot(_ request: Healthledger_V1_FetchSnapshotRequest) async throws -> [UInt8] {

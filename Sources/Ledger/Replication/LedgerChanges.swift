@@ -82,16 +82,33 @@ public final class LedgerChanges: Sendable {
 
     /// The ledgers changed after `cursor` (nil: none given).
     public func changes(after cursor: Cursor?) -> Answer {
+        let (changed, now) = lastChanges(after: cursor)
+        return changed.map { .changed($0.map(\.ledger), now) } ?? .everything(now)
+    }
+
+    /// The ledgers changed after `cursor`, each once with the position of its last change, in
+    /// that order; nil when the cursor is of no use here (none, of another life, or older
+    /// than the changes kept). And where the changes are now.
+    public func lastChanges(after cursor: Cursor?) -> (changed: [(ledger: String, position: UInt64)]?, now: Cursor) {
         state.withLock { state in
             let now = Cursor(life: life, position: state.position)
-            guard let cursor, cursor.life == life, cursor.position >= state.first, cursor.position <= state.position else { return .everything(now) }
+            guard let cursor, usable(cursor, in: state) else { return (nil, now) }
             var seen = Set<String>()
-            var changed: [String] = []
-            for ledger in state.recent[Int(cursor.position - state.first)...].reversed() where seen.insert(ledger).inserted {
-                changed.append(ledger)
+            var changed: [(ledger: String, position: UInt64)] = []
+            let start = Int(cursor.position - state.first)
+            for index in (start..<state.recent.count).reversed() where seen.insert(state.recent[index]).inserted {
+                changed.append((state.recent[index], state.first + UInt64(index) + 1))
             }
-            return .changed(changed.reversed(), now)
+            return (changed.reversed(), now)
         }
+    }
+
+    /// Whether `cursor` can be answered with the changes after it: it is of this life, and
+    /// neither older than the changes kept nor ahead of them.
+    public func isUsable(_ cursor: Cursor) -> Bool { state.withLock { usable(cursor, in: $0) } }
+
+    private func usable(_ cursor: Cursor, in state: State) -> Bool {
+        cursor.life == life && cursor.position >= state.first && cursor.position <= state.position
     }
 
     /// Returns once a change comes after `cursor`, after `timeout`, or when the task is cancelled.
@@ -135,47 +152,67 @@ public final class LedgerChanges: Sendable {
     }
 }
 
+/// What a follower watches of a primary's store: every ledger, or, in a cluster, the ledgers
+/// of one placement group (docs/PROTOCOL.md §7.19).
+public enum WatchScope: Hashable, Sendable, Comparable {
+    case everyLedger
+    case group(Int)
+
+    /// Whether ledger `id` of placement group `group` is in this scope.
+    public func contains(group: Int) -> Bool {
+        switch self {
+        case .everyLedger: true
+        case .group(let watched): watched == group
+        }
+    }
+}
+
 /// The followers watching a store (``LedgerChanges``) as a primary hears from them: when
-/// each last watched, and which of its answers each has applied in full.
+/// each last watched, and, for each scope its watch names, which of the answers it has
+/// applied in full.
 public final class FollowerPresence: Sendable {
     private struct Watcher {
         var lastSeen: ContinuousClock.Instant
         var watching = 0
-        /// The last answer whose every change it applied (of this life of the primary), and
-        /// the placement groups its watch asked for (nil: every ledger).
-        var applied: LedgerChanges.Cursor?
-        var groups: Set<Int>?
+        /// Per scope its last watch named, the last answer whose every change of that scope it
+        /// applied (of this life of the primary); a scope without one is named with nil.
+        var applied: [WatchScope: LedgerChanges.Cursor?] = [:]
     }
 
     private let state = Mutex<[String: Watcher]>([:])
 
     public init() {}
 
-    /// Runs `watch`, a watch of `follower` for the ledgers of `groups` (nil: every ledger),
-    /// which says it applied every change of them up to `applied`: it counts as present while
-    /// `watch` runs.
+    /// Runs `watch`, a watch of `follower` for the scopes of `applied`, each with the last
+    /// answer whose every change of it the follower says it applied (nil: none yet): it
+    /// counts as present while `watch` runs. A scope it no longer names is forgotten.
     public func watching<R>(
-        by follower: String, applied: LedgerChanges.Cursor?, groups: Set<Int>? = nil, _ watch: () async throws -> R
+        by follower: String, applied: [WatchScope: LedgerChanges.Cursor?], _ watch: () async throws -> R
     ) async rethrows -> R {
-        note(follower, applied: applied, groups: groups, watching: 1)
-        defer { note(follower, applied: nil, groups: groups, watching: -1) }
-        return try await watch()
-    }
-
-    private func note(_ follower: String, applied: LedgerChanges.Cursor?, groups: Set<Int>?, watching change: Int) {
         let now = ContinuousClock.now
         state.withLock { watchers in
             var watcher = watchers[follower] ?? Watcher(lastSeen: now)
-            watcher.lastSeen = now
-            watcher.watching += change
-            if watcher.groups != groups {
-                // Another set of groups: what it applied before says nothing of the new ones.
-                if change > 0 { (watcher.applied, watcher.groups) = (applied, groups) }
-            } else if let applied, watcher.applied.map({ $0.life != applied.life || $0 < applied }) ?? true {
-                watcher.applied = applied
+            (watcher.lastSeen, watcher.watching) = (now, watcher.watching + 1)
+            var scopes: [WatchScope: LedgerChanges.Cursor?] = [:]
+            for (scope, cursor) in applied {
+                // Never back within one life: an earlier watch may be answered after a later one.
+                if let cursor, let known = watcher.applied[scope] ?? nil, known.life == cursor.life, known > cursor {
+                    scopes[scope] = known
+                } else {
+                    scopes[scope] = cursor
+                }
             }
+            watcher.applied = scopes
             watchers[follower] = watcher
         }
+        defer {
+            let now = ContinuousClock.now
+            state.withLock { watchers in
+                watchers[follower]?.lastSeen = now
+                watchers[follower]?.watching -= 1
+            }
+        }
+        return try await watch()
     }
 
     /// The followers watching now, or heard from within `window`.
@@ -184,22 +221,25 @@ public final class FollowerPresence: Sendable {
         return Set(state.withLock { $0.filter { $0.value.watching > 0 || $0.value.lastSeen >= now - window }.keys })
     }
 
-    /// The last answer `follower` applied in full, or nil; with `group`, only when its watch
-    /// covers that placement group.
-    public func applied(by follower: String, group: Int? = nil) -> LedgerChanges.Cursor? {
+    /// The last answer `follower` applied in full of `scope` (nil: of every scope its watch
+    /// names, the least), or nil when it applied none or does not watch it.
+    public func applied(by follower: String, in scope: WatchScope? = nil) -> LedgerChanges.Cursor? {
         state.withLock { watchers in
-            guard let watcher = watchers[follower] else { return nil }
-            if let group, let groups = watcher.groups, !groups.contains(group) { return nil }
-            return watcher.applied
+            guard let applied = watchers[follower]?.applied else { return nil }
+            guard let scope else {
+                let cursors = applied.values.compactMap { $0 }
+                return cursors.count == applied.count ? cursors.min() : nil
+            }
+            return applied[scope] ?? nil
         }
     }
 
-    /// Forgets what every follower applied of placement group `group` (nil: of every
-    /// ledger): a member of a cluster taking the lead of it again.
-    public func forget(group: Int? = nil) {
+    /// Forgets what every follower applied of `scope`: a member of a cluster taking the lead
+    /// of a placement group again.
+    public func forget(_ scope: WatchScope) {
         state.withLock { watchers in
-            for (name, watcher) in watchers where group.map({ watcher.groups?.contains($0) ?? true }) ?? true {
-                watchers[name]?.applied = nil
+            for name in watchers.keys where watchers[name]?.applied[scope] != nil {
+                watchers[name]?.applied[scope] = .some(nil)
             }
         }
     }

@@ -3641,7 +3641,8 @@ public nonisolated struct Healthledger_V1_WatchLedgersRequest: Sendable {
   /// The follower's name (1–128 bytes), as in FetchLog.
   public var followerID: String = String()
 
-  /// The cursor of the primary's last answer (16 bytes; empty: none yet).
+  /// The cursor of the primary's last answer (16 bytes; empty: none yet). In a cluster each
+  /// watched group carries its own instead, and this one is empty.
   public var cursor: Data = Data()
 
   /// How long to wait for a change after `cursor` when there is none yet, in milliseconds
@@ -3649,16 +3650,17 @@ public nonisolated struct Healthledger_V1_WatchLedgersRequest: Sendable {
   public var waitMs: UInt32 = 0
 
   /// The cursor of the last answer whose every ledger the follower has since fetched up to a
-  /// head the primary had after that answer (empty: none yet).
+  /// head the primary had after that answer (empty: none yet). In a cluster, per group instead.
   public var applied: Data = Data()
 
   /// Unused since placement groups (a cluster's watch names its groups below); 0.
   public var epoch: UInt64 = 0
 
   /// In a cluster: the placement groups watched, each with the fencing epoch under which the
-  /// follower knows the member answering leads it (docs/PROTOCOL.md §7.19). The answer names
-  /// only ledgers of these groups (`everything`: all of them), and the watch is refused unless
-  /// the member leads every one under its epoch. Empty outside a cluster: every ledger.
+  /// follower knows the member answering leads it (docs/PROTOCOL.md §7.19), and the
+  /// follower's cursor and applied answer for it. The answer names only ledgers of these
+  /// groups, and the watch is refused unless the member leads every one under its epoch. Empty
+  /// outside a cluster: every ledger.
   public var groups: [Healthledger_V1_WatchedGroup] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -3674,6 +3676,17 @@ public nonisolated struct Healthledger_V1_WatchedGroup: Sendable {
   public var group: UInt32 = 0
 
   public var epoch: UInt64 = 0
+
+  /// The cursor of the last answer to a watch that named this group (16 bytes). Empty when
+  /// the follower has none (it has just begun to follow the group here): the answer lists
+  /// every ledger of the group in `listed_ledger_ids`, as it does for a cursor from another
+  /// run of the primary or older than the changes it keeps.
+  public var cursor: Data = Data()
+
+  /// As `applied` above, for this group's ledgers: the cursor of the last answer whose every
+  /// ledger of the group the follower has since fetched up to a head the primary had after
+  /// that answer (empty: none yet).
+  public var applied: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -3698,6 +3711,10 @@ public nonisolated struct Healthledger_V1_WatchLedgersResponse: Sendable {
 
   /// With ledger_ids, each one's head when the answer was made (not in an everything answer).
   public var headSequences: [UInt64] = []
+
+  /// In a cluster: every ledger of the groups whose cursor the primary could not use, to be
+  /// checked one by one (`everything` stays false; `ledger_ids` has the changes of the others).
+  public var listedLedgerIds: [String] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -9144,7 +9161,7 @@ nonisolated extension Healthledger_V1_WatchLedgersRequest: SwiftProtobuf.Message
 
 nonisolated extension Healthledger_V1_WatchedGroup: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WatchedGroup"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}epoch\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}epoch\0\u{1}cursor\0\u{1}applied\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9154,6 +9171,8 @@ nonisolated extension Healthledger_V1_WatchedGroup: SwiftProtobuf.Message, Swift
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt32Field(value: &self.group) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.cursor) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.applied) }()
       default: break
       }
     }
@@ -9166,12 +9185,20 @@ nonisolated extension Healthledger_V1_WatchedGroup: SwiftProtobuf.Message, Swift
     if self.epoch != 0 {
       try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 2)
     }
+    if !self.cursor.isEmpty {
+      try visitor.visitSingularBytesField(value: self.cursor, fieldNumber: 3)
+    }
+    if !self.applied.isEmpty {
+      try visitor.visitSingularBytesField(value: self.applied, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Healthledger_V1_WatchedGroup, rhs: Healthledger_V1_WatchedGroup) -> Bool {
     if lhs.group != rhs.group {return false}
     if lhs.epoch != rhs.epoch {return false}
+    if lhs.cursor != rhs.cursor {return false}
+    if lhs.applied != rhs.applied {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -9179,7 +9206,7 @@ nonisolated extension Healthledger_V1_WatchedGroup: SwiftProtobuf.Message, Swift
 
 nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WatchLedgersResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cursor\0\u{1}everything\0\u{3}ledger_ids\0\u{3}head_sequences\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cursor\0\u{1}everything\0\u{3}ledger_ids\0\u{3}head_sequences\0\u{3}listed_ledger_ids\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9191,6 +9218,7 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
       case 2: try { try decoder.decodeSingularBoolField(value: &self.everything) }()
       case 3: try { try decoder.decodeRepeatedStringField(value: &self.ledgerIds) }()
       case 4: try { try decoder.decodeRepeatedUInt64Field(value: &self.headSequences) }()
+      case 5: try { try decoder.decodeRepeatedStringField(value: &self.listedLedgerIds) }()
       default: break
       }
     }
@@ -9209,6 +9237,9 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
     if !self.headSequences.isEmpty {
       try visitor.visitPackedUInt64Field(value: self.headSequences, fieldNumber: 4)
     }
+    if !self.listedLedgerIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.listedLedgerIds, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -9217,6 +9248,7 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
     if lhs.everything != rhs.everything {return false}
     if lhs.ledgerIds != rhs.ledgerIds {return false}
     if lhs.headSequences != rhs.headSequences {return false}
+    if lhs.listedLedgerIds != rhs.listedLedgerIds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
