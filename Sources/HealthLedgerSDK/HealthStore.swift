@@ -9,6 +9,8 @@ import SwiftProtobuf
 
 /// Where and how a ``HealthStore`` connects.
 public struct HealthStoreConfiguration: Sendable {
+    /// The server's host name or IP address; or `unix:PATH`, its Unix domain socket on this
+    /// host (`healthledgerd --unix-socket PATH`; ``port`` is then unused, and TLS not offered).
     public var host: String
     public var port: Int
     /// The bearer credential (`hl1:<ledger>:<id>:<secret>`) issued by the operator.
@@ -63,6 +65,9 @@ public struct HealthStoreConfiguration: Sendable {
     }
 
     /// `HOST:PORT` (an IPv6 host in brackets) as its parts; nil when it is not one.
+    /// The Unix domain socket's path when ``host`` is `unix:PATH`.
+    public var unixSocketPath: String? { host.hasPrefix("unix:") ? String(host.dropFirst(5)) : nil }
+
     public static func address(_ text: String) -> (host: String, port: Int)? {
         guard let colon = text.lastIndex(of: ":"), colon > text.startIndex, let port = Int(text[text.index(after: colon)...]),
             (1...65_535).contains(port)

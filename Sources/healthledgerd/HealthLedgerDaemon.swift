@@ -24,6 +24,8 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
 
     @Option(help: "Address to listen on [HEALTHLEDGER_HOST].") var host: String?
     @Option(help: "Port to listen on, 0 for any [HEALTHLEDGER_PORT].") var port: Int?
+    @Option(name: .customLong("unix-socket"), help: "Also listen on a Unix domain socket at this path, for clients on this host (`unix:PATH` in the SDK, the CLI's --host and the C client); no TLS on it [HEALTHLEDGER_UNIX_SOCKET].") var unixSocket: String?
+    @Option(name: .customLong("unix-socket-mode"), help: "Permission bits of the --unix-socket file, octal [HEALTHLEDGER_UNIX_SOCKET_MODE] (default 660: its owner and group may connect).") var unixSocketMode: String?
     @Option(name: .customLong("web-port"), help: "Port of the owners' web app, on the listen address with the same TLS; 0 for any, --web-port=-1 disables it [HEALTHLEDGER_WEB_PORT] (default 7413).") var webPort: Int?
     @Option(name: .customLong("grpc-port"), help: "Port of the same methods as standard gRPC over HTTP/2 (with health and reflection), on the listen address with the same TLS; 0 for any, --grpc-port=-1 disables it [HEALTHLEDGER_GRPC_PORT] (default 7412).") var grpcPort: Int?
     @Option(name: .customLong("data-dir"), help: "The data directory [HEALTHLEDGER_DATA_DIR] (default ./data).") var dataDirectory: String?
@@ -83,6 +85,15 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         configuration.maximumWritesPerSecond = try number(maximumWritesPerSecond, "MAX_WRITES_PER_SECOND") ?? configuration.maximumWritesPerSecond
         guard configuration.maximumCallsPerCredential >= 1, configuration.maximumWritesPerSecond >= 0 else {
             throw ValidationError("--max-calls-per-credential must be at least 1 and --max-writes-per-second at least 0")
+        }
+        if let path = setting(unixSocket, "UNIX_SOCKET"), !path.isEmpty {
+            let modeText = setting(unixSocketMode, "UNIX_SOCKET_MODE") ?? "660"
+            guard let mode = UInt16(modeText, radix: 8), mode <= 0o777 else {
+                throw ValidationError("--unix-socket-mode takes permission bits in octal, 0 to 777, like 660; got '\(modeText.prefix(20))'")
+            }
+            configuration.unixSocket = .init(path: path, mode: mode)
+        } else if setting(unixSocketMode, "UNIX_SOCKET_MODE") != nil {
+            throw ValidationError("--unix-socket-mode goes with --unix-socket")
         }
         let idleSeconds = try number(idleTimeout, "IDLE_TIMEOUT") ?? 300
         configuration.idleTimeout = .seconds(idleSeconds)

@@ -2,9 +2,12 @@
  * healthledger-client — the reference C client of the HealthLedger RPC protocol (v1).
  *
  * Usage: healthledger-client HOST PORT CREDENTIAL
- *        healthledger-client HOST:PORT[,HOST:PORT...] CREDENTIAL
+ *        healthledger-client ADDRESS[,ADDRESS...] CREDENTIAL
  *
- * Over one TCP connection it calls healthledger.v1.Ledger/Ping, saves one heart-rate
+ * An ADDRESS is HOST:PORT, or unix:PATH for the server's Unix domain socket on this host
+ * (healthledgerd --unix-socket PATH).
+ *
+ * Over one connection it calls healthledger.v1.Ledger/Ping, saves one heart-rate
  * sample with healthledger.v1.Ledger/Save, reads the heart-rate samples back with
  * the streaming healthledger.v1.Ledger/QuerySamples, and follows the changes with
  * healthledger.v1.Ledger/QueryChanges: from the beginning (the saved sample is among the
@@ -38,6 +41,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -132,6 +136,32 @@ static const char *disposition_name(Healthledger__V1__SaveOutcome__Disposition d
 
 /* ---- sockets and frames ------------------------------------------------------------ */
 
+/* Never wait forever on a silent server. */
+static void set_io_timeouts(int fd) {
+    struct timeval timeout = {.tv_sec = IO_TIMEOUT_SECONDS, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+}
+
+/* Connects to the Unix domain socket at `path`; returns the socket, or -1 with the reason in `why`. */
+static int connect_to_unix(const char *path, char *why, size_t why_size) {
+    struct sockaddr_un address = {0};
+    address.sun_family = AF_UNIX;
+    if (path[0] == '\0' || strlen(path) >= sizeof address.sun_path) {
+        snprintf(why, why_size, "'unix:%s' is not a Unix domain socket path (1 to %zu bytes)", path, sizeof address.sun_path - 1);
+        return -1;
+    }
+    memcpy(address.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (const struct sockaddr *)&address, sizeof address) != 0) {
+        snprintf(why, why_size, "cannot connect to unix:%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    set_io_timeouts(fd);
+    return fd;
+}
+
 /* Connects to host:port over TCP; returns the socket, or -1 with the reason in `why`. */
 static int connect_to(const char *host, const char *port, char *why, size_t why_size) {
     struct addrinfo hints = {0};
@@ -161,10 +191,7 @@ static int connect_to(const char *host, const char *port, char *why, size_t why_
         snprintf(why, why_size, "cannot connect to %s:%s: %s", host, port, strerror(last_errno));
         return -1;
     }
-    /* Never wait forever on a silent server. */
-    struct timeval timeout = {.tv_sec = IO_TIMEOUT_SECONDS, .tv_usec = 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    set_io_timeouts(fd);
     return fd;
 }
 
@@ -382,12 +409,17 @@ static int run_call(Connection *conn, uint64_t call_id, const char *method, cons
 
 /* ---- several servers: following the primary, carrying on past a failover ----------- */
 
-/* Connects `conn` to "HOST:PORT" ("[V6]:PORT" for an IPv6 address); false, with the reason
- * in `why`, on failure. */
+/* Connects `conn` to "HOST:PORT" ("[V6]:PORT" for an IPv6 address) or "unix:PATH"; false,
+ * with the reason in `why`, on failure. */
 static bool connect_address(Connection *conn, const char *address, char *why, size_t why_size) {
+    if (strncmp(address, "unix:", 5) == 0) {
+        conn->fd = connect_to_unix(address + 5, why, why_size);
+        conn->going_away = false;
+        return conn->fd >= 0;
+    }
     const char *colon = strrchr(address, ':');
     if (colon == NULL || colon == address || colon[1] == '\0') {
-        snprintf(why, why_size, "'%s' is not HOST:PORT", address);
+        snprintf(why, why_size, "'%s' is not HOST:PORT or unix:PATH", address);
         return false;
     }
     const char *host_start = address;
@@ -398,7 +430,7 @@ static bool connect_address(Connection *conn, const char *address, char *why, si
     }
     char host[ADDRESS_SIZE];
     if (length == 0 || length >= sizeof host) {
-        snprintf(why, why_size, "'%s' is not HOST:PORT", address);
+        snprintf(why, why_size, "'%s' is not HOST:PORT or unix:PATH", address);
         return false;
     }
     memcpy(host, host_start, length);
@@ -416,7 +448,7 @@ static void disconnect(Client *client) {
 /* Adds `address` to the client's list; false (printed) when it is not HOST:PORT or the list is full. */
 static bool add_address(Client *client, const char *address, size_t length) {
     if (length == 0 || length >= ADDRESS_SIZE || memchr(address, ':', length) == NULL) {
-        fprintf(stderr, "error: '%.*s' is not HOST:PORT\n", (int)length, address);
+        fprintf(stderr, "error: '%.*s' is not HOST:PORT or unix:PATH\n", (int)length, address);
         return false;
     }
     if (client->count == MAX_ADDRESSES) {
@@ -757,7 +789,7 @@ static int run(Client *client, const char *credential) {
 int main(int argc, char **argv) {
     if (argc != 3 && argc != 4) {
         const char *name = argc > 0 ? argv[0] : "healthledger-client";
-        fprintf(stderr, "usage: %s HOST PORT CREDENTIAL\n       %s HOST:PORT[,HOST:PORT...] CREDENTIAL\n", name, name);
+        fprintf(stderr, "usage: %s HOST PORT CREDENTIAL\n       %s ADDRESS[,ADDRESS...] CREDENTIAL   (ADDRESS: HOST:PORT or unix:PATH)\n", name, name);
         return EXIT_LOCAL_ERROR;
     }
     static Client client = {.conn = {.fd = -1}};

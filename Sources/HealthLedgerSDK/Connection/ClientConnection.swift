@@ -30,7 +30,12 @@ final class ClientConnection: Sendable {
     }
 
     static func connect(_ configuration: HealthStoreConfiguration, group: any EventLoopGroup) async throws -> ClientConnection {
-        guard (1...65535).contains(configuration.port) else {
+        if let path = configuration.unixSocketPath {
+            guard !path.isEmpty else { throw RPCError(.invalidArgument, "'unix:' names no socket file: unix:PATH") }
+            guard configuration.tls == nil else {
+                throw RPCError(.invalidArgument, "TLS is not offered on a Unix domain socket (unix:\(path)): connect without it")
+            }
+        } else if !(1...65535).contains(configuration.port) {
             throw RPCError(.invalidArgument, "cannot connect to port \(configuration.port): a TCP port is 1 to 65535")
         }
         let calls = CallTable()
@@ -49,9 +54,9 @@ final class ClientConnection: Sendable {
         let maximumFrameSize = configuration.maximumFrameSize
         let keepalive = configuration.keepaliveInterval.map(TimeAmount.init)
         let pongTimeout = (configuration.keepaliveTimeout ?? configuration.keepaliveInterval).map(TimeAmount.init)
+        let unixSocket = configuration.unixSocketPath
         do {
-            let bootstrap = ClientBootstrap(group: group)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            var bootstrap = ClientBootstrap(group: group)
                 .connectTimeout(.seconds(5))
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -64,14 +69,18 @@ final class ClientConnection: Sendable {
                         try channel.pipeline.syncOperations.addHandler(ClientFrameHandler(calls: calls, pongTimeout: pongTimeout))
                     }
                 }
+            // TCP only (a Unix domain socket has no Nagle delay to turn off).
+            if unixSocket == nil { bootstrap = bootstrap.channelOption(.socketOption(.tcp_nodelay), value: 1) }
             // IP literals connect directly; names go through the resolver.
             let channel = try await (
-                (try? SocketAddress(ipAddress: configuration.host, port: configuration.port)).map { bootstrap.connect(to: $0) }
+                unixSocket.map { bootstrap.connect(unixDomainSocketPath: $0) }
+                    ?? (try? SocketAddress(ipAddress: configuration.host, port: configuration.port)).map { bootstrap.connect(to: $0) }
                     ?? bootstrap.connect(host: configuration.host, port: configuration.port)
             ).get()
             return ClientConnection(channel: channel, calls: calls)
         } catch {
-            throw RPCError(.unavailable, "cannot connect to \(configuration.host):\(configuration.port): \(error)", cause: error)
+            let server = unixSocket == nil ? "\(configuration.host):\(configuration.port)" : configuration.host
+            throw RPCError(.unavailable, "cannot connect to \(server): \(error)", cause: error)
         }
     }
 

@@ -24,7 +24,8 @@ import Synchronization
 public final class RPCServer: Service, Sendable {
     private enum State {
         case idle
-        case running(any Channel)
+        /// Its TCP listener, and its Unix domain socket listener when configured.
+        case running(any Channel, unix: (any Channel)?)
         case stopped
     }
 
@@ -50,12 +51,14 @@ public final class RPCServer: Service, Sendable {
 
     /// The address the server listens on, while it does.
     public var localAddress: SocketAddress? {
-        guard case .running(let channel) = state.withLock({ $0 }) else { return nil }
+        guard case .running(let channel, _) = state.withLock({ $0 }) else { return nil }
         return channel.localAddress
     }
 
-    /// Binds the listening socket and returns its address (read the port from it when
-    /// the configuration asked for port 0).
+    /// Binds the listening socket (and the Unix domain socket, when configured) and returns
+    /// its address (read the port from it when the configuration asked for port 0).
+    ///
+    /// - Throws: ``ListenerFailure`` when the Unix domain socket cannot be listened on.
     @discardableResult
     public func start() async throws -> SocketAddress {
         let sslContext = try configuration.tls.map { files in
@@ -67,15 +70,8 @@ public final class RPCServer: Service, Sendable {
         let configuration = configuration
         let logger = logger
         let connections = connections
-        let channel = try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.maxMessagesPerRead, value: 16)
-            // A client's half-close still gets answers: the statuses of its running calls, or
-            // the go-away that names a frame it cut short.
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
+        /// Sets up a connection's pipeline; TLS only over TCP.
+        @Sendable func serve(_ channel: any Channel, tls sslContext: NIOSSLContext?) -> EventLoopFuture<Void> {
                 channel.eventLoop.makeCompletedFuture {
                     if let sslContext {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
@@ -91,11 +87,39 @@ public final class RPCServer: Service, Sendable {
                     try channel.pipeline.syncOperations.addHandler(handler)
                     connections.add(NIOLoopBound(handler, eventLoop: channel.eventLoop))
                 }
-            }
+        }
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            // A client's half-close still gets answers: the statuses of its running calls, or
+            // the go-away that names a frame it cut short.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { serve($0, tls: sslContext) }
             .bind(host: configuration.host, port: configuration.port)
             .get()
-        state.withLock { $0 = .running(channel) }
+        var unix: (any Channel)?
+        do {
+            if let socket = configuration.unixSocket {
+                try UnixSocketListener.prepare(socket)
+                unix = try await ServerBootstrap(group: group)
+                    .serverChannelOption(.backlog, value: 256)
+                    .childChannelOption(.maxMessagesPerRead, value: 16)
+                    .childChannelOption(.allowRemoteHalfClosure, value: true)
+                    .childChannelInitializer { serve($0, tls: nil) }
+                    .bind(unixDomainSocketPath: socket.path)
+                    .get()
+                try UnixSocketListener.permit(socket)
+            }
+        } catch {
+            try? await unix?.close()
+            try? await channel.close()
+            throw (error as? ListenerFailure) ?? ListenerFailure(socket: configuration.unixSocket?.path ?? "", error)
+        }
+        state.withLock { $0 = .running(channel, unix: unix) }
         logger.info("listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "?")", "tls": "\(configuration.tls != nil)"])
+        if let path = configuration.unixSocket?.path { logger.info("listening", metadata: ["unix_socket": "\(path)"]) }
         return channel.localAddress!
     }
 
@@ -113,13 +137,17 @@ public final class RPCServer: Service, Sendable {
 
     /// Stops accepting, refuses new calls, waits for calls in flight, and closes.
     public func shutdown() async {
-        let listener: (any Channel)? = state.withLock { state in
-            guard case .running(let channel) = state else { return nil }
+        let listeners: (tcp: any Channel, unix: (any Channel)?)? = state.withLock { state in
+            guard case .running(let channel, let unix) = state else { return nil }
             state = .stopped
-            return channel
+            return (channel, unix)
         }
-        guard let listener else { return }
-        try? await listener.close()
+        guard let listeners else { return }
+        try? await listeners.tcp.close()
+        if let unix = listeners.unix {
+            try? await unix.close()
+            if let socket = configuration.unixSocket { UnixSocketListener.remove(socket) }
+        }
         let open = connections.all
         let drains = open.map { bound in
             let promise = bound.eventLoop.makePromise(of: Void.self)

@@ -23,6 +23,10 @@ public struct ServerConfiguration: Sendable {
     public var drainTimeout: Duration
     /// PEM files for TLS; plain TCP when nil.
     public var tls: TLSFiles?
+    /// A Unix domain socket to listen on as well, for clients on this host (nil: none). Its
+    /// connections speak the same protocol, without TLS: the file's permissions decide who
+    /// may connect, the credential what a call may do.
+    public var unixSocket: UnixSocket?
     /// Calls one credential may have running at once, over all its connections and both
     /// transports; past it a call is refused with `RESOURCE_EXHAUSTED`.
     public var maximumCallsPerCredential = 512
@@ -49,6 +53,24 @@ public struct ServerConfiguration: Sendable {
         /// Once the primary's own commit is durable: a failover may lose what the followers
         /// had not fetched yet (the replication lag).
         case asynchronous = "async"
+    }
+
+    /// Where a Unix domain socket listener is, and who may connect to it.
+    public struct UnixSocket: Sendable, Hashable {
+        /// The socket file's path: at most ``maximumPathLength`` bytes, in a directory that
+        /// exists. A socket file left there by a server that stopped is replaced; another
+        /// server listening there, or a file that is not a socket, is an error.
+        public var path: String
+        /// The socket file's permission bits (`chmod`), 0o660 by default: its owner and group.
+        public var mode: UInt16
+
+        /// The longest path a Unix domain socket address holds (`sun_path`, less its NUL).
+        public static let maximumPathLength = 107
+
+        public init(path: String, mode: UInt16 = 0o660) {
+            self.path = path
+            self.mode = mode
+        }
     }
 
     public struct TLSFiles: Sendable {

@@ -4,7 +4,7 @@ import HealthLedgerSDK
 
 /// Options of the commands that talk to a server.
 struct ConnectionOptions: ParsableArguments {
-    @Option(help: "Server address [HEALTHLEDGER_HOST] (default 127.0.0.1).") var host: String?
+    @Option(help: "Server address [HEALTHLEDGER_HOST] (default 127.0.0.1); unix:PATH for its Unix domain socket on this host (healthledgerd --unix-socket).") var host: String?
     @Option(help: "Server port [HEALTHLEDGER_PORT] (default 7411).") var port: Int?
     @Option(help: "The bearer credential [HEALTHLEDGER_CREDENTIAL].") var credential: String?
     @Option(name: .customLong("other-server"), help: "HOST:PORT of another server of the same ledgers (its primary or a follower), tried when the first cannot be reached; repeatable [HEALTHLEDGER_OTHER_SERVERS, comma-separated]. A write a follower refuses goes to the primary it names by itself.")
