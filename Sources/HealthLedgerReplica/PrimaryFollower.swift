@@ -42,6 +42,8 @@ public final class PrimaryFollower: Service, Sendable {
     private struct Scope {
         /// The fencing epoch its fetches and watches carry (0 outside a cluster).
         var epoch: UInt64
+        /// Tells this following of the scope from an earlier one (dropped, then taken again).
+        var following: UInt64
         /// The cursor of the last answer to a watch that named it (empty: none yet).
         var cursor: [UInt8] = []
         /// Whether an answer listed its ledgers (or named its changes since one that did).
@@ -54,12 +56,14 @@ public final class PrimaryFollower: Service, Sendable {
         /// How many of the first unapplied answer's ledgers caught up since (they stay so).
         var settledLedgers = 0
 
-        init(epoch: UInt64) { self.epoch = epoch }
+        init(epoch: UInt64, following: UInt64) { (self.epoch, self.following) = (epoch, following) }
     }
 
     /// The scopes followed, the ledgers tailed, and which watch answers each has caught up with.
     private struct Tails {
         var scopes: [WatchScope: Scope] = [:]
+        /// Scopes followed since the follower began (each following of one numbered).
+        var followings: UInt64 = 0
         /// The watch in flight: cancelled when the scopes change, to ask again at once.
         var watch: Task<(changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), any Error>?
         /// The ledgers with a tail running, each with its task and a token of its own.
@@ -80,6 +84,12 @@ public final class PrimaryFollower: Service, Sendable {
         var caughtUp: [String: UInt64] = [:]
         /// Per ledger, the head of this store's copy, durable.
         var reached: [String: UInt64] = [:]
+
+        /// Follows `key` anew under `epoch`: no cursor yet, so the next watch lists its ledgers.
+        mutating func follow(_ key: WatchScope, epoch: UInt64) {
+            followings += 1
+            scopes[key] = Scope(epoch: epoch, following: followings)
+        }
 
         /// Moves the scope's ``Scope/applied`` past the answers whose ledgers all caught up since.
         mutating func settle(_ key: WatchScope) {
@@ -136,9 +146,9 @@ public final class PrimaryFollower: Service, Sendable {
         self.inCluster = !groups.isEmpty
         var tails = Tails()
         if groups.isEmpty {
-            tails.scopes[.everyLedger] = Scope(epoch: 0)
+            tails.follow(.everyLedger, epoch: 0)
         } else {
-            for (group, epoch) in groups { tails.scopes[.group(group)] = Scope(epoch: epoch) }
+            for (group, epoch) in groups { tails.follow(.group(group), epoch: epoch) }
         }
         self.tails = Mutex(tails)
     }
@@ -166,7 +176,7 @@ public final class PrimaryFollower: Service, Sendable {
                     return try await primary.watchLedgers(cursor: scope?.cursor ?? [], applied: scope?.applied ?? [], wait: wait, follower: name)
                 }
                 /// Whether the scopes changed since the watch was asked for (it no longer fits them).
-                func regrouped(_ tails: Tails) -> Bool { tails.scopes.mapValues(\.epoch) != asked.mapValues(\.epoch) }
+                func regrouped(_ tails: Tails) -> Bool { tails.scopes.mapValues(\.following) != asked.mapValues(\.following) }
                 if tails.withLock({ tails in
                     tails.watch = call
                     return regrouped(tails)
@@ -202,9 +212,9 @@ public final class PrimaryFollower: Service, Sendable {
         await primary.close()
     }
 
-    /// Takes a watch's answer for the scopes it was `asked` for and still followed under the
-    /// same epoch: each gets an answer to apply, the ledgers changed are tailed (the ones
-    /// returned start now), and those listed are left to the sweepers (how many to start).
+    /// Takes a watch's answer for the scopes it was `asked` for and still followed as then:
+    /// each gets an answer to apply, the ledgers changed are tailed (the ones returned start
+    /// now), and those listed are left to the sweepers (how many to start).
     private func take(
         _ answer: (changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), asked: [WatchScope: Scope]
     ) -> (started: [String], sweepers: Int) {
@@ -217,7 +227,7 @@ public final class PrimaryFollower: Service, Sendable {
             var started: [String] = []
             var followed: [String] = []
             for (key, was) in asked {
-                guard var scope = tails.scopes[key], scope.epoch == was.epoch else { continue }
+                guard var scope = tails.scopes[key], scope.following == was.following else { continue }
                 let ledgers = named[key] ?? []
                 scope.unapplied.append((answer.cursor, generation, ledgers))
                 scope.cursor = answer.cursor
@@ -256,7 +266,7 @@ public final class PrimaryFollower: Service, Sendable {
             let added = wanted.filter { tails.scopes[$0.key]?.epoch != $0.value }
             guard !dropped.isEmpty || !added.isEmpty else { return ([], [], nil) }
             for key in dropped { tails.scopes[key] = nil }
-            for (key, epoch) in added { tails.scopes[key] = Scope(epoch: epoch) }
+            for (key, epoch) in added { tails.follow(key, epoch: epoch) }
             let isDropped = { (id: String) in dropped.contains(self.scope(of: id)) }
             let stopped = tails.running.filter { isDropped($0.key) }
             for id in stopped.keys { tails.running[id] = nil }

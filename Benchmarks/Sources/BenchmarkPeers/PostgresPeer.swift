@@ -21,14 +21,17 @@ public final class PostgresPeer: PeerDatabase {
     private let clusterDirectory: URL
     /// The libpq connection string (socket directory, port, user, database).
     private let conninfo: String
+    /// The same over TCP on the loopback address.
+    private let tcpConninfo: String
     /// The process started for the server (`runuser` when root, else `postgres` itself).
     private let serverProcess: pid_t
     private let stopped = Mutex(false)
 
-    private init(name: String, clusterDirectory: URL, conninfo: String, serverProcess: pid_t) {
+    private init(name: String, clusterDirectory: URL, conninfo: String, tcpConninfo: String, serverProcess: pid_t) {
         self.name = name
         self.clusterDirectory = clusterDirectory
         self.conninfo = conninfo
+        self.tcpConninfo = tcpConninfo
         self.serverProcess = serverProcess
     }
 
@@ -85,7 +88,7 @@ public final class PostgresPeer: PeerDatabase {
             let serverLog = clusterDirectory.appendingPathComponent("server.log").path
             let settings = [
                 "fsync=on", "synchronous_commit=on", "full_page_writes=on",
-                "listen_addresses=", "unix_socket_directories=\(socketDirectory)", "port=\(port)",
+                "listen_addresses=127.0.0.1", "unix_socket_directories=\(socketDirectory)", "port=\(port)",
                 "max_connections=100", "shared_buffers=256MB",
             ]
             serverProcess = try spawn(
@@ -115,7 +118,7 @@ public final class PostgresPeer: PeerDatabase {
             guard let serverProcess else { throw PeerError("PostgreSQL: the server is gone") }
             return PostgresPeer(
                 name: "PostgreSQL \(number)", clusterDirectory: clusterDirectory,
-                conninfo: conninfo, serverProcess: serverProcess)
+                conninfo: conninfo, tcpConninfo: "host=127.0.0.1 port=\(port) user=postgres dbname=postgres", serverProcess: serverProcess)
         } catch {
             if let serverProcess {
                 stopServer(process: serverProcess, dataDirectory: dataDirectory)
@@ -128,6 +131,11 @@ public final class PostgresPeer: PeerDatabase {
     /// A new libpq connection over the cluster's socket.
     public func connect() throws -> any PeerConnection {
         try PostgresConnection(conninfo: conninfo)
+    }
+
+    /// A new libpq connection over TCP on the loopback address.
+    public func connectOverTCP() throws -> any PeerConnection {
+        try PostgresConnection(conninfo: tcpConninfo)
     }
 
     /// Stops the server (fast shutdown: open sessions are ended) and deletes the cluster's directory.

@@ -10,7 +10,10 @@ struct HealthLedgerFigures: Sendable {
     var pingP99 = Figure([])
     /// The same pings from a task on the default executor, in alternate rounds.
     var pingP50DefaultExecutor = Figure([])
+    /// Pings over the server's Unix domain socket (from a task preferring the store's executor).
+    var pingUnixSocketP50 = Figure([])
     var callsInFlight = Figure([])
+    var callsInFlightUnixSocket = Figure([])
     var batchedIngest = Figure([])
     var serverResidentMiB: [Double]?
     var concurrentSaves = Figure([])
@@ -41,13 +44,16 @@ final class RPCScenarios: Sendable {
     static let app = Source(bundleIdentifier: "com.example.bench", name: "Bench")
 
     let server: ServerProcess
+    /// The server's Unix domain socket (`--unix-socket`).
+    let unixSocket: String
     let workload: Workload
     /// Owner credentials by ledger id, and the app's on the pages ledger.
     let owners: [String: String]
     let appCredential: String
 
-    private init(server: ServerProcess, workload: Workload, owners: [String: String], appCredential: String) {
+    private init(server: ServerProcess, unixSocket: String, workload: Workload, owners: [String: String], appCredential: String) {
         self.server = server
+        self.unixSocket = unixSocket
         self.workload = workload
         self.owners = owners
         self.appCredential = appCredential
@@ -57,8 +63,9 @@ final class RPCScenarios: Sendable {
     /// creates the ledgers and credentials through the operator's RPCs.
     static func start(executable: URL, dataDirectory: URL, workload: Workload) async throws -> RPCScenarios {
         let operatorCredential = try LedgerStore(directory: dataDirectory, configuration: BenchEncryption.configuration()).issueOperatorCredential(label: "bench")
-        let server = try ServerProcess(executable: executable, dataDirectory: dataDirectory)
-        print("== healthledgerd (pid \(server.processIdentifier)) listening on port \(server.port)")
+        let unixSocket = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-bench-\(UUID().uuidString.prefix(8)).sock").path
+        let server = try ServerProcess(executable: executable, dataDirectory: dataDirectory, arguments: ["--unix-socket", unixSocket])
+        print("== healthledgerd (pid \(server.processIdentifier)) listening on port \(server.port) and on \(unixSocket)")
         let operatorClient = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: operatorCredential))
         var owners: [String: String] = [:]
         for id in [ingestLedger, statisticsLedger, pagesLedger, soakLedger] {
@@ -67,7 +74,7 @@ final class RPCScenarios: Sendable {
         }
         let appCredential = try await operatorClient.issueCredential(ledger: pagesLedger, for: .app(app), label: "bench")
         await operatorClient.close()
-        return RPCScenarios(server: server, workload: workload, owners: owners, appCredential: appCredential)
+        return RPCScenarios(server: server, unixSocket: unixSocket, workload: workload, owners: owners, appCredential: appCredential)
     }
 
     func stop() async { server.stop() }
@@ -76,20 +83,30 @@ final class RPCScenarios: Sendable {
         HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: owners[ledger]!))
     }
 
+    /// A client of `ledger` over the server's Unix domain socket.
+    private func localClient(_ ledger: String) -> HealthStore {
+        HealthStore(configuration: HealthStoreConfiguration(host: "unix:\(unixSocket)", credential: owners[ledger]!))
+    }
+
     func run(_ plan: Plan) async throws -> HealthLedgerFigures {
         var figures = HealthLedgerFigures()
         let clock = ContinuousClock()
         let workload = self.workload
         let client = client(Self.ingestLedger)
         _ = try await client.ping()
+        let local = localClient(Self.ingestLedger)
+        defer { Task { await local.close() } }
+        _ = try await local.ping()
 
         // Unary pings, one after another on one connection: each round from a task preferring
-        // the store's executor, then from one on the default executor.
+        // the store's executor over TCP, then over the Unix socket, then from a task on the
+        // default executor over TCP.
         if plan.wants("ping") {
             var p50s: [Double] = []
             var p99s: [Double] = []
             var defaultP50s: [Double] = []
-            func pings() async throws -> [Double] {
+            var unixP50s: [Double] = []
+            func pings(_ client: HealthStore) async throws -> [Double] {
                 var times: [Double] = []
                 for _ in 0..<plan.pings {
                     let started = clock.now
@@ -99,19 +116,21 @@ final class RPCScenarios: Sendable {
                 return times.sorted()
             }
             for _ in 0..<plan.rounds {
-                let times = try await withTaskExecutorPreference(client.executor) { try await pings() }
+                let times = try await withTaskExecutorPreference(client.executor) { try await pings(client) }
                 p50s.append(percentile(times, 0.5))
                 p99s.append(percentile(times, 0.99))
-                defaultP50s.append(percentile(try await pings(), 0.5))
+                unixP50s.append(percentile(try await withTaskExecutorPreference(local.executor) { try await pings(local) }, 0.5))
+                defaultP50s.append(percentile(try await pings(client), 0.5))
             }
             figures.pingP50 = Figure(p50s)
             figures.pingP99 = Figure(p99s)
             figures.pingP50DefaultExecutor = Figure(defaultP50s)
+            figures.pingUnixSocketP50 = Figure(unixP50s)
         }
-        // 64 calls in flight on the one connection.
+        // 64 calls in flight on the one connection, over TCP and over the Unix socket in turn.
         if plan.wants("calls") {
-            var rates: [Double] = []
-            for _ in 0..<plan.rounds {
+            var rates: (tcp: [Double], unix: [Double]) = ([], [])
+            func inFlight(_ client: HealthStore) async throws -> Double {
                 let next = Counter()
                 let total = plan.callsInFlight
                 let started = clock.now
@@ -119,9 +138,14 @@ final class RPCScenarios: Sendable {
                     for _ in 0..<64 { group.addTask { while next.take(below: total) != nil { _ = try await client.ping() } } }
                     try await group.waitForAll()
                 }
-                rates.append(Double(total) / seconds(clock.now - started))
+                return Double(total) / seconds(clock.now - started)
             }
-            figures.callsInFlight = Figure(rates)
+            for _ in 0..<plan.rounds {
+                rates.tcp.append(try await inFlight(client))
+                rates.unix.append(try await inFlight(local))
+            }
+            figures.callsInFlight = Figure(rates.tcp)
+            figures.callsInFlightUnixSocket = Figure(rates.unix)
         }
         if plan.wants("ingest") {
             // Batched durable ingest: 1,000 samples per call, 4 calls in flight.

@@ -120,25 +120,36 @@ struct ReportCommand: AsyncParsableCommand {
         }
         var results: [ScenarioResult] = []
         var ping = ScenarioResult(
-            name: "unary ping, one connection (p50)", unit: "µs", direction: .lowerIsBetter, target: 50, targetText: "p50 ≤ 50 µs, p99 ≤ 200 µs",
+            name: "unary ping, one connection, TCP (p50)", unit: "µs", direction: .lowerIsBetter, target: 50, targetText: "p50 ≤ 50 µs, p99 ≤ 200 µs",
             healthLedger: hl.pingP50)
         if let tcp = reference.pingPongMicroseconds {
             ping.references.append(("C TCP ping-pong", Figure(tcp)))
             ping.notes.append(String(format: "p50 is %.2f× the C ping-pong (target ≤ 2.5×)", hl.pingP50.median / tcp))
         }
-        ping.references += peer(\.ping)
+        ping.references += peer(\.pingTCP)
         ping.notes.append(String(format: "p99 median %.1f µs (target ≤ 200 µs: %@)", hl.pingP99.median, hl.pingP99.median <= 200 ? "met" : "NOT met"))
         ping.notes.append(String(
             format: "the caller's task prefers the store's executor (its connection's event loop); on the default executor, in alternate rounds: p50 %.1f µs",
             hl.pingP50DefaultExecutor.median))
         results.append(ping)
+        var localPing = ScenarioResult(
+            name: "unary ping, one connection, Unix socket (p50)", unit: "µs", direction: .lowerIsBetter, target: 50, targetText: "p50 ≤ 50 µs",
+            healthLedger: hl.pingUnixSocketP50)
+        localPing.references += peer(\.pingUnixSocket)
+        localPing.notes.append("healthledgerd --unix-socket, the client at unix:PATH; PostgreSQL over its own Unix socket")
+        results.append(localPing)
         var calls = ScenarioResult(
-            name: "64 calls in flight, one connection", unit: "calls/s", direction: .higherIsBetter, target: 50_000, targetText: "≥ 50,000 calls/s",
+            name: "64 calls in flight, one connection, TCP", unit: "calls/s", direction: .higherIsBetter, target: 50_000, targetText: "≥ 50,000 calls/s",
             healthLedger: hl.callsInFlight)
         if let tcp = reference.pingPongMicroseconds { calls.references.append(("C TCP ping-pong, one at a time", Figure(1e6 / tcp))) }
-        calls.references += peer(\.callsInFlight)
-        if !peer(\.callsInFlight).isEmpty { calls.notes.append("PostgreSQL: SELECT 1 in libpq's pipeline mode, 64 per sync, on one connection") }
+        calls.references += peer(\.callsInFlightTCP)
+        if !peer(\.callsInFlightTCP).isEmpty { calls.notes.append("PostgreSQL: SELECT 1 in libpq's pipeline mode, 64 per sync, on one connection") }
         results.append(calls)
+        var localCalls = ScenarioResult(
+            name: "64 calls in flight, one connection, Unix socket", unit: "calls/s", direction: .higherIsBetter, target: 50_000,
+            targetText: "≥ 50,000 calls/s", healthLedger: hl.callsInFlightUnixSocket)
+        localCalls.references += peer(\.callsInFlightUnixSocket)
+        results.append(localCalls)
         var ingest = ScenarioResult(
             name: "batched ingest, 1,000 per call, durable", unit: "samples/s", direction: .higherIsBetter, target: 250_000,
             targetText: "≥ 250,000 samples/s", healthLedger: hl.batchedIngest)
