@@ -33,13 +33,21 @@ final class ServerProcess: Sendable {
         let ready = DispatchSemaphore(value: 0)
         let reader = errors.fileHandleForReading
         Thread.detachNewThread {
-            var pending = Data()
+            // One line per call at `info`: looked at as bytes, so that reading the log costs
+            // the benchmark's process (which shares the host's cores with the server) little.
+            let markers = ["error", "critical", "rpc.status=unauthenticated"].map { Array($0.utf8) }
+            var pending: [UInt8] = []
             var signalled = false
             while case let chunk = reader.availableData, !chunk.isEmpty {
-                pending.append(chunk)
-                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    let line = String(decoding: pending[..<newline], as: UTF8.self)
-                    pending.removeSubrange(...newline)
+                pending.append(contentsOf: chunk)
+                var start = 0
+                defer { pending.removeFirst(start) }
+                while let newline = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                    let bytes = pending[start..<newline]
+                    start = newline + 1
+                    let marked = bytes.withUnsafeBytes { line in markers.contains { Self.find($0, in: line) } }
+                    guard !signalled || marked else { continue }
+                    let line = String(decoding: bytes, as: UTF8.self)
                     if !signalled, line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
                         let ports = found.withLock { found in
                             if line.contains("(gRPC)") {
@@ -74,6 +82,16 @@ final class ServerProcess: Sendable {
     }
 
     var processIdentifier: Int32 { process.processIdentifier }
+
+    /// Whether `marker` occurs in `line` (a plain scan: log lines are short).
+    private static func find(_ marker: [UInt8], in line: UnsafeRawBufferPointer) -> Bool {
+        guard let first = marker.first, line.count >= marker.count else { return false }
+        return marker.withUnsafeBytes { wanted in
+            (0...(line.count - marker.count)).contains { start in
+                line[start] == first && memcmp(line.baseAddress! + start, wanted.baseAddress!, marker.count) == 0
+            }
+        }
+    }
 
     /// kill -9: the server ends at once, as in a crash.
     func kill() {
