@@ -519,11 +519,18 @@ public final class ClusterMember: Service, Sendable {
         }
     }
 
-    /// Follows each of `primaries` for its groups: a primary followed already is told its
+    /// Follows each primary `named` for its groups: a primary followed already is told its
     /// groups (a group it took over is listed whole, one it gave up stops being tailed, the
     /// others go on), one that moved is followed anew once its old follower stopped, and one
     /// no longer named is no longer followed.
-    private func follow(_ primaries: [String: (address: String, groups: [Int: UInt64])]) {
+    private func follow(_ named: [String: (address: String, groups: [Int: UInt64])]) {
+        // A group whose tails from another primary are still stopping is followed from its
+        // new one a round later: two tails never write one ledger.
+        let stopping = state.withLock { Array($0.stopping.values) }
+        let primaries = named.compactMapValues { primary -> (address: String, groups: [Int: UInt64])? in
+            let groups = primary.groups.filter { group, _ in !stopping.contains { $0.groups.contains(group) && named[$0.node]?.groups[group] == nil } }
+            return groups.isEmpty ? nil : (primary.address, groups)
+        }
         let (moved, regrouped) = state.withLock { state in
             let moved = state.following.filter { node, following in primaries[node].map { $0.address != following.address } ?? true }.map(\.key)
             let regrouped = state.following.compactMap { node, following -> (String, [Int: UInt64])? in

@@ -68,10 +68,13 @@ public final class PrimaryFollower: Service, Sendable {
         var watch: Task<(changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), any Error>?
         /// The ledgers with a tail running, each with its task and a token of its own.
         var running: [String: (token: UInt64, task: Task<Void, Never>)] = [:]
+        /// Tails of groups no longer followed, cancelled and not yet ended: a new tail of the
+        /// same ledger waits for its end, so that two never write one ledger.
+        var retiring: [String: (token: UInt64, task: Task<Void, Never>)] = [:]
         var tokens: UInt64 = 0
-        /// Ledgers to check, every one of an answer listing them, and the sweepers checking
-        /// them (``concurrentChecks`` at most).
-        var unchecked: [String] = []
+        /// Ledgers to check, every one of an answer listing them, with the following of their
+        /// scope then, and the sweepers checking them (``concurrentChecks`` at most).
+        var unchecked: [(id: String, following: UInt64)] = []
         var sweepers = 0
         /// Ledgers a watch named since their tail's last fetch began: it goes on.
         var named = Set<String>()
@@ -186,7 +189,7 @@ public final class PrimaryFollower: Service, Sendable {
                 do {
                     let answer = try await withTaskCancellationHandler { try await call.value } onCancel: { call.cancel() }
                     let (started, sweepers) = take(answer, asked: asked)
-                    for id in started { startTail(of: id, on: primary) }
+                    for (id, following) in started { startTail(of: id, following: following, on: primary) }
                     for _ in 0..<sweepers { group.addTask { await self.sweep(on: primary) } }
                     lastFailure = nil
                 } catch {
@@ -203,7 +206,7 @@ public final class PrimaryFollower: Service, Sendable {
             }
             let running = tails.withLock { tails in
                 defer { tails.running = [:] }
-                return tails.running.values.map(\.task)
+                return tails.running.values.map(\.task) + tails.retiring.values.map(\.task)
             }
             for task in running { task.cancel() }
             group.cancelAll()
@@ -217,14 +220,14 @@ public final class PrimaryFollower: Service, Sendable {
     /// now), and those listed are left to the sweepers (how many to start).
     private func take(
         _ answer: (changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), asked: [WatchScope: Scope]
-    ) -> (started: [String], sweepers: Int) {
+    ) -> (started: [(id: String, following: UInt64)], sweepers: Int) {
         tails.withLock { tails in
             tails.generation += 1
             let generation = tails.generation
             var named: [WatchScope: [(id: String, head: UInt64?)]] = [:]
             for (id, head) in answer.changed { named[scope(of: id), default: []].append((id, head)) }
             for id in answer.listed { named[scope(of: id), default: []].append((id, nil)) }
-            var started: [String] = []
+            var started: [(id: String, following: UInt64)] = []
             var followed: [String] = []
             for (key, was) in asked {
                 guard var scope = tails.scopes[key], scope.following == was.following else { continue }
@@ -239,9 +242,9 @@ public final class PrimaryFollower: Service, Sendable {
                     if tails.running[id] != nil {
                         tails.named.insert(id)
                     } else if head == nil {
-                        tails.unchecked.append(id)
+                        tails.unchecked.append((id, scope.following))
                     } else {
-                        started.append(id)
+                        started.append((id, scope.following))
                     }
                 }
             }
@@ -269,8 +272,11 @@ public final class PrimaryFollower: Service, Sendable {
             for (key, epoch) in added { tails.follow(key, epoch: epoch) }
             let isDropped = { (id: String) in dropped.contains(self.scope(of: id)) }
             let stopped = tails.running.filter { isDropped($0.key) }
-            for id in stopped.keys { tails.running[id] = nil }
-            tails.unchecked.removeAll(where: isDropped)
+            for (id, tail) in stopped {
+                tails.running[id] = nil
+                tails.retiring[id] = tail
+            }
+            tails.unchecked.removeAll { isDropped($0.id) }
             tails.named = tails.named.filter { !isDropped($0) }
             tails.wanted = tails.wanted.filter { !isDropped($0.key) }
             tails.caughtUp = tails.caughtUp.filter { !isDropped($0.key) }
@@ -297,14 +303,20 @@ public final class PrimaryFollower: Service, Sendable {
     /// no longer followed).
     private func epoch(of id: String) -> UInt64 { tails.withLock { $0.scopes[scope(of: id)]?.epoch ?? 0 } }
 
-    /// Starts tailing ledger `id` unless a tail of it runs; returns the tail's task.
+    /// Starts tailing ledger `id` unless a tail of it runs, or its scope is no longer followed
+    /// as it was when the ledger was named (`following`); returns the tail's task. A tail of
+    /// it retiring (its group given up before) ends first.
     @discardableResult
-    private func startTail(of id: String, on primary: HealthStore) -> Task<Void, Never>? {
+    private func startTail(of id: String, following: UInt64, on primary: HealthStore) -> Task<Void, Never>? {
         tails.withLock { tails in
-            guard tails.running[id] == nil else { return nil }
+            guard tails.running[id] == nil, tails.scopes[scope(of: id)]?.following == following else { return nil }
             tails.tokens += 1
             let token = tails.tokens
-            let task = Task { await self.tail(id, token: token, on: primary) }
+            let retiring = tails.retiring[id]?.task
+            let task = Task {
+                await retiring?.value
+                await self.tail(id, token: token, on: primary)
+            }
             tails.running[id] = (token, task)
             return task
         }
@@ -313,15 +325,15 @@ public final class PrimaryFollower: Service, Sendable {
     /// Tails the ledgers of ``Tails/unchecked`` one after another, each until it stops.
     private func sweep(on primary: HealthStore) async {
         while !Task.isCancelled {
-            let next = tails.withLock { tails -> String? in
-                while let id = tails.unchecked.popLast() {
-                    if tails.running[id] == nil { return id }
+            let next = tails.withLock { tails -> (id: String, following: UInt64)? in
+                while let next = tails.unchecked.popLast() {
+                    if tails.running[next.id] == nil { return next }
                 }
                 tails.sweepers -= 1
                 return nil
             }
             guard let next else { return }
-            guard let task = startTail(of: next, on: primary) else { continue }
+            guard let task = startTail(of: next.id, following: next.following, on: primary) else { continue }
             await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
         }
         tails.withLock { $0.sweepers -= 1 }
@@ -335,24 +347,34 @@ public final class PrimaryFollower: Service, Sendable {
         defer {
             tails.withLock { tails in
                 if tails.running[id]?.token == token { tails.running[id] = nil }
+                if tails.retiring[id]?.token == token { tails.retiring[id] = nil }
             }
         }
+        /// Whether this tail is still the ledger's (its group followed as when it began).
+        func current(_ tails: Tails) -> Bool { tails.running[id]?.token == token }
         var logger = logger
         logger[metadataKey: "ledger.id"] = "\(id)"
         var lastFailure: String?
         var lastEvents: ContinuousClock.Instant?
         while !Task.isCancelled {
             do {
+                guard tails.withLock({ current($0) }) else { return }
                 let ledger = try await local(id, from: primary, logger: logger)
                 let start = try ledger.head().sequence
-                tails.withLock { $0.reached[id] = start }
+                guard tails.withLock({ tails in
+                    guard current(tails) else { return false }
+                    tails.reached[id] = start
+                    return true
+                }) else { return }
                 while !Task.isCancelled {
                     let head = try ledger.head()
                     // A watch answer waiting for this ledger to catch up: no waiting on the primary.
-                    let (generation, confirming) = tails.withLock { tails in
+                    let asked = tails.withLock { tails -> (generation: UInt64, confirming: Bool)? in
+                        guard current(tails) else { return nil }
                         tails.named.remove(id)
                         return (tails.generation, (tails.wanted[id] ?? 0) > (tails.caughtUp[id] ?? 0))
                     }
+                    guard let (generation, confirming) = asked else { return }
                     let fetched: (events: [[UInt8]], headSequence: UInt64, legalHold: String?)
                     do {
                         fetched = try await primary.fetchLog(
@@ -363,7 +385,9 @@ public final class PrimaryFollower: Service, Sendable {
                         let common = try await commonPrefix(of: ledger, below: head.sequence, on: primary)
                         logger.warning("this copy's log diverged from the primary's", metadata: ["ledger.head": "\(head.sequence)", "ledger.common": "\(common)"])
                         try await ledger.discardTail(after: common)
-                        tails.withLock { $0.reached[id] = common }
+                        tails.withLock { tails in
+                            if current(tails) { tails.reached[id] = common }
+                        }
                         continue
                     }
                     let reached = fetched.events.isEmpty ? head.sequence : try await ledger.applyShipped(fetched.events)
@@ -372,21 +396,21 @@ public final class PrimaryFollower: Service, Sendable {
                     lastFailure = nil
                     if !fetched.events.isEmpty { lastEvents = .now }
                     let idle = fetched.events.isEmpty && lastEvents.map { ContinuousClock.now - $0 >= idleAfter } ?? true
-                    let (dropped, stopping) = tails.withLock { tails -> (Bool, Bool) in
+                    let stopping = tails.withLock { tails -> Bool in
                         // Its group no longer followed: what it applied is the old primary's.
-                        guard tails.running[id]?.token == token else { return (true, true) }
+                        guard current(tails) else { return true }
                         tails.reached[id] = reached
                         if reached >= fetched.headSequence { tails.caughtUp[id] = max(tails.caughtUp[id] ?? 0, generation) }
+                        record(lag: fetched.headSequence > reached ? fetched.headSequence - reached : 0, of: id)
                         // Named by a watch since this fetch began: the next fetch covers it.
-                        guard idle, !tails.named.contains(id) else { return (false, false) }
+                        guard idle, !tails.named.contains(id) else { return false }
                         tails.running[id] = nil
-                        return (false, true)
+                        return true
                     }
-                    if !dropped { record(lag: fetched.headSequence > reached ? fetched.headSequence - reached : 0, of: id) }
                     if stopping { return }
                 }
             } catch {
-                if Task.isCancelled { return }
+                if Task.isCancelled || !tails.withLock({ current($0) }) { return }
                 let failure = "\(error)"
                 if failure != lastFailure { logger.error("cannot follow the primary's ledger", metadata: ["error": "\(failure)"]) }
                 lastFailure = failure

@@ -64,10 +64,10 @@ public struct HealthStoreConfiguration: Sendable {
         }
     }
 
-    /// `HOST:PORT` (an IPv6 host in brackets) as its parts; nil when it is not one.
     /// The Unix domain socket's path when ``host`` is `unix:PATH`.
     public var unixSocketPath: String? { host.hasPrefix("unix:") ? String(host.dropFirst(5)) : nil }
 
+    /// `HOST:PORT` (an IPv6 host in brackets) as its parts; nil when it is not one.
     public static func address(_ text: String) -> (host: String, port: Int)? {
         guard let colon = text.lastIndex(of: ":"), colon > text.startIndex, let port = Int(text[text.index(after: colon)...]),
             (1...65_535).contains(port)

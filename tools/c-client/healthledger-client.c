@@ -153,12 +153,12 @@ static int connect_to_unix(const char *path, char *why, size_t why_size) {
     }
     memcpy(address.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd >= 0) set_io_timeouts(fd); /* before connect: a server whose queue is full is not waited for forever */
     if (fd < 0 || connect(fd, (const struct sockaddr *)&address, sizeof address) != 0) {
         snprintf(why, why_size, "cannot connect to unix:%s: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         return -1;
     }
-    set_io_timeouts(fd);
     return fd;
 }
 

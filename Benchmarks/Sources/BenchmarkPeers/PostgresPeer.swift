@@ -190,7 +190,7 @@ public final class PostgresPeer: PeerDatabase {
         } ?? "runuser"
     }
 
-    /// A TCP port nobody listens on, asked of the kernel; it only names the server's socket file.
+    /// A TCP port nobody listens on, asked of the kernel: the server listens on it on 127.0.0.1, and it names its socket file.
     private static func freePortNumber() -> Int { unusedLoopbackPort() ?? 54321 }
 
     /// Starts `arguments` (the first one a path, or a name looked up on PATH), stdin from

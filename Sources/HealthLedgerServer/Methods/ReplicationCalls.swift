@@ -76,9 +76,12 @@ extension OperatorCall {
         }
         var response = Healthledger_V1_WatchLedgersResponse()
         response.cursor = Data(answer.now.bytes)
-        // Heads read after the changes were noted: each at least the one the change left.
+        // Heads read after the changes were noted: each at least the one the change left. A
+        // ledger gone since (erased whole) has nothing to copy; one that cannot be read fails
+        // the watch, so that the follower never counts it as applied.
         for id in answer.changed {
-            guard let head = try? store.ledger(id).head().sequence else { continue }
+            let head: UInt64
+            do { head = try store.ledger(id).head().sequence } catch let failure as LedgerFailure where failure.kind == .notFound { continue }
             response.ledgerIds.append(id)
             response.headSequences.append(head)
         }

@@ -24,8 +24,9 @@ import Synchronization
 public final class RPCServer: Service, Sendable {
     private enum State {
         case idle
-        /// Its TCP listener, and its Unix domain socket listener when configured.
-        case running(any Channel, unix: (any Channel)?)
+        /// Its TCP listener, and its Unix domain socket listener when configured, with the
+        /// identity of the socket file it bound.
+        case running(any Channel, unix: (channel: any Channel, file: (device: UInt64, inode: UInt64))?)
         case stopped
     }
 
@@ -99,21 +100,26 @@ public final class RPCServer: Service, Sendable {
             .childChannelInitializer { serve($0, tls: sslContext) }
             .bind(host: configuration.host, port: configuration.port)
             .get()
-        var unix: (any Channel)?
+        var unix: (channel: any Channel, file: (device: UInt64, inode: UInt64))?
+        var bound: (any Channel)?
         do {
             if let socket = configuration.unixSocket {
                 try UnixSocketListener.prepare(socket)
-                unix = try await ServerBootstrap(group: group)
+                let listener = try await ServerBootstrap(group: group)
                     .serverChannelOption(.backlog, value: 256)
                     .childChannelOption(.maxMessagesPerRead, value: 16)
                     .childChannelOption(.allowRemoteHalfClosure, value: true)
                     .childChannelInitializer { serve($0, tls: nil) }
                     .bind(unixDomainSocketPath: socket.path)
                     .get()
-                try UnixSocketListener.permit(socket)
+                bound = listener
+                unix = (listener, try UnixSocketListener.permit(socket))
             }
         } catch {
-            try? await unix?.close()
+            if let bound, let socket = configuration.unixSocket {
+                try? await bound.close()
+                UnixSocketListener.remove(socket, bound: nil)
+            }
             try? await channel.close()
             throw (error as? ListenerFailure) ?? ListenerFailure(socket: configuration.unixSocket?.path ?? "", error)
         }
@@ -137,7 +143,7 @@ public final class RPCServer: Service, Sendable {
 
     /// Stops accepting, refuses new calls, waits for calls in flight, and closes.
     public func shutdown() async {
-        let listeners: (tcp: any Channel, unix: (any Channel)?)? = state.withLock { state in
+        let listeners: (tcp: any Channel, unix: (channel: any Channel, file: (device: UInt64, inode: UInt64))?)? = state.withLock { state in
             guard case .running(let channel, let unix) = state else { return nil }
             state = .stopped
             return (channel, unix)
@@ -145,8 +151,8 @@ public final class RPCServer: Service, Sendable {
         guard let listeners else { return }
         try? await listeners.tcp.close()
         if let unix = listeners.unix {
-            try? await unix.close()
-            if let socket = configuration.unixSocket { UnixSocketListener.remove(socket) }
+            try? await unix.channel.close()
+            if let socket = configuration.unixSocket { UnixSocketListener.remove(socket, bound: unix.file) }
         }
         let open = connections.all
         let drains = open.map { bound in

@@ -39,40 +39,57 @@ enum UnixSocketListener {
         guard status.st_mode & S_IFMT == S_IFSOCK else {
             throw ListenerFailure("cannot listen on the Unix domain socket \(path): a file that is not a socket is there (not replaced)")
         }
-        guard !isListenedOn(path) else {
+        // Replaced only when a connection is refused: nobody listens there any more.
+        switch probe(path) {
+        case ECONNREFUSED: break
+        case 0, EAGAIN, EINPROGRESS:
             throw ListenerFailure("cannot listen on the Unix domain socket \(path): another server listens on it")
+        case let error:
+            throw ListenerFailure(
+                "cannot listen on the Unix domain socket \(path): whether a server listens on it is unknown (\(String(cString: strerror(error)))), so it is not replaced")
         }
         guard unlink(path) == 0 || errno == ENOENT else {
             throw ListenerFailure("cannot remove the stale Unix domain socket \(path): \(String(cString: strerror(errno)))")
         }
     }
 
-    /// Gives the bound socket file its permission bits.
-    static func permit(_ socket: ServerConfiguration.UnixSocket) throws {
-        guard chmod(socket.path, mode_t(socket.mode)) == 0 else {
+    /// Gives the bound socket file its permission bits (it is not followed if a link).
+    ///
+    /// - Returns: the file's identity, for ``remove(_:bound:)``.
+    static func permit(_ socket: ServerConfiguration.UnixSocket) throws -> (device: UInt64, inode: UInt64) {
+        var status = stat()
+        guard lstat(socket.path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else {
+            throw ListenerFailure("the Unix domain socket \(socket.path) is not there after it was bound")
+        }
+        guard fchmodat(AT_FDCWD, socket.path, mode_t(socket.mode), 0) == 0 else {
             throw ListenerFailure("cannot set the permissions of the Unix domain socket \(socket.path): \(String(cString: strerror(errno)))")
         }
+        return (UInt64(status.st_dev), UInt64(status.st_ino))
     }
 
-    /// Removes the socket file when the server stops.
-    static func remove(_ socket: ServerConfiguration.UnixSocket) {
+    /// Removes the socket file this server bound (`bound`, its identity), unless another
+    /// has replaced it since.
+    static func remove(_ socket: ServerConfiguration.UnixSocket, bound: (device: UInt64, inode: UInt64)?) {
         var status = stat()
         guard lstat(socket.path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return }
+        if let bound, (UInt64(status.st_dev), UInt64(status.st_ino)) != bound { return }
         unlink(socket.path)
     }
 
-    /// Whether a server accepts connections on the socket file at `path`.
-    private static func isListenedOn(_ path: String) -> Bool {
-        let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return false }
+    /// Tries to connect to the socket file at `path` without waiting: 0 or `EAGAIN` (its
+    /// queue is full) when a server listens, `ECONNREFUSED` when none does, else the error.
+    private static func probe(_ path: String) -> Int32 {
+        let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard descriptor >= 0 else { return errno }
         defer { close(descriptor) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { buffer in
             for (index, byte) in path.utf8.enumerated() where index < buffer.count - 1 { buffer[index] = byte }
         }
-        return withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
+        return connected == 0 ? 0 : errno
     }
 }
