@@ -211,15 +211,25 @@ struct ClusterTests {
 extension ClusterTests {
     @Test("a standby that lets a write's wait run out is dropped: writes go on, and it is not chosen again before it catches up")
     func stuckStandbyDropped() async throws {
+        try await Self.withOneMember { nodes, etcd in try await Self.stuckStandbyDropped(nodes, etcd) }
+    }
+
+    /// Runs `body` against a cluster of one member, n1, on an etcd of one, started for it and
+    /// stopped after.
+    static func withOneMember(_ body: (ClusterNodes, EtcdMembers) async throws -> Void) async throws {
         let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cluster-\(UUID().uuidString)")
         defer { if ProcessInfo.processInfo.environment["HEALTHLEDGER_TEST_KEEP"] == nil { try? FileManager.default.removeItem(at: base) } }
         let etcd = try await EtcdMembers(count: 1, directory: base.appending(path: "etcd"))
         defer { etcd.stop() }
         let nodes = try ClusterNodes(base: base, etcd: etcd.endpoints)
         defer { nodes.stopAll() }
-        let operatorCredential = nodes.operatorCredential
         try await nodes.start(1)
         _ = try await nodes.settled(count: 1)
+        try await body(nodes, etcd)
+    }
+
+    private static func stuckStandbyDropped(_ nodes: ClusterNodes, _ etcd: EtcdMembers) async throws {
+        let operatorCredential = nodes.operatorCredential
         let admin = HealthStore(configuration: .init(port: nodes.port(of: 1), credential: operatorCredential, timeout: .seconds(60)))
         defer { Task { await admin.close() } }
         #expect(try await admin.createLedger(id: "alice") == "alice")
@@ -563,14 +573,10 @@ final class EtcdMembers: Sendable {
 extension ClusterTests {
     @Test("a watch names each placement group's changes after that group's own cursor, and lists a group whose cursor is empty or of no use")
     func watchPerGroup() async throws {
-        let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cluster-\(UUID().uuidString)")
-        defer { if ProcessInfo.processInfo.environment["HEALTHLEDGER_TEST_KEEP"] == nil { try? FileManager.default.removeItem(at: base) } }
-        let etcd = try await EtcdMembers(count: 1, directory: base.appending(path: "etcd"))
-        defer { etcd.stop() }
-        let nodes = try ClusterNodes(base: base, etcd: etcd.endpoints)
-        defer { nodes.stopAll() }
-        try await nodes.start(1)
-        _ = try await nodes.settled(count: 1)
+        try await Self.withOneMember { nodes, _ in try await Self.watchPerGroup(nodes) }
+    }
+
+    private static func watchPerGroup(_ nodes: ClusterNodes) async throws {
         let admin = HealthStore(configuration: .init(port: nodes.port(of: 1), credential: nodes.operatorCredential, timeout: .seconds(60)))
         defer { Task { await admin.close() } }
         // Two ledgers of two groups, each with one save.
