@@ -24,6 +24,8 @@ struct IsolationTests {
         let (bobID, bobSecret) = (credentialID(bobOwner), credentialSecret(bobOwner))
         var flipped = Array(ownerSecret)
         flipped[flipped.count / 2] = flipped[flipped.count / 2] == "A" ? "B" : "A"
+        // An id of digits only is its own upper case (about one in 2,000): then a letter stands in.
+        let upperID = ownerID.uppercased() != ownerID ? ownerID.uppercased() : "A" + ownerID.dropFirst()
         return [
             ("alice's owner for bob", "hl1:bob:\(ownerID):\(ownerSecret)"),
             ("alice's app for bob", "hl1:bob:\(credentialID(aliceApp)):\(credentialSecret(aliceApp))"),
@@ -36,7 +38,7 @@ struct IsolationTests {
             ("secret with a character more", "hl1:alice:\(ownerID):\(ownerSecret)x"),
             ("secret of the app for the owner's id", "hl1:alice:\(ownerID):\(credentialSecret(aliceApp))"),
             ("an unknown id", "hl1:alice:0123456789abcdef:\(ownerSecret)"),
-            ("the id in upper case", "hl1:alice:\(ownerID.uppercased()):\(ownerSecret)"),
+            ("the id in upper case", "hl1:alice:\(upperID):\(ownerSecret)"),
             ("a ledger that does not exist", "hl1:carol:\(ownerID):\(ownerSecret)"),
             ("the ledger in upper case", "hl1:ALICE:\(ownerID):\(ownerSecret)"),
             ("a path for a ledger", "hl1:./alice:\(ownerID):\(ownerSecret)"),
