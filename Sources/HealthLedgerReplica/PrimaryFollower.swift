@@ -38,6 +38,9 @@ public final class PrimaryFollower: Service, Sendable {
     private let progress = Mutex<(followed: Set<String>, lags: [String: UInt64])>(([], [:]))
     private let tails: Mutex<Tails>
 
+    /// A watch's answer: the ledgers changed with their heads, those listed, and its cursor.
+    private typealias WatchAnswer = (changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8])
+
     /// One scope followed: every ledger, or a placement group under its primary's epoch.
     private struct Scope {
         /// The fencing epoch its fetches and watches carry (0 outside a cluster).
@@ -65,7 +68,7 @@ public final class PrimaryFollower: Service, Sendable {
         /// Scopes followed since the follower began (each following of one numbered).
         var followings: UInt64 = 0
         /// The watch in flight: cancelled when the scopes change, to ask again at once.
-        var watch: Task<(changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), any Error>?
+        var watch: Task<WatchAnswer, any Error>?
         /// The ledgers with a tail running, each with its task and a token of its own.
         var running: [String: (token: UInt64, task: Task<Void, Never>)] = [:]
         /// Tails of groups no longer followed, cancelled and not yet ended: a new tail of the
@@ -219,7 +222,7 @@ public final class PrimaryFollower: Service, Sendable {
     /// each gets an answer to apply, the ledgers changed are tailed (the ones returned start
     /// now), and those listed are left to the sweepers (how many to start).
     private func take(
-        _ answer: (changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), asked: [WatchScope: Scope]
+        _ answer: WatchAnswer, asked: [WatchScope: Scope]
     ) -> (started: [(id: String, following: UInt64)], sweepers: Int) {
         tails.withLock { tails in
             tails.generation += 1
@@ -264,7 +267,7 @@ public final class PrimaryFollower: Service, Sendable {
     @discardableResult
     public func follow(groups: [Int: UInt64]) -> Task<Void, Never> {
         let wanted = Dictionary(uniqueKeysWithValues: groups.map { (WatchScope.group($0.key), $0.value) })
-        let (stopped, dropped, watch) = tails.withLock { tails -> ([Task<Void, Never>], Set<WatchScope>, Task<(changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]), any Error>?) in
+        let (stopped, dropped, watch) = tails.withLock { tails -> ([Task<Void, Never>], Set<WatchScope>, Task<WatchAnswer, any Error>?) in
             let dropped = Set(tails.scopes.filter { wanted[$0.key] != $0.value.epoch }.keys)
             let added = wanted.filter { tails.scopes[$0.key]?.epoch != $0.value }
             guard !dropped.isEmpty || !added.isEmpty else { return ([], [], nil) }

@@ -32,15 +32,7 @@ public final class LedgerChanges: Sendable {
         public static func < (left: Cursor, right: Cursor) -> Bool { (left.life, left.position) < (right.life, right.position) }
     }
 
-    /// What changed after a cursor.
-    public enum Answer: Sendable, Hashable {
-        /// These ledgers changed (each once, in the order of their last change).
-        case changed([String], Cursor)
-        /// The cursor is of no use here: every ledger is to be checked.
-        case everything(Cursor)
-    }
-
-    /// Changes kept; a cursor older than them is answered ``Answer/everything(_:)``.
+    /// Changes kept; a cursor older than them is of no use (``lastChanges(after:)`` answers nil).
     static let retained = 65_536
 
     private struct State {
@@ -78,12 +70,6 @@ public final class LedgerChanges: Sendable {
             return Array(state.waiters.values)
         }
         for waiter in waiting { waiter.resume() }
-    }
-
-    /// The ledgers changed after `cursor` (nil: none given).
-    public func changes(after cursor: Cursor?) -> Answer {
-        let (changed, now) = lastChanges(after: cursor)
-        return changed.map { .changed($0.map(\.ledger), now) } ?? .everything(now)
     }
 
     /// The ledgers changed after `cursor`, each once with the position of its last change, in
