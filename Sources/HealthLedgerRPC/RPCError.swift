@@ -193,6 +193,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case revokeCredential = "healthledger.v1.Ledger/RevokeCredential"
     case listCredentials = "healthledger.v1.Ledger/ListCredentials"
     case rotateCredential = "healthledger.v1.Ledger/RotateCredential"
+    /// A whole ledger erased, for a person who leaves.
+    case eraseLedger = "healthledger.v1.Ledger/EraseLedger"
     // Replication: a follower tailing its primary's log, with an operator credential.
     case fetchLog = "healthledger.v1.Replication/FetchLog"
     case fetchSnapshot = "healthledger.v1.Replication/FetchSnapshot"
@@ -207,7 +209,7 @@ public enum RPCMethod: String, Sendable, CaseIterable {
         case .save, .delete, .deleteObjects, .erase, .requestAuthorization, .requestObjectReadAuthorization, .decideAuthorization,
             .setObjectReadSelection, .setSourcePriority, .addAttachment, .removeAttachment, .setCharacteristic, .associateSamples, .beginRoute,
             .addRouteLocations, .finishRoute, .discardRoute, .revokeLedgerCredential, .createLedger, .issueCredential, .rotateCredential,
-            .revokeCredential:
+            .revokeCredential, .eraseLedger:
             true
         default:
             false

@@ -38,8 +38,9 @@ public final class PrimaryFollower: Service, Sendable {
     private let progress = Mutex<(followed: Set<String>, lags: [String: UInt64])>(([], [:]))
     private let tails: Mutex<Tails>
 
-    /// A watch's answer: the ledgers changed with their heads, those listed, and its cursor.
-    private typealias WatchAnswer = (changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8])
+    /// A watch's answer: the ledgers changed with their heads, those listed, those erased
+    /// whole, and its cursor.
+    private typealias WatchAnswer = (changed: [(id: String, head: UInt64)], listed: [String], erased: [String], cursor: [UInt8])
 
     /// One scope followed: every ledger, or a placement group under its primary's epoch.
     private struct Scope {
@@ -52,7 +53,8 @@ public final class PrimaryFollower: Service, Sendable {
         /// Whether an answer listed its ledgers (or named its changes since one that did).
         var listed = false
         /// Answers not yet applied in full, oldest first: their cursor and generation, and the
-        /// scope's ledgers they named with their heads then (nil: to be fetched after it).
+        /// scope's ledgers they named with their heads then (nil: to be fetched after it;
+        /// ``erasedHead``: erased, its copy here to be erased).
         var unapplied: [(cursor: [UInt8], generation: UInt64, ledgers: [(id: String, head: UInt64?)])] = []
         /// The last answer applied in full (every ledger of the scope it named caught up since).
         var applied: [UInt8] = []
@@ -69,6 +71,8 @@ public final class PrimaryFollower: Service, Sendable {
         var followings: UInt64 = 0
         /// The watch in flight: cancelled when the scopes change, to ask again at once.
         var watch: Task<WatchAnswer, any Error>?
+        /// The watch in flight was cancelled to tell the primary at once what was applied.
+        var reporting = false
         /// The ledgers with a tail running, each with its task and a token of its own.
         var running: [String: (token: UInt64, task: Task<Void, Never>)] = [:]
         /// Tails of groups no longer followed, cancelled and not yet ended: a new tail of the
@@ -90,6 +94,17 @@ public final class PrimaryFollower: Service, Sendable {
         var caughtUp: [String: UInt64] = [:]
         /// Per ledger, the head of this store's copy, durable.
         var reached: [String: UInt64] = [:]
+        /// Ledgers erased whole on the primary whose copy here is being erased.
+        var erasing = Set<String>()
+
+        /// Stops tracking ledger `id`; returns its tails, running and retiring, to end.
+        mutating func forget(_ id: String) -> [Task<Void, Never>] {
+            let tasks = [running.removeValue(forKey: id)?.task, retiring.removeValue(forKey: id)?.task].compactMap { $0 }
+            unchecked.removeAll { $0.id == id }
+            named.remove(id)
+            (wanted[id], caughtUp[id], reached[id]) = (nil, nil, nil)
+            return tasks
+        }
 
         /// Follows `key` anew under `epoch`: no cursor yet, so the next watch lists its ledgers.
         mutating func follow(_ key: WatchScope, epoch: UInt64) {
@@ -117,6 +132,10 @@ public final class PrimaryFollower: Service, Sendable {
             return (caughtUp[ledger.id] ?? 0) >= generation
         }
     }
+
+    /// The head an erased ledger stands for in an answer to apply, and its copy reaches once
+    /// erased: no copy reaches it by fetching.
+    private static let erasedHead = UInt64.max
 
     /// Events a ledger may be behind for this copy to count as caught up (one fetch's worth).
     static let caughtUpLag: UInt64 = 10_000
@@ -168,6 +187,7 @@ public final class PrimaryFollower: Service, Sendable {
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
                 let asked = tails.withLock { tails in
                     for scope in tails.scopes.keys { tails.settle(scope) }
+                    tails.reporting = false
                     return tails.scopes
                 }
                 let call = Task {
@@ -181,25 +201,27 @@ public final class PrimaryFollower: Service, Sendable {
                     let scope = asked[.everyLedger]
                     return try await primary.watchLedgers(cursor: scope?.cursor ?? [], applied: scope?.applied ?? [], wait: wait, follower: name)
                 }
-                /// Whether the scopes changed since the watch was asked for (it no longer fits them).
-                func regrouped(_ tails: Tails) -> Bool { tails.scopes.mapValues(\.following) != asked.mapValues(\.following) }
+                /// Whether the watch is to be asked again at once: the scopes changed since it was
+                /// asked for (it no longer fits them), or what was applied since is to be told.
+                func outdated(_ tails: Tails) -> Bool { tails.reporting || tails.scopes.mapValues(\.following) != asked.mapValues(\.following) }
                 if tails.withLock({ tails in
                     tails.watch = call
-                    return regrouped(tails)
+                    return outdated(tails)
                 }) {
                     call.cancel()
                 }
                 do {
                     let answer = try await withTaskCancellationHandler { try await call.value } onCancel: { call.cancel() }
-                    let (started, sweepers) = take(answer, asked: asked)
+                    let (started, sweepers, erased) = take(answer, asked: asked)
                     for (id, following) in started { startTail(of: id, following: following, on: primary) }
                     for _ in 0..<sweepers { group.addTask { await self.sweep(on: primary) } }
+                    for id in erased { group.addTask { await self.eraseCopy(of: id) } }
                     lastFailure = nil
                 } catch {
                     // Stopped (a cluster member no longer following this primary): nothing to say.
                     if Task.isCancelled { break }
-                    // The groups followed changed meanwhile: asked again at once.
-                    if tails.withLock({ regrouped($0) }) { continue }
+                    // The groups followed changed meanwhile, or an erasure is to be told: asked again at once.
+                    if tails.withLock({ outdated($0) }) { continue }
                     // Said once per kind of failure, not every few seconds.
                     let failure = "\(error)"
                     if failure != lastFailure { logger.warning("cannot watch the primary's ledgers", metadata: ["error": "\(failure)"]) }
@@ -220,22 +242,26 @@ public final class PrimaryFollower: Service, Sendable {
 
     /// Takes a watch's answer for the scopes it was `asked` for and still followed as then:
     /// each gets an answer to apply, the ledgers changed are tailed (the ones returned start
-    /// now), and those listed are left to the sweepers (how many to start).
+    /// now), those listed are left to the sweepers (how many to start), and the copies of
+    /// those erased are to be erased (the ones returned, not being erased already).
     private func take(
         _ answer: WatchAnswer, asked: [WatchScope: Scope]
-    ) -> (started: [(id: String, following: UInt64)], sweepers: Int) {
+    ) -> (started: [(id: String, following: UInt64)], sweepers: Int, erased: [String]) {
         tails.withLock { tails in
             tails.generation += 1
             let generation = tails.generation
             var named: [WatchScope: [(id: String, head: UInt64?)]] = [:]
             for (id, head) in answer.changed { named[scope(of: id), default: []].append((id, head)) }
             for id in answer.listed { named[scope(of: id), default: []].append((id, nil)) }
+            var erasedNamed: [WatchScope: [(id: String, head: UInt64?)]] = [:]
+            for id in answer.erased { erasedNamed[scope(of: id), default: []].append((id, Self.erasedHead)) }
             var started: [(id: String, following: UInt64)] = []
             var followed: [String] = []
             for (key, was) in asked {
                 guard var scope = tails.scopes[key], scope.following == was.following else { continue }
                 let ledgers = named[key] ?? []
-                scope.unapplied.append((answer.cursor, generation, ledgers))
+                // Applied once its erased ledgers' copies are erased too.
+                scope.unapplied.append((answer.cursor, generation, ledgers + (erasedNamed[key] ?? [])))
                 scope.cursor = answer.cursor
                 scope.listed = true
                 tails.scopes[key] = scope
@@ -254,7 +280,11 @@ public final class PrimaryFollower: Service, Sendable {
             progress.withLock { $0.followed.formUnion(followed) }
             let sweepers = max(0, min(Self.concurrentChecks - tails.sweepers, tails.unchecked.count))
             tails.sweepers += sweepers
-            return (started, sweepers)
+            let erased = answer.erased.filter { id in
+                guard let was = asked[scope(of: id)], tails.scopes[scope(of: id)]?.following == was.following else { return false }
+                return tails.erasing.insert(id).inserted
+            }
+            return (started, sweepers, erased)
         }
     }
 
@@ -312,7 +342,7 @@ public final class PrimaryFollower: Service, Sendable {
     @discardableResult
     private func startTail(of id: String, following: UInt64, on primary: HealthStore) -> Task<Void, Never>? {
         tails.withLock { tails in
-            guard tails.running[id] == nil, tails.scopes[scope(of: id)]?.following == following else { return nil }
+            guard tails.running[id] == nil, !tails.erasing.contains(id), tails.scopes[scope(of: id)]?.following == following else { return nil }
             tails.tokens += 1
             let token = tails.tokens
             let retiring = tails.retiring[id]?.task
@@ -414,8 +444,55 @@ public final class PrimaryFollower: Service, Sendable {
                 }
             } catch {
                 if Task.isCancelled || !tails.withLock({ current($0) }) { return }
+                // Erased whole meanwhile (here, as on the primary): nothing is left to follow.
+                if (try? store.wasErasedWhole(id)) == true { return }
                 let failure = "\(error)"
                 if failure != lastFailure { logger.error("cannot follow the primary's ledger", metadata: ["error": "\(failure)"]) }
+                lastFailure = failure
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    /// Erases this store's copy of ledger `id`, erased whole on the primary: its tail ends
+    /// first, then the copy goes as the primary's did (or, with no copy here, the erasure is
+    /// only journaled), so that no snapshot or backup of it is installed here afterwards.
+    /// After a failure (the copy still in use), again a second later.
+    private func eraseCopy(of id: String) async {
+        defer { _ = tails.withLock { $0.erasing.remove(id) } }
+        let tasks = tails.withLock { $0.forget(id) }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+        let worst = progress.withLock { progress in
+            progress.followed.remove(id)
+            progress.lags[id] = nil
+            return progress.lags.values.max() ?? 0
+        }
+        lag.record(Int64(clamping: worst))
+        let reason = "erased whole on the primary"
+        var lastFailure: String?
+        while !Task.isCancelled {
+            do {
+                if try store.ledgerIDs().contains(id) {
+                    try await store.eraseLedger(id, reason: reason, waitingUpTo: .seconds(10))
+                    logger.notice("erased this copy of a ledger erased on the primary", metadata: ["ledger.id": "\(id)"])
+                } else {
+                    try store.recordErasure(ofAbsentLedger: id, reason: reason)
+                }
+                // The primary may be waiting to hear of it (a semi-synchronous erasure): the
+                // watch in flight makes way for one that says so.
+                let watch = tails.withLock { tails in
+                    tails.reached[id] = Self.erasedHead
+                    tails.reporting = true
+                    return tails.watch
+                }
+                watch?.cancel()
+                return
+            } catch {
+                let failure = "\(error)"
+                if failure != lastFailure {
+                    logger.error("cannot erase this copy of a ledger erased on the primary", metadata: ["ledger.id": "\(id)", "error": "\(failure)"])
+                }
                 lastFailure = failure
                 try? await Task.sleep(for: .seconds(1))
             }

@@ -16,6 +16,20 @@ extension HealthStore {
         return try Self.decode(Healthledger_V1_LedgerList.self, try await unary(.createLedger, request)).ledgerIds.first ?? ""
     }
 
+    /// Erases ledger `id` whole, for a person who leaves: its streams end, and once its calls
+    /// are done its data is overwritten and removed, on the server and its followers; `reason`
+    /// (at most 1,000 bytes) is kept in the server's erasure journal. The id is not used again.
+    ///
+    /// - Throws: ``RPCError`` `notFound`; `failedPrecondition` under a legal hold; `unavailable`
+    ///   when the ledger was still in use after ten seconds (nothing was erased).
+    public func eraseLedger(_ id: String, reason: String = "") async throws {
+        let request = Healthledger_V1_EraseLedgerRequest.with {
+            $0.ledgerID = id
+            $0.reason = reason
+        }
+        _ = try await unary(.eraseLedger, request)
+    }
+
     /// The ids of the server's ledgers, sorted.
     public func ledgers() async throws -> [String] {
         try Self.decode(Healthledger_V1_LedgerList.self, try await unary(.listLedgers, Healthledger_V1_Empty())).ledgerIds
@@ -136,11 +150,11 @@ extension HealthStore {
     /// are empty and each of `groups` carries its own.
     ///
     /// - Returns: the ledgers changed, each with its head then; those listed, to be checked
-    ///   one by one (every ledger, or every one of a group whose cursor was of no use); and
-    ///   the answer's cursor.
+    ///   one by one (every ledger, or every one of a group whose cursor was of no use); those
+    ///   erased whole, changed or among those listed; and the answer's cursor.
     package func watchLedgers(
         cursor: [UInt8] = [], applied: [UInt8] = [], wait: Duration, follower: String, groups: [WatchedGroup] = []
-    ) async throws -> (changed: [(id: String, head: UInt64)], listed: [String], cursor: [UInt8]) {
+    ) async throws -> (changed: [(id: String, head: UInt64)], listed: [String], erased: [String], cursor: [UInt8]) {
         let request = Healthledger_V1_WatchLedgersRequest.with {
             $0.followerID = follower
             $0.cursor = Data(cursor)
@@ -154,11 +168,14 @@ extension HealthStore {
             }
         }
         let response = try Self.decode(Healthledger_V1_WatchLedgersResponse.self, try await unary(.watchLedgers, request))
-        if response.everything { return ([], response.ledgerIds, Array(response.cursor)) }
+        if response.everything { return ([], response.ledgerIds, response.erasedLedgerIds, Array(response.cursor)) }
         guard response.headSequences.count == response.ledgerIds.count else {
             throw RPCError(.internalError, "the primary's watch answer has \(response.ledgerIds.count) ledgers and \(response.headSequences.count) heads")
         }
-        return (Array(zip(response.ledgerIds, response.headSequences).map { ($0, $1) }), response.listedLedgerIds, Array(response.cursor))
+        return (
+            Array(zip(response.ledgerIds, response.headSequences).map { ($0, $1) }), response.listedLedgerIds, response.erasedLedgerIds,
+            Array(response.cursor)
+        )
     }
 
     /// The cluster on etcd as the member the store is connected to sees it (an operator's

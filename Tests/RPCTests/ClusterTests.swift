@@ -173,6 +173,23 @@ struct ClusterTests {
         // Every member back, the groups are shared as at the start.
         #expect(try await nodes.settled(count: 3).values.sorted() == [5, 5, 6])
 
+        // The operator erases bob whole through a member that may not lead its group: its
+        // primary erases it, and every member's copy goes (its erasure journaled there).
+        let eraser = HealthStore(configuration: nodes.client(credential: operatorCredential, preferring: follower))
+        try await eraser.eraseLedger(bobID, reason: "left the care team")
+        await eraser.close()
+        for node in 1...3 {
+            let directory = base.appending(path: "n\(node)")
+            var gone = false
+            for _ in 0..<30_000 {
+                let journal = try? String(contentsOf: directory.appending(path: "erasures/\(bobID).jsonl"), encoding: .utf8)
+                gone = !FileManager.default.fileExists(atPath: directory.appending(path: "ledgers/\(bobID)").path) && journal?.contains("ledgerErased") == true
+                if gone { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(gone, "member n\(node) still holds \(bobID), or did not journal its erasure")
+        }
+
         // A backup taken on a member names it.
         let backup = try await runProcess(
             AuthCLITests.executable, ["backup", "alice", base.appending(path: "alice-from-n\(third)").path, "--data-dir", base.appending(path: "n\(third)").path])

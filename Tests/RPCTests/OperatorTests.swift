@@ -65,6 +65,55 @@ struct OperatorTests {
         }
     }
 
+    @Test("the operator erases a whole ledger through the server: its streams end, its calls are refused, its bytes go, its id is not used again; bad input erases nothing")
+    func eraseLedger() async throws {
+        try await withTestServer { server in
+            let ops = server.client(try server.store.issueOperatorCredential(label: "ops"))
+            _ = try await ops.createLedger(id: "bob")
+            let owner = server.client(try await ops.issueCredential(ledger: "bob", for: .owner))
+            let marker = "erase-ledger-marker-\(UUID().uuidString)"
+            try await owner.save(Samples.heartRate(71, at: 0, metadata: ["marker": .string(marker)]))
+            var watch = try await owner.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate)).makeAsyncIterator()
+            _ = try await watch.next()
+
+            await expectRPCError(.invalidArgument, nil, "a reason over 1,000 bytes") {
+                try await ops.eraseLedger("bob", reason: String(repeating: "x", count: 1_001))
+            }
+            await expectRPCError(.notFound, nil, "a ledger that is not there") { try await ops.eraseLedger("carol") }
+            await expectRPCError(.invalidArgument, nil, "a bad ledger id") { try await ops.eraseLedger("../alice") }
+            await expectRPCError(.unauthenticated, nil, "the owner") { try await owner.eraseLedger("bob") }
+            try server.store.ledger("bob").setLegalHold(reason: "litigation 2026-88")
+            let held = await expectRPCError(.failedPrecondition, nil, "a ledger under a legal hold") { try await ops.eraseLedger("bob") }
+            #expect(held?.message.contains("litigation 2026-88") == true)
+            try server.store.ledger("bob").setLegalHold(reason: nil)
+            #expect(try await owner.ping().ledgerID == "bob", "refused erasures leave the ledger served")
+
+            try await ops.eraseLedger("bob", reason: "left the service")
+            let ended = await expectRPCError(.notFound, nil, "the erased ledger's open watch") { while try await watch.next() != nil {} }
+            #expect(ended?.message.contains("being erased") == true)
+            await expectRPCError(.unauthenticated, nil, "the erased ledger's owner") { _ = try await owner.ping() }
+            #expect(try await ops.ledgers() == ["alice"])
+            #expect(!FileManager.default.fileExists(atPath: server.directory.appending(path: "ledgers/bob").path))
+            let journal = try String(contentsOf: server.directory.appending(path: "erasures/bob.jsonl"), encoding: .utf8)
+            #expect(journal.contains("left the service") && !journal.contains(marker))
+            let reused = await expectRPCError(.failedPrecondition, nil, "the erased id, again") { _ = try await ops.createLedger(id: "bob") }
+            #expect(reused?.message.contains("was erased on") == true)
+            await expectRPCError(.notFound, nil, "an erasure asked twice") { try await ops.eraseLedger("bob") }
+            #expect(try server.ledger.verify().isValid, "the other ledgers are untouched")
+
+            // The same through the command line.
+            let cli = AuthCLITests.executable
+            _ = try await ops.createLedger(id: "carol")
+            let remote = ["--server", "--port", "\(server.port)", "--credential", ops.configuration.credential]
+            let erased = try await runProcess(cli, ["admin", "erase-ledger", "carol", "--reason", "asked by email"] + remote)
+            #expect(erased.status == 0 && erased.output == "erased ledger carol\n", "\(erased.error)")
+            let again = try await runProcess(cli, ["admin", "erase-ledger", "carol"] + remote)
+            #expect(again.status != 0 && again.error.contains("no ledger 'carol'"), "\(again.error)")
+            #expect(try await ops.ledgers() == ["alice"])
+            for store in [ops, owner] { await store.close() }
+        }
+    }
+
     @Test("healthledger admin --server: the same commands through the server, bootstrapped on the data directory")
     func cli() async throws {
         try await withTestServer { server in

@@ -265,6 +265,80 @@ struct ReplicationTests {
         }
     }
 
+    @Test("a ledger erased whole on the primary is erased on its followers before the erasure is answered: a copy in use (its streams end), one of a follower that was away; a new follower records both; no snapshot of one is served")
+    func ledgerErasureReplicates() async throws {
+        try await withTestServer(configuration: Self.patientPrimary) { primary in
+            let ops = primary.client(try primary.store.issueOperatorCredential(label: "ops"))
+            var owners: [String: String] = [:]
+            for id in ["bob", "dave"] {
+                _ = try await ops.createLedger(id: id)
+                owners[id] = try await ops.issueCredential(ledger: id, for: .owner)
+                let owner = primary.client(owners[id])
+                try await owner.save(Samples.heartRate(70, at: 0, metadata: ["marker": .string("erase-\(id)-everywhere")]))
+                await owner.close()
+            }
+            let follower = try await FollowerServer(primary: primary)
+            /// Waits until `condition` holds (giving up after ten minutes, so that a broken
+            /// follower fails the test rather than hangs it).
+            func eventually(_ condition: () throws -> Bool) async throws -> Bool {
+                for _ in 0..<30_000 {
+                    if try condition() { return true }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                return false
+            }
+            /// Whether `store` holds no copy of ledger `id` and records its erasure.
+            func erased(_ id: String, in store: LedgerStore) throws -> Bool {
+                try !store.ledgerIDs().contains(id) && store.wasErasedWhole(id)
+            }
+            do {
+                for id in ["alice", "bob", "dave"] { _ = try await follower.caughtUp(with: try primary.store.ledger(id)) }
+                // A stream open on the follower's copy of bob.
+                let reader = follower.client(owners["bob"]!)
+                var watch = try await reader.changes(for: AnchoredObjectQueryDescriptor(type: Samples.heartRate.objectType)).makeAsyncIterator()
+                _ = try await watch.next()
+
+                // Semi-synchronous: answered once the follower erased its copy too.
+                try await ops.eraseLedger("bob", reason: "left the service")
+                #expect(try erased("bob", in: follower.store), "the follower still holds bob")
+                await expectRPCError(.notFound, nil, "the stream on the follower's erased copy") { while try await watch.next() != nil {} }
+                await expectRPCError(.unauthenticated, nil, "bob's owner on the follower") { _ = try await reader.ping() }
+                await reader.close()
+
+                // Erased while the follower is away (within the follower window): the erasure is
+                // answered once the follower is back and has erased its copy.
+                await follower.stopFollowing()
+                async let erasing: Void = ops.eraseLedger("dave")
+                try await Task.sleep(for: .milliseconds(200))
+                follower.startFollowing()
+                try await erasing
+                #expect(try erased("dave", in: follower.store), "the follower still holds dave")
+                #expect(try await follower.caughtUp(with: primary.ledger).verify().isValid, "the other ledgers go on")
+
+                // A follower new to the primary records both erasures, holding neither.
+                let newcomer = try await FollowerServer(primary: primary, name: "follower-2")
+                do {
+                    _ = try await newcomer.caughtUp(with: primary.ledger)
+                    #expect(try await eventually { try erased("bob", in: newcomer.store) && erased("dave", in: newcomer.store) })
+                    #expect(try newcomer.store.ledgerIDs() == ["alice"])
+                } catch {
+                    await newcomer.stop()
+                    throw error
+                }
+                await newcomer.stop()
+                // A snapshot of an erased ledger is refused (nothing of it is left to copy).
+                await expectRPCError(.notFound, nil, "a snapshot of an erased ledger") {
+                    _ = try await ops.fetchSnapshot(.with { $0.ledgerID = "bob" })
+                }
+            } catch {
+                await follower.stop()
+                throw error
+            }
+            await follower.stop()
+            await ops.close()
+        }
+    }
+
     @Test("a copy holding events its primary does not have discards them (the last shared event found by the follower) and follows again")
     func divergedCopy() async throws {
         var configuration = ServerConfiguration(port: 0)

@@ -282,7 +282,10 @@ package struct CallDispatcher: Sendable {
     private func run(_ prepared: PreparedCall, method: RPCMethod, send: @escaping Send) async throws -> [UInt8]? {
         switch prepared {
         case .store(let run):
-            return try await run(OperatorCall(store: store, cluster: configuration.cluster, replicated: { try await afterFollowers(of: $0) }))
+            return try await run(
+                OperatorCall(
+                    store: store, cluster: configuration.cluster, replicated: { try await afterFollowers(of: $0) },
+                    erasureReplicated: { try await afterFollowers(ofErasureOf: $0, at: $1) }))
         case .present(let bound, let call):
             return try await run(bound, method: method, call: call, live: call.ledger, send: send)
         case .pointInTime(let bound, let present, let point):
@@ -407,6 +410,41 @@ extension CallDispatcher {
         if let refusal = await withCheckedContinuation({ continuation in afterFollowers(of: ledger) { continuation.resume(returning: $0) } }) {
             throw refusal
         }
+    }
+
+    /// Returns once the erasure of ledger `id`, noted at `cursor` of the store's changes, may
+    /// be answered, as a write would be: a cluster's leader once its synchronous standby erased
+    /// its copy too (else the erasure is refused as unreplicated, and the standby dropped, so
+    /// that the next one is chosen after it erased its copy); with semi-synchronous
+    /// acknowledgement, once a watching follower did, or the follower window passed (counted).
+    /// A follower has erased its copy once it says it applied a watch answer at or past `cursor`.
+    func afterFollowers(ofErasureOf id: String, at cursor: LedgerChanges.Cursor) async throws {
+        let window = configuration.followerWindow
+        let scope: WatchScope
+        let awaited: Set<String>
+        if let cluster = configuration.cluster {
+            scope = .group(Placement.group(of: id))
+            awaited = cluster.awaitedFollowers(in: Placement.group(of: id))
+        } else {
+            guard configuration.replicationAcknowledgement == .semiSynchronous, configuration.primaryAddress == nil else { return }
+            (scope, awaited) = (.everyLedger, store.watchers.present(within: window))
+        }
+        guard !awaited.isEmpty else { return }
+        func erased(by follower: String) -> Bool {
+            store.watchers.applied(by: follower, in: scope).map { $0.life == cursor.life && $0.position >= cursor.position } ?? false
+        }
+        let deadline = ContinuousClock.now + window
+        // Rare enough to look every few milliseconds rather than be told.
+        while ContinuousClock.now < deadline {
+            if configuration.cluster == nil ? awaited.contains(where: erased) : awaited.allSatisfy(erased) { return }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        metrics.writeNotReplicated()
+        guard let cluster = configuration.cluster else { return }
+        cluster.missed(by: awaited, in: Placement.group(of: id))
+        throw RPCError(
+            .unavailable,
+            "ledger '\(id)' is erased on the leader, but its synchronous standby '\(awaited.sorted().joined(separator: "', '"))' did not say it erased its copy within \(window): the standby is replaced by one that has; asked again, the erasure answers notFound")
     }
 }
 

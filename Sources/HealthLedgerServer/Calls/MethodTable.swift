@@ -283,6 +283,7 @@ package enum MethodTable {
         .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writing: \.ledgerID) { try await $0.revokeCredential($1) },
         .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self) { try $0.listCredentials($1) },
         .rotateCredential: .onStore(Healthledger_V1_RotateCredentialRequest.self, writing: \.ledgerID) { try await $0.rotateCredential($1) },
+        .eraseLedger: .onStore(Healthledger_V1_EraseLedgerRequest.self, writing: \.ledgerID) { try await $0.eraseLedger($1) },
         .fetchLog: .onStore(Healthledger_V1_FetchLogRequest.self) { try await $0.fetchLog($1) },
         .fetchSnapshot: .onStore(Healthledger_V1_FetchSnapshotRequest.self) { try await $0.fetchSnapshot($1) },
         .clusterStatus: .onStore(Healthledger_V1_Empty.self) { try $0.clusterStatus($1) },

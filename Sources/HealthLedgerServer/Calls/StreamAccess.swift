@@ -6,8 +6,8 @@ import Synchronization
 
 /// Ends a stream with `permissionDenied` the moment its caller loses access the stream
 /// relied on: a read grant revoked, a selected object deselected, or the credential
-/// revoked (docs/SEMANTICS.md §6: revocation is immediate); and with `unauthenticated` when
-/// its credential expires.
+/// revoked (docs/SEMANTICS.md §6: revocation is immediate); with `unauthenticated` when
+/// its credential expires; and with `notFound` when the ledger is erased whole.
 ///
 /// The reference is the scope the stream's read actually ran with, so a grant given and
 /// taken back while the stream starts cannot slip through. Streams that read only the
@@ -19,6 +19,8 @@ final class StreamAccess: Sendable {
         /// An authorization change for this app arrived that no read has checked yet.
         var changed = false
         var revoked = false
+        /// The ledger is being erased whole.
+        var erased = false
         /// Why the credential stopped authenticating, when that ended the stream.
         var refusal: CredentialRefusal?
         var task: Task<Void, any Error>?
@@ -61,7 +63,8 @@ final class StreamAccess: Sendable {
             try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
         } catch {
             // A stream that had sent everything before a revocation ends normally.
-            let (revoked, refusal) = state.withLock { ($0.revoked, $0.refusal) }
+            let (revoked, refusal, erased) = state.withLock { ($0.revoked, $0.refusal, $0.erased) }
+            if erased { throw RPCError(.notFound, "ledger '\(ledger.id)' is being erased") }
             if let refusal, case .expired = refusal { throw RPCError(.unauthenticated, refusal.description) }
             if revoked {
                 throw RPCError(
@@ -112,6 +115,9 @@ final class StreamAccess: Sendable {
 
     private func changed(_ change: AccessChange) {
         switch change {
+        case .ledgerErased:
+            state.withLock { $0.erased = true }
+            revoke()
         case .credentialRevoked(let id):
             // A rotation's revocation takes effect when its grace period ends.
             if id == credentialID { watchCredential() }

@@ -14,6 +14,9 @@ struct OperatorCall {
     /// Returns once a write to `ledger` may be answered: when a follower has it, on a primary
     /// with semi-synchronous acknowledgement (``CallDispatcher/afterFollowers(of:)``).
     var replicated: @Sendable (Ledger) async throws -> Void = { _ in }
+    /// Returns once the erasure of a ledger, noted at a position of the store's changes, may
+    /// be answered: when a follower erased its copy too (``CallDispatcher/afterFollowers(ofErasureOf:at:)``).
+    var erasureReplicated: @Sendable (String, LedgerChanges.Cursor) async throws -> Void = { _, _ in }
 
     func createLedger(_ request: Healthledger_V1_CreateLedgerRequest) async throws -> [UInt8] {
         let ledger = try store.createLedger(id: request.ledgerID.isEmpty ? nil : request.ledgerID, displayName: request.displayName)
@@ -55,6 +58,15 @@ struct OperatorCall {
         let ledger = try store.ledger(request.ledgerID)
         try await ledger.revokeCredential(id: request.credentialID, by: .operator)
         try await replicated(ledger)
+        return try Healthledger_V1_Empty().serializedBytes()
+    }
+
+    /// How long an erasure waits for the calls and streams on the ledger to end.
+    static let erasureDrain: Duration = .seconds(10)
+
+    func eraseLedger(_ request: Healthledger_V1_EraseLedgerRequest) async throws -> [UInt8] {
+        let noted = try await store.eraseLedger(request.ledgerID, reason: request.reason, waitingUpTo: Self.erasureDrain)
+        try await erasureReplicated(request.ledgerID, noted)
         return try Healthledger_V1_Empty().serializedBytes()
     }
 

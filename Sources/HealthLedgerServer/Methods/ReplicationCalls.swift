@@ -77,21 +77,27 @@ extension OperatorCall {
         var response = Healthledger_V1_WatchLedgersResponse()
         response.cursor = Data(answer.now.bytes)
         // Heads read after the changes were noted: each at least the one the change left. A
-        // ledger gone since (erased whole) has nothing to copy; one that cannot be read fails
-        // the watch, so that the follower never counts it as applied.
+        // ledger erased whole since is named as erased; one that cannot be read fails the
+        // watch, so that the follower never counts it as applied.
         for id in answer.changed {
             let head: UInt64
-            do { head = try store.ledger(id).head().sequence } catch let failure as LedgerFailure where failure.kind == .notFound { continue }
+            do { head = try store.ledger(id).head().sequence } catch let failure as LedgerFailure where failure.kind == .notFound {
+                if try store.wasErasedWhole(id) { response.erasedLedgerIds.append(id) }
+                continue
+            }
             response.ledgerIds.append(id)
             response.headSequences.append(head)
         }
         if !answer.listed.isEmpty {
-            let listed = try store.ledgerIDs().filter { id in answer.listed.contains { $0.contains(group: Placement.group(of: id)) } }
+            func isListed(_ id: String) -> Bool { answer.listed.contains { $0.contains(group: Placement.group(of: id)) } }
+            let listed = try store.ledgerIDs().filter(isListed)
             if request.groups.isEmpty {
                 (response.everything, response.ledgerIds, response.headSequences) = (true, listed, [])
             } else {
                 response.listedLedgerIds = listed
             }
+            let erased = Set(response.erasedLedgerIds)
+            response.erasedLedgerIds += try store.erasedLedgerIDs().filter { isListed($0) && !erased.contains($0) }
         }
         return try response.serializedBytes()
     }

@@ -4,6 +4,8 @@ public enum AccessChange: Sendable, Hashable {
     case authorization(app: String)
     /// A credential was revoked.
     case credentialRevoked(id: String)
+    /// The ledger is being erased whole: every stream on it ends.
+    case ledgerErased
 }
 
 /// Callbacks for access changes: the server uses them to end the streams of an app whose

@@ -55,10 +55,11 @@ public final class LedgerChanges: Sendable {
     /// Where the changes are now.
     public var cursor: Cursor { Cursor(life: life, position: state.withLock { $0.position }) }
 
-    /// Records a change of `ledger` (a durable commit, its creation, its legal hold) and wakes
-    /// the watchers.
-    func note(_ ledger: String) {
-        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+    /// Records a change of `ledger` (a durable commit, its creation, its legal hold, its
+    /// erasure) and wakes the watchers; returns where the changes are after it.
+    @discardableResult
+    func note(_ ledger: String) -> Cursor {
+        let (waiting, now) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Cursor) in
             state.recent.append(ledger)
             state.position += 1
             if state.recent.count >= 2 * Self.retained {
@@ -67,9 +68,10 @@ public final class LedgerChanges: Sendable {
                 state.first += UInt64(dropped)
             }
             defer { state.waiters = [:] }
-            return Array(state.waiters.values)
+            return (Array(state.waiters.values), Cursor(life: life, position: state.position))
         }
         for waiter in waiting { waiter.resume() }
+        return now
     }
 
     /// The ledgers changed after `cursor`, each once with the position of its last change, in

@@ -70,18 +70,18 @@ struct ErasureJournal: Sendable {
 }
 
 extension LedgerStore {
-    /// Erases a whole ledger, for a person who leaves: journals it (so that no backup of it is
-    /// ever restored into this store), overwrites its data file with zeros and removes its
-    /// directory.
+    /// The longest a reason for an erasure may be, in bytes.
+    public static let maximumErasureReason = 1_000
+
+    /// Erases a whole ledger that no process has open, for a person who leaves: journals it
+    /// (so that no backup of it is ever restored into this store), overwrites its data file
+    /// with zeros and removes its directory. A running server erases through
+    /// ``eraseLedger(_:reason:waitingUpTo:)``.
     ///
     /// - Throws: ``LedgerFailure`` `notFound`; `storage` when the ledger is open in this
     ///   process or another one (stop the server first); `failedPrecondition` under a legal hold.
     public func eraseLedger(_ id: String, reason: String) throws {
-        try Self.validate(id: id)
-        let target = directory(of: id)
-        guard FileManager.default.fileExists(atPath: target.appending(path: "data.mdb").path) else {
-            throw LedgerFailure(.notFound, "no ledger '\(id)' in \(directory.path)")
-        }
+        let target = try erasable(id, reason: reason)
         try reserving(id) {
             guard !isOpenInProcess(id) else { throw LedgerFailure(.storage, "ledger '\(id)' is open in this process: it cannot be erased while in use") }
             guard !Self.isOpenByAnotherProcess(target) else {
@@ -92,32 +92,110 @@ extension LedgerStore {
                 return try ledger.legalHold()
             }()
             if let hold { throw Ledger.heldRefusal(ledger: id, reason: hold) }
-            try erasureJournal.append(ErasureJournal.Entry(time: Date(), sequence: 0, objects: [], reason: reason, ledgerErased: true), ledger: id)
-            views.discard(ledgerID: id)
-            // The file's bytes first: removing it alone leaves them on the disk.
-            let file = target.appending(path: "data.mdb").path
-            let descriptor = Glibc.open(file, O_WRONLY)
-            if descriptor >= 0 {
-                defer { Glibc.close(descriptor) }
-                var remaining = Int(lseek(descriptor, 0, SEEK_END))
-                let zeros = [UInt8](repeating: 0, count: 1 << 20)
-                var offset = 0
-                while remaining > 0 {
-                    let length = min(remaining, zeros.count)
-                    guard zeros.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, length, off_t(offset)) }) == length else {
-                        throw LedgerFailure(.storage, "cannot overwrite \(file): \(String(cString: strerror(errno)))")
-                    }
-                    offset += length
-                    remaining -= length
-                }
-                guard fsync(descriptor) == 0 else { throw LedgerFailure(.storage, "cannot sync \(file): \(String(cString: strerror(errno)))") }
-            }
+            try destroy(id, at: target, reason: reason)
+        }
+    }
+
+    /// Erases a whole ledger this store serves, for a person who leaves: new calls to it are
+    /// refused (`notFound`), its streams end, and once the calls, backups and replicas holding
+    /// it are done (at most `timeout`), it is erased as ``eraseLedger(_:reason:)`` erases a
+    /// closed one. Watching followers hear of it (``erasedLedgerIDs()``) and erase their copies.
+    ///
+    /// - Returns: where the store's changes (``changes``) are once the erasure is noted: a
+    ///   follower that applied an answer at or past it has erased its copy.
+    /// - Throws: ``LedgerFailure`` `notFound`; `failedPrecondition` under a legal hold;
+    ///   `storage` when something still holds the ledger after `timeout` (nothing is erased,
+    ///   and the ledger serves again) or it is open in another process.
+    @discardableResult
+    public func eraseLedger(_ id: String, reason: String, waitingUpTo timeout: Duration) async throws -> LedgerChanges.Cursor {
+        let target = try erasable(id, reason: reason)
+        return try await reserving(id) {
             do {
-                try FileManager.default.removeItem(at: target)
-                try Self.syncDirectory(ledgersDirectory)
-            } catch {
-                throw LedgerFailure(.storage, "ledger '\(id)' was overwritten but its directory could not be removed: \(error)", cause: error)
+                let ledger = try self.ledger(id)
+                if let hold = try ledger.legalHold() { throw Ledger.heldRefusal(ledger: id, reason: hold) }
+                closeForErasure(ledger)
             }
+            defer { reopenAfterErasure(id) }
+            views.discard(ledgerID: id)
+            let deadline = ContinuousClock.now + timeout
+            while isHeld(id) {
+                guard ContinuousClock.now < deadline else {
+                    throw LedgerFailure(
+                        .storage, "ledger '\(id)' is still in use after \(timeout) (a call, a backup or a replica holds it): nothing was erased; try again")
+                }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            guard !Self.isOpenByAnotherProcess(target) else {
+                throw LedgerFailure(.storage, "ledger '\(id)' is open in another process: stop it before erasing the ledger")
+            }
+            try destroy(id, at: target, reason: reason)
+            return changes.note(id)
+        }
+    }
+
+    /// Whether ledger `id` was erased whole here (``eraseLedger(_:reason:)``) and has not been
+    /// restored since (which the journal refuses).
+    public func wasErasedWhole(_ id: String) throws -> Bool {
+        try erasureJournal.entries(of: id).contains { $0.ledgerErased == true }
+    }
+
+    /// The ledgers erased whole here, sorted.
+    public func erasedLedgerIDs() throws -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: erasureJournal.directory.path)) ?? []
+        return try names.filter { $0.hasSuffix(".jsonl") }.map { String($0.dropLast(6)) }
+            .filter { (try? Self.validate(id: $0)) != nil }.filter { try wasErasedWhole($0) }.sorted()
+    }
+
+    /// Records that ledger `id`, of which this store holds no copy, was erased whole on the
+    /// primary it follows: so that no backup or snapshot of it is restored here afterwards.
+    public func recordErasure(ofAbsentLedger id: String, reason: String) throws {
+        try Self.validate(id: id)
+        guard try !wasErasedWhole(id) else { return }
+        try erasureJournal.append(ErasureJournal.Entry(time: Date(), sequence: 0, objects: [], reason: reason, ledgerErased: true), ledger: id)
+    }
+
+    /// The directory of ledger `id` when it may be erased with `reason`.
+    private func erasable(_ id: String, reason: String) throws -> URL {
+        try Self.validate(id: id)
+        guard reason.utf8.count <= Self.maximumErasureReason else {
+            throw LedgerFailure(.invalidArgument, "an erasure's reason is at most \(Self.maximumErasureReason) bytes, got \(reason.utf8.count)")
+        }
+        let target = directory(of: id)
+        guard FileManager.default.fileExists(atPath: target.appending(path: "data.mdb").path) else {
+            throw LedgerFailure(.notFound, "no ledger '\(id)' in \(directory.path)")
+        }
+        return target
+    }
+
+    /// Journals the erasure of ledger `id`, overwrites its data file with zeros and removes
+    /// its directory; nothing may hold it open.
+    private func destroy(_ id: String, at target: URL, reason: String) throws {
+        try erasureJournal.append(ErasureJournal.Entry(time: Date(), sequence: 0, objects: [], reason: reason, ledgerErased: true), ledger: id)
+        views.discard(ledgerID: id)
+        removeSnapshots(of: id)
+        // The file's bytes first: removing it alone leaves them on the disk.
+        let file = target.appending(path: "data.mdb").path
+        let descriptor = Glibc.open(file, O_WRONLY)
+        if descriptor >= 0 {
+            defer { Glibc.close(descriptor) }
+            var remaining = Int(lseek(descriptor, 0, SEEK_END))
+            let zeros = [UInt8](repeating: 0, count: 1 << 20)
+            var offset = 0
+            while remaining > 0 {
+                let length = min(remaining, zeros.count)
+                guard zeros.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, length, off_t(offset)) }) == length else {
+                    throw LedgerFailure(.storage, "cannot overwrite \(file): \(String(cString: strerror(errno)))")
+                }
+                offset += length
+                remaining -= length
+            }
+            guard fsync(descriptor) == 0 else { throw LedgerFailure(.storage, "cannot sync \(file): \(String(cString: strerror(errno)))") }
+        }
+        do {
+            try FileManager.default.removeItem(at: target)
+            try Self.syncDirectory(ledgersDirectory)
+        } catch {
+            throw LedgerFailure(.storage, "ledger '\(id)' was overwritten but its directory could not be removed: \(error)", cause: error)
         }
     }
 }

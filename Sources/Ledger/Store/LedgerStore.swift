@@ -117,6 +117,11 @@ public final class LedgerStore: Sendable {
         guard !FileManager.default.fileExists(atPath: url.path) else {
             throw LedgerFailure(.alreadyExists, "ledger '\(id)' already exists")
         }
+        if let erased = try erasureJournal.entries(of: id).first(where: { $0.ledgerErased == true }) {
+            throw LedgerFailure(
+                .failedPrecondition,
+                "ledger '\(id)' was erased on \(erased.time.formatted(.iso8601)): its id is not used again (no backup of it may come back), so choose another")
+        }
         // Build in a hidden directory, then rename: a crash never leaves a half-created ledger.
         let staging = ledgersDirectory.appending(path: ".creating-\(id)-\(UUID().uuidString)", directoryHint: .isDirectory)
         do {
@@ -150,6 +155,7 @@ public final class LedgerStore: Sendable {
         }
         return try open.withLock { open in
             if let ledger = open.use(id) { return ledger }
+            guard !open.isClosing(id) else { throw LedgerFailure(.notFound, "ledger '\(id)' is being erased") }
             let changes = self.changes
             let ledger = try Self.process.ledger(at: url) {
                 let ledger = try Ledger(id: id, directory: url, configuration: configuration, logger: logger, terms: primaryTerms)
@@ -206,13 +212,39 @@ public final class LedgerStore: Sendable {
         open.withLock { $0.contains(id) } || Self.process.isOpen(at: directory(of: id))
     }
 
-    /// Runs `body` with `id` reserved: no creation or restore of the same id runs meanwhile.
+    /// Runs `body` with `id` reserved: no creation, restore or erasure of the same id runs meanwhile.
     func reserving<R>(_ id: String, _ body: () throws -> R) throws -> R {
-        let reserved = creating.withLock { $0.insert(id).inserted }
-        guard reserved else { throw LedgerFailure(.alreadyExists, "ledger '\(id)' is being created or restored") }
-        defer { _ = creating.withLock { $0.remove(id) } }
+        try reserve(id)
+        defer { release(id) }
         return try body()
     }
+
+    /// Runs `body` with `id` reserved, as the synchronous ``reserving(_:_:)-(_,()->R)`` does.
+    func reserving<R>(_ id: String, _ body: () async throws -> R) async throws -> R {
+        try reserve(id)
+        defer { release(id) }
+        return try await body()
+    }
+
+    private func reserve(_ id: String) throws {
+        let reserved = creating.withLock { $0.insert(id).inserted }
+        guard reserved else { throw LedgerFailure(.alreadyExists, "ledger '\(id)' is being created, restored or erased") }
+    }
+
+    private func release(_ id: String) { _ = creating.withLock { $0.remove(id) } }
+
+    /// Lets go of `ledger` for its erasure: the store no longer returns it (``ledger(_:)``
+    /// refuses its id until ``reopenAfterErasure(_:)``), and its streams and waits end.
+    func closeForErasure(_ ledger: Ledger) {
+        open.withLock { $0.close(ledger.id) }
+        ledger.endUseForErasure()
+    }
+
+    /// Serves ledger `id` again (after its erasure, from a new copy, if one is made).
+    func reopenAfterErasure(_ id: String) { open.withLock { $0.reopen(id) } }
+
+    /// Whether ledger `id` is open in this process (held by anything) at its directory.
+    func isHeld(_ id: String) -> Bool { Self.process.isOpen(at: directory(of: id)) }
 
     /// The ledgers open in this process, by path: LMDB forbids opening one environment
     /// twice in a process, so stores on the same directory share their ledgers, and a ledger
@@ -278,9 +310,11 @@ public final class LedgerStore: Sendable {
     }
 }
 
-/// The ledgers a store holds open, with when each was last asked for.
+/// The ledgers a store holds open, with when each was last asked for, and those being
+/// erased (opened by nobody until their erasure ends).
 private struct OpenLedgers {
     private var entries: [String: (ledger: Ledger, lastUsed: ContinuousClock.Instant)] = [:]
+    private var closing = Set<String>()
 
     var count: Int { entries.count }
     var ledgers: [Ledger] { entries.values.map(\.ledger) }
@@ -302,6 +336,17 @@ private struct OpenLedgers {
         let oldest = entries.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(excess).map(\.key)
         return oldest.filter { $0 != ledger.id }.compactMap { entries.removeValue(forKey: $0)?.ledger }
     }
+
+    func isClosing(_ id: String) -> Bool { closing.contains(id) }
+
+    /// Removes ledger `id` (its caller holds it: it does not close here, under the lock) and
+    /// opens it to nobody until ``reopen(_:)``.
+    mutating func close(_ id: String) {
+        closing.insert(id)
+        entries[id] = nil
+    }
+
+    mutating func reopen(_ id: String) { closing.remove(id) }
 
     /// Removes those last used before `cutoff`, and returns them.
     mutating func removeUnused(since cutoff: ContinuousClock.Instant) -> [Ledger] {

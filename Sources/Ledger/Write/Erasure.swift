@@ -206,6 +206,13 @@ extension Ledger {
         changeWatchers.notify([])
     }
 
+    /// Tells whoever uses the ledger that it is being erased whole (``LedgerStore/eraseLedger(_:reason:waitingUpTo:)``):
+    /// its streams end, and a wait for its next commit (a follower's fetch) returns.
+    func endUseForErasure() {
+        accessWatchers.notify(.ledgerErased)
+        changeWatchers.notify([])
+    }
+
     /// What an erasure of a held ledger (its objects, or the whole of it) is refused with.
     static func heldRefusal(ledger id: String, reason: String) -> LedgerFailure {
         LedgerFailure(.failedPrecondition, "ledger '\(id)' is under a legal hold (\(reason)): nothing is erased until the operator lifts it")

@@ -3423,6 +3423,24 @@ public nonisolated struct Healthledger_V1_LedgerList: Sendable {
   public init() {}
 }
 
+/// Erases a whole ledger, for a person who leaves (docs/PROTOCOL.md §7.17): its streams end,
+/// its calls finish, then its data file is overwritten with zeros and removed, on this server
+/// and on every follower. The id is not used again.
+public nonisolated struct Healthledger_V1_EraseLedgerRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var ledgerID: String = String()
+
+  /// Why (at most 1,000 bytes), kept in the store's erasure journal with the time.
+  public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Healthledger_V1_IssueCredentialRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -3715,6 +3733,10 @@ public nonisolated struct Healthledger_V1_WatchLedgersResponse: Sendable {
   /// In a cluster: every ledger of the groups whose cursor the primary could not use, to be
   /// checked one by one (`everything` stays false; `ledger_ids` has the changes of the others).
   public var listedLedgerIds: [String] = []
+
+  /// Ledgers erased whole (EraseLedger) among those the answer covers: changed since the
+  /// cursor, or listed. The follower erases its copy and records the erasure as the primary did.
+  public var erasedLedgerIds: [String] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -8732,6 +8754,41 @@ nonisolated extension Healthledger_V1_LedgerList: SwiftProtobuf.Message, SwiftPr
   }
 }
 
+nonisolated extension Healthledger_V1_EraseLedgerRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".EraseLedgerRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{1}reason\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.ledgerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.ledgerID, fieldNumber: 1)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_EraseLedgerRequest, rhs: Healthledger_V1_EraseLedgerRequest) -> Bool {
+    if lhs.ledgerID != rhs.ledgerID {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_IssueCredentialRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".IssueCredentialRequest"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{1}principal\0\u{1}label\0\u{3}expires_in_seconds\0")
@@ -9206,7 +9263,7 @@ nonisolated extension Healthledger_V1_WatchedGroup: SwiftProtobuf.Message, Swift
 
 nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WatchLedgersResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cursor\0\u{1}everything\0\u{3}ledger_ids\0\u{3}head_sequences\0\u{3}listed_ledger_ids\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cursor\0\u{1}everything\0\u{3}ledger_ids\0\u{3}head_sequences\0\u{3}listed_ledger_ids\0\u{3}erased_ledger_ids\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9219,6 +9276,7 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
       case 3: try { try decoder.decodeRepeatedStringField(value: &self.ledgerIds) }()
       case 4: try { try decoder.decodeRepeatedUInt64Field(value: &self.headSequences) }()
       case 5: try { try decoder.decodeRepeatedStringField(value: &self.listedLedgerIds) }()
+      case 6: try { try decoder.decodeRepeatedStringField(value: &self.erasedLedgerIds) }()
       default: break
       }
     }
@@ -9240,6 +9298,9 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
     if !self.listedLedgerIds.isEmpty {
       try visitor.visitRepeatedStringField(value: self.listedLedgerIds, fieldNumber: 5)
     }
+    if !self.erasedLedgerIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.erasedLedgerIds, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -9249,6 +9310,7 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
     if lhs.ledgerIds != rhs.ledgerIds {return false}
     if lhs.headSequences != rhs.headSequences {return false}
     if lhs.listedLedgerIds != rhs.listedLedgerIds {return false}
+    if lhs.erasedLedgerIds != rhs.erasedLedgerIds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -214,19 +214,26 @@ struct AdminCommand: AsyncParsableCommand {
     struct EraseLedger: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "erase-ledger",
-            abstract: "Erase a whole ledger, for a person who leaves (on the data directory, with the server stopped).",
+            abstract: "Erase a whole ledger, for a person who leaves (--server: through the running server and its followers).",
             discussion: """
                 The ledger's data file is overwritten with zeros and its directory removed. The \
                 erasure is recorded in the data directory's erasure journal (erasures/LEDGER.jsonl), \
-                so that `healthledger restore` refuses every backup of it. Backups elsewhere still \
-                hold it: see Deploy/README.md, "Erasure and backups".
+                so that `healthledger restore` refuses every backup of it, and the id is not used \
+                again. Backups elsewhere still hold it: see Deploy/README.md, "Erasure and backups".
+
+                With --server, the running server erases it: the ledger's streams end, its calls \
+                finish (at most ten seconds, else nothing is erased), and its followers (a \
+                cluster's members) erase their copies. Without it, on the data directory, the \
+                server must be stopped.
                 """)
-        @OptionGroup var store: StoreOptions
+        @OptionGroup var target: Target
         @Argument(help: "The ledger id.") var ledger: String
-        @Option(help: "Why (recorded in the erasure journal).") var reason = ""
+        @Option(help: "Why (recorded in the erasure journal; at most 1,000 bytes).") var reason = ""
 
         func run() async throws {
-            do { try store.openStore().eraseLedger(ledger, reason: reason) } catch { throw fail(error) }
+            try await target.run(
+                onDisk: { try $0.eraseLedger(ledger, reason: reason) },
+                remote: { try await $0.eraseLedger(ledger, reason: reason) })
             print("erased ledger \(ledger)")
         }
     }
