@@ -51,6 +51,7 @@ struct AppleHealthImportTests {
          <Record type="HKQuantityTypeIdentifierDietaryEnergyConsumed" sourceName="Food Log" unit="kcal" startDate="2025-05-18 16:00:00 +0100" endDate="2025-05-18 16:00:00 +0100" value="30"/>
          <Record type="HKCategoryTypeIdentifierSleepAnalysis" sourceName="\(watch)" startDate="2025-05-18 01:00:00 +0100" endDate="2025-05-18 02:00:00 +0100" value="HKCategoryValueSleepAnalysisAsleepREM"/>
          <Record type="HKCategoryTypeIdentifierSleepAnalysis" sourceName="\(watch)" startDate="2025-05-18 00:30:00 +0100" endDate="2025-05-18 06:00:00 +0100" value="HKCategoryValueSleepAnalysisInBed"/>
+         <Record type="HKDataTypeSleepDurationGoal" sourceName="Health" sourceVersion="17.4" unit="hr" creationDate="2025-05-01 21:00:00 +0100" startDate="2025-05-01 21:00:00 +0100" endDate="2025-05-01 21:00:00 +0100" value="7.5"/>
          <Record type="HKQuantityTypeIdentifierMadeUp" sourceName="X" unit="count" startDate="2025-05-18 01:00:00 +0100" endDate="2025-05-18 02:00:00 +0100" value="1"/>
          <Record type="HKQuantityTypeIdentifierStepCount" sourceName="X" unit="count" startDate="2025-05-18 01:00:00 +0100" endDate="2025-05-18 02:00:00 +0100" value="many"/>
          <Record type="HKQuantityTypeIdentifierStepCount" sourceName="X" unit="kg" startDate="2025-05-18 01:00:00 +0100" endDate="2025-05-18 02:00:00 +0100" value="1"/>
@@ -259,14 +260,15 @@ struct AppleHealthImportTests {
 
             let first = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
             let imported = try #require(first["imported"] as? [String: Int])
-            // 11 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
-            // the second dietary energy), 2 correlations, 1 workout, its route, a prescription, 3 characteristics.
-            #expect(imported == ["samples": 11, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "characteristics": 3])
+            // 12 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
+            // the sleep schedule's goal, the second dietary energy), 2 correlations, 1 workout, its
+            // route, a prescription, 3 characteristics.
+            #expect(imported == ["samples": 12, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "characteristics": 3])
             #expect(first["rejected"] as? [String: Int] == [
                 "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
             ])
             let rejections = try #require(first["rejections"] as? [[String: Any]])
-            #expect(rejections.map { $0["line"] as? Int } == [36, 37, 38, 39, 40], "each rejection names its line")
+            #expect(rejections.map { $0["line"] as? Int } == [37, 38, 39, 40, 41], "each rejection names its line")
             let skipped = try #require(first["skipped"] as? [String: Int])
             #expect(skipped["Record: listed again inside its correlation"] == 3, "top-level copies of correlation members are not saved twice")
             #expect(skipped["ActivitySummary: activity summaries are not held by the ledger yet"] == 1)
@@ -305,6 +307,8 @@ struct AppleHealthImportTests {
             #expect(abs(try #require(temperature.first?.quantitySample).quantity.doubleValue(for: HealthUnit("degC")) - 37) < 1e-9)
             let sleep = try await SampleQueryDescriptor(type: try ObjectType("HKCategoryTypeIdentifierSleepAnalysis")).result(for: store)
             #expect(Set(sleep.compactMap { $0.categorySample?.value }) == [0, 5], "inBed and asleepREM by name")
+            let goal = try await SampleQueryDescriptor(type: try ObjectType("HKDataTypeSleepDurationGoal")).result(for: store)
+            #expect(try goal.first?.quantitySample?.quantity.doubleValue(for: HealthUnit("min")) == 450, "7.5 hours")
 
             let systolic = try await SampleQueryDescriptor(type: try ObjectType("HKQuantityTypeIdentifierBloodPressureSystolic")).result(for: store)
             #expect(systolic.count == 1, "the correlation's member only, not its top-level copy")
@@ -335,7 +339,7 @@ struct AppleHealthImportTests {
             // The same file again adds nothing, and says so.
             let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
             #expect((second["imported"] as? [String: Int])?.isEmpty == true)
-            #expect(second["alreadyPresent"] as? Int == 19, "15 objects, the route and 3 characteristics")
+            #expect(second["alreadyPresent"] as? Int == 20, "16 objects, the route and 3 characteristics")
             #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
 
             // An app never gets an imported source's name: the prefix is the ledger's.

@@ -141,6 +141,11 @@ extension QuantityTypeDescriptor {
         // MARK: Reproductive health
         .init("HKQuantityTypeIdentifierBasalBodyTemperature", unit: "degC", .discreteArithmetic),
 
+        // MARK: Sleep
+        // The sleep schedule's goal: not among HealthKit's public identifiers, but in every
+        // export of a phone with a sleep schedule (iOS 17 on), one record per change of it.
+        .init("HKDataTypeSleepDurationGoal", unit: "hr", .discreteArithmetic),
+
         // MARK: Respiratory
         .init("HKQuantityTypeIdentifierAppleSleepingBreathingDisturbances", unit: "count", .discreteArithmetic),
         .init("HKQuantityTypeIdentifierForcedExpiratoryVolume1", unit: "L", .discreteArithmetic),
