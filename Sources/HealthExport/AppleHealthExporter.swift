@@ -41,7 +41,7 @@ public struct AppleHealthExporter {
             for try await batch in try await store.results(for: SampleQueryDescriptor(type: type, batchSize: 1000)) {
                 for object in batch {
                     switch object {
-                    case .quantitySample, .categorySample, .correlation, .visionPrescription:
+                    case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary:
                         // A correlation's members come again at top level with their type, as
                         // the Health app lists them.
                         try xml.write(AppleHealthWriter.element(object))
@@ -131,7 +131,7 @@ public enum AppleHealthWriter {
         " <SourcePriority type=\"\(type.identifier)\" sourceName=\"\(AppleHealthValues.escape(sourceName))\"/>\n"
     }
 
-    /// A `Record`, `Correlation` or `VisionPrescription` element.
+    /// A `Record`, `Correlation`, `VisionPrescription` or `ActivitySummary` element.
     public static func element(_ object: HealthObject, indent: String = " ") -> String {
         switch object {
         case .quantitySample(let sample):
@@ -160,9 +160,38 @@ public enum AppleHealthWriter {
                     + quantity("nearPD", lens.nearPupillaryDistance) + quantity("baseCurve", lens.baseCurve) + quantity("diameter", lens.diameter) + "/>\n"
             }
             return text + metadata(prescription.metadata, indent: indent + " ") + "\(indent)</VisionPrescription>\n"
+        case .activitySummary(let summary):
+            return activitySummary(summary, indent: indent)
         case .workout, .workoutRoute:
             return ""
         }
+    }
+
+    /// The source an activity summary of an export that names none (the Health app's) is
+    /// imported from: the Health app, which computes them.
+    public static let activitySummarySource = "Health"
+
+    /// An `ActivitySummary` element as the Health app writes it (energies in `kcal`, times in
+    /// minutes, stand hours as a count), with what that format leaves out in attributes of this
+    /// file's DTD, `activityMoveMode` (move time only), `paused` and the source's name, and its
+    /// metadata (its sync identifier among it) as `MetadataEntry` elements inside.
+    static func activitySummary(_ summary: ActivitySummary, indent: String) -> String {
+        func number(_ quantity: Quantity, _ unit: String) -> String {
+            AppleHealthValues.number((try? quantity.doubleValue(for: HealthUnit(unit))) ?? quantity.value)
+        }
+        var text = "\(indent)<ActivitySummary dateComponents=\"\(summary.day)\""
+        text += " activeEnergyBurned=\"\(number(summary.activeEnergyBurned, "kcal"))\" activeEnergyBurnedGoal=\"\(number(summary.activeEnergyBurnedGoal, "kcal"))\""
+        text += " activeEnergyBurnedUnit=\"kcal\""
+        text += " appleMoveTime=\"\(number(summary.moveTime, "min"))\" appleMoveTimeGoal=\"\(number(summary.moveTimeGoal, "min"))\""
+        text += " appleExerciseTime=\"\(number(summary.exerciseTime, "min"))\" appleExerciseTimeGoal=\"\(number(summary.exerciseTimeGoal, "min"))\""
+        text += " appleStandHours=\"\(number(summary.standHours, "count"))\" appleStandHoursGoal=\"\(number(summary.standHoursGoal, "count"))\""
+        if summary.moveMode == .appleMoveTime { text += " activityMoveMode=\"HKActivityMoveModeAppleMoveTime\"" }
+        if summary.isPaused { text += " paused=\"1\"" }
+        if summary.sourceRevision.source.name != activitySummarySource {
+            text += " sourceName=\"\(AppleHealthValues.escape(summary.sourceRevision.source.name))\""
+        }
+        guard !summary.metadata.isEmpty else { return text + "/>\n" }
+        return text + ">\n" + metadata(summary.metadata, indent: indent + " ") + "\(indent)</ActivitySummary>\n"
     }
 
     /// `metadata` with a swim's settings, which travel as HealthKit's metadata keys (the
@@ -366,6 +395,22 @@ public enum AppleHealthWriter {
         <!ELEMENT FileReference EMPTY>
         <!ATTLIST FileReference
           path CDATA #REQUIRED
+        >
+        <!ELEMENT ActivitySummary (MetadataEntry*)>
+        <!ATTLIST ActivitySummary
+          dateComponents           CDATA #IMPLIED
+          activeEnergyBurned       CDATA #IMPLIED
+          activeEnergyBurnedGoal   CDATA #IMPLIED
+          activeEnergyBurnedUnit   CDATA #IMPLIED
+          appleMoveTime            CDATA #IMPLIED
+          appleMoveTimeGoal        CDATA #IMPLIED
+          appleExerciseTime        CDATA #IMPLIED
+          appleExerciseTimeGoal    CDATA #IMPLIED
+          appleStandHours          CDATA #IMPLIED
+          appleStandHoursGoal      CDATA #IMPLIED
+          activityMoveMode         CDATA #IMPLIED
+          paused                   CDATA #IMPLIED
+          sourceName               CDATA #IMPLIED
         >
         <!ELEMENT VisionPrescription ((RightEye|LeftEye|Attachment|MetadataEntry)*)>
         <!ATTLIST VisionPrescription

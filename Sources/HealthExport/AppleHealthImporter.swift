@@ -229,6 +229,9 @@ public final class AppleHealthImporter {
         case .visionPrescription(let prescription, let line):
             summary.elements += 1
             try await add(.visionPrescription(prescription), kind: "visionPrescriptions", line: line)
+        case .activitySummary(let activity, let line):
+            summary.elements += 1
+            try await add(.activitySummary(activity), kind: "activitySummaries", line: line)
         case .sourcePriority(let type, let source, _):
             summary.elements += 1
             if let index = sourceOrders.firstIndex(where: { $0.type == type }) {

@@ -15,6 +15,8 @@ public enum AppleHealthItem: Sendable {
     /// A `Workout`, its routes' files and the types its `WorkoutStatistics` summarise.
     case workout(Workout, routes: [RouteReference], statisticsTypes: [QuantityType], line: Int)
     case visionPrescription(VisionPrescription, line: Int)
+    /// An `ActivitySummary`: a day's rings and goals.
+    case activitySummary(ActivitySummary, line: Int)
     /// One `SourcePriority` element: `source` ranks next among `type`'s sources (the elements
     /// of a type come highest priority first). HealthLedger's own exports carry them.
     case sourcePriority(ObjectType, source: Source, line: Int)
@@ -127,10 +129,11 @@ public final class AppleHealthReader: XMLStreamHandler {
                 return reject(name, Rejection(kind: .invalidObject, reason: "a source priority names its source (sourceName)"), line: line)
             }
             emit(.sourcePriority(type, source: Source.imported(named: sourceName), line: line))
+        case "ActivitySummary":
+            current = .activitySummary(attributes: attributes, metadata: [:], line: line)
         default:
             skipping = name
             let reason = switch name {
-            case "ActivitySummary": "activity summaries are not held by the ledger yet"
             case "ClinicalRecord": "clinical records are not held by the ledger yet"
             case "Audiogram": "audiograms are not held by the ledger yet"
             default: "the ledger does not hold \(name) elements"
@@ -152,6 +155,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         case .correlation(let builder): correlation(builder)
         case .workout(let builder): workout(builder)
         case .prescription(let builder): prescription(builder)
+        case .activitySummary(let attributes, let metadata, let line): activitySummary(attributes, metadata: metadata, line: line)
         }
     }
 
@@ -401,6 +405,59 @@ public final class AppleHealthReader: XMLStreamHandler {
             if !statisticsTypes.contains(quantityType) { statisticsTypes.append(quantityType) }
         }
         emit(.workout(workout, routes: routes, statisticsTypes: statisticsTypes, line: line))
+    }
+
+    /// An `ActivitySummary` element: its day (`dateComponents`, yyyy-MM-dd), rings and goals,
+    /// each absent one read as 0, as HealthKit reads a summary without it; energy in
+    /// `activeEnergyBurnedUnit` (`Cal`, the Health app's, when absent), times in minutes, stand
+    /// hours as a count. It comes from the Health app (``AppleHealthWriter/activitySummarySource``)
+    /// unless it names a source. Unless its metadata (this file's exports) gives one, its sync
+    /// identifier is derived from the source and the day, its version from the export's date:
+    /// a later export's summary of a day replaces an earlier one's, and the same export
+    /// imported again adds nothing.
+    private func activitySummary(_ attributes: Attributes, metadata: Metadata, line: Int) {
+        let element = "ActivitySummary"
+        guard let dayText = attributes["dateComponents"], let day = CalendarDay(dayText) else {
+            return reject(element, Rejection(kind: .invalidDate, reason: "dateComponents '\(attributes["dateComponents"] ?? "")' is not a date (yyyy-MM-dd)"), line: line)
+        }
+        let energyUnit: HealthUnit
+        do { energyUnit = try HealthUnit(attributes["activeEnergyBurnedUnit"] ?? "Cal") } catch {
+            return reject(element, Rejection(kind: .incompatibleUnit, reason: "activeEnergyBurnedUnit: \(Self.message(error))"), line: line)
+        }
+        var problem: Rejection?
+        func quantity(_ name: String, _ unit: HealthUnit) -> Quantity {
+            guard let text = attributes[name], !text.isEmpty else { return Quantity(0, unit) }
+            guard let value = Double(text), value.isFinite else {
+                problem = problem ?? Rejection(kind: .unparsableValue, reason: "\(name): '\(text.prefix(100))' is not a number")
+                return Quantity(0, unit)
+            }
+            return Quantity(value, unit)
+        }
+        let (minutes, count) = (try! HealthUnit("min"), try! HealthUnit("count"))
+        let moveMode: ActivityMoveMode = switch attributes["activityMoveMode"] {
+        case "HKActivityMoveModeAppleMoveTime", "2": .appleMoveTime
+        default: .activeEnergy
+        }
+        let source = attributes["sourceName"].map { _ in sourceRevision(attributes) }
+            ?? SourceRevision(source: Source.imported(named: AppleHealthWriter.activitySummarySource))
+        var summary = ActivitySummary(
+            day: day, moveMode: moveMode, activeEnergyBurned: quantity("activeEnergyBurned", energyUnit),
+            activeEnergyBurnedGoal: quantity("activeEnergyBurnedGoal", energyUnit), moveTime: quantity("appleMoveTime", minutes),
+            moveTimeGoal: quantity("appleMoveTimeGoal", minutes), exerciseTime: quantity("appleExerciseTime", minutes),
+            exerciseTimeGoal: quantity("appleExerciseTimeGoal", minutes), standHours: quantity("appleStandHours", count),
+            standHoursGoal: quantity("appleStandHoursGoal", count), isPaused: attributes["paused"] == "1", metadata: metadata,
+            sourceRevision: source)
+        if let problem { return reject(element, problem, line: line) }
+        if summary.metadata[MetadataKey.syncIdentifier] == nil {
+            summary.metadata[MetadataKey.syncIdentifier] = .string(Self.key([element, source.source.name, day.description], start: day.start))
+            summary.metadata[MetadataKey.syncVersion] = .number(exportDate.map { max(1, $0.timeIntervalSince1970.rounded(.down)) } ?? 1)
+        }
+        do {
+            try HealthObject.activitySummary(summary).validate()
+        } catch {
+            return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
+        }
+        emit(.activitySummary(summary, line: line))
     }
 
     private func prescription(_ builder: PrescriptionBuilder) {
@@ -695,6 +752,8 @@ private enum Builder {
     case correlation(CorrelationBuilder)
     case workout(WorkoutBuilder)
     case prescription(PrescriptionBuilder)
+    /// An `ActivitySummary`, and the metadata entries this file's exports put inside it.
+    case activitySummary(attributes: Attributes, metadata: Metadata, line: Int)
 
     /// Each case's builder is moved out of `self` while it changes, not copied, so that its
     /// metadata and lists are changed in place.
@@ -707,6 +766,7 @@ private enum Builder {
         case .workout:
             ("Workout", ["MetadataEntry", "WorkoutEvent", "WorkoutActivity", "WorkoutStatistics", "WorkoutRoute"].contains(name))
         case .prescription: ("VisionPrescription", ["MetadataEntry", "RightEye", "LeftEye", "Attachment"].contains(name))
+        case .activitySummary: ("ActivitySummary", name == "MetadataEntry")
         }
     }
 
@@ -736,6 +796,9 @@ private enum Builder {
         case .prescription(var prescription):
             if depth == 3 { prescription.child(name, attributes, line: line, reader: reader) }
             self = .prescription(prescription)
+        case .activitySummary(let summary, var metadata, let start):
+            if depth == 3, name == "MetadataEntry" { metadata.add(attributes, reader: reader) }
+            self = .activitySummary(attributes: summary, metadata: metadata, line: start)
         }
     }
 

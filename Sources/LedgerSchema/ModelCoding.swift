@@ -202,6 +202,9 @@ extension Healthledger_V1_HealthObject {
             var body = Healthledger_V1_CorrelationBody()
             body.objects = correlation.objects.map { Healthledger_V1_HealthObject(.quantitySample($0)) }
             self.body = .correlation(body)
+        case .activitySummary(let summary):
+            setCommonFields(summary)
+            self.body = .activitySummary(.init(summary))
         }
     }
 
@@ -281,9 +284,34 @@ extension Healthledger_V1_HealthObject {
             return .correlation(Correlation(
                 type: try CorrelationType(type), start: start, end: end, objects: members, device: device, metadata: metadata, uuid: uuid,
                 sourceRevision: sourceRevision.model))
+        case .activitySummary(let body):
+            guard type == ObjectType.activitySummary.identifier else {
+                throw HealthError.invalidArgument(
+                    "an activity summary's type is \(ObjectType.activitySummary.identifier), not '\(type)'", field: "type")
+            }
+            let day = try CalendarDay(year: Int(body.year), month: Int(body.month), day: Int(body.day))
+            guard start == day.start, end == day.start.addingTimeInterval(86_400) else {
+                throw HealthError.invalidArgument(
+                    "an activity summary spans its date in UTC: start 00:00 UTC of \(day), end 24 hours later", field: "startDate")
+            }
+            func quantity(_ present: Bool, _ value: Healthledger_V1_Quantity, _ field: String, _ unit: String) throws -> Quantity {
+                present ? try value.model(field: field) : .zero(unit)
+            }
+            return .activitySummary(ActivitySummary(
+                day: day, moveMode: try ActivityMoveMode(validating: Int(body.moveMode), field: "moveMode"),
+                activeEnergyBurned: try quantity(body.hasActiveEnergyBurned, body.activeEnergyBurned, "activeEnergyBurned", "kcal"),
+                activeEnergyBurnedGoal: try quantity(body.hasActiveEnergyBurnedGoal, body.activeEnergyBurnedGoal, "activeEnergyBurnedGoal", "kcal"),
+                moveTime: try quantity(body.hasMoveTime, body.moveTime, "moveTime", "min"),
+                moveTimeGoal: try quantity(body.hasMoveTimeGoal, body.moveTimeGoal, "moveTimeGoal", "min"),
+                exerciseTime: try quantity(body.hasExerciseTime, body.exerciseTime, "exerciseTime", "min"),
+                exerciseTimeGoal: try quantity(body.hasExerciseTimeGoal, body.exerciseTimeGoal, "exerciseTimeGoal", "min"),
+                standHours: try quantity(body.hasStandHours, body.standHours, "standHours", "count"),
+                standHoursGoal: try quantity(body.hasStandHoursGoal, body.standHoursGoal, "standHoursGoal", "count"),
+                isPaused: body.paused, device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
         case nil:
             throw HealthError.invalidArgument(
-                "the object has no payload (quantity, category, vision prescription, workout, route or correlation)", field: "body")
+                "the object has no payload (quantity, category, vision prescription, workout, route, correlation or activity summary)",
+                field: "body")
         }
     }
 }
@@ -388,6 +416,23 @@ extension Healthledger_V1_RouteLocations {
                 altitude: altitude[index], horizontalAccuracy: horizontalAccuracy[index], verticalAccuracy: verticalAccuracy[index],
                 course: course[index], speed: speed[index])
         }
+    }
+}
+
+extension Healthledger_V1_ActivitySummaryBody {
+    public init(_ summary: ActivitySummary) {
+        self.init()
+        (year, month, day) = (Int32(summary.day.year), Int32(summary.day.month), Int32(summary.day.day))
+        moveMode = Int32(summary.moveMode.rawValue)
+        activeEnergyBurned = .init(summary.activeEnergyBurned)
+        activeEnergyBurnedGoal = .init(summary.activeEnergyBurnedGoal)
+        moveTime = .init(summary.moveTime)
+        moveTimeGoal = .init(summary.moveTimeGoal)
+        exerciseTime = .init(summary.exerciseTime)
+        exerciseTimeGoal = .init(summary.exerciseTimeGoal)
+        standHours = .init(summary.standHours)
+        standHoursGoal = .init(summary.standHoursGoal)
+        paused = summary.isPaused
     }
 }
 

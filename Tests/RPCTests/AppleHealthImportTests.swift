@@ -164,6 +164,42 @@ struct AppleHealthImportTests {
         #expect(kind == .unparsableValue && line == 4 && reason.contains("HKCategoryTypeIdentifierSleepAnalysis: '' is not one of its values"), "\(reason)")
     }
 
+    @Test("ActivitySummary elements are read as days' rings: Apple's units and absent rings as HealthKit reads them, this format's move mode, pause and source; bad ones rejected with their line")
+    func activitySummaries() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_US">
+             <ExportDate value="2025-06-01 10:00:00 +0100"/>
+             <ActivitySummary dateComponents="2025-05-18" activeEnergyBurned="492.652" activeEnergyBurnedGoal="420" activeEnergyBurnedUnit="Cal" appleMoveTime="0" appleMoveTimeGoal="0" appleExerciseTime="18" appleExerciseTimeGoal="30" appleStandHours="15" appleStandHoursGoal="9"/>
+             <ActivitySummary dateComponents="2024-02-29" appleMoveTime="35" appleMoveTimeGoal="30" activityMoveMode="HKActivityMoveModeAppleMoveTime" paused="1" sourceName="Fitness"/>
+             <ActivitySummary dateComponents="2025-02-30" activeEnergyBurned="1"/>
+             <ActivitySummary dateComponents="2025-05-19" activeEnergyBurned="lots"/>
+             <ActivitySummary dateComponents="2025-05-20" activeEnergyBurned="-5"/>
+             <ActivitySummary dateComponents="2025-05-21" activeEnergyBurned="5" activeEnergyBurnedUnit="min"/>
+            </HealthData>
+            """
+        let items = try Self.read(xml)
+        let summaries = items.compactMap { item -> ActivitySummary? in if case .activitySummary(let summary, _) = item { summary } else { nil } }
+        #expect(summaries.count == 2)
+        let first = try #require(summaries.first)
+        #expect(first.day.description == "2025-05-18" && first.startDate == Date(timeIntervalSince1970: 1_747_526_400), "00:00 UTC of its day")
+        #expect(first.endDate.timeIntervalSince(first.startDate) == 86_400)
+        #expect(try first.activeEnergyBurned.doubleValue(for: HealthUnit("kcal")) == 492.652 && first.activeEnergyBurnedGoal.value == 420)
+        #expect(try first.exerciseTime == Quantity(18, HealthUnit("min")) && first.standHours == Quantity(15, HealthUnit("count")))
+        #expect(first.moveMode == .activeEnergy && !first.isPaused && first.sourceRevision.source == Source.imported(named: "Health"))
+        #expect(first.syncIdentifier?.hasPrefix("apple-health:01747526400-") == true)
+        #expect(first.syncVersion == 1_748_768_400, "the export's date, so that a later export's day replaces it")
+        let second = try #require(summaries.last)
+        #expect(second.day.description == "2024-02-29" && second.moveMode == .appleMoveTime && second.isPaused)
+        #expect(second.moveTime.value == 35 && second.activeEnergyBurned.value == 0 && second.sourceRevision.source == Source.imported(named: "Fitness"))
+        let rejected = items.compactMap { item -> String? in
+            if case .rejected(let element, let kind, _, let line) = item { "\(line) \(element) \(kind.rawValue)" } else { nil }
+        }
+        #expect(rejected == [
+            "6 ActivitySummary invalid date", "7 ActivitySummary unparsable value", "8 ActivitySummary invalid object", "9 ActivitySummary invalid object",
+        ])
+    }
+
     @Test("the reader loads no external entity, parameter entity or DTD, and an entity bomb is refused, not expanded")
     func hostileDocumentTypes() throws {
         let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-xxe-\(UUID().uuidString)")
@@ -262,8 +298,10 @@ struct AppleHealthImportTests {
             let imported = try #require(first["imported"] as? [String: Int])
             // 12 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
             // the sleep schedule's goal, the second dietary energy), 2 correlations, 1 workout, its
-            // route, a prescription, 3 characteristics.
-            #expect(imported == ["samples": 12, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "characteristics": 3])
+            // route, a prescription, an activity summary, 3 characteristics.
+            #expect(imported == [
+                "samples": 12, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "activitySummaries": 1, "characteristics": 3,
+            ])
             #expect(first["rejected"] as? [String: Int] == [
                 "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
             ])
@@ -271,7 +309,6 @@ struct AppleHealthImportTests {
             #expect(rejections.map { $0["line"] as? Int } == [37, 38, 39, 40, 41], "each rejection names its line")
             let skipped = try #require(first["skipped"] as? [String: Int])
             #expect(skipped["Record: listed again inside its correlation"] == 3, "top-level copies of correlation members are not saved twice")
-            #expect(skipped["ActivitySummary: activity summaries are not held by the ledger yet"] == 1)
             #expect(skipped["ClinicalRecord: clinical records are not held by the ledger yet"] == 1)
             #expect(skipped["Audiogram: audiograms are not held by the ledger yet"] == 1)
             #expect(skipped["HeartRateVariabilityMetadataList: heartbeat series lists are not held by the ledger yet"] == 1)
@@ -333,13 +370,18 @@ struct AppleHealthImportTests {
             #expect(locations.map(\.latitude) == [51.5, 51.5001, 51.5002] && locations.map(\.speed) == [3.1, 3.2, 3.3])
             let prescriptions = try await SampleQueryDescriptor(type: .visionPrescription).result(for: store)
             #expect(prescriptions.first?.visionPrescription?.rightEye?.cylinder?.value == -0.5)
+            let days = try await ActivitySummaryQueryDescriptor(from: CalendarDay("2025-05-18"), to: CalendarDay("2025-05-18")).result(for: store)
+            let day = try #require(days.first)
+            #expect(try days.count == 1 && day.activeEnergyBurned == Quantity(500, HealthUnit("Cal")) && day.moveMode == .activeEnergy)
+            #expect(day.exerciseTime.value == 0 && day.standHoursGoal.value == 0, "absent rings read as 0")
+            #expect(day.sourceRevision.source == Source.imported(named: "Health"))
             let (sex, blood) = (try await store.biologicalSex(), try await store.bloodType())
             #expect(sex == .female && blood == .aPositive)
 
             // The same file again adds nothing, and says so.
             let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
             #expect((second["imported"] as? [String: Int])?.isEmpty == true)
-            #expect(second["alreadyPresent"] as? Int == 20, "16 objects, the route and 3 characteristics")
+            #expect(second["alreadyPresent"] as? Int == 21, "17 objects, the route and 3 characteristics")
             #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
 
             // An app never gets an imported source's name: the prefix is the ledger's.

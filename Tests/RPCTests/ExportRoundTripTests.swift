@@ -45,6 +45,11 @@ struct ExportRoundTripTests {
                 "prescription \(prescription.prescriptionType) \(prescription.dateIssued.timeIntervalSince1970) \(prescription.expirationDate.timeIntervalSince1970)"
                     + " \(prescription.description) \(String(describing: prescription.rightEye)) \(String(describing: prescription.leftEye))")
         }
+        for summary in try await ActivitySummaryQueryDescriptor().result(for: store) {
+            let source = sameSources ? summary.sourceRevision.source.bundleIdentifier : summary.sourceRevision.source.name
+            let rings = try summary.quantities.map { "\($0.field)=\(try $0.quantity.doubleValue(for: HealthUnit($0.unit)))" }
+            lines.append("activity \(summary.day) \(summary.moveMode) \(summary.isPaused) \(rings) \(source) \(summary.metadata.count)")
+        }
         for workout in try await SampleQueryDescriptor(type: .workout).result(for: store).compactMap(\.workout) {
             let statistics = try await store.statistics(for: workout.uuid)
             lines.append("workout \(workout.activityType) \(workout.duration) \(statistics.workout.mapValues(\.values).sorted { $0.key.identifier < $1.key.identifier })")
@@ -89,6 +94,7 @@ struct ExportRoundTripTests {
             let expected = try await Self.portrait(original, sameSources: true)
             #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("prescription glasses") } && expected.contains { $0.hasPrefix("HKCorrelationTypeIdentifierFood") })
+            #expect(expected.contains { $0.hasPrefix("activity 2025-05-18 activeEnergy false [\"activeEnergyBurned=500.0\"") }, "\(expected)")
             #expect(expected.contains { $0.contains("Optional(HealthModel.Device(") && $0.contains("HKMetadataKey") }, "samples with devices and metadata")
             // Samples associated by hand travel with JSON Lines too: category samples, and a heart
             // rate outside the workout's span (neither found through the workout's statistics).

@@ -207,6 +207,7 @@ extension ObjectTypeFamily {
         case .workoutRoute: "routes"
         case .visionPrescription: "prescriptions"
         case .characteristic: "characteristics"
+        case .activitySummary: "activity summaries"
         }
     }
 }

@@ -110,6 +110,7 @@ public indirect enum HealthObject: Sendable, Hashable {
     case workout(Workout)
     case workoutRoute(WorkoutRoute)
     case correlation(Correlation)
+    case activitySummary(ActivitySummary)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
@@ -120,6 +121,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workout(let sample): sample
         case .workoutRoute(let sample): sample
         case .correlation(let sample): sample
+        case .activitySummary(let sample): sample
         }
     }
 
@@ -131,6 +133,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workout(let sample): sample.uuid
         case .workoutRoute(let sample): sample.uuid
         case .correlation(let sample): sample.uuid
+        case .activitySummary(let sample): sample.uuid
         }
     }
 
@@ -142,6 +145,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workout(let sample): sample.objectType
         case .workoutRoute(let sample): sample.objectType
         case .correlation(let sample): sample.objectType
+        case .activitySummary(let sample): sample.objectType
         }
     }
 
@@ -153,6 +157,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workout(let sample): sample.startDate
         case .workoutRoute(let sample): sample.startDate
         case .correlation(let sample): sample.startDate
+        case .activitySummary(let sample): sample.startDate
         }
     }
 
@@ -164,6 +169,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workout(let sample): sample.endDate
         case .workoutRoute(let sample): sample.endDate
         case .correlation(let sample): sample.endDate
+        case .activitySummary(let sample): sample.endDate
         }
     }
 
@@ -175,6 +181,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workout(let sample): sample.metadata
         case .workoutRoute(let sample): sample.metadata
         case .correlation(let sample): sample.metadata
+        case .activitySummary(let sample): sample.metadata
         }
     }
 
@@ -186,6 +193,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workout(let sample): sample.device
         case .workoutRoute(let sample): sample.device
         case .correlation(let sample): sample.device
+        case .activitySummary(let sample): sample.device
         }
     }
 
@@ -197,6 +205,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workout(let sample): sample.syncIdentifier
         case .workoutRoute(let sample): sample.syncIdentifier
         case .correlation(let sample): sample.syncIdentifier
+        case .activitySummary(let sample): sample.syncIdentifier
         }
     }
 
@@ -208,6 +217,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workout(let sample): sample.syncVersion
         case .workoutRoute(let sample): sample.syncVersion
         case .correlation(let sample): sample.syncVersion
+        case .activitySummary(let sample): sample.syncVersion
         }
     }
 
@@ -220,6 +230,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .workout(let sample): sample.sourceRevision
             case .workoutRoute(let sample): sample.sourceRevision
             case .correlation(let sample): sample.sourceRevision
+            case .activitySummary(let sample): sample.sourceRevision
             }
         }
         set {
@@ -229,6 +240,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .visionPrescription(var sample): sample.sourceRevision = newValue; self = .visionPrescription(sample)
             case .workout(var sample): sample.sourceRevision = newValue; self = .workout(sample)
             case .workoutRoute(var sample): sample.sourceRevision = newValue; self = .workoutRoute(sample)
+            case .activitySummary(var sample): sample.sourceRevision = newValue; self = .activitySummary(sample)
             case .correlation(var sample):
                 // Members saved with a correlation come from the same source.
                 sample.sourceRevision = newValue
@@ -265,6 +277,11 @@ public indirect enum HealthObject: Sendable, Hashable {
 
     public var workoutRoute: WorkoutRoute? {
         if case .workoutRoute(let route) = self { return route }
+        return nil
+    }
+
+    public var activitySummary: ActivitySummary? {
+        if case .activitySummary(let summary) = self { return summary }
         return nil
     }
 }

@@ -46,6 +46,25 @@ extension HealthObject {
             guard route.locationCount > 0 else {
                 throw HealthError.invalidArgument("a route needs at least one location", field: "locations")
             }
+        case .activitySummary(let summary):
+            try Self.validateCommon(summary)
+            try Self.validate(summary)
+        }
+    }
+
+    /// A real day, a move mode, and every ring and goal a finite, non-negative quantity of its kind.
+    private static func validate(_ summary: ActivitySummary) throws {
+        _ = try CalendarDay(year: summary.day.year, month: summary.day.month, day: summary.day.day)
+        guard summary.moveMode != .notSet else {
+            throw HealthError.invalidArgument("an activity summary's move mode is activeEnergy or appleMoveTime", field: "moveMode")
+        }
+        for (field, quantity, unit) in summary.quantities {
+            guard quantity.value.isFinite, quantity.value >= 0 else {
+                throw HealthError.invalidArgument("\(field) must be a finite number, not negative: got \(quantity.value)", field: field)
+            }
+            guard quantity.isCompatible(with: try HealthUnit(unit)) else {
+                throw HealthError.invalidArgument("\(field): unit '\(quantity.unit)' is not compatible with '\(unit)'", field: "\(field).unit")
+            }
         }
     }
 
@@ -375,6 +394,11 @@ extension Comparison {
 
 extension WorkoutStatistic {
     /// sum 1, average 2, minimum 3, maximum 4, for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension ActivityMoveMode {
+    /// activeEnergy 1, appleMoveTime 2 (notSet 0 is refused by validation), for decoders.
     public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
 }
 

@@ -1,6 +1,6 @@
 /// The family an object type belongs to.
 public enum ObjectTypeFamily: String, Sendable, Hashable, CaseIterable {
-    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription
+    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary
 }
 
 /// Any type of data a ledger knows, identified by HealthKit's identifier string.
@@ -116,6 +116,7 @@ public enum TypeCatalogue {
         ObjectType.workout.identifier: .workout,
         ObjectType.workoutRoute.identifier: .workoutRoute,
         ObjectType.visionPrescription.identifier: .visionPrescription,
+        ObjectType.activitySummary.identifier: .activitySummary,
     ]
 
     /// The family of `identifier`, or nil if the catalogue does not know it.

@@ -338,20 +338,25 @@ extension Ledger {
         for type in share.union(read) where type.family == .correlation {
             throw HealthError.invalidArgument("correlation type \(type) cannot be requested: request its member types", field: "types")
         }
-        for type in share where type.family == .characteristic {
-            throw HealthError.invalidArgument("characteristic type \(type) is read-only: it cannot be shared", field: "share_types")
+        for type in share where type.isReadOnlyForApps {
+            throw HealthError.invalidArgument("\(readOnlyName(type)) is read-only: it cannot be shared", field: "share_types")
         }
         for type in read where type.isReadPerObject {
             throw HealthError.invalidArgument("\(type) is read per object: use requestObjectReadAuthorization", field: "read_types")
         }
     }
 
+    /// How a refusal names a type apps may only read.
+    private static func readOnlyName(_ type: ObjectType) -> String {
+        type.family == .characteristic ? "characteristic type \(type)" : "\(type) (the system's, as in HealthKit)"
+    }
+
     static func validateDecisionTarget(type: ObjectType, direction: AuthorizationDirection) throws {
         if type.family == .correlation {
             throw HealthError.invalidArgument("correlation type \(type) is authorized through its member types", field: "type")
         }
-        if direction == .share, type.family == .characteristic {
-            throw HealthError.invalidArgument("characteristic type \(type) is read-only", field: "type")
+        if direction == .share, type.isReadOnlyForApps {
+            throw HealthError.invalidArgument("\(readOnlyName(type)) is read-only", field: "type")
         }
         if direction == .read, type.isReadPerObject {
             throw HealthError.invalidArgument("\(type) is read per object: select objects instead", field: "type")

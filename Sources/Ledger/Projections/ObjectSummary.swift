@@ -40,7 +40,7 @@ struct ObjectSummary: Sendable {
         case .category(let body): value = Double(body.value)
         case .workoutRoute(let body): value = 0; workout = body.workoutUuid.count == 16 ? Array(body.workoutUuid) : nil
         case .correlation(let body): value = 0; members = body.memberUuids.map { Array($0) }
-        case .visionPrescription, .workout, nil: value = 0
+        case .visionPrescription, .workout, .activitySummary, nil: value = 0
         }
     }
 
@@ -65,6 +65,8 @@ struct ObjectSummary: Sendable {
         case .correlation(let correlation):
             self.init(correlation, value: 0, units: units)
             members = correlation.objects.map(\.uuid.bytes)
+        case .activitySummary(let summary):
+            self.init(summary, value: 0, units: units)
         }
     }
 
@@ -149,7 +151,7 @@ struct ObjectSummary: Sendable {
                 }
                 quantity = nil
                 value = Double(category)
-            case (.visionPrescription, .lengthDelimited), (.workout, .lengthDelimited):
+            case (.visionPrescription, .lengthDelimited), (.workout, .lengthDelimited), (.activitySummary, .lengthDelimited):
                 try reader.skip(wireType)
                 quantity = nil
                 value = 0

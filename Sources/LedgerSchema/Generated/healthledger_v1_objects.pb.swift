@@ -614,6 +614,123 @@ public nonisolated struct Healthledger_V1_VisionPrescriptionBody: Sendable {
   fileprivate var _leftEye: Healthledger_V1_LensSpecification? = nil
 }
 
+/// A day's activity rings and their goals (HealthKit's HKActivitySummary), type
+/// HKActivitySummaryTypeIdentifier. It stands for a calendar date in no time zone; the
+/// object's start is 00:00 UTC of that date and its end 24 hours later.
+public nonisolated struct Healthledger_V1_ActivitySummaryBody: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The date (Gregorian): year 1–9999, month 1–12, day 1–31 and a real day.
+  public var year: Int32 {
+    get {_storage._year}
+    set {_uniqueStorage()._year = newValue}
+  }
+
+  public var month: Int32 {
+    get {_storage._month}
+    set {_uniqueStorage()._month = newValue}
+  }
+
+  public var day: Int32 {
+    get {_storage._day}
+    set {_uniqueStorage()._day = newValue}
+  }
+
+  /// HKActivityMoveMode: 1 active energy, 2 move time (0 is refused).
+  public var moveMode: Int32 {
+    get {_storage._moveMode}
+    set {_uniqueStorage()._moveMode = newValue}
+  }
+
+  /// Each a finite, non-negative quantity: energies in an energy unit (kcal), times in a
+  /// time unit (min), stand hours in count.
+  public var activeEnergyBurned: Healthledger_V1_Quantity {
+    get {_storage._activeEnergyBurned ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._activeEnergyBurned = newValue}
+  }
+  /// Returns true if `activeEnergyBurned` has been explicitly set.
+  public var hasActiveEnergyBurned: Bool {_storage._activeEnergyBurned != nil}
+  /// Clears the value of `activeEnergyBurned`. Subsequent reads from it will return its default value.
+  public mutating func clearActiveEnergyBurned() {_uniqueStorage()._activeEnergyBurned = nil}
+
+  public var activeEnergyBurnedGoal: Healthledger_V1_Quantity {
+    get {_storage._activeEnergyBurnedGoal ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._activeEnergyBurnedGoal = newValue}
+  }
+  /// Returns true if `activeEnergyBurnedGoal` has been explicitly set.
+  public var hasActiveEnergyBurnedGoal: Bool {_storage._activeEnergyBurnedGoal != nil}
+  /// Clears the value of `activeEnergyBurnedGoal`. Subsequent reads from it will return its default value.
+  public mutating func clearActiveEnergyBurnedGoal() {_uniqueStorage()._activeEnergyBurnedGoal = nil}
+
+  public var moveTime: Healthledger_V1_Quantity {
+    get {_storage._moveTime ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._moveTime = newValue}
+  }
+  /// Returns true if `moveTime` has been explicitly set.
+  public var hasMoveTime: Bool {_storage._moveTime != nil}
+  /// Clears the value of `moveTime`. Subsequent reads from it will return its default value.
+  public mutating func clearMoveTime() {_uniqueStorage()._moveTime = nil}
+
+  public var moveTimeGoal: Healthledger_V1_Quantity {
+    get {_storage._moveTimeGoal ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._moveTimeGoal = newValue}
+  }
+  /// Returns true if `moveTimeGoal` has been explicitly set.
+  public var hasMoveTimeGoal: Bool {_storage._moveTimeGoal != nil}
+  /// Clears the value of `moveTimeGoal`. Subsequent reads from it will return its default value.
+  public mutating func clearMoveTimeGoal() {_uniqueStorage()._moveTimeGoal = nil}
+
+  public var exerciseTime: Healthledger_V1_Quantity {
+    get {_storage._exerciseTime ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._exerciseTime = newValue}
+  }
+  /// Returns true if `exerciseTime` has been explicitly set.
+  public var hasExerciseTime: Bool {_storage._exerciseTime != nil}
+  /// Clears the value of `exerciseTime`. Subsequent reads from it will return its default value.
+  public mutating func clearExerciseTime() {_uniqueStorage()._exerciseTime = nil}
+
+  public var exerciseTimeGoal: Healthledger_V1_Quantity {
+    get {_storage._exerciseTimeGoal ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._exerciseTimeGoal = newValue}
+  }
+  /// Returns true if `exerciseTimeGoal` has been explicitly set.
+  public var hasExerciseTimeGoal: Bool {_storage._exerciseTimeGoal != nil}
+  /// Clears the value of `exerciseTimeGoal`. Subsequent reads from it will return its default value.
+  public mutating func clearExerciseTimeGoal() {_uniqueStorage()._exerciseTimeGoal = nil}
+
+  public var standHours: Healthledger_V1_Quantity {
+    get {_storage._standHours ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._standHours = newValue}
+  }
+  /// Returns true if `standHours` has been explicitly set.
+  public var hasStandHours: Bool {_storage._standHours != nil}
+  /// Clears the value of `standHours`. Subsequent reads from it will return its default value.
+  public mutating func clearStandHours() {_uniqueStorage()._standHours = nil}
+
+  public var standHoursGoal: Healthledger_V1_Quantity {
+    get {_storage._standHoursGoal ?? Healthledger_V1_Quantity()}
+    set {_uniqueStorage()._standHoursGoal = newValue}
+  }
+  /// Returns true if `standHoursGoal` has been explicitly set.
+  public var hasStandHoursGoal: Bool {_storage._standHoursGoal != nil}
+  /// Clears the value of `standHoursGoal`. Subsequent reads from it will return its default value.
+  public mutating func clearStandHoursGoal() {_uniqueStorage()._standHoursGoal = nil}
+
+  /// The rings were paused that day.
+  public var paused: Bool {
+    get {_storage._paused}
+    set {_uniqueStorage()._paused = newValue}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
 /// A characteristic of the owner (HealthKit's characteristic types): the date of birth as a
 /// calendar date, or an enumeration's raw value (HKBiologicalSex, HKBloodType,
 /// HKFitzpatrickSkinType, HKWheelchairUse, HKActivityMoveMode). Not set: value 0 and no date.
@@ -965,6 +1082,14 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .correlation(newValue)}
   }
 
+  public var activitySummary: Healthledger_V1_ActivitySummaryBody {
+    get {
+      if case .activitySummary(let v)? = _storage._body {return v}
+      return Healthledger_V1_ActivitySummaryBody()
+    }
+    set {_uniqueStorage()._body = .activitySummary(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -974,6 +1099,7 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     case workout(Healthledger_V1_WorkoutBody)
     case workoutRoute(Healthledger_V1_WorkoutRouteBody)
     case correlation(Healthledger_V1_CorrelationBody)
+    case activitySummary(Healthledger_V1_ActivitySummaryBody)
 
   }
 
@@ -1572,6 +1698,160 @@ nonisolated extension Healthledger_V1_VisionPrescriptionBody.PrescriptionType: S
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PRESCRIPTION_TYPE_UNSPECIFIED\0\u{1}PRESCRIPTION_TYPE_GLASSES\0\u{1}PRESCRIPTION_TYPE_CONTACTS\0")
 }
 
+nonisolated extension Healthledger_V1_ActivitySummaryBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ActivitySummaryBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}year\0\u{1}month\0\u{1}day\0\u{3}move_mode\0\u{3}active_energy_burned\0\u{3}active_energy_burned_goal\0\u{3}move_time\0\u{3}move_time_goal\0\u{3}exercise_time\0\u{3}exercise_time_goal\0\u{3}stand_hours\0\u{3}stand_hours_goal\0\u{1}paused\0")
+
+  fileprivate class _StorageClass {
+    var _year: Int32 = 0
+    var _month: Int32 = 0
+    var _day: Int32 = 0
+    var _moveMode: Int32 = 0
+    var _activeEnergyBurned: Healthledger_V1_Quantity? = nil
+    var _activeEnergyBurnedGoal: Healthledger_V1_Quantity? = nil
+    var _moveTime: Healthledger_V1_Quantity? = nil
+    var _moveTimeGoal: Healthledger_V1_Quantity? = nil
+    var _exerciseTime: Healthledger_V1_Quantity? = nil
+    var _exerciseTimeGoal: Healthledger_V1_Quantity? = nil
+    var _standHours: Healthledger_V1_Quantity? = nil
+    var _standHoursGoal: Healthledger_V1_Quantity? = nil
+    var _paused: Bool = false
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _year = source._year
+      _month = source._month
+      _day = source._day
+      _moveMode = source._moveMode
+      _activeEnergyBurned = source._activeEnergyBurned
+      _activeEnergyBurnedGoal = source._activeEnergyBurnedGoal
+      _moveTime = source._moveTime
+      _moveTimeGoal = source._moveTimeGoal
+      _exerciseTime = source._exerciseTime
+      _exerciseTimeGoal = source._exerciseTimeGoal
+      _standHours = source._standHours
+      _standHoursGoal = source._standHoursGoal
+      _paused = source._paused
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularInt32Field(value: &_storage._year) }()
+        case 2: try { try decoder.decodeSingularInt32Field(value: &_storage._month) }()
+        case 3: try { try decoder.decodeSingularInt32Field(value: &_storage._day) }()
+        case 4: try { try decoder.decodeSingularInt32Field(value: &_storage._moveMode) }()
+        case 5: try { try decoder.decodeSingularMessageField(value: &_storage._activeEnergyBurned) }()
+        case 6: try { try decoder.decodeSingularMessageField(value: &_storage._activeEnergyBurnedGoal) }()
+        case 7: try { try decoder.decodeSingularMessageField(value: &_storage._moveTime) }()
+        case 8: try { try decoder.decodeSingularMessageField(value: &_storage._moveTimeGoal) }()
+        case 9: try { try decoder.decodeSingularMessageField(value: &_storage._exerciseTime) }()
+        case 10: try { try decoder.decodeSingularMessageField(value: &_storage._exerciseTimeGoal) }()
+        case 11: try { try decoder.decodeSingularMessageField(value: &_storage._standHours) }()
+        case 12: try { try decoder.decodeSingularMessageField(value: &_storage._standHoursGoal) }()
+        case 13: try { try decoder.decodeSingularBoolField(value: &_storage._paused) }()
+        default: break
+        }
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._year != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._year, fieldNumber: 1)
+      }
+      if _storage._month != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._month, fieldNumber: 2)
+      }
+      if _storage._day != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._day, fieldNumber: 3)
+      }
+      if _storage._moveMode != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._moveMode, fieldNumber: 4)
+      }
+      try { if let v = _storage._activeEnergyBurned {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      } }()
+      try { if let v = _storage._activeEnergyBurnedGoal {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      } }()
+      try { if let v = _storage._moveTime {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      } }()
+      try { if let v = _storage._moveTimeGoal {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+      } }()
+      try { if let v = _storage._exerciseTime {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+      } }()
+      try { if let v = _storage._exerciseTimeGoal {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+      } }()
+      try { if let v = _storage._standHours {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+      } }()
+      try { if let v = _storage._standHoursGoal {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+      } }()
+      if _storage._paused != false {
+        try visitor.visitSingularBoolField(value: _storage._paused, fieldNumber: 13)
+      }
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ActivitySummaryBody, rhs: Healthledger_V1_ActivitySummaryBody) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._year != rhs_storage._year {return false}
+        if _storage._month != rhs_storage._month {return false}
+        if _storage._day != rhs_storage._day {return false}
+        if _storage._moveMode != rhs_storage._moveMode {return false}
+        if _storage._activeEnergyBurned != rhs_storage._activeEnergyBurned {return false}
+        if _storage._activeEnergyBurnedGoal != rhs_storage._activeEnergyBurnedGoal {return false}
+        if _storage._moveTime != rhs_storage._moveTime {return false}
+        if _storage._moveTimeGoal != rhs_storage._moveTimeGoal {return false}
+        if _storage._exerciseTime != rhs_storage._exerciseTime {return false}
+        if _storage._exerciseTimeGoal != rhs_storage._exerciseTimeGoal {return false}
+        if _storage._standHours != rhs_storage._standHours {return false}
+        if _storage._standHoursGoal != rhs_storage._standHoursGoal {return false}
+        if _storage._paused != rhs_storage._paused {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_Characteristic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Characteristic"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}value\0\u{1}year\0\u{1}month\0\u{1}day\0")
@@ -2051,7 +2331,7 @@ nonisolated extension Healthledger_V1_CorrelationBody: SwiftProtobuf.Message, Sw
 
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -2183,6 +2463,19 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .correlation(v)
           }
         }()
+        case 16: try {
+          var v: Healthledger_V1_ActivitySummaryBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .activitySummary(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .activitySummary(v)
+          }
+        }()
         default: break
         }
       }
@@ -2240,6 +2533,10 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .correlation?: try {
         guard case .correlation(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
+      }()
+      case .activitySummary?: try {
+        guard case .activitySummary(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
       }()
       case nil: break
       }

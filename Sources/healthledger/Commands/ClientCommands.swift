@@ -309,8 +309,32 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["value"] = route.locationCount
         row["unit"] = "locations"
         row["workout"] = route.workoutUUID.uuidString
+    case .activitySummary(let summary):
+        row.merge(activityRow(summary)) { _, new in new }
     }
     return row
+}
+
+/// An activity summary's day and rings, each with its goal (move in kcal, or in minutes for
+/// the move mode appleMoveTime; exercise in minutes; stand in hours), and the three in one
+/// line as `value`.
+func activityRow(_ summary: ActivitySummary) -> [String: Any] {
+    func number(_ quantity: Quantity, _ unit: String) -> Double {
+        let value = (try? quantity.doubleValue(for: HealthUnit(unit))) ?? quantity.value
+        return Double(String(format: "%.12g", value)) ?? value
+    }
+    let byTime = summary.moveMode == .appleMoveTime
+    let move = byTime ? (number(summary.moveTime, "min"), number(summary.moveTimeGoal, "min"), "min") :
+        (number(summary.activeEnergyBurned, "kcal"), number(summary.activeEnergyBurnedGoal, "kcal"), "kcal")
+    let exercise = (number(summary.exerciseTime, "min"), number(summary.exerciseTimeGoal, "min"))
+    let stand = (number(summary.standHours, "count"), number(summary.standHoursGoal, "count"))
+    func text(_ value: Double) -> String { value == value.rounded() ? String(Int(value)) : String(value) }
+    return [
+        "day": summary.day.description, "move": move.0, "moveGoal": move.1, "moveUnit": move.2, "exercise": exercise.0,
+        "exerciseGoal": exercise.1, "stand": stand.0, "standGoal": stand.1, "paused": summary.isPaused,
+        "value": "move \(text(move.0))/\(text(move.1)) \(move.2), exercise \(text(exercise.0))/\(text(exercise.1)) min, stand \(text(stand.0))/\(text(stand.1)) h"
+            + (summary.isPaused ? " (paused)" : ""),
+    ]
 }
 
 func printSampleTable(_ rows: [[String: Any]]) {
