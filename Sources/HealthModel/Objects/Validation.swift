@@ -56,7 +56,7 @@ extension HealthObject {
     private static func validate(_ summary: ActivitySummary) throws {
         _ = try CalendarDay(year: summary.day.year, month: summary.day.month, day: summary.day.day)
         guard summary.moveMode != .notSet else {
-            throw HealthError.invalidArgument("an activity summary's move mode is activeEnergy or appleMoveTime", field: "moveMode")
+            throw HealthError.invalidArgument("an activity summary's moveMode is activeEnergy (1) or appleMoveTime (2), not notSet (0)", field: "moveMode")
         }
         for (field, quantity, unit) in summary.quantities {
             guard quantity.value.isFinite, quantity.value >= 0 else {

@@ -296,6 +296,9 @@ extension Ledger {
             }
             throw HealthError(.authorizationDenied, "\(source.bundleIdentifier) is not authorized to share any member type of \(type)", field: "type")
         }
+        if type.isReadOnlyForApps {
+            throw HealthError(.authorizationDenied, "\(readOnlyName(type)) is read-only: apps never save or delete one", field: "type")
+        }
         switch sharingStatus(try record(source.bundleIdentifier, .share, type, context.reads)) {
         case .sharingAuthorized: return
         case .sharingDenied:
