@@ -151,6 +151,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case authorizationHistory = "healthledger.v1.Ledger/AuthorizationHistory"
     case sourcePriority = "healthledger.v1.Ledger/SourcePriority"
     case setSourcePriority = "healthledger.v1.Ledger/SetSourcePriority"
+    /// The sources of a type's objects (HealthKit's source query).
+    case querySources = "healthledger.v1.Ledger/QuerySources"
     case statistics = "healthledger.v1.Ledger/Statistics"
     /// Server streaming: `StatisticsBatch` messages.
     case statisticsCollection = "healthledger.v1.Ledger/StatisticsCollection"

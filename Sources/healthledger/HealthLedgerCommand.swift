@@ -9,7 +9,7 @@ struct HealthLedgerCommand: AsyncParsableCommand {
         commandName: "healthledger",
         abstract: "Manage HealthLedger ledgers: create, verify, replay, back up and restore; import and export; query and save through the server.",
         subcommands: [
-            LedgerCommand.self, AdminCommand.self, ClusterCommand.self, AuthCommand.self, PingCommand.self, SaveCommand.self, QueryCommand.self, ActivityCommand.self, DeleteCommand.self, EraseCommand.self, CorrelationCommand.self, ImportCommand.self, ExportCommand.self, ChangesCommand.self, WatchCommand.self, StatsCommand.self, CharacteristicsCommand.self, AttachmentCommand.self, WorkoutCommand.self, VerifyCommand.self, ReplayCommand.self, BackupCommand.self, RestoreCommand.self, LogCommand.self, AuditCommand.self, ProofCommand.self, UnitCommand.self, TypesCommand.self,
+            LedgerCommand.self, AdminCommand.self, ClusterCommand.self, AuthCommand.self, PingCommand.self, SaveCommand.self, QueryCommand.self, SourcesCommand.self, ActivityCommand.self, DeleteCommand.self, EraseCommand.self, CorrelationCommand.self, ImportCommand.self, ExportCommand.self, ChangesCommand.self, WatchCommand.self, StatsCommand.self, CharacteristicsCommand.self, AttachmentCommand.self, WorkoutCommand.self, VerifyCommand.self, ReplayCommand.self, BackupCommand.self, RestoreCommand.self, LogCommand.self, AuditCommand.self, ProofCommand.self, UnitCommand.self, TypesCommand.self,
             DebugCommand.self,
         ])
 }

@@ -238,6 +238,8 @@ package enum MethodTable {
         // The history grows with the ledger: read in a task.
         .authorizationHistory: .unary(Healthledger_V1_AuthorizationsRequest.self, asOf: true) { try $0.authorizationHistory($1) }.only(managing),
         .sourcePriority: .immediate(Healthledger_V1_SourcePriorityRequest.self) { try $0.sourcePriority($1) }.only(managing),
+        // One sample query per source of the type: in a task.
+        .querySources: .unary(Healthledger_V1_SourceQueryRequest.self, asOf: true) { try $0.querySources($1) }.recorded,
         .setSourcePriority: .unary(Healthledger_V1_SetSourcePriorityRequest.self) { try await $0.setSourcePriority($1) }.only(managing),
         // Statistics read every sample of their range: in a task.
         .statistics: .unary(Healthledger_V1_StatisticsRequest.self, asOf: true) { try $0.statistics($1) }.recorded,

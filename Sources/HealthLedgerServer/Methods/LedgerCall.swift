@@ -240,6 +240,16 @@ struct LedgerCall: Sendable {
         return try Healthledger_V1_SourcePriorityResponse.with { $0.sources = sources.map(Healthledger_V1_Source.init) }.serializedBytes()
     }
 
+    /// QuerySources: the sources of the type's objects the caller may read (on the record as a read of the type).
+    func querySources(_ request: Healthledger_V1_SourceQueryRequest) throws -> [UInt8] {
+        let type = try ObjectType(request.type)
+        let sources = try ledger.sources(
+            of: type, overlapping: try Self.interval(start: request.hasStartUs ? request.startUs : nil, end: request.hasEndUs ? request.endUs : nil),
+            matching: request.hasPredicate ? try request.predicate.model() : nil, as: principal)
+        reads.add(type.identifier, objects: 0)
+        return try Healthledger_V1_SourceQueryResponse.with { $0.sources = sources.map(Healthledger_V1_Source.init) }.serializedBytes()
+    }
+
     func setSourcePriority(_ request: Healthledger_V1_SetSourcePriorityRequest) async throws -> [UInt8] {
         try await ledger.setSourcePriority(for: try ObjectType(request.type), bundleIdentifiers: request.bundleIdentifiers, by: principal)
         return Self.empty

@@ -59,6 +59,27 @@ extension Ledger {
         try scan(query, as: principal) { stored, assembled in try assembled ?? LedgerEvent(stored: stored).savedObject() }
     }
 
+    /// The sources that saved live objects of `type` (overlapping `interval`, matching
+    /// `predicate`) that `principal` may read, in the order of their first save of the type
+    /// (HealthKit's `HKSourceQuery`): every source for the owner and an app that may read the
+    /// type; for another app only itself, if it saved any.
+    /// - Throws: ``HealthError`` `invalidArgument` for a characteristic type (it has no sources)
+    ///   or a bad predicate, as a sample query's.
+    public func sources(
+        of type: ObjectType, overlapping interval: DateInterval? = nil, matching predicate: ObjectPredicate? = nil, as principal: Principal
+    ) throws -> [Source] {
+        guard type.family != .characteristic else {
+            throw HealthError.invalidArgument("\(type) is a characteristic: it has no sources", field: "type")
+        }
+        let candidates = try read { try SourceRegistry.sources(of: type.code, in: $0) }
+        // One object of each source that matches is enough: the scan stops at it.
+        return try candidates.filter { source in
+            let only = ObjectPredicate.sources([source.bundleIdentifier])
+            let query = SampleQuery(type: type, interval: interval, predicate: predicate.map { .and([$0, only]) } ?? only, limit: 1)
+            return try !scan(query, as: principal) { _, _ in () }.isEmpty
+        }
+    }
+
     /// What `principal` may read of `type` now. Servers compare scopes to end streams whose
     /// access was taken away; the scope itself is never shown to an app.
     public func readScope(of type: ObjectType, for principal: Principal) throws -> ReadScope {
