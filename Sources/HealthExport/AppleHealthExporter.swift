@@ -41,7 +41,7 @@ public struct AppleHealthExporter {
             for try await batch in try await store.results(for: SampleQueryDescriptor(type: type, batchSize: 1000)) {
                 for object in batch {
                     switch object {
-                    case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary:
+                    case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary, .audiogram:
                         // A correlation's members come again at top level with their type, as
                         // the Health app lists them.
                         try xml.write(AppleHealthWriter.element(object))
@@ -131,7 +131,7 @@ public enum AppleHealthWriter {
         " <SourcePriority type=\"\(type.identifier)\" sourceName=\"\(AppleHealthValues.escape(sourceName))\"/>\n"
     }
 
-    /// A `Record`, `Correlation`, `VisionPrescription` or `ActivitySummary` element.
+    /// A `Record`, `Correlation`, `VisionPrescription`, `ActivitySummary` or `Audiogram` element.
     public static func element(_ object: HealthObject, indent: String = " ") -> String {
         switch object {
         case .quantitySample(let sample):
@@ -162,6 +162,21 @@ public enum AppleHealthWriter {
             return text + metadata(prescription.metadata, indent: indent + " ") + "\(indent)</VisionPrescription>\n"
         case .activitySummary(let summary):
             return activitySummary(summary, indent: indent)
+        case .audiogram(let audiogram):
+            var text = "\(indent)<Audiogram type=\"\(ObjectType.audiogram.identifier)\"\(common(audiogram))>\n"
+            text += metadata(audiogram.metadata, indent: indent + " ")
+            for point in audiogram.points {
+                func level(_ quantity: Quantity) -> String {
+                    AppleHealthValues.number((try? quantity.doubleValue(for: .hearingLevel)) ?? quantity.value)
+                }
+                text += "\(indent) <SensitivityPoint frequencyValue=\"\(AppleHealthValues.number((try? point.frequency.doubleValue(for: .hertz)) ?? point.frequency.value))\" frequencyUnit=\"Hz\""
+                if let left = point.leftEar { text += " leftEarValue=\"\(level(left))\" leftEarUnit=\"dBHL\"" }
+                if let right = point.rightEar { text += " rightEarValue=\"\(level(right))\" rightEarUnit=\"dBHL\"" }
+                if point.leftEarMasked { text += " leftEarMasked=\"1\"" }
+                if point.rightEarMasked { text += " rightEarMasked=\"1\"" }
+                text += "/>\n"
+            }
+            return text + "\(indent)</Audiogram>\n"
         case .workout, .workoutRoute:
             return ""
         }
@@ -411,6 +426,27 @@ public enum AppleHealthWriter {
           activityMoveMode         CDATA #IMPLIED
           paused                   CDATA #IMPLIED
           sourceName               CDATA #IMPLIED
+        >
+        <!ELEMENT Audiogram ((MetadataEntry|SensitivityPoint)*)>
+        <!ATTLIST Audiogram
+          type          CDATA #REQUIRED
+          sourceName    CDATA #REQUIRED
+          sourceVersion CDATA #IMPLIED
+          device        CDATA #IMPLIED
+          creationDate  CDATA #IMPLIED
+          startDate     CDATA #REQUIRED
+          endDate       CDATA #REQUIRED
+        >
+        <!ELEMENT SensitivityPoint EMPTY>
+        <!ATTLIST SensitivityPoint
+          frequencyValue CDATA #REQUIRED
+          frequencyUnit  CDATA #REQUIRED
+          leftEarValue   CDATA #IMPLIED
+          leftEarUnit    CDATA #IMPLIED
+          rightEarValue  CDATA #IMPLIED
+          rightEarUnit   CDATA #IMPLIED
+          leftEarMasked  CDATA #IMPLIED
+          rightEarMasked CDATA #IMPLIED
         >
         <!ELEMENT VisionPrescription ((RightEye|LeftEye|Attachment|MetadataEntry)*)>
         <!ATTLIST VisionPrescription

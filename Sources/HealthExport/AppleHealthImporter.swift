@@ -232,6 +232,9 @@ public final class AppleHealthImporter {
         case .activitySummary(let activity, let line):
             summary.elements += 1
             try await add(.activitySummary(activity), kind: "activitySummaries", line: line)
+        case .audiogram(let audiogram, let line):
+            summary.elements += 1
+            try await add(.audiogram(audiogram), kind: "audiograms", line: line)
         case .sourcePriority(let type, let source, _):
             summary.elements += 1
             if let index = sourceOrders.firstIndex(where: { $0.type == type }) {

@@ -17,6 +17,8 @@ public enum AppleHealthItem: Sendable {
     case visionPrescription(VisionPrescription, line: Int)
     /// An `ActivitySummary`: a day's rings and goals.
     case activitySummary(ActivitySummary, line: Int)
+    /// An `Audiogram` with its `SensitivityPoint`s.
+    case audiogram(Audiogram, line: Int)
     /// One `SourcePriority` element: `source` ranks next among `type`'s sources (the elements
     /// of a type come highest priority first). HealthLedger's own exports carry them.
     case sourcePriority(ObjectType, source: Source, line: Int)
@@ -131,11 +133,12 @@ public final class AppleHealthReader: XMLStreamHandler {
             emit(.sourcePriority(type, source: Source.imported(named: sourceName), line: line))
         case "ActivitySummary":
             current = .activitySummary(attributes: attributes, metadata: [:], line: line)
+        case "Audiogram":
+            current = .audiogram(AudiogramBuilder(attributes: attributes, line: line))
         default:
             skipping = name
             let reason = switch name {
             case "ClinicalRecord": "clinical records are not held by the ledger yet"
-            case "Audiogram": "audiograms are not held by the ledger yet"
             default: "the ledger does not hold \(name) elements"
             }
             emit(.skipped(element: name, reason: reason, line: line))
@@ -156,6 +159,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         case .workout(let builder): workout(builder)
         case .prescription(let builder): prescription(builder)
         case .activitySummary(let attributes, let metadata, let line): activitySummary(attributes, metadata: metadata, line: line)
+        case .audiogram(let builder): audiogram(builder)
         }
     }
 
@@ -460,6 +464,35 @@ public final class AppleHealthReader: XMLStreamHandler {
         emit(.activitySummary(summary, line: line))
     }
 
+    /// An `Audiogram`: its dates and source as a record's, its `SensitivityPoint`s in rising
+    /// frequency (`frequencyValue` in `frequencyUnit`, `Hz` when absent; each ear's
+    /// `…EarValue` in `…EarUnit`, `dBHL` when absent; `…EarMasked` true or 1), its metadata.
+    /// Its sync identifier, unless its metadata gives one, is derived from `Audiogram`, the
+    /// source name, start and end, version 1.
+    private func audiogram(_ builder: AudiogramBuilder) {
+        let (attributes, line, element) = (builder.attributes, builder.line, "Audiogram")
+        guard let start = attributes["startDate"].flatMap(AppleHealthValues.date), let end = attributes["endDate"].flatMap(AppleHealthValues.date) else {
+            return reject(element, Rejection(kind: .invalidDate, reason: "startDate or endDate is missing or not a date"), line: line)
+        }
+        guard end >= start else { return reject(element, Rejection(kind: .datesOutOfOrder, reason: "endDate is before startDate"), line: line) }
+        if let problem = builder.problems.first { return reject(element, problem, line: line) }
+        let source = sourceRevision(attributes)
+        var metadata = builder.metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key([element, source.source.name, Self.seconds(start), Self.seconds(end)], start: start))
+            metadata[MetadataKey.syncVersion] = .number(1)
+        }
+        let audiogram = Audiogram(
+            points: builder.points.sorted { ((try? $0.frequency.doubleValue(for: .hertz)) ?? 0) < ((try? $1.frequency.doubleValue(for: .hertz)) ?? 0) },
+            start: start, end: end, device: device(attributes), metadata: metadata, sourceRevision: source)
+        do {
+            try HealthObject.audiogram(audiogram).validate()
+        } catch {
+            return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
+        }
+        emit(.audiogram(audiogram, line: line))
+    }
+
     private func prescription(_ builder: PrescriptionBuilder) {
         let attributes = builder.attributes
         let line = builder.line
@@ -754,6 +787,7 @@ private enum Builder {
     case prescription(PrescriptionBuilder)
     /// An `ActivitySummary`, and the metadata entries this file's exports put inside it.
     case activitySummary(attributes: Attributes, metadata: Metadata, line: Int)
+    case audiogram(AudiogramBuilder)
 
     /// Each case's builder is moved out of `self` while it changes, not copied, so that its
     /// metadata and lists are changed in place.
@@ -767,6 +801,7 @@ private enum Builder {
             ("Workout", ["MetadataEntry", "WorkoutEvent", "WorkoutActivity", "WorkoutStatistics", "WorkoutRoute"].contains(name))
         case .prescription: ("VisionPrescription", ["MetadataEntry", "RightEye", "LeftEye", "Attachment"].contains(name))
         case .activitySummary: ("ActivitySummary", name == "MetadataEntry")
+        case .audiogram: ("Audiogram", name == "MetadataEntry" || name == "SensitivityPoint")
         }
     }
 
@@ -799,6 +834,9 @@ private enum Builder {
         case .activitySummary(let summary, var metadata, let start):
             if depth == 3, name == "MetadataEntry" { metadata.add(attributes, reader: reader) }
             self = .activitySummary(attributes: summary, metadata: metadata, line: start)
+        case .audiogram(var audiogram):
+            if depth == 3 { audiogram.child(name, attributes, line: line, reader: reader) }
+            self = .audiogram(audiogram)
         }
     }
 
@@ -941,6 +979,41 @@ private struct WorkoutBuilder {
             end = date.addingTimeInterval(seconds)
         }
         return WorkoutEvent(type: type, start: date, end: type.hasDuration ? end : nil)
+    }
+}
+
+private struct AudiogramBuilder {
+    let attributes: Attributes
+    let line: Int
+    var metadata: Metadata = [:]
+    var points: [AudiogramPoint] = []
+    var problems: [AppleHealthReader.Rejection] = []
+
+    init(attributes: Attributes, line: Int) {
+        self.attributes = attributes
+        self.line = line
+    }
+
+    mutating func child(_ name: String, _ attributes: Attributes, line: Int, reader: AppleHealthReader) {
+        switch name {
+        case "MetadataEntry": metadata.add(attributes, reader: reader)
+        case "SensitivityPoint":
+            guard let frequency = reader.quantity(attributes["frequencyValue"], unit: attributes["frequencyUnit"], default: "Hz") else {
+                return problems.append(.init(kind: .unparsableValue, reason: "line \(line): a SensitivityPoint's frequencyValue is missing or not a number"))
+            }
+            func ear(_ side: String) -> Quantity? {
+                let text = attributes[side + "EarValue"]
+                guard let text, !text.isEmpty else { return nil }
+                guard let level = reader.quantity(text, unit: attributes[side + "EarUnit"], default: "dBHL") else {
+                    problems.append(.init(kind: .unparsableValue, reason: "line \(line): \(side)EarValue '\(text.prefix(40))' is not a number in a known unit"))
+                    return nil
+                }
+                return level
+            }
+            func masked(_ side: String) -> Bool { ["1", "true", "YES"].contains(attributes[side + "EarMasked"] ?? "") }
+            points.append(AudiogramPoint(frequency: frequency, leftEar: ear("left"), rightEar: ear("right"), leftEarMasked: masked("left"), rightEarMasked: masked("right")))
+        default: break
+        }
     }
 }
 

@@ -205,6 +205,9 @@ extension Healthledger_V1_HealthObject {
         case .activitySummary(let summary):
             setCommonFields(summary)
             self.body = .activitySummary(.init(summary))
+        case .audiogram(let audiogram):
+            setCommonFields(audiogram)
+            self.body = .audiogram(.with { $0.points = audiogram.points.map(Healthledger_V1_AudiogramPoint.init) })
         }
     }
 
@@ -308,9 +311,22 @@ extension Healthledger_V1_HealthObject {
                 standHours: try quantity(body.hasStandHours, body.standHours, "standHours", "count"),
                 standHoursGoal: try quantity(body.hasStandHoursGoal, body.standHoursGoal, "standHoursGoal", "count"),
                 isPaused: body.paused, device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case .audiogram(let body):
+            guard type == ObjectType.audiogram.identifier else {
+                throw HealthError.invalidArgument("an audiogram's type is \(ObjectType.audiogram.identifier), not '\(type)'", field: "type")
+            }
+            let points = try body.points.enumerated().map { index, point in
+                let field = "points[\(index)]"
+                return AudiogramPoint(
+                    frequency: try point.frequency.model(field: "\(field).frequency"),
+                    leftEar: point.hasLeftEar ? try point.leftEar.model(field: "\(field).leftEar") : nil,
+                    rightEar: point.hasRightEar ? try point.rightEar.model(field: "\(field).rightEar") : nil,
+                    leftEarMasked: point.leftEarMasked, rightEarMasked: point.rightEarMasked)
+            }
+            return .audiogram(Audiogram(points: points, start: start, end: end, device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
         case nil:
             throw HealthError.invalidArgument(
-                "the object has no payload (quantity, category, vision prescription, workout, route, correlation or activity summary)",
+                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary or audiogram)",
                 field: "body")
         }
     }
@@ -433,6 +449,17 @@ extension Healthledger_V1_ActivitySummaryBody {
         standHours = .init(summary.standHours)
         standHoursGoal = .init(summary.standHoursGoal)
         paused = summary.isPaused
+    }
+}
+
+extension Healthledger_V1_AudiogramPoint {
+    public init(_ point: AudiogramPoint) {
+        self.init()
+        frequency = .init(point.frequency)
+        if let level = point.leftEar { leftEar = .init(level) }
+        if let level = point.rightEar { rightEar = .init(level) }
+        leftEarMasked = point.leftEarMasked
+        rightEarMasked = point.rightEarMasked
     }
 }
 

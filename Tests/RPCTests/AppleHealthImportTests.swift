@@ -86,7 +86,11 @@ struct AppleHealthImportTests {
          </VisionPrescription>
          <ActivitySummary dateComponents="2025-05-18" activeEnergyBurned="500"/>
          <ClinicalRecord type="HKClinicalTypeIdentifierLabResultRecord" identifier="x" sourceName="Hospital" sourceURL="https://example.org" fhirVersion="4.0.1" receivedDate="2025-05-18 08:00:00 +0100" resourceFilePath="/clinical-records/x.json"/>
-         <Audiogram type="HKDataTypeIdentifierAudiogram" sourceName="Hearing" startDate="2025-05-18 08:00:00 +0100" endDate="2025-05-18 08:00:00 +0100"/>
+         <Audiogram type="HKDataTypeIdentifierAudiogram" sourceName="Hearing" startDate="2025-05-18 08:00:00 +0100" endDate="2025-05-18 08:10:00 +0100">
+          <SensitivityPoint frequencyValue="4000" frequencyUnit="Hz" leftEarValue="25" leftEarUnit="dBHL" rightEarValue="15" rightEarUnit="dBHL"/>
+          <SensitivityPoint frequencyValue="500" frequencyUnit="Hz" leftEarValue="10" leftEarUnit="dBHL" rightEarValue="5" rightEarUnit="dBHL" rightEarMasked="true"/>
+          <SensitivityPoint frequencyValue="1000" leftEarValue="5"/>
+         </Audiogram>
         </HealthData>
 
         """
@@ -298,9 +302,10 @@ struct AppleHealthImportTests {
             let imported = try #require(first["imported"] as? [String: Int])
             // 12 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
             // the sleep schedule's goal, the second dietary energy), 2 correlations, 1 workout, its
-            // route, a prescription, an activity summary, 3 characteristics.
+            // route, a prescription, an activity summary, an audiogram, 3 characteristics.
             #expect(imported == [
-                "samples": 12, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "activitySummaries": 1, "characteristics": 3,
+                "samples": 12, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "activitySummaries": 1, "audiograms": 1,
+                "characteristics": 3,
             ])
             #expect(first["rejected"] as? [String: Int] == [
                 "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
@@ -310,7 +315,6 @@ struct AppleHealthImportTests {
             let skipped = try #require(first["skipped"] as? [String: Int])
             #expect(skipped["Record: listed again inside its correlation"] == 3, "top-level copies of correlation members are not saved twice")
             #expect(skipped["ClinicalRecord: clinical records are not held by the ledger yet"] == 1)
-            #expect(skipped["Audiogram: audiograms are not held by the ledger yet"] == 1)
             #expect(skipped["HeartRateVariabilityMetadataList: heartbeat series lists are not held by the ledger yet"] == 1)
             #expect(skipped["Attachment: attachment scan-1: its bytes are not part of the export"] == 1)
             #expect(first["associatedWithWorkouts"] as? Int == 2, "the workout's heart rate and energy samples")
@@ -375,13 +379,18 @@ struct AppleHealthImportTests {
             #expect(try days.count == 1 && day.activeEnergyBurned == Quantity(500, HealthUnit("Cal")) && day.moveMode == .activeEnergy)
             #expect(day.exerciseTime.value == 0 && day.standHoursGoal.value == 0, "absent rings read as 0")
             #expect(day.sourceRevision.source == Source.imported(named: "Health"))
+            let hearing = try #require(try await SampleQueryDescriptor(type: .audiogram).result(for: store).first?.audiogram)
+            #expect(try hearing.points.map { try $0.frequency.doubleValue(for: .hertz) } == [500, 1000, 4000], "in rising frequency")
+            #expect(try hearing.points[0].rightEar?.doubleValue(for: .hearingLevel) == 5 && hearing.points[0].rightEarMasked && !hearing.points[0].leftEarMasked)
+            #expect(hearing.points[1].rightEar == nil && hearing.points[1].leftEar?.value == 5, "one ear tested; Hz and dBHL when no unit is given")
+            #expect(hearing.endDate.timeIntervalSince(hearing.startDate) == 600 && hearing.sourceRevision.source == Source.imported(named: "Hearing"))
             let (sex, blood) = (try await store.biologicalSex(), try await store.bloodType())
             #expect(sex == .female && blood == .aPositive)
 
             // The same file again adds nothing, and says so.
             let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
             #expect((second["imported"] as? [String: Int])?.isEmpty == true)
-            #expect(second["alreadyPresent"] as? Int == 21, "17 objects, the route and 3 characteristics")
+            #expect(second["alreadyPresent"] as? Int == 22, "18 objects, the route and 3 characteristics")
             #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
 
             // An app never gets an imported source's name: the prefix is the ledger's.

@@ -45,6 +45,13 @@ struct ExportRoundTripTests {
                 "prescription \(prescription.prescriptionType) \(prescription.dateIssued.timeIntervalSince1970) \(prescription.expirationDate.timeIntervalSince1970)"
                     + " \(prescription.description) \(String(describing: prescription.rightEye)) \(String(describing: prescription.leftEye))")
         }
+        for audiogram in try await SampleQueryDescriptor(type: .audiogram).result(for: store).compactMap(\.audiogram) {
+            let source = sameSources ? audiogram.sourceRevision.source.bundleIdentifier : audiogram.sourceRevision.source.name
+            let points = try audiogram.points.map {
+                "\(try $0.frequency.doubleValue(for: .hertz)) \(try $0.leftEar.map { try $0.doubleValue(for: .hearingLevel) } ?? -1) \(try $0.rightEar.map { try $0.doubleValue(for: .hearingLevel) } ?? -1) \($0.leftEarMasked) \($0.rightEarMasked)"
+            }
+            lines.append("audiogram \(audiogram.startDate.timeIntervalSince1970) \(audiogram.endDate.timeIntervalSince1970) \(points) \(source) \(audiogram.metadata.count)")
+        }
         for summary in try await ActivitySummaryQueryDescriptor().result(for: store) {
             let source = sameSources ? summary.sourceRevision.source.bundleIdentifier : summary.sourceRevision.source.name
             let rings = try summary.quantities.map { "\($0.field)=\(try $0.quantity.doubleValue(for: HealthUnit($0.unit)))" }
@@ -95,6 +102,7 @@ struct ExportRoundTripTests {
             #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("prescription glasses") } && expected.contains { $0.hasPrefix("HKCorrelationTypeIdentifierFood") })
             #expect(expected.contains { $0.hasPrefix("activity 2025-05-18 activeEnergy false [\"activeEnergyBurned=500.0\"") }, "\(expected)")
+            #expect(expected.contains { $0.hasPrefix("audiogram ") && $0.contains("500.0 10.0 5.0 false true") }, "\(expected)")
             #expect(expected.contains { $0.contains("Optional(HealthModel.Device(") && $0.contains("HKMetadataKey") }, "samples with devices and metadata")
             // Samples associated by hand travel with JSON Lines too: category samples, and a heart
             // rate outside the workout's span (neither found through the workout's statistics).

@@ -208,6 +208,7 @@ extension ObjectTypeFamily {
         case .visionPrescription: "prescriptions"
         case .characteristic: "characteristics"
         case .activitySummary: "activity summaries"
+        case .audiogram: "audiograms"
         }
     }
 }

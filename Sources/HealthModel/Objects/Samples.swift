@@ -111,6 +111,7 @@ public indirect enum HealthObject: Sendable, Hashable {
     case workoutRoute(WorkoutRoute)
     case correlation(Correlation)
     case activitySummary(ActivitySummary)
+    case audiogram(Audiogram)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
@@ -122,6 +123,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workoutRoute(let sample): sample
         case .correlation(let sample): sample
         case .activitySummary(let sample): sample
+        case .audiogram(let sample): sample
         }
     }
 
@@ -134,6 +136,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workoutRoute(let sample): sample.uuid
         case .correlation(let sample): sample.uuid
         case .activitySummary(let sample): sample.uuid
+        case .audiogram(let sample): sample.uuid
         }
     }
 
@@ -146,6 +149,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workoutRoute(let sample): sample.objectType
         case .correlation(let sample): sample.objectType
         case .activitySummary(let sample): sample.objectType
+        case .audiogram(let sample): sample.objectType
         }
     }
 
@@ -158,6 +162,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workoutRoute(let sample): sample.startDate
         case .correlation(let sample): sample.startDate
         case .activitySummary(let sample): sample.startDate
+        case .audiogram(let sample): sample.startDate
         }
     }
 
@@ -170,6 +175,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workoutRoute(let sample): sample.endDate
         case .correlation(let sample): sample.endDate
         case .activitySummary(let sample): sample.endDate
+        case .audiogram(let sample): sample.endDate
         }
     }
 
@@ -182,6 +188,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workoutRoute(let sample): sample.metadata
         case .correlation(let sample): sample.metadata
         case .activitySummary(let sample): sample.metadata
+        case .audiogram(let sample): sample.metadata
         }
     }
 
@@ -194,6 +201,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workoutRoute(let sample): sample.device
         case .correlation(let sample): sample.device
         case .activitySummary(let sample): sample.device
+        case .audiogram(let sample): sample.device
         }
     }
 
@@ -206,6 +214,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workoutRoute(let sample): sample.syncIdentifier
         case .correlation(let sample): sample.syncIdentifier
         case .activitySummary(let sample): sample.syncIdentifier
+        case .audiogram(let sample): sample.syncIdentifier
         }
     }
 
@@ -218,6 +227,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .workoutRoute(let sample): sample.syncVersion
         case .correlation(let sample): sample.syncVersion
         case .activitySummary(let sample): sample.syncVersion
+        case .audiogram(let sample): sample.syncVersion
         }
     }
 
@@ -231,6 +241,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .workoutRoute(let sample): sample.sourceRevision
             case .correlation(let sample): sample.sourceRevision
             case .activitySummary(let sample): sample.sourceRevision
+            case .audiogram(let sample): sample.sourceRevision
             }
         }
         set {
@@ -241,6 +252,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .workout(var sample): sample.sourceRevision = newValue; self = .workout(sample)
             case .workoutRoute(var sample): sample.sourceRevision = newValue; self = .workoutRoute(sample)
             case .activitySummary(var sample): sample.sourceRevision = newValue; self = .activitySummary(sample)
+            case .audiogram(var sample): sample.sourceRevision = newValue; self = .audiogram(sample)
             case .correlation(var sample):
                 // Members saved with a correlation come from the same source.
                 sample.sourceRevision = newValue
@@ -282,6 +294,11 @@ public indirect enum HealthObject: Sendable, Hashable {
 
     public var activitySummary: ActivitySummary? {
         if case .activitySummary(let summary) = self { return summary }
+        return nil
+    }
+
+    public var audiogram: Audiogram? {
+        if case .audiogram(let audiogram) = self { return audiogram }
         return nil
     }
 }

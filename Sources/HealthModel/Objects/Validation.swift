@@ -49,6 +49,42 @@ extension HealthObject {
         case .activitySummary(let summary):
             try Self.validateCommon(summary)
             try Self.validate(summary)
+        case .audiogram(let audiogram):
+            try Self.validateCommon(audiogram)
+            try Self.validate(audiogram)
+        }
+    }
+
+    /// 1–64 points in increasing frequency, each a finite positive frequency with at least
+    /// one ear's threshold, a hearing level of -20–140 dBHL.
+    private static func validate(_ audiogram: Audiogram) throws {
+        guard (1...Audiogram.maximumPoints).contains(audiogram.points.count) else {
+            throw HealthError.invalidArgument(
+                "an audiogram holds 1–\(Audiogram.maximumPoints) points, got \(audiogram.points.count)", field: "points")
+        }
+        let (hertz, hearingLevel) = (HealthUnit.hertz, HealthUnit.hearingLevel)
+        var previous = -Double.infinity
+        for (index, point) in audiogram.points.enumerated() {
+            let field = "points[\(index)]"
+            guard point.frequency.isCompatible(with: hertz), let frequency = try? point.frequency.doubleValue(for: hertz), frequency.isFinite, frequency > 0 else {
+                throw HealthError.invalidArgument("\(field).frequency must be a positive frequency (Hz), not \(point.frequency)", field: "\(field).frequency")
+            }
+            guard frequency > previous else {
+                throw HealthError.invalidArgument("\(field).frequency must be above the point before's: frequencies rise, each once", field: "\(field).frequency")
+            }
+            previous = frequency
+            guard point.leftEar != nil || point.rightEar != nil else {
+                throw HealthError.invalidArgument("\(field) has neither ear's threshold", field: field)
+            }
+            for (ear, level) in [("leftEar", point.leftEar), ("rightEar", point.rightEar)] {
+                guard let level else { continue }
+                guard level.isCompatible(with: hearingLevel), let value = try? level.doubleValue(for: hearingLevel),
+                    Audiogram.hearingLevels.contains(value)
+                else {
+                    throw HealthError.invalidArgument(
+                        "\(field).\(ear) must be a hearing level of -20–140 dBHL, not \(level)", field: "\(field).\(ear)")
+                }
+            }
         }
     }
 

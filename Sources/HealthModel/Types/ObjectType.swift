@@ -1,6 +1,6 @@
 /// The family an object type belongs to.
 public enum ObjectTypeFamily: String, Sendable, Hashable, CaseIterable {
-    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary
+    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary, audiogram
 }
 
 /// Any type of data a ledger knows, identified by HealthKit's identifier string.
@@ -117,6 +117,7 @@ public enum TypeCatalogue {
         ObjectType.workoutRoute.identifier: .workoutRoute,
         ObjectType.visionPrescription.identifier: .visionPrescription,
         ObjectType.activitySummary.identifier: .activitySummary,
+        ObjectType.audiogram.identifier: .audiogram,
     ]
 
     /// The family of `identifier`, or nil if the catalogue does not know it.

@@ -217,4 +217,8 @@ extension HealthUnit {
     public static let second = try! HealthUnit("s")
     /// `%` (values are fractions: 0.97 is 97 %).
     public static let percent = try! HealthUnit("%")
+    /// `Hz`: an audiogram's frequencies.
+    public static let hertz = try! HealthUnit("Hz")
+    /// `dBHL`: hearing level, an audiogram's thresholds.
+    public static let hearingLevel = try! HealthUnit("dBHL")
 }

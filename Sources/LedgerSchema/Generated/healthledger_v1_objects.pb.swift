@@ -731,6 +731,70 @@ public nonisolated struct Healthledger_V1_ActivitySummaryBody: @unchecked Sendab
   fileprivate var _storage = _StorageClass.defaultInstance
 }
 
+/// A hearing test's result (HealthKit's HKAudiogramSample), type HKDataTypeIdentifierAudiogram:
+/// the thresholds at each frequency tested, over the test's span.
+public nonisolated struct Healthledger_V1_AudiogramBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 1–64 points, frequencies rising.
+  public var points: [Healthledger_V1_AudiogramPoint] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One frequency of a hearing test (HealthKit's HKAudiogramSensitivityPoint).
+public nonisolated struct Healthledger_V1_AudiogramPoint: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// A frequency (Hz), finite and positive.
+  public var frequency: Healthledger_V1_Quantity {
+    get {_frequency ?? Healthledger_V1_Quantity()}
+    set {_frequency = newValue}
+  }
+  /// Returns true if `frequency` has been explicitly set.
+  public var hasFrequency: Bool {self._frequency != nil}
+  /// Clears the value of `frequency`. Subsequent reads from it will return its default value.
+  public mutating func clearFrequency() {self._frequency = nil}
+
+  /// Each ear's threshold in hearing level (dBHL, -20–140); absent: not tested. At least one.
+  public var leftEar: Healthledger_V1_Quantity {
+    get {_leftEar ?? Healthledger_V1_Quantity()}
+    set {_leftEar = newValue}
+  }
+  /// Returns true if `leftEar` has been explicitly set.
+  public var hasLeftEar: Bool {self._leftEar != nil}
+  /// Clears the value of `leftEar`. Subsequent reads from it will return its default value.
+  public mutating func clearLeftEar() {self._leftEar = nil}
+
+  public var rightEar: Healthledger_V1_Quantity {
+    get {_rightEar ?? Healthledger_V1_Quantity()}
+    set {_rightEar = newValue}
+  }
+  /// Returns true if `rightEar` has been explicitly set.
+  public var hasRightEar: Bool {self._rightEar != nil}
+  /// Clears the value of `rightEar`. Subsequent reads from it will return its default value.
+  public mutating func clearRightEar() {self._rightEar = nil}
+
+  /// The other ear was masked with noise while this one was tested.
+  public var leftEarMasked: Bool = false
+
+  public var rightEarMasked: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _frequency: Healthledger_V1_Quantity? = nil
+  fileprivate var _leftEar: Healthledger_V1_Quantity? = nil
+  fileprivate var _rightEar: Healthledger_V1_Quantity? = nil
+}
+
 /// A characteristic of the owner (HealthKit's characteristic types): the date of birth as a
 /// calendar date, or an enumeration's raw value (HKBiologicalSex, HKBloodType,
 /// HKFitzpatrickSkinType, HKWheelchairUse, HKActivityMoveMode). Not set: value 0 and no date.
@@ -1090,6 +1154,14 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .activitySummary(newValue)}
   }
 
+  public var audiogram: Healthledger_V1_AudiogramBody {
+    get {
+      if case .audiogram(let v)? = _storage._body {return v}
+      return Healthledger_V1_AudiogramBody()
+    }
+    set {_uniqueStorage()._body = .audiogram(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1100,6 +1172,7 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     case workoutRoute(Healthledger_V1_WorkoutRouteBody)
     case correlation(Healthledger_V1_CorrelationBody)
     case activitySummary(Healthledger_V1_ActivitySummaryBody)
+    case audiogram(Healthledger_V1_AudiogramBody)
 
   }
 
@@ -1852,6 +1925,90 @@ nonisolated extension Healthledger_V1_ActivitySummaryBody: SwiftProtobuf.Message
   }
 }
 
+nonisolated extension Healthledger_V1_AudiogramBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AudiogramBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}points\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.points) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.points.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.points, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AudiogramBody, rhs: Healthledger_V1_AudiogramBody) -> Bool {
+    if lhs.points != rhs.points {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_AudiogramPoint: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AudiogramPoint"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}frequency\0\u{3}left_ear\0\u{3}right_ear\0\u{3}left_ear_masked\0\u{3}right_ear_masked\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._frequency) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._leftEar) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._rightEar) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.leftEarMasked) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.rightEarMasked) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._frequency {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._leftEar {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._rightEar {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if self.leftEarMasked != false {
+      try visitor.visitSingularBoolField(value: self.leftEarMasked, fieldNumber: 4)
+    }
+    if self.rightEarMasked != false {
+      try visitor.visitSingularBoolField(value: self.rightEarMasked, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_AudiogramPoint, rhs: Healthledger_V1_AudiogramPoint) -> Bool {
+    if lhs._frequency != rhs._frequency {return false}
+    if lhs._leftEar != rhs._leftEar {return false}
+    if lhs._rightEar != rhs._rightEar {return false}
+    if lhs.leftEarMasked != rhs.leftEarMasked {return false}
+    if lhs.rightEarMasked != rhs.rightEarMasked {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_Characteristic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Characteristic"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}value\0\u{1}year\0\u{1}month\0\u{1}day\0")
@@ -2331,7 +2488,7 @@ nonisolated extension Healthledger_V1_CorrelationBody: SwiftProtobuf.Message, Sw
 
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -2476,6 +2633,19 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .activitySummary(v)
           }
         }()
+        case 17: try {
+          var v: Healthledger_V1_AudiogramBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .audiogram(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .audiogram(v)
+          }
+        }()
         default: break
         }
       }
@@ -2537,6 +2707,10 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .activitySummary?: try {
         guard case .activitySummary(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
+      }()
+      case .audiogram?: try {
+        guard case .audiogram(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
       }()
       case nil: break
       }

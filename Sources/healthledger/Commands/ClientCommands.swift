@@ -311,6 +311,17 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["workout"] = route.workoutUUID.uuidString
     case .activitySummary(let summary):
         row.merge(activityRow(summary)) { _, new in new }
+    case .audiogram(let audiogram):
+        row["value"] = audiogram.points.count
+        row["unit"] = "frequencies"
+        row["points"] = audiogram.points.map { point -> [String: Any] in
+            var entry: [String: Any] = ["frequency_hz": (try? point.frequency.doubleValue(for: .hertz)) ?? point.frequency.value]
+            if let level = point.leftEar { entry["left_dbhl"] = (try? level.doubleValue(for: .hearingLevel)) ?? level.value }
+            if let level = point.rightEar { entry["right_dbhl"] = (try? level.doubleValue(for: .hearingLevel)) ?? level.value }
+            if point.leftEarMasked { entry["left_masked"] = true }
+            if point.rightEarMasked { entry["right_masked"] = true }
+            return entry
+        }
     }
     return row
 }
