@@ -37,10 +37,16 @@ public struct AppleHealthExporter {
             routesByWorkout[route.workoutUUID, default: []].append(route)
         }
         var routeFiles: [(String, [RouteLocation])] = []
+        var clinicalFiles: [(String, [UInt8])] = []
         for type in LedgerLines.exportedTypes where type != .workoutRoute {
             for try await batch in try await store.results(for: SampleQueryDescriptor(type: type, batchSize: 1000)) {
                 for object in batch {
                     switch object {
+                    case .clinicalRecord(let record):
+                        // The resource beside export.xml, as the Health app writes it.
+                        let name = "\(record.fhirResource.resourceType)-\(record.uuid.uuidString).json"
+                        clinicalFiles.append((name, record.fhirResource.data))
+                        try xml.write(AppleHealthWriter.clinicalRecord(record, path: "/clinical-records/" + name))
                     case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary, .audiogram:
                         // A correlation's members come again at top level with their type, as
                         // the Health app lists them.
@@ -79,6 +85,12 @@ public struct AppleHealthExporter {
         let archive: Archive
         do { archive = try Archive(url: destination, accessMode: .create) } catch { throw ExportArchiveError("cannot create \(destination.path): \(error)") }
         try archive.addEntry(with: "apple_health_export/export.xml", fileURL: xmlURL, compressionMethod: .deflate)
+        for (name, bytes) in clinicalFiles {
+            let data = Data(bytes)
+            try archive.addEntry(
+                with: "apple_health_export/clinical-records/\(name)", type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate
+            ) { position, size in data.subdata(in: Int(position)..<Int(position) + size) }
+        }
         for (name, locations) in routeFiles {
             let data = Data(GPXRoute.document(locations, name: name).utf8)
             try archive.addEntry(
@@ -177,9 +189,22 @@ public enum AppleHealthWriter {
                 text += "/>\n"
             }
             return text + "\(indent)</Audiogram>\n"
-        case .workout, .workoutRoute:
+        case .workout, .workoutRoute, .clinicalRecord:
             return ""
         }
+    }
+
+    /// A `ClinicalRecord` element as the Health app writes it, naming the file its FHIR resource
+    /// is in (`path`), with what that format leaves out in this file's DTD: `displayName`, and
+    /// its metadata as `MetadataEntry` elements inside.
+    public static func clinicalRecord(_ record: ClinicalRecord, path: String) -> String {
+        let resource = record.fhirResource
+        var text = " <ClinicalRecord type=\"\(record.type.identifier)\" identifier=\"\(AppleHealthValues.escape(resource.identifier))\"" + source(record)
+        text += " sourceURL=\"\(AppleHealthValues.escape(resource.sourceURL))\" fhirVersion=\"\(AppleHealthValues.escape(resource.fhirVersion))\""
+        text += " receivedDate=\"\(AppleHealthValues.string(record.startDate))\" resourceFilePath=\"\(AppleHealthValues.escape(path))\""
+        text += " displayName=\"\(AppleHealthValues.escape(record.displayName))\""
+        guard !record.metadata.isEmpty else { return text + "/>\n" }
+        return text + ">\n" + metadata(record.metadata, indent: "  ") + " </ClinicalRecord>\n"
     }
 
     /// The source an activity summary of an export that names none (the Health app's) is
@@ -426,6 +451,19 @@ public enum AppleHealthWriter {
           activityMoveMode         CDATA #IMPLIED
           paused                   CDATA #IMPLIED
           sourceName               CDATA #IMPLIED
+        >
+        <!ELEMENT ClinicalRecord (MetadataEntry*)>
+        <!ATTLIST ClinicalRecord
+          type              CDATA #REQUIRED
+          identifier        CDATA #REQUIRED
+          sourceName        CDATA #REQUIRED
+          sourceURL         CDATA #REQUIRED
+          fhirVersion       CDATA #REQUIRED
+          receivedDate      CDATA #REQUIRED
+          resourceFilePath  CDATA #REQUIRED
+          sourceVersion     CDATA #IMPLIED
+          device            CDATA #IMPLIED
+          displayName       CDATA #IMPLIED
         >
         <!ELEMENT Audiogram ((MetadataEntry|SensitivityPoint)*)>
         <!ATTLIST Audiogram

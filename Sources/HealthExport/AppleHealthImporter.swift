@@ -235,6 +235,25 @@ public final class AppleHealthImporter {
         case .audiogram(let audiogram, let line):
             summary.elements += 1
             try await add(.audiogram(audiogram), kind: "audiograms", line: line)
+        case .clinicalRecord(var record, let path, let line):
+            summary.elements += 1
+            // Its resource, the JSON file beside export.xml, kept byte for byte; its display
+            // name, unless the element gives one, from the resource.
+            let element = "ClinicalRecord"
+            do {
+                guard let data = try archive.file(at: path, limit: ClinicalRecord.maximumResourceBytes) else {
+                    return reject(element: element, kind: .resourceFile, reason: "the export holds no file \(path)", line: line)
+                }
+                record.fhirResource = try FHIRResource(
+                    json: Array(data), fhirVersion: record.fhirResource.fhirVersion, sourceURL: record.fhirResource.sourceURL)
+                if record.displayName.isEmpty { record.displayName = record.fhirResource.suggestedDisplayName }
+                try HealthObject.clinicalRecord(record).validate()
+            } catch let error as HealthError {
+                return reject(element: element, kind: .invalidObject, reason: "\(path): \(error.message)", line: line)
+            } catch {
+                return reject(element: element, kind: .resourceFile, reason: "\(path): \(error)", line: line)
+            }
+            try await add(.clinicalRecord(record), kind: "clinicalRecords", line: line)
         case .sourcePriority(let type, let source, _):
             summary.elements += 1
             if let index = sourceOrders.firstIndex(where: { $0.type == type }) {

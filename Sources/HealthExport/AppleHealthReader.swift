@@ -19,6 +19,9 @@ public enum AppleHealthItem: Sendable {
     case activitySummary(ActivitySummary, line: Int)
     /// An `Audiogram` with its `SensitivityPoint`s.
     case audiogram(Audiogram, line: Int)
+    /// A `ClinicalRecord` whose FHIR resource is the export's file at `path`: ``ClinicalRecord/fhirResource``'s
+    /// data is empty until the importer reads it.
+    case clinicalRecord(ClinicalRecord, path: String, line: Int)
     /// One `SourcePriority` element: `source` ranks next among `type`'s sources (the elements
     /// of a type come highest priority first). HealthLedger's own exports carry them.
     case sourcePriority(ObjectType, source: Source, line: Int)
@@ -39,6 +42,8 @@ public enum RejectionKind: String, Sendable, Codable, CaseIterable {
     case refusedByServer = "refused by the server"
     /// A workout's route file that is missing, unreadable, not GPX or too large.
     case routeFile = "route file missing or unreadable"
+    /// A clinical record's FHIR resource file that is missing, unreadable or too large.
+    case resourceFile = "resource file missing or unreadable"
 }
 
 /// A route a workout names: its GPX file and the metadata of its `WorkoutRoute` element.
@@ -135,10 +140,11 @@ public final class AppleHealthReader: XMLStreamHandler {
             current = .activitySummary(attributes: attributes, metadata: [:], line: line)
         case "Audiogram":
             current = .audiogram(AudiogramBuilder(attributes: attributes, line: line))
+        case "ClinicalRecord":
+            current = .clinicalRecord(attributes: attributes, metadata: [:], line: line)
         default:
             skipping = name
             let reason = switch name {
-            case "ClinicalRecord": "clinical records are not held by the ledger yet"
             default: "the ledger does not hold \(name) elements"
             }
             emit(.skipped(element: name, reason: reason, line: line))
@@ -160,6 +166,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         case .prescription(let builder): prescription(builder)
         case .activitySummary(let attributes, let metadata, let line): activitySummary(attributes, metadata: metadata, line: line)
         case .audiogram(let builder): audiogram(builder)
+        case .clinicalRecord(let attributes, let metadata, let line): clinicalRecord(attributes, metadata: metadata, line: line)
         }
     }
 
@@ -493,6 +500,37 @@ public final class AppleHealthReader: XMLStreamHandler {
         emit(.audiogram(audiogram, line: line))
     }
 
+    /// A `ClinicalRecord`: its clinical `type`, `receivedDate` (its start and end), source,
+    /// `fhirVersion`, `sourceURL`, `identifier` (the resource's id) and `resourceFilePath`,
+    /// the file the importer reads the resource from. Its sync identifier, unless its metadata
+    /// gives one, is derived from `ClinicalRecord`, the type, source name and identifier,
+    /// version 1.
+    private func clinicalRecord(_ attributes: Attributes, metadata: Metadata, line: Int) {
+        let element = "ClinicalRecord"
+        guard let type = attributes["type"].flatMap({ try? ObjectType($0) }), type.family == .clinicalRecord else {
+            return reject(element, Rejection(kind: .unknownType, reason: "unknown clinical type '\(attributes["type"] ?? "")'"), line: line)
+        }
+        guard let received = attributes["receivedDate"].flatMap(AppleHealthValues.date) else {
+            return reject(element, Rejection(kind: .invalidDate, reason: "receivedDate is missing or not a date"), line: line)
+        }
+        guard let path = attributes["resourceFilePath"], !path.isEmpty else {
+            return reject(element, Rejection(kind: .invalidObject, reason: "a clinical record names its resource's file (resourceFilePath)"), line: line)
+        }
+        let source = sourceRevision(attributes)
+        let identifier = attributes["identifier"] ?? ""
+        var metadata = metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key([element, type.identifier, source.source.name, identifier], start: received))
+            metadata[MetadataKey.syncVersion] = .number(1)
+        }
+        let resource = FHIRResource(
+            resourceType: "", identifier: identifier, fhirVersion: attributes["fhirVersion"] ?? "", sourceURL: attributes["sourceURL"] ?? "", data: [])
+        let record = ClinicalRecord(
+            type: type, displayName: attributes["displayName"] ?? "", fhirResource: resource, start: received, end: received,
+            device: device(attributes), metadata: metadata, sourceRevision: source)
+        emit(.clinicalRecord(record, path: path, line: line))
+    }
+
     private func prescription(_ builder: PrescriptionBuilder) {
         let attributes = builder.attributes
         let line = builder.line
@@ -788,6 +826,7 @@ private enum Builder {
     /// An `ActivitySummary`, and the metadata entries this file's exports put inside it.
     case activitySummary(attributes: Attributes, metadata: Metadata, line: Int)
     case audiogram(AudiogramBuilder)
+    case clinicalRecord(attributes: Attributes, metadata: Metadata, line: Int)
 
     /// Each case's builder is moved out of `self` while it changes, not copied, so that its
     /// metadata and lists are changed in place.
@@ -802,6 +841,7 @@ private enum Builder {
         case .prescription: ("VisionPrescription", ["MetadataEntry", "RightEye", "LeftEye", "Attachment"].contains(name))
         case .activitySummary: ("ActivitySummary", name == "MetadataEntry")
         case .audiogram: ("Audiogram", name == "MetadataEntry" || name == "SensitivityPoint")
+        case .clinicalRecord: ("ClinicalRecord", name == "MetadataEntry")
         }
     }
 
@@ -837,6 +877,9 @@ private enum Builder {
         case .audiogram(var audiogram):
             if depth == 3 { audiogram.child(name, attributes, line: line, reader: reader) }
             self = .audiogram(audiogram)
+        case .clinicalRecord(let record, var metadata, let start):
+            if depth == 3, name == "MetadataEntry" { metadata.add(attributes, reader: reader) }
+            self = .clinicalRecord(attributes: record, metadata: metadata, line: start)
         }
     }
 

@@ -208,6 +208,16 @@ extension Healthledger_V1_HealthObject {
         case .audiogram(let audiogram):
             setCommonFields(audiogram)
             self.body = .audiogram(.with { $0.points = audiogram.points.map(Healthledger_V1_AudiogramPoint.init) })
+        case .clinicalRecord(let record):
+            setCommonFields(record)
+            self.body = .clinicalRecord(.with { body in
+                body.displayName = record.displayName
+                body.fhirResourceType = record.fhirResource.resourceType
+                body.fhirIdentifier = record.fhirResource.identifier
+                body.fhirVersion = record.fhirResource.fhirVersion
+                body.sourceURL = record.fhirResource.sourceURL
+                body.fhirJson = Data(record.fhirResource.data)
+            })
         }
     }
 
@@ -324,9 +334,20 @@ extension Healthledger_V1_HealthObject {
                     leftEarMasked: point.leftEarMasked, rightEarMasked: point.rightEarMasked)
             }
             return .audiogram(Audiogram(points: points, start: start, end: end, device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case .clinicalRecord(let body):
+            let type = try ObjectType(type)
+            guard type.family == .clinicalRecord else {
+                throw HealthError.invalidArgument("a clinical record's type is a clinical type (HKClinicalTypeIdentifier…), not '\(type)'", field: "type")
+            }
+            let resource = FHIRResource(
+                resourceType: body.fhirResourceType, identifier: body.fhirIdentifier, fhirVersion: body.fhirVersion, sourceURL: body.sourceURL,
+                data: Array(body.fhirJson))
+            return .clinicalRecord(ClinicalRecord(
+                type: type, displayName: body.displayName, fhirResource: resource, start: start, end: end, device: device, metadata: metadata,
+                uuid: uuid, sourceRevision: sourceRevision.model))
         case nil:
             throw HealthError.invalidArgument(
-                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary or audiogram)",
+                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary, audiogram or clinical record)",
                 field: "body")
         }
     }

@@ -95,6 +95,13 @@ struct AppleHealthImportTests {
 
         """
 
+    /// The FHIR resource of the export's clinical record, as a hospital sends it (kept byte for byte).
+    static let labResult = """
+        {"resourceType":"Observation","id":"x","status":"final",
+         "code":{"coding":[{"system":"http://loinc.org","code":"4548-4","display":"Hemoglobin A1c"}]},
+         "valueQuantity":{"value":5.4,"unit":"%"},"effectiveDateTime":"2025-05-17"}
+        """
+
     /// Three points, the last two written out of time order, to show that the route keeps
     /// time order.
     static let gpx = """
@@ -282,7 +289,11 @@ struct AppleHealthImportTests {
         let url = directory.appending(path: "export.zip")
         try? FileManager.default.removeItem(at: url)
         let archive = try Archive(url: url, accessMode: .create)
-        for (path, text) in [("apple_health_export/export.xml", xml), ("apple_health_export/workout-routes/route_2025-05-18_12.00pm.gpx", gpx)] {
+        let files = [
+            ("apple_health_export/export.xml", xml), ("apple_health_export/workout-routes/route_2025-05-18_12.00pm.gpx", gpx),
+            ("apple_health_export/clinical-records/x.json", labResult),
+        ]
+        for (path, text) in files {
             let data = Data(text.utf8)
             try archive.addEntry(with: path, type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate) { position, size in
                 data.subdata(in: Int(position)..<Int(position) + size)
@@ -302,10 +313,10 @@ struct AppleHealthImportTests {
             let imported = try #require(first["imported"] as? [String: Int])
             // 12 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
             // the sleep schedule's goal, the second dietary energy), 2 correlations, 1 workout, its
-            // route, a prescription, an activity summary, an audiogram, 3 characteristics.
+            // route, a prescription, an activity summary, an audiogram, a clinical record, 3 characteristics.
             #expect(imported == [
                 "samples": 12, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "activitySummaries": 1, "audiograms": 1,
-                "characteristics": 3,
+                "clinicalRecords": 1, "characteristics": 3,
             ])
             #expect(first["rejected"] as? [String: Int] == [
                 "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
@@ -314,7 +325,6 @@ struct AppleHealthImportTests {
             #expect(rejections.map { $0["line"] as? Int } == [37, 38, 39, 40, 41], "each rejection names its line")
             let skipped = try #require(first["skipped"] as? [String: Int])
             #expect(skipped["Record: listed again inside its correlation"] == 3, "top-level copies of correlation members are not saved twice")
-            #expect(skipped["ClinicalRecord: clinical records are not held by the ledger yet"] == 1)
             #expect(skipped["HeartRateVariabilityMetadataList: heartbeat series lists are not held by the ledger yet"] == 1)
             #expect(skipped["Attachment: attachment scan-1: its bytes are not part of the export"] == 1)
             #expect(first["associatedWithWorkouts"] as? Int == 2, "the workout's heart rate and energy samples")
@@ -379,6 +389,14 @@ struct AppleHealthImportTests {
             #expect(try days.count == 1 && day.activeEnergyBurned == Quantity(500, HealthUnit("Cal")) && day.moveMode == .activeEnergy)
             #expect(day.exerciseTime.value == 0 && day.standHoursGoal.value == 0, "absent rings read as 0")
             #expect(day.sourceRevision.source == Source.imported(named: "Health"))
+            let labs = try await ClinicalRecordQueryDescriptor(type: try ObjectType("HKClinicalTypeIdentifierLabResultRecord"), resourceType: "Observation")
+                .result(for: store)
+            let lab = try #require(labs.first)
+            #expect(labs.count == 1 && lab.displayName == "Hemoglobin A1c" && lab.fhirResource.data == Array(Self.labResult.utf8), "byte for byte")
+            #expect(lab.fhirResource.identifier == "x" && lab.fhirResource.fhirVersion == "4.0.1" && lab.fhirResource.sourceURL == "https://example.org")
+            #expect(lab.startDate == Date(timeIntervalSince1970: 1_747_551_600) && lab.sourceRevision.source == Source.imported(named: "Hospital"))
+            #expect(try await ClinicalRecordQueryDescriptor(type: try ObjectType("HKClinicalTypeIdentifierLabResultRecord"), resourceType: "Condition")
+                .result(for: store).isEmpty)
             let hearing = try #require(try await SampleQueryDescriptor(type: .audiogram).result(for: store).first?.audiogram)
             #expect(try hearing.points.map { try $0.frequency.doubleValue(for: .hertz) } == [500, 1000, 4000], "in rising frequency")
             #expect(try hearing.points[0].rightEar?.doubleValue(for: .hearingLevel) == 5 && hearing.points[0].rightEarMasked && !hearing.points[0].leftEarMasked)
@@ -390,7 +408,7 @@ struct AppleHealthImportTests {
             // The same file again adds nothing, and says so.
             let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
             #expect((second["imported"] as? [String: Int])?.isEmpty == true)
-            #expect(second["alreadyPresent"] as? Int == 22, "18 objects, the route and 3 characteristics")
+            #expect(second["alreadyPresent"] as? Int == 23, "19 objects, the route and 3 characteristics")
             #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
 
             // An app never gets an imported source's name: the prefix is the ledger's.

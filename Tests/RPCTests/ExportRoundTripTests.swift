@@ -52,6 +52,15 @@ struct ExportRoundTripTests {
             }
             lines.append("audiogram \(audiogram.startDate.timeIntervalSince1970) \(audiogram.endDate.timeIntervalSince1970) \(points) \(source) \(audiogram.metadata.count)")
         }
+        for type in ObjectType.clinicalTypes {
+            for record in try await ClinicalRecordQueryDescriptor(type: type).result(for: store) {
+                let source = sameSources ? record.sourceRevision.source.bundleIdentifier : record.sourceRevision.source.name
+                let resource = record.fhirResource
+                lines.append(
+                    "clinical \(type.identifier) \(record.startDate.timeIntervalSince1970) \(record.displayName) \(resource.resourceType) \(resource.identifier)"
+                        + " \(resource.fhirVersion) \(resource.sourceURL) \(resource.data.count) \(source) \(record.metadata.count)")
+            }
+        }
         for summary in try await ActivitySummaryQueryDescriptor().result(for: store) {
             let source = sameSources ? summary.sourceRevision.source.bundleIdentifier : summary.sourceRevision.source.name
             let rings = try summary.quantities.map { "\($0.field)=\(try $0.quantity.doubleValue(for: HealthUnit($0.unit)))" }
@@ -103,6 +112,7 @@ struct ExportRoundTripTests {
             #expect(expected.contains { $0.hasPrefix("prescription glasses") } && expected.contains { $0.hasPrefix("HKCorrelationTypeIdentifierFood") })
             #expect(expected.contains { $0.hasPrefix("activity 2025-05-18 activeEnergy false [\"activeEnergyBurned=500.0\"") }, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("audiogram ") && $0.contains("500.0 10.0 5.0 false true") }, "\(expected)")
+            #expect(expected.contains { $0.hasPrefix("clinical HKClinicalTypeIdentifierLabResultRecord") && $0.contains("Hemoglobin A1c Observation x 4.0.1") })
             #expect(expected.contains { $0.contains("Optional(HealthModel.Device(") && $0.contains("HKMetadataKey") }, "samples with devices and metadata")
             // Samples associated by hand travel with JSON Lines too: category samples, and a heart
             // rate outside the workout's span (neither found through the workout's statistics).

@@ -209,6 +209,7 @@ extension ObjectTypeFamily {
         case .characteristic: "characteristics"
         case .activitySummary: "activity summaries"
         case .audiogram: "audiograms"
+        case .clinicalRecord: "clinical records"
         }
     }
 }

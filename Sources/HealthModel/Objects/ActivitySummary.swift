@@ -159,6 +159,6 @@ extension ObjectType {
     /// HealthKit's `HKActivitySummaryType`: the days' activity rings.
     public static let activitySummary = ObjectType(identifier: "HKActivitySummaryTypeIdentifier", family: .activitySummary)
 
-    /// Types apps may read but never save: characteristics, and activity summaries.
-    public var isReadOnlyForApps: Bool { family == .characteristic || family == .activitySummary }
+    /// Types apps may read but never save: characteristics, activity summaries and clinical records.
+    public var isReadOnlyForApps: Bool { family == .characteristic || family == .activitySummary || family == .clinicalRecord }
 }

@@ -112,6 +112,7 @@ public indirect enum HealthObject: Sendable, Hashable {
     case correlation(Correlation)
     case activitySummary(ActivitySummary)
     case audiogram(Audiogram)
+    case clinicalRecord(ClinicalRecord)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
@@ -124,6 +125,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .correlation(let sample): sample
         case .activitySummary(let sample): sample
         case .audiogram(let sample): sample
+        case .clinicalRecord(let sample): sample
         }
     }
 
@@ -137,6 +139,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .correlation(let sample): sample.uuid
         case .activitySummary(let sample): sample.uuid
         case .audiogram(let sample): sample.uuid
+        case .clinicalRecord(let sample): sample.uuid
         }
     }
 
@@ -150,6 +153,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .correlation(let sample): sample.objectType
         case .activitySummary(let sample): sample.objectType
         case .audiogram(let sample): sample.objectType
+        case .clinicalRecord(let sample): sample.objectType
         }
     }
 
@@ -163,6 +167,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .correlation(let sample): sample.startDate
         case .activitySummary(let sample): sample.startDate
         case .audiogram(let sample): sample.startDate
+        case .clinicalRecord(let sample): sample.startDate
         }
     }
 
@@ -176,6 +181,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .correlation(let sample): sample.endDate
         case .activitySummary(let sample): sample.endDate
         case .audiogram(let sample): sample.endDate
+        case .clinicalRecord(let sample): sample.endDate
         }
     }
 
@@ -189,6 +195,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .correlation(let sample): sample.metadata
         case .activitySummary(let sample): sample.metadata
         case .audiogram(let sample): sample.metadata
+        case .clinicalRecord(let sample): sample.metadata
         }
     }
 
@@ -202,6 +209,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .correlation(let sample): sample.device
         case .activitySummary(let sample): sample.device
         case .audiogram(let sample): sample.device
+        case .clinicalRecord(let sample): sample.device
         }
     }
 
@@ -215,6 +223,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .correlation(let sample): sample.syncIdentifier
         case .activitySummary(let sample): sample.syncIdentifier
         case .audiogram(let sample): sample.syncIdentifier
+        case .clinicalRecord(let sample): sample.syncIdentifier
         }
     }
 
@@ -228,6 +237,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .correlation(let sample): sample.syncVersion
         case .activitySummary(let sample): sample.syncVersion
         case .audiogram(let sample): sample.syncVersion
+        case .clinicalRecord(let sample): sample.syncVersion
         }
     }
 
@@ -242,6 +252,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .correlation(let sample): sample.sourceRevision
             case .activitySummary(let sample): sample.sourceRevision
             case .audiogram(let sample): sample.sourceRevision
+            case .clinicalRecord(let sample): sample.sourceRevision
             }
         }
         set {
@@ -253,6 +264,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .workoutRoute(var sample): sample.sourceRevision = newValue; self = .workoutRoute(sample)
             case .activitySummary(var sample): sample.sourceRevision = newValue; self = .activitySummary(sample)
             case .audiogram(var sample): sample.sourceRevision = newValue; self = .audiogram(sample)
+            case .clinicalRecord(var sample): sample.sourceRevision = newValue; self = .clinicalRecord(sample)
             case .correlation(var sample):
                 // Members saved with a correlation come from the same source.
                 sample.sourceRevision = newValue
@@ -299,6 +311,11 @@ public indirect enum HealthObject: Sendable, Hashable {
 
     public var audiogram: Audiogram? {
         if case .audiogram(let audiogram) = self { return audiogram }
+        return nil
+    }
+
+    public var clinicalRecord: ClinicalRecord? {
+        if case .clinicalRecord(let record) = self { return record }
         return nil
     }
 }

@@ -52,6 +52,34 @@ extension HealthObject {
         case .audiogram(let audiogram):
             try Self.validateCommon(audiogram)
             try Self.validate(audiogram)
+        case .clinicalRecord(let record):
+            try Self.validateCommon(record)
+            try Self.validate(record)
+        }
+    }
+
+    /// A clinical type, a display name and identifiers of reasonable size, and a resource
+    /// of at most 1 MiB that is a JSON object of its `resourceType`.
+    private static func validate(_ record: ClinicalRecord) throws {
+        guard record.type.family == .clinicalRecord else {
+            throw HealthError.invalidArgument("\(record.type) is not a clinical type", field: "type")
+        }
+        let resource = record.fhirResource
+        for (field, value, limit) in [
+            ("displayName", record.displayName, ObjectLimits.maximumStringLength), ("fhirResource.resourceType", resource.resourceType, 64),
+            ("fhirResource.identifier", resource.identifier, ObjectLimits.maximumIdentifierLength), ("fhirResource.fhirVersion", resource.fhirVersion, 32),
+            ("fhirResource.sourceURL", resource.sourceURL, ObjectLimits.maximumStringLength),
+        ] where value.utf8.count > limit {
+            throw HealthError.invalidArgument("\(field) is longer than \(limit) bytes", field: field)
+        }
+        guard !resource.data.isEmpty, resource.data.count <= ClinicalRecord.maximumResourceBytes else {
+            throw HealthError.invalidArgument(
+                "fhirResource.data: a FHIR resource is 1 byte to \(ClinicalRecord.maximumResourceBytes >> 20) MiB of JSON, got \(resource.data.count) bytes", field: "fhirResource.data")
+        }
+        let parsed = try FHIRResource(json: resource.data, fhirVersion: resource.fhirVersion)
+        guard parsed.resourceType == resource.resourceType else {
+            throw HealthError.invalidArgument(
+                "fhirResource.resourceType '\(resource.resourceType)' is not the JSON's ('\(parsed.resourceType)')", field: "fhirResource.resourceType")
         }
     }
 

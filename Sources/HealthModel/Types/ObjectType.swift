@@ -1,6 +1,6 @@
 /// The family an object type belongs to.
 public enum ObjectTypeFamily: String, Sendable, Hashable, CaseIterable {
-    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary, audiogram
+    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary, audiogram, clinicalRecord
 }
 
 /// Any type of data a ledger knows, identified by HealthKit's identifier string.
@@ -129,13 +129,14 @@ public enum TypeCatalogue {
         if categoryTypes[identifier] != nil { return .category }
         if correlationTypes[identifier] != nil { return .correlation }
         if characteristicTypes.contains(identifier) { return .characteristic }
+        if clinicalTypes.contains(identifier) { return .clinicalRecord }
         return singletons[identifier]
     }
 
     /// Every identifier the catalogue knows.
     public static var allIdentifiers: [String] {
         QuantityTypeDescriptor.catalogue.map(\.identifier) + CategoryTypeDescriptor.catalogue.map(\.identifier)
-            + correlationTypes.keys.sorted() + characteristicTypes + singletons.keys.sorted()
+            + correlationTypes.keys.sorted() + characteristicTypes + clinicalTypes + singletons.keys.sorted()
     }
 
     /// FNV-1a, 32 bits, of the identifier's UTF-8 bytes.

@@ -795,6 +795,35 @@ public nonisolated struct Healthledger_V1_AudiogramPoint: Sendable {
   fileprivate var _rightEar: Healthledger_V1_Quantity? = nil
 }
 
+/// A record from a health institution (HealthKit's HKClinicalRecord), of a clinical type
+/// (HKClinicalTypeIdentifierLabResultRecord, …): a FHIR resource kept byte for byte. The
+/// object's start and end are when it was received.
+public nonisolated struct Healthledger_V1_ClinicalRecordBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// What the institution calls it (at most 4096 bytes).
+  public var displayName: String = String()
+
+  /// The resource's resourceType ("Observation"), equal to the JSON's; its id; the FHIR
+  /// release ("4.0.1"); where it came from.
+  public var fhirResourceType: String = String()
+
+  public var fhirIdentifier: String = String()
+
+  public var fhirVersion: String = String()
+
+  public var sourceURL: String = String()
+
+  /// The resource's JSON (an object), 1 byte to 1 MiB, as received.
+  public var fhirJson: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// A characteristic of the owner (HealthKit's characteristic types): the date of birth as a
 /// calendar date, or an enumeration's raw value (HKBiologicalSex, HKBloodType,
 /// HKFitzpatrickSkinType, HKWheelchairUse, HKActivityMoveMode). Not set: value 0 and no date.
@@ -1162,6 +1191,14 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .audiogram(newValue)}
   }
 
+  public var clinicalRecord: Healthledger_V1_ClinicalRecordBody {
+    get {
+      if case .clinicalRecord(let v)? = _storage._body {return v}
+      return Healthledger_V1_ClinicalRecordBody()
+    }
+    set {_uniqueStorage()._body = .clinicalRecord(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1173,6 +1210,7 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     case correlation(Healthledger_V1_CorrelationBody)
     case activitySummary(Healthledger_V1_ActivitySummaryBody)
     case audiogram(Healthledger_V1_AudiogramBody)
+    case clinicalRecord(Healthledger_V1_ClinicalRecordBody)
 
   }
 
@@ -2009,6 +2047,61 @@ nonisolated extension Healthledger_V1_AudiogramPoint: SwiftProtobuf.Message, Swi
   }
 }
 
+nonisolated extension Healthledger_V1_ClinicalRecordBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClinicalRecordBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}display_name\0\u{3}fhir_resource_type\0\u{3}fhir_identifier\0\u{3}fhir_version\0\u{3}source_url\0\u{3}fhir_json\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.displayName) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.fhirResourceType) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.fhirIdentifier) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.fhirVersion) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.sourceURL) }()
+      case 6: try { try decoder.decodeSingularBytesField(value: &self.fhirJson) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.displayName.isEmpty {
+      try visitor.visitSingularStringField(value: self.displayName, fieldNumber: 1)
+    }
+    if !self.fhirResourceType.isEmpty {
+      try visitor.visitSingularStringField(value: self.fhirResourceType, fieldNumber: 2)
+    }
+    if !self.fhirIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.fhirIdentifier, fieldNumber: 3)
+    }
+    if !self.fhirVersion.isEmpty {
+      try visitor.visitSingularStringField(value: self.fhirVersion, fieldNumber: 4)
+    }
+    if !self.sourceURL.isEmpty {
+      try visitor.visitSingularStringField(value: self.sourceURL, fieldNumber: 5)
+    }
+    if !self.fhirJson.isEmpty {
+      try visitor.visitSingularBytesField(value: self.fhirJson, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ClinicalRecordBody, rhs: Healthledger_V1_ClinicalRecordBody) -> Bool {
+    if lhs.displayName != rhs.displayName {return false}
+    if lhs.fhirResourceType != rhs.fhirResourceType {return false}
+    if lhs.fhirIdentifier != rhs.fhirIdentifier {return false}
+    if lhs.fhirVersion != rhs.fhirVersion {return false}
+    if lhs.sourceURL != rhs.sourceURL {return false}
+    if lhs.fhirJson != rhs.fhirJson {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_Characteristic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Characteristic"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}value\0\u{1}year\0\u{1}month\0\u{1}day\0")
@@ -2488,7 +2581,7 @@ nonisolated extension Healthledger_V1_CorrelationBody: SwiftProtobuf.Message, Sw
 
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0\u{3}clinical_record\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -2646,6 +2739,19 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .audiogram(v)
           }
         }()
+        case 18: try {
+          var v: Healthledger_V1_ClinicalRecordBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .clinicalRecord(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .clinicalRecord(v)
+          }
+        }()
         default: break
         }
       }
@@ -2711,6 +2817,10 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .audiogram?: try {
         guard case .audiogram(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
+      }()
+      case .clinicalRecord?: try {
+        guard case .clinicalRecord(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
       }()
       case nil: break
       }

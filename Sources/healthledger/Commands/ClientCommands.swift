@@ -311,6 +311,10 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["workout"] = route.workoutUUID.uuidString
     case .activitySummary(let summary):
         row.merge(activityRow(summary)) { _, new in new }
+    case .clinicalRecord(let record):
+        row["value"] = record.displayName
+        row["unit"] = record.fhirResource.resourceType
+        row["fhir"] = ["resourceType": record.fhirResource.resourceType, "id": record.fhirResource.identifier, "version": record.fhirResource.fhirVersion]
     case .audiogram(let audiogram):
         row["value"] = audiogram.points.count
         row["unit"] = "frequencies"
