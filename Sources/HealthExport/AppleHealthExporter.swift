@@ -38,10 +38,15 @@ public struct AppleHealthExporter {
         }
         var routeFiles: [(String, [RouteLocation])] = []
         var clinicalFiles: [(String, [UInt8])] = []
+        var electrocardiogramFiles: [(String, String)] = []
         for type in LedgerLines.exportedTypes where type != .workoutRoute {
             for try await batch in try await store.results(for: SampleQueryDescriptor(type: type, batchSize: 1000)) {
                 for object in batch {
                     switch object {
+                    case .electrocardiogram(let recording):
+                        // A file of its own, as the Health app writes it; nothing in export.xml.
+                        let name = "ecg_\(AppleHealthValues.string(recording.startDate).prefix(10))_\(recording.uuid.uuidString.prefix(8)).csv"
+                        electrocardiogramFiles.append((name, ElectrocardiogramCSV.write(recording)))
                     case .clinicalRecord(let record):
                         // The resource beside export.xml, as the Health app writes it.
                         let name = "\(record.fhirResource.resourceType)-\(record.uuid.uuidString).json"
@@ -85,6 +90,12 @@ public struct AppleHealthExporter {
         let archive: Archive
         do { archive = try Archive(url: destination, accessMode: .create) } catch { throw ExportArchiveError("cannot create \(destination.path): \(error)") }
         try archive.addEntry(with: "apple_health_export/export.xml", fileURL: xmlURL, compressionMethod: .deflate)
+        for (name, text) in electrocardiogramFiles {
+            let data = Data(text.utf8)
+            try archive.addEntry(
+                with: "apple_health_export/electrocardiograms/\(name)", type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate
+            ) { position, size in data.subdata(in: Int(position)..<Int(position) + size) }
+        }
         for (name, bytes) in clinicalFiles {
             let data = Data(bytes)
             try archive.addEntry(
@@ -189,7 +200,7 @@ public enum AppleHealthWriter {
                 text += "/>\n"
             }
             return text + "\(indent)</Audiogram>\n"
-        case .workout, .workoutRoute, .clinicalRecord:
+        case .workout, .workoutRoute, .clinicalRecord, .electrocardiogram:
             return ""
         }
     }

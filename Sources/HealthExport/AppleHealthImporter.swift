@@ -171,6 +171,7 @@ public final class AppleHealthImporter {
                 }
                 progress?(ImportProgress(elements: summary.elements, bytesRead: bytes, totalBytes: archive.xmlSize, elapsed: elapsed))
             }
+            try await importElectrocardiograms()
             try await flush()
             try await drain()
             try await saveDeferred(fileEndedEarly: channel.failure != nil)
@@ -265,6 +266,35 @@ public final class AppleHealthImporter {
             summary.skip("\(element): \(reason)")
         case .rejected(let element, let kind, let reason, let line):
             reject(element: element, kind: kind, reason: reason, line: line)
+        }
+    }
+
+    /// The recordings in `electrocardiograms/*.csv` beside `export.xml` (``ElectrocardiogramCSV``),
+    /// each with a sync identifier derived from `Electrocardiogram`, its source name and
+    /// start, version 1. A file that is not a recording is rejected, named, with line 0.
+    private func importElectrocardiograms() async throws {
+        for path in try archive.files(in: "electrocardiograms", suffix: ".csv") {
+            summary.elements += 1
+            var recording: Electrocardiogram
+            do {
+                guard let data = try archive.file(at: path, limit: 16 << 20) else { continue }
+                recording = try ElectrocardiogramCSV.read(data)
+                recording.metadata[MetadataKey.syncIdentifier] = .string(
+                    AppleHealthReader.key(["Electrocardiogram", recording.sourceRevision.source.name, AppleHealthReader.seconds(recording.startDate)],
+                        start: recording.startDate))
+                recording.metadata[MetadataKey.syncVersion] = .number(1)
+                try HealthObject.electrocardiogram(recording).validate()
+            } catch let failure as ElectrocardiogramCSV.ReadFailure {
+                reject(element: path, kind: .invalidObject, reason: failure.description, line: 0)
+                continue
+            } catch let error as HealthError {
+                reject(element: path, kind: .invalidObject, reason: error.message, line: 0)
+                continue
+            } catch {
+                reject(element: path, kind: .resourceFile, reason: "\(error)", line: 0)
+                continue
+            }
+            try await add(.electrocardiogram(recording), kind: "electrocardiograms", line: 0)
         }
     }
 

@@ -76,6 +76,23 @@ public struct ExportArchive: Sendable {
     /// A file the export names, such as `/workout-routes/route_….gpx`: from the zip (under
     /// the folder holding `export.xml`) or beside `export.xml`.
     /// - Returns: nil when the export does not hold it.
+    /// The export paths (`/electrocardiograms/ecg_….csv`) of the regular files in `folder`
+    /// beside `export.xml` whose names end in `suffix`, sorted; none when there is no such folder.
+    public func files(in folder: String, suffix: String) throws -> [String] {
+        switch form {
+        case .zip:
+            let archive = try Archive(url: url, accessMode: .read)
+            let base = xmlEntryPath.map { ($0 as NSString).deletingLastPathComponent } ?? ""
+            let prefix = (base.isEmpty ? "" : base + "/") + folder + "/"
+            return archive.filter { $0.type == .file && $0.path.hasPrefix(prefix) && $0.path.hasSuffix(suffix) }
+                .map { "/" + folder + "/" + $0.path.dropFirst(prefix.count) }.filter { !$0.dropFirst(folder.count + 2).contains("/") }.sorted()
+        case .xml:
+            let directory = url.deletingLastPathComponent().appending(path: folder, directoryHint: .isDirectory)
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            return names.filter { $0.hasSuffix(suffix) }.map { "/" + folder + "/" + $0 }.sorted()
+        }
+    }
+
     public func file(at exportPath: String, limit: Int = 64 << 20) throws -> Data? {
         let relative = exportPath.split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
         guard !relative.isEmpty else { return nil }

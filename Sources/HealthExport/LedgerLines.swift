@@ -24,13 +24,13 @@ public enum LedgerLines {
     public static let version = 1
 
     /// The object types an export walks, in replay order: samples, then correlations (with
-    /// their members), workouts, routes, prescriptions, activity summaries, audiograms and
-    /// clinical records.
+    /// their members), workouts, routes, prescriptions, activity summaries, audiograms,
+    /// clinical records and electrocardiograms.
     static var exportedTypes: [ObjectType] {
         let samples = (QuantityTypeDescriptor.catalogue.map(\.identifier) + CategoryTypeDescriptor.catalogue.map(\.identifier))
             .compactMap { try? ObjectType($0) }
         let correlations = TypeCatalogue.correlationTypes.keys.sorted().compactMap { try? ObjectType($0) }
-        return correlations + samples + [.workout, .workoutRoute, .visionPrescription, .activitySummary, .audiogram] + ObjectType.clinicalTypes
+        return correlations + samples + [.workout, .workoutRoute, .visionPrescription, .activitySummary, .audiogram] + ObjectType.clinicalTypes + [.electrocardiogram]
     }
 }
 

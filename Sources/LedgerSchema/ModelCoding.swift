@@ -218,6 +218,15 @@ extension Healthledger_V1_HealthObject {
                 body.sourceURL = record.fhirResource.sourceURL
                 body.fhirJson = Data(record.fhirResource.data)
             })
+        case .electrocardiogram(let recording):
+            setCommonFields(recording)
+            self.body = .electrocardiogram(.with { body in
+                body.classification = Int32(recording.classification.rawValue)
+                body.symptomsStatus = Int32(recording.symptomsStatus.rawValue)
+                if let rate = recording.averageHeartRate { body.averageHeartRate = .init(rate) }
+                body.samplingFrequency = .init(recording.samplingFrequency)
+                body.voltagesUv = recording.voltages
+            })
         }
     }
 
@@ -345,9 +354,20 @@ extension Healthledger_V1_HealthObject {
             return .clinicalRecord(ClinicalRecord(
                 type: type, displayName: body.displayName, fhirResource: resource, start: start, end: end, device: device, metadata: metadata,
                 uuid: uuid, sourceRevision: sourceRevision.model))
+        case .electrocardiogram(let body):
+            guard type == ObjectType.electrocardiogram.identifier else {
+                throw HealthError.invalidArgument("an electrocardiogram's type is \(ObjectType.electrocardiogram.identifier), not '\(type)'", field: "type")
+            }
+            guard body.hasSamplingFrequency else { throw HealthError.invalidArgument("samplingFrequency is missing", field: "samplingFrequency") }
+            return .electrocardiogram(Electrocardiogram(
+                classification: try ElectrocardiogramClassification(validating: Int(body.classification), field: "classification"),
+                symptomsStatus: try ElectrocardiogramSymptomsStatus(validating: Int(body.symptomsStatus), field: "symptomsStatus"),
+                averageHeartRate: body.hasAverageHeartRate ? try body.averageHeartRate.model(field: "averageHeartRate") : nil,
+                samplingFrequency: try body.samplingFrequency.model(field: "samplingFrequency"), voltages: body.voltagesUv, start: start, end: end,
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
         case nil:
             throw HealthError.invalidArgument(
-                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary, audiogram or clinical record)",
+                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary, audiogram, clinical record or electrocardiogram)",
                 field: "body")
         }
     }

@@ -102,6 +102,24 @@ struct AppleHealthImportTests {
          "valueQuantity":{"value":5.4,"unit":"%"},"effectiveDateTime":"2025-05-17"}
         """
 
+    /// A recording as the Health app writes one: a header, then 1,536 voltages (3 s at 512 Hz).
+    static let electrocardiogram = """
+        Name,Alice Example
+        Date of Birth,"May 17, 1980"
+        Recorded Date,2025-05-18 09:30:00 +0100
+        Classification,Sinus Rhythm
+        Symptoms,
+        Software Version,1.90
+        Device,"Watch6,7"
+        Sample Rate,512 hertz
+
+
+        Lead,Lead I
+        Unit,µV
+
+
+        """ + (0..<1_536).map { String(format: "%.3f", 60 * sin(Double($0) / 512 * 2 * .pi)) }.joined(separator: "\n") + "\n"
+
     /// Three points, the last two written out of time order, to show that the route keeps
     /// time order.
     static let gpx = """
@@ -292,6 +310,7 @@ struct AppleHealthImportTests {
         let files = [
             ("apple_health_export/export.xml", xml), ("apple_health_export/workout-routes/route_2025-05-18_12.00pm.gpx", gpx),
             ("apple_health_export/clinical-records/x.json", labResult),
+            ("apple_health_export/electrocardiograms/ecg_2025-05-18.csv", electrocardiogram),
         ]
         for (path, text) in files {
             let data = Data(text.utf8)
@@ -316,7 +335,7 @@ struct AppleHealthImportTests {
             // route, a prescription, an activity summary, an audiogram, a clinical record, 3 characteristics.
             #expect(imported == [
                 "samples": 12, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "activitySummaries": 1, "audiograms": 1,
-                "clinicalRecords": 1, "characteristics": 3,
+                "clinicalRecords": 1, "electrocardiograms": 1, "characteristics": 3,
             ])
             #expect(first["rejected"] as? [String: Int] == [
                 "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
@@ -397,6 +416,13 @@ struct AppleHealthImportTests {
             #expect(lab.startDate == Date(timeIntervalSince1970: 1_747_551_600) && lab.sourceRevision.source == Source.imported(named: "Hospital"))
             #expect(try await ClinicalRecordQueryDescriptor(type: try ObjectType("HKClinicalTypeIdentifierLabResultRecord"), resourceType: "Condition")
                 .result(for: store).isEmpty)
+            let recording = try #require(try await SampleQueryDescriptor(type: .electrocardiogram).result(for: store).first?.electrocardiogram)
+            #expect(recording.classification == .sinusRhythm && recording.symptomsStatus == .notSet && recording.voltages.count == 1_536)
+            #expect(recording.startDate == Date(timeIntervalSince1970: 1_747_557_000) && recording.endDate.timeIntervalSince(recording.startDate) == 3)
+            #expect(recording.samplingFrequency == Quantity(512, .hertz) && recording.sourceRevision == SourceRevision(source: Source.imported(named: "ECG"), version: "1.90"))
+            #expect(recording.device?.hardwareVersion == "Watch6,7" && abs(Double(recording.voltages[128]) - 60) < 0.001, "a quarter period in")
+            let voltages = try await ElectrocardiogramQueryDescriptor(recording.uuid, batchSize: 500).result(for: store)
+            #expect(voltages.count == 1_536 && voltages[512].timeSinceStart == 1)
             let hearing = try #require(try await SampleQueryDescriptor(type: .audiogram).result(for: store).first?.audiogram)
             #expect(try hearing.points.map { try $0.frequency.doubleValue(for: .hertz) } == [500, 1000, 4000], "in rising frequency")
             #expect(try hearing.points[0].rightEar?.doubleValue(for: .hearingLevel) == 5 && hearing.points[0].rightEarMasked && !hearing.points[0].leftEarMasked)
@@ -408,7 +434,7 @@ struct AppleHealthImportTests {
             // The same file again adds nothing, and says so.
             let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
             #expect((second["imported"] as? [String: Int])?.isEmpty == true)
-            #expect(second["alreadyPresent"] as? Int == 23, "19 objects, the route and 3 characteristics")
+            #expect(second["alreadyPresent"] as? Int == 24, "20 objects, the route and 3 characteristics")
             #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
 
             // An app never gets an imported source's name: the prefix is the ledger's.

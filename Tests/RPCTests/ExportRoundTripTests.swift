@@ -61,6 +61,13 @@ struct ExportRoundTripTests {
                         + " \(resource.fhirVersion) \(resource.sourceURL) \(resource.data.count) \(source) \(record.metadata.count)")
             }
         }
+        for recording in try await SampleQueryDescriptor(type: .electrocardiogram).result(for: store).compactMap(\.electrocardiogram) {
+            let source = sameSources ? recording.sourceRevision.source.bundleIdentifier : recording.sourceRevision.source.name
+            let sum = recording.voltages.reduce(0) { $0 + Double($1) }
+            lines.append(
+                "ecg \(recording.startDate.timeIntervalSince1970) \(recording.endDate.timeIntervalSince1970) \(recording.classification) \(recording.symptomsStatus)"
+                    + " \(recording.samplingFrequency) \(recording.voltages.count) \(String(format: "%.2f", sum)) \(source) \(recording.sourceRevision.version ?? "-")")
+        }
         for summary in try await ActivitySummaryQueryDescriptor().result(for: store) {
             let source = sameSources ? summary.sourceRevision.source.bundleIdentifier : summary.sourceRevision.source.name
             let rings = try summary.quantities.map { "\($0.field)=\(try $0.quantity.doubleValue(for: HealthUnit($0.unit)))" }
@@ -113,6 +120,7 @@ struct ExportRoundTripTests {
             #expect(expected.contains { $0.hasPrefix("activity 2025-05-18 activeEnergy false [\"activeEnergyBurned=500.0\"") }, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("audiogram ") && $0.contains("500.0 10.0 5.0 false true") }, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("clinical HKClinicalTypeIdentifierLabResultRecord") && $0.contains("Hemoglobin A1c Observation x 4.0.1") })
+            #expect(expected.contains { $0.hasPrefix("ecg ") && $0.contains("sinusRhythm notSet 512.0 Hz 1536") }, "\(expected)")
             #expect(expected.contains { $0.contains("Optional(HealthModel.Device(") && $0.contains("HKMetadataKey") }, "samples with devices and metadata")
             // Samples associated by hand travel with JSON Lines too: category samples, and a heart
             // rate outside the workout's span (neither found through the workout's statistics).

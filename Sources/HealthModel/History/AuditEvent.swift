@@ -210,6 +210,7 @@ extension ObjectTypeFamily {
         case .activitySummary: "activity summaries"
         case .audiogram: "audiograms"
         case .clinicalRecord: "clinical records"
+        case .electrocardiogram: "electrocardiograms"
         }
     }
 }

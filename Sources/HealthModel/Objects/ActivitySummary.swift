@@ -159,6 +159,12 @@ extension ObjectType {
     /// HealthKit's `HKActivitySummaryType`: the days' activity rings.
     public static let activitySummary = ObjectType(identifier: "HKActivitySummaryTypeIdentifier", family: .activitySummary)
 
-    /// Types apps may read but never save: characteristics, activity summaries and clinical records.
-    public var isReadOnlyForApps: Bool { family == .characteristic || family == .activitySummary || family == .clinicalRecord }
+    /// Types apps may read but never save: characteristics, activity summaries, clinical
+    /// records and electrocardiograms.
+    public var isReadOnlyForApps: Bool {
+        switch family {
+        case .characteristic, .activitySummary, .clinicalRecord, .electrocardiogram: true
+        default: false
+        }
+    }
 }

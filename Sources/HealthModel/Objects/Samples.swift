@@ -113,6 +113,7 @@ public indirect enum HealthObject: Sendable, Hashable {
     case activitySummary(ActivitySummary)
     case audiogram(Audiogram)
     case clinicalRecord(ClinicalRecord)
+    case electrocardiogram(Electrocardiogram)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
@@ -126,6 +127,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .activitySummary(let sample): sample
         case .audiogram(let sample): sample
         case .clinicalRecord(let sample): sample
+        case .electrocardiogram(let sample): sample
         }
     }
 
@@ -140,6 +142,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .activitySummary(let sample): sample.uuid
         case .audiogram(let sample): sample.uuid
         case .clinicalRecord(let sample): sample.uuid
+        case .electrocardiogram(let sample): sample.uuid
         }
     }
 
@@ -154,6 +157,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .activitySummary(let sample): sample.objectType
         case .audiogram(let sample): sample.objectType
         case .clinicalRecord(let sample): sample.objectType
+        case .electrocardiogram(let sample): sample.objectType
         }
     }
 
@@ -168,6 +172,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .activitySummary(let sample): sample.startDate
         case .audiogram(let sample): sample.startDate
         case .clinicalRecord(let sample): sample.startDate
+        case .electrocardiogram(let sample): sample.startDate
         }
     }
 
@@ -182,6 +187,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .activitySummary(let sample): sample.endDate
         case .audiogram(let sample): sample.endDate
         case .clinicalRecord(let sample): sample.endDate
+        case .electrocardiogram(let sample): sample.endDate
         }
     }
 
@@ -196,6 +202,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .activitySummary(let sample): sample.metadata
         case .audiogram(let sample): sample.metadata
         case .clinicalRecord(let sample): sample.metadata
+        case .electrocardiogram(let sample): sample.metadata
         }
     }
 
@@ -210,6 +217,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .activitySummary(let sample): sample.device
         case .audiogram(let sample): sample.device
         case .clinicalRecord(let sample): sample.device
+        case .electrocardiogram(let sample): sample.device
         }
     }
 
@@ -224,6 +232,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .activitySummary(let sample): sample.syncIdentifier
         case .audiogram(let sample): sample.syncIdentifier
         case .clinicalRecord(let sample): sample.syncIdentifier
+        case .electrocardiogram(let sample): sample.syncIdentifier
         }
     }
 
@@ -238,6 +247,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .activitySummary(let sample): sample.syncVersion
         case .audiogram(let sample): sample.syncVersion
         case .clinicalRecord(let sample): sample.syncVersion
+        case .electrocardiogram(let sample): sample.syncVersion
         }
     }
 
@@ -253,6 +263,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .activitySummary(let sample): sample.sourceRevision
             case .audiogram(let sample): sample.sourceRevision
             case .clinicalRecord(let sample): sample.sourceRevision
+            case .electrocardiogram(let sample): sample.sourceRevision
             }
         }
         set {
@@ -265,6 +276,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .activitySummary(var sample): sample.sourceRevision = newValue; self = .activitySummary(sample)
             case .audiogram(var sample): sample.sourceRevision = newValue; self = .audiogram(sample)
             case .clinicalRecord(var sample): sample.sourceRevision = newValue; self = .clinicalRecord(sample)
+            case .electrocardiogram(var sample): sample.sourceRevision = newValue; self = .electrocardiogram(sample)
             case .correlation(var sample):
                 // Members saved with a correlation come from the same source.
                 sample.sourceRevision = newValue
@@ -316,6 +328,11 @@ public indirect enum HealthObject: Sendable, Hashable {
 
     public var clinicalRecord: ClinicalRecord? {
         if case .clinicalRecord(let record) = self { return record }
+        return nil
+    }
+
+    public var electrocardiogram: Electrocardiogram? {
+        if case .electrocardiogram(let recording) = self { return recording }
         return nil
     }
 }

@@ -55,6 +55,33 @@ extension HealthObject {
         case .clinicalRecord(let record):
             try Self.validateCommon(record)
             try Self.validate(record)
+        case .electrocardiogram(let recording):
+            try Self.validateCommon(recording)
+            try Self.validate(recording)
+        }
+    }
+
+    /// A positive sampling frequency of at most 10 kHz, 1–200,000 finite voltages, and an
+    /// average heart rate, if any, of 1–300 count/min.
+    private static func validate(_ recording: Electrocardiogram) throws {
+        guard recording.samplingFrequency.isCompatible(with: .hertz), let hertz = try? recording.samplingFrequency.doubleValue(for: .hertz),
+            hertz > 0, hertz <= 10_000
+        else {
+            throw HealthError.invalidArgument(
+                "samplingFrequency must be a frequency of 0–10,000 Hz, not \(recording.samplingFrequency)", field: "samplingFrequency")
+        }
+        guard (1...Electrocardiogram.maximumVoltages).contains(recording.voltages.count) else {
+            throw HealthError.invalidArgument(
+                "voltages: a recording holds 1–\(Electrocardiogram.maximumVoltages) measurements, got \(recording.voltages.count)", field: "voltages")
+        }
+        if let index = recording.voltages.firstIndex(where: { !$0.isFinite }) {
+            throw HealthError.invalidArgument("voltages[\(index)] must be a finite number of µV", field: "voltages")
+        }
+        if let rate = recording.averageHeartRate {
+            let perMinute = try? rate.doubleValue(for: HealthUnit("count/min"))
+            guard let perMinute, (1...300).contains(perMinute) else {
+                throw HealthError.invalidArgument("averageHeartRate must be 1–300 count/min, not \(rate)", field: "averageHeartRate")
+            }
         }
     }
 
@@ -463,6 +490,16 @@ extension WorkoutStatistic {
 
 extension ActivityMoveMode {
     /// activeEnergy 1, appleMoveTime 2 (notSet 0 is refused by validation), for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension ElectrocardiogramClassification {
+    /// HealthKit's raw values (sinusRhythm 1 … inconclusiveOther 6, unrecognized 100), for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension ElectrocardiogramSymptomsStatus {
+    /// notSet 0, none 1, present 2, for decoders.
     public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
 }
 

@@ -1,6 +1,6 @@
 /// The family an object type belongs to.
 public enum ObjectTypeFamily: String, Sendable, Hashable, CaseIterable {
-    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary, audiogram, clinicalRecord
+    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary, audiogram, clinicalRecord, electrocardiogram
 }
 
 /// Any type of data a ledger knows, identified by HealthKit's identifier string.
@@ -118,6 +118,7 @@ public enum TypeCatalogue {
         ObjectType.visionPrescription.identifier: .visionPrescription,
         ObjectType.activitySummary.identifier: .activitySummary,
         ObjectType.audiogram.identifier: .audiogram,
+        ObjectType.electrocardiogram.identifier: .electrocardiogram,
     ]
 
     /// The family of `identifier`, or nil if the catalogue does not know it.

@@ -40,7 +40,7 @@ struct ObjectSummary: Sendable {
         case .category(let body): value = Double(body.value)
         case .workoutRoute(let body): value = 0; workout = body.workoutUuid.count == 16 ? Array(body.workoutUuid) : nil
         case .correlation(let body): value = 0; members = body.memberUuids.map { Array($0) }
-        case .visionPrescription, .workout, .activitySummary, .audiogram, .clinicalRecord, nil: value = 0
+        case .visionPrescription, .workout, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, nil: value = 0
         }
     }
 
@@ -71,6 +71,8 @@ struct ObjectSummary: Sendable {
             self.init(audiogram, value: 0, units: units)
         case .clinicalRecord(let record):
             self.init(record, value: 0, units: units)
+        case .electrocardiogram(let recording):
+            self.init(recording, value: 0, units: units)
         }
     }
 
@@ -156,7 +158,7 @@ struct ObjectSummary: Sendable {
                 quantity = nil
                 value = Double(category)
             case (.visionPrescription, .lengthDelimited), (.workout, .lengthDelimited), (.activitySummary, .lengthDelimited),
-                (.audiogram, .lengthDelimited), (.clinicalRecord, .lengthDelimited):
+                (.audiogram, .lengthDelimited), (.clinicalRecord, .lengthDelimited), (.electrocardiogram, .lengthDelimited):
                 try reader.skip(wireType)
                 quantity = nil
                 value = 0

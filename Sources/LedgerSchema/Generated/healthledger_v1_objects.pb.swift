@@ -824,6 +824,51 @@ public nonisolated struct Healthledger_V1_ClinicalRecordBody: Sendable {
   public init() {}
 }
 
+/// A single-lead electrocardiogram (HealthKit's HKElectrocardiogram), type
+/// HKDataTypeIdentifierElectrocardiogram.
+public nonisolated struct Healthledger_V1_ElectrocardiogramBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// HKElectrocardiogram.Classification: not set 0, sinus rhythm 1, atrial fibrillation 2,
+  /// inconclusive low heart rate 3, high heart rate 4, poor reading 5, other 6, unrecognized 100.
+  public var classification: Int32 = 0
+
+  /// Not set 0, none 1, present 2.
+  public var symptomsStatus: Int32 = 0
+
+  /// count/min, 1–300; absent: none given.
+  public var averageHeartRate: Healthledger_V1_Quantity {
+    get {_averageHeartRate ?? Healthledger_V1_Quantity()}
+    set {_averageHeartRate = newValue}
+  }
+  /// Returns true if `averageHeartRate` has been explicitly set.
+  public var hasAverageHeartRate: Bool {self._averageHeartRate != nil}
+  /// Clears the value of `averageHeartRate`. Subsequent reads from it will return its default value.
+  public mutating func clearAverageHeartRate() {self._averageHeartRate = nil}
+
+  /// A frequency of 0–10,000 Hz.
+  public var samplingFrequency: Healthledger_V1_Quantity {
+    get {_samplingFrequency ?? Healthledger_V1_Quantity()}
+    set {_samplingFrequency = newValue}
+  }
+  /// Returns true if `samplingFrequency` has been explicitly set.
+  public var hasSamplingFrequency: Bool {self._samplingFrequency != nil}
+  /// Clears the value of `samplingFrequency`. Subsequent reads from it will return its default value.
+  public mutating func clearSamplingFrequency() {self._samplingFrequency = nil}
+
+  /// Lead I in microvolts, one per sample from the start: 1–200,000, finite.
+  public var voltagesUv: [Float] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _averageHeartRate: Healthledger_V1_Quantity? = nil
+  fileprivate var _samplingFrequency: Healthledger_V1_Quantity? = nil
+}
+
 /// A characteristic of the owner (HealthKit's characteristic types): the date of birth as a
 /// calendar date, or an enumeration's raw value (HKBiologicalSex, HKBloodType,
 /// HKFitzpatrickSkinType, HKWheelchairUse, HKActivityMoveMode). Not set: value 0 and no date.
@@ -1199,6 +1244,14 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .clinicalRecord(newValue)}
   }
 
+  public var electrocardiogram: Healthledger_V1_ElectrocardiogramBody {
+    get {
+      if case .electrocardiogram(let v)? = _storage._body {return v}
+      return Healthledger_V1_ElectrocardiogramBody()
+    }
+    set {_uniqueStorage()._body = .electrocardiogram(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1211,6 +1264,7 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     case activitySummary(Healthledger_V1_ActivitySummaryBody)
     case audiogram(Healthledger_V1_AudiogramBody)
     case clinicalRecord(Healthledger_V1_ClinicalRecordBody)
+    case electrocardiogram(Healthledger_V1_ElectrocardiogramBody)
 
   }
 
@@ -2102,6 +2156,60 @@ nonisolated extension Healthledger_V1_ClinicalRecordBody: SwiftProtobuf.Message,
   }
 }
 
+nonisolated extension Healthledger_V1_ElectrocardiogramBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ElectrocardiogramBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}classification\0\u{3}symptoms_status\0\u{3}average_heart_rate\0\u{3}sampling_frequency\0\u{3}voltages_uv\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.classification) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.symptomsStatus) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._averageHeartRate) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._samplingFrequency) }()
+      case 5: try { try decoder.decodeRepeatedFloatField(value: &self.voltagesUv) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.classification != 0 {
+      try visitor.visitSingularInt32Field(value: self.classification, fieldNumber: 1)
+    }
+    if self.symptomsStatus != 0 {
+      try visitor.visitSingularInt32Field(value: self.symptomsStatus, fieldNumber: 2)
+    }
+    try { if let v = self._averageHeartRate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._samplingFrequency {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    if !self.voltagesUv.isEmpty {
+      try visitor.visitPackedFloatField(value: self.voltagesUv, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ElectrocardiogramBody, rhs: Healthledger_V1_ElectrocardiogramBody) -> Bool {
+    if lhs.classification != rhs.classification {return false}
+    if lhs.symptomsStatus != rhs.symptomsStatus {return false}
+    if lhs._averageHeartRate != rhs._averageHeartRate {return false}
+    if lhs._samplingFrequency != rhs._samplingFrequency {return false}
+    if lhs.voltagesUv != rhs.voltagesUv {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_Characteristic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Characteristic"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}value\0\u{1}year\0\u{1}month\0\u{1}day\0")
@@ -2581,7 +2689,7 @@ nonisolated extension Healthledger_V1_CorrelationBody: SwiftProtobuf.Message, Sw
 
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0\u{3}clinical_record\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0\u{3}clinical_record\0\u{1}electrocardiogram\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -2752,6 +2860,19 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .clinicalRecord(v)
           }
         }()
+        case 19: try {
+          var v: Healthledger_V1_ElectrocardiogramBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .electrocardiogram(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .electrocardiogram(v)
+          }
+        }()
         default: break
         }
       }
@@ -2821,6 +2942,10 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .clinicalRecord?: try {
         guard case .clinicalRecord(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
+      }()
+      case .electrocardiogram?: try {
+        guard case .electrocardiogram(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 19)
       }()
       case nil: break
       }

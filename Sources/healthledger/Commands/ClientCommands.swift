@@ -311,6 +311,10 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["workout"] = route.workoutUUID.uuidString
     case .activitySummary(let summary):
         row.merge(activityRow(summary)) { _, new in new }
+    case .electrocardiogram(let recording):
+        row["value"] = "\(recording.classification)"
+        row["unit"] = "\(recording.voltages.count) µV at \(recording.samplingFrequency)"
+        if let rate = recording.averageHeartRate { row["average_heart_rate"] = rate.value }
     case .clinicalRecord(let record):
         row["value"] = record.displayName
         row["unit"] = record.fhirResource.resourceType
