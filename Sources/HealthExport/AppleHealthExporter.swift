@@ -90,24 +90,15 @@ public struct AppleHealthExporter {
         let archive: Archive
         do { archive = try Archive(url: destination, accessMode: .create) } catch { throw ExportArchiveError("cannot create \(destination.path): \(error)") }
         try archive.addEntry(with: "apple_health_export/export.xml", fileURL: xmlURL, compressionMethod: .deflate)
-        for (name, text) in electrocardiogramFiles {
-            let data = Data(text.utf8)
+        /// A file beside export.xml, at `path` under the export's folder.
+        func add(_ path: String, _ data: Data) throws {
             try archive.addEntry(
-                with: "apple_health_export/electrocardiograms/\(name)", type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate
+                with: "apple_health_export/\(path)", type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate
             ) { position, size in data.subdata(in: Int(position)..<Int(position) + size) }
         }
-        for (name, bytes) in clinicalFiles {
-            let data = Data(bytes)
-            try archive.addEntry(
-                with: "apple_health_export/clinical-records/\(name)", type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate
-            ) { position, size in data.subdata(in: Int(position)..<Int(position) + size) }
-        }
-        for (name, locations) in routeFiles {
-            let data = Data(GPXRoute.document(locations, name: name).utf8)
-            try archive.addEntry(
-                with: "apple_health_export/workout-routes/\(name)", type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate
-            ) { position, size in data.subdata(in: Int(position)..<Int(position) + size) }
-        }
+        for (name, text) in electrocardiogramFiles { try add("electrocardiograms/\(name)", Data(text.utf8)) }
+        for (name, bytes) in clinicalFiles { try add("clinical-records/\(name)", Data(bytes)) }
+        for (name, locations) in routeFiles { try add("workout-routes/\(name)", Data(GPXRoute.document(locations, name: name).utf8)) }
         summary.seconds = seconds(since: started)
         return summary
     }

@@ -503,8 +503,8 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// A `ClinicalRecord`: its clinical `type`, `receivedDate` (its start and end), source,
     /// `fhirVersion`, `sourceURL`, `identifier` (the resource's id) and `resourceFilePath`,
     /// the file the importer reads the resource from. Its sync identifier, unless its metadata
-    /// gives one, is derived from `ClinicalRecord`, the type, source name and identifier,
-    /// version 1.
+    /// gives one, is derived from `ClinicalRecord`, the type, source name and identifier (the
+    /// file's path when it has none), version 1.
     private func clinicalRecord(_ attributes: Attributes, metadata: Metadata, line: Int) {
         let element = "ClinicalRecord"
         guard let type = attributes["type"].flatMap({ try? ObjectType($0) }), type.family == .clinicalRecord else {
@@ -520,7 +520,8 @@ public final class AppleHealthReader: XMLStreamHandler {
         let identifier = attributes["identifier"] ?? ""
         var metadata = metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
-            metadata[MetadataKey.syncIdentifier] = .string(Self.key([element, type.identifier, source.source.name, identifier], start: received))
+            metadata[MetadataKey.syncIdentifier] = .string(
+                Self.key([element, type.identifier, source.source.name, identifier.isEmpty ? path : identifier], start: received))
             metadata[MetadataKey.syncVersion] = .number(1)
         }
         let resource = FHIRResource(

@@ -71,7 +71,8 @@ public enum ElectrocardiogramCSV {
             lines.append("Average Heart Rate,\(AppleHealthValues.number(perMinute)) count/min")
         }
         lines += ["", "Lead,Lead I", "Unit,µV", ""]
-        lines += recording.voltages.map { String(format: "%.3f", $0) }
+        // The shortest text that reads back as the same Float.
+        lines += recording.voltages.map { "\($0)" }
         return lines.joined(separator: "\n") + "\n"
     }
 

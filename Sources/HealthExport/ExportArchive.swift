@@ -73,9 +73,6 @@ public struct ExportArchive: Sendable {
         }
     }
 
-    /// A file the export names, such as `/workout-routes/route_….gpx`: from the zip (under
-    /// the folder holding `export.xml`) or beside `export.xml`.
-    /// - Returns: nil when the export does not hold it.
     /// The export paths (`/electrocardiograms/ecg_….csv`) of the regular files in `folder`
     /// beside `export.xml` whose names end in `suffix`, sorted; none when there is no such folder.
     public func files(in folder: String, suffix: String) throws -> [String] {
@@ -93,6 +90,9 @@ public struct ExportArchive: Sendable {
         }
     }
 
+    /// A file the export names, such as `/workout-routes/route_….gpx`: from the zip (under
+    /// the folder holding `export.xml`) or beside `export.xml`.
+    /// - Returns: nil when the export does not hold it.
     public func file(at exportPath: String, limit: Int = 64 << 20) throws -> Data? {
         let relative = exportPath.split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
         guard !relative.isEmpty else { return nil }

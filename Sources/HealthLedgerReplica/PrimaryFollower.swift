@@ -128,6 +128,8 @@ public final class PrimaryFollower: Service, Sendable {
         }
 
         func isCaughtUp(_ ledger: (id: String, head: UInt64?), since generation: UInt64) -> Bool {
+            // Erased here since: nothing of it is left to catch up with, whatever an answer said.
+            if reached[ledger.id] == PrimaryFollower.erasedHead { return true }
             if let head = ledger.head { return (reached[ledger.id] ?? 0) >= head }
             return (caughtUp[ledger.id] ?? 0) >= generation
         }
@@ -135,7 +137,7 @@ public final class PrimaryFollower: Service, Sendable {
 
     /// The head an erased ledger stands for in an answer to apply, and its copy reaches once
     /// erased: no copy reaches it by fetching.
-    private static let erasedHead = UInt64.max
+    static let erasedHead = UInt64.max
 
     /// Events a ledger may be behind for this copy to count as caught up (one fetch's worth).
     static let caughtUpLag: UInt64 = 10_000
@@ -474,7 +476,8 @@ public final class PrimaryFollower: Service, Sendable {
         while !Task.isCancelled {
             do {
                 if try store.ledgerIDs().contains(id) {
-                    try await store.eraseLedger(id, reason: reason, waitingUpTo: .seconds(10))
+                    // The primary erased it: a legal hold copied here before it was lifted there holds nothing.
+                    try await store.eraseLedger(id, reason: reason, waitingUpTo: LedgerStore.erasureDrain, ignoringHold: true)
                     logger.notice("erased this copy of a ledger erased on the primary", metadata: ["ledger.id": "\(id)"])
                 } else {
                     try store.recordErasure(ofAbsentLedger: id, reason: reason)

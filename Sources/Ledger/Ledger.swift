@@ -50,7 +50,10 @@ public final class Ledger: Sendable {
     /// The access records noted and not yet written (``AccessLog``).
     let accessLog = AccessLog()
     /// Writes them every ``LedgerConfiguration/accessFlushInterval``.
-    private let accessFlushing = AccessFlushLoop()
+    let accessFlushing = AccessFlushLoop()
+    /// Set once the ledger is being erased whole (``LedgerStore/eraseLedger(_:reason:waitingUpTo:ignoringHold:)``):
+    /// streams that begin after it end at once, and it writes nothing more.
+    let beingErased = Atomic<Bool>(false)
     /// For a point-in-time view, the last event it holds; it is read-only. Nil for the ledger itself.
     public let viewOf: UInt64?
     /// Signs the tree heads.
@@ -102,8 +105,11 @@ public final class Ledger: Sendable {
     deinit {
         following?.stop()
         accessFlushing.stop()
-        if !accessLog.isEmpty { flushAccessRecordsLogging() }
+        if !accessLog.isEmpty, !isBeingErased { flushAccessRecordsLogging() }
     }
+
+    /// Whether the ledger is being erased whole: whoever uses it should let go.
+    public var isBeingErased: Bool { beingErased.load(ordering: .acquiring) }
 
     /// Rebuilds the projections from the log when another version laid them out.
     private func upgradeProjections() throws {

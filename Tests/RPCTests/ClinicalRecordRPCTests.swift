@@ -73,7 +73,7 @@ struct ClinicalRecordRPCTests {
             #expect(rejections.map { "\($0["line"] ?? "") \($0["kind"] ?? "")" } == [
                 "3 resource file missing or unreadable", "4 invalid object", "6 unknown type",
             ], "\(rejections)")
-            #expect(summary["imported"] as? [String: Int] == ["clinicalRecords": 1], "\(summary)")
+            #expect(summary["imported"] as? [String: Int] == ["clinicalRecords": 1, "electrocardiograms": 1], "\(summary)")
         }
     }
 }

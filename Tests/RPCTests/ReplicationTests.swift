@@ -298,6 +298,11 @@ struct ReplicationTests {
                 var watch = try await reader.changes(for: AnchoredObjectQueryDescriptor(type: Samples.heartRate.objectType)).makeAsyncIterator()
                 _ = try await watch.next()
 
+                // A legal hold the follower copied, lifted on the primary just before the
+                // erasure: the follower's copy goes all the same (the primary decided).
+                try primary.store.ledger("bob").setLegalHold(reason: "audit 2026-3")
+                #expect(try await eventually { try follower.store.ledger("bob").legalHold() != nil }, "the hold reaches the follower")
+                try primary.store.ledger("bob").setLegalHold(reason: nil)
                 // Semi-synchronous: answered once the follower erased its copy too.
                 try await ops.eraseLedger("bob", reason: "left the service")
                 #expect(try erased("bob", in: follower.store), "the follower still holds bob")

@@ -51,6 +51,8 @@ final class StreamAccess: Sendable {
     func run(_ body: @escaping @Sendable () async throws -> Void) async throws {
         let token = ledger.accessWatchers.add { [self] change in changed(change) }
         defer { ledger.accessWatchers.remove(token) }
+        // Begun after the erasure was announced: it ends at once.
+        if ledger.isBeingErased { changed(.ledgerErased) }
         let work = Task { try await body() }
         let revokedAlready = state.withLock { state in
             state.task = work

@@ -61,11 +61,8 @@ struct OperatorCall {
         return try Healthledger_V1_Empty().serializedBytes()
     }
 
-    /// How long an erasure waits for the calls and streams on the ledger to end.
-    static let erasureDrain: Duration = .seconds(10)
-
     func eraseLedger(_ request: Healthledger_V1_EraseLedgerRequest) async throws -> [UInt8] {
-        let noted = try await store.eraseLedger(request.ledgerID, reason: request.reason, waitingUpTo: Self.erasureDrain)
+        let noted = try await store.eraseLedger(request.ledgerID, reason: request.reason, waitingUpTo: LedgerStore.erasureDrain)
         try await erasureReplicated(request.ledgerID, noted)
         return try Healthledger_V1_Empty().serializedBytes()
     }

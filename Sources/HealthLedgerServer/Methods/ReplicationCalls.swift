@@ -77,12 +77,14 @@ extension OperatorCall {
         var response = Healthledger_V1_WatchLedgersResponse()
         response.cursor = Data(answer.now.bytes)
         // Heads read after the changes were noted: each at least the one the change left. A
-        // ledger erased whole since is named as erased; one that cannot be read fails the
-        // watch, so that the follower never counts it as applied.
+        // ledger erased whole since is named as erased; one that cannot be read (one being
+        // erased among them, whose erasure may yet fail) fails the watch, so that the follower
+        // never counts it as applied.
         for id in answer.changed {
             let head: UInt64
             do { head = try store.ledger(id).head().sequence } catch let failure as LedgerFailure where failure.kind == .notFound {
-                if try store.wasErasedWhole(id) { response.erasedLedgerIds.append(id) }
+                guard try store.wasErasedWhole(id) else { throw failure }
+                response.erasedLedgerIds.append(id)
                 continue
             }
             response.ledgerIds.append(id)
@@ -97,7 +99,7 @@ extension OperatorCall {
                 response.listedLedgerIds = listed
             }
             let erased = Set(response.erasedLedgerIds)
-            response.erasedLedgerIds += try store.erasedLedgerIDs().filter { isListed($0) && !erased.contains($0) }
+            response.erasedLedgerIds += store.erasedLedgerIDs().filter { isListed($0) && !erased.contains($0) }
         }
         return try response.serializedBytes()
     }

@@ -103,6 +103,14 @@ extension HealthObject {
             throw HealthError.invalidArgument(
                 "fhirResource.data: a FHIR resource is 1 byte to \(ClinicalRecord.maximumResourceBytes >> 20) MiB of JSON, got \(resource.data.count) bytes", field: "fhirResource.data")
         }
+        // FHIR's own rule for a resource type's name (it also names the resource's file in an export).
+        guard let first = resource.resourceType.unicodeScalars.first, ("A"..."Z").contains(first),
+            resource.resourceType.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) || ("a"..."z").contains($0) })
+        else {
+            throw HealthError.invalidArgument(
+                "fhirResource.resourceType '\(resource.resourceType.prefix(64))' is not a FHIR resource type (letters, the first a capital)",
+                field: "fhirResource.resourceType")
+        }
         let parsed = try FHIRResource(json: resource.data, fhirVersion: resource.fhirVersion)
         guard parsed.resourceType == resource.resourceType else {
             throw HealthError.invalidArgument(

@@ -65,7 +65,7 @@ extension Ledger {
         let (signals, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let token = changeWatchers.addForEveryCommit { signal.yield() }
         defer { changeWatchers.remove(token) }
-        guard try head().sequence <= sequence else { return }
+        guard !isBeingErased, try head().sequence <= sequence else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await _ in signals { return }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -101,29 +102,36 @@ extension LedgerStore {
     /// it are done (at most `timeout`), it is erased as ``eraseLedger(_:reason:)`` erases a
     /// closed one. Watching followers hear of it (``erasedLedgerIDs()``) and erase their copies.
     ///
+    /// - Parameter ignoringHold: erase it under a legal hold too: a follower's copy of a ledger
+    ///   its primary erased (the hold it copied may have been lifted there since).
     /// - Returns: where the store's changes (``changes``) are once the erasure is noted: a
     ///   follower that applied an answer at or past it has erased its copy.
     /// - Throws: ``LedgerFailure`` `notFound`; `failedPrecondition` under a legal hold;
     ///   `storage` when something still holds the ledger after `timeout` (nothing is erased,
-    ///   and the ledger serves again) or it is open in another process.
+    ///   and the ledger serves again) or it is open in another process; `CancellationError`.
     @discardableResult
-    public func eraseLedger(_ id: String, reason: String, waitingUpTo timeout: Duration) async throws -> LedgerChanges.Cursor {
+    public func eraseLedger(_ id: String, reason: String, waitingUpTo timeout: Duration, ignoringHold: Bool = false) async throws
+        -> LedgerChanges.Cursor
+    {
         let target = try erasable(id, reason: reason)
         return try await reserving(id) {
+            let closed: @Sendable () -> Bool
             do {
                 let ledger = try self.ledger(id)
-                if let hold = try ledger.legalHold() { throw Ledger.heldRefusal(ledger: id, reason: hold) }
-                closeForErasure(ledger)
+                if !ignoringHold, let hold = try ledger.legalHold() { throw Ledger.heldRefusal(ledger: id, reason: hold) }
+                closed = closeForErasure(ledger)
             }
             defer { reopenAfterErasure(id) }
             views.discard(ledgerID: id)
             let deadline = ContinuousClock.now + timeout
-            while isHeld(id) {
+            // Until its environment has closed, not only its last holder let go: the ledger's
+            // deinit runs between the two.
+            while !closed() || isHeld(id) {
                 guard ContinuousClock.now < deadline else {
                     throw LedgerFailure(
                         .storage, "ledger '\(id)' is still in use after \(timeout) (a call, a backup or a replica holds it): nothing was erased; try again")
                 }
-                try? await Task.sleep(for: .milliseconds(5))
+                try await Task.sleep(for: .milliseconds(5))
             }
             guard !Self.isOpenByAnotherProcess(target) else {
                 throw LedgerFailure(.storage, "ledger '\(id)' is open in another process: stop it before erasing the ledger")
@@ -139,11 +147,16 @@ extension LedgerStore {
         try erasureJournal.entries(of: id).contains { $0.ledgerErased == true }
     }
 
-    /// The ledgers erased whole here, sorted.
-    public func erasedLedgerIDs() throws -> [String] {
+    /// The ledgers erased whole here, sorted (a journal that does not read is logged and left out).
+    public func erasedLedgerIDs() -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: erasureJournal.directory.path)) ?? []
-        return try names.filter { $0.hasSuffix(".jsonl") }.map { String($0.dropLast(6)) }
-            .filter { (try? Self.validate(id: $0)) != nil }.filter { try wasErasedWhole($0) }.sorted()
+        return names.filter { $0.hasSuffix(".jsonl") }.map { String($0.dropLast(6)) }.filter { (try? Self.validate(id: $0)) != nil }
+            .filter { id in
+                do { return try wasErasedWhole(id) } catch {
+                    logger.error("an erasure journal does not read", metadata: ["ledger.id": "\(id)", "error": "\(error)"])
+                    return false
+                }
+            }.sorted()
     }
 
     /// Records that ledger `id`, of which this store holds no copy, was erased whole on the
@@ -151,6 +164,10 @@ extension LedgerStore {
     public func recordErasure(ofAbsentLedger id: String, reason: String) throws {
         try Self.validate(id: id)
         guard try !wasErasedWhole(id) else { return }
+        try journalWholeErasure(of: id, reason: reason)
+    }
+
+    private func journalWholeErasure(of id: String, reason: String) throws {
         try erasureJournal.append(ErasureJournal.Entry(time: Date(), sequence: 0, objects: [], reason: reason, ledgerErased: true), ledger: id)
     }
 
@@ -170,7 +187,7 @@ extension LedgerStore {
     /// Journals the erasure of ledger `id`, overwrites its data file with zeros and removes
     /// its directory; nothing may hold it open.
     private func destroy(_ id: String, at target: URL, reason: String) throws {
-        try erasureJournal.append(ErasureJournal.Entry(time: Date(), sequence: 0, objects: [], reason: reason, ledgerErased: true), ledger: id)
+        try journalWholeErasure(of: id, reason: reason)
         views.discard(ledgerID: id)
         removeSnapshots(of: id)
         // The file's bytes first: removing it alone leaves them on the disk.

@@ -233,11 +233,17 @@ public final class LedgerStore: Sendable {
 
     private func release(_ id: String) { _ = creating.withLock { $0.remove(id) } }
 
+    /// How long an erasure of a ledger in use waits for its calls, streams and replicas to end.
+    public static let erasureDrain: Duration = .seconds(10)
+
     /// Lets go of `ledger` for its erasure: the store no longer returns it (``ledger(_:)``
     /// refuses its id until ``reopenAfterErasure(_:)``), and its streams and waits end.
-    func closeForErasure(_ ledger: Ledger) {
+    /// - Returns: whether its environment has closed (its deinit is over).
+    func closeForErasure(_ ledger: Ledger) -> @Sendable () -> Bool {
         open.withLock { $0.close(ledger.id) }
         ledger.endUseForErasure()
+        let environment = WeakEnvironment(ledger.environment)
+        return { environment.value == nil }
     }
 
     /// Serves ledger `id` again (after its erasure, from a new copy, if one is made).
@@ -308,6 +314,12 @@ public final class LedgerStore: Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: ledgersDirectory.path)) ?? []
         return names.filter { !$0.hasPrefix(".") && (try? Self.validate(id: $0)) != nil }.sorted()
     }
+}
+
+/// A ledger's environment, not kept alive by whoever waits for it to close.
+private final class WeakEnvironment: @unchecked Sendable {
+    weak var value: Environment?
+    init(_ value: Environment) { self.value = value }
 }
 
 /// The ledgers a store holds open, with when each was last asked for, and those being

@@ -206,9 +206,14 @@ extension Ledger {
         changeWatchers.notify([])
     }
 
-    /// Tells whoever uses the ledger that it is being erased whole (``LedgerStore/eraseLedger(_:reason:waitingUpTo:)``):
-    /// its streams end, and a wait for its next commit (a follower's fetch) returns.
+    /// Tells whoever uses the ledger that it is being erased whole (``LedgerStore/eraseLedger(_:reason:waitingUpTo:ignoringHold:)``):
+    /// its streams end (and those that begin later, at once), a wait for its next commit (a
+    /// follower's fetch) returns, and the access records not yet written are dropped, since
+    /// they would go with it (written as it closes, they could outlast it in freed disk blocks).
     func endUseForErasure() {
+        beingErased.store(true, ordering: .releasing)
+        accessFlushing.stop()
+        _ = accessLog.take()
         accessWatchers.notify(.ledgerErased)
         changeWatchers.notify([])
     }
