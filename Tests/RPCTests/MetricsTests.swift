@@ -94,7 +94,12 @@ struct MetricsTests {
                 if line.hasSuffix(" call") { calls.append(line) }
             }
             #expect(calls.count == 3, "\(calls)")
-            let (save, ping, refused) = (calls[0], calls[1], calls[2])
+            // Found by what they say, not by order: a call's line is written after its answer
+            // leaves, so the next call's may come first.
+            func line(_ matching: (String) -> Bool) -> String { calls.first(where: matching) ?? "" }
+            let save = line { $0.contains("Ledger/Save") }
+            let ping = line { $0.contains("Ledger/Ping") && !$0.contains("principal=-") }
+            let refused = line { $0.contains("principal=-") }
             #expect(save.contains("rpc.method=healthledger.v1.Ledger/Save") && save.contains("principal=owner") && save.contains("rpc.status=ok"), "\(save)")
             #expect(save.contains("ledger.id=alice") && save.contains(" info ") && save.contains("duration_us="), "\(save)")
             #expect(ping.contains("rpc.method=healthledger.v1.Ledger/Ping") && ping.contains("principal=app com.example.walk"), "\(ping)")
