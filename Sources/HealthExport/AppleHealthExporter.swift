@@ -36,10 +36,16 @@ public struct AppleHealthExporter {
         for route in try await SampleQueryDescriptor(type: .workoutRoute).result(for: store).compactMap(\.workoutRoute) {
             routesByWorkout[route.workoutUUID, default: []].append(route)
         }
+        // Heartbeat series go inside the records of heart rate variability they belong to, as
+        // the Health app writes them; those of no record after the rest.
+        var heartbeatSeries: [String: [HeartbeatSeriesSample]] = [:]
+        for series in try await SampleQueryDescriptor(type: .heartbeatSeries).result(for: store).compactMap(\.heartbeatSeries) {
+            heartbeatSeries[AppleHealthValues.string(series.startDate), default: []].append(series)
+        }
         var routeFiles: [(String, [RouteLocation])] = []
         var clinicalFiles: [(String, [UInt8])] = []
         var electrocardiogramFiles: [(String, String)] = []
-        for type in LedgerLines.exportedTypes where type != .workoutRoute {
+        for type in LedgerLines.exportedTypes where type != .workoutRoute && type != .heartbeatSeries {
             for try await batch in try await store.results(for: SampleQueryDescriptor(type: type, batchSize: 1000)) {
                 for object in batch {
                     switch object {
@@ -52,6 +58,12 @@ public struct AppleHealthExporter {
                         let name = "\(record.fhirResource.resourceType)-\(record.uuid.uuidString).json"
                         clinicalFiles.append((name, record.fhirResource.data))
                         try xml.write(AppleHealthWriter.clinicalRecord(record, path: "/clinical-records/" + name))
+                    case .quantitySample(let sample) where sample.type.identifier == AppleHealthWriter.heartRateVariability:
+                        let key = AppleHealthValues.string(sample.startDate)
+                        let held = heartbeatSeries[key]?.firstIndex { AppleHealthWriter.holds(sample, $0) }
+                        let series = held.flatMap { heartbeatSeries[key]?.remove(at: $0) }
+                        try xml.write(AppleHealthWriter.element(object, heartbeatSeries: series))
+                        if series != nil { summary.objects[ObjectType.heartbeatSeries.identifier, default: 0] += 1 }
                     case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary, .audiogram:
                         // A correlation's members come again at top level with their type, as
                         // the Health app lists them.
@@ -66,13 +78,17 @@ public struct AppleHealthExporter {
                             summary.objects[ObjectType.workoutRoute.identifier, default: 0] += 1
                         }
                         try xml.write(AppleHealthWriter.workout(workout, statistics: statistics, routes: routes))
-                    case .workoutRoute:
+                    case .workoutRoute, .heartbeatSeries:
                         continue
                     }
                     summary.objects[type.identifier, default: 0] += 1
                 }
                 try xml.flush()
             }
+        }
+        for series in heartbeatSeries.values.joined().sorted(by: { $0.startDate < $1.startDate }) {
+            try xml.write(AppleHealthWriter.heartbeatSeriesRecord(series))
+            summary.objects[ObjectType.heartbeatSeries.identifier, default: 0] += 1
         }
         // Each type's sources in order of priority, by which statistics merge overlapping
         // samples: the Health app's format has no place for it, so an element of the file's
@@ -145,13 +161,15 @@ public enum AppleHealthWriter {
         " <SourcePriority type=\"\(type.identifier)\" sourceName=\"\(AppleHealthValues.escape(sourceName))\"/>\n"
     }
 
-    /// A `Record`, `Correlation`, `VisionPrescription`, `ActivitySummary` or `Audiogram` element.
-    public static func element(_ object: HealthObject, indent: String = " ") -> String {
+    /// A `Record`, `Correlation`, `VisionPrescription`, `ActivitySummary` or `Audiogram`
+    /// element; a record of heart rate variability with `heartbeatSeries` inside it (see
+    /// ``holds(_:_:)``).
+    public static func element(_ object: HealthObject, indent: String = " ", heartbeatSeries: HeartbeatSeriesSample? = nil) -> String {
         switch object {
         case .quantitySample(let sample):
             return record(
                 sample, type: sample.type.identifier, unit: sample.quantity.unit.description, value: AppleHealthValues.number(sample.quantity.value),
-                indent: indent)
+                indent: indent, children: heartbeatSeries.map { heartbeatList($0, indent: indent + " ") } ?? "")
         case .categorySample(let sample):
             let value = sample.type.values.name == CategoryValueSet.notApplicable.name
                 ? String(sample.value) : AppleHealthValues.categoryName(sample.value, of: sample.type)
@@ -191,9 +209,54 @@ public enum AppleHealthWriter {
                 text += "/>\n"
             }
             return text + "\(indent)</Audiogram>\n"
-        case .workout, .workoutRoute, .clinicalRecord, .electrocardiogram:
+        case .workout, .workoutRoute, .clinicalRecord, .electrocardiogram, .heartbeatSeries:
             return ""
         }
+    }
+
+    /// Whether `record` holds `series` in the export: a record of heart rate variability
+    /// (HKQuantityTypeIdentifierHeartRateVariabilitySDNN) whose source, device and dates, as
+    /// written, are those the reader gives a series inside it — the record's, its end later
+    /// when the last beat is — so that the series comes back the same from a re-import.
+    public static func holds(_ record: QuantitySample, _ series: HeartbeatSeriesSample) -> Bool {
+        guard record.type.identifier == heartRateVariability, source(record) == source(series),
+            AppleHealthValues.string(record.startDate) == AppleHealthValues.string(series.startDate)
+        else { return false }
+        let start = series.startDate.timeIntervalSince1970.rounded(.down)
+        let recordEnd = record.endDate.timeIntervalSince1970.rounded(.down)
+        let end = max(recordEnd, start + (series.beats.last?.timeSinceSeriesStart ?? 0).rounded(.up))
+        return AppleHealthValues.string(Date(timeIntervalSince1970: end)) == AppleHealthValues.string(series.endDate)
+    }
+
+    /// The type of the records that hold heartbeat series.
+    public static let heartRateVariability = "HKQuantityTypeIdentifierHeartRateVariabilitySDNN"
+
+    /// A heartbeat series that no record of heart rate variability holds, as a `Record` of its
+    /// own type (HealthLedger's exports; the Health app writes none) holding its list.
+    public static func heartbeatSeriesRecord(_ series: HeartbeatSeriesSample) -> String {
+        " <Record type=\"\(ObjectType.heartbeatSeries.identifier)\"\(common(series))>\n" + heartbeatList(series, indent: "  ") + " </Record>\n"
+    }
+
+    /// A `HeartRateVariabilityMetadataList`: each beat as an `InstantaneousBeatsPerMinute`
+    /// with its time of day in UTC (the export's dates are), to the microsecond where it has
+    /// them, its `bpm` from the interval since the beat before (none for the first beat or one
+    /// after a gap), and HealthLedger's `precededByGap="1"`; the series' metadata as
+    /// `MetadataEntry` elements before them.
+    static func heartbeatList(_ series: HeartbeatSeriesSample, indent: String) -> String {
+        var text = "\(indent)<HeartRateVariabilityMetadataList>\n" + metadata(series.metadata, indent: indent + " ")
+        let start = Int64(series.startDate.timeIntervalSince1970.rounded(.down)) * 1_000_000
+        var previous: TimeInterval?
+        for beat in series.beats {
+            let time = AppleHealthValues.timeOfDayString(microseconds: start + Int64((beat.timeSinceSeriesStart * 1_000_000).rounded()))
+            text += "\(indent) <InstantaneousBeatsPerMinute"
+            if let previous, !beat.precededByGap, beat.timeSinceSeriesStart > previous {
+                text += " bpm=\"\(Int((60 / (beat.timeSinceSeriesStart - previous)).rounded()))\""
+            }
+            text += " time=\"\(time)\""
+            text += beat.precededByGap ? " precededByGap=\"1\"/>\n" : "/>\n"
+            previous = beat.timeSinceSeriesStart
+        }
+        return text + "\(indent)</HeartRateVariabilityMetadataList>\n"
     }
 
     /// A `ClinicalRecord` element as the Health app writes it, naming the file its FHIR resource
@@ -299,14 +362,14 @@ public enum AppleHealthWriter {
         return text + ">\n" + metadata(event.metadata, indent: indent + " ") + "\(indent)</WorkoutEvent>\n"
     }
 
-    private static func record(_ sample: some HealthSample, type: String, unit: String?, value: String, indent: String) -> String {
+    private static func record(_ sample: some HealthSample, type: String, unit: String?, value: String, indent: String, children: String = "") -> String {
         var text = "\(indent)<Record type=\"\(type)\""
         text += source(sample)
         if let unit { text += " unit=\"\(AppleHealthValues.escape(unit))\"" }
         text += " startDate=\"\(AppleHealthValues.string(sample.startDate))\" endDate=\"\(AppleHealthValues.string(sample.endDate))\""
         text += " value=\"\(AppleHealthValues.escape(value))\""
-        guard !sample.metadata.isEmpty else { return text + "/>\n" }
-        return text + ">\n" + metadata(sample.metadata, indent: indent + " ") + "\(indent)</Record>\n"
+        guard !sample.metadata.isEmpty || !children.isEmpty else { return text + "/>\n" }
+        return text + ">\n" + metadata(sample.metadata, indent: indent + " ") + children + "\(indent)</Record>\n"
     }
 
     private static func common(_ sample: some HealthSample) -> String {
@@ -370,6 +433,14 @@ public enum AppleHealthWriter {
           creationDate  CDATA #IMPLIED
           startDate     CDATA #REQUIRED
           endDate       CDATA #REQUIRED
+        >
+        <!-- HealthLedger: a heartbeat series' metadata entries, and precededByGap="1" on a beat after a gap in the recording; bpm only where the beat before gives it. -->
+        <!ELEMENT HeartRateVariabilityMetadataList ((MetadataEntry|InstantaneousBeatsPerMinute)*)>
+        <!ELEMENT InstantaneousBeatsPerMinute EMPTY>
+        <!ATTLIST InstantaneousBeatsPerMinute
+          bpm           CDATA #IMPLIED
+          time          CDATA #REQUIRED
+          precededByGap CDATA #IMPLIED
         >
         <!-- Note: Any Records that appear as children of a correlation also appear as top-level records in this document. -->
         <!ELEMENT Correlation ((MetadataEntry|Record)*)>

@@ -236,6 +236,9 @@ public final class AppleHealthImporter {
         case .audiogram(let audiogram, let line):
             summary.elements += 1
             try await add(.audiogram(audiogram), kind: "audiograms", line: line)
+        case .heartbeatSeries(let series, let line):
+            summary.elements += 1
+            try await add(.heartbeatSeries(series), kind: "heartbeatSeries", line: line)
         case .clinicalRecord(var record, let path, let line):
             summary.elements += 1
             // Its resource, the JSON file beside export.xml, kept byte for byte; its display

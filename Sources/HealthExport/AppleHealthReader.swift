@@ -19,6 +19,8 @@ public enum AppleHealthItem: Sendable {
     case activitySummary(ActivitySummary, line: Int)
     /// An `Audiogram` with its `SensitivityPoint`s.
     case audiogram(Audiogram, line: Int)
+    /// A `HeartRateVariabilityMetadataList`'s heartbeat series.
+    case heartbeatSeries(HeartbeatSeriesSample, line: Int)
     /// A `ClinicalRecord` whose FHIR resource is the export's file at `path`: ``ClinicalRecord/fhirResource``'s
     /// data is empty until the importer reads it.
     case clinicalRecord(ClinicalRecord, path: String, line: Int)
@@ -153,7 +155,14 @@ public final class AppleHealthReader: XMLStreamHandler {
 
     private func finish(_ builder: consuming Builder) {
         switch consume builder {
-        case .record(let record):
+        case .record(var record):
+            let heartbeats = record.heartbeats.take()
+            if record.attributes["type"] == ObjectType.heartbeatSeries.identifier {
+                // HealthLedger's exports: a series no record of heart rate variability holds.
+                var list = heartbeats ?? HeartbeatListBuilder(line: record.line)
+                list.metadata.merge(record.metadata) { list, _ in list }
+                return heartbeatSeries(list, of: record.attributes)
+            }
             switch sample(record, topLevel: true) {
             case .success(let (object, key)):
                 let member = mayBeCorrelationMember(object.objectType.identifier)
@@ -161,6 +170,7 @@ public final class AppleHealthReader: XMLStreamHandler {
             case .failure(let rejection):
                 reject("Record", rejection, line: record.line)
             }
+            if let heartbeats { heartbeatSeries(heartbeats, of: record.attributes) }
         case .correlation(let builder): correlation(builder)
         case .workout(let builder): workout(builder)
         case .prescription(let builder): prescription(builder)
@@ -469,6 +479,62 @@ public final class AppleHealthReader: XMLStreamHandler {
             return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
         }
         emit(.activitySummary(summary, line: line))
+    }
+
+    /// A `HeartRateVariabilityMetadataList` inside a record (or a record of type
+    /// `HKDataTypeIdentifierHeartbeatSeries`, HealthLedger's exports) as a heartbeat series with
+    /// the record's source, device and start. Each `InstantaneousBeatsPerMinute`'s `time` is a
+    /// time of day in the start's local time (``AppleHealthValues/timeOfDay(_:)``), its `bpm`
+    /// not read (the beat times give it): a beat's time since the start is its time of day less
+    /// the start's, on the start's day (the next day when it would come over a second before the
+    /// start), and on the day after the beat before's when it would come over twelve hours
+    /// before that one's; within a second before the start, it is at the start. The series ends
+    /// at the record's end, or at the last beat when later (rounded up to the second). Its
+    /// metadata are the entries inside the list; unless they give one, its sync identifier is
+    /// derived from `HeartbeatSeries`, the source name, start and end, version 1.
+    private func heartbeatSeries(_ list: HeartbeatListBuilder, of attributes: Attributes) {
+        let (element, line) = ("HeartRateVariabilityMetadataList", list.line)
+        guard let (start, end) = dates(attributes, start: "startDate", end: "endDate"), let startText = attributes["startDate"] else {
+            return reject(element, dateProblem(attributes, start: "startDate", end: "endDate"), line: line)
+        }
+        guard !list.beats.isEmpty else {
+            return reject(element, Rejection(kind: .invalidObject, reason: "a heartbeat series holds at least one InstantaneousBeatsPerMinute"), line: line)
+        }
+        // The start's local time of day: the date's hh:mm:ss, before its offset.
+        let clock = startText.utf8.dropFirst(11).prefix(8).split(separator: UInt8(ascii: ":")).compactMap { Int64(String(decoding: $0, as: UTF8.self)) }
+        let startOfDay = (clock[0] * 3600 + clock[1] * 60 + clock[2]) * 1_000_000
+        let day = AppleHealthValues.microsecondsPerDay
+        var beats: [HeartbeatSeriesBeat] = []
+        beats.reserveCapacity(list.beats.count)
+        var (dayOffset, previous): (Int64, Int64?) = (0, nil)
+        for beat in list.beats {
+            guard let time = AppleHealthValues.timeOfDay(beat.time) else {
+                return reject(element, Rejection(kind: .unparsableValue, reason: "line \(beat.line): the beat's time '\(beat.time.prefix(40))' is not a time of day"), line: line)
+            }
+            var since = time + dayOffset - startOfDay
+            if let previous {
+                if since < previous - day / 2 { dayOffset += day; since += day }
+            } else if since < -1_000_000 {
+                dayOffset += day
+                since += day
+            }
+            previous = since
+            beats.append(HeartbeatSeriesBeat(timeSinceSeriesStart: Double(max(0, since)) / 1_000_000, precededByGap: beat.precededByGap))
+        }
+        let seriesEnd = max(end, start.addingTimeInterval((beats.last?.timeSinceSeriesStart ?? 0).rounded(.up)))
+        let source = sourceRevision(attributes)
+        var metadata = list.metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key(["HeartbeatSeries", source.source.name, Self.seconds(start), Self.seconds(seriesEnd)], start: start))
+            metadata[MetadataKey.syncVersion] = .number(1)
+        }
+        let series = HeartbeatSeriesSample(beats: beats, start: start, end: seriesEnd, device: device(attributes), metadata: metadata, sourceRevision: source)
+        do {
+            try HealthObject.heartbeatSeries(series).validate()
+        } catch {
+            return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
+        }
+        emit(.heartbeatSeries(series, line: line))
     }
 
     /// An `Audiogram`: its dates and source as a record's, its `SensitivityPoint`s in rising
@@ -853,8 +919,13 @@ private enum Builder {
         }
         switch consume self {
         case .record(var record):
-            // Only the record's own entries: not those inside a child it does not read.
-            if depth == 3 { record.child(name, attributes, line: line, reader: reader) }
+            // Only the record's own entries and its heartbeat list's: not those inside a child
+            // it does not read.
+            if depth == 3 {
+                record.child(name, attributes, line: line, reader: reader)
+            } else if depth == 4 {
+                record.grandchild(name, attributes, line: line, reader: reader)
+            }
             self = .record(record)
         case .correlation(var correlation):
             if depth == 3 { correlation.inMember = name == "Record" }
@@ -907,14 +978,46 @@ private struct RecordBuilder {
         self.line = line
     }
 
+    /// The record's `HeartRateVariabilityMetadataList`, a heartbeat series.
+    var heartbeats: HeartbeatListBuilder?
+    /// Whether the open child is that list (the elements inside go to it).
+    private var inHeartbeats = false
+
     mutating func child(_ name: String, _ attributes: Attributes, line: Int, reader: AppleHealthReader) {
+        inHeartbeats = name == "HeartRateVariabilityMetadataList"
         switch name {
         case "MetadataEntry": metadata.add(attributes, reader: reader)
         case "HeartRateVariabilityMetadataList":
-            reader.note(.skipped(element: name, reason: "heartbeat series lists are not held by the ledger yet", line: line))
+            if heartbeats != nil {
+                reader.note(.skipped(element: name, reason: "a record holds one heartbeat series; this second list is left out", line: line))
+                inHeartbeats = false
+            } else {
+                heartbeats = HeartbeatListBuilder(line: line)
+            }
         default: break
         }
     }
+
+    /// An element inside the record's child: a beat or metadata entry of its heartbeat list.
+    mutating func grandchild(_ name: String, _ attributes: Attributes, line: Int, reader: AppleHealthReader) {
+        guard inHeartbeats else { return }
+        switch name {
+        case "InstantaneousBeatsPerMinute":
+            heartbeats?.beats.append((attributes["time"] ?? "", ["1", "true"].contains(attributes["precededByGap"] ?? ""), line))
+        case "MetadataEntry":
+            heartbeats?.metadata.add(attributes, reader: reader)
+        default:
+            reader.note(.skipped(element: name, reason: "the ledger does not hold \(name) elements inside a HeartRateVariabilityMetadataList", line: line))
+        }
+    }
+}
+
+/// A `HeartRateVariabilityMetadataList`: its beats' times of day as written, their gap flags
+/// (HealthLedger's exports), and its metadata entries (HealthLedger's exports).
+private struct HeartbeatListBuilder {
+    let line: Int
+    var beats: [(time: String, precededByGap: Bool, line: Int)] = []
+    var metadata: Metadata = [:]
 }
 
 extension AppleHealthReader {

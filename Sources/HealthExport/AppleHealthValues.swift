@@ -46,6 +46,67 @@ public enum AppleHealthValues {
         return "\(yearText)-\(two(month))-\(two(day)) \(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60)) +0000"
     }
 
+    /// Microseconds in a day.
+    public static let microsecondsPerDay: Int64 = 86_400_000_000
+
+    /// Parses a heartbeat's time of day as the Health app writes it in an
+    /// `InstantaneousBeatsPerMinute` element, in the phone's locale: `4:17:18.57 PM` (`am`/`pm` in
+    /// either case, with or without dots, spaces or a narrow no-break space before it) or, in a
+    /// 24-hour locale, `16:17:18.57`; the fraction after a dot or a comma, at most six digits.
+    ///
+    /// - Returns: microseconds since midnight; nil for anything else.
+    public static func timeOfDay(_ text: String) -> Int64? {
+        var rest = Substring(text.lowercased().filter { !$0.isWhitespace })
+        var meridiem: Int64?
+        for (suffix, offset) in [("a.m.", 0), ("p.m.", 12), ("am", 0), ("pm", 12)] where rest.hasSuffix(suffix) {
+            meridiem = Int64(offset)
+            rest = rest.dropLast(suffix.count)
+            break
+        }
+        let parts = rest.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 3, (1...2).contains(parts[0].count), parts[1].count == 2 else { return nil }
+        let secondParts = parts[2].split(omittingEmptySubsequences: false) { $0 == "." || $0 == "," }
+        guard (1...2).contains(secondParts.count), secondParts[0].count == 2, secondParts.count == 1 || (1...6).contains(secondParts[1].count),
+            let hour = Int64(parts[0]), let minute = Int64(parts[1]), let second = Int64(secondParts[0]), minute < 60, second < 60,
+            parts.allSatisfy({ $0.allSatisfy(\.isASCII) }), secondParts.allSatisfy({ $0.allSatisfy(\.isNumber) })
+        else { return nil }
+        var fraction: Int64 = 0
+        if secondParts.count == 2 {
+            guard let digits = Int64(secondParts[1]) else { return nil }
+            fraction = digits
+            for _ in secondParts[1].count..<6 { fraction *= 10 }
+        }
+        let hours: Int64
+        if let meridiem {
+            guard (1...12).contains(hour) else { return nil }
+            hours = hour % 12 + meridiem
+        } else {
+            guard hour < 24 else { return nil }
+            hours = hour
+        }
+        return ((hours * 60 + minute) * 60 + second) * 1_000_000 + fraction
+    }
+
+    /// A time of day, `microseconds` since midnight (taken modulo a day), as the Health app
+    /// writes it in the `en_US` locale: `4:17:18.57 PM`, the fraction to two digits or to as
+    /// many (up to six) as it has.
+    public static func timeOfDayString(microseconds: Int64) -> String {
+        var value = microseconds % microsecondsPerDay
+        if value < 0 { value += microsecondsPerDay }
+        var fraction = value % 1_000_000
+        let seconds = value / 1_000_000
+        let (hour, minute, second) = (seconds / 3600, seconds / 60 % 60, seconds % 60)
+        var digits = 6
+        while digits > 2, fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        var fractionText = String(fraction)
+        fractionText = String(repeating: "0", count: digits - fractionText.count) + fractionText
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(hour % 12 == 0 ? 12 : hour % 12):\(two(minute)):\(two(second)).\(fractionText) \(hour < 12 ? "AM" : "PM")"
+    }
+
     /// Parses the export's device description,
     /// `<<HKDevice: 0x…>, name:Apple Watch, manufacturer:Apple Inc., model:Watch, hardware:Watch6,2, software:9.4>`.
     ///

@@ -38,26 +38,35 @@ public struct ElectrocardiogramQueryDescriptor: Sendable, Hashable {
 
     /// The measurements in batches of ``batchSize``, in time order.
     public func results(for store: HealthStore) -> AsyncThrowingStream<[ElectrocardiogramVoltage], any Error> {
-        let (uuid, size) = (self.uuid, batchSize)
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    guard let recording = try await store.object(with: uuid)?.electrocardiogram else {
-                        throw HealthError(.noData, "no electrocardiogram \(uuid) that this credential may read", field: "uuid")
-                    }
-                    let hertz = (try? recording.samplingFrequency.doubleValue(for: .hertz)) ?? 1
-                    var start = 0
-                    while start < recording.voltages.count, !Task.isCancelled {
-                        let end = min(start + size, recording.voltages.count)
-                        continuation.yield((start..<end).map { ElectrocardiogramVoltage(timeSinceStart: Double($0) / hertz, microvolts: Double(recording.voltages[$0])) })
-                        start = end
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
+        let uuid = self.uuid
+        return inBatches(of: batchSize) {
+            guard let recording = try await store.object(with: uuid)?.electrocardiogram else {
+                throw HealthError(.noData, "no electrocardiogram \(uuid) that this credential may read", field: "uuid")
             }
-            continuation.onTermination = { _ in task.cancel() }
+            let hertz = (try? recording.samplingFrequency.doubleValue(for: .hertz)) ?? 1
+            return recording.voltages.enumerated().map { ElectrocardiogramVoltage(timeSinceStart: Double($0) / hertz, microvolts: Double($1)) }
         }
+    }
+}
+
+/// What `load` returns, handed out `size` at a time: the series queries' streams, which fetch
+/// their object once (at most 200,000 items) and hand it out in batches.
+func inBatches<Element: Sendable>(of size: Int, _ load: @escaping @Sendable () async throws -> [Element]) -> AsyncThrowingStream<[Element], any Error> {
+    AsyncThrowingStream { continuation in
+        let task = Task {
+            do {
+                let all = try await load()
+                var start = 0
+                while start < all.count, !Task.isCancelled {
+                    let end = min(start + size, all.count)
+                    continuation.yield(Array(all[start..<end]))
+                    start = end
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
     }
 }

@@ -23,7 +23,8 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
 @usableFromInline package enum HealthObjectField: Int, ProtoFields {
     @usableFromInline package typealias Message = Healthledger_V1_HealthObject
     case uuid = 1, type, sourceRevision, device, metadata, startUs, endUs
-    case quantity = 10, category, visionPrescription, workout, workoutRoute, correlation, activitySummary, audiogram, clinicalRecord, electrocardiogram
+    case quantity = 10, category, visionPrescription, workout, workoutRoute, correlation, activitySummary, audiogram, clinicalRecord, electrocardiogram,
+        heartbeatSeries
 }
 
 /// `healthledger.v1.SourceRevision`.

@@ -227,6 +227,12 @@ extension Healthledger_V1_HealthObject {
                 body.samplingFrequency = .init(recording.samplingFrequency)
                 body.voltagesUv = recording.voltages
             })
+        case .heartbeatSeries(let series):
+            setCommonFields(series)
+            self.body = .heartbeatSeries(.with { body in
+                body.beatTimesS = series.beats.map(\.timeSinceSeriesStart)
+                body.gapBeats = series.beats.indices.filter { series.beats[$0].precededByGap }.map { UInt32($0) }
+            })
         }
     }
 
@@ -365,9 +371,25 @@ extension Healthledger_V1_HealthObject {
                 averageHeartRate: body.hasAverageHeartRate ? try body.averageHeartRate.model(field: "averageHeartRate") : nil,
                 samplingFrequency: try body.samplingFrequency.model(field: "samplingFrequency"), voltages: body.voltagesUv, start: start, end: end,
                 device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case .heartbeatSeries(let body):
+            guard type == ObjectType.heartbeatSeries.identifier else {
+                throw HealthError.invalidArgument("a heartbeat series' type is \(ObjectType.heartbeatSeries.identifier), not '\(type)'", field: "type")
+            }
+            var beats = body.beatTimesS.map { HeartbeatSeriesBeat(timeSinceSeriesStart: $0) }
+            var previous: Int?
+            for gap in body.gapBeats.map(Int.init) {
+                guard gap > (previous ?? -1), beats.indices.contains(gap) else {
+                    throw HealthError.invalidArgument(
+                        "gapBeats must be indexes of beats (0–\(beats.count - 1)) in increasing order, not \(body.gapBeats.prefix(20))", field: "gapBeats")
+                }
+                beats[gap].precededByGap = true
+                previous = gap
+            }
+            return .heartbeatSeries(HeartbeatSeriesSample(
+                beats: beats, start: start, end: end, device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
         case nil:
             throw HealthError.invalidArgument(
-                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary, audiogram, clinical record or electrocardiogram)",
+                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary, audiogram, clinical record, electrocardiogram or heartbeat series)",
                 field: "body")
         }
     }

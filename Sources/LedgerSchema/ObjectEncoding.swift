@@ -47,7 +47,7 @@ extension HealthObject {
                 if let lens = prescription.rightEye { body.message(field: VisionPrescriptionBodyField.rightEye, Self.encoded(lens)) }
                 if let lens = prescription.leftEye { body.message(field: VisionPrescriptionBodyField.leftEye, Self.encoded(lens)) }
             }
-        case .workout, .workoutRoute, .correlation, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram:
+        case .workout, .workoutRoute, .correlation, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, .heartbeatSeries:
             // Rare and small next to samples: SwiftProtobuf writes them. A proto3 message
             // without `Any` fields cannot fail to serialize.
             let bytes: [UInt8] = try! Healthledger_V1_HealthObject(self).serializedBytes()

@@ -34,15 +34,17 @@ struct AppleHealthImportTests {
           <MetadataEntry key="HKAverageMETs" value="5.4321 kcal/hr·kg"/>
           <MetadataEntry key="note" value="after coffee"/>
          </Record>
-         <Record type="HKQuantityTypeIdentifierHeartRate" sourceName="\(watch)" unit="count/min" startDate="2025-05-18 12:20:00 -0400" endDate="2025-05-18 12:20:00 -0400" value="140">
-          <HeartRateVariabilityMetadataList>
-           <InstantaneousBeatsPerMinute bpm="70" time="12:20:00.00 PM"/>
-          </HeartRateVariabilityMetadataList>
-         </Record>
+         <Record type="HKQuantityTypeIdentifierHeartRate" sourceName="\(watch)" unit="count/min" startDate="2025-05-18 12:20:00 -0400" endDate="2025-05-18 12:20:00 -0400" value="140"/>
          <Record type="HKQuantityTypeIdentifierBloodGlucose" sourceName="Contour" unit="mmol&lt;180.1558800000541&gt;/L" startDate="2025-05-18 07:00:00 +0100" endDate="2025-05-18 07:00:00 +0100" value="5.4"/>
          <Record type="HKQuantityTypeIdentifierActiveEnergyBurned" sourceName="\(watch)" unit="Cal" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:10:00 +0100" value="80"/>
          <Record type="HKQuantityTypeIdentifierOxygenSaturation" sourceName="\(watch)" unit="%" startDate="2025-05-18 03:00:00 +0100" endDate="2025-05-18 03:00:00 +0100" value="0.97"/>
-         <Record type="HKQuantityTypeIdentifierHeartRateVariabilitySDNN" sourceName="\(watch)" unit="ms" startDate="2025-05-18 03:00:00 +0100" endDate="2025-05-18 03:01:00 +0100" value="48.5"/>
+         <Record type="HKQuantityTypeIdentifierHeartRateVariabilitySDNN" sourceName="\(watch)" unit="ms" startDate="2025-05-18 03:00:00 +0100" endDate="2025-05-18 03:01:00 +0100" value="48.5">
+          <HeartRateVariabilityMetadataList>
+           <InstantaneousBeatsPerMinute bpm="70" time="3:00:01.25 am"/>
+           <InstantaneousBeatsPerMinute bpm="71" time="3:00:02.10 AM"/>
+           <InstantaneousBeatsPerMinute bpm="72" time="3:01:00.90\u{202F}AM"/>
+          </HeartRateVariabilityMetadataList>
+         </Record>
          <Record type="HKQuantityTypeIdentifierEnvironmentalAudioExposure" sourceName="\(watch)" unit="dBASPL" startDate="2025-05-18 09:00:00 +0100" endDate="2025-05-18 09:30:00 +0100" value="61.2"/>
          <Record type="HKQuantityTypeIdentifierBodyTemperature" sourceName="Thermometer" unit="degF" startDate="2025-05-18 06:00:00 +0100" endDate="2025-05-18 06:00:00 +0100" value="98.6"/>
          <Record type="HKQuantityTypeIdentifierBloodPressureSystolic" sourceName="Omron" unit="mmHg" startDate="2025-05-18 08:00:00 +0100" endDate="2025-05-18 08:00:00 +0100" value="120"/>
@@ -193,6 +195,76 @@ struct AppleHealthImportTests {
         #expect(kind == .unparsableValue && line == 4 && reason.contains("HKCategoryTypeIdentifierSleepAnalysis: '' is not one of its values"), "\(reason)")
     }
 
+    @Test("heartbeat lists are read as heartbeat series: times of day in the start's local time, either clock, past midnight, to the last beat; this format's gaps, metadata and series of their own; bad lists rejected with their line")
+    func heartbeatLists() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="de_DE">
+             <Record type="HKQuantityTypeIdentifierHeartRateVariabilitySDNN" sourceName="Uhr" unit="ms" startDate="2025-05-18 23:59:58 +0200" endDate="2025-05-19 00:00:30 +0200" value="40">
+              <HeartRateVariabilityMetadataList>
+               <InstantaneousBeatsPerMinute bpm="60" time="23:59:57,99"/>
+               <InstantaneousBeatsPerMinute bpm="60" time="23:59:59,5"/>
+               <InstantaneousBeatsPerMinute bpm="61" time="0:00:00,25"/>
+              </HeartRateVariabilityMetadataList>
+             </Record>
+             <Record type="HKDataTypeIdentifierHeartbeatSeries" sourceName="Strap" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:00:10 +0000">
+              <HeartRateVariabilityMetadataList>
+               <MetadataEntry key="HKMetadataKeySyncIdentifier" value="strap-1"/>
+               <MetadataEntry key="HKMetadataKeySyncVersion" value="3"/>
+               <InstantaneousBeatsPerMinute time="12:00:00.000001 PM"/>
+               <InstantaneousBeatsPerMinute time="12:00:05.5 p.m." precededByGap="1"/>
+              </HeartRateVariabilityMetadataList>
+             </Record>
+             <Record type="HKQuantityTypeIdentifierHeartRateVariabilitySDNN" sourceName="Uhr" unit="ms" startDate="2025-05-18 08:00:00 +0200" endDate="2025-05-18 08:01:00 +0200" value="40">
+              <HeartRateVariabilityMetadataList>
+               <InstantaneousBeatsPerMinute bpm="60" time="8:00:01 o'clock"/>
+              </HeartRateVariabilityMetadataList>
+             </Record>
+             <Record type="HKQuantityTypeIdentifierHeartRateVariabilitySDNN" sourceName="Uhr" unit="ms" startDate="2025-05-18 09:00:00 +0200" endDate="2025-05-18 09:01:00 +0200" value="40">
+              <HeartRateVariabilityMetadataList>
+               <InstantaneousBeatsPerMinute bpm="60" time="9:00:02.00 AM"/>
+               <InstantaneousBeatsPerMinute bpm="60" time="9:00:01.00 AM"/>
+              </HeartRateVariabilityMetadataList>
+             </Record>
+             <Record type="HKDataTypeIdentifierHeartbeatSeries" sourceName="Strap" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:00:10 +0000"/>
+            </HealthData>
+            """
+        let items = try Self.read(xml)
+        let series = items.compactMap { item -> HeartbeatSeriesSample? in if case .heartbeatSeries(let series, _) = item { series } else { nil } }
+        let samples = items.filter { if case .sample = $0 { true } else { false } }
+        #expect(series.count == 2 && samples.count == 3, "each HRV record is kept with or without its list")
+        let midnight = try #require(series.first)
+        #expect(midnight.beats.map(\.timeSinceSeriesStart) == [0, 1.5, 2.25], "a beat within a second before the start is at it; past midnight the next day")
+        #expect(midnight.endDate.timeIntervalSince(midnight.startDate) == 32 && midnight.sourceRevision.source == Source.imported(named: "Uhr"))
+        let strap = try #require(series.last)
+        #expect(strap.beats == [HeartbeatSeriesBeat(timeSinceSeriesStart: 0.000001), HeartbeatSeriesBeat(timeSinceSeriesStart: 5.5, precededByGap: true)])
+        #expect(strap.syncIdentifier == "strap-1" && strap.syncVersion == 3 && strap.endDate.timeIntervalSince(strap.startDate) == 10)
+        let rejections = items.compactMap { item -> (RejectionKind, String, Int)? in
+            if case .rejected(let element, let kind, let reason, let line) = item, element == "HeartRateVariabilityMetadataList" { (kind, reason, line) } else { nil }
+        }
+        #expect(rejections.map(\.0) == [.unparsableValue, .invalidObject, .invalidObject], "\(rejections)")
+        #expect(rejections.map(\.2) == [19, 24, 29], "the list's line, or the record's when it has none")
+        #expect(rejections[0].1.contains("line 20") && rejections[0].1.contains("8:00:01 o'clock"), "\(rejections[0].1)")
+        #expect(rejections[1].1.contains("beats[1]"), "\(rejections[1].1)")
+    }
+
+    @Test("a beat's time of day reads in the forms the Health app writes and is written back as it reads")
+    func beatTimesOfDay() {
+        let cases: [(String, Int64?)] = [
+            ("4:17:18.57 PM", 58_638_570_000), ("4:17:18.57 pm", 58_638_570_000), ("4:17:18.57\u{202F}PM", 58_638_570_000),
+            ("12:00:00.00 AM", 0), ("12:00:00.5 a.m.", 500_000), ("12:30:00 PM", 45_000_000_000), ("16:17:18,57", 58_638_570_000),
+            ("0:00:00", 0), ("23:59:59.999999", 86_399_999_999), ("13:00:00 PM", nil), ("24:00:00", nil), ("4:60:00", nil),
+            ("4:17", nil), ("4:17:18.1234567", nil), ("", nil), ("4:17:18.-5", nil), ("٤:17:18", nil),
+        ]
+        for (text, expected) in cases { #expect(AppleHealthValues.timeOfDay(text) == expected, "\(text)") }
+        #expect(AppleHealthValues.timeOfDayString(microseconds: 58_638_570_000) == "4:17:18.57 PM")
+        #expect(AppleHealthValues.timeOfDayString(microseconds: 500_001) == "12:00:00.500001 AM")
+        #expect(AppleHealthValues.timeOfDayString(microseconds: AppleHealthValues.microsecondsPerDay + 43_200_000_000) == "12:00:00.00 PM")
+        for micro in [Int64(0), 1, 43_199_999_999, 86_399_990_000] {
+            #expect(AppleHealthValues.timeOfDay(AppleHealthValues.timeOfDayString(microseconds: micro)) == micro)
+        }
+    }
+
     @Test("ActivitySummary elements are read as days' rings: Apple's units and absent rings as HealthKit reads them, this format's move mode, pause and source; bad ones rejected with their line")
     func activitySummaries() throws {
         let xml = """
@@ -332,19 +404,20 @@ struct AppleHealthImportTests {
             let imported = try #require(first["imported"] as? [String: Int])
             // 12 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
             // the sleep schedule's goal, the second dietary energy), 2 correlations, 1 workout, its
-            // route, a prescription, an activity summary, an audiogram, a clinical record, 3 characteristics.
+            // route, a prescription, an activity summary, an audiogram, a clinical record, an ECG, the
+            // HRV record's heartbeat series, 3 characteristics.
             #expect(imported == [
                 "samples": 12, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "activitySummaries": 1, "audiograms": 1,
-                "clinicalRecords": 1, "electrocardiograms": 1, "characteristics": 3,
+                "clinicalRecords": 1, "electrocardiograms": 1, "heartbeatSeries": 1, "characteristics": 3,
             ])
             #expect(first["rejected"] as? [String: Int] == [
                 "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
             ])
             let rejections = try #require(first["rejections"] as? [[String: Any]])
-            #expect(rejections.map { $0["line"] as? Int } == [37, 38, 39, 40, 41], "each rejection names its line")
+            #expect(rejections.map { $0["line"] as? Int } == [39, 40, 41, 42, 43], "each rejection names its line")
             let skipped = try #require(first["skipped"] as? [String: Int])
             #expect(skipped["Record: listed again inside its correlation"] == 3, "top-level copies of correlation members are not saved twice")
-            #expect(skipped["HeartRateVariabilityMetadataList: heartbeat series lists are not held by the ledger yet"] == 1)
+            #expect(!skipped.keys.contains { $0.hasPrefix("HeartRateVariabilityMetadataList") }, "\(skipped)")
             #expect(skipped["Attachment: attachment scan-1: its bytes are not part of the export"] == 1)
             #expect(first["associatedWithWorkouts"] as? Int == 2, "the workout's heart rate and energy samples")
             #expect(first["error"] == nil)
@@ -428,13 +501,21 @@ struct AppleHealthImportTests {
             #expect(try hearing.points[0].rightEar?.doubleValue(for: .hearingLevel) == 5 && hearing.points[0].rightEarMasked && !hearing.points[0].leftEarMasked)
             #expect(hearing.points[1].rightEar == nil && hearing.points[1].leftEar?.value == 5, "one ear tested; Hz and dBHL when no unit is given")
             #expect(hearing.endDate.timeIntervalSince(hearing.startDate) == 600 && hearing.sourceRevision.source == Source.imported(named: "Hearing"))
+            let series = try #require(try await SampleQueryDescriptor(type: .heartbeatSeries).result(for: store).first?.heartbeatSeries)
+            #expect(series.beats.map(\.timeSinceSeriesStart) == [1.25, 2.1, 60.9] && !series.beats.contains(where: \.precededByGap), "times of day since 03:00 local")
+            #expect(series.startDate == Date(timeIntervalSince1970: 1_747_533_600) && series.endDate.timeIntervalSince(series.startDate) == 61, "to the last beat, rounded up")
+            #expect(series.sourceRevision.source == Source.imported(named: Self.watch) && series.syncVersion == 1)
+            let hrvFields = ["HeartbeatSeries", Self.watch, "1747533600", "1747533661"]
+            let hrvDigest = SHA256.hash(data: hrvFields.flatMap { Array($0.utf8) + [0x1F] })
+            #expect(series.syncIdentifier == "apple-health:01747533600-" + hrvDigest.prefix(16).map { String(format: "%02x", $0) }.joined())
+            #expect(try await HeartbeatSeriesQueryDescriptor(series.uuid, batchSize: 2).result(for: store) == series.beats)
             let (sex, blood) = (try await store.biologicalSex(), try await store.bloodType())
             #expect(sex == .female && blood == .aPositive)
 
             // The same file again adds nothing, and says so.
             let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
             #expect((second["imported"] as? [String: Int])?.isEmpty == true)
-            #expect(second["alreadyPresent"] as? Int == 24, "20 objects, the route and 3 characteristics")
+            #expect(second["alreadyPresent"] as? Int == 25, "21 objects, the route and 3 characteristics")
             #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
 
             // An app never gets an imported source's name: the prefix is the ledger's.

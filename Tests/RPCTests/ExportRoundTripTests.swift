@@ -68,6 +68,13 @@ struct ExportRoundTripTests {
                 "ecg \(recording.startDate.timeIntervalSince1970) \(recording.endDate.timeIntervalSince1970) \(recording.classification) \(recording.symptomsStatus)"
                     + " \(recording.samplingFrequency) \(recording.voltages.count) \(String(format: "%.2f", sum)) \(source) \(recording.sourceRevision.version ?? "-")")
         }
+        for series in try await SampleQueryDescriptor(type: .heartbeatSeries).result(for: store).compactMap(\.heartbeatSeries) {
+            let source = sameSources ? series.sourceRevision.source.bundleIdentifier : series.sourceRevision.source.name
+            let beats = series.beats.map { "\($0.timeSinceSeriesStart)\($0.precededByGap ? " after a gap" : "")" }
+            lines.append(
+                "heartbeats \(series.startDate.timeIntervalSince1970) \(series.endDate.timeIntervalSince1970) \(beats) \(source)"
+                    + " \(String(describing: series.device)) \(series.metadata.sorted { $0.key < $1.key })")
+        }
         for summary in try await ActivitySummaryQueryDescriptor().result(for: store) {
             let source = sameSources ? summary.sourceRevision.source.bundleIdentifier : summary.sourceRevision.source.name
             let rings = try summary.quantities.map { "\($0.field)=\(try $0.quantity.doubleValue(for: HealthUnit($0.unit)))" }
@@ -114,6 +121,13 @@ struct ExportRoundTripTests {
             let zip = try AppleHealthImportTests.writeZip(in: server.directory.appending(path: "export"))
             _ = try await cli.json(server.ownerCredential, ["import", "apple-health", zip.path])
             let original = server.client()
+            // A heartbeat series no record of heart rate variability holds, with gaps and
+            // microseconds: the apple-health export gives it a record of its own.
+            try await original.save(.heartbeatSeries(HeartbeatSeriesSample(
+                beats: [HeartbeatSeriesBeat(timeSinceSeriesStart: 0.000001), HeartbeatSeriesBeat(timeSinceSeriesStart: 0.81), HeartbeatSeriesBeat(timeSinceSeriesStart: 7.5, precededByGap: true)],
+                start: Date(timeIntervalSince1970: 1_747_580_000), end: Date(timeIntervalSince1970: 1_747_580_030), device: Device(name: "Strap"),
+                metadata: ["HKMetadataKeySyncIdentifier": .string("strap-1"), "HKMetadataKeySyncVersion": .number(1), "posture": .string("seated")],
+                sourceRevision: SourceRevision(source: Source.imported(named: "Strap"), version: "2.1"))))
             let expected = try await Self.portrait(original, sameSources: true)
             #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("prescription glasses") } && expected.contains { $0.hasPrefix("HKCorrelationTypeIdentifierFood") })
@@ -121,6 +135,7 @@ struct ExportRoundTripTests {
             #expect(expected.contains { $0.hasPrefix("audiogram ") && $0.contains("500.0 10.0 5.0 false true") }, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("clinical HKClinicalTypeIdentifierLabResultRecord") && $0.contains("Hemoglobin A1c Observation x 4.0.1") })
             #expect(expected.contains { $0.hasPrefix("ecg ") && $0.contains("sinusRhythm notSet 512.0 Hz 1536") }, "\(expected)")
+            #expect(expected.filter { $0.hasPrefix("heartbeats ") }.count == 2 && expected.contains { $0.contains("[\"1.25\", \"2.1\", \"60.9\"]") }, "\(expected)")
             #expect(expected.contains { $0.contains("Optional(HealthModel.Device(") && $0.contains("HKMetadataKey") }, "samples with devices and metadata")
             // Samples associated by hand travel with JSON Lines too: category samples, and a heart
             // rate outside the workout's span (neither found through the workout's statistics).
@@ -151,6 +166,13 @@ struct ExportRoundTripTests {
             #expect(zipped.status == 0, "\(zipped.error)")
             let violation = try Self.dtdViolation(ofExportIn: appleZip)
             #expect(violation == nil, "export.xml breaks its DTD: \(violation ?? "")")
+            var xmlBytes: [UInt8] = []
+            try ExportArchive(url: appleZip).readXML { xmlBytes += $0 }
+            let xml = String(decoding: xmlBytes, as: UTF8.self)
+            // The imported series inside its HRV record, as the Health app writes it; the other in a record of its own.
+            #expect(xml.contains(/value="48\.5">\n(  <MetadataEntry[^\n]*\n)*  <HeartRateVariabilityMetadataList>\n/) && xml.contains(#"<InstantaneousBeatsPerMinute bpm="71" time="2:00:02.10 AM"/>"#))
+            #expect(xml.components(separatedBy: #"<Record type="HKDataTypeIdentifierHeartbeatSeries""#).count == 2)
+            #expect(xml.contains(#"<InstantaneousBeatsPerMinute time="2:53:20.000001 PM"/>"#) && xml.contains(#"time="2:53:27.50 PM" precededByGap="1"/>"#), "\(xml.suffix(3000))")
             let apple = try server.store.createLedger(id: "apple")
             let appleOwner = try await apple.issueCredential(for: .owner)
             let fromApple = try #require(try await cli.json(appleOwner, ["import", "apple-health", appleZip.path]) as? [String: Any])

@@ -211,6 +211,7 @@ extension ObjectTypeFamily {
         case .audiogram: "audiograms"
         case .clinicalRecord: "clinical records"
         case .electrocardiogram: "electrocardiograms"
+        case .heartbeatSeries: "heartbeat series"
         }
     }
 }

@@ -114,6 +114,7 @@ public indirect enum HealthObject: Sendable, Hashable {
     case audiogram(Audiogram)
     case clinicalRecord(ClinicalRecord)
     case electrocardiogram(Electrocardiogram)
+    case heartbeatSeries(HeartbeatSeriesSample)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
@@ -128,6 +129,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .audiogram(let sample): sample
         case .clinicalRecord(let sample): sample
         case .electrocardiogram(let sample): sample
+        case .heartbeatSeries(let sample): sample
         }
     }
 
@@ -143,6 +145,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .audiogram(let sample): sample.uuid
         case .clinicalRecord(let sample): sample.uuid
         case .electrocardiogram(let sample): sample.uuid
+        case .heartbeatSeries(let sample): sample.uuid
         }
     }
 
@@ -158,6 +161,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .audiogram(let sample): sample.objectType
         case .clinicalRecord(let sample): sample.objectType
         case .electrocardiogram(let sample): sample.objectType
+        case .heartbeatSeries(let sample): sample.objectType
         }
     }
 
@@ -173,6 +177,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .audiogram(let sample): sample.startDate
         case .clinicalRecord(let sample): sample.startDate
         case .electrocardiogram(let sample): sample.startDate
+        case .heartbeatSeries(let sample): sample.startDate
         }
     }
 
@@ -188,6 +193,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .audiogram(let sample): sample.endDate
         case .clinicalRecord(let sample): sample.endDate
         case .electrocardiogram(let sample): sample.endDate
+        case .heartbeatSeries(let sample): sample.endDate
         }
     }
 
@@ -203,6 +209,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .audiogram(let sample): sample.metadata
         case .clinicalRecord(let sample): sample.metadata
         case .electrocardiogram(let sample): sample.metadata
+        case .heartbeatSeries(let sample): sample.metadata
         }
     }
 
@@ -218,6 +225,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .audiogram(let sample): sample.device
         case .clinicalRecord(let sample): sample.device
         case .electrocardiogram(let sample): sample.device
+        case .heartbeatSeries(let sample): sample.device
         }
     }
 
@@ -233,6 +241,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .audiogram(let sample): sample.syncIdentifier
         case .clinicalRecord(let sample): sample.syncIdentifier
         case .electrocardiogram(let sample): sample.syncIdentifier
+        case .heartbeatSeries(let sample): sample.syncIdentifier
         }
     }
 
@@ -248,6 +257,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .audiogram(let sample): sample.syncVersion
         case .clinicalRecord(let sample): sample.syncVersion
         case .electrocardiogram(let sample): sample.syncVersion
+        case .heartbeatSeries(let sample): sample.syncVersion
         }
     }
 
@@ -264,6 +274,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .audiogram(let sample): sample.sourceRevision
             case .clinicalRecord(let sample): sample.sourceRevision
             case .electrocardiogram(let sample): sample.sourceRevision
+            case .heartbeatSeries(let sample): sample.sourceRevision
             }
         }
         set {
@@ -277,6 +288,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .audiogram(var sample): sample.sourceRevision = newValue; self = .audiogram(sample)
             case .clinicalRecord(var sample): sample.sourceRevision = newValue; self = .clinicalRecord(sample)
             case .electrocardiogram(var sample): sample.sourceRevision = newValue; self = .electrocardiogram(sample)
+            case .heartbeatSeries(var sample): sample.sourceRevision = newValue; self = .heartbeatSeries(sample)
             case .correlation(var sample):
                 // Members saved with a correlation come from the same source.
                 sample.sourceRevision = newValue
@@ -333,6 +345,11 @@ public indirect enum HealthObject: Sendable, Hashable {
 
     public var electrocardiogram: Electrocardiogram? {
         if case .electrocardiogram(let recording) = self { return recording }
+        return nil
+    }
+
+    public var heartbeatSeries: HeartbeatSeriesSample? {
+        if case .heartbeatSeries(let series) = self { return series }
         return nil
     }
 }

@@ -58,6 +58,32 @@ extension HealthObject {
         case .electrocardiogram(let recording):
             try Self.validateCommon(recording)
             try Self.validate(recording)
+        case .heartbeatSeries(let series):
+            try Self.validateCommon(series)
+            try Self.validate(series)
+        }
+    }
+
+    /// 1–200,000 beats at finite times from 0 to the series' duration, each after the one
+    /// before.
+    private static func validate(_ series: HeartbeatSeriesSample) throws {
+        guard (1...HeartbeatSeriesSample.maximumBeats).contains(series.beats.count) else {
+            throw HealthError.invalidArgument(
+                "beats: a series holds 1–\(HeartbeatSeriesSample.maximumBeats) beats, got \(series.beats.count)", field: "beats")
+        }
+        let duration = series.endDate.timeIntervalSince(series.startDate)
+        var previous = -Double.infinity
+        for (index, beat) in series.beats.enumerated() {
+            let time = beat.timeSinceSeriesStart
+            guard time.isFinite, time >= 0, time <= duration else {
+                throw HealthError.invalidArgument(
+                    "beats[\(index)].timeSinceSeriesStart must be within the series' \(duration) s, not \(time)", field: "beats[\(index)]")
+            }
+            guard time > previous else {
+                throw HealthError.invalidArgument(
+                    "beats[\(index)] must come after beats[\(index - 1)] (\(time) s is not after \(previous) s)", field: "beats[\(index)]")
+            }
+            previous = time
         }
     }
 

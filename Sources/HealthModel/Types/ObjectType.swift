@@ -1,6 +1,7 @@
 /// The family an object type belongs to.
 public enum ObjectTypeFamily: String, Sendable, Hashable, CaseIterable {
-    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary, audiogram, clinicalRecord, electrocardiogram
+    case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary, audiogram, clinicalRecord, electrocardiogram,
+        heartbeatSeries
 }
 
 /// Any type of data a ledger knows, identified by HealthKit's identifier string.
@@ -119,6 +120,7 @@ public enum TypeCatalogue {
         ObjectType.activitySummary.identifier: .activitySummary,
         ObjectType.audiogram.identifier: .audiogram,
         ObjectType.electrocardiogram.identifier: .electrocardiogram,
+        ObjectType.heartbeatSeries.identifier: .heartbeatSeries,
     ]
 
     /// The family of `identifier`, or nil if the catalogue does not know it.

@@ -869,6 +869,26 @@ public nonisolated struct Healthledger_V1_ElectrocardiogramBody: Sendable {
   fileprivate var _samplingFrequency: Healthledger_V1_Quantity? = nil
 }
 
+/// The times of a recording's heartbeats (HealthKit's HKHeartbeatSeriesSample), type
+/// HKDataTypeIdentifierHeartbeatSeries.
+public nonisolated struct Healthledger_V1_HeartbeatSeriesBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Each beat's seconds since the series' start: 1–200,000, finite, strictly increasing,
+  /// within 0 and the series' duration.
+  public var beatTimesS: [Double] = []
+
+  /// The indexes (into beat_times_s) of the beats preceded by a gap in the recording, in
+  /// increasing order; empty when none is.
+  public var gapBeats: [UInt32] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// A characteristic of the owner (HealthKit's characteristic types): the date of birth as a
 /// calendar date, or an enumeration's raw value (HKBiologicalSex, HKBloodType,
 /// HKFitzpatrickSkinType, HKWheelchairUse, HKActivityMoveMode). Not set: value 0 and no date.
@@ -1252,6 +1272,14 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .electrocardiogram(newValue)}
   }
 
+  public var heartbeatSeries: Healthledger_V1_HeartbeatSeriesBody {
+    get {
+      if case .heartbeatSeries(let v)? = _storage._body {return v}
+      return Healthledger_V1_HeartbeatSeriesBody()
+    }
+    set {_uniqueStorage()._body = .heartbeatSeries(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1265,6 +1293,7 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     case audiogram(Healthledger_V1_AudiogramBody)
     case clinicalRecord(Healthledger_V1_ClinicalRecordBody)
     case electrocardiogram(Healthledger_V1_ElectrocardiogramBody)
+    case heartbeatSeries(Healthledger_V1_HeartbeatSeriesBody)
 
   }
 
@@ -2210,6 +2239,41 @@ nonisolated extension Healthledger_V1_ElectrocardiogramBody: SwiftProtobuf.Messa
   }
 }
 
+nonisolated extension Healthledger_V1_HeartbeatSeriesBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HeartbeatSeriesBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}beat_times_s\0\u{3}gap_beats\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedDoubleField(value: &self.beatTimesS) }()
+      case 2: try { try decoder.decodeRepeatedUInt32Field(value: &self.gapBeats) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.beatTimesS.isEmpty {
+      try visitor.visitPackedDoubleField(value: self.beatTimesS, fieldNumber: 1)
+    }
+    if !self.gapBeats.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.gapBeats, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_HeartbeatSeriesBody, rhs: Healthledger_V1_HeartbeatSeriesBody) -> Bool {
+    if lhs.beatTimesS != rhs.beatTimesS {return false}
+    if lhs.gapBeats != rhs.gapBeats {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_Characteristic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Characteristic"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}value\0\u{1}year\0\u{1}month\0\u{1}day\0")
@@ -2689,7 +2753,7 @@ nonisolated extension Healthledger_V1_CorrelationBody: SwiftProtobuf.Message, Sw
 
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0\u{3}clinical_record\0\u{1}electrocardiogram\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0\u{3}clinical_record\0\u{1}electrocardiogram\0\u{3}heartbeat_series\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -2873,6 +2937,19 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .electrocardiogram(v)
           }
         }()
+        case 20: try {
+          var v: Healthledger_V1_HeartbeatSeriesBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .heartbeatSeries(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .heartbeatSeries(v)
+          }
+        }()
         default: break
         }
       }
@@ -2946,6 +3023,10 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .electrocardiogram?: try {
         guard case .electrocardiogram(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 19)
+      }()
+      case .heartbeatSeries?: try {
+        guard case .heartbeatSeries(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 20)
       }()
       case nil: break
       }

@@ -315,6 +315,12 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["value"] = "\(recording.classification)"
         row["unit"] = "\(recording.voltages.count) µV at \(recording.samplingFrequency)"
         if let rate = recording.averageHeartRate { row["average_heart_rate"] = rate.value }
+    case .heartbeatSeries(let series):
+        row["value"] = series.beats.count
+        row["unit"] = "beats"
+        row["beats_s"] = series.beats.map(\.timeSinceSeriesStart)
+        let gaps = series.beats.indices.filter { series.beats[$0].precededByGap }
+        if !gaps.isEmpty { row["gap_beats"] = gaps }
     case .clinicalRecord(let record):
         row["value"] = record.displayName
         row["unit"] = record.fhirResource.resourceType
