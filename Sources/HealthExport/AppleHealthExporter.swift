@@ -142,10 +142,11 @@ public enum AppleHealthWriter {
         let sex = value(.biologicalSex) { if case .biologicalSex(let value) = $0 { value } else { nil } }
         let blood = value(.bloodType) { if case .bloodType(let value) = $0 { value } else { nil } }
         let skin = value(.fitzpatrickSkinType) { if case .fitzpatrickSkinType(let value) = $0 { value } else { nil } }
+        let medications = value(.cardioFitnessMedicationsUse) { if case .cardioFitnessMedicationsUse(let value) = $0 { value } else { nil } }
         var text = " <Me HKCharacteristicTypeIdentifierDateOfBirth=\"\(birth)\" HKCharacteristicTypeIdentifierBiologicalSex=\"\(name("HKBiologicalSex", sex))\""
             + " HKCharacteristicTypeIdentifierBloodType=\"\(name("HKBloodType", blood))\""
             + " HKCharacteristicTypeIdentifierFitzpatrickSkinType=\"\(name("HKFitzpatrickSkinType", skin))\""
-            + " HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse=\"None\""
+            + " \(ObjectType.cardioFitnessMedicationsUse.identifier)=\"\(AppleHealthValues.string(medications ?? .none))\""
         // Written only when set, as the Health app's exports carry neither.
         if let wheelchair = value(.wheelchairUse, { if case .wheelchairUse(let value) = $0, value != .notSet { value } else { nil } }) {
             text += " \(ObjectType.wheelchairUse.identifier)=\"\(name("HKWheelchairUse", wheelchair))\""

@@ -203,6 +203,8 @@ public final class AppleHealthReader: XMLStreamHandler {
                 result = WheelchairUse.allCases.first { "HKWheelchairUse" + capitalized("\($0)") == value }.map { .wheelchairUse($0) }
             case ObjectType.activityMoveMode.identifier:
                 result = ActivityMoveMode.allCases.first { "HKActivityMoveMode" + capitalized("\($0)") == value }.map { .activityMoveMode($0) }
+            case ObjectType.cardioFitnessMedicationsUse.identifier:
+                result = AppleHealthValues.cardioFitnessMedicationsUse(value).map { .cardioFitnessMedicationsUse($0) }
             default:
                 emit(.skipped(element: "Me", reason: "the characteristic \(name) is not held by the ledger", line: line))
                 continue

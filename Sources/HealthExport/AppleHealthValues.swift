@@ -46,6 +46,31 @@ public enum AppleHealthValues {
         return "\(yearText)-\(two(month))-\(two(day)) \(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60)) +0000"
     }
 
+    /// Parses the `Me` element's cardio fitness medications: `None` (as the Health app writes
+    /// it), or the medications (`CalciumChannelBlocker`, `BetaBlocker`, with or without the
+    /// `HKCardioFitnessMedicationsUse` prefix, spaces and case ignored) separated by `,`, `|`
+    /// or `+`.
+    ///
+    /// - Returns: nil when a part names no medication.
+    public static func cardioFitnessMedicationsUse(_ text: String) -> CardioFitnessMedicationsUse? {
+        var set = CardioFitnessMedicationsUse.none
+        for part in text.split(whereSeparator: { $0 == "," || $0 == "|" || $0 == "+" }) {
+            var name = part.filter { !$0.isWhitespace }.lowercased()
+            if name.hasPrefix("hkcardiofitnessmedicationsuse") { name.removeFirst("hkcardiofitnessmedicationsuse".count) }
+            if name == "none" { continue }
+            guard let medication = CardioFitnessMedicationsUse.named.first(where: { $0.name.lowercased() == name }) else { return nil }
+            set.insert(medication.value)
+        }
+        return set
+    }
+
+    /// The `Me` element's form of `medications`: `None`, or their names, capitalised, joined
+    /// by `, ` (`CalciumChannelBlocker, BetaBlocker`).
+    public static func string(_ medications: CardioFitnessMedicationsUse) -> String {
+        medications.isEmpty
+            ? "None" : CardioFitnessMedicationsUse.named.filter { medications.contains($0.value) }.map { $0.name.prefix(1).uppercased() + $0.name.dropFirst() }.joined(separator: ", ")
+    }
+
     /// Microseconds in a day.
     public static let microsecondsPerDay: Int64 = 86_400_000_000
 

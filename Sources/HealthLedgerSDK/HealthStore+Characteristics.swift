@@ -47,6 +47,13 @@ extension HealthStore {
         return value
     }
 
+    /// The medications that limit the owner's heart rate (HealthKit's
+    /// `cardioFitnessMedicationsUse()`); `none` when not set.
+    public func cardioFitnessMedicationsUse() async throws -> CardioFitnessMedicationsUse {
+        guard case .cardioFitnessMedicationsUse(let value)? = try await characteristics([.cardioFitnessMedicationsUse])[0] else { return .none }
+        return value
+    }
+
     /// Sets (or, with nil, clears) one of the owner's characteristics (owner only; an event).
     ///
     /// ```swift

@@ -26,7 +26,7 @@ struct AppleHealthImportTests {
         ]>
         <HealthData locale="en_GB">
          <ExportDate value="2025-06-01 10:00:00 +0100"/>
-         <Me HKCharacteristicTypeIdentifierDateOfBirth="1980-05-17" HKCharacteristicTypeIdentifierBiologicalSex="HKBiologicalSexFemale" HKCharacteristicTypeIdentifierBloodType="HKBloodTypeAPositive" HKCharacteristicTypeIdentifierFitzpatrickSkinType="HKFitzpatrickSkinTypeNotSet" HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse="None"/>
+         <Me HKCharacteristicTypeIdentifierDateOfBirth="1980-05-17" HKCharacteristicTypeIdentifierBiologicalSex="HKBiologicalSexFemale" HKCharacteristicTypeIdentifierBloodType="HKBloodTypeAPositive" HKCharacteristicTypeIdentifierFitzpatrickSkinType="HKFitzpatrickSkinTypeNotSet" HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse="BetaBlocker"/>
          <Record type="HKQuantityTypeIdentifierHeartRate" sourceName="\(watch)" sourceVersion="9.4" device="\(device)" unit="count/min" creationDate="2025-05-18 12:31:00 +0100" startDate="2025-05-18 12:05:00 +0100" endDate="2025-05-18 12:05:00 +0100" value="72">
           <MetadataEntry key="HKMetadataKeyHeartRateMotionContext" value="1"/>
           <MetadataEntry key="HKMetadataKeyTimeZone" value="Europe/London"/>
@@ -248,6 +248,26 @@ struct AppleHealthImportTests {
         #expect(rejections[1].1.contains("beats[1]"), "\(rejections[1].1)")
     }
 
+    @Test("the Me element's cardio fitness medications: None is not set, medications by name in the spellings this reader knows; an unknown one is rejected")
+    func cardioFitnessMedications() throws {
+        func medications(_ value: String) throws -> [AppleHealthItem] {
+            try Self.read("<?xml version=\"1.0\"?>\n<HealthData locale=\"en_US\">\n <Me HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse=\"\(value)\"/>\n</HealthData>")
+        }
+        #expect(try medications("None").isEmpty, "none taken is not set")
+        for text in ["HKCardioFitnessMedicationsUseBetaBlocker, Calcium Channel Blocker", "CalciumChannelBlocker+BetaBlocker", "betaBlocker|calciumChannelBlocker"] {
+            guard case .characteristic(.cardioFitnessMedicationsUse(let set), _)? = try medications(text).first else {
+                Issue.record("\(text) was not read: \(try medications(text))")
+                continue
+            }
+            #expect(set == [.betaBlocker, .calciumChannelBlocker] && AppleHealthValues.string(set) == "CalciumChannelBlocker, BetaBlocker")
+        }
+        guard case .rejected(_, .unparsableValue, let reason, 3)? = try medications("Aspirin").first else {
+            Issue.record("an unknown medication was not rejected: \(try medications("Aspirin"))")
+            return
+        }
+        #expect(reason.contains("Aspirin"), "\(reason)")
+    }
+
     @Test("a beat's time of day reads in the forms the Health app writes and is written back as it reads")
     func beatTimesOfDay() {
         let cases: [(String, Int64?)] = [
@@ -405,10 +425,10 @@ struct AppleHealthImportTests {
             // 12 samples (2 heart rate, glucose, energy, oxygen, HRV, audio, temperature, 2 sleep,
             // the sleep schedule's goal, the second dietary energy), 2 correlations, 1 workout, its
             // route, a prescription, an activity summary, an audiogram, a clinical record, an ECG, the
-            // HRV record's heartbeat series, 3 characteristics.
+            // HRV record's heartbeat series, 4 characteristics.
             #expect(imported == [
                 "samples": 12, "correlations": 2, "workouts": 1, "routes": 1, "visionPrescriptions": 1, "activitySummaries": 1, "audiograms": 1,
-                "clinicalRecords": 1, "electrocardiograms": 1, "heartbeatSeries": 1, "characteristics": 3,
+                "clinicalRecords": 1, "electrocardiograms": 1, "heartbeatSeries": 1, "characteristics": 4,
             ])
             #expect(first["rejected"] as? [String: Int] == [
                 "unknown type": 1, "unparsable value": 1, "unit incompatible with its type": 1, "dates out of order": 1, "invalid date": 1,
@@ -511,11 +531,12 @@ struct AppleHealthImportTests {
             #expect(try await HeartbeatSeriesQueryDescriptor(series.uuid, batchSize: 2).result(for: store) == series.beats)
             let (sex, blood) = (try await store.biologicalSex(), try await store.bloodType())
             #expect(sex == .female && blood == .aPositive)
+            #expect(try await store.cardioFitnessMedicationsUse() == .betaBlocker)
 
             // The same file again adds nothing, and says so.
             let second = try #require(try await cli.json(owner, ["import", "apple-health", zip.path]) as? [String: Any])
             #expect((second["imported"] as? [String: Int])?.isEmpty == true)
-            #expect(second["alreadyPresent"] as? Int == 25, "21 objects, the route and 3 characteristics")
+            #expect(second["alreadyPresent"] as? Int == 26, "21 objects, the route and 4 characteristics")
             #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: store).count == 2)
 
             // An app never gets an imported source's name: the prefix is the ledger's.

@@ -86,17 +86,20 @@ struct CharacteristicsCLITests {
         try await withTestServer { server in
             let cli = AuthCLITests.Session(server: server)
             let owner = server.ownerCredential
-            let set = try await cli.run(owner, ["characteristics", "--set", "DateOfBirth=1984-03-02", "--set", "BloodType=oNegative", "--set", "FitzpatrickSkinType=3"])
+            let set = try await cli.run(owner, ["characteristics", "--set", "DateOfBirth=1984-03-02", "--set", "BloodType=oNegative", "--set", "FitzpatrickSkinType=3",
+                "--set", "CardioFitnessMedicationsUse=betaBlocker+calciumChannelBlocker",
+            ])
             #expect(set.status == 0, "\(set.error)")
             #expect(set.output.contains("DateOfBirth\t1984-03-02") && set.output.contains("BloodType\toNegative") && set.output.contains("FitzpatrickSkinType\tIII"))
+            #expect(set.output.contains("CardioFitnessMedicationsUse\tcalciumChannelBlocker+betaBlocker"), "\(set.output)")
             let shown = try #require(try await cli.json(server.appCredential, ["characteristics"]) as? [String: String])
-            #expect(shown.count == 6 && shown.values.allSatisfy { $0 == "notSet" })
+            #expect(shown.count == 7 && shown.values.allSatisfy { $0 == "notSet" })
             #expect(try await cli.run(server.appCredential, ["auth", "request", "--read", "DateOfBirth"]).status == 0)
             #expect(try await cli.run(owner, ["auth", "grant", "--app", TestServer.appSource.bundleIdentifier, "--type", "DateOfBirth", "--direction", "read"]).status == 0)
             let granted = try #require(try await cli.json(server.appCredential, ["characteristics", "--type", "DateOfBirth", "--type", "BloodType"]) as? [String: String])
             #expect(granted == ["DateOfBirth": "1984-03-02", "BloodType": "notSet"])
 
-            for bad in ["DateOfBirth=1984-02-30", "BloodType=zPositive", "HeartRate=3", "BloodType"] {
+            for bad in ["DateOfBirth=1984-02-30", "BloodType=zPositive", "HeartRate=3", "BloodType", "CardioFitnessMedicationsUse=aspirin", "CardioFitnessMedicationsUse=4"] {
                 let run = try await cli.run(owner, ["characteristics", "--set", bad])
                 #expect(run.status != 0 && !run.error.isEmpty, "\(bad)")
             }

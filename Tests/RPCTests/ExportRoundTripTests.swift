@@ -94,7 +94,7 @@ struct ExportRoundTripTests {
             }
         }
         let (sex, blood) = (try await store.biologicalSex(), try await store.bloodType())
-        lines.append("me \(sex) \(blood) \(String(describing: try await store.dateOfBirthComponents()))")
+        lines.append("me \(sex) \(blood) \(try await store.cardioFitnessMedicationsUse()) \(String(describing: try await store.dateOfBirthComponents()))")
         return lines
     }
 

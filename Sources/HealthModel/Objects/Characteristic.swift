@@ -10,6 +10,7 @@ public enum Characteristic: Sendable, Hashable {
     case fitzpatrickSkinType(FitzpatrickSkinType)
     case wheelchairUse(WheelchairUse)
     case activityMoveMode(ActivityMoveMode)
+    case cardioFitnessMedicationsUse(CardioFitnessMedicationsUse)
 
     public var objectType: ObjectType {
         switch self {
@@ -19,6 +20,7 @@ public enum Characteristic: Sendable, Hashable {
         case .fitzpatrickSkinType: .fitzpatrickSkinType
         case .wheelchairUse: .wheelchairUse
         case .activityMoveMode: .activityMoveMode
+        case .cardioFitnessMedicationsUse: .cardioFitnessMedicationsUse
         }
     }
 
@@ -31,6 +33,7 @@ public enum Characteristic: Sendable, Hashable {
         case .fitzpatrickSkinType(let value): value.rawValue
         case .wheelchairUse(let value): value.rawValue
         case .activityMoveMode(let value): value.rawValue
+        case .cardioFitnessMedicationsUse(let value): value.rawValue
         }
     }
 
@@ -46,13 +49,19 @@ public enum Characteristic: Sendable, Hashable {
         case .fitzpatrickSkinType: self = .fitzpatrickSkinType(try value(FitzpatrickSkinType.self))
         case .wheelchairUse: self = .wheelchairUse(try value(WheelchairUse.self))
         case .activityMoveMode: self = .activityMoveMode(try value(ActivityMoveMode.self))
+        case .cardioFitnessMedicationsUse:
+            guard let value = CardioFitnessMedicationsUse(validating: rawValue) else {
+                throw HealthError.invalidArgument(
+                    "\(rawValue) is not a set of cardio fitness medications (calcium channel blocker 1, beta blocker 2, both 3; none 0)", field: "value")
+            }
+            self = .cardioFitnessMedicationsUse(value)
         case .dateOfBirth: throw HealthError.invalidArgument("the date of birth is a date, not a raw value", field: "value")
         default: throw HealthError.invalidArgument("\(type.identifier) is not a characteristic type", field: "type")
         }
     }
 
     /// Whether this is the "not set" value of its type (the date of birth has none: it is
-    /// absent instead).
+    /// absent instead; cardio fitness medications' is none taken, as in HealthKit).
     public var isNotSet: Bool { rawValue == 0 }
 
     /// Checks the date of birth: a real calendar date, from 1850 to today.
@@ -95,6 +104,34 @@ public enum ActivityMoveMode: Int, Sendable, Hashable, CaseIterable {
     case notSet = 0, activeEnergy, appleMoveTime
 }
 
+/// HealthKit's `HKCardioFitnessMedicationsUse`: the medications the person takes that limit
+/// their heart rate, which cardio fitness estimates take into account. The empty set is
+/// HealthKit's `none`, and stands for "not set" as well.
+public struct CardioFitnessMedicationsUse: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    public static let calciumChannelBlocker = CardioFitnessMedicationsUse(rawValue: 1 << 0)
+    public static let betaBlocker = CardioFitnessMedicationsUse(rawValue: 1 << 1)
+    public static let none: CardioFitnessMedicationsUse = []
+
+    /// Each medication with its name, in raw value order.
+    public static let named: [(name: String, value: CardioFitnessMedicationsUse)] = [
+        ("calciumChannelBlocker", .calciumChannelBlocker), ("betaBlocker", .betaBlocker),
+    ]
+
+    /// The set whose raw value is `rawValue`; nil when it holds bits HealthKit does not define.
+    public init?(validating rawValue: Int) {
+        guard rawValue >= 0, rawValue & ~3 == 0 else { return nil }
+        self.rawValue = rawValue
+    }
+
+    /// `none`, or the names joined by `+` (`calciumChannelBlocker+betaBlocker`).
+    public var description: String {
+        isEmpty ? "none" : Self.named.filter { contains($0.value) }.map(\.name).joined(separator: "+")
+    }
+}
+
 extension ObjectType {
     public static let dateOfBirth = ObjectType(identifier: "HKCharacteristicTypeIdentifierDateOfBirth", family: .characteristic)
     public static let biologicalSex = ObjectType(identifier: "HKCharacteristicTypeIdentifierBiologicalSex", family: .characteristic)
@@ -102,4 +139,6 @@ extension ObjectType {
     public static let fitzpatrickSkinType = ObjectType(identifier: "HKCharacteristicTypeIdentifierFitzpatrickSkinType", family: .characteristic)
     public static let wheelchairUse = ObjectType(identifier: "HKCharacteristicTypeIdentifierWheelchairUse", family: .characteristic)
     public static let activityMoveMode = ObjectType(identifier: "HKCharacteristicTypeIdentifierActivityMoveMode", family: .characteristic)
+    public static let cardioFitnessMedicationsUse = ObjectType(
+        identifier: "HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse", family: .characteristic)
 }

@@ -102,6 +102,7 @@ public enum TypeCatalogue {
         "HKCharacteristicTypeIdentifierFitzpatrickSkinType",
         "HKCharacteristicTypeIdentifierWheelchairUse",
         "HKCharacteristicTypeIdentifierActivityMoveMode",
+        "HKCharacteristicTypeIdentifierCardioFitnessMedicationsUse",
     ]
 
     /// Correlation types and the member types each accepts.

@@ -253,6 +253,7 @@ struct AuditNarrator {
         case .fitzpatrickSkinType(let value): "type \(value)"
         case .wheelchairUse(let value): "\(value)"
         case .activityMoveMode(let value): "\(value)"
+        case .cardioFitnessMedicationsUse(let value): "\(value)"
         }
     }
 }

@@ -7,17 +7,20 @@ struct CharacteristicsCommand: AsyncParsableCommand {
         commandName: "characteristics",
         abstract: "Show the owner's characteristics, or set them (owner).",
         discussion: """
-            Types: DateOfBirth, BiologicalSex, BloodType, FitzpatrickSkinType, WheelchairUse, ActivityMoveMode. \
-            Values are names (DateOfBirth=1984-03-02, BiologicalSex=female, BloodType=oNegative, \
-            FitzpatrickSkinType=III, WheelchairUse=no, ActivityMoveMode=activeEnergy) or HealthKit's raw \
-            numbers; notSet clears one. An app sees only the characteristics it may read; the others \
+            Types: DateOfBirth, BiologicalSex, BloodType, FitzpatrickSkinType, WheelchairUse, ActivityMoveMode, \
+            CardioFitnessMedicationsUse. Values are names (DateOfBirth=1984-03-02, BiologicalSex=female, \
+            BloodType=oNegative, FitzpatrickSkinType=III, WheelchairUse=no, ActivityMoveMode=activeEnergy, \
+            CardioFitnessMedicationsUse=calciumChannelBlocker+betaBlocker) or HealthKit's raw numbers; notSet \
+            clears one (for CardioFitnessMedicationsUse, so does none). An app sees only the characteristics it may read; the others \
             show as not set.
             """)
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "Show only these types (all by default).") var type: [String] = []
     @Option(help: "Set TYPE=VALUE (repeatable; owner only).") var set: [String] = []
 
-    static let all: [ObjectType] = [.dateOfBirth, .biologicalSex, .bloodType, .fitzpatrickSkinType, .wheelchairUse, .activityMoveMode]
+    static let all: [ObjectType] = [
+        .dateOfBirth, .biologicalSex, .bloodType, .fitzpatrickSkinType, .wheelchairUse, .activityMoveMode, .cardioFitnessMedicationsUse,
+    ]
 
     func run() async throws {
         let changes: [(ObjectType, Characteristic?)]
@@ -52,6 +55,7 @@ struct CharacteristicsCommand: AsyncParsableCommand {
         case .fitzpatrickSkinType(let value): "\(value)"
         case .wheelchairUse(let value): "\(value)"
         case .activityMoveMode(let value): "\(value)"
+        case .cardioFitnessMedicationsUse(let value): "\(value)"
         }
     }
 
@@ -80,6 +84,10 @@ struct CharacteristicsCommand: AsyncParsableCommand {
             case .bloodType: named(BloodType.self)
             case .fitzpatrickSkinType: named(FitzpatrickSkinType.self)
             case .wheelchairUse: named(WheelchairUse.self)
+            case .cardioFitnessMedicationsUse:
+                text == "none" ? 0 : text.split(separator: "+").reduce(Optional(0)) { raw, name in
+                    CardioFitnessMedicationsUse.named.first { $0.name == name }.flatMap { medication in raw.map { $0 | medication.value.rawValue } }
+                }
             default: named(ActivityMoveMode.self)
             }
         guard let raw else { throw ValidationErrorExit("'\(text)' is not a value of \(parts[0])") }
