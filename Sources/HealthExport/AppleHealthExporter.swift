@@ -1,6 +1,7 @@
 import Foundation
 import HealthLedgerSDK
 import HealthModel
+import LedgerSchema
 import ZIPFoundation
 
 /// Writes what the caller may read as the Health app's export: `export.zip` holding
@@ -170,7 +171,7 @@ public enum AppleHealthWriter {
         case .quantitySample(let sample):
             return record(
                 sample, type: sample.type.identifier, unit: sample.quantity.unit.description, value: AppleHealthValues.number(sample.quantity.value),
-                indent: indent, children: heartbeatSeries.map { heartbeatList($0, indent: indent + " ") } ?? "")
+                indent: indent, children: seriesEntries(sample, indent: indent + " ") + (heartbeatSeries.map { heartbeatList($0, indent: indent + " ") } ?? ""))
         case .categorySample(let sample):
             let value = sample.type.values.name == CategoryValueSet.notApplicable.name
                 ? String(sample.value) : AppleHealthValues.categoryName(sample.value, of: sample.type)
@@ -213,6 +214,18 @@ public enum AppleHealthWriter {
         case .workout, .workoutRoute, .clinicalRecord, .electrocardiogram, .heartbeatSeries:
             return ""
         }
+    }
+
+    /// A series sample's values (HealthLedger's exports; the Health app writes none): a
+    /// `QuantitySeriesEntry` each, with its `value` in the record's unit and its `start` and
+    /// `end` in seconds after the record's start as written (to the second), to the microsecond.
+    static func seriesEntries(_ sample: QuantitySample, indent: String) -> String {
+        let origin = Int64(sample.startDate.timeIntervalSince1970.rounded(.down)) * 1_000_000
+        return sample.series.map { entry in
+            "\(indent)<QuantitySeriesEntry value=\"\(AppleHealthValues.number(entry.value))\""
+                + " start=\"\(AppleHealthValues.seconds(microseconds: microseconds(entry.startDate) - origin))\""
+                + " end=\"\(AppleHealthValues.seconds(microseconds: microseconds(entry.endDate) - origin))\"/>\n"
+        }.joined()
     }
 
     /// Whether `record` holds `series` in the export: a record of heart rate variability
@@ -423,7 +436,7 @@ public enum AppleHealthWriter {
           HKCharacteristicTypeIdentifierWheelchairUse                 CDATA #IMPLIED
           HKCharacteristicTypeIdentifierActivityMoveMode              CDATA #IMPLIED
         >
-        <!ELEMENT Record ((MetadataEntry|HeartRateVariabilityMetadataList)*)>
+        <!ELEMENT Record ((MetadataEntry|HeartRateVariabilityMetadataList|QuantitySeriesEntry)*)>
         <!ATTLIST Record
           type          CDATA #REQUIRED
           unit          CDATA #IMPLIED
@@ -434,6 +447,13 @@ public enum AppleHealthWriter {
           creationDate  CDATA #IMPLIED
           startDate     CDATA #REQUIRED
           endDate       CDATA #REQUIRED
+        >
+        <!-- HealthLedger: a series sample's values, each with its start and end in seconds after the record's start. -->
+        <!ELEMENT QuantitySeriesEntry EMPTY>
+        <!ATTLIST QuantitySeriesEntry
+          value CDATA #REQUIRED
+          start CDATA #REQUIRED
+          end   CDATA #REQUIRED
         >
         <!-- HealthLedger: a heartbeat series' metadata entries, and precededByGap="1" on a beat after a gap in the recording; bpm only where the beat before gives it. -->
         <!ELEMENT HeartRateVariabilityMetadataList ((MetadataEntry|InstantaneousBeatsPerMinute)*)>

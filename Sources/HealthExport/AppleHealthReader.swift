@@ -262,9 +262,26 @@ public final class AppleHealthReader: XMLStreamHandler {
             guard unit.isCompatible(with: quantityType.canonicalUnit) else {
                 return .failure(Rejection(kind: .incompatibleUnit, reason: "\(type): the unit '\(unitText)' is not compatible with \(quantityType.canonicalUnit)"))
             }
-            object = .quantitySample(QuantitySample(
+            var sample = QuantitySample(
                 type: quantityType, quantity: Quantity(number, unit), start: start, end: end, device: device(attributes),
-                metadata: metadata, sourceRevision: source))
+                metadata: metadata, sourceRevision: source)
+            if !record.series.isEmpty {
+                // Offsets from the start as written, to the microsecond.
+                let origin = Int64(start.timeIntervalSince1970) * 1_000_000
+                for entry in record.series {
+                    guard let value = Double(entry.value), value.isFinite, let from = AppleHealthValues.microseconds(seconds: entry.start),
+                        let to = AppleHealthValues.microseconds(seconds: entry.end)
+                    else {
+                        return .failure(Rejection(
+                            kind: .unparsableValue,
+                            reason: "\(type): the series value at line \(entry.line) needs a number and its start and end in seconds, not '\(entry.value.prefix(40))', '\(entry.start.prefix(40))', '\(entry.end.prefix(40))'"))
+                    }
+                    sample.series.append(QuantitySeriesEntry(value: value, start: date(microseconds: origin + from), end: date(microseconds: origin + to)))
+                }
+                // The record's end is written to the second; its last value may end in the second after.
+                if let last = sample.series.last?.endDate, last > end, last.timeIntervalSince(end) < 1 { sample.endDate = last }
+            }
+            object = .quantitySample(sample)
         case .category(let categoryType):
             guard let raw = AppleHealthValues.categoryValue(value, of: categoryType) else {
                 return .failure(Rejection(kind: .unparsableValue, reason: "\(type): '\(value)' is not one of its values (\(categoryType.values.name))"))
@@ -903,7 +920,7 @@ private enum Builder {
     /// the importer reads; any other is counted as skipped).
     private func holds(_ name: String) -> (element: String, holds: Bool) {
         switch self {
-        case .record: ("Record", name == "MetadataEntry" || name == "HeartRateVariabilityMetadataList")
+        case .record: ("Record", name == "MetadataEntry" || name == "HeartRateVariabilityMetadataList" || name == "QuantitySeriesEntry")
         case .correlation: ("Correlation", name == "MetadataEntry" || name == "Record")
         case .workout:
             ("Workout", ["MetadataEntry", "WorkoutEvent", "WorkoutActivity", "WorkoutStatistics", "WorkoutRoute"].contains(name))
@@ -982,6 +999,9 @@ private struct RecordBuilder {
 
     /// The record's `HeartRateVariabilityMetadataList`, a heartbeat series.
     var heartbeats: HeartbeatListBuilder?
+    /// The values of a series sample (HealthLedger's exports), as written: each value, and its
+    /// start and end in seconds after the record's start.
+    var series: [(value: String, start: String, end: String, line: Int)] = []
     /// Whether the open child is that list (the elements inside go to it).
     private var inHeartbeats = false
 
@@ -989,6 +1009,7 @@ private struct RecordBuilder {
         inHeartbeats = name == "HeartRateVariabilityMetadataList"
         switch name {
         case "MetadataEntry": metadata.add(attributes, reader: reader)
+        case "QuantitySeriesEntry": series.append((attributes["value"] ?? "", attributes["start"] ?? "", attributes["end"] ?? "", line))
         case "HeartRateVariabilityMetadataList":
             if heartbeats != nil {
                 reader.note(.skipped(element: name, reason: "a record holds one heartbeat series; this second list is left out", line: line))

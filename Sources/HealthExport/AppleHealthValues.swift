@@ -71,6 +71,35 @@ public enum AppleHealthValues {
             ? "None" : CardioFitnessMedicationsUse.named.filter { medications.contains($0.value) }.map { $0.name.prefix(1).uppercased() + $0.name.dropFirst() }.joined(separator: ", ")
     }
 
+    /// Parses a non-negative number of seconds with at most six digits of fraction (`12`,
+    /// `0.5`, `86400.000001`), exactly.
+    ///
+    /// - Returns: microseconds; nil for anything else.
+    public static func microseconds(seconds text: String) -> Int64? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), (1...12).contains(parts[0].count), parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+            let whole = Int64(parts[0])
+        else { return nil }
+        var fraction: Int64 = 0
+        if parts.count == 2 {
+            guard (1...6).contains(parts[1].count), let digits = Int64(parts[1]) else { return nil }
+            fraction = digits
+            for _ in parts[1].count..<6 { fraction *= 10 }
+        }
+        return whole * 1_000_000 + fraction
+    }
+
+    /// `microseconds` (not negative) as seconds, with as many digits of fraction as it needs
+    /// (`12`, `0.5`, `86400.000001`).
+    public static func seconds(microseconds: Int64) -> String {
+        let (whole, fraction) = (microseconds / 1_000_000, microseconds % 1_000_000)
+        guard fraction != 0 else { return String(whole) }
+        var digits = String(fraction)
+        digits = String(repeating: "0", count: 6 - digits.count) + digits
+        while digits.hasSuffix("0") { digits.removeLast() }
+        return "\(whole).\(digits)"
+    }
+
     /// Microseconds in a day.
     public static let microsecondsPerDay: Int64 = 86_400_000_000
 

@@ -60,7 +60,7 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
 /// `healthledger.v1.QuantitySampleBody`.
 @usableFromInline package enum QuantitySampleBodyField: Int, ProtoFields {
     @usableFromInline package typealias Message = Healthledger_V1_QuantitySampleBody
-    case quantity = 1
+    case quantity = 1, series
 }
 
 /// `healthledger.v1.CategorySampleBody`.

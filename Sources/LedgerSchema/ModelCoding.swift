@@ -175,6 +175,13 @@ extension Healthledger_V1_HealthObject {
             setCommonFields(sample)
             var body = Healthledger_V1_QuantitySampleBody()
             body.quantity = .init(sample.quantity)
+            body.series = sample.series.map { entry in
+                .with {
+                    $0.value = entry.value
+                    $0.startUs = microseconds(entry.startDate)
+                    $0.endUs = microseconds(entry.endDate)
+                }
+            }
             self.body = .quantity(body)
         case .categorySample(let sample):
             setCommonFields(sample)
@@ -265,7 +272,8 @@ extension Healthledger_V1_HealthObject {
             guard body.hasQuantity else { throw HealthError.invalidArgument("quantity is missing", field: "quantity") }
             return .quantitySample(QuantitySample(
                 type: try QuantityType(type), quantity: try body.quantity.model(), start: start, end: end,
-                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model,
+                series: body.series.map { QuantitySeriesEntry(value: $0.value, start: date(microseconds: $0.startUs), end: date(microseconds: $0.endUs)) }))
         case .category(let body):
             guard let value = Int(exactly: body.value) else { throw HealthError.invalidArgument("value is out of range", field: "value") }
             return .categorySample(CategorySample(

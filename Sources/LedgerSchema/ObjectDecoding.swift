@@ -443,6 +443,9 @@ private struct FastObjectDecoder {
                 let (value, unit, canonicalQuantity) = try decodeRawQuantity(try reader.bytes())
                 quantity = (value, unit)
                 canonical = canonical && canonicalQuantity
+            } else if field == QuantitySampleBodyField.series.rawValue {
+                // A series sample: SwiftProtobuf's path reads it.
+                throw Fallback()
             } else {
                 try reader.skip(wireType)
                 canonical = false

@@ -31,7 +31,7 @@ extension HealthObject {
     /// Appends ``encodedBytes()`` to `writer`.
     public func encode(into writer: inout ProtoWriter) {
         switch self {
-        case .quantitySample(let sample):
+        case .quantitySample(let sample) where sample.series.isEmpty:
             Self.writeCommon(sample, into: &writer)
             writer.message(field: HealthObjectField.quantity) { body in
                 body.message(field: QuantitySampleBodyField.quantity) { Self.write(sample.quantity, into: &$0) }
@@ -47,8 +47,9 @@ extension HealthObject {
                 if let lens = prescription.rightEye { body.message(field: VisionPrescriptionBodyField.rightEye, Self.encoded(lens)) }
                 if let lens = prescription.leftEye { body.message(field: VisionPrescriptionBodyField.leftEye, Self.encoded(lens)) }
             }
-        case .workout, .workoutRoute, .correlation, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, .heartbeatSeries:
-            // Rare and small next to samples: SwiftProtobuf writes them. A proto3 message
+        case .quantitySample, .workout, .workoutRoute, .correlation, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, .heartbeatSeries:
+            // Rare and small next to samples (and series samples next to samples of one
+            // value): SwiftProtobuf writes them. A proto3 message
             // without `Any` fields cannot fail to serialize.
             let bytes: [UInt8] = try! Healthledger_V1_HealthObject(self).serializedBytes()
             writer.append(bytes)

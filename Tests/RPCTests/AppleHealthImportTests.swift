@@ -268,6 +268,36 @@ struct AppleHealthImportTests {
         #expect(reason.contains("Aspirin"), "\(reason)")
     }
 
+    @Test("QuantitySeriesEntry elements (HealthLedger's exports) make a series sample, to the microsecond, its end the last value's when that is within the second after; a bad one rejects the record with its line")
+    func seriesEntries() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_US">
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Watch" unit="count" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:02:00 +0000" value="30">
+              <QuantitySeriesEntry value="10" start="0" end="60"/>
+              <QuantitySeriesEntry value="20" start="60.000001" end="120.5"/>
+             </Record>
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Watch" unit="count" startDate="2025-05-18 13:00:00 +0000" endDate="2025-05-18 13:02:00 +0000" value="30">
+              <QuantitySeriesEntry value="10" start="0" end="-60"/>
+             </Record>
+            </HealthData>
+            """
+        let items = try Self.read(xml)
+        guard case .sample(.quantitySample(let sample), _, _, _)? = items.first else {
+            Issue.record("no sample: \(items)")
+            return
+        }
+        #expect(sample.series.map(\.value) == [10, 20] && (sample.series[1].startDate.timeIntervalSince(sample.startDate) * 1e6).rounded() == 60_000_001)
+        #expect(sample.endDate.timeIntervalSince(sample.startDate) == 120.5, "to the last value's end")
+        guard case .rejected(_, .unparsableValue, let reason, 7)? = items.last else {
+            Issue.record("not rejected: \(items)")
+            return
+        }
+        #expect(reason.contains("line 8") && reason.contains("-60"), "\(reason)")
+        #expect(AppleHealthValues.microseconds(seconds: "86400.000001") == 86_400_000_001 && AppleHealthValues.microseconds(seconds: "1.1234567") == nil)
+        #expect(AppleHealthValues.seconds(microseconds: 60_500_000) == "60.5" && AppleHealthValues.seconds(microseconds: 7_000_000) == "7")
+    }
+
     @Test("a beat's time of day reads in the forms the Health app writes and is written back as it reads")
     func beatTimesOfDay() {
         let cases: [(String, Int64?)] = [

@@ -24,9 +24,10 @@ struct ExportRoundTripTests {
             for sample in samples {
                 let source = sameSources ? sample.sourceRevision.source.bundleIdentifier : sample.sourceRevision.source.name
                 let metadata = sample.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                let series = sample.series.map { "\($0.value)@\($0.startDate.timeIntervalSince1970)-\($0.endDate.timeIntervalSince1970)" }
                 lines.append(
                     "\(type) \(sample.startDate.timeIntervalSince1970) \(sample.endDate.timeIntervalSince1970) \(try sample.quantity.doubleValue(for: type.canonicalUnit)) \(source)"
-                        + " \(sample.sourceRevision.version ?? "-") \(String(describing: sample.device)) \(metadata)")
+                        + " \(sample.sourceRevision.version ?? "-") \(String(describing: sample.device)) \(metadata) \(series)")
             }
             let options: StatisticsOptions = type.aggregationStyle == .cumulative ? [.cumulativeSum] : [.discreteAverage, .discreteMin, .discreteMax]
             let statistics = try await store.statistics(for: StatisticsQueryDescriptor(type: type, options: options))
@@ -128,6 +129,12 @@ struct ExportRoundTripTests {
                 start: Date(timeIntervalSince1970: 1_747_580_000), end: Date(timeIntervalSince1970: 1_747_580_030), device: Device(name: "Strap"),
                 metadata: ["HKMetadataKeySyncIdentifier": .string("strap-1"), "HKMetadataKeySyncVersion": .number(1), "posture": .string("seated")],
                 sourceRevision: SourceRevision(source: Source.imported(named: "Strap"), version: "2.1"))))
+            // A series sample, its values to the microsecond.
+            try await original.save(.quantitySample(QuantitySample(
+                type: try QuantityType("HKQuantityTypeIdentifierHeartRate"), unit: try HealthUnit("count/min"),
+                series: [0, 5, 10.25].map { QuantitySeriesEntry(value: 90 + $0, start: Date(timeIntervalSince1970: 1_747_580_100 + $0), end: Date(timeIntervalSince1970: 1_747_580_104.500001 + $0)) },
+                metadata: ["HKMetadataKeySyncIdentifier": .string("strap-hr-1"), "HKMetadataKeySyncVersion": .number(1)],
+                sourceRevision: SourceRevision(source: Source.imported(named: "Strap"), version: "2.1"))))
             let expected = try await Self.portrait(original, sameSources: true)
             #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("prescription glasses") } && expected.contains { $0.hasPrefix("HKCorrelationTypeIdentifierFood") })
@@ -135,6 +142,7 @@ struct ExportRoundTripTests {
             #expect(expected.contains { $0.hasPrefix("audiogram ") && $0.contains("500.0 10.0 5.0 false true") }, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("clinical HKClinicalTypeIdentifierLabResultRecord") && $0.contains("Hemoglobin A1c Observation x 4.0.1") })
             #expect(expected.contains { $0.hasPrefix("ecg ") && $0.contains("sinusRhythm notSet 512.0 Hz 1536") }, "\(expected)")
+            #expect(expected.contains { $0.contains("[\"90.0@1747580100.0-1747580104.500001\", ") }, "\(expected)")
             #expect(expected.filter { $0.hasPrefix("heartbeats ") }.count == 2 && expected.contains { $0.contains("[\"1.25\", \"2.1\", \"60.9\"]") }, "\(expected)")
             #expect(expected.contains { $0.contains("Optional(HealthModel.Device(") && $0.contains("HKMetadataKey") }, "samples with devices and metadata")
             // Samples associated by hand travel with JSON Lines too: category samples, and a heart

@@ -44,19 +44,26 @@ extension HealthObjectProtocol {
 public struct QuantitySample: HealthSample {
     public var uuid: UUID
     public var type: QuantityType
+    /// For a series sample, the sum (cumulative types) or the mean (discrete types) of the
+    /// series' values.
     public var quantity: Quantity
     public var startDate: Date
     public var endDate: Date
     public var sourceRevision: SourceRevision
     public var device: Device?
     public var metadata: Metadata
+    /// The values a series sample is made of (HealthKit's quantity series, as a watch records
+    /// heart rate during a workout), each over its own interval within the sample's, in time
+    /// order, in ``quantity``'s unit; empty for a sample of one value.
+    public var series: [QuantitySeriesEntry]
 
     /// Inlinable: decoders make samples by the thousand, and inlined the fields go straight
     /// into place instead of through a copy of the whole sample.
     @inlinable
     public init(
         type: QuantityType, quantity: Quantity, start: Date, end: Date, device: Device? = nil,
-        metadata: Metadata = [:], uuid: UUID = .timeOrdered(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
+        metadata: Metadata = [:], uuid: UUID = .timeOrdered(), sourceRevision: SourceRevision = SourceRevision(source: .owner),
+        series: [QuantitySeriesEntry] = []
     ) {
         self.uuid = uuid
         self.type = type
@@ -66,9 +73,55 @@ public struct QuantitySample: HealthSample {
         self.sourceRevision = sourceRevision
         self.device = device
         self.metadata = metadata
+        self.series = series
     }
 
+    /// A series sample (HealthKit's `HKQuantitySeriesSampleBuilder`): `series`' values in
+    /// `unit`, spanning them, its quantity their sum (a cumulative type) or mean (a discrete
+    /// type).
+    ///
+    /// ```swift
+    /// let steps = QuantitySample(type: stepCount, unit: .count, series: minutes.map {
+    ///     QuantitySeriesEntry(value: $0.steps, start: $0.start, end: $0.start.addingTimeInterval(60))
+    /// })
+    /// ```
+    public init(
+        type: QuantityType, unit: HealthUnit, series: [QuantitySeriesEntry], device: Device? = nil, metadata: Metadata = [:],
+        uuid: UUID = .timeOrdered(), sourceRevision: SourceRevision = SourceRevision(source: .owner)
+    ) {
+        let start = series.map(\.startDate).min() ?? Date(timeIntervalSince1970: 0)
+        let end = series.map(\.endDate).max() ?? start
+        self.init(
+            type: type, quantity: Quantity(Self.aggregate(series, of: type) ?? 0, unit), start: start, end: end, device: device, metadata: metadata,
+            uuid: uuid, sourceRevision: sourceRevision, series: series)
+    }
+
+    /// What a series sample's quantity holds: the values' sum for a cumulative type, their
+    /// mean for a discrete one; nil for no values.
+    public static func aggregate(_ series: [QuantitySeriesEntry], of type: QuantityType) -> Double? {
+        guard !series.isEmpty else { return nil }
+        let sum = series.reduce(0) { $0 + $1.value }
+        return type.aggregationStyle == .cumulative ? sum : sum / Double(series.count)
+    }
+
+    /// How many values the sample holds (HealthKit's `count`).
+    public var count: Int { max(1, series.count) }
+
     public var objectType: ObjectType { type.objectType }
+}
+
+/// One value of a quantity series sample over its own interval (an entry of HealthKit's
+/// `HKQuantitySeriesSampleBuilder`), in the unit of its sample's quantity.
+public struct QuantitySeriesEntry: Sendable, Hashable {
+    public var value: Double
+    public var startDate: Date
+    public var endDate: Date
+
+    public init(value: Double, start: Date, end: Date) {
+        self.value = value
+        self.startDate = start
+        self.endDate = end
+    }
 }
 
 /// A value of a category type over a time span (HealthKit's `HKCategorySample`).

@@ -226,6 +226,47 @@ extension HealthObject {
                 "InsulinDelivery requires \(MetadataKey.insulinDeliveryReason) (basal 1, bolus 2)",
                 field: "metadata.\(MetadataKey.insulinDeliveryReason)")
         }
+        if !sample.series.isEmpty { try validateSeries(of: sample) }
+    }
+
+    /// The most values one series sample holds (a day of a value every two seconds).
+    public static let maximumSeriesEntries = 50_000
+
+    /// 1–50,000 finite values, each valid as the sample's own quantity would be, over
+    /// intervals within the sample's, in time order without overlap; the sample's quantity
+    /// their sum or mean (to a relative 1e-9).
+    private static func validateSeries(of sample: QuantitySample) throws {
+        let series = sample.series
+        guard series.count <= maximumSeriesEntries else {
+            throw HealthError.invalidArgument("series: a sample holds at most \(maximumSeriesEntries) values, got \(series.count)", field: "series")
+        }
+        var previousEnd = sample.startDate
+        for (index, entry) in series.enumerated() {
+            let field = "series[\(index)]"
+            guard entry.value.isFinite else { throw HealthError.invalidArgument("\(field).value must be a finite number, not \(entry.value)", field: field) }
+            var single = sample
+            single.quantity = Quantity(entry.value, sample.quantity.unit)
+            single.series = []
+            do { try validate(single) } catch let error as HealthError {
+                throw HealthError.invalidArgument("\(field): \(error.message)", field: field)
+            }
+            guard entry.startDate <= entry.endDate else {
+                throw HealthError.invalidArgument("\(field) ends before it starts", field: field)
+            }
+            guard entry.startDate >= previousEnd, entry.endDate <= sample.endDate else {
+                throw HealthError.invalidArgument(
+                    index == 0 || entry.endDate > sample.endDate
+                        ? "\(field) lies outside the sample's interval" : "\(field) starts before series[\(index - 1)] ends (values in time order, without overlap)",
+                    field: field)
+            }
+            previousEnd = entry.endDate
+        }
+        let expected = QuantitySample.aggregate(series, of: sample.type) ?? 0
+        guard abs(sample.quantity.value - expected) <= 1e-9 * max(1, abs(expected)) else {
+            let what = sample.type.aggregationStyle == .cumulative ? "sum" : "mean"
+            throw HealthError.invalidArgument(
+                "quantity must be the \(what) of the series' values, \(expected) \(sample.quantity.unit), not \(sample.quantity.value)", field: "quantity")
+        }
     }
 
     private static func validate(_ sample: CategorySample) throws {

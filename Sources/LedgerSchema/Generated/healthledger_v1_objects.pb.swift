@@ -269,6 +269,7 @@ public nonisolated struct Healthledger_V1_QuantitySampleBody: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
+  /// For a series sample, the sum (cumulative types) or mean (discrete types) of its values.
   public var quantity: Healthledger_V1_Quantity {
     get {_quantity ?? Healthledger_V1_Quantity()}
     set {_quantity = newValue}
@@ -278,11 +279,33 @@ public nonisolated struct Healthledger_V1_QuantitySampleBody: Sendable {
   /// Clears the value of `quantity`. Subsequent reads from it will return its default value.
   public mutating func clearQuantity() {self._quantity = nil}
 
+  /// A series sample's values (HealthKit's quantity series), in time order, without overlap,
+  /// within the sample's interval: 1–50,000 of them, in the unit of quantity. Empty: one value.
+  public var series: [Healthledger_V1_QuantitySeriesEntry] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _quantity: Healthledger_V1_Quantity? = nil
+}
+
+/// One value of a quantity series sample over its own interval.
+public nonisolated struct Healthledger_V1_QuantitySeriesEntry: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var value: Double = 0
+
+  /// Microseconds since 1970, as the object's start_us and end_us.
+  public var startUs: Int64 = 0
+
+  public var endUs: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 /// A category sample's payload: a raw value of the type's enumeration.
@@ -1587,7 +1610,7 @@ nonisolated extension Healthledger_V1_MetadataEntry: SwiftProtobuf.Message, Swif
 
 nonisolated extension Healthledger_V1_QuantitySampleBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".QuantitySampleBody"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}quantity\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}quantity\0\u{1}series\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1596,6 +1619,7 @@ nonisolated extension Healthledger_V1_QuantitySampleBody: SwiftProtobuf.Message,
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularMessageField(value: &self._quantity) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.series) }()
       default: break
       }
     }
@@ -1609,11 +1633,55 @@ nonisolated extension Healthledger_V1_QuantitySampleBody: SwiftProtobuf.Message,
     try { if let v = self._quantity {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
     } }()
+    if !self.series.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.series, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Healthledger_V1_QuantitySampleBody, rhs: Healthledger_V1_QuantitySampleBody) -> Bool {
     if lhs._quantity != rhs._quantity {return false}
+    if lhs.series != rhs.series {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_QuantitySeriesEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".QuantitySeriesEntry"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}value\0\u{3}start_us\0\u{3}end_us\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularDoubleField(value: &self.value) }()
+      case 2: try { try decoder.decodeSingularSInt64Field(value: &self.startUs) }()
+      case 3: try { try decoder.decodeSingularSInt64Field(value: &self.endUs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.value.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.value, fieldNumber: 1)
+    }
+    if self.startUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.startUs, fieldNumber: 2)
+    }
+    if self.endUs != 0 {
+      try visitor.visitSingularSInt64Field(value: self.endUs, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_QuantitySeriesEntry, rhs: Healthledger_V1_QuantitySeriesEntry) -> Bool {
+    if lhs.value != rhs.value {return false}
+    if lhs.startUs != rhs.startUs {return false}
+    if lhs.endUs != rhs.endUs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -290,6 +290,14 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         let value = try quantity.quantity.doubleValue(for: target)
         row["value"] = Double(String(format: "%.12g", value)) ?? value
         row["unit"] = target.description
+        if !quantity.series.isEmpty {
+            // A series sample's values, in the display unit, each with its interval.
+            row["count"] = quantity.series.count
+            row["series"] = try quantity.series.map { entry -> [String: Any] in
+                let value = try Quantity(entry.value, quantity.quantity.unit).doubleValue(for: target)
+                return ["value": Double(String(format: "%.12g", value)) ?? value, "start": entry.startDate.formatted(.iso8601), "end": entry.endDate.formatted(.iso8601)]
+            }
+        }
     case .categorySample(let category):
         row["value"] = category.value
     case .visionPrescription(let prescription):
