@@ -41,11 +41,16 @@ struct ValidationTests {
         expectInvalid(try quantity("HKQuantityTypeIdentifierStepCount", 72, "m"), field: "quantity.unit")
     }
 
-    @Test("non-finite, negative cumulative and out-of-range percent values")
+    @Test("non-finite, negative (but for temperatures and sound levels) and out-of-range percent values")
     func badValues() throws {
         expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", .nan, "count/min"), field: "quantity")
         expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", .infinity, "count/min"), field: "quantity")
         expectInvalid(try quantity("HKQuantityTypeIdentifierStepCount", -5, "count"), field: "quantity")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierBodyMass", -70, "kg"), field: "quantity")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", -1, "count/min"), field: "quantity")
+        try quantity("HKQuantityTypeIdentifierAppleSleepingWristTemperature", -0.4, "degC").validate()
+        try quantity("HKQuantityTypeIdentifierWaterTemperature", 28, "degF").validate()
+        try quantity("HKQuantityTypeIdentifierEnvironmentalAudioExposure", -3, "dBASPL").validate()
         expectInvalid(try quantity("HKQuantityTypeIdentifierOxygenSaturation", 97, "%"), field: "quantity")
     }
 

@@ -7,6 +7,6 @@ struct HealthLedgerBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "healthledger-bench",
         abstract: "HealthLedger's benchmarks (build with -c release; tools/bench.sh builds and runs them).",
-        subcommands: [ReportCommand.self, LedgerBenchCommand.self, ImportBenchCommand.self, GRPCBenchCommand.self, WebBenchCommand.self, ManyLedgersBenchCommand.self, ReplicationBenchCommand.self, FailoverBenchCommand.self],
+        subcommands: [ReportCommand.self, LedgerBenchCommand.self, ImportBenchCommand.self, GRPCBenchCommand.self, WebBenchCommand.self, ManyLedgersBenchCommand.self, ReplicationBenchCommand.self, FailoverBenchCommand.self, SeriesBenchCommand.self],
         defaultSubcommand: ReportCommand.self)
 }

@@ -215,6 +215,10 @@ extension HealthObject {
             throw HealthError.invalidArgument(
                 "quantity of the cumulative type \(type.identifier) must not be negative (\(sample.quantity))", field: "quantity")
         }
+        if canonical < 0, !signedUnits.contains(type.canonicalUnit) {
+            throw HealthError.invalidArgument(
+                "quantity of \(type.identifier) must not be negative (\(sample.quantity)); only temperatures and sound levels may be", field: "quantity")
+        }
         if type.canonicalUnit == .percent, !(0...1).contains(canonical) {
             throw HealthError.invalidArgument(
                 "\(type.identifier) is a fraction in 0…1 (97 % is 0.97), got \(sample.quantity)", field: "quantity")
@@ -276,6 +280,11 @@ extension HealthObject {
                 "value \(sample.value) is not in \(sample.type.values.name) (\(allowed))", field: "value")
         }
     }
+
+    /// The canonical units of the discrete types whose values may be negative: temperatures
+    /// (water below freezing, the sleeping wrist temperature's deviation) and sound levels in
+    /// decibels. Every other quantity is a size, count, rate or fraction.
+    private static let signedUnits: Set<HealthUnit> = [try! HealthUnit("degC"), try! HealthUnit("dBASPL")]
 
     private static let diopter = try! HealthUnit("D")
     private static let prismDiopter = try! HealthUnit("pD")
