@@ -34,8 +34,13 @@ import Synchronization
 /// the first step; it is removed on etcd before any write is answered without it.
 public final class ClusterMember: Service, Sendable {
     public struct Configuration: Sendable {
-        /// etcd's endpoints, `http://HOST:PORT[,…]`.
+        /// etcd's endpoints, `http://HOST:PORT[,…]` or `https://HOST:PORT[,…]`.
         public var etcd: String
+        /// For https endpoints: the CA etcd's certificate chains to (nil: the system's roots),
+        /// and this member's client certificate and key (PEM files).
+        public var etcdCAFile: String?
+        public var etcdCertificateFile: String?
+        public var etcdKeyFile: String?
         /// The cluster's name: its keys are under `/healthledger/<cluster>/`.
         public var cluster = "healthledger"
         /// This member's name, unique in the cluster.
@@ -145,7 +150,10 @@ public final class ClusterMember: Service, Sendable {
         self.logger = logger
         self.peer = peer
         // A call that hangs must not outlast the lease it is renewing.
-        etcd = try Etcd(endpoints: configuration.etcd, timeout: .milliseconds(min(3_000, configuration.leaseSeconds * 1_000 / 3)))
+        let files = [configuration.etcdCAFile, configuration.etcdCertificateFile, configuration.etcdKeyFile]
+        let tls = files.allSatisfy { $0 == nil }
+            ? nil : EtcdTLS(caFile: configuration.etcdCAFile, certificateFile: configuration.etcdCertificateFile, keyFile: configuration.etcdKeyFile)
+        etcd = try Etcd(endpoints: configuration.etcd, tls: tls, timeout: .milliseconds(min(3_000, configuration.leaseSeconds * 1_000 / 3)))
     }
 
     private var me: String { configuration.node }

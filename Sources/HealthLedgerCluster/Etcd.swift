@@ -33,15 +33,27 @@ package final class Etcd: Sendable {
         var lease: Int64
     }
 
-    /// - Parameter endpoints: `http://HOST:PORT` (or `HOST:PORT`), comma-separated.
-    /// - Throws: ``ClusterFailure`` for an endpoint that does not parse.
-    package init(endpoints: String, timeout: Duration = .seconds(3)) throws {
-        clients = try Self.parse(endpoints).map { endpoint in
-            // An address as it is; a name resolved when connecting (and again on reconnecting).
+    /// - Parameters:
+    ///   - endpoints: `http://HOST:PORT` (or `HOST:PORT`) or, for TLS, `https://HOST:PORT`,
+    ///     comma-separated, all of one scheme.
+    ///   - tls: the files TLS uses (https only); nil: the system's trust roots, no client certificate.
+    /// - Throws: ``ClusterFailure`` for an endpoint that does not parse, schemes mixed, TLS
+    ///   files given for http, or a TLS file that cannot be read.
+    package init(endpoints: String, tls: EtcdTLS? = nil, timeout: Duration = .seconds(3)) throws {
+        let parsed = try Self.parse(endpoints)
+        let secure = parsed.contains { $0.secure }
+        guard parsed.allSatisfy({ $0.secure == secure }) else {
+            throw ClusterFailure("etcd endpoints '\(endpoints)' mix http:// and https://: name them all with one scheme")
+        }
+        if tls != nil, !secure { throw ClusterFailure("TLS files for etcd (--etcd-ca, --etcd-cert, --etcd-key) need https:// endpoints, not '\(endpoints)'") }
+        let security: HTTP2ClientTransport.Posix.TransportSecurity = secure ? .tls(try (tls ?? EtcdTLS()).configuration()) : .plaintext
+        clients = try parsed.map { endpoint in
+            // An address as it is; a name resolved when connecting (and again on reconnecting),
+            // and the name the server's certificate must carry.
             let isAddress = (try? SocketAddress(ipAddress: endpoint.host, port: endpoint.port)) != nil
             let target: any ResolvableTarget =
                 isAddress ? .ipv4(address: endpoint.host, port: endpoint.port) : .dns(host: endpoint.host, port: endpoint.port)
-            return GRPCClient(transport: try HTTP2ClientTransport.Posix(target: target, transportSecurity: .plaintext))
+            return GRPCClient(transport: try HTTP2ClientTransport.Posix(target: target, transportSecurity: security))
         }
         self.timeout = timeout
         self.endpoints = endpoints
@@ -87,19 +99,17 @@ package final class Etcd: Sendable {
 
     /// `http://127.0.0.1:2379,etcd-1.etcd:2379` as hosts and ports (a name is resolved when
     /// connecting, and again when reconnecting).
-    static func parse(_ endpoints: String) throws -> [(host: String, port: Int)] {
+    package static func parse(_ endpoints: String) throws -> [(host: String, port: Int, secure: Bool)] {
         let listed = endpoints.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        guard !listed.isEmpty else { throw ClusterFailure("name etcd's endpoints: http://HOST:PORT[,…]") }
+        guard !listed.isEmpty else { throw ClusterFailure("name etcd's endpoints: http://HOST:PORT[,…] or https://HOST:PORT[,…]") }
         return try listed.map { endpoint in
-            if endpoint.hasPrefix("https://") {
-                throw ClusterFailure("etcd endpoint '\(endpoint)': TLS to etcd is not supported yet; use http:// on a private network")
-            }
-            let address = endpoint.hasPrefix("http://") ? String(endpoint.dropFirst("http://".count)) : endpoint
+            let secure = endpoint.hasPrefix("https://")
+            let address = secure ? String(endpoint.dropFirst("https://".count)) : endpoint.hasPrefix("http://") ? String(endpoint.dropFirst("http://".count)) : endpoint
             let parts = address.split(separator: ":", omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[0].isEmpty, let port = Int(parts[1]), (1...65535).contains(port) else {
-                throw ClusterFailure("etcd endpoint '\(endpoint)' is not http://HOST:PORT")
+                throw ClusterFailure("etcd endpoint '\(endpoint)' is not http://HOST:PORT or https://HOST:PORT")
             }
-            return (String(parts[0]), port)
+            return (String(parts[0]), port, secure)
         }
     }
 
@@ -281,5 +291,42 @@ public struct ClusterFailure: Error, CustomStringConvertible, Sendable {
 
     init(_ description: String) {
         self.description = description
+    }
+}
+
+/// The files a member's TLS connections to etcd use (etcd's `--trusted-ca-file`,
+/// `--cert-file` and `--key-file` on the other side): PEM, each read when the member starts.
+package struct EtcdTLS: Sendable, Hashable {
+    /// The certificate authority etcd's server certificate must chain to; nil: the system's
+    /// trust roots.
+    package var caFile: String?
+    /// This member's client certificate (chain), for etcd's `--client-cert-auth`; with ``keyFile``.
+    package var certificateFile: String?
+    package var keyFile: String?
+
+    package init(caFile: String? = nil, certificateFile: String? = nil, keyFile: String? = nil) {
+        self.caFile = caFile
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+    }
+
+    /// The transport's TLS: etcd's certificate verified in full (its chain, and the name or
+    /// address the endpoint gives), this member's certificate offered when given.
+    /// - Throws: ``ClusterFailure`` naming a file that cannot be read or does not hold PEM, or
+    ///   a certificate without its key (or a key without its certificate).
+    package func configuration() throws -> HTTP2ClientTransport.Posix.TransportSecurity.TLS {
+        guard (certificateFile == nil) == (keyFile == nil) else {
+            throw ClusterFailure("a client certificate for etcd needs its key: give --etcd-cert and --etcd-key together")
+        }
+        for (flag, path) in [("--etcd-ca", caFile), ("--etcd-cert", certificateFile), ("--etcd-key", keyFile)] {
+            guard let path else { continue }
+            guard let data = FileManager.default.contents(atPath: path) else { throw ClusterFailure("\(flag) \(path): the file cannot be read") }
+            guard String(decoding: data, as: UTF8.self).contains("-----BEGIN ") else { throw ClusterFailure("\(flag) \(path): not a PEM file") }
+        }
+        return .init(
+            certificateChain: certificateFile.map { [.file(path: $0, format: .pem)] } ?? [],
+            privateKey: keyFile.map { .file(path: $0, format: .pem) },
+            serverCertificateVerification: .fullVerification,
+            trustRoots: caFile.map { .certificates([.file(path: $0, format: .pem)]) } ?? .systemDefault)
     }
 }

@@ -48,7 +48,10 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("follow-tls-ca"), help: "PEM roots to verify the primary's (or, in a cluster, the other members') TLS certificate with; without it the connection is plain TCP [HEALTHLEDGER_FOLLOW_TLS_CA].") var followTLSCA: String?
     @Option(name: [.customLong("node-id"), .customLong("node-name")], help: "This server's name, unique in its cluster, as its primary's acknowledgements know it [HEALTHLEDGER_NODE_ID] (default: the host name).") var nodeName: String?
 
-    @Option(name: .customLong("etcd"), help: "Join a cluster on etcd, http://HOST:PORT[,…]: one member leads and takes every write, the others follow it, and its synchronous standby takes over when it fails [HEALTHLEDGER_ETCD]; needs --cluster-credential-file and --advertise.") var etcd: String?
+    @Option(name: .customLong("etcd"), help: "Join a cluster on etcd, http://HOST:PORT[,…] or, over TLS, https://HOST:PORT[,…]: one member leads and takes every write, the others follow it, and its synchronous standby takes over when it fails [HEALTHLEDGER_ETCD]; needs --cluster-credential-file and --advertise.") var etcd: String?
+    @Option(name: .customLong("etcd-ca"), help: "PEM: the CA etcd's server certificate chains to, for https:// endpoints (default: the system's trust roots) [HEALTHLEDGER_ETCD_CA].") var etcdCA: String?
+    @Option(name: .customLong("etcd-cert"), help: "PEM: this member's client certificate for etcd (its --client-cert-auth), with --etcd-key [HEALTHLEDGER_ETCD_CERT].") var etcdCertificate: String?
+    @Option(name: .customLong("etcd-key"), help: "PEM: the private key of --etcd-cert [HEALTHLEDGER_ETCD_KEY].") var etcdKey: String?
     @Option(name: .customLong("cluster"), help: "The cluster's name: its keys on etcd are under /healthledger/NAME/ [HEALTHLEDGER_CLUSTER] (default healthledger).") var cluster: String?
     @Option(name: .customLong("advertise"), help: "HOST:PORT where clients and the other members reach this server's RPC port, for --etcd; HOST:0 names the port it listens on [HEALTHLEDGER_ADVERTISE].") var advertise: String?
     @Option(name: .customLong("cluster-credential-file"), help: "A file holding an operator credential shared by every member of the cluster, with which they fetch from each other; this server accepts it too [HEALTHLEDGER_CLUSTER_CREDENTIAL_FILE].") var clusterCredentialFile: String?
@@ -121,7 +124,8 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         let nodeID = setting(nodeName, "NODE_ID") ?? environment["HEALTHLEDGER_NODE_NAME"] ?? ProcessInfo.processInfo.hostName
         let membership = try Self.membership(
             etcd: setting(etcd, "ETCD"), cluster: setting(cluster, "CLUSTER"), node: nodeID, advertise: setting(advertise, "ADVERTISE"),
-            credentialFile: setting(clusterCredentialFile, "CLUSTER_CREDENTIAL_FILE"), leaseSeconds: try number(leaseSeconds, "LEASE_SECONDS"))
+            credentialFile: setting(clusterCredentialFile, "CLUSTER_CREDENTIAL_FILE"), leaseSeconds: try number(leaseSeconds, "LEASE_SECONDS"),
+            tls: EtcdTLS(caFile: setting(etcdCA, "ETCD_CA"), certificateFile: setting(etcdCertificate, "ETCD_CERT"), keyFile: setting(etcdKey, "ETCD_KEY")))
         if let membership {
             guard primary == nil else { throw ValidationError("--etcd and --follow exclude each other: in a cluster, members follow its leader") }
             guard configuration.tls == nil || trustRoots != nil else {
@@ -266,13 +270,24 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
 
     /// The cluster this server joins with `--etcd`, and the credential its members share; nil without `--etcd`.
     static func membership(
-        etcd: String?, cluster: String?, node: String, advertise: String?, credentialFile: String?, leaseSeconds: Int?
+        etcd: String?, cluster: String?, node: String, advertise: String?, credentialFile: String?, leaseSeconds: Int?, tls: EtcdTLS = EtcdTLS()
     ) throws -> (configuration: ClusterMember.Configuration, credential: String)? {
         guard let etcd, !etcd.isEmpty else {
-            guard cluster == nil, advertise == nil, credentialFile == nil, leaseSeconds == nil else {
-                throw ValidationError("--cluster, --advertise, --cluster-credential-file and --lease-seconds are for --etcd, which is not set")
+            guard cluster == nil, advertise == nil, credentialFile == nil, leaseSeconds == nil, tls == EtcdTLS() else {
+                throw ValidationError(
+                    "--cluster, --advertise, --cluster-credential-file, --lease-seconds, --etcd-ca, --etcd-cert and --etcd-key are for --etcd, which is not set")
             }
             return nil
+        }
+        // The endpoints and TLS files checked now, with the flags' names.
+        do {
+            let secure = try Etcd.parse(etcd).contains(where: \.secure)
+            if tls != EtcdTLS() {
+                guard secure else { throw ValidationError("--etcd-ca, --etcd-cert and --etcd-key are for https:// endpoints, not '\(etcd.prefix(200))'") }
+                _ = try tls.configuration()
+            }
+        } catch let failure as ClusterFailure {
+            throw ValidationError(failure.description)
         }
         guard let advertise else { throw ValidationError("--etcd needs --advertise HOST:PORT: where clients and the other members reach this server") }
         // HOST:0: the port it binds.
@@ -284,6 +299,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         }
         let credential = try operatorCredential(in: credentialFile, flag: "--cluster-credential-file")
         var configuration = ClusterMember.Configuration(etcd: etcd, node: node, advertise: advertise)
+        (configuration.etcdCAFile, configuration.etcdCertificateFile, configuration.etcdKeyFile) = (tls.caFile, tls.certificateFile, tls.keyFile)
         if let cluster {
             guard !cluster.isEmpty, cluster.utf8.count <= 64, cluster.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
                 throw ValidationError("--cluster is 1–64 letters, digits, '-' or '_', got '\(cluster.prefix(70))'")

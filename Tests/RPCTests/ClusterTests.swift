@@ -373,9 +373,13 @@ final class ClusterNodes: Sendable {
     let credentialFile: URL
     private let running = Mutex<[Int: DaemonProcess]>([:])
 
-    init(base: URL, etcd: String) throws {
+    /// Flags every member is started with beside the cluster's own (etcd's TLS files, say).
+    private let arguments: [String]
+
+    init(base: URL, etcd: String, arguments: [String] = []) throws {
         self.base = base
         self.etcd = etcd
+        self.arguments = arguments
         credentialFile = base.appending(path: "cluster-operator")
         // Issued on n1's data directory (any member's would do), before n1 starts.
         let store = try LedgerStore(directory: base.appending(path: "n1"), configuration: try .forTests())
@@ -391,7 +395,7 @@ final class ClusterNodes: Sendable {
                 // Short enough for a quick test, long enough that a loaded machine's slow etcd
                 // round trip does not cost the leader its lease.
                 "--lease-seconds", "3",
-            ], metrics: true)
+            ] + arguments, metrics: true)
         process.keepLog(in: base.appending(path: "n\(node)-\(UUID().uuidString.prefix(4)).log"))
         running.withLock { $0[node] = process }
     }
@@ -532,26 +536,29 @@ final class EtcdMembers: Sendable {
         FileManager.default.isExecutableFile(atPath: $0.path)
     }
 
-    init(count: Int = 3, directory: URL) async throws {
+    /// - Parameter tls: serve clients over TLS with these files, asking for their certificates.
+    init(count: Int = 3, directory: URL, tls: TLSFiles? = nil) async throws {
         guard let executable = Self.executable else {
             Issue.record("etcd is not installed (Debian: apt-get install etcd-server; tools/test.sh does it)")
             throw CancellationError()
         }
         let ports = try (0..<count).map { _ in (client: try Self.unusedPort(), peer: try Self.unusedPort()) }
+        let scheme = tls == nil ? "http" : "https"
         let cluster = ports.indices.map { "e\($0)=http://127.0.0.1:\(ports[$0].peer)" }.joined(separator: ",")
         processes = try ports.indices.map { index in
             try LineProcess(
                 executable,
                 [
                     "--name", "e\(index)", "--data-dir", directory.appending(path: "e\(index)").path,
-                    "--listen-client-urls", "http://127.0.0.1:\(ports[index].client)",
-                    "--advertise-client-urls", "http://127.0.0.1:\(ports[index].client)",
+                    "--listen-client-urls", "\(scheme)://127.0.0.1:\(ports[index].client)",
+                    "--advertise-client-urls", "\(scheme)://127.0.0.1:\(ports[index].client)",
                     "--listen-peer-urls", "http://127.0.0.1:\(ports[index].peer)",
                     "--initial-advertise-peer-urls", "http://127.0.0.1:\(ports[index].peer)",
                     "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", directory.lastPathComponent,
-                ], readingStandardError: true)
+                ] + (tls.map { ["--cert-file", $0.serverCertificate.path, "--key-file", $0.serverKey.path, "--client-cert-auth", "--trusted-ca-file", $0.ca.path] } ?? []),
+                readingStandardError: true)
         }
-        endpoints = ports.map { "http://127.0.0.1:\($0.client)" }.joined(separator: ",")
+        endpoints = ports.map { "\(scheme)://127.0.0.1:\($0.client)" }.joined(separator: ",")
         for process in processes {
             var lines: [String] = []
             while true {
