@@ -49,9 +49,10 @@ struct BrowsePage {
         self.calendar = calendar
     }
 
-    /// The sample types one can browse, by name.
+    /// The types one can browse, by name: every kind of object (a route is seen with its
+    /// workout, a characteristic on the summary).
     static let types: [(identifier: String, name: String)] = TypeCatalogue.allIdentifiers
-        .filter { [.quantity, .category].contains(TypeCatalogue.family(of: $0)) }
+        .filter { TypeCatalogue.family(of: $0).map { ![.characteristic, .workoutRoute].contains($0) } ?? false }
         .map { ($0, WebText.typeName($0)) }
         .sorted { $0.name < $1.name }
 

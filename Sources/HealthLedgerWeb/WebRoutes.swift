@@ -571,17 +571,50 @@ enum WebText {
     /// The unit people read a quantity type in.
     static func displayUnit(_ type: QuantityType) -> HealthUnit { DisplayUnits.unit(for: type) }
 
-    /// A sample's value as people read it: a quantity in its type's display unit, a category
-    /// value by name.
+    /// An object's value as people read it: a quantity in its type's display unit (a series
+    /// sample's with its number of values), a category value by name, and for the other kinds
+    /// what the Health app shows first.
     static func value(of object: HealthObject) -> String {
+        func quantity(_ quantity: Quantity, _ unit: HealthUnit) -> String {
+            (try? quantity.doubleValue(for: unit)).map { "\(HTML.number($0)) \(unit)" } ?? "\(quantity)"
+        }
         switch object {
         case .quantitySample(let sample):
-            let unit = DisplayUnits.unit(for: sample.type)
-            return (try? sample.quantity.doubleValue(for: unit)).map { "\(HTML.number($0)) \(unit)" } ?? "\(sample.quantity)"
+            let value = quantity(sample.quantity, DisplayUnits.unit(for: sample.type))
+            return sample.series.isEmpty ? value : "\(value) (\(count(sample.series.count, "value")))"
         case .categorySample(let sample):
             return sample.type.values.name(of: sample.value) ?? "\(sample.value)"
-        default:
-            return ""
+        case .workout(let workout):
+            return "\(workout.activityType.name), \(HTML.number(workout.duration / 60)) min"
+        case .correlation(let correlation):
+            return correlation.objects.map { "\(typeName($0.type.identifier)) \(quantity($0.quantity, DisplayUnits.unit(for: $0.type)))" }.joined(separator: ", ")
+        case .visionPrescription(let prescription):
+            return prescription.prescriptionType == .glasses ? "Glasses" : "Contact lenses"
+        case .workoutRoute(let route):
+            return count(route.locationCount, "location")
+        case .activitySummary(let summary):
+            let (kcal, minutes, hours) = (try! HealthUnit("kcal"), try! HealthUnit("min"), HealthUnit.count)
+            let move = summary.moveMode == .appleMoveTime
+                ? "move \(quantity(summary.moveTime, minutes)) of \(quantity(summary.moveTimeGoal, minutes))"
+                : "move \(quantity(summary.activeEnergyBurned, kcal)) of \(quantity(summary.activeEnergyBurnedGoal, kcal))"
+            return "\(move), exercise \(quantity(summary.exerciseTime, minutes)) of \(quantity(summary.exerciseTimeGoal, minutes)),"
+                + " stand \(quantity(summary.standHours, hours)) of \(quantity(summary.standHoursGoal, hours)) hours"
+        case .audiogram(let audiogram):
+            return audiogram.points.map { point in
+                let ears = [("left", point.leftEar), ("right", point.rightEar)].compactMap { name, level in level.map { "\(name) \(quantity($0, .hearingLevel))" } }
+                return "\(quantity(point.frequency, .hertz)): \(ears.joined(separator: ", "))"
+            }.joined(separator: "; ")
+        case .clinicalRecord(let record):
+            return "\(record.displayName) (\(record.fhirResource.resourceType))"
+        case .electrocardiogram(let recording):
+            let classification = typeName("\(recording.classification)".prefix(1).uppercased() + "\(recording.classification)".dropFirst())
+            let rate = recording.averageHeartRate.map { ", average \(quantity($0, try! HealthUnit("count/min")))" } ?? ""
+            return "\(classification)\(rate); \(count(recording.voltages.count, "measurement")) at \(quantity(recording.samplingFrequency, .hertz))"
+        case .heartbeatSeries(let series):
+            // The mean rate over the beat-to-beat intervals (those after a gap are none).
+            let intervals = zip(series.beats, series.beats.dropFirst()).filter { !$1.precededByGap }.map { $1.timeSinceSeriesStart - $0.timeSinceSeriesStart }
+            let rate = intervals.isEmpty ? "" : ", about \(HTML.number((60 * Double(intervals.count) / intervals.reduce(0, +)).rounded())) beats a minute"
+            return "\(count(series.beats.count, "beat"))\(rate)"
         }
     }
 }

@@ -164,6 +164,44 @@ struct WebEndpointTests {
         }
     }
 
+    @Test("every kind of object can be browsed, each with its value as people read it")
+    func browseEveryKind() async throws {
+        try await withTestServer(web: true) { server in
+            let url = "http://127.0.0.1:\(server.webPort)"
+            let owner = server.client()
+            let start = Date().addingTimeInterval(-3_600).timeIntervalSince1970.rounded(.down)
+            func at(_ offset: TimeInterval) -> Date { Date(timeIntervalSince1970: start + offset) }
+            try await owner.save([
+                .electrocardiogram(Electrocardiogram(
+                    classification: .atrialFibrillation, averageHeartRate: try Quantity(96, "count/min"), samplingFrequency: try Quantity(512, "Hz"),
+                    voltages: Array(repeating: 1, count: 1_024), start: at(0), end: at(2))),
+                .heartbeatSeries(HeartbeatSeriesSample(beats: [0, 1, 2, 3].map { HeartbeatSeriesBeat(timeSinceSeriesStart: $0) }, start: at(10), end: at(20))),
+                .audiogram(Audiogram(points: [AudiogramPoint(frequency: try Quantity(1000, "Hz"), leftEar: try Quantity(5, "dBHL"))], start: at(30), end: at(40))),
+                .quantitySample(QuantitySample(
+                    type: Samples.heartRate, unit: try HealthUnit("count/min"),
+                    series: [90, 100].enumerated().map { QuantitySeriesEntry(value: $1, start: at(50 + Double($0) * 5), end: at(55 + Double($0) * 5)) })),
+            ])
+            let signedIn = try await Self.curl(["--data-urlencode", "credential=\(server.ownerCredential)", "\(url)/sign-in"])
+            let session = try #require(signedIn.headers.firstMatch(of: /healthledger_session=([A-Za-z0-9_-]+)/).map { String($0.1) })
+            let cookie = ["--cookie", "healthledger_session=\(session)"]
+            let picker = try await Self.curl(cookie + ["\(url)/browse"])
+            for type in ["HKDataTypeIdentifierElectrocardiogram", "HKDataTypeIdentifierHeartbeatSeries", "HKDataTypeIdentifierAudiogram", "HKWorkoutTypeIdentifier", "HKActivitySummaryTypeIdentifier"] {
+                #expect(picker.body.contains("<option value=\"\(type)\""), "\(type) is offered")
+            }
+            #expect(!picker.body.contains("<option value=\"HKWorkoutRouteTypeIdentifier\""))
+            let expected = [
+                ("HKDataTypeIdentifierElectrocardiogram", "Atrial fibrillation, average 96 count/min; 1024 measurements at 512 Hz"),
+                ("HKDataTypeIdentifierHeartbeatSeries", "4 beats, about 60 beats a minute"),
+                ("HKDataTypeIdentifierAudiogram", "1000 Hz: left 5 dBHL"),
+                ("HKQuantityTypeIdentifierHeartRate", "95 count/min (2 values)"),
+            ]
+            for (type, value) in expected {
+                let page = try await Self.curl(cookie + ["\(url)/browse?type=\(type)"])
+                #expect(page.status == 200 && page.body.contains("<td>\(value)</td>"), "\(type): \(page.body.firstMatch(of: /<tbody>.{0,400}/).map { String($0.0) } ?? page.body.suffix(400).description)")
+            }
+        }
+    }
+
     @Test("a sign-in link signs its owner in once, and its credential is revoked when that session ends")
     func signInLink() async throws {
         try await withTestServer(web: true) { server in
