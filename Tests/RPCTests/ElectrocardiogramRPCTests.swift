@@ -34,6 +34,10 @@ struct ElectrocardiogramRPCTests {
             #expect(try await app.requestAuthorization(toShare: [], read: [.electrocardiogram]) == 1)
             try await owner.decideAuthorization(app: source.bundleIdentifier, type: .electrocardiogram, direction: .read, decision: .granted)
             #expect(try await ElectrocardiogramQueryDescriptor(saved.uuid).result(for: app).count == 2_048)
+            // The command line gives the voltages too (with --json).
+            let rows = try #require(try await AuthCLITests.Session(server: server).json(server.ownerCredential, ["query", "--type", "HKDataTypeIdentifierElectrocardiogram"]) as? [[String: Any]])
+            #expect(rows.first?["value"] as? String == "atrialFibrillation" && rows.first?["sampling_frequency_hz"] as? Double == 512)
+            #expect((rows.first?["voltages_uv"] as? [Double])?.count == 2_048 && (rows.first?["voltages_uv"] as? [Double])?[511] == 511)
 
             for (recording, field) in [
                 (try Self.recording(voltages: []), "voltages"), (try Self.recording(voltages: [1, .nan]), "voltages"),

@@ -323,6 +323,8 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["value"] = "\(recording.classification)"
         row["unit"] = "\(recording.voltages.count) µV at \(recording.samplingFrequency)"
         if let rate = recording.averageHeartRate { row["average_heart_rate"] = rate.value }
+        row["sampling_frequency_hz"] = (try? recording.samplingFrequency.doubleValue(for: .hertz)) ?? recording.samplingFrequency.value
+        row["voltages_uv"] = recording.voltages.map(Double.init)
     case .heartbeatSeries(let series):
         row["value"] = series.beats.count
         row["unit"] = "beats"
