@@ -34,17 +34,10 @@ struct GRPCBenchCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         if encrypted { try BenchEncryption.enable(in: scratch) }
-        let executable = URL(filePath: binaries).appending(path: "healthledgerd")
-        let data = scratch.appending(path: "server")
-        let operatorCredential = try LedgerStore(directory: data, configuration: BenchEncryption.configuration()).issueOperatorCredential(label: "bench")
-        let server = try ServerProcess(executable: executable, dataDirectory: data, grpc: true)
+        let (server, credential) = try await ServerProcess.withLedger("grpc", dataDirectory: scratch.appending(path: "server"), binaries: binaries, grpc: true)
         defer { server.stop() }
         guard let grpcPort = server.grpcPort else { throw BenchFailure("healthledgerd did not say its gRPC port") }
         print("== healthledgerd (pid \(server.processIdentifier)) listening on port \(server.port), gRPC on \(grpcPort)")
-        let operatorClient = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: operatorCredential))
-        _ = try await operatorClient.createLedger(id: "grpc")
-        let credential = try await operatorClient.issueCredential(ledger: "grpc", for: .owner, label: "bench")
-        await operatorClient.close()
 
         let store = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: credential))
         _ = try await store.ping()

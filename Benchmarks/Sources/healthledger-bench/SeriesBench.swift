@@ -22,13 +22,8 @@ struct SeriesBenchCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let data = scratch.appending(path: "server")
-        let operatorCredential = try LedgerStore(directory: data, configuration: BenchEncryption.configuration()).issueOperatorCredential(label: "bench")
-        let server = try ServerProcess(executable: URL(filePath: binaries).appending(path: "healthledgerd"), dataDirectory: data)
+        let (server, credential) = try await ServerProcess.withLedger("series", dataDirectory: data, binaries: binaries)
         defer { server.stop() }
-        let operatorClient = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: operatorCredential))
-        _ = try await operatorClient.createLedger(id: "series")
-        let credential = try await operatorClient.issueCredential(ledger: "series", for: .owner, label: "bench")
-        await operatorClient.close()
         let store = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: credential))
 
         let heartRate = try QuantityType("HKQuantityTypeIdentifierHeartRate")

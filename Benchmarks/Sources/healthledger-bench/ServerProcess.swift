@@ -1,4 +1,6 @@
 import Foundation
+import HealthLedgerSDK
+import Ledger
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -94,6 +96,27 @@ final class ServerProcess: Sendable {
     }
 
     /// kill -9: the server ends at once, as in a crash.
+    /// A server on a new data directory (an operator credential issued there first) holding
+    /// one ledger, `id`, made through the operator's RPCs: the server and the ledger owner's
+    /// credential.
+    static func withLedger(
+        _ id: String, dataDirectory: URL, binaries: String, grpc: Bool = false, web: Bool = false
+    ) async throws -> (server: ServerProcess, owner: String) {
+        let operatorCredential = try LedgerStore(directory: dataDirectory, configuration: BenchEncryption.configuration()).issueOperatorCredential(label: "bench")
+        let server = try ServerProcess(executable: URL(filePath: binaries).appending(path: "healthledgerd"), dataDirectory: dataDirectory, grpc: grpc, web: web)
+        let operatorClient = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: operatorCredential))
+        do {
+            _ = try await operatorClient.createLedger(id: id)
+            let owner = try await operatorClient.issueCredential(ledger: id, for: .owner, label: "bench")
+            await operatorClient.close()
+            return (server, owner)
+        } catch {
+            await operatorClient.close()
+            server.stop()
+            throw error
+        }
+    }
+
     func kill() {
         guard process.isRunning else { return }
         Glibc.kill(process.processIdentifier, SIGKILL)

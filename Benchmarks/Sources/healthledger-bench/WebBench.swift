@@ -20,14 +20,9 @@ struct WebBenchCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let data = scratch.appending(path: "server")
-        let operatorCredential = try LedgerStore(directory: data, configuration: BenchEncryption.configuration()).issueOperatorCredential(label: "bench")
-        let server = try ServerProcess(executable: URL(filePath: binaries).appending(path: "healthledgerd"), dataDirectory: data, web: true)
+        let (server, credential) = try await ServerProcess.withLedger("web", dataDirectory: data, binaries: binaries, web: true)
         defer { server.stop() }
         guard let webPort = server.webPort else { throw BenchFailure("healthledgerd did not say its web port") }
-        let operatorClient = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: operatorCredential))
-        _ = try await operatorClient.createLedger(id: "web")
-        let credential = try await operatorClient.issueCredential(ledger: "web", for: .owner, label: "bench")
-        await operatorClient.close()
 
         // A year of heart rate, one sample a minute, and a step count a day, up to now.
         let store = HealthStore(configuration: HealthStoreConfiguration(port: server.port, credential: credential))
