@@ -201,7 +201,8 @@ enum ImportScenario {
         var count = 0
         let reader = AppleHealthReader { item in
             switch item {
-            case .sample, .correlation, .workout, .visionPrescription, .characteristic: count += 1
+            case .sample, .correlation, .workout, .visionPrescription, .characteristic, .activitySummary, .audiogram, .clinicalRecord, .heartbeatSeries:
+                count += 1
             case .skipped, .rejected, .sourcePriority: break
             }
         }
