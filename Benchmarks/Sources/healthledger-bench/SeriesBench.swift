@@ -36,7 +36,11 @@ struct SeriesBenchCommand: AsyncParsableCommand {
             beats.append(HeartbeatSeriesBeat(timeSinceSeriesStart: time, precededByGap: beats.count % 5_000 == 4_999))
             time += meanInterval * (0.9 + 0.2 * Double(beats.count % 17) / 16)
         }
-        let voltages = (0..<(30 * 512)).map { Float(sin(Double($0) / 512 * 2 * .pi * 1.2) * 800 + Double($0 % 7)) }
+        // A 1.2 Hz wave of 800 µV with a little noise.
+        let voltages = (0..<(30 * 512)).map { (index: Int) -> Float in
+            let phase = Double(index) / 512 * 2 * Double.pi * 1.2
+            return Float(sin(phase) * 800 + Double(index % 7))
+        }
         print("== one heart-rate sample, a 30 s ECG at 512 Hz (\(voltages.count) voltages), a day's heartbeat series (\(beats.count) beats); \(rounds) rounds, each kind saved durably one at a time, then read whole")
 
         var times: [String: [Double]] = [:]
