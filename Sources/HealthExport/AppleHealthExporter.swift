@@ -238,7 +238,9 @@ public enum AppleHealthWriter {
         else { return false }
         let start = series.startDate.timeIntervalSince1970.rounded(.down)
         let recordEnd = record.endDate.timeIntervalSince1970.rounded(.down)
-        let end = max(recordEnd, start + (series.beats.last?.timeSinceSeriesStart ?? 0).rounded(.up))
+        // The reader's rounding: the last beat to the microsecond, then up to the second.
+        let last = ((series.beats.last?.timeSinceSeriesStart ?? 0) * 1_000_000).rounded() / 1_000_000
+        let end = max(recordEnd, start + last.rounded(.up))
         return AppleHealthValues.string(Date(timeIntervalSince1970: end)) == AppleHealthValues.string(series.endDate)
     }
 
@@ -263,8 +265,9 @@ public enum AppleHealthWriter {
         for beat in series.beats {
             let time = AppleHealthValues.timeOfDayString(microseconds: start + Int64((beat.timeSinceSeriesStart * 1_000_000).rounded()))
             text += "\(indent) <InstantaneousBeatsPerMinute"
-            if let previous, !beat.precededByGap, beat.timeSinceSeriesStart > previous {
-                text += " bpm=\"\(Int((60 / (beat.timeSinceSeriesStart - previous)).rounded()))\""
+            // Beats at least a millisecond apart (validation) give at most 60,000 a minute.
+            if let previous, !beat.precededByGap, case let rate = (60 / (beat.timeSinceSeriesStart - previous)).rounded(), rate.isFinite, rate <= 60_000 {
+                text += " bpm=\"\(Int(rate))\""
             }
             text += " time=\"\(time)\""
             text += beat.precededByGap ? " precededByGap=\"1\"/>\n" : "/>\n"

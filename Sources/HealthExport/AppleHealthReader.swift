@@ -266,6 +266,9 @@ public final class AppleHealthReader: XMLStreamHandler {
                 type: quantityType, quantity: Quantity(number, unit), start: start, end: end, device: device(attributes),
                 metadata: metadata, sourceRevision: source)
             if !record.series.isEmpty {
+                guard record.series.count <= QuantitySample.maximumSeriesEntries else {
+                    return .failure(Rejection(kind: .invalidObject, reason: "\(type): a series sample holds at most \(QuantitySample.maximumSeriesEntries) values"))
+                }
                 // Offsets from the start as written, to the microsecond.
                 let origin = Int64(start.timeIntervalSince1970) * 1_000_000
                 for entry in record.series {
@@ -283,6 +286,9 @@ public final class AppleHealthReader: XMLStreamHandler {
             }
             object = .quantitySample(sample)
         case .category(let categoryType):
+            if let entry = record.series.first {
+                emit(.skipped(element: "QuantitySeriesEntry", reason: "a category record holds no series values", line: entry.line))
+            }
             guard let raw = AppleHealthValues.categoryValue(value, of: categoryType) else {
                 return .failure(Rejection(kind: .unparsableValue, reason: "\(type): '\(value)' is not one of its values (\(categoryType.values.name))"))
             }
@@ -506,18 +512,20 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// time of day in the start's local time (``AppleHealthValues/timeOfDay(_:)``), its `bpm`
     /// not read (the beat times give it): a beat's time since the start is its time of day less
     /// the start's, on the start's day (the next day when it would come over a second before the
-    /// start), and on the day after the beat before's when it would come over twelve hours
-    /// before that one's; within a second before the start, it is at the start. The series ends
+    /// start), and on the day after the beat before's when its time of day is before that one's; within a second before the start, it is at the start. The series ends
     /// at the record's end, or at the last beat when later (rounded up to the second). Its
     /// metadata are the entries inside the list; unless they give one, its sync identifier is
-    /// derived from `HeartbeatSeries`, the source name, start and end, version 1.
+    /// derived from `HeartbeatSeries`, the source name, start and end, version 1. Beats that run
+    /// over a minute past the record's end (another time zone's times) reject the list.
     private func heartbeatSeries(_ list: HeartbeatListBuilder, of attributes: Attributes) {
         let (element, line) = ("HeartRateVariabilityMetadataList", list.line)
         guard let (start, end) = dates(attributes, start: "startDate", end: "endDate"), let startText = attributes["startDate"] else {
             return reject(element, dateProblem(attributes, start: "startDate", end: "endDate"), line: line)
         }
-        guard !list.beats.isEmpty else {
-            return reject(element, Rejection(kind: .invalidObject, reason: "a heartbeat series holds at least one InstantaneousBeatsPerMinute"), line: line)
+        guard (1...HeartbeatSeriesSample.maximumBeats).contains(list.beats.count) else {
+            return reject(
+                element, Rejection(kind: .invalidObject, reason: "a heartbeat series holds 1–\(HeartbeatSeriesSample.maximumBeats) InstantaneousBeatsPerMinute"),
+                line: line)
         }
         // The start's local time of day: the date's hh:mm:ss, before its offset.
         let clock = startText.utf8.dropFirst(11).prefix(8).split(separator: UInt8(ascii: ":")).compactMap { Int64(String(decoding: $0, as: UTF8.self)) }
@@ -532,7 +540,8 @@ public final class AppleHealthReader: XMLStreamHandler {
             }
             var since = time + dayOffset - startOfDay
             if let previous {
-                if since < previous - day / 2 { dayOffset += day; since += day }
+                // Beats come in time order: a time of day before the last one's is the next day.
+                if since < previous { dayOffset += day; since += day }
             } else if since < -1_000_000 {
                 dayOffset += day
                 since += day
@@ -540,7 +549,12 @@ public final class AppleHealthReader: XMLStreamHandler {
             previous = since
             beats.append(HeartbeatSeriesBeat(timeSinceSeriesStart: Double(max(0, since)) / 1_000_000, precededByGap: beat.precededByGap))
         }
-        let seriesEnd = max(end, start.addingTimeInterval((beats.last?.timeSinceSeriesStart ?? 0).rounded(.up)))
+        let last = beats.last?.timeSinceSeriesStart ?? 0
+        guard last <= end.timeIntervalSince(start) + 60 else {
+            // Beats in another time zone than the start's, or a list of another record.
+            return reject(element, Rejection(kind: .invalidDate, reason: "the beats run \(Int(last - end.timeIntervalSince(start))) s past the record's end"), line: line)
+        }
+        let seriesEnd = max(end, start.addingTimeInterval(last.rounded(.up)))
         let source = sourceRevision(attributes)
         var metadata = list.metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
@@ -1009,7 +1023,11 @@ private struct RecordBuilder {
         inHeartbeats = name == "HeartRateVariabilityMetadataList"
         switch name {
         case "MetadataEntry": metadata.add(attributes, reader: reader)
-        case "QuantitySeriesEntry": series.append((attributes["value"] ?? "", attributes["start"] ?? "", attributes["end"] ?? "", line))
+        case "QuantitySeriesEntry":
+            // Past the most a sample holds, one more marks the record as too long (rejected).
+            if series.count <= QuantitySample.maximumSeriesEntries {
+                series.append((attributes["value"] ?? "", attributes["start"] ?? "", attributes["end"] ?? "", line))
+            }
         case "HeartRateVariabilityMetadataList":
             if heartbeats != nil {
                 reader.note(.skipped(element: name, reason: "a record holds one heartbeat series; this second list is left out", line: line))
@@ -1026,7 +1044,10 @@ private struct RecordBuilder {
         guard inHeartbeats else { return }
         switch name {
         case "InstantaneousBeatsPerMinute":
-            heartbeats?.beats.append((attributes["time"] ?? "", ["1", "true"].contains(attributes["precededByGap"] ?? ""), line))
+            // Past the most a series holds, one more marks the list as too long (rejected).
+            if let count = heartbeats?.beats.count, count <= HeartbeatSeriesSample.maximumBeats {
+                heartbeats?.beats.append((attributes["time"] ?? "", ["1", "true"].contains(attributes["precededByGap"] ?? ""), line))
+            }
         case "MetadataEntry":
             heartbeats?.metadata.add(attributes, reader: reader)
         default:

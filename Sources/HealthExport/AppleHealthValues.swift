@@ -122,7 +122,8 @@ public enum AppleHealthValues {
         let secondParts = parts[2].split(omittingEmptySubsequences: false) { $0 == "." || $0 == "," }
         guard (1...2).contains(secondParts.count), secondParts[0].count == 2, secondParts.count == 1 || (1...6).contains(secondParts[1].count),
             let hour = Int64(parts[0]), let minute = Int64(parts[1]), let second = Int64(secondParts[0]), minute < 60, second < 60,
-            parts.allSatisfy({ $0.allSatisfy(\.isASCII) }), secondParts.allSatisfy({ $0.allSatisfy(\.isNumber) })
+            [parts[0], parts[1]].allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+            secondParts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } })
         else { return nil }
         var fraction: Int64 = 0
         if secondParts.count == 2 {

@@ -56,6 +56,7 @@ func inBatches<Element: Sendable>(of size: Int, _ load: @escaping @Sendable () a
         let task = Task {
             do {
                 let all = try await load()
+                let size = max(1, size)
                 var start = 0
                 while start < all.count, !Task.isCancelled {
                     let end = min(start + size, all.count)

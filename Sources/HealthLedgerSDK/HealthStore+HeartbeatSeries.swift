@@ -16,10 +16,12 @@ import HealthModel
 /// }
 /// ```
 public struct HeartbeatSeriesQueryDescriptor: Sendable, Hashable {
+    /// The series' UUID.
     public var uuid: UUID
     /// Beats per batch.
     public var batchSize: Int
 
+    /// The beats of series `uuid`, `batchSize` at a time.
     public init(_ uuid: UUID, batchSize: Int = 1_024) {
         self.uuid = uuid
         self.batchSize = max(1, batchSize)

@@ -4,7 +4,9 @@ import HealthModel
 /// One value of a quantity sample, with its interval and the sample it belongs to (a result of
 /// HealthKit's `HKQuantitySeriesSampleQueryDescriptor`).
 public struct QuantitySeriesValue: Sendable, Hashable {
+    /// The value, in its sample's unit.
     public var quantity: Quantity
+    /// When the value was measured (a sample of one value: the sample's own interval).
     public var dateInterval: DateInterval
     /// The series sample (or the sample of one value) the value comes from.
     public var sample: QuantitySample
@@ -22,12 +24,14 @@ public struct QuantitySeriesValue: Sendable, Hashable {
 /// }
 /// ```
 public struct QuantitySeriesSampleQueryDescriptor: Sendable, Hashable {
+    /// The quantity type whose samples' values are read.
     public var type: QuantityType
     /// Samples overlapping this interval; all when nil.
     public var interval: DateInterval?
     /// Only samples that match.
     public var predicate: ObjectPredicate?
 
+    /// The values of `type`'s samples overlapping `interval` (all when nil) that match `predicate`.
     public init(type: QuantityType, interval: DateInterval? = nil, predicate: ObjectPredicate? = nil) {
         self.type = type
         self.interval = interval

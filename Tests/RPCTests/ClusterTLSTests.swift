@@ -4,6 +4,7 @@ import HealthLedgerSDK
 import HealthModel
 import LedgerSchema
 import Testing
+import TestSupport
 
 /// A certificate authority, etcd's server certificate and key, and a member's client
 /// certificate and key, made with openssl for one test (valid a day; EC P-256).
@@ -102,16 +103,11 @@ extension ClusterTests {
             (["--etcd", "\(etcd.endpoints),http://127.0.0.1:1"], "mix http:// and https://"),
         ]
         for (arguments, message) in cases {
-            let process = Process()
-            process.executableURL = DaemonProcess.executable
-            process.arguments = ["--data-dir", base.appending(path: "refused").path, "--port", "0", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credential] + arguments
-            let errors = Pipe()
-            process.standardError = errors
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus != 0 && output.contains(message), "\(arguments): \(output)")
+            let refused = try await runProcess(
+                DaemonProcess.executable,
+                ["--data-dir", base.appending(path: "refused").path, "--port", "0", "--metrics-port=-1", "--grpc-port=-1", "--web-port=-1",
+                 "--advertise", "127.0.0.1:0", "--cluster-credential-file", credential] + arguments)
+            #expect(refused.status != 0 && refused.error.contains(message), "\(arguments): \(refused.error)")
         }
     }
 }

@@ -47,6 +47,7 @@ struct HeartbeatSeriesRPCTests {
             let cases: [(HeartbeatSeriesSample, String)] = [
                 (Self.series([]), "beats"), (Self.series([1, 1]), "beats[1]"), (Self.series([2, 1]), "beats[1]"), (Self.series([-0.5]), "beats[0]"),
                 (Self.series([0, 61]), "beats[1]"), (Self.series([0, .nan]), "beats[1]"), (Self.series([0, .infinity], seconds: 60), "beats[1]"),
+                (Self.series([0, 0.0005]), "beats[1]"), (Self.series([0, 86_400], seconds: 90_000), "beats[1]"),
             ]
             for (series, field) in cases {
                 let refusal = await expectRPCError(.invalidArgument, .invalidArgument, field) { try await app.save(.heartbeatSeries(series)) }

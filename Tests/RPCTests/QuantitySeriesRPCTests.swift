@@ -40,6 +40,10 @@ struct QuantitySeriesRPCTests {
             #expect(values[6].sample.uuid == single.uuid && values[6].dateInterval.duration == 0)
             let inWindow = try await QuantitySeriesSampleQueryDescriptor(type: Samples.heartRate, interval: DateInterval(start: Samples.base, duration: 60)).result(for: owner)
             #expect(inWindow.count == 6)
+            // Sound levels: the mean of their energies, back in decibels.
+            let noise = QuantitySample(type: try QuantityType("HKQuantityTypeIdentifierEnvironmentalAudioExposure"), unit: try HealthUnit("dBASPL"), series: Self.entries([60, 90]))
+            #expect(abs(noise.quantity.value - 10 * log10((1e6 + 1e9) / 2)) < 1e-9)
+            try await owner.save(.quantitySample(noise))
             let total = try await owner.statistics(for: StatisticsQueryDescriptor(type: Self.steps, options: .cumulativeSum))
             #expect(total?.sumQuantity()?.value == 153)
             // Without a read grant the app reads its own only.
@@ -64,6 +68,10 @@ struct QuantitySeriesRPCTests {
                 (broken { $0.series[1].endDate = $0.series[1].startDate.addingTimeInterval(-1) }, "series[1]"),
                 (broken { $0.quantity = Quantity(100, Self.perMinute) }, "quantity"),
                 (QuantitySample(type: Self.steps, unit: .count, series: Self.entries([5, -1])), "series[1]"),
+                // Values whose sum is no finite number, whatever quantity is given.
+                (QuantitySample(
+                    type: Self.steps, quantity: Quantity(1, .count), start: Samples.base, end: Samples.base.addingTimeInterval(10),
+                    series: Self.entries([1e308, 1e308])), "series"),
             ]
             for (sample, field) in cases {
                 let refusal = await expectRPCError(.invalidArgument, .invalidArgument, field) { try await app.save(.quantitySample(sample)) }

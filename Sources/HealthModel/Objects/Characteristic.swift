@@ -111,8 +111,11 @@ public struct CardioFitnessMedicationsUse: OptionSet, Sendable, Hashable, Custom
     public let rawValue: Int
     public init(rawValue: Int) { self.rawValue = rawValue }
 
+    /// Calcium channel blockers (raw value 1).
     public static let calciumChannelBlocker = CardioFitnessMedicationsUse(rawValue: 1 << 0)
+    /// Beta blockers (raw value 2).
     public static let betaBlocker = CardioFitnessMedicationsUse(rawValue: 1 << 1)
+    /// None taken (or not set): raw value 0.
     public static let none: CardioFitnessMedicationsUse = []
 
     /// Each medication with its name, in raw value order.

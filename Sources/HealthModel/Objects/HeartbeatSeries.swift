@@ -9,6 +9,7 @@ public struct HeartbeatSeriesBeat: Sendable, Hashable {
     /// beat-to-beat interval.
     public var precededByGap: Bool
 
+    /// A beat `timeSinceSeriesStart` seconds after its series' start.
     public init(timeSinceSeriesStart: TimeInterval, precededByGap: Bool = false) {
         self.timeSinceSeriesStart = timeSinceSeriesStart
         self.precededByGap = precededByGap
@@ -17,7 +18,8 @@ public struct HeartbeatSeriesBeat: Sendable, Hashable {
 
 /// The times of a recording's heartbeats (HealthKit's `HKHeartbeatSeriesSample`, type
 /// `HKDataTypeIdentifierHeartbeatSeries`), from which heart rate variability is computed: each
-/// beat's time since the series' start, strictly increasing and within its span. Apps save and
+/// beat's time since the series' start, at least a millisecond after the one before, within
+/// its span and its first day. Apps save and
 /// read heartbeat series under grants of the type, as any sample's.
 ///
 /// ```swift
@@ -38,6 +40,10 @@ public struct HeartbeatSeriesSample: HealthSample {
 
     /// The most beats one series holds (a day at over 130 beats a minute).
     public static let maximumBeats = 200_000
+    /// How far after the start a beat may come: a day (the export writes beats as times of day).
+    public static let maximumSpan: TimeInterval = 86_400
+    /// The least time between two beats (over 60,000 beats a minute is no heart's).
+    public static let minimumInterval: TimeInterval = 0.001
 
     public init(
         beats: [HeartbeatSeriesBeat], start: Date, end: Date, device: Device? = nil, metadata: Metadata = [:], uuid: UUID = .timeOrdered(),

@@ -96,16 +96,28 @@ public struct QuantitySample: HealthSample {
             uuid: uuid, sourceRevision: sourceRevision, series: series)
     }
 
-    /// What a series sample's quantity holds: the values' sum for a cumulative type, their
-    /// mean for a discrete one; nil for no values.
+    /// What a series sample's quantity holds: the values' sum for a cumulative type; for a
+    /// discrete one their mean (HealthKit's `averageQuantity`), for sound levels (dBASPL) the
+    /// mean of their energies (10^(L/10)) back in decibels; nil for no values.
     public static func aggregate(_ series: [QuantitySeriesEntry], of type: QuantityType) -> Double? {
         guard !series.isEmpty else { return nil }
-        let sum = series.reduce(0) { $0 + $1.value }
-        return type.aggregationStyle == .cumulative ? sum : sum / Double(series.count)
+        switch type.aggregationStyle {
+        case .cumulative:
+            return series.reduce(0) { $0 + $1.value }
+        case .discreteEquivalentContinuousLevel:
+            let energy = series.reduce(0) { $0 + pow(10, $1.value / 10) } / Double(series.count)
+            return 10 * log10(energy)
+        case .discreteArithmetic, .discreteTemporallyWeighted:
+            // Each value divided first, so that values near the largest Double do not overflow.
+            return series.reduce(0) { $0 + $1.value / Double(series.count) }
+        }
     }
 
     /// How many values the sample holds (HealthKit's `count`).
     public var count: Int { max(1, series.count) }
+
+    /// The most values one series sample holds (a day of a value every two seconds).
+    public static let maximumSeriesEntries = 50_000
 
     public var objectType: ObjectType { type.objectType }
 }
@@ -113,10 +125,12 @@ public struct QuantitySample: HealthSample {
 /// One value of a quantity series sample over its own interval (an entry of HealthKit's
 /// `HKQuantitySeriesSampleBuilder`), in the unit of its sample's quantity.
 public struct QuantitySeriesEntry: Sendable, Hashable {
+    /// In the unit of the sample's ``QuantitySample/quantity``.
     public var value: Double
     public var startDate: Date
     public var endDate: Date
 
+    /// `value` over `start`–`end` (an instant when they are equal).
     public init(value: Double, start: Date, end: Date) {
         self.value = value
         self.startDate = start
@@ -401,6 +415,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         return nil
     }
 
+    /// The heartbeat series, when the object is one.
     public var heartbeatSeries: HeartbeatSeriesSample? {
         if case .heartbeatSeries(let series) = self { return series }
         return nil

@@ -64,8 +64,8 @@ extension HealthObject {
         }
     }
 
-    /// 1–200,000 beats at finite times from 0 to the series' duration, each after the one
-    /// before.
+    /// 1–200,000 beats at finite times from 0 to the series' duration and within its first
+    /// day, each at least a millisecond after the one before.
     private static func validate(_ series: HeartbeatSeriesSample) throws {
         guard (1...HeartbeatSeriesSample.maximumBeats).contains(series.beats.count) else {
             throw HealthError.invalidArgument(
@@ -75,13 +75,13 @@ extension HealthObject {
         var previous = -Double.infinity
         for (index, beat) in series.beats.enumerated() {
             let time = beat.timeSinceSeriesStart
-            guard time.isFinite, time >= 0, time <= duration else {
+            guard time.isFinite, time >= 0, time <= duration, time < HeartbeatSeriesSample.maximumSpan else {
                 throw HealthError.invalidArgument(
-                    "beats[\(index)].timeSinceSeriesStart must be within the series' \(duration) s, not \(time)", field: "beats[\(index)]")
+                    "beats[\(index)].timeSinceSeriesStart must be within the series' \(duration) s and its first day, not \(time)", field: "beats[\(index)]")
             }
-            guard time > previous else {
+            guard time >= previous + HeartbeatSeriesSample.minimumInterval else {
                 throw HealthError.invalidArgument(
-                    "beats[\(index)] must come after beats[\(index - 1)] (\(time) s is not after \(previous) s)", field: "beats[\(index)]")
+                    "beats[\(index)] must come at least 1 ms after beats[\(index - 1)] (\(time) s is not after \(previous) s)", field: "beats[\(index)]")
             }
             previous = time
         }
@@ -233,16 +233,13 @@ extension HealthObject {
         if !sample.series.isEmpty { try validateSeries(of: sample) }
     }
 
-    /// The most values one series sample holds (a day of a value every two seconds).
-    public static let maximumSeriesEntries = 50_000
-
     /// 1–50,000 finite values, each valid as the sample's own quantity would be, over
     /// intervals within the sample's, in time order without overlap; the sample's quantity
     /// their sum or mean (to a relative 1e-9).
     private static func validateSeries(of sample: QuantitySample) throws {
         let series = sample.series
-        guard series.count <= maximumSeriesEntries else {
-            throw HealthError.invalidArgument("series: a sample holds at most \(maximumSeriesEntries) values, got \(series.count)", field: "series")
+        guard series.count <= QuantitySample.maximumSeriesEntries else {
+            throw HealthError.invalidArgument("series: a sample holds at most \(QuantitySample.maximumSeriesEntries) values, got \(series.count)", field: "series")
         }
         var previousEnd = sample.startDate
         for (index, entry) in series.enumerated() {
@@ -266,8 +263,15 @@ extension HealthObject {
             previousEnd = entry.endDate
         }
         let expected = QuantitySample.aggregate(series, of: sample.type) ?? 0
+        guard expected.isFinite else {
+            throw HealthError.invalidArgument("series: the values' aggregate is not a finite number", field: "series")
+        }
         guard abs(sample.quantity.value - expected) <= 1e-9 * max(1, abs(expected)) else {
-            let what = sample.type.aggregationStyle == .cumulative ? "sum" : "mean"
+            let what = switch sample.type.aggregationStyle {
+            case .cumulative: "sum"
+            case .discreteEquivalentContinuousLevel: "equivalent continuous level"
+            case .discreteArithmetic, .discreteTemporallyWeighted: "mean"
+            }
             throw HealthError.invalidArgument(
                 "quantity must be the \(what) of the series' values, \(expected) \(sample.quantity.unit), not \(sample.quantity.value)", field: "quantity")
         }
