@@ -62,7 +62,7 @@ public final class Ledger: Sendable {
     let configuration: LedgerConfiguration
     /// Called after each erasure, with its report and reason (the store journals it and drops
     /// the ledger's point-in-time views, built from the log before it).
-    package let afterErasure = Mutex<(@Sendable (ErasureReport, String) throws -> Void)?>(nil)
+    package let afterErasure = Mutex<Callback<(ErasureReport, String), any Error>?>(nil)
 
     /// The term of ledger `id` among `terms` (its placement group's), read at each commit.
     private static func term(of id: String) -> (PrimaryTerms) -> @Sendable () -> PrimaryTerm? {

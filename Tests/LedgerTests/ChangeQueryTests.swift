@@ -410,3 +410,26 @@ struct ChangeQueryTests {
         #expect(notified.withLock { $0 } == 2, "another type's commit is not announced")
     }
 }
+
+@Suite("Callbacks told of commits")
+struct CommitCallbackTests {
+    /// A closure kept bare in a `Mutex` came back from each `withLock` wrapped twice more, so
+    /// the store's note of every commit ran two frames deeper at each commit (thousands after a
+    /// few seconds of single saves, until the committing thread's stack would have run out).
+    @Test("the store's note of each commit runs at the same stack depth at every commit")
+    func sameDepthAtEveryCommit() async throws {
+        let temporary = try TemporaryStore()
+        let ledger = try temporary.ledgerStore.createLedger(id: "alice")
+        let depths = Mutex<[Int]>([])
+        let note = try #require(ledger.changeWatchers.storeNote.withLock { $0 }, "the store notes the ledger's commits")
+        ledger.changeWatchers.storeNote.withLock {
+            $0 = Callback { _ in
+                depths.withLock { $0.append(Thread.callStackReturnAddresses.count) }
+                note.call(())
+            }
+        }
+        for index in 0..<100 { _ = try await ledger.save([Fixtures.heartRate(60, at: Double(index))], by: .owner) }
+        let seen = depths.withLock { $0 }
+        #expect(seen.count == 100 && Set(seen).count == 1, "depths from \(seen.min() ?? 0) to \(seen.max() ?? 0)")
+    }
+}

@@ -16,7 +16,7 @@ public final class ChangeWatchers: Sendable {
     private let registry = WatcherRegistry<Watcher>()
     /// Told of every commit too, but no watcher (nothing a stream holds): the store's record
     /// of which ledgers changed (``LedgerChanges``).
-    let storeNote = Mutex<(@Sendable () -> Void)?>(nil)
+    let storeNote = Mutex<Callback<Void, Never>?>(nil)
 
     /// Calls `onChange` after each commit that touched objects of `type` (saves, deletes,
     /// per-object read selections). Keep the token and pass it to ``remove(_:)`` when done.
@@ -43,6 +43,19 @@ public final class ChangeWatchers: Sendable {
     /// Called once a commit that touched `types` (maybe none) is durable.
     func notify(_ types: Set<UInt32>) {
         for watcher in registry.watchers(where: { $0.types.map { !types.isDisjoint(with: $0) } ?? true }) { watcher.onChange() }
-        storeNote.withLock { $0 }?()
+        storeNote.withLock { $0 }?.call(())
     }
 }
+
+/// A callback kept in a `Mutex`, as a struct. A closure kept there bare (`Mutex<(() -> Void)?>`)
+/// is stored as a generic value, and every `withLock` hands it to its body `inout`: the body
+/// gets it wrapped in a reabstraction thunk and the `Mutex` gets the wrapper back, wrapped
+/// once more. Read at every commit, the wrappers piled up by two a commit — each call a frame
+/// deeper and slower, until the committing thread's stack would run out. In a struct the closure
+/// keeps its own representation.
+package struct Callback<Argument, Failure: Error>: Sendable {
+    package let call: @Sendable (Argument) throws(Failure) -> Void
+
+    package init(_ call: @escaping @Sendable (Argument) throws(Failure) -> Void) { self.call = call }
+}
+

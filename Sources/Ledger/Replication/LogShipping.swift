@@ -105,7 +105,7 @@ extension Ledger {
         // Revocations and authorization changes reach the streams open on this copy.
         if end > start, logFollower.hasWatchers { logFollower.announce((start + 1)...end) }
         guard !erasures.isEmpty else { return end }
-        for erasure in erasures { try afterErasure.withLock { $0 }?(erasure.report, erasure.reason) }
+        for erasure in erasures { try afterErasure.withLock { $0 }?.call((erasure.report, erasure.reason)) }
         try await committer.exclusive {
             try self.rebuildAfterErasure()
             try self.environment.reopen()

@@ -159,14 +159,14 @@ public final class LedgerStore: Sendable {
             let changes = self.changes
             let ledger = try Self.process.ledger(at: url) {
                 let ledger = try Ledger(id: id, directory: url, configuration: configuration, logger: logger, terms: primaryTerms)
-                ledger.changeWatchers.storeNote.withLock { $0 = { changes.note(id) } }
+                ledger.changeWatchers.storeNote.withLock { $0 = Callback { _ = changes.note(id) } }
                 return ledger
             }
             // Views were built from the log before an erasure: they go with it. The journal
             // keeps what was erased outside the ledger's backups, for restores.
             let (views, journal) = (self.views, erasureJournal)
             ledger.afterErasure.withLock {
-                $0 = { [weak self] report, reason in
+                $0 = Callback { [weak self] (report: ErasureReport, reason: String) in
                     views.discard(ledgerID: id)
                     self?.removeSnapshots(of: id)
                     try journal.append(

@@ -110,7 +110,7 @@ extension Ledger {
         guard report.sequence > 0 else { return report }
         // Journaled (and the views built before dropped) as soon as it is durable: whatever
         // fails later, a restore of an older backup erases it again.
-        try afterErasure.withLock { $0 }?(report, reason)
+        try afterErasure.withLock { $0 }?.call((report, reason))
         try await committer.exclusive {
             try self.rebuildAfterErasure()
             // LMDB's reused page buffers still hold erased bytes: from now on, fresh ones.
