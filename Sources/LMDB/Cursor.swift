@@ -13,11 +13,14 @@ public final class Cursor {
     private let pageSize: UInt
     /// The page of the last entry read (its address rounded down to a page).
     private var page: UInt = 0
+    /// The transaction the cursor moves in (its deletes are journaled there).
+    private unowned let transaction: Transaction
 
-    init(handle: OpaquePointer, database: Database, pageSize: UInt) {
+    init(handle: OpaquePointer, database: Database, pageSize: UInt, transaction: Transaction) {
         self.handle = handle
         self.database = database
         self.pageSize = pageSize
+        self.transaction = transaction
     }
 
     @usableFromInline
@@ -70,7 +73,17 @@ public final class Cursor {
 
     /// Deletes the entry under the cursor.
     public func deleteCurrent() throws {
+        guard transaction.journaling != nil else {
+            try check(mdb_cursor_del(handle, 0), "mdb_cursor_del(\(database.name))")
+            return
+        }
+        var key = MDB_val()
+        var value = MDB_val()
+        try check(mdb_cursor_get(handle, &key, &value, MDB_GET_CURRENT), "mdb_cursor_get(\(database.name))")
+        // The key points into the page the delete changes: copy it first.
+        let deleted = Array(UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size))
         try check(mdb_cursor_del(handle, 0), "mdb_cursor_del(\(database.name))")
+        deleted.withUnsafeBytes { transaction.operations.delete($0, in: database.name) }
     }
 }
 

@@ -32,16 +32,25 @@ public final class Environment: @unchecked Sendable {
         public var maxReaders: UInt32
         /// When false, commits skip fsync (`MDB_NOSYNC`): for scratch environments only.
         public var durable: Bool
+        /// Whether a durable environment makes its commits durable through a
+        /// ``CommitJournal`` (one small sync per commit) rather than LMDB's own two syncs.
+        /// A process that finds the journal held by another commits the usual way.
+        public var journaled: Bool
+        /// How often the journal takes a checkpoint (at the first commit after this much time).
+        public var checkpointInterval: Duration
 
         public init(
             mapSize: Int = 256 << 20, maximumMapSize: Int = 1 << 40,
-            maxDatabases: UInt32 = 32, maxReaders: UInt32 = 510, durable: Bool = true
+            maxDatabases: UInt32 = 32, maxReaders: UInt32 = 510, durable: Bool = true, journaled: Bool = true,
+            checkpointInterval: Duration = .seconds(1)
         ) {
+            self.checkpointInterval = checkpointInterval
             self.mapSize = mapSize
             self.maximumMapSize = maximumMapSize
             self.maxDatabases = maxDatabases
             self.maxReaders = maxReaders
             self.durable = durable
+            self.journaled = journaled
         }
     }
 
@@ -59,6 +68,21 @@ public final class Environment: @unchecked Sendable {
 
     /// The key under which ``OpenPaths`` knows this environment's directory.
     private let openPath: String
+    /// The write-ahead journal, when this process holds it. Used by one thread at a time:
+    /// the committing writer (LMDB's writer lock held), or a resize or reopen (the resize
+    /// lock held exclusively, so no transaction runs).
+    private var journal: CommitJournal?
+    /// A read transaction on the state of the journal's last checkpoint, which keeps LMDB
+    /// from reusing that state's pages until the next checkpoint (see ``CommitJournal``).
+    private var pin: Transaction?
+    /// Set when a failed commit's journal record could not be taken back: no commit is
+    /// journaled after it (recovery would redo that record).
+    private var journalFailure: LMDBError?
+    /// The name of the ``CommitJournal`` file a durable environment keeps beside `data.mdb`
+    /// while it is open (or after a crash, until it opens again): part of the environment
+    /// like `lock.mdb`, never to be copied.
+    public static let journalFileName = CommitJournal.fileName
+    private var dataFile: String { path.hasSuffix("/") ? path + "data.mdb" : path + "/data.mdb" }
 
     /// Opens (creating if needed) the environment in directory `path`.
     ///
@@ -69,8 +93,17 @@ public final class Environment: @unchecked Sendable {
     public init(path: String, options: Options = Options()) throws {
         openPath = OpenPaths.enter(path)
         let env: OpaquePointer
+        var journal: CommitJournal?
+        var recovery: (metaPages: [UInt8], records: [[UInt8]])?
         do {
-            env = try Self.open(path: path, options: options, mapSize: options.mapSize)
+            var isDirectory: ObjCBool = false
+            if options.durable, options.journaled, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                journal = try CommitJournal.open(directory: path, checkpointInterval: options.checkpointInterval)
+                let dataFile = path.hasSuffix("/") ? path + "data.mdb" : path + "/data.mdb"
+                recovery = try journal?.recoverable(dataFile: dataFile)
+                if let recovery { try Self.restore(metaPages: recovery.metaPages, of: dataFile) }
+            }
+            env = try Self.open(path: path, options: options, mapSize: options.mapSize, syncing: journal == nil)
         } catch {
             OpenPaths.leave(openPath)
             throw error
@@ -82,9 +115,117 @@ public final class Environment: @unchecked Sendable {
         mdb_env_info(env, &info)
         // Another process may have grown the map beyond what we asked for.
         self.mapSize = Mutex(max(options.mapSize, info.me_mapsize))
+        guard let journal else { return }
+        // The journal joins once its records are redone (the redo itself is not journaled:
+        // the checkpoint after it makes it durable, and until then the records stay).
+        if let recovery, !recovery.records.isEmpty { try redo(recovery.records) }
+        self.journal = journal
+        if recovery == nil { try journal.syncDirectory() }
+        try resizeLock.withWriteLock { try checkpoint() }
     }
 
-    private static func open(path: String, options: Options, mapSize: Int) throws -> OpaquePointer {
+    /// Writes a checkpoint's meta pages back over the data file's, which makes the file that
+    /// state again (its pages were kept intact since; see ``CommitJournal``), and syncs them.
+    private static func restore(metaPages: [UInt8], of dataFile: String) throws {
+        let fd = Glibc.open(dataFile, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw LMDBError(errno, "open(\(dataFile))") }
+        defer { Glibc.close(fd) }
+        let written = metaPages.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        guard written == metaPages.count else { throw LMDBError(errno, "pwrite(\(dataFile), meta pages)") }
+        guard fdatasync(fd) == 0 else { throw LMDBError(errno, "fdatasync(\(dataFile))") }
+    }
+
+    /// Applies journal records after recovery restored their checkpoint's state.
+    private func redo(_ records: [[UInt8]]) throws {
+        try write { txn in
+            var handles: [String: MDB_dbi] = [:]
+            func database(_ name: String, create: Bool) throws -> MDB_dbi? {
+                if let dbi = handles[name] { return dbi }
+                var dbi = MDB_dbi()
+                let result = mdb_dbi_open(txn.handle, name.isEmpty ? nil : name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+                if result == MDB_NOTFOUND { return nil }
+                try check(result, "mdb_dbi_open(\(name))")
+                handles[name] = dbi
+                return dbi
+            }
+            for record in records {
+                try JournalOperations.forEach(in: record) { kind, name, key, value in
+                    var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+                    var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+                    switch kind {
+                    case .put:
+                        try check(mdb_put(txn.handle, try database(name, create: true)!, &k, &v, 0), "redo mdb_put(\(name))")
+                    case .delete:
+                        guard let dbi = try database(name, create: false) else { return }
+                        let result = mdb_del(txn.handle, dbi, &k, nil)
+                        if result != MDB_NOTFOUND { try check(result, "redo mdb_del(\(name))") }
+                    case .removeAll:
+                        guard let dbi = try database(name, create: false) else { return }
+                        try check(mdb_drop(txn.handle, dbi, 0), "redo mdb_drop(\(name))")
+                    case .createDatabase:
+                        _ = try database(name, create: true)
+                    case .dropDatabase:
+                        guard let dbi = try database(name, create: false) else { return }
+                        try check(mdb_drop(txn.handle, dbi, 1), "redo mdb_drop(\(name))")
+                        handles[name] = nil
+                    }
+                }
+            }
+        }
+    }
+
+    /// Journals a write transaction's changes before it commits (``Transaction``), first
+    /// taking a checkpoint when one is due.
+    func journal(_ operations: JournalOperations) throws {
+        guard let journal else { return }
+        if let journalFailure { throw journalFailure }
+        if journal.checkpointDue { try checkpoint() }
+        try journal.append(operations.bytes)
+    }
+
+    /// Takes back the journal record of a transaction that failed to commit.
+    func withdrawJournalRecord() {
+        do {
+            try journal?.withdrawLast()
+        } catch let error as LMDBError {
+            journalFailure = LMDBError(error.code.rawValue, "a failed commit's journal record could not be taken back (\(error.operation)); reopen the environment")
+        } catch {
+            journalFailure = LMDBError(EIO, "a failed commit's journal record could not be taken back; reopen the environment")
+        }
+    }
+
+    /// Syncs the data file and starts the journal's next generation from its state, pinned;
+    /// runs holding the writer's lock (inside a write transaction, before it commits) or
+    /// with no transaction of this process open.
+    /// - Parameter erasingRecords: overwrite the records before with zeros (an erasure).
+    func checkpoint(erasingRecords: Bool = false) throws {
+        guard let journal else { return }
+        try check(mdb_env_sync(handle, 1), "mdb_env_sync")
+        var fd: Int32 = -1
+        try check(mdb_env_get_fd(handle, &fd), "mdb_env_get_fd")
+        var metaPages = [UInt8](repeating: 0, count: 2 * info.pageSize)
+        let read = metaPages.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard read == metaPages.count else { throw LMDBError(read < 0 ? errno : EIO, "pread(\(dataFile), meta pages)") }
+        try journal.checkpoint(metaPages: metaPages, dataFile: dataFile, erasingRecords: erasingRecords)
+        let pinned = try begin(readOnly: true)
+        pin?.abort()
+        pin = pinned
+    }
+
+    /// Takes a checkpoint and lets its pin go, for a resize or a reopen (which need no
+    /// transaction open); ``repin()`` after. Holds the resize lock exclusively.
+    private func checkpointAndUnpin() throws {
+        try checkpoint()
+        pin?.abort()
+        pin = nil
+    }
+
+    private func repin() throws {
+        guard journal != nil, pin == nil else { return }
+        pin = try begin(readOnly: true)
+    }
+
+    private static func open(path: String, options: Options, mapSize: Int, syncing: Bool) throws -> OpaquePointer {
         var env: OpaquePointer?
         try check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw LMDBError(MDB_PANIC, "mdb_env_create") }
@@ -93,7 +234,7 @@ public final class Environment: @unchecked Sendable {
             try check(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
             try check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
             var flags = UInt32(MDB_NOTLS)
-            if !options.durable { flags |= UInt32(MDB_NOSYNC) }
+            if !options.durable || !syncing { flags |= UInt32(MDB_NOSYNC) }
             try check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open(\(path))")
         } catch {
             mdb_env_close(env)
@@ -116,9 +257,10 @@ public final class Environment: @unchecked Sendable {
     public func reopen() throws {
         try resizeLock.withWriteLock {
             endSnapshotTransactions()
+            try checkpointAndUnpin()
             let opened = databases.withLock { $0.values.sorted { $0.dbi < $1.dbi } }
             mdb_env_close(handle)
-            handle = try Self.open(path: path, options: options, mapSize: mapSize.withLock { $0 })
+            handle = try Self.open(path: path, options: options, mapSize: mapSize.withLock { $0 }, syncing: journal == nil)
             let txn = try begin(readOnly: false)
             do {
                 for database in opened {
@@ -133,11 +275,19 @@ public final class Environment: @unchecked Sendable {
                 txn.abort()
                 throw error
             }
+            // The file may be another one now (a compacted copy swapped in): its own checkpoint.
+            try checkpoint()
         }
     }
 
     deinit {
+        // A last checkpoint makes the data file durable as it is; the journal then holds
+        // nothing recovery needs, and goes (an idle ledger keeps no journal).
+        let checkpointed = journalFailure == nil && (try? checkpoint()) != nil
+        pin?.abort()
         mdb_env_close(handle)
+        if checkpointed { journal?.remove() }
+        journal = nil
         OpenPaths.leave(openPath)
     }
 
@@ -146,7 +296,13 @@ public final class Environment: @unchecked Sendable {
         if let existing = databases.withLock({ $0[name] }) { return existing }
         let database = try write { txn in
             var dbi = MDB_dbi()
-            try check(mdb_dbi_open(txn.handle, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open(\(name))")
+            let existing = mdb_dbi_open(txn.handle, name, 0, &dbi)
+            if existing == MDB_NOTFOUND {
+                try check(mdb_dbi_open(txn.handle, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open(\(name))")
+                if txn.journaling != nil { txn.operations.createDatabase(name) }
+            } else {
+                try check(existing, "mdb_dbi_open(\(name))")
+            }
             return Database(dbi: dbi, name: name)
         }
         databases.withLock { $0[name] = database }
@@ -164,6 +320,7 @@ public final class Environment: @unchecked Sendable {
             if opened == MDB_NOTFOUND { return false }
             try check(opened, "mdb_dbi_open(\(name))")
             try check(mdb_drop(txn.handle, dbi, 1), "mdb_drop(\(name))")
+            if txn.journaling != nil { txn.operations.dropDatabase(name) }
             return true
         }
         if dropped { databases.withLock { $0[name] = nil } }
@@ -283,8 +440,10 @@ public final class Environment: @unchecked Sendable {
             }
             let next = min(current * 2, options.maximumMapSize)
             endSnapshotTransactions()
+            try checkpointAndUnpin()
             try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
             mapSize.withLock { $0 = next }
+            try repin()
         }
     }
 
@@ -293,17 +452,19 @@ public final class Environment: @unchecked Sendable {
         let result = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
         if result == MDB_MAP_RESIZED { throw LMDBError(result, "mdb_txn_begin") }
         try check(result, readOnly ? "mdb_txn_begin(read)" : "mdb_txn_begin(write)")
-        return Transaction(handle: txn!, readOnly: readOnly)
+        return Transaction(handle: txn!, readOnly: readOnly, journaling: journal == nil ? nil : self)
     }
 
     /// Another process grew the map: adopt its size once no transaction of ours is open.
     private func adoptResizedMap() throws {
         try resizeLock.withWriteLock {
             endSnapshotTransactions()
+            try checkpointAndUnpin()
             try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize(0)")
             var info = MDB_envinfo()
             mdb_env_info(handle, &info)
             mapSize.withLock { $0 = info.me_mapsize }
+            try repin()
         }
     }
 

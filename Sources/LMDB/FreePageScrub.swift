@@ -48,6 +48,9 @@ extension Environment {
             // which sees the state the writer starts from.
             let txn = try begin(readOnly: false)
             defer { txn.abort() }
+            // A journaled environment's pin holds the pages freed since its last checkpoint,
+            // and its journal the changes since: checkpoint (the records zeroed) first.
+            try checkpoint(erasingRecords: true)
             let freeList = try begin(readOnly: true)
             defer { freeList.abort() }
             let lastCommit = UInt64(mdb_txn_id(txn.handle)) - 1

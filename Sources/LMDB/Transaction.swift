@@ -18,6 +18,13 @@ public final class Transaction {
     private var cursors: [OpaquePointer?] = []
     /// Memory handed out by ``retain(_:)``, freed when the transaction ends.
     private var retained: [UnsafeMutableRawBufferPointer] = []
+    /// For a write transaction of an environment with a ``CommitJournal``: that environment,
+    /// which journals ``operations`` before the transaction commits.
+    let journaling: Environment?
+    /// The transaction a nested one joins when it commits.
+    private let parent: Transaction?
+    /// The changes made so far, when ``journaling``.
+    var operations = JournalOperations()
 
     /// The environment's page size (the one its file was made with), for cursors' prefetch.
     private lazy var pageSize: UInt = {
@@ -26,15 +33,38 @@ public final class Transaction {
         return UInt(stat.ms_psize)
     }()
 
-    init(handle: OpaquePointer, readOnly: Bool) {
+    init(handle: OpaquePointer, readOnly: Bool, journaling: Environment? = nil, parent: Transaction? = nil) {
         self.handle = handle
         self.isReadOnly = readOnly
+        self.journaling = readOnly ? nil : journaling
+        self.parent = parent
     }
 
     func commit() throws {
         finished = true
         defer { releaseRetained() }
-        try check(mdb_txn_commit(handle), "mdb_txn_commit")
+        if let parent {
+            try check(mdb_txn_commit(handle), "mdb_txn_commit(nested)")
+            if journaling != nil { parent.operations.append(operations) }
+            return
+        }
+        guard let journaling, !operations.isEmpty else {
+            try check(mdb_txn_commit(handle), "mdb_txn_commit")
+            return
+        }
+        do {
+            try journaling.journal(operations)
+        } catch {
+            mdb_txn_abort(handle)
+            throw error
+        }
+        let result = mdb_txn_commit(handle)
+        if result != MDB_SUCCESS {
+            // Never redo what did not commit; if even that fails, the environment stops
+            // journaling rather than risk it (see ``Environment/withdrawJournalRecord()``).
+            journaling.withdrawJournalRecord()
+            try check(result, "mdb_txn_commit")
+        }
     }
 
     func abort() {
@@ -74,7 +104,7 @@ public final class Transaction {
     public func nested<R>(_ body: (Transaction) throws -> R) throws -> R {
         var child: OpaquePointer?
         try check(mdb_txn_begin(mdb_txn_env(handle), handle, 0, &child), "mdb_txn_begin(nested)")
-        let txn = Transaction(handle: child!, readOnly: false)
+        let txn = Transaction(handle: child!, readOnly: false, journaling: journaling, parent: self)
         do {
             let result = try body(txn)
             try txn.commit()
@@ -146,6 +176,7 @@ public final class Transaction {
         var k = MDB_val(mv_size: keyBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: keyBuffer.baseAddress))
         var v = MDB_val(mv_size: valueBuffer.count, mv_data: UnsafeMutableRawPointer(mutating: valueBuffer.baseAddress))
         try check(mdb_cursor_put(try cursor(on: database), &k, &v, append ? UInt32(MDB_APPEND) : 0), "mdb_put(\(database.name))")
+        if journaling != nil { operations.put(keyBuffer, valueBuffer, in: database.name) }
     }
 
     /// Removes `key`; returns whether it was present.
@@ -170,12 +201,14 @@ public final class Transaction {
         if result == MDB_NOTFOUND { return false }
         try check(result, "mdb_del(\(database.name))")
         try check(mdb_cursor_del(cursor, 0), "mdb_del(\(database.name))")
+        if journaling != nil { operations.delete(keyBuffer, in: database.name) }
         return true
     }
 
     /// Removes every entry of `database`.
     public func removeAll(in database: Database) throws {
         try check(mdb_drop(handle, database.dbi, 0), "mdb_drop(\(database.name))")
+        if journaling != nil { operations.removeAll(in: database.name) }
     }
 
     /// Number of entries in `database`.
@@ -190,7 +223,7 @@ public final class Transaction {
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
         defer { mdb_cursor_close(cursor) }
-        return try body(Cursor(handle: cursor!, database: database, pageSize: pageSize))
+        return try body(Cursor(handle: cursor!, database: database, pageSize: pageSize, transaction: self))
     }
 
     /// Opens `count` cursors over `database` (walks side by side, as a merge of key ranges
@@ -204,7 +237,7 @@ public final class Transaction {
             handles.append(cursor!)
         }
         let pageSize = pageSize
-        return try body(handles.map { Cursor(handle: $0, database: database, pageSize: pageSize) })
+        return try body(handles.map { Cursor(handle: $0, database: database, pageSize: pageSize, transaction: self) })
     }
 
     /// Visits, in key order, the entries of `database` whose keys are `keyLength` bytes and

@@ -133,7 +133,9 @@ public final class Ledger: Sendable {
         do {
             environment = try Environment(
                 path: directory.path,
-                options: .init(mapSize: configuration.initialMapSize, maximumMapSize: configuration.maximumMapSize))
+                options: .init(
+                    mapSize: configuration.initialMapSize, maximumMapSize: configuration.maximumMapSize,
+                    checkpointInterval: configuration.checkpointInterval))
         } catch let error as LMDBError where error.code == .invalid || error.code == .corrupted || error.code == .versionMismatch {
             throw LedgerFailure.corrupted("the ledger file in \(directory.path) is damaged: \(error.message)", cause: error)
         }
@@ -255,6 +257,9 @@ public struct LedgerConfiguration: Sendable {
     public var encryptsClearLedgers = true
     /// How long access records are kept (default six years, as HIPAA keeps audit records).
     public var accessRetention: TimeInterval = 6 * 365.25 * 86_400
+    /// How often each ledger's commit journal takes a checkpoint (docs/LEDGER.md,
+    /// "Durability"): the most of the journal a power loss makes recovery redo.
+    public var checkpointInterval: Duration = .seconds(1)
     /// How often access records noted in memory are written; nil: only by
     /// ``Ledger/flushAccessRecords(now:)`` (and when the ledger closes).
     public var accessFlushInterval: Duration? = .seconds(1)
@@ -265,6 +270,7 @@ public struct LedgerConfiguration: Sendable {
         configuration.masterKey = masterKey
         configuration.accessRetention = accessRetention
         configuration.accessFlushInterval = nil
+        configuration.checkpointInterval = checkpointInterval
         return configuration
     }
     /// Whether writes extend the Merkle tree. Only the ledger benchmark (`healthledger-bench

@@ -28,13 +28,15 @@ struct StoreOptions: ParsableArguments {
 
     /// The store of an existing data directory: a command that reads or changes ledgers
     /// never makes one where a path was mistyped.
-    func openStore() throws -> LedgerStore {
+    func openStore(adjusting adjust: (inout LedgerConfiguration) -> Void = { _ in }) throws -> LedgerStore {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw ValidationErrorExit(
                 "no data directory at \(directory.path) (give --data-dir or HEALTHLEDGER_DATA_DIR; `healthledger admin create-ledger` makes one)")
         }
-        return try LedgerStore(directory: directory, configuration: configuration())
+        var configuration = try configuration()
+        adjust(&configuration)
+        return try LedgerStore(directory: directory, configuration: configuration)
     }
 
     /// The master key file given, if any.

@@ -255,7 +255,8 @@ extension Ledger {
         } catch {
             throw LedgerFailure(.storage, "cannot list \(directory.path): \(error.localizedDescription)", cause: error)
         }
-        return names.filter { $0 != BackupFiles.dataFile && $0 != BackupFiles.lockFile && $0 != BackupManifest.fileName }.sorted()
+        let lmdbFiles: Set = [BackupFiles.dataFile, BackupFiles.lockFile, Environment.journalFileName, BackupManifest.fileName]
+        return names.filter { !lmdbFiles.contains($0) }.sorted()
     }
 
     /// The log head of the LMDB copy in `directory`; leaves no lock file behind.

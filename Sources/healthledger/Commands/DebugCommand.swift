@@ -38,9 +38,12 @@ struct DebugCommand: AsyncParsableCommand {
         @Option(name: .customLong("batch-size")) var batchSize = 100
         @Option var concurrency = 8
         @Option(help: "Added to batch numbers, so several runs can share a ledger.") var offset = 0
+        @Option(name: .customLong("checkpoint-interval-ms"), help: "How often the ledger's commit journal takes a checkpoint (milliseconds).")
+        var checkpointInterval = 1000
 
         func run() async throws {
-            let ledger = try store.openStore().ledger(ledger)
+            guard checkpointInterval > 0 else { throw ValidationErrorExit("--checkpoint-interval-ms must be at least 1") }
+            let ledger = try store.openStore { $0.checkpointInterval = .milliseconds(checkpointInterval) }.ledger(ledger)
             let type = try QuantityType("HKQuantityTypeIdentifierHeartRate")
             let unit = try HealthUnit("count/min")
             let next = Counter()

@@ -1,0 +1,401 @@
+import CLMDB
+import Foundation
+
+/// The write-ahead journal of a durable ``Environment``: each write transaction's changes
+/// are appended to it and synced before the transaction commits, so that a commit reaches
+/// the disk with one small sync instead of LMDB's two (its pages, then its meta page).
+///
+/// LMDB then commits without syncing (`MDB_NOSYNC`), into the operating system's page
+/// cache, which a killed process does not lose. What a power loss could lose or tear is
+/// covered by checkpoints: now and then (``checkpointInterval``, ``checkpointBytes``) the
+/// data file is synced, its two meta pages are copied into one of the journal's two header
+/// slots, and a read transaction is kept open on that state (the *pin*) until the next
+/// checkpoint, so LMDB reuses none of its pages meanwhile. Whatever else reached the file
+/// since, that state's pages are intact on disk; recovery writes its meta pages back, which
+/// makes the file exactly that state again, and redoes the journal's records after it.
+///
+/// The file, `commits.journal` beside `data.mdb`:
+///
+/// - two header slots of 16 KiB at offsets 0 and 16 KiB, each: `"HLJH"`, a version (1), the
+///   checkpoint's generation (8 bytes), the data file's device and inode (8 each), the page
+///   size (4), the meta pages' length (4), a checksum (``Checksum64``) of the 40 bytes before
+///   it and of the meta pages (8), then the meta pages. The valid slot with the higher
+///   generation is the checkpoint.
+/// - from 32 KiB on, records: `"HLJR"`, the generation (8), the payload's length (4), a
+///   checksum of the generation and of the payload (8), the payload: the transaction's operations in order
+///   (``JournalOperations``). Recovery redoes the records of the checkpoint's generation
+///   from the first on, and stops at the first that is not whole (a commit that never
+///   finished: it was not answered).
+///
+/// Every little-endian. The journal belongs to the one process holding an exclusive `flock`
+/// on it; it is removed when its environment closes after a last checkpoint.
+final class CommitJournal {
+    static let fileName = "commits.journal"
+    static let slotSize = 16 << 10
+    static let recordsStart = 2 * slotSize
+    private static let headerMagic: UInt32 = 0x484A_4C48  // "HLJH"
+    private static let recordMagic: UInt32 = 0x524A_4C48  // "HLJR"
+    private static let recordHeaderSize = 24
+    /// A checkpoint is also taken once the records since the last one reach this size.
+    static let checkpointBytes = 8 << 20
+    /// The file is extended with zeros, so that a record's sync overwrites allocated blocks
+    /// and has no file size to make durable: first by this much, then by twice the step
+    /// before, up to ``largestExtension``.
+    private static let firstExtension = 64 << 10
+    private static let largestExtension = 4 << 20
+
+    let path: String
+    private let fd: Int32
+    /// The longest a checkpoint waits (at the first commit after it): what a power loss
+    /// makes recovery redo.
+    let checkpointInterval: Duration
+    private(set) var generation: UInt64 = 0
+    /// Where the next record goes.
+    private var tail = recordsStart
+    /// The file's length (zeros past the records).
+    private var length: Int
+    private var lastCheckpoint = ContinuousClock.now
+    private var nextExtension = firstExtension
+    /// The end of the furthest record written, in any generation: records of earlier
+    /// generations stay in the file past a later one's tail until overwritten.
+    private var highWater = recordsStart
+    /// Where the last record began, so that a commit that failed after it was written can
+    /// take it back.
+    private var lastRecord: Int?
+
+    /// Opens (creating) the journal in `directory` and takes its lock; nil when another
+    /// process holds it (that process's environment journals; this one commits the usual way).
+    static func open(directory: String, checkpointInterval: Duration) throws -> CommitJournal? {
+        let path = directory.hasSuffix("/") ? directory + fileName : directory + "/" + fileName
+        while true {
+            let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw LMDBError(errno, "open(\(path))") }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                let error = errno
+                Glibc.close(fd)
+                if error == EWOULDBLOCK { return nil }
+                throw LMDBError(error, "flock(\(path))")
+            }
+            // The owner before may have removed the file between our open and our lock.
+            var opened = stat()
+            var named = stat()
+            guard fstat(fd, &opened) == 0 else { Glibc.close(fd); throw LMDBError(errno, "fstat(\(path))") }
+            if stat(path, &named) == 0, named.st_ino == opened.st_ino, named.st_dev == opened.st_dev {
+                return CommitJournal(path: path, fd: fd, length: Int(opened.st_size), checkpointInterval: checkpointInterval)
+            }
+            Glibc.close(fd)
+        }
+    }
+
+    private init(path: String, fd: Int32, length: Int, checkpointInterval: Duration) {
+        self.checkpointInterval = checkpointInterval
+        self.path = path
+        self.fd = fd
+        self.length = length
+        // Records of an earlier opening may lie anywhere up to the file's end.
+        self.highWater = max(length, Self.recordsStart)
+    }
+
+    deinit { Glibc.close(fd) }
+
+    // MARK: Recovery
+
+    /// What the journal holds for the data file `dataFile`: the checkpoint's meta pages and
+    /// the records after it; nil when there is no checkpoint for this file (a new journal,
+    /// or one left from a data file since replaced).
+    func recoverable(dataFile: String) throws -> (metaPages: [UInt8], records: [[UInt8]])? {
+        var data = stat()
+        guard stat(dataFile, &data) == 0 else { return nil }
+        var best: (generation: UInt64, metas: [UInt8])?
+        for slot in 0..<2 {
+            guard let header = try readSlot(slot) else { continue }
+            // Generations only grow, even across data files: a record left from another
+            // file's generation is never read as one of this file's.
+            generation = max(generation, header.generation)
+            guard header.device == UInt64(data.st_dev), header.inode == UInt64(data.st_ino) else { continue }
+            if header.generation >= best?.generation ?? 0 { best = (header.generation, header.metas) }
+        }
+        guard let best else { return nil }
+        generation = best.generation
+        var records: [[UInt8]] = []
+        var offset = Self.recordsStart
+        while let record = try readRecord(at: offset) {
+            records.append(record)
+            offset += Self.recordHeaderSize + record.count
+        }
+        tail = offset
+        return (best.metas, records)
+    }
+
+    private func readSlot(_ slot: Int) throws -> (generation: UInt64, device: UInt64, inode: UInt64, metas: [UInt8])? {
+        var fixed = [UInt8](repeating: 0, count: 48)
+        guard try read(into: &fixed, at: slot * Self.slotSize), fixed.load(UInt32.self, at: 0) == Self.headerMagic,
+              fixed.load(UInt32.self, at: 4) == 1 else { return nil }
+        let metaLength = Int(fixed.load(UInt32.self, at: 36))
+        guard metaLength > 0, 48 + metaLength <= Self.slotSize else { return nil }
+        var metas = [UInt8](repeating: 0, count: metaLength)
+        guard try read(into: &metas, at: slot * Self.slotSize + 48) else { return nil }
+        var checksum = Checksum64()
+        checksum.update(fixed[0..<40])
+        checksum.update(metas[...])
+        guard checksum.value == fixed.load(UInt64.self, at: 40) else { return nil }
+        return (fixed.load(UInt64.self, at: 8), fixed.load(UInt64.self, at: 16), fixed.load(UInt64.self, at: 24), metas)
+    }
+
+    private func readRecord(at offset: Int) throws -> [UInt8]? {
+        var header = [UInt8](repeating: 0, count: Self.recordHeaderSize)
+        guard try read(into: &header, at: offset), header.load(UInt32.self, at: 0) == Self.recordMagic,
+              header.load(UInt64.self, at: 4) == generation else { return nil }
+        let count = Int(header.load(UInt32.self, at: 12))
+        guard offset + Self.recordHeaderSize + count <= length else { return nil }
+        var payload = [UInt8](repeating: 0, count: count)
+        guard try read(into: &payload, at: offset + Self.recordHeaderSize) else { return nil }
+        var checksum = Checksum64()
+        checksum.update(header[4..<12])
+        checksum.update(payload[...])
+        return checksum.value == header.load(UInt64.self, at: 16) ? payload : nil
+    }
+
+    /// Reads `buffer.count` bytes at `offset`; false when the file ends before.
+    private func read(into buffer: inout [UInt8], at offset: Int) throws -> Bool {
+        let wanted = buffer.count
+        let got = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, wanted, off_t(offset)) }
+        guard got >= 0 else { throw LMDBError(errno, "pread(\(path))") }
+        return got == wanted
+    }
+
+    // MARK: Writing
+
+    /// Whether the next commit should first take a checkpoint.
+    var checkpointDue: Bool {
+        tail - Self.recordsStart >= Self.checkpointBytes || ContinuousClock.now - lastCheckpoint >= checkpointInterval
+    }
+
+    /// Appends one transaction's operations and syncs them.
+    func append(_ payload: [UInt8]) throws {
+        var record = [UInt8]()
+        record.reserveCapacity(Self.recordHeaderSize + payload.count)
+        record.append(uint32: Self.recordMagic)
+        record.append(uint64: generation)
+        record.append(uint32: UInt32(payload.count))
+        var checksum = Checksum64()
+        checksum.update(record[4..<12])
+        checksum.update(payload[...])
+        record.append(uint64: checksum.value)
+        record.append(contentsOf: payload)
+        try reserve(record.count)
+        try write(record, at: tail)
+        try sync()
+        lastRecord = tail
+        tail += record.count
+        highWater = max(highWater, tail)
+    }
+
+    /// Takes back the last record, whose transaction failed to commit: its header is zeroed
+    /// and synced, so recovery never redoes it.
+    func withdrawLast() throws {
+        guard let offset = lastRecord else { return }
+        lastRecord = nil
+        tail = offset
+        try write([UInt8](repeating: 0, count: Self.recordHeaderSize), at: offset)
+        try sync()
+    }
+
+    /// Starts a new generation from the data file's state `metaPages` (synced by the
+    /// caller): writes the header slot the last checkpoint did not use, and syncs it. With
+    /// `erasingRecords`, the records before are overwritten with zeros first (an erasure:
+    /// their values must not outlive it).
+    func checkpoint(metaPages: [UInt8], dataFile: String, erasingRecords: Bool = false) throws {
+        var data = stat()
+        guard stat(dataFile, &data) == 0 else { throw LMDBError(errno, "stat(\(dataFile))") }
+        guard 48 + metaPages.count <= Self.slotSize else { throw LMDBError(EINVAL, "meta pages of \(metaPages.count) bytes do not fit the journal's header") }
+        if erasingRecords { try eraseRecords() }
+        let next = generation + 1
+        var slot = [UInt8]()
+        slot.append(uint32: Self.headerMagic)
+        slot.append(uint32: 1)
+        slot.append(uint64: next)
+        slot.append(uint64: UInt64(data.st_dev))
+        slot.append(uint64: UInt64(data.st_ino))
+        slot.append(uint32: UInt32(metaPages.count / 2))
+        slot.append(uint32: UInt32(metaPages.count))
+        var checksum = Checksum64()
+        checksum.update(slot[0..<40])
+        checksum.update(metaPages[...])
+        slot.append(uint64: checksum.value)
+        slot.append(contentsOf: metaPages)
+        try reserve(0)
+        try write(slot, at: Int(next % 2) * Self.slotSize)
+        try sync()
+        generation = next
+        tail = Self.recordsStart
+        lastRecord = nil
+        lastCheckpoint = .now
+    }
+
+    /// Removes the file (after a last checkpoint, when its environment closes), its records
+    /// overwritten with zeros first: a removed file's blocks keep their bytes on the disk.
+    func remove() {
+        guard (try? eraseRecords()) != nil, (try? sync()) != nil else { return }
+        unlink(path)
+    }
+
+    /// Overwrites every record in the file, of any generation, with zeros.
+    private func eraseRecords() throws {
+        let end = max(highWater, tail)
+        guard end > Self.recordsStart else { return }
+        try write([UInt8](repeating: 0, count: end - Self.recordsStart), at: Self.recordsStart)
+        highWater = Self.recordsStart
+    }
+
+    /// Makes the file's name durable in its directory (a new journal must survive a power
+    /// loss before its environment commits without syncing).
+    func syncDirectory() throws {
+        let directory = Glibc.open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw LMDBError(errno, "open(\((path as NSString).deletingLastPathComponent))") }
+        defer { Glibc.close(directory) }
+        guard fsync(directory) == 0 else { throw LMDBError(errno, "fsync(\((path as NSString).deletingLastPathComponent))") }
+    }
+
+    /// Makes sure `count` bytes past the tail are allocated (zeros written there).
+    private func reserve(_ count: Int) throws {
+        let needed = max(tail, Self.recordsStart) + count
+        guard needed > length else { return }
+        let grown = max(needed, length + nextExtension)
+        nextExtension = min(nextExtension * 2, Self.largestExtension)
+        let zeros = [UInt8](repeating: 0, count: grown - length)
+        try write(zeros, at: length)
+        length = grown
+    }
+
+    private func write(_ bytes: [UInt8], at offset: Int) throws {
+        var done = 0
+        while done < bytes.count {
+            let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, bytes.count - done, off_t(offset + done)) }
+            guard written > 0 else {
+                let error = errno
+                throw LMDBError(error, error == ENOSPC ? "writing the commit journal \(path): the disk is full" : "pwrite(\(path))")
+            }
+            done += written
+        }
+    }
+
+    private func sync() throws {
+        guard fdatasync(fd) == 0 else { throw LMDBError(errno, "fdatasync(\(path))") }
+    }
+}
+
+/// One write transaction's changes, as the journal records and recovery redoes them: a
+/// sequence of operations, each a kind byte, the database's name (2-byte length, UTF-8),
+/// and for a put the key and value, for a delete the key (each with a 4-byte length).
+struct JournalOperations {
+    enum Kind: UInt8 {
+        case put = 1, delete = 2, removeAll = 3, createDatabase = 4, dropDatabase = 5
+    }
+
+    private(set) var bytes: [UInt8] = []
+
+    var isEmpty: Bool { bytes.isEmpty }
+
+    mutating func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, in database: String) {
+        header(.put, database)
+        field(key)
+        field(value)
+    }
+
+    mutating func delete(_ key: UnsafeRawBufferPointer, in database: String) {
+        header(.delete, database)
+        field(key)
+    }
+
+    mutating func removeAll(in database: String) { header(.removeAll, database) }
+    mutating func createDatabase(_ name: String) { header(.createDatabase, name) }
+    mutating func dropDatabase(_ name: String) { header(.dropDatabase, name) }
+
+    mutating func append(_ other: JournalOperations) { bytes.append(contentsOf: other.bytes) }
+
+    private mutating func header(_ kind: Kind, _ database: String) {
+        bytes.append(kind.rawValue)
+        let count = database.utf8.count
+        bytes.append(UInt8(count & 0xFF))
+        bytes.append(UInt8(count >> 8 & 0xFF))
+        bytes.append(contentsOf: database.utf8)
+    }
+
+    private mutating func field(_ buffer: UnsafeRawBufferPointer) {
+        bytes.append(uint32: UInt32(buffer.count))
+        bytes.append(contentsOf: buffer)
+    }
+
+    /// Calls `apply` with each operation of `payload`, in order.
+    static func forEach(
+        in payload: [UInt8], _ apply: (Kind, String, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        try payload.withUnsafeBytes { all in
+            var offset = 0
+            func take(_ count: Int) throws -> UnsafeRawBufferPointer {
+                guard count >= 0, offset + count <= all.count else { throw LMDBError(MDB_CORRUPTED, "a commit journal record ends inside an operation") }
+                defer { offset += count }
+                return UnsafeRawBufferPointer(rebasing: all[offset..<offset + count])
+            }
+            func length() throws -> Int { Int(try take(4).loadUnaligned(as: UInt32.self).littleEndian) }
+            while offset < all.count {
+                guard let kind = Kind(rawValue: try take(1)[0]) else { throw LMDBError(MDB_CORRUPTED, "a commit journal record holds an unknown operation") }
+                let nameLength = Int(try take(2).loadUnaligned(as: UInt16.self).littleEndian)
+                let name = String(decoding: try take(nameLength), as: UTF8.self)
+                let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+                switch kind {
+                case .put:
+                    let key = try take(try length())
+                    let value = try take(try length())
+                    try apply(kind, name, key, value)
+                case .delete: try apply(kind, name, try take(try length()), empty)
+                case .removeAll, .createDatabase, .dropDatabase: try apply(kind, name, empty, empty)
+                }
+            }
+        }
+    }
+}
+
+/// A 64-bit checksum over 8-byte words (each mixed in with a multiply), for telling a
+/// whole record or header from a torn one; not a cryptographic digest.
+///
+/// For each word `w` (little-endian; the last one zero-padded): `h = (h ^ w) &* 0x9E3779B97F4A7C15`,
+/// then `h ^= h >> 29`, starting from `h = 0x2545F4914F6CDD1D`; each update of a slice starts
+/// its words at the slice's first byte.
+struct Checksum64 {
+    private(set) var value: UInt64 = 0x2545_F491_4F6C_DD1D
+
+    mutating func update(_ bytes: ArraySlice<UInt8>) {
+        bytes.withUnsafeBytes { raw in
+            var h = value
+            var offset = 0
+            while offset + 8 <= raw.count {
+                h = (h ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))) &* 0x9E37_79B9_7F4A_7C15
+                h ^= h >> 29
+                offset += 8
+            }
+            if offset < raw.count {
+                var last: UInt64 = 0
+                for index in offset..<raw.count { last |= UInt64(raw[index]) << (8 * UInt64(index - offset)) }
+                h = (h ^ last) &* 0x9E37_79B9_7F4A_7C15
+                h ^= h >> 29
+            }
+            value = h
+        }
+    }
+}
+
+extension [UInt8] {
+    fileprivate mutating func append(uint32 value: UInt32) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    fileprivate mutating func append(uint64 value: UInt64) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    fileprivate func load<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+        withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+    }
+}
