@@ -78,6 +78,8 @@ public final class Environment: @unchecked Sendable {
     /// Set when a failed commit's journal record could not be taken back: no commit is
     /// journaled after it (recovery would redo that record).
     private var journalFailure: LMDBError?
+    /// Held by ``write(_:)`` around a journaled environment's transactions.
+    private let committing = NSLock()
     /// The name of the ``CommitJournal`` file a durable environment keeps beside `data.mdb`
     /// while it is open (or after a crash, until it opens again): part of the environment
     /// like `lock.mdb`, never to be copied.
@@ -364,10 +366,17 @@ public final class Environment: @unchecked Sendable {
         while true {
             do {
                 return try resizeLock.withReadLock {
+                    // A journaled environment's writes take turns here as well as in LMDB,
+                    // so that a transaction committed without a record is checkpointed
+                    // before any other commits (recovery could not redo one after it).
+                    let journaled = journal != nil
+                    if journaled { committing.lock() }
+                    defer { if journaled { committing.unlock() } }
                     let txn = try begin(readOnly: false)
                     do {
                         let result = try body(txn)
                         try txn.commit()
+                        if txn.needsCheckpoint { try checkpoint() }
                         return result
                     } catch {
                         txn.abort()

@@ -25,6 +25,9 @@ public final class Transaction {
     private let parent: Transaction?
     /// The changes made so far, when ``journaling``.
     var operations = JournalOperations()
+    /// Set when a transaction too large for the journal committed without a record: the
+    /// environment takes a checkpoint at once, before another transaction commits.
+    private(set) var needsCheckpoint = false
 
     /// The environment's page size (the one its file was made with), for cursors' prefetch.
     private lazy var pageSize: UInt = {
@@ -50,6 +53,13 @@ public final class Transaction {
         }
         guard let journaling, !operations.isEmpty else {
             try check(mdb_txn_commit(handle), "mdb_txn_commit")
+            return
+        }
+        if operations.bytes.count >= CommitJournal.largestRecord {
+            // Writing it all again to the journal would cost more than syncing the data
+            // file now: LMDB's pages are synced by the checkpoint that follows.
+            try check(mdb_txn_commit(handle), "mdb_txn_commit")
+            needsCheckpoint = true
             return
         }
         do {
