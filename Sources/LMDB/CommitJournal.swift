@@ -209,9 +209,11 @@ final class CommitJournal {
     /// caller): writes the header slot the last checkpoint did not use, and syncs it. With
     /// `erasingRecords`, the records before are overwritten with zeros first (an erasure:
     /// their values must not outlive it).
-    func checkpoint(metaPages: [UInt8], dataFile: String, erasingRecords: Bool = false) throws {
+    /// The data file is named by its descriptor (`dataDescriptor`): the header must name the
+    /// file whose state it holds, even when another has just been renamed into its place.
+    func checkpoint(metaPages: [UInt8], dataDescriptor: Int32, erasingRecords: Bool = false) throws {
         var data = stat()
-        guard stat(dataFile, &data) == 0 else { throw LMDBError(errno, "stat(\(dataFile))") }
+        guard fstat(dataDescriptor, &data) == 0 else { throw LMDBError(errno, "fstat(data.mdb)") }
         guard 48 + metaPages.count <= Self.slotSize else { throw LMDBError(EINVAL, "meta pages of \(metaPages.count) bytes do not fit the journal's header") }
         if erasingRecords { try eraseRecords() }
         let next = generation + 1

@@ -78,12 +78,15 @@ public final class Environment: @unchecked Sendable {
     /// Set when a failed commit's journal record could not be taken back: no commit is
     /// journaled after it (recovery would redo that record).
     private var journalFailure: LMDBError?
-    /// Held by ``write(_:)`` around a journaled environment's transactions.
-    private let committing = NSLock()
+    /// Held by ``write(_:)`` around a journaled environment's transactions (and by anything
+    /// else that takes a checkpoint holding the writer's lock), before LMDB's writer lock.
+    let committing = NSLock()
     /// The name of the ``CommitJournal`` file a durable environment keeps beside `data.mdb`
     /// while it is open (or after a crash, until it opens again): part of the environment
     /// like `lock.mdb`, never to be copied.
     public static let journalFileName = CommitJournal.fileName
+    /// Whether this process journals the environment's commits.
+    var isJournaled: Bool { journal != nil }
     private var dataFile: String { path.hasSuffix("/") ? path + "data.mdb" : path + "/data.mdb" }
 
     /// Opens (creating if needed) the environment in directory `path`.
@@ -208,7 +211,7 @@ public final class Environment: @unchecked Sendable {
         var metaPages = [UInt8](repeating: 0, count: 2 * info.pageSize)
         let read = metaPages.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard read == metaPages.count else { throw LMDBError(read < 0 ? errno : EIO, "pread(\(dataFile), meta pages)") }
-        try journal.checkpoint(metaPages: metaPages, dataFile: dataFile, erasingRecords: erasingRecords)
+        try journal.checkpoint(metaPages: metaPages, dataDescriptor: fd, erasingRecords: erasingRecords)
         let pinned = try begin(readOnly: true)
         pin?.abort()
         pin = pinned

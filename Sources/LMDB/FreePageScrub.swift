@@ -43,6 +43,8 @@ extension Environment {
         var fd: Int32 = -1
         try check(mdb_env_get_fd(handle, &fd), "mdb_env_get_fd")
         return try resizeLock.withReadLock {
+            if isJournaled { committing.lock() }
+            defer { if isJournaled { committing.unlock() } }
             // The write transaction holds the writer's lock; the free list is read through a
             // read transaction beside it (LMDB opens no cursor on it in a write transaction),
             // which sees the state the writer starts from.

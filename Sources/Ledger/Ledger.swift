@@ -242,7 +242,7 @@ public struct LedgerConfiguration: Sendable {
     public var viewDiskLimit = 8 << 30
     /// A view unused for this long is removed.
     public var viewIdleLifetime: Duration
-    /// Most ledgers a store holds open (about three descriptors and 90 KiB each): past it, the
+    /// Most ledgers a store holds open (about four descriptors and 90 KiB each): past it, the
     /// least recently used are closed. The default keeps 8,192 open, which 65,536 descriptors
     /// serve with room for connections, however many ledgers the store holds.
     public var maximumOpenLedgers = 8_192

@@ -36,8 +36,10 @@ struct ErasureTests {
             let erasure = try await owner.erase(.objects([secret.uuid]), reason: "GDPR Art. 17 request")
             #expect(erasure.objects == 1 && erasure.events == 2 && erasure.sequence == pinned.sequence + 1)
 
-            // Gone from the file's bytes, the log's bytes and the audit trail's sentences.
+            // Gone from the file's bytes (and the commit journal's, which held the save and the
+            // delete), the log's bytes and the audit trail's sentences.
             #expect(try !Self.file(data, contains: marker))
+            #expect(try !Self.file(data.deletingLastPathComponent().appending(path: "commits.journal"), contains: marker))
             var sentences: [String] = []
             for try await batch in try await owner.audit(includeStored: true) {
                 for event in batch.events {

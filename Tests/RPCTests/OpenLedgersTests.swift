@@ -58,9 +58,12 @@ struct OpenLedgersTests {
             try await Self.eventually { server.store.openLedgerCount <= 1 }
             for id in ids.dropFirst() {
                 try await Self.eventually { Self.descriptors(under: directory(id)) == 0 }
+                // Closed after a last checkpoint, a ledger keeps no commit journal.
+                #expect(!FileManager.default.fileExists(atPath: directory(id).appending(path: "commits.journal").path))
             }
             // The streamed ledger is still open, under its stream, and the stream still tells.
             #expect(Self.descriptors(under: directory(ids[0])) > 0)
+            #expect(FileManager.default.fileExists(atPath: directory(ids[0]).appending(path: "commits.journal").path))
             let writer = server.client(credentials[ids[0]]!)
             try await writer.save(Samples.heartRate(99, at: 5_000))
             #expect(try await updates.next() != nil)
