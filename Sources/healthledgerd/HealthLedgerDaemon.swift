@@ -39,7 +39,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error [HEALTHLEDGER_LOG_LEVEL] (default info).") var logLevel: String?
     @Option(name: .customLong("master-key-file"), help: "The master key that encrypts the ledgers at rest: a file of 64 hex digits, readable by its owner only (`healthledger admin new-master-key` makes one) [HEALTHLEDGER_MASTER_KEY_FILE]; without one, ledgers are stored clear.") var masterKeyFile: String?
     @Option(name: .customLong("access-retention-days"), help: "Days the access records (who read what) are kept [HEALTHLEDGER_ACCESS_RETENTION_DAYS] (default 2192, six years).") var accessRetentionDays: Int?
-    @Option(name: .customLong("max-open-ledgers"), help: "Most ledgers open at once, about three descriptors and 90 KiB each; past it the least recently used close [HEALTHLEDGER_MAX_OPEN_LEDGERS] (default 8192, fewer when the descriptor limit is below 28,672).") var maximumOpenLedgers: Int?
+    @Option(name: .customLong("max-open-ledgers"), help: "Most ledgers open at once, about four descriptors and 90 KiB each; past it the least recently used close [HEALTHLEDGER_MAX_OPEN_LEDGERS] (default 8192, fewer when the descriptor limit is below 36,864).") var maximumOpenLedgers: Int?
     @Option(name: .customLong("ledger-idle-timeout"), help: "Seconds before an unused ledger is closed (it opens again on its next call) [HEALTHLEDGER_LEDGER_IDLE_TIMEOUT] (default 60).") var ledgerIdleTimeout: Int?
     @Option(name: .customLong("metrics-port"), help: "Port of the Prometheus /metrics endpoint, with /healthz (live) and /readyz (ready), on the listen address; --metrics-port=-1 disables it [HEALTHLEDGER_METRICS_PORT] (default 9411).") var metricsPort: Int?
 
@@ -314,7 +314,8 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     }
 
     /// The default bound on open ledgers: 8,192, or fewer when the process may not open
-    /// enough descriptors for them (three each) and 4,096 more for connections and files.
+    /// enough descriptors for them (four each: `data.mdb` twice, `lock.mdb`, `commits.journal`)
+    /// and 4,096 more for connections and files.
     /// The soft descriptor limit is raised to the hard one first.
     static func openLedgersTheDescriptorsAllow() -> Int {
         var limit = rlimit()
@@ -325,7 +326,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
         }
         let descriptors = Int(clamping: limit.rlim_cur)
-        return min(8_192, max(16, (descriptors - 4_096) / 3))
+        return min(8_192, max(16, (descriptors - 4_096) / 4))
     }
 
     /// The Prometheus factory with buckets fit for what is measured: a call takes from tens of

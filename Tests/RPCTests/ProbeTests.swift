@@ -34,7 +34,10 @@ struct ProbeTests {
             await owner.close()
         }
         // However long the machine takes: all five open, then all five closed.
-        let touched = try await Scrape.fetch(metricsPort, until: { $0.value("healthledger_ledgers_open") == 0 })
+        // (A ledger the server let go of is in use until it has closed: a last checkpoint.)
+        let touched = try await Scrape.fetch(metricsPort, until: {
+            $0.value("healthledger_ledgers_open") == 0 && $0.value("healthledger_ledgers_in_use") == 0
+        })
         #expect(touched.value("healthledger_ledgers_open") == 0 && touched.value("healthledger_ledgers_in_use") == 0)
         let again = HealthStore(configuration: .init(port: daemon.port, credential: credentials[2]))
         #expect(try await again.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count == 1)
