@@ -6,35 +6,43 @@ import Foundation
 /// the disk with one small sync instead of LMDB's two (its pages, then its meta page).
 ///
 /// LMDB then commits without syncing (`MDB_NOSYNC`), into the operating system's page
-/// cache, which a killed process does not lose. What a power loss could lose or tear is
-/// covered by checkpoints: now and then (``checkpointInterval``, ``checkpointBytes``) the
-/// data file is synced, its two meta pages are copied into one of the journal's two header
-/// slots, and a read transaction is kept open on that state (the *pin*) until the next
-/// checkpoint, so LMDB reuses none of its pages meanwhile. Whatever else reached the file
-/// since, that state's pages are intact on disk; recovery writes its meta pages back, which
-/// makes the file exactly that state again, and redoes the journal's records after it.
+/// cache, which a killed process does not lose: after a crash in the same boot the data file
+/// is whole as it is. What a power loss could lose or tear is covered by checkpoints: now and
+/// then (``checkpointInterval``, ``checkpointBytes``) a read transaction is opened on the
+/// last commit (the *pin*: LMDB reuses no page of that state or of any later one while it is
+/// open), the meta pages are read, the data file is synced, and the meta pages are kept in
+/// one of the journal's two header slots, with the boot they were taken in. After a reboot,
+/// recovery writes those meta pages back, which makes the file exactly that state again
+/// (its pages were never overwritten), and redoes the journal's records after it.
 ///
-/// The file, `commits.journal` beside `data.mdb`:
+/// The file, `commits.journal` beside `data.mdb`, every integer little-endian:
 ///
-/// - two header slots of 16 KiB at offsets 0 and 16 KiB, each: `"HLJH"`, a version (1), the
+/// - two header slots of 4 KiB at offsets 0 and 4 KiB, each: `"HLJH"`, a version (1), the
 ///   checkpoint's generation (8 bytes), the data file's device and inode (8 each), the page
-///   size (4), the meta pages' length (4), a checksum (``Checksum64``) of the 40 bytes before
-///   it and of the meta pages (8), then the meta pages. The valid slot with the higher
-///   generation is the checkpoint.
-/// - from 32 KiB on, records: `"HLJR"`, the generation (8), the payload's length (4), a
-///   checksum of the generation and of the payload (8), the payload: the transaction's operations in order
-///   (``JournalOperations``). Recovery redoes the records of the checkpoint's generation
-///   from the first on, and stops at the first that is not whole (a commit that never
-///   finished: it was not answered).
+///   size (4), how many bytes of each meta page are kept (4, ``metaBytes``), the boot's id
+///   (16: `/proc/sys/kernel/random/boot_id` as bytes), a checksum (``Checksum64``) of the
+///   56 bytes before it and of the meta bytes (8), then the first ``metaBytes`` of meta page
+///   0 and of meta page 1. The valid slot of the data file with the higher generation is the
+///   checkpoint; a checkpoint writes the other slot.
+/// - from 8 KiB on, records: `"HLJR"`, the generation (8), the payload's length (4), a
+///   checksum of the generation, the length and the payload (8), the payload: the
+///   transaction's operations in order (``JournalOperations``); after the last, a record
+///   header of zeros. Recovery redoes the records of the checkpoint's generation from the
+///   first on, and stops at the first that is not whole (a commit that never finished: it
+///   was not answered).
 ///
-/// Every little-endian. The journal belongs to the one process holding an exclusive `flock`
-/// on it; it is removed when its environment closes after a last checkpoint.
+/// The journal belongs to the one process holding an exclusive `flock` on it; it is removed
+/// when its environment closes after a last checkpoint.
 final class CommitJournal {
     static let fileName = "commits.journal"
-    static let slotSize = 16 << 10
+    static let slotSize = 4 << 10
     static let recordsStart = 2 * slotSize
+    /// The bytes kept of each meta page: its page header and LMDB's `MDB_meta` (152 bytes
+    /// on a 64-bit host), the rest of the page being unused.
+    static let metaBytes = 256
     private static let headerMagic: UInt32 = 0x484A_4C48  // "HLJH"
     private static let recordMagic: UInt32 = 0x524A_4C48  // "HLJR"
+    private static let headerSize = 64
     private static let recordHeaderSize = 24
     /// A checkpoint is also taken once the records since the last one reach this size.
     static let checkpointBytes = 8 << 20
@@ -48,12 +56,30 @@ final class CommitJournal {
     private static let firstExtension = 64 << 10
     private static let largestExtension = 4 << 20
 
+    /// What recovery finds for a data file.
+    enum Recovery {
+        /// No checkpoint of this data file: a new journal, or one left beside a data file
+        /// since replaced (a restore, a compaction).
+        case none
+        /// A checkpoint taken in this boot: the page cache kept every commit, the data file
+        /// is whole as it is.
+        case sameBoot
+        /// A checkpoint from before a reboot: its state's first bytes of the meta pages (to
+        /// write back at offsets 0 and `pageSize`) and the records to redo after it.
+        case restore(metaBytes: [UInt8], pageSize: Int, records: [[UInt8]])
+    }
+
     let path: String
     private let fd: Int32
     /// The longest a checkpoint waits (at the first commit after it): what a power loss
     /// makes recovery redo.
     let checkpointInterval: Duration
-    private(set) var generation: UInt64 = 0
+    /// The current checkpoint's generation (its records carry it), and its slot.
+    private var generation: UInt64 = 0
+    private var slot = 1
+    /// The highest generation any slot was written with: the next is above it, so that a
+    /// record left from an earlier generation, of any data file, is never read as current.
+    private var highestGeneration: UInt64 = 0
     /// Where the next record goes.
     private var tail = recordsStart
     /// The file's length (zeros past the records).
@@ -102,24 +128,33 @@ final class CommitJournal {
 
     deinit { Glibc.close(fd) }
 
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`), 16 bytes; zeros when unknown
+    /// (then every recovery restores, as after a reboot).
+    static let bootID: [UInt8] = {
+        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8),
+              let id = UUID(uuidString: text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            return [UInt8](repeating: 0, count: 16)
+        }
+        return withUnsafeBytes(of: id.uuid) { Array($0) }
+    }()
+
     // MARK: Recovery
 
-    /// What the journal holds for the data file `dataFile`: the checkpoint's meta pages and
-    /// the records after it; nil when there is no checkpoint for this file (a new journal,
-    /// or one left from a data file since replaced).
-    func recoverable(dataFile: String) throws -> (metaPages: [UInt8], records: [[UInt8]])? {
+    /// What the journal holds for the data file `dataFile` (see ``Recovery``).
+    func recover(dataFile: String) throws -> Recovery {
+        var best: Header?
         var data = stat()
-        guard stat(dataFile, &data) == 0 else { return nil }
-        var best: (generation: UInt64, metas: [UInt8])?
-        for slot in 0..<2 {
-            guard let header = try readSlot(slot) else { continue }
-            // Generations only grow, even across data files: a record left from another
-            // file's generation is never read as one of this file's.
-            generation = max(generation, header.generation)
-            guard header.device == UInt64(data.st_dev), header.inode == UInt64(data.st_ino) else { continue }
-            if header.generation >= best?.generation ?? 0 { best = (header.generation, header.metas) }
+        let exists = stat(dataFile, &data) == 0
+        for index in 0..<2 {
+            guard let header = try readSlot(index) else { continue }
+            highestGeneration = max(highestGeneration, header.generation)
+            guard exists, header.device == UInt64(data.st_dev), header.inode == UInt64(data.st_ino) else { continue }
+            if header.generation > best?.generation ?? 0 {
+                best = header
+                slot = index
+            }
         }
-        guard let best else { return nil }
+        guard let best else { return .none }
         generation = best.generation
         var records: [[UInt8]] = []
         var offset = Self.recordsStart
@@ -128,22 +163,33 @@ final class CommitJournal {
             offset += Self.recordHeaderSize + record.count
         }
         tail = offset
-        return (best.metas, records)
+        let zeros = [UInt8](repeating: 0, count: 16)
+        if best.bootID == Self.bootID, best.bootID != zeros { return .sameBoot }
+        return .restore(metaBytes: best.metaBytes, pageSize: best.pageSize, records: records)
     }
 
-    private func readSlot(_ slot: Int) throws -> (generation: UInt64, device: UInt64, inode: UInt64, metas: [UInt8])? {
-        var fixed = [UInt8](repeating: 0, count: 48)
-        guard try read(into: &fixed, at: slot * Self.slotSize), fixed.load(UInt32.self, at: 0) == Self.headerMagic,
-              fixed.load(UInt32.self, at: 4) == 1 else { return nil }
-        let metaLength = Int(fixed.load(UInt32.self, at: 36))
-        guard metaLength > 0, 48 + metaLength <= Self.slotSize else { return nil }
-        var metas = [UInt8](repeating: 0, count: metaLength)
-        guard try read(into: &metas, at: slot * Self.slotSize + 48) else { return nil }
+    private struct Header {
+        var generation: UInt64
+        var device: UInt64
+        var inode: UInt64
+        var pageSize: Int
+        var bootID: [UInt8]
+        var metaBytes: [UInt8]
+    }
+
+    private func readSlot(_ index: Int) throws -> Header? {
+        var fixed = [UInt8](repeating: 0, count: Self.headerSize)
+        guard try read(into: &fixed, at: index * Self.slotSize), fixed.load(UInt32.self, at: 0) == Self.headerMagic,
+              fixed.load(UInt32.self, at: 4) == 1, fixed.load(UInt32.self, at: 36) == UInt32(Self.metaBytes) else { return nil }
+        var metas = [UInt8](repeating: 0, count: 2 * Self.metaBytes)
+        guard try read(into: &metas, at: index * Self.slotSize + Self.headerSize) else { return nil }
         var checksum = Checksum64()
-        checksum.update(fixed[0..<40])
+        checksum.update(fixed[0..<56])
         checksum.update(metas[...])
-        guard checksum.value == fixed.load(UInt64.self, at: 40) else { return nil }
-        return (fixed.load(UInt64.self, at: 8), fixed.load(UInt64.self, at: 16), fixed.load(UInt64.self, at: 24), metas)
+        guard checksum.value == fixed.load(UInt64.self, at: 56) else { return nil }
+        return Header(
+            generation: fixed.load(UInt64.self, at: 8), device: fixed.load(UInt64.self, at: 16), inode: fixed.load(UInt64.self, at: 24),
+            pageSize: Int(fixed.load(UInt32.self, at: 32)), bootID: Array(fixed[40..<56]), metaBytes: metas)
     }
 
     private func readRecord(at offset: Int) throws -> [UInt8]? {
@@ -155,7 +201,7 @@ final class CommitJournal {
         var payload = [UInt8](repeating: 0, count: count)
         guard try read(into: &payload, at: offset + Self.recordHeaderSize) else { return nil }
         var checksum = Checksum64()
-        checksum.update(header[4..<12])
+        checksum.update(header[4..<16])
         checksum.update(payload[...])
         return checksum.value == header.load(UInt64.self, at: 16) ? payload : nil
     }
@@ -175,65 +221,73 @@ final class CommitJournal {
         tail - Self.recordsStart >= Self.checkpointBytes || ContinuousClock.now - lastCheckpoint >= checkpointInterval
     }
 
-    /// Appends one transaction's operations and syncs them.
+    /// Appends one transaction's operations, with a header of zeros after them (the end),
+    /// and syncs them. When this throws, the record may be in the file: take it back
+    /// (``withdrawLast()``) before anything else is journaled.
     func append(_ payload: [UInt8]) throws {
         var record = [UInt8]()
-        record.reserveCapacity(Self.recordHeaderSize + payload.count)
+        record.reserveCapacity(2 * Self.recordHeaderSize + payload.count)
         record.append(uint32: Self.recordMagic)
         record.append(uint64: generation)
         record.append(uint32: UInt32(payload.count))
         var checksum = Checksum64()
-        checksum.update(record[4..<12])
+        checksum.update(record[4..<16])
         checksum.update(payload[...])
         record.append(uint64: checksum.value)
         record.append(contentsOf: payload)
+        let count = record.count
+        record.append(contentsOf: repeatElement(0, count: Self.recordHeaderSize))
         try reserve(record.count)
-        try write(record, at: tail)
-        try sync()
         lastRecord = tail
-        tail += record.count
-        highWater = max(highWater, tail)
+        try write(record, at: tail)
+        tail += count
+        highWater = max(highWater, tail + Self.recordHeaderSize)
+        try sync()
     }
 
-    /// Takes back the last record, whose transaction failed to commit: its header is zeroed
+    /// Takes back the last record, whose transaction did not commit: its header is zeroed
     /// and synced, so recovery never redoes it.
     func withdrawLast() throws {
         guard let offset = lastRecord else { return }
-        lastRecord = nil
         tail = offset
         try write([UInt8](repeating: 0, count: Self.recordHeaderSize), at: offset)
         try sync()
+        lastRecord = nil
     }
 
-    /// Starts a new generation from the data file's state `metaPages` (synced by the
-    /// caller): writes the header slot the last checkpoint did not use, and syncs it. With
-    /// `erasingRecords`, the records before are overwritten with zeros first (an erasure:
-    /// their values must not outlive it).
-    /// The data file is named by its descriptor (`dataDescriptor`): the header must name the
-    /// file whose state it holds, even when another has just been renamed into its place.
-    func checkpoint(metaPages: [UInt8], dataDescriptor: Int32, erasingRecords: Bool = false) throws {
+    /// Starts a new generation from the data file's state, whose first ``metaBytes`` of
+    /// each meta page are `metaBytes` (that state synced by the caller): writes the header
+    /// slot the current checkpoint is not in, and syncs it. With `erasingRecords`, the
+    /// records before are overwritten with zeros first (an erasure: their values must not
+    /// outlive it). The data file is named by its descriptor: the header must name the file
+    /// whose state it holds, even when another has just been renamed into its place.
+    func checkpoint(metaBytes: [UInt8], pageSize: Int, dataDescriptor: Int32, erasingRecords: Bool = false) throws {
         var data = stat()
         guard fstat(dataDescriptor, &data) == 0 else { throw LMDBError(errno, "fstat(data.mdb)") }
-        guard 48 + metaPages.count <= Self.slotSize else { throw LMDBError(EINVAL, "meta pages of \(metaPages.count) bytes do not fit the journal's header") }
+        precondition(metaBytes.count == 2 * Self.metaBytes)
         if erasingRecords { try eraseRecords() }
-        let next = generation + 1
-        var slot = [UInt8]()
-        slot.append(uint32: Self.headerMagic)
-        slot.append(uint32: 1)
-        slot.append(uint64: next)
-        slot.append(uint64: UInt64(data.st_dev))
-        slot.append(uint64: UInt64(data.st_ino))
-        slot.append(uint32: UInt32(metaPages.count / 2))
-        slot.append(uint32: UInt32(metaPages.count))
+        let next = highestGeneration + 1
+        let target = 1 - slot
+        var header = [UInt8]()
+        header.append(uint32: Self.headerMagic)
+        header.append(uint32: 1)
+        header.append(uint64: next)
+        header.append(uint64: UInt64(data.st_dev))
+        header.append(uint64: UInt64(data.st_ino))
+        header.append(uint32: UInt32(pageSize))
+        header.append(uint32: UInt32(Self.metaBytes))
+        header.append(contentsOf: Self.bootID)
         var checksum = Checksum64()
-        checksum.update(slot[0..<40])
-        checksum.update(metaPages[...])
-        slot.append(uint64: checksum.value)
-        slot.append(contentsOf: metaPages)
+        checksum.update(header[0..<56])
+        checksum.update(metaBytes[...])
+        header.append(uint64: checksum.value)
+        header.append(contentsOf: metaBytes)
         try reserve(0)
-        try write(slot, at: Int(next % 2) * Self.slotSize)
+        try write(header, at: target * Self.slotSize)
         try sync()
         generation = next
+        highestGeneration = next
+        slot = target
         tail = Self.recordsStart
         lastRecord = nil
         lastCheckpoint = .now
@@ -246,21 +300,22 @@ final class CommitJournal {
         unlink(path)
     }
 
-    /// Overwrites every record in the file, of any generation, with zeros.
-    private func eraseRecords() throws {
-        let end = max(highWater, tail)
-        guard end > Self.recordsStart else { return }
-        try write([UInt8](repeating: 0, count: end - Self.recordsStart), at: Self.recordsStart)
-        highWater = Self.recordsStart
-    }
-
     /// Makes the file's name durable in its directory (a new journal must survive a power
     /// loss before its environment commits without syncing).
     func syncDirectory() throws {
-        let directory = Glibc.open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else { throw LMDBError(errno, "open(\((path as NSString).deletingLastPathComponent))") }
-        defer { Glibc.close(directory) }
-        guard fsync(directory) == 0 else { throw LMDBError(errno, "fsync(\((path as NSString).deletingLastPathComponent))") }
+        let directory = (path as NSString).deletingLastPathComponent
+        let descriptor = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw LMDBError(errno, "open(\(directory))") }
+        defer { Glibc.close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw LMDBError(errno, "fsync(\(directory))") }
+    }
+
+    /// Overwrites every record in the file, of any generation, with zeros.
+    private func eraseRecords() throws {
+        let end = min(max(highWater, tail), length)
+        guard end > Self.recordsStart else { return }
+        try write([UInt8](repeating: 0, count: end - Self.recordsStart), at: Self.recordsStart)
+        highWater = Self.recordsStart
     }
 
     /// Makes sure `count` bytes past the tail are allocated (zeros written there).

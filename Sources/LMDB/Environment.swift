@@ -78,6 +78,10 @@ public final class Environment: @unchecked Sendable {
     /// Set when a failed commit's journal record could not be taken back: no commit is
     /// journaled after it (recovery would redo that record).
     private var journalFailure: LMDBError?
+    /// Set when a transaction committed without a record and its checkpoint failed: the
+    /// next journaled commit takes one first (its record must not follow a state recovery
+    /// cannot reach).
+    private var checkpointOwed = false
     /// Held by ``write(_:)`` around a journaled environment's transactions (and by anything
     /// else that takes a checkpoint holding the writer's lock), before LMDB's writer lock.
     let committing = NSLock()
@@ -99,14 +103,16 @@ public final class Environment: @unchecked Sendable {
         openPath = OpenPaths.enter(path)
         let env: OpaquePointer
         var journal: CommitJournal?
-        var recovery: (metaPages: [UInt8], records: [[UInt8]])?
+        var recovery = CommitJournal.Recovery.none
         do {
             var isDirectory: ObjCBool = false
             if options.durable, options.journaled, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
                 journal = try CommitJournal.open(directory: path, checkpointInterval: options.checkpointInterval)
                 let dataFile = path.hasSuffix("/") ? path + "data.mdb" : path + "/data.mdb"
-                recovery = try journal?.recoverable(dataFile: dataFile)
-                if let recovery { try Self.restore(metaPages: recovery.metaPages, of: dataFile) }
+                if let journal { recovery = try journal.recover(dataFile: dataFile) }
+                if case .restore(let metaBytes, let pageSize, _) = recovery {
+                    try Self.restore(metaBytes: metaBytes, pageSize: pageSize, of: dataFile)
+                }
             }
             env = try Self.open(path: path, options: options, mapSize: options.mapSize, syncing: journal == nil)
         } catch {
@@ -123,20 +129,24 @@ public final class Environment: @unchecked Sendable {
         guard let journal else { return }
         // The journal joins once its records are redone (the redo itself is not journaled:
         // the checkpoint after it makes it durable, and until then the records stay).
-        if let recovery, !recovery.records.isEmpty { try redo(recovery.records) }
+        if case .restore(_, _, let records) = recovery, !records.isEmpty { try redo(records) }
         self.journal = journal
-        if recovery == nil { try journal.syncDirectory() }
+        if case .none = recovery { try journal.syncDirectory() }
         try resizeLock.withWriteLock { try checkpoint() }
     }
 
-    /// Writes a checkpoint's meta pages back over the data file's, which makes the file that
-    /// state again (its pages were kept intact since; see ``CommitJournal``), and syncs them.
-    private static func restore(metaPages: [UInt8], of dataFile: String) throws {
+    /// Writes a checkpoint's meta pages back over the data file's (the first
+    /// ``CommitJournal/metaBytes`` of each), which makes the file that state again (its pages
+    /// were kept intact since; see ``CommitJournal``), and syncs them.
+    private static func restore(metaBytes: [UInt8], pageSize: Int, of dataFile: String) throws {
         let fd = Glibc.open(dataFile, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw LMDBError(errno, "open(\(dataFile))") }
         defer { Glibc.close(fd) }
-        let written = metaPages.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        guard written == metaPages.count else { throw LMDBError(errno, "pwrite(\(dataFile), meta pages)") }
+        let count = CommitJournal.metaBytes
+        for page in 0..<2 {
+            let written = metaBytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + page * count, count, off_t(page * pageSize)) }
+            guard written == count else { throw LMDBError(errno, "pwrite(\(dataFile), meta page \(page))") }
+        }
         guard fdatasync(fd) == 0 else { throw LMDBError(errno, "fdatasync(\(dataFile))") }
     }
 
@@ -147,7 +157,7 @@ public final class Environment: @unchecked Sendable {
             func database(_ name: String, create: Bool) throws -> MDB_dbi? {
                 if let dbi = handles[name] { return dbi }
                 var dbi = MDB_dbi()
-                let result = mdb_dbi_open(txn.handle, name.isEmpty ? nil : name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+                let result = mdb_dbi_open(txn.handle, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
                 if result == MDB_NOTFOUND { return nil }
                 try check(result, "mdb_dbi_open(\(name))")
                 handles[name] = dbi
@@ -184,18 +194,28 @@ public final class Environment: @unchecked Sendable {
     func journal(_ operations: JournalOperations) throws {
         guard let journal else { return }
         if let journalFailure { throw journalFailure }
-        if journal.checkpointDue { try checkpoint() }
-        try journal.append(operations.bytes)
+        if checkpointOwed || journal.checkpointDue { try checkpoint() }
+        do {
+            try journal.append(operations.bytes)
+        } catch {
+            withdrawJournalRecord()
+            throw error
+        }
     }
 
-    /// Takes back the journal record of a transaction that failed to commit.
+    /// Takes back the journal record of a transaction that did not commit; failing that, a
+    /// checkpoint (its new generation leaves the record behind); failing both, no commit is
+    /// journaled any more.
     func withdrawJournalRecord() {
+        guard let journal else { return }
         do {
-            try journal?.withdrawLast()
-        } catch let error as LMDBError {
-            journalFailure = LMDBError(error.code.rawValue, "a failed commit's journal record could not be taken back (\(error.operation)); reopen the environment")
+            try journal.withdrawLast()
         } catch {
-            journalFailure = LMDBError(EIO, "a failed commit's journal record could not be taken back; reopen the environment")
+            do {
+                try checkpoint()
+            } catch {
+                journalFailure = LMDBError(EIO, "a commit that failed left its record in the commit journal, which could not be taken back (\(error)); reopen the ledger")
+            }
         }
     }
 
@@ -203,26 +223,33 @@ public final class Environment: @unchecked Sendable {
     /// runs holding the writer's lock (inside a write transaction, before it commits) or
     /// with no transaction of this process open.
     /// - Parameter erasingRecords: overwrite the records before with zeros (an erasure).
-    func checkpoint(erasingRecords: Bool = false) throws {
+    /// - Parameter pinning: keep a new pin on the state checkpointed (without it, the pin
+    ///   before is let go too: for a resize, a reopen or closing, which need no transaction
+    ///   open; ``repin()`` after).
+    func checkpoint(pinning: Bool = true, erasingRecords: Bool = false) throws {
         guard let journal else { return }
-        try check(mdb_env_sync(handle, 1), "mdb_env_sync")
-        var fd: Int32 = -1
-        try check(mdb_env_get_fd(handle, &fd), "mdb_env_get_fd")
-        var metaPages = [UInt8](repeating: 0, count: 2 * info.pageSize)
-        let read = metaPages.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard read == metaPages.count else { throw LMDBError(read < 0 ? errno : EIO, "pread(\(dataFile), meta pages)") }
-        try journal.checkpoint(metaPages: metaPages, dataDescriptor: fd, erasingRecords: erasingRecords)
-        let pinned = try begin(readOnly: true)
+        // The pin first: a reader on the last commit keeps the pages of that state and of
+        // every later one, so the state whose meta pages are read next stays whole.
+        let pinned = pinning ? try begin(readOnly: true) : nil
+        do {
+            var fd: Int32 = -1
+            try check(mdb_env_get_fd(handle, &fd), "mdb_env_get_fd")
+            let pageSize = info.pageSize
+            let count = CommitJournal.metaBytes
+            var metaBytes = [UInt8](repeating: 0, count: 2 * count)
+            for page in 0..<2 {
+                let read = metaBytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + page * count, count, off_t(page * pageSize)) }
+                guard read == count else { throw LMDBError(read < 0 ? errno : EIO, "pread(\(dataFile), meta page \(page))") }
+            }
+            try check(mdb_env_sync(handle, 1), "mdb_env_sync")
+            try journal.checkpoint(metaBytes: metaBytes, pageSize: pageSize, dataDescriptor: fd, erasingRecords: erasingRecords)
+        } catch {
+            pinned?.abort()
+            throw error
+        }
         pin?.abort()
         pin = pinned
-    }
-
-    /// Takes a checkpoint and lets its pin go, for a resize or a reopen (which need no
-    /// transaction open); ``repin()`` after. Holds the resize lock exclusively.
-    private func checkpointAndUnpin() throws {
-        try checkpoint()
-        pin?.abort()
-        pin = nil
+        checkpointOwed = false
     }
 
     private func repin() throws {
@@ -262,7 +289,7 @@ public final class Environment: @unchecked Sendable {
     public func reopen() throws {
         try resizeLock.withWriteLock {
             endSnapshotTransactions()
-            try checkpointAndUnpin()
+            try checkpoint(pinning: false)
             let opened = databases.withLock { $0.values.sorted { $0.dbi < $1.dbi } }
             mdb_env_close(handle)
             handle = try Self.open(path: path, options: options, mapSize: mapSize.withLock { $0 }, syncing: journal == nil)
@@ -288,7 +315,7 @@ public final class Environment: @unchecked Sendable {
     deinit {
         // A last checkpoint makes the data file durable as it is; the journal then holds
         // nothing recovery needs, and goes (an idle ledger keeps no journal).
-        let checkpointed = journalFailure == nil && (try? checkpoint()) != nil
+        let checkpointed = (try? checkpoint(pinning: false)) != nil
         pin?.abort()
         mdb_env_close(handle)
         if checkpointed { journal?.remove() }
@@ -379,7 +406,14 @@ public final class Environment: @unchecked Sendable {
                     do {
                         let result = try body(txn)
                         try txn.commit()
-                        if txn.needsCheckpoint { try checkpoint() }
+                        if txn.needsCheckpoint {
+                            do {
+                                try checkpoint()
+                            } catch {
+                                checkpointOwed = true
+                                throw LMDBError(EIO, "the transaction committed, but the checkpoint that makes it durable failed (\(error)); it is not durable until the next checkpoint")
+                            }
+                        }
                         return result
                     } catch {
                         txn.abort()
@@ -452,7 +486,7 @@ public final class Environment: @unchecked Sendable {
             }
             let next = min(current * 2, options.maximumMapSize)
             endSnapshotTransactions()
-            try checkpointAndUnpin()
+            try checkpoint(pinning: false)
             try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
             mapSize.withLock { $0 = next }
             try repin()
@@ -471,7 +505,7 @@ public final class Environment: @unchecked Sendable {
     private func adoptResizedMap() throws {
         try resizeLock.withWriteLock {
             endSnapshotTransactions()
-            try checkpointAndUnpin()
+            try checkpoint(pinning: false)
             try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize(0)")
             var info = MDB_envinfo()
             mdb_env_info(handle, &info)

@@ -114,20 +114,31 @@ struct CrashTests {
     /// Makes garbage of what a power loss could take from the ledger in `directory` after its
     /// process died: both meta pages of `data.mdb`, and the pages past the last one of the
     /// checkpoint in `commits.journal` (the valid header slot with the higher generation;
-    /// docs/LEDGER.md gives the layout). Returns how many pages past it there were.
+    /// docs/LEDGER.md gives the layout). And as the machine restarted, the checkpoint is
+    /// made to say it was taken in another boot (its checksum written again). Returns how
+    /// many pages past the checkpoint's last there were.
     static func losePower(in directory: URL) throws -> Int {
-        let journal = try Data(contentsOf: directory.appending(path: "commits.journal"))
+        let journalURL = directory.appending(path: "commits.journal")
+        var journal = try Data(contentsOf: journalURL)
         func integer<T: FixedWidthInteger>(_: T.Type, _ offset: Int) -> T {
             journal.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
         }
-        let slotSize = 16 << 10
+        let slotSize = 4 << 10
         let slots = (0..<2).filter { integer(UInt32.self, $0 * slotSize) == 0x484A_4C48 }
-        let slot = try #require(slots.max { integer(UInt64.self, $0 * slotSize + 8) < integer(UInt64.self, $1 * slotSize + 8) })
-        let pageSize = Int(integer(UInt32.self, slot * slotSize + 32))
+        let slot = try #require(slots.max { integer(UInt64.self, $0 * slotSize + 8) < integer(UInt64.self, $1 * slotSize + 8) }) * slotSize
+        let pageSize = Int(integer(UInt32.self, slot + 32))
+        let kept = Int(integer(UInt32.self, slot + 36))
         // Each meta page: a 16-byte page header, then the meta (last page at 120, transaction at 128).
-        let metas = (0..<2).map { slot * slotSize + 48 + $0 * pageSize + 16 }
+        let metas = (0..<2).map { slot + 64 + $0 * kept + 16 }
         let newest = metas.max { integer(UInt64.self, $0 + 128) < integer(UInt64.self, $1 + 128) }!
         let lastPage = Int(integer(UInt64.self, newest + 120))
+        // Another boot: a different id, and the checksum over the header's first 56 bytes and the meta bytes.
+        journal.replaceSubrange(slot + 40..<slot + 56, with: (0..<16).map { _ in UInt8.random(in: 0...255) })
+        var checksum = Checksum64()
+        checksum.update(journal[slot..<slot + 56])
+        checksum.update(journal[slot + 64..<slot + 64 + 2 * kept])
+        withUnsafeBytes(of: checksum.value.littleEndian) { journal.replaceSubrange(slot + 56..<slot + 64, with: $0) }
+        try journal.write(to: journalURL)
 
         let file = directory.appending(path: "data.mdb").path
         let fd = open(file, O_RDWR)
@@ -142,6 +153,21 @@ struct CrashTests {
             }
         }
         return max(pages - lastPage - 1, 0)
+    }
+
+    /// The journal's checksum, as docs/LEDGER.md defines it.
+    struct Checksum64 {
+        var value: UInt64 = 0x2545_F491_4F6C_DD1D
+
+        mutating func update(_ bytes: Data) {
+            let bytes = [UInt8](bytes)
+            for start in stride(from: 0, to: bytes.count, by: 8) {
+                var word: UInt64 = 0
+                for (index, byte) in bytes[start..<min(start + 8, bytes.count)].enumerated() { word |= UInt64(byte) << (8 * UInt64(index)) }
+                value = (value ^ word) &* 0x9E37_79B9_7F4A_7C15
+                value ^= value >> 29
+            }
+        }
     }
 
     /// The UUIDs `healthledger debug ingest` gives its samples.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import LMDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -190,23 +191,10 @@ extension LedgerStore {
         try journalWholeErasure(of: id, reason: reason)
         views.discard(ledgerID: id)
         removeSnapshots(of: id)
-        // The file's bytes first: removing it alone leaves them on the disk.
-        let file = target.appending(path: "data.mdb").path
-        let descriptor = Glibc.open(file, O_WRONLY)
-        if descriptor >= 0 {
-            defer { Glibc.close(descriptor) }
-            var remaining = Int(lseek(descriptor, 0, SEEK_END))
-            let zeros = [UInt8](repeating: 0, count: 1 << 20)
-            var offset = 0
-            while remaining > 0 {
-                let length = min(remaining, zeros.count)
-                guard zeros.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, length, off_t(offset)) }) == length else {
-                    throw LedgerFailure(.storage, "cannot overwrite \(file): \(String(cString: strerror(errno)))")
-                }
-                offset += length
-                remaining -= length
-            }
-            guard fsync(descriptor) == 0 else { throw LedgerFailure(.storage, "cannot sync \(file): \(String(cString: strerror(errno)))") }
+        // The files' bytes first: removing them alone leaves them on the disk. (A commit
+        // journal is there only when the ledger's last process did not close it.)
+        for name in ["data.mdb", Environment.journalFileName] {
+            try Self.overwriteWithZeros(target.appending(path: name).path)
         }
         do {
             try FileManager.default.removeItem(at: target)
@@ -214,5 +202,24 @@ extension LedgerStore {
         } catch {
             throw LedgerFailure(.storage, "ledger '\(id)' was overwritten but its directory could not be removed: \(error)", cause: error)
         }
+    }
+
+    /// Overwrites the file at `path` (if there is one) with zeros, and syncs it.
+    private static func overwriteWithZeros(_ path: String) throws {
+        let descriptor = Glibc.open(path, O_WRONLY)
+        guard descriptor >= 0 else { return }
+        defer { Glibc.close(descriptor) }
+        var remaining = Int(lseek(descriptor, 0, SEEK_END))
+        let zeros = [UInt8](repeating: 0, count: 1 << 20)
+        var offset = 0
+        while remaining > 0 {
+            let length = min(remaining, zeros.count)
+            guard zeros.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, length, off_t(offset)) }) == length else {
+                throw LedgerFailure(.storage, "cannot overwrite \(path): \(String(cString: strerror(errno)))")
+            }
+            offset += length
+            remaining -= length
+        }
+        guard fsync(descriptor) == 0 else { throw LedgerFailure(.storage, "cannot sync \(path): \(String(cString: strerror(errno)))") }
     }
 }
