@@ -228,8 +228,10 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
-        // The calls have drained: what they noted of reads is written before the process ends.
+        // The calls have drained: what they noted of reads is written before the process ends,
+        // and the ledgers close (each syncs its data file and removes its commit journal).
         store.flushAccessRecords()
+        store.closeAllLedgers()
     }
 
     /// Where `--follow` points, with the operator credential read from its file; nil without `--follow`.

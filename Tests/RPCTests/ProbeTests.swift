@@ -43,6 +43,11 @@ struct ProbeTests {
         #expect(try await again.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count == 1)
         #expect(try await Scrape.fetch(metricsPort).value("healthledger_ledgers_open") == 1)
         await again.close()
+        // An open ledger has its commit journal; stopped (SIGTERM), the server closes it.
+        let journal = directory.appending(path: "ledgers/p2/commits.journal").path
+        #expect(FileManager.default.fileExists(atPath: journal))
+        daemon.stop()
+        #expect(!FileManager.default.fileExists(atPath: journal))
     }
 
     @Test(

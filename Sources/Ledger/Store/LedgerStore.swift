@@ -196,6 +196,14 @@ public final class LedgerStore: Sendable {
         return count
     }
 
+    /// Lets go of every ledger the store holds, each closing once nothing else holds it (a
+    /// last checkpoint; its commit journal zeroed and removed): for a server that stops.
+    public func closeAllLedgers() {
+        var released = open.withLock { $0.removeUnused(since: .now + .seconds(365 * 86_400)) }
+        released.removeAll()
+        _ = Self.process.prune()
+    }
+
     /// Ledgers open in this process: those the store holds, and those it let go of that a
     /// call, a stream or a backup still holds (of every store in the process).
     public static var liveLedgerCount: Int { process.prune() }
