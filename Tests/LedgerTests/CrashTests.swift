@@ -40,22 +40,28 @@ struct CrashTests {
             offset += batches
 
             // Reopen as a fresh process would, and check everything.
-            let ledger = try temporary.reopen().ledger("crash")
-            let verify = try ledger.verify()
-            #expect(verify.isValid, "round \(round): \(verify.problem.map(String.init(describing:)) ?? "")")
-            for batch in 0..<offset {
-                let present = try (0..<Self.batchSize).filter {
-                    try ledger.object(with: Self.uuid(batch: batch, item: $0), as: .owner) != nil
-                }.count
-                #expect(present == 0 || present == Self.batchSize, "round \(round): batch \(batch) is partial (\(present) of \(Self.batchSize))")
-                if acknowledged.contains(batch) {
-                    #expect(present == Self.batchSize, "round \(round): acknowledged batch \(batch) lost")
-                }
-            }
-            #expect(try ledger.replay().identical)
+            try Self.check(temporary.reopen().ledger("crash"), sizes: Array(repeating: Self.batchSize, count: offset), acknowledged: acknowledged, round: round)
             temporary.close()
         }
         #expect(!acknowledged.isEmpty)
+    }
+
+    /// Checks the ledger reopened after round `round`: the chain verifies, replay is
+    /// identical, and each batch `b` (of `sizes[b]` samples) is there whole or not at all,
+    /// whole when it was acknowledged.
+    static func check(_ ledger: Ledger, sizes: [Int], acknowledged: Set<Int>, round: Int) throws {
+        let verify = try ledger.verify()
+        #expect(verify.isValid, "round \(round): \(verify.problem.map(String.init(describing:)) ?? "")")
+        for (batch, size) in sizes.enumerated() {
+            let present = try (0..<size).filter {
+                try ledger.object(with: Self.uuid(batch: batch, item: $0), as: .owner) != nil
+            }.count
+            #expect(present == 0 || present == size, "round \(round): batch \(batch) is partial (\(present) of \(size))")
+            if acknowledged.contains(batch) {
+                #expect(present == size, "round \(round): acknowledged batch \(batch) lost")
+            }
+        }
+        #expect(try ledger.replay().identical)
     }
 
     /// A power loss, as the disk may have it after one: the child is killed (what it wrote
@@ -92,19 +98,7 @@ struct CrashTests {
             // A checkpoint just before the kill may leave no page past its last.
             if try Self.losePower(in: ledgerDirectory) > 0 { roundsWithPagesLost += 1 }
 
-            let ledger = try temporary.reopen().ledger("crash")
-            let verify = try ledger.verify()
-            #expect(verify.isValid, "round \(round): \(verify.problem.map(String.init(describing:)) ?? "")")
-            for batch in 0..<offset {
-                let present = try (0..<sizes[batch]).filter {
-                    try ledger.object(with: Self.uuid(batch: batch, item: $0), as: .owner) != nil
-                }.count
-                #expect(present == 0 || present == sizes[batch], "round \(round): batch \(batch) is partial (\(present) of \(sizes[batch]))")
-                if acknowledged.contains(batch) {
-                    #expect(present == sizes[batch], "round \(round): acknowledged batch \(batch) lost")
-                }
-            }
-            #expect(try ledger.replay().identical)
+            try Self.check(temporary.reopen().ledger("crash"), sizes: sizes, acknowledged: acknowledged, round: round)
             temporary.close()
         }
         #expect(!acknowledged.isEmpty)
