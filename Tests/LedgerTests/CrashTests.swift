@@ -24,10 +24,7 @@ struct CrashTests {
 
     @Test("kill -9 mid-ingest loses no acknowledged save and leaves no partial batch")
     func killDuringIngest() async throws {
-        #expect(FileManager.default.isExecutableFile(atPath: Self.executable.path), "build the healthledger product first")
-        let temporary = try TemporaryStore()
-        _ = try temporary.ledgerStore.createLedger(id: "crash")
-        temporary.close()
+        let temporary = try Self.crashStore()
 
         var acknowledged = Set<Int>()
         var offset = 0
@@ -44,6 +41,15 @@ struct CrashTests {
             temporary.close()
         }
         #expect(!acknowledged.isEmpty)
+    }
+
+    /// A store holding the ledger `crash`, closed, for the child process to open.
+    static func crashStore() throws -> TemporaryStore {
+        #expect(FileManager.default.isExecutableFile(atPath: executable.path), "build the healthledger product first")
+        let temporary = try TemporaryStore()
+        _ = try temporary.ledgerStore.createLedger(id: "crash")
+        temporary.close()
+        return temporary
     }
 
     /// Checks the ledger reopened after round `round`: the chain verifies, replay is
@@ -71,13 +77,8 @@ struct CrashTests {
     /// batch from the checkpoint and the journal (docs/LEDGER.md, "Durability").
     @Test("a power loss (meta pages and every page since the journal's checkpoint garbage) loses no acknowledged save")
     func powerLossAfterCheckpoints() async throws {
-        #expect(FileManager.default.isExecutableFile(atPath: Self.executable.path), "build the healthledger product first")
-        let temporary = try TemporaryStore()
-        _ = try temporary.ledgerStore.createLedger(id: "crash")
-        temporary.close()
-        let ledgerDirectory = try #require(
-            FileManager.default.enumerator(at: temporary.directory, includingPropertiesForKeys: nil)?
-                .compactMap { $0 as? URL }.first { $0.lastPathComponent == "crash" && FileManager.default.fileExists(atPath: $0.appending(path: "data.mdb").path) })
+        let temporary = try Self.crashStore()
+        let ledgerDirectory = temporary.directory.appending(path: "ledgers/crash")
 
         var acknowledged = Set<Int>()
         var offset = 0
