@@ -65,7 +65,7 @@ public struct AppleHealthExporter {
                         let series = held.flatMap { heartbeatSeries[key]?.remove(at: $0) }
                         try xml.write(AppleHealthWriter.element(object, heartbeatSeries: series))
                         if series != nil { summary.objects[ObjectType.heartbeatSeries.identifier, default: 0] += 1 }
-                    case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary, .audiogram:
+                    case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary, .audiogram, .stateOfMind:
                         // A correlation's members come again at top level with their type, as
                         // the Health app lists them.
                         try xml.write(AppleHealthWriter.element(object))
@@ -163,8 +163,8 @@ public enum AppleHealthWriter {
         " <SourcePriority type=\"\(type.identifier)\" sourceName=\"\(AppleHealthValues.escape(sourceName))\"/>\n"
     }
 
-    /// A `Record`, `Correlation`, `VisionPrescription`, `ActivitySummary` or `Audiogram`
-    /// element; a record of heart rate variability with `heartbeatSeries` inside it (see
+    /// A `Record`, `Correlation`, `VisionPrescription`, `ActivitySummary`, `Audiogram` or
+    /// `StateOfMind` element; a record of heart rate variability with `heartbeatSeries` inside it (see
     /// ``holds(_:_:)``).
     public static func element(_ object: HealthObject, indent: String = " ", heartbeatSeries: HeartbeatSeriesSample? = nil) -> String {
         switch object {
@@ -211,6 +211,8 @@ public enum AppleHealthWriter {
                 text += "/>\n"
             }
             return text + "\(indent)</Audiogram>\n"
+        case .stateOfMind(let state):
+            return stateOfMind(state, indent: indent)
         case .workout, .workoutRoute, .clinicalRecord, .electrocardiogram, .heartbeatSeries:
             return ""
         }
@@ -242,6 +244,18 @@ public enum AppleHealthWriter {
         let last = ((series.beats.last?.timeSinceSeriesStart ?? 0) * 1_000_000).rounded() / 1_000_000
         let end = max(recordEnd, start + last.rounded(.up))
         return AppleHealthValues.string(Date(timeIntervalSince1970: end)) == AppleHealthValues.string(series.endDate)
+    }
+
+    /// A `StateOfMind` element (HealthLedger's exports; the Health app writes none): its `kind`,
+    /// `valence`, `labels` and `associations` (HealthKit's case names, space-separated), its
+    /// source, device and dates as a record's, and its metadata as `MetadataEntry` elements.
+    static func stateOfMind(_ state: StateOfMind, indent: String) -> String {
+        var text = "\(indent)<StateOfMind kind=\"\(state.kind.name)\" valence=\"\(AppleHealthValues.number(state.valence))\""
+        if !state.labels.isEmpty { text += " labels=\"\(state.labels.map(\.rawValue).joined(separator: " "))\"" }
+        if !state.associations.isEmpty { text += " associations=\"\(state.associations.map(\.rawValue).joined(separator: " "))\"" }
+        text += common(state)
+        guard !state.metadata.isEmpty else { return text + "/>\n" }
+        return text + ">\n" + metadata(state.metadata, indent: indent + " ") + "\(indent)</StateOfMind>\n"
     }
 
     /// The type of the records that hold heartbeat series.
@@ -421,7 +435,7 @@ public enum AppleHealthWriter {
     public static let dtd = """
         <!DOCTYPE HealthData [
         <!-- HealthKit Export Version: 14 -->
-        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary|ClinicalRecord|Audiogram|VisionPrescription)*,SourcePriority*)>
+        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary|ClinicalRecord|Audiogram|VisionPrescription|StateOfMind)*,SourcePriority*)>
         <!ATTLIST HealthData
           locale CDATA #REQUIRED
         >
@@ -569,6 +583,18 @@ public enum AppleHealthWriter {
           sourceVersion CDATA #IMPLIED
           device        CDATA #IMPLIED
           creationDate  CDATA #IMPLIED
+          startDate     CDATA #REQUIRED
+          endDate       CDATA #REQUIRED
+        >
+        <!ELEMENT StateOfMind (MetadataEntry*)>
+        <!ATTLIST StateOfMind
+          kind          (momentaryEmotion|dailyMood) #REQUIRED
+          valence       CDATA #REQUIRED
+          labels        NMTOKENS #IMPLIED
+          associations  NMTOKENS #IMPLIED
+          sourceName    CDATA #REQUIRED
+          sourceVersion CDATA #IMPLIED
+          device        CDATA #IMPLIED
           startDate     CDATA #REQUIRED
           endDate       CDATA #REQUIRED
         >

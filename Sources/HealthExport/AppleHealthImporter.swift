@@ -239,6 +239,9 @@ public final class AppleHealthImporter {
         case .heartbeatSeries(let series, let line):
             summary.elements += 1
             try await add(.heartbeatSeries(series), kind: "heartbeatSeries", line: line)
+        case .stateOfMind(let state, let line):
+            summary.elements += 1
+            try await add(.stateOfMind(state), kind: "statesOfMind", line: line)
         case .clinicalRecord(var record, let path, let line):
             summary.elements += 1
             // Its resource, the JSON file beside export.xml, kept byte for byte; its display

@@ -21,6 +21,8 @@ public enum AppleHealthItem: Sendable {
     case audiogram(Audiogram, line: Int)
     /// A `HeartRateVariabilityMetadataList`'s heartbeat series.
     case heartbeatSeries(HeartbeatSeriesSample, line: Int)
+    /// A `StateOfMind` (HealthLedger's exports).
+    case stateOfMind(StateOfMind, line: Int)
     /// A `ClinicalRecord` whose FHIR resource is the export's file at `path`: ``ClinicalRecord/fhirResource``'s
     /// data is empty until the importer reads it.
     case clinicalRecord(ClinicalRecord, path: String, line: Int)
@@ -144,6 +146,8 @@ public final class AppleHealthReader: XMLStreamHandler {
             current = .audiogram(AudiogramBuilder(attributes: attributes, line: line))
         case "ClinicalRecord":
             current = .clinicalRecord(attributes: attributes, metadata: [:], line: line)
+        case "StateOfMind":
+            current = .stateOfMind(attributes: attributes, metadata: [:], line: line)
         default:
             skipping = name
             let reason = switch name {
@@ -177,6 +181,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         case .activitySummary(let attributes, let metadata, let line): activitySummary(attributes, metadata: metadata, line: line)
         case .audiogram(let builder): audiogram(builder)
         case .clinicalRecord(let attributes, let metadata, let line): clinicalRecord(attributes, metadata: metadata, line: line)
+        case .stateOfMind(let attributes, let metadata, let line): stateOfMind(attributes, metadata: metadata, line: line)
         }
     }
 
@@ -599,6 +604,49 @@ public final class AppleHealthReader: XMLStreamHandler {
         emit(.audiogram(audiogram, line: line))
     }
 
+    /// A `StateOfMind`: its `kind` (`momentaryEmotion` or `dailyMood`), `valence`, `labels` and
+    /// `associations` (HealthKit's case names, separated by spaces), its dates and source as a
+    /// record's, its metadata. Its sync identifier, unless its metadata gives one, is derived
+    /// from `StateOfMind`, the source name, start and end, version 1.
+    private func stateOfMind(_ attributes: Attributes, metadata: Metadata, line: Int) {
+        let element = "StateOfMind"
+        guard let start = attributes["startDate"].flatMap(AppleHealthValues.date), let end = attributes["endDate"].flatMap(AppleHealthValues.date) else {
+            return reject(element, Rejection(kind: .invalidDate, reason: "startDate or endDate is missing or not a date"), line: line)
+        }
+        guard end >= start else { return reject(element, Rejection(kind: .datesOutOfOrder, reason: "endDate is before startDate"), line: line) }
+        guard let kind = attributes["kind"].flatMap(StateOfMind.Kind.init(name:)) else {
+            return reject(
+                element, Rejection(kind: .unparsableValue, reason: "kind '\((attributes["kind"] ?? "").prefix(40))' is not momentaryEmotion or dailyMood"), line: line)
+        }
+        guard let text = attributes["valence"], let valence = Double(text) else {
+            return reject(element, Rejection(kind: .unparsableValue, reason: "valence '\((attributes["valence"] ?? "").prefix(40))' is not a number"), line: line)
+        }
+        let labels: [StateOfMind.Label]
+        let associations: [StateOfMind.Association]
+        do {
+            func names(_ attribute: String) -> [String] { (attributes[attribute] ?? "").split(separator: " ").map(String.init) }
+            labels = try names("labels").map { try StateOfMind.Label(validating: $0, field: "labels") }
+            associations = try names("associations").map { try StateOfMind.Association(validating: $0, field: "associations") }
+        } catch {
+            return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
+        }
+        let source = sourceRevision(attributes)
+        var metadata = metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key([element, source.source.name, Self.seconds(start), Self.seconds(end)], start: start))
+            metadata[MetadataKey.syncVersion] = .number(1)
+        }
+        let state = StateOfMind(
+            kind: kind, valence: valence, labels: labels, associations: associations, start: start, end: end, device: device(attributes),
+            metadata: metadata, sourceRevision: source)
+        do {
+            try HealthObject.stateOfMind(state).validate()
+        } catch {
+            return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
+        }
+        emit(.stateOfMind(state, line: line))
+    }
+
     /// A `ClinicalRecord`: its clinical `type`, `receivedDate` (its start and end), source,
     /// `fhirVersion`, `sourceURL`, `identifier` (the resource's id) and `resourceFilePath`,
     /// the file the importer reads the resource from. Its sync identifier, unless its metadata
@@ -927,6 +975,8 @@ private enum Builder {
     case activitySummary(attributes: Attributes, metadata: Metadata, line: Int)
     case audiogram(AudiogramBuilder)
     case clinicalRecord(attributes: Attributes, metadata: Metadata, line: Int)
+    /// A `StateOfMind` and its metadata entries.
+    case stateOfMind(attributes: Attributes, metadata: Metadata, line: Int)
 
     /// Each case's builder is moved out of `self` while it changes, not copied, so that its
     /// metadata and lists are changed in place.
@@ -942,6 +992,7 @@ private enum Builder {
         case .activitySummary: ("ActivitySummary", name == "MetadataEntry")
         case .audiogram: ("Audiogram", name == "MetadataEntry" || name == "SensitivityPoint")
         case .clinicalRecord: ("ClinicalRecord", name == "MetadataEntry")
+        case .stateOfMind: ("StateOfMind", name == "MetadataEntry")
         }
     }
 
@@ -985,6 +1036,9 @@ private enum Builder {
         case .clinicalRecord(let record, var metadata, let start):
             if depth == 3, name == "MetadataEntry" { metadata.add(attributes, reader: reader) }
             self = .clinicalRecord(attributes: record, metadata: metadata, line: start)
+        case .stateOfMind(let state, var metadata, let start):
+            if depth == 3, name == "MetadataEntry" { metadata.add(attributes, reader: reader) }
+            self = .stateOfMind(attributes: state, metadata: metadata, line: start)
         }
     }
 

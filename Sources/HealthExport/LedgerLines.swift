@@ -25,12 +25,12 @@ public enum LedgerLines {
 
     /// The object types an export walks, in replay order: samples, then correlations (with
     /// their members), workouts, routes, prescriptions, activity summaries, audiograms,
-    /// clinical records, electrocardiograms and heartbeat series.
+    /// clinical records, electrocardiograms, heartbeat series and states of mind.
     static var exportedTypes: [ObjectType] {
         let samples = (QuantityTypeDescriptor.catalogue.map(\.identifier) + CategoryTypeDescriptor.catalogue.map(\.identifier))
             .compactMap { try? ObjectType($0) }
         let correlations = TypeCatalogue.correlationTypes.keys.sorted().compactMap { try? ObjectType($0) }
-        return correlations + samples + [.workout, .workoutRoute, .visionPrescription, .activitySummary, .audiogram] + ObjectType.clinicalTypes + [.electrocardiogram, .heartbeatSeries]
+        return correlations + samples + [.workout, .workoutRoute, .visionPrescription, .activitySummary, .audiogram] + ObjectType.clinicalTypes + [.electrocardiogram, .heartbeatSeries, .stateOfMind]
     }
 }
 

@@ -615,6 +615,13 @@ enum WebText {
             let intervals = zip(series.beats, series.beats.dropFirst()).filter { !$1.precededByGap }.map { $1.timeSinceSeriesStart - $0.timeSinceSeriesStart }
             let rate = intervals.isEmpty ? "" : ", about \(HTML.number((60 * Double(intervals.count) / intervals.reduce(0, +)).rounded())) beats a minute"
             return "\(count(series.beats.count, "beat"))\(rate)"
+        case .stateOfMind(let state):
+            // "Daily mood, slightly pleasant (0.3): calm, grateful; about family"
+            let feeling = state.valenceClassification.map { typeName("\($0)".prefix(1).uppercased() + "\($0)".dropFirst()).lowercased() } ?? ""
+            var text = "\(state.kind == .dailyMood ? "Daily mood" : "Momentary emotion"), \(feeling) (\(HTML.number(state.valence)))"
+            if !state.labels.isEmpty { text += ": " + state.labels.map { typeName($0.rawValue).lowercased() }.joined(separator: ", ") }
+            if !state.associations.isEmpty { text += "; about " + state.associations.map { typeName($0.rawValue).lowercased() }.joined(separator: ", ") }
+            return text
         }
     }
 }

@@ -240,6 +240,14 @@ extension Healthledger_V1_HealthObject {
                 body.beatTimesS = series.beats.map(\.timeSinceSeriesStart)
                 body.gapBeats = series.beats.indices.filter { series.beats[$0].precededByGap }.map { UInt32($0) }
             })
+        case .stateOfMind(let state):
+            setCommonFields(state)
+            self.body = .stateOfMind(.with { body in
+                body.kind = Int32(state.kind.rawValue)
+                body.valence = state.valence
+                body.labels = state.labels.map(\.rawValue)
+                body.associations = state.associations.map(\.rawValue)
+            })
         }
     }
 
@@ -395,9 +403,18 @@ extension Healthledger_V1_HealthObject {
             }
             return .heartbeatSeries(HeartbeatSeriesSample(
                 beats: beats, start: start, end: end, device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case .stateOfMind(let body):
+            guard type == ObjectType.stateOfMind.identifier else {
+                throw HealthError.invalidArgument("a state of mind's type is \(ObjectType.stateOfMind.identifier), not '\(type)'", field: "type")
+            }
+            return .stateOfMind(StateOfMind(
+                kind: try StateOfMind.Kind(validating: Int(body.kind), field: "kind"), valence: body.valence,
+                labels: try body.labels.enumerated().map { try StateOfMind.Label(validating: $1, field: "labels[\($0)]") },
+                associations: try body.associations.enumerated().map { try StateOfMind.Association(validating: $1, field: "associations[\($0)]") },
+                start: start, end: end, device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
         case nil:
             throw HealthError.invalidArgument(
-                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary, audiogram, clinical record, electrocardiogram or heartbeat series)",
+                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary, audiogram, clinical record, electrocardiogram, heartbeat series or state of mind)",
                 field: "body")
         }
     }

@@ -63,6 +63,15 @@ extension Healthledger_V1_Predicate {
             }
         case .categoryValues(let values): categoryValues = .with { $0.values = values.sorted().map(Int64.init) }
         case .workout(let inner): workout = .init(inner)
+        case .stateOfMind(let condition):
+            stateOfMind = .with {
+                switch condition {
+                case .valence(let comparison, let valence): $0.valence = .with { $0.comparison = .init(comparison); $0.valence = valence }
+                case .kind(let kind): $0.kind = Int32(kind.rawValue)
+                case .label(let label): $0.label = label.rawValue
+                case .association(let association): $0.association = association.rawValue
+                }
+            }
         case .associatedWithWorkout(let uuid): associatedWithWorkout = Data(uuid.bytes)
         case .memberOfCorrelation(let uuid): memberOfCorrelation = Data(uuid.bytes)
         case .and(let predicates): allOf = .with { $0.predicates = predicates.map(Healthledger_V1_Predicate.init) }
@@ -167,6 +176,17 @@ extension Healthledger_V1_Predicate {
             }))
         case .workout(let predicate):
             return .workout(try predicate.model())
+        case .stateOfMind(let predicate):
+            let name = "\(field).state_of_mind"
+            switch predicate.condition {
+            case .valence(let bound):
+                return .stateOfMind(.valence(try Comparison(validating: bound.comparison.rawValue, field: "\(name).valence.comparison"), bound.valence))
+            case .kind(let raw): return .stateOfMind(.kind(try StateOfMind.Kind(validating: Int(raw), field: "\(name).kind")))
+            case .label(let label): return .stateOfMind(.label(try StateOfMind.Label(validating: label, field: "\(name).label")))
+            case .association(let association):
+                return .stateOfMind(.association(try StateOfMind.Association(validating: association, field: "\(name).association")))
+            case nil: throw HealthError.invalidArgument("the state of mind predicate is empty: set one condition", field: name)
+            }
         case .associatedWithWorkout(let bytes): return .associatedWithWorkout(try uuid(bytes, "associated_with_workout"))
         case .memberOfCorrelation(let bytes): return .memberOfCorrelation(try uuid(bytes, "member_of_correlation"))
         case .allOf(let list): return .and(try list.predicates.map { try $0.model(depth: depth + 1, terms: &terms) })

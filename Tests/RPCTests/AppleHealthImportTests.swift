@@ -367,6 +367,42 @@ struct AppleHealthImportTests {
         ])
     }
 
+    @Test("StateOfMind elements (HealthLedger's exports) are read with their words, dates, source and metadata; bad ones are rejected with their line")
+    func statesOfMind() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_US">
+             <StateOfMind kind="dailyMood" valence="-0.35" labels="stressed drained" associations="work currentEvents" sourceName="Mood Diary" sourceVersion="1.0" startDate="2025-05-18 21:00:00 +0100" endDate="2025-05-18 21:00:00 +0100">
+              <MetadataEntry key="note" value="deadline"/>
+             </StateOfMind>
+             <StateOfMind kind="momentaryEmotion" valence="1" sourceName="Mood Diary" startDate="2025-05-19 08:00:00 +0100" endDate="2025-05-19 08:00:00 +0100"/>
+             <StateOfMind kind="weeklyMood" valence="0" sourceName="Mood Diary" startDate="2025-05-19 08:00:00 +0100" endDate="2025-05-19 08:00:00 +0100"/>
+             <StateOfMind kind="dailyMood" valence="very" sourceName="Mood Diary" startDate="2025-05-19 08:00:00 +0100" endDate="2025-05-19 08:00:00 +0100"/>
+             <StateOfMind kind="dailyMood" valence="0.1" labels="calm sleepy" sourceName="Mood Diary" startDate="2025-05-19 08:00:00 +0100" endDate="2025-05-19 08:00:00 +0100"/>
+             <StateOfMind kind="dailyMood" valence="1.5" sourceName="Mood Diary" startDate="2025-05-19 08:00:00 +0100" endDate="2025-05-19 08:00:00 +0100"/>
+             <StateOfMind kind="dailyMood" valence="0.2" associations="work work" sourceName="Mood Diary" startDate="2025-05-19 08:00:00 +0100" endDate="2025-05-19 08:00:00 +0100"/>
+             <StateOfMind kind="dailyMood" valence="0.2" sourceName="Mood Diary" startDate="2025-05-19 09:00:00 +0100" endDate="2025-05-19 08:00:00 +0100"/>
+            </HealthData>
+            """
+        let items = try Self.read(xml)
+        let states = items.compactMap { item -> StateOfMind? in if case .stateOfMind(let state, _) = item { state } else { nil } }
+        #expect(states.count == 2)
+        let first = try #require(states.first)
+        #expect(first.kind == .dailyMood && first.valence == -0.35 && first.labels == [.stressed, .drained] && first.associations == [.work, .currentEvents])
+        #expect(first.startDate == Date(timeIntervalSince1970: 1_747_598_400) && first.endDate == first.startDate)
+        #expect(first.sourceRevision.source == Source.imported(named: "Mood Diary") && first.sourceRevision.version == "1.0")
+        #expect(first.metadata["note"] == .string("deadline") && first.syncIdentifier?.hasPrefix("apple-health:") == true && first.syncVersion == 1)
+        #expect(states.last?.kind == .momentaryEmotion && states.last?.labels == [] && states.last?.valence == 1)
+        let rejected = items.compactMap { item -> String? in
+            if case .rejected(let element, let kind, let reason, let line) = item { "\(line) \(element) \(kind.rawValue): \(reason)" } else { nil }
+        }
+        #expect(rejected.map { $0.prefix { $0 != ":" } } == [
+            "7 StateOfMind unparsable value", "8 StateOfMind unparsable value", "9 StateOfMind invalid object", "10 StateOfMind invalid object",
+            "11 StateOfMind invalid object", "12 StateOfMind dates out of order",
+        ])
+        #expect(rejected[2].contains("'sleepy' is not a state of mind label") && rejected[3].contains("valence must be from -1"), "\(rejected)")
+    }
+
     @Test("the reader loads no external entity, parameter entity or DTD, and an entity bomb is refused, not expanded")
     func hostileDocumentTypes() throws {
         let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-xxe-\(UUID().uuidString)")

@@ -76,6 +76,12 @@ struct ExportRoundTripTests {
                 "heartbeats \(series.startDate.timeIntervalSince1970) \(series.endDate.timeIntervalSince1970) \(beats) \(source)"
                     + " \(String(describing: series.device)) \(series.metadata.sorted { $0.key < $1.key })")
         }
+        for state in try await SampleQueryDescriptor(type: .stateOfMind).result(for: store).compactMap(\.stateOfMind) {
+            let source = sameSources ? state.sourceRevision.source.bundleIdentifier : state.sourceRevision.source.name
+            lines.append(
+                "mind \(state.startDate.timeIntervalSince1970) \(state.endDate.timeIntervalSince1970) \(state.kind) \(state.valence) \(state.labels)"
+                    + " \(state.associations) \(source) \(state.sourceRevision.version ?? "-") \(state.metadata.sorted { $0.key < $1.key })")
+        }
         for summary in try await ActivitySummaryQueryDescriptor().result(for: store) {
             let source = sameSources ? summary.sourceRevision.source.bundleIdentifier : summary.sourceRevision.source.name
             let rings = try summary.quantities.map { "\($0.field)=\(try $0.quantity.doubleValue(for: HealthUnit($0.unit)))" }
@@ -135,6 +141,18 @@ struct ExportRoundTripTests {
                 series: [0, 5, 10.25].map { QuantitySeriesEntry(value: 90 + $0, start: Date(timeIntervalSince1970: 1_747_580_100 + $0), end: Date(timeIntervalSince1970: 1_747_580_104.500001 + $0)) },
                 metadata: ["HKMetadataKeySyncIdentifier": .string("strap-hr-1"), "HKMetadataKeySyncVersion": .number(1)],
                 sourceRevision: SourceRevision(source: Source.imported(named: "Strap"), version: "2.1"))))
+            // States of mind, one with words and metadata, one with neither but its sync identifier.
+            let mood = SourceRevision(source: Source.imported(named: "Mood Diary"), version: "1.0")
+            try await original.save([
+                .stateOfMind(StateOfMind(
+                    date: Date(timeIntervalSince1970: 1_747_590_000), kind: .dailyMood, valence: -0.35, labels: [.stressed, .drained],
+                    associations: [.work, .currentEvents],
+                    metadata: ["HKMetadataKeySyncIdentifier": .string("mood-1"), "HKMetadataKeySyncVersion": .number(1), "note": .string("deadline <soon> & \"late\"")],
+                    sourceRevision: mood)),
+                .stateOfMind(StateOfMind(
+                    date: Date(timeIntervalSince1970: 1_747_600_000), kind: .momentaryEmotion, valence: 1,
+                    metadata: ["HKMetadataKeySyncIdentifier": .string("mood-2"), "HKMetadataKeySyncVersion": .number(1)], sourceRevision: mood)),
+            ])
             let expected = try await Self.portrait(original, sameSources: true)
             #expect(expected.contains { $0.hasPrefix("route ROUTE-1") } && expected.count >= 15, "\(expected)")
             #expect(expected.contains { $0.hasPrefix("prescription glasses") } && expected.contains { $0.hasPrefix("HKCorrelationTypeIdentifierFood") })
@@ -144,6 +162,7 @@ struct ExportRoundTripTests {
             #expect(expected.contains { $0.hasPrefix("ecg ") && $0.contains("sinusRhythm notSet 512.0 Hz 1536") }, "\(expected)")
             #expect(expected.contains { $0.contains("[\"90.0@1747580100.0-1747580104.500001\", ") }, "\(expected)")
             #expect(expected.filter { $0.hasPrefix("heartbeats ") }.count == 2 && expected.contains { $0.contains("[\"1.25\", \"2.1\", \"60.9\"]") }, "\(expected)")
+            #expect(expected.filter { $0.hasPrefix("mind ") }.count == 2 && expected.contains { $0.contains("dailyMood -0.35 [HealthModel.StateOfMind.Label.stressed") }, "\(expected)")
             #expect(expected.contains { $0.contains("Optional(HealthModel.Device(") && $0.contains("HKMetadataKey") }, "samples with devices and metadata")
             // Samples associated by hand travel with JSON Lines too: category samples, and a heart
             // rate outside the workout's span (neither found through the workout's statistics).
@@ -180,6 +199,7 @@ struct ExportRoundTripTests {
             // The imported series inside its HRV record, as the Health app writes it; the other in a record of its own.
             #expect(xml.contains(/value="48\.5">\n(  <MetadataEntry[^\n]*\n)*  <HeartRateVariabilityMetadataList>\n/) && xml.contains(#"<InstantaneousBeatsPerMinute bpm="71" time="2:00:02.10 AM"/>"#))
             #expect(xml.components(separatedBy: #"<Record type="HKDataTypeIdentifierHeartbeatSeries""#).count == 2)
+            #expect(xml.contains(#"<StateOfMind kind="dailyMood" valence="-0.35" labels="stressed drained" associations="work currentEvents" sourceName="Mood Diary""#), "\(xml.suffix(3000))")
             #expect(xml.contains(#"<InstantaneousBeatsPerMinute time="2:53:20.000001 PM"/>"#) && xml.contains(#"time="2:53:27.50 PM" precededByGap="1"/>"#), "\(xml.suffix(3000))")
             let apple = try server.store.createLedger(id: "apple")
             let appleOwner = try await apple.issueCredential(for: .owner)

@@ -180,12 +180,13 @@ struct WebEndpointTests {
                 .quantitySample(QuantitySample(
                     type: Samples.heartRate, unit: try HealthUnit("count/min"),
                     series: [90, 100].enumerated().map { QuantitySeriesEntry(value: $1, start: at(50 + Double($0) * 5), end: at(55 + Double($0) * 5)) })),
+                .stateOfMind(StateOfMind(date: at(70), kind: .dailyMood, valence: 0.3, labels: [.calm, .grateful], associations: [.family, .currentEvents])),
             ])
             let signedIn = try await Self.curl(["--data-urlencode", "credential=\(server.ownerCredential)", "\(url)/sign-in"])
             let session = try #require(signedIn.headers.firstMatch(of: /healthledger_session=([A-Za-z0-9_-]+)/).map { String($0.1) })
             let cookie = ["--cookie", "healthledger_session=\(session)"]
             let picker = try await Self.curl(cookie + ["\(url)/browse"])
-            for type in ["HKDataTypeIdentifierElectrocardiogram", "HKDataTypeIdentifierHeartbeatSeries", "HKDataTypeIdentifierAudiogram", "HKWorkoutTypeIdentifier", "HKActivitySummaryTypeIdentifier"] {
+            for type in ["HKDataTypeIdentifierElectrocardiogram", "HKDataTypeIdentifierHeartbeatSeries", "HKDataTypeIdentifierAudiogram", "HKWorkoutTypeIdentifier", "HKActivitySummaryTypeIdentifier", "HKDataTypeStateOfMind"] {
                 #expect(picker.body.contains("<option value=\"\(type)\""), "\(type) is offered")
             }
             #expect(!picker.body.contains("<option value=\"HKWorkoutRouteTypeIdentifier\""))
@@ -194,6 +195,7 @@ struct WebEndpointTests {
                 ("HKDataTypeIdentifierHeartbeatSeries", "4 beats, about 60 beats a minute"),
                 ("HKDataTypeIdentifierAudiogram", "1000 Hz: left 5 dBHL"),
                 ("HKQuantityTypeIdentifierHeartRate", "95 count/min (2 values)"),
+                ("HKDataTypeStateOfMind", "Daily mood, slightly pleasant (0.3): calm, grateful; about family, current events"),
             ]
             for (type, value) in expected {
                 let page = try await Self.curl(cookie + ["\(url)/browse?type=\(type)"])

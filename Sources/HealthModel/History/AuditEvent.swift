@@ -212,6 +212,7 @@ extension ObjectTypeFamily {
         case .clinicalRecord: "clinical records"
         case .electrocardiogram: "electrocardiograms"
         case .heartbeatSeries: "heartbeat series"
+        case .stateOfMind: "states of mind"
         }
     }
 }

@@ -182,6 +182,7 @@ public indirect enum HealthObject: Sendable, Hashable {
     case clinicalRecord(ClinicalRecord)
     case electrocardiogram(Electrocardiogram)
     case heartbeatSeries(HeartbeatSeriesSample)
+    case stateOfMind(StateOfMind)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
@@ -197,6 +198,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .clinicalRecord(let sample): sample
         case .electrocardiogram(let sample): sample
         case .heartbeatSeries(let sample): sample
+        case .stateOfMind(let sample): sample
         }
     }
 
@@ -213,6 +215,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .clinicalRecord(let sample): sample.uuid
         case .electrocardiogram(let sample): sample.uuid
         case .heartbeatSeries(let sample): sample.uuid
+        case .stateOfMind(let sample): sample.uuid
         }
     }
 
@@ -229,6 +232,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .clinicalRecord(let sample): sample.objectType
         case .electrocardiogram(let sample): sample.objectType
         case .heartbeatSeries(let sample): sample.objectType
+        case .stateOfMind(let sample): sample.objectType
         }
     }
 
@@ -245,6 +249,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .clinicalRecord(let sample): sample.startDate
         case .electrocardiogram(let sample): sample.startDate
         case .heartbeatSeries(let sample): sample.startDate
+        case .stateOfMind(let sample): sample.startDate
         }
     }
 
@@ -261,6 +266,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .clinicalRecord(let sample): sample.endDate
         case .electrocardiogram(let sample): sample.endDate
         case .heartbeatSeries(let sample): sample.endDate
+        case .stateOfMind(let sample): sample.endDate
         }
     }
 
@@ -277,6 +283,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .clinicalRecord(let sample): sample.metadata
         case .electrocardiogram(let sample): sample.metadata
         case .heartbeatSeries(let sample): sample.metadata
+        case .stateOfMind(let sample): sample.metadata
         }
     }
 
@@ -293,6 +300,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .clinicalRecord(let sample): sample.device
         case .electrocardiogram(let sample): sample.device
         case .heartbeatSeries(let sample): sample.device
+        case .stateOfMind(let sample): sample.device
         }
     }
 
@@ -309,6 +317,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .clinicalRecord(let sample): sample.syncIdentifier
         case .electrocardiogram(let sample): sample.syncIdentifier
         case .heartbeatSeries(let sample): sample.syncIdentifier
+        case .stateOfMind(let sample): sample.syncIdentifier
         }
     }
 
@@ -325,6 +334,7 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .clinicalRecord(let sample): sample.syncVersion
         case .electrocardiogram(let sample): sample.syncVersion
         case .heartbeatSeries(let sample): sample.syncVersion
+        case .stateOfMind(let sample): sample.syncVersion
         }
     }
 
@@ -342,6 +352,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .clinicalRecord(let sample): sample.sourceRevision
             case .electrocardiogram(let sample): sample.sourceRevision
             case .heartbeatSeries(let sample): sample.sourceRevision
+            case .stateOfMind(let sample): sample.sourceRevision
             }
         }
         set {
@@ -356,6 +367,7 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .clinicalRecord(var sample): sample.sourceRevision = newValue; self = .clinicalRecord(sample)
             case .electrocardiogram(var sample): sample.sourceRevision = newValue; self = .electrocardiogram(sample)
             case .heartbeatSeries(var sample): sample.sourceRevision = newValue; self = .heartbeatSeries(sample)
+            case .stateOfMind(var sample): sample.sourceRevision = newValue; self = .stateOfMind(sample)
             case .correlation(var sample):
                 // Members saved with a correlation come from the same source.
                 sample.sourceRevision = newValue
@@ -418,6 +430,12 @@ public indirect enum HealthObject: Sendable, Hashable {
     /// The heartbeat series, when the object is one.
     public var heartbeatSeries: HeartbeatSeriesSample? {
         if case .heartbeatSeries(let series) = self { return series }
+        return nil
+    }
+
+    /// The state of mind, when the object is one.
+    public var stateOfMind: StateOfMind? {
+        if case .stateOfMind(let state) = self { return state }
         return nil
     }
 }

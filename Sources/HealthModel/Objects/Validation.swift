@@ -61,6 +61,23 @@ extension HealthObject {
         case .heartbeatSeries(let series):
             try Self.validateCommon(series)
             try Self.validate(series)
+        case .stateOfMind(let state):
+            try Self.validateCommon(state)
+            try Self.validate(state)
+        }
+    }
+
+    /// A valence from -1 to 1; each label and association at most once.
+    private static func validate(_ state: StateOfMind) throws {
+        guard StateOfMind.valences.contains(state.valence) else {
+            throw HealthError.invalidArgument("valence must be from -1 (very unpleasant) to 1 (very pleasant), not \(state.valence)", field: "valence")
+        }
+        if let index = state.labels.indices.first(where: { state.labels[..<$0].contains(state.labels[$0]) }) {
+            throw HealthError.invalidArgument("labels[\(index)] '\(state.labels[index].rawValue)' is given twice", field: "labels[\(index)]")
+        }
+        if let index = state.associations.indices.first(where: { state.associations[..<$0].contains(state.associations[$0]) }) {
+            throw HealthError.invalidArgument(
+                "associations[\(index)] '\(state.associations[index].rawValue)' is given twice", field: "associations[\(index)]")
         }
     }
 
@@ -574,6 +591,36 @@ extension Comparison {
 extension WorkoutStatistic {
     /// sum 1, average 2, minimum 3, maximum 4, for decoders.
     public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension StateOfMind.Kind {
+    /// momentaryEmotion 1, dailyMood 2, for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension StateOfMind.Label {
+    /// The label of HealthKit's case name `name`, for decoders.
+    /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for an unknown name.
+    public init(validating name: String, field: String) throws {
+        guard let label = Self(rawValue: name) else {
+            throw HealthError.invalidArgument(
+                "\(field) '\(name.prefix(64))' is not a state of mind label (\(Self.allCases.map(\.rawValue).joined(separator: ", ")))", field: field)
+        }
+        self = label
+    }
+}
+
+extension StateOfMind.Association {
+    /// The association of HealthKit's case name `name`, for decoders.
+    /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for an unknown name.
+    public init(validating name: String, field: String) throws {
+        guard let association = Self(rawValue: name) else {
+            throw HealthError.invalidArgument(
+                "\(field) '\(name.prefix(64))' is not a state of mind association (\(Self.allCases.map(\.rawValue).joined(separator: ", ")))",
+                field: field)
+        }
+        self = association
+    }
 }
 
 extension ActivityMoveMode {

@@ -115,6 +115,8 @@ public indirect enum ObjectPredicate: Sendable, Hashable {
     case categoryValues(Set<Int>)
     /// Workouts matching a workout predicate (activity type, duration, statistics, activities).
     case workout(WorkoutPredicate)
+    /// States of mind matching a condition on their valence, kind, labels or associations.
+    case stateOfMind(StateOfMindCondition)
     /// Objects associated with this workout (samples added to it, its routes).
     case associatedWithWorkout(UUID)
     /// Objects that are members of this correlation.
@@ -201,6 +203,24 @@ extension ObjectPredicate {
 
     /// Workouts matching `predicate` (HealthKit's `predicateForWorkouts(with:)` family).
     public static func predicateForWorkouts(_ predicate: WorkoutPredicate) -> ObjectPredicate { .workout(predicate) }
+
+    /// States of mind whose valence compares with `valence` (HealthKit's
+    /// `predicateForStatesOfMind(with:valence:)`).
+    public static func predicateForStatesOfMind(with operatorType: Comparison, valence: Double) -> ObjectPredicate {
+        .stateOfMind(.valence(operatorType, valence))
+    }
+
+    /// States of mind of one kind (HealthKit's `predicateForStatesOfMind(with: HKStateOfMind.Kind)`).
+    public static func predicateForStatesOfMind(with kind: StateOfMind.Kind) -> ObjectPredicate { .stateOfMind(.kind(kind)) }
+
+    /// States of mind with a label among theirs (HealthKit's `predicateForStatesOfMind(with: HKStateOfMind.Label)`).
+    public static func predicateForStatesOfMind(with label: StateOfMind.Label) -> ObjectPredicate { .stateOfMind(.label(label)) }
+
+    /// States of mind with an association among theirs (HealthKit's
+    /// `predicateForStatesOfMind(with: HKStateOfMind.Association)`).
+    public static func predicateForStatesOfMind(with association: StateOfMind.Association) -> ObjectPredicate {
+        .stateOfMind(.association(association))
+    }
 
     /// Objects associated with a workout (HealthKit's `predicateForObjects(from: HKWorkout)`).
     public static func predicateForObjects(from workout: UUID) -> ObjectPredicate { .associatedWithWorkout(workout) }
@@ -298,6 +318,13 @@ extension ObjectPredicate {
                 throw HealthError.invalidArgument("a workout predicate needs the workout type, not \(type)", field: "predicate.workout")
             }
             try predicate.validate()
+        case .stateOfMind(let condition):
+            guard type == .stateOfMind else {
+                throw HealthError.invalidArgument("a state of mind predicate needs the state of mind type, not \(type)", field: "predicate.stateOfMind")
+            }
+            if case .valence(_, let valence) = condition, !valence.isFinite {
+                throw HealthError.invalidArgument("a valence predicate's value must be finite", field: "predicate.stateOfMind.valence")
+            }
         case .associatedWithWorkout, .memberOfCorrelation:
             break
         case .and(let predicates), .or(let predicates):
@@ -415,6 +442,9 @@ extension ObjectPredicate {
             return allowed.contains(raw)
         case .workout(let predicate):
             return try subject.matches(predicate)
+        case .stateOfMind(let condition):
+            guard case .stateOfMind(let state) = try subject.object() else { return false }
+            return condition.matches(state)
         case .associatedWithWorkout(let parent):
             return try subject.isMember(of: parent, correlation: false)
         case .memberOfCorrelation(let parent):
@@ -471,6 +501,26 @@ extension HealthObject {
         case .quantitySample(let sample): try? sample.quantity.doubleValue(for: sample.type.canonicalUnit)
         case .categorySample(let sample): Double(sample.value)
         default: nil
+        }
+    }
+}
+
+/// What a state of mind predicate asks of one (HealthKit's `predicateForStatesOfMind`).
+public enum StateOfMindCondition: Sendable, Hashable {
+    /// The valence compares with a value.
+    case valence(Comparison, Double)
+    case kind(StateOfMind.Kind)
+    /// The label is among the state's.
+    case label(StateOfMind.Label)
+    /// The association is among the state's.
+    case association(StateOfMind.Association)
+
+    public func matches(_ state: StateOfMind) -> Bool {
+        switch self {
+        case .valence(let comparison, let bound): comparison.holds(state.valence, bound)
+        case .kind(let kind): state.kind == kind
+        case .label(let label): state.labels.contains(label)
+        case .association(let association): state.associations.contains(association)
         }
     }
 }

@@ -1,7 +1,7 @@
 /// The family an object type belongs to.
 public enum ObjectTypeFamily: String, Sendable, Hashable, CaseIterable {
     case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary, audiogram, clinicalRecord, electrocardiogram,
-        heartbeatSeries
+        heartbeatSeries, stateOfMind
 }
 
 /// Any type of data a ledger knows, identified by HealthKit's identifier string.
@@ -122,6 +122,7 @@ public enum TypeCatalogue {
         ObjectType.audiogram.identifier: .audiogram,
         ObjectType.electrocardiogram.identifier: .electrocardiogram,
         ObjectType.heartbeatSeries.identifier: .heartbeatSeries,
+        ObjectType.stateOfMind.identifier: .stateOfMind,
     ]
 
     /// The family of `identifier`, or nil if the catalogue does not know it.

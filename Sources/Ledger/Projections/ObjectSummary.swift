@@ -40,7 +40,7 @@ struct ObjectSummary: Sendable {
         case .category(let body): value = Double(body.value)
         case .workoutRoute(let body): value = 0; workout = body.workoutUuid.count == 16 ? Array(body.workoutUuid) : nil
         case .correlation(let body): value = 0; members = body.memberUuids.map { Array($0) }
-        case .visionPrescription, .workout, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, .heartbeatSeries, nil: value = 0
+        case .visionPrescription, .workout, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, .heartbeatSeries, .stateOfMind, nil: value = 0
         }
     }
 
@@ -75,6 +75,8 @@ struct ObjectSummary: Sendable {
             self.init(recording, value: 0, units: units)
         case .heartbeatSeries(let series):
             self.init(series, value: 0, units: units)
+        case .stateOfMind(let state):
+            self.init(state, value: 0, units: units)
         }
     }
 
@@ -161,7 +163,7 @@ struct ObjectSummary: Sendable {
                 value = Double(category)
             case (.visionPrescription, .lengthDelimited), (.workout, .lengthDelimited), (.activitySummary, .lengthDelimited),
                 (.audiogram, .lengthDelimited), (.clinicalRecord, .lengthDelimited), (.electrocardiogram, .lengthDelimited),
-                (.heartbeatSeries, .lengthDelimited):
+                (.heartbeatSeries, .lengthDelimited), (.stateOfMind, .lengthDelimited):
                 try reader.skip(wireType)
                 quantity = nil
                 value = 0

@@ -912,6 +912,30 @@ public nonisolated struct Healthledger_V1_HeartbeatSeriesBody: Sendable {
   public init() {}
 }
 
+/// How a person felt (HealthKit's HKStateOfMind), type HKDataTypeStateOfMind: an emotion of a
+/// moment or the mood of a day.
+public nonisolated struct Healthledger_V1_StateOfMindBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// HealthKit's HKStateOfMindKind: 1 momentary emotion, 2 daily mood.
+  public var kind: Int32 = 0
+
+  /// How pleasant: from -1 (very unpleasant) to 1 (very pleasant).
+  public var valence: Double = 0
+
+  /// HKStateOfMind.Label case names (amazed, amused, … worried), each at most once.
+  public var labels: [String] = []
+
+  /// HKStateOfMind.Association case names (community, currentEvents, … work), each at most once.
+  public var associations: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// A characteristic of the owner (HealthKit's characteristic types): the date of birth as a
 /// calendar date, or an enumeration's raw value (HKBiologicalSex, HKBloodType,
 /// HKFitzpatrickSkinType, HKWheelchairUse, HKActivityMoveMode). Not set: value 0 and no date.
@@ -1303,6 +1327,14 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .heartbeatSeries(newValue)}
   }
 
+  public var stateOfMind: Healthledger_V1_StateOfMindBody {
+    get {
+      if case .stateOfMind(let v)? = _storage._body {return v}
+      return Healthledger_V1_StateOfMindBody()
+    }
+    set {_uniqueStorage()._body = .stateOfMind(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1317,6 +1349,7 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     case clinicalRecord(Healthledger_V1_ClinicalRecordBody)
     case electrocardiogram(Healthledger_V1_ElectrocardiogramBody)
     case heartbeatSeries(Healthledger_V1_HeartbeatSeriesBody)
+    case stateOfMind(Healthledger_V1_StateOfMindBody)
 
   }
 
@@ -2342,6 +2375,51 @@ nonisolated extension Healthledger_V1_HeartbeatSeriesBody: SwiftProtobuf.Message
   }
 }
 
+nonisolated extension Healthledger_V1_StateOfMindBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StateOfMindBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0\u{1}valence\0\u{1}labels\0\u{1}associations\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.kind) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.valence) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.labels) }()
+      case 4: try { try decoder.decodeRepeatedStringField(value: &self.associations) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.kind != 0 {
+      try visitor.visitSingularInt32Field(value: self.kind, fieldNumber: 1)
+    }
+    if self.valence.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.valence, fieldNumber: 2)
+    }
+    if !self.labels.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.labels, fieldNumber: 3)
+    }
+    if !self.associations.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.associations, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StateOfMindBody, rhs: Healthledger_V1_StateOfMindBody) -> Bool {
+    if lhs.kind != rhs.kind {return false}
+    if lhs.valence != rhs.valence {return false}
+    if lhs.labels != rhs.labels {return false}
+    if lhs.associations != rhs.associations {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_Characteristic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Characteristic"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}value\0\u{1}year\0\u{1}month\0\u{1}day\0")
@@ -2821,7 +2899,7 @@ nonisolated extension Healthledger_V1_CorrelationBody: SwiftProtobuf.Message, Sw
 
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0\u{3}clinical_record\0\u{1}electrocardiogram\0\u{3}heartbeat_series\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0\u{3}clinical_record\0\u{1}electrocardiogram\0\u{3}heartbeat_series\0\u{3}state_of_mind\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -3018,6 +3096,19 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .heartbeatSeries(v)
           }
         }()
+        case 21: try {
+          var v: Healthledger_V1_StateOfMindBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .stateOfMind(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .stateOfMind(v)
+          }
+        }()
         default: break
         }
       }
@@ -3095,6 +3186,10 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .heartbeatSeries?: try {
         guard case .heartbeatSeries(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 20)
+      }()
+      case .stateOfMind?: try {
+        guard case .stateOfMind(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 21)
       }()
       case nil: break
       }

@@ -1184,6 +1184,15 @@ public nonisolated struct Healthledger_V1_Predicate: @unchecked Sendable {
     set {_uniqueStorage()._kind = .negation(newValue)}
   }
 
+  /// States of mind (type HKDataTypeStateOfMind) matching one condition.
+  public var stateOfMind: Healthledger_V1_StateOfMindPredicate {
+    get {
+      if case .stateOfMind(let v)? = _storage._kind {return v}
+      return Healthledger_V1_StateOfMindPredicate()
+    }
+    set {_uniqueStorage()._kind = .stateOfMind(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -1217,6 +1226,8 @@ public nonisolated struct Healthledger_V1_Predicate: @unchecked Sendable {
     case allOf(Healthledger_V1_Predicates)
     case anyOf(Healthledger_V1_Predicates)
     case negation(Healthledger_V1_Predicate)
+    /// States of mind (type HKDataTypeStateOfMind) matching one condition.
+    case stateOfMind(Healthledger_V1_StateOfMindPredicate)
 
   }
 
@@ -1517,6 +1528,81 @@ public nonisolated struct Healthledger_V1_CategoryValues: Sendable {
   // methods supported on all messages.
 
   public var values: [Int64] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// HealthKit's predicateForStatesOfMind: one condition.
+public nonisolated struct Healthledger_V1_StateOfMindPredicate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var condition: Healthledger_V1_StateOfMindPredicate.OneOf_Condition? = nil
+
+  /// The valence compares with a finite value.
+  public var valence: Healthledger_V1_ValenceComparison {
+    get {
+      if case .valence(let v)? = condition {return v}
+      return Healthledger_V1_ValenceComparison()
+    }
+    set {condition = .valence(newValue)}
+  }
+
+  /// Of this kind: 1 momentary emotion, 2 daily mood.
+  public var kind: Int32 {
+    get {
+      if case .kind(let v)? = condition {return v}
+      return 0
+    }
+    set {condition = .kind(newValue)}
+  }
+
+  /// With this label (an HKStateOfMind.Label case name) among theirs.
+  public var label: String {
+    get {
+      if case .label(let v)? = condition {return v}
+      return String()
+    }
+    set {condition = .label(newValue)}
+  }
+
+  /// With this association (an HKStateOfMind.Association case name) among theirs.
+  public var association: String {
+    get {
+      if case .association(let v)? = condition {return v}
+      return String()
+    }
+    set {condition = .association(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Condition: Equatable, Sendable {
+    /// The valence compares with a finite value.
+    case valence(Healthledger_V1_ValenceComparison)
+    /// Of this kind: 1 momentary emotion, 2 daily mood.
+    case kind(Int32)
+    /// With this label (an HKStateOfMind.Label case name) among theirs.
+    case label(String)
+    /// With this association (an HKStateOfMind.Association case name) among theirs.
+    case association(String)
+
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_ValenceComparison: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var comparison: Healthledger_V1_Comparison = .unspecified
+
+  public var valence: Double = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -5266,7 +5352,7 @@ nonisolated extension Healthledger_V1_StatisticComparison.Statistic: SwiftProtob
 
 nonisolated extension Healthledger_V1_Predicate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Predicate"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}samples\0\u{1}date\0\u{1}uuids\0\u{1}sources\0\u{3}source_revisions\0\u{1}devices\0\u{3}device_property\0\u{1}metadata\0\u{1}quantity\0\u{1}category\0\u{3}category_values\0\u{1}workout\0\u{3}associated_with_workout\0\u{3}member_of_correlation\0\u{3}all_of\0\u{3}any_of\0\u{1}negation\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}samples\0\u{1}date\0\u{1}uuids\0\u{1}sources\0\u{3}source_revisions\0\u{1}devices\0\u{3}device_property\0\u{1}metadata\0\u{1}quantity\0\u{1}category\0\u{3}category_values\0\u{1}workout\0\u{3}associated_with_workout\0\u{3}member_of_correlation\0\u{3}all_of\0\u{3}any_of\0\u{1}negation\0\u{3}state_of_mind\0")
 
   fileprivate class _StorageClass {
     var _kind: Healthledger_V1_Predicate.OneOf_Kind?
@@ -5510,6 +5596,19 @@ nonisolated extension Healthledger_V1_Predicate: SwiftProtobuf.Message, SwiftPro
             _storage._kind = .negation(v)
           }
         }()
+        case 18: try {
+          var v: Healthledger_V1_StateOfMindPredicate?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .stateOfMind(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .stateOfMind(v)
+          }
+        }()
         default: break
         }
       }
@@ -5590,6 +5689,10 @@ nonisolated extension Healthledger_V1_Predicate: SwiftProtobuf.Message, SwiftPro
       case .negation?: try {
         guard case .negation(let v)? = _storage._kind else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
+      }()
+      case .stateOfMind?: try {
+        guard case .stateOfMind(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
       }()
       case nil: break
       }
@@ -6033,6 +6136,127 @@ nonisolated extension Healthledger_V1_CategoryValues: SwiftProtobuf.Message, Swi
 
   public static func ==(lhs: Healthledger_V1_CategoryValues, rhs: Healthledger_V1_CategoryValues) -> Bool {
     if lhs.values != rhs.values {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_StateOfMindPredicate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StateOfMindPredicate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}valence\0\u{1}kind\0\u{1}label\0\u{1}association\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try {
+        var v: Healthledger_V1_ValenceComparison?
+        var hadOneofValue = false
+        if let current = self.condition {
+          hadOneofValue = true
+          if case .valence(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.condition = .valence(v)
+        }
+      }()
+      case 2: try {
+        var v: Int32?
+        try decoder.decodeSingularInt32Field(value: &v)
+        if let v = v {
+          if self.condition != nil {try decoder.handleConflictingOneOf()}
+          self.condition = .kind(v)
+        }
+      }()
+      case 3: try {
+        var v: String?
+        try decoder.decodeSingularStringField(value: &v)
+        if let v = v {
+          if self.condition != nil {try decoder.handleConflictingOneOf()}
+          self.condition = .label(v)
+        }
+      }()
+      case 4: try {
+        var v: String?
+        try decoder.decodeSingularStringField(value: &v)
+        if let v = v {
+          if self.condition != nil {try decoder.handleConflictingOneOf()}
+          self.condition = .association(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    switch self.condition {
+    case .valence?: try {
+      guard case .valence(let v)? = self.condition else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    }()
+    case .kind?: try {
+      guard case .kind(let v)? = self.condition else { preconditionFailure() }
+      try visitor.visitSingularInt32Field(value: v, fieldNumber: 2)
+    }()
+    case .label?: try {
+      guard case .label(let v)? = self.condition else { preconditionFailure() }
+      try visitor.visitSingularStringField(value: v, fieldNumber: 3)
+    }()
+    case .association?: try {
+      guard case .association(let v)? = self.condition else { preconditionFailure() }
+      try visitor.visitSingularStringField(value: v, fieldNumber: 4)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_StateOfMindPredicate, rhs: Healthledger_V1_StateOfMindPredicate) -> Bool {
+    if lhs.condition != rhs.condition {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ValenceComparison: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ValenceComparison"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}comparison\0\u{1}valence\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.comparison) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.valence) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.comparison != .unspecified {
+      try visitor.visitSingularEnumField(value: self.comparison, fieldNumber: 1)
+    }
+    if self.valence.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.valence, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ValenceComparison, rhs: Healthledger_V1_ValenceComparison) -> Bool {
+    if lhs.comparison != rhs.comparison {return false}
+    if lhs.valence != rhs.valence {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -105,6 +105,9 @@ struct SaveCommand: AsyncParsableCommand {
             JSON is one object or an array of objects: {"type": "...", "value": 72, "unit": "count/min",
             "start": "2026-11-22T08:00:00Z", "end": "...", "uuid": "...", "metadata": {"key": "text" | 1.5}}.
             Category samples give the raw value and no unit.
+            A state of mind (HKDataTypeStateOfMind) gives its valence (-1 to 1) as the value, --kind
+            (momentaryEmotion or dailyMood), and any --label and --association (HealthKit's case names,
+            repeatable); in JSON "kind", "labels" and "associations" (arrays of names).
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -115,6 +118,10 @@ struct SaveCommand: AsyncParsableCommand {
     @Option(help: "End date, ISO 8601 (default the start).") var end: String?
     @Option(name: .customLong("metadata"), help: "key=value metadata (numbers stay numbers); repeatable.") var metadata: [String] = []
     @Option(help: "A JSON file of samples, or - for standard input.") var input: String?
+    @Option(help: "A state of mind's kind: momentaryEmotion or dailyMood.") var kind: String?
+    @Option(name: .customLong("label"), help: "A state of mind's label (calm, happy, stressed …); repeatable.") var labels: [String] = []
+    @Option(name: .customLong("association"), help: "A state of mind's association (work, family, health …); repeatable.")
+    var associations: [String] = []
 
     func run() async throws {
         let objects: [HealthObject]
@@ -136,7 +143,9 @@ struct SaveCommand: AsyncParsableCommand {
                     let text = String(pair[pair.index(after: equals)...])
                     fields[String(pair[..<equals])] = Double(text).map { $0 as Any } ?? text
                 }
-                objects = [try SampleInput(type: type, value: value, unit: unit, start: start, end: end, uuid: nil, metadata: fields).object()]
+                var input = SampleInput(type: type, value: value, unit: unit, start: start, end: end, uuid: nil, metadata: fields)
+                (input.kind, input.labels, input.associations) = (kind, labels, associations)
+                objects = [try input.object()]
             }
         } catch { throw fail(error) }
 
@@ -172,6 +181,10 @@ struct SampleInput {
     var end: String?
     var uuid: String?
     var metadata: [String: Any]
+    /// A state of mind's kind, labels and associations, by HealthKit's case names.
+    var kind: String?
+    var labels: [String] = []
+    var associations: [String] = []
 
     init(type: String, value: Double, unit: String?, start: String?, end: String?, uuid: String?, metadata: [String: Any]) {
         self.type = type
@@ -189,6 +202,11 @@ struct SampleInput {
         self.init(
             type: type, value: value, unit: json["unit"] as? String, start: json["start"] as? String, end: json["end"] as? String,
             uuid: json["uuid"] as? String, metadata: json["metadata"] as? [String: Any] ?? [:])
+        kind = json["kind"] as? String
+        for (key, names) in [("labels", \SampleInput.labels), ("associations", \SampleInput.associations)] where json[key] != nil {
+            guard let list = json[key] as? [String] else { throw ValidationErrorExit("'\(key)' must be an array of names") }
+            self[keyPath: names] = list
+        }
     }
 
     static func date(_ text: String?, _ name: String) throws -> Date? {
@@ -225,8 +243,23 @@ struct SampleInput {
         case .category:
             guard let raw = Int(exactly: value) else { throw ValidationErrorExit("a category value must be an integer") }
             return .categorySample(CategorySample(type: try CategoryType(type), value: raw, start: startDate, end: endDate, metadata: fields, uuid: id))
+        case .stateOfMind:
+            guard unit == nil else { throw ValidationErrorExit("a state of mind's value is its valence, with no unit") }
+            guard let kind else { throw ValidationErrorExit("a state of mind needs its kind: momentaryEmotion or dailyMood") }
+            guard let kindCase = StateOfMind.Kind(name: kind) else {
+                throw ValidationErrorExit("kind '\(kind)' is not momentaryEmotion or dailyMood")
+            }
+            do {
+                return .stateOfMind(StateOfMind(
+                    kind: kindCase, valence: value,
+                    labels: try labels.enumerated().map { try StateOfMind.Label(validating: $1, field: "label \($0 + 1)") },
+                    associations: try associations.enumerated().map { try StateOfMind.Association(validating: $1, field: "association \($0 + 1)") },
+                    start: startDate, end: endDate, metadata: fields, uuid: id))
+            } catch let error as HealthError {
+                throw ValidationErrorExit(error.message)
+            }
         default:
-            throw ValidationErrorExit("the CLI saves quantity and category samples; '\(type)' is neither")
+            throw ValidationErrorExit("the CLI saves quantity and category samples and states of mind; '\(type)' is none of them")
         }
     }
 }
@@ -335,6 +368,12 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["value"] = record.displayName
         row["unit"] = record.fhirResource.resourceType
         row["fhir"] = ["resourceType": record.fhirResource.resourceType, "id": record.fhirResource.identifier, "version": record.fhirResource.fhirVersion]
+    case .stateOfMind(let state):
+        row["value"] = state.valence
+        row["unit"] = state.valenceClassification.map { "\($0)" } ?? ""
+        row["kind"] = state.kind.name
+        row["labels"] = state.labels.map(\.rawValue)
+        row["associations"] = state.associations.map(\.rawValue)
     case .audiogram(let audiogram):
         row["value"] = audiogram.points.count
         row["unit"] = "frequencies"

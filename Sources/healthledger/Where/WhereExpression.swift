@@ -12,7 +12,7 @@ import HealthLedgerSDK
 /// OP         := "=" | "!=" | "<" | "<=" | ">" | ">="
 /// FIELD      := value | category | start | end | source | revision | uuid | workout | correlation
 ///             | device.(name|manufacturer|model|hardwareVersion|firmwareVersion|softwareVersion|localIdentifier|udiDeviceIdentifier)
-///             | metadata.KEY | activity | duration | (sum|average|min|max).TYPE
+///             | metadata.KEY | activity | duration | (sum|average|min|max).TYPE | valence | kind | label | association
 /// VALUE      := NUMBER [UNIT] | "text" | 'text' | ISO-8601 date | word
 /// ```
 enum WhereExpression {
@@ -25,7 +25,9 @@ enum WhereExpression {
                    device.name|manufacturer|model|hardwareVersion|firmwareVersion|softwareVersion|
                    localIdentifier|udiDeviceIdentifier, metadata.KEY;
                    workouts: activity (running …), duration (seconds, pauses excluded),
-                   sum.TYPE, average.TYPE, min.TYPE, max.TYPE (statistics of its samples)
+                   sum.TYPE, average.TYPE, min.TYPE, max.TYPE (statistics of its samples);
+                   states of mind: value or valence (-1 to 1), kind (momentaryEmotion, dailyMood),
+                   label (calm, happy …), association (work, family …)
           ops      = != < <= > >=   FIELD in (V, V, ...)   FIELD exists
           combine  and, or, not, ( )     values: 120 count/min, "text", 'text', 2026-11-23T08:00:00Z, word
           examples value > 120 count/min and device.model = Watch
@@ -33,6 +35,7 @@ enum WhereExpression {
                    metadata.HKMetadataKeyInsulinDeliveryReason = 1 and start >= 2026-11-23T00:00:00Z
                    not metadata.HKMetadataKeyWasUserEntered exists or source in (com.apple.health, com.example.app)
                    activity = running and average.HeartRate > 150 count/min      (with --type Workout)
+                   valence < 0 and label in (anxious, stressed)      (with --type HKDataTypeStateOfMind)
         """
 
     /// A syntax or meaning error, at a column (1-based) of the expression.
@@ -217,6 +220,12 @@ enum WhereExpression {
 
         func compare(_ field: Token, _ comparison: Comparison, _ value: (Token, [Token]), operatorToken: Token) throws -> ObjectPredicate {
             let name = field.text
+            if type == .stateOfMind, name == "value" || name == "valence" {
+                guard value.0.kind == .word, value.1.isEmpty, let number = Double(value.0.text) else {
+                    throw failure("a valence is a number from -1 to 1, with no unit", at: value.0)
+                }
+                return .stateOfMind(.valence(comparison, number))
+            }
             switch name {
             case "value", "category":
                 if type.family == .category || name == "category" {
@@ -230,7 +239,7 @@ enum WhereExpression {
                 return .quantity(comparison, try quantity(value))
             case "start", "end":
                 return .date(name == "start" ? .start : .end, comparison, try date(value.0))
-            case "source", "uuid", "workout", "correlation", "revision", "activity":
+            case "source", "uuid", "workout", "correlation", "revision", "activity", "kind", "label", "association":
                 guard comparison == .equal || comparison == .notEqual else { throw failure("\(name) compares with = or != only", at: operatorToken) }
                 let predicate = try oneOf(field, [value])
                 return comparison == .equal ? predicate : .not(predicate)
@@ -278,6 +287,28 @@ enum WhereExpression {
                     return .activityType(activity)
                 }))
             case "uuid": return .uuids(Set(try values.map { try uuid($0.0) }))
+            case "kind", "label", "association":
+                guard type == .stateOfMind else { throw failure("\(name) is a field of states of mind (--type HKDataTypeStateOfMind)", at: field) }
+                let conditions = try values.map { value -> StateOfMindCondition in
+                    let text = value.0.text
+                    switch name {
+                    case "kind":
+                        guard let kind = StateOfMind.Kind(name: text) else { throw failure("'\(text)' is not momentaryEmotion or dailyMood", at: value.0) }
+                        return .kind(kind)
+                    case "label":
+                        guard let label = StateOfMind.Label(rawValue: text) else {
+                            throw failure("'\(text)' is not a label (\(StateOfMind.Label.allCases.map(\.rawValue).joined(separator: ", ")))", at: value.0)
+                        }
+                        return .label(label)
+                    default:
+                        guard let association = StateOfMind.Association(rawValue: text) else {
+                            throw failure(
+                                "'\(text)' is not an association (\(StateOfMind.Association.allCases.map(\.rawValue).joined(separator: ", ")))", at: value.0)
+                        }
+                        return .association(association)
+                    }
+                }
+                return conditions.count == 1 ? .stateOfMind(conditions[0]) : .or(conditions.map { .stateOfMind($0) })
             case "workout", "correlation":
                 guard values.count == 1 else { throw failure("\(name) takes one UUID", at: values[1].0) }
                 let id = try uuid(values[0].0)
