@@ -65,7 +65,8 @@ public struct AppleHealthExporter {
                         let series = held.flatMap { heartbeatSeries[key]?.remove(at: $0) }
                         try xml.write(AppleHealthWriter.element(object, heartbeatSeries: series))
                         if series != nil { summary.objects[ObjectType.heartbeatSeries.identifier, default: 0] += 1 }
-                    case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary, .audiogram, .stateOfMind:
+                    case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary, .audiogram, .stateOfMind,
+                        .userAnnotatedMedication, .medicationDoseEvent:
                         // A correlation's members come again at top level with their type, as
                         // the Health app lists them.
                         try xml.write(AppleHealthWriter.element(object))
@@ -163,8 +164,8 @@ public enum AppleHealthWriter {
         " <SourcePriority type=\"\(type.identifier)\" sourceName=\"\(AppleHealthValues.escape(sourceName))\"/>\n"
     }
 
-    /// A `Record`, `Correlation`, `VisionPrescription`, `ActivitySummary`, `Audiogram` or
-    /// `StateOfMind` element; a record of heart rate variability with `heartbeatSeries` inside it (see
+    /// A `Record`, `Correlation`, `VisionPrescription`, `ActivitySummary`, `Audiogram`,
+    /// `StateOfMind`, `Medication` or `MedicationDoseEvent` element; a record of heart rate variability with `heartbeatSeries` inside it (see
     /// ``holds(_:_:)``).
     public static func element(_ object: HealthObject, indent: String = " ", heartbeatSeries: HeartbeatSeriesSample? = nil) -> String {
         switch object {
@@ -213,6 +214,10 @@ public enum AppleHealthWriter {
             return text + "\(indent)</Audiogram>\n"
         case .stateOfMind(let state):
             return stateOfMind(state, indent: indent)
+        case .userAnnotatedMedication(let medication):
+            return self.medication(medication, indent: indent)
+        case .medicationDoseEvent(let dose):
+            return medicationDose(dose, indent: indent)
         case .workout, .workoutRoute, .clinicalRecord, .electrocardiogram, .heartbeatSeries:
             return ""
         }
@@ -256,6 +261,44 @@ public enum AppleHealthWriter {
         text += common(state)
         guard !state.metadata.isEmpty else { return text + "/>\n" }
         return text + ">\n" + metadata(state.metadata, indent: indent + " ") + "\(indent)</StateOfMind>\n"
+    }
+
+    /// A `Medication` element (HealthLedger's exports): its concept's `conceptIdentifier`,
+    /// `displayText` and `generalForm`, its `nickname`, `archived="1"` and `hasSchedule="1"` when
+    /// so, its source, device and dates as a record's, its codings as `ClinicalCoding` elements
+    /// and its metadata as `MetadataEntry` elements.
+    static func medication(_ medication: UserAnnotatedMedication, indent: String) -> String {
+        let concept = medication.medication
+        var text = "\(indent)<Medication conceptIdentifier=\"\(AppleHealthValues.escape(concept.identifier))\""
+        text += " displayText=\"\(AppleHealthValues.escape(concept.displayText))\" generalForm=\"\(concept.generalForm.rawValue)\""
+        if let nickname = medication.nickname { text += " nickname=\"\(AppleHealthValues.escape(nickname))\"" }
+        if medication.isArchived { text += " archived=\"1\"" }
+        if medication.hasSchedule { text += " hasSchedule=\"1\"" }
+        text += common(medication)
+        guard !concept.relatedCodings.isEmpty || !medication.metadata.isEmpty else { return text + "/>\n" }
+        text += ">\n"
+        for coding in concept.relatedCodings {
+            text += "\(indent) <ClinicalCoding system=\"\(AppleHealthValues.escape(coding.system))\""
+            if let version = coding.version { text += " version=\"\(AppleHealthValues.escape(version))\"" }
+            text += " code=\"\(AppleHealthValues.escape(coding.code))\"/>\n"
+        }
+        return text + metadata(medication.metadata, indent: indent + " ") + "\(indent)</Medication>\n"
+    }
+
+    /// A `MedicationDoseEvent` element (HealthLedger's exports): its medication's
+    /// `conceptIdentifier`, `logStatus` and `scheduleType` by HealthKit's case names, its
+    /// quantities and their `unit`, its `scheduledDate`, its source, device and dates as a
+    /// record's, and its metadata as `MetadataEntry` elements.
+    static func medicationDose(_ dose: MedicationDoseEvent, indent: String) -> String {
+        var text = "\(indent)<MedicationDoseEvent conceptIdentifier=\"\(AppleHealthValues.escape(dose.medicationConceptIdentifier))\""
+        text += " logStatus=\"\(dose.logStatus)\" scheduleType=\"\(dose.scheduleType)\""
+        if let quantity = dose.doseQuantity { text += " doseQuantity=\"\(AppleHealthValues.number(quantity))\"" }
+        if let quantity = dose.scheduledDoseQuantity { text += " scheduledDoseQuantity=\"\(AppleHealthValues.number(quantity))\"" }
+        text += " unit=\"\(AppleHealthValues.escape(dose.unit.description))\""
+        if let date = dose.scheduledDate { text += " scheduledDate=\"\(AppleHealthValues.string(date))\"" }
+        text += common(dose)
+        guard !dose.metadata.isEmpty else { return text + "/>\n" }
+        return text + ">\n" + metadata(dose.metadata, indent: indent + " ") + "\(indent)</MedicationDoseEvent>\n"
     }
 
     /// The type of the records that hold heartbeat series.
@@ -435,7 +478,7 @@ public enum AppleHealthWriter {
     public static let dtd = """
         <!DOCTYPE HealthData [
         <!-- HealthKit Export Version: 14 -->
-        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary|ClinicalRecord|Audiogram|VisionPrescription|StateOfMind)*,SourcePriority*)>
+        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary|ClinicalRecord|Audiogram|VisionPrescription|StateOfMind|Medication|MedicationDoseEvent)*,SourcePriority*)>
         <!ATTLIST HealthData
           locale CDATA #REQUIRED
         >
@@ -597,6 +640,41 @@ public enum AppleHealthWriter {
           device        CDATA #IMPLIED
           startDate     CDATA #REQUIRED
           endDate       CDATA #REQUIRED
+        >
+        <!ELEMENT Medication ((ClinicalCoding|MetadataEntry)*)>
+        <!ATTLIST Medication
+          conceptIdentifier CDATA #REQUIRED
+          displayText       CDATA #REQUIRED
+          generalForm       CDATA #IMPLIED
+          nickname          CDATA #IMPLIED
+          archived          CDATA #IMPLIED
+          hasSchedule       CDATA #IMPLIED
+          sourceName        CDATA #REQUIRED
+          sourceVersion     CDATA #IMPLIED
+          device            CDATA #IMPLIED
+          startDate         CDATA #REQUIRED
+          endDate           CDATA #REQUIRED
+        >
+        <!ELEMENT ClinicalCoding EMPTY>
+        <!ATTLIST ClinicalCoding
+          system  CDATA #REQUIRED
+          version CDATA #IMPLIED
+          code    CDATA #REQUIRED
+        >
+        <!ELEMENT MedicationDoseEvent (MetadataEntry*)>
+        <!ATTLIST MedicationDoseEvent
+          conceptIdentifier     CDATA #REQUIRED
+          logStatus             (notInteracted|notificationNotSent|snoozed|taken|skipped|notLogged) #REQUIRED
+          scheduleType          (asNeeded|schedule) #REQUIRED
+          doseQuantity          CDATA #IMPLIED
+          scheduledDoseQuantity CDATA #IMPLIED
+          unit                  CDATA #IMPLIED
+          scheduledDate         CDATA #IMPLIED
+          sourceName            CDATA #REQUIRED
+          sourceVersion         CDATA #IMPLIED
+          device                CDATA #IMPLIED
+          startDate             CDATA #REQUIRED
+          endDate               CDATA #REQUIRED
         >
         <!ELEMENT SensitivityPoint EMPTY>
         <!ATTLIST SensitivityPoint

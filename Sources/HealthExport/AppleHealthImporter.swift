@@ -242,6 +242,12 @@ public final class AppleHealthImporter {
         case .stateOfMind(let state, let line):
             summary.elements += 1
             try await add(.stateOfMind(state), kind: "statesOfMind", line: line)
+        case .medication(let medication, let line):
+            summary.elements += 1
+            try await add(.userAnnotatedMedication(medication), kind: "medications", line: line)
+        case .medicationDose(let dose, let line):
+            summary.elements += 1
+            try await add(.medicationDoseEvent(dose), kind: "medicationDoses", line: line)
         case .clinicalRecord(var record, let path, let line):
             summary.elements += 1
             // Its resource, the JSON file beside export.xml, kept byte for byte; its display

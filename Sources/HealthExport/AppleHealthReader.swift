@@ -23,6 +23,10 @@ public enum AppleHealthItem: Sendable {
     case heartbeatSeries(HeartbeatSeriesSample, line: Int)
     /// A `StateOfMind` (HealthLedger's exports).
     case stateOfMind(StateOfMind, line: Int)
+    /// A `Medication` (HealthLedger's exports): one of the person's medications.
+    case medication(UserAnnotatedMedication, line: Int)
+    /// A `MedicationDoseEvent` (HealthLedger's exports).
+    case medicationDose(MedicationDoseEvent, line: Int)
     /// A `ClinicalRecord` whose FHIR resource is the export's file at `path`: ``ClinicalRecord/fhirResource``'s
     /// data is empty until the importer reads it.
     case clinicalRecord(ClinicalRecord, path: String, line: Int)
@@ -148,6 +152,10 @@ public final class AppleHealthReader: XMLStreamHandler {
             current = .clinicalRecord(attributes: attributes, metadata: [:], line: line)
         case "StateOfMind":
             current = .stateOfMind(attributes: attributes, metadata: [:], line: line)
+        case "Medication":
+            current = .medication(MedicationBuilder(attributes: attributes, line: line))
+        case "MedicationDoseEvent":
+            current = .medicationDose(attributes: attributes, metadata: [:], line: line)
         default:
             skipping = name
             let reason = switch name {
@@ -182,6 +190,8 @@ public final class AppleHealthReader: XMLStreamHandler {
         case .audiogram(let builder): audiogram(builder)
         case .clinicalRecord(let attributes, let metadata, let line): clinicalRecord(attributes, metadata: metadata, line: line)
         case .stateOfMind(let attributes, let metadata, let line): stateOfMind(attributes, metadata: metadata, line: line)
+        case .medication(let builder): medication(builder)
+        case .medicationDose(let attributes, let metadata, let line): medicationDose(attributes, metadata: metadata, line: line)
         }
     }
 
@@ -647,6 +657,105 @@ public final class AppleHealthReader: XMLStreamHandler {
         emit(.stateOfMind(state, line: line))
     }
 
+    /// A `Medication`: its concept (`conceptIdentifier`, `displayText`, `generalForm`, `unknown`
+    /// when absent, and its `ClinicalCoding` elements), `nickname`, `archived` and `hasSchedule`
+    /// (`1` or `true`), its dates and source as a record's, its metadata. Its sync identifier,
+    /// unless its metadata gives one, is derived from `Medication`, the source name and the
+    /// concept identifier, its version the start in seconds: the entry recorded last replaces
+    /// those before.
+    private func medication(_ builder: MedicationBuilder) {
+        let (attributes, line, element) = (builder.attributes, builder.line, "Medication")
+        guard let start = attributes["startDate"].flatMap(AppleHealthValues.date), let end = attributes["endDate"].flatMap(AppleHealthValues.date) else {
+            return reject(element, Rejection(kind: .invalidDate, reason: "startDate or endDate is missing or not a date"), line: line)
+        }
+        guard end >= start else { return reject(element, Rejection(kind: .datesOutOfOrder, reason: "endDate is before startDate"), line: line) }
+        let form: MedicationConcept.GeneralForm
+        do {
+            form = try attributes["generalForm"].map { try MedicationConcept.GeneralForm(validating: $0, field: "generalForm") } ?? .unknown
+        } catch {
+            return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
+        }
+        let source = sourceRevision(attributes)
+        let identifier = attributes["conceptIdentifier"] ?? ""
+        var metadata = builder.metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key([element, source.source.name, identifier], start: nil))
+            metadata[MetadataKey.syncVersion] = .number(Double(Int64(start.timeIntervalSince1970.rounded())))
+        }
+        func flag(_ name: String) -> Bool { ["1", "true", "YES"].contains(attributes[name] ?? "") }
+        var medication = UserAnnotatedMedication(
+            medication: MedicationConcept(
+                identifier: identifier, displayText: attributes["displayText"] ?? "", generalForm: form, relatedCodings: builder.codings),
+            nickname: attributes["nickname"], isArchived: flag("archived"), hasSchedule: flag("hasSchedule"), recorded: start,
+            device: device(attributes), metadata: metadata, sourceRevision: source)
+        medication.endDate = end
+        do {
+            try HealthObject.userAnnotatedMedication(medication).validate()
+        } catch {
+            return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
+        }
+        emit(.medication(medication, line: line))
+    }
+
+    /// A `MedicationDoseEvent`: its medication's `conceptIdentifier`, `logStatus` and
+    /// `scheduleType` by HealthKit's case names (`asNeeded` when absent), `doseQuantity` and
+    /// `scheduledDoseQuantity` in `unit` (`count` when absent), `scheduledDate`, its dates and
+    /// source as a record's, its metadata. Its sync identifier, unless its metadata gives one,
+    /// is derived from `MedicationDoseEvent`, the source name, concept identifier, start and
+    /// end, version 1.
+    private func medicationDose(_ attributes: Attributes, metadata: Metadata, line: Int) {
+        let element = "MedicationDoseEvent"
+        guard let start = attributes["startDate"].flatMap(AppleHealthValues.date), let end = attributes["endDate"].flatMap(AppleHealthValues.date) else {
+            return reject(element, Rejection(kind: .invalidDate, reason: "startDate or endDate is missing or not a date"), line: line)
+        }
+        guard end >= start else { return reject(element, Rejection(kind: .datesOutOfOrder, reason: "endDate is before startDate"), line: line) }
+        guard let status = MedicationDoseEvent.LogStatus.allCases.first(where: { "\($0)" == attributes["logStatus"] }) else {
+            let names = MedicationDoseEvent.LogStatus.allCases.map { "\($0)" }.joined(separator: ", ")
+            return reject(
+                element, Rejection(kind: .unparsableValue, reason: "logStatus '\((attributes["logStatus"] ?? "").prefix(40))' is not one of \(names)"), line: line)
+        }
+        let scheduleName = attributes["scheduleType"] ?? "asNeeded"
+        guard let schedule = MedicationDoseEvent.ScheduleType.allCases.first(where: { "\($0)" == scheduleName }) else {
+            return reject(element, Rejection(kind: .unparsableValue, reason: "scheduleType '\(scheduleName.prefix(40))' is not asNeeded or schedule"), line: line)
+        }
+        var quantities: [Double?] = []
+        for name in ["doseQuantity", "scheduledDoseQuantity"] {
+            guard let text = attributes[name], !text.isEmpty else { quantities.append(nil); continue }
+            guard let value = Double(text) else {
+                return reject(element, Rejection(kind: .unparsableValue, reason: "\(name) '\(text.prefix(40))' is not a number"), line: line)
+            }
+            quantities.append(value)
+        }
+        var scheduledDate: Date?
+        if let text = attributes["scheduledDate"], !text.isEmpty {
+            guard let date = AppleHealthValues.date(text) else {
+                return reject(element, Rejection(kind: .invalidDate, reason: "scheduledDate '\(text.prefix(40))' is not a date"), line: line)
+            }
+            scheduledDate = date
+        }
+        guard let unit = try? HealthUnit(attributes["unit"] ?? "count") else {
+            return reject(element, Rejection(kind: .unparsableValue, reason: "unit '\((attributes["unit"] ?? "").prefix(40))' is not a unit"), line: line)
+        }
+        let source = sourceRevision(attributes)
+        let identifier = attributes["conceptIdentifier"] ?? ""
+        var metadata = metadata
+        if metadata[MetadataKey.syncIdentifier] == nil {
+            metadata[MetadataKey.syncIdentifier] = .string(
+                Self.key([element, source.source.name, identifier, Self.seconds(start), Self.seconds(end)], start: start))
+            metadata[MetadataKey.syncVersion] = .number(1)
+        }
+        let dose = MedicationDoseEvent(
+            medicationConceptIdentifier: identifier, logStatus: status, scheduleType: schedule, doseQuantity: quantities[0],
+            scheduledDoseQuantity: quantities[1], scheduledDate: scheduledDate, unit: unit, start: start, end: end, device: device(attributes),
+            metadata: metadata, sourceRevision: source)
+        do {
+            try HealthObject.medicationDoseEvent(dose).validate()
+        } catch {
+            return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
+        }
+        emit(.medicationDose(dose, line: line))
+    }
+
     /// A `ClinicalRecord`: its clinical `type`, `receivedDate` (its start and end), source,
     /// `fhirVersion`, `sourceURL`, `identifier` (the resource's id) and `resourceFilePath`,
     /// the file the importer reads the resource from. Its sync identifier, unless its metadata
@@ -977,6 +1086,9 @@ private enum Builder {
     case clinicalRecord(attributes: Attributes, metadata: Metadata, line: Int)
     /// A `StateOfMind` and its metadata entries.
     case stateOfMind(attributes: Attributes, metadata: Metadata, line: Int)
+    case medication(MedicationBuilder)
+    /// A `MedicationDoseEvent` and its metadata entries.
+    case medicationDose(attributes: Attributes, metadata: Metadata, line: Int)
 
     /// Each case's builder is moved out of `self` while it changes, not copied, so that its
     /// metadata and lists are changed in place.
@@ -993,6 +1105,8 @@ private enum Builder {
         case .audiogram: ("Audiogram", name == "MetadataEntry" || name == "SensitivityPoint")
         case .clinicalRecord: ("ClinicalRecord", name == "MetadataEntry")
         case .stateOfMind: ("StateOfMind", name == "MetadataEntry")
+        case .medication: ("Medication", name == "MetadataEntry" || name == "ClinicalCoding")
+        case .medicationDose: ("MedicationDoseEvent", name == "MetadataEntry")
         }
     }
 
@@ -1039,6 +1153,12 @@ private enum Builder {
         case .stateOfMind(let state, var metadata, let start):
             if depth == 3, name == "MetadataEntry" { metadata.add(attributes, reader: reader) }
             self = .stateOfMind(attributes: state, metadata: metadata, line: start)
+        case .medication(var medication):
+            if depth == 3 { medication.child(name, attributes, reader: reader) }
+            self = .medication(medication)
+        case .medicationDose(let dose, var metadata, let start):
+            if depth == 3, name == "MetadataEntry" { metadata.add(attributes, reader: reader) }
+            self = .medicationDose(attributes: dose, metadata: metadata, line: start)
         }
     }
 
@@ -1224,6 +1344,29 @@ private struct WorkoutBuilder {
             end = date.addingTimeInterval(seconds)
         }
         return WorkoutEvent(type: type, start: date, end: type.hasDuration ? end : nil)
+    }
+}
+
+private struct MedicationBuilder {
+    let attributes: Attributes
+    let line: Int
+    var metadata: Metadata = [:]
+    var codings: [ClinicalCoding] = []
+
+    init(attributes: Attributes, line: Int) {
+        self.attributes = attributes
+        self.line = line
+    }
+
+    mutating func child(_ name: String, _ attributes: Attributes, reader: AppleHealthReader) {
+        switch name {
+        case "MetadataEntry": metadata.add(attributes, reader: reader)
+        case "ClinicalCoding":
+            // Past the most a concept holds, validation refuses the element: no more are kept.
+            guard codings.count <= MedicationConcept.maximumCodings else { return }
+            codings.append(ClinicalCoding(system: attributes["system"] ?? "", version: attributes["version"], code: attributes["code"] ?? ""))
+        default: break
+        }
     }
 }
 

@@ -25,12 +25,13 @@ public enum LedgerLines {
 
     /// The object types an export walks, in replay order: samples, then correlations (with
     /// their members), workouts, routes, prescriptions, activity summaries, audiograms,
-    /// clinical records, electrocardiograms, heartbeat series and states of mind.
+    /// clinical records, electrocardiograms, heartbeat series, states of mind, medications and
+    /// their dose events.
     static var exportedTypes: [ObjectType] {
         let samples = (QuantityTypeDescriptor.catalogue.map(\.identifier) + CategoryTypeDescriptor.catalogue.map(\.identifier))
             .compactMap { try? ObjectType($0) }
         let correlations = TypeCatalogue.correlationTypes.keys.sorted().compactMap { try? ObjectType($0) }
-        return correlations + samples + [.workout, .workoutRoute, .visionPrescription, .activitySummary, .audiogram] + ObjectType.clinicalTypes + [.electrocardiogram, .heartbeatSeries, .stateOfMind]
+        return correlations + samples + [.workout, .workoutRoute, .visionPrescription, .activitySummary, .audiogram] + ObjectType.clinicalTypes + [.electrocardiogram, .heartbeatSeries, .stateOfMind, .userAnnotatedMedication, .medicationDoseEvent]
     }
 }
 

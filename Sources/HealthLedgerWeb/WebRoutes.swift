@@ -622,6 +622,18 @@ enum WebText {
             if !state.labels.isEmpty { text += ": " + state.labels.map { typeName($0.rawValue).lowercased() }.joined(separator: ", ") }
             if !state.associations.isEmpty { text += "; about " + state.associations.map { typeName($0.rawValue).lowercased() }.joined(separator: ", ") }
             return text
+        case .userAnnotatedMedication(let medication):
+            // "Ibuprofen 200 mg (tablet), “pain pill”, on a schedule"
+            var text = "\(medication.medication.displayText) (\(typeName(medication.medication.generalForm.rawValue).lowercased()))"
+            if let nickname = medication.nickname { text += ", “\(nickname)”" }
+            if medication.hasSchedule { text += ", on a schedule" }
+            return medication.isArchived ? text + ", archived" : text
+        case .medicationDoseEvent(let dose):
+            // "Taken: 1 count of 1 scheduled (ibuprofen-200)"
+            var text = typeName("\(dose.logStatus)".prefix(1).uppercased() + "\(dose.logStatus)".dropFirst())
+            if let quantity = dose.doseQuantity { text += ": \(HTML.number(quantity)) \(dose.unit)" }
+            if let scheduled = dose.scheduledDoseQuantity { text += " of \(HTML.number(scheduled)) scheduled" }
+            return text + " (\(dose.medicationConceptIdentifier))"
         }
     }
 }

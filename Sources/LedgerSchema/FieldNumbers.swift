@@ -24,7 +24,7 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
     @usableFromInline package typealias Message = Healthledger_V1_HealthObject
     case uuid = 1, type, sourceRevision, device, metadata, startUs, endUs
     case quantity = 10, category, visionPrescription, workout, workoutRoute, correlation, activitySummary, audiogram, clinicalRecord, electrocardiogram,
-        heartbeatSeries, stateOfMind
+        heartbeatSeries, stateOfMind, userAnnotatedMedication, medicationDoseEvent
 }
 
 /// `healthledger.v1.SourceRevision`.

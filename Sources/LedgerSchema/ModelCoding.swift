@@ -248,6 +248,36 @@ extension Healthledger_V1_HealthObject {
                 body.labels = state.labels.map(\.rawValue)
                 body.associations = state.associations.map(\.rawValue)
             })
+        case .userAnnotatedMedication(let medication):
+            setCommonFields(medication)
+            self.body = .userAnnotatedMedication(.with { body in
+                body.medication = .with { concept in
+                    concept.identifier = medication.medication.identifier
+                    concept.displayText = medication.medication.displayText
+                    concept.generalForm = medication.medication.generalForm.rawValue
+                    concept.relatedCodings = medication.medication.relatedCodings.map { coding in
+                        .with {
+                            $0.system = coding.system
+                            if let version = coding.version { $0.version = version }
+                            $0.code = coding.code
+                        }
+                    }
+                }
+                if let nickname = medication.nickname { body.nickname = nickname }
+                body.archived = medication.isArchived
+                body.scheduled = medication.hasSchedule
+            })
+        case .medicationDoseEvent(let dose):
+            setCommonFields(dose)
+            self.body = .medicationDoseEvent(.with { body in
+                body.medicationConceptIdentifier = dose.medicationConceptIdentifier
+                body.logStatus = Int32(dose.logStatus.rawValue)
+                body.scheduleType = Int32(dose.scheduleType.rawValue)
+                if let quantity = dose.doseQuantity { body.doseQuantity = quantity }
+                if let quantity = dose.scheduledDoseQuantity { body.scheduledDoseQuantity = quantity }
+                if let date = dose.scheduledDate { body.scheduledDateUs = microseconds(date) }
+                body.unit = dose.unit.description
+            })
         }
     }
 
@@ -412,9 +442,41 @@ extension Healthledger_V1_HealthObject {
                 labels: try body.labels.enumerated().map { try StateOfMind.Label(validating: $1, field: "labels[\($0)]") },
                 associations: try body.associations.enumerated().map { try StateOfMind.Association(validating: $1, field: "associations[\($0)]") },
                 start: start, end: end, device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
+        case .userAnnotatedMedication(let body):
+            guard type == ObjectType.userAnnotatedMedication.identifier else {
+                throw HealthError.invalidArgument(
+                    "a medication's type is \(ObjectType.userAnnotatedMedication.identifier), not '\(type)'", field: "type")
+            }
+            let concept = MedicationConcept(
+                identifier: body.medication.identifier, displayText: body.medication.displayText,
+                generalForm: try MedicationConcept.GeneralForm(validating: body.medication.generalForm, field: "medication.generalForm"),
+                relatedCodings: body.medication.relatedCodings.map {
+                    ClinicalCoding(system: $0.system, version: $0.hasVersion ? $0.version : nil, code: $0.code)
+                })
+            var medication = UserAnnotatedMedication(
+                medication: concept, nickname: body.hasNickname ? body.nickname : nil, isArchived: body.archived, hasSchedule: body.scheduled,
+                recorded: start, device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model)
+            medication.endDate = end
+            return .userAnnotatedMedication(medication)
+        case .medicationDoseEvent(let body):
+            guard type == ObjectType.medicationDoseEvent.identifier else {
+                throw HealthError.invalidArgument("a medication dose's type is \(ObjectType.medicationDoseEvent.identifier), not '\(type)'", field: "type")
+            }
+            let unit: HealthUnit
+            do { unit = try HealthUnit(body.unit) } catch {
+                throw HealthError.invalidArgument("unit '\(body.unit.prefix(64))' is not a unit", field: "unit")
+            }
+            return .medicationDoseEvent(MedicationDoseEvent(
+                medicationConceptIdentifier: body.medicationConceptIdentifier,
+                logStatus: try MedicationDoseEvent.LogStatus(validating: Int(body.logStatus), field: "logStatus"),
+                scheduleType: try MedicationDoseEvent.ScheduleType(validating: Int(body.scheduleType), field: "scheduleType"),
+                doseQuantity: body.hasDoseQuantity ? body.doseQuantity : nil,
+                scheduledDoseQuantity: body.hasScheduledDoseQuantity ? body.scheduledDoseQuantity : nil,
+                scheduledDate: body.hasScheduledDateUs ? LedgerSchema.date(microseconds: body.scheduledDateUs) : nil, unit: unit, start: start, end: end,
+                device: device, metadata: metadata, uuid: uuid, sourceRevision: sourceRevision.model))
         case nil:
             throw HealthError.invalidArgument(
-                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary, audiogram, clinical record, electrocardiogram, heartbeat series or state of mind)",
+                "the object has no payload (quantity, category, vision prescription, workout, route, correlation, activity summary, audiogram, clinical record, electrocardiogram, heartbeat series, state of mind, medication or medication dose)",
                 field: "body")
         }
     }

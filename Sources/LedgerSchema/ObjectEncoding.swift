@@ -47,7 +47,8 @@ extension HealthObject {
                 if let lens = prescription.rightEye { body.message(field: VisionPrescriptionBodyField.rightEye, Self.encoded(lens)) }
                 if let lens = prescription.leftEye { body.message(field: VisionPrescriptionBodyField.leftEye, Self.encoded(lens)) }
             }
-        case .quantitySample, .workout, .workoutRoute, .correlation, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, .heartbeatSeries, .stateOfMind:
+        case .quantitySample, .workout, .workoutRoute, .correlation, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, .heartbeatSeries, .stateOfMind,
+            .userAnnotatedMedication, .medicationDoseEvent:
             // Rare and small next to samples (and series samples next to samples of one
             // value): SwiftProtobuf writes them. A proto3 message
             // without `Any` fields cannot fail to serialize.

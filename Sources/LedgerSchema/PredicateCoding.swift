@@ -72,6 +72,15 @@ extension Healthledger_V1_Predicate {
                 case .association(let association): $0.association = association.rawValue
                 }
             }
+        case .medication(let condition):
+            medication = .with {
+                switch condition {
+                case .doseStatus(let status): $0.doseStatus = Int32(status.rawValue)
+                case .doseConcepts(let identifiers): $0.doseConcepts = .with { $0.values = identifiers.sorted() }
+                case .archived(let archived): $0.archived = archived
+                case .hasSchedule(let scheduled): $0.scheduled = scheduled
+                }
+            }
         case .associatedWithWorkout(let uuid): associatedWithWorkout = Data(uuid.bytes)
         case .memberOfCorrelation(let uuid): memberOfCorrelation = Data(uuid.bytes)
         case .and(let predicates): allOf = .with { $0.predicates = predicates.map(Healthledger_V1_Predicate.init) }
@@ -186,6 +195,15 @@ extension Healthledger_V1_Predicate {
             case .association(let association):
                 return .stateOfMind(.association(try StateOfMind.Association(validating: association, field: "\(name).association")))
             case nil: throw HealthError.invalidArgument("the state of mind predicate is empty: set one condition", field: name)
+            }
+        case .medication(let predicate):
+            let name = "\(field).medication"
+            switch predicate.condition {
+            case .doseStatus(let raw): return .medication(.doseStatus(try MedicationDoseEvent.LogStatus(validating: Int(raw), field: "\(name).dose_status")))
+            case .doseConcepts(let list): return .medication(.doseConcepts(Set(try values(list.values, "medication concepts"))))
+            case .archived(let archived): return .medication(.archived(archived))
+            case .scheduled(let scheduled): return .medication(.hasSchedule(scheduled))
+            case nil: throw HealthError.invalidArgument("the medication predicate is empty: set one condition", field: name)
             }
         case .associatedWithWorkout(let bytes): return .associatedWithWorkout(try uuid(bytes, "associated_with_workout"))
         case .memberOfCorrelation(let bytes): return .memberOfCorrelation(try uuid(bytes, "member_of_correlation"))

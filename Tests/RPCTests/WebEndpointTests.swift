@@ -181,6 +181,11 @@ struct WebEndpointTests {
                     type: Samples.heartRate, unit: try HealthUnit("count/min"),
                     series: [90, 100].enumerated().map { QuantitySeriesEntry(value: $1, start: at(50 + Double($0) * 5), end: at(55 + Double($0) * 5)) })),
                 .stateOfMind(StateOfMind(date: at(70), kind: .dailyMood, valence: 0.3, labels: [.calm, .grateful], associations: [.family, .currentEvents])),
+                .userAnnotatedMedication(UserAnnotatedMedication(
+                    medication: MedicationConcept(identifier: "rx-5640", displayText: "Ibuprofen 200 mg", generalForm: .tablet), nickname: "knee",
+                    hasSchedule: true, recorded: at(80))),
+                .medicationDoseEvent(MedicationDoseEvent(
+                    medicationConceptIdentifier: "rx-5640", logStatus: .taken, doseQuantity: 2, scheduledDoseQuantity: 1, start: at(90), end: at(90))),
             ])
             let signedIn = try await Self.curl(["--data-urlencode", "credential=\(server.ownerCredential)", "\(url)/sign-in"])
             let session = try #require(signedIn.headers.firstMatch(of: /healthledger_session=([A-Za-z0-9_-]+)/).map { String($0.1) })
@@ -196,6 +201,8 @@ struct WebEndpointTests {
                 ("HKDataTypeIdentifierAudiogram", "1000 Hz: left 5 dBHL"),
                 ("HKQuantityTypeIdentifierHeartRate", "95 count/min (2 values)"),
                 ("HKDataTypeStateOfMind", "Daily mood, slightly pleasant (0.3): calm, grateful; about family, current events"),
+                ("HKDataTypeIdentifierUserAnnotatedMedicationConcept", "Ibuprofen 200 mg (tablet), “knee”, on a schedule"),
+                ("HKMedicationDoseEventTypeIdentifierMedicationDoseEvent", "Taken: 2 count of 1 scheduled (rx-5640)"),
             ]
             for (type, value) in expected {
                 let page = try await Self.curl(cookie + ["\(url)/browse?type=\(type)"])

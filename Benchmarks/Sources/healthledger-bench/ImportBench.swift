@@ -201,7 +201,7 @@ enum ImportScenario {
         var count = 0
         let reader = AppleHealthReader { item in
             switch item {
-            case .sample, .correlation, .workout, .visionPrescription, .characteristic, .activitySummary, .audiogram, .clinicalRecord, .heartbeatSeries, .stateOfMind:
+            case .sample, .correlation, .workout, .visionPrescription, .characteristic, .activitySummary, .audiogram, .clinicalRecord, .heartbeatSeries, .stateOfMind, .medication, .medicationDose:
                 count += 1
             case .skipped, .rejected, .sourcePriority: break
             }

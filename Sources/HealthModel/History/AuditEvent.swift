@@ -213,6 +213,8 @@ extension ObjectTypeFamily {
         case .electrocardiogram: "electrocardiograms"
         case .heartbeatSeries: "heartbeat series"
         case .stateOfMind: "states of mind"
+        case .userAnnotatedMedication: "medications"
+        case .medicationDoseEvent: "medication doses"
         }
     }
 }

@@ -160,10 +160,10 @@ extension ObjectType {
     public static let activitySummary = ObjectType(identifier: "HKActivitySummaryTypeIdentifier", family: .activitySummary)
 
     /// Types apps may read but never save: characteristics, activity summaries, clinical
-    /// records and electrocardiograms.
+    /// records, electrocardiograms, medications and their dose events.
     public var isReadOnlyForApps: Bool {
         switch family {
-        case .characteristic, .activitySummary, .clinicalRecord, .electrocardiogram: true
+        case .characteristic, .activitySummary, .clinicalRecord, .electrocardiogram, .userAnnotatedMedication, .medicationDoseEvent: true
         default: false
         }
     }

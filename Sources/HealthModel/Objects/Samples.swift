@@ -183,6 +183,8 @@ public indirect enum HealthObject: Sendable, Hashable {
     case electrocardiogram(Electrocardiogram)
     case heartbeatSeries(HeartbeatSeriesSample)
     case stateOfMind(StateOfMind)
+    case userAnnotatedMedication(UserAnnotatedMedication)
+    case medicationDoseEvent(MedicationDoseEvent)
 
     /// The object as its common protocol.
     public var object: any HealthSample {
@@ -199,6 +201,8 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .electrocardiogram(let sample): sample
         case .heartbeatSeries(let sample): sample
         case .stateOfMind(let sample): sample
+        case .userAnnotatedMedication(let sample): sample
+        case .medicationDoseEvent(let sample): sample
         }
     }
 
@@ -216,6 +220,8 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .electrocardiogram(let sample): sample.uuid
         case .heartbeatSeries(let sample): sample.uuid
         case .stateOfMind(let sample): sample.uuid
+        case .userAnnotatedMedication(let sample): sample.uuid
+        case .medicationDoseEvent(let sample): sample.uuid
         }
     }
 
@@ -233,6 +239,8 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .electrocardiogram(let sample): sample.objectType
         case .heartbeatSeries(let sample): sample.objectType
         case .stateOfMind(let sample): sample.objectType
+        case .userAnnotatedMedication(let sample): sample.objectType
+        case .medicationDoseEvent(let sample): sample.objectType
         }
     }
 
@@ -250,6 +258,8 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .electrocardiogram(let sample): sample.startDate
         case .heartbeatSeries(let sample): sample.startDate
         case .stateOfMind(let sample): sample.startDate
+        case .userAnnotatedMedication(let sample): sample.startDate
+        case .medicationDoseEvent(let sample): sample.startDate
         }
     }
 
@@ -267,6 +277,8 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .electrocardiogram(let sample): sample.endDate
         case .heartbeatSeries(let sample): sample.endDate
         case .stateOfMind(let sample): sample.endDate
+        case .userAnnotatedMedication(let sample): sample.endDate
+        case .medicationDoseEvent(let sample): sample.endDate
         }
     }
 
@@ -284,6 +296,8 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .electrocardiogram(let sample): sample.metadata
         case .heartbeatSeries(let sample): sample.metadata
         case .stateOfMind(let sample): sample.metadata
+        case .userAnnotatedMedication(let sample): sample.metadata
+        case .medicationDoseEvent(let sample): sample.metadata
         }
     }
 
@@ -301,6 +315,8 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .electrocardiogram(let sample): sample.device
         case .heartbeatSeries(let sample): sample.device
         case .stateOfMind(let sample): sample.device
+        case .userAnnotatedMedication(let sample): sample.device
+        case .medicationDoseEvent(let sample): sample.device
         }
     }
 
@@ -318,6 +334,8 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .electrocardiogram(let sample): sample.syncIdentifier
         case .heartbeatSeries(let sample): sample.syncIdentifier
         case .stateOfMind(let sample): sample.syncIdentifier
+        case .userAnnotatedMedication(let sample): sample.syncIdentifier
+        case .medicationDoseEvent(let sample): sample.syncIdentifier
         }
     }
 
@@ -335,6 +353,8 @@ public indirect enum HealthObject: Sendable, Hashable {
         case .electrocardiogram(let sample): sample.syncVersion
         case .heartbeatSeries(let sample): sample.syncVersion
         case .stateOfMind(let sample): sample.syncVersion
+        case .userAnnotatedMedication(let sample): sample.syncVersion
+        case .medicationDoseEvent(let sample): sample.syncVersion
         }
     }
 
@@ -353,6 +373,8 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .electrocardiogram(let sample): sample.sourceRevision
             case .heartbeatSeries(let sample): sample.sourceRevision
             case .stateOfMind(let sample): sample.sourceRevision
+            case .userAnnotatedMedication(let sample): sample.sourceRevision
+            case .medicationDoseEvent(let sample): sample.sourceRevision
             }
         }
         set {
@@ -368,6 +390,8 @@ public indirect enum HealthObject: Sendable, Hashable {
             case .electrocardiogram(var sample): sample.sourceRevision = newValue; self = .electrocardiogram(sample)
             case .heartbeatSeries(var sample): sample.sourceRevision = newValue; self = .heartbeatSeries(sample)
             case .stateOfMind(var sample): sample.sourceRevision = newValue; self = .stateOfMind(sample)
+            case .userAnnotatedMedication(var sample): sample.sourceRevision = newValue; self = .userAnnotatedMedication(sample)
+            case .medicationDoseEvent(var sample): sample.sourceRevision = newValue; self = .medicationDoseEvent(sample)
             case .correlation(var sample):
                 // Members saved with a correlation come from the same source.
                 sample.sourceRevision = newValue
@@ -436,6 +460,18 @@ public indirect enum HealthObject: Sendable, Hashable {
     /// The state of mind, when the object is one.
     public var stateOfMind: StateOfMind? {
         if case .stateOfMind(let state) = self { return state }
+        return nil
+    }
+
+    /// The medication on the person's list, when the object is one.
+    public var userAnnotatedMedication: UserAnnotatedMedication? {
+        if case .userAnnotatedMedication(let medication) = self { return medication }
+        return nil
+    }
+
+    /// The dose event, when the object is one.
+    public var medicationDoseEvent: MedicationDoseEvent? {
+        if case .medicationDoseEvent(let dose) = self { return dose }
         return nil
     }
 }

@@ -64,6 +64,58 @@ extension HealthObject {
         case .stateOfMind(let state):
             try Self.validateCommon(state)
             try Self.validate(state)
+        case .userAnnotatedMedication(let medication):
+            try Self.validateCommon(medication)
+            try Self.validate(medication)
+        case .medicationDoseEvent(let dose):
+            try Self.validateCommon(dose)
+            try Self.validate(dose)
+        }
+    }
+
+    /// A concept identifier of 1–255 bytes, a display text of 1–4096, a nickname (when given) of
+    /// 1–4096, at most 64 codings, each with a system and a code of 1–255 bytes (a version of at
+    /// most 255), none twice.
+    private static func validate(_ medication: UserAnnotatedMedication) throws {
+        let concept = medication.medication
+        try checkText(concept.identifier, "medication.identifier", limit: ObjectLimits.maximumIdentifierLength)
+        try checkText(concept.displayText, "medication.displayText", limit: ObjectLimits.maximumStringLength)
+        if let nickname = medication.nickname { try checkText(nickname, "nickname", limit: ObjectLimits.maximumStringLength) }
+        guard concept.relatedCodings.count <= MedicationConcept.maximumCodings else {
+            throw HealthError.invalidArgument(
+                "medication.relatedCodings holds at most \(MedicationConcept.maximumCodings) codings, got \(concept.relatedCodings.count)",
+                field: "medication.relatedCodings")
+        }
+        for (index, coding) in concept.relatedCodings.enumerated() {
+            let field = "medication.relatedCodings[\(index)]"
+            try checkText(coding.system, "\(field).system", limit: ObjectLimits.maximumIdentifierLength)
+            try checkText(coding.code, "\(field).code", limit: ObjectLimits.maximumIdentifierLength)
+            if let version = coding.version { try checkText(version, "\(field).version", limit: ObjectLimits.maximumIdentifierLength) }
+            guard !concept.relatedCodings[..<index].contains(coding) else {
+                throw HealthError.invalidArgument("\(field) is given twice", field: field)
+            }
+        }
+    }
+
+    /// A concept identifier of 1–255 bytes; quantities finite and not negative; a scheduled
+    /// date within years 0001–9999.
+    private static func validate(_ dose: MedicationDoseEvent) throws {
+        try checkText(dose.medicationConceptIdentifier, "medicationConceptIdentifier", limit: ObjectLimits.maximumIdentifierLength)
+        for (name, value) in [("doseQuantity", dose.doseQuantity), ("scheduledDoseQuantity", dose.scheduledDoseQuantity)] {
+            guard let value else { continue }
+            guard value.isFinite, value >= 0 else {
+                throw HealthError.invalidArgument("\(name) must be finite and not negative, not \(value)", field: name)
+            }
+        }
+        if let date = dose.scheduledDate, !ObjectLimits.dateRange.contains(date) {
+            throw HealthError.invalidArgument("scheduledDate must fall within years 0001–9999", field: "scheduledDate")
+        }
+    }
+
+    /// `text` is 1–`limit` bytes of UTF-8.
+    private static func checkText(_ text: String, _ field: String, limit: Int) throws {
+        guard !text.isEmpty, text.utf8.count <= limit else {
+            throw HealthError.invalidArgument("\(field) must be 1–\(limit) bytes, got \(text.utf8.count)", field: field)
         }
     }
 
@@ -620,6 +672,28 @@ extension StateOfMind.Association {
                 field: field)
         }
         self = association
+    }
+}
+
+extension MedicationDoseEvent.LogStatus {
+    /// notInteracted 1 … notLogged 6, for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension MedicationDoseEvent.ScheduleType {
+    /// asNeeded 1, schedule 2, for decoders.
+    public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+extension MedicationConcept.GeneralForm {
+    /// The form of HealthKit's name `name`, for decoders.
+    /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for an unknown name.
+    public init(validating name: String, field: String) throws {
+        guard let form = Self(rawValue: name) else {
+            throw HealthError.invalidArgument(
+                "\(field) '\(name.prefix(64))' is not a medication form (\(Self.allCases.map(\.rawValue).joined(separator: ", ")))", field: field)
+        }
+        self = form
     }
 }
 

@@ -117,6 +117,8 @@ public indirect enum ObjectPredicate: Sendable, Hashable {
     case workout(WorkoutPredicate)
     /// States of mind matching a condition on their valence, kind, labels or associations.
     case stateOfMind(StateOfMindCondition)
+    /// Medications or their dose events matching a condition.
+    case medication(MedicationCondition)
     /// Objects associated with this workout (samples added to it, its routes).
     case associatedWithWorkout(UUID)
     /// Objects that are members of this correlation.
@@ -222,6 +224,21 @@ extension ObjectPredicate {
         .stateOfMind(.association(association))
     }
 
+    /// Dose events of one log status (HealthKit's `predicateForMedicationDoseEvent(status:)`).
+    public static func predicateForMedicationDoseEvent(status: MedicationDoseEvent.LogStatus) -> ObjectPredicate { .medication(.doseStatus(status)) }
+
+    /// Dose events of these medications, by concept identifier (HealthKit's
+    /// `predicateForMedicationDoseEvent(medicationConceptIdentifiers:)`).
+    public static func predicateForMedicationDoseEvent(medicationConceptIdentifiers: Set<String>) -> ObjectPredicate {
+        .medication(.doseConcepts(medicationConceptIdentifiers))
+    }
+
+    /// Medications archived or not (HealthKit's `predicateForUserAnnotatedMedications(isArchived:)`).
+    public static func predicateForUserAnnotatedMedications(isArchived: Bool) -> ObjectPredicate { .medication(.archived(isArchived)) }
+
+    /// Medications with a schedule or without (HealthKit's `predicateForUserAnnotatedMedications(hasSchedule:)`).
+    public static func predicateForUserAnnotatedMedications(hasSchedule: Bool) -> ObjectPredicate { .medication(.hasSchedule(hasSchedule)) }
+
     /// Objects associated with a workout (HealthKit's `predicateForObjects(from: HKWorkout)`).
     public static func predicateForObjects(from workout: UUID) -> ObjectPredicate { .associatedWithWorkout(workout) }
 
@@ -325,6 +342,11 @@ extension ObjectPredicate {
             if case .valence(_, let valence) = condition, !valence.isFinite {
                 throw HealthError.invalidArgument("a valence predicate's value must be finite", field: "predicate.stateOfMind.valence")
             }
+        case .medication(let condition):
+            guard type == condition.type else {
+                throw HealthError.invalidArgument("this medication predicate needs the type \(condition.type), not \(type)", field: "predicate.medication")
+            }
+            if case .doseConcepts(let identifiers) = condition { try values(identifiers.count, "medication concepts") }
         case .associatedWithWorkout, .memberOfCorrelation:
             break
         case .and(let predicates), .or(let predicates):
@@ -445,6 +467,8 @@ extension ObjectPredicate {
         case .stateOfMind(let condition):
             guard case .stateOfMind(let state) = try subject.object() else { return false }
             return condition.matches(state)
+        case .medication(let condition):
+            return condition.matches(try subject.object())
         case .associatedWithWorkout(let parent):
             return try subject.isMember(of: parent, correlation: false)
         case .memberOfCorrelation(let parent):
@@ -521,6 +545,37 @@ public enum StateOfMindCondition: Sendable, Hashable {
         case .kind(let kind): state.kind == kind
         case .label(let label): state.labels.contains(label)
         case .association(let association): state.associations.contains(association)
+        }
+    }
+}
+
+/// What a medication predicate asks of a medication or a dose event (HealthKit's
+/// `predicateForMedicationDoseEvent` and `predicateForUserAnnotatedMedications`).
+public enum MedicationCondition: Sendable, Hashable {
+    /// A dose event of this log status.
+    case doseStatus(MedicationDoseEvent.LogStatus)
+    /// A dose event of one of these medications (concept identifiers).
+    case doseConcepts(Set<String>)
+    /// A medication archived (true) or not.
+    case archived(Bool)
+    /// A medication with a schedule (true) or without.
+    case hasSchedule(Bool)
+
+    /// The type whose objects the condition applies to.
+    public var type: ObjectType {
+        switch self {
+        case .doseStatus, .doseConcepts: .medicationDoseEvent
+        case .archived, .hasSchedule: .userAnnotatedMedication
+        }
+    }
+
+    public func matches(_ object: HealthObject) -> Bool {
+        switch (self, object) {
+        case (.doseStatus(let status), .medicationDoseEvent(let dose)): dose.logStatus == status
+        case (.doseConcepts(let identifiers), .medicationDoseEvent(let dose)): identifiers.contains(dose.medicationConceptIdentifier)
+        case (.archived(let archived), .userAnnotatedMedication(let medication)): medication.isArchived == archived
+        case (.hasSchedule(let scheduled), .userAnnotatedMedication(let medication)): medication.hasSchedule == scheduled
+        default: false
         }
     }
 }

@@ -1,7 +1,7 @@
 /// The family an object type belongs to.
 public enum ObjectTypeFamily: String, Sendable, Hashable, CaseIterable {
     case characteristic, quantity, category, correlation, workout, workoutRoute, visionPrescription, activitySummary, audiogram, clinicalRecord, electrocardiogram,
-        heartbeatSeries, stateOfMind
+        heartbeatSeries, stateOfMind, userAnnotatedMedication, medicationDoseEvent
 }
 
 /// Any type of data a ledger knows, identified by HealthKit's identifier string.
@@ -123,6 +123,8 @@ public enum TypeCatalogue {
         ObjectType.electrocardiogram.identifier: .electrocardiogram,
         ObjectType.heartbeatSeries.identifier: .heartbeatSeries,
         ObjectType.stateOfMind.identifier: .stateOfMind,
+        ObjectType.userAnnotatedMedication.identifier: .userAnnotatedMedication,
+        ObjectType.medicationDoseEvent.identifier: .medicationDoseEvent,
     ]
 
     /// The family of `identifier`, or nil if the catalogue does not know it.

@@ -40,7 +40,9 @@ struct ObjectSummary: Sendable {
         case .category(let body): value = Double(body.value)
         case .workoutRoute(let body): value = 0; workout = body.workoutUuid.count == 16 ? Array(body.workoutUuid) : nil
         case .correlation(let body): value = 0; members = body.memberUuids.map { Array($0) }
-        case .visionPrescription, .workout, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, .heartbeatSeries, .stateOfMind, nil: value = 0
+        case .visionPrescription, .workout, .activitySummary, .audiogram, .clinicalRecord, .electrocardiogram, .heartbeatSeries, .stateOfMind, .userAnnotatedMedication,
+            .medicationDoseEvent, nil:
+            value = 0
         }
     }
 
@@ -77,6 +79,10 @@ struct ObjectSummary: Sendable {
             self.init(series, value: 0, units: units)
         case .stateOfMind(let state):
             self.init(state, value: 0, units: units)
+        case .userAnnotatedMedication(let medication):
+            self.init(medication, value: 0, units: units)
+        case .medicationDoseEvent(let dose):
+            self.init(dose, value: 0, units: units)
         }
     }
 
@@ -163,7 +169,8 @@ struct ObjectSummary: Sendable {
                 value = Double(category)
             case (.visionPrescription, .lengthDelimited), (.workout, .lengthDelimited), (.activitySummary, .lengthDelimited),
                 (.audiogram, .lengthDelimited), (.clinicalRecord, .lengthDelimited), (.electrocardiogram, .lengthDelimited),
-                (.heartbeatSeries, .lengthDelimited), (.stateOfMind, .lengthDelimited):
+                (.heartbeatSeries, .lengthDelimited), (.stateOfMind, .lengthDelimited),
+                (.userAnnotatedMedication, .lengthDelimited), (.medicationDoseEvent, .lengthDelimited):
                 try reader.skip(wireType)
                 quantity = nil
                 value = 0

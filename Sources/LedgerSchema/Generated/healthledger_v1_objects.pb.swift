@@ -936,6 +936,150 @@ public nonisolated struct Healthledger_V1_StateOfMindBody: Sendable {
   public init() {}
 }
 
+/// A code in a clinical coding system (HealthKit's HKClinicalCoding).
+public nonisolated struct Healthledger_V1_ClinicalCoding: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var system: String = String()
+
+  public var version: String {
+    get {_version ?? String()}
+    set {_version = newValue}
+  }
+  /// Returns true if `version` has been explicitly set.
+  public var hasVersion: Bool {self._version != nil}
+  /// Clears the value of `version`. Subsequent reads from it will return its default value.
+  public mutating func clearVersion() {self._version = nil}
+
+  public var code: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _version: String? = nil
+}
+
+/// The idea of a medication (HealthKit's HKMedicationConcept).
+public nonisolated struct Healthledger_V1_MedicationConcept: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// HKHealthConceptIdentifier: what dose events name it by (1–255 bytes).
+  public var identifier: String = String()
+
+  /// Its name (1–4096 bytes).
+  public var displayText: String = String()
+
+  /// An HKMedicationGeneralForm name (capsule, cream, … tablet, topical, unknown).
+  public var generalForm: String = String()
+
+  /// At most 64, each once.
+  public var relatedCodings: [Healthledger_V1_ClinicalCoding] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A medication on the person's list (HealthKit's HKUserAnnotatedMedication), type
+/// HKDataTypeIdentifierUserAnnotatedMedicationConcept, dated when it was recorded.
+public nonisolated struct Healthledger_V1_UserAnnotatedMedicationBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var medication: Healthledger_V1_MedicationConcept {
+    get {_medication ?? Healthledger_V1_MedicationConcept()}
+    set {_medication = newValue}
+  }
+  /// Returns true if `medication` has been explicitly set.
+  public var hasMedication: Bool {self._medication != nil}
+  /// Clears the value of `medication`. Subsequent reads from it will return its default value.
+  public mutating func clearMedication() {self._medication = nil}
+
+  public var nickname: String {
+    get {_nickname ?? String()}
+    set {_nickname = newValue}
+  }
+  /// Returns true if `nickname` has been explicitly set.
+  public var hasNickname: Bool {self._nickname != nil}
+  /// Clears the value of `nickname`. Subsequent reads from it will return its default value.
+  public mutating func clearNickname() {self._nickname = nil}
+
+  public var archived: Bool = false
+
+  /// A schedule is set up for it (HealthKit's hasSchedule).
+  public var scheduled: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _medication: Healthledger_V1_MedicationConcept? = nil
+  fileprivate var _nickname: String? = nil
+}
+
+/// A dose of a medication (HealthKit's HKMedicationDoseEvent), type
+/// HKMedicationDoseEventTypeIdentifierMedicationDoseEvent.
+public nonisolated struct Healthledger_V1_MedicationDoseEventBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The concept identifier of the medication (1–255 bytes).
+  public var medicationConceptIdentifier: String = String()
+
+  /// HKMedicationDoseEvent.LogStatus: notInteracted 1, notificationNotSent 2, snoozed 3, taken 4,
+  /// skipped 5, notLogged 6.
+  public var logStatus: Int32 = 0
+
+  /// HKMedicationDoseEvent.ScheduleType: asNeeded 1, schedule 2.
+  public var scheduleType: Int32 = 0
+
+  /// In `unit`, finite and not negative.
+  public var doseQuantity: Double {
+    get {_doseQuantity ?? 0}
+    set {_doseQuantity = newValue}
+  }
+  /// Returns true if `doseQuantity` has been explicitly set.
+  public var hasDoseQuantity: Bool {self._doseQuantity != nil}
+  /// Clears the value of `doseQuantity`. Subsequent reads from it will return its default value.
+  public mutating func clearDoseQuantity() {self._doseQuantity = nil}
+
+  public var scheduledDoseQuantity: Double {
+    get {_scheduledDoseQuantity ?? 0}
+    set {_scheduledDoseQuantity = newValue}
+  }
+  /// Returns true if `scheduledDoseQuantity` has been explicitly set.
+  public var hasScheduledDoseQuantity: Bool {self._scheduledDoseQuantity != nil}
+  /// Clears the value of `scheduledDoseQuantity`. Subsequent reads from it will return its default value.
+  public mutating func clearScheduledDoseQuantity() {self._scheduledDoseQuantity = nil}
+
+  public var scheduledDateUs: Int64 {
+    get {_scheduledDateUs ?? 0}
+    set {_scheduledDateUs = newValue}
+  }
+  /// Returns true if `scheduledDateUs` has been explicitly set.
+  public var hasScheduledDateUs: Bool {self._scheduledDateUs != nil}
+  /// Clears the value of `scheduledDateUs`. Subsequent reads from it will return its default value.
+  public mutating func clearScheduledDateUs() {self._scheduledDateUs = nil}
+
+  /// The quantities' unit (count, mg, mL …).
+  public var unit: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _doseQuantity: Double? = nil
+  fileprivate var _scheduledDoseQuantity: Double? = nil
+  fileprivate var _scheduledDateUs: Int64? = nil
+}
+
 /// A characteristic of the owner (HealthKit's characteristic types): the date of birth as a
 /// calendar date, or an enumeration's raw value (HKBiologicalSex, HKBloodType,
 /// HKFitzpatrickSkinType, HKWheelchairUse, HKActivityMoveMode). Not set: value 0 and no date.
@@ -1335,6 +1479,22 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     set {_uniqueStorage()._body = .stateOfMind(newValue)}
   }
 
+  public var userAnnotatedMedication: Healthledger_V1_UserAnnotatedMedicationBody {
+    get {
+      if case .userAnnotatedMedication(let v)? = _storage._body {return v}
+      return Healthledger_V1_UserAnnotatedMedicationBody()
+    }
+    set {_uniqueStorage()._body = .userAnnotatedMedication(newValue)}
+  }
+
+  public var medicationDoseEvent: Healthledger_V1_MedicationDoseEventBody {
+    get {
+      if case .medicationDoseEvent(let v)? = _storage._body {return v}
+      return Healthledger_V1_MedicationDoseEventBody()
+    }
+    set {_uniqueStorage()._body = .medicationDoseEvent(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1350,6 +1510,8 @@ public nonisolated struct Healthledger_V1_HealthObject: @unchecked Sendable {
     case electrocardiogram(Healthledger_V1_ElectrocardiogramBody)
     case heartbeatSeries(Healthledger_V1_HeartbeatSeriesBody)
     case stateOfMind(Healthledger_V1_StateOfMindBody)
+    case userAnnotatedMedication(Healthledger_V1_UserAnnotatedMedicationBody)
+    case medicationDoseEvent(Healthledger_V1_MedicationDoseEventBody)
 
   }
 
@@ -2420,6 +2582,208 @@ nonisolated extension Healthledger_V1_StateOfMindBody: SwiftProtobuf.Message, Sw
   }
 }
 
+nonisolated extension Healthledger_V1_ClinicalCoding: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClinicalCoding"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}system\0\u{1}version\0\u{1}code\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.system) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self._version) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.code) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.system.isEmpty {
+      try visitor.visitSingularStringField(value: self.system, fieldNumber: 1)
+    }
+    try { if let v = self._version {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 2)
+    } }()
+    if !self.code.isEmpty {
+      try visitor.visitSingularStringField(value: self.code, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ClinicalCoding, rhs: Healthledger_V1_ClinicalCoding) -> Bool {
+    if lhs.system != rhs.system {return false}
+    if lhs._version != rhs._version {return false}
+    if lhs.code != rhs.code {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_MedicationConcept: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MedicationConcept"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}identifier\0\u{3}display_text\0\u{3}general_form\0\u{3}related_codings\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.identifier) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.displayText) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.generalForm) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.relatedCodings) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.identifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.identifier, fieldNumber: 1)
+    }
+    if !self.displayText.isEmpty {
+      try visitor.visitSingularStringField(value: self.displayText, fieldNumber: 2)
+    }
+    if !self.generalForm.isEmpty {
+      try visitor.visitSingularStringField(value: self.generalForm, fieldNumber: 3)
+    }
+    if !self.relatedCodings.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.relatedCodings, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_MedicationConcept, rhs: Healthledger_V1_MedicationConcept) -> Bool {
+    if lhs.identifier != rhs.identifier {return false}
+    if lhs.displayText != rhs.displayText {return false}
+    if lhs.generalForm != rhs.generalForm {return false}
+    if lhs.relatedCodings != rhs.relatedCodings {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_UserAnnotatedMedicationBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UserAnnotatedMedicationBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}medication\0\u{1}nickname\0\u{1}archived\0\u{1}scheduled\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._medication) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self._nickname) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.archived) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.scheduled) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._medication {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._nickname {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 2)
+    } }()
+    if self.archived != false {
+      try visitor.visitSingularBoolField(value: self.archived, fieldNumber: 3)
+    }
+    if self.scheduled != false {
+      try visitor.visitSingularBoolField(value: self.scheduled, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_UserAnnotatedMedicationBody, rhs: Healthledger_V1_UserAnnotatedMedicationBody) -> Bool {
+    if lhs._medication != rhs._medication {return false}
+    if lhs._nickname != rhs._nickname {return false}
+    if lhs.archived != rhs.archived {return false}
+    if lhs.scheduled != rhs.scheduled {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_MedicationDoseEventBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MedicationDoseEventBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}medication_concept_identifier\0\u{3}log_status\0\u{3}schedule_type\0\u{3}dose_quantity\0\u{3}scheduled_dose_quantity\0\u{3}scheduled_date_us\0\u{1}unit\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.medicationConceptIdentifier) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.logStatus) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.scheduleType) }()
+      case 4: try { try decoder.decodeSingularDoubleField(value: &self._doseQuantity) }()
+      case 5: try { try decoder.decodeSingularDoubleField(value: &self._scheduledDoseQuantity) }()
+      case 6: try { try decoder.decodeSingularSInt64Field(value: &self._scheduledDateUs) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.unit) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.medicationConceptIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.medicationConceptIdentifier, fieldNumber: 1)
+    }
+    if self.logStatus != 0 {
+      try visitor.visitSingularInt32Field(value: self.logStatus, fieldNumber: 2)
+    }
+    if self.scheduleType != 0 {
+      try visitor.visitSingularInt32Field(value: self.scheduleType, fieldNumber: 3)
+    }
+    try { if let v = self._doseQuantity {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 4)
+    } }()
+    try { if let v = self._scheduledDoseQuantity {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 5)
+    } }()
+    try { if let v = self._scheduledDateUs {
+      try visitor.visitSingularSInt64Field(value: v, fieldNumber: 6)
+    } }()
+    if !self.unit.isEmpty {
+      try visitor.visitSingularStringField(value: self.unit, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_MedicationDoseEventBody, rhs: Healthledger_V1_MedicationDoseEventBody) -> Bool {
+    if lhs.medicationConceptIdentifier != rhs.medicationConceptIdentifier {return false}
+    if lhs.logStatus != rhs.logStatus {return false}
+    if lhs.scheduleType != rhs.scheduleType {return false}
+    if lhs._doseQuantity != rhs._doseQuantity {return false}
+    if lhs._scheduledDoseQuantity != rhs._scheduledDoseQuantity {return false}
+    if lhs._scheduledDateUs != rhs._scheduledDateUs {return false}
+    if lhs.unit != rhs.unit {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Healthledger_V1_Characteristic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Characteristic"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}type\0\u{1}value\0\u{1}year\0\u{1}month\0\u{1}day\0")
@@ -2899,7 +3263,7 @@ nonisolated extension Healthledger_V1_CorrelationBody: SwiftProtobuf.Message, Sw
 
 nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthObject"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0\u{3}clinical_record\0\u{1}electrocardiogram\0\u{3}heartbeat_series\0\u{3}state_of_mind\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}type\0\u{3}source_revision\0\u{1}device\0\u{1}metadata\0\u{3}start_us\0\u{3}end_us\0\u{2}\u{3}quantity\0\u{1}category\0\u{3}vision_prescription\0\u{1}workout\0\u{3}workout_route\0\u{1}correlation\0\u{3}activity_summary\0\u{1}audiogram\0\u{3}clinical_record\0\u{1}electrocardiogram\0\u{3}heartbeat_series\0\u{3}state_of_mind\0\u{3}user_annotated_medication\0\u{3}medication_dose_event\0")
 
   fileprivate class _StorageClass {
     var _uuid: Data = Data()
@@ -3109,6 +3473,32 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
             _storage._body = .stateOfMind(v)
           }
         }()
+        case 22: try {
+          var v: Healthledger_V1_UserAnnotatedMedicationBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .userAnnotatedMedication(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .userAnnotatedMedication(v)
+          }
+        }()
+        case 23: try {
+          var v: Healthledger_V1_MedicationDoseEventBody?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .medicationDoseEvent(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .medicationDoseEvent(v)
+          }
+        }()
         default: break
         }
       }
@@ -3190,6 +3580,14 @@ nonisolated extension Healthledger_V1_HealthObject: SwiftProtobuf.Message, Swift
       case .stateOfMind?: try {
         guard case .stateOfMind(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 21)
+      }()
+      case .userAnnotatedMedication?: try {
+        guard case .userAnnotatedMedication(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 22)
+      }()
+      case .medicationDoseEvent?: try {
+        guard case .medicationDoseEvent(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 23)
       }()
       case nil: break
       }

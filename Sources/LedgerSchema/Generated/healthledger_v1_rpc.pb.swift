@@ -1193,6 +1193,16 @@ public nonisolated struct Healthledger_V1_Predicate: @unchecked Sendable {
     set {_uniqueStorage()._kind = .stateOfMind(newValue)}
   }
 
+  /// Medications (HKDataTypeIdentifierUserAnnotatedMedicationConcept) or their dose events
+  /// (HKMedicationDoseEventTypeIdentifierMedicationDoseEvent) matching one condition.
+  public var medication: Healthledger_V1_MedicationPredicate {
+    get {
+      if case .medication(let v)? = _storage._kind {return v}
+      return Healthledger_V1_MedicationPredicate()
+    }
+    set {_uniqueStorage()._kind = .medication(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -1228,6 +1238,9 @@ public nonisolated struct Healthledger_V1_Predicate: @unchecked Sendable {
     case negation(Healthledger_V1_Predicate)
     /// States of mind (type HKDataTypeStateOfMind) matching one condition.
     case stateOfMind(Healthledger_V1_StateOfMindPredicate)
+    /// Medications (HKDataTypeIdentifierUserAnnotatedMedicationConcept) or their dose events
+    /// (HKMedicationDoseEventTypeIdentifierMedicationDoseEvent) matching one condition.
+    case medication(Healthledger_V1_MedicationPredicate)
 
   }
 
@@ -1589,6 +1602,67 @@ public nonisolated struct Healthledger_V1_StateOfMindPredicate: Sendable {
     case label(String)
     /// With this association (an HKStateOfMind.Association case name) among theirs.
     case association(String)
+
+  }
+
+  public init() {}
+}
+
+/// HealthKit's predicateForMedicationDoseEvent and predicateForUserAnnotatedMedications: one condition.
+public nonisolated struct Healthledger_V1_MedicationPredicate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var condition: Healthledger_V1_MedicationPredicate.OneOf_Condition? = nil
+
+  /// Dose events of this log status (1–6, as MedicationDoseEventBody's).
+  public var doseStatus: Int32 {
+    get {
+      if case .doseStatus(let v)? = condition {return v}
+      return 0
+    }
+    set {condition = .doseStatus(newValue)}
+  }
+
+  /// Dose events of one of these medications (concept identifiers).
+  public var doseConcepts: Healthledger_V1_StringList {
+    get {
+      if case .doseConcepts(let v)? = condition {return v}
+      return Healthledger_V1_StringList()
+    }
+    set {condition = .doseConcepts(newValue)}
+  }
+
+  /// Medications archived (true) or not.
+  public var archived: Bool {
+    get {
+      if case .archived(let v)? = condition {return v}
+      return false
+    }
+    set {condition = .archived(newValue)}
+  }
+
+  /// Medications with a schedule (true) or without.
+  public var scheduled: Bool {
+    get {
+      if case .scheduled(let v)? = condition {return v}
+      return false
+    }
+    set {condition = .scheduled(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Condition: Equatable, Sendable {
+    /// Dose events of this log status (1–6, as MedicationDoseEventBody's).
+    case doseStatus(Int32)
+    /// Dose events of one of these medications (concept identifiers).
+    case doseConcepts(Healthledger_V1_StringList)
+    /// Medications archived (true) or not.
+    case archived(Bool)
+    /// Medications with a schedule (true) or without.
+    case scheduled(Bool)
 
   }
 
@@ -5352,7 +5426,7 @@ nonisolated extension Healthledger_V1_StatisticComparison.Statistic: SwiftProtob
 
 nonisolated extension Healthledger_V1_Predicate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Predicate"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}samples\0\u{1}date\0\u{1}uuids\0\u{1}sources\0\u{3}source_revisions\0\u{1}devices\0\u{3}device_property\0\u{1}metadata\0\u{1}quantity\0\u{1}category\0\u{3}category_values\0\u{1}workout\0\u{3}associated_with_workout\0\u{3}member_of_correlation\0\u{3}all_of\0\u{3}any_of\0\u{1}negation\0\u{3}state_of_mind\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}samples\0\u{1}date\0\u{1}uuids\0\u{1}sources\0\u{3}source_revisions\0\u{1}devices\0\u{3}device_property\0\u{1}metadata\0\u{1}quantity\0\u{1}category\0\u{3}category_values\0\u{1}workout\0\u{3}associated_with_workout\0\u{3}member_of_correlation\0\u{3}all_of\0\u{3}any_of\0\u{1}negation\0\u{3}state_of_mind\0\u{1}medication\0")
 
   fileprivate class _StorageClass {
     var _kind: Healthledger_V1_Predicate.OneOf_Kind?
@@ -5609,6 +5683,19 @@ nonisolated extension Healthledger_V1_Predicate: SwiftProtobuf.Message, SwiftPro
             _storage._kind = .stateOfMind(v)
           }
         }()
+        case 19: try {
+          var v: Healthledger_V1_MedicationPredicate?
+          var hadOneofValue = false
+          if let current = _storage._kind {
+            hadOneofValue = true
+            if case .medication(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._kind = .medication(v)
+          }
+        }()
         default: break
         }
       }
@@ -5693,6 +5780,10 @@ nonisolated extension Healthledger_V1_Predicate: SwiftProtobuf.Message, SwiftPro
       case .stateOfMind?: try {
         guard case .stateOfMind(let v)? = _storage._kind else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
+      }()
+      case .medication?: try {
+        guard case .medication(let v)? = _storage._kind else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 19)
       }()
       case nil: break
       }
@@ -6221,6 +6312,92 @@ nonisolated extension Healthledger_V1_StateOfMindPredicate: SwiftProtobuf.Messag
   }
 
   public static func ==(lhs: Healthledger_V1_StateOfMindPredicate, rhs: Healthledger_V1_StateOfMindPredicate) -> Bool {
+    if lhs.condition != rhs.condition {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_MedicationPredicate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MedicationPredicate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}dose_status\0\u{3}dose_concepts\0\u{1}archived\0\u{1}scheduled\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try {
+        var v: Int32?
+        try decoder.decodeSingularInt32Field(value: &v)
+        if let v = v {
+          if self.condition != nil {try decoder.handleConflictingOneOf()}
+          self.condition = .doseStatus(v)
+        }
+      }()
+      case 2: try {
+        var v: Healthledger_V1_StringList?
+        var hadOneofValue = false
+        if let current = self.condition {
+          hadOneofValue = true
+          if case .doseConcepts(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.condition = .doseConcepts(v)
+        }
+      }()
+      case 3: try {
+        var v: Bool?
+        try decoder.decodeSingularBoolField(value: &v)
+        if let v = v {
+          if self.condition != nil {try decoder.handleConflictingOneOf()}
+          self.condition = .archived(v)
+        }
+      }()
+      case 4: try {
+        var v: Bool?
+        try decoder.decodeSingularBoolField(value: &v)
+        if let v = v {
+          if self.condition != nil {try decoder.handleConflictingOneOf()}
+          self.condition = .scheduled(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    switch self.condition {
+    case .doseStatus?: try {
+      guard case .doseStatus(let v)? = self.condition else { preconditionFailure() }
+      try visitor.visitSingularInt32Field(value: v, fieldNumber: 1)
+    }()
+    case .doseConcepts?: try {
+      guard case .doseConcepts(let v)? = self.condition else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .archived?: try {
+      guard case .archived(let v)? = self.condition else { preconditionFailure() }
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 3)
+    }()
+    case .scheduled?: try {
+      guard case .scheduled(let v)? = self.condition else { preconditionFailure() }
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 4)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_MedicationPredicate, rhs: Healthledger_V1_MedicationPredicate) -> Bool {
     if lhs.condition != rhs.condition {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true

@@ -374,6 +374,28 @@ func sampleRow(_ sample: HealthObject, unit displayUnit: HealthUnit?) throws -> 
         row["kind"] = state.kind.name
         row["labels"] = state.labels.map(\.rawValue)
         row["associations"] = state.associations.map(\.rawValue)
+    case .userAnnotatedMedication(let medication):
+        row["value"] = medication.medication.displayText
+        row["unit"] = medication.medication.generalForm.rawValue
+        row["concept"] = medication.medication.identifier
+        if let nickname = medication.nickname { row["nickname"] = nickname }
+        row["archived"] = medication.isArchived
+        row["has_schedule"] = medication.hasSchedule
+        if !medication.medication.relatedCodings.isEmpty {
+            row["codings"] = medication.medication.relatedCodings.map { coding -> [String: String] in
+                var entry = ["system": coding.system, "code": coding.code]
+                if let version = coding.version { entry["version"] = version }
+                return entry
+            }
+        }
+    case .medicationDoseEvent(let dose):
+        row["value"] = dose.doseQuantity.map { $0 as Any } ?? "\(dose.logStatus)"
+        row["unit"] = dose.unit.description
+        row["concept"] = dose.medicationConceptIdentifier
+        row["status"] = "\(dose.logStatus)"
+        row["schedule"] = "\(dose.scheduleType)"
+        if let quantity = dose.scheduledDoseQuantity { row["scheduled_quantity"] = quantity }
+        if let date = dose.scheduledDate { row["scheduled_date"] = date.formatted(.iso8601) }
     case .audiogram(let audiogram):
         row["value"] = audiogram.points.count
         row["unit"] = "frequencies"

@@ -13,6 +13,7 @@ import HealthLedgerSDK
 /// FIELD      := value | category | start | end | source | revision | uuid | workout | correlation
 ///             | device.(name|manufacturer|model|hardwareVersion|firmwareVersion|softwareVersion|localIdentifier|udiDeviceIdentifier)
 ///             | metadata.KEY | activity | duration | (sum|average|min|max).TYPE | valence | kind | label | association
+///             | status | concept | archived | scheduled
 /// VALUE      := NUMBER [UNIT] | "text" | 'text' | ISO-8601 date | word
 /// ```
 enum WhereExpression {
@@ -27,7 +28,9 @@ enum WhereExpression {
                    workouts: activity (running …), duration (seconds, pauses excluded),
                    sum.TYPE, average.TYPE, min.TYPE, max.TYPE (statistics of its samples);
                    states of mind: value or valence (-1 to 1), kind (momentaryEmotion, dailyMood),
-                   label (calm, happy …), association (work, family …)
+                   label (calm, happy …), association (work, family …);
+                   medication doses: status (taken, skipped …), concept (a medication's identifier);
+                   medications: archived, scheduled (true or false)
           ops      = != < <= > >=   FIELD in (V, V, ...)   FIELD exists
           combine  and, or, not, ( )     values: 120 count/min, "text", 'text', 2026-11-23T08:00:00Z, word
           examples value > 120 count/min and device.model = Watch
@@ -239,7 +242,8 @@ enum WhereExpression {
                 return .quantity(comparison, try quantity(value))
             case "start", "end":
                 return .date(name == "start" ? .start : .end, comparison, try date(value.0))
-            case "source", "uuid", "workout", "correlation", "revision", "activity", "kind", "label", "association":
+            case "source", "uuid", "workout", "correlation", "revision", "activity", "kind", "label", "association", "status", "concept", "archived",
+                "scheduled":
                 guard comparison == .equal || comparison == .notEqual else { throw failure("\(name) compares with = or != only", at: operatorToken) }
                 let predicate = try oneOf(field, [value])
                 return comparison == .equal ? predicate : .not(predicate)
@@ -309,6 +313,23 @@ enum WhereExpression {
                     }
                 }
                 return conditions.count == 1 ? .stateOfMind(conditions[0]) : .or(conditions.map { .stateOfMind($0) })
+            case "status", "concept":
+                guard type == .medicationDoseEvent else { throw failure("\(name) is a field of medication doses (--type \(ObjectType.medicationDoseEvent))", at: field) }
+                if name == "concept" { return .medication(.doseConcepts(Set(values.map(\.0.text)))) }
+                let statuses = try values.map { value -> ObjectPredicate in
+                    guard let status = MedicationDoseEvent.LogStatus.allCases.first(where: { "\($0)" == value.0.text }) else {
+                        throw failure(
+                            "'\(value.0.text)' is not a log status (\(MedicationDoseEvent.LogStatus.allCases.map { "\($0)" }.joined(separator: ", ")))", at: value.0)
+                    }
+                    return .medication(.doseStatus(status))
+                }
+                return statuses.count == 1 ? statuses[0] : .or(statuses)
+            case "archived", "scheduled":
+                guard type == .userAnnotatedMedication else {
+                    throw failure("\(name) is a field of medications (--type \(ObjectType.userAnnotatedMedication))", at: field)
+                }
+                guard values.count == 1, let flag = Bool(values[0].0.text) else { throw failure("\(name) is true or false", at: values[0].0) }
+                return .medication(name == "archived" ? .archived(flag) : .hasSchedule(flag))
             case "workout", "correlation":
                 guard values.count == 1 else { throw failure("\(name) takes one UUID", at: values[1].0) }
                 let id = try uuid(values[0].0)
