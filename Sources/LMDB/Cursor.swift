@@ -73,7 +73,7 @@ public final class Cursor {
 
     /// Deletes the entry under the cursor.
     public func deleteCurrent() throws {
-        guard transaction.journaling != nil else {
+        guard transaction.journaling != nil, !transaction.operations.isOversized else {
             try check(mdb_cursor_del(handle, 0), "mdb_cursor_del(\(database.name))")
             return
         }

@@ -55,7 +55,7 @@ public final class Transaction {
             try check(mdb_txn_commit(handle), "mdb_txn_commit")
             return
         }
-        if operations.bytes.count >= CommitJournal.largestRecord {
+        if operations.isOversized {
             // Writing it all again to the journal would cost more than syncing the data
             // file now: LMDB's pages are synced by the checkpoint that follows.
             try check(mdb_txn_commit(handle), "mdb_txn_commit")
