@@ -665,7 +665,7 @@ public enum AppleHealthWriter {
         <!ATTLIST MedicationDoseEvent
           conceptIdentifier     CDATA #REQUIRED
           logStatus             (notInteracted|notificationNotSent|snoozed|taken|skipped|notLogged) #REQUIRED
-          scheduleType          (asNeeded|schedule) #REQUIRED
+          scheduleType          (asNeeded|schedule) #IMPLIED
           doseQuantity          CDATA #IMPLIED
           scheduledDoseQuantity CDATA #IMPLIED
           unit                  CDATA #IMPLIED

@@ -634,16 +634,29 @@ public final class AppleHealthReader: XMLStreamHandler {
         let labels: [StateOfMind.Label]
         let associations: [StateOfMind.Association]
         do {
-            func names(_ attribute: String) -> [String] { (attributes[attribute] ?? "").split(separator: " ").map(String.init) }
-            labels = try names("labels").map { try StateOfMind.Label(validating: $0, field: "labels") }
-            associations = try names("associations").map { try StateOfMind.Association(validating: $0, field: "associations") }
+            // Each at most once: a longer list is refused before its names are read.
+            func names(_ attribute: String, most: Int) throws -> [String] {
+                let names = (attributes[attribute] ?? "").split(separator: " ", maxSplits: most)
+                guard names.count <= most else { throw HealthError.invalidArgument("\(attribute) names more than \(most)", field: attribute) }
+                return names.map(String.init)
+            }
+            labels = try names("labels", most: StateOfMind.Label.allCases.count).map { try StateOfMind.Label(validating: $0, field: "labels") }
+            associations = try names("associations", most: StateOfMind.Association.allCases.count).map {
+                try StateOfMind.Association(validating: $0, field: "associations")
+            }
         } catch {
             return reject(element, Rejection(kind: .invalidObject, reason: Self.message(error)), line: line)
         }
         let source = sourceRevision(attributes)
         var metadata = metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
-            metadata[MetadataKey.syncIdentifier] = .string(Self.key([element, source.source.name, Self.seconds(start), Self.seconds(end)], start: start))
+            // What it says too: two of one source in the same second (a moment's emotion and the
+            // day's mood) are two.
+            let fields = [
+                element, source.source.name, Self.seconds(start), Self.seconds(end), kind.name, AppleHealthValues.number(valence),
+                labels.map(\.rawValue).joined(separator: " "), associations.map(\.rawValue).joined(separator: " "),
+            ]
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key(fields, start: start))
             metadata[MetadataKey.syncVersion] = .number(1)
         }
         let state = StateOfMind(
@@ -740,8 +753,11 @@ public final class AppleHealthReader: XMLStreamHandler {
         let identifier = attributes["conceptIdentifier"] ?? ""
         var metadata = metadata
         if metadata[MetadataKey.syncIdentifier] == nil {
-            metadata[MetadataKey.syncIdentifier] = .string(
-                Self.key([element, source.source.name, identifier, Self.seconds(start), Self.seconds(end)], start: start))
+            let fields = [
+                element, source.source.name, identifier, Self.seconds(start), Self.seconds(end), "\(status)", "\(schedule)",
+                quantities[0].map(AppleHealthValues.number) ?? "", quantities[1].map(AppleHealthValues.number) ?? "", unit.description,
+            ]
+            metadata[MetadataKey.syncIdentifier] = .string(Self.key(fields, start: start))
             metadata[MetadataKey.syncVersion] = .number(1)
         }
         let dose = MedicationDoseEvent(

@@ -278,12 +278,13 @@ public enum AppleHealthValues {
         return type.values.name + name.prefix(1).uppercased() + name.dropFirst()
     }
 
-    /// Text escaped for an XML attribute value or element content.
+    /// Text escaped for an XML attribute value or element content, scalar by scalar (a
+    /// `\r\n` is one `Character`, and must still come back as both).
     public static func escape(_ text: String) -> String {
-        guard text.contains(where: { "&<>\"'\n\r\t".contains($0) }) else { return text }
+        guard text.unicodeScalars.contains(where: { "&<>\"'\n\r\t".unicodeScalars.contains($0) }) else { return text }
         var escaped = ""
         escaped.reserveCapacity(text.utf8.count + 16)
-        for character in text {
+        for character in text.unicodeScalars {
             switch character {
             case "&": escaped += "&amp;"
             case "<": escaped += "&lt;"
@@ -293,7 +294,7 @@ public enum AppleHealthValues {
             case "\n": escaped += "&#10;"
             case "\r": escaped += "&#13;"
             case "\t": escaped += "&#9;"
-            default: escaped.append(character)
+            default: escaped.unicodeScalars.append(character)
             }
         }
         return escaped

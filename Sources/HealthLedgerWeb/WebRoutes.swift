@@ -542,7 +542,8 @@ enum WebText {
     /// "HKQuantityTypeIdentifierHeartRate" → "Heart rate".
     static func typeName(_ identifier: String) -> String {
         var name = identifier
-        for prefix in ["HKQuantityTypeIdentifier", "HKCategoryTypeIdentifier", "HKCorrelationTypeIdentifier", "HKCharacteristicTypeIdentifier", "HKDataType", "HK"]
+        for prefix in ["HKQuantityTypeIdentifier", "HKCategoryTypeIdentifier", "HKCorrelationTypeIdentifier", "HKCharacteristicTypeIdentifier", "HKDataTypeIdentifier",
+            "HKMedicationDoseEventTypeIdentifier", "HKDataType", "HK"]
         where name.hasPrefix(prefix) {
             name.removeFirst(prefix.count)
             break

@@ -437,6 +437,15 @@ extension Healthledger_V1_HealthObject {
             guard type == ObjectType.stateOfMind.identifier else {
                 throw HealthError.invalidArgument("a state of mind's type is \(ObjectType.stateOfMind.identifier), not '\(type)'", field: "type")
             }
+            // Each at most once: a longer list is refused before its names are read.
+            guard body.labels.count <= StateOfMind.Label.allCases.count else {
+                throw HealthError.invalidArgument("labels holds each of the \(StateOfMind.Label.allCases.count) labels at most once, got \(body.labels.count)", field: "labels")
+            }
+            guard body.associations.count <= StateOfMind.Association.allCases.count else {
+                throw HealthError.invalidArgument(
+                    "associations holds each of the \(StateOfMind.Association.allCases.count) associations at most once, got \(body.associations.count)",
+                    field: "associations")
+            }
             return .stateOfMind(StateOfMind(
                 kind: try StateOfMind.Kind(validating: Int(body.kind), field: "kind"), valence: body.valence,
                 labels: try body.labels.enumerated().map { try StateOfMind.Label(validating: $1, field: "labels[\($0)]") },
@@ -449,7 +458,8 @@ extension Healthledger_V1_HealthObject {
             }
             let concept = MedicationConcept(
                 identifier: body.medication.identifier, displayText: body.medication.displayText,
-                generalForm: try MedicationConcept.GeneralForm(validating: body.medication.generalForm, field: "medication.generalForm"),
+                generalForm: body.medication.generalForm.isEmpty
+                    ? .unknown : try MedicationConcept.GeneralForm(validating: body.medication.generalForm, field: "medication.generalForm"),
                 relatedCodings: body.medication.relatedCodings.map {
                     ClinicalCoding(system: $0.system, version: $0.hasVersion ? $0.version : nil, code: $0.code)
                 })
@@ -463,7 +473,7 @@ extension Healthledger_V1_HealthObject {
                 throw HealthError.invalidArgument("a medication dose's type is \(ObjectType.medicationDoseEvent.identifier), not '\(type)'", field: "type")
             }
             let unit: HealthUnit
-            do { unit = try HealthUnit(body.unit) } catch {
+            do { unit = body.unit.isEmpty ? .count : try HealthUnit(body.unit) } catch {
                 throw HealthError.invalidArgument("unit '\(body.unit.prefix(64))' is not a unit", field: "unit")
             }
             return .medicationDoseEvent(MedicationDoseEvent(

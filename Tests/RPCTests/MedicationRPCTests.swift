@@ -51,9 +51,10 @@ struct MedicationRPCTests {
             let stored = try #require(try await owner.object(with: doses[2].uuid)?.medicationDoseEvent)
             #expect(stored.doseQuantity == 12 && stored.scheduledDoseQuantity == 1 && stored.scheduledDate == doses[2].scheduledDate && stored.unit == .count)
             #expect(stored.scheduleType == .schedule && stored.logStatus == .taken)
-            await expectRPCError(.invalidArgument, .invalidArgument, "predicate.medication") {
+            let wrongType = await expectRPCError(.invalidArgument, .invalidArgument, "a medication predicate on doses") {
                 _ = try await doseIDs(.predicateForUserAnnotatedMedications(isArchived: true), for: owner)
             }
+            #expect(wrongType?.message.contains("needs the type HKDataTypeIdentifierUserAnnotatedMedicationConcept") == true, "\(wrongType?.message ?? "")")
 
             // A later version of the entry (its nickname changed) replaces it.
             let renamed = Self.medication(Self.ibuprofen, nickname: "knee", scheduled: true, version: 2, at: 600)
@@ -88,7 +89,7 @@ struct MedicationRPCTests {
             let medicationCases: [(UserAnnotatedMedication, String)] = [
                 (Self.medication(MedicationConcept(identifier: "", displayText: "x")), "medication.identifier"),
                 (Self.medication(noName), "medication.displayText"), (Self.medication(badConcept), "medication.relatedCodings[1]"),
-                (Self.medication(Self.insulin, nickname: ""), "nickname"),
+                (Self.medication(Self.insulin, nickname: ""), "nickname"), (Self.medication(Self.insulin, nickname: "a\u{1}b"), "nickname"),
             ]
             for (medication, field) in medicationCases {
                 let refusal = await expectRPCError(.invalidArgument, .invalidArgument, field) { try await owner.save(.userAnnotatedMedication(medication)) }
@@ -119,14 +120,14 @@ struct MedicationRPCTests {
         try await withTestServer { server in
             let owner = server.client()
             try await owner.save([
-                .userAnnotatedMedication(Self.medication(Self.ibuprofen, nickname: "Knee & back", scheduled: true)),
+                .userAnnotatedMedication(Self.medication(Self.ibuprofen, nickname: "Knee & back\r\n<left>", scheduled: true)),
                 .userAnnotatedMedication(Self.medication(Self.insulin, archived: true, at: 60)),
                 .medicationDoseEvent(Self.dose("rx-5640", .taken, at: 3_600)), .medicationDoseEvent(Self.dose("rx-5640", .skipped, nil, at: 7_200)),
             ])
             let cli = AuthCLITests.Session(server: server)
             let credential = server.ownerCredential
             let medications = try #require(try await cli.json(credential, ["query", "--type", ObjectType.userAnnotatedMedication.identifier, "--where", "archived = false"]) as? [[String: Any]])
-            #expect(medications.map { $0["value"] as? String } == ["Ibuprofen 200 mg"] && medications.first?["nickname"] as? String == "Knee & back")
+            #expect(medications.map { $0["value"] as? String } == ["Ibuprofen 200 mg"] && medications.first?["nickname"] as? String == "Knee & back\r\n<left>")
             #expect((medications.first?["codings"] as? [[String: String]])?.first?["code"] == "5640" && medications.first?["unit"] as? String == "tablet")
             let skipped = try #require(try await cli.json(credential, ["query", "--type", ObjectType.medicationDoseEvent.identifier, "--where", "status = skipped and concept = rx-5640"]) as? [[String: Any]])
             #expect(skipped.map { $0["value"] as? String } == ["skipped"] && skipped.first?["schedule"] as? String == "schedule")
@@ -154,6 +155,16 @@ struct MedicationRPCTests {
             #expect(try await portrait(copyStore) == (try await portrait(owner)))
             let again = try #require(try await cli.json(copyOwner, ["import", "apple-health", zip.path]) as? [String: Any])
             #expect((again["imported"] as? [String: Int])?.isEmpty == true, "a re-import adds nothing: \(again)")
+            // The JSON Lines export too, to the microsecond.
+            let lines = server.directory.appending(path: "meds.jsonl")
+            #expect(try await cli.run(credential, ["export", "alice", "--output", lines.path]).status == 0)
+            let third = try server.store.createLedger(id: "third")
+            let thirdOwner = try await third.issueCredential(for: .owner)
+            let fromLines = try #require(try await cli.json(thirdOwner, ["import", "healthledger", lines.path]) as? [String: Any])
+            #expect(fromLines["error"] == nil, "\(fromLines)")
+            let thirdStore = server.client(thirdOwner)
+            #expect(try await portrait(thirdStore) == (try await portrait(owner)))
+            await thirdStore.close()
 
             let xml = """
                 <?xml version="1.0" encoding="UTF-8"?>

@@ -43,12 +43,14 @@ struct StateOfMindRPCTests {
             #expect(try await uuids(.orPredicate(withSubpredicates: [
                 .predicateForStatesOfMind(with: StateOfMind.Label.happy), .predicateForStatesOfMind(with: StateOfMind.Association.currentEvents),
             ]), for: owner) == [morning.uuid, evening.uuid])
-            await expectRPCError(.invalidArgument, .invalidArgument, "predicate.stateOfMind") {
+            let wrongType = await expectRPCError(.invalidArgument, .invalidArgument, "a state of mind predicate on heart rate") {
                 _ = try await SampleQueryDescriptor(type: Types.heartRate, predicate: .predicateForStatesOfMind(with: StateOfMind.Label.calm)).result(for: owner)
             }
-            await expectRPCError(.invalidArgument, .invalidArgument, "predicate.stateOfMind.valence") {
+            #expect(wrongType?.message.contains("a state of mind predicate needs the state of mind type") == true, "\(wrongType?.message ?? "")")
+            let notFinite = await expectRPCError(.invalidArgument, .invalidArgument, "a valence of NaN") {
                 _ = try await uuids(.predicateForStatesOfMind(with: .less, valence: .nan), for: owner)
             }
+            #expect(notFinite?.message.contains("valence predicate's value must be finite") == true, "\(notFinite?.message ?? "")")
 
             // Without a read grant the app reads its own; with it, the owner's too.
             #expect(try await SampleQueryDescriptor(type: .stateOfMind).result(for: app).map(\.uuid) == [morning.uuid, evening.uuid])
@@ -76,6 +78,7 @@ struct StateOfMindRPCTests {
             // Erased, a state of mind is gone; history still verifies.
             _ = try await owner.erase(.matching(.stateOfMind, predicate: .predicateForStatesOfMind(with: .less, valence: 0)), reason: "asked")
             #expect(try await owner.object(with: evening.uuid) == nil)
+            #expect(try await SampleQueryDescriptor(type: .stateOfMind).result(for: owner).map(\.uuid) == [morning.uuid], "only what the predicate selects")
             #expect(try server.ledger.verify().isValid)
             await app.close()
             await owner.close()
@@ -113,6 +116,8 @@ struct StateOfMindRPCTests {
             #expect(noKind.status != 0 && noKind.error.contains("needs its kind"), "\(noKind.error)")
             let outOfRange = try await cli.run(credential, ["save", "--type", "HKDataTypeStateOfMind", "--value", "3", "--kind", "dailyMood"])
             #expect(outOfRange.status != 0 && outOfRange.error.contains("valence must be from -1"), "\(outOfRange.error)")
+            let notAMood = try await cli.run(credential, ["save", "--type", "HeartRate", "--value", "60", "--unit", "count/min", "--label", "calm"])
+            #expect(notAMood.status != 0 && notAMood.error.contains("belong to a state of mind"), "\(notAMood.error)")
             let badWhere = try await cli.run(credential, ["query", "--type", "HKDataTypeStateOfMind", "--where", "label = sleepy"])
             #expect(badWhere.status != 0 && badWhere.error.contains("'sleepy' is not a label"), "\(badWhere.error)")
             #expect(try await SampleQueryDescriptor(type: .stateOfMind).result(for: server.client()).count == 2, "nothing refused was kept")

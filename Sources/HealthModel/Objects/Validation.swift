@@ -112,10 +112,14 @@ extension HealthObject {
         }
     }
 
-    /// `text` is 1–`limit` bytes of UTF-8.
+    /// `text` is 1–`limit` bytes of UTF-8 with no control character but tab, line feed and
+    /// carriage return (which no XML export could carry).
     private static func checkText(_ text: String, _ field: String, limit: Int) throws {
         guard !text.isEmpty, text.utf8.count <= limit else {
             throw HealthError.invalidArgument("\(field) must be 1–\(limit) bytes, got \(text.utf8.count)", field: field)
+        }
+        if let control = text.unicodeScalars.first(where: { ($0.value < 0x20 && !"\t\n\r".unicodeScalars.contains($0)) || $0.value == 0x7F }) {
+            throw HealthError.invalidArgument("\(field) holds the control character U+\(String(format: "%04X", control.value))", field: field)
         }
     }
 

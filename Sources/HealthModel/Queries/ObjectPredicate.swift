@@ -337,10 +337,10 @@ extension ObjectPredicate {
             try predicate.validate()
         case .stateOfMind(let condition):
             guard type == .stateOfMind else {
-                throw HealthError.invalidArgument("a state of mind predicate needs the state of mind type, not \(type)", field: "predicate.stateOfMind")
+                throw HealthError.invalidArgument("a state of mind predicate needs the state of mind type, not \(type)", field: "predicate.state_of_mind")
             }
             if case .valence(_, let valence) = condition, !valence.isFinite {
-                throw HealthError.invalidArgument("a valence predicate's value must be finite", field: "predicate.stateOfMind.valence")
+                throw HealthError.invalidArgument("a valence predicate's value must be finite", field: "predicate.state_of_mind.valence")
             }
         case .medication(let condition):
             guard type == condition.type else {

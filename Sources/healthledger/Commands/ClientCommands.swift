@@ -235,6 +235,9 @@ struct SampleInput {
         let fields = try metadataValues()
         let resolved = try resolveType(type)
         let type = resolved.identifier
+        if resolved.family != .stateOfMind, kind != nil || !labels.isEmpty || !associations.isEmpty {
+            throw ValidationErrorExit("a kind, labels and associations belong to a state of mind (HKDataTypeStateOfMind), not to \(type)")
+        }
         switch resolved.family {
         case .quantity:
             guard let unit else { throw ValidationErrorExit("a quantity sample needs a unit") }
