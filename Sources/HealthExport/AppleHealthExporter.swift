@@ -38,10 +38,11 @@ public struct AppleHealthExporter {
             routesByWorkout[route.workoutUUID, default: []].append(route)
         }
         // Heartbeat series go inside the records of heart rate variability they belong to, as
-        // the Health app writes them; those of no record after the rest.
-        var heartbeatSeries: [String: [HeartbeatSeriesSample]] = [:]
-        for series in try await SampleQueryDescriptor(type: .heartbeatSeries).result(for: store).compactMap(\.heartbeatSeries) {
-            heartbeatSeries[AppleHealthValues.string(series.startDate), default: []].append(series)
+        // the Health app writes them; those of no record in records of their own.
+        let heartbeatSeries = HeartbeatSeriesMerge(store: store)
+        func writeOwnRecord(_ series: HeartbeatSeriesSample) throws {
+            try xml.write(AppleHealthWriter.heartbeatSeriesRecord(series))
+            summary.objects[ObjectType.heartbeatSeries.identifier, default: 0] += 1
         }
         var routeFiles: [(String, [RouteLocation])] = []
         var clinicalFiles: [(String, [UInt8])] = []
@@ -60,9 +61,7 @@ public struct AppleHealthExporter {
                         clinicalFiles.append((name, record.fhirResource.data))
                         try xml.write(AppleHealthWriter.clinicalRecord(record, path: "/clinical-records/" + name))
                     case .quantitySample(let sample) where sample.type.identifier == AppleHealthWriter.heartRateVariability:
-                        let key = AppleHealthValues.string(sample.startDate)
-                        let held = heartbeatSeries[key]?.firstIndex { AppleHealthWriter.holds(sample, $0) }
-                        let series = held.flatMap { heartbeatSeries[key]?.remove(at: $0) }
+                        let series = try await heartbeatSeries.series(heldBy: sample, passing: writeOwnRecord)
                         try xml.write(AppleHealthWriter.element(object, heartbeatSeries: series))
                         if series != nil { summary.objects[ObjectType.heartbeatSeries.identifier, default: 0] += 1 }
                     case .quantitySample, .categorySample, .correlation, .visionPrescription, .activitySummary, .audiogram, .stateOfMind,
@@ -87,11 +86,10 @@ public struct AppleHealthExporter {
                 }
                 try xml.flush()
             }
+            // The series no record held, once the records that could hold them are written.
+            if type.identifier == AppleHealthWriter.heartRateVariability { try await heartbeatSeries.rest(writeOwnRecord) }
         }
-        for series in heartbeatSeries.values.joined().sorted(by: { $0.startDate < $1.startDate }) {
-            try xml.write(AppleHealthWriter.heartbeatSeriesRecord(series))
-            summary.objects[ObjectType.heartbeatSeries.identifier, default: 0] += 1
-        }
+        try await heartbeatSeries.rest(writeOwnRecord)
         // Each type's sources in order of priority, by which statistics merge overlapping
         // samples: the Health app's format has no place for it, so an element of the file's
         // DTD holds it. Sources go by name: two of one name become one.
@@ -119,6 +117,63 @@ public struct AppleHealthExporter {
         for (name, locations) in routeFiles { try add("workout-routes/\(name)", Data(GPXRoute.document(locations, name: name).utf8)) }
         summary.seconds = seconds(since: started)
         return summary
+    }
+}
+
+/// The ledger's heartbeat series in start order, met with its records of heart rate variability
+/// as the export writes them (also in start order), so that each series a record holds goes
+/// inside it and the rest in records of their own as the export passes their second: only a
+/// few batches of series are held at a time, not the ledger's (a series holds up to 200,000
+/// beats).
+private final class HeartbeatSeriesMerge {
+    private let store: HealthStore
+    /// Opened with the first record of heart rate variability (a stream holds a snapshot of
+    /// the ledger while it is open).
+    private var opened: SampleBatches.AsyncIterator?
+    /// Fetched and not yet written, in start order.
+    private var pending: [HeartbeatSeriesSample] = []
+    private var exhausted = false
+
+    init(store: HealthStore) { self.store = store }
+
+    /// The next batch of series, nil at the end.
+    private func nextBatch() async throws -> [HeartbeatSeriesSample]? {
+        if opened == nil {
+            opened = try await SampleQueryDescriptor(type: .heartbeatSeries, batchSize: 16).results(for: store).makeAsyncIterator()
+        }
+        guard let batch = try await opened?.next() else {
+            exhausted = true
+            opened = nil
+            return nil
+        }
+        return batch.compactMap(\.heartbeatSeries)
+    }
+
+    /// The second a date is written at.
+    private static func second(_ date: Date) -> Int64 { Int64(date.timeIntervalSince1970.rounded(.down)) }
+
+    /// The series `record` holds (``AppleHealthWriter/holds(_:_:)``), if any; series of earlier
+    /// seconds, which no later record can hold, go to `passing` first.
+    func series(heldBy record: QuantitySample, passing: (HeartbeatSeriesSample) throws -> Void) async throws -> HeartbeatSeriesSample? {
+        let second = Self.second(record.startDate)
+        while !exhausted, pending.last.map({ Self.second($0.startDate) <= second }) ?? true {
+            guard let batch = try await nextBatch() else { break }
+            pending += batch
+        }
+        let earlier = pending.prefix { Self.second($0.startDate) < second }
+        for series in earlier { try passing(series) }
+        pending.removeFirst(earlier.count)
+        guard let held = pending.firstIndex(where: { Self.second($0.startDate) == second && AppleHealthWriter.holds(record, $0) }) else { return nil }
+        return pending.remove(at: held)
+    }
+
+    /// Every series not yet written, to `passing`, in start order.
+    func rest(_ passing: (HeartbeatSeriesSample) throws -> Void) async throws {
+        for series in pending { try passing(series) }
+        pending = []
+        while !exhausted, let batch = try await nextBatch() {
+            for series in batch { try passing(series) }
+        }
     }
 }
 

@@ -232,6 +232,56 @@ struct ExportRoundTripTests {
         }
     }
 
+    @Test("apple-health: heartbeat series go inside the records of heart rate variability that hold them and the rest in records of their own, over several batches and two to a second, and come back the same")
+    func heartbeatSeriesMeetTheirRecords() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let strap = SourceRevision(source: Source.imported(named: "Strap"), version: "1")
+            let variability = try QuantityType(AppleHealthWriter.heartRateVariability)
+            var objects: [HealthObject] = []
+            for pair in 0..<20 {
+                let start = Date(timeIntervalSince1970: 1_747_580_000 + Double(pair) * 600)
+                func series(_ name: String, _ beats: [Double], seconds: Double) -> HealthObject {
+                    .heartbeatSeries(HeartbeatSeriesSample(
+                        beats: beats.map { HeartbeatSeriesBeat(timeSinceSeriesStart: $0) }, start: start, end: start.addingTimeInterval(seconds),
+                        metadata: [MetadataKey.syncIdentifier: .string("\(name)-\(pair)"), MetadataKey.syncVersion: .number(1)], sourceRevision: strap))
+                }
+                // Two series of one second: one a record may hold (its end is the record's), one no record holds.
+                objects += [series("held", [0, 0.8, 1.6], seconds: 60), series("own", [0, 1, 2, 3], seconds: 120)]
+                if pair % 2 == 0 {
+                    objects.append(.quantitySample(QuantitySample(
+                        type: variability, quantity: try Quantity(40 + Double(pair), "ms"), start: start, end: start.addingTimeInterval(60),
+                        metadata: [MetadataKey.syncIdentifier: .string("hrv-\(pair)"), MetadataKey.syncVersion: .number(1)], sourceRevision: strap)))
+                }
+            }
+            try await owner.save(objects)
+            let cli = AuthCLITests.Session(server: server)
+            let zip = server.directory.appending(path: "beats.zip")
+            let zipped = try await cli.run(server.ownerCredential, ["export", "alice", "--format", "apple-health", "--output", zip.path])
+            #expect(zipped.status == 0, "\(zipped.error)")
+            #expect(try Self.dtdViolation(ofExportIn: zip) == nil)
+            var bytes: [UInt8] = []
+            try ExportArchive(url: zip).readXML { bytes += $0 }
+            let xml = String(decoding: bytes, as: UTF8.self)
+            #expect(xml.components(separatedBy: "<HeartRateVariabilityMetadataList>").count - 1 == 40, "every series has its list")
+            #expect(xml.components(separatedBy: #"<Record type="HKDataTypeIdentifierHeartbeatSeries""#).count - 1 == 30, "10 held by records, 30 of their own")
+            let copy = try server.store.createLedger(id: "copy")
+            let copyOwner = try await copy.issueCredential(for: .owner)
+            let imported = try #require(try await cli.json(copyOwner, ["import", "apple-health", zip.path]) as? [String: Any])
+            #expect((imported["rejected"] as? [String: Int])?.isEmpty != false, "\(imported)")
+            let copyStore = server.client(copyOwner)
+            func portrait(_ store: HealthStore) async throws -> [String] {
+                try await SampleQueryDescriptor(type: .heartbeatSeries).result(for: store).compactMap(\.heartbeatSeries).map {
+                    "\($0.startDate.timeIntervalSince1970) \($0.endDate.timeIntervalSince1970) \($0.beats.map(\.timeSinceSeriesStart)) \($0.syncIdentifier ?? "")"
+                }.sorted()
+            }
+            let original = try await portrait(owner)
+            let copied = try await portrait(copyStore)
+            #expect(original.count == 40 && copied == original)
+            for store in [owner, copyStore] { await store.close() }
+        }
+    }
+
     @Test("JSON Lines and apple-health: each type's source order travels (the first saver's, and the owner's), so overlapping sources merge as they did; a re-import changes no order")
     func sourceOrders() async throws {
         try await withTestServer { server in
