@@ -53,7 +53,8 @@ public struct AppleHealthExporter {
                     switch object {
                     case .electrocardiogram(let recording):
                         // A file of its own, as the Health app writes it; nothing in export.xml.
-                        let name = "ecg_\(AppleHealthValues.string(recording.startDate).prefix(10))_\(recording.uuid.uuidString.prefix(8)).csv"
+                        // The whole UUID: time-ordered ones made within a minute share their first digits.
+                        let name = "ecg_\(AppleHealthValues.string(recording.startDate).prefix(10))_\(recording.uuid.uuidString).csv"
                         electrocardiogramFiles.append((name, ElectrocardiogramCSV.write(recording)))
                     case .clinicalRecord(let record):
                         // The resource beside export.xml, as the Health app writes it.
@@ -73,7 +74,7 @@ public struct AppleHealthExporter {
                         let statistics = try await store.statistics(for: workout.uuid)
                         var routes: [(WorkoutRoute, String)] = []
                         for route in routesByWorkout[workout.uuid] ?? [] {
-                            let name = "route_\(AppleHealthValues.string(route.startDate).prefix(10))_\(route.uuid.uuidString.prefix(8)).gpx"
+                            let name = "route_\(AppleHealthValues.string(route.startDate).prefix(10))_\(route.uuid.uuidString).gpx"
                             routes.append((route, "/workout-routes/" + name))
                             routeFiles.append((name, try await store.routeLocations(of: route.uuid).all()))
                             summary.objects[ObjectType.workoutRoute.identifier, default: 0] += 1

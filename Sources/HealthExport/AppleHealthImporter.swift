@@ -291,10 +291,13 @@ public final class AppleHealthImporter {
             do {
                 guard let data = try archive.file(at: path, limit: 16 << 20) else { continue }
                 recording = try ElectrocardiogramCSV.read(data)
-                recording.metadata[MetadataKey.syncIdentifier] = .string(
-                    AppleHealthReader.key(["Electrocardiogram", recording.sourceRevision.source.name, AppleHealthReader.seconds(recording.startDate)],
-                        start: recording.startDate))
-                recording.metadata[MetadataKey.syncVersion] = .number(1)
+                if recording.metadata[MetadataKey.syncIdentifier] == nil {
+                    recording.metadata[MetadataKey.syncIdentifier] = .string(
+                        AppleHealthReader.key(
+                            ["Electrocardiogram", recording.sourceRevision.source.name, AppleHealthReader.seconds(recording.startDate)],
+                            start: recording.startDate))
+                    recording.metadata[MetadataKey.syncVersion] = .number(1)
+                }
                 try HealthObject.electrocardiogram(recording).validate()
             } catch let failure as ElectrocardiogramCSV.ReadFailure {
                 reject(element: path, kind: .invalidObject, reason: failure.description, line: 0)

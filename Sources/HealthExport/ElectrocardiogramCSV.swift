@@ -1,13 +1,16 @@
 import Foundation
 import HealthModel
+import LedgerSchema
+import SwiftProtobuf
 
 /// The Health app's electrocardiogram files, `electrocardiograms/ecg_….csv` beside
 /// `export.xml`: a header of `key,value` lines (`Recorded Date`, `Classification`, `Symptoms`,
 /// `Software Version`, `Device`, `Sample Rate`, `Lead`, `Unit`; the person's name and date of
 /// birth too, which are not kept), then lead I's voltages in µV, one a line.
 ///
-/// HealthLedger's exports write the same, with `Source` and `Average Heart Rate` lines the
-/// Health app's lack.
+/// HealthLedger's exports write the same, with `Source`, `Average Heart Rate` and `Metadata` lines
+/// the Health app's lack (the metadata as the `HealthObject` message's JSON, `{"metadata":[…]}`, on
+/// one line, so that the sync identifier travels).
 public enum ElectrocardiogramCSV {
     /// The source a recording is imported from when its file names none: the ECG app.
     public static let defaultSource = "ECG"
@@ -48,12 +51,18 @@ public enum ElectrocardiogramCSV {
         let device = header["Device"].flatMap { $0.isEmpty ? nil : Device(model: "Watch", hardwareVersion: $0) }
         let version = header["Software Version"].flatMap { $0.isEmpty ? nil : $0 }
         let source = Source.imported(named: header["Source"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultSource)
+        var metadata: Metadata = [:]
+        if let json = header["Metadata"], !json.isEmpty {
+            do { metadata = try Healthledger_V1_HealthObject(jsonString: json).metadata.model() } catch {
+                throw ReadFailure("its Metadata line is not a HealthObject's metadata in JSON: \(error)")
+            }
+        }
         return Electrocardiogram(
             classification: classification(header["Classification"] ?? ""),
             symptomsStatus: symptoms.isEmpty ? .notSet : symptoms.lowercased() == "none" ? .none : .present,
             averageHeartRate: averageRate.map { Quantity($0, try! HealthUnit("count/min")) }, samplingFrequency: Quantity(hertz, .hertz),
             voltages: voltages, start: recorded, end: recorded.addingTimeInterval(Double(voltages.count) / hertz), device: device,
-            sourceRevision: SourceRevision(source: source, version: version))
+            metadata: metadata, sourceRevision: SourceRevision(source: source, version: version))
     }
 
     /// The file of `recording`, as the Health app writes one.
@@ -69,6 +78,9 @@ public enum ElectrocardiogramCSV {
         ]
         if let rate = recording.averageHeartRate, let perMinute = try? rate.doubleValue(for: HealthUnit("count/min")) {
             lines.append("Average Heart Rate,\(AppleHealthValues.number(perMinute)) count/min")
+        }
+        if !recording.metadata.isEmpty, let json = try? Healthledger_V1_HealthObject.with({ $0.metadata = .init(recording.metadata) }).jsonString() {
+            lines.append("Metadata,\(json)")
         }
         lines += ["", "Lead,Lead I", "Unit,µV", ""]
         // The shortest text that reads back as the same Float.

@@ -67,7 +67,8 @@ struct ExportRoundTripTests {
             let sum = recording.voltages.reduce(0) { $0 + Double($1) }
             lines.append(
                 "ecg \(recording.startDate.timeIntervalSince1970) \(recording.endDate.timeIntervalSince1970) \(recording.classification) \(recording.symptomsStatus)"
-                    + " \(recording.samplingFrequency) \(recording.voltages.count) \(String(format: "%.2f", sum)) \(source) \(recording.sourceRevision.version ?? "-")")
+                    + " \(recording.samplingFrequency) \(recording.voltages.count) \(String(format: "%.2f", sum)) \(source) \(recording.sourceRevision.version ?? "-")"
+                    + " \(recording.metadata.sorted { $0.key < $1.key })")
         }
         for series in try await SampleQueryDescriptor(type: .heartbeatSeries).result(for: store).compactMap(\.heartbeatSeries) {
             let source = sameSources ? series.sourceRevision.source.bundleIdentifier : series.sourceRevision.source.name
@@ -141,6 +142,13 @@ struct ExportRoundTripTests {
                 series: [0, 5, 10.25].map { QuantitySeriesEntry(value: 90 + $0, start: Date(timeIntervalSince1970: 1_747_580_100 + $0), end: Date(timeIntervalSince1970: 1_747_580_104.500001 + $0)) },
                 metadata: ["HKMetadataKeySyncIdentifier": .string("strap-hr-1"), "HKMetadataKeySyncVersion": .number(1)],
                 sourceRevision: SourceRevision(source: Source.imported(named: "Strap"), version: "2.1"))))
+            // An electrocardiogram the owner saved, its metadata with it (the Health app's files have none).
+            try await original.save(.electrocardiogram(Electrocardiogram(
+                classification: .atrialFibrillation, symptomsStatus: .present, averageHeartRate: try Quantity(97, "count/min"),
+                samplingFrequency: try Quantity(512, "Hz"), voltages: [1.5, -2.25, 3], start: Date(timeIntervalSince1970: 1_747_585_000),
+                end: Date(timeIntervalSince1970: 1_747_585_000 + 3.0 / 512),
+                metadata: ["HKMetadataKeySyncIdentifier": .string("ecg-1"), "HKMetadataKeySyncVersion": .number(2), "note": .string("after stairs, \"out of breath\"\nline two")],
+                sourceRevision: SourceRevision(source: Source.imported(named: "ECG"), version: "2.0"))))
             // States of mind, one with words and metadata, one with neither but its sync identifier.
             let mood = SourceRevision(source: Source.imported(named: "Mood Diary"), version: "1.0")
             try await original.save([
@@ -206,7 +214,8 @@ struct ExportRoundTripTests {
             let fromApple = try #require(try await cli.json(appleOwner, ["import", "apple-health", appleZip.path]) as? [String: Any])
             #expect((fromApple["rejected"] as? [String: Int])?.isEmpty != false, "\(fromApple)")
             let appleStore = server.client(appleOwner)
-            #expect(try await Self.portrait(appleStore, sameSources: false) == (try await Self.portrait(original, sameSources: false)))
+            let (applePortrait, originalPortrait) = (try await Self.portrait(appleStore, sameSources: false), try await Self.portrait(original, sameSources: false))
+            #expect(applePortrait == originalPortrait, "differing: \(Set(applePortrait).symmetricDifference(originalPortrait).sorted())")
             // Our own apple-health export re-imported over the original adds nothing: the sync
             // identifiers travel in the metadata.
             let over = try #require(try await cli.json(server.ownerCredential, ["import", "apple-health", appleZip.path]) as? [String: Any])
