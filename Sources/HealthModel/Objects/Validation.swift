@@ -657,26 +657,13 @@ extension StateOfMind.Kind {
 extension StateOfMind.Label {
     /// The label of HealthKit's case name `name`, for decoders.
     /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for an unknown name.
-    public init(validating name: String, field: String) throws {
-        guard let label = Self(rawValue: name) else {
-            throw HealthError.invalidArgument(
-                "\(field) '\(name.prefix(64))' is not a state of mind label (\(Self.allCases.map(\.rawValue).joined(separator: ", ")))", field: field)
-        }
-        self = label
-    }
+    public init(validating name: String, field: String) throws { self = try namedCase(name, field: field, kind: "a state of mind label") }
 }
 
 extension StateOfMind.Association {
     /// The association of HealthKit's case name `name`, for decoders.
     /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for an unknown name.
-    public init(validating name: String, field: String) throws {
-        guard let association = Self(rawValue: name) else {
-            throw HealthError.invalidArgument(
-                "\(field) '\(name.prefix(64))' is not a state of mind association (\(Self.allCases.map(\.rawValue).joined(separator: ", ")))",
-                field: field)
-        }
-        self = association
-    }
+    public init(validating name: String, field: String) throws { self = try namedCase(name, field: field, kind: "a state of mind association") }
 }
 
 extension MedicationDoseEvent.LogStatus {
@@ -692,13 +679,7 @@ extension MedicationDoseEvent.ScheduleType {
 extension MedicationConcept.GeneralForm {
     /// The form of HealthKit's name `name`, for decoders.
     /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for an unknown name.
-    public init(validating name: String, field: String) throws {
-        guard let form = Self(rawValue: name) else {
-            throw HealthError.invalidArgument(
-                "\(field) '\(name.prefix(64))' is not a medication form (\(Self.allCases.map(\.rawValue).joined(separator: ", ")))", field: field)
-        }
-        self = form
-    }
+    public init(validating name: String, field: String) throws { self = try namedCase(name, field: field, kind: "a medication form") }
 }
 
 extension ActivityMoveMode {
@@ -732,6 +713,16 @@ extension PrismBase {
     /// The base with `rawValue` (none 0, up 1, down 2, in 3, out 4), for decoders.
     /// - Throws: ``HealthError`` (`invalidArgument`) naming `field` for any other value.
     public init(validating rawValue: Int, field: String) throws { self = try enumerationCase(rawValue, field: field) }
+}
+
+/// The case named `name` (HealthKit's case name), or ``HealthError`` `invalidArgument` naming
+/// `field`, the name (its first 64 characters) as not `kind`, and every name there is.
+func namedCase<Value: RawRepresentable & CaseIterable>(_ name: String, field: String, kind: String) throws -> Value where Value.RawValue == String {
+    guard let value = Value(rawValue: name) else {
+        let names = Value.allCases.map(\.rawValue).joined(separator: ", ")
+        throw HealthError.invalidArgument("\(field) '\(name.prefix(64))' is not \(kind) (\(names))", field: field)
+    }
+    return value
 }
 
 func enumerationCase<Value: RawRepresentable & CaseIterable>(_ rawValue: Int, field: String) throws -> Value
