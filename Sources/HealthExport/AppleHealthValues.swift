@@ -279,9 +279,11 @@ public enum AppleHealthValues {
     }
 
     /// Text escaped for an XML attribute value or element content, scalar by scalar (a
-    /// `\r\n` is one `Character`, and must still come back as both).
+    /// `\r\n` is one `Character`, and must still come back as both). The characters XML 1.0
+    /// cannot hold at all (the other control characters, U+FFFE and U+FFFF) are written as
+    /// U+FFFD: a file that held one would not parse past it. The JSON Lines export keeps them.
     public static func escape(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { "&<>\"'\n\r\t".unicodeScalars.contains($0) }) else { return text }
+        guard text.unicodeScalars.contains(where: { "&<>\"'\n\r\t".unicodeScalars.contains($0) || !isXMLCharacter($0) }) else { return text }
         var escaped = ""
         escaped.reserveCapacity(text.utf8.count + 16)
         for character in text.unicodeScalars {
@@ -294,10 +296,16 @@ public enum AppleHealthValues {
             case "\n": escaped += "&#10;"
             case "\r": escaped += "&#13;"
             case "\t": escaped += "&#9;"
+            case let other where !isXMLCharacter(other): escaped += "\u{FFFD}"
             default: escaped.unicodeScalars.append(character)
             }
         }
         return escaped
+    }
+
+    /// Whether XML 1.0 allows `scalar` in a document (its `Char` production).
+    static func isXMLCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value >= 0x20 ? scalar.value != 0xFFFE && scalar.value != 0xFFFF : scalar == "\t" || scalar == "\n" || scalar == "\r"
     }
 
     // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).

@@ -367,6 +367,24 @@ struct AppleHealthImportTests {
         ])
     }
 
+    @Test("text is escaped scalar by scalar: a CR LF comes back as both, and a character XML cannot hold is written as U+FFFD, so the file still parses")
+    func escapedText() throws {
+        let text = "a\u{1}b\r\nc & <d>\u{FFFF}"
+        let escaped = AppleHealthValues.escape(text)
+        #expect(escaped == "a\u{FFFD}b&#13;&#10;c &amp; &lt;d&gt;\u{FFFD}")
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_US">
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:00:00 +0100" endDate="2025-05-18 12:01:00 +0100" value="5">
+              <MetadataEntry key="note" value="\(escaped)"/>
+             </Record>
+            </HealthData>
+            """
+        let items = try Self.read(xml)
+        guard case .sample(let object, _, _, _)? = items.first else { Issue.record("\(items)"); return }
+        #expect(object.metadata["note"] == .string("a\u{FFFD}b\r\nc & <d>\u{FFFD}"))
+    }
+
     @Test("StateOfMind elements (HealthLedger's exports) are read with their words, dates, source and metadata; bad ones are rejected with their line")
     func statesOfMind() throws {
         let xml = """
