@@ -340,6 +340,66 @@ struct BadInputTests {
         }
     }
 
+    @Test("states of mind and medications as a client writes them on the wire: unknown names and kinds, lists longer than their names, and empty optional texts")
+    func stateOfMindAndMedicationPayloads() async throws {
+        try await withTestServer { server in
+            let raw = try await RawConnection(port: server.port)
+            let head = try server.ledger.head()
+            var id: UInt64 = 0
+            func save(_ object: Healthledger_V1_HealthObject) async throws -> Healthledger_V1_CallStatus {
+                id += 1
+                try await raw.send(Self.request(
+                    id, RPCMethod.save.rawValue, credential: server.ownerCredential,
+                    payload: try Healthledger_V1_SaveRequest.with { $0.objects = [object] }.serializedBytes()))
+                return try #require(await raw.status(of: id))
+            }
+            let mood = Healthledger_V1_HealthObject(.stateOfMind(StateOfMind(date: Samples.base, kind: .dailyMood, valence: 0.2, labels: [.calm])))
+            func changed(_ change: (inout Healthledger_V1_StateOfMindBody) -> Void) -> Healthledger_V1_HealthObject {
+                var copy = mood
+                copy.uuid = Data(UUID().bytes)
+                change(&copy.stateOfMind)
+                return copy
+            }
+            let refusals: [(Healthledger_V1_HealthObject, String)] = [
+                (changed { $0.labels = ["calm", "sleepy"] }, "labels[1] 'sleepy' is not a state of mind label"),
+                (changed { $0.labels = Array(repeating: "calm", count: 100_000) }, "labels holds each of the 38 labels at most once, got 100000"),
+                (changed { $0.associations = ["work", "Work"] }, "associations[1] 'Work' is not a state of mind association"),
+                (changed { $0.kind = 3 }, "kind must be one of"),
+                (changed { $0.valence = .infinity }, "valence must be from -1"),
+            ]
+            for (object, message) in refusals {
+                let status = try await save(object)
+                #expect(status.code == .invalidArgument && status.message.contains(message), "\(message): \(status)")
+            }
+            #expect(try server.ledger.head() == head, "no refused object was written")
+
+            // A medication whose optional texts a client left empty: its form reads as unknown, a
+            // dose's unit as count; a nickname set empty is refused.
+            let concept = MedicationConcept(identifier: "rx-1", displayText: "Aspirin", generalForm: .tablet)
+            var medication = Healthledger_V1_HealthObject(.userAnnotatedMedication(UserAnnotatedMedication(medication: concept, recorded: Samples.base)))
+            medication.userAnnotatedMedication.medication.generalForm = ""
+            #expect(try await save(medication).code == .ok)
+            var dose = Healthledger_V1_HealthObject(.medicationDoseEvent(MedicationDoseEvent(
+                medicationConceptIdentifier: "rx-1", logStatus: .taken, doseQuantity: 1, start: Samples.base, end: Samples.base)))
+            dose.medicationDoseEvent.unit = ""
+            #expect(try await save(dose).code == .ok)
+            let stored = try server.ledger.object(with: UUID(bytes: dose.uuid)!, as: .owner)
+            #expect(stored?.medicationDoseEvent?.unit == .count)
+            #expect(try server.ledger.object(with: UUID(bytes: medication.uuid)!, as: .owner)?.userAnnotatedMedication?.medication.generalForm == .unknown)
+            var named = medication
+            named.uuid = Data(UUID().bytes)
+            named.userAnnotatedMedication.nickname = ""
+            let nickname = try await save(named)
+            #expect(nickname.code == .invalidArgument && nickname.message.contains("nickname must be 1–4096 bytes"), "\(nickname)")
+            var status = dose
+            status.uuid = Data(UUID().bytes)
+            status.medicationDoseEvent.logStatus = 9
+            let badStatus = try await save(status)
+            #expect(badStatus.code == .invalidArgument && badStatus.message.contains("logStatus must be one of"), "\(badStatus)")
+            await raw.close()
+        }
+    }
+
     @Test("change queries and observers answer malformed and hostile requests with invalidArgument")
     func badChangeCalls() async throws {
         try await withTestServer { server in
