@@ -592,10 +592,9 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// source name, start and end, version 1.
     private func audiogram(_ builder: AudiogramBuilder) {
         let (attributes, line, element) = (builder.attributes, builder.line, "Audiogram")
-        guard let start = attributes["startDate"].flatMap(AppleHealthValues.date), let end = attributes["endDate"].flatMap(AppleHealthValues.date) else {
-            return reject(element, Rejection(kind: .invalidDate, reason: "startDate or endDate is missing or not a date"), line: line)
+        guard let (start, end) = dates(attributes, start: "startDate", end: "endDate") else {
+            return reject(element, dateProblem(attributes, start: "startDate", end: "endDate"), line: line)
         }
-        guard end >= start else { return reject(element, Rejection(kind: .datesOutOfOrder, reason: "endDate is before startDate"), line: line) }
         if let problem = builder.problems.first { return reject(element, problem, line: line) }
         let source = sourceRevision(attributes)
         var metadata = builder.metadata
@@ -620,10 +619,9 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// from `StateOfMind`, the source name, start and end, version 1.
     private func stateOfMind(_ attributes: Attributes, metadata: Metadata, line: Int) {
         let element = "StateOfMind"
-        guard let start = attributes["startDate"].flatMap(AppleHealthValues.date), let end = attributes["endDate"].flatMap(AppleHealthValues.date) else {
-            return reject(element, Rejection(kind: .invalidDate, reason: "startDate or endDate is missing or not a date"), line: line)
+        guard let (start, end) = dates(attributes, start: "startDate", end: "endDate") else {
+            return reject(element, dateProblem(attributes, start: "startDate", end: "endDate"), line: line)
         }
-        guard end >= start else { return reject(element, Rejection(kind: .datesOutOfOrder, reason: "endDate is before startDate"), line: line) }
         guard let kind = attributes["kind"].flatMap(StateOfMind.Kind.init(name:)) else {
             return reject(
                 element, Rejection(kind: .unparsableValue, reason: "kind '\((attributes["kind"] ?? "").prefix(40))' is not momentaryEmotion or dailyMood"), line: line)
@@ -678,10 +676,9 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// those before.
     private func medication(_ builder: MedicationBuilder) {
         let (attributes, line, element) = (builder.attributes, builder.line, "Medication")
-        guard let start = attributes["startDate"].flatMap(AppleHealthValues.date), let end = attributes["endDate"].flatMap(AppleHealthValues.date) else {
-            return reject(element, Rejection(kind: .invalidDate, reason: "startDate or endDate is missing or not a date"), line: line)
+        guard let (start, end) = dates(attributes, start: "startDate", end: "endDate") else {
+            return reject(element, dateProblem(attributes, start: "startDate", end: "endDate"), line: line)
         }
-        guard end >= start else { return reject(element, Rejection(kind: .datesOutOfOrder, reason: "endDate is before startDate"), line: line) }
         let form: MedicationConcept.GeneralForm
         do {
             form = try attributes["generalForm"].map { try MedicationConcept.GeneralForm(validating: $0, field: "generalForm") } ?? .unknown
@@ -718,10 +715,9 @@ public final class AppleHealthReader: XMLStreamHandler {
     /// end, version 1.
     private func medicationDose(_ attributes: Attributes, metadata: Metadata, line: Int) {
         let element = "MedicationDoseEvent"
-        guard let start = attributes["startDate"].flatMap(AppleHealthValues.date), let end = attributes["endDate"].flatMap(AppleHealthValues.date) else {
-            return reject(element, Rejection(kind: .invalidDate, reason: "startDate or endDate is missing or not a date"), line: line)
+        guard let (start, end) = dates(attributes, start: "startDate", end: "endDate") else {
+            return reject(element, dateProblem(attributes, start: "startDate", end: "endDate"), line: line)
         }
-        guard end >= start else { return reject(element, Rejection(kind: .datesOutOfOrder, reason: "endDate is before startDate"), line: line) }
         guard let status = MedicationDoseEvent.LogStatus.allCases.first(where: { "\($0)" == attributes["logStatus"] }) else {
             let names = MedicationDoseEvent.LogStatus.allCases.map { "\($0)" }.joined(separator: ", ")
             return reject(
