@@ -70,6 +70,40 @@ struct ErasureTests {
         }
     }
 
+    @Test("single saves, committed on their connection's event loop when the committer is idle, take turns with an erasure's scrubbing: every acknowledged save is kept, the erased sample is gone, the history verifies")
+    func savesDuringErasure() async throws {
+        try await withTestServer { server in
+            let owner = server.client()
+            let marker = "erase-me-\(UUID().uuidString)"
+            let secret = Samples.heartRate(187.25, at: 0, metadata: ["marker": .string(marker)])
+            try await owner.save([secret])
+            let savers = (0..<4).map { _ in server.client() }
+            async let erasure = owner.erase(.objects([secret.uuid]), reason: "erased while others save")
+            let saved = try await withThrowingTaskGroup(of: [UUID].self) { group in
+                for (index, store) in savers.enumerated() {
+                    group.addTask {
+                        var uuids: [UUID] = []
+                        for step in 0..<50 {
+                            let sample = Samples.heartRate(Double(60 + step), at: TimeInterval(1 + index * 100 + step))
+                            try await store.save([sample])
+                            uuids.append(sample.uuid)
+                        }
+                        return uuids
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(try await erasure.objects == 1)
+            #expect(saved.count == 200)
+            for uuid in saved { #expect(try await owner.object(with: uuid) != nil) }
+            #expect(try await owner.object(with: secret.uuid) == nil)
+            #expect(try !Self.file(server.directory.appending(path: "ledgers/alice/data.mdb"), contains: marker))
+            let report = try server.ledger.verify()
+            #expect(report.isValid, "\(String(describing: report.problem))")
+            #expect(try server.ledger.replay().identical)
+        }
+    }
+
     @Test("erasing a live sample deletes it (anchored queries report it) and its statistics are recomputed without it")
     func erasingLiveObjects() async throws {
         try await withTestServer { server in

@@ -132,12 +132,12 @@ package struct CallDispatcher: Sendable {
         return true
     }
 
-    /// The largest request payload ``answerOnCommit(id:method:request:finish:)`` prepares on
+    /// The largest request payload ``answerOnCommit(id:method:request:committingOn:finish:)`` prepares on
     /// the event loop (a few hundred samples); a larger one is prepared in a task, so that
     /// it does not hold up the loop's other connections.
     package static let largestPayloadPreparedOnLoop = 64 << 10
 
-    /// Whether ``answerOnCommit(id:method:request:finish:)`` answers this call: a small
+    /// Whether ``answerOnCommit(id:method:request:committingOn:finish:)`` answers this call: a small
     /// request of a method registered for it, asked of the present.
     func answersOnCommit(_ method: RPCMethod, _ request: Healthledger_V1_CallRequest) -> Bool {
         MethodTable.registrations[method]?.answersOnCommit == true && request.asOfSequence == 0 && !request.hasAsOfTimeUs
@@ -148,8 +148,13 @@ package struct CallDispatcher: Sendable {
     /// the caller's thread (the event loop), submits it to the ledger's group commit, and
     /// finishes it from the committing thread once it is durable (or at once when it fails
     /// before). Two thread hand-overs fewer than a task's, which is most of a small save's
-    /// time beyond its disk writes.
-    func answerOnCommit(id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, finish: @escaping Finish) {
+    /// time beyond its disk writes; with `committingOn` (the event loop's next turn), none
+    /// when the ledger's committer is idle: the commit runs there, with the other writes the
+    /// loop read meanwhile.
+    func answerOnCommit(
+        id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, committingOn deferral: CommitDeferral? = nil,
+        finish: @escaping Finish
+    ) {
         let started = ContinuousClock.now
         let caller = Authenticated()
         let answer: @Sendable (Result<[UInt8], any Error>) -> Void = { result in
@@ -160,7 +165,7 @@ package struct CallDispatcher: Sendable {
             guard case .present(.onCommit(let start), let call) = try prepare(method, request, caller: caller) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
             }
-            start(call) { result in
+            start(call, deferral) { result in
                 guard answersAfterFollowers(result) else { return answer(result) }
                 afterFollowers(of: call.ledger) { refusal in answer(refusal.map { .failure($0) } ?? result) }
             }
@@ -322,7 +327,7 @@ package struct CallDispatcher: Sendable {
             if MethodTable.writes(method) { try await afterFollowers(of: call.ledger) }
             return response
         case .onCommit(let start):
-            let result = await withCheckedContinuation { continuation in start(call) { continuation.resume(returning: $0) } }
+            let result = await withCheckedContinuation { continuation in start(call, nil) { continuation.resume(returning: $0) } }
             if answersAfterFollowers(result) { try await afterFollowers(of: call.ledger) }
             return try result.get()
         case .stream(let types, let body):

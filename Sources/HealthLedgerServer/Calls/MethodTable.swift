@@ -34,8 +34,10 @@ enum BoundCall: Sendable {
     case immediate(@Sendable (LedgerCall) throws -> [UInt8])
     case unary(@Sendable (LedgerCall) async throws -> [UInt8])
     /// A write that answers when its commit is durable: `start` prepares it on the calling
-    /// thread and calls back with the response from the committing thread.
-    case onCommit(_ start: @Sendable (LedgerCall, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) -> Void)
+    /// thread and calls back with the response from the committing thread (the caller's own,
+    /// when it passes a ``CommitDeferral`` and the commit runs there).
+    case onCommit(
+        _ start: @Sendable (LedgerCall, CommitDeferral?, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) -> Void)
     /// `types`: what the stream reads, whose access it holds while it runs.
     case stream(types: [ObjectType], run: @Sendable (LedgerCall, StreamContext) async throws -> Void)
     /// The operator's: on the store, before any ledger is chosen.
@@ -142,11 +144,13 @@ struct MethodRegistration: Sendable {
     /// (``CallDispatcher/answerOnCommit``); a large one runs in a task like any unary call.
     static func onCommit<Request: Sendable>(
         decoding decode: @escaping @Sendable ([UInt8]) throws -> Request,
-        _ handler: @escaping @Sendable (LedgerCall, Request, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) -> Void
+        _ handler: @escaping @Sendable (
+            LedgerCall, Request, CommitDeferral?, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void
+        ) -> Void
     ) -> Self {
         var registration = MethodRegistration(kind: .unary, answersAsOf: false, isOperatorMethod: false) { payload in
             let request = try decode(payload)
-            return .onCommit { handler($0, request, $1) }
+            return .onCommit { handler($0, request, $1, $2) }
         }
         registration.answersOnCommit = true
         registration.writes = true
@@ -205,7 +209,7 @@ package enum MethodTable {
 
     static let registrations: [RPCMethod: MethodRegistration] = [
         .ping: .immediate(Healthledger_V1_PingRequest.self) { try $0.ping($1) },
-        .save: .onCommit(decoding: LedgerCall.saveObjects) { $0.save($1, completion: $2) },
+        .save: .onCommit(decoding: LedgerCall.saveObjects) { $0.save($1, committingOn: $2, completion: $3) },
         .delete: .unary(Healthledger_V1_DeleteRequest.self) { try await $0.delete($1) },
         .deleteObjects: .unary(Healthledger_V1_DeleteObjectsRequest.self) { try await $0.deleteObjects($1) },
         .erase: .unary(Healthledger_V1_EraseRequest.self) { try await $0.erase($1) },

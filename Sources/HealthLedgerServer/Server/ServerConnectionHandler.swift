@@ -138,7 +138,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         // A small write needs no task either: it is answered when its commit is durable.
         if let method, dispatcher.answersOnCommit(method, request) {
             running[id] = RunningCall(task: nil, window: nil, timer: nil, deadline: CallDeadline(), longRunning: false)
-            dispatcher.answerOnCommit(id: id, method: method, request: request, finish: finish)
+            dispatcher.answerOnCommit(id: id, method: method, request: request, committingOn: { loop.execute($0) }, finish: finish)
             return
         }
         let kind = method.flatMap { MethodTable.registrations[$0]?.kind }

@@ -5,6 +5,10 @@ import LMDB
 import Logging
 import Synchronization
 
+/// Schedules work on a submitter's own thread, after what that thread is doing now (an event
+/// loop's `execute`): where a write committed for it may run (``Ledger/save(received:by:committingOn:completion:)``).
+package typealias CommitDeferral = @Sendable (_ work: @escaping @Sendable () -> Void) -> Void
+
 /// Coalesces concurrent write requests into one LMDB write transaction and one fsync.
 ///
 /// Requests queue up while a commit is in progress; the next commit takes all of them.
@@ -27,6 +31,9 @@ final class GroupCommitter: Sendable {
     private let environment: Environment
     private let databases: LedgerDatabases
     private let state = Mutex(State())
+    /// Held around each commit and each ``exclusive(_:)`` body, wherever they run: the
+    /// committing queue or a submitter's own thread (``submit(_:committingOn:completion:)``).
+    private let turn = Mutex(())
     private let queue: DispatchQueue
     private let logger: Logger
     /// Called after every commit with the batch size and the commit duration.
@@ -90,8 +97,17 @@ final class GroupCommitter: Sendable {
 
     /// ``submit(_:)`` for a caller that is not a task: `completion` is called with the result
     /// once it is durable (or with the error), on the committing thread, so it must be quick.
+    ///
+    /// With `committingOn`, a request that finds the committer idle is committed on the
+    /// submitter's thread, through `committingOn`, instead of the committing queue's: with
+    /// whatever else was submitted until then (an event loop's other requests of the same
+    /// read), and `completion` is called there. That saves a single save the two thread
+    /// hand-overs to the queue and back, which cost more than its sync on a small machine;
+    /// the thread is busy meanwhile, as the submitter would have waited anyway. Requests
+    /// submitted while it commits go to the queue.
     func submit<R: Sendable>(
-        _ body: @escaping @Sendable (WriteContext) throws -> R, completion: @escaping @Sendable (Result<R, any Error>) -> Void
+        _ body: @escaping @Sendable (WriteContext) throws -> R, committingOn deferral: CommitDeferral? = nil,
+        completion: @escaping @Sendable (Result<R, any Error>) -> Void
     ) {
         guard !readOnly else {
             return completion(.failure(HealthError.invalidArgument("a point-in-time view is read-only: write to the ledger itself", field: "as_of")))
@@ -106,31 +122,57 @@ final class GroupCommitter: Sendable {
             state.draining = true
             return true
         }
-        if start { queue.async { self.drain() } }
+        guard start else { return }
+        if let deferral { deferral { self.drainOnce() } } else { queue.async { self.drain() } }
     }
 
     /// Runs `body` on the committing queue between two commits: no write of this ledger's
     /// committer runs meanwhile (requests submitted wait for the next commit after it).
     func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { continuation in queue.async { continuation.resume(with: Result { try body() }) } }
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try self.turn.withLock { _ in try body() } }) }
+        }
     }
 
     /// Most requests one transaction takes; the rest wait for the next commit.
     static let maximumRequestsPerCommit = 512
 
     private func drain() {
-        while true {
-            let batch = state.withLock { state -> [Pending]? in
-                if state.pending.isEmpty {
-                    state.draining = false
-                    return nil
-                }
-                let count = min(state.pending.count, Self.maximumRequestsPerCommit)
-                defer { state.pending.removeFirst(count) }
-                return Array(state.pending.prefix(count))
-            }
-            guard let batch else { return }
+        while let batch = nextBatch() {
+            turn.withLock { _ in commit(batch) }
+        }
+    }
+
+    /// Commits one batch on the calling thread (a submitter's, through its deferral), then
+    /// leaves what was submitted meanwhile to the queue. While an ``exclusive(_:)`` body
+    /// runs, the queue commits it instead, after the body.
+    private func drainOnce() {
+        let committed: Bool? = turn.withLockIfAvailable { _ in
+            guard let batch = nextBatch() else { return false }
             commit(batch)
+            return true
+        }
+        guard let committed else { return queue.async { self.drain() } }
+        guard committed else { return }
+        let more = state.withLock { state in
+            if !state.pending.isEmpty { return true }
+            state.draining = false
+            return false
+        }
+        if more { queue.async { self.drain() } }
+    }
+
+    /// The next requests to commit, at most ``maximumRequestsPerCommit``; nil (and the
+    /// committer idle) when none are waiting.
+    private func nextBatch() -> [Pending]? {
+        state.withLock { state -> [Pending]? in
+            if state.pending.isEmpty {
+                state.draining = false
+                return nil
+            }
+            let count = min(state.pending.count, Self.maximumRequestsPerCommit)
+            defer { state.pending.removeFirst(count) }
+            return Array(state.pending.prefix(count))
         }
     }
 

@@ -41,8 +41,12 @@ extension Ledger {
     /// ``save(received:by:)`` for a caller that is not a task (the server answering a small
     /// save from its event loop): the objects are validated and encoded on the calling
     /// thread, and `completion` is called once they are durable (or with the error), on the
-    /// committing thread; it must be quick.
-    package func save(received: [ReceivedObject], by principal: Principal, completion: @escaping @Sendable (Result<[SaveResult], any Error>) -> Void) {
+    /// committing thread; it must be quick. With `committingOn`, a save that finds the
+    /// committer idle commits on the caller's thread, through it (``GroupCommitter``).
+    package func save(
+        received: [ReceivedObject], by principal: Principal, committingOn deferral: CommitDeferral? = nil,
+        completion: @escaping @Sendable (Result<[SaveResult], any Error>) -> Void
+    ) {
         let prepared: [PreparedObject]
         let types: [ObjectType]
         do {
@@ -58,7 +62,7 @@ extension Ledger {
         committer.submit({ context in
             for type in types { try Self.requireSharing(type, by: principal, in: context) }
             return try Self.apply(prepared, by: principal, in: context)
-        }, completion: completion)
+        }, committingOn: deferral, completion: completion)
     }
 
     /// The types a save shares, in order: a correlation's through its members' types. (A
