@@ -1,4 +1,5 @@
 import Foundation
+import HealthLedgerServer
 import Logging
 import Synchronization
 
@@ -35,6 +36,34 @@ struct BufferedLogHandler: LogHandler {
         for (key, value) in merged.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
         line += " [\(event.source)] \(event.message)\n"
         LogSink.shared.append(line, urgent: event.level >= .warning)
+    }
+
+    /// A call's line, as ``log(event:)`` writes it from the line's metadata (its fields in
+    /// the order of their names), built without the dictionary: the server's calls write it
+    /// through ``ServerConfiguration/callLineWriter``, a line per call.
+    static func write(_ call: CallLine) {
+        var line = LogSink.shared.timestamp()
+        line.reserveCapacity(line.utf8.count + call.method.utf8.count + call.principal.utf8.count + call.ledger.utf8.count + 120)
+        line += " "
+        line += call.level.rawValue
+        line += " "
+        line += call.label
+        line += ": duration_us="
+        line += String(call.microseconds)
+        line += " ledger.id="
+        line += call.ledger
+        line += " principal="
+        line += call.principal
+        line += " rpc.method="
+        line += call.method
+        line += " rpc.status="
+        line += call.status
+        line += " ["
+        line += call.source
+        line += "] "
+        line += call.message
+        line += "\n"
+        LogSink.shared.append(line, urgent: call.level >= .warning)
     }
 }
 

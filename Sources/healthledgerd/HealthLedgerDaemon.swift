@@ -80,6 +80,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         let logger = Logger(label: "healthledgerd")
 
         var configuration = ServerConfiguration()
+        configuration.callLineWriter = { BufferedLogHandler.write($0) }
         configuration.host = setting(host, "HOST") ?? configuration.host
         configuration.port = try number(port, "PORT") ?? configuration.port
         configuration.maximumFrameSize = try number(maximumFrameSize, "MAX_FRAME_SIZE") ?? configuration.maximumFrameSize

@@ -102,6 +102,10 @@ struct MetricsTests {
             let refused = line { $0.contains("principal=-") }
             #expect(save.contains("rpc.method=healthledger.v1.Ledger/Save") && save.contains("principal=owner") && save.contains("rpc.status=ok"), "\(save)")
             #expect(save.contains("ledger.id=alice") && save.contains(" info ") && save.contains("duration_us="), "\(save)")
+            // The whole line, as the daemon's log handler writes any line: time, level, label,
+            // the fields in the order of their names, the source, the message.
+            let whole = #/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ info healthledgerd: duration_us=\d+ ledger\.id=alice principal=owner rpc\.method=healthledger\.v1\.Ledger/Save rpc\.status=ok \[HealthLedgerServer\] call$/#
+            #expect(save.wholeMatch(of: whole) != nil, "\(save)")
             #expect(ping.contains("rpc.method=healthledger.v1.Ledger/Ping") && ping.contains("principal=app com.example.walk"), "\(ping)")
             #expect(refused.contains("principal=-") && refused.contains("rpc.status=unauthenticated"), "\(refused)")
             for line in calls { #expect(!line.contains("187.5") && !line.contains(server.ownerCredential) && !line.contains("nope"), "\(line)") }

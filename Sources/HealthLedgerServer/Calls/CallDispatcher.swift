@@ -236,13 +236,11 @@ package struct CallDispatcher: Sendable {
         let duration = ContinuousClock.now - started
         let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
         let (ledger, principal) = caller.identity
-        logger.log(
-            level: level,
-            "call",
-            metadata: [
-                "rpc.method": .string(method), "ledger.id": .string(ledger ?? "-"), "principal": .string(principal?.description ?? "-"),
-                "rpc.status": .string((failure?.code ?? .ok).description), "duration_us": .string(String(microseconds)),
-            ])
+        let line = CallLine(
+            level: level, label: logger.label, method: method, ledger: ledger ?? "-", principal: principal?.description ?? "-",
+            status: (failure?.code ?? .ok).description, microseconds: microseconds)
+        if let write = configuration.callLineWriter { return write(line) }
+        logger.log(level: level, "\(line.message)", metadata: line.metadata)
     }
 
     /// Notes the access record of a call that returned health data: when it completed, or

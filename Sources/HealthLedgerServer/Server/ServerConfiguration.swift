@@ -45,6 +45,10 @@ public struct ServerConfiguration: Sendable {
     /// membership keeps current: it takes writes only while it leads, and answers them once
     /// the cluster's synchronous standby has them; nil for a single server.
     public var cluster: ClusterRole?
+    /// Writes each call's log line in place of the server's `Logger` (`healthledgerd`: straight
+    /// to its buffered standard error, in its log handler's format, without building a metadata
+    /// dictionary for every call); nil: through the logger.
+    public var callLineWriter: (@Sendable (CallLine) -> Void)?
 
     /// When a durable write is answered.
     public enum ReplicationAcknowledgement: String, Sendable, CaseIterable {
