@@ -9,6 +9,11 @@ import LMDB
 /// the end of the transaction ``finish()`` waits for the helper and gives the completed nodes
 /// to store, which the writer puts in the same transaction: the tree is still written
 /// atomically with its events, only its hashing runs beside the rest of the write.
+///
+/// A transaction of fewer than ``chunk`` leaves (a single save) never reaches the helper:
+/// its leaves, and the marks taken among them, wait on the writer's side, and ``finish()``
+/// hashes them there. Handing one leaf over and waiting for it would cost two thread
+/// switches, more than the hashing.
 final class MerkleAppender: @unchecked Sendable {
     /// Leaves handed over at a time: enough to make a hand-over's cost vanish per leaf.
     static let chunk = 128
@@ -16,6 +21,11 @@ final class MerkleAppender: @unchecked Sendable {
     private let queue = DispatchQueue(label: "healthledger.merkle")
     // The writer's side.
     private var unsent: [InlineHash] = []
+    /// Marks taken since the last hand-over: the tree's size, and how many of `unsent` come before it.
+    private var unsentMarks: [(size: UInt64, leaves: Int)] = []
+    /// Whether any leaf went to the helper: until then nothing runs on `queue`, and the
+    /// helper's side is the writer's.
+    private var helping = false
     /// Leaves appended so far (the tree's size once the helper catches up).
     private var size: UInt64
     // The helper's side: touched only on `queue` (or after waiting for it).
@@ -40,29 +50,48 @@ final class MerkleAppender: @unchecked Sendable {
         if unsent.count == Self.chunk { send() }
     }
 
+    /// Hands the unsent leaves, and the marks among them, to the helper.
     private func send() {
         guard !unsent.isEmpty else { return }
         let leaves = unsent
+        let marks = unsentMarks
         unsent.removeAll(keepingCapacity: true)
-        queue.async {
-            for leaf in leaves {
-                self.frontier.append(eventHash: leaf) { key, hash in self.completed.append((key, hash)) }
+        unsentMarks.removeAll()
+        helping = true
+        queue.async { self.extend(with: leaves, marks: marks) }
+    }
+
+    /// Appends `leaves`, noting each of `marks` where it was taken: on the helper, or on the
+    /// writer while nothing went to the helper.
+    private func extend(with leaves: [InlineHash], marks: [(size: UInt64, leaves: Int)]) {
+        var next = marks.startIndex
+        for (index, leaf) in leaves.enumerated() {
+            while next < marks.endIndex, marks[next].leaves == index {
+                self.marks.append((marks[next].size, frontier, completed.count))
+                next += 1
             }
+            frontier.append(eventHash: leaf) { key, hash in completed.append((key, hash)) }
         }
+        for mark in marks[next...] { self.marks.append((mark.size, frontier, completed.count)) }
     }
 
     /// Where the tree stands now, for ``rollBack(to:)``.
     func mark() -> UInt64 {
-        send()
-        let size = self.size
-        queue.async { self.marks.append((size, self.frontier, self.completed.count)) }
+        unsentMarks.append((size, unsent.count))
         return size
     }
 
     /// Takes back every leaf appended since `mark` (a value ``mark()`` returned).
     func rollBack(to mark: UInt64) {
-        unsent.removeAll(keepingCapacity: true)
         size = mark
+        if let index = unsentMarks.lastIndex(where: { $0.size == mark }) {
+            // Taken since the last hand-over: so were the leaves after it.
+            unsent.removeSubrange(unsentMarks[index].leaves...)
+            unsentMarks.removeSubrange((index + 1)...)
+            return
+        }
+        unsent.removeAll(keepingCapacity: true)
+        unsentMarks.removeAll()
         queue.sync {
             guard let index = marks.lastIndex(where: { $0.size == mark }) else { preconditionFailure("no Merkle mark at \(mark)") }
             frontier = marks[index].frontier
@@ -74,8 +103,16 @@ final class MerkleAppender: @unchecked Sendable {
     /// Waits for the helper and puts every completed node into `database` in `txn`; returns
     /// the frontier after the last leaf.
     func finish(in txn: Transaction, _ database: Database) throws -> Frontier {
-        send()
-        let (completed, frontier) = queue.sync { (self.completed, self.frontier) }
+        let completed: [(key: NodeKey, hash: InlineHash)]
+        let frontier: Frontier
+        if helping {
+            send()
+            (completed, frontier) = queue.sync { (self.completed, self.frontier) }
+        } else {
+            extend(with: unsent, marks: [])
+            unsent.removeAll(keepingCapacity: true)
+            (completed, frontier) = (self.completed, self.frontier)
+        }
         for node in completed { try txn.put(node.hash, forKey: node.key, in: database, append: true) }
         return frontier
     }
