@@ -69,3 +69,22 @@ void ledger_block_key_free(ledger_block_key *key) { free(key); }
 void ledger_block_encrypt(const ledger_block_key *key, const uint8_t in[16], uint8_t out[16]) {
     CCryptoBoringSSL_AES_encrypt(in, out, &key->key);
 }
+
+// SHA-256 (include/CCryptoBoringSSL_bcm_public.h and CCryptoBoringSSL_sha2.h there).
+struct sha256_state_st {
+    uint32_t h[8];
+    uint32_t Nl, Nh;
+    uint8_t data[64];
+    unsigned num, md_len;
+};
+int CCryptoBoringSSL_SHA256_Init(struct sha256_state_st *sha);
+int CCryptoBoringSSL_SHA256_Update(struct sha256_state_st *sha, const void *data, size_t len);
+int CCryptoBoringSSL_SHA256_Final(uint8_t out[32], struct sha256_state_st *sha);
+
+void ledger_sha256(const uint8_t *first, size_t first_len, const uint8_t *second, size_t second_len, uint8_t out[32]) {
+    struct sha256_state_st state;
+    CCryptoBoringSSL_SHA256_Init(&state);
+    if (first_len > 0) CCryptoBoringSSL_SHA256_Update(&state, first, first_len);
+    if (second_len > 0) CCryptoBoringSSL_SHA256_Update(&state, second, second_len);
+    CCryptoBoringSSL_SHA256_Final(out, &state);
+}

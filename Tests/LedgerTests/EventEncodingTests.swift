@@ -22,7 +22,7 @@ struct EventEncodingTests {
         ] {
             let previous = (0..<32).map { _ in UInt8.random(in: 0...255) }
             let saltDigest = EventCodec.salt(seed: (0..<32).map { _ in UInt8.random(in: 0...255) }, sequence: sequence)
-            let salt = Array(saltDigest.prefix(16))
+            let salt = Array(saltDigest.bytes.prefix(16))
             let (stored, hash) = EventCodec.encode(
                 sequence: sequence, previousHash: previous, commitTimeUs: time, actor: actor, kind: .objectSaved,
                 objectType: type, objectUUID: uuid, body: body, salt: saltDigest)
@@ -53,6 +53,20 @@ struct EventEncodingTests {
             #expect(decoded == message)
             let chain = try #require(stored.withUnsafeBytes { EventCodec.chainFields($0).map { (Array($0.previousHash), $0.sequence) } })
             #expect(chain.0 == previous && chain.1 == sequence)
+        }
+    }
+
+    @Test("the hashes of events and tree nodes (BoringSSL's SHA-256, its state on the stack) are swift-crypto's SHA-256 of the two pieces joined, at every length around a block's")
+    func sha256MatchesSwiftCrypto() {
+        let bytes = (0..<300).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+        for length in [0, 1, 31, 32, 55, 56, 63, 64, 65, 119, 128, 129, 300] {
+            for split in Set([0, length / 3, length]) {
+                let whole = Array(SHA256.hash(data: bytes[..<length]))
+                let hash = bytes.withUnsafeBytes { all in
+                    InlineHash.sha256(UnsafeRawBufferPointer(rebasing: all[..<split]), UnsafeRawBufferPointer(rebasing: all[split..<length]))
+                }
+                #expect(hash.bytes == whole, "length \(length), split at \(split)")
+            }
         }
     }
 }

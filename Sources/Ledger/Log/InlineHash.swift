@@ -1,3 +1,4 @@
+import CLedgerAEAD
 import Crypto
 import Foundation
 import LMDB
@@ -18,6 +19,17 @@ struct InlineHash: Equatable, Sendable, ContiguousBytesKey {
 
     init(_ digest: SHA256Digest) {
         digest.withUnsafeBytes { digest in withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: digest) } }
+    }
+
+    /// SHA-256 of `first` followed by `second`, hashed without an allocation (`ledger_sha256`).
+    static func sha256(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> InlineHash {
+        var hash = InlineHash()
+        withUnsafeMutableBytes(of: &hash.words) { out in
+            ledger_sha256(
+                first.baseAddress?.assumingMemoryBound(to: UInt8.self), first.count, second.baseAddress?.assumingMemoryBound(to: UInt8.self), second.count,
+                out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        return hash
     }
 
     /// The 32 bytes as an array, for the wire.

@@ -82,7 +82,7 @@ enum EventCodec {
     /// same message; a test holds the two together.
     static func encode(
         sequence: UInt64, previousHash: [UInt8], commitTimeUs: Int64, actor: Principal,
-        kind: EventKind, objectType: String?, objectUUID: [UInt8]?, body: [UInt8], salt: SHA256Digest
+        kind: EventKind, objectType: String?, objectUUID: [UInt8]?, body: [UInt8], salt: InlineHash
     ) -> (stored: [UInt8], hash: [UInt8]) {
         var writer = ProtoWriter(capacity: body.count + 192)
         writer.bytes(field: LedgerEventField.previousHash, previousHash)
@@ -102,20 +102,17 @@ enum EventCodec {
         if let objectType { writer.string(field: LedgerEventField.objectType, objectType) }
         if let objectUUID { writer.bytes(field: LedgerEventField.objectUuid, objectUUID) }
         // The salt is the digest's first 16 bytes; nothing here allocates but the event itself.
-        salt.withUnsafeBytes { digest in
+        // (EventLayout.commitmentDigest, without its allocations.)
+        salt.withKeyBytes { digest in
             let salt = UnsafeRawBufferPointer(rebasing: digest[..<EventLayout.saltLength])
             body.withUnsafeBytes { body in
-                EventLayout.commitmentDigest(salt: salt, body: body).withUnsafeBytes { writer.bytes(field: LedgerEventField.bodyCommitment, $0) }
+                InlineHash.sha256(salt, body).withKeyBytes { writer.bytes(field: LedgerEventField.bodyCommitment, $0) }
             }
         }
-        let hash = writer.buffer.withUnsafeBytes { headerHash($0) }
-        salt.withUnsafeBytes { writer.bytes(field: LedgerEventField.bodySalt, UnsafeRawBufferPointer(rebasing: $0[..<EventLayout.saltLength])) }
+        let hash = writer.buffer.withUnsafeBytes { InlineHash.sha256($0).bytes }
+        salt.withKeyBytes { writer.bytes(field: LedgerEventField.bodySalt, UnsafeRawBufferPointer(rebasing: $0[..<EventLayout.saltLength])) }
         writer.bytes(field: LedgerEventField.body, body)
         return (writer.buffer, hash)
-    }
-
-    private static func headerHash(_ header: UnsafeRawBufferPointer) -> [UInt8] {
-        SHA256.digest(of: header).withUnsafeBytes { Array($0) }
     }
 
     /// The tags (field number and wire type in one byte) ``chainFields(_:)`` expects.
@@ -132,7 +129,7 @@ enum EventCodec {
     static func inlineHash(_ stored: UnsafeRawBufferPointer) throws -> InlineHash {
         let layout = try layout(stored)
         if let erasedHash = layout.erasedHash { return InlineHash(erasedHash) }
-        return InlineHash(SHA256.digest(of: layout.formatVersion == EventLayout.legacyFormat ? stored : UnsafeRawBufferPointer(rebasing: stored[..<layout.headerLength])))
+        return InlineHash.sha256(layout.formatVersion == EventLayout.legacyFormat ? stored : UnsafeRawBufferPointer(rebasing: stored[..<layout.headerLength]))
     }
 
     static func hash(_ stored: [UInt8]) throws -> [UInt8] {
@@ -148,12 +145,9 @@ enum EventCodec {
     /// The salt of event `sequence`'s body, from a seed made once per transaction: 16 bytes no
     /// one can guess without the seed, which is never stored (one call to the system's random
     /// source per commit instead of one per event).
-    /// (The digest whose first 16 bytes are the salt: held as the digest, no array.)
-    static func salt(seed: [UInt8], sequence: UInt64) -> SHA256Digest {
-        var hasher = SHA256()
-        seed.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-        withUnsafeBytes(of: sequence.bigEndian) { hasher.update(bufferPointer: $0) }
-        return hasher.finalize()
+    /// (The digest whose first 16 bytes are the salt: held inline, no array.)
+    static func salt(seed: [UInt8], sequence: UInt64) -> InlineHash {
+        seed.withUnsafeBytes { seed in withUnsafeBytes(of: sequence.bigEndian) { InlineHash.sha256(seed, $0) } }
     }
 
     /// Reads `previous_hash` and `sequence` straight from the stored bytes, which the encoder
@@ -175,16 +169,6 @@ enum EventCodec {
     }
 }
 
-extension SHA256 {
-    /// The digest of `bytes`, hashed straight from memory (``hash(data:)`` goes through the
-    /// generic `DataProtocol` path).
-    static func digest(of bytes: UnsafeRawBufferPointer) -> SHA256Digest {
-        var hasher = SHA256()
-        hasher.update(bufferPointer: bytes)
-        return hasher.finalize()
-    }
-}
-
 extension ErasureAccount {
     enum Outcome {
         case hash(InlineHash)
@@ -198,6 +182,6 @@ extension ErasureAccount {
         if let problem = note(layout, stored: stored, sequence: sequence) { return .failure(problem) }
         if let erasedHash = layout.erasedHash { return .hash(InlineHash(erasedHash)) }
         let hashed = layout.formatVersion == EventLayout.legacyFormat ? stored : UnsafeRawBufferPointer(rebasing: stored[..<layout.headerLength])
-        return .hash(InlineHash(SHA256.digest(of: hashed)))
+        return .hash(InlineHash.sha256(hashed))
     }
 }

@@ -20,11 +20,7 @@ enum MerkleTree {
 
     static func leafHash(eventHash: some ContiguousBytesKey) -> InlineHash {
         eventHash.withKeyBytes { hash in
-            withUnsafeTemporaryAllocation(byteCount: 33, alignment: 1) { buffer in
-                buffer[0] = 0x00
-                UnsafeMutableRawBufferPointer(rebasing: buffer[1..<33]).copyMemory(from: UnsafeRawBufferPointer(rebasing: hash.prefix(32)))
-                return InlineHash(SHA256.digest(of: UnsafeRawBufferPointer(buffer)))
-            }
+            withUnsafeBytes(of: UInt8(0x00)) { InlineHash.sha256($0, UnsafeRawBufferPointer(rebasing: hash.prefix(32))) }
         }
     }
 
@@ -33,7 +29,7 @@ enum MerkleTree {
             buffer[0] = 0x01
             left.withKeyBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[1..<33]).copyMemory(from: $0) }
             right.withKeyBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[33..<65]).copyMemory(from: $0) }
-            return InlineHash(SHA256.digest(of: UnsafeRawBufferPointer(buffer)))
+            return InlineHash.sha256(UnsafeRawBufferPointer(buffer))
         }
     }
 
@@ -78,7 +74,7 @@ enum MerkleTree {
 
     /// The root of the tree of the first `size` leaves; SHA-256 of nothing for size 0.
     static func root(size: UInt64, in snapshot: LedgerSnapshot) throws -> InlineHash {
-        size == 0 ? InlineHash(SHA256.digest(of: UnsafeRawBufferPointer(start: nil, count: 0))) : try hash(0..<size, in: snapshot)
+        size == 0 ? InlineHash.sha256(UnsafeRawBufferPointer(start: nil, count: 0)) : try hash(0..<size, in: snapshot)
     }
 
     /// PATH(m, D[range]) of RFC 9162 §2.1.3.1: the audit path of leaf `leaf` (absolute).
