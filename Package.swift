@@ -48,7 +48,8 @@ let package = Package(
             pkgConfig: "libxml-2.0",
             providers: [.apt(["libxml2-dev"])]
         ),
-        // AES-GCM, AES-GCM-SIV and AES with keys set up once, from swift-crypto's BoringSSL (ledger_aead.h).
+        // AES-GCM, AES-GCM-SIV and AES with keys set up once, and SHA-256 without an allocation,
+        // from swift-crypto's BoringSSL; the system's random bytes in one call (ledger_aead.h).
         .target(
             name: "CLedgerAEAD",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]

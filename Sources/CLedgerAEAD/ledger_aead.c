@@ -1,6 +1,9 @@
 #include "ledger_aead.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/random.h>
+#include <sys/types.h>
 
 // The functions of swift-crypto's BoringSSL used here (include/CCryptoBoringSSL_aead.h and
 // CCryptoBoringSSL_aes.h there), declared as BoringSSL declares them.
@@ -70,21 +73,32 @@ void ledger_block_encrypt(const ledger_block_key *key, const uint8_t in[16], uin
     CCryptoBoringSSL_AES_encrypt(in, out, &key->key);
 }
 
-// SHA-256 (include/CCryptoBoringSSL_bcm_public.h and CCryptoBoringSSL_sha2.h there).
-struct sha256_state_st {
-    uint32_t h[8];
-    uint32_t Nl, Nh;
-    uint8_t data[64];
-    unsigned num, md_len;
-};
+// SHA-256 (include/CCryptoBoringSSL_sha2.h there). The state is opaque here: BoringSSL's
+// `SHA256_CTX` takes 112 bytes today; the room below leaves it space to grow.
+struct sha256_state_st;
 int CCryptoBoringSSL_SHA256_Init(struct sha256_state_st *sha);
 int CCryptoBoringSSL_SHA256_Update(struct sha256_state_st *sha, const void *data, size_t len);
 int CCryptoBoringSSL_SHA256_Final(uint8_t out[32], struct sha256_state_st *sha);
 
-void ledger_sha256(const uint8_t *first, size_t first_len, const uint8_t *second, size_t second_len, uint8_t out[32]) {
-    struct sha256_state_st state;
-    CCryptoBoringSSL_SHA256_Init(&state);
-    if (first_len > 0) CCryptoBoringSSL_SHA256_Update(&state, first, first_len);
-    if (second_len > 0) CCryptoBoringSSL_SHA256_Update(&state, second, second_len);
-    CCryptoBoringSSL_SHA256_Final(out, &state);
+void ledger_sha256(const void *first, size_t first_len, const void *second, size_t second_len, void *out) {
+    _Alignas(16) uint8_t room[512];
+    struct sha256_state_st *state = (struct sha256_state_st *)room;
+    CCryptoBoringSSL_SHA256_Init(state);
+    if (first_len > 0) CCryptoBoringSSL_SHA256_Update(state, first, first_len);
+    if (second_len > 0) CCryptoBoringSSL_SHA256_Update(state, second, second_len);
+    CCryptoBoringSSL_SHA256_Final((uint8_t *)out, state);
+}
+
+int ledger_random_bytes(void *out, size_t count) {
+    uint8_t *bytes = (uint8_t *)out;
+    while (count > 0) {
+        ssize_t got = getrandom(bytes, count, 0);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return 0;
+        }
+        bytes += got;
+        count -= (size_t)got;
+    }
+    return 1;
 }

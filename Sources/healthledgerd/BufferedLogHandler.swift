@@ -38,30 +38,27 @@ struct BufferedLogHandler: LogHandler {
         LogSink.shared.append(line, urgent: event.level >= .warning)
     }
 
-    /// A call's line, as ``log(event:)`` writes it from the line's metadata (its fields in
-    /// the order of their names), built without the dictionary: the server's calls write it
-    /// through ``ServerConfiguration/callLineWriter``, a line per call.
+    /// A call's line, as ``log(event:)`` writes it from the line's metadata (its fields
+    /// already in the order of their names), built without the dictionary: the server's
+    /// calls write it through ``ServerConfiguration/callLineWriter``, a line per call.
     static func write(_ call: CallLine) {
         var line = LogSink.shared.timestamp()
-        line.reserveCapacity(line.utf8.count + call.method.utf8.count + call.principal.utf8.count + call.ledger.utf8.count + 120)
+        line.reserveCapacity(line.utf8.count + call.label.utf8.count + call.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 } + 40)
         line += " "
         line += call.level.rawValue
         line += " "
         line += call.label
-        line += ": duration_us="
-        line += String(call.microseconds)
-        line += " ledger.id="
-        line += call.ledger
-        line += " principal="
-        line += call.principal
-        line += " rpc.method="
-        line += call.method
-        line += " rpc.status="
-        line += call.status
+        line += ":"
+        for field in call.fields {
+            line += " "
+            line += field.name
+            line += "="
+            line += field.value
+        }
         line += " ["
-        line += call.source
+        line += CallLine.source
         line += "] "
-        line += call.message
+        line += CallLine.message
         line += "\n"
         LogSink.shared.append(line, urgent: call.level >= .warning)
     }

@@ -1,6 +1,6 @@
 // AES-256-GCM, AES-256-GCM-SIV and the AES-256 block function with keys set up once, and
 // SHA-256 without an allocation, from the BoringSSL that swift-crypto builds and links (its
-// symbols carry the CCryptoBoringSSL_ prefix). swift-crypto's own API sets a key up again on every call, which costs about ten
+// symbols carry the CCryptoBoringSSL_ prefix); and the system's random bytes in one call. swift-crypto's own API sets a key up again on every call, which costs about ten
 // times the sealing of a small value (BENCHMARKS.md, "Encryption at rest").
 #ifndef LEDGER_AEAD_H
 #define LEDGER_AEAD_H
@@ -31,9 +31,13 @@ ledger_block_key *ledger_block_key_new(const uint8_t key[32]);
 void ledger_block_key_free(ledger_block_key *key);
 void ledger_block_encrypt(const ledger_block_key *key, const uint8_t in[16], uint8_t out[16]);
 
-/// SHA-256 of `first` followed by `second` (either may be empty) into `out`, its state on the
-/// stack: swift-crypto's `SHA256` allocates a context for every hash and another to finalize,
-/// which costs more than hashing an event's header.
-void ledger_sha256(const uint8_t *first, size_t first_len, const uint8_t *second, size_t second_len, uint8_t out[32]);
+/// SHA-256 of `first` followed by `second` (either may be empty) into the 32 bytes at `out`, its
+/// state on the stack: swift-crypto's `SHA256` allocates a context for every hash and another
+/// to finalize, which costs more than hashing an event's header.
+void ledger_sha256(const void *first, size_t first_len, const void *second, size_t second_len, void *out);
+
+/// Fills `count` bytes at `out` from the system's random source (`getrandom`, one call for up
+/// to 256 bytes). 1 on success, 0 when the source fails.
+int ledger_random_bytes(void *out, size_t count);
 
 #endif

@@ -149,10 +149,10 @@ package struct CallDispatcher: Sendable {
     /// finishes it from the committing thread once it is durable (or at once when it fails
     /// before). Two thread hand-overs fewer than a task's, which is most of a small save's
     /// time beyond its disk writes; with `committingOn` (the event loop's next turn), none
-    /// when the ledger's committer is idle: the commit runs there, with the other writes the
-    /// loop read meanwhile.
+    /// when the ledger's committer is idle: the commit runs there, with the other small saves
+    /// the loop read meanwhile.
     func answerOnCommit(
-        id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, committingOn deferral: CommitDeferral? = nil,
+        id: UInt64, method: RPCMethod, request: Healthledger_V1_CallRequest, committingOn executor: CallerExecutor? = nil,
         finish: @escaping Finish
     ) {
         let started = ContinuousClock.now
@@ -165,7 +165,7 @@ package struct CallDispatcher: Sendable {
             guard case .present(.onCommit(let start), let call) = try prepare(method, request, caller: caller) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered to answer on commit")
             }
-            start(call, deferral) { result in
+            start(call, executor) { result in
                 guard answersAfterFollowers(result) else { return answer(result) }
                 afterFollowers(of: call.ledger) { refusal in answer(refusal.map { .failure($0) } ?? result) }
             }
@@ -240,7 +240,7 @@ package struct CallDispatcher: Sendable {
             level: level, label: logger.label, method: method, ledger: ledger ?? "-", principal: principal?.description ?? "-",
             status: (failure?.code ?? .ok).description, microseconds: microseconds)
         if let write = configuration.callLineWriter { return write(line) }
-        logger.log(level: level, "\(line.message)", metadata: line.metadata)
+        logger.log(level: level, "\(CallLine.message)", metadata: line.metadata)
     }
 
     /// Notes the access record of a call that returned health data: when it completed, or

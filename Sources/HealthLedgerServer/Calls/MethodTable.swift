@@ -35,9 +35,9 @@ enum BoundCall: Sendable {
     case unary(@Sendable (LedgerCall) async throws -> [UInt8])
     /// A write that answers when its commit is durable: `start` prepares it on the calling
     /// thread and calls back with the response from the committing thread (the caller's own,
-    /// when it passes a ``CommitDeferral`` and the commit runs there).
+    /// when it passes a ``CallerExecutor`` and the commit runs there).
     case onCommit(
-        _ start: @Sendable (LedgerCall, CommitDeferral?, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) -> Void)
+        _ start: @Sendable (LedgerCall, CallerExecutor?, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) -> Void)
     /// `types`: what the stream reads, whose access it holds while it runs.
     case stream(types: [ObjectType], run: @Sendable (LedgerCall, StreamContext) async throws -> Void)
     /// The operator's: on the store, before any ledger is chosen.
@@ -145,7 +145,7 @@ struct MethodRegistration: Sendable {
     static func onCommit<Request: Sendable>(
         decoding decode: @escaping @Sendable ([UInt8]) throws -> Request,
         _ handler: @escaping @Sendable (
-            LedgerCall, Request, CommitDeferral?, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void
+            LedgerCall, Request, CallerExecutor?, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void
         ) -> Void
     ) -> Self {
         var registration = MethodRegistration(kind: .unary, answersAsOf: false, isOperatorMethod: false) { payload in

@@ -53,11 +53,11 @@ struct LedgerCall: Sendable {
     }
 
     /// Saves on the calling thread's behalf; `completion` gets the encoded response once the
-    /// objects are durable, on the committing thread (or the caller's, through `deferral`).
+    /// objects are durable, on the committing thread (or the caller's, through `executor`).
     func save(
-        _ objects: [ReceivedObject], committingOn deferral: CommitDeferral?, completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void
+        _ objects: [ReceivedObject], committingOn executor: CallerExecutor?, completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void
     ) {
-        ledger.save(received: objects, by: principal, committingOn: deferral) { result in
+        ledger.save(received: objects, by: principal, committingOn: executor) { result in
             // Written without the generated messages: this runs on the committing thread.
             completion(result.map(SaveResponseCoding.encoded))
         }

@@ -1,5 +1,4 @@
 import CLedgerAEAD
-import Crypto
 import Foundation
 import LMDB
 
@@ -17,18 +16,10 @@ struct InlineHash: Equatable, Sendable, ContiguousBytesKey {
         withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
     }
 
-    init(_ digest: SHA256Digest) {
-        digest.withUnsafeBytes { digest in withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: digest) } }
-    }
-
     /// SHA-256 of `first` followed by `second`, hashed without an allocation (`ledger_sha256`).
     static func sha256(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> InlineHash {
         var hash = InlineHash()
-        withUnsafeMutableBytes(of: &hash.words) { out in
-            ledger_sha256(
-                first.baseAddress?.assumingMemoryBound(to: UInt8.self), first.count, second.baseAddress?.assumingMemoryBound(to: UInt8.self), second.count,
-                out.baseAddress!.assumingMemoryBound(to: UInt8.self))
-        }
+        withUnsafeMutableBytes(of: &hash.words) { ledger_sha256(first.baseAddress, first.count, second.baseAddress, second.count, $0.baseAddress) }
         return hash
     }
 

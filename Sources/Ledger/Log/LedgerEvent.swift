@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HealthModel
 import LedgerSchema

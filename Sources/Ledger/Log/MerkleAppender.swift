@@ -22,10 +22,10 @@ final class MerkleAppender: @unchecked Sendable {
     // The writer's side.
     private var unsent: [InlineHash] = []
     /// Marks taken since the last hand-over: the tree's size, and how many of `unsent` come before it.
-    private var unsentMarks: [(size: UInt64, leaves: Int)] = []
+    private var unsentMarks: [(size: UInt64, position: Int)] = []
     /// Whether any leaf went to the helper: until then nothing runs on `queue`, and the
     /// helper's side is the writer's.
-    private var helping = false
+    private var handedOver = false
     /// Leaves appended so far (the tree's size once the helper catches up).
     private var size: UInt64
     // The helper's side: touched only on `queue` (or after waiting for it).
@@ -57,16 +57,16 @@ final class MerkleAppender: @unchecked Sendable {
         let marks = unsentMarks
         unsent.removeAll(keepingCapacity: true)
         unsentMarks.removeAll()
-        helping = true
+        handedOver = true
         queue.async { self.extend(with: leaves, marks: marks) }
     }
 
     /// Appends `leaves`, noting each of `marks` where it was taken: on the helper, or on the
     /// writer while nothing went to the helper.
-    private func extend(with leaves: [InlineHash], marks: [(size: UInt64, leaves: Int)]) {
+    private func extend(with leaves: [InlineHash], marks: [(size: UInt64, position: Int)]) {
         var next = marks.startIndex
         for (index, leaf) in leaves.enumerated() {
-            while next < marks.endIndex, marks[next].leaves == index {
+            while next < marks.endIndex, marks[next].position == index {
                 self.marks.append((marks[next].size, frontier, completed.count))
                 next += 1
             }
@@ -86,7 +86,7 @@ final class MerkleAppender: @unchecked Sendable {
         size = mark
         if let index = unsentMarks.lastIndex(where: { $0.size == mark }) {
             // Taken since the last hand-over: so were the leaves after it.
-            unsent.removeSubrange(unsentMarks[index].leaves...)
+            unsent.removeSubrange(unsentMarks[index].position...)
             unsentMarks.removeSubrange((index + 1)...)
             return
         }
@@ -105,7 +105,7 @@ final class MerkleAppender: @unchecked Sendable {
     func finish(in txn: Transaction, _ database: Database) throws -> Frontier {
         let completed: [(key: NodeKey, hash: InlineHash)]
         let frontier: Frontier
-        if helping {
+        if handedOver {
             send()
             (completed, frontier) = queue.sync { (self.completed, self.frontier) }
         } else {

@@ -1,4 +1,3 @@
-import Crypto
 import LMDB
 
 /// The ledger's Merkle tree over its events, as RFC 9162 (Certificate Transparency 2.0)

@@ -5,9 +5,10 @@ import LMDB
 import Logging
 import Synchronization
 
-/// Schedules work on a submitter's own thread, after what that thread is doing now (an event
-/// loop's `execute`): where a write committed for it may run (``Ledger/save(received:by:committingOn:completion:)``).
-package typealias CommitDeferral = @Sendable (_ work: @escaping @Sendable () -> Void) -> Void
+/// Runs work on a submitter's own thread once that thread is done with what it is doing now
+/// (an event loop's `execute`): where a small save may be committed for it
+/// (``Ledger/save(received:by:committingOn:completion:)``).
+package typealias CallerExecutor = @Sendable (_ work: @escaping @Sendable () -> Void) -> Void
 
 /// Coalesces concurrent write requests into one LMDB write transaction and one fsync.
 ///
@@ -23,17 +24,31 @@ final class GroupCommitter: Sendable {
         let complete: (Result<Void, any Error>) -> Void
     }
 
+    /// Who commits what is pending.
+    private enum Phase {
+        /// Nobody: nothing is pending.
+        case idle
+        /// The submitter's thread of the first request, through its ``CallerExecutor``, once it
+        /// gets to it: every request pending is a small save submitted the same way.
+        case onCaller
+        /// The committing queue (or the submitter's thread, committing a batch it took).
+        case draining
+    }
+
     private struct State {
         var pending: [Pending] = []
-        var draining = false
+        var phase = Phase.idle
     }
+
+    /// What a submit sets going: nothing (a commit is coming), the submitter's thread, or the queue.
+    private enum Start { case none, onCaller, queue }
 
     private let environment: Environment
     private let databases: LedgerDatabases
     private let state = Mutex(State())
     /// Held around each commit and each ``exclusive(_:)`` body, wherever they run: the
     /// committing queue or a submitter's own thread (``submit(_:committingOn:completion:)``).
-    private let turn = Mutex(())
+    private let commitTurn = Mutex(())
     private let queue: DispatchQueue
     private let logger: Logger
     /// Called after every commit with the batch size and the commit duration.
@@ -98,15 +113,17 @@ final class GroupCommitter: Sendable {
     /// ``submit(_:)`` for a caller that is not a task: `completion` is called with the result
     /// once it is durable (or with the error), on the committing thread, so it must be quick.
     ///
-    /// With `committingOn`, a request that finds the committer idle is committed on the
-    /// submitter's thread, through `committingOn`, instead of the committing queue's: with
-    /// whatever else was submitted until then (an event loop's other requests of the same
-    /// read), and `completion` is called there. That saves a single save the two thread
-    /// hand-overs to the queue and back, which cost more than its sync on a small machine;
-    /// the thread is busy meanwhile, as the submitter would have waited anyway. Requests
-    /// submitted while it commits go to the queue.
+    /// With `committingOn` (a small save answered from an event loop), a request that finds the
+    /// committer idle is committed on the submitter's thread, through `committingOn`, once that
+    /// thread is done with what it is doing, instead of on the committing queue; `completion` is
+    /// called there. Small saves submitted the same way until then (an event loop's other saves
+    /// of the same read) join its transaction. That saves a single save the two thread
+    /// hand-overs to the queue and back, which cost more than its sync on a small machine. A
+    /// request submitted any other way meanwhile (a large save, an erasure, a follower's batch)
+    /// hands everything pending to the queue at once, so that the submitter's thread never
+    /// commits more than small saves; requests submitted while it commits go to the queue.
     func submit<R: Sendable>(
-        _ body: @escaping @Sendable (WriteContext) throws -> R, committingOn deferral: CommitDeferral? = nil,
+        _ body: @escaping @Sendable (WriteContext) throws -> R, committingOn executor: CallerExecutor? = nil,
         completion: @escaping @Sendable (Result<R, any Error>) -> Void
     ) {
         guard !readOnly else {
@@ -116,50 +133,73 @@ final class GroupCommitter: Sendable {
         let pending = Pending(
             run: { context in box.value = try body(context) },
             complete: { result in completion(result.map { box.value! }) })
-        let start = state.withLock { state in
+        let start = state.withLock { state -> Start in
             state.pending.append(pending)
-            if state.draining { return false }
-            state.draining = true
-            return true
+            switch (state.phase, executor) {
+            case (.draining, _), (.onCaller, .some): return .none
+            case (.idle, .some):
+                state.phase = .onCaller
+                return .onCaller
+            case (.idle, nil), (.onCaller, nil):
+                state.phase = .draining
+                return .queue
+            }
         }
-        guard start else { return }
-        if let deferral { deferral { self.drainOnce() } } else { queue.async { self.drain() } }
+        switch start {
+        case .none: break
+        case .onCaller: executor! { self.commitOnCaller() }
+        case .queue: queue.async { self.drain() }
+        }
     }
 
     /// Runs `body` on the committing queue between two commits: no write of this ledger's
     /// committer runs meanwhile (requests submitted wait for the next commit after it).
     func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try self.turn.withLock { _ in try body() } }) }
+            queue.async { continuation.resume(with: Result { try self.commitTurn.withLock { _ in try body() } }) }
         }
     }
 
     /// Most requests one transaction takes; the rest wait for the next commit.
     static let maximumRequestsPerCommit = 512
 
+    /// The committing queue's loop: commits what is pending until nothing is.
     private func drain() {
         while let batch = nextBatch() {
-            turn.withLock { _ in commit(batch) }
+            commitTurn.withLock { _ in commit(batch) }
         }
     }
 
-    /// Commits one batch on the calling thread (a submitter's, through its deferral), then
-    /// leaves what was submitted meanwhile to the queue. While an ``exclusive(_:)`` body
-    /// runs, the queue commits it instead, after the body.
-    private func drainOnce() {
-        let committed: Bool? = turn.withLockIfAvailable { _ in
-            guard let batch = nextBatch() else { return false }
+    /// On the thread of the submitter that found the committer idle (``Phase/onCaller``):
+    /// commits the small saves pending, then leaves what was submitted meanwhile to the queue.
+    /// Nothing to do when the queue took over in between; the queue's turn when an
+    /// ``exclusive(_:)`` body runs (it commits them after the body).
+    private func commitOnCaller() {
+        let committed: Bool? = commitTurn.withLockIfAvailable { _ in
+            let batch = state.withLock { state -> [Pending]? in
+                guard state.phase == .onCaller else { return nil }
+                state.phase = .draining
+                return Self.take(from: &state.pending)
+            }
+            guard let batch else { return false }
             commit(batch)
             return true
         }
-        guard let committed else { return queue.async { self.drain() } }
-        guard committed else { return }
-        let more = state.withLock { state in
-            if !state.pending.isEmpty { return true }
-            state.draining = false
-            return false
+        let toQueue = state.withLock { state -> Bool in
+            switch committed {
+            case nil:
+                // An exclusive body holds the turn: the queue commits after it, unless it took over.
+                guard state.phase == .onCaller else { return false }
+                state.phase = .draining
+                return true
+            case false?: return false
+            case true?:
+                if !state.pending.isEmpty { return true }
+                state.phase = .idle
+                return false
+            }
         }
-        if more { queue.async { self.drain() } }
+        if toQueue { queue.async { self.drain() } }
     }
 
     /// The next requests to commit, at most ``maximumRequestsPerCommit``; nil (and the
@@ -167,13 +207,18 @@ final class GroupCommitter: Sendable {
     private func nextBatch() -> [Pending]? {
         state.withLock { state -> [Pending]? in
             if state.pending.isEmpty {
-                state.draining = false
+                state.phase = .idle
                 return nil
             }
-            let count = min(state.pending.count, Self.maximumRequestsPerCommit)
-            defer { state.pending.removeFirst(count) }
-            return Array(state.pending.prefix(count))
+            return Self.take(from: &state.pending)
         }
+    }
+
+    /// Takes the first ``maximumRequestsPerCommit`` requests of `pending`.
+    private static func take(from pending: inout [Pending]) -> [Pending] {
+        let count = min(pending.count, maximumRequestsPerCommit)
+        defer { pending.removeFirst(count) }
+        return Array(pending.prefix(count))
     }
 
     private func commit(_ batch: [Pending]) {
@@ -281,7 +326,7 @@ final class GroupCommitter: Sendable {
 /// A request of a batch run without nesting failed: the batch runs again, nested.
 private struct RequestFailed: Error {}
 
-/// Carries a result from the commit queue to the continuation (both on the commit queue).
+/// Carries a result from the commit to the completion (both on the committing thread).
 private final class ResultBox<R>: @unchecked Sendable {
     var value: R?
 }

@@ -1,3 +1,4 @@
+import CLedgerAEAD
 import Foundation
 import HealthModel
 import LMDB
@@ -17,12 +18,13 @@ final class WriteContext {
     /// The types whose per-object read selections this transaction changed.
     var selectionChanges = Set<UInt32>()
     /// The seed of this transaction's body salts (``EventCodec/salt(seed:sequence:)``), never
-    /// stored: 32 bytes of the system's random source (`arc4random_buf`: one `getrandom` call
-    /// where the standard library's generator makes four).
+    /// stored: 32 bytes of the system's random source, in one `getrandom` call
+    /// (`ledger_random_bytes`) where the standard library's generator makes four.
     private let saltSeed: [UInt8] = {
         var seed = [UInt8](repeating: 0, count: 32)
-        seed.withUnsafeMutableBytes { arc4random_buf($0.baseAddress!, $0.count) }
-        return seed
+        if seed.withUnsafeMutableBytes({ ledger_random_bytes($0.baseAddress, $0.count) }) == 1 { return seed }
+        var generator = SystemRandomNumberGenerator()
+        return (0..<4).flatMap { _ in withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } }
     }()
 
     /// Whether appends extend the Merkle tree (always, except to measure what that costs).

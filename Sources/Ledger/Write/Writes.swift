@@ -42,9 +42,11 @@ extension Ledger {
     /// save from its event loop): the objects are validated and encoded on the calling
     /// thread, and `completion` is called once they are durable (or with the error), on the
     /// committing thread; it must be quick. With `committingOn`, a save that finds the
-    /// committer idle commits on the caller's thread, through it (``GroupCommitter``).
+    /// committer idle is committed on the thread `committingOn` runs work on (the caller's
+    /// event loop, after the caller returns), and `completion` is called there
+    /// (``GroupCommitter/submit(_:committingOn:completion:)``).
     package func save(
-        received: [ReceivedObject], by principal: Principal, committingOn deferral: CommitDeferral? = nil,
+        received: [ReceivedObject], by principal: Principal, committingOn executor: CallerExecutor? = nil,
         completion: @escaping @Sendable (Result<[SaveResult], any Error>) -> Void
     ) {
         let prepared: [PreparedObject]
@@ -62,7 +64,7 @@ extension Ledger {
         committer.submit({ context in
             for type in types { try Self.requireSharing(type, by: principal, in: context) }
             return try Self.apply(prepared, by: principal, in: context)
-        }, committingOn: deferral, completion: completion)
+        }, committingOn: executor, completion: completion)
     }
 
     /// The types a save shares, in order: a correlation's through its members' types. (A
