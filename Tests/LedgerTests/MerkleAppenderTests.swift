@@ -8,14 +8,6 @@ import Testing
 /// one's to its helper in chunks; either way, marks and roll-backs must leave the tree a
 /// transaction of only the kept leaves would.
 struct MerkleAppenderTests {
-    private struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return state ^ (state >> 29)
-        }
-    }
-
     @Test("requests of random sizes, some rolled back to their mark, leave the nodes and frontier of the kept leaves alone", arguments: [1, 2, 3, 4, 5, 6])
     func rollBacksMatchTheKeptLeaves(seed: UInt64) throws {
         let directory = FileManager.default.temporaryDirectory.appending(path: "merkle-\(UUID().uuidString)")
@@ -23,7 +15,7 @@ struct MerkleAppenderTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let environment = try Environment(path: directory.path, options: .init(mapSize: 64 << 20, durable: false))
         let appended = try environment.openDatabase("appended")
-        var random = Generator(state: seed)
+        var random = SeededGenerator(state: seed)
         func leaf() -> [UInt8] { (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) } }
 
         // A tree already holding some leaves, as a ledger's does.

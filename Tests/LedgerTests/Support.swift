@@ -64,3 +64,13 @@ extension Ledger {
         }
     }
 }
+
+/// A small generator with a seed, so that a randomized test repeats the same cases for the
+/// same argument (a linear congruential step, its state's high bits folded in).
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return state ^ (state >> 29)
+    }
+}

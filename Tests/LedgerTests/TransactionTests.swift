@@ -8,14 +8,6 @@ import Testing
 /// transactions that join or roll back, the result must be what a dictionary would hold.
 @Suite("LMDB write transactions")
 struct TransactionTests {
-    private struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return state ^ (state >> 29)
-        }
-    }
-
     @Test("puts, reads and deletes, in order and at random, in nested transactions that join or roll back, leave what a dictionary would hold", arguments: [1, 2, 3])
     func operationsMatchAModel(seed: UInt64) throws {
         let directory = FileManager.default.temporaryDirectory.appending(path: "transactions-\(UUID().uuidString)")
@@ -24,7 +16,7 @@ struct TransactionTests {
         let environment = try Environment(path: directory.path, options: .init(mapSize: 64 << 20, durable: false))
         let databases = [try environment.openDatabase("a"), try environment.openDatabase("b")]
         var model: [[[UInt8]: [UInt8]]] = [[:], [:]]
-        var random = Generator(state: seed)
+        var random = SeededGenerator(state: seed)
         // Keys increase (as a time index's do) but also land anywhere, so the kept cursor is
         // sometimes on the right page, sometimes after the last one, sometimes elsewhere.
         var nextAppended: UInt32 = 1 << 20
