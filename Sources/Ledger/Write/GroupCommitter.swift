@@ -17,7 +17,9 @@ package typealias CallerExecutor = @Sendable (_ work: @escaping @Sendable () -> 
 /// the transaction is abandoned and the batch runs again with each request in its own
 /// nested transaction, so the failing request is rolled back alone while the rest of the
 /// batch commits (nesting costs, so only a batch that needs it pays for it). Nobody is
-/// answered before the transaction holding their data is durable.
+/// answered before the transaction holding their data is durable. Commits run on the
+/// committer's queue, or, for small saves that find it idle, on their submitter's thread
+/// (``submit(_:committingOn:completion:)``).
 final class GroupCommitter: Sendable {
     private struct Pending: @unchecked Sendable {
         let run: (WriteContext) throws -> Void
