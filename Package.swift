@@ -70,6 +70,7 @@ let package = Package(
             name: "LedgerSchema",
             dependencies: [
                 "HealthModel",
+                "CLedgerAEAD",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -1,4 +1,4 @@
-import Crypto
+import CLedgerAEAD
 import Foundation
 import SwiftProtobuf
 
@@ -92,10 +92,7 @@ public struct EventLayout {
     /// The event's hash: what the next event's `previous_hash` and the Merkle leaf hold.
     public func hash(of stored: UnsafeRawBufferPointer) -> [UInt8] {
         if let erasedHash { return Array(erasedHash) }
-        let hashed = formatVersion == Self.legacyFormat ? stored : UnsafeRawBufferPointer(rebasing: stored[..<headerLength])
-        var hasher = SHA256()
-        hasher.update(bufferPointer: hashed)
-        return Array(hasher.finalize())
+        return Self.sha256(formatVersion == Self.legacyFormat ? stored : UnsafeRawBufferPointer(rebasing: stored[..<headerLength]))
     }
 
     /// What the erasure event names for this event: its commitment (format 2) or its hash (format 1).
@@ -106,22 +103,22 @@ public struct EventLayout {
     /// Whether the body, when present, is the one the header commits to (format 1 bodies are
     /// covered by the hash itself).
     public var bodyMatchesCommitment: Bool {
-        guard formatVersion == Self.currentFormat, let salt, let commitment else { return true }
-        var hasher = SHA256()
-        hasher.update(bufferPointer: salt)
-        if let body { hasher.update(bufferPointer: body) }
-        // Compared in place: verify checks every event, and an array each would cost more than the hash.
-        return hasher.finalize().withUnsafeBytes { digest in
-            digest.count == commitment.count && memcmp(digest.baseAddress!, commitment.baseAddress!, digest.count) == 0
+        guard formatVersion == Self.currentFormat, let salt, let commitment, commitment.count == 32 else { return true }
+        // Hashed on the stack and compared in place: verify checks every event, and an
+        // allocation each would cost more than the hash.
+        var digest: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        return withUnsafeMutableBytes(of: &digest) { digest in
+            ledger_sha256(salt.baseAddress, salt.count, body?.baseAddress, body?.count ?? 0, digest.baseAddress)
+            return memcmp(digest.baseAddress!, commitment.baseAddress!, 32) == 0
         }
     }
 
-    /// SHA-256(salt ‖ body), the commitment a format-2 header holds.
-    public static func commitmentDigest(salt: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) -> SHA256Digest {
-        var hasher = SHA256()
-        hasher.update(bufferPointer: salt)
-        hasher.update(bufferPointer: body)
-        return hasher.finalize()
+    /// SHA-256(`first` ‖ `second`), through BoringSSL with its state on the stack (`ledger_sha256`).
+    public static func sha256(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: 32) { digest, count in
+            ledger_sha256(first.baseAddress, first.count, second.baseAddress, second.count, digest.baseAddress)
+            count = 32
+        }
     }
 
     /// The stored bytes of the event once erased: its header alone (format 2), or its header
@@ -192,9 +189,5 @@ public struct ErasureAccount: Sendable {
     }
 
     /// SHA-256 of `bytes`.
-    public static func sha256(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        var hasher = SHA256()
-        hasher.update(bufferPointer: bytes)
-        return Array(hasher.finalize())
-    }
+    public static func sha256(_ bytes: UnsafeRawBufferPointer) -> [UInt8] { EventLayout.sha256(bytes) }
 }

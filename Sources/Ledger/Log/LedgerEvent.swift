@@ -100,8 +100,8 @@ enum EventCodec {
         writer.varint(field: LedgerEventField.kind, UInt64(kind.rawValue))
         if let objectType { writer.string(field: LedgerEventField.objectType, objectType) }
         if let objectUUID { writer.bytes(field: LedgerEventField.objectUuid, objectUUID) }
-        // The salt is the digest's first 16 bytes; nothing here allocates but the event itself.
-        // (EventLayout.commitmentDigest, without its allocations.)
+        // The salt is the digest's first 16 bytes; the commitment SHA-256(salt ‖ body). Nothing
+        // here allocates but the event itself.
         salt.withKeyBytes { digest in
             let salt = UnsafeRawBufferPointer(rebasing: digest[..<EventLayout.saltLength])
             body.withUnsafeBytes { body in
