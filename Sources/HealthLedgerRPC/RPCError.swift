@@ -204,6 +204,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case clusterStatus = "healthledger.v1.Replication/ClusterStatus"
     /// Which of the primary's ledgers changed since a follower's cursor.
     case watchLedgers = "healthledger.v1.Replication/WatchLedgers"
+    /// The access records of a follower's reads, for its primary to keep.
+    case forwardAccessRecords = "healthledger.v1.Replication/ForwardAccessRecords"
 
     /// Changes a ledger or the store (docs/PROTOCOL.md §4.4): sent twice, it may act twice.
     public var isWrite: Bool {

@@ -31,6 +31,8 @@ public final class PrimaryFollower: Service, Sendable {
     private let logger: Logger
     private let wait: Duration
     private let idleAfter: Duration
+    /// How often the access records of the reads this copy answered go to the primary.
+    private let forwardInterval: Duration
     /// Whether it follows placement groups of a cluster rather than every ledger.
     private let inCluster: Bool
     private let lag = Gauge(label: "healthledger_replication_lag_events")
@@ -160,9 +162,11 @@ public final class PrimaryFollower: Service, Sendable {
     ///   - groups: in a cluster, the placement groups to follow (those the primary leads),
     ///     each with the fencing epoch it leads the group under (its calls carry it); empty:
     ///     every ledger of the primary. ``follow(groups:)`` changes them.
+    ///   - forwardInterval: how often the access records of the reads this copy answered are
+    ///     handed to the primary (``LedgerStore/accessForwarding``).
     public init(
         store: LedgerStore, primary: HealthStoreConfiguration, name: String, logger: Logger, wait: Duration = .seconds(10),
-        idleAfter: Duration = .seconds(30), groups: [Int: UInt64] = [:]
+        idleAfter: Duration = .seconds(30), groups: [Int: UInt64] = [:], forwardInterval: Duration = .seconds(1)
     ) {
         self.store = store
         self.primary = primary
@@ -170,6 +174,7 @@ public final class PrimaryFollower: Service, Sendable {
         self.logger = logger
         self.wait = wait
         self.idleAfter = idleAfter
+        self.forwardInterval = forwardInterval
         self.inCluster = !groups.isEmpty
         var tails = Tails()
         if groups.isEmpty {
@@ -184,7 +189,11 @@ public final class PrimaryFollower: Service, Sendable {
     /// a connection of its own.
     public func run() async throws {
         let primary = HealthStore(configuration: primary)
+        // The copies' access records are the primary's to keep, for as long as this follows it.
+        let claim = store.accessForwarding.follow { [weak self] id in self?.follows(id) ?? false }
+        defer { store.accessForwarding.release(claim) }
         await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.forwardAccessRecords(to: primary) }
             var lastFailure: String?
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
                 let asked = tails.withLock { tails in
@@ -333,6 +342,41 @@ public final class PrimaryFollower: Service, Sendable {
 
     /// The scope ledger `id` is followed in.
     private func scope(of id: String) -> WatchScope { inCluster ? .group(Placement.group(of: id)) : .everyLedger }
+
+    /// Whether ledger `id` is among those followed.
+    private func follows(_ id: String) -> Bool { tails.withLock { $0.scopes[scope(of: id)] != nil } }
+
+    /// Every ``forwardInterval``, hands the primary the access records its copies wrote since,
+    /// ledger by ledger, until cancelled; a ledger whose records did not go is tried again at
+    /// the next turn.
+    private func forwardAccessRecords(to primary: HealthStore) async {
+        let forwarding = store.accessForwarding
+        var lastFailure: String?
+        while !Task.isCancelled {
+            try? await Task.sleep(for: forwardInterval)
+            for id in forwarding.takePending(where: follows) {
+                do {
+                    let ledger = try store.ledger(id)
+                    while !Task.isCancelled {
+                        let (records, keys) = try ledger.forwardableAccessRecords()
+                        if keys.isEmpty { break }
+                        if !records.isEmpty { _ = try await primary.forwardAccessRecords(ledger: id, records, follower: name, epoch: epoch(of: id)) }
+                        try ledger.forwarded(keys)
+                    }
+                    lastFailure = nil
+                } catch {
+                    forwarding.note(id)
+                    if Task.isCancelled { return }
+                    // Said once per kind of failure, not every second.
+                    let failure = "\(error)"
+                    if failure != lastFailure {
+                        logger.warning("cannot hand the access records to the primary", metadata: ["ledger.id": "\(id)", "error": "\(failure)"])
+                    }
+                    lastFailure = failure
+                }
+            }
+        }
+    }
 
     /// The fencing epoch a fetch of ledger `id` carries (0 outside a cluster or for a group
     /// no longer followed).

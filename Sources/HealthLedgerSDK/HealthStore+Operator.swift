@@ -130,6 +130,23 @@ extension HealthStore {
         return (response.events.map { Array($0) }, response.headSequence, response.legalHold ? response.legalHoldReason : nil)
     }
 
+    /// Hands the primary the access records of the reads this follower answered on `ledger`
+    /// (at most ``Ledger/maximumForwardedAccessRecords``); returns how many were new to it.
+    package func forwardAccessRecords(ledger: String, _ records: [ForwardedAccessRecord], follower: String, epoch: UInt64 = 0) async throws -> Int {
+        let request = Healthledger_V1_ForwardAccessRecordsRequest.with {
+            $0.ledgerID = ledger
+            $0.followerID = follower
+            $0.epoch = epoch
+            $0.records = records.map { forwarded in
+                Healthledger_V1_ForwardedAccessRecord.with {
+                    $0.key = Data(forwarded.key)
+                    $0.record = Healthledger_V1_AccessRecord(forwarded.record)
+                }
+            }
+        }
+        return Int(try Self.decode(Healthledger_V1_ForwardAccessRecordsResponse.self, try await unary(.forwardAccessRecords, request)).kept)
+    }
+
     /// A placement group a cluster's follower watches (docs/PROTOCOL.md §7.19): the epoch of
     /// its primary, the cursor of the last answer that named it (empty: none, the answer lists
     /// every ledger of it), and the last such answer the follower applied in full.

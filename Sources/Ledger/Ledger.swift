@@ -49,6 +49,8 @@ public final class Ledger: Sendable {
     let largestSignedTree = Atomic<UInt64>(0)
     /// The access records noted and not yet written (``AccessLog``).
     let accessLog = AccessLog()
+    /// Whether the store's follower hands this ledger's access records to a primary (nil: never).
+    let accessForwarding: AccessForwarding?
     /// Writes them every ``LedgerConfiguration/accessFlushInterval``.
     let accessFlushing = AccessFlushLoop()
     /// Set once the ledger is being erased whole (``LedgerStore/eraseLedger(_:reason:waitingUpTo:ignoringHold:)``):
@@ -70,9 +72,15 @@ public final class Ledger: Sendable {
         return { terms in { terms[group] } }
     }
 
-    /// - Parameter terms: the cluster leaderships the ledger is written under (its store's), if any.
-    init(id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger, viewOf: UInt64? = nil, terms: PrimaryTerms? = nil) throws {
+    /// - Parameters:
+    ///   - terms: the cluster leaderships the ledger is written under (its store's), if any.
+    ///   - forwarding: which ledgers' access records go to a primary (its store's), if any.
+    init(
+        id: String, directory: URL, configuration: LedgerConfiguration, logger: Logger, viewOf: UInt64? = nil, terms: PrimaryTerms? = nil,
+        forwarding: AccessForwarding? = nil
+    ) throws {
         self.id = id
+        self.accessForwarding = viewOf == nil ? forwarding : nil
         self.viewOf = viewOf
         self.configuration = configuration
         self.directory = directory
@@ -100,6 +108,8 @@ public final class Ledger: Sendable {
         following = configuration.followInterval.map { FollowLoop(follower, every: $0) }
         try upgradeProjections()
         if viewOf == nil, let interval = configuration.accessFlushInterval { accessFlushing.start(self, every: interval) }
+        // Records written before the process stopped may still be waiting for the primary.
+        if let accessForwarding, try !accessOutboxIsEmpty { accessForwarding.note(id) }
     }
 
     deinit {

@@ -265,6 +265,98 @@ struct ReplicationTests {
         }
     }
 
+    @Test("the reads a follower answers reach the primary's access records, kept once each; the follower keeps its own; bad forwards are refused")
+    func followerReadsReachThePrimary() async throws {
+        try await withTestServer(configuration: Self.patientPrimary) { primary in
+            let owner = primary.client()
+            try await owner.save([Samples.heartRate(61, at: 0), Samples.heartRate(62, at: 60)])
+            let follower = try await FollowerServer(primary: primary)
+            do {
+                let copy = try await follower.caughtUp(with: primary.ledger)
+                let reader = follower.client(primary.ownerCredential)
+                let samples = try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType))
+                #expect(samples.count == 2)
+
+                /// The records of `store` for QuerySamples calls, once there are any (waiting up to ten minutes).
+                func querySamplesRecords(on store: HealthStore) async throws -> [AccessRecord] {
+                    for _ in 0..<30_000 {
+                        let records = try await store.accessRecords().records.filter { $0.methodName == "QuerySamples" }
+                        if !records.isEmpty { return records }
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    return []
+                }
+                // No one read the primary: its record of the read is the follower's.
+                let onPrimary = try await querySamplesRecords(on: owner)
+                #expect(onPrimary.count == 1)
+                #expect(onPrimary.first?.objects == 2)
+                #expect(onPrimary.first?.principal == .owner)
+                #expect(onPrimary.first?.types == [Samples.heartRate.identifier])
+                #expect(try await querySamplesRecords(on: reader) == onPrimary)
+                for _ in 0..<30_000 where try !copy.accessOutboxIsEmpty { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(try copy.accessOutboxIsEmpty)
+                await reader.close()
+            } catch {
+                await follower.stop()
+                throw error
+            }
+            await follower.stop()
+
+            // ForwardAccessRecords itself: a record forwarded twice is kept once, an expired
+            // one not at all; malformed forwards are refused whole; only an operator forwards.
+            let credential = try primary.store.issueOperatorCredential(label: "replication")
+            let client = HealthStore(configuration: .init(port: primary.port, credential: credential))
+            let now = Date()
+            func forwarded(at time: Date, method: String = "healthledger.v1.Ledger/Statistics") -> ForwardedAccessRecord {
+                var key = [UInt8](repeating: 0, count: 16)
+                let microseconds = UInt64(bitPattern: LedgerSchema.microseconds(time)) ^ (1 << 63)
+                for index in 0..<8 { key[index] = UInt8(truncatingIfNeeded: microseconds >> (56 - 8 * UInt64(index))) }
+                key[15] = 1
+                return ForwardedAccessRecord(
+                    key: key, record: AccessRecord(time: time, credentialID: "c1", principal: .owner, method: method, types: [], objects: 3))
+            }
+            let record = forwarded(at: now)
+            #expect(try await client.forwardAccessRecords(ledger: "alice", [record], follower: "f") == 1)
+            #expect(try await client.forwardAccessRecords(ledger: "alice", [record], follower: "f") == 0)
+            #expect(try await client.forwardAccessRecords(ledger: "alice", [forwarded(at: now.addingTimeInterval(-7 * 366 * 86_400))], follower: "f") == 0)
+            var shifted = forwarded(at: now.addingTimeInterval(1))
+            shifted.record.time = now.addingTimeInterval(-3_600)
+            var short = forwarded(at: now.addingTimeInterval(2))
+            short.key.removeLast()
+            for (records, follower) in [([shifted], "f"), ([short], "f"), ([forwarded(at: now, method: "")], "f"), ([], "f"), ([forwarded(at: now)], "")] {
+                do {
+                    _ = try await client.forwardAccessRecords(ledger: "alice", records, follower: follower)
+                    Issue.record("a malformed forward was answered")
+                } catch let error as RPCError {
+                    #expect(error.code == .invalidArgument)
+                }
+            }
+            do {
+                _ = try await primary.client().forwardAccessRecords(ledger: "alice", [forwarded(at: now)], follower: "f")
+                Issue.record("an owner credential forwarded access records")
+            } catch let error as RPCError {
+                #expect(error.code == .unauthenticated)
+            }
+            let statistics = try await owner.accessRecords().records.filter { $0.methodName == "Statistics" }
+            #expect(statistics.count == 1)
+
+            // `audit --reads --follow` shows a record forwarded after newer ones, in its time's
+            // place, once: the read on the follower, the Statistics record, then the late ones.
+            let follow = try LineProcess(
+                AuthCLITests.executable, ["audit", "--reads", "--follow", "--json", "--port", "\(primary.port)", "--credential", primary.ownerCredential])
+            defer { follow.stop() }
+            var methods: [String] = []
+            while methods.count < 2, let line = try await follow.nextObject() { methods.append(line["method"] as? String ?? "") }
+            #expect(methods == ["QuerySamples", "Statistics"])
+            #expect(try await client.forwardAccessRecords(ledger: "alice", [forwarded(at: now.addingTimeInterval(-10), method: "healthledger.v1.Ledger/Characteristics")], follower: "f") == 1)
+            #expect(try await follow.nextObject()?["method"] as? String == "Characteristics")
+            #expect(try await client.forwardAccessRecords(ledger: "alice", [forwarded(at: now.addingTimeInterval(-9), method: "healthledger.v1.Ledger/AttachmentData")], follower: "f") == 1)
+            #expect(try await follow.nextObject()?["method"] as? String == "AttachmentData")
+            await client.close()
+            await owner.close()
+        }
+    }
+
     @Test("a ledger erased whole on the primary is erased on its followers before the erasure is answered: a copy in use (its streams end), one of a follower that was away; a new follower records both; no snapshot of one is served")
     func ledgerErasureReplicates() async throws {
         try await withTestServer(configuration: Self.patientPrimary) { primary in

@@ -294,6 +294,7 @@ package enum MethodTable {
         .fetchSnapshot: .onStore(Healthledger_V1_FetchSnapshotRequest.self) { try await $0.fetchSnapshot($1) },
         .clusterStatus: .onStore(Healthledger_V1_Empty.self) { try $0.clusterStatus($1) },
         .watchLedgers: .onStore(Healthledger_V1_WatchLedgersRequest.self) { try await $0.watchLedgers($1) },
+        .forwardAccessRecords: .onStore(Healthledger_V1_ForwardAccessRecordsRequest.self) { try $0.forwardAccessRecords($1) },
     ]
 
     private static let managing = Caller.owner(refusingApps: RoleRefusal.managingAuthorization)

@@ -52,6 +52,23 @@ extension OperatorCall {
         }.serializedBytes()
     }
 
+    /// Keeps the access records of the reads a follower answered beside this primary's own.
+    func forwardAccessRecords(_ request: Healthledger_V1_ForwardAccessRecordsRequest) throws -> [UInt8] {
+        guard (1...128).contains(request.followerID.utf8.count) else {
+            throw HealthError.invalidArgument("name the follower: 1–128 bytes, got \(request.followerID.utf8.count)", field: "follower_id")
+        }
+        guard (1...Ledger.maximumForwardedAccessRecords).contains(request.records.count) else {
+            throw HealthError.invalidArgument(
+                "forward 1–\(Ledger.maximumForwardedAccessRecords) access records at a time, got \(request.records.count)", field: "records")
+        }
+        // Like a fetch: only the leader of the follower's epoch keeps them (a paused old one
+        // would keep them where no one reads them).
+        if let cluster, let refusal = cluster.fetchRefusal(epoch: request.epoch, group: Placement.group(of: request.ledgerID)) { throw refusal }
+        let ledger = try store.ledger(request.ledgerID)
+        let kept = try ledger.keepForwardedAccessRecords(request.records.map { ForwardedAccessRecord(key: Array($0.key), record: AccessRecord($0.record)) })
+        return try Healthledger_V1_ForwardAccessRecordsResponse.with { $0.kept = UInt32(kept) }.serializedBytes()
+    }
+
     func watchLedgers(_ request: Healthledger_V1_WatchLedgersRequest) async throws -> [UInt8] {
         guard (1...128).contains(request.followerID.utf8.count) else {
             throw HealthError.invalidArgument("name the follower: 1–128 bytes, got \(request.followerID.utf8.count)", field: "follower_id")

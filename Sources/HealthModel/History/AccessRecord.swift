@@ -42,6 +42,19 @@ public struct AccessRecord: Sendable, Hashable {
     public var methodName: String { String(method.split(separator: "/").last ?? Substring(method)) }
 }
 
+/// An access record as a follower hands it to its primary: with its key where the follower
+/// keeps it (16 bytes: the record's time, then what tells the follower's batches and records
+/// apart), under which the primary keeps it too.
+public struct ForwardedAccessRecord: Sendable, Hashable {
+    public var key: [UInt8]
+    public var record: AccessRecord
+
+    public init(key: [UInt8], record: AccessRecord) {
+        self.key = key
+        self.record = record
+    }
+}
+
 /// Which access records to read: every filter given must match.
 public struct AccessRecordFilter: Sendable, Hashable {
     /// Calls made at or after this time.

@@ -162,12 +162,15 @@ extension Ledger {
         }
         var generator = SystemRandomNumberGenerator()
         let batch = UInt32.random(in: .min ... .max, using: &generator)
+        // A follower's copy keeps its records and names them in its outbox, for the primary.
+        let forwarding = accessForwarding?.forwards(id) == true
         do {
             try environment.write { txn in
                 for (index, record) in records.enumerated() {
                     let key = AccessLog.key(time: record.time, batch: batch, index: UInt32(truncatingIfNeeded: index))
                     let value: [UInt8] = try Healthledger_V1_AccessRecord(record).serializedBytes()
                     try txn.put(databases.storable(accessRecord: value, key: key), forKey: key, in: databases.accessLog)
+                    if forwarding { try txn.put([UInt8](), forKey: key, in: databases.accessOutbox) }
                 }
                 try txn.withCursor(on: databases.accessLog) { cursor in
                     var pruned = 0
@@ -181,6 +184,7 @@ extension Ledger {
             accessLog.restore(records)
             throw error
         }
+        if forwarding, !records.isEmpty { accessForwarding?.note(id) }
         return records.count
     }
 

@@ -69,6 +69,8 @@ final class LedgerDatabases: Sendable {
     let rollups: Database
     /// The owner's access records (``AccessLog``): neither log nor projection.
     let accessLog: Database
+    /// On a follower, the keys of its access records not yet handed to the primary (``AccessForwarding``).
+    let accessOutbox: Database
     /// Seals and opens the health data stored, when the ledger is encrypted (``LedgerCipher``).
     let cipher: LedgerCipher?
 
@@ -108,6 +110,7 @@ final class LedgerDatabases: Sendable {
         merkle = try environment.openDatabase("merkle")
         rollups = try environment.openDatabase("rollups")
         accessLog = try environment.openDatabase("access_log")
+        accessOutbox = try environment.openDatabase("access_outbox")
     }
 }
 

@@ -45,6 +45,9 @@ public final class LedgerStore: Sendable {
     /// under a new epoch.
     public let primaryTerms = PrimaryTerms()
 
+    /// Which ledgers' access records this server hands to a primary: those its follower copies.
+    public let accessForwarding = AccessForwarding()
+
     /// Opens (creating if needed) the store in `directory`.
     /// - Throws: ``LedgerFailure`` `failedPrecondition` when the directory is encrypted and
     ///   the configuration has no master key, or another one (``MasterKey``).
@@ -158,7 +161,8 @@ public final class LedgerStore: Sendable {
             guard !open.isClosing(id) else { throw LedgerFailure(.notFound, "ledger '\(id)' is being erased") }
             let changes = self.changes
             let ledger = try Self.process.ledger(at: url) {
-                let ledger = try Ledger(id: id, directory: url, configuration: configuration, logger: logger, terms: primaryTerms)
+                let ledger = try Ledger(
+                    id: id, directory: url, configuration: configuration, logger: logger, terms: primaryTerms, forwarding: accessForwarding)
                 ledger.changeWatchers.storeNote.withLock { $0 = Callback { _ = changes.note(id) } }
                 return ledger
             }

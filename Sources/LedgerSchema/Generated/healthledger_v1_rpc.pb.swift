@@ -3962,6 +3962,70 @@ public nonisolated struct Healthledger_V1_WatchLedgersResponse: Sendable {
   public init() {}
 }
 
+/// healthledger.v1.Replication/ForwardAccessRecords: the access records of the reads a
+/// follower answered, handed to its primary (docs/PROTOCOL.md §7.18), which keeps them beside
+/// its own, so that the owner reading the primary's records sees every read of the ledger.
+public nonisolated struct Healthledger_V1_ForwardAccessRecordsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var ledgerID: String = String()
+
+  /// The follower's name (1–128 bytes), as in FetchLog.
+  public var followerID: String = String()
+
+  /// As in FetchLog: the fencing epoch of the leader the follower follows (0 outside a cluster).
+  public var epoch: UInt64 = 0
+
+  /// 1–10,000 records, each with its place in the follower's access records.
+  public var records: [Healthledger_V1_ForwardedAccessRecord] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_ForwardedAccessRecord: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The record's key where the follower keeps it, 16 bytes: its time_us (8 bytes,
+  /// big-endian, sign bit flipped), then 8 bytes that tell the follower's batches and the
+  /// records of each apart. The primary keeps the record under the same key: a record
+  /// forwarded twice is kept once.
+  public var key: Data = Data()
+
+  public var record: Healthledger_V1_AccessRecord {
+    get {_record ?? Healthledger_V1_AccessRecord()}
+    set {_record = newValue}
+  }
+  /// Returns true if `record` has been explicitly set.
+  public var hasRecord: Bool {self._record != nil}
+  /// Clears the value of `record`. Subsequent reads from it will return its default value.
+  public mutating func clearRecord() {self._record = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _record: Healthledger_V1_AccessRecord? = nil
+}
+
+public nonisolated struct Healthledger_V1_ForwardAccessRecordsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// How many records were new to the primary (the others it had: forwarded before, or expired).
+  public var kept: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Healthledger_V1_FetchSnapshotRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -9850,6 +9914,120 @@ nonisolated extension Healthledger_V1_WatchLedgersResponse: SwiftProtobuf.Messag
     if lhs.headSequences != rhs.headSequences {return false}
     if lhs.listedLedgerIds != rhs.listedLedgerIds {return false}
     if lhs.erasedLedgerIds != rhs.erasedLedgerIds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ForwardAccessRecordsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ForwardAccessRecordsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}follower_id\0\u{1}epoch\0\u{1}records\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.followerID) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.records) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.ledgerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.ledgerID, fieldNumber: 1)
+    }
+    if !self.followerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.followerID, fieldNumber: 2)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 3)
+    }
+    if !self.records.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.records, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ForwardAccessRecordsRequest, rhs: Healthledger_V1_ForwardAccessRecordsRequest) -> Bool {
+    if lhs.ledgerID != rhs.ledgerID {return false}
+    if lhs.followerID != rhs.followerID {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.records != rhs.records {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ForwardedAccessRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ForwardedAccessRecord"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{1}record\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.key) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._record) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.key.isEmpty {
+      try visitor.visitSingularBytesField(value: self.key, fieldNumber: 1)
+    }
+    try { if let v = self._record {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ForwardedAccessRecord, rhs: Healthledger_V1_ForwardedAccessRecord) -> Bool {
+    if lhs.key != rhs.key {return false}
+    if lhs._record != rhs._record {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_ForwardAccessRecordsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ForwardAccessRecordsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kept\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.kept) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.kept != 0 {
+      try visitor.visitSingularUInt32Field(value: self.kept, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_ForwardAccessRecordsResponse, rhs: Healthledger_V1_ForwardAccessRecordsResponse) -> Bool {
+    if lhs.kept != rhs.kept {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -133,7 +133,7 @@ struct AuditCommand: AsyncParsableCommand {
         return filter
     }
 
-    /// The access records, page after page (following: then every second, from the last one).
+    /// The access records, page after page (following: then every second, the newest again).
     func runReads() async throws {
         let filter: AccessRecordFilter
         do { filter = try readFilter() } catch { throw fail(error) }
@@ -144,14 +144,18 @@ struct AuditCommand: AsyncParsableCommand {
         if let ledger {
             do {
                 let ledger = try store.openStore().ledger(ledger)
-                try await Self.pages(follow: follow, take) { after in
+                try await Self.pages(follow: follow, since: filter.since, take) { since, after in
+                    var filter = filter
+                    filter.since = since
                     let page = try ledger.accessRecords(filter, after: after, limit: 10_000, as: .operator)
                     return (page.records, page.next, page.hasMore)
                 }
             } catch { throw fail(error) }
         } else {
             try await connection.withStore { store in
-                try await Self.pages(follow: follow, take) { after in
+                try await Self.pages(follow: follow, since: filter.since, take) { since, after in
+                    var filter = filter
+                    filter.since = since
                     let page = try await store.accessRecords(filter, after: after, limit: 10_000)
                     return (page.records, page.next, page.hasMore)
                 }
@@ -160,19 +164,38 @@ struct AuditCommand: AsyncParsableCommand {
         if summary { printSummary(AccessSummary(collected), since: filter.since) }
     }
 
-    /// Reads pages until the last; following, asks again every second from where it stopped.
+    /// How far back a follow reads again: a follower's records reach its primary seconds after
+    /// the reads, in their time's place, behind records of the primary's own read since.
+    static let followLookback: TimeInterval = 60
+
+    /// Reads pages (of the records made at or after `since`) until the last; following, asks
+    /// again every second for the records made from ``followLookback`` before the newest one
+    /// taken, and takes those not taken yet.
     static func pages(
-        follow: Bool, _ take: ([AccessRecord]) -> Void,
-        _ page: (_ after: [UInt8]?) async throws -> (records: [AccessRecord], next: [UInt8]?, hasMore: Bool)
+        follow: Bool, since: Date?, _ take: ([AccessRecord]) -> Void,
+        _ page: (_ since: Date?, _ after: [UInt8]?) async throws -> (records: [AccessRecord], next: [UInt8]?, hasMore: Bool)
     ) async throws {
-        var after: [UInt8]?
+        var (from, after) = (since, [UInt8]?.none)
+        // Following: the newest record taken, and those taken within the lookback before it
+        // (two records alike to the microsecond are one).
+        var newest: Date?
+        var taken = Set<AccessRecord>()
         while true {
-            let (records, next, hasMore) = try await page(after)
-            take(records)
+            let (records, next, hasMore) = try await page(from, after)
+            let new = records.filter { !taken.contains($0) }
+            take(new)
             after = next ?? after
+            if follow, let last = new.map(\.time).max() {
+                newest = max(newest ?? last, last)
+                let lookback = newest!.addingTimeInterval(-Self.followLookback)
+                taken = taken.union(new).filter { $0.time >= lookback }
+            }
             if hasMore { continue }
             guard follow else { return }
             try await Task.sleep(for: .seconds(1))
+            guard let newest else { continue }
+            let lookback = newest.addingTimeInterval(-Self.followLookback)
+            (from, after) = (max(since ?? lookback, lookback), nil)
         }
     }
 
