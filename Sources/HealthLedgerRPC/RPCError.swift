@@ -206,6 +206,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case watchLedgers = "healthledger.v1.Replication/WatchLedgers"
     /// The access records of a follower's reads, for its primary to keep.
     case forwardAccessRecords = "healthledger.v1.Replication/ForwardAccessRecords"
+    /// The access records a primary holds, in their order of arrival, for a follower's copy.
+    case fetchAccessRecords = "healthledger.v1.Replication/FetchAccessRecords"
 
     /// Changes a ledger or the store (docs/PROTOCOL.md §4.4): sent twice, it may act twice.
     public var isWrite: Bool {

@@ -38,6 +38,8 @@ public final class PrimaryFollower: Service, Sendable {
     private let lag = Gauge(label: "healthledger_replication_lag_events")
     /// The ledgers the primary named, and how far behind each was after its last fetch.
     private let progress = Mutex<(followed: Set<String>, lags: [String: UInt64])>(([], [:]))
+    /// Ledgers a watch named since their access records were last copied from the primary.
+    private let accessRecordsToCopy = Mutex<Set<String>>([])
     private let tails: Mutex<Tails>
 
     /// A watch's answer: the ledgers changed with their heads, those listed, those erased
@@ -163,7 +165,8 @@ public final class PrimaryFollower: Service, Sendable {
     ///     each with the fencing epoch it leads the group under (its calls carry it); empty:
     ///     every ledger of the primary. ``follow(groups:)`` changes them.
     ///   - forwardInterval: how often the access records of the reads this copy answered are
-    ///     handed to the primary (``LedgerStore/accessForwarding``).
+    ///     handed to the primary (``LedgerStore/accessForwarding``), and those the primary
+    ///     holds of the ledgers a watch named since are copied.
     public init(
         store: LedgerStore, primary: HealthStoreConfiguration, name: String, logger: Logger, wait: Duration = .seconds(10),
         idleAfter: Duration = .seconds(30), groups: [Int: UInt64] = [:], forwardInterval: Duration = .seconds(1)
@@ -193,7 +196,7 @@ public final class PrimaryFollower: Service, Sendable {
         let claim = store.accessForwarding.follow { [weak self] id in self?.follows(id) ?? false }
         defer { store.accessForwarding.release(claim) }
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.forwardAccessRecords(to: primary) }
+            group.addTask { await self.exchangeAccessRecords(with: primary) }
             var lastFailure: String?
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
                 let asked = tails.withLock { tails in
@@ -289,6 +292,7 @@ public final class PrimaryFollower: Service, Sendable {
                 }
             }
             progress.withLock { $0.followed.formUnion(followed) }
+            accessRecordsToCopy.withLock { $0.formUnion(followed) }
             let sweepers = max(0, min(Self.concurrentChecks - tails.sweepers, tails.unchecked.count))
             tails.sweepers += sweepers
             let erased = answer.erased.filter { id in
@@ -346,12 +350,19 @@ public final class PrimaryFollower: Service, Sendable {
     /// Whether ledger `id` is among those followed.
     private func follows(_ id: String) -> Bool { tails.withLock { $0.scopes[scope(of: id)] != nil } }
 
-    /// Every ``forwardInterval``, hands the primary the access records its copies wrote since,
-    /// ledger by ledger, until cancelled; a ledger whose records did not go is tried again at
-    /// the next turn.
-    private func forwardAccessRecords(to primary: HealthStore) async {
+    /// Every ``forwardInterval`` until cancelled, ledger by ledger: hands the primary the
+    /// access records this server's copies wrote since, then copies those the primary holds
+    /// of the ledgers a watch named since (docs/LEDGER.md, "Access records"). A ledger whose
+    /// exchange failed, or that has no copy here yet, is tried again at the next turn.
+    private func exchangeAccessRecords(with primary: HealthStore) async {
         let forwarding = store.accessForwarding
         var lastFailure: String?
+        /// Logs a failure once per kind, not every second.
+        func failed(_ error: any Error, _ id: String, _ message: Logger.Message) {
+            let failure = "\(error)"
+            if failure != lastFailure { logger.warning(message, metadata: ["ledger.id": "\(id)", "error": "\(failure)"]) }
+            lastFailure = failure
+        }
         while !Task.isCancelled {
             try? await Task.sleep(for: forwardInterval)
             for id in forwarding.takePending(where: follows) {
@@ -363,16 +374,36 @@ public final class PrimaryFollower: Service, Sendable {
                         if !records.isEmpty { _ = try await primary.forwardAccessRecords(ledger: id, records, follower: name, epoch: epoch(of: id)) }
                         try ledger.forwarded(keys)
                     }
-                    lastFailure = nil
                 } catch {
                     forwarding.note(id)
                     if Task.isCancelled { return }
-                    // Said once per kind of failure, not every second.
-                    let failure = "\(error)"
-                    if failure != lastFailure {
-                        logger.warning("cannot hand the access records to the primary", metadata: ["ledger.id": "\(id)", "error": "\(failure)"])
+                    failed(error, id, "cannot hand the access records to the primary")
+                }
+            }
+            let named = accessRecordsToCopy.withLock { named in
+                defer { named.removeAll() }
+                return named.filter(follows).sorted()
+            }
+            for id in named {
+                do {
+                    let ledger: Ledger
+                    do { ledger = try store.ledger(id) } catch let failure as LedgerFailure where failure.kind == .notFound {
+                        // Its copy is not made yet (or it was erased whole): next turn, or never.
+                        if try !store.wasErasedWhole(id) { _ = accessRecordsToCopy.withLock { $0.insert(id) } }
+                        continue
                     }
-                    lastFailure = failure
+                    var position = try ledger.copiedAccessPosition()
+                    while !Task.isCancelled {
+                        let page = try await primary.fetchAccessRecords(
+                            ledger: id, after: position.after, afterKey: position.key, follower: name, epoch: epoch(of: id))
+                        _ = try ledger.keepCopiedAccessRecords(page)
+                        if page.next > 0 { position = (page.next, page.nextKey) }
+                        if !page.hasMore { break }
+                    }
+                } catch {
+                    _ = accessRecordsToCopy.withLock { $0.insert(id) }
+                    if Task.isCancelled { return }
+                    failed(error, id, "cannot copy the primary's access records")
                 }
             }
         }

@@ -137,14 +137,28 @@ extension HealthStore {
             $0.ledgerID = ledger
             $0.followerID = follower
             $0.epoch = epoch
-            $0.records = records.map { forwarded in
-                Healthledger_V1_ForwardedAccessRecord.with {
-                    $0.key = Data(forwarded.key)
-                    $0.record = Healthledger_V1_AccessRecord(forwarded.record)
-                }
-            }
+            $0.records = records.map(Healthledger_V1_ForwardedAccessRecord.init)
         }
         return Int(try Self.decode(Healthledger_V1_ForwardAccessRecordsResponse.self, try await unary(.forwardAccessRecords, request)).kept)
+    }
+
+    /// The access records the primary holds of `ledger` in their order of arrival there,
+    /// after place `after` holding `afterKey` (the last page's end; 0 and empty: from the first).
+    package func fetchAccessRecords(
+        ledger: String, after: UInt64, afterKey: [UInt8], limit: Int = 0, follower: String, epoch: UInt64 = 0
+    ) async throws -> AccessFeedPage {
+        let request = Healthledger_V1_FetchAccessRecordsRequest.with {
+            $0.ledgerID = ledger
+            $0.followerID = follower
+            $0.epoch = epoch
+            $0.after = after
+            $0.afterKey = Data(afterKey)
+            $0.limit = UInt32(clamping: max(limit, 0))
+        }
+        let response = try Self.decode(Healthledger_V1_FetchAccessRecordsResponse.self, try await unary(.fetchAccessRecords, request))
+        return AccessFeedPage(
+            records: response.records.map(ForwardedAccessRecord.init), next: response.next, nextKey: Array(response.nextKey),
+            hasMore: response.hasMore_p, restarted: response.restarted)
     }
 
     /// A placement group a cluster's follower watches (docs/PROTOCOL.md §7.19): the epoch of

@@ -142,6 +142,20 @@ extension AccessRecord {
     }
 }
 
+extension ForwardedAccessRecord {
+    package init(_ message: Healthledger_V1_ForwardedAccessRecord) {
+        self.init(key: Array(message.key), record: AccessRecord(message.record))
+    }
+}
+
+extension Healthledger_V1_ForwardedAccessRecord {
+    package init(_ forwarded: ForwardedAccessRecord) {
+        self.init()
+        key = Data(forwarded.key)
+        record = Healthledger_V1_AccessRecord(forwarded.record)
+    }
+}
+
 extension Healthledger_V1_AccessRecord {
     package init(_ record: AccessRecord) {
         self.init()

@@ -265,7 +265,7 @@ struct ReplicationTests {
         }
     }
 
-    @Test("the reads a follower answers reach the primary's access records, kept once each; the follower keeps its own; bad forwards are refused")
+    @Test("access records go both ways: a follower's reads reach the primary, the primary's (and those forwarded to it) the follower, each kept once; bad forwards and fetches are refused")
     func followerReadsReachThePrimary() async throws {
         try await withTestServer(configuration: Self.patientPrimary) { primary in
             let owner = primary.client()
@@ -295,6 +295,17 @@ struct ReplicationTests {
                 #expect(try await querySamplesRecords(on: reader) == onPrimary)
                 for _ in 0..<30_000 where try !copy.accessOutboxIsEmpty { try await Task.sleep(for: .milliseconds(20)) }
                 #expect(try copy.accessOutboxIsEmpty)
+
+                // A read on the primary reaches the follower's copy, beside the follower's own.
+                _ = try await owner.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType, limit: 1))
+                var onFollower: [AccessRecord] = []
+                for _ in 0..<30_000 {
+                    onFollower = try await querySamplesRecords(on: reader)
+                    if onFollower.count == 2 { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(onFollower.map(\.objects).sorted() == [1, 2])
+                #expect(try await querySamplesRecords(on: owner) == onFollower)
                 await reader.close()
             } catch {
                 await follower.stop()
@@ -340,14 +351,34 @@ struct ReplicationTests {
             let statistics = try await owner.accessRecords().records.filter { $0.methodName == "Statistics" }
             #expect(statistics.count == 1)
 
+            // FetchAccessRecords: in order of arrival; a place that names another key starts
+            // over from the first; malformed fetches refused.
+            let all = try await client.fetchAccessRecords(ledger: "alice", after: 0, afterKey: [], follower: "f")
+            #expect(!all.restarted && !all.hasMore && all.records.count == 3)
+            #expect(all.records.last?.record.methodName == "Statistics")
+            let stale = try await client.fetchAccessRecords(ledger: "alice", after: all.next, afterKey: Array(repeating: 7, count: 16), follower: "f")
+            #expect(stale.restarted && stale.records == all.records)
+            let after = try await client.fetchAccessRecords(ledger: "alice", after: all.next, afterKey: all.nextKey, follower: "f")
+            #expect(!after.restarted && after.records.isEmpty)
+            let firstTwo = try await client.fetchAccessRecords(ledger: "alice", after: 0, afterKey: [], limit: 2, follower: "f")
+            #expect(firstTwo.hasMore && firstTwo.records == Array(all.records.prefix(2)))
+            for (key, limit, follower) in [([UInt8](repeating: 1, count: 5), 0, "f"), ([], 10_001, "f"), ([], 0, "")] {
+                do {
+                    _ = try await client.fetchAccessRecords(ledger: "alice", after: 1, afterKey: key, limit: limit, follower: follower)
+                    Issue.record("a malformed fetch of access records was answered")
+                } catch let error as RPCError {
+                    #expect(error.code == .invalidArgument)
+                }
+            }
+
             // `audit --reads --follow` shows a record forwarded after newer ones, in its time's
-            // place, once: the read on the follower, the Statistics record, then the late ones.
+            // place, once: the reads on the follower and the primary, the Statistics record, then the late ones.
             let follow = try LineProcess(
                 AuthCLITests.executable, ["audit", "--reads", "--follow", "--json", "--port", "\(primary.port)", "--credential", primary.ownerCredential])
             defer { follow.stop() }
             var methods: [String] = []
-            while methods.count < 2, let line = try await follow.nextObject() { methods.append(line["method"] as? String ?? "") }
-            #expect(methods == ["QuerySamples", "Statistics"])
+            while methods.count < 3, let line = try await follow.nextObject() { methods.append(line["method"] as? String ?? "") }
+            #expect(methods == ["QuerySamples", "QuerySamples", "Statistics"])
             #expect(try await client.forwardAccessRecords(ledger: "alice", [forwarded(at: now.addingTimeInterval(-10), method: "healthledger.v1.Ledger/Characteristics")], follower: "f") == 1)
             #expect(try await follow.nextObject()?["method"] as? String == "Characteristics")
             #expect(try await client.forwardAccessRecords(ledger: "alice", [forwarded(at: now.addingTimeInterval(-9), method: "healthledger.v1.Ledger/AttachmentData")], follower: "f") == 1)

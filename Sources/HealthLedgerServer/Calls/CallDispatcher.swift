@@ -218,7 +218,7 @@ package struct CallDispatcher: Sendable {
     }
 
     /// A follower's calls (§7.18 of docs/PROTOCOL.md).
-    private static let replicationTraffic: Set<String> = Set([RPCMethod.watchLedgers, .fetchLog, .fetchSnapshot, .forwardAccessRecords].map(\.rawValue))
+    private static let replicationTraffic: Set<String> = Set([RPCMethod.watchLedgers, .fetchLog, .fetchSnapshot, .forwardAccessRecords, .fetchAccessRecords].map(\.rawValue))
 
     private static func outcome(_ result: Result<[UInt8], any Error>) -> ([UInt8]?, RPCError?) {
         switch result {

@@ -295,6 +295,7 @@ package enum MethodTable {
         .clusterStatus: .onStore(Healthledger_V1_Empty.self) { try $0.clusterStatus($1) },
         .watchLedgers: .onStore(Healthledger_V1_WatchLedgersRequest.self) { try await $0.watchLedgers($1) },
         .forwardAccessRecords: .onStore(Healthledger_V1_ForwardAccessRecordsRequest.self) { try $0.forwardAccessRecords($1) },
+        .fetchAccessRecords: .onStore(Healthledger_V1_FetchAccessRecordsRequest.self) { try $0.fetchAccessRecords($1) },
     ]
 
     private static let managing = Caller.owner(refusingApps: RoleRefusal.managingAuthorization)

@@ -65,8 +65,31 @@ extension OperatorCall {
         // would keep them where no one reads them).
         if let cluster, let refusal = cluster.fetchRefusal(epoch: request.epoch, group: Placement.group(of: request.ledgerID)) { throw refusal }
         let ledger = try store.ledger(request.ledgerID)
-        let kept = try ledger.keepForwardedAccessRecords(request.records.map { ForwardedAccessRecord(key: Array($0.key), record: AccessRecord($0.record)) })
+        let kept = try ledger.keepForwardedAccessRecords(request.records.map(ForwardedAccessRecord.init))
         return try Healthledger_V1_ForwardAccessRecordsResponse.with { $0.kept = UInt32(kept) }.serializedBytes()
+    }
+
+    /// The access records this primary holds of a ledger, in their order of arrival, for a follower's copy.
+    func fetchAccessRecords(_ request: Healthledger_V1_FetchAccessRecordsRequest) throws -> [UInt8] {
+        guard (1...128).contains(request.followerID.utf8.count) else {
+            throw HealthError.invalidArgument("name the follower: 1–128 bytes, got \(request.followerID.utf8.count)", field: "follower_id")
+        }
+        guard request.afterKey.isEmpty || request.afterKey.count == 16 else {
+            throw HealthError.invalidArgument("a place in the access records names a key of 16 bytes, got \(request.afterKey.count)", field: "after_key")
+        }
+        guard request.limit <= Ledger.maximumForwardedAccessRecords else {
+            throw HealthError.invalidArgument(
+                "a fetch asks for at most \(Ledger.maximumForwardedAccessRecords) access records, got \(request.limit)", field: "limit")
+        }
+        if let cluster, let refusal = cluster.fetchRefusal(epoch: request.epoch, group: Placement.group(of: request.ledgerID)) { throw refusal }
+        let page = try store.ledger(request.ledgerID).accessFeed(after: request.after, afterKey: Array(request.afterKey), limit: Int(request.limit))
+        return try Healthledger_V1_FetchAccessRecordsResponse.with {
+            $0.records = page.records.map(Healthledger_V1_ForwardedAccessRecord.init)
+            $0.next = page.next
+            $0.nextKey = Data(page.nextKey)
+            $0.hasMore_p = page.hasMore
+            $0.restarted = page.restarted
+        }.serializedBytes()
     }
 
     func watchLedgers(_ request: Healthledger_V1_WatchLedgersRequest) async throws -> [UInt8] {

@@ -55,6 +55,23 @@ public struct ForwardedAccessRecord: Sendable, Hashable {
     }
 }
 
+/// A page of a ledger's access records in the order they arrived (the ledger's `accessFeed(after:afterKey:limit:)`, a primary's `FetchAccessRecords`).
+public struct AccessFeedPage: Sendable {
+    public var records: [ForwardedAccessRecord] = []
+    /// The place of the last record read, in the order of arrival, and its key: where the next
+    /// page begins after (0 and empty when none was read).
+    public var next: UInt64 = 0
+    public var nextKey: [UInt8] = []
+    /// More records follow now.
+    public var hasMore = false
+    /// The place asked for did not name that key here: the page begins at the first record.
+    public var restarted = false
+
+    public init(records: [ForwardedAccessRecord] = [], next: UInt64 = 0, nextKey: [UInt8] = [], hasMore: Bool = false, restarted: Bool = false) {
+        (self.records, self.next, self.nextKey, self.hasMore, self.restarted) = (records, next, nextKey, hasMore, restarted)
+    }
+}
+
 /// Which access records to read: every filter given must match.
 public struct AccessRecordFilter: Sendable, Hashable {
     /// Calls made at or after this time.

@@ -70,8 +70,47 @@ public final class AccessForwarding: Sendable {
 }
 
 extension Ledger {
-    /// Most records one forwarding call carries (and ``forwardableAccessRecords(limit:)`` reads).
+    /// Most records one forwarding call carries, and one page of ``accessFeed(after:afterKey:limit:)``.
     public static let maximumForwardedAccessRecords = 10_000
+
+    /// The `meta` key of where this copy's records stand in its primary's feed: the place (8
+    /// bytes, big-endian) and the key there (16 bytes).
+    static let pulledAccessKey: [UInt8] = Array("access_pulled".utf8)
+
+    /// Writes `records` in `txn`: each into `access_log` under its key, the key into
+    /// `access_feed` after the last one there, and with `outbox` into `access_outbox`. A key
+    /// `access_log` holds already is left as it is.
+    /// - Returns: how many were new.
+    func writeAccessRecords(_ records: [ForwardedAccessRecord], outbox: Bool, in txn: Transaction) throws -> Int {
+        var arrival = try txn.withCursor(on: databases.accessFeed) { try $0.last().map { KeyEncoding.uint64($0.key, at: 0) } } ?? 0
+        var written = 0
+        for forwarded in records {
+            guard try txn.get(forwarded.key, in: databases.accessLog) == nil else { continue }
+            let value: [UInt8] = try Healthledger_V1_AccessRecord(forwarded.record).serializedBytes()
+            try txn.put(databases.storable(accessRecord: value, key: forwarded.key), forKey: forwarded.key, in: databases.accessLog)
+            arrival += 1
+            try txn.put(forwarded.key, forKey: KeyEncoding.sequenceKey(arrival), in: databases.accessFeed, append: true)
+            if outbox { try txn.put([UInt8](), forKey: forwarded.key, in: databases.accessOutbox) }
+            written += 1
+        }
+        return written
+    }
+
+    /// Deletes up to ``AccessLog/prunedPerFlush`` records older than `cutoff` (a key) from
+    /// `access_log`, and as many places of `access_feed` naming such records.
+    func pruneAccessRecords(before cutoff: [UInt8], in txn: Transaction) throws {
+        for (database, byValue) in [(databases.accessLog, false), (databases.accessFeed, true)] {
+            try txn.withCursor(on: database) { cursor in
+                var pruned = 0
+                while pruned < AccessLog.prunedPerFlush, let first = try cursor.first(),
+                    (byValue ? first.value : first.key).lexicographicallyPrecedes(cutoff)
+                {
+                    try cursor.deleteCurrent()
+                    pruned += 1
+                }
+            }
+        }
+    }
 
     /// The oldest access records waiting in the outbox to go to the primary, at most `limit`.
     /// A key whose record is gone (expired meanwhile) is returned with no record: pass it to
@@ -85,17 +124,23 @@ extension Ledger {
                 while let current = entry, keys.count < min(max(limit, 1), Self.maximumForwardedAccessRecords) {
                     let key = Array(current.key)
                     keys.append(key)
-                    if let stored = try snapshot.get(key, in: snapshot.databases.accessLog) {
-                        let value = try snapshot.databases.clear(accessRecord: stored, key: current.key, in: snapshot.txn)
-                        guard let message = try? Healthledger_V1_AccessRecord(serializedBytes: Array(value)) else {
-                            throw LedgerFailure.corrupted("an access record does not decode")
-                        }
-                        records.append(ForwardedAccessRecord(key: key, record: AccessRecord(message)))
-                    }
+                    if let record = try storedAccessRecord(key, in: snapshot) { records.append(ForwardedAccessRecord(key: key, record: record)) }
                     entry = try cursor.next()
                 }
             }
             return (records, keys)
+        }
+    }
+
+    /// The record `access_log` holds under `key`, if any.
+    private func storedAccessRecord(_ key: some ContiguousBytesKey, in snapshot: LedgerSnapshot) throws -> AccessRecord? {
+        try key.withKeyBytes { key in
+            guard let stored = try snapshot.get(key, in: snapshot.databases.accessLog) else { return nil }
+            let value = try snapshot.databases.clear(accessRecord: stored, key: key, in: snapshot.txn)
+            guard let message = try? Healthledger_V1_AccessRecord(serializedBytes: Array(value)) else {
+                throw LedgerFailure.corrupted("an access record does not decode")
+            }
+            return AccessRecord(message)
         }
     }
 
@@ -116,10 +161,23 @@ extension Ledger {
     /// `ForwardAccessRecords`), each under its key, beside this server's own: a key already
     /// kept, or a record past the retention period, is left out.
     /// - Returns: how many were new.
-    /// - Throws: ``HealthError`` `invalidArgument` when a key is not 16 bytes or does not
-    ///   begin with its record's time, or a record names no method or credential; nothing is
-    ///   kept then.
+    /// - Throws: ``HealthError`` `invalidArgument` when a record is malformed
+    ///   (``validateForwarded(_:)``); nothing is kept then.
     public func keepForwardedAccessRecords(_ records: [ForwardedAccessRecord], now: Date = Date()) throws -> Int {
+        try Self.validateForwarded(records)
+        let cutoff = AccessLog.lowest(at: now.addingTimeInterval(-configuration.accessRetention))
+        let kept = try environment.write { txn in
+            try writeAccessRecords(records.filter { !$0.key.lexicographicallyPrecedes(cutoff) }, outbox: false, in: txn)
+        }
+        // Followers copy them (their watch names the ledger).
+        if kept > 0 { changeWatchers.noteToStore() }
+        return kept
+    }
+
+    /// Refuses records a follower or primary sent that cannot be this server's own: a key not
+    /// of 16 bytes or not beginning with its record's time, a record naming no method or
+    /// credential (or either over 200 bytes), or more than 1,000 types or one over 200 bytes.
+    static func validateForwarded(_ records: [ForwardedAccessRecord]) throws {
         for (index, forwarded) in records.enumerated() {
             let field = "records[\(index)]"
             guard forwarded.key.count == 16 else {
@@ -138,16 +196,63 @@ extension Ledger {
                 throw HealthError.invalidArgument("an access record names at most 1,000 types of at most 200 bytes each", field: "\(field).record.types")
             }
         }
-        let cutoff = AccessLog.lowest(at: now.addingTimeInterval(-configuration.accessRetention))
-        return try environment.write { txn in
-            var kept = 0
-            for forwarded in records where !forwarded.key.lexicographicallyPrecedes(cutoff) {
-                guard try txn.get(forwarded.key, in: databases.accessLog) == nil else { continue }
-                let value: [UInt8] = try Healthledger_V1_AccessRecord(forwarded.record).serializedBytes()
-                try txn.put(databases.storable(accessRecord: value, key: forwarded.key), forKey: forwarded.key, in: databases.accessLog)
-                kept += 1
+    }
+
+    /// The access records this server holds of the ledger in the order they arrived here
+    /// (its own as it wrote them, and those forwarded or copied to it), after place `after`,
+    /// which must hold `afterKey` (else from the first, ``AccessFeedPage/restarted``); at most
+    /// `limit` (0: 1,000; at most 10,000). A place whose record expired is passed over.
+    public func accessFeed(after: UInt64, afterKey: [UInt8], limit: Int = 0) throws -> AccessFeedPage {
+        let limit = limit == 0 ? 1_000 : min(max(limit, 1), Self.maximumForwardedAccessRecords)
+        return try read { snapshot in
+            var page = AccessFeedPage()
+            var start = after
+            if after > 0 {
+                let held = try snapshot.get(KeyEncoding.sequenceKey(after), in: snapshot.databases.accessFeed)
+                if held.map({ !$0.elementsEqual(afterKey) }) ?? true { (start, page.restarted) = (0, true) }
             }
-            return kept
+            try snapshot.withCursor(on: snapshot.databases.accessFeed) { cursor in
+                var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(start + 1))
+                var read = 0
+                while let current = entry {
+                    if read == limit {
+                        page.hasMore = true
+                        return
+                    }
+                    read += 1
+                    (page.next, page.nextKey) = (KeyEncoding.uint64(current.key, at: 0), Array(current.value))
+                    if let record = try storedAccessRecord(current.value, in: snapshot) {
+                        page.records.append(ForwardedAccessRecord(key: Array(current.value), record: record))
+                    }
+                    entry = try cursor.next()
+                }
+            }
+            return page
+        }
+    }
+
+    /// Where this copy's access records stand in its primary's order of arrival (the last
+    /// page kept with ``keepCopiedAccessRecords(_:)``): 0 and empty before the first.
+    public func copiedAccessPosition() throws -> (after: UInt64, key: [UInt8]) {
+        try read { snapshot in
+            guard let held = try snapshot.get(Self.pulledAccessKey, in: snapshot.databases.meta), held.count == 24 else { return (0, []) }
+            return (KeyEncoding.uint64(held, at: 0), Array(held[8...]))
+        }
+    }
+
+    /// Keeps a page of the primary's access records (a follower's copy): each new key under
+    /// itself, and the page's end as this copy's place in the primary's order.
+    /// - Returns: how many were new.
+    /// - Throws: ``HealthError`` `invalidArgument` when a record is malformed; nothing is kept then.
+    public func keepCopiedAccessRecords(_ page: AccessFeedPage) throws -> Int {
+        try Self.validateForwarded(page.records)
+        guard page.nextKey.count == 16 || page.next == 0 else {
+            throw HealthError.invalidArgument("a place in the primary's access records names a key of 16 bytes, got \(page.nextKey.count)", field: "next_key")
+        }
+        return try environment.write { txn in
+            let written = try writeAccessRecords(page.records, outbox: false, in: txn)
+            if page.next > 0 { try txn.put(KeyEncoding.sequenceKey(page.next) + page.nextKey, forKey: Self.pulledAccessKey, in: databases.meta) }
+            return written
         }
     }
 }

@@ -166,25 +166,21 @@ extension Ledger {
         let forwarding = accessForwarding?.forwards(id) == true
         do {
             try environment.write { txn in
-                for (index, record) in records.enumerated() {
-                    let key = AccessLog.key(time: record.time, batch: batch, index: UInt32(truncatingIfNeeded: index))
-                    let value: [UInt8] = try Healthledger_V1_AccessRecord(record).serializedBytes()
-                    try txn.put(databases.storable(accessRecord: value, key: key), forKey: key, in: databases.accessLog)
-                    if forwarding { try txn.put([UInt8](), forKey: key, in: databases.accessOutbox) }
+                let keyed = records.enumerated().map { index, record in
+                    ForwardedAccessRecord(key: AccessLog.key(time: record.time, batch: batch, index: UInt32(truncatingIfNeeded: index)), record: record)
                 }
-                try txn.withCursor(on: databases.accessLog) { cursor in
-                    var pruned = 0
-                    while pruned < AccessLog.prunedPerFlush, let first = try cursor.first(), first.key.lexicographicallyPrecedes(cutoff) {
-                        try cursor.deleteCurrent()
-                        pruned += 1
-                    }
-                }
+                _ = try writeAccessRecords(keyed, outbox: forwarding, in: txn)
+                try pruneAccessRecords(before: cutoff, in: txn)
             }
         } catch {
             accessLog.restore(records)
             throw error
         }
-        if forwarding, !records.isEmpty { accessForwarding?.note(id) }
+        if !records.isEmpty {
+            if forwarding { accessForwarding?.note(id) }
+            // Followers copy them (their watch names the ledger).
+            changeWatchers.noteToStore()
+        }
         return records.count
     }
 

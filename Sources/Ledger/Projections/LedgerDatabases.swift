@@ -71,6 +71,8 @@ final class LedgerDatabases: Sendable {
     let accessLog: Database
     /// On a follower, the keys of its access records not yet handed to the primary (``AccessForwarding``).
     let accessOutbox: Database
+    /// The keys of `access_log` in the order they arrived here, by an 8-byte number (``Ledger/accessFeed(after:afterKey:limit:)``).
+    let accessFeed: Database
     /// Seals and opens the health data stored, when the ledger is encrypted (``LedgerCipher``).
     let cipher: LedgerCipher?
 
@@ -111,6 +113,7 @@ final class LedgerDatabases: Sendable {
         rollups = try environment.openDatabase("rollups")
         accessLog = try environment.openDatabase("access_log")
         accessOutbox = try environment.openDatabase("access_outbox")
+        accessFeed = try environment.openDatabase("access_feed")
     }
 }
 

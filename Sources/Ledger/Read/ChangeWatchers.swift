@@ -43,6 +43,12 @@ public final class ChangeWatchers: Sendable {
     /// Called once a commit that touched `types` (maybe none) is durable.
     func notify(_ types: Set<UInt32>) {
         for watcher in registry.watchers(where: { $0.types.map { !types.isDisjoint(with: $0) } ?? true }) { watcher.onChange() }
+        noteToStore()
+    }
+
+    /// Tells the store's record of changed ledgers only: new access records, which a
+    /// follower copies (``Ledger/accessFeed(after:afterKey:limit:)``) but no stream shows.
+    func noteToStore() {
         storeNote.withLock { $0 }?.call(())
     }
 }

@@ -4026,6 +4026,61 @@ public nonisolated struct Healthledger_V1_ForwardAccessRecordsResponse: Sendable
   public init() {}
 }
 
+/// healthledger.v1.Replication/FetchAccessRecords: the access records a primary holds of a
+/// ledger (of its own reads, and those its followers forwarded), in the order they arrived
+/// there, for a follower to keep a copy (docs/PROTOCOL.md §7.18).
+public nonisolated struct Healthledger_V1_FetchAccessRecordsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var ledgerID: String = String()
+
+  /// The follower's name (1–128 bytes), as in FetchLog.
+  public var followerID: String = String()
+
+  /// As in FetchLog: the fencing epoch of the leader the follower follows (0 outside a cluster).
+  public var epoch: UInt64 = 0
+
+  /// Where the follower stopped: the last answer's `next` and `next_key` (0 and empty: from
+  /// the first). When the primary's record at `after` is not `after_key` (another primary, a
+  /// restored one), it answers from the first, with `restarted`.
+  public var after: UInt64 = 0
+
+  public var afterKey: Data = Data()
+
+  /// Most records answered (0: 1,000; at most 10,000).
+  public var limit: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Healthledger_V1_FetchAccessRecordsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var records: [Healthledger_V1_ForwardedAccessRecord] = []
+
+  /// The place of the last record answered in the primary's order of arrival, and its key:
+  /// the next request's `after` and `after_key` (0 and empty when none was answered).
+  public var next: UInt64 = 0
+
+  public var nextKey: Data = Data()
+
+  /// More records follow now.
+  public var hasMore_p: Bool = false
+
+  /// `after` and `after_key` did not name a record here: the answer begins at the first.
+  public var restarted: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Healthledger_V1_FetchSnapshotRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -10028,6 +10083,111 @@ nonisolated extension Healthledger_V1_ForwardAccessRecordsResponse: SwiftProtobu
 
   public static func ==(lhs: Healthledger_V1_ForwardAccessRecordsResponse, rhs: Healthledger_V1_ForwardAccessRecordsResponse) -> Bool {
     if lhs.kept != rhs.kept {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_FetchAccessRecordsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FetchAccessRecordsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}follower_id\0\u{1}epoch\0\u{1}after\0\u{3}after_key\0\u{1}limit\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.followerID) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.after) }()
+      case 5: try { try decoder.decodeSingularBytesField(value: &self.afterKey) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.ledgerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.ledgerID, fieldNumber: 1)
+    }
+    if !self.followerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.followerID, fieldNumber: 2)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 3)
+    }
+    if self.after != 0 {
+      try visitor.visitSingularUInt64Field(value: self.after, fieldNumber: 4)
+    }
+    if !self.afterKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.afterKey, fieldNumber: 5)
+    }
+    if self.limit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_FetchAccessRecordsRequest, rhs: Healthledger_V1_FetchAccessRecordsRequest) -> Bool {
+    if lhs.ledgerID != rhs.ledgerID {return false}
+    if lhs.followerID != rhs.followerID {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.after != rhs.after {return false}
+    if lhs.afterKey != rhs.afterKey {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Healthledger_V1_FetchAccessRecordsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FetchAccessRecordsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}records\0\u{1}next\0\u{3}next_key\0\u{3}has_more\0\u{1}restarted\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.records) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.next) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.nextKey) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.hasMore_p) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.restarted) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.records.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.records, fieldNumber: 1)
+    }
+    if self.next != 0 {
+      try visitor.visitSingularUInt64Field(value: self.next, fieldNumber: 2)
+    }
+    if !self.nextKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.nextKey, fieldNumber: 3)
+    }
+    if self.hasMore_p != false {
+      try visitor.visitSingularBoolField(value: self.hasMore_p, fieldNumber: 4)
+    }
+    if self.restarted != false {
+      try visitor.visitSingularBoolField(value: self.restarted, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Healthledger_V1_FetchAccessRecordsResponse, rhs: Healthledger_V1_FetchAccessRecordsResponse) -> Bool {
+    if lhs.records != rhs.records {return false}
+    if lhs.next != rhs.next {return false}
+    if lhs.nextKey != rhs.nextKey {return false}
+    if lhs.hasMore_p != rhs.hasMore_p {return false}
+    if lhs.restarted != rhs.restarted {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
