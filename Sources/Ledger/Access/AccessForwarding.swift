@@ -15,6 +15,9 @@ import Synchronization
 /// names to the primary, then deletes those keys (``Ledger/forwardableAccessRecords(limit:)``,
 /// ``Ledger/forwarded(_:)``). The outbox is in the ledger's file: a crash loses nothing
 /// written, and a record sent twice is kept once.
+///
+/// The other way, a follower copies the records its primary holds in the order they arrived
+/// there (``Ledger/accessFeed(after:afterKey:limit:)``, ``Ledger/keepCopiedAccessRecords(_:)``).
 public final class AccessForwarding: Sendable {
     /// One follower's claim: the ledgers it copies.
     public struct Claim: Sendable {
@@ -61,11 +64,10 @@ public final class AccessForwarding: Sendable {
     /// Takes the ledgers noted for which `chosen` is true off the list, and returns them: a
     /// write of their access records from now on notes them again.
     public func takePending(where chosen: (String) -> Bool) -> [String] {
-        state.withLock { state in
-            let taken = state.pending.filter(chosen)
-            state.pending.subtract(taken)
-            return taken.sorted()
-        }
+        // `chosen` is asked outside the lock (a follower's answers take its own).
+        let taken = state.withLock { $0.pending }.filter(chosen)
+        state.withLock { $0.pending.subtract(taken) }
+        return taken.sorted()
     }
 }
 
