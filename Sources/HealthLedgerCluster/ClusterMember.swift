@@ -149,6 +149,8 @@ public final class ClusterMember: Service, Sendable {
         self.role = role
         self.logger = logger
         self.peer = peer
+        // Reads of the ledgers another member leads are on the record there too.
+        store.accessForwarding.forward(.groupsNotLed)
         // A call that hangs must not outlast the lease it is renewing.
         let files = [configuration.etcdCAFile, configuration.etcdCertificateFile, configuration.etcdKeyFile]
         let tls = files.allSatisfy { $0 == nil }

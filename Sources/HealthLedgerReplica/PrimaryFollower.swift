@@ -165,8 +165,9 @@ public final class PrimaryFollower: Service, Sendable {
     ///     each with the fencing epoch it leads the group under (its calls carry it); empty:
     ///     every ledger of the primary. ``follow(groups:)`` changes them.
     ///   - forwardInterval: how often the access records of the reads this copy answered are
-    ///     handed to the primary (``LedgerStore/accessForwarding``), and those the primary
-    ///     holds of the ledgers a watch named since are copied.
+    ///     handed to the primary (those the store's ``LedgerStore/accessForwarding`` names in
+    ///     the outbox: set its rule), and those the primary holds of the ledgers a watch named
+    ///     since are copied.
     public init(
         store: LedgerStore, primary: HealthStoreConfiguration, name: String, logger: Logger, wait: Duration = .seconds(10),
         idleAfter: Duration = .seconds(30), groups: [Int: UInt64] = [:], forwardInterval: Duration = .seconds(1)
@@ -179,6 +180,8 @@ public final class PrimaryFollower: Service, Sendable {
         self.idleAfter = idleAfter
         self.forwardInterval = forwardInterval
         self.inCluster = !groups.isEmpty
+        // A copy's reads are on the record on its primary too (a cluster member's rule is its own).
+        if groups.isEmpty { store.accessForwarding.forward(.everyLedger) }
         var tails = Tails()
         if groups.isEmpty {
             tails.follow(.everyLedger, epoch: 0)
@@ -192,9 +195,6 @@ public final class PrimaryFollower: Service, Sendable {
     /// a connection of its own.
     public func run() async throws {
         let primary = HealthStore(configuration: primary)
-        // The copies' access records are the primary's to keep, for as long as this follows it.
-        let claim = store.accessForwarding.follow { [weak self] id in self?.follows(id) ?? false }
-        defer { store.accessForwarding.release(claim) }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.exchangeAccessRecords(with: primary) }
             var lastFailure: String?
@@ -371,19 +371,31 @@ public final class PrimaryFollower: Service, Sendable {
                     while !Task.isCancelled {
                         let (records, keys) = try ledger.forwardableAccessRecords()
                         if keys.isEmpty { break }
-                        if !records.isEmpty { _ = try await primary.forwardAccessRecords(ledger: id, records, follower: name, epoch: epoch(of: id)) }
+                        do {
+                            if !records.isEmpty { _ = try await primary.forwardAccessRecords(ledger: id, records, follower: name, epoch: epoch(of: id)) }
+                        } catch let refusal as RPCError where refusal.code == .invalidArgument {
+                            // Records the primary will never take (a clock far ahead of its
+                            // own): sending them again would hold up every later one.
+                            logger.error(
+                                "the primary refused access records; they stay on this server only",
+                                metadata: ["ledger.id": "\(id)", "records": "\(records.count)", "error": "\(refusal.message)"])
+                        }
                         try ledger.forwarded(keys)
                     }
+                } catch let failure as LedgerFailure where failure.kind == .notFound {
+                    // Erased whole here: nothing is left to send.
+                    continue
                 } catch {
                     forwarding.note(id)
                     if Task.isCancelled { return }
                     failed(error, id, "cannot hand the access records to the primary")
                 }
             }
+            // Taken out of the set first: which ledgers this follows is asked under another lock.
             let named = accessRecordsToCopy.withLock { named in
                 defer { named.removeAll() }
-                return named.filter(follows).sorted()
-            }
+                return named
+            }.filter(follows).sorted()
             for id in named {
                 do {
                     let ledger: Ledger
@@ -396,7 +408,12 @@ public final class PrimaryFollower: Service, Sendable {
                     while !Task.isCancelled {
                         let page = try await primary.fetchAccessRecords(
                             ledger: id, after: position.after, afterKey: position.key, follower: name, epoch: epoch(of: id))
-                        _ = try ledger.keepCopiedAccessRecords(page)
+                        let kept = try ledger.keepCopiedAccessRecords(page)
+                        if kept.refused > 0 {
+                            logger.error(
+                                "the primary holds access records this copy cannot keep; passed over",
+                                metadata: ["ledger.id": "\(id)", "records": "\(kept.refused)"])
+                        }
                         if page.next > 0 { position = (page.next, page.nextKey) }
                         if !page.hasMore { break }
                     }

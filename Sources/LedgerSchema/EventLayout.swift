@@ -103,7 +103,8 @@ public struct EventLayout {
     /// Whether the body, when present, is the one the header commits to (format 1 bodies are
     /// covered by the hash itself).
     public var bodyMatchesCommitment: Bool {
-        guard formatVersion == Self.currentFormat, let salt, let commitment, commitment.count == 32 else { return true }
+        guard formatVersion == Self.currentFormat, let salt, let commitment else { return true }
+        guard commitment.count == 32 else { return false }
         // Hashed on the stack and compared in place: verify checks every event, and an
         // allocation each would cost more than the hash.
         var digest: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)

@@ -180,7 +180,8 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         } else {
             logger.warning("encryption at rest: off (no --master-key-file): health data is stored clear")
         }
-
+        // Made before the server answers: from then on its reads are on the record on the primary too.
+        let follower = primary.map { primary in PrimaryFollower(store: store, primary: primary, name: nodeID, logger: logger) }
         let rpc = RPCServer(store: store, configuration: configuration, logger: logger)
         // Bound first: the web app's calls reach this port (the bound one, when it is 0).
         let rpcAddress = try await rpc.start()
@@ -188,7 +189,6 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         if grpcPortValue >= 0 {
             services.append(GRPCEndpoint(store: store, configuration: configuration, port: grpcPortValue, logger: logger))
         }
-        let follower = primary.map { primary in PrimaryFollower(store: store, primary: primary, name: nodeID, logger: logger) }
         var joining: ClusterMember?
         if let membership, let role = configuration.cluster {
             var memberConfiguration = membership.configuration

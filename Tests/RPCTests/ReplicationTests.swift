@@ -293,7 +293,10 @@ struct ReplicationTests {
                 #expect(onPrimary.first?.principal == .owner)
                 #expect(onPrimary.first?.types == [Samples.heartRate.identifier])
                 #expect(try await querySamplesRecords(on: reader) == onPrimary)
-                for _ in 0..<30_000 where try !copy.accessOutboxIsEmpty { try await Task.sleep(for: .milliseconds(20)) }
+                for _ in 0..<30_000 {
+                    if try copy.accessOutboxIsEmpty { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
                 #expect(try copy.accessOutboxIsEmpty)
 
                 // A read on the primary reaches the follower's copy, beside the follower's own.
@@ -306,6 +309,18 @@ struct ReplicationTests {
                 }
                 #expect(onFollower.map(\.objects).sorted() == [1, 2])
                 #expect(try await querySamplesRecords(on: owner) == onFollower)
+
+                // Reads answered while the follower is away wait in the outbox, and go when it is back.
+                await follower.stopFollowing()
+                _ = try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType, limit: 1))
+                try copy.flushAccessRecords()
+                #expect(try !copy.accessOutboxIsEmpty)
+                follower.startFollowing()
+                for _ in 0..<30_000 {
+                    if try await querySamplesRecords(on: owner).count == 3 { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(try await querySamplesRecords(on: owner).count == 3)
                 await reader.close()
             } catch {
                 await follower.stop()
@@ -334,7 +349,12 @@ struct ReplicationTests {
             shifted.record.time = now.addingTimeInterval(-3_600)
             var short = forwarded(at: now.addingTimeInterval(2))
             short.key.removeLast()
-            for (records, follower) in [([shifted], "f"), ([short], "f"), ([forwarded(at: now, method: "")], "f"), ([], "f"), ([forwarded(at: now)], "")] {
+            let future = forwarded(at: now.addingTimeInterval(3_600))
+            let fine = forwarded(at: now.addingTimeInterval(3), method: "healthledger.v1.Ledger/Fetch")
+            for (records, follower) in [
+                ([shifted], "f"), ([short], "f"), ([forwarded(at: now, method: "")], "f"), ([future], "f"), ([fine, short], "f"), ([], "f"),
+                ([forwarded(at: now)], ""),
+            ] {
                 do {
                     _ = try await client.forwardAccessRecords(ledger: "alice", records, follower: follower)
                     Issue.record("a malformed forward was answered")
@@ -350,11 +370,13 @@ struct ReplicationTests {
             }
             let statistics = try await owner.accessRecords().records.filter { $0.methodName == "Statistics" }
             #expect(statistics.count == 1)
+            // A batch refused is refused whole.
+            #expect(try await owner.accessRecords().records.allSatisfy { $0.methodName != "Fetch" })
 
             // FetchAccessRecords: in order of arrival; a place that names another key starts
             // over from the first; malformed fetches refused.
             let all = try await client.fetchAccessRecords(ledger: "alice", after: 0, afterKey: [], follower: "f")
-            #expect(!all.restarted && !all.hasMore && all.records.count == 3)
+            #expect(!all.restarted && !all.hasMore && all.records.count == 4)
             #expect(all.records.last?.record.methodName == "Statistics")
             let stale = try await client.fetchAccessRecords(ledger: "alice", after: all.next, afterKey: Array(repeating: 7, count: 16), follower: "f")
             #expect(stale.restarted && stale.records == all.records)
@@ -362,6 +384,8 @@ struct ReplicationTests {
             #expect(!after.restarted && after.records.isEmpty)
             let firstTwo = try await client.fetchAccessRecords(ledger: "alice", after: 0, afterKey: [], limit: 2, follower: "f")
             #expect(firstTwo.hasMore && firstTwo.records == Array(all.records.prefix(2)))
+            let beyond = try await client.fetchAccessRecords(ledger: "alice", after: all.next + 10, afterKey: all.nextKey, follower: "f")
+            #expect(beyond.restarted && beyond.records == all.records)
             for (key, limit, follower) in [([UInt8](repeating: 1, count: 5), 0, "f"), ([], 10_001, "f"), ([], 0, "")] {
                 do {
                     _ = try await client.fetchAccessRecords(ledger: "alice", after: 1, afterKey: key, limit: limit, follower: follower)
@@ -377,8 +401,8 @@ struct ReplicationTests {
                 AuthCLITests.executable, ["audit", "--reads", "--follow", "--json", "--port", "\(primary.port)", "--credential", primary.ownerCredential])
             defer { follow.stop() }
             var methods: [String] = []
-            while methods.count < 3, let line = try await follow.nextObject() { methods.append(line["method"] as? String ?? "") }
-            #expect(methods == ["QuerySamples", "QuerySamples", "Statistics"])
+            while methods.count < 4, let line = try await follow.nextObject() { methods.append(line["method"] as? String ?? "") }
+            #expect(methods == ["QuerySamples", "QuerySamples", "QuerySamples", "Statistics"])
             #expect(try await client.forwardAccessRecords(ledger: "alice", [forwarded(at: now.addingTimeInterval(-10), method: "healthledger.v1.Ledger/Characteristics")], follower: "f") == 1)
             #expect(try await follow.nextObject()?["method"] as? String == "Characteristics")
             #expect(try await client.forwardAccessRecords(ledger: "alice", [forwarded(at: now.addingTimeInterval(-9), method: "healthledger.v1.Ledger/AttachmentData")], follower: "f") == 1)

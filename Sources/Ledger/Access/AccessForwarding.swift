@@ -9,51 +9,51 @@ import Synchronization
 /// (docs/LEDGER.md, "Access records"; docs/PROTOCOL.md §7.18, `ForwardAccessRecords`), and
 /// which have records waiting to go.
 ///
-/// A follower (``follow(_:)``) claims the ledgers it copies from a primary for as long as it
-/// runs. While a ledger is claimed, each write of its access records also writes their keys
-/// into its `access_outbox`, in the same transaction; the follower sends what the outbox
-/// names to the primary, then deletes those keys (``Ledger/forwardableAccessRecords(limit:)``,
-/// ``Ledger/forwarded(_:)``). The outbox is in the ledger's file: a crash loses nothing
+/// A server that follows a primary (``Rule/everyLedger``), or a cluster member for the ledgers
+/// of the placement groups it does not lead (``Rule/groupsNotLed``), writes the keys of each
+/// ledger's access records into its `access_outbox` with the records, in the same
+/// transaction; its follower sends what the outbox names to the primary, then deletes those
+/// keys (``Ledger/forwardableAccessRecords(limit:)``, ``Ledger/forwarded(_:)``). The outbox is
+/// in the ledger's file: a crash, a restart or a time without a primary loses nothing
 /// written, and a record sent twice is kept once.
 ///
 /// The other way, a follower copies the records its primary holds in the order they arrived
 /// there (``Ledger/accessFeed(after:afterKey:limit:)``, ``Ledger/keepCopiedAccessRecords(_:)``).
 public final class AccessForwarding: Sendable {
-    /// One follower's claim: the ledgers it copies.
-    public struct Claim: Sendable {
-        fileprivate let id: UInt64
+    /// Which ledgers' access records go to a primary.
+    public enum Rule: Sendable {
+        /// None: a server on its own, or a primary.
+        case none
+        /// Every ledger: a follower of a primary (`healthledgerd --follow`).
+        case everyLedger
+        /// The ledgers of the placement groups this server does not lead: a cluster member.
+        case groupsNotLed
     }
 
     private struct State {
-        var claims: [UInt64: @Sendable (String) -> Bool] = [:]
-        var nextClaim: UInt64 = 0
+        var rule = Rule.none
         /// Ledgers whose outbox may hold keys.
         var pending = Set<String>()
     }
 
     private let state = Mutex(State())
+    /// The groups this server leads (its store's).
+    private let terms: PrimaryTerms
 
-    init() {}
+    init(terms: PrimaryTerms) { self.terms = terms }
 
-    /// Claims the ledgers for which `copies` is true (it is asked at each write of their
-    /// access records) until ``release(_:)``.
-    public func follow(_ copies: @escaping @Sendable (String) -> Bool) -> Claim {
-        state.withLock { state in
-            state.nextClaim += 1
-            state.claims[state.nextClaim] = copies
-            return Claim(id: state.nextClaim)
-        }
-    }
-
-    /// Ends a claim.
-    public func release(_ claim: Claim) {
-        _ = state.withLock { $0.claims.removeValue(forKey: claim.id) }
+    /// Sets the rule (set it before the server answers calls: records written before go nowhere).
+    public func forward(_ rule: Rule) {
+        state.withLock { $0.rule = rule }
     }
 
     /// Whether ledger `id`'s access records go to a primary.
     func forwards(_ id: String) -> Bool {
-        let claims = state.withLock { Array($0.claims.values) }
-        return claims.contains { $0(id) }
+        switch state.withLock({ $0.rule }) {
+        case .none: false
+        case .everyLedger: true
+        case .groupsNotLed: terms[Placement.group(of: id)] == nil
+        }
     }
 
     /// Notes that ledger `id`'s outbox may hold keys (again, when sending them failed).
@@ -77,7 +77,7 @@ extension Ledger {
 
     /// The `meta` key of where this copy's records stand in its primary's feed: the place (8
     /// bytes, big-endian) and the key there (16 bytes).
-    static let pulledAccessKey: [UInt8] = Array("access_pulled".utf8)
+    static let copiedAccessKey: [UInt8] = Array("access_copied".utf8)
 
     /// Writes `records` in `txn`: each into `access_log` under its key, the key into
     /// `access_feed` after the last one there, and with `outbox` into `access_outbox`. A key
@@ -96,6 +96,17 @@ extension Ledger {
             written += 1
         }
         return written
+    }
+
+    /// Deletes up to ``AccessLog/prunedPerFlush`` keys from the outbox.
+    func dropAccessOutbox(in txn: Transaction) throws {
+        try txn.withCursor(on: databases.accessOutbox) { cursor in
+            var dropped = 0
+            while dropped < AccessLog.prunedPerFlush, try cursor.first() != nil {
+                try cursor.deleteCurrent()
+                dropped += 1
+            }
+        }
     }
 
     /// Deletes up to ``AccessLog/prunedPerFlush`` records older than `cutoff` (a key) from
@@ -166,7 +177,9 @@ extension Ledger {
     /// - Throws: ``HealthError`` `invalidArgument` when a record is malformed
     ///   (``validateForwarded(_:)``); nothing is kept then.
     public func keepForwardedAccessRecords(_ records: [ForwardedAccessRecord], now: Date = Date()) throws -> Int {
-        try Self.validateForwarded(records)
+        for (index, forwarded) in records.enumerated() {
+            if let (problem, field) = Self.problem(of: forwarded, now: now) { throw HealthError.invalidArgument(problem, field: "records[\(index)].\(field)") }
+        }
         let cutoff = AccessLog.lowest(at: now.addingTimeInterval(-configuration.accessRetention))
         let kept = try environment.write { txn in
             try writeAccessRecords(records.filter { !$0.key.lexicographicallyPrecedes(cutoff) }, outbox: false, in: txn)
@@ -176,34 +189,45 @@ extension Ledger {
         return kept
     }
 
-    /// Refuses records a follower or primary sent that cannot be this server's own: a key not
-    /// of 16 bytes or not beginning with its record's time, a record naming no method or
-    /// credential (or either over 200 bytes), or more than 1,000 types or one over 200 bytes.
-    static func validateForwarded(_ records: [ForwardedAccessRecord]) throws {
-        for (index, forwarded) in records.enumerated() {
-            let field = "records[\(index)]"
-            guard forwarded.key.count == 16 else {
-                throw HealthError.invalidArgument("an access record's key is 16 bytes, got \(forwarded.key.count)", field: "\(field).key")
-            }
-            guard forwarded.key.prefix(8).elementsEqual(AccessLog.lowest(at: forwarded.record.time).prefix(8)) else {
-                throw HealthError.invalidArgument("an access record's key does not begin with its time", field: "\(field).key")
-            }
-            guard !forwarded.record.method.isEmpty, forwarded.record.method.utf8.count <= 200 else {
-                throw HealthError.invalidArgument("an access record names its method (at most 200 bytes)", field: "\(field).record.method")
-            }
-            guard !forwarded.record.credentialID.isEmpty, forwarded.record.credentialID.utf8.count <= 200 else {
-                throw HealthError.invalidArgument("an access record names its credential (at most 200 bytes)", field: "\(field).record.credential_id")
-            }
-            guard forwarded.record.types.count <= 1_000, forwarded.record.types.allSatisfy({ $0.utf8.count <= 200 }) else {
-                throw HealthError.invalidArgument("an access record names at most 1,000 types of at most 200 bytes each", field: "\(field).record.types")
-            }
+    /// How far past this server's clock a record from another server may be dated.
+    static let forwardedClockSkew: TimeInterval = 300
+
+    /// What makes a record another server sent unfit to keep, and the field at fault: a key
+    /// not of 16 bytes or not beginning with the record's time, a time more than
+    /// ``forwardedClockSkew`` past `now` (it would never expire in time, and hide records
+    /// behind it), no method or credential or either over 200 bytes, an app's bundle
+    /// identifier or name over 200 bytes, more than 100 types or one over 200 bytes. Nil when fit.
+    static func problem(of forwarded: ForwardedAccessRecord, now: Date) -> (String, String)? {
+        let record = forwarded.record
+        guard forwarded.key.count == 16 else { return ("an access record's key is 16 bytes, got \(forwarded.key.count)", "key") }
+        guard forwarded.key.prefix(8).elementsEqual(AccessLog.lowest(at: record.time).prefix(8)) else {
+            return ("an access record's key does not begin with its time", "key")
         }
+        guard record.time.timeIntervalSince(now) <= forwardedClockSkew else {
+            return ("an access record is dated \(record.time.formatted(.iso8601)), more than \(Int(forwardedClockSkew)) s past this server's clock", "record.time_us")
+        }
+        guard !record.method.isEmpty, record.method.utf8.count <= 200 else { return ("an access record names its method (at most 200 bytes)", "record.method") }
+        guard !record.credentialID.isEmpty, record.credentialID.utf8.count <= 200 else {
+            return ("an access record names its credential (at most 200 bytes)", "record.credential_id")
+        }
+        if case .app(let source) = record.principal, source.bundleIdentifier.utf8.count > 200 || source.name.utf8.count > 200 {
+            return ("an access record's app has a bundle identifier and a name of at most 200 bytes each", "record.actor")
+        }
+        guard record.types.count <= 100, record.types.allSatisfy({ $0.utf8.count <= 200 }) else {
+            return ("an access record names at most 100 types of at most 200 bytes each", "record.types")
+        }
+        return nil
     }
+
+    /// About the most bytes of records one page of ``accessFeed(after:afterKey:limit:)``
+    /// holds (always one record), well inside a frame.
+    static let maximumFeedPageBytes = 1 << 20
 
     /// The access records this server holds of the ledger in the order they arrived here
     /// (its own as it wrote them, and those forwarded or copied to it), after place `after`,
     /// which must hold `afterKey` (else from the first, ``AccessFeedPage/restarted``); at most
-    /// `limit` (0: 1,000; at most 10,000). A place whose record expired is passed over.
+    /// `limit` (0: 1,000; at most 10,000) and about 1 MiB. A place whose record expired is
+    /// passed over (a page may then hold none while its end moves on).
     public func accessFeed(after: UInt64, afterKey: [UInt8], limit: Int = 0) throws -> AccessFeedPage {
         let limit = limit == 0 ? 1_000 : min(max(limit, 1), Self.maximumForwardedAccessRecords)
         return try read { snapshot in
@@ -215,9 +239,9 @@ extension Ledger {
             }
             try snapshot.withCursor(on: snapshot.databases.accessFeed) { cursor in
                 var entry = try cursor.seek(atLeast: KeyEncoding.sequenceKey(start + 1))
-                var read = 0
+                var (read, bytes) = (0, 0)
                 while let current = entry {
-                    if read == limit {
+                    if read == limit || bytes >= Self.maximumFeedPageBytes {
                         page.hasMore = true
                         return
                     }
@@ -225,6 +249,7 @@ extension Ledger {
                     (page.next, page.nextKey) = (KeyEncoding.uint64(current.key, at: 0), Array(current.value))
                     if let record = try storedAccessRecord(current.value, in: snapshot) {
                         page.records.append(ForwardedAccessRecord(key: Array(current.value), record: record))
+                        bytes += 64 + record.method.utf8.count + record.credentialID.utf8.count + record.types.reduce(0) { $0 + $1.utf8.count + 2 }
                     }
                     entry = try cursor.next()
                 }
@@ -234,27 +259,29 @@ extension Ledger {
     }
 
     /// Where this copy's access records stand in its primary's order of arrival (the last
-    /// page kept with ``keepCopiedAccessRecords(_:)``): 0 and empty before the first.
+    /// page kept with ``keepCopiedAccessRecords(_:now:)``): 0 and empty before the first.
     public func copiedAccessPosition() throws -> (after: UInt64, key: [UInt8]) {
         try read { snapshot in
-            guard let held = try snapshot.get(Self.pulledAccessKey, in: snapshot.databases.meta), held.count == 24 else { return (0, []) }
+            guard let held = try snapshot.get(Self.copiedAccessKey, in: snapshot.databases.meta), held.count == 24 else { return (0, []) }
             return (KeyEncoding.uint64(held, at: 0), Array(held[8...]))
         }
     }
 
     /// Keeps a page of the primary's access records (a follower's copy): each new key under
-    /// itself, and the page's end as this copy's place in the primary's order.
-    /// - Returns: how many were new.
-    /// - Throws: ``HealthError`` `invalidArgument` when a record is malformed; nothing is kept then.
-    public func keepCopiedAccessRecords(_ page: AccessFeedPage) throws -> Int {
-        try Self.validateForwarded(page.records)
+    /// itself, and the page's end as this copy's place in the primary's order. A record unfit
+    /// to keep (``problem(of:now:)``) is passed over, so that one cannot hold up the rest.
+    /// - Returns: how many were new, and how many were passed over.
+    /// - Throws: ``HealthError`` `invalidArgument` when the page's end names a key not of 16 bytes; nothing is kept then.
+    public func keepCopiedAccessRecords(_ page: AccessFeedPage, now: Date = Date()) throws -> (kept: Int, refused: Int) {
         guard page.nextKey.count == 16 || page.next == 0 else {
             throw HealthError.invalidArgument("a place in the primary's access records names a key of 16 bytes, got \(page.nextKey.count)", field: "next_key")
         }
-        return try environment.write { txn in
-            let written = try writeAccessRecords(page.records, outbox: false, in: txn)
-            if page.next > 0 { try txn.put(KeyEncoding.sequenceKey(page.next) + page.nextKey, forKey: Self.pulledAccessKey, in: databases.meta) }
+        let fit = page.records.filter { Self.problem(of: $0, now: now) == nil }
+        let kept = try environment.write { txn in
+            let written = try writeAccessRecords(fit, outbox: false, in: txn)
+            if page.next > 0 { try txn.put(KeyEncoding.sequenceKey(page.next) + page.nextKey, forKey: Self.copiedAccessKey, in: databases.meta) }
             return written
         }
+        return (kept, page.records.count - fit.count)
     }
 }

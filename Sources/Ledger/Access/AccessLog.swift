@@ -171,6 +171,9 @@ extension Ledger {
                 }
                 _ = try writeAccessRecords(keyed, outbox: forwarding, in: txn)
                 try pruneAccessRecords(before: cutoff, in: txn)
+                // Led here now (a cluster member that took over): what waited for the old
+                // primary is this server's to keep, and kept already.
+                if !forwarding { try dropAccessOutbox(in: txn) }
             }
         } catch {
             accessLog.restore(records)

@@ -7,7 +7,7 @@ import LMDB
 /// | database | key | value |
 /// |---|---|---|
 /// | `events` | sequence(8) | stored `LedgerEvent` bytes (the log) |
-/// | `meta` | name | log head, projection layout (``ProjectionLayout``), the projections' checkpoint (`applied`: sequence(8) of the last event applied), the anchor-sealing and signing keys |
+/// | `meta` | name | log head, projection layout (``ProjectionLayout``), the projections' checkpoint (`applied`: sequence(8) of the last event applied), the anchor-sealing and signing keys, a follower's place in its primary's access records (`access_copied`: number(8) key(16)) |
 /// | `objects` | uuid(16) | sequence(8) of the save event, type(4), source(4): see ``StoredObject`` |
 /// | `by_start` | type(4) start(8) uuid(16) | end(8) sequence(8) value(8, canonical unit, IEEE bits) source(4) |
 /// | `by_end` | type(4) end(8) uuid(16) | start(8) sequence(8) source(4): samples that last (end after start) only; an instant's end is its start, so `by_start` orders it by end |
@@ -30,13 +30,16 @@ import LMDB
 /// | `route_data` | route uuid(16) chunk(4) | sequence(8) of the chunk's `routeLocationsAdded` event |
 /// | `rollups` | type(4) source(4) hour start(8) | see ``StatisticsPartial``: the source's samples of the type starting in that hour, summarised (``Rollups``) |
 /// | `access_log` | time(8) random(8) | a `healthledger.v1.AccessRecord`: one call that returned health data (``AccessLog``); not a projection |
+/// | `access_feed` | number(8) | an `access_log` key: the records in the order they arrived here (``Ledger/accessFeed(after:afterKey:limit:)``); not a projection |
+/// | `access_outbox` | an `access_log` key | empty: a follower's records not yet handed to its primary (``AccessForwarding``); not a projection |
 ///
 /// In an encrypted ledger (``LedgerCipher``) the events, the rollups' and characteristics'
 /// values, `meta`'s secrets and tombstones' sync identifiers are sealed, the value columns
 /// masked and `sync_ids` keyed by a keyed digest (docs/LEDGER.md, "Encryption at rest").
 ///
-/// Everything but `events` and `meta` is a projection: derived from the log, rebuilt
-/// identically by replay. (`meta`'s checkpoint says how far the projections are.)
+/// Everything but `events`, `meta` and the three `access_` databases is a projection: derived
+/// from the log, rebuilt identically by replay. (`meta`'s checkpoint says how far the
+/// projections are.)
 ///
 /// A class, so that handing the handles to a snapshot or a context (several times per saved
 /// object) is one reference, not a copy of every handle.

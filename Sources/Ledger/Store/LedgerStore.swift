@@ -43,10 +43,10 @@ public final class LedgerStore: Sendable {
     /// set for each group while this server leads it, none otherwise (and outside a cluster).
     /// Each ledger records its group's in a `primaryChanged` event before its first write
     /// under a new epoch.
-    public let primaryTerms = PrimaryTerms()
+    public let primaryTerms: PrimaryTerms
 
-    /// Which ledgers' access records this server hands to a primary: those its follower copies.
-    public let accessForwarding = AccessForwarding()
+    /// Which ledgers' access records this server hands to a primary (none unless told).
+    public let accessForwarding: AccessForwarding
 
     /// Opens (creating if needed) the store in `directory`.
     /// - Throws: ``LedgerFailure`` `failedPrecondition` when the directory is encrypted and
@@ -59,6 +59,8 @@ public final class LedgerStore: Sendable {
         self.directory = directory
         self.configuration = configuration
         self.logger = logger
+        let terms = PrimaryTerms()
+        (primaryTerms, accessForwarding) = (terms, AccessForwarding(terms: terms))
         views = PointInTimeViews(
             root: directory.appending(path: "views", directoryHint: .isDirectory), capacity: configuration.viewCapacity,
             diskLimit: configuration.viewDiskLimit,

@@ -170,7 +170,8 @@ struct AuditCommand: AsyncParsableCommand {
 
     /// Reads pages (of the records made at or after `since`) until the last; following, asks
     /// again every second for the records made from ``followLookback`` before the newest one
-    /// taken, and takes those not taken yet.
+    /// taken (or before now, if that is earlier: a record dated ahead of this clock hides
+    /// nothing), and takes those not taken yet.
     static func pages(
         follow: Bool, since: Date?, _ take: ([AccessRecord]) -> Void,
         _ page: (_ since: Date?, _ after: [UInt8]?) async throws -> (records: [AccessRecord], next: [UInt8]?, hasMore: Bool)
@@ -186,7 +187,7 @@ struct AuditCommand: AsyncParsableCommand {
             take(new)
             after = next ?? after
             if follow, let last = new.map(\.time).max() {
-                newest = max(newest ?? last, last)
+                newest = min(max(newest ?? last, last), Date())
                 let lookback = newest!.addingTimeInterval(-Self.followLookback)
                 taken = taken.union(new).filter { $0.time >= lookback }
             }
