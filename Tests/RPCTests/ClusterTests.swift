@@ -88,6 +88,19 @@ struct ClusterTests {
         #expect(onPrimary.status == 0 && onPrimary.output.contains(" behind") && onPrimary.output.contains("  alice\thead "), "\(onPrimary.output)")
         #expect(onPrimary.output.contains("ledgers 2, ") && onPrimary.output.contains("leads 5 groups"), "\(onPrimary.output)")
 
+        // The owner's read on the primary is on every member's record before the kill (a
+        // member that takes over keeps it), as a read on a follower is on the primary's.
+        for (reader, type, others) in [
+            (first, "HKQuantityTypeIdentifierBodyMass", [1, 2, 3].filter { $0 != first }), (follower, "HKQuantityTypeIdentifierHeight", [first]),
+        ] {
+            let store = HealthStore(configuration: .init(port: nodes.port(of: reader), credential: owner, timeout: .seconds(60)))
+            _ = try await store.result(for: SampleQueryDescriptor(type: try QuantityType(type).objectType))
+            await store.close()
+            for node in others {
+                #expect(try await nodes.recordedRead(of: type, on: node, credential: owner), "n\(node) has no record of the read on n\(reader)")
+            }
+        }
+
         // kill -9 of the leader mid-stream: the standby takes over, the writer carries on, and
         // so does the C client started at that moment with the dead leader first.
         let everyone = ([first] + [1, 2, 3].filter { $0 != first }).map { "127.0.0.1:\(nodes.port(of: $0))" }.joined(separator: ",")
@@ -508,6 +521,18 @@ final class ClusterNodes: Sendable {
         let reader = HealthStore(configuration: .init(port: port(of: node), credential: credential, timeout: .seconds(60)))
         defer { Task { await reader.close() } }
         return Set(try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).map(\.uuid))
+    }
+
+    /// Whether `node`'s access records come to hold a read of `type` by `credential`'s owner
+    /// (a guard of five minutes).
+    func recordedRead(of type: String, on node: Int, credential: String) async throws -> Bool {
+        let reader = HealthStore(configuration: .init(port: port(of: node), credential: credential, timeout: .seconds(60)))
+        defer { Task { await reader.close() } }
+        for _ in 0..<3_000 {
+            if let page = try? await reader.accessRecords(AccessRecordFilter(type: type)), !page.records.isEmpty { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return false
     }
 
     /// Returns once each of `nodes` holds every sample of `uuids` (a guard of five minutes).
