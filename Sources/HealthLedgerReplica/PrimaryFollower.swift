@@ -36,6 +36,8 @@ public final class PrimaryFollower: Service, Sendable {
     /// Whether it follows placement groups of a cluster rather than every ledger.
     private let inCluster: Bool
     private let lag = Gauge(label: "healthledger_replication_lag_events")
+    /// Ledgers whose access records could not go to the primary at the last turn.
+    private let accessRecordsWaiting = Gauge(label: "healthledger_access_records_unforwarded_ledgers")
     /// The ledgers the primary named, and how far behind each was after its last fetch.
     private let progress = Mutex<(followed: Set<String>, lags: [String: UInt64])>(([], [:]))
     /// Ledgers a watch named since their access records were last copied from the primary.
@@ -365,6 +367,8 @@ public final class PrimaryFollower: Service, Sendable {
         }
         while !Task.isCancelled {
             try? await Task.sleep(for: forwardInterval)
+            var unforwarded = 0
+            defer { accessRecordsWaiting.record(unforwarded) }
             for id in forwarding.takePending(where: follows) {
                 do {
                     let ledger = try store.ledger(id)
@@ -387,6 +391,7 @@ public final class PrimaryFollower: Service, Sendable {
                     continue
                 } catch {
                     forwarding.note(id)
+                    unforwarded += 1
                     if Task.isCancelled { return }
                     failed(error, id, "cannot hand the access records to the primary")
                 }

@@ -188,8 +188,9 @@ struct AuditCommand: AsyncParsableCommand {
             after = next ?? after
             if follow, let last = new.map(\.time).max() {
                 newest = min(max(newest ?? last, last), Date())
-                let lookback = newest!.addingTimeInterval(-Self.followLookback)
-                taken = taken.union(new).filter { $0.time >= lookback }
+                // A second more than asked for: the server rounds `since` to the microsecond.
+                let kept = newest!.addingTimeInterval(-Self.followLookback - 1)
+                taken = taken.union(new).filter { $0.time >= kept }
             }
             if hasMore { continue }
             guard follow else { return }
