@@ -21,7 +21,9 @@ public struct ImportSummary: Sendable, Codable {
     public var rejections: [Rejection] = []
     /// Samples associated with their workouts (from the workouts' statistics types).
     public var associatedWithWorkouts = 0
-    /// Top-level elements read.
+    /// The elements read under `HealthData` (whatever became of each: imported, skipped or
+    /// rejected; `Me` is one, however many characteristics it holds), and the electrocardiogram
+    /// files beside `export.xml`.
     public var elements = 0
     public var seconds = 0.0
     /// Why the import stopped early (a truncated or malformed file), after committing
@@ -144,23 +146,23 @@ public final class AppleHealthImporter {
                         let chunk = items
                         items = []
                         items.reserveCapacity(chunk.count)
-                        guard channel.put(chunk, bytesRead: bytes) else { throw ArchiveReadStop() }
+                        guard channel.put(chunk, read: (bytes, reader.elementsRead)) else { throw ArchiveReadStop() }
                     }
                 }
                 try parser.finish()
-                _ = channel.put(items, bytesRead: bytes)
+                _ = channel.put(items, read: (bytes, reader.elementsRead))
                 channel.close(error: nil)
             } catch is ArchiveReadStop {
                 channel.close(error: nil)
             } catch {
-                _ = channel.put(items, bytesRead: bytes)
+                _ = channel.put(items, read: (bytes, reader.elementsRead))
                 channel.close(error: error)
             }
         }
         thread.stackSize = 8 << 20
         thread.start()
         do {
-            while let (received, bytes) = await channel.next() {
+            while let (received, read) = await channel.next() {
                 // Each item is moved out of the list (swapped with an empty one), not copied:
                 // a copy retains every string of its object once more.
                 var items = consume received
@@ -169,7 +171,8 @@ public final class AppleHealthImporter {
                     swap(&item, &items[index])
                     try await handle(consume item)
                 }
-                progress?(ImportProgress(elements: summary.elements, bytesRead: bytes, totalBytes: archive.xmlSize, elapsed: elapsed))
+                summary.elements = read.elements
+                progress?(ImportProgress(elements: summary.elements, bytesRead: read.bytes, totalBytes: archive.xmlSize, elapsed: elapsed))
             }
             try await importElectrocardiograms()
             try await flush()
@@ -205,22 +208,18 @@ public final class AppleHealthImporter {
     private func handle(_ item: consuming AppleHealthItem) async throws {
         switch consume item {
         case .characteristic(let characteristic, _):
-            summary.elements += 1
             characteristics.removeAll { $0.objectType == characteristic.objectType }
             characteristics.append(characteristic)
         case .sample(let object, let key, let mayBeMember, let line):
-            summary.elements += 1
             if mayBeMember {
                 try deferred?.append(object, key: key, line: line)
             } else {
                 try await add(object, kind: "samples", line: line)
             }
         case .correlation(let correlation, let keys, let line):
-            summary.elements += 1
             memberKeys.formUnion(keys)
             try await add(.correlation(correlation), kind: "correlations", line: line)
         case .workout(let workout, let routes, let types, let line):
-            summary.elements += 1
             if !routes.isEmpty { pending.routes.append((workout.uuid, routes)) }
             if !types.isEmpty {
                 workoutIndex[workout.uuid] = workouts.count
@@ -228,28 +227,20 @@ public final class AppleHealthImporter {
             }
             try await add(.workout(workout), kind: Batch.workoutKind, line: line)
         case .visionPrescription(let prescription, let line):
-            summary.elements += 1
             try await add(.visionPrescription(prescription), kind: "visionPrescriptions", line: line)
         case .activitySummary(let activity, let line):
-            summary.elements += 1
             try await add(.activitySummary(activity), kind: "activitySummaries", line: line)
         case .audiogram(let audiogram, let line):
-            summary.elements += 1
             try await add(.audiogram(audiogram), kind: "audiograms", line: line)
         case .heartbeatSeries(let series, let line):
-            summary.elements += 1
             try await add(.heartbeatSeries(series), kind: "heartbeatSeries", line: line)
         case .stateOfMind(let state, let line):
-            summary.elements += 1
             try await add(.stateOfMind(state), kind: "statesOfMind", line: line)
         case .medication(let medication, let line):
-            summary.elements += 1
             try await add(.userAnnotatedMedication(medication), kind: "medications", line: line)
         case .medicationDose(let dose, let line):
-            summary.elements += 1
             try await add(.medicationDoseEvent(dose), kind: "medicationDoses", line: line)
         case .clinicalRecord(var record, let path, let line):
-            summary.elements += 1
             // Its resource, the JSON file beside export.xml, kept byte for byte; its display
             // name, unless the element gives one, from the resource.
             let element = "ClinicalRecord"
@@ -268,7 +259,6 @@ public final class AppleHealthImporter {
             }
             try await add(.clinicalRecord(record), kind: "clinicalRecords", line: line)
         case .sourcePriority(let type, let source, _):
-            summary.elements += 1
             if let index = sourceOrders.firstIndex(where: { $0.type == type }) {
                 sourceOrders[index].sources.append(source.bundleIdentifier)
             } else {
@@ -607,8 +597,11 @@ private final class DeferredSamples {
 /// chunks: the parser blocks when the importer falls behind.
 private final class ItemChannel: @unchecked Sendable {
     private let condition = NSCondition()
-    private var chunks: [([AppleHealthItem], UInt64)] = []
-    private var waiter: CheckedContinuation<([AppleHealthItem], UInt64)?, Never>?
+    /// How far the reader is when it hands a chunk over: bytes of `export.xml`, elements read.
+    typealias Read = (bytes: UInt64, elements: Int)
+
+    private var chunks: [([AppleHealthItem], Read)] = []
+    private var waiter: CheckedContinuation<([AppleHealthItem], Read)?, Never>?
     private var closed = false
     private var cancelled = false
     private(set) var failure: (any Error)?
@@ -617,7 +610,7 @@ private final class ItemChannel: @unchecked Sendable {
     init(capacity: Int) { self.capacity = capacity }
 
     /// Blocks while the channel is full. - Returns: false once the importer has cancelled.
-    func put(_ items: consuming [AppleHealthItem], bytesRead: UInt64) -> Bool {
+    func put(_ items: consuming [AppleHealthItem], read: Read) -> Bool {
         condition.lock()
         while chunks.count >= capacity && !cancelled { condition.wait() }
         guard !cancelled else {
@@ -627,10 +620,10 @@ private final class ItemChannel: @unchecked Sendable {
         if let waiter {
             self.waiter = nil
             condition.unlock()
-            waiter.resume(returning: (items, bytesRead))
+            waiter.resume(returning: (items, read))
             return true
         }
-        chunks.append((items, bytesRead))
+        chunks.append((items, read))
         condition.unlock()
         return true
     }
@@ -652,7 +645,7 @@ private final class ItemChannel: @unchecked Sendable {
         condition.unlock()
     }
 
-    func next() async -> ([AppleHealthItem], UInt64)? {
+    func next() async -> ([AppleHealthItem], Read)? {
         await withCheckedContinuation { continuation in
             condition.lock()
             if !chunks.isEmpty {

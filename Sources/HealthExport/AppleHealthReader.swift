@@ -87,6 +87,9 @@ public final class AppleHealthReader: XMLStreamHandler {
     private var skipping: String?
     /// When the export was made (`ExportDate`), if it says.
     public private(set) var exportDate: Date?
+    /// The elements read under `HealthData` so far, whatever became of them (imported,
+    /// skipped, rejected).
+    public private(set) var elementsRead = 0
 
     public init(emit: @escaping (consuming AppleHealthItem) -> Void) {
         self.emit = emit
@@ -99,6 +102,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         let depth = path.count
         if depth == 1 { return }  // HealthData
         if depth == 2 {
+            elementsRead += 1
             skipping = nil
             startTopLevel(name, Attributes(attributes), line: line)
             return

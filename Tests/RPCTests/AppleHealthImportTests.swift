@@ -541,6 +541,7 @@ struct AppleHealthImportTests {
             #expect(skipped["Attachment: attachment scan-1: its bytes are not part of the export"] == 1)
             #expect(first["associatedWithWorkouts"] as? Int == 2, "the workout's heart rate and energy samples")
             #expect(first["error"] == nil)
+            #expect(first["elements"] as? Int == 30, "the 29 elements under HealthData, the rejected and skipped among them, and the ECG file")
 
             // What the SDK sees.
             let store = server.client()
