@@ -523,6 +523,8 @@ public final class PrimaryFollower: Service, Sendable {
                         continue
                     }
                     let reached = fetched.events.isEmpty ? head.sequence : try await ledger.applyShipped(fetched.events)
+                    // A fetch also ends when the primary wrote access records: copied at the next turn.
+                    _ = accessRecordsToCopy.withLock { $0.insert(id) }
                     // The legal hold is not an event: it comes with every fetch.
                     if try ledger.legalHold() != fetched.legalHold { try ledger.setLegalHold(reason: fetched.legalHold) }
                     lastFailure = nil

@@ -185,7 +185,7 @@ extension Ledger {
             try writeAccessRecords(records.filter { !$0.key.lexicographicallyPrecedes(cutoff) }, outbox: false, in: txn)
         }
         // Followers copy them (their watch names the ledger).
-        if kept > 0 { changeWatchers.noteToStore() }
+        if kept > 0 { changeWatchers.noteAccessRecords() }
         return kept
     }
 

@@ -182,7 +182,7 @@ extension Ledger {
         if !records.isEmpty {
             if forwarding { accessForwarding?.note(id) }
             // Followers copy them (their watch names the ledger).
-            changeWatchers.noteToStore()
+            changeWatchers.noteAccessRecords()
         }
         return records.count
     }

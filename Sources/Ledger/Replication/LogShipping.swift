@@ -59,12 +59,14 @@ extension Ledger {
         }
     }
 
-    /// Returns once the log holds an event after `sequence`, or after `timeout`, or when the
-    /// task is cancelled.
+    /// Returns once the log holds an event after `sequence`, or access records were written
+    /// (a follower's fetch then answers with none, and the follower copies them), or after
+    /// `timeout`, or when the task is cancelled.
     public func waitForEvents(after sequence: UInt64, timeout: Duration) async throws {
         let (signals, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let token = changeWatchers.addForEveryCommit { signal.yield() }
-        defer { changeWatchers.remove(token) }
+        // New access records end the wait too: the follower copies them (they are no event).
+        let token = changeWatchers.addFetch { signal.yield() }
+        defer { changeWatchers.removeFetch(token) }
         guard !isBeingErased, try head().sequence <= sequence else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {

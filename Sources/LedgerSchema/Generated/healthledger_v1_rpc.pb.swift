@@ -3827,7 +3827,8 @@ public nonisolated struct Healthledger_V1_FetchLogRequest: Sendable {
   public var maxEvents: UInt32 = 0
 
   /// How long to wait for an event past the head when there is none yet, in milliseconds
-  /// (0: answer at once; at most 30,000). The call's own deadline must be longer.
+  /// (0: answer at once; at most 30,000); the primary's new access records end the wait too,
+  /// with no event. The call's own deadline must be longer.
   public var waitMs: UInt32 = 0
 
   /// The follower's name (1–128 bytes), which the primary's acknowledgements and metrics use.
