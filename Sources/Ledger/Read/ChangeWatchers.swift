@@ -37,8 +37,9 @@ public final class ChangeWatchers: Sendable {
         registry.add(Watcher(types: nil, onChange: onChange))
     }
 
-    /// How many watchers are registered (one per running observer or watched query).
-    public var count: Int { registry.count }
+    /// How many watchers are registered (one per running observer or watched query, and per
+    /// follower's fetch waiting).
+    public var count: Int { registry.count + fetches.count }
 
     public func remove(_ token: Int) { registry.remove(token) }
 
