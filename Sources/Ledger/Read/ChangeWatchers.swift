@@ -10,12 +10,12 @@ public final class ChangeWatchers: Sendable {
     private struct Watcher: Sendable {
         /// nil: every commit.
         var types: Set<UInt32>?
+        /// Told of new access records too (a follower's fetch waiting on its primary).
+        var accessRecords = false
         var onChange: @Sendable () -> Void
     }
 
     private let registry = WatcherRegistry<Watcher>()
-    /// Followers' fetches waiting on the primary: told of every commit and of new access records.
-    private let fetches = WatcherRegistry<Watcher>()
     /// Told of every commit too, but no watcher (nothing a stream holds): the store's record
     /// of which ledgers changed (``LedgerChanges``).
     let storeNote = Mutex<Callback<Void, Never>?>(nil)
@@ -39,29 +39,27 @@ public final class ChangeWatchers: Sendable {
 
     /// How many watchers are registered (one per running observer or watched query, and per
     /// follower's fetch waiting).
-    public var count: Int { registry.count + fetches.count }
+    public var count: Int { registry.count }
 
     public func remove(_ token: Int) { registry.remove(token) }
 
     /// Calls `onChange` after every commit and every write of access records (a follower's
     /// fetch waiting on its primary: it copies both).
     func addFetch(_ onChange: @escaping @Sendable () -> Void) -> Int {
-        fetches.add(Watcher(types: nil, onChange: onChange))
+        registry.add(Watcher(types: nil, accessRecords: true, onChange: onChange))
     }
-
-    func removeFetch(_ token: Int) { fetches.remove(token) }
 
     /// Called once a commit that touched `types` (maybe none) is durable.
     func notify(_ types: Set<UInt32>) {
         for watcher in registry.watchers(where: { $0.types.map { !types.isDisjoint(with: $0) } ?? true }) { watcher.onChange() }
-        noteAccessRecords()
+        storeNote.withLock { $0 }?.call(())
     }
 
     /// Tells followers' fetches and the store's record of changed ledgers only: new access
     /// records, which a follower copies (``Ledger/accessFeed(after:afterKey:limit:)``) but no
     /// stream shows.
     func noteAccessRecords() {
-        for watcher in fetches.watchers() { watcher.onChange() }
+        for watcher in registry.watchers(where: \.accessRecords) { watcher.onChange() }
         storeNote.withLock { $0 }?.call(())
     }
 }

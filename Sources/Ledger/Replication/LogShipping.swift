@@ -66,7 +66,7 @@ extension Ledger {
         let (signals, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         // New access records end the wait too: the follower copies them (they are no event).
         let token = changeWatchers.addFetch { signal.yield() }
-        defer { changeWatchers.removeFetch(token) }
+        defer { changeWatchers.remove(token) }
         guard !isBeingErased, try head().sequence <= sequence else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
