@@ -555,6 +555,18 @@ public final class Environment: @unchecked Sendable {
         try check(mdb_env_sync(handle, 1), "mdb_env_sync")
     }
 
+    /// The id of the last transaction committed to the environment, by this process or
+    /// another: what a read-only transaction begun now would see (``Transaction/id``). An
+    /// unchanged id means nothing was written since: a value read then is still current.
+    /// Reads the meta pages only; no transaction is begun.
+    public var lastCommittedTransaction: UInt64 {
+        resizeLock.withReadLock {
+            var info = MDB_envinfo()
+            mdb_env_info(handle, &info)
+            return UInt64(info.me_last_txnid)
+        }
+    }
+
     /// Page size, last used page, and map size, for integrity checks before reading.
     public var info: (pageSize: Int, lastPage: Int, mapSize: Int, lastTransaction: Int) {
         var info = MDB_envinfo()

@@ -36,6 +36,10 @@ public final class Transaction {
         return UInt(stat.ms_psize)
     }()
 
+    /// The transaction's id: for a read-only one, the id of the last commit it sees
+    /// (``Environment/lastCommittedTransaction`` when it began).
+    public var id: UInt64 { UInt64(mdb_txn_id(handle)) }
+
     init(handle: OpaquePointer, readOnly: Bool, journaling: Environment? = nil, parent: Transaction? = nil) {
         self.handle = handle
         self.isReadOnly = readOnly

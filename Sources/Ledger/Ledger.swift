@@ -47,6 +47,8 @@ public final class Ledger: Sendable {
     /// The largest tree this process signed a head of: a later head is never smaller (a
     /// follower reconnecting behind it does not take it back).
     let largestSignedTree = Atomic<UInt64>(0)
+    /// Credential records read to authenticate calls, reused while nothing commits.
+    let credentialRecords = CredentialRecordCache()
     /// The access records noted and not yet written (``AccessLog``).
     let accessLog = AccessLog()
     /// Whether the store's follower hands this ledger's access records to a primary (nil: never).

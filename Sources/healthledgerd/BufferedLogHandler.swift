@@ -39,28 +39,22 @@ struct BufferedLogHandler: LogHandler {
     }
 
     /// A call's line, as ``log(event:)`` writes it from the line's metadata (its fields
-    /// already in the order of their names), built without the dictionary: the server's
-    /// calls write it through ``ServerConfiguration/callLineWriter``, a line per call.
+    /// already in the order of their names), written straight into the pending bytes: the
+    /// server's calls write it through ``ServerConfiguration/callLineWriter``, a line per call.
     static func write(_ call: CallLine) {
-        var line = LogSink.shared.timestamp()
-        line.reserveCapacity(line.utf8.count + call.label.utf8.count + call.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 } + 40)
-        line += " "
-        line += call.level.rawValue
-        line += " "
-        line += call.label
-        line += ":"
-        for field in call.fields {
-            line += " "
-            line += field.name
-            line += "="
-            line += field.value
+        LogSink.shared.appendLine(urgent: call.level >= .warning) { line in
+            line.append(UInt8(ascii: " "))
+            line.append(contentsOf: call.level.rawValue.utf8)
+            line.append(UInt8(ascii: " "))
+            line.append(contentsOf: call.label.utf8)
+            line.append(UInt8(ascii: ":"))
+            call.write(fieldsTo: &line)
+            line.append(contentsOf: " [".utf8)
+            line.append(contentsOf: CallLine.source.utf8)
+            line.append(contentsOf: "] ".utf8)
+            line.append(contentsOf: CallLine.message.utf8)
+            line.append(UInt8(ascii: "\n"))
         }
-        line += " ["
-        line += CallLine.source
-        line += "] "
-        line += CallLine.message
-        line += "\n"
-        LogSink.shared.append(line, urgent: call.level >= .warning)
     }
 }
 
@@ -72,6 +66,14 @@ final class LogSink: Sendable {
         var pending: [UInt8] = []
         var second: Int = -1
         var stamp = ""
+
+        mutating func stamp(at now: Int) -> String {
+            if second != now {
+                second = now
+                stamp = Date(timeIntervalSince1970: Double(now)).formatted(.iso8601)
+            }
+            return stamp
+        }
     }
 
     private let state = Mutex(State())
@@ -90,13 +92,18 @@ final class LogSink: Sendable {
     /// The time, to the second, in UTC: formatted once a second.
     func timestamp() -> String {
         let now = Int(Date().timeIntervalSince1970)
-        return state.withLock { state in
-            if state.second != now {
-                state.second = now
-                state.stamp = Date(timeIntervalSince1970: Double(now)).formatted(.iso8601)
-            }
-            return state.stamp
+        return state.withLock { state in state.stamp(at: now) }
+    }
+
+    /// Appends a line that starts with the time and goes on with what `rest` appends, in one
+    /// hold of the lock.
+    func appendLine(urgent: Bool, _ rest: (inout [UInt8]) -> Void) {
+        let now = Int(Date().timeIntervalSince1970)
+        state.withLock { state in
+            state.pending.append(contentsOf: state.stamp(at: now).utf8)
+            rest(&state.pending)
         }
+        if urgent { flush() }
     }
 
     func append(_ line: String, urgent: Bool) {

@@ -214,11 +214,11 @@ package struct CallDispatcher: Sendable {
         caller.end()
         finish(failure == nil ? response : nil, failure)
         metrics.record(method: method, code: failure?.code ?? .ok, duration: ContinuousClock.now - started)
-        logCall(method?.rawValue ?? String(request.method.prefix(200)), caller, failure: failure, started: started)
+        logCall(method, request: request, caller, failure: failure, started: started)
     }
 
     /// A follower's calls (§7.18 of docs/PROTOCOL.md).
-    private static let replicationTraffic: Set<String> = Set([RPCMethod.watchLedgers, .fetchLog, .fetchSnapshot, .forwardAccessRecords, .fetchAccessRecords].map(\.rawValue))
+    private static let replicationTraffic: Set<RPCMethod> = [.watchLedgers, .fetchLog, .fetchSnapshot, .forwardAccessRecords, .fetchAccessRecords]
 
     private static func outcome(_ result: Result<[UInt8], any Error>) -> ([UInt8]?, RPCError?) {
         switch result {
@@ -230,14 +230,16 @@ package struct CallDispatcher: Sendable {
     /// The one log line of every call, at `info`: what an operator's log shows of traffic
     /// (never a value, never the credential's secret). Followers' replication calls that
     /// succeed, a steady stream of long polls, are logged at `debug`.
-    private func logCall(_ method: String, _ caller: Authenticated, failure: RPCError?, started: ContinuousClock.Instant) {
-        let level: Logger.Level = failure == nil && Self.replicationTraffic.contains(method) ? .debug : .info
+    private func logCall(
+        _ method: RPCMethod?, request: Healthledger_V1_CallRequest, _ caller: Authenticated, failure: RPCError?, started: ContinuousClock.Instant
+    ) {
+        let level: Logger.Level = failure == nil && method.map { Self.replicationTraffic.contains($0) } == true ? .debug : .info
         guard logger.logLevel <= level else { return }
         let duration = ContinuousClock.now - started
         let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
         let (ledger, principal) = caller.identity
         let line = CallLine(
-            level: level, label: logger.label, method: method, ledger: ledger ?? "-", principal: principal?.description ?? "-",
+            level: level, label: logger.label, method: method?.rawValue ?? String(request.method.prefix(200)), ledger: ledger, principal: principal,
             status: (failure?.code ?? .ok).description, microseconds: microseconds)
         if let write = configuration.callLineWriter { return write(line) }
         logger.log(level: level, "\(CallLine.message)", metadata: line.metadata)
@@ -493,8 +495,14 @@ package final class CallDeadline: Sendable {
 
 /// Metric handles for calls, made once per method and status code (not per call).
 package final class CallMetrics: Sendable {
-    private let counters = Mutex<[String: Counter]>([:])
-    private let timers: [String: Timer]
+    /// A counter's dimensions: the method (nil: unknown) and the status code.
+    private struct CounterKey: Hashable {
+        var method: RPCMethod?
+        var code: RPCStatusCode
+    }
+
+    private let counters = Mutex<[CounterKey: Counter]>([:])
+    private let timers: [RPCMethod?: Timer]
     /// Streams open in the process, whichever transport and dispatcher runs them: the gauge
     /// is one per process.
     private static let openStreams = Mutex(0)
@@ -509,24 +517,22 @@ package final class CallMetrics: Sendable {
     func streamClosed() { streamGauge.record(Self.openStreams.withLock { $0 -= 1; return $0 }) }
 
     package init() {
-        var timers: [String: Timer] = [:]
+        var timers: [RPCMethod?: Timer] = [:]
         for method in RPCMethod.allCases + [nil] {
-            let name = method?.rawValue ?? "unknown"
-            timers[name] = Timer(label: "healthledger_rpc_call_duration_seconds", dimensions: [("method", name)])
+            timers[method] = Timer(label: "healthledger_rpc_call_duration_seconds", dimensions: [("method", method?.rawValue ?? "unknown")])
         }
         self.timers = timers
     }
 
     func record(method: RPCMethod?, code: RPCStatusCode, duration: Duration) {
-        let name = method?.rawValue ?? "unknown"
-        let key = "\(name) \(code.rawValue)"
+        let key = CounterKey(method: method, code: code)
         let counter = counters.withLock { counters in
             if let counter = counters[key] { return counter }
-            let counter = Counter(label: "healthledger_rpc_calls_total", dimensions: [("method", name), ("code", "\(code)")])
+            let counter = Counter(label: "healthledger_rpc_calls_total", dimensions: [("method", method?.rawValue ?? "unknown"), ("code", "\(code)")])
             counters[key] = counter
             return counter
         }
         counter.increment()
-        timers[name]?.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        timers[method]?.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 }

@@ -1,29 +1,76 @@
+import HealthModel
 import Logging
 
 /// One call's log line (``CallDispatcher``): what an operator's log shows of a call, never a
 /// value nor a credential's secret. Through the server's `Logger` it is the message
 /// ``message`` with ``fields`` as its metadata; a ``ServerConfiguration/callLineWriter``
-/// writes the same line without the logger.
+/// writes the same line without the logger, from the parts as they are (``write(fieldsTo:)``:
+/// no string is built for a field).
 public struct CallLine: Sendable {
     public var level: Logger.Level
     /// The server logger's label.
     public var label: String
-    /// The line's fields in the order of their names, as a log handler sorts metadata:
-    /// `duration_us` (from the call's start to its answer), `ledger.id` (or `-`: an operator's
-    /// call on the store, or one refused before), `principal` (`owner`, `app com.example.walk`,
-    /// `operator`, or `-`), `rpc.method` (`healthledger.v1.Ledger/Save`, or what the client
-    /// sent) and `rpc.status` (`ok`, `permissionDenied`, …).
-    public var fields: [(name: String, value: String)]
+    /// From the call's start to its answer.
+    public var microseconds: Int64
+    /// The ledger (nil: an operator's call on the store, or one refused before).
+    public var ledger: String?
+    /// The caller (nil: refused before it was known).
+    public var principal: Principal?
+    /// `healthledger.v1.Ledger/Save`, or what the client sent.
+    public var method: String
+    public var status: String
     /// The module that logs it, as the logger's `source` would be.
     public static let source = "HealthLedgerServer"
     public static let message = "call"
 
-    init(level: Logger.Level, label: String, method: String, ledger: String, principal: String, status: String, microseconds: Int64) {
-        self.level = level
-        self.label = label
-        fields = [
-            ("duration_us", String(microseconds)), ("ledger.id", ledger), ("principal", principal), ("rpc.method", method), ("rpc.status", status),
+    init(level: Logger.Level, label: String, method: String, ledger: String?, principal: Principal?, status: String, microseconds: Int64) {
+        (self.level, self.label, self.method, self.ledger, self.principal, self.status, self.microseconds) =
+            (level, label, method, ledger, principal, status, microseconds)
+    }
+
+    /// The line's fields in the order of their names, as a log handler sorts metadata:
+    /// `duration_us`, `ledger.id` (or `-`), `principal` (`owner`, `app com.example.walk`,
+    /// `operator`, or `-`), `rpc.method` and `rpc.status` (`ok`, `permissionDenied`, …).
+    public var fields: [(name: String, value: String)] {
+        [
+            ("duration_us", String(microseconds)), ("ledger.id", ledger ?? "-"), ("principal", principal?.description ?? "-"),
+            ("rpc.method", method), ("rpc.status", status),
         ]
+    }
+
+    /// Appends ``fields`` to `line` as a log line has them: ` name=value` each.
+    public func write(fieldsTo line: inout [UInt8]) {
+        line.append(contentsOf: " duration_us=".utf8)
+        Self.appendDecimal(microseconds, to: &line)
+        line.append(contentsOf: " ledger.id=".utf8)
+        line.append(contentsOf: (ledger ?? "-").utf8)
+        line.append(contentsOf: " principal=".utf8)
+        switch principal {
+        case .app(let source)?:
+            line.append(contentsOf: "app ".utf8)
+            line.append(contentsOf: source.bundleIdentifier.utf8)
+        case let other?: line.append(contentsOf: other.description.utf8)
+        case nil: line.append(UInt8(ascii: "-"))
+        }
+        line.append(contentsOf: " rpc.method=".utf8)
+        line.append(contentsOf: method.utf8)
+        line.append(contentsOf: " rpc.status=".utf8)
+        line.append(contentsOf: status.utf8)
+    }
+
+    private static func appendDecimal(_ value: Int64, to line: inout [UInt8]) {
+        if value < 0 { line.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var index = buffer.count
+            repeat {
+                index -= 1
+                buffer[index] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            line.append(contentsOf: buffer[index...])
+        }
     }
 
     /// The fields as the logger's metadata.

@@ -12,7 +12,7 @@ import Synchronization
 /// hash(32) kind(1) revoked(1) issuedUs(8) expiresUs(8) revokedUs(8), then bundle, name,
 /// label and replacedBy, each as length(2) bytes. Times are signed big-endian microseconds
 /// (expiresUs 0: never; revokedUs only when revoked, 0 for a revocation without a time).
-struct CredentialRecord {
+struct CredentialRecord: Sendable {
     var hash: [UInt8]
     var principal: Principal
     var label: String
@@ -274,15 +274,17 @@ extension Ledger {
     }
 
     /// The principal of credential `id` if `secretHash` is its secret's hash and it is
-    /// neither expired nor revoked: the record is read each time, so a revocation applies
-    /// to the next call.
+    /// neither expired nor revoked: the record is as current as a read now, so a revocation
+    /// applies to the next call (``CredentialRecordCache``).
     ///
     /// - Throws: ``CredentialRefusal`` when it does not authenticate (why, only to the
     ///   holder of the secret).
     /// - Returns: the principal, and when the credential stops authenticating (nil: not
     ///   before a revocation).
     func authenticate(id: String, secretHash presented: [UInt8]) throws -> (principal: Principal, end: Date?) {
-        let record = try read { snapshot in try CredentialRecord.load(id, in: snapshot) }
+        let record = try credentialRecords.record(id, current: environment.lastCommittedTransaction) {
+            try read { snapshot in (try CredentialRecord.load(id, in: snapshot), snapshot.txn.id) }
+        }
         guard let record else { throw CredentialRefusal.unknown }
         var difference: UInt8 = 0
         for (a, b) in zip(record.hash, presented) { difference |= a ^ b }
@@ -291,6 +293,29 @@ extension Ledger {
         let info = record.info(id: id)
         if let refusal = info.refusal() { throw refusal }
         return (record.principal, info.end)
+    }
+}
+
+/// Credential records read for authentication, each with the commit it was read at: while
+/// no transaction has committed since (``Environment/lastCommittedTransaction``, which
+/// counts other processes' commits too), the record is what a read would find, so a
+/// connection's next call skips the read transaction. Any commit — a revocation, a save, an
+/// access record — makes the next call read again.
+final class CredentialRecordCache: Sendable {
+    /// Enough for every credential of a ledger in use; when full it starts again empty.
+    static let capacity = 256
+    private let entries = Mutex<[String: (record: CredentialRecord?, transaction: UInt64)]>([:])
+
+    /// The record of credential `id` (nil: none) as of commit `current`: the one kept when it
+    /// was read at that commit, else `read`'s (the record and the commit its snapshot saw).
+    func record(_ id: String, current: UInt64, read: () throws -> (CredentialRecord?, UInt64)) throws -> CredentialRecord? {
+        if let kept = entries.withLock({ $0[id] }), kept.transaction == current { return kept.record }
+        let (record, transaction) = try read()
+        entries.withLock { entries in
+            if entries.count >= Self.capacity, entries[id] == nil { entries.removeAll(keepingCapacity: true) }
+            entries[id] = (record, transaction)
+        }
+        return record
     }
 }
 
