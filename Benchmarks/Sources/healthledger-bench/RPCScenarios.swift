@@ -14,6 +14,9 @@ struct HealthLedgerFigures: Sendable {
     var pingUnixSocketP50 = Figure([])
     var callsInFlight = Figure([])
     var callsInFlightUnixSocket = Figure([])
+    /// 64 pings pipelined per batch by a client of the protocol alone, as PostgreSQL's are.
+    var callsPipelined = Figure([])
+    var callsPipelinedUnixSocket = Figure([])
     var batchedIngest = Figure([])
     var serverResidentMiB: [Double]?
     var concurrentSaves = Figure([])
@@ -140,12 +143,24 @@ final class RPCScenarios: Sendable {
                 }
                 return Double(total) / seconds(clock.now - started)
             }
+            var pipelined: (tcp: [Double], unix: [Double]) = ([], [])
+            let credential = owners[Self.ingestLedger]!
+            let pingers = (tcp: try PipelinedPinger(tcpPort: server.port, credential: credential), unix: try PipelinedPinger(unixSocket: unixSocket, credential: credential))
+            func pipelinedRate(_ pinger: PipelinedPinger) throws -> Double {
+                let started = clock.now
+                try pinger.ping(plan.callsInFlight)
+                return Double(plan.callsInFlight) / seconds(clock.now - started)
+            }
             for _ in 0..<plan.rounds {
                 rates.tcp.append(try await inFlight(client))
                 rates.unix.append(try await inFlight(local))
+                pipelined.tcp.append(try pipelinedRate(pingers.tcp))
+                pipelined.unix.append(try pipelinedRate(pingers.unix))
             }
             figures.callsInFlight = Figure(rates.tcp)
             figures.callsInFlightUnixSocket = Figure(rates.unix)
+            figures.callsPipelined = Figure(pipelined.tcp)
+            figures.callsPipelinedUnixSocket = Figure(pipelined.unix)
         }
         if plan.wants("ingest") {
             // Batched durable ingest: 1,000 samples per call, 4 calls in flight.

@@ -150,6 +150,17 @@ struct ReportCommand: AsyncParsableCommand {
             targetText: "≥ 50,000 calls/s", healthLedger: hl.callsInFlightUnixSocket)
         localCalls.references += peer(\.callsInFlightUnixSocket)
         results.append(localCalls)
+        var pipelined = ScenarioResult(
+            name: "64 pings pipelined per batch, one connection, TCP", unit: "calls/s", direction: .higherIsBetter, target: 50_000,
+            targetText: "≥ 50,000 calls/s", healthLedger: hl.callsPipelined)
+        pipelined.references += peer(\.callsInFlightTCP)
+        pipelined.notes.append("a client of the protocol alone on a blocking socket writes 64 Ping frames at once, then reads their answers, as PostgreSQL's libpq pipelines 64 SELECT 1 per sync: the server's cost per call, without the SDK's")
+        results.append(pipelined)
+        var localPipelined = ScenarioResult(
+            name: "64 pings pipelined per batch, one connection, Unix socket", unit: "calls/s", direction: .higherIsBetter, target: 50_000,
+            targetText: "≥ 50,000 calls/s", healthLedger: hl.callsPipelinedUnixSocket)
+        localPipelined.references += peer(\.callsInFlightUnixSocket)
+        results.append(localPipelined)
         var ingest = ScenarioResult(
             name: "batched ingest, 1,000 per call, durable", unit: "samples/s", direction: .higherIsBetter, target: 250_000,
             targetText: "≥ 250,000 samples/s", healthLedger: hl.batchedIngest)
