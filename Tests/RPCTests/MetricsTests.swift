@@ -1,6 +1,7 @@
 import Foundation
 import HealthLedgerRPC
 import HealthLedgerSDK
+import Ledger
 import LedgerSchema
 import NIOCore
 import NIOPosix
@@ -86,14 +87,16 @@ struct MetricsTests {
             let owner = HealthStore(configuration: .init(port: daemon.port, credential: server.ownerCredential))
             let app = HealthStore(configuration: .init(port: daemon.port, credential: server.appCredential))
             let stranger = HealthStore(configuration: .init(port: daemon.port, credential: "hl1:alice:0123456789abcdef:nope"))
+            let admin = HealthStore(configuration: .init(port: daemon.port, credential: try server.store.issueOperatorCredential(label: "log test")))
             try await owner.save(Samples.heartRate(187.5, at: 0))
             _ = try await app.ping()
             await expectRPCError(.unauthenticated) { _ = try await stranger.ping() }
+            _ = try await admin.credentials(ledger: "alice")
             var calls: [String] = []
-            while calls.count < 3, let line = await daemon.nextLine() {
+            while calls.count < 4, let line = await daemon.nextLine() {
                 if line.hasSuffix(" call") { calls.append(line) }
             }
-            #expect(calls.count == 3, "\(calls)")
+            #expect(calls.count == 4, "\(calls)")
             // Found by what they say, not by order: a call's line is written after its answer
             // leaves, so the next call's may come first.
             func line(_ matching: (String) -> Bool) -> String { calls.first(where: matching) ?? "" }
@@ -108,10 +111,14 @@ struct MetricsTests {
             #expect(save.wholeMatch(of: whole) != nil, "\(save)")
             #expect(ping.contains("rpc.method=healthledger.v1.Ledger/Ping") && ping.contains("principal=app com.example.walk"), "\(ping)")
             #expect(refused.contains("principal=-") && refused.contains("rpc.status=unauthenticated"), "\(refused)")
+            // An operator's call names the operator, and the ledger its request names.
+            let listing = line { $0.contains("Ledger/ListCredentials") }
+            #expect(listing.contains("ledger.id=alice principal=operator rpc.method=healthledger.v1.Ledger/ListCredentials rpc.status=ok"), "\(listing)")
             for line in calls { #expect(!line.contains("187.5") && !line.contains(server.ownerCredential) && !line.contains("nope"), "\(line)") }
             await owner.close()
             await app.close()
             await stranger.close()
+            await admin.close()
         }
     }
 

@@ -65,13 +65,15 @@ package struct CallDispatcher: Sendable {
             do { try store.authenticateOperator(request.credential) } catch let refusal as CredentialRefusal {
                 throw RPCError(.unauthenticated, refusal.description)
             }
+            caller.set(ledger: nil, principal: .operator)
             guard try request.pointInTime() == nil else {
                 throw RPCError(.invalidArgument, "\(method.rawValue) cannot be asked as of a past point", healthErrorCode: .invalidArgument)
             }
             guard case .onStore(let ledger, let run) = try registration.bind(Array(request.payload)) else {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered as an operator method")
             }
-            if let ledger, let refusal = configuration.cluster?.writeRefusal(method.rawValue, ledger: ledger) { throw refusal }
+            if let ledger, !ledger.isEmpty { caller.set(ledger: String(ledger.prefix(200)), principal: .operator) }
+            if registration.writes, let ledger, let refusal = configuration.cluster?.writeRefusal(method.rawValue, ledger: ledger) { throw refusal }
             return .store(run)
         }
         // A write to a member that does not lead the ledger's group goes to its primary before
@@ -461,7 +463,7 @@ final class Authenticated: Sendable {
 
     var identity: (ledger: String?, principal: Principal?) { state.withLock { $0 } }
 
-    func set(ledger: String, principal: Principal) { state.withLock { $0 = (ledger, principal) } }
+    func set(ledger: String?, principal: Principal) { state.withLock { $0 = (ledger, principal) } }
 
     /// Counts the call against its credential's limits, or refuses it.
     func admit(_ credential: String, writes: Bool, configuration: ServerConfiguration) throws {

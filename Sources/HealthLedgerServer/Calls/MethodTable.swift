@@ -40,8 +40,8 @@ enum BoundCall: Sendable {
         _ start: @Sendable (LedgerCall, CallerExecutor?, _ completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) -> Void)
     /// `types`: what the stream reads, whose access it holds while it runs.
     case stream(types: [ObjectType], run: @Sendable (LedgerCall, StreamContext) async throws -> Void)
-    /// The operator's: on the store, before any ledger is chosen.
-    /// An operator's method on the store; `ledger`, the ledger a write changes (nil for a read).
+    /// An operator's method on the store, before any ledger is chosen; `ledger`, the ledger
+    /// its request names (the one a write changes), if any.
     case onStore(ledger: String?, @Sendable (OperatorCall) async throws -> [UInt8])
 }
 
@@ -178,6 +178,18 @@ struct MethodRegistration: Sendable {
         }
     }
 
+    /// An operator method that reads the ledger its request names at `ledger` (the call's log
+    /// line names it).
+    static func onStore<Request: SwiftProtobuf.Message>(
+        _: Request.Type, naming ledger: any KeyPath<Request, String> & Sendable,
+        _ handler: @escaping @Sendable (OperatorCall, Request) async throws -> [UInt8]
+    ) -> Self {
+        MethodRegistration(kind: .unary, answersAsOf: false, isOperatorMethod: true) { payload in
+            let request = try decode(Request.self, payload)
+            return .onStore(ledger: request[keyPath: ledger]) { try await handler($0, request) }
+        }
+    }
+
     /// An operator method that changes the ledger its request names at `ledger` (in a cluster,
     /// only the primary of that ledger's placement group takes it).
     static func onStore<Request: SwiftProtobuf.Message>(
@@ -287,15 +299,15 @@ package enum MethodTable {
         .listLedgers: .onStore(Healthledger_V1_Empty.self) { try $0.listLedgers($1) },
         .issueCredential: .onStore(Healthledger_V1_IssueCredentialRequest.self, writing: \.ledgerID) { try await $0.issueCredential($1) },
         .revokeCredential: .onStore(Healthledger_V1_LedgerCredentialRequest.self, writing: \.ledgerID) { try await $0.revokeCredential($1) },
-        .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self) { try $0.listCredentials($1) },
+        .listCredentials: .onStore(Healthledger_V1_LedgerCredentialRequest.self, naming: \.ledgerID) { try $0.listCredentials($1) },
         .rotateCredential: .onStore(Healthledger_V1_RotateCredentialRequest.self, writing: \.ledgerID) { try await $0.rotateCredential($1) },
         .eraseLedger: .onStore(Healthledger_V1_EraseLedgerRequest.self, writing: \.ledgerID) { try await $0.eraseLedger($1) },
-        .fetchLog: .onStore(Healthledger_V1_FetchLogRequest.self) { try await $0.fetchLog($1) },
-        .fetchSnapshot: .onStore(Healthledger_V1_FetchSnapshotRequest.self) { try await $0.fetchSnapshot($1) },
+        .fetchLog: .onStore(Healthledger_V1_FetchLogRequest.self, naming: \.ledgerID) { try await $0.fetchLog($1) },
+        .fetchSnapshot: .onStore(Healthledger_V1_FetchSnapshotRequest.self, naming: \.ledgerID) { try await $0.fetchSnapshot($1) },
         .clusterStatus: .onStore(Healthledger_V1_Empty.self) { try $0.clusterStatus($1) },
         .watchLedgers: .onStore(Healthledger_V1_WatchLedgersRequest.self) { try await $0.watchLedgers($1) },
-        .forwardAccessRecords: .onStore(Healthledger_V1_ForwardAccessRecordsRequest.self) { try $0.forwardAccessRecords($1) },
-        .fetchAccessRecords: .onStore(Healthledger_V1_FetchAccessRecordsRequest.self) { try $0.fetchAccessRecords($1) },
+        .forwardAccessRecords: .onStore(Healthledger_V1_ForwardAccessRecordsRequest.self, naming: \.ledgerID) { try $0.forwardAccessRecords($1) },
+        .fetchAccessRecords: .onStore(Healthledger_V1_FetchAccessRecordsRequest.self, naming: \.ledgerID) { try $0.fetchAccessRecords($1) },
     ]
 
     private static let managing = Caller.owner(refusingApps: RoleRefusal.managingAuthorization)
