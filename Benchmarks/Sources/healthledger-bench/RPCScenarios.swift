@@ -14,6 +14,8 @@ struct HealthLedgerFigures: Sendable {
     var pingUnixSocketP50 = Figure([])
     var callsInFlight = Figure([])
     var callsInFlightUnixSocket = Figure([])
+    /// The same calls from tasks on the default executor, over TCP.
+    var callsInFlightDefaultExecutor = Figure([])
     /// 64 pings pipelined per batch by a client of the protocol alone, as PostgreSQL's are.
     var callsPipelined = Figure([])
     var callsPipelinedUnixSocket = Figure([])
@@ -133,12 +135,18 @@ final class RPCScenarios: Sendable {
         // 64 calls in flight on the one connection, over TCP and over the Unix socket in turn.
         if plan.wants("calls") {
             var rates: (tcp: [Double], unix: [Double]) = ([], [])
-            func inFlight(_ client: HealthStore) async throws -> Double {
+            /// 64 tasks calling at once, each preferring the store's executor (as the pings
+            /// do), or on the default executor.
+            func inFlight(_ client: HealthStore, preferringItsExecutor: Bool = true) async throws -> Double {
                 let next = Counter()
                 let total = plan.callsInFlight
                 let started = clock.now
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    for _ in 0..<64 { group.addTask { while next.take(below: total) != nil { _ = try await client.ping() } } }
+                    for _ in 0..<64 {
+                        group.addTask(executorPreference: preferringItsExecutor ? client.executor : nil) {
+                            while next.take(below: total) != nil { _ = try await client.ping() }
+                        }
+                    }
                     try await group.waitForAll()
                 }
                 return Double(total) / seconds(clock.now - started)
@@ -151,13 +159,16 @@ final class RPCScenarios: Sendable {
                 try pinger.ping(plan.callsInFlight)
                 return Double(plan.callsInFlight) / seconds(clock.now - started)
             }
+            var defaultExecutor: [Double] = []
             for _ in 0..<plan.rounds {
                 rates.tcp.append(try await inFlight(client))
                 rates.unix.append(try await inFlight(local))
+                defaultExecutor.append(try await inFlight(client, preferringItsExecutor: false))
                 pipelined.tcp.append(try pipelinedRate(pingers.tcp))
                 pipelined.unix.append(try pipelinedRate(pingers.unix))
             }
             figures.callsInFlight = Figure(rates.tcp)
+            figures.callsInFlightDefaultExecutor = Figure(defaultExecutor)
             figures.callsInFlightUnixSocket = Figure(rates.unix)
             figures.callsPipelined = Figure(pipelined.tcp)
             figures.callsPipelinedUnixSocket = Figure(pipelined.unix)

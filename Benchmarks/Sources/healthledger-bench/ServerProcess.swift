@@ -42,14 +42,21 @@ final class ServerProcess: Sendable {
             var signalled = false
             while case let chunk = reader.availableData, !chunk.isEmpty {
                 pending.append(contentsOf: chunk)
-                var start = 0
-                defer { pending.removeFirst(start) }
-                while let newline = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
-                    let bytes = pending[start..<newline]
-                    start = newline + 1
-                    let marked = bytes.withUnsafeBytes { line in markers.contains { Self.find($0, in: line) } }
-                    guard !signalled || marked else { continue }
-                    let line = String(decoding: bytes, as: UTF8.self)
+                // Lines and markers found with memchr: a line per call passes here.
+                let lines = pending.withUnsafeBytes { buffer -> (consumed: Int, kept: [String]) in
+                    var (start, kept) = (0, [String]())
+                    while start < buffer.count, let newline = memchr(buffer.baseAddress! + start, Int32(UInt8(ascii: "\n")), buffer.count - start) {
+                        let end = UnsafeRawPointer(newline) - buffer.baseAddress!
+                        let line = UnsafeRawBufferPointer(rebasing: buffer[start..<end])
+                        start = end + 1
+                        let marked = markers.contains { Self.find($0, in: line) }
+                        if signalled && !marked { continue }
+                        kept.append(String(decoding: line, as: UTF8.self))
+                    }
+                    return (start, kept)
+                }
+                pending.removeFirst(lines.consumed)
+                for line in lines.kept {
                     if !signalled, line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
                         let ports = found.withLock { found in
                             if line.contains("(gRPC)") {
@@ -85,13 +92,18 @@ final class ServerProcess: Sendable {
 
     var processIdentifier: Int32 { process.processIdentifier }
 
-    /// Whether `marker` occurs in `line` (a plain scan: log lines are short).
+    /// Whether `marker` occurs in `line`: each place its first byte does (memchr), compared.
     private static func find(_ marker: [UInt8], in line: UnsafeRawBufferPointer) -> Bool {
         guard let first = marker.first, line.count >= marker.count else { return false }
         return marker.withUnsafeBytes { wanted in
-            (0...(line.count - marker.count)).contains { start in
-                line[start] == first && memcmp(line.baseAddress! + start, wanted.baseAddress!, marker.count) == 0
+            var start = 0
+            let last = line.count - marker.count
+            while start <= last, let found = memchr(line.baseAddress! + start, Int32(first), last - start + 1) {
+                let at = UnsafeRawPointer(found) - line.baseAddress!
+                if memcmp(found, wanted.baseAddress!, marker.count) == 0 { return true }
+                start = at + 1
             }
+            return false
         }
     }
 
