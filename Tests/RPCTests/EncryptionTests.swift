@@ -138,6 +138,25 @@ struct EncryptionTests {
         chmod(loose.path, 0o644)
         let looseRun = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir, "--master-key-file", loose.path])
         #expect(looseRun.status != 0 && looseRun.error.contains("is readable by others (mode 644)"), "\(looseRun.error)")
+        // Readable by its group only when root owns it: a secret Kubernetes mounts for a pod's
+        // fsGroup (0440, owner root, the group the pod's).
+        let shared = URL(filePath: other.path).deletingLastPathComponent().appending(path: "shared.key")
+        try FileManager.default.copyItem(at: URL(filePath: key.path), to: shared)
+        chmod(shared.path, 0o440)
+        if getuid() == 0 {
+            chown(shared.path, 0, 999)
+            let byRoot = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir, "--master-key-file", shared.path])
+            #expect(byRoot.status == 0 && byRoot.output.contains("hash chain intact"), "\(byRoot.output) \(byRoot.error)")
+            chown(shared.path, 999, 999)
+            let byOther = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir, "--master-key-file", shared.path])
+            #expect(byOther.status != 0 && byOther.error.contains("is readable by its group (mode 440) and owned by user 999, not root"), "\(byOther.error)")
+        } else {
+            let byOwner = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir, "--master-key-file", shared.path])
+            #expect(byOwner.status != 0 && byOwner.error.contains("is readable by its group (mode 440)"), "\(byOwner.error)")
+        }
+        chmod(shared.path, 0o460)
+        let groupWritable = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir, "--master-key-file", shared.path])
+        #expect(groupWritable.status != 0 && groupWritable.error.contains("is writable by its group (mode 460)"), "\(groupWritable.error)")
 
         // Rotation re-wraps the data keys: the old key is refused after, the new one opens.
         let rotated = try await runProcess(Self.cli, ["admin", "rotate-master-key", "--data-dir", dataDir, "--master-key-file", key.path, "--new-key-file", other.path])

@@ -26,18 +26,30 @@ public struct MasterKey: Sendable {
         self.path = path
     }
 
+    /// Why a key file of `mode`, owned by user `owner`, is not private enough (nil: it is):
+    /// no permission for others, none but reading for its group, and reading by its group only
+    /// when root owns it — a key the system provides, as Kubernetes mounts a secret for a
+    /// pod's `fsGroup` (mode 0440, owner root), the rule PostgreSQL applies to its key files.
+    static func permissionRefusal(mode: mode_t, owner: uid_t) -> String? {
+        let permissions = String(mode & 0o777, radix: 8)
+        if mode & 0o007 != 0 { return "is readable by others (mode \(permissions)): make it readable by its owner only (chmod 600)" }
+        if mode & 0o030 != 0 { return "is writable by its group (mode \(permissions)): make it readable by its owner only (chmod 600)" }
+        if mode & 0o040 != 0, owner != 0 {
+            return "is readable by its group (mode \(permissions)) and owned by user \(owner), not root: make it readable by its owner only (chmod 600); only a key root owns may be readable by its group"
+        }
+        return nil
+    }
+
     /// Reads the key file at `path`.
     /// - Throws: ``LedgerFailure`` `invalidArgument` naming what is wrong: no such file, a
-    ///   file others may read, or not 64 hexadecimal digits.
+    ///   file others may read (``permissionRefusal(mode:owner:)``), or not 64 hexadecimal digits.
     public static func load(from path: String) throws -> MasterKey {
         var status = stat()
         guard stat(path, &status) == 0 else {
             throw LedgerFailure(.invalidArgument, "the master key file \(path) cannot be read: \(String(cString: strerror(errno)))")
         }
-        guard status.st_mode & 0o077 == 0 else {
-            throw LedgerFailure(
-                .invalidArgument,
-                "the master key file \(path) is readable by others (mode \(String(status.st_mode & 0o777, radix: 8))): make it readable by its owner only (chmod 600)")
+        if let refusal = permissionRefusal(mode: status.st_mode, owner: status.st_uid) {
+            throw LedgerFailure(.invalidArgument, "the master key file \(path) \(refusal)")
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw LedgerFailure(.invalidArgument, "the master key file \(path) cannot be read")
