@@ -122,12 +122,13 @@ public final class WebEndpoint: Service, Sendable {
         return WebRoutes(
             sessions: sessions,
             connect: { credential in
-                // The server's own RPC port: with TLS, trusting the server's own certificate
-                // (a connection to itself, so no host name to check).
+                // The server's own RPC port: with TLS, trusting the authority that issued the
+                // server's certificate, or the certificate itself (a connection to itself, so
+                // no host name to check).
                 HealthStore(
                     configuration: .init(
                         host: host, port: rpcPort, credential: credential,
-                        tls: tls.map { .init(trustRoots: $0.certificateChain, verifyHostname: false) }))
+                        tls: tls.map { .init(trustRoots: $0.authority ?? $0.certificateChain, verifyHostname: false) }))
             }, secure: tls != nil)
     }
 

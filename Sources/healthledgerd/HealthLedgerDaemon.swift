@@ -31,6 +31,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "The data directory [HEALTHLEDGER_DATA_DIR] (default ./data).") var dataDirectory: String?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; enables TLS with --tls-key [HEALTHLEDGER_TLS_CERT].") var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key [HEALTHLEDGER_TLS_KEY].") var tlsKey: String?
+    @Option(name: .customLong("tls-ca"), help: "PEM roots --tls-cert chains to, when that file holds no CA: the web app's calls to this server verify against them (default: --follow-tls-ca when given, else the certificate itself) [HEALTHLEDGER_TLS_CA].") var tlsAuthority: String?
     @Option(name: .customLong("max-frame-size"), help: "Largest frame in bytes [HEALTHLEDGER_MAX_FRAME_SIZE] (default 4 MiB).") var maximumFrameSize: Int?
     @Option(name: .customLong("max-calls"), help: "Concurrent calls per connection [HEALTHLEDGER_MAX_CALLS] (default 128).") var maximumCalls: Int?
     @Option(name: .customLong("max-calls-per-credential"), help: "Calls one credential may have running at once, over all its connections [HEALTHLEDGER_MAX_CALLS_PER_CREDENTIAL] (default 512).") var maximumCallsPerCredential: Int?
@@ -48,7 +49,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("follow-tls-ca"), help: "PEM roots to verify the primary's (or, in a cluster, the other members') TLS certificate with; without it the connection is plain TCP [HEALTHLEDGER_FOLLOW_TLS_CA].") var followTLSCA: String?
     @Option(name: [.customLong("node-id"), .customLong("node-name")], help: "This server's name, unique in its cluster, as its primary's acknowledgements know it [HEALTHLEDGER_NODE_ID] (default: the host name).") var nodeName: String?
 
-    @Option(name: .customLong("etcd"), help: "Join a cluster on etcd, http://HOST:PORT[,…] or, over TLS, https://HOST:PORT[,…]: one member leads and takes every write, the others follow it, and its synchronous standby takes over when it fails [HEALTHLEDGER_ETCD]; needs --cluster-credential-file and --advertise.") var etcd: String?
+    @Option(name: .customLong("etcd"), help: "Join a cluster on etcd, http://HOST:PORT[,…] or, over TLS, https://HOST:PORT[,…]: the ledgers' 16 placement groups are shared out over the members, each group's primary takes its writes and the others follow it, and the group's synchronous standby takes over when its primary fails [HEALTHLEDGER_ETCD]; needs --cluster-credential-file and --advertise.") var etcd: String?
     @Option(name: .customLong("etcd-ca"), help: "PEM: the CA etcd's server certificate chains to, for https:// endpoints (default: the system's trust roots) [HEALTHLEDGER_ETCD_CA].") var etcdCA: String?
     @Option(name: .customLong("etcd-cert"), help: "PEM: this member's client certificate for etcd (its --client-cert-auth), with --etcd-key [HEALTHLEDGER_ETCD_CERT].") var etcdCertificate: String?
     @Option(name: .customLong("etcd-key"), help: "PEM: the private key of --etcd-cert [HEALTHLEDGER_ETCD_KEY].") var etcdKey: String?
@@ -102,8 +103,15 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         let idleSeconds = try number(idleTimeout, "IDLE_TIMEOUT") ?? 300
         configuration.idleTimeout = .seconds(idleSeconds)
         switch (setting(tlsCertificate, "TLS_CERT"), setting(tlsKey, "TLS_KEY")) {
-        case (let certificate?, let key?): configuration.tls = .init(certificateChain: certificate, privateKey: key)
-        case (nil, nil): break
+        case (let certificate?, let key?):
+            // In a cluster, the CA the members check each other with issued this one's too.
+            let authority = setting(tlsAuthority, "TLS_CA") ?? setting(followTLSCA, "FOLLOW_TLS_CA")
+            if let authority, !FileManager.default.isReadableFile(atPath: authority) {
+                throw ValidationError("--tls-ca \(authority) cannot be read")
+            }
+            configuration.tls = .init(certificateChain: certificate, privateKey: key, authority: authority)
+        case (nil, nil):
+            guard setting(tlsAuthority, "TLS_CA") == nil else { throw ValidationError("--tls-ca goes with --tls-cert and --tls-key") }
         default: throw ValidationError("TLS needs both --tls-cert and --tls-key")
         }
         guard configuration.maximumFrameSize >= 1024, configuration.maximumConcurrentCalls >= 1, idleSeconds >= 1 else {

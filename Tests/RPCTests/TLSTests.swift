@@ -132,4 +132,25 @@ struct EndpointTLSTests {
             #expect(plainWeb.status != 200)
         }
     }
+
+    @Test("a certificate an authority issued: the web app's own calls verify it against that authority (--tls-ca), and without it cannot sign anyone in")
+    func issuedCertificate() async throws {
+        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-tls-ca-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let files = try TLSFiles.make(in: directory)
+        for authority in [files.ca.path, nil] {
+            let tls = ServerConfiguration.TLSFiles(certificateChain: files.serverCertificate.path, privateKey: files.serverKey.path, authority: authority)
+            try await withTestServer(configuration: ServerConfiguration(tls: tls), web: true) { server in
+                let signedIn = try await WebEndpointTests.curl([
+                    "--cacert", files.ca.path, "--data-urlencode", "credential=\(server.ownerCredential)", "https://127.0.0.1:\(server.webPort)/sign-in",
+                ])
+                if authority != nil {
+                    #expect(signedIn.status == 303, "\(signedIn.status) \(signedIn.body)")
+                } else {
+                    // The issued certificate alone is no root: the app's call to its own server fails.
+                    #expect(signedIn.status != 303 && signedIn.body.contains("could not be reached"), "\(signedIn.status) \(signedIn.body)")
+                }
+            }
+        }
+    }
 }

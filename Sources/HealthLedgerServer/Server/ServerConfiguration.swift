@@ -80,10 +80,16 @@ public struct ServerConfiguration: Sendable {
     public struct TLSFiles: Sendable {
         public var certificateChain: String
         public var privateKey: String
+        /// PEM roots the server's certificate chains to, when ``certificateChain`` holds no CA
+        /// (a certificate an authority issued): the web app's calls to this server verify
+        /// against them. Nil: against the chain itself (a self-signed certificate, or a chain
+        /// that ends with its CA).
+        public var authority: String?
 
-        public init(certificateChain: String, privateKey: String) {
+        public init(certificateChain: String, privateKey: String, authority: String? = nil) {
             self.certificateChain = certificateChain
             self.privateKey = privateKey
+            self.authority = authority
         }
     }
 
