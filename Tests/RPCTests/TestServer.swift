@@ -175,6 +175,8 @@ final class DaemonProcess: Sendable {
     let metricsPort: Int?
     /// The port of its gRPC endpoint, when started with `grpc: true`.
     let grpcPort: Int?
+    /// The port of its web app, when started with `web: true`.
+    let webPort: Int?
 
     static let executable = AuthCLITests.executable.deletingLastPathComponent().appending(path: "healthledgerd")
 
@@ -183,17 +185,23 @@ final class DaemonProcess: Sendable {
     ///   - environment: variables set for it.
     ///   - metrics: serve `/metrics` on a port of its own (port 0) rather than none.
     ///   - grpc: serve gRPC on a port of its own (port 0) rather than none.
-    init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], metrics: Bool = false, grpc: Bool = false) async throws {
+    ///   - web: serve the web app on a port of its own (port 0) rather than none.
+    init(
+        dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], metrics: Bool = false, grpc: Bool = false, web: Bool = false
+    ) async throws {
         process = try LineProcess(
             Self.executable,
-            ["--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=\(metrics ? 0 : -1)", "--grpc-port=\(grpc ? 0 : -1)", "--web-port=-1", "--log-level", "info"]
-                + arguments,
+            [
+                "--data-dir", dataDirectory.path, "--port", "0", "--metrics-port=\(metrics ? 0 : -1)", "--grpc-port=\(grpc ? 0 : -1)",
+                "--web-port=\(web ? 0 : -1)", "--log-level", "info",
+            ] + arguments,
             readingStandardError: true, environment: environment)
         var lines: [String] = []
         var port: Int?
         var metricsPort: Int?
         var grpcPort: Int?
-        while port == nil || (metrics && metricsPort == nil) || (grpc && grpcPort == nil) {
+        var webPort: Int?
+        while port == nil || (metrics && metricsPort == nil) || (grpc && grpcPort == nil) || (web && webPort == nil) {
             guard let line = await process.nextLine() else {
                 throw DaemonFailure(message: "healthledgerd exited before listening: \(lines.joined(separator: "\n"))")
             }
@@ -202,6 +210,8 @@ final class DaemonProcess: Sendable {
                 metricsPort = Int(address.1)!
             } else if line.contains("listening (gRPC)"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
                 grpcPort = Int(address.1)!
+            } else if line.contains("listening (web)"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
+                webPort = Int(address.1)!
             } else if line.contains("listening"), let address = line.firstMatch(of: /address=\S*:(\d+)/) {
                 port = Int(address.1)!
             }
@@ -209,6 +219,7 @@ final class DaemonProcess: Sendable {
         self.port = port!
         self.metricsPort = metricsPort
         self.grpcPort = grpcPort
+        self.webPort = webPort
     }
 
     struct DaemonFailure: Error { var message: String }
