@@ -56,6 +56,9 @@ public struct AccessRecordsPage: Sendable, Hashable {
     public var next: [UInt8]?
     /// The page stopped at its limit: more may follow now.
     public var hasMore: Bool
+    /// In the order of arrival: the place asked for is not this server's (another copy's, or
+    /// one restored since); ``next`` is its end, and what arrived before it was not read.
+    public var restarted = false
 }
 
 extension HealthStore {
@@ -72,9 +75,13 @@ extension HealthStore {
     /// - Parameters:
     ///   - after: the previous page's ``AccessRecordsPage/next``.
     ///   - limit: records per page (0: 1,000; at most 10,000).
-    public func accessRecords(_ filter: AccessRecordFilter = AccessRecordFilter(), after: [UInt8]? = nil, limit: Int = 0) async throws
-        -> AccessRecordsPage
-    {
+    ///   - inArrivalOrder: the records in the order they arrived at the server rather than by
+    ///     time, to follow them: a follower's records land in their time's place, behind newer
+    ///     ones, but always after the place a follow has reached. Without `after`, the page is
+    ///     the end (no records; its `next` is where to follow from).
+    public func accessRecords(
+        _ filter: AccessRecordFilter = AccessRecordFilter(), after: [UInt8]? = nil, limit: Int = 0, inArrivalOrder: Bool = false
+    ) async throws -> AccessRecordsPage {
         var request = Healthledger_V1_AccessRecordsRequest()
         if let since = filter.since { request.sinceUs = Self.microseconds(since) }
         if let until = filter.until { request.untilUs = Self.microseconds(until) }
@@ -82,9 +89,11 @@ extension HealthStore {
         request.type = filter.type ?? ""
         request.after = Data(after ?? [])
         request.limit = UInt32(clamping: max(limit, 0))
+        request.inArrivalOrder = inArrivalOrder
         let response = try Self.decode(Healthledger_V1_AccessRecordsResponse.self, try await unary(.accessRecords, request))
         return AccessRecordsPage(
-            records: response.records.map(AccessRecord.init), next: response.next.isEmpty ? nil : Array(response.next), hasMore: response.hasMore_p)
+            records: response.records.map(AccessRecord.init), next: response.next.isEmpty ? nil : Array(response.next), hasMore: response.hasMore_p,
+            restarted: response.restarted)
     }
 
     /// Every access record that matches `filter`, summed by reader and type: "com.example.walk

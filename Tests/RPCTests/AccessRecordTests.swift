@@ -173,4 +173,52 @@ struct AccessRecordTests {
             #expect(mixed.status != 0 && mixed.error.contains("--reads filters by --app, --type, --since and --until"), "\(mixed.error)")
         }
     }
+
+    @Test("audit --reads --follow takes the records as they arrive: one that lands late, dated ten minutes back (as a follower's may), is printed after those read before it, and each once")
+    func followTakesLateRecords() async throws {
+        var configuration = try LedgerConfiguration.forTests()
+        configuration.accessFlushInterval = nil
+        try await withTestServer(ledgers: configuration) { server in
+            func arrive(_ method: RPCMethod, secondsAgo: TimeInterval) throws {
+                server.ledger.recordAccess(
+                    AccessRecord(
+                        time: Date().addingTimeInterval(-secondsAgo), credentialID: "0123456789abcdef", principal: .owner, method: method.rawValue,
+                        types: [Samples.heartRate.identifier], objects: 1))
+                #expect(try server.ledger.flushAccessRecords() == 1)
+            }
+            try arrive(.fetch, secondsAgo: 30)
+            let follow = try LineProcess(
+                AuthCLITests.executable, ["audit", "--reads", "--follow", "--json", "--port", "\(server.port)", "--credential", server.ownerCredential])
+            defer { follow.stop() }
+            func nextMethod() async -> String? {
+                guard let line = await follow.nextLine() else { return nil }
+                return (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["method"] as? String
+            }
+            var methods = [await nextMethod()]
+            // Behind the record printed already, by a minute and more, and then one of now.
+            try arrive(.statistics, secondsAgo: 600)
+            try arrive(.querySamples, secondsAgo: 0)
+            methods.append(await nextMethod())
+            methods.append(await nextMethod())
+            // Nothing comes twice: the next line is the next record.
+            try arrive(.fetch, secondsAgo: 0)
+            methods.append(await nextMethod())
+            #expect(methods == ["Fetch", "Statistics", "QuerySamples", "Fetch"])
+
+            // The order of arrival through the SDK: without a place, the end; from a place, what
+            // came after it; a place not this server's, the end again, said so.
+            let owner = server.client()
+            let end = try await owner.accessRecords(inArrivalOrder: true)
+            #expect(end.records.isEmpty && end.next?.count == 24 && !end.restarted)
+            try arrive(.statistics, secondsAgo: 3_600)
+            let after = try await owner.accessRecords(after: end.next, inArrivalOrder: true)
+            #expect(after.records.map(\.methodName) == ["Statistics"] && !after.restarted)
+            let elsewhere = try await owner.accessRecords(after: [UInt8](repeating: 7, count: 24), inArrivalOrder: true)
+            #expect(elsewhere.records.isEmpty && elsewhere.restarted && elsewhere.next == after.next)
+            await expectRPCError(.invalidArgument) { _ = try await owner.accessRecords(after: [1, 2, 3], inArrivalOrder: true) }
+            let app = server.client(server.appCredential)
+            await expectRPCError(.permissionDenied) { _ = try await app.accessRecords(inArrivalOrder: true) }
+        }
+    }
+
 }

@@ -101,16 +101,22 @@ extension LedgerCall {
 
 /// The owner's access records: AccessRecords.
 extension LedgerCall {
-    /// A page of the records that match the request's filters, oldest first.
+    /// A page of the records that match the request's filters, oldest first (or in the order
+    /// they arrived, for following them).
     func accessRecords(_ request: Healthledger_V1_AccessRecordsRequest) throws -> [UInt8] {
         let filter = AccessRecordFilter(
             since: request.hasSinceUs ? date(microseconds: request.sinceUs) : nil, until: request.hasUntilUs ? date(microseconds: request.untilUs) : nil,
             app: request.app.isEmpty ? nil : request.app, type: request.type.isEmpty ? nil : try ObjectType(request.type).identifier)
-        let page = try ledger.accessRecords(filter, after: request.after.isEmpty ? nil : Array(request.after), limit: Int(request.limit), as: principal)
+        let after = request.after.isEmpty ? nil : Array(request.after)
+        let page =
+            request.inArrivalOrder
+            ? try ledger.accessRecordsInArrivalOrder(filter, after: after, limit: Int(request.limit), as: principal)
+            : try ledger.accessRecords(filter, after: after, limit: Int(request.limit), as: principal)
         return try Healthledger_V1_AccessRecordsResponse.with { response in
             response.records = page.records.map(Healthledger_V1_AccessRecord.init)
             if let next = page.next { response.next = Data(next) }
             response.hasMore_p = page.hasMore
+            response.restarted = page.restarted
         }.serializedBytes()
     }
 

@@ -258,6 +258,42 @@ extension Ledger {
         }
     }
 
+    /// The owner's access records that match `filter`, in the order they arrived at this server
+    /// (``accessFeed(after:afterKey:limit:)``: what following them needs, since a follower's
+    /// records land in their time's place, behind newer ones), from place `after` (24 bytes:
+    /// the number, big-endian, and the key of the record there; a page's ``AccessRecordPage/next``).
+    /// Without `after`, no records: the page's `next` is the end, to follow from. A place that
+    /// is not this server's (another copy's, or before a restore) gives the end too, with
+    /// ``AccessRecordPage/restarted``.
+    /// - Throws: ``HealthError`` `authorizationDenied` for an app; `invalidArgument` for a
+    ///   place not of 24 bytes or a range that ends before it starts.
+    public func accessRecordsInArrivalOrder(_ filter: AccessRecordFilter, after: [UInt8]?, limit: Int = 0, as principal: Principal) throws -> AccessRecordPage {
+        if case .app = principal { throw RoleRefusal.readingAccessRecords }
+        if let since = filter.since, let until = filter.until, until < since {
+            throw HealthError.invalidArgument("the range ends before it starts", field: "until_us")
+        }
+        if let after, after.count != 24 { throw HealthError.invalidArgument("not a place in the order the access records arrived in", field: "after") }
+        let end = try read { snapshot in
+            try snapshot.withCursor(on: snapshot.databases.accessFeed) { cursor in
+                try cursor.last().map { KeyEncoding.sequenceKey(KeyEncoding.uint64($0.key, at: 0)) + Array($0.value) }
+            }
+        } ?? [UInt8](repeating: 0, count: 24)
+        guard let after else { return AccessRecordPage(records: [], next: end) }
+        let number = after.withUnsafeBytes { KeyEncoding.uint64($0, at: 0) }
+        let feed = try accessFeed(after: number, afterKey: Array(after[8...]), limit: limit == 0 ? AccessLog.defaultPage : limit)
+        guard !feed.restarted || number == 0 else {
+            var page = AccessRecordPage(records: [], next: end)
+            page.restarted = true
+            return page
+        }
+        let records = feed.records.map { $0.record }.filter { record in
+            filter.matches(record) && filter.since.map { record.time >= $0 } ?? true && filter.until.map { record.time < $0 } ?? true
+        }
+        var page = AccessRecordPage(records: records, next: feed.next == 0 ? after : KeyEncoding.sequenceKey(feed.next) + feed.nextKey)
+        page.hasMore = feed.hasMore
+        return page
+    }
+
     /// Where this copy's access records stand in its primary's order of arrival (the last
     /// page kept with ``keepCopiedAccessRecords(_:now:)``): 0 and empty before the first.
     public func copiedAccessPosition() throws -> (after: UInt64, key: [UInt8]) {

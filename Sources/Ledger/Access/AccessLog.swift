@@ -245,6 +245,8 @@ public struct AccessRecordPage: Sendable {
     public var next: [UInt8]?
     /// The page stopped at its limit (or its scan budget): more may follow now.
     public var hasMore = false
+    /// In the order of arrival: the place asked for is not this server's; the page is its end.
+    public var restarted = false
 
     init(records: [AccessRecord], next: [UInt8]?) {
         self.records = records

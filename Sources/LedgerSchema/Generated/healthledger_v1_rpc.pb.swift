@@ -3443,6 +3443,12 @@ public nonisolated struct Healthledger_V1_AccessRecordsRequest: Sendable {
   /// Most records per page (0: 1,000; at most 10,000).
   public var limit: UInt32 = 0
 
+  /// Records in the order they arrived at this server (its own as written, and those its
+  /// followers or its primary handed it), for following them: `after` and `next` are then
+  /// places in that order (24 bytes), and an empty `after` is the end (no records, `next` the
+  /// place to follow from). The filters still apply.
+  public var inArrivalOrder: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3511,6 +3517,10 @@ public nonisolated struct Healthledger_V1_AccessRecordsResponse: Sendable {
 
   /// The page stopped at its limit (or after 100,000 records read): more may follow now.
   public var hasMore_p: Bool = false
+
+  /// In arrival order: `after` is no place of this server's (another copy's, or one restored
+  /// since); `next` is its end, and records that arrived before it were not read.
+  public var restarted: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -8972,7 +8982,7 @@ nonisolated extension Healthledger_V1_AuditBatch: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Healthledger_V1_AccessRecordsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AccessRecordsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}since_us\0\u{3}until_us\0\u{1}app\0\u{1}type\0\u{1}after\0\u{1}limit\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}since_us\0\u{3}until_us\0\u{1}app\0\u{1}type\0\u{1}after\0\u{1}limit\0\u{3}in_arrival_order\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -8986,6 +8996,7 @@ nonisolated extension Healthledger_V1_AccessRecordsRequest: SwiftProtobuf.Messag
       case 4: try { try decoder.decodeSingularStringField(value: &self.type) }()
       case 5: try { try decoder.decodeSingularBytesField(value: &self.after) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.inArrivalOrder) }()
       default: break
       }
     }
@@ -9014,6 +9025,9 @@ nonisolated extension Healthledger_V1_AccessRecordsRequest: SwiftProtobuf.Messag
     if self.limit != 0 {
       try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 6)
     }
+    if self.inArrivalOrder != false {
+      try visitor.visitSingularBoolField(value: self.inArrivalOrder, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -9024,6 +9038,7 @@ nonisolated extension Healthledger_V1_AccessRecordsRequest: SwiftProtobuf.Messag
     if lhs.type != rhs.type {return false}
     if lhs.after != rhs.after {return false}
     if lhs.limit != rhs.limit {return false}
+    if lhs.inArrivalOrder != rhs.inArrivalOrder {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -9100,7 +9115,7 @@ nonisolated extension Healthledger_V1_AccessRecord: SwiftProtobuf.Message, Swift
 
 nonisolated extension Healthledger_V1_AccessRecordsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AccessRecordsResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}records\0\u{1}next\0\u{3}has_more\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}records\0\u{1}next\0\u{3}has_more\0\u{1}restarted\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9111,6 +9126,7 @@ nonisolated extension Healthledger_V1_AccessRecordsResponse: SwiftProtobuf.Messa
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.records) }()
       case 2: try { try decoder.decodeSingularBytesField(value: &self.next) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.hasMore_p) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.restarted) }()
       default: break
       }
     }
@@ -9126,6 +9142,9 @@ nonisolated extension Healthledger_V1_AccessRecordsResponse: SwiftProtobuf.Messa
     if self.hasMore_p != false {
       try visitor.visitSingularBoolField(value: self.hasMore_p, fieldNumber: 3)
     }
+    if self.restarted != false {
+      try visitor.visitSingularBoolField(value: self.restarted, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -9133,6 +9152,7 @@ nonisolated extension Healthledger_V1_AccessRecordsResponse: SwiftProtobuf.Messa
     if lhs.records != rhs.records {return false}
     if lhs.next != rhs.next {return false}
     if lhs.hasMore_p != rhs.hasMore_p {return false}
+    if lhs.restarted != rhs.restarted {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

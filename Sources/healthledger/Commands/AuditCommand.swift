@@ -144,60 +144,78 @@ struct AuditCommand: AsyncParsableCommand {
         if let ledger {
             do {
                 let ledger = try store.openStore().ledger(ledger)
-                try await Self.pages(follow: follow, since: filter.since, take) { since, after in
+                try await Self.pages(follow: follow, since: filter.since, take) { since, after, arriving in
                     var filter = filter
                     filter.since = since
-                    let page = try ledger.accessRecords(filter, after: after, limit: 10_000, as: .operator)
-                    return (page.records, page.next, page.hasMore)
+                    let page =
+                        arriving
+                        ? try ledger.accessRecordsInArrivalOrder(filter, after: after, limit: 10_000, as: .operator)
+                        : try ledger.accessRecords(filter, after: after, limit: 10_000, as: .operator)
+                    return (page.records, page.next, page.hasMore, page.restarted)
                 }
             } catch { throw fail(error) }
         } else {
             try await connection.withStore { store in
-                try await Self.pages(follow: follow, since: filter.since, take) { since, after in
+                try await Self.pages(follow: follow, since: filter.since, take) { since, after, arriving in
                     var filter = filter
                     filter.since = since
-                    let page = try await store.accessRecords(filter, after: after, limit: 10_000)
-                    return (page.records, page.next, page.hasMore)
+                    let page = try await store.accessRecords(filter, after: after, limit: 10_000, inArrivalOrder: arriving)
+                    return (page.records, page.next, page.hasMore, page.restarted)
                 }
             }
         }
         if summary { printSummary(AccessSummary(collected), since: filter.since) }
     }
 
-    /// How far back a follow reads again: a follower's records reach its primary seconds after
-    /// the reads, in their time's place, behind records of the primary's own read since.
-    static let followLookback: TimeInterval = 60
+    /// How far back a follow remembers what it took: the records it read by time, and those it
+    /// read again after moving to another server.
+    static let followOverlap: TimeInterval = 600
 
-    /// Reads pages (of the records made at or after `since`) until the last; following, asks
-    /// again every second for the records made from ``followLookback`` before the newest one
-    /// taken (or before now, if that is earlier: a record dated ahead of this clock hides
-    /// nothing), and takes those not taken yet.
+    /// Reads pages (of the records made at or after `since`) until the last. Following, it
+    /// then reads every second the records in the order they arrive at the server, from where
+    /// that order stood before its first page (so a follower's record that lands late, in its
+    /// time's place behind newer ones, is still taken), leaving out those the first pages
+    /// took (kept for ``followOverlap``). When the server is another one (a failover), it
+    /// follows from that one's end, after reading by time again the last ``followOverlap``.
     static func pages(
         follow: Bool, since: Date?, _ take: ([AccessRecord]) -> Void,
-        _ page: (_ since: Date?, _ after: [UInt8]?) async throws -> (records: [AccessRecord], next: [UInt8]?, hasMore: Bool)
+        _ page: (_ since: Date?, _ after: [UInt8]?, _ inArrivalOrder: Bool) async throws -> (
+            records: [AccessRecord], next: [UInt8]?, hasMore: Bool, restarted: Bool
+        )
     ) async throws {
-        var (from, after) = (since, [UInt8]?.none)
-        // Following: the newest record taken, and those taken within the lookback before it
-        // (two records alike to the microsecond are one).
-        var newest: Date?
         var taken = Set<AccessRecord>()
+        /// Reads by time from `from`, page after page, taking what was not taken.
+        func read(from: Date?) async throws {
+            var after: [UInt8]?
+            while true {
+                let (records, next, hasMore, _) = try await page(from, after, false)
+                let new = records.filter { !taken.contains($0) }
+                take(new)
+                if follow { remember(new) }
+                after = next ?? after
+                if !hasMore { return }
+            }
+        }
+        func remember(_ records: [AccessRecord]) {
+            let kept = Date().addingTimeInterval(-Self.followOverlap)
+            taken = taken.union(records.lazy.filter { $0.time >= kept }).filter { $0.time >= kept }
+        }
+        var place = follow ? try await page(since, nil, true).next : nil
+        try await read(from: since)
+        guard follow else { return }
         while true {
-            let (records, next, hasMore) = try await page(from, after)
+            let (records, next, hasMore, restarted) = try await page(since, place, true)
+            place = next ?? place
+            if restarted {
+                let overlap = Date().addingTimeInterval(-Self.followOverlap)
+                try await read(from: max(since ?? overlap, overlap))
+                continue
+            }
             let new = records.filter { !taken.contains($0) }
             take(new)
-            after = next ?? after
-            if follow, let last = new.map(\.time).max() {
-                newest = min(max(newest ?? last, last), Date())
-                // A second more than asked for: the server rounds `since` to the microsecond.
-                let kept = newest!.addingTimeInterval(-Self.followLookback - 1)
-                taken = taken.union(new).filter { $0.time >= kept }
-            }
+            remember(new)
             if hasMore { continue }
-            guard follow else { return }
             try await Task.sleep(for: .seconds(1))
-            guard let newest else { continue }
-            let lookback = newest.addingTimeInterval(-Self.followLookback)
-            (from, after) = (max(since ?? lookback, lookback), nil)
         }
     }
 
