@@ -3,6 +3,7 @@ import HealthLedgerRPC
 import HealthLedgerSDK
 import HealthModel
 import Ledger
+import LedgerSchema
 import TestSupport
 import Testing
 
@@ -218,6 +219,29 @@ struct AccessRecordTests {
             await expectRPCError(.invalidArgument) { _ = try await owner.accessRecords(after: [1, 2, 3], inArrivalOrder: true) }
             let app = server.client(server.appCredential)
             await expectRPCError(.permissionDenied) { _ = try await app.accessRecords(inArrivalOrder: true) }
+        }
+    }
+
+
+    @Test("records forwarded to a server that hands its own to a primary (a member that no longer leads the group) go on: its outbox names them; a primary keeps them")
+    func forwardedRecordsGoOn() async throws {
+        try await withTestServer { server throws in
+            func forwarded(secondsAgo: TimeInterval) -> ForwardedAccessRecord {
+                let time = Date().addingTimeInterval(-secondsAgo)
+                var key = [UInt8](repeating: 0, count: 16)
+                let microseconds = UInt64(bitPattern: LedgerSchema.microseconds(time)) ^ (1 << 63)
+                for index in 0..<8 { key[index] = UInt8(truncatingIfNeeded: microseconds >> (56 - 8 * UInt64(index))) }
+                key[15] = 9
+                return ForwardedAccessRecord(
+                    key: key, record: AccessRecord(time: time, credentialID: "c1", principal: .owner, method: RPCMethod.fetch.rawValue, types: [], objects: 1))
+            }
+            #expect(try server.ledger.keepForwardedAccessRecords([forwarded(secondsAgo: 2)]) == 1)
+            #expect(try server.ledger.accessOutboxIsEmpty)
+            server.store.accessForwarding.forward(.everyLedger)
+            defer { server.store.accessForwarding.forward(.none) }
+            let onward = forwarded(secondsAgo: 1)
+            #expect(try server.ledger.keepForwardedAccessRecords([onward]) == 1)
+            #expect(try server.ledger.forwardableAccessRecords().keys == [onward.key])
         }
     }
 

@@ -172,7 +172,9 @@ extension Ledger {
 
     /// Keeps the access records a follower forwarded (the primary's side of
     /// `ForwardAccessRecords`), each under its key, beside this server's own: a key already
-    /// kept, or a record past the retention period, is left out.
+    /// kept, or a record past the retention period, is left out. A server that hands this
+    /// ledger's records to a primary itself (a cluster member sent records for a group it no
+    /// longer leads) names them in its outbox too, for that primary.
     /// - Returns: how many were new.
     /// - Throws: ``HealthError`` `invalidArgument` when a record is malformed
     ///   (``validateForwarded(_:)``); nothing is kept then.
@@ -181,11 +183,16 @@ extension Ledger {
             if let (problem, field) = Self.problem(of: forwarded, now: now) { throw HealthError.invalidArgument(problem, field: "records[\(index)].\(field)") }
         }
         let cutoff = AccessLog.lowest(at: now.addingTimeInterval(-configuration.accessRetention))
+        // Sent here while this server hands the ledger's records on (it no longer leads it): on they go.
+        let forwarding = accessForwarding?.forwards(id) == true
         let kept = try environment.write { txn in
-            try writeAccessRecords(records.filter { !$0.key.lexicographicallyPrecedes(cutoff) }, outbox: false, in: txn)
+            try writeAccessRecords(records.filter { !$0.key.lexicographicallyPrecedes(cutoff) }, outbox: forwarding, in: txn)
         }
-        // Followers copy them (their watch names the ledger).
-        if kept > 0 { changeWatchers.noteAccessRecords() }
+        if kept > 0 {
+            if forwarding { accessForwarding?.note(id) }
+            // Followers copy them (their watch names the ledger).
+            changeWatchers.noteAccessRecords()
+        }
         return kept
     }
 
@@ -318,6 +325,8 @@ extension Ledger {
             if page.next > 0 { try txn.put(KeyEncoding.sequenceKey(page.next) + page.nextKey, forKey: Self.copiedAccessKey, in: databases.meta) }
             return written
         }
+        // This copy's own followers copy them in turn.
+        if kept > 0 { changeWatchers.noteAccessRecords() }
         return (kept, page.records.count - fit.count)
     }
 }
