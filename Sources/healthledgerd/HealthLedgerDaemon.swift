@@ -31,7 +31,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "The data directory [HEALTHLEDGER_DATA_DIR] (default ./data).") var dataDirectory: String?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; enables TLS with --tls-key [HEALTHLEDGER_TLS_CERT].") var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key [HEALTHLEDGER_TLS_KEY].") var tlsKey: String?
-    @Option(name: .customLong("tls-ca"), help: "PEM roots --tls-cert chains to, when that file holds no CA: the web app's calls to this server verify against them (default: --follow-tls-ca when given, else the certificate itself) [HEALTHLEDGER_TLS_CA].") var tlsAuthority: String?
+    @Option(name: .customLong("tls-ca"), help: "PEM roots --tls-cert chains to, when that file holds no CA: the web app's calls to this server verify against them (default: in a cluster --follow-tls-ca, else the certificate itself) [HEALTHLEDGER_TLS_CA].") var tlsAuthority: String?
     @Option(name: .customLong("max-frame-size"), help: "Largest frame in bytes [HEALTHLEDGER_MAX_FRAME_SIZE] (default 4 MiB).") var maximumFrameSize: Int?
     @Option(name: .customLong("max-calls"), help: "Concurrent calls per connection [HEALTHLEDGER_MAX_CALLS] (default 128).") var maximumCalls: Int?
     @Option(name: .customLong("max-calls-per-credential"), help: "Calls one credential may have running at once, over all its connections [HEALTHLEDGER_MAX_CALLS_PER_CREDENTIAL] (default 512).") var maximumCallsPerCredential: Int?
@@ -104,12 +104,15 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         configuration.idleTimeout = .seconds(idleSeconds)
         switch (setting(tlsCertificate, "TLS_CERT"), setting(tlsKey, "TLS_KEY")) {
         case (let certificate?, let key?):
-            // In a cluster, the CA the members check each other with issued this one's too.
-            let authority = setting(tlsAuthority, "TLS_CA") ?? setting(followTLSCA, "FOLLOW_TLS_CA")
-            if let authority, !FileManager.default.isReadableFile(atPath: authority) {
-                throw ValidationError("--tls-ca \(authority) cannot be read")
+            // In a cluster, the CA the members check each other with issued this one's too (a
+            // follower's --follow-tls-ca is its primary's, which may be another).
+            let clustered = !(setting(etcd, "ETCD") ?? "").isEmpty
+            let authority = setting(tlsAuthority, "TLS_CA").map { ($0, "--tls-ca") }
+                ?? (clustered ? setting(followTLSCA, "FOLLOW_TLS_CA").map { ($0, "--follow-tls-ca") } : nil)
+            if let (file, flag) = authority, !FileManager.default.isReadableFile(atPath: file) {
+                throw ValidationError("\(flag) \(file) cannot be read")
             }
-            configuration.tls = .init(certificateChain: certificate, privateKey: key, authority: authority)
+            configuration.tls = .init(certificateChain: certificate, privateKey: key, authority: authority?.0)
         case (nil, nil):
             guard setting(tlsAuthority, "TLS_CA") == nil else { throw ValidationError("--tls-ca goes with --tls-cert and --tls-key") }
         default: throw ValidationError("TLS needs both --tls-cert and --tls-key")

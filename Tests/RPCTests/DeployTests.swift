@@ -38,8 +38,13 @@ extension ClusterTests {
         let credentialFile = secrets.appending(path: "cluster-operator")
         try operatorCredential.write(to: credentialFile, atomically: true, encoding: .utf8)
         for file in [key.path, credentialFile.path, tls.serverKey.path] {
-            chmod(file, 0o440)
-            if getuid() == 0 { chown(file, 0, 999) }
+            if getuid() == 0 {
+                chmod(file, 0o440)
+                chown(file, 0, 999)
+            } else {
+                // Not root, the tests cannot give root a file: the key stays the user's own.
+                chmod(file, 0o400)
+            }
         }
         let files = [
             "/etc/healthledger/tls/tls.crt": tls.serverCertificate.path, "/etc/healthledger/tls/tls.key": tls.serverKey.path,

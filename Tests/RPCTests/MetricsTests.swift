@@ -92,11 +92,15 @@ struct MetricsTests {
             _ = try await app.ping()
             await expectRPCError(.unauthenticated) { _ = try await stranger.ping() }
             _ = try await admin.credentials(ledger: "alice")
+            // A ledger id no ledger has, with a line break: the line stays one line.
+            await expectRPCError(.invalidArgument) { _ = try await admin.credentials(ledger: "x\ny=z") }
             var calls: [String] = []
-            while calls.count < 4, let line = await daemon.nextLine() {
+            while calls.count < 5, let line = await daemon.nextLine() {
                 if line.hasSuffix(" call") { calls.append(line) }
             }
-            #expect(calls.count == 4, "\(calls)")
+            #expect(calls.count == 5, "\(calls)")
+            let escaped = calls.filter { line in line.contains("ledger.id=x_y=z principal=operator") }
+            #expect(escaped.count == 1, "\(calls)")
             // Found by what they say, not by order: a call's line is written after its answer
             // leaves, so the next call's may come first.
             func line(_ matching: (String) -> Bool) -> String { calls.first(where: matching) ?? "" }

@@ -68,7 +68,7 @@ final class PipelinedPinger {
             try output.withUnsafeBytes { bytes in
                 var offset = 0
                 while offset < bytes.count {
-                    let written = write(socket, bytes.baseAddress! + offset, bytes.count - offset)
+                    let written = send(socket, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
                     guard written > 0 else { throw BenchFailure("write failed: errno \(errno)") }
                     offset += written
                 }
@@ -76,6 +76,8 @@ final class PipelinedPinger {
             var ended = 0
             while ended < batch {
                 let body = try nextFrame()
+                // A frame of call 0 (no call id: its first field is its kind) ends no call (§4.8).
+                guard body.first == 0x08 else { throw BenchFailure("the server answered on call 0: \(Array(body.prefix(80)))") }
                 if let code = try Self.statusCode(body) {
                     guard code == 0 else { throw BenchFailure("a pipelined ping ended with status \(code)") }
                     ended += 1

@@ -30,12 +30,35 @@ public struct CallLine: Sendable {
 
     /// The line's fields in the order of their names, as a log handler sorts metadata:
     /// `duration_us`, `ledger.id` (or `-`), `principal` (`owner`, `app com.example.walk`,
-    /// `operator`, or `-`), `rpc.method` and `rpc.status` (`ok`, `permissionDenied`, …).
+    /// `operator`, or `-`), `rpc.method` and `rpc.status` (`ok`, `permissionDenied`, …); the
+    /// principal's name and the client's text as ``printable(_:)``.
     public var fields: [(name: String, value: String)] {
         [
-            ("duration_us", String(microseconds)), ("ledger.id", ledger ?? "-"), ("principal", principal?.description ?? "-"),
-            ("rpc.method", method), ("rpc.status", status),
+            ("duration_us", String(microseconds)), ("ledger.id", Self.printable(ledger ?? "-")), ("principal", principalText),
+            ("rpc.method", Self.printable(method)), ("rpc.status", status),
         ]
+    }
+
+    private var principalText: String {
+        switch principal {
+        case .app(let source)?: "app " + Self.printable(source.bundleIdentifier)
+        case let other?: other.description
+        case nil: "-"
+        }
+    }
+
+    /// `text` as a field's value: spaces and control characters (a client's method name or
+    /// ledger id may hold any) become `_`, so that a value never ends a field or a line.
+    static func printable(_ text: String) -> String {
+        text.utf8.allSatisfy(isPrintable) ? text : String(decoding: text.utf8.map { isPrintable($0) ? $0 : UInt8(ascii: "_") }, as: UTF8.self)
+    }
+
+    private static func isPrintable(_ byte: UInt8) -> Bool { byte > 0x20 && byte != 0x7F }
+
+    private static func append(_ text: String, to line: inout [UInt8]) {
+        let start = line.count
+        line.append(contentsOf: text.utf8)
+        for index in start..<line.count where !isPrintable(line[index]) { line[index] = UInt8(ascii: "_") }
     }
 
     /// Appends ``fields`` to `line` as a log line has them: ` name=value` each.
@@ -43,17 +66,17 @@ public struct CallLine: Sendable {
         line.append(contentsOf: " duration_us=".utf8)
         Self.appendDecimal(microseconds, to: &line)
         line.append(contentsOf: " ledger.id=".utf8)
-        line.append(contentsOf: (ledger ?? "-").utf8)
+        Self.append(ledger ?? "-", to: &line)
         line.append(contentsOf: " principal=".utf8)
         switch principal {
         case .app(let source)?:
             line.append(contentsOf: "app ".utf8)
-            line.append(contentsOf: source.bundleIdentifier.utf8)
+            Self.append(source.bundleIdentifier, to: &line)
         case let other?: line.append(contentsOf: other.description.utf8)
         case nil: line.append(UInt8(ascii: "-"))
         }
         line.append(contentsOf: " rpc.method=".utf8)
-        line.append(contentsOf: method.utf8)
+        Self.append(method, to: &line)
         line.append(contentsOf: " rpc.status=".utf8)
         line.append(contentsOf: status.utf8)
     }

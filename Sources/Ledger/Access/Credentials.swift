@@ -321,8 +321,8 @@ final class CredentialRecordCache: Sendable {
 
 /// Credential strings that authenticated before, parsed and with their secrets hashed, so
 /// a connection's next call with the same string skips the parse, the ledger lookup and the
-/// hash. The record is still read on every call: a revoked credential fails at once. (The
-/// ledger is named, not held: the store closes it when idle.)
+/// hash. The record is still as current as a read (``CredentialRecordCache``): a revoked
+/// credential fails at once. (The ledger is named, not held: the store closes it when idle.)
 final class PresentedCredentials: Sendable {
     struct Entry: Sendable {
         let ledgerID: String

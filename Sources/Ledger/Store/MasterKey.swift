@@ -26,33 +26,47 @@ public struct MasterKey: Sendable {
         self.path = path
     }
 
-    /// Why a key file of `mode`, owned by user `owner`, is not private enough (nil: it is):
-    /// no permission for others, none but reading for its group, and reading by its group only
-    /// when root owns it — a key the system provides, as Kubernetes mounts a secret for a
-    /// pod's `fsGroup` (mode 0440, owner root), the rule PostgreSQL applies to its key files.
-    static func permissionRefusal(mode: mode_t, owner: uid_t) -> String? {
+    /// Why a key file of `mode`, owned by user `owner`, is not private enough for a server
+    /// running as user `reader` (nil: it is) — PostgreSQL's rule for its key files: owned by
+    /// that user or by root; no permission for others; for its group none but reading, and
+    /// reading only when root owns it (a key the system provides, as Kubernetes mounts a Secret
+    /// for a pod's `fsGroup`: mode 0440, owner root).
+    static func permissionRefusal(mode: mode_t, owner: uid_t, reader: uid_t) -> String? {
         let permissions = String(mode & 0o777, radix: 8)
-        if mode & 0o007 != 0 { return "is readable by others (mode \(permissions)): make it readable by its owner only (chmod 600)" }
-        if mode & 0o030 != 0 { return "is writable by its group (mode \(permissions)): make it readable by its owner only (chmod 600)" }
+        let fix = "make it the server's user's and readable by it only (chmod 600)"
+        if mode & 0o007 != 0 { return "is open to others (mode \(permissions)): \(fix)" }
+        if owner != reader, owner != 0 { return "is owned by user \(owner), neither the server's user (\(reader)) nor root: \(fix)" }
+        if mode & 0o030 != 0 { return "is open to its group beyond reading (mode \(permissions)): \(fix)" }
         if mode & 0o040 != 0, owner != 0 {
-            return "is readable by its group (mode \(permissions)) and owned by user \(owner), not root: make it readable by its owner only (chmod 600); only a key root owns may be readable by its group"
+            return "is readable by its group (mode \(permissions)) and not root's: \(fix); only a key root owns may be readable by its group"
         }
         return nil
     }
 
-    /// Reads the key file at `path`.
+    /// Reads the key file at `path` (its permissions checked on the file opened, then read).
     /// - Throws: ``LedgerFailure`` `invalidArgument` naming what is wrong: no such file, a
-    ///   file others may read (``permissionRefusal(mode:owner:)``), or not 64 hexadecimal digits.
+    ///   file others may read (``permissionRefusal(mode:owner:reader:)``), or not 64 hexadecimal digits.
     public static func load(from path: String) throws -> MasterKey {
-        var status = stat()
-        guard stat(path, &status) == 0 else {
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
             throw LedgerFailure(.invalidArgument, "the master key file \(path) cannot be read: \(String(cString: strerror(errno)))")
         }
-        if let refusal = permissionRefusal(mode: status.st_mode, owner: status.st_uid) {
+        defer { Glibc.close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            throw LedgerFailure(.invalidArgument, "the master key file \(path) cannot be read: \(String(cString: strerror(errno)))")
+        }
+        if let refusal = permissionRefusal(mode: status.st_mode, owner: status.st_uid, reader: geteuid()) {
             throw LedgerFailure(.invalidArgument, "the master key file \(path) \(refusal)")
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw LedgerFailure(.invalidArgument, "the master key file \(path) cannot be read")
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 256)
+        while data.count <= 1_024 {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else { throw LedgerFailure(.invalidArgument, "the master key file \(path) cannot be read: \(String(cString: strerror(errno)))") }
+            if count == 0 { break }
+            data += chunk[..<count]
         }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard text.count == 64, let raw = hexBytes(text) else {
