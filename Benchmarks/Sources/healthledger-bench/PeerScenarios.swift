@@ -4,7 +4,8 @@ import HealthModel
 
 /// A peer's figures for the scenarios it can do.
 struct PeerFigures: Sendable {
-    /// Ping p50 and 64 pipelined calls in flight, over the Unix socket and over TCP loopback.
+    /// Ping p50 and 64 pipelined calls in flight, over the Unix socket and over TCP loopback:
+    /// measured in HealthLedger's rounds (``RPCScenarios/run(_:peerConnections:)``).
     var pingUnixSocket: Figure?
     var pingTCP: Figure?
     var callsInFlightUnixSocket: Figure?
@@ -35,45 +36,6 @@ struct PeerScenarios {
         let clock = ContinuousClock()
         let (workload, plan, peer) = (self.workload, self.plan, self.peer)
         let connection = try peer.connect()
-
-        if let postgres = peer as? PostgresPeer {
-            // Pings one after another, then 64 `SELECT 1` pipelined per sync, on one connection
-            // over each transport, the transports alternating round by round.
-            let overTCP = try postgres.connectOverTCP()
-            var pings: (unix: [Double], tcp: [Double]) = ([], [])
-            var calls: (unix: [Double], tcp: [Double]) = ([], [])
-            func pingP50(_ connection: any PeerConnection) throws -> Double {
-                var times: [Double] = []
-                for _ in 0..<plan.pings {
-                    let started = clock.now
-                    try connection.ping()
-                    times.append(seconds(clock.now - started) * 1e6)
-                }
-                return percentile(times.sorted(), 0.5)
-            }
-            func pipelinedRate(_ connection: any PeerConnection) throws -> Double {
-                guard let pipelined = connection as? any PipelinedPeerConnection else { throw BenchFailure("\(peer.name) does not pipeline") }
-                let started = clock.now
-                var done = 0
-                while done < plan.callsInFlight {
-                    let count = min(64, plan.callsInFlight - done)
-                    try pipelined.pipelinedPings(count)
-                    done += count
-                }
-                return Double(plan.callsInFlight) / seconds(clock.now - started)
-            }
-            for _ in 0..<plan.rounds {
-                pings.unix.append(try pingP50(connection))
-                pings.tcp.append(try pingP50(overTCP))
-                calls.unix.append(try pipelinedRate(connection))
-                calls.tcp.append(try pipelinedRate(overTCP))
-            }
-            (figures.pingUnixSocket, figures.pingTCP) = (Figure(pings.unix), Figure(pings.tcp))
-            (figures.callsInFlightUnixSocket, figures.callsInFlightTCP) = (Figure(calls.unix), Figure(calls.tcp))
-            print(String(
-                format: "  %@: ping p50 %.1f µs (Unix socket), %.1f µs (TCP); 64 calls in flight %.0f calls/s (Unix socket), %.0f calls/s (TCP)", peer.name,
-                figures.pingUnixSocket!.median, figures.pingTCP!.median, figures.callsInFlightUnixSocket!.median, figures.callsInFlightTCP!.median))
-        }
 
         // Batched ingest: 1,000 samples per transaction, 4 clients.
         var rates: [Double] = []

@@ -1,3 +1,4 @@
+import BenchmarkPeers
 import Foundation
 import HealthLedgerSDK
 import HealthModel
@@ -19,6 +20,14 @@ struct HealthLedgerFigures: Sendable {
     /// 64 pings pipelined per batch by a client of the protocol alone, as PostgreSQL's are.
     var callsPipelined = Figure([])
     var callsPipelinedUnixSocket = Figure([])
+    /// Pings one at a time from that client (``ProtocolPinger``), over TCP and the Unix socket.
+    var pingProtocolClient = Figure([])
+    var pingProtocolClientUnixSocket = Figure([])
+    /// The peer's pings and pipelined pings, measured in the same rounds (nil without a peer).
+    var peerPingTCP: Figure?
+    var peerPingUnixSocket: Figure?
+    var peerPipelinedTCP: Figure?
+    var peerPipelinedUnixSocket: Figure?
     var batchedIngest = Figure([])
     var serverResidentMiB: [Double]?
     var concurrentSaves = Figure([])
@@ -93,7 +102,17 @@ final class RPCScenarios: Sendable {
         HealthStore(configuration: HealthStoreConfiguration(host: "unix:\(unixSocket)", credential: owners[ledger]!))
     }
 
-    func run(_ plan: Plan) async throws -> HealthLedgerFigures {
+    /// Runs each of `measurements` once per round, each round starting one further along the
+    /// list, so that none is always first or always after the same one.
+    private static func inTurns(_ rounds: Int, _ measurements: [() async throws -> Void]) async throws {
+        for round in 0..<rounds {
+            for index in measurements.indices { try await measurements[(round + index) % measurements.count]() }
+        }
+    }
+
+    /// - Parameter peerConnections: a peer's connections over TCP and its Unix socket, whose
+    ///   pings and pipelined pings are measured in the same rounds as HealthLedger's.
+    func run(_ plan: Plan, peerConnections: PeerPingConnections? = nil) async throws -> HealthLedgerFigures {
         var figures = HealthLedgerFigures()
         let clock = ContinuousClock()
         let workload = self.workload
@@ -103,14 +122,20 @@ final class RPCScenarios: Sendable {
         defer { Task { await local.close() } }
         _ = try await local.ping()
 
-        // Unary pings, one after another on one connection: each round from a task preferring
-        // the store's executor over TCP, then over the Unix socket, then from a task on the
-        // default executor over TCP.
+        // Unary pings, one after another on one connection, and 64 pings pipelined per batch:
+        // through the SDK, from a client of the protocol alone on a blocking socket, and from
+        // the peer's own client (PostgreSQL's libpq) when one is given, each over TCP and over
+        // the Unix socket, all in the same rounds (``inTurns(_:_:)``). A ping's time on this
+        // host is mostly the wake-up of an idle CPU, which swings with whatever else runs: only
+        // figures taken in the same minutes compare.
+        let credential = owners[Self.ingestLedger]!
+        let pingers = (
+            tcp: try ProtocolPinger(tcpPort: server.port, credential: credential),
+            unix: try ProtocolPinger(unixSocket: unixSocket, credential: credential))
         if plan.wants("ping") {
-            var p50s: [Double] = []
-            var p99s: [Double] = []
-            var defaultP50s: [Double] = []
-            var unixP50s: [Double] = []
+            var sdk: (p50: [Double], p99: [Double], unix: [Double], defaultExecutor: [Double]) = ([], [], [], [])
+            var plain: (tcp: [Double], unix: [Double]) = ([], [])
+            var peer: (tcp: [Double], unix: [Double]) = ([], [])
             func pings(_ client: HealthStore) async throws -> [Double] {
                 var times: [Double] = []
                 for _ in 0..<plan.pings {
@@ -120,21 +145,48 @@ final class RPCScenarios: Sendable {
                 }
                 return times.sorted()
             }
-            for _ in 0..<plan.rounds {
-                let times = try await withTaskExecutorPreference(client.executor) { try await pings(client) }
-                p50s.append(percentile(times, 0.5))
-                p99s.append(percentile(times, 0.99))
-                unixP50s.append(percentile(try await withTaskExecutorPreference(local.executor) { try await pings(local) }, 0.5))
-                defaultP50s.append(percentile(try await pings(client), 0.5))
+            func p50(_ ping: () throws -> Void) throws -> Double {
+                var times: [Double] = []
+                for _ in 0..<plan.pings {
+                    let started = clock.now
+                    try ping()
+                    times.append(seconds(clock.now - started) * 1e6)
+                }
+                return percentile(times.sorted(), 0.5)
             }
-            figures.pingP50 = Figure(p50s)
-            figures.pingP99 = Figure(p99s)
-            figures.pingP50DefaultExecutor = Figure(defaultP50s)
-            figures.pingUnixSocketP50 = Figure(unixP50s)
+            var turns: [() async throws -> Void] = [
+                {
+                    let times = try await withTaskExecutorPreference(client.executor) { try await pings(client) }
+                    sdk.p50.append(percentile(times, 0.5))
+                    sdk.p99.append(percentile(times, 0.99))
+                },
+                { sdk.unix.append(percentile(try await withTaskExecutorPreference(local.executor) { try await pings(local) }, 0.5)) },
+                { sdk.defaultExecutor.append(percentile(try await pings(client), 0.5)) },
+                { plain.tcp.append(try p50 { try pingers.tcp.ping() }) },
+                { plain.unix.append(try p50 { try pingers.unix.ping() }) },
+            ]
+            if let peerConnections {
+                turns.append { peer.tcp.append(try p50 { try peerConnections.tcp.ping() }) }
+                turns.append { peer.unix.append(try p50 { try peerConnections.unixSocket.ping() }) }
+            }
+            try await Self.inTurns(plan.rounds, turns)
+            figures.pingP50 = Figure(sdk.p50)
+            figures.pingP99 = Figure(sdk.p99)
+            figures.pingP50DefaultExecutor = Figure(sdk.defaultExecutor)
+            figures.pingUnixSocketP50 = Figure(sdk.unix)
+            figures.pingProtocolClient = Figure(plain.tcp)
+            figures.pingProtocolClientUnixSocket = Figure(plain.unix)
+            if !peer.tcp.isEmpty {
+                figures.peerPingTCP = Figure(peer.tcp)
+                figures.peerPingUnixSocket = Figure(peer.unix)
+            }
         }
-        // 64 calls in flight on the one connection, over TCP and over the Unix socket in turn.
+        // 64 calls in flight on the one connection: through the SDK, and pipelined by the
+        // protocol's client and the peer's, over TCP and the Unix socket, in the same rounds.
         if plan.wants("calls") {
-            var rates: (tcp: [Double], unix: [Double]) = ([], [])
+            var rates: (tcp: [Double], unix: [Double], defaultExecutor: [Double]) = ([], [], [])
+            var pipelined: (tcp: [Double], unix: [Double]) = ([], [])
+            var peer: (tcp: [Double], unix: [Double]) = ([], [])
             /// 64 tasks calling at once, each preferring the store's executor (as the pings
             /// do), or on the default executor.
             func inFlight(_ client: HealthStore, preferringItsExecutor: Bool = true) async throws -> Double {
@@ -151,27 +203,38 @@ final class RPCScenarios: Sendable {
                 }
                 return Double(total) / seconds(clock.now - started)
             }
-            var pipelined: (tcp: [Double], unix: [Double]) = ([], [])
-            let credential = owners[Self.ingestLedger]!
-            let pingers = (tcp: try PipelinedPinger(tcpPort: server.port, credential: credential), unix: try PipelinedPinger(unixSocket: unixSocket, credential: credential))
-            func pipelinedRate(_ pinger: PipelinedPinger) throws -> Double {
+            /// Calls per second of `plan.callsInFlight` pings sent 64 per batch.
+            func pipelinedRate(_ batch: (Int) throws -> Void) throws -> Double {
                 let started = clock.now
-                try pinger.ping(plan.callsInFlight)
+                var done = 0
+                while done < plan.callsInFlight {
+                    let count = min(64, plan.callsInFlight - done)
+                    try batch(count)
+                    done += count
+                }
                 return Double(plan.callsInFlight) / seconds(clock.now - started)
             }
-            var defaultExecutor: [Double] = []
-            for _ in 0..<plan.rounds {
-                rates.tcp.append(try await inFlight(client))
-                rates.unix.append(try await inFlight(local))
-                defaultExecutor.append(try await inFlight(client, preferringItsExecutor: false))
-                pipelined.tcp.append(try pipelinedRate(pingers.tcp))
-                pipelined.unix.append(try pipelinedRate(pingers.unix))
+            var turns: [() async throws -> Void] = [
+                { rates.tcp.append(try await inFlight(client)) },
+                { rates.unix.append(try await inFlight(local)) },
+                { rates.defaultExecutor.append(try await inFlight(client, preferringItsExecutor: false)) },
+                { pipelined.tcp.append(try pipelinedRate { try pingers.tcp.ping($0) }) },
+                { pipelined.unix.append(try pipelinedRate { try pingers.unix.ping($0) }) },
+            ]
+            if let peerConnections {
+                turns.append { peer.tcp.append(try pipelinedRate { try peerConnections.tcp.pipelinedPings($0) }) }
+                turns.append { peer.unix.append(try pipelinedRate { try peerConnections.unixSocket.pipelinedPings($0) }) }
             }
+            try await Self.inTurns(plan.rounds, turns)
             figures.callsInFlight = Figure(rates.tcp)
-            figures.callsInFlightDefaultExecutor = Figure(defaultExecutor)
+            figures.callsInFlightDefaultExecutor = Figure(rates.defaultExecutor)
             figures.callsInFlightUnixSocket = Figure(rates.unix)
             figures.callsPipelined = Figure(pipelined.tcp)
             figures.callsPipelinedUnixSocket = Figure(pipelined.unix)
+            if !peer.tcp.isEmpty {
+                figures.peerPipelinedTCP = Figure(peer.tcp)
+                figures.peerPipelinedUnixSocket = Figure(peer.unix)
+            }
         }
         if plan.wants("ingest") {
             // Batched durable ingest: 1,000 samples per call, 4 calls in flight.
@@ -391,4 +454,11 @@ final class RPCScenarios: Sendable {
         figures.anchoredPage = Figure(ownerP50s)
         figures.anchoredPageDeniedApp = Figure(appP50s)
     }
+}
+
+/// A peer's connections for the pings measured beside HealthLedger's: over TCP loopback and
+/// over its Unix socket.
+struct PeerPingConnections {
+    let tcp: any PipelinedPeerConnection
+    let unixSocket: any PipelinedPeerConnection
 }

@@ -50,12 +50,38 @@ struct ReportCommand: AsyncParsableCommand {
         report.referenceOutput = reference.output
         print(reference.summary)
 
+        // The peers start first: PostgreSQL's pings are measured in HealthLedger's rounds.
+        var peerDatabases: [any PeerDatabase] = []
+        var peerDirectories: [URL] = []
+        defer {
+            for peer in peerDatabases { peer.stop() }
+            for directory in peerDirectories { try? FileManager.default.removeItem(at: directory) }
+        }
+        for name in peers.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !name.isEmpty && plan.only == nil {
+            // A short path: PostgreSQL's socket lives in it, and socket paths are limited to 107 bytes.
+            let directory = URL(filePath: "/tmp/hl-\(name)-\(UInt32.random(in: 0...UInt32.max))", directoryHint: .isDirectory)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            peerDirectories.append(directory)
+            switch name {
+            case "postgresql": peerDatabases.append(try PostgresPeer.start(in: directory))
+            case "sqlite": peerDatabases.append(try SQLitePeer.open(in: directory))
+            default: throw BenchFailure("unknown peer '\(name)': postgresql or sqlite")
+            }
+        }
+        let postgres = peerDatabases.lazy.compactMap { $0 as? PostgresPeer }.first
+        let peerConnections = try postgres.map { postgres in
+            guard let tcp = try postgres.connectOverTCP() as? any PipelinedPeerConnection,
+                  let unixSocket = try postgres.connect() as? any PipelinedPeerConnection
+            else { throw BenchFailure("\(postgres.name) does not pipeline") }
+            return PeerPingConnections(tcp: tcp, unixSocket: unixSocket)
+        }
+
         // HealthLedger: the server as a process of its own, reached over loopback.
         let server = try await RPCScenarios.start(
             executable: URL(filePath: binaries).appending(path: "healthledgerd"), dataDirectory: scratch.appending(path: "server"), workload: workload)
         let healthLedger: HealthLedgerFigures
         do {
-            healthLedger = try await server.run(plan)
+            healthLedger = try await server.run(plan, peerConnections: peerConnections)
         } catch {
             await server.stop()
             throw error
@@ -69,22 +95,15 @@ struct ReportCommand: AsyncParsableCommand {
             ? try await Self.ingestInProcess(scratch.appending(path: "in-process"), workload: workload, plan: plan) : Figure([])
 
         var peerFigures: [(name: String, figures: PeerFigures)] = []
-        for name in peers.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !name.isEmpty && plan.only == nil {
-            // A short path: PostgreSQL's socket lives in it, and socket paths are limited to 107 bytes.
-            let directory = URL(filePath: "/tmp/hl-\(name)-\(UInt32.random(in: 0...UInt32.max))", directoryHint: .isDirectory)
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let peer: any PeerDatabase
-            switch name {
-            case "postgresql": peer = try PostgresPeer.start(in: directory)
-            case "sqlite": peer = try SQLitePeer.open(in: directory)
-            default: throw BenchFailure("unknown peer '\(name)': postgresql or sqlite")
-            }
+        for peer in peerDatabases {
             print("== peer: \(peer.name)")
-            defer { peer.stop() }
-            let figures = try PeerScenarios(
+            var figures = try PeerScenarios(
                 peer: peer, workload: workload, plan: plan, sourcePriority: healthLedger.sourcePriority, expectedDailySums: healthLedger.dailySums
             ).run()
+            if peer is PostgresPeer {
+                (figures.pingTCP, figures.pingUnixSocket) = (healthLedger.peerPingTCP, healthLedger.peerPingUnixSocket)
+                (figures.callsInFlightTCP, figures.callsInFlightUnixSocket) = (healthLedger.peerPipelinedTCP, healthLedger.peerPipelinedUnixSocket)
+            }
             peerFigures.append((peer.name, figures))
         }
         // The Apple Health import, through a server of its own on a data directory of its own.
@@ -138,6 +157,17 @@ struct ReportCommand: AsyncParsableCommand {
         localPing.references += peer(\.pingUnixSocket)
         localPing.notes.append("healthledgerd --unix-socket, the client at unix:PATH; PostgreSQL over its own Unix socket")
         results.append(localPing)
+        var plainPing = ScenarioResult(
+            name: "unary ping from a client of the protocol alone, TCP (p50)", unit: "µs", direction: .lowerIsBetter, target: 50,
+            targetText: "p50 ≤ 50 µs", healthLedger: hl.pingProtocolClient)
+        plainPing.references += peer(\.pingTCP)
+        plainPing.notes.append("one Ping frame at a time on a blocking socket, as libpq sends SELECT 1: the server's part of a ping, without the SDK's; in the same rounds as the SDK's and PostgreSQL's")
+        results.append(plainPing)
+        var plainLocalPing = ScenarioResult(
+            name: "unary ping from a client of the protocol alone, Unix socket (p50)", unit: "µs", direction: .lowerIsBetter, target: 50,
+            targetText: "p50 ≤ 50 µs", healthLedger: hl.pingProtocolClientUnixSocket)
+        plainLocalPing.references += peer(\.pingUnixSocket)
+        results.append(plainLocalPing)
         var calls = ScenarioResult(
             name: "64 calls in flight, one connection, TCP", unit: "calls/s", direction: .higherIsBetter, target: 50_000, targetText: "≥ 50,000 calls/s",
             healthLedger: hl.callsInFlight)
@@ -353,7 +383,11 @@ struct ReportCommand: AsyncParsableCommand {
             .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
         let memory = (try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8))?
             .split(separator: "\n").first { $0.hasPrefix("MemTotal") }?.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-        return "\(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(memory >> 20) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
+        // A virtual machine's idle CPUs halt unless the guest polls first: waking one then
+        // costs tens of microseconds, most of a ping's time between two processes.
+        let haltPoll = (try? String(contentsOfFile: "/sys/module/haltpoll/parameters/guest_halt_poll_ns", encoding: .utf8))
+            .map { ", guest halt polling \($0.trimmingCharacters(in: .whitespacesAndNewlines)) ns" } ?? ""
+        return "\(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(memory >> 20) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)\(haltPoll)"
     }
 
     /// Where the hand-written analysis of a report begins; `--write` keeps it.

@@ -1,16 +1,21 @@
 import Foundation
 
-/// Pings on one connection pipelined as PostgreSQL's client pipelines its queries in the
-/// peers' scenario: `depth` request frames written at once, then their answers read, over and
-/// over. A client written from docs/PROTOCOL.md alone (§3 framing, §7.1 Ping) on a blocking
-/// socket, so that the figure beside libpq's pipeline is the server's, not the SDK's.
-final class PipelinedPinger {
+/// Pings on one connection from a client written from docs/PROTOCOL.md alone (§3 framing,
+/// §7.1 Ping) on a blocking socket, as libpq is PostgreSQL's: one at a time (``ping()``), or
+/// pipelined as libpq pipelines its queries (``ping(_:depth:)``: `depth` request frames
+/// written at once, then their answers read, over and over). Beside libpq's figures, the
+/// server's cost per call, without the SDK's.
+final class ProtocolPinger {
     private let socket: Int32
     /// `method` and `credential` of a Ping's `CallRequest`, encoded once.
     private let requestFields: [UInt8]
     private var nextID: UInt64 = 1
     private var input: [UInt8] = []
     private var consumed = 0
+    /// What each read fills, allocated once.
+    private var chunk = [UInt8](repeating: 0, count: 65_536)
+    /// The request frames of a batch, reused.
+    private var output: [UInt8] = []
 
     /// Connects to the server's Unix domain socket when given, else to its TCP port on 127.0.0.1.
     init(tcpPort: Int? = nil, unixSocket: String? = nil, credential: String) throws {
@@ -48,11 +53,13 @@ final class PipelinedPinger {
 
     deinit { close(socket) }
 
+    /// One ping, answered.
+    func ping() throws { try ping(1, depth: 1) }
+
     /// Sends `count` pings, `depth` at a time, each batch written at once and all its
     /// answers read before the next.
     func ping(_ count: Int, depth: Int = 64) throws {
         var done = 0
-        var output: [UInt8] = []
         while done < count {
             let batch = min(depth, count - done)
             output.removeAll(keepingCapacity: true)
@@ -103,7 +110,6 @@ final class PipelinedPinger {
                 input.removeFirst(consumed)
                 consumed = 0
             }
-            var chunk = [UInt8](repeating: 0, count: 65_536)
             let read = chunk.withUnsafeMutableBytes { Foundation.read(socket, $0.baseAddress, $0.count) }
             guard read > 0 else { throw BenchFailure("the server closed the connection") }
             input.append(contentsOf: chunk[..<read])
