@@ -647,6 +647,85 @@ struct ReplicationTests {
 
 @Suite("Replication between healthledgerd processes")
 struct ReplicationProcessTests {
+    @Test("a follower of a follower: it copies every ledger (one created later too), its refusal of a write leads the SDK through the follower to the primary, and its reads reach the primary's records")
+    func followerOfAFollower() async throws {
+        let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cascade-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let directories = (primary: base.appending(path: "primary"), middle: base.appending(path: "middle"), leaf: base.appending(path: "leaf"))
+        let credentialFiles = (primary: base.appending(path: "primary-operator"), middle: base.appending(path: "middle-operator"))
+        let (owner, operatorCredential): (String, String)
+        do {
+            let store = try LedgerStore(directory: directories.primary, configuration: try .forTests())
+            owner = try await store.createLedger(id: "alice").issueCredential(for: .owner)
+            try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+            operatorCredential = try store.issueOperatorCredential(label: "replication")
+            try operatorCredential.write(to: credentialFiles.primary, atomically: true, encoding: .utf8)
+            // The leaf follows the middle one: an operator credential of the middle one's own.
+            try LedgerStore(directory: directories.middle, configuration: try .forTests()).issueOperatorCredential(label: "replication")
+                .write(to: credentialFiles.middle, atomically: true, encoding: .utf8)
+        }
+        let primary = try await DaemonProcess(dataDirectory: directories.primary, arguments: ["--follower-window", "600"])
+        defer { primary.stop() }
+        let middle = try await DaemonProcess(
+            dataDirectory: directories.middle,
+            arguments: ["--follow", "127.0.0.1:\(primary.port)", "--follow-credential-file", credentialFiles.primary.path, "--node-name", "middle"])
+        defer { middle.stop() }
+        let leaf = try await DaemonProcess(
+            dataDirectory: directories.leaf,
+            arguments: ["--follow", "127.0.0.1:\(middle.port)", "--follow-credential-file", credentialFiles.middle.path, "--node-name", "leaf"])
+        defer { leaf.stop() }
+        func store(_ port: Int, _ credential: String) -> HealthStore {
+            HealthStore(configuration: .init(port: port, credential: credential, timeout: .seconds(120)))
+        }
+        func count(on port: Int, _ credential: String) async throws -> Int {
+            let reader = store(port, credential)
+            defer { Task { await reader.close() } }
+            return try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).count
+        }
+        /// Whether the server at `port` comes to hold `expected` samples (polling for up to ten minutes).
+        func holds(_ expected: Int, on port: Int, _ credential: String) async throws -> Bool {
+            for _ in 0..<12_000 {
+                if (try? await count(on: port, credential)) == expected { return true }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return false
+        }
+        let writer = store(primary.port, owner)
+        defer { Task { await writer.close() } }
+        for index in 0..<3 { try await writer.save(Samples.heartRate(60 + Double(index), at: Double(index))) }
+        #expect(try await holds(3, on: leaf.port, owner))
+
+        // A ledger created on the primary afterwards reaches the leaf through the middle one.
+        let operatorStore = store(primary.port, operatorCredential)
+        defer { Task { await operatorStore.close() } }
+        let bob = try await operatorStore.createLedger(id: "bob")
+        let bobOwner = try await operatorStore.issueCredential(ledger: bob, for: .owner)
+        let bobWriter = store(primary.port, bobOwner)
+        defer { Task { await bobWriter.close() } }
+        try await bobWriter.save(Samples.heartRate(70, at: 0))
+        #expect(try await holds(1, on: leaf.port, bobOwner))
+
+        // A save sent to the leaf: refused naming the middle one, whose refusal names the
+        // primary; the SDK follows both and the save is on every copy.
+        let roaming = store(leaf.port, owner)
+        defer { Task { await roaming.close() } }
+        try await roaming.save(Samples.heartRate(99, at: 100))
+        #expect(try await count(on: primary.port, owner) == 4)
+        #expect(try await holds(4, on: leaf.port, owner))
+
+        // The leaf's reads reach the primary's records through the middle one: of alice's
+        // queries, the primary answered one and the middle one none, the leaf at least two
+        // (calls alike within a second share a record, counted in its calls).
+        var queries: UInt64 = 0
+        var polls = 0
+        while queries < 3, polls < 12_000 {
+            queries = try await writer.accessRecords().records.filter { $0.methodName == "QuerySamples" }.reduce(0) { $0 + $1.calls }
+            polls += 1
+            if queries < 3 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(queries >= 3, "the leaf's reads never reached the primary's access records")
+    }
+
     @Test("healthledgerd --follow serves the primary's ledgers, refuses writes, and after kill -9 resumes from its own head")
     func followerDaemon() async throws {
         let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-follow-\(UUID().uuidString)")
