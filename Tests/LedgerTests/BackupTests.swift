@@ -35,7 +35,7 @@ struct BackupTests {
         try JSONSerialization.data(withJSONObject: object).write(to: url)
     }
 
-    @Test("a backup holds the ledger as of its head, verifies without being changed, and restores under its own id or another")
+    @Test("a backup holds the ledger as of its head, verifies without being changed, and restores under its own id or another, announced to the store's watchers")
     func backupAndRestore() async throws {
         let temporary = try TemporaryStore()
         let scratch = Scratch()
@@ -74,8 +74,11 @@ struct BackupTests {
         #expect(try Data(contentsOf: destination.appending(path: "data.mdb")) == data, "verifying leaves the backup as it was")
 
         let other = try TemporaryStore()
+        let beforeRestore = other.ledgerStore.changes.cursor
         let restored = try other.ledgerStore.restore(from: destination)
         #expect(restored.isValid && restored.manifest == manifest)
+        let announced = other.ledgerStore.changes.lastChanges(after: beforeRestore).changed?.map(\.ledger)
+        #expect(announced == ["alice"], "a restored ledger is news to the store's watchers (a follower's own followers)")
         let alice = try other.ledgerStore.ledger("alice")
         #expect(try alice.head().sequence == head.sequence && alice.head().hash == head.hash)
         #expect(try Self.heartRates(alice) == before)

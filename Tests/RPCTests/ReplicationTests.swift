@@ -647,7 +647,7 @@ struct ReplicationTests {
 
 @Suite("Replication between healthledgerd processes")
 struct ReplicationProcessTests {
-    @Test("a follower of a follower: it copies every ledger (one created later too), its refusal of a write leads the SDK through the follower to the primary, and its reads reach the primary's records")
+    @Test("a follower of a follower: it copies every ledger (created later too, written to or not), its refusal of a write leads the SDK through the follower to the primary, and its reads reach the primary's records")
     func followerOfAFollower() async throws {
         let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cascade-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: base) }
@@ -693,9 +693,11 @@ struct ReplicationProcessTests {
         let writer = store(primary.port, owner)
         defer { Task { await writer.close() } }
         for index in 0..<3 { try await writer.save(Samples.heartRate(60 + Double(index), at: Double(index))) }
-        #expect(try await holds(3, on: leaf.port, owner))
+        try #require(try await holds(3, on: leaf.port, owner))
 
-        // A ledger created on the primary afterwards reaches the leaf through the middle one.
+        // Ledgers created on the primary afterwards reach the leaf through the middle one:
+        // one written to, and one that has only its owner's credential (the middle one gets
+        // it whole from a snapshot, with no commit of its own to tell the leaf).
         let operatorStore = store(primary.port, operatorCredential)
         defer { Task { await operatorStore.close() } }
         let bob = try await operatorStore.createLedger(id: "bob")
@@ -703,7 +705,9 @@ struct ReplicationProcessTests {
         let bobWriter = store(primary.port, bobOwner)
         defer { Task { await bobWriter.close() } }
         try await bobWriter.save(Samples.heartRate(70, at: 0))
-        #expect(try await holds(1, on: leaf.port, bobOwner))
+        try #require(try await holds(1, on: leaf.port, bobOwner))
+        let carolOwner = try await operatorStore.issueCredential(ledger: try await operatorStore.createLedger(id: "carol"), for: .owner)
+        try #require(try await holds(0, on: leaf.port, carolOwner))
 
         // A save sent to the leaf: refused naming the middle one, whose refusal names the
         // primary; the SDK follows both and the save is on every copy.
@@ -711,7 +715,7 @@ struct ReplicationProcessTests {
         defer { Task { await roaming.close() } }
         try await roaming.save(Samples.heartRate(99, at: 100))
         #expect(try await count(on: primary.port, owner) == 4)
-        #expect(try await holds(4, on: leaf.port, owner))
+        try #require(try await holds(4, on: leaf.port, owner))
 
         // The leaf's reads reach the primary's records through the middle one: of alice's
         // queries, the primary answered one and the middle one none, the leaf at least two

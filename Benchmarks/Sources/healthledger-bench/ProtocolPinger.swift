@@ -86,7 +86,7 @@ final class ProtocolPinger {
                 // A frame of call 0 (no call id: its first field is its kind) ends no call (§4.8).
                 guard body.first == 0x08 else { throw BenchFailure("the server answered on call 0: \(Array(body.prefix(80)))") }
                 if let code = try Self.statusCode(body) {
-                    guard code == 0 else { throw BenchFailure("a pipelined ping ended with status \(code)") }
+                    guard code == 0 else { throw BenchFailure("a ping ended with status \(code)") }
                     ended += 1
                 }
             }

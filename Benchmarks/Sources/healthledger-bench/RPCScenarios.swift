@@ -9,7 +9,7 @@ struct HealthLedgerFigures: Sendable {
     /// Pings from a task preferring the store's executor (``HealthStore/executor``).
     var pingP50 = Figure([])
     var pingP99 = Figure([])
-    /// The same pings from a task on the default executor, in alternate rounds.
+    /// The same pings from a task on the default executor, in the same rounds.
     var pingP50DefaultExecutor = Figure([])
     /// Pings over the server's Unix domain socket (from a task preferring the store's executor).
     var pingUnixSocketP50 = Figure([])
@@ -103,10 +103,12 @@ final class RPCScenarios: Sendable {
     }
 
     /// Runs each of `measurements` once per round, each round starting one further along the
-    /// list, so that none is always first or always after the same one.
+    /// list and every other round going through it backwards, so that none is always first or
+    /// always after the same one (what ran just before can leave a CPU awake or asleep).
     private static func inTurns(_ rounds: Int, _ measurements: [() async throws -> Void]) async throws {
         for round in 0..<rounds {
-            for index in measurements.indices { try await measurements[(round + index) % measurements.count]() }
+            let order = measurements.indices.map { measurements[(round + $0) % measurements.count] }
+            for measurement in round.isMultiple(of: 2) ? order : order.reversed() { try await measurement() }
         }
     }
 
@@ -129,10 +131,11 @@ final class RPCScenarios: Sendable {
         // host is mostly the wake-up of an idle CPU, which swings with whatever else runs: only
         // figures taken in the same minutes compare.
         let credential = owners[Self.ingestLedger]!
-        let pingers = (
-            tcp: try ProtocolPinger(tcpPort: server.port, credential: credential),
-            unix: try ProtocolPinger(unixSocket: unixSocket, credential: credential))
+        func pingers() throws -> (tcp: ProtocolPinger, unix: ProtocolPinger) {
+            (try ProtocolPinger(tcpPort: server.port, credential: credential), try ProtocolPinger(unixSocket: unixSocket, credential: credential))
+        }
         if plan.wants("ping") {
+            let pingers = try pingers()
             var sdk: (p50: [Double], p99: [Double], unix: [Double], defaultExecutor: [Double]) = ([], [], [], [])
             var plain: (tcp: [Double], unix: [Double]) = ([], [])
             var peer: (tcp: [Double], unix: [Double]) = ([], [])
@@ -184,6 +187,7 @@ final class RPCScenarios: Sendable {
         // 64 calls in flight on the one connection: through the SDK, and pipelined by the
         // protocol's client and the peer's, over TCP and the Unix socket, in the same rounds.
         if plan.wants("calls") {
+            let pingers = try pingers()
             var rates: (tcp: [Double], unix: [Double], defaultExecutor: [Double]) = ([], [], [])
             var pipelined: (tcp: [Double], unix: [Double]) = ([], [])
             var peer: (tcp: [Double], unix: [Double]) = ([], [])

@@ -69,7 +69,7 @@ struct ReportCommand: AsyncParsableCommand {
             }
         }
         let postgres = peerDatabases.lazy.compactMap { $0 as? PostgresPeer }.first
-        let peerConnections = try postgres.map { postgres in
+        var peerConnections = try postgres.map { postgres in
             guard let tcp = try postgres.connectOverTCP() as? any PipelinedPeerConnection,
                   let unixSocket = try postgres.connect() as? any PipelinedPeerConnection
             else { throw BenchFailure("\(postgres.name) does not pipeline") }
@@ -82,6 +82,7 @@ struct ReportCommand: AsyncParsableCommand {
         let healthLedger: HealthLedgerFigures
         do {
             healthLedger = try await server.run(plan, peerConnections: peerConnections)
+            peerConnections = nil
         } catch {
             await server.stop()
             throw error
@@ -100,11 +101,13 @@ struct ReportCommand: AsyncParsableCommand {
             var figures = try PeerScenarios(
                 peer: peer, workload: workload, plan: plan, sourcePriority: healthLedger.sourcePriority, expectedDailySums: healthLedger.dailySums
             ).run()
-            if peer is PostgresPeer {
+            if let peer = peer as? PostgresPeer, peer === postgres {
                 (figures.pingTCP, figures.pingUnixSocket) = (healthLedger.peerPingTCP, healthLedger.peerPingUnixSocket)
                 (figures.callsInFlightTCP, figures.callsInFlightUnixSocket) = (healthLedger.peerPipelinedTCP, healthLedger.peerPipelinedUnixSocket)
             }
             peerFigures.append((peer.name, figures))
+            // Stopped once done (the defer above is for an early exit): no peer idles beside the import.
+            peer.stop()
         }
         // The Apple Health import, through a server of its own on a data directory of its own.
         let imported = plan.wants("import") ? try await Self.appleHealthImport(scratch.appending(path: "import"), plan: plan) : nil
@@ -148,7 +151,7 @@ struct ReportCommand: AsyncParsableCommand {
         ping.references += peer(\.pingTCP)
         ping.notes.append(String(format: "p99 median %.1f µs (target ≤ 200 µs: %@)", hl.pingP99.median, hl.pingP99.median <= 200 ? "met" : "NOT met"))
         ping.notes.append(String(
-            format: "the caller's task prefers the store's executor (its connection's event loop); on the default executor, in alternate rounds: p50 %.1f µs",
+            format: "the caller's task prefers the store's executor (its connection's event loop); on the default executor, in the same rounds: p50 %.1f µs",
             hl.pingP50DefaultExecutor.median))
         results.append(ping)
         var localPing = ScenarioResult(

@@ -85,6 +85,9 @@ extension LedgerStore {
                 }
                 // After an exchange, the staging path holds the replaced ledger.
                 try? FileManager.default.removeItem(at: staging)
+                // A ledger that came whole, with no commit here (a follower's copy from a
+                // snapshot), is news to whoever watches this store: its own followers.
+                changes.note(id)
                 return verification
             } catch {
                 if !swapped { try? FileManager.default.removeItem(at: staging) }
