@@ -11,14 +11,16 @@ import Synchronization
 
 /// This server's membership of a cluster on etcd (`healthledgerd --etcd`). The ledgers are
 /// spread over ``Placement/groups`` placement groups; each group has one primary, which takes
-/// its ledgers' writes, and the other members follow it; when the primary's lease on etcd
-/// expires, the group's synchronous standby takes over. The members share the groups out
-/// evenly (``Placement/assignment(of:)``): a primary hands a group over to the member the
-/// placement gives it to once that member is its standby (docs/PROTOCOL.md §7.19,
-/// Deploy/README.md).
+/// its ledgers' writes, and the other members that keep the group
+/// (``Placement/keepers(of:copies:)``, ``Configuration/replicas`` in all) follow it; when the
+/// primary's lease on etcd expires, the group's synchronous standby takes over. The members
+/// share the groups out evenly (``Placement/assignment(of:)``): a primary hands a group over to
+/// the member the placement gives it to once that member is its standby; a member that no
+/// longer keeps a group, nor is its standby, removes its copies of the group's ledgers
+/// (docs/PROTOCOL.md §7.19, Deploy/README.md).
 ///
 /// Under `/healthledger/<cluster>/` on etcd:
-/// - `nodes/<node>`: each member, attached to its lease: `{"node", "address"}`.
+/// - `nodes/<node>`: each member, attached to its lease: `{"node", "address", "replicas"}`.
 /// - `groups/<g>/leader`: group g's primary, attached to its lease; the key's create revision
 ///   is the **epoch** every follower's fetch of the group carries, and a primary serves
 ///   fetches of its own epoch only — so a paused old primary gets no follower's acknowledgement.
@@ -52,6 +54,9 @@ public final class ClusterMember: Service, Sendable {
         public var leaseSeconds: Int64 = 5
         /// How long a follower counts as connected after its last fetch (the server's follower window).
         public var followerWindow: Duration = .seconds(5)
+        /// How many members keep each ledger, its primary included (every member when the
+        /// cluster has no more). The members use the largest any of them registered.
+        public var replicas = 3
 
         public init(etcd: String, node: String, advertise: String) {
             self.etcd = etcd
@@ -78,6 +83,9 @@ public final class ClusterMember: Service, Sendable {
     /// Rounds a group never led may stay without a primary before a member other than the one
     /// the placement gives it to takes it (that member may be gone).
     static let patience = 10
+    /// Rounds a member keeps its copies of a group it no longer keeps, in case it gets the
+    /// group back at once (a member that left for a moment).
+    static let releaseRounds = 30
 
     private struct State {
         var lease: (id: Int64, seconds: Int64)?
@@ -97,6 +105,11 @@ public final class ClusterMember: Service, Sendable {
         var rounds = 0
         /// Set once it leaves: no lease is granted again.
         var leaving = false
+        /// Per group this member does not keep, the rounds since it stopped keeping it; and the
+        /// groups whose copies are being removed, or were.
+        var unkept: [Int: Int] = [:]
+        var releasing: Set<Int> = []
+        var released: Set<Int> = []
     }
 
     /// This member's part in one placement group.
@@ -124,6 +137,14 @@ public final class ClusterMember: Service, Sendable {
     struct LeaderValue: Codable, Equatable {
         var node: String
         var address: String
+    }
+
+    /// What a member's key holds: a leader key's fields, and how many members it would have
+    /// keep each ledger.
+    struct MemberValue: Codable, Equatable {
+        var node: String
+        var address: String
+        var replicas: Int?
     }
 
     struct SyncValue: Codable, Equatable {
@@ -230,8 +251,11 @@ public final class ClusterMember: Service, Sendable {
         defer { state.withLock { $0.round = nil } }
         let entries = try await etcd.entries(under: prefix)
         let value = { (key: String) in entries.first { $0.key == key } }
-        let members = entries.filter { $0.key.hasPrefix(nodesPrefix) }.compactMap { try? JSONDecoder().decode(LeaderValue.self, from: $0.value) }
+        let members = entries.filter { $0.key.hasPrefix(nodesPrefix) }.compactMap { try? JSONDecoder().decode(MemberValue.self, from: $0.value) }
         let placement = Placement.assignment(of: members.map(\.node))
+        let keepers = Placement.keepers(of: members.map(\.node), copies: members.compactMap(\.replicas).max() ?? configuration.replicas)
+        // A member that does not see itself registered (its lease lapsed) keeps everything it has.
+        let registered = members.contains { $0.node == me }
         var leaders: [(entry: Etcd.Entry, value: LeaderValue)?] = []
         var syncs: [(revision: Int64, value: SyncValue?)] = []
         var views: [ClusterRole.GroupView] = []
@@ -246,9 +270,16 @@ public final class ClusterMember: Service, Sendable {
             views.append(
                 ClusterRole.GroupView(
                     leader: leader.map { ($0.value.node, $0.value.address, UInt64($0.entry.createRevision)) }, standby: sync.value?.standby,
-                    pendingStandby: state.withLock { $0.groups[group].pending?.node }, placedOn: placement[group]))
+                    pendingStandby: state.withLock { $0.groups[group].pending?.node }, placedOn: placement[group], keepers: keepers[group]))
         }
         role.view = ClusterRole.View(members: members.map { ($0.node, $0.address) }, groups: views)
+        // Its standby, and its last primary while none leads it, keep a group too: they may
+        // have writes the others lack.
+        let keeps = (0..<Placement.groups).map { group in
+            !registered || keepers[group].contains(me) || leaders[group]?.entry.lease == lease || syncs[group].value?.standby == me
+                || (leaders[group] == nil && syncs[group].value?.leader == me)
+        }
+        try noteGroupsWithoutCopies(among: (0..<Placement.groups).filter { !keeps[$0] })
         // Each group on its own: one that fails to move on does not hold the others.
         var followed: [String: (address: String, groups: [Int: UInt64])] = [:]
         var failures: [String] = []
@@ -257,7 +288,8 @@ public final class ClusterMember: Service, Sendable {
                 phase("placement group \(group)")
                 guard
                     let primary = try await step(
-                        group, leader: leaders[group], sync: syncs[group], lease: lease, members: Set(members.map(\.node)), placedOn: placement[group])
+                        group, leader: leaders[group], sync: syncs[group], lease: lease, members: Set(members.map(\.node)),
+                        keepers: keepers[group], keeps: keeps[group])
                 else { continue }
                 followed[primary.node, default: (primary.address, [:])].groups[group] = primary.epoch
             } catch {
@@ -271,25 +303,29 @@ public final class ClusterMember: Service, Sendable {
         if let first = failures.first { throw ClusterFailure(failures.count == 1 ? first : "\(first) (and \(failures.count - 1) more)") }
     }
 
-    /// This member's part in `group`: leads it, campaigns for it, hands it over, or follows
-    /// its primary (returned).
+    /// This member's part in `group`, which `keepers` keep (the member the placement gives it
+    /// to first): leads it, campaigns for it, hands it over, follows its primary (returned),
+    /// or, when it `keeps` it no longer, removes its copies of the group's ledgers.
     private func step(
         _ group: Int, leader: (entry: Etcd.Entry, value: LeaderValue)?, sync: (revision: Int64, value: SyncValue?), lease: Int64,
-        members: Set<String>, placedOn: String?
+        members: Set<String>, keepers: [String], keeps: Bool
     ) async throws -> (node: String, address: String, epoch: UInt64)? {
+        let placedOn = keepers.first
         guard let (entry, leader) = leader else {
+            keep(group, keeps)
             if case .leader = role.standing(in: group) { stepDown(group, "its leader key on etcd is gone") }
-            try await campaign(group, lease: lease, sync: sync, placedOn: placedOn)
+            try await campaign(group, lease: lease, sync: sync, placedOn: placedOn, keeps: keeps)
             // Its last primary's events are still fetched until another leads it.
             return followedPrimary(of: group)
         }
         state.withLock { $0.groups[group].leaderless = 0 }
         let epoch = UInt64(entry.createRevision)
         if entry.lease == lease {
+            keep(group, true)
             if case .leader(epoch, _) = role.standing(in: group) {} else { try await promote(group, epoch: epoch) }
             // Lapsed: a renewal brings it back.
             guard role.leadingEpoch(of: group) == epoch else { return nil }
-            try await tendStandby(group, epoch: Int64(epoch), members: members, placedOn: placedOn)
+            try await tendStandby(group, epoch: Int64(epoch), members: members, keepers: keepers)
             try await handOver(group, epoch: Int64(epoch), placedOn: placedOn)
             return nil
         }
@@ -298,8 +334,90 @@ public final class ClusterMember: Service, Sendable {
         }
         // A key of this member's from before a restart: its old lease will expire.
         guard leader.node != me else { return nil }
+        keep(group, keeps)
         stand(.follower(node: leader.node, address: leader.address, epoch: epoch), in: group)
+        // Two others hold every answered write: the primary and its standby.
+        guard keeps || followsUnkept(group, replaced: sync.value.map { $0.leader == leader.node && $0.standby != nil } == true) else { return nil }
         return (leader.node, leader.address, epoch)
+    }
+
+    // MARK: Keeping copies
+
+    /// Whether this member keeps `group`'s ledgers (and serves their reads), as a round found.
+    private func keep(_ group: Int, _ keeps: Bool) {
+        role.setKeeps(keeps, group)
+        guard keeps else { return }
+        state.withLock { state in
+            state.unkept[group] = nil
+            state.released.remove(group)
+        }
+    }
+
+    /// Marks the groups of `unkept` that this member just stopped keeping and holds no copy
+    /// of as released: it does not follow them.
+    private func noteGroupsWithoutCopies(among unkept: [Int]) throws {
+        let anew = state.withLock { state in unkept.filter { state.unkept[$0] == nil && !state.released.contains($0) } }
+        guard !anew.isEmpty else { return }
+        let held = Set(try store.ledgerIDs().map(Placement.group(of:)))
+        state.withLock { state in
+            for group in anew where !held.contains(group) { state.released.insert(group) }
+        }
+    }
+
+    /// For a group this member does not keep: whether it still follows the group's primary.
+    /// It does while it holds copies of the group's ledgers (so that they miss no erasure),
+    /// until the group's writes are kept elsewhere (`replaced`: the primary named a standby)
+    /// and ``releaseRounds`` rounds went by; then it stops, and removes its copies.
+    private func followsUnkept(_ group: Int, replaced: Bool) -> Bool {
+        let (rounds, released) = state.withLock { state in
+            state.unkept[group, default: 0] += 1
+            return (state.unkept[group]!, state.released.contains(group))
+        }
+        guard !released else { return false }
+        guard replaced, rounds > Self.releaseRounds else { return true }
+        releaseCopies(of: group)
+        return false
+    }
+
+    /// Removes this member's copies of `group`'s ledgers, which it keeps no longer, once it
+    /// follows the group no longer: in the background, each ledger once no call or backup
+    /// holds it. A ledger that cannot go yet is tried again in a later round.
+    private func releaseCopies(of group: Int) {
+        let start = state.withLock { state -> Bool in
+            guard !state.released.contains(group), !state.releasing.contains(group),
+                !state.stopping.values.contains(where: { $0.groups.contains(group) }),
+                !state.following.values.contains(where: { $0.groups[group] != nil })
+            else { return false }
+            state.releasing.insert(group)
+            return true
+        }
+        guard start else { return }
+        Task {
+            var done = true
+            do {
+                for id in try store.ledgerIDs() where Placement.group(of: id) == group {
+                    // The group came back meanwhile: what is left stays.
+                    guard !role.keeps(group) else {
+                        done = false
+                        break
+                    }
+                    do {
+                        try await store.releaseCopy(of: id, waitingUpTo: .seconds(2))
+                        logger.notice("removed this member's copy of a ledger of a placement group it no longer keeps", metadata: ["ledger.id": "\(id)", "group": "\(group)"])
+                    } catch {
+                        done = false
+                        logger.warning("cannot remove the copy of a ledger of a placement group this member no longer keeps yet", metadata: ["ledger.id": "\(id)", "group": "\(group)", "error": "\(error)"])
+                    }
+                }
+            } catch {
+                done = false
+                logger.warning("cannot list the ledgers to remove the copies of a placement group this member no longer keeps: \(error)", metadata: ["group": "\(group)"])
+            }
+            state.withLock { state in
+                state.releasing.remove(group)
+                if done, !role.keeps(group) { state.released.insert(group) }
+            }
+        }
     }
 
     // MARK: The lease
@@ -312,7 +430,7 @@ public final class ClusterMember: Service, Sendable {
         guard !leaving else { return }
         guard let current else {
             let granted = try await etcd.grantLease(seconds: configuration.leaseSeconds)
-            let value = try JSONEncoder().encode(LeaderValue(node: me, address: configuration.advertise))
+            let value = try JSONEncoder().encode(MemberValue(node: me, address: configuration.advertise, replicas: configuration.replicas))
             guard try await etcd.create(nodesPrefix + me, value, lease: granted.id) else {
                 try? await etcd.revokeLease(granted.id)
                 throw ClusterFailure(
@@ -346,8 +464,8 @@ public final class ClusterMember: Service, Sendable {
     /// Creates the group's leader key when this member may: the standby named on etcd, the
     /// last primary when it had none (or once its standby did not take over for ``patience``
     /// rounds: a group handed over to a standby that then failed); for a group never led, the
-    /// member the placement gives it to, or any once it waited ``patience`` rounds.
-    private func campaign(_ group: Int, lease: Int64, sync: (revision: Int64, value: SyncValue?), placedOn: String?) async throws {
+    /// member the placement gives it to, or any that `keeps` it once it waited ``patience`` rounds.
+    private func campaign(_ group: Int, lease: Int64, sync: (revision: Int64, value: SyncValue?), placedOn: String?, keeps: Bool) async throws {
         let rounds = state.withLock { state in
             state.groups[group].leaderless += 1
             return state.groups[group].leaderless
@@ -358,7 +476,7 @@ public final class ClusterMember: Service, Sendable {
             let allowed = last.standby.map { $0 == me } ?? (last.leader == me)
             guard allowed || (last.leader == me && rounds > Self.patience) else { return }
         } else {
-            guard placedOn == me || rounds > Self.patience else { return }
+            guard placedOn == me || (keeps && rounds > Self.patience) else { return }
         }
         let value = try JSONEncoder().encode(LeaderValue(node: me, address: configuration.advertise))
         // Only while `sync` is as read: a primary elected and gone meanwhile may have named
@@ -412,10 +530,12 @@ public final class ClusterMember: Service, Sendable {
     /// The primary's care of the group's synchronous standby: drops one that left or let a
     /// write's wait run out (on etcd first), and makes a follower that watches the group and
     /// has applied nearly every change its new one (its writes wait for it first, then it is
-    /// named on etcd once it has applied every change of that moment) — preferring the
-    /// member the placement gives the group to, even over a standby already named. It reads
-    /// only what followers said: no ledger is opened.
-    private func tendStandby(_ group: Int, epoch: Int64, members: Set<String>, placedOn: String?) async throws {
+    /// named on etcd once it has applied every change of that moment) — only among the
+    /// `keepers`, preferring the member the placement gives the group to (their first), even
+    /// over a standby already named, and replacing a standby that no longer keeps the group.
+    /// It reads only what followers said: no ledger is opened.
+    private func tendStandby(_ group: Int, epoch: Int64, members: Set<String>, keepers: [String]) async throws {
+        let placedOn = keepers.first
         let present = store.watchers.present(within: configuration.followerWindow)
         let (standby, pending) = state.withLock { ($0.groups[group].standby, $0.groups[group].pending) }
         // A standby that let a write's wait run out is behind on that ledger (stuck, or slow):
@@ -461,15 +581,16 @@ public final class ClusterMember: Service, Sendable {
         let now = store.changes.cursor.position
         let dropped = state.withLock { $0.groups[group].dropped }
         func eligible(_ node: String) -> Bool {
-            node != me && members.contains(node) && present.contains(node)
+            node != me && members.contains(node) && keepers.contains(node) && present.contains(node)
                 && applied(by: node).map { $0 + Self.standbyLag >= now && $0 >= dropped[node] ?? 0 } ?? false
         }
         let chosen: String?
-        if standby != nil {
-            // Replaced by the member the placement gives the group to, which it is then handed over to.
-            chosen = placedOn.flatMap { $0 != standby && eligible($0) ? $0 : nil }
+        if let standby {
+            // Replaced by the member the placement gives the group to, which it is then handed
+            // over to; or, when it no longer keeps the group, by one that does.
+            chosen = placedOn.flatMap { $0 != standby && eligible($0) ? $0 : nil } ?? (keepers.contains(standby) ? nil : keepers.first(where: eligible))
         } else {
-            chosen = ([placedOn].compactMap { $0 } + present.sorted()).first(where: eligible)
+            chosen = keepers.first(where: eligible)
         }
         guard let chosen else { return }
         // From now on writes wait for it; it is named once it applied every change before this.

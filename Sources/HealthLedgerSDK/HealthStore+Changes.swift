@@ -206,10 +206,10 @@ public struct ObserverUpdates: AsyncSequence, Sendable {
 /// ``next()`` while one waits gets an error instead of racing it.
 final class StreamIterator: @unchecked Sendable {
     /// Only touched by the one caller that holds `busy`.
-    private var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+    private var base: CallStream.AsyncIterator
     private let busy = Mutex(false)
 
-    init(_ base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator) {
+    init(_ base: CallStream.AsyncIterator) {
         self.base = base
     }
 

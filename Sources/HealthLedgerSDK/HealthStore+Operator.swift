@@ -251,6 +251,8 @@ public struct ClusterStatus: Sendable, Hashable {
         public var pendingStandby: String?
         /// The member the placement gives it to.
         public var placedOn: String?
+        /// The members that keep its ledgers (``placedOn`` first): they follow its primary.
+        public var keepers: [String]
         /// Its ledgers on the member answering.
         public var ledgerCount: UInt64
     }
@@ -296,7 +298,8 @@ public struct ClusterStatus: Sendable, Hashable {
         groups = status.groups.map {
             Group(
                 group: Int($0.group), leader: present($0.leader), leaderAddress: present($0.leaderAddress), epoch: $0.epoch,
-                standby: present($0.standby), pendingStandby: present($0.pendingStandby), placedOn: present($0.placedOn), ledgerCount: $0.ledgerCount)
+                standby: present($0.standby), pendingStandby: present($0.pendingStandby), placedOn: present($0.placedOn), keepers: $0.keepers,
+                ledgerCount: $0.ledgerCount)
         }
         members = status.members.map {
             Member(node: $0.node, address: $0.address, leads: $0.leads.map(Int.init), watching: $0.watching, changesBehind: $0.changesBehind)

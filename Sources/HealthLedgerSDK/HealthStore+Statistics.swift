@@ -108,12 +108,12 @@ extension HealthStore {
 /// The successive states of a watched statistics collection.
 public struct StatisticsCollectionUpdates: AsyncSequence, Sendable {
     public typealias Element = StatisticsCollection
-    let stream: AsyncThrowingStream<[UInt8], any Error>
+    let stream: CallStream
     let consumed: @Sendable () -> Void
     let query: StatisticsCollectionQueryDescriptor
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+        var base: CallStream.AsyncIterator
         let consumed: @Sendable () -> Void
         let query: StatisticsCollectionQueryDescriptor
         /// The collection so far, in start order.

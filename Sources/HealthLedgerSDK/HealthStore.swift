@@ -517,28 +517,40 @@ public final class HealthStore: Sendable {
     }
 
     /// Opens a server-streaming call; `consumed` grants the server one more message.
-    /// Long-running methods get no deadline.
+    /// Long-running methods get no deadline. A refusal naming the ledger's primary before the
+    /// first message opens the call again there (``CallStream``).
     func openStream(_ method: RPCMethod, _ message: some SwiftProtobuf.Message) async throws -> (
-        stream: AsyncThrowingStream<[UInt8], any Error>, consumed: @Sendable () -> Void
+        stream: CallStream, consumed: @Sendable () -> Void
     ) {
         let payload: [UInt8] = try message.serializedBytes()
         try requireFrameRoom(for: payload, method)
-        let connection = try await connections.connection()
-        let (id, stream) = try connection.stream(
-            method, payload, credential: configuration.credential, timeout: method.isLongRunning ? nil : configuration.timeout, asOf: pointInTime)
-        return (stream, { connection.grant(id, 1) })
+        let call = StreamCall()
+        let open: @Sendable () async throws -> AsyncThrowingStream<[UInt8], any Error> = { [self] in
+            let connection = try await connections.connection()
+            let (id, stream) = try connection.stream(
+                method, payload, credential: configuration.credential, timeout: method.isLongRunning ? nil : configuration.timeout,
+                asOf: pointInTime)
+            call.runs(on: connection, as: id)
+            return stream
+        }
+        let stream = CallStream(first: try await open()) { [connections] refusal in
+            guard let connection = call.connection, let primary = refusal.primary else { throw refusal }
+            try await connections.redirect(to: primary, from: connection)
+            return try await open()
+        }
+        return (stream, { call.grant() })
     }
 }
 
 /// A server stream's messages, each decoded as it arrives. Taking one grants the server the
 /// next (flow control); stopping the iteration (or cancelling its task) cancels the call.
 public struct DecodedStream<Element: Sendable>: AsyncSequence, Sendable {
-    let stream: AsyncThrowingStream<[UInt8], any Error>
+    let stream: CallStream
     let consumed: @Sendable () -> Void
     let decode: @Sendable ([UInt8]) throws -> Element
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+        var base: CallStream.AsyncIterator
         let consumed: @Sendable () -> Void
         let decode: @Sendable ([UInt8]) throws -> Element
 

@@ -38,6 +38,21 @@ public enum Placement {
         }
     }
 
+    /// The members that keep each group's ledgers, for a cluster of `members` keeping `copies`
+    /// of each (every member when there are no more than `copies`): the member
+    /// ``assignment(of:)`` gives the group to first, then the others by how highly they rank the
+    /// group (ties to the smaller name). Adding or removing a member moves few groups' copies.
+    public static func keepers(of members: [String], copies: Int) -> [[String]] {
+        let members = Array(Set(members)).sorted()
+        return zip(0..<groups, assignment(of: members)).map { group, placed in
+            guard let placed else { return [] }
+            let others = members.filter { $0 != placed }.sorted {
+                rank(group, $0) != rank(group, $1) ? rank(group, $0) > rank(group, $1) : $0 < $1
+            }
+            return [placed] + others.prefix(max(0, copies - 1))
+        }
+    }
+
     private static func rank(_ group: Int, _ member: String) -> UInt64 {
         SHA256.hash(data: Array("\(group)/\(member)".utf8)).withUnsafeBytes { bytes in bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
     }

@@ -57,6 +57,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
     @Option(name: .customLong("advertise"), help: "HOST:PORT where clients and the other members reach this server's RPC port, for --etcd; HOST:0 names the port it listens on [HEALTHLEDGER_ADVERTISE].") var advertise: String?
     @Option(name: .customLong("cluster-credential-file"), help: "A file holding an operator credential shared by every member of the cluster, with which they fetch from each other; this server accepts it too [HEALTHLEDGER_CLUSTER_CREDENTIAL_FILE].") var clusterCredentialFile: String?
     @Option(name: .customLong("lease-seconds"), help: "Time to live of this member's lease on etcd: a failed leader is replaced about this long after it stopped [HEALTHLEDGER_LEASE_SECONDS] (default 5).") var leaseSeconds: Int?
+    @Option(name: .customLong("replicas"), help: "How many members of the cluster keep each ledger, its primary included (every member when there are no more); the members use the largest any of them gives [HEALTHLEDGER_REPLICAS] (default 3).") var replicas: Int?
     @Option(name: .customLong("replication-acks"), help: "When a durable write on a ledger with a connected follower is answered: semi-sync (once a follower has it durable too) or async (once the primary has) [HEALTHLEDGER_REPLICATION_ACKS] (default semi-sync).") var replicationAcks: String?
     @Option(name: .customLong("follower-window"), help: "Seconds a follower counts as connected after its last fetch, and the longest a semi-synchronous write waits for one [HEALTHLEDGER_FOLLOWER_WINDOW] (default 5).") var followerWindow: Int?
 
@@ -137,7 +138,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         let membership = try Self.membership(
             etcd: setting(etcd, "ETCD"), cluster: setting(cluster, "CLUSTER"), node: nodeID, advertise: setting(advertise, "ADVERTISE"),
             credentialFile: setting(clusterCredentialFile, "CLUSTER_CREDENTIAL_FILE"), leaseSeconds: try number(leaseSeconds, "LEASE_SECONDS"),
-            tls: EtcdTLS(caFile: setting(etcdCA, "ETCD_CA"), certificateFile: setting(etcdCertificate, "ETCD_CERT"), keyFile: setting(etcdKey, "ETCD_KEY")))
+            replicas: try number(replicas, "REPLICAS"), tls: EtcdTLS(caFile: setting(etcdCA, "ETCD_CA"), certificateFile: setting(etcdCertificate, "ETCD_CERT"), keyFile: setting(etcdKey, "ETCD_KEY")))
         if let membership {
             guard primary == nil else { throw ValidationError("--etcd and --follow exclude each other: in a cluster, members follow its leader") }
             guard configuration.tls == nil || trustRoots != nil else {
@@ -284,12 +285,13 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
 
     /// The cluster this server joins with `--etcd`, and the credential its members share; nil without `--etcd`.
     static func membership(
-        etcd: String?, cluster: String?, node: String, advertise: String?, credentialFile: String?, leaseSeconds: Int?, tls: EtcdTLS = EtcdTLS()
+        etcd: String?, cluster: String?, node: String, advertise: String?, credentialFile: String?, leaseSeconds: Int?, replicas: Int? = nil,
+        tls: EtcdTLS = EtcdTLS()
     ) throws -> (configuration: ClusterMember.Configuration, credential: String)? {
         guard let etcd, !etcd.isEmpty else {
-            guard cluster == nil, advertise == nil, credentialFile == nil, leaseSeconds == nil, tls == EtcdTLS() else {
+            guard cluster == nil, advertise == nil, credentialFile == nil, leaseSeconds == nil, replicas == nil, tls == EtcdTLS() else {
                 throw ValidationError(
-                    "--cluster, --advertise, --cluster-credential-file, --lease-seconds, --etcd-ca, --etcd-cert and --etcd-key are for --etcd, which is not set")
+                    "--cluster, --advertise, --cluster-credential-file, --lease-seconds, --replicas, --etcd-ca, --etcd-cert and --etcd-key are for --etcd, which is not set")
             }
             return nil
         }
@@ -323,6 +325,11 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         if let leaseSeconds {
             guard (2...600).contains(leaseSeconds) else { throw ValidationError("--lease-seconds is 2 to 600, got \(leaseSeconds)") }
             configuration.leaseSeconds = Int64(leaseSeconds)
+        }
+        if let replicas {
+            // A failover needs a standby: a copy besides the primary's.
+            guard (2...16).contains(replicas) else { throw ValidationError("--replicas is 2 to 16 (a primary and at least one standby), got \(replicas)") }
+            configuration.replicas = replicas
         }
         return (configuration, credential)
     }

@@ -117,4 +117,21 @@ struct PrimaryTermTests {
         #expect(groups == Set(0..<Placement.groups))
         #expect(Placement.group(of: "alice") == Placement.group(of: "alice"))
     }
+
+    @Test("keepers: the placed member first, then others, as many as asked (all when fewer), the same whatever the order; a member added moves few copies")
+    func keepersOfEachGroup() {
+        #expect(Placement.keepers(of: [], copies: 3) == Array(repeating: [], count: Placement.groups))
+        for count in 1...7 {
+            let members = (1...count).map { "n\($0)" }
+            let keepers = Placement.keepers(of: members, copies: 3)
+            #expect(keepers == Placement.keepers(of: members.reversed(), copies: 3))
+            #expect(keepers.map(\.first) == Placement.assignment(of: members))
+            #expect(keepers.allSatisfy { Set($0).count == min(3, count) && $0.allSatisfy(members.contains) }, "\(keepers)")
+            // With one more member, few copies move: about the new member's share (3 × 16 ÷
+            // (count + 1)), plus what the even placement of primaries shifts.
+            let grown = Placement.keepers(of: members + ["n\(count + 1)"], copies: 3)
+            let moved = zip(keepers, grown).map { Set($0).subtracting($1).count }.reduce(0, +)
+            #expect(count < 3 || moved <= 3 * Placement.groups / (count + 1) + 4, "\(moved) copies moved: \(keepers) → \(grown)")
+        }
+    }
 }

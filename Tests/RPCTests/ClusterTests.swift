@@ -224,7 +224,8 @@ struct ClusterTests {
             (["--etcd", "etcd:many", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path], "etcd endpoint 'etcd:many' is not http://HOST:PORT"),
             (["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path, "--lease-seconds", "1"], "--lease-seconds is 2 to 600, got 1"),
             (["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path, "--follow", "127.0.0.1:7411", "--follow-credential-file", credentialFile.path], "--etcd and --follow exclude each other"),
-            (["--cluster", "c1"], "--cluster, --advertise, --cluster-credential-file, --lease-seconds, --etcd-ca, --etcd-cert and --etcd-key are for --etcd"),
+            (["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path, "--replicas", "1"], "--replicas is 2 to 16 (a primary and at least one standby), got 1"),
+            (["--cluster", "c1"], "--cluster, --advertise, --cluster-credential-file, --lease-seconds, --replicas, --etcd-ca, --etcd-cert and --etcd-key are for --etcd"),
             (
                 ["--etcd", "http://127.0.0.1:2379", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path, "--tls-cert", "c.pem", "--tls-key", "k.pem"],
                 "a cluster over TLS (--tls-cert) needs --follow-tls-ca"

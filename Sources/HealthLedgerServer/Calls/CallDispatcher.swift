@@ -73,14 +73,16 @@ package struct CallDispatcher: Sendable {
                 throw RPCError(.internalError, "\(method.rawValue) is not registered as an operator method")
             }
             if let ledger, !ledger.isEmpty { caller.set(ledger: String(ledger.prefix(200)), principal: .operator) }
-            if registration.writes, let ledger, let refusal = configuration.cluster?.writeRefusal(method.rawValue, ledger: ledger) { throw refusal }
+            if let ledger, !ledger.isEmpty, let refusal = configuration.cluster?.refusal(of: method, ledger: ledger, writes: registration.writes) {
+                throw refusal
+            }
             return .store(run)
         }
-        // A write to a member that does not lead the ledger's group goes to its primary before
-        // the credential is checked: a credential just issued there may not have reached
-        // this member yet.
-        if registration.writes, let cluster = configuration.cluster, let named = CredentialString(request.credential),
-            let refusal = cluster.writeRefusal(method.rawValue, ledger: named.ledgerID)
+        // A write to a member that does not lead the ledger's group, and a read of one that
+        // keeps no copy of it, go to its primary before the credential is checked: a
+        // credential just issued there may not have reached this member yet.
+        if let cluster = configuration.cluster, let named = CredentialString(request.credential),
+            let refusal = cluster.refusal(of: method, ledger: named.ledgerID, writes: registration.writes)
         {
             throw refusal
         }

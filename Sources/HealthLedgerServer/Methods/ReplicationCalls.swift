@@ -254,6 +254,7 @@ extension OperatorCall {
                 $0.standby = seen.standby ?? ""
                 $0.pendingStandby = seen.pendingStandby ?? ""
                 $0.placedOn = seen.placedOn ?? ""
+                $0.keepers = seen.keepers
                 $0.ledgerCount = counts[group]
             }
         }

@@ -40,15 +40,18 @@ public final class ClusterRole: Sendable {
         public var pendingStandby: String?
         /// The member the placement gives the group to.
         public var placedOn: String?
+        /// The members the placement has keep the group's ledgers, `placedOn` first.
+        public var keepers: [String]
 
         public init(
             leader: (node: String, address: String, epoch: UInt64)? = nil, standby: String? = nil, pendingStandby: String? = nil,
-            placedOn: String? = nil
+            placedOn: String? = nil, keepers: [String] = []
         ) {
             self.leader = leader
             self.standby = standby
             self.pendingStandby = pendingStandby
             self.placedOn = placedOn
+            self.keepers = keepers
         }
     }
 
@@ -65,6 +68,8 @@ public final class ClusterRole: Sendable {
 
     private struct State {
         var standings = Array(repeating: Standing.electing, count: Placement.groups)
+        /// Per group, whether this member keeps a copy of its ledgers (serves their reads).
+        var keeps = Array(repeating: true, count: Placement.groups)
         /// Until when this member's lease on etcd is known to be alive.
         var leaseEnd: ContinuousClock.Instant?
         var view = View()
@@ -107,6 +112,15 @@ public final class ClusterRole: Sendable {
             state.standings[group] = standing
             if case .leader = standing {} else { state.awaited[group] = [] }
         }
+    }
+
+    /// Whether this member keeps a copy of `group`'s ledgers: one of the members the placement
+    /// has keep it, its synchronous standby, or its primary. Reads of a group it does not keep
+    /// go to the group's primary.
+    public func keeps(_ group: Int) -> Bool { state.withLock { $0.keeps[group] } }
+
+    public func setKeeps(_ keeps: Bool, _ group: Int) {
+        state.withLock { $0.keeps[group] = keeps }
     }
 
     /// The member's lease was granted or renewed: it may take its groups' writes until `leaseEnd`.
@@ -164,6 +178,33 @@ public final class ClusterRole: Sendable {
         case .electing:
             return .unprocessed(
                 .unavailable, "ledger '\(ledger)' (placement group \(group)) has no primary at the moment (one is being elected): try again shortly")
+        }
+    }
+
+    /// Why this member does not answer a call of `method` to ledger `ledger` (a write when
+    /// `writes`); nil when it does.
+    func refusal(of method: RPCMethod, ledger: String, writes: Bool) -> RPCError? {
+        writes ? writeRefusal(method.rawValue, ledger: ledger) : readRefusal(method.rawValue, ledger: ledger)
+    }
+
+    /// Why this member does not answer a read of ledger `ledger`; nil when it keeps a copy of
+    /// the ledger's placement group (or leads it).
+    func readRefusal(_ method: String, ledger: String) -> RPCError? {
+        let group = Placement.group(of: ledger)
+        let (standing, keeps) = state.withLock { ($0.standings[group], $0.keeps[group]) }
+        guard !keeps else { return nil }
+        switch standing {
+        case .leader:
+            return nil
+        case .follower(let node, let address, _):
+            return .unprocessed(
+                .failedPrecondition,
+                "ledger '\(ledger)' (placement group \(group)) is not kept on this server: send \(method) to its primary '\(node)' at \(address)",
+                primary: address)
+        case .electing:
+            return .unprocessed(
+                .unavailable,
+                "ledger '\(ledger)' (placement group \(group)) is not kept on this server, and has no primary at the moment (one is being elected): try again shortly")
         }
     }
 

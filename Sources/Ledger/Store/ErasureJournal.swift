@@ -115,11 +115,40 @@ extension LedgerStore {
         -> LedgerChanges.Cursor
     {
         let target = try erasable(id, reason: reason)
-        return try await reserving(id) {
+        return try await removing(id, waitingUpTo: timeout, what: "erased") { ledger in
+            if !ignoringHold, let hold = try ledger.legalHold() { throw Ledger.heldRefusal(ledger: id, reason: hold) }
+        } then: {
+            try destroy(id, at: target, reason: reason)
+            return changes.note(id)
+        }
+    }
+
+    /// Removes this store's copy of ledger `id`, which other members of its cluster keep
+    /// (this member no longer keeps its placement group): closed and removed as
+    /// ``eraseLedger(_:reason:waitingUpTo:ignoringHold:)`` removes a ledger, but with no
+    /// erasure journaled — the ledger lives on elsewhere, and a copy of it may come back here.
+    ///
+    /// - Throws: ``LedgerFailure`` `notFound`; `storage` when something still holds it after
+    ///   `timeout` (nothing is removed); `CancellationError`.
+    public func releaseCopy(of id: String, waitingUpTo timeout: Duration) async throws {
+        let target = try erasable(id, reason: "")
+        try await removing(id, waitingUpTo: timeout, what: "removed") { _ in } then: {
+            try destroy(id, at: target, reason: nil)
+        }
+    }
+
+    /// Runs `remove` on ledger `id` once new calls to it are refused (`notFound`), its streams
+    /// ended, and the calls, backups and replicas holding it let go of it (at most
+    /// `timeout`), after `check` of the ledger; the ledger serves again afterwards if it is
+    /// still there.
+    private func removing<R>(
+        _ id: String, waitingUpTo timeout: Duration, what: String, check: (Ledger) throws -> Void, then remove: () throws -> R
+    ) async throws -> R {
+        try await reserving(id) {
             let closed: @Sendable () -> Bool
             do {
                 let ledger = try self.ledger(id)
-                if !ignoringHold, let hold = try ledger.legalHold() { throw Ledger.heldRefusal(ledger: id, reason: hold) }
+                try check(ledger)
                 closed = closeForErasure(ledger)
             }
             defer { reopenAfterErasure(id) }
@@ -130,15 +159,14 @@ extension LedgerStore {
             while !closed() || isHeld(id) {
                 guard ContinuousClock.now < deadline else {
                     throw LedgerFailure(
-                        .storage, "ledger '\(id)' is still in use after \(timeout) (a call, a backup or a replica holds it): nothing was erased; try again")
+                        .storage, "ledger '\(id)' is still in use after \(timeout) (a call, a backup or a replica holds it): nothing was \(what); try again")
                 }
                 try await Task.sleep(for: .milliseconds(5))
             }
-            guard !Self.isOpenByAnotherProcess(target) else {
-                throw LedgerFailure(.storage, "ledger '\(id)' is open in another process: stop it before erasing the ledger")
+            guard !Self.isOpenByAnotherProcess(directory(of: id)) else {
+                throw LedgerFailure(.storage, "ledger '\(id)' is open in another process: stop it before it is \(what)")
             }
-            try destroy(id, at: target, reason: reason)
-            return changes.note(id)
+            return try remove()
         }
     }
 
@@ -185,10 +213,11 @@ extension LedgerStore {
         return target
     }
 
-    /// Journals the erasure of ledger `id`, overwrites its data file with zeros and removes
-    /// its directory; nothing may hold it open.
-    private func destroy(_ id: String, at target: URL, reason: String) throws {
-        try journalWholeErasure(of: id, reason: reason)
+    /// Journals the erasure of ledger `id` for `reason` (none: a copy released, not an
+    /// erasure), overwrites its data file with zeros and removes its directory; nothing may
+    /// hold it open.
+    private func destroy(_ id: String, at target: URL, reason: String?) throws {
+        if let reason { try journalWholeErasure(of: id, reason: reason) }
         views.discard(ledgerID: id)
         removeSnapshots(of: id)
         // The files' bytes first: removing them alone leaves them on the disk. (A commit

@@ -4211,6 +4211,10 @@ public nonisolated struct Healthledger_V1_PlacementGroupStatus: Sendable {
   /// The ledgers of the group the member answering holds.
   public var ledgerCount: UInt64 = 0
 
+  /// The members the placement has keep the group's ledgers (placed_on first; --replicas in
+  /// all): they follow its primary, and a member that keeps no copy sends reads to it.
+  public var keepers: [String] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -10406,7 +10410,7 @@ nonisolated extension Healthledger_V1_ClusterStatusResponse: SwiftProtobuf.Messa
 
 nonisolated extension Healthledger_V1_PlacementGroupStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".PlacementGroupStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}leader\0\u{3}leader_address\0\u{1}epoch\0\u{1}standby\0\u{3}pending_standby\0\u{3}placed_on\0\u{3}ledger_count\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}leader\0\u{3}leader_address\0\u{1}epoch\0\u{1}standby\0\u{3}pending_standby\0\u{3}placed_on\0\u{3}ledger_count\0\u{1}keepers\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -10422,6 +10426,7 @@ nonisolated extension Healthledger_V1_PlacementGroupStatus: SwiftProtobuf.Messag
       case 6: try { try decoder.decodeSingularStringField(value: &self.pendingStandby) }()
       case 7: try { try decoder.decodeSingularStringField(value: &self.placedOn) }()
       case 8: try { try decoder.decodeSingularUInt64Field(value: &self.ledgerCount) }()
+      case 9: try { try decoder.decodeRepeatedStringField(value: &self.keepers) }()
       default: break
       }
     }
@@ -10452,6 +10457,9 @@ nonisolated extension Healthledger_V1_PlacementGroupStatus: SwiftProtobuf.Messag
     if self.ledgerCount != 0 {
       try visitor.visitSingularUInt64Field(value: self.ledgerCount, fieldNumber: 8)
     }
+    if !self.keepers.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.keepers, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -10464,6 +10472,7 @@ nonisolated extension Healthledger_V1_PlacementGroupStatus: SwiftProtobuf.Messag
     if lhs.pendingStandby != rhs.pendingStandby {return false}
     if lhs.placedOn != rhs.placedOn {return false}
     if lhs.ledgerCount != rhs.ledgerCount {return false}
+    if lhs.keepers != rhs.keepers {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -45,12 +45,13 @@ struct ClusterCommand: AsyncParsableCommand {
                     : status.role == "follower" || status.role == "electing" ? "" : "\tnot watching"
                 lines.append("  \(member.node)\t\(member.address)\tleads \(member.leads.count) group\(member.leads.count == 1 ? "" : "s")\(progress)")
             }
-            lines.append("groups  (group: primary, epoch, standby, placed on, ledgers here)")
+            lines.append("groups  (group: primary, epoch, standby, placed on, kept on, ledgers here)")
             for group in status.groups {
                 let standby = (group.standby ?? "none") + (group.pendingStandby.map { " (making \($0) the standby)" } ?? "")
                 let placed = group.placedOn.map { $0 == group.leader ? "" : "\tplaced on \($0)" } ?? ""
+                let kept = group.keepers.isEmpty ? "" : "\tkept on \(group.keepers.joined(separator: ","))"
                 lines.append(
-                    "  \(group.group)\t\(group.leader ?? "none (electing)")\tepoch \(group.epoch)\tstandby \(standby)\(placed)\t\(group.ledgerCount) ledger\(group.ledgerCount == 1 ? "" : "s")")
+                    "  \(group.group)\t\(group.leader ?? "none (electing)")\tepoch \(group.epoch)\tstandby \(standby)\(placed)\(kept)\t\(group.ledgerCount) ledger\(group.ledgerCount == 1 ? "" : "s")")
             }
             lines.append("ledgers \(status.ledgerCount), \(status.ledgers.count) in use")
             for ledger in status.ledgers {

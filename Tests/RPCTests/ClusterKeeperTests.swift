@@ -1,0 +1,105 @@
+import Foundation
+import HealthLedgerSDK
+import HealthModel
+import LedgerSchema
+import Testing
+import TestSupport
+
+extension ClusterTests {
+    @Test("with --replicas 2, each placement group is kept on two of three members: the third holds none of its ledgers and sends their reads to the primary; a member killed has its groups copied to the others, which remove those copies once it is back")
+    func keepersOnly() async throws {
+        let base = URL(filePath: NSTemporaryDirectory()).appending(path: "healthledger-cluster-\(UUID().uuidString)")
+        defer { if ProcessInfo.processInfo.environment["HEALTHLEDGER_TEST_KEEP"] == nil { try? FileManager.default.removeItem(at: base) } }
+        let etcd = try await EtcdMembers(count: 1, directory: base.appending(path: "etcd"))
+        defer { etcd.stop() }
+        let nodes = try ClusterNodes(base: base, etcd: etcd.endpoints, arguments: ["--replicas", "2"])
+        defer { nodes.stopAll() }
+        for node in 1...3 { try await nodes.start(node) }
+        _ = try await nodes.settled(count: 3)
+        let everyone: Set<Int> = [1, 2, 3]
+
+        // One ledger in each placement group, with a sample saved: created and written
+        // through n1, which sends each to its group's primary.
+        let ids = (0..<Placement.groups).map { group in (0..<10_000).lazy.map { "patient\($0)" }.first { Placement.group(of: $0) == group }! }
+        let admin = HealthStore(configuration: nodes.client(credential: nodes.operatorCredential, preferring: 1))
+        defer { Task { await admin.close() } }
+        var owners: [String: String] = [:]
+        var saved: [String: UUID] = [:]
+        for id in ids {
+            #expect(try await admin.createLedger(id: id) == id)
+            owners[id] = try await admin.issueCredential(ledger: id, for: .owner)
+            let writer = HealthStore(configuration: nodes.client(credential: owners[id]!, preferring: 1))
+            let sample = Samples.heartRate(60 + Double(saved.count), at: 1_000)
+            try await writer.save(sample)
+            saved[id] = sample.uuid
+            await writer.close()
+        }
+
+        // Each group's ledgers end up on exactly its two keepers, which every member names
+        // alike; the third member holds none of them.
+        let kept = try await nodes.keptAsPlaced(on: everyone, ledgersPerGroup: 1)
+        #expect(kept.allSatisfy { $0.count == 2 })
+        let shown = try await runProcess(
+            AuthCLITests.executable, ["cluster", "status", "--port", "\(nodes.port(of: 1))", "--credential", nodes.operatorCredential])
+        #expect(shown.status == 0 && shown.output.contains("\tkept on n"), "\(shown.output)\(shown.error)")
+
+        // A read sent to the member that keeps no copy goes to the group's primary (the SDK
+        // follows the refusal), and finds the sample.
+        for (group, keepers) in kept.enumerated() {
+            let outsider = try #require(everyone.subtracting(keepers).first)
+            let id = ids[group]
+            let reader = HealthStore(configuration: .init(port: nodes.port(of: outsider), credential: owners[id]!, timeout: .seconds(60)))
+            let found = try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).map(\.uuid)
+            await reader.close()
+            #expect(found == [saved[id]!], "ledger \(id) read through n\(outsider)")
+        }
+
+        // n3 killed: the two left keep every group; each copies what it lacked.
+        nodes.kill(3)
+        _ = try await nodes.settled(count: 2)
+        let allOnTwo = try await nodes.keptAsPlaced(on: [1, 2], ledgersPerGroup: 1)
+        #expect(allOnTwo.allSatisfy { $0 == [1, 2] })
+
+        // n3 back (its copies as it had them): the groups are placed as before, and a member
+        // that no longer keeps a group removes its copies of it.
+        try await nodes.start(3)
+        _ = try await nodes.settled(count: 3)
+        #expect(try await nodes.keptAsPlaced(on: everyone, ledgersPerGroup: 1) == kept)
+        // Every sample is still there, read through any member.
+        for (index, id) in ids.enumerated() {
+            let reader = HealthStore(configuration: nodes.client(credential: owners[id]!, preferring: index % 3 + 1))
+            let found = try await reader.result(for: SampleQueryDescriptor(type: Samples.heartRate.objectType)).map(\.uuid)
+            await reader.close()
+            #expect(found == [saved[id]!], "ledger \(id)")
+        }
+    }
+}
+
+extension ClusterNodes {
+    /// Returns, once every member of `members` holds `ledgersPerGroup` ledgers of each group it
+    /// keeps and none of the others, and all name the same keepers, each group's keepers (a
+    /// guard of five minutes).
+    func keptAsPlaced(on members: Set<Int>, ledgersPerGroup: UInt64) async throws -> [Set<Int>] {
+        var last = ""
+        for _ in 0..<1_500 {
+            var views: [Int: ClusterStatus] = [:]
+            for node in members { views[node] = try? await status(on: node) }
+            let keepers = views[members.min()!].map { $0.groups.map { Set($0.keepers.compactMap { Int($0.dropFirst()) }) } }
+            if let keepers, views.count == members.count,
+                views.allSatisfy({ node, status in
+                    status.groups.enumerated().allSatisfy { group, seen in
+                        Set(seen.keepers.compactMap { Int($0.dropFirst()) }) == keepers[group]
+                            && seen.ledgerCount == (keepers[group].contains(node) ? ledgersPerGroup : 0)
+                    }
+                })
+            {
+                return keepers
+            }
+            last = views.sorted { $0.key < $1.key }.map { node, status in "n\(node): " + status.groups.map { "\($0.keepers)=\($0.ledgerCount)" }.joined(separator: " ") }
+                .joined(separator: "; ")
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        Issue.record("the ledgers were not kept as placed: \(last)")
+        throw CancellationError()
+    }
+}
