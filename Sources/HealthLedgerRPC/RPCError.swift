@@ -224,4 +224,24 @@ public enum RPCMethod: String, Sendable, CaseIterable {
 
     /// Runs until the client cancels it: no deadline unless the call sets one.
     public var isLongRunning: Bool { self == .watchChanges || self == .observe || self == .watchStatisticsCollection || self == .watchAudit }
+
+    /// The method a frame names (its full name), found with one look-up rather than a
+    /// comparison with each name in turn.
+    public init?(named name: String) {
+        guard let method = Self.byName[name] else { return nil }
+        self = method
+    }
+
+    private static let byName = Dictionary(uniqueKeysWithValues: allCases.map { ($0.rawValue, $0) })
+
+    /// The method's position among ``allCases``: its enum tag, a byte (the type has fewer than
+    /// 256 cases, declared in that order).
+    public var ordinal: Int { Int(unsafeBitCast(self, to: UInt8.self)) }
+}
+
+// A method is hashed by its position, not by its name as a raw-valued enum is by default: a
+// call looks its method up in several tables (its registration, its metrics).
+extension RPCMethod: Hashable {
+    public func hash(into hasher: inout Hasher) { hasher.combine(ordinal) }
+    public static func == (lhs: RPCMethod, rhs: RPCMethod) -> Bool { lhs.ordinal == rhs.ordinal }
 }

@@ -14,6 +14,14 @@ import Testing
 struct ErrorMappingTests {
     struct Unexpected: Error {}
 
+    @Test("each method is found by its full name, and hashed and compared by its position among all methods")
+    func methodsByName() {
+        #expect(RPCMethod.allCases.enumerated().allSatisfy { index, method in method.ordinal == index && RPCMethod(named: method.rawValue) == method })
+        #expect(Set(RPCMethod.allCases).count == RPCMethod.allCases.count)
+        #expect(RPCMethod(named: "healthledger.v1.Ledger/Nothing") == nil && RPCMethod(named: "") == nil)
+        #expect(RPCMethod.save != RPCMethod.ping && RPCMethod.save.hashValue == RPCMethod.allCases[1].hashValue)
+    }
+
     @Test("a HealthError keeps its code and message, and is the status's cause")
     func healthError() {
         let status = RPCError(mapping: HealthError(.authorizationDenied, "no sharing of that type"))

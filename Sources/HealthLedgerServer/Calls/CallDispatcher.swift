@@ -217,8 +217,9 @@ package struct CallDispatcher: Sendable {
         if let failure { logged(failure, id: id, request: request) }
         caller.end()
         finish(failure == nil ? response : nil, failure)
-        metrics.record(method: method, code: failure?.code ?? .ok, duration: ContinuousClock.now - started)
-        logCall(method, request: request, caller, failure: failure, started: started)
+        let duration = ContinuousClock.now - started
+        metrics.record(method: method, code: failure?.code ?? .ok, duration: duration)
+        logCall(method, request: request, caller, failure: failure, duration: duration)
     }
 
     /// A follower's calls (§7.18 of docs/PROTOCOL.md).
@@ -235,11 +236,10 @@ package struct CallDispatcher: Sendable {
     /// (never a value, never the credential's secret). Followers' replication calls that
     /// succeed, a steady stream of long polls, are logged at `debug`.
     private func logCall(
-        _ method: RPCMethod?, request: Healthledger_V1_CallRequest, _ caller: Authenticated, failure: RPCError?, started: ContinuousClock.Instant
+        _ method: RPCMethod?, request: Healthledger_V1_CallRequest, _ caller: Authenticated, failure: RPCError?, duration: Duration
     ) {
         let level: Logger.Level = failure == nil && method.map { Self.replicationTraffic.contains($0) } == true ? .debug : .info
         guard logger.logLevel <= level else { return }
-        let duration = ContinuousClock.now - started
         let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
         let (ledger, principal) = caller.identity
         let line = CallLine(

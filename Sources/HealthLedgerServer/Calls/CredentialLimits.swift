@@ -26,14 +26,14 @@ final class CredentialLimits: Sendable {
         let calls = configuration.maximumCallsPerCredential
         let rate = configuration.maximumWritesPerSecond
         try usage.withLock { table in
-            let now = ContinuousClock.now
-            var entry = table[credential] ?? Usage(tokens: Double(rate), refilled: now)
+            var entry = table[credential] ?? Usage(tokens: Double(rate), refilled: .now)
             guard entry.running < calls else {
                 throw RPCError(
                     .resourceExhausted,
                     "this credential has \(calls) calls running, its limit (--max-calls-per-credential): wait for one to end")
             }
             if writes, rate > 0 {
+                let now = ContinuousClock.now
                 let elapsed = now - entry.refilled
                 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
                 entry.tokens = min(Double(rate), entry.tokens + seconds * Double(rate))

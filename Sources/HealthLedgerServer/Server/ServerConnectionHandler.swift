@@ -111,7 +111,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
             return
         case .start: break
         }
-        let method = RPCMethod(rawValue: request.method)
+        let method = RPCMethod(named: request.method)
         let channel = context.channel
         let loop = context.eventLoop
         let dispatcher = dispatcher
