@@ -165,6 +165,7 @@ public final class ClusterMember: Service, Sendable {
             throw ClusterFailure("a node's name is 1–128 bytes without '/', got '\(configuration.node.prefix(130))'")
         }
         guard configuration.leaseSeconds >= 2 else { throw ClusterFailure("a lease lasts at least 2 seconds, got \(configuration.leaseSeconds)") }
+        guard configuration.replicas >= 2 else { throw ClusterFailure("a ledger is kept on at least 2 members (a primary and a standby), got \(configuration.replicas)") }
         self.configuration = configuration
         self.store = store
         self.role = role
@@ -172,6 +173,7 @@ public final class ClusterMember: Service, Sendable {
         self.peer = peer
         // Reads of the ledgers another member leads are on the record there too.
         store.accessForwarding.forward(.groupsNotLed)
+        store.purgeReleasedCopies()
         // A call that hangs must not outlast the lease it is renewing.
         let files = [configuration.etcdCAFile, configuration.etcdCertificateFile, configuration.etcdKeyFile]
         let tls = files.allSatisfy { $0 == nil }
@@ -274,12 +276,14 @@ public final class ClusterMember: Service, Sendable {
         }
         role.view = ClusterRole.View(members: members.map { ($0.node, $0.address) }, groups: views)
         // Its standby, and its last primary while none leads it, keep a group too: they may
-        // have writes the others lack.
+        // have writes the others lack. A member that does not see itself registered (its
+        // lease lapsed, not noticed yet) changes nothing it keeps.
         let keeps = (0..<Placement.groups).map { group in
-            !registered || keepers[group].contains(me) || leaders[group]?.entry.lease == lease || syncs[group].value?.standby == me
+            guard registered else { return role.keeps(group) }
+            return keepers[group].contains(me) || leaders[group]?.entry.lease == lease || syncs[group].value?.standby == me
                 || (leaders[group] == nil && syncs[group].value?.leader == me)
         }
-        try noteGroupsWithoutCopies(among: (0..<Placement.groups).filter { !keeps[$0] })
+        noteGroupsWithoutCopies(among: (0..<Placement.groups).filter { !keeps[$0] })
         // Each group on its own: one that fails to move on does not hold the others.
         var followed: [String: (address: String, groups: [Int: UInt64])] = [:]
         var failures: [String] = []
@@ -336,8 +340,12 @@ public final class ClusterMember: Service, Sendable {
         guard leader.node != me else { return nil }
         keep(group, keeps)
         stand(.follower(node: leader.node, address: leader.address, epoch: epoch), in: group)
-        // Two others hold every answered write: the primary and its standby.
-        guard keeps || followsUnkept(group, replaced: sync.value.map { $0.leader == leader.node && $0.standby != nil } == true) else { return nil }
+        // Not while its copies are being removed (the group kept again meanwhile: followed
+        // once the removal stopped). Two others hold every answered write: the primary and
+        // its standby.
+        guard !state.withLock({ $0.releasing.contains(group) }),
+            keeps || followsUnkept(group, replaced: sync.value.map { $0.leader == leader.node && $0.standby != nil } == true)
+        else { return nil }
         return (leader.node, leader.address, epoch)
     }
 
@@ -355,10 +363,14 @@ public final class ClusterMember: Service, Sendable {
 
     /// Marks the groups of `unkept` that this member just stopped keeping and holds no copy
     /// of as released: it does not follow them.
-    private func noteGroupsWithoutCopies(among unkept: [Int]) throws {
+    private func noteGroupsWithoutCopies(among unkept: [Int]) {
         let anew = state.withLock { state in unkept.filter { state.unkept[$0] == nil && !state.released.contains($0) } }
         guard !anew.isEmpty else { return }
-        let held = Set(try store.ledgerIDs().map(Placement.group(of:)))
+        let held: Set<Int>
+        do { held = Set(try store.ledgerIDs().map(Placement.group(of:))) } catch {
+            logger.warning("cannot list the ledgers held here: \(error)")
+            return
+        }
         state.withLock { state in
             for group in anew where !held.contains(group) { state.released.insert(group) }
         }
@@ -381,7 +393,10 @@ public final class ClusterMember: Service, Sendable {
 
     /// Removes this member's copies of `group`'s ledgers, which it keeps no longer, once it
     /// follows the group no longer: in the background, each ledger once no call or backup
-    /// holds it. A ledger that cannot go yet is tried again in a later round.
+    /// holds it, and the access records of the reads it answered went to the primary (when
+    /// some have not, the group is followed a few more rounds, which forwards them). A ledger
+    /// that cannot go yet is tried again in a later round; none goes once the member keeps
+    /// the group again.
     private func releaseCopies(of group: Int) {
         let start = state.withLock { state -> Bool in
             guard !state.released.contains(group), !state.releasing.contains(group),
@@ -393,7 +408,7 @@ public final class ClusterMember: Service, Sendable {
         }
         guard start else { return }
         Task {
-            var done = true
+            var (done, forwarding) = (true, false)
             do {
                 for id in try store.ledgerIDs() where Placement.group(of: id) == group {
                     // The group came back meanwhile: what is left stays.
@@ -402,11 +417,17 @@ public final class ClusterMember: Service, Sendable {
                         break
                     }
                     do {
-                        try await store.releaseCopy(of: id, waitingUpTo: .seconds(2))
-                        logger.notice("removed this member's copy of a ledger of a placement group it no longer keeps", metadata: ["ledger.id": "\(id)", "group": "\(group)"])
+                        try await store.releaseCopy(of: id, waitingUpTo: .seconds(2)) { !self.role.keeps(group) }
+                        logger.notice(
+                            "removed this member's copy of a ledger of a placement group it no longer keeps", metadata: ["ledger.id": "\(id)", "group": "\(group)"])
+                    } catch let failure as LedgerFailure where failure.kind == .notFound {
+                        continue
                     } catch {
                         done = false
-                        logger.warning("cannot remove the copy of a ledger of a placement group this member no longer keeps yet", metadata: ["ledger.id": "\(id)", "group": "\(group)", "error": "\(error)"])
+                        forwarding = forwarding || error is LedgerStore.UnforwardedAccessRecords
+                        logger.warning(
+                            "cannot remove the copy of a ledger of a placement group this member no longer keeps yet",
+                            metadata: ["ledger.id": "\(id)", "group": "\(group)", "error": "\(error)"])
                     }
                 }
             } catch {
@@ -416,6 +437,8 @@ public final class ClusterMember: Service, Sendable {
             state.withLock { state in
                 state.releasing.remove(group)
                 if done, !role.keeps(group) { state.released.insert(group) }
+                // Followed for ten more rounds: the follower forwards what is waiting.
+                if forwarding, let rounds = state.unkept[group] { state.unkept[group] = min(rounds, Self.releaseRounds - 10) }
             }
         }
     }

@@ -58,6 +58,8 @@ public final class Ledger: Sendable {
     /// Set once the ledger is being erased whole (``LedgerStore/eraseLedger(_:reason:waitingUpTo:ignoringHold:)``):
     /// streams that begin after it end at once, and it writes nothing more.
     let beingErased = Atomic<Bool>(false)
+    /// Set, with ``beingErased``, when what goes is only this copy (``LedgerStore/releaseCopy(of:waitingUpTo:)``).
+    let beingReleased = Atomic<Bool>(false)
     /// For a point-in-time view, the last event it holds; it is read-only. Nil for the ledger itself.
     public let viewOf: UInt64?
     /// Signs the tree heads.
@@ -122,6 +124,9 @@ public final class Ledger: Sendable {
 
     /// Whether the ledger is being erased whole: whoever uses it should let go.
     public var isBeingErased: Bool { beingErased.load(ordering: .acquiring) }
+
+    /// Whether what goes is only this copy of the ledger, which other members of a cluster keep.
+    public var isBeingReleased: Bool { beingReleased.load(ordering: .acquiring) }
 
     /// Rebuilds the projections from the log when another version laid them out.
     private func upgradeProjections() throws {

@@ -60,11 +60,24 @@ extension ClusterTests {
         let allOnTwo = try await nodes.keptAsPlaced(on: [1, 2], ledgersPerGroup: 1)
         #expect(allOnTwo.allSatisfy { $0 == [1, 2] })
 
+        // A stream on a member that keeps a group only while n3 is away.
+        let borrowed = try #require(kept.indices.first { !kept[$0].contains(2) })
+        let watcher = HealthStore(configuration: .init(port: nodes.port(of: 2), credential: owners[ids[borrowed]]!, timeout: .seconds(60)))
+        defer { Task { await watcher.close() } }
+        let watch = Task { () -> String in
+            do {
+                for try await _ in try await watcher.changes(for: AnchoredObjectQueryDescriptor(type: Samples.heartRate.objectType)) {}
+                return "ended"
+            } catch { return "\(error)" }
+        }
+
         // n3 back (its copies as it had them): the groups are placed as before, and a member
-        // that no longer keeps a group removes its copies of it.
+        // that no longer keeps a group removes its copies of it, ending its streams.
         try await nodes.start(3)
         _ = try await nodes.settled(count: 3)
         #expect(try await nodes.keptAsPlaced(on: everyone, ledgersPerGroup: 1) == kept)
+        let ended = await watch.value
+        #expect(ended.contains("unavailable") && ended.contains("no longer keeps ledger '\(ids[borrowed])'"), "\(ended)")
         // Every sample is still there, read through any member.
         for (index, id) in ids.enumerated() {
             let reader = HealthStore(configuration: nodes.client(credential: owners[id]!, preferring: index % 3 + 1))

@@ -15,8 +15,9 @@
  * docs/PROTOCOL.md.
  *
  * With several addresses (the members of a cluster, docs/PROTOCOL.md §7.18-§7.19) it starts
- * with the first that answers and carries on by itself: a write refused with a primary
- * named (CallStatus.primary) goes there; a server that cannot be reached, or answers
+ * with the first that answers and carries on by itself: a call refused with a primary
+ * named (CallStatus.primary: a write to a follower, or a read of a ledger the member keeps
+ * no copy of) goes there; a server that cannot be reached, or answers
  * UNAVAILABLE, is set aside for the next address, for up to FAILOVER_PATIENCE_SECONDS; a
  * save sent again after an unknown outcome that is then refused ALREADY_EXISTS was saved
  * (its UUID makes resending safe). Calls that delivered part of a stream are not retried.
@@ -481,7 +482,7 @@ static void pause_ms(int milliseconds) {
 }
 
 /*
- * Runs a call on one of the client's servers, the one it used last first. A write refused
+ * Runs a call on one of the client's servers, the one it used last first. A call refused
  * with a primary named goes to that primary; a server that cannot be reached, loses the
  * connection or answers UNAVAILABLE is set aside for the next address, pausing
  * RETRY_PAUSE_MS whenever every address failed, for up to FAILOVER_PATIENCE_SECONDS (with

@@ -6,19 +6,22 @@ import HealthModel
 import Ledger
 import Synchronization
 
-/// Failover of a cluster on etcd: three `healthledgerd` processes on a three-member etcd
-/// (Debian's etcd-server), one client saving one sample after another through the SDK with
+/// Failover of a cluster on etcd: three `healthledgerd` processes (or `--members`, each group
+/// kept on `--replicas` of them) on a three-member etcd (Debian's etcd-server), one client saving one sample after another through the SDK with
 /// every member as a seed, for every round; each round kills the primary of the ledger's
 /// placement group (-9) once that group is where the placement puts it and has a standby, and
 /// measures the time from the kill to the first save answered after it, then starts the
 /// killed member again and, while the group is handed back to it, the longest wait between
-/// two answered saves. At the end every acknowledged save is looked for on every member.
+/// two answered saves. At the end every acknowledged save is looked for on every member that
+/// keeps the ledger.
 struct FailoverBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "failover", abstract: "Kill -9 of a ledger's primary in a cluster under saves: time to the next acknowledged save, saves lost.")
 
     @Option(help: "Rounds (a kill each).") var rounds = 20
     @Option(name: .customLong("lease-seconds"), help: "The members' --lease-seconds (etcd's lease time to live).") var leaseSeconds = 5
+    @Option(help: "Members of the cluster.") var members = 3
+    @Option(help: "The members' --replicas (the server's default when not given).") var replicas: Int?
     @Option(help: "The folder holding a release build of healthledgerd.") var binaries = ".build/release"
 
     func run() async throws {
@@ -32,6 +35,7 @@ struct FailoverBenchCommand: AsyncParsableCommand {
         let operatorCredential = try LedgerStore(directory: scratch.appending(path: "n1")).issueOperatorCredential(label: "bench")
         let credentialFile = scratch.appending(path: "cluster-operator")
         try operatorCredential.write(to: credentialFile, atomically: true, encoding: .utf8)
+        let count = members
         var members: [Int: ServerProcess] = [:]
         func start(_ node: Int) throws {
             members[node] = try ServerProcess(
@@ -39,9 +43,9 @@ struct FailoverBenchCommand: AsyncParsableCommand {
                 arguments: [
                     "--etcd", etcd.endpoints, "--node-id", "n\(node)", "--advertise", "127.0.0.1:0", "--cluster-credential-file", credentialFile.path,
                     "--lease-seconds", "\(leaseSeconds)",
-                ])
+                ] + (replicas.map { ["--replicas", "\($0)"] } ?? []))
         }
-        for node in 1...3 { try start(node) }
+        for node in 1...count { try start(node) }
         defer { for member in members.values { member.stop() } }
         func configuration(_ credential: String) -> HealthStoreConfiguration {
             let ports = members.keys.sorted().map { members[$0]!.port }
@@ -71,7 +75,9 @@ struct FailoverBenchCommand: AsyncParsableCommand {
         _ = try await admin.createLedger(id: "bench")
         let owner = try await admin.issueCredential(ledger: "bench", for: .owner)
         await admin.close()
-        print("== 3 members on a 3-member etcd, --lease-seconds \(leaseSeconds); \(rounds) rounds of kill -9 of the ledger's primary under sequential saves")
+        print(
+            "== \(count) members\(replicas.map { ", --replicas \($0)," } ?? "") on a 3-member etcd, --lease-seconds \(leaseSeconds); \(rounds) rounds of kill -9 of the ledger's primary under sequential saves"
+        )
 
         let workload = try Workload(days: 1)
         let acknowledged = Acknowledged()
@@ -128,11 +134,14 @@ struct FailoverBenchCommand: AsyncParsableCommand {
         let failures = await saving.value
         await writer.close()
 
-        // Every acknowledged save, on every member.
+        // Every acknowledged save, on every member that keeps the ledger.
         try await Task.sleep(for: .seconds(2))
         let wanted = Set(acknowledged.saves.withLock { $0.map(\.uuid) })
+        let status = HealthStore(configuration: .init(port: members[1]!.port, credential: operatorCredential, timeout: .seconds(10)))
+        let keepers = try await status.clusterStatus().group(of: "bench").keepers
+        await status.close()
         var lost: [Int: Int] = [:]
-        for (node, member) in members.sorted(by: { $0.key < $1.key }) {
+        for (node, member) in members.sorted(by: { $0.key < $1.key }) where keepers.contains("n\(node)") {
             let reader = HealthStore(configuration: .init(port: member.port, credential: owner, timeout: .seconds(120)))
             var held = Set<UUID>()
             for _ in 0..<600 {
@@ -155,7 +164,7 @@ struct FailoverBenchCommand: AsyncParsableCommand {
             String(
                 format: "hand-over (the longest wait between answered saves while the group moved back), %d rounds: median %.3f s, max %.3f s; any two saves: median %.4f s",
                 paused.count, seconds(paused[paused.count / 2]), seconds(paused.last!), seconds(gaps[gaps.count / 2])))
-        print("saves acknowledged: \(wanted.count); lost: \(lost.sorted { $0.key < $1.key }.map { "n\($0.key) \($0.value)" }.joined(separator: ", ")); calls that failed (never acknowledged): \(failures)")
+        print("saves acknowledged: \(wanted.count); lost, on each member keeping the ledger: \(lost.sorted { $0.key < $1.key }.map { "n\($0.key) \($0.value)" }.joined(separator: ", ")); calls that failed (never acknowledged): \(failures)")
         for (failure, count) in acknowledged.failures.withLock({ $0 }).sorted(by: { $0.value > $1.value }).prefix(5) { print("  \(count)× \(failure)") }
     }
 }

@@ -88,6 +88,13 @@ package struct CallDispatcher: Sendable {
         }
         let authentication: (ledger: Ledger, principal: Principal, credentialID: String, end: Date?)
         do { authentication = try store.authentication(of: request.credential) } catch let refusal as CredentialRefusal {
+            // A cluster member that keeps the ledger's group but has no copy of it yet (just
+            // made one of its keepers): its primary has.
+            if refusal == .unknown, let cluster = configuration.cluster, let named = CredentialString(request.credential), !store.holds(named.ledgerID),
+                let redirect = cluster.copyMissingRefusal(method.rawValue, ledger: named.ledgerID)
+            {
+                throw redirect
+            }
             throw RPCError(.unauthenticated, refusal.description)
         }
         caller.set(ledger: authentication.ledger.id, principal: authentication.principal)

@@ -21,6 +21,8 @@ final class StreamAccess: Sendable {
         var revoked = false
         /// The ledger is being erased whole.
         var erased = false
+        /// This server's copy of the ledger is being removed (others keep it).
+        var released = false
         /// Why the credential stopped authenticating, when that ended the stream.
         var refusal: CredentialRefusal?
         var task: Task<Void, any Error>?
@@ -52,7 +54,7 @@ final class StreamAccess: Sendable {
         let token = ledger.accessWatchers.add { [self] change in changed(change) }
         defer { ledger.accessWatchers.remove(token) }
         // Begun after the erasure was announced: it ends at once.
-        if ledger.isBeingErased { changed(.ledgerErased) }
+        if ledger.isBeingErased { changed(ledger.isBeingReleased ? .copyReleased : .ledgerErased) }
         let work = Task { try await body() }
         let revokedAlready = state.withLock { state in
             state.task = work
@@ -65,7 +67,11 @@ final class StreamAccess: Sendable {
             try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
         } catch {
             // A stream that had sent everything before a revocation ends normally.
-            let (revoked, refusal, erased) = state.withLock { ($0.revoked, $0.refusal, $0.erased) }
+            let (revoked, refusal, erased, released) = state.withLock { ($0.revoked, $0.refusal, $0.erased, $0.released) }
+            if released {
+                throw RPCError(
+                    .unavailable, "this server no longer keeps ledger '\(ledger.id)' (other members of the cluster do): open the stream again")
+            }
             if erased { throw RPCError(.notFound, "ledger '\(ledger.id)' is being erased") }
             if let refusal, case .expired = refusal { throw RPCError(.unauthenticated, refusal.description) }
             if revoked {
@@ -119,6 +125,9 @@ final class StreamAccess: Sendable {
         switch change {
         case .ledgerErased:
             state.withLock { $0.erased = true }
+            revoke()
+        case .copyReleased:
+            state.withLock { $0.released = true }
             revoke()
         case .credentialRevoked(let id):
             // A rotation's revocation takes effect when its grace period ends.

@@ -208,6 +208,17 @@ public final class ClusterRole: Sendable {
         }
     }
 
+    /// Where a call to ledger `ledger`, of which this member has no copy yet, goes: to the
+    /// primary of its group, when another member leads it.
+    func copyMissingRefusal(_ method: String, ledger: String) -> RPCError? {
+        let group = Placement.group(of: ledger)
+        guard case .follower(let node, let address, _) = standing(in: group) else { return nil }
+        return .unprocessed(
+            .failedPrecondition,
+            "ledger '\(ledger)' (placement group \(group)) has no copy on this server yet: send \(method) to its primary '\(node)' at \(address)",
+            primary: address)
+    }
+
     /// Why a follower's fetch of `group` under `epoch` is refused here; nil when this member
     /// leads the group under it.
     func fetchRefusal(epoch: UInt64, group: Int) -> RPCError? {

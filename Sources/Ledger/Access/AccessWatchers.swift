@@ -6,6 +6,9 @@ public enum AccessChange: Sendable, Hashable {
     case credentialRevoked(id: String)
     /// The ledger is being erased whole: every stream on it ends.
     case ledgerErased
+    /// This copy of the ledger is being removed (a cluster member no longer keeps its
+    /// placement group; other members do): every stream on it ends.
+    case copyReleased
 }
 
 /// Callbacks for access changes: the server uses them to end the streams of an app whose

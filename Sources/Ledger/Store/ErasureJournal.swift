@@ -115,7 +115,7 @@ extension LedgerStore {
         -> LedgerChanges.Cursor
     {
         let target = try erasable(id, reason: reason)
-        return try await removing(id, waitingUpTo: timeout, what: "erased") { ledger in
+        return try await removing(id, waitingUpTo: timeout, what: "erased", releasing: false) { ledger in
             if !ignoringHold, let hold = try ledger.legalHold() { throw Ledger.heldRefusal(ledger: id, reason: hold) }
         } then: {
             try destroy(id, at: target, reason: reason)
@@ -127,13 +127,50 @@ extension LedgerStore {
     /// (this member no longer keeps its placement group): closed and removed as
     /// ``eraseLedger(_:reason:waitingUpTo:ignoringHold:)`` removes a ledger, but with no
     /// erasure journaled — the ledger lives on elsewhere, and a copy of it may come back here.
+    /// Its streams end (``AccessChange/copyReleased``). The access records of the reads it
+    /// answered must have gone to the ledger's primary first: it is not removed while any
+    /// wait to be forwarded (``forwardableAccessRecords(limit:)``).
     ///
-    /// - Throws: ``LedgerFailure`` `notFound`; `storage` when something still holds it after
-    ///   `timeout` (nothing is removed); `CancellationError`.
-    public func releaseCopy(of id: String, waitingUpTo timeout: Duration) async throws {
+    /// - Parameter stillWanted: asked last, once nothing holds the copy: false keeps it (the
+    ///   member keeps its group again).
+    /// - Throws: ``UnforwardedAccessRecords``; ``LedgerFailure`` `notFound`;
+    ///   `failedPrecondition` when no longer `stillWanted`; `storage` when something still
+    ///   holds it after `timeout`; `CancellationError`. Nothing is removed then.
+    public func releaseCopy(of id: String, waitingUpTo timeout: Duration, stillWanted: () -> Bool = { true }) async throws {
         let target = try erasable(id, reason: "")
-        try await removing(id, waitingUpTo: timeout, what: "removed") { _ in } then: {
-            try destroy(id, at: target, reason: nil)
+        try await removing(id, waitingUpTo: timeout, what: "removed", releasing: true) { ledger in
+            try ledger.flushAccessRecords()
+            guard try ledger.forwardableAccessRecords(limit: 1).records.isEmpty else { throw UnforwardedAccessRecords(ledger: id) }
+        } then: {
+            guard stillWanted() else { throw LedgerFailure(.failedPrecondition, "this copy of ledger '\(id)' is wanted again: kept") }
+            // Moved aside first: a crash half-way leaves no broken ledger behind (purged on start).
+            let aside = target.deletingLastPathComponent().appending(path: Self.releasedPrefix + id)
+            try? FileManager.default.removeItem(at: aside)
+            do { try FileManager.default.moveItem(at: target, to: aside) } catch {
+                throw LedgerFailure(.storage, "cannot move ledger '\(id)' aside to remove it: \(error)", cause: error)
+            }
+            try destroy(id, at: aside, reason: nil)
+        }
+    }
+
+    /// A copy not released: access records of reads it answered wait to go to the primary.
+    public struct UnforwardedAccessRecords: Error, CustomStringConvertible {
+        public let ledger: String
+        public var description: String { "ledger '\(ledger)' has access records not yet forwarded to its primary: this copy is kept until they are" }
+    }
+
+    /// What a released copy's directory is renamed to before it is removed.
+    static let releasedPrefix = ".released-"
+
+    /// Removes what a crash left of copies being released (``releaseCopy(of:waitingUpTo:stillWanted:)``):
+    /// called by a cluster member as it starts.
+    public func purgeReleasedCopies() {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: ledgersDirectory.path)) ?? []
+        for name in names where name.hasPrefix(Self.releasedPrefix) {
+            let id = String(name.dropFirst(Self.releasedPrefix.count))
+            do { try destroy(id, at: ledgersDirectory.appending(path: name), reason: nil) } catch {
+                logger.warning("cannot remove what is left of a released copy", metadata: ["ledger.id": "\(id)", "error": "\(error)"])
+            }
         }
     }
 
@@ -142,14 +179,14 @@ extension LedgerStore {
     /// `timeout`), after `check` of the ledger; the ledger serves again afterwards if it is
     /// still there.
     private func removing<R>(
-        _ id: String, waitingUpTo timeout: Duration, what: String, check: (Ledger) throws -> Void, then remove: () throws -> R
+        _ id: String, waitingUpTo timeout: Duration, what: String, releasing: Bool, check: (Ledger) throws -> Void, then remove: () throws -> R
     ) async throws -> R {
         try await reserving(id) {
             let closed: @Sendable () -> Bool
             do {
                 let ledger = try self.ledger(id)
                 try check(ledger)
-                closed = closeForErasure(ledger)
+                closed = closeForErasure(ledger, asReleasedCopy: releasing)
             }
             defer { reopenAfterErasure(id) }
             views.discard(ledgerID: id)

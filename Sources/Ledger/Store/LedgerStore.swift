@@ -253,9 +253,9 @@ public final class LedgerStore: Sendable {
     /// Lets go of `ledger` for its erasure: the store no longer returns it (``ledger(_:)``
     /// refuses its id until ``reopenAfterErasure(_:)``), and its streams and waits end.
     /// - Returns: whether its environment has closed (its deinit is over).
-    func closeForErasure(_ ledger: Ledger) -> @Sendable () -> Bool {
+    func closeForErasure(_ ledger: Ledger, asReleasedCopy released: Bool = false) -> @Sendable () -> Bool {
         open.withLock { $0.close(ledger.id) }
-        ledger.endUseForErasure()
+        ledger.endUseForErasure(asReleasedCopy: released)
         let environment = WeakEnvironment(ledger.environment)
         return { environment.value == nil }
     }
@@ -324,6 +324,11 @@ public final class LedgerStore: Sendable {
     }
 
     /// The ids of every ledger in the store, sorted.
+    /// Whether this store holds a copy of ledger `id` (a valid id with a data file).
+    public func holds(_ id: String) -> Bool {
+        (try? Self.validate(id: id)) != nil && FileManager.default.fileExists(atPath: directory(of: id).appending(path: "data.mdb").path)
+    }
+
     public func ledgerIDs() throws -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: ledgersDirectory.path)) ?? []
         return names.filter { !$0.hasPrefix(".") && (try? Self.validate(id: $0)) != nil }.sorted()

@@ -210,11 +210,13 @@ extension Ledger {
     /// its streams end (and those that begin later, at once), a wait for its next commit (a
     /// follower's fetch) returns, and the access records not yet written are dropped, since
     /// they would go with it (written as it closes, they could outlast it in freed disk blocks).
-    func endUseForErasure() {
+    /// `asReleasedCopy`: only this copy goes (``LedgerStore/releaseCopy(of:waitingUpTo:)``).
+    func endUseForErasure(asReleasedCopy released: Bool = false) {
+        if released { beingReleased.store(true, ordering: .releasing) }
         beingErased.store(true, ordering: .releasing)
         accessFlushing.stop()
         _ = accessLog.take()
-        accessWatchers.notify(.ledgerErased)
+        accessWatchers.notify(released ? .copyReleased : .ledgerErased)
         changeWatchers.notify([])
     }
 
