@@ -40,8 +40,12 @@ extension ClusterTests {
         let kept = try await nodes.keptAsPlaced(on: everyone, ledgersPerGroup: 1)
         #expect(kept.allSatisfy { $0.count == 2 })
         let shown = try await runProcess(
-            AuthCLITests.executable, ["cluster", "status", "--port", "\(nodes.port(of: 1))", "--credential", nodes.operatorCredential])
+            AuthCLITests.executable, ["cluster", "status", "--port", "\(nodes.port(of: 1))", "--credential", nodes.operatorCredential, "--ledger", ids[0]])
+        let keepersOfFirst = kept[0].sorted().map { "n\($0)" }
         #expect(shown.status == 0 && shown.output.contains("\tkept on n"), "\(shown.output)\(shown.error)")
+        #expect(
+            shown.output.contains(", kept on \(keepersOfFirst.joined(separator: ","))") || shown.output.contains(", kept on \(keepersOfFirst.reversed().joined(separator: ","))"),
+            "\(shown.output)")
 
         // A read sent to the member that keeps no copy goes to the group's primary (the SDK
         // follows the refusal), and finds the sample.

@@ -31,6 +31,7 @@ struct ClusterCommand: AsyncParsableCommand {
                     let group = status.group(of: ledger)
                     print(
                         "ledger \(ledger): placement group \(group.group), primary \(group.leader.map { "\($0) at \(group.leaderAddress ?? "?")" } ?? "none (electing)")"
+                            + (group.keepers.isEmpty ? "" : ", kept on \(group.keepers.joined(separator: ","))")
                     )
                 }
             }
