@@ -190,6 +190,9 @@ public final class ClusterRole: Sendable {
     /// Why this member does not answer a read of ledger `ledger`; nil when it keeps a copy of
     /// the ledger's placement group (or leads it).
     func readRefusal(_ method: String, ledger: String) -> RPCError? {
+        // A member that keeps every group (as every member of a cluster of no more than
+        // `--replicas`) hashes no ledger id per read.
+        guard !state.withLock({ $0.keeps.allSatisfy { $0 } }) else { return nil }
         let group = Placement.group(of: ledger)
         let (standing, keeps) = state.withLock { ($0.standings[group], $0.keeps[group]) }
         guard !keeps else { return nil }
