@@ -109,7 +109,7 @@ struct EndDateOrderTests {
                 for case .quantitySample(let sample) in objects where sample.startDate == sample.endDate {
                     let (start, uuid) = (Int64(sample.startDate.timeIntervalSince1970 * 1_000_000), withUnsafeBytes(of: sample.uuid.uuid) { Array($0) })
                     try txn.put(
-                        EndIndexRow.value(start: start, sequence: 2, source: 0),
+                        EndIndexRow.value(start: start, sequence: 2, source: 0, series: false),
                         forKey: EndIndexRow.key(type: Self.type.code, end: start, uuid: uuid), in: databases.byEnd)
                 }
                 for (offset, object) in objects.enumerated() {

@@ -71,18 +71,22 @@ struct KeyEncodingTests {
     @Test("a row written by its builders reads back field by field, in by_start, by_source and by_end")
     func timeRows() throws {
         let (type, source, start, end, sequence, value) = (UInt32(3), UInt32(0x0A0B_0C0D), Int64(-5_000_000), Int64(7_000_000), UInt64(42), 71.25)
-        for (bySource, cipher) in [(false, nil), (true, nil), (false, LedgerCipher.generate()), (true, LedgerCipher.generate())] {
+        for (bySource, cipher, series) in [
+            (false, nil, false), (true, nil, true), (false, LedgerCipher.generate(), true), (true, LedgerCipher.generate(), false),
+        ] {
             let key = StartIndexRow.key(type: type, source: bySource ? source : nil, start: start, uuid: uuid).bytes
             let valueBits = LedgerCipher.masked(value.bitPattern, sequence: sequence, by: cipher)
             // Encrypted, the stored bits are not the value's.
             #expect((valueBits == value.bitPattern) == (cipher == nil))
-            let rowValue = StartIndexRow.value(end: end, sequence: sequence, valueBits: valueBits, source: bySource ? nil : source).bytes
+            let rowValue = StartIndexRow.value(end: end, sequence: sequence, valueBits: valueBits, source: bySource ? nil : source, series: series).bytes
             #expect(key.count == StartIndexRow.keyLength(bySource: bySource))
             #expect(rowValue.count == StartIndexRow.valueLength(bySource: bySource))
             try key.withUnsafeBytes { key in
                 try rowValue.withUnsafeBytes { rowValue in
                     let row = try #require(try StartIndexRow((key, rowValue), type: type, source: bySource ? source : nil, cipher: cipher))
+                    // The series flag rides on the sequence's top bit and leaves the sequence (and the value's pad) as it was.
                     #expect(row.startUs == start && row.endUs == end && row.sequence == sequence && row.value == value)
+                    #expect(row.isSeries == series && row.entry(uuid: false).isSeries == series)
                     #expect(row.source == source && row.uuid == uuid)
                     #expect(row.entry(uuid: false).uuid.isEmpty && row.entry(uuid: true).uuid == uuid)
                     // Another type's row ends a scan; a damaged value is an error, not a row.
@@ -92,12 +96,12 @@ struct KeyEncodingTests {
             }
         }
         let key = EndIndexRow.key(type: type, end: end, uuid: uuid).bytes
-        let rowValue = EndIndexRow.value(start: start, sequence: sequence, source: source).bytes
+        let rowValue = EndIndexRow.value(start: start, sequence: sequence, source: source, series: true).bytes
         try key.withUnsafeBytes { key in
             try rowValue.withUnsafeBytes { rowValue in
                 let row = try #require(try EndIndexRow((key, rowValue), type: type))
                 #expect(row.startUs == start && row.endUs == end && row.sequence == sequence && row.source == source && row.uuid == uuid)
-                #expect(row.entry.value.isNaN)
+                #expect(row.entry.value.isNaN && row.entry.isSeries)
                 #expect(try EndIndexRow((key, rowValue), type: type + 1) == nil)
             }
         }

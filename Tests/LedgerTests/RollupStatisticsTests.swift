@@ -32,8 +32,26 @@ struct RollupStatisticsTests {
         return .quantitySample(QuantitySample(type: type, quantity: try! Quantity(value, unit), start: start, end: start.addingTimeInterval(length)))
     }
 
+    /// A series sample of 1–12 values (instants, or each over its own slot, some instants at
+    /// one moment) over `length` seconds from `start`.
+    static func series(_ type: QuantityType, _ unit: String, start: Double, length: Double, using random: inout SplitMix) -> HealthObject {
+        let count = Int.random(in: 1...max(1, min(12, Int(length))), using: &random)
+        let slot = max(1, (length / Double(count)).rounded(.down))
+        var entries: [QuantitySeriesEntry] = []
+        for index in 0..<count {
+            let from = base.addingTimeInterval(start + Double(index) * slot)
+            let value = (Double.random(in: 1...120, using: &random) * 1000).rounded() / 1000
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0: entries.append(QuantitySeriesEntry(value: value, start: from, end: from))
+            case 1: entries += [QuantitySeriesEntry(value: value, start: from, end: from), QuantitySeriesEntry(value: value / 2, start: from, end: from)]
+            default: entries.append(QuantitySeriesEntry(value: value, start: from, end: from.addingTimeInterval(slot)))
+            }
+        }
+        return .quantitySample(QuantitySample(type: type, unit: try! HealthUnit(unit), series: entries))
+    }
+
     @Test(
-        "rollup statistics equal sample statistics bit for bit, and the whole-bucket merge up to rounding: random samples, sources, priorities, deletes, intervals, time zones and readers",
+        "rollup statistics equal sample statistics bit for bit, and the whole-bucket merge up to rounding: random samples, series samples, sources, priorities, deletes, intervals, time zones and readers",
         arguments: 0..<36)
     func rollupsEqualSamples(seed: Int) async throws {
         // Seeded: a failing seed reproduces.
@@ -66,7 +84,11 @@ struct RollupStatisticsTests {
             if Double(hour) * 3600 + offset + length > Double(hours * 3600) { length = 0 }
             // Values that do not add up exactly in binary.
             let value = (Double.random(in: 1...120, using: &random) * 1000).rounded() / 1000
-            bySource[source].append(Self.sample(type, unit, value: value, start: Double(hour) * 3600 + offset, length: length))
+            if length >= 1, Int.random(in: 0..<5, using: &random) == 0 {
+                bySource[source].append(Self.series(type, unit, start: Double(hour) * 3600 + offset, length: length, using: &random))
+            } else {
+                bySource[source].append(Self.sample(type, unit, value: value, start: Double(hour) * 3600 + offset, length: length))
+            }
         }
         var saved: [UUID] = []
         for (index, objects) in bySource.enumerated() {
@@ -178,6 +200,69 @@ struct RollupStatisticsTests {
             type: Fixtures.heartRate, range: DateInterval(start: Self.base, duration: 8 * 3600), intervals: hourly, options: [.discreteAverage])
         #expect(try ledger.statisticsCollection(query, as: .owner).count == 5)
         #expect(try ledger.statisticsCollection(query, as: .owner) == (try ledger.statisticsCollection(query, as: .owner, computation: .samples)))
+        #expect(try ledger.replay().identical)
+    }
+
+    @Test(
+        "a series sample counts as its values, each over its own interval, in statistics from samples and from rollups, with a predicate, and in its workout's statistics; clear and encrypted",
+        arguments: [false, true])
+    func seriesValues(encrypted: Bool) async throws {
+        let keyFile = URL(filePath: NSTemporaryDirectory()).appending(path: "series-\(UUID().uuidString).key")
+        defer { try? FileManager.default.removeItem(at: keyFile) }
+        var configuration = LedgerConfiguration()
+        if encrypted { configuration.masterKey = try MasterKey.create(at: keyFile.path) }
+        let temporary = try TemporaryStore(configuration: configuration)
+        let ledger = try temporary.ledgerStore.createLedger(id: "series")
+        func at(_ minutes: Double) -> Date { Self.base.addingTimeInterval(minutes * 60) }
+        // Heart rate every five minutes from 22:40 to 23:15 (instants); steps per minute from 22:58 to 23:02.
+        let rates: [Double] = [60, 150, 80, 90, 170, 100, 110, 50]
+        let heart = QuantitySample(
+            type: Fixtures.heartRate, unit: Fixtures.bpm,
+            series: rates.enumerated().map { QuantitySeriesEntry(value: $1, start: at(40 + 5 * Double($0)), end: at(40 + 5 * Double($0))) })
+        let steps = QuantitySample(
+            type: Fixtures.steps, unit: try HealthUnit("count"),
+            series: [10, 20, 30, 40].enumerated().map { QuantitySeriesEntry(value: $1, start: at(58 + Double($0)), end: at(59 + Double($0))) })
+        #expect(heart.quantity.value == 101.25 && steps.quantity.value == 100)
+        try await ledger.save([.quantitySample(heart), .quantitySample(steps)], by: .owner)
+        // Later samples close the series' hours, so that they have rollup rows.
+        try await ledger.save([Self.sample(Fixtures.heartRate, "count/min", value: 65, start: 5 * 3600, length: 0), Self.sample(Fixtures.steps, "count", value: 5, start: 5 * 3600, length: 60)], by: .owner)
+
+        let hourly = try StatisticsIntervals(anchor: Self.base, every: 1, .hour, timeZone: TimeZone(identifier: "UTC")!)
+        let range = DateInterval(start: Self.base, duration: 2 * 3600)
+        func collection(_ type: QuantityType, _ options: StatisticsOptions, predicate: ObjectPredicate? = nil) throws -> [Statistics] {
+            let query = StatisticsCollectionQuery(type: type, range: range, intervals: hourly, options: options, predicate: predicate)
+            let fastest = try ledger.statisticsCollection(query, as: .owner)
+            #expect(fastest == (try ledger.statisticsCollection(query, as: .owner, computation: .samples)))
+            #expect(Self.close(fastest, try ledger.statisticsCollection(query, as: .owner, computation: .wholeBuckets)))
+            return fastest
+        }
+        func bpm(_ quantity: Quantity?) throws -> Double? { try quantity.map { (try $0.doubleValue(for: Fixtures.bpm) * 1e9).rounded() / 1e9 } }
+
+        // Each hour's minimum and maximum are its values', not the sample's mean (101.25).
+        let rate = try collection(Fixtures.heartRate, [.discreteMin, .discreteMax, .discreteAverage, .mostRecent])
+        #expect(try rate.map { try bpm($0.values.minimum) } == [60, 50])
+        #expect(try rate.map { try bpm($0.values.maximum) } == [150, 170])
+        // Weighted by the time each value holds: to the next value, the last to the end of its hour.
+        #expect(try bpm(rate[0].values.average) == 95)
+        #expect(try bpm(rate[1].values.average) == ((170.0 * 5 + 100 * 5 + 110 * 5 + 50 * 45) / 60 * 1e9).rounded() / 1e9)
+        #expect(try bpm(rate[1].values.mostRecent) == 50 && rate[1].values.mostRecentInterval == DateInterval(start: at(75), end: at(75)))
+        // Each minute's steps count in the hour that holds them: 10 + 20, then 30 + 40 (not 50 and 50).
+        let walked = try collection(Fixtures.steps, [.cumulativeSum, .duration])
+        #expect(walked.map { $0.values.sum?.value } == [30, 70])
+        #expect(walked.map(\.values.duration) == [120, 120])
+        // With a predicate (read through another plan), the same.
+        let predicated = try collection(Fixtures.heartRate, [.discreteMin, .discreteMax], predicate: .sources([Source.owner.bundleIdentifier]))
+        #expect(try predicated.map { try bpm($0.values.maximum) } == [150, 170])
+        // A single statistic over the whole series.
+        let whole = try #require(try ledger.statistics(StatisticsQuery(type: Fixtures.heartRate, interval: range, options: [.discreteMin, .discreteMax]), as: .owner))
+        #expect(try bpm(whole.values.minimum) == 50 && bpm(whole.values.maximum) == 170)
+
+        // A workout over the series: its statistics count the values too.
+        let workout = Workout(configuration: WorkoutConfiguration(activityType: .running), start: at(40), end: at(80))
+        try await ledger.save([.workout(workout)], by: .owner)
+        try await ledger.associate([heart.uuid], with: workout.uuid, by: .owner)
+        let during = try #require(try ledger.workoutStatistics(for: workout.uuid, as: .owner)?.statistics(for: Fixtures.heartRate))
+        #expect(try bpm(during.values.minimum) == 50 && bpm(during.values.maximum) == 170)
         #expect(try ledger.replay().identical)
     }
 

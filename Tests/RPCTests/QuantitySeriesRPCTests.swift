@@ -46,6 +46,16 @@ struct QuantitySeriesRPCTests {
             try await owner.save(.quantitySample(noise))
             let total = try await owner.statistics(for: StatisticsQueryDescriptor(type: Self.steps, options: .cumulativeSum))
             #expect(total?.sumQuantity()?.value == 153)
+            // Statistics count each value over its own interval, as HealthKit's do: the extremes
+            // are the values' (not the sample's mean), and each minute sums its own steps.
+            let extremes = try #require(try await owner.statistics(for: StatisticsQueryDescriptor(
+                type: Samples.heartRate, interval: DateInterval(start: Samples.base, duration: 60), options: [.discreteMin, .discreteMax])))
+            #expect(try extremes.minimumQuantity()?.doubleValue(for: Self.perMinute).rounded() == 96)
+            #expect(try extremes.maximumQuantity()?.doubleValue(for: Self.perMinute).rounded() == 124)
+            let minutes = try await owner.statisticsCollection(for: StatisticsCollectionQueryDescriptor(
+                type: Self.steps, range: DateInterval(start: Samples.base, duration: 240),
+                intervals: try StatisticsIntervals(anchor: Samples.base, every: 1, .minute, timeZone: .gmt), options: .cumulativeSum))
+            #expect(minutes.statistics.map { $0.sumQuantity()?.value } == [40, 52, 0, 61])
             // Without a read grant the app reads its own only.
             #expect(try await QuantitySeriesSampleQueryDescriptor(type: Samples.heartRate).result(for: app).map(\.sample.uuid) == Array(repeating: heartRates.uuid, count: 6))
 
@@ -54,6 +64,11 @@ struct QuantitySeriesRPCTests {
             let rows = try #require(try await cli.json(server.ownerCredential, ["query", "--type", "StepCount"]) as? [[String: Any]])
             let series = try #require(rows.first?["series"] as? [[String: Any]])
             #expect(rows.first?["count"] as? Int == 4 && series.map { $0["value"] as? Double } == [40, 52, 0, 61] && series[1]["start"] as? String == "2023-11-14T22:14:20Z")
+            let perMinute = try #require(try await cli.json(server.ownerCredential, [
+                "stats", "--type", "StepCount", "--from", "2023-11-14T22:13:20Z", "--to", "2023-11-14T22:17:20Z", "--every", "1minute",
+                "--anchor", "2023-11-14T22:13:20Z",
+            ]) as? [[String: Any]])
+            #expect(perMinute.map { ($0["values"] as? [String: Any])?["sum"] as? Double } == [40, 52, 0, 61])
 
             func broken(_ change: (inout QuantitySample) -> Void) -> QuantitySample {
                 var copy = QuantitySample(type: Samples.heartRate, unit: Self.perMinute, series: Self.entries([96, 101, 110]))

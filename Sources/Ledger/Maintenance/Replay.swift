@@ -151,7 +151,7 @@ extension Ledger {
                     }
                 }
                 frontier = try merkle.finish(in: txn, projector.databases.merkle)
-                try stats.flush(in: txn, projector.databases)
+                try stats.flush(in: txn, projector.databases) { try SeriesValues.samples(sequence: $0, source: $1, in: LedgerSnapshot(live, databases)) }
                 try Projector.writeCheckpoint(reachedInBatch, in: txn, projector.databases)
                 return reachedInBatch
             }

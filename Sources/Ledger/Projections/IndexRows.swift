@@ -15,8 +15,13 @@ import LMDB
 ///
 /// `value` is a quantity sample's value in its type's canonical unit, a category sample's
 /// value, or 0; in an encrypted ledger, its bits XOR the pad of the row's sequence
-/// (``LedgerCipher/valuePad(sequence:)``).
+/// (``LedgerCipher/valuePad(sequence:)``). The stored sequence's top bit
+/// (``StartIndexRow/seriesFlag``) marks a quantity series sample, whose values statistics
+/// count one by one (``SeriesValues``); sequences never reach it.
 struct StartIndexRow {
+    /// The bit of the stored sequence that marks a series sample.
+    static let seriesFlag: UInt64 = 1 << 63
+
     let key: UnsafeRawBufferPointer
     let valueBytes: UnsafeRawBufferPointer
     /// A row of `by_source` (the source in the key), not of `by_start`.
@@ -47,14 +52,16 @@ struct StartIndexRow {
     var startUs: Int64 { KeyEncoding.time(key, at: startOffset) }
     var uuid: [UInt8] { Array(key[(startOffset + 8)..<(startOffset + 24)]) }
     var endUs: Int64 { KeyEncoding.time(valueBytes, at: 0) }
-    var sequence: UInt64 { KeyEncoding.uint64(valueBytes, at: 8) }
+    var sequence: UInt64 { KeyEncoding.uint64(valueBytes, at: 8) & ~Self.seriesFlag }
+    /// Whether the row's sample is a quantity series sample.
+    var isSeries: Bool { KeyEncoding.uint64(valueBytes, at: 8) & Self.seriesFlag != 0 }
     var value: Double { Double(bitPattern: LedgerCipher.masked(KeyEncoding.uint64(valueBytes, at: 16), sequence: sequence, by: cipher)) }
     var source: UInt32 { bySource ? KeyEncoding.uint32(key, at: 4) : KeyEncoding.uint32(valueBytes, at: 24) }
 
     /// The row as a scan hands it on; `uuid: false` leaves the UUID empty (statistics never
     /// need it, and save an allocation per sample).
     func entry(uuid withUUID: Bool) -> IndexEntry {
-        IndexEntry(uuid: withUUID ? uuid : [], startUs: startUs, endUs: endUs, sequence: sequence, source: source, value: value)
+        IndexEntry(uuid: withUUID ? uuid : [], startUs: startUs, endUs: endUs, sequence: sequence, source: source, value: value, isSeries: isSeries)
     }
 
     /// The key of a row of `by_source` when `source` is given, of `by_start` otherwise. An
@@ -70,10 +77,10 @@ struct StartIndexRow {
 
     /// The value of a row of `by_start` when `source` is given, of `by_source` otherwise;
     /// `valueBits` are the value's bits as stored (masked in an encrypted ledger).
-    static func value(end: Int64, sequence: UInt64, valueBits: UInt64, source: UInt32?) -> InlineBytes {
+    static func value(end: Int64, sequence: UInt64, valueBits: UInt64, source: UInt32?, series: Bool) -> InlineBytes {
         var bytes = InlineBytes()
         bytes.appendTime(end)
-        bytes.append(sequence)
+        bytes.append(series ? sequence | seriesFlag : sequence)
         bytes.append(valueBits)
         if let source { bytes.append(source) }
         return bytes
@@ -81,7 +88,8 @@ struct StartIndexRow {
 }
 
 /// A row of `by_end`, every source's samples of a type in end order, read in place:
-/// type(4) end(8) uuid(16) → start(8) sequence(8) source(4).
+/// type(4) end(8) uuid(16) → start(8) sequence(8) source(4). The sequence's top bit marks a
+/// series sample, as in ``StartIndexRow``.
 struct EndIndexRow {
     static let keyLength = 28
     static let valueLength = 20
@@ -102,11 +110,12 @@ struct EndIndexRow {
     var endUs: Int64 { KeyEncoding.time(key, at: 4) }
     var uuid: [UInt8] { Array(key[12..<28]) }
     var startUs: Int64 { KeyEncoding.time(valueBytes, at: 0) }
-    var sequence: UInt64 { KeyEncoding.uint64(valueBytes, at: 8) }
+    var sequence: UInt64 { KeyEncoding.uint64(valueBytes, at: 8) & ~StartIndexRow.seriesFlag }
+    var isSeries: Bool { KeyEncoding.uint64(valueBytes, at: 8) & StartIndexRow.seriesFlag != 0 }
     var source: UInt32 { KeyEncoding.uint32(valueBytes, at: 16) }
 
     /// The row as a scan hands it on (an end index holds no value: NaN).
-    var entry: IndexEntry { IndexEntry(uuid: uuid, startUs: startUs, endUs: endUs, sequence: sequence, source: source) }
+    var entry: IndexEntry { IndexEntry(uuid: uuid, startUs: startUs, endUs: endUs, sequence: sequence, source: source, isSeries: isSeries) }
 
     /// The key of a row. An empty `uuid` makes the key that sorts before every row ending at `end`.
     static func key(type: UInt32, end: Int64, uuid: [UInt8]) -> InlineBytes {
@@ -117,10 +126,10 @@ struct EndIndexRow {
         return key
     }
 
-    static func value(start: Int64, sequence: UInt64, source: UInt32) -> InlineBytes {
+    static func value(start: Int64, sequence: UInt64, source: UInt32, series: Bool) -> InlineBytes {
         var bytes = InlineBytes()
         bytes.appendTime(start)
-        bytes.append(sequence)
+        bytes.append(series ? sequence | StartIndexRow.seriesFlag : sequence)
         bytes.append(source)
         return bytes
     }

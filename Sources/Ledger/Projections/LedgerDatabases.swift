@@ -135,8 +135,10 @@ final class LedgerDatabases: Sendable {
 /// (a type's longest duration is its sources' longest, from `type_sources`; its count is counted). 14: `credentials`
 /// records keep issue, expiry and revocation times, label and replacement (``CredentialRecord``). 15: an encrypted
 /// ledger's `rollups` sealed with AES-256-GCM under a synthetic nonce (``LedgerCipher/sealRollup(_:context:)``), not GCM-SIV.
+/// 16: a series sample marked in `by_start`, `by_source`, `by_end` and `workout_members` (``StartIndexRow/seriesFlag``), its
+/// rollups counting its values one by one (``SeriesValues``).
 enum ProjectionLayout {
-    static let current: UInt32 = 15
+    static let current: UInt32 = 16
     /// Databases earlier layouts kept that this one does not: dropped when a ledger's projections are rebuilt for it.
     static let retiredDatabases = ["checkpoint", "changes", "type_stats"]
     static let key: [UInt8] = Array("projections".utf8)

@@ -19,6 +19,8 @@ struct ObjectSummary: Sendable {
     var workout: [UInt8]?
     /// A correlation's members (as the log stores them), saved just before it.
     var members: [[UInt8]] = []
+    /// A quantity series sample (one with values of its own).
+    var isSeries = false
 
     init(_ object: Healthledger_V1_HealthObject, units: SummaryCache) throws {
         uuid = Array(object.uuid)
@@ -36,7 +38,9 @@ struct ObjectSummary: Sendable {
             }
         }
         switch object.body {
-        case .quantity(let body): value = try units.canonicalValue(body.quantity.value, unit: body.quantity.unit, type: object.type)
+        case .quantity(let body):
+            value = try units.canonicalValue(body.quantity.value, unit: body.quantity.unit, type: object.type)
+            isSeries = !body.series.isEmpty
         case .category(let body): value = Double(body.value)
         case .workoutRoute(let body): value = 0; workout = body.workoutUuid.count == 16 ? Array(body.workoutUuid) : nil
         case .correlation(let body): value = 0; members = body.memberUuids.map { Array($0) }
@@ -55,6 +59,7 @@ struct ObjectSummary: Sendable {
             // Through the unit's printed form, as replay sees it in the log.
             let value = try units.canonicalValue(sample.quantity.value, unit: sample.quantity.unit.description, type: sample.type.identifier)
             self.init(sample, value: value, units: units)
+            isSeries = !sample.series.isEmpty
         case .categorySample(let sample):
             self.init(sample, value: Double(Int64(sample.value)), units: units)
         case .visionPrescription(let prescription):
@@ -148,6 +153,7 @@ struct ObjectSummary: Sendable {
                 var body = ProtoReader(try reader.bytes())
                 var current = quantity ?? (0, "")
                 while let (field, wireType) = try body.next() {
+                    if field == QuantitySampleBodyField.series.rawValue, wireType == .lengthDelimited { isSeries = true }
                     guard field == QuantitySampleBodyField.quantity.rawValue, wireType == .lengthDelimited else { try body.skip(wireType); continue }
                     var message = ProtoReader(try body.bytes())
                     while let (field, wireType) = try message.next() {

@@ -241,15 +241,15 @@ struct Projector {
             // The time and change indexes' rows are put later, in key order (``HeldIndexRows``).
             let valueBits = LedgerCipher.masked(object.value.bitPattern, sequence: sequence, by: databases.cipher)
             stats.indexRows.add(
-                StartIndexRow.value(end: object.endUs, sequence: sequence, valueBits: valueBits, source: nil),
+                StartIndexRow.value(end: object.endUs, sequence: sequence, valueBits: valueBits, source: nil, series: object.isSeries),
                 forKey: StartIndexRow.key(type: type, source: source, start: object.startUs, uuid: uuid), in: .bySource)
             stats.indexRows.add(
-                StartIndexRow.value(end: object.endUs, sequence: sequence, valueBits: valueBits, source: source),
+                StartIndexRow.value(end: object.endUs, sequence: sequence, valueBits: valueBits, source: source, series: object.isSeries),
                 forKey: StartIndexRow.key(type: type, source: nil, start: object.startUs, uuid: uuid), in: .byStart)
             // An instant's end is its start: `by_start` already orders it by end.
             if object.endUs != object.startUs {
                 stats.indexRows.add(
-                    EndIndexRow.value(start: object.startUs, sequence: sequence, source: source),
+                    EndIndexRow.value(start: object.startUs, sequence: sequence, source: source, series: object.isSeries),
                     forKey: EndIndexRow.key(type: type, end: object.endUs, uuid: uuid), in: .byEnd)
             }
             stats.indexRows.add(
@@ -263,7 +263,7 @@ struct Projector {
             if object.workout != nil || object.syncIdentifier != nil {
                 let member = WorkoutMember(
                     type: object.typeCode, uuid: object.uuid, startUs: object.startUs, endUs: object.endUs, sequence: sequence,
-                    value: object.value, source: source)
+                    value: object.value, source: source, isSeries: object.isSeries)
                 try WorkoutIndex.objectSaved(member, routeOf: object.workout, in: txn, databases)
             }
             // A correlation's members were saved just before it.
@@ -355,7 +355,7 @@ struct Projector {
             let sample = try loadSaved(stored.sequence)
             let member = WorkoutMember(
                 type: stored.type, uuid: uuid, startUs: sample.startUs, endUs: sample.endUs, sequence: stored.sequence, value: sample.value,
-                source: stored.source)
+                source: stored.source, isSeries: sample.isSeries)
             try WorkoutIndex.add(member, to: parent, in: txn, databases)
         }
     }
@@ -424,9 +424,11 @@ struct DeferredProjections {
     }
 
     /// Puts the held index rows, recomputes the touched hours' rollups, and clears them.
-    mutating func flush(in txn: Transaction, _ databases: LedgerDatabases) throws {
+    /// - Parameter seriesValues: reads a series sample's values from the log (which a replay
+    ///   reads from another environment than the one it writes).
+    mutating func flush(in txn: Transaction, _ databases: LedgerDatabases, seriesValues: SeriesValues.Loader) throws {
         try indexRows.put(in: txn, databases)
-        try Rollups.update(hours.sorted(), in: txn, databases)
+        try Rollups.update(hours.sorted(), in: txn, databases, seriesValues: seriesValues)
         hours = []
     }
 }

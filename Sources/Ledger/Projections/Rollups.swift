@@ -188,7 +188,7 @@ enum Rollups {
     /// and the open hour itself lose their rows. When the open hour moved on, the hour that was
     /// open before gets its row: it is the newest hour below the open one that was not touched
     /// and has no row (all older ones have theirs).
-    static func update(_ blocks: [Block], in txn: Transaction, _ databases: LedgerDatabases) throws {
+    static func update(_ blocks: [Block], in txn: Transaction, _ databases: LedgerDatabases, seriesValues: SeriesValues.Loader) throws {
         let snapshot = LedgerSnapshot(txn, databases)
         var first = blocks.startIndex
         while first < blocks.endIndex {
@@ -200,7 +200,7 @@ enum Rollups {
             let open = try sampleHour(type: type, source: source, in: snapshot)
             for block in touched {
                 if let open, block.hour < open {
-                    try recompute(block, in: txn, databases)
+                    try recompute(block, in: txn, databases, seriesValues: seriesValues)
                 } else {
                     try txn.delete(key(type: type, source: source, hour: block.hour), in: databases.rollups)
                 }
@@ -213,7 +213,7 @@ enum Rollups {
                 below = hour
                 if recomputed.contains(hour) { continue }
                 if try txn.get(key(type: type, source: source, hour: hour), in: databases.rollups) == nil {
-                    try recompute(Block(type: type, source: source, hour: hour), in: txn, databases)
+                    try recompute(Block(type: type, source: source, hour: hour), in: txn, databases, seriesValues: seriesValues)
                 }
                 break
             }
@@ -233,25 +233,42 @@ enum Rollups {
         }
     }
 
-    /// Recomputes one row from the samples in `by_source` (deleting it when none is left).
-    static func recompute(_ block: Block, in txn: Transaction, _ databases: LedgerDatabases) throws {
+    /// Recomputes one row from the samples in `by_source` (deleting it when none is left). A
+    /// series sample counts as its values (``SeriesValues``), all of them in the hour its
+    /// sample starts in. A value starting after that hour makes the row reach past the
+    /// hour's end (at least a microsecond past its own start), so that neither its hour nor
+    /// the next is answered from rows: those are computed from the values.
+    static func recompute(_ block: Block, in txn: Transaction, _ databases: LedgerDatabases, seriesValues: SeriesValues.Loader) throws {
         guard let level = levels[block.type] else { return }
         var samples: [StatisticsSample] = []
         let end = block.hour + hour
+        var series: [UInt64] = []
         try txn.withCursor(on: databases.bySource) { cursor in
             var entry = try cursor.seek(atLeast: StartIndexRow.key(type: block.type, source: block.source, start: block.hour, uuid: []))
             while let current = entry, let row = try StartIndexRow(current, type: block.type, source: block.source, cipher: databases.cipher) {
                 let start = row.startUs
                 guard start < end else { break }
-                samples.append(StatisticsSample(start: start, end: row.endUs, value: row.value, source: block.source, sequence: row.sequence))
+                if row.isSeries {
+                    series.append(row.sequence)
+                } else {
+                    samples.append(StatisticsSample(start: start, end: row.endUs, value: row.value, source: block.source, sequence: row.sequence))
+                }
                 entry = try cursor.next()
+            }
+        }
+        var reach = Int64.min
+        for sequence in series {
+            for value in try seriesValues(sequence, block.source) {
+                if value.start >= end { reach = max(reach, value.end, value.start + 1) }
+                samples.append(value)
             }
         }
         let key = key(type: block.type, source: block.source, hour: block.hour)
         if samples.isEmpty {
             try txn.delete(key, in: databases.rollups)
         } else {
-            let partial = StatisticsPartial(samples: StatisticsSample.ordered(samples), level: level)
+            var partial = StatisticsPartial(samples: StatisticsSample.ordered(samples), level: level)
+            partial.maxEnd = max(partial.maxEnd, reach)
             try txn.put(databases.storable(partial.encoded, domain: .rollup, key: key), forKey: key, in: databases.rollups)
         }
     }

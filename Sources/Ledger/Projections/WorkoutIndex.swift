@@ -12,16 +12,21 @@ struct WorkoutMember: Sendable {
     /// In the type's canonical unit (0 for routes).
     var value: Double
     var source: UInt32
+    /// A quantity series sample, whose values statistics count one by one.
+    var isSeries = false
 
-    var indexEntry: IndexEntry { IndexEntry(uuid: uuid, startUs: startUs, endUs: endUs, sequence: sequence, source: source, value: value) }
+    var indexEntry: IndexEntry {
+        IndexEntry(uuid: uuid, startUs: startUs, endUs: endUs, sequence: sequence, source: source, value: value, isSeries: isSeries)
+    }
 
-    /// start(8) end(8) sequence(8) value(8, masked in an encrypted ledger as in ``StartIndexRow``); the source is in the key.
+    /// start(8) end(8) sequence(8, its top bit marking a series sample as in ``StartIndexRow``) value(8, masked in an
+    /// encrypted ledger as in ``StartIndexRow``); the source is in the key.
     func encodedValue(_ cipher: LedgerCipher?) -> [UInt8] {
         var value: [UInt8] = []
         value.reserveCapacity(32)
         KeyEncoding.appendTime(startUs, to: &value)
         KeyEncoding.appendTime(endUs, to: &value)
-        KeyEncoding.append(sequence, to: &value)
+        KeyEncoding.append(isSeries ? sequence | StartIndexRow.seriesFlag : sequence, to: &value)
         KeyEncoding.append(LedgerCipher.masked(self.value.bitPattern, sequence: sequence, by: cipher), to: &value)
         return value
     }
@@ -96,12 +101,13 @@ enum WorkoutIndex {
 
     private static func member(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ cipher: LedgerCipher?) throws -> WorkoutMember {
         guard value.count == 32 else { throw LedgerFailure.corrupted("a workout_members entry is \(value.count) bytes, not 32: replay the ledger") }
-        let sequence = KeyEncoding.uint64(value, at: 16)
+        let stored = KeyEncoding.uint64(value, at: 16)
+        let sequence = stored & ~StartIndexRow.seriesFlag
         return WorkoutMember(
             type: KeyEncoding.uint32(key, at: 16), uuid: Array(key[24..<40]), startUs: KeyEncoding.time(value, at: 0),
             endUs: KeyEncoding.time(value, at: 8), sequence: sequence,
             value: Double(bitPattern: LedgerCipher.masked(KeyEncoding.uint64(value, at: 24), sequence: sequence, by: cipher)),
-            source: KeyEncoding.uint32(key, at: 20))
+            source: KeyEncoding.uint32(key, at: 20), isSeries: stored & StartIndexRow.seriesFlag != 0)
     }
 
     /// The workouts `member` belongs to.

@@ -572,7 +572,9 @@ final class ChangeFilter {
             let source = try StoredObject.load(entry.position.uuid, in: snapshot)?.source ?? 0
             if let predicate {
                 let subject = EntrySubject(
-                    IndexEntry(uuid: entry.position.uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: saved, source: source, value: summary.value),
+                    IndexEntry(
+                        uuid: entry.position.uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: saved, source: source, value: summary.value,
+                        isSeries: summary.isSeries),
                     context)
                 guard try predicate.matches(subject, type: type) else { return nil }
             }

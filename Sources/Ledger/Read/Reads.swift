@@ -183,7 +183,8 @@ extension Ledger {
                 let summary = try projector.savedSummary(stored: try Ledger.storedEvent(stored.sequence, in: snapshot), sequence: stored.sequence)
                 guard range.overlaps(start: summary.startUs, end: summary.endUs) else { continue }
                 entries.append(IndexEntry(
-                    uuid: uuid.bytes, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source, value: summary.value))
+                    uuid: uuid.bytes, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source, value: summary.value,
+                    isSeries: summary.isSeries))
             }
             return .sorted(Self.sorted(entries, by: sort))
         }
@@ -253,7 +254,8 @@ extension Ledger {
                 let event = try Ledger.storedEvent(stored.sequence, in: snapshot)
                 let summary = try projector.savedSummary(stored: event, sequence: stored.sequence)
                 guard range.overlaps(start: summary.startUs, end: summary.endUs) else { continue }
-                entries.append(IndexEntry(uuid: uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source))
+                entries.append(IndexEntry(
+                    uuid: uuid, startUs: summary.startUs, endUs: summary.endUs, sequence: stored.sequence, source: stored.source, isSeries: summary.isSeries))
             }
         }
         return .sorted(Self.sorted(entries, by: sort))

@@ -68,4 +68,6 @@ struct IndexEntry {
     var source: UInt32
     /// A quantity sample's value in its type's canonical unit (start indexes only; NaN otherwise).
     var value: Double = .nan
+    /// Whether the sample is a quantity series sample (start indexes and workout members only).
+    var isSeries = false
 }

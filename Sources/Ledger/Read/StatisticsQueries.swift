@@ -182,7 +182,11 @@ extension Ledger {
             of: type, plan: PredicatePlan(predicate, range: range), sort: .startDate(ascending: true), scope: engine.scope, context: context
         ) { entry in
             if range.overlaps(start: entry.startUs, end: entry.endUs), try predicate.matches(EntrySubject(entry, context), type: type) {
-                samples.append(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
+                if entry.isSeries {
+                    samples += try SeriesValues.samples(of: entry, overlapping: range, in: snapshot)
+                } else {
+                    samples.append(StatisticsSample(entry))
+                }
             }
             return true
         }
@@ -246,7 +250,7 @@ private struct SampleBuckets {
             if carried.isEmpty {
                 if !members.isEmpty { results[position] = engine.statistics(members[...], bucket: (start, end), dates: dates[position]) }
             } else {
-                let all = (carried + members).sorted { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
+                let all = (carried + members).sorted(by: StatisticsSample.precedes)
                 results[position] = engine.statistics(all[...], bucket: (start, end), dates: dates[position])
             }
             for sample in members where sample.end > end { carried.append(sample) }
@@ -305,22 +309,39 @@ struct BucketParts {
     }
 }
 
-/// One sample as statistics see it, from the start indexes.
+/// One sample as statistics see it, from the start indexes: a sample, or one value of a
+/// series sample over its own interval (``SeriesValues``).
 struct StatisticsSample {
     var start: Int64
     var end: Int64
     /// In the type's canonical unit.
     var value: Double
     var source: UInt32
+    /// A series value's place in its series (0 for a sample): orders values that start together.
+    /// (Declared beside `source`, the two fill one word.)
+    var position: UInt32 = 0
     /// The save event's sequence: breaks ties between equally recent samples.
     var sequence: UInt64
 
-    /// Samples in the one order every statistics path uses: by start, then by the order they
-    /// were saved (docs/SEMANTICS.md §7). The indexes order ties by UUID; this settles them.
+    init(start: Int64, end: Int64, value: Double, source: UInt32, sequence: UInt64, position: UInt32 = 0) {
+        (self.start, self.end, self.value, self.source, self.sequence, self.position) = (start, end, value, source, sequence, position)
+    }
+
+    /// An entry of a start index or a workout's members, counted as one sample.
+    init(_ entry: IndexEntry) {
+        self.init(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence)
+    }
+
+    /// The one order every statistics path uses: by start, then by the order they were saved
+    /// (docs/SEMANTICS.md §7), then by place in their series.
+    static func precedes(_ a: StatisticsSample, _ b: StatisticsSample) -> Bool {
+        (a.start, a.sequence, a.position) < (b.start, b.sequence, b.position)
+    }
+
+    /// Samples in ``precedes(_:_:)`` order. The indexes order ties by UUID; this settles them.
     static func ordered(_ samples: [StatisticsSample]) -> [StatisticsSample] {
-        let inOrder: (StatisticsSample, StatisticsSample) -> Bool = { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
-        guard zip(samples, samples.dropFirst()).contains(where: { !inOrder($0, $1) }) else { return samples }
-        return samples.sorted(by: inOrder)
+        guard zip(samples, samples.dropFirst()).contains(where: { !precedes($0, $1) }) else { return samples }
+        return samples.sorted(by: precedes)
     }
 }
 
@@ -372,15 +393,17 @@ struct StatisticsEngine {
     }
 
     /// ``samples(overlapping:in:)`` visited as the scan reads them: in start order, equal
-    /// starts in the index's (UUID) order.
+    /// starts in the index's (UUID) order; each series sample's values in its place.
     func visitSamples(overlapping range: TimeRange, in snapshot: LedgerSnapshot, _ visit: (StatisticsSample) throws -> Void) throws {
         let code = type.objectType.code
         let source: UInt32? = scope.all ? nil : scope.ownSource
         if source == 0 { return }
+        var expansion = SeriesExpansion(range: range, snapshot: snapshot)
         try Ledger.scanByStart(type: code, source: source, range: range, longest: try longestReadable(in: snapshot), uuids: false, in: snapshot) { entry in
-            try visit(StatisticsSample(start: entry.startUs, end: entry.endUs, value: entry.value, source: entry.source, sequence: entry.sequence))
+            try expansion.add(entry, visit)
             return true
         }
+        try expansion.finish(visit)
     }
 
     /// How long the longest sample this reader counts lasts: every source's for a reader of
@@ -461,7 +484,7 @@ struct StatisticsEngine {
             }
             for sample in hour where sample.source == code && sample.end > sample.start { covered.add(sample.start, sample.end) }
         }
-        included.sort { ($0.sample.start, $0.sample.sequence) < ($1.sample.start, $1.sample.sequence) }
+        included.sort { StatisticsSample.precedes($0.sample, $1.sample) }
         var partial = StatisticsPartial()
         for (sample, share) in included { partial.add(sample, share: share, level: level) }
         partial.coverage = covered.length
@@ -583,8 +606,7 @@ struct StatisticsEngine {
                 covered.add(max(sample.start, bucket.start), min(sample.end, bucket.end))
             }
         }
-        let order: (StatisticsSample, StatisticsSample) -> Bool = { ($0.start, $0.sequence) < ($1.start, $1.sequence) }
-        if zip(included, included.dropFirst()).contains(where: { !order($0, $1) }) { included.sort(by: order) }
+        included = StatisticsSample.ordered(included)
         let merged = values(of: included, sum: sum, duration: covered.length, bucket: bucket)
 
         var separate: [Source: StatisticsValues] = [:]
@@ -629,7 +651,7 @@ struct StatisticsEngine {
         var latest = Int64.min
         for sample in samples {
             guard sample.source == first.source else { return nil }
-            if let previous, (sample.start, sample.sequence) < (previous.start, previous.sequence) { return nil }
+            if let previous, StatisticsSample.precedes(sample, previous) { return nil }
             previous = sample
             earliest = min(earliest, sample.start)
             latest = max(latest, sample.end)

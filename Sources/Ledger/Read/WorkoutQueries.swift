@@ -116,9 +116,15 @@ final class WorkoutMemberReader {
     func statistics(_ type: QuantityType, _ members: [WorkoutMember], from start: Date, to end: Date) throws -> Statistics? {
         let bucket = (start: microseconds(start), end: microseconds(end))
         let range = TimeRange(start: bucket.start, end: bucket.end)
-        let samples = StatisticsSample.ordered(members.filter { range.overlaps(start: $0.startUs, end: $0.endUs) }.map {
-            StatisticsSample(start: $0.startUs, end: $0.endUs, value: $0.value, source: $0.source, sequence: $0.sequence)
-        })
+        var samples: [StatisticsSample] = []
+        for member in members where range.overlaps(start: member.startUs, end: member.endUs) {
+            if member.isSeries {
+                samples += try SeriesValues.samples(of: member.indexEntry, overlapping: range, in: snapshot)
+            } else {
+                samples.append(StatisticsSample(member.indexEntry))
+            }
+        }
+        samples = StatisticsSample.ordered(samples)
         guard !samples.isEmpty else { return nil }
         return try engine(for: type).statistics(samples[...], bucket: bucket, dates: DateInterval(start: start, end: end))
     }

@@ -152,7 +152,7 @@ final class WriteContext {
     /// Records the new head, type statistics and checkpoint (once per transaction).
     func finish() throws {
         finalFrontier = try merkle.map { try $0.finish(in: txn, databases.merkle) } ?? startFrontier
-        try stats.flush(in: txn, databases)
+        try stats.flush(in: txn, databases) { [reads] in try SeriesValues.samples(sequence: $0, source: $1, in: reads) }
         try head.write(txn, databases)
         try Projector.writeCheckpoint(head.sequence, in: txn, projector.databases)
     }

@@ -1,0 +1,91 @@
+import HealthModel
+import LMDB
+import LedgerSchema
+import SwiftProtobuf
+
+/// The values of quantity series samples, as statistics count them: each value over its own
+/// interval, as HealthKit's statistics count the quantities of a series, not the sample's
+/// aggregate over the sample's whole interval (docs/SEMANTICS.md §3 and §7, "Statistics").
+///
+/// The indexes mark a series sample (``StartIndexRow/seriesFlag``); its values are read from
+/// its save event when a statistic needs them. Every value lies within its sample's interval.
+enum SeriesValues {
+    /// The values of the series sample saved by event `sequence`, from `source`, in its type's
+    /// canonical unit and in time order, each with the sample's sequence and its place in the
+    /// series.
+    /// - Throws: ``LedgerFailure`` `corrupted` when the event saves no series sample.
+    static func samples(sequence: UInt64, source: UInt32, in snapshot: LedgerSnapshot) throws -> [StatisticsSample] {
+        let event = try LedgerEvent(stored: try Ledger.storedEvent(sequence, in: snapshot))
+        let object: Healthledger_V1_HealthObject
+        do {
+            object = try Healthledger_V1_HealthObject(serializedBytes: event.body)
+        } catch {
+            throw LedgerFailure.corrupted("event \(sequence) does not decode: \(error)")
+        }
+        guard event.kind == .objectSaved, case .quantity(let body) = object.body, !body.series.isEmpty else {
+            throw LedgerFailure.corrupted("event \(sequence) is indexed as a series sample but saves none: replay the ledger")
+        }
+        // Through the unit's printed form, as the sample's own value is (``ObjectSummary``).
+        let unit = try HealthUnit(body.quantity.unit)
+        let canonical = try QuantityType(object.type).canonicalUnit
+        return try body.series.enumerated().map { index, entry in
+            StatisticsSample(
+                start: entry.startUs, end: entry.endUs, value: try unit.convert(entry.value, to: canonical), source: source, sequence: sequence,
+                position: UInt32(index))
+        }
+    }
+
+    /// Reads the values of the series sample saved by an event (its sequence), from a source
+    /// (its code), as ``samples(sequence:source:in:)`` does from the log that holds the event.
+    typealias Loader = (_ sequence: UInt64, _ source: UInt32) throws -> [StatisticsSample]
+
+    /// The values of the series sample `entry` that overlap `range`.
+    static func samples(of entry: IndexEntry, overlapping range: TimeRange, in snapshot: LedgerSnapshot) throws -> [StatisticsSample] {
+        try samples(sequence: entry.sequence, source: entry.source, in: snapshot).filter { range.overlaps(start: $0.start, end: $0.end) }
+    }
+}
+
+/// A walk of a start index's entries turned into statistics samples in start order, each series
+/// sample replaced by its values overlapping `range`. A series' values start at or after its
+/// sample, so each is held until the walk has passed its start: the values come out in start
+/// order among the other samples.
+struct SeriesExpansion {
+    let range: TimeRange
+    let snapshot: LedgerSnapshot
+    /// Values not visited yet, in ``StatisticsSample/precedes(_:_:)`` order from `next` on.
+    private var held: [StatisticsSample] = []
+    private var next = 0
+
+    init(range: TimeRange, snapshot: LedgerSnapshot) {
+        self.range = range
+        self.snapshot = snapshot
+    }
+
+    /// The walk's next entry: visits the held values that start no later, then the entry itself
+    /// (or holds its values).
+    mutating func add(_ entry: IndexEntry, _ visit: (StatisticsSample) throws -> Void) throws {
+        if next < held.count { try release(through: entry.startUs, visit) }
+        guard entry.isSeries else { return try visit(StatisticsSample(entry)) }
+        let values = try SeriesValues.samples(of: entry, overlapping: range, in: snapshot)
+        if next == held.count {
+            (held, next) = (values, 0)
+        } else {
+            // Series that overlap each other: rare, merged by sorting.
+            held = (held[next...] + values).sorted(by: StatisticsSample.precedes)
+            next = 0
+        }
+    }
+
+    /// Visits the values still held, once the walk has ended.
+    mutating func finish(_ visit: (StatisticsSample) throws -> Void) throws {
+        try release(through: .max, visit)
+    }
+
+    private mutating func release(through start: Int64, _ visit: (StatisticsSample) throws -> Void) throws {
+        while next < held.count, held[next].start <= start {
+            try visit(held[next])
+            next += 1
+        }
+        if next == held.count { (held, next) = ([], 0) }
+    }
+}
