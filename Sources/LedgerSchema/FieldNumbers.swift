@@ -63,6 +63,12 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
     case quantity = 1, series
 }
 
+/// `healthledger.v1.QuantitySeriesEntry`.
+@usableFromInline package enum QuantitySeriesEntryField: Int, ProtoFields {
+    @usableFromInline package typealias Message = Healthledger_V1_QuantitySeriesEntry
+    case value = 1, startUs, endUs
+}
+
 /// `healthledger.v1.CategorySampleBody`.
 @usableFromInline package enum CategorySampleBodyField: Int, ProtoFields {
     @usableFromInline package typealias Message = Healthledger_V1_CategorySampleBody

@@ -64,6 +64,7 @@ struct FieldNumberTests {
         try Self.check(QuantityField.self)
         try Self.check(MetadataEntryField.self)
         try Self.check(QuantitySampleBodyField.self)
+        try Self.check(QuantitySeriesEntryField.self)
         try Self.check(CategorySampleBodyField.self)
         try Self.check(VisionPrescriptionBodyField.self)
         try Self.check(LensSpecificationField.self)

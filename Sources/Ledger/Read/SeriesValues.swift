@@ -1,7 +1,6 @@
 import HealthModel
 import LMDB
 import LedgerSchema
-import SwiftProtobuf
 
 /// The values of quantity series samples, as statistics count them: each value over its own
 /// interval, as HealthKit's statistics count the quantities of a series, not the sample's
@@ -14,25 +13,74 @@ enum SeriesValues {
     /// canonical unit and in time order, each with the sample's sequence and its place in the
     /// series.
     /// - Throws: ``LedgerFailure`` `corrupted` when the event saves no series sample.
+    ///
+    /// Read in place from the event's bytes (the values only: a series holds up to 50,000).
     static func samples(sequence: UInt64, source: UInt32, in snapshot: LedgerSnapshot) throws -> [StatisticsSample] {
-        let event = try LedgerEvent(stored: try Ledger.storedEvent(sequence, in: snapshot))
-        let object: Healthledger_V1_HealthObject
+        let stored = try Ledger.storedEvent(sequence, in: snapshot)
+        var type = ""
+        var unit = ""
+        var entries: [(value: Double, start: Int64, end: Int64)] = []
         do {
-            object = try Healthledger_V1_HealthObject(serializedBytes: event.body)
-        } catch {
-            throw LedgerFailure.corrupted("event \(sequence) does not decode: \(error)")
+            var kind: UInt64 = 0
+            var body = UnsafeRawBufferPointer(start: nil, count: 0)
+            var event = ProtoReader(stored)
+            while let (field, wireType) = try event.next() {
+                switch (LedgerEventField(rawValue: field), wireType) {
+                case (.kind, .varint): kind = try event.varint()
+                case (.body, .lengthDelimited): body = try event.bytes()
+                default: try event.skip(wireType)
+                }
+            }
+            guard kind == UInt64(EventKind.objectSaved.rawValue) else { throw notSeries(sequence) }
+            var object = ProtoReader(body)
+            while let (field, wireType) = try object.next() {
+                switch (HealthObjectField(rawValue: field), wireType) {
+                case (.type, .lengthDelimited): type = try object.string()
+                case (.quantity, .lengthDelimited):
+                    var sample = ProtoReader(try object.bytes())
+                    while let (field, wireType) = try sample.next() {
+                        switch (QuantitySampleBodyField(rawValue: field), wireType) {
+                        case (.quantity, .lengthDelimited):
+                            var quantity = ProtoReader(try sample.bytes())
+                            while let (field, wireType) = try quantity.next() {
+                                guard QuantityField(rawValue: field) == .unit, wireType == .lengthDelimited else { try quantity.skip(wireType); continue }
+                                unit = try quantity.string()
+                            }
+                        case (.series, .lengthDelimited):
+                            // Proto3 leaves out zeros: a field not written is 0.
+                            var entry = (value: 0.0, start: Int64(0), end: Int64(0))
+                            var reader = ProtoReader(try sample.bytes())
+                            while let (field, wireType) = try reader.next() {
+                                switch (QuantitySeriesEntryField(rawValue: field), wireType) {
+                                case (.value, .fixed64): entry.value = try reader.double()
+                                case (.startUs, .varint): entry.start = try reader.signed()
+                                case (.endUs, .varint): entry.end = try reader.signed()
+                                default: try reader.skip(wireType)
+                                }
+                            }
+                            entries.append(entry)
+                        default: try sample.skip(wireType)
+                        }
+                    }
+                default: try object.skip(wireType)
+                }
+            }
+        } catch let malformed as ProtoReader.Malformed {
+            throw LedgerFailure.corrupted("event \(sequence) does not decode: \(malformed)")
         }
-        guard event.kind == .objectSaved, case .quantity(let body) = object.body, !body.series.isEmpty else {
-            throw LedgerFailure.corrupted("event \(sequence) is indexed as a series sample but saves none: replay the ledger")
-        }
+        guard !entries.isEmpty else { throw notSeries(sequence) }
         // Through the unit's printed form, as the sample's own value is (``ObjectSummary``).
-        let unit = try HealthUnit(body.quantity.unit)
-        let canonical = try QuantityType(object.type).canonicalUnit
-        return try body.series.enumerated().map { index, entry in
+        let from = try HealthUnit(unit)
+        let canonical = try QuantityType(type).canonicalUnit
+        return try entries.enumerated().map { index, entry in
             StatisticsSample(
-                start: entry.startUs, end: entry.endUs, value: try unit.convert(entry.value, to: canonical), source: source, sequence: sequence,
+                start: entry.start, end: entry.end, value: try from.convert(entry.value, to: canonical), source: source, sequence: sequence,
                 position: UInt32(index))
         }
+    }
+
+    private static func notSeries(_ sequence: UInt64) -> LedgerFailure {
+        .corrupted("event \(sequence) is indexed as a series sample but saves none: replay the ledger")
     }
 
     /// Reads the values of the series sample saved by an event (its sequence), from a source
