@@ -266,6 +266,52 @@ struct RollupStatisticsTests {
         #expect(try ledger.replay().identical)
     }
 
+    @Test("a ledger laid out before series were marked (layout 15) has its projections rebuilt on opening: its statistics count a series' values")
+    func seriesLayoutUpgrade() async throws {
+        let temporary = try TemporaryStore()
+        func at(_ minutes: Double) -> Date { Self.base.addingTimeInterval(minutes * 60) }
+        let query = StatisticsQuery(type: Fixtures.heartRate, interval: DateInterval(start: Self.base, duration: 3600), options: [.discreteMin, .discreteMax])
+        func extremes(_ ledger: Ledger, _ computation: StatisticsComputation) throws -> [Double?] {
+            let values = try ledger.statistics(query, as: .owner, computation: computation)?.values
+            return try [values?.minimum, values?.maximum].map { try $0.map { (try $0.doubleValue(for: Fixtures.bpm) * 1e6).rounded() / 1e6 } }
+        }
+        // Written, then left as layout 15 left it: no row marked (statistics from the samples
+        // then take the series' mean, 96.67).
+        func writeLayoutFifteen() async throws {
+            let ledger = try temporary.ledgerStore.createLedger(id: "upgrade")
+            let heart = QuantitySample(
+                type: Fixtures.heartRate, unit: Fixtures.bpm,
+                series: [60, 150, 80].enumerated().map { QuantitySeriesEntry(value: $1, start: at(10 + 5 * Double($0)), end: at(10 + 5 * Double($0))) })
+            try await ledger.save([.quantitySample(heart), Self.sample(Fixtures.heartRate, "count/min", value: 70, start: 3 * 3600, length: 0)], by: .owner)
+            #expect(try extremes(ledger, .samples) == [60, 150])
+            try ledger.environment.write { txn in
+                for database in [ledger.databases.byStart, ledger.databases.bySource] {
+                    var rows: [([UInt8], [UInt8])] = []
+                    try txn.withCursor(on: database) { cursor in
+                        var entry = try cursor.first()
+                        while let current = entry {
+                            var value = Array(current.value)
+                            value[8] &= 0x7F
+                            rows.append((Array(current.key), value))
+                            entry = try cursor.next()
+                        }
+                    }
+                    for (key, value) in rows { try txn.put(value, forKey: key, in: database) }
+                }
+                try txn.put([0, 0, 0, 15], forKey: ProjectionLayout.key, in: ledger.databases.meta)
+            }
+            #expect(try extremes(ledger, .samples).map { $0?.rounded() } == [97, 97])
+        }
+        try await writeLayoutFifteen()
+        temporary.close()
+
+        let reopened = try temporary.reopen().ledger("upgrade")
+        #expect(try reopened.read { try ProjectionLayout.recorded(in: $0) } == ProjectionLayout.current)
+        #expect(try extremes(reopened, .samples) == [60, 150])
+        #expect(try extremes(reopened, .fastest) == [60, 150])
+        #expect(try reopened.replay().identical)
+    }
+
     @Test("a query reads the rollups: a tampered row shows in the result, verify's replay tells it apart, and a replay repairs it")
     func rollupsAreRead() async throws {
         let temporary = try TemporaryStore()

@@ -54,7 +54,8 @@ public struct QuantitySample: HealthSample {
     public var metadata: Metadata
     /// The values a series sample is made of (HealthKit's quantity series, as a watch records
     /// heart rate during a workout), each over its own interval within the sample's, in time
-    /// order, in ``quantity``'s unit; empty for a sample of one value.
+    /// order, in ``quantity``'s unit; empty for a sample of one value. Statistics count each
+    /// value over its own interval, as HealthKit's do.
     public var series: [QuantitySeriesEntry]
 
     /// Inlinable: decoders make samples by the thousand, and inlined the fields go straight
