@@ -40,6 +40,18 @@ public struct ProtoReader {
     }
 
     public mutating func varint() throws -> UInt64 {
+        // Most varints (every tag of a field below 16, most lengths) take one byte.
+        if offset < buffer.count {
+            let byte = buffer[offset]
+            if byte < 0x80 {
+                offset += 1
+                return UInt64(byte)
+            }
+        }
+        return try longVarint()
+    }
+
+    private mutating func longVarint() throws -> UInt64 {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while offset < buffer.count, shift < 64 {
@@ -63,8 +75,7 @@ public struct ProtoReader {
 
     public mutating func fixed64() throws -> UInt64 {
         guard offset + 8 <= buffer.count else { throw Malformed() }
-        var value: UInt64 = 0
-        for index in (offset..<(offset + 8)).reversed() { value = value << 8 | UInt64(buffer[index]) }
+        let value = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
         offset += 8
         return value
     }

@@ -257,12 +257,40 @@ struct RollupStatisticsTests {
         let whole = try #require(try ledger.statistics(StatisticsQuery(type: Fixtures.heartRate, interval: range, options: [.discreteMin, .discreteMax]), as: .owner))
         #expect(try bpm(whole.values.minimum) == 50 && bpm(whole.values.maximum) == 170)
 
-        // A workout over the series: its statistics count the values too.
-        let workout = Workout(configuration: WorkoutConfiguration(activityType: .running), start: at(40), end: at(80))
+        // The series' last value is an instant at the sample's end (23:15): a range starting
+        // there holds it, though the sample (ending there) does not overlap the range.
+        let quarter = try StatisticsIntervals(anchor: at(75), every: 15, .minute, timeZone: TimeZone(identifier: "UTC")!)
+        for predicate in [nil, ObjectPredicate.sources([Source.owner.bundleIdentifier])] {
+            let query = StatisticsCollectionQuery(
+                type: Fixtures.heartRate, range: DateInterval(start: at(75), end: at(90)), intervals: quarter, options: [.discreteMin, .discreteMax],
+                predicate: predicate)
+            let last = try ledger.statisticsCollection(query, as: .owner)
+            #expect(try last.map { try bpm($0.values.minimum) } == [50] && last.map { try bpm($0.values.maximum) } == [50])
+            #expect(last == (try ledger.statisticsCollection(query, as: .owner, computation: .samples)))
+        }
+
+        // Two values of one series at one moment: the most recent is the later in the series.
+        let twice = QuantitySample(
+            type: Fixtures.heartRate, unit: Fixtures.bpm,
+            series: [100, 110].map { QuantitySeriesEntry(value: $0, start: at(150), end: at(150)) })
+        try await ledger.save([.quantitySample(twice)], by: .owner)
+        let recent = StatisticsQuery(type: Fixtures.heartRate, interval: DateInterval(start: at(120), end: at(180)), options: [.mostRecent])
+        for computation in [StatisticsComputation.fastest, .samples, .wholeBuckets] {
+            #expect(try bpm(try ledger.statistics(recent, as: .owner, computation: computation)?.values.mostRecent) == 110)
+        }
+
+        // A workout over the series: its statistics count the values too, and an activity
+        // starting at the series' last instant holds it.
+        let workout = Workout(
+            configuration: WorkoutConfiguration(activityType: .running), start: at(40), end: at(80),
+            activities: [WorkoutActivity(configuration: WorkoutConfiguration(activityType: .running), start: at(75), end: at(80))])
         try await ledger.save([.workout(workout)], by: .owner)
         try await ledger.associate([heart.uuid], with: workout.uuid, by: .owner)
-        let during = try #require(try ledger.workoutStatistics(for: workout.uuid, as: .owner)?.statistics(for: Fixtures.heartRate))
+        let statistics = try #require(try ledger.workoutStatistics(for: workout.uuid, as: .owner))
+        let during = try #require(statistics.statistics(for: Fixtures.heartRate))
         #expect(try bpm(during.values.minimum) == 50 && bpm(during.values.maximum) == 170)
+        let lastActivity = try #require(statistics.statistics(for: Fixtures.heartRate, activity: workout.activities[0].uuid))
+        #expect(try bpm(lastActivity.values.minimum) == 50 && bpm(lastActivity.values.maximum) == 50)
         #expect(try ledger.replay().identical)
     }
 

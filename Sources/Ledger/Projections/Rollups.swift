@@ -39,7 +39,7 @@ struct StatisticsPartial: Equatable {
     /// How a value enters averages: itself, or for decibel levels its sound energy.
     static func energy(_ value: Double, level: Bool) -> Double { level ? pow(10, value / 10) : value }
 
-    /// Adds the next sample, in (start, save order), counting `share` toward the sum.
+    /// Adds the next sample, in (start, save order, place in a series), counting `share` toward the sum.
     mutating func add(_ sample: StatisticsSample, share: Double, level: Bool) {
         if count == 0 {
             firstStart = sample.start
@@ -56,7 +56,9 @@ struct StatisticsPartial: Equatable {
         plain += Self.energy(sample.value, level: level)
         minimum = min(minimum, sample.value)
         maximum = max(maximum, sample.value)
-        if (sample.end, sample.start, sample.sequence) > (latestEnd, latestStart, latestSequence) {
+        // Samples come in (start, save order, place in a series): of a series' values equally
+        // recent, the later one.
+        if (sample.end, sample.start, sample.sequence) >= (latestEnd, latestStart, latestSequence) {
             (latestEnd, latestStart, latestSequence, latestValue) = (sample.end, sample.start, sample.sequence, sample.value)
         }
     }

@@ -56,6 +56,28 @@ struct TimeRange: Sendable {
         if sampleStart == sampleEnd { return sampleStart >= start && sampleStart < end }
         return sampleStart < end && sampleEnd > start
     }
+
+    /// Whether a series sample spanning `sampleStart...sampleEnd` may hold a value overlapping
+    /// the range: one of its values may be an instant at its end, which overlaps a range
+    /// starting there (where the sample itself does not).
+    func mayHoldValues(start sampleStart: Int64, end sampleEnd: Int64) -> Bool {
+        sampleStart < end && sampleEnd >= start
+    }
+
+    /// Whether the sample of `entry` counts for statistics over the range: it overlaps it, or
+    /// it is a series that may hold a value overlapping it.
+    func counts(_ entry: IndexEntry) -> Bool {
+        entry.isSeries ? mayHoldValues(start: entry.startUs, end: entry.endUs) : overlaps(start: entry.startUs, end: entry.endUs)
+    }
+
+    /// The range a walk for statistics reads: a microsecond earlier, so that it meets the
+    /// series samples ending where the range starts (``mayHoldValues(start:end:)``); each entry
+    /// is then checked with ``counts(_:)``.
+    var widenedForSeries: TimeRange {
+        var widened = self
+        if start > Int64.min { widened.start = start - 1 }
+        return widened
+    }
 }
 
 /// One entry of a time index.
@@ -68,6 +90,6 @@ struct IndexEntry {
     var source: UInt32
     /// A quantity sample's value in its type's canonical unit (start indexes only; NaN otherwise).
     var value: Double = .nan
-    /// Whether the sample is a quantity series sample (start indexes and workout members only).
+    /// Whether the sample is a quantity series sample, whose values statistics count one by one.
     var isSeries = false
 }

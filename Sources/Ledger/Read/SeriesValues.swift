@@ -69,13 +69,21 @@ enum SeriesValues {
             throw LedgerFailure.corrupted("event \(sequence) does not decode: \(malformed)")
         }
         guard !entries.isEmpty else { throw notSeries(sequence) }
-        // Through the unit's printed form, as the sample's own value is (``ObjectSummary``).
-        let from = try HealthUnit(unit)
-        let canonical = try QuantityType(type).canonicalUnit
-        return try entries.enumerated().map { index, entry in
-            StatisticsSample(
-                start: entry.start, end: entry.end, value: try from.convert(entry.value, to: canonical), source: source, sequence: sequence,
-                position: UInt32(index))
+        // Saved values are in time order: anything else is damage, which would misplace values.
+        guard zip(entries, entries.dropFirst()).allSatisfy({ $0.start <= $1.start && $0.start <= $0.end }), entries.last!.start <= entries.last!.end else {
+            throw LedgerFailure.corrupted("event \(sequence) holds series values out of time order: the log is damaged")
+        }
+        do {
+            // Through the unit's printed form, as the sample's own value is (``ObjectSummary``).
+            let from = try HealthUnit(unit)
+            let canonical = try QuantityType(type).canonicalUnit
+            return try entries.enumerated().map { index, entry in
+                StatisticsSample(
+                    start: entry.start, end: entry.end, value: try from.convert(entry.value, to: canonical), source: source, sequence: sequence,
+                    position: UInt32(index))
+            }
+        } catch let error as HealthError {
+            throw LedgerFailure.corrupted("event \(sequence) saves a series whose values do not convert: \(error.message)")
         }
     }
 

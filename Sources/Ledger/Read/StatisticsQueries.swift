@@ -179,9 +179,9 @@ extension Ledger {
         let type = engine.type.objectType
         var samples: [StatisticsSample] = []
         try visitCandidates(
-            of: type, plan: PredicatePlan(predicate, range: range), sort: .startDate(ascending: true), scope: engine.scope, context: context
+            of: type, plan: PredicatePlan(predicate, range: range.widenedForSeries), sort: .startDate(ascending: true), scope: engine.scope, context: context
         ) { entry in
-            if range.overlaps(start: entry.startUs, end: entry.endUs), try predicate.matches(EntrySubject(entry, context), type: type) {
+            if range.counts(entry), try predicate.matches(EntrySubject(entry, context), type: type) {
                 if entry.isSeries {
                     samples += try SeriesValues.samples(of: entry, overlapping: range, in: snapshot)
                 } else {
@@ -399,8 +399,10 @@ struct StatisticsEngine {
         let source: UInt32? = scope.all ? nil : scope.ownSource
         if source == 0 { return }
         var expansion = SeriesExpansion(range: range, snapshot: snapshot)
-        try Ledger.scanByStart(type: code, source: source, range: range, longest: try longestReadable(in: snapshot), uuids: false, in: snapshot) { entry in
-            try expansion.add(entry, visit)
+        try Ledger.scanByStart(
+            type: code, source: source, range: range.widenedForSeries, longest: try longestReadable(in: snapshot), uuids: false, in: snapshot
+        ) { entry in
+            if range.counts(entry) { try expansion.add(entry, visit) }
             return true
         }
         try expansion.finish(visit)
@@ -680,7 +682,7 @@ struct StatisticsEngine {
         if options.contains(.discreteMax) { values.maximum = Quantity(samples.lazy.map(\.value).max()!, unit) }
         if options.contains(.discreteAverage) { values.average = Quantity(average(samples, bucket: bucket), unit) }
         if options.contains(.mostRecent) {
-            let latest = samples.max { ($0.end, $0.start, $0.sequence) < ($1.end, $1.start, $1.sequence) }!
+            let latest = samples.max { ($0.end, $0.start, $0.sequence, $0.position) < ($1.end, $1.start, $1.sequence, $1.position) }!
             values.mostRecent = Quantity(latest.value, unit)
             values.mostRecentInterval = DateInterval(start: date(microseconds: latest.start), end: date(microseconds: latest.end))
         }

@@ -117,7 +117,7 @@ final class WorkoutMemberReader {
         let bucket = (start: microseconds(start), end: microseconds(end))
         let range = TimeRange(start: bucket.start, end: bucket.end)
         var samples: [StatisticsSample] = []
-        for member in members where range.overlaps(start: member.startUs, end: member.endUs) {
+        for member in members where range.counts(member.indexEntry) {
             if member.isSeries {
                 samples += try SeriesValues.samples(of: member.indexEntry, overlapping: range, in: snapshot)
             } else {
