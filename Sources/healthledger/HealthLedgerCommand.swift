@@ -154,7 +154,37 @@ func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
 /// An ISO 8601 date and time, or a date (midnight UTC), given as option `name`.
 func parseTime(_ text: String?, _ name: String) throws -> Date? {
     guard let text else { return nil }
-    if let date = try? Date(text, strategy: .iso8601) { return date }
-    if let date = try? Date(text, strategy: .iso8601.year().month().day()) { return date }
+    if let date = parseISO8601(text, dateOnly: true) { return date }
     throw ValidationErrorExit("\(name) '\(text)' is not an ISO 8601 date or date and time")
+}
+
+/// An ISO 8601 date and time (with `dateOnly`, also a date alone: midnight UTC); nil for text
+/// that is not one, including a day, hour, minute or second that does not exist, which
+/// Foundation's parser would roll over (2026-02-30 into 2026-03-02, 25:00 into the next day).
+func parseISO8601(_ text: String, dateOnly: Bool = false) -> Date? {
+    guard calendarFieldsExist(text) else { return nil }
+    if let date = try? Date(text, strategy: .iso8601) { return date }
+    if dateOnly, let date = try? Date(text, strategy: .iso8601.year().month().day()) { return date }
+    return nil
+}
+
+/// Whether the month, day, hour, minute and second written at the start of `text`
+/// (`YYYY-MM-DD`, then `THH:MM:SS`) exist, in the proleptic Gregorian calendar. Text of
+/// another shape is left to the parser.
+private func calendarFieldsExist(_ text: String) -> Bool {
+    let bytes = Array(text.utf8.prefix(19))
+    func number(_ range: Range<Int>) -> Int? {
+        guard range.upperBound <= bytes.count, range.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[$0]) }) else { return nil }
+        return range.reduce(0) { $0 * 10 + Int(bytes[$1] - UInt8(ascii: "0")) }
+    }
+    guard bytes.count >= 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), let year = number(0..<4), let month = number(5..<7),
+        let day = number(8..<10)
+    else { return true }
+    guard (1...12).contains(month) else { return false }
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+    guard (1...[31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]).contains(day) else { return false }
+    guard bytes.count >= 19, bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"), let hour = number(11..<13), let minute = number(14..<16),
+        let second = number(17..<19)
+    else { return true }
+    return hour <= 23 && minute <= 59 && second <= 59
 }

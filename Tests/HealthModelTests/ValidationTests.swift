@@ -41,8 +41,17 @@ struct ValidationTests {
         expectInvalid(try quantity("HKQuantityTypeIdentifierStepCount", 72, "m"), field: "quantity.unit")
     }
 
-    @Test("non-finite, negative (but for temperatures and sound levels) and out-of-range percent values")
+    @Test("non-finite, negative (but for temperatures and sound levels), out-of-range percent values, and sizes no statistic could add")
     func badValues() throws {
+        // At most 10¹² in the canonical unit (a sound level within ±300 dB), so that sums and
+        // weighted averages stay finite.
+        try quantity("HKQuantityTypeIdentifierStepCount", 1e12, "count").validate()
+        expectInvalid(try quantity("HKQuantityTypeIdentifierStepCount", 1.000001e12, "count"), field: "quantity")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", 1e308, "count/min"), field: "quantity")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierDistanceWalkingRunning", 1e10, "km"), field: "quantity")
+        try quantity("HKQuantityTypeIdentifierEnvironmentalAudioExposure", 300, "dBASPL").validate()
+        expectInvalid(try quantity("HKQuantityTypeIdentifierEnvironmentalAudioExposure", 4000, "dBASPL"), field: "quantity")
+        expectInvalid(try quantity("HKQuantityTypeIdentifierEnvironmentalAudioExposure", -4000, "dBASPL"), field: "quantity")
         expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", .nan, "count/min"), field: "quantity")
         expectInvalid(try quantity("HKQuantityTypeIdentifierHeartRate", .infinity, "count/min"), field: "quantity")
         expectInvalid(try quantity("HKQuantityTypeIdentifierStepCount", -5, "count"), field: "quantity")

@@ -147,6 +147,12 @@ struct StatsCLITests {
                 (["stats", "--type", "StepCount", "--every", "1fortnight", "--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"], ["--every"]),
                 (["stats", "--type", "StepCount", "--every", "1day"], ["--from"]),
                 (["stats", "--type", "SleepAnalysis"], ["not a quantity type"]),
+                // The range lies in the supported years, its 10,000-year interval does not.
+                (["stats", "--type", "StepCount", "--every", "10000year", "--anchor", "5000-01-01T00:00:00Z", "--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"],
+                 ["invalidArgument", "beyond the years 1 to 9999"]),
+                // A day or an hour that does not exist is not rolled over into the next.
+                (["stats", "--type", "StepCount", "--from", "2026-02-30T00:00:00Z", "--to", "2026-03-05T00:00:00Z"], ["'2026-02-30T00:00:00Z' is not an ISO 8601 date"]),
+                (["save", "--type", "StepCount", "--value", "5", "--start", "2026-01-01T25:00:00Z"], ["is not an ISO 8601 date"]),
             ] {
                 let run = try await cli.run(server.ownerCredential, arguments)
                 #expect(run.status != 0 && words.allSatisfy(run.error.contains), "\(arguments): \(run.error)")

@@ -284,6 +284,17 @@ extension HealthObject {
                 field: "quantity.unit")
         }
         let canonical = try sample.quantity.doubleValue(for: type.canonicalUnit)
+        // Bounds that keep every statistic finite: sums over millions of values, values
+        // weighted by microseconds, and a level's sound energy 10^(L/10).
+        if type.aggregationStyle == .discreteEquivalentContinuousLevel {
+            guard abs(canonical) <= Self.largestLevel else {
+                throw HealthError.invalidArgument(
+                    "a sound level of \(type.identifier) lies within ±\(Int(Self.largestLevel)) \(type.canonicalUnit), got \(sample.quantity)", field: "quantity")
+            }
+        } else if !(abs(canonical) <= Self.largestQuantity) {
+            throw HealthError.invalidArgument(
+                "quantity of \(type.identifier) must be at most 10¹² \(type.canonicalUnit) in size, got \(sample.quantity)", field: "quantity")
+        }
         if type.aggregationStyle == .cumulative, canonical < 0 {
             throw HealthError.invalidArgument(
                 "quantity of the cumulative type \(type.identifier) must not be negative (\(sample.quantity))", field: "quantity")
@@ -362,6 +373,13 @@ extension HealthObject {
     /// (water below freezing, the sleeping wrist temperature's deviation) and sound levels in
     /// decibels. Every other quantity is a size, count, rate or fraction.
     private static let signedUnits: Set<HealthUnit> = [try! HealthUnit("degC"), try! HealthUnit("dBASPL")]
+
+    /// The largest size of a quantity in its type's canonical unit (a trillion steps, metres,
+    /// joules, …): far above any measurement, and small enough that no statistic overflows.
+    static let largestQuantity = 1e12
+    /// The largest size of a sound level, in decibels: its sound energy 10^(L/10) stays
+    /// within what averages over millions of values can add.
+    static let largestLevel = 300.0
 
     private static let diopter = try! HealthUnit("D")
     private static let prismDiopter = try! HealthUnit("pD")

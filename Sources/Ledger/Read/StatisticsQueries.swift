@@ -72,6 +72,14 @@ extension Ledger {
         guard buckets.count <= Self.maximumStatisticsIntervals else {
             throw HealthError.invalidArgument("the range holds more than \(Self.maximumStatisticsIntervals) intervals", field: "interval")
         }
+        // The range lies in the supported years; an interval holding its edge may not.
+        if let first = buckets.first, let last = buckets.last,
+            !StatisticsIntervals.supported.contains(first.start) || !StatisticsIntervals.supported.contains(last.end)
+        {
+            throw HealthError.invalidArgument(
+                "the intervals holding the range run from \(first.start.formatted(.iso8601)) to \(last.end.formatted(.iso8601)), beyond the years 1 to 9999: choose a nearer anchor or shorter intervals",
+                field: "interval")
+        }
         return try read { snapshot in
             let engine = try StatisticsEngine(
                 type: query.type, options: query.options, principal: principal, wholeBuckets: computation == .wholeBuckets, in: snapshot)

@@ -102,7 +102,6 @@ struct WatchCommand: AsyncParsableCommand {
 
     /// One compact JSON object on a line of its own, flushed at once.
     static func line(_ value: [String: Any]) {
-        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])) ?? Data("null".utf8)
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
+        FileHandle.standardOutput.write(jsonData(value, options: [.sortedKeys]) + Data("\n".utf8))
     }
 }

@@ -69,8 +69,35 @@ extension ConnectionOptions {
 }
 
 func printJSON(_ value: Any) {
-    let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .prettyPrinted])) ?? Data("null".utf8)
-    print(String(decoding: data, as: UTF8.self))
+    print(String(decoding: jsonData(value, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self))
+}
+
+/// `value` as JSON text. A number JSON cannot hold — infinite or not a number, as a huge value
+/// converted to a smaller unit becomes — is written as the string the table form prints
+/// (`"inf"`, `"-inf"`, `"nan"`) and named on standard error, so that no row is lost.
+func jsonData(_ value: Any, options: JSONSerialization.WritingOptions) -> Data {
+    var unrepresentable: [String] = []
+    func representable(_ value: Any) -> Any {
+        switch value {
+        case let number as Double where !number.isFinite:
+            unrepresentable.append("\(number)")
+            return "\(number)"
+        case let dictionary as [String: Any]: return dictionary.mapValues(representable)
+        case let array as [Any]: return array.map(representable)
+        default: return value
+        }
+    }
+    let cleaned = representable(value)
+    if !unrepresentable.isEmpty {
+        FileHandle.standardError.write(Data(
+            "healthledger: \(unrepresentable.joined(separator: ", ")) does not fit a JSON number: written as a string (try a larger --unit)\n".utf8))
+    }
+    do {
+        return try JSONSerialization.data(withJSONObject: cleaned, options: options)
+    } catch {
+        FileHandle.standardError.write(Data("healthledger: the result does not convert to JSON: \(error)\n".utf8))
+        return Data("null".utf8)
+    }
 }
 
 func clientFailure(_ error: any Error) -> any Error {
@@ -211,7 +238,7 @@ struct SampleInput {
 
     static func date(_ text: String?, _ name: String) throws -> Date? {
         guard let text else { return nil }
-        guard let date = try? Date(text, strategy: .iso8601) else { throw ValidationErrorExit("\(name) '\(text)' is not an ISO 8601 date") }
+        guard let date = parseISO8601(text) else { throw ValidationErrorExit("\(name) '\(text)' is not an ISO 8601 date") }
         return date
     }
 

@@ -385,7 +385,7 @@ enum WhereExpression {
         }
 
         func date(_ token: Token) throws -> Date {
-            guard let date = try? Date(token.text, strategy: .iso8601) else { throw failure("expected an ISO 8601 date", at: token) }
+            guard let date = parseISO8601(token.text) else { throw failure("expected an ISO 8601 date", at: token) }
             return date
         }
 
@@ -401,7 +401,7 @@ enum WhereExpression {
                 if let unit = value.1.first { return .quantity(Quantity(number, try HealthUnit(unit.text))) }
                 return .number(number)
             }
-            if value.0.text.contains("T"), let date = try? Date(value.0.text, strategy: .iso8601) { return .date(date) }
+            if value.0.text.contains("T"), let date = parseISO8601(value.0.text) { return .date(date) }
             return .string(value.0.text)
         }
     }
