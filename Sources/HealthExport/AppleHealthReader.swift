@@ -272,7 +272,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         let object: HealthObject
         switch recordType(type) {
         case .quantity(let quantityType):
-            guard let number = Double(value), number.isFinite else {
+            guard let number = AppleHealthValues.decimal(value) else {
                 return .failure(Rejection(kind: .unparsableValue, reason: "\(type): '\(value)' is not a number"))
             }
             guard let unit = AppleHealthValues.unit(unitText, cache: &units) else {
@@ -291,7 +291,7 @@ public final class AppleHealthReader: XMLStreamHandler {
                 // Offsets from the start as written, to the microsecond.
                 let origin = Int64(start.timeIntervalSince1970) * 1_000_000
                 for entry in record.series {
-                    guard let value = Double(entry.value), value.isFinite, let from = AppleHealthValues.microseconds(seconds: entry.start),
+                    guard let value = AppleHealthValues.decimal(entry.value), let from = AppleHealthValues.microseconds(seconds: entry.start),
                         let to = AppleHealthValues.microseconds(seconds: entry.end)
                     else {
                         return .failure(Rejection(
@@ -492,7 +492,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         var problem: Rejection?
         func quantity(_ name: String, _ unit: HealthUnit) -> Quantity {
             guard let text = attributes[name], !text.isEmpty else { return Quantity(0, unit) }
-            guard let value = Double(text), value.isFinite else {
+            guard let value = AppleHealthValues.decimal(text) else {
                 problem = problem ?? Rejection(kind: .unparsableValue, reason: "\(name): '\(text.prefix(100))' is not a number")
                 return Quantity(0, unit)
             }
@@ -630,7 +630,7 @@ public final class AppleHealthReader: XMLStreamHandler {
             return reject(
                 element, Rejection(kind: .unparsableValue, reason: "kind '\((attributes["kind"] ?? "").prefix(40))' is not momentaryEmotion or dailyMood"), line: line)
         }
-        guard let text = attributes["valence"], let valence = Double(text) else {
+        guard let text = attributes["valence"], let valence = AppleHealthValues.decimal(text) else {
             return reject(element, Rejection(kind: .unparsableValue, reason: "valence '\((attributes["valence"] ?? "").prefix(40))' is not a number"), line: line)
         }
         let labels: [StateOfMind.Label]
@@ -734,7 +734,7 @@ public final class AppleHealthReader: XMLStreamHandler {
         var quantities: [Double?] = []
         for name in ["doseQuantity", "scheduledDoseQuantity"] {
             guard let text = attributes[name], !text.isEmpty else { quantities.append(nil); continue }
-            guard let value = Double(text) else {
+            guard let value = AppleHealthValues.decimal(text) else {
                 return reject(element, Rejection(kind: .unparsableValue, reason: "\(name) '\(text.prefix(40))' is not a number"), line: line)
             }
             quantities.append(value)
@@ -967,7 +967,7 @@ public final class AppleHealthReader: XMLStreamHandler {
     }
 
     fileprivate func quantity(_ value: String?, unit: String?, default defaultUnit: String) -> Quantity? {
-        guard let value, let number = Double(value), number.isFinite else { return nil }
+        guard let value, let number = AppleHealthValues.decimal(value) else { return nil }
         guard let healthUnit = AppleHealthValues.unit(unit ?? defaultUnit, cache: &units) else { return nil }
         return Quantity(number, healthUnit)
     }

@@ -219,6 +219,16 @@ public enum AppleHealthValues {
         return "<<HKDevice: 0x0>, " + parts.joined(separator: ", ") + ">"
     }
 
+    /// A finite number written in decimal, as exports write them (`72`, `-0.5`, `1.5e3`); nil
+    /// for anything else, hexadecimal (`0x1p6`), `nan` and `inf` included, which Swift's
+    /// `Double(_:)` would take.
+    public static func decimal(_ text: some StringProtocol) -> Double? {
+        guard !text.utf8.contains(where: { $0 == UInt8(ascii: "x") || $0 == UInt8(ascii: "X") }), let number = Double(text), number.isFinite else {
+            return nil
+        }
+        return number
+    }
+
     /// A `MetadataEntry` value: a date in the export's form, a number, a quantity
     /// (`5.4321 kcal/hr·kg`, `1.5 m`) or, failing those, a string.
     public static func metadataValue(_ text: String, units: inout [String: HealthUnit]) -> MetadataValue {

@@ -195,6 +195,25 @@ struct AppleHealthImportTests {
         #expect(kind == .unparsableValue && line == 4 && reason.contains("HKCategoryTypeIdentifierSleepAnalysis: '' is not one of its values"), "\(reason)")
     }
 
+    @Test("a value written other than in decimal (hexadecimal, nan, inf), which Apple's exports never hold, is rejected as not a number with its line")
+    func decimalValuesOnly() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_US">
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:01:00 +0000" value="0x1p6"/>
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:01:00 +0000" endDate="2025-05-18 12:02:00 +0000" value="inf"/>
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:02:00 +0000" endDate="2025-05-18 12:03:00 +0000" value="6.4e1"/>
+            </HealthData>
+            """
+        let items = try Self.read(xml)
+        let rejected = items.compactMap { item -> (String, Int)? in
+            if case .rejected(_, .unparsableValue, let reason, let line) = item { (reason, line) } else { nil }
+        }
+        #expect(rejected.map(\.1) == [3, 4] && rejected[0].0.contains("'0x1p6' is not a number"), "\(rejected)")
+        let steps = items.compactMap { item -> Double? in if case .sample(let object, _, _, _) = item { object.quantitySample?.quantity.value } else { nil } }
+        #expect(steps == [64])
+    }
+
     @Test("heartbeat lists are read as heartbeat series: times of day in the start's local time, either clock, past midnight, to the last beat; this format's gaps, metadata and series of their own; bad lists rejected with their line")
     func heartbeatLists() throws {
         let xml = """

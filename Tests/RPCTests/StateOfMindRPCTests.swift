@@ -91,7 +91,7 @@ struct StateOfMindRPCTests {
             let cli = AuthCLITests.Session(server: server)
             let credential = server.ownerCredential
             let saved = try await cli.run(credential, [
-                "save", "--type", "HKDataTypeStateOfMind", "--value=-0.6", "--kind", "momentaryEmotion", "--label", "anxious", "--label", "worried",
+                "save", "--type", "HKDataTypeStateOfMind", "--value", "-0.6", "--kind", "momentaryEmotion", "--label", "anxious", "--label", "worried",
                 "--association", "money", "--start", "2026-11-20T08:00:00Z",
             ])
             #expect(saved.status == 0 && saved.output.contains("saved"), "\(saved.error)")

@@ -139,7 +139,7 @@ struct SaveCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "HealthKit type identifier.") var type: String?
-    @Option(help: "The quantity, or the category's raw value.") var value: Double?
+    @Option(parsing: .unconditional, help: "The quantity (negative for temperatures and sound levels: --value -1.5), or the category's raw value.") var value: Double?
     @Option(help: "The unit (quantity types).") var unit: String?
     @Option(help: "Start date, ISO 8601 (default now).") var start: String?
     @Option(help: "End date, ISO 8601 (default the start).") var end: String?
