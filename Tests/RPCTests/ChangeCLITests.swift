@@ -136,7 +136,7 @@ struct StatsCLITests {
             #expect(sources.compactMap { ($0["values"] as? [String: Any])?["sum"] as? Double } == [120, 100])
 
             let daily = try await cli.run(server.ownerCredential, [
-                "stats", "--type", "StepCount", "--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z", "--every", "1day", "--tz", "Europe/Paris",
+                "stats", "--type", "StepCount", "--from", "2026-11-19", "--to", "2026-11-23T00:00:00Z", "--every", "1day", "--tz", "Europe/Paris",
             ])
             #expect(daily.status == 0, "\(daily.error)")
             #expect(daily.output.split(separator: "\n") == ["2026-11-19T23:00:00Z\t2026-11-20T23:00:00Z\tsum=150\tcount", "2026-11-20T23:00:00Z\t2026-11-21T23:00:00Z\tsum=10\tcount"])
@@ -147,6 +147,8 @@ struct StatsCLITests {
                 (["stats", "--type", "StepCount", "--every", "1fortnight", "--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"], ["--every"]),
                 (["stats", "--type", "StepCount", "--every", "1day"], ["--from"]),
                 (["stats", "--type", "SleepAnalysis"], ["not a quantity type"]),
+                (["stats", "--type", "StepCount", "--tz", "Mars/Olympus"], ["'Mars/Olympus' is not an IANA time zone"]),
+                (["stats", "--type", "StepCount", "--anchor", "2026-11-19T00:00:00Z"], ["give --every too"]),
                 // The range lies in the supported years, its 10,000-year interval does not.
                 (["stats", "--type", "StepCount", "--every", "10000year", "--anchor", "5000-01-01T00:00:00Z", "--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"],
                  ["invalidArgument", "beyond the years 1 to 9999"]),

@@ -238,7 +238,7 @@ struct SampleInput {
 
     static func date(_ text: String?, _ name: String) throws -> Date? {
         guard let text else { return nil }
-        guard let date = parseISO8601(text) else { throw ValidationErrorExit("\(name) '\(text)' is not an ISO 8601 date") }
+        guard let date = parseISO8601(text, dateOnly: true) else { throw ValidationErrorExit("\(name) '\(text)' is not an ISO 8601 date") }
         return date
     }
 

@@ -73,7 +73,8 @@ struct ImportCommand: AsyncParsableCommand {
         print("rejected \(summary.rejectedTotal)")
         for (kind, count) in summary.rejected.sorted(by: { $0.key < $1.key }) { print("  \(count)\t\(kind)") }
         for rejection in summary.rejections.prefix(20) {
-            print("  line \(rejection.line): \(rejection.element): \(rejection.reason)")
+            // A line of a JSON-lines file is its own element: named once.
+            print("  line \(rejection.line): " + (rejection.element == "line" ? "" : "\(rejection.element): ") + rejection.reason)
         }
         if summary.rejections.count > 20 { print("  … \(summary.rejectedTotal - 20) more (--json lists the first \(ImportSummary.detailLimit))") }
     }

@@ -54,6 +54,10 @@ struct StatsCommand: AsyncParsableCommand {
             start = try SampleInput.date(from, "from")
             end = try SampleInput.date(to, "to")
             displayUnit = try unit.map { try HealthUnit($0) }
+            guard TimeZone(identifier: tz) != nil else { throw ValidationErrorExit("'\(tz)' is not an IANA time zone") }
+            guard every != nil || (anchor == nil && tz == "UTC") else {
+                throw ValidationErrorExit("--anchor and --tz place the intervals of --every: give --every too")
+            }
             if let every {
                 let digits = every.prefix { $0.isNumber }
                 guard let count = Int(digits.isEmpty ? "1" : digits), let unit = StatisticsIntervals.Unit(rawValue: String(every.dropFirst(digits.count))) else {
