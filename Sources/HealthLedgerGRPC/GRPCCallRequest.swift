@@ -90,6 +90,22 @@ enum GRPCStatus {
         if let primary = failure.primary { metadata.addString(primary, forKey: primaryKey) }
         if failure.unprocessed { metadata.addString("1", forKey: unprocessedKey) }
         let code = Status.Code(rawValue: failure.code.rawValue).flatMap { GRPCCore.RPCError.Code($0) } ?? .unknown
-        return GRPCCore.RPCError(code: code, message: failure.message, metadata: metadata)
+        return GRPCCore.RPCError(code: code, message: shortened(failure.message), metadata: metadata)
+    }
+
+    /// The longest status message sent: it travels in a header (`grpc-message`, percent-encoded,
+    /// up to three bytes a byte), and a client refuses headers past 16 KiB — the real error would
+    /// then arrive as `RESOURCE_EXHAUSTED`.
+    static let longestMessage = 2_048
+
+    /// `message`, cut at a character boundary to at most ``longestMessage`` bytes of UTF-8.
+    static func shortened(_ message: String) -> String {
+        guard message.utf8.count > longestMessage else { return message }
+        var cut = ""
+        for character in message {
+            guard cut.utf8.count + character.utf8.count <= longestMessage - 4 else { break }
+            cut.append(character)
+        }
+        return cut + " …"
     }
 }

@@ -102,6 +102,11 @@ struct WebRoutes: Sendable {
                     return Self.page(.badRequest, HTML.page(title: "Apps", session: session, body: "<p class=\"error\">The form named an unknown type.</p>"))
                 }
                 let uuids = (form.uuids ?? []).compactMap(UUID.init(uuidString:))
+                // Every item the form names, or none of the change: a selection that silently
+                // lost an item would take back what the owner meant to share.
+                guard uuids.count == (form.uuids ?? []).count else {
+                    return Self.page(.badRequest, HTML.page(title: "Apps", session: session, body: "<p class=\"error\" role=\"alert\">The form named an item that is not one (not a UUID); nothing was changed.</p>"))
+                }
                 try await session.store.setObjectReadSelection(app: form.app, type: type, objects: uuids)
                 sessions.setNotice("\(form.app) may read \(uuids.count) chosen \(WebText.typeName(type.identifier).lowercased()) item(s).", for: session)
                 return Self.redirect("/apps")
@@ -115,7 +120,17 @@ struct WebRoutes: Sendable {
                     return Self.page(.badRequest, HTML.page(title: "Browse", session: session, current: "/browse", body: "<p class=\"error\" role=\"alert\">There is no kind of data by that name.</p>"))
                 }
                 let grouping = parameters["by"].flatMap { BrowsePage.Grouping(rawValue: String($0)) } ?? .day
-                let before = parameters["before"].flatMap { Int64(String($0)) }.map { Date(timeIntervalSince1970: Double($0) / 1_000_000) }
+                // A page of samples starting before a time the ledger can hold (a date from the
+                // years 1–9999), in microseconds, as the page's own links write it.
+                var before: Date?
+                if let text = parameters["before"] {
+                    guard let microseconds = Int64(String(text)), ObjectLimits.dateRange.contains(Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)) else {
+                        return Self.page(
+                            .badRequest,
+                            HTML.page(title: "Browse", session: session, current: "/browse", body: "<p class=\"error\" role=\"alert\">That page of samples does not exist: its date is not one the ledger holds.</p>"))
+                    }
+                    before = Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
+                }
                 let body = try await BrowsePage(store: session.store, session: session).render(type: type, grouping: grouping, before: before)
                 return Self.page(.ok, HTML.page(title: "Browse", session: session, current: "/browse", notice: sessions.takeNotice(for: session), body: body))
             }

@@ -157,6 +157,29 @@ struct BackupTests {
         #expect(Self.contents(temporary.directory.appending(path: "ledgers")) == ["alice"], "no staging copy is left")
     }
 
+    @Test("a backup whose listed file is a symbolic link (or a directory) is refused by verify and restore: nothing is written where the link points")
+    func linkedFilesRefused() async throws {
+        let temporary = try TemporaryStore()
+        let scratch = Scratch()
+        let ledger = try temporary.ledgerStore.createLedger(id: "alice")
+        try await ReplayAndVerifyTests.mixedWorkload(ledger)
+        let destination = scratch.path("backup")
+        _ = try ledger.backup(to: destination)
+        let victim = scratch.path("victim.txt")
+        try Data("keep me".utf8).write(to: victim)
+        try FileManager.default.createSymbolicLink(at: destination.appending(path: "commits.journal"), withDestinationURL: victim)
+        try FileManager.default.createDirectory(at: destination.appending(path: "nested"), withIntermediateDirectories: true)
+        for (listed, kind) in [("commits.journal", "a symbolic link"), ("nested", "a directory")] {
+            try Self.editManifest(in: destination) { $0["files"] = ["data.mdb", listed] }
+            #expect(try LedgerStore.verifyBackup(at: destination).problem == "\(listed), listed in the manifest, is \(kind)")
+            let target = try TemporaryStore()
+            let refused = #expect(throws: LedgerFailure.self) { try target.ledgerStore.restore(from: destination, as: "victim") }
+            #expect(refused?.kind == .corrupted && refused?.message.contains("\(listed), listed in the manifest, is \(kind)") == true, "\(refused?.message ?? "")")
+            #expect(try target.ledgerStore.ledgerIDs().isEmpty)
+        }
+        #expect(try String(contentsOf: victim, encoding: .utf8) == "keep me")
+    }
+
     @Test("verify names a tampered manifest, damaged projections, a missing file; restore installs none of them")
     func damagedBackups() async throws {
         let temporary = try TemporaryStore()

@@ -139,6 +139,9 @@ struct CredentialLifecycleTests {
                 try await app.revokeCredential(id: credentialID(server.ownerCredential))
             }
             await expectRPCError(.notFound, .noData, "an unknown id") { try await owner.revokeCredential(id: "0123456789abcdef") }
+            // No credential has an empty id or one longer than a key: not found, not a storage failure to retry.
+            await expectRPCError(.notFound, .noData, "an empty id") { try await owner.revokeCredential(id: "") }
+            await expectRPCError(.notFound, .noData, "a 600-byte id") { try await owner.revokeCredential(id: String(repeating: "a", count: 600)) }
 
             try await owner.save(Samples.heartRate(70, at: 0))
             var watch = try await app.changes(for: AnchoredObjectQueryDescriptor(type: Types.heartRate)).makeAsyncIterator()

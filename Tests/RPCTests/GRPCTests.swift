@@ -120,6 +120,23 @@ struct GRPCTests {
                         as Healthledger_V1_SaveResponse
                 })
                 #expect(pastWrite?.code == .invalidArgument && pastWrite?.message.contains("cannot be asked as of a past point") == true)
+                // A long bad value: its error comes back as such, its message cut short (a whole
+                // echo of it would pass the client's header limit and arrive as RESOURCE_EXHAUSTED).
+                let longUnit = "count/" + String(repeating: "min*", count: 5_000) + "min"
+                let badUnit = await Self.failure(of: {
+                    _ = try await Self.unary(
+                        client, .save,
+                        Healthledger_V1_SaveRequest.with {
+                            $0.objects = [
+                                .with {
+                                    $0.uuid = withUnsafeBytes(of: UUID().uuid) { Data($0) }
+                                    $0.type = "HKQuantityTypeIdentifierHeartRate"
+                                    $0.quantity = .with { $0.quantity = .with { $0.value = 70; $0.unit = longUnit } }
+                                },
+                            ]
+                        }, credential: server.ownerCredential) as Healthledger_V1_SaveResponse
+                })
+                #expect(badUnit?.code == .invalidArgument && (badUnit?.message.utf8.count ?? .max) <= 2_048, "\(String(describing: badUnit))")
             }
         }
     }

@@ -153,6 +153,11 @@ struct WebEndpointTests {
             #expect(chosen.status == 303)
             #expect(try await app.result(for: SampleQueryDescriptor(type: Types.vision)).map(\.uuid) == [second.uuid])
             #expect(try await Self.curl(cookie + ["\(url)/apps"]).body.contains("may read 1 chosen"))
+            // A form naming an item that is not a UUID changes nothing (it would otherwise take back the choice).
+            let garbled = try await Self.curl(
+                cookie + ["--data", "csrf=\(token)&app=\(TestServer.appSource.bundleIdentifier)&type=\(Types.vision.identifier)&uuids[]=not-a-uuid", "\(url)/apps/select"])
+            #expect(garbled.status == 400 && garbled.body.contains("nothing was changed"), "\(garbled.status)")
+            #expect(try await app.result(for: SampleQueryDescriptor(type: Types.vision)).map(\.uuid) == [second.uuid])
 
             // Imports: without the page's token, refused; a file that is no export, refused, saying so.
             let tokenless = try await Self.curl(cookie + ["--data-binary", "hello", "\(url)/data/import"])
@@ -204,6 +209,12 @@ struct WebEndpointTests {
                 ("HKDataTypeIdentifierUserAnnotatedMedicationConcept", "Ibuprofen 200 mg (tablet), “knee”, on a schedule"),
                 ("HKMedicationDoseEventTypeIdentifierMedicationDoseEvent", "Taken: 2 count of 1 scheduled (rx-5640)"),
             ]
+            // A page before a time no ledger holds is refused, and the server stays up.
+            for before in ["-63200000000000000", "9223372036854775807", "soon"] {
+                let beyond = try await Self.curl(cookie + ["\(url)/browse?type=HKQuantityTypeIdentifierHeartRate&before=\(before)"])
+                #expect(beyond.status == 400 && beyond.body.contains("not one the ledger holds"), "\(before): \(beyond.status)")
+            }
+            #expect(try await Self.curl(cookie + ["\(url)/browse?type=HKQuantityTypeIdentifierHeartRate"]).status == 200)
             for (type, value) in expected {
                 let page = try await Self.curl(cookie + ["\(url)/browse?type=\(type)"])
                 #expect(page.status == 200 && page.body.contains("<td>\(value)</td>"), "\(type): \(page.body.firstMatch(of: /<tbody>.{0,400}/).map { String($0.0) } ?? page.body.suffix(400).description)")

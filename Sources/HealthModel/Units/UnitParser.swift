@@ -123,6 +123,9 @@ struct UnitParser {
     }
 
     private func failure(_ reason: String) -> HealthError {
-        HealthError.invalidArgument("Invalid unit '\(text)': \(reason)", field: "unit")
+        // A unit is a few characters: a long text is shown by its start only.
+        let shown = text.count > 80 ? "\(text.prefix(80))… (\(text.utf8.count) bytes)" : text
+        let why = reason.count > 120 ? "\(reason.prefix(120))…" : reason
+        return HealthError.invalidArgument("Invalid unit '\(shown)': \(why)", field: "unit")
     }
 }

@@ -85,7 +85,10 @@ struct CredentialRecord: Sendable {
     }
 
     static func load(_ id: String, in snapshot: LedgerSnapshot) throws -> CredentialRecord? {
-        try snapshot.get(Array(id.utf8), in: snapshot.databases.credentials).flatMap(CredentialRecord.init)
+        // No credential has an empty id or one longer than a key may be (LMDB would refuse the
+        // look-up itself, as a storage failure).
+        guard !id.isEmpty, id.utf8.count <= 256 else { return nil }
+        return try snapshot.get(Array(id.utf8), in: snapshot.databases.credentials).flatMap(CredentialRecord.init)
     }
 }
 

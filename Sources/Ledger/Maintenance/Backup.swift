@@ -401,8 +401,8 @@ extension LedgerStore {
     public static func verifyBackup(at directory: URL, scratch: URL? = nil, masterKey: MasterKey? = nil) throws -> BackupVerification {
         let manifest = try BackupManifest.read(from: directory)
         var result = BackupVerification(directory: directory, ledgerID: manifest.ledgerID, manifest: manifest, eventsChecked: 0, objects: 0, problem: nil)
-        if let missing = BackupFiles.missingFile(of: manifest, in: directory) {
-            result.problem = "\(missing), listed in the manifest, is missing"
+        if let unusable = BackupFiles.unusableFile(of: manifest, in: directory) {
+            result.problem = unusable
             return result
         }
         let root = (scratch ?? FileManager.default.temporaryDirectory)
@@ -558,9 +558,21 @@ enum BackupFiles {
         !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.contains("\0")
     }
 
-    /// The first file the manifest lists that the backup lacks.
-    static func missingFile(of manifest: BackupManifest, in directory: URL) -> String? {
-        manifest.files.first { !FileManager.default.fileExists(atPath: directory.appending(path: $0).path) }
+    /// What is wrong with the first file the manifest lists that the backup lacks or holds as
+    /// anything but a regular file: a symbolic link (which a copy would follow to write, or
+    /// keep, pointing out of the ledger's directory), a directory, a device. Nil when none is.
+    static func unusableFile(of manifest: BackupManifest, in directory: URL) -> String? {
+        for name in manifest.files {
+            // Read without following a link: the entry itself.
+            guard let type = (try? FileManager.default.attributesOfItem(atPath: directory.appending(path: name).path))?[.type] as? FileAttributeType else {
+                return "\(name), listed in the manifest, is missing"
+            }
+            guard type == .typeRegular else {
+                let kind = type == .typeSymbolicLink ? "a symbolic link" : type == .typeDirectory ? "a directory" : "not a regular file"
+                return "\(name), listed in the manifest, is \(kind)"
+            }
+        }
+        return nil
     }
 
     /// Copies `files` from `source` into `target` (created), syncing them when asked.

@@ -44,8 +44,8 @@ extension LedgerStore {
         let manifest = try BackupManifest.read(from: backup)
         let id = id ?? manifest.ledgerID
         try Self.validate(id: id)
-        if let missing = BackupFiles.missingFile(of: manifest, in: backup) {
-            throw LedgerFailure.corrupted("the backup in \(backup.path) is incomplete: \(missing), listed in its manifest, is missing")
+        if let unusable = BackupFiles.unusableFile(of: manifest, in: backup) {
+            throw LedgerFailure.corrupted("the backup in \(backup.path) cannot be restored: \(unusable)")
         }
         return try reserving(id) {
             let target = directory(of: id)
