@@ -180,20 +180,22 @@ extension WebRoutes {
             }
             guard size > 0 else { return Self.json(.badRequest, ["error": "The upload was empty: choose the export file."]) }
             let archive: ExportArchive
+            // The upload's place on the server is none of the owner's business.
+            func described(_ error: String) -> String { error.replacingOccurrences(of: file.path, with: "the uploaded file") }
             do { archive = try ExportArchive(url: file) } catch let error as ExportArchiveError {
-                return Self.json(.badRequest, ["error": "That is not an Apple Health export: \(error.description)"])
+                return Self.json(.badRequest, ["error": "That is not an Apple Health export: \(described(error.description))"])
             }
             let importer = AppleHealthImporter(store: session.store, archive: archive)
             let sessions = sessions
             importer.progress = { progress in sessions.setImportProgress((progress.fraction, progress.elements), for: session) }
             let summary = try await importer.run()
             if let error = summary.error, summary.elements == 0 {
-                return Self.json(.badRequest, ["error": "That is not an Apple Health export: \(error)"])
+                return Self.json(.badRequest, ["error": "That is not an Apple Health export: \(described(error))"])
             }
             var answer: [String: Any] = [
                 "imported": summary.importedTotal, "alreadyPresent": summary.alreadyPresent, "skipped": summary.skippedTotal, "rejected": summary.rejectedTotal,
             ]
-            if let error = summary.error { answer["error"] = error }
+            if let error = summary.error { answer["error"] = described(error) }
             return Self.json(.ok, answer)
         }
     }

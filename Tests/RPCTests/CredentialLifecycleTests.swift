@@ -212,6 +212,8 @@ struct CredentialLifecycleTests {
                 (["admin", "issue-owner-credential", "alice", "--expires-in", "5x"], "is not a duration"),
                 (["admin", "issue-owner-credential", "alice", "--expires-in", "0d"], "longer than 0 s"),
                 (["admin", "issue-owner-credential", "alice", "--expires-in", "3651d"], "at most 3650d"),
+                (["admin", "issue-owner-credential", "alice", "--expires-in", "99999999999d"], "longer than 100,000 days"),
+                (["admin", "issue-owner-credential", "alice", "--expires-in=-5d"], "is not a duration"),
                 (["admin", "rotate-credential", "alice", credentialID(replacement), "--grace", "400d"], "at most 365d"),
                 (["admin", "rotate-credential", "alice", "0123456789abcdef"], "no credential"),
             ] {

@@ -7,8 +7,11 @@ enum CredentialText {
     static func duration(_ text: String, _ option: String) throws -> Duration {
         if text == "0" { return .zero }
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
-        guard let unit = text.last.flatMap({ units[$0] }), let count = Int64(text.dropLast()), count >= 0, count <= 100_000 * 86_400 / unit else {
+        guard let unit = text.last.flatMap({ units[$0] }), text.dropLast().allSatisfy(\.isASCII), text.dropLast().allSatisfy(\.isNumber), !text.dropLast().isEmpty else {
             throw ValidationErrorExit("\(option) '\(text)' is not a duration: a whole number and s, m, h, d or w (90d, 12h, 30m)")
+        }
+        guard let count = Int64(text.dropLast()), count <= 100_000 * 86_400 / unit else {
+            throw ValidationErrorExit("\(option) '\(text)' is longer than 100,000 days")
         }
         return .seconds(count * unit)
     }
