@@ -64,11 +64,13 @@ extension HealthStore {
         return try Self.decode(Healthledger_V1_IssuedCredential.self, try await unary(.rotateCredential, request)).credential
     }
 
-    /// Revokes a credential of `ledger` by id: its next call is refused and its streams end.
-    public func revokeCredential(ledger: String, id: String) async throws {
+    /// Revokes a credential of `ledger` by id: its next call is refused and its streams end
+    /// (after `effectiveIn`, whole seconds up to a year, when given: it works until then).
+    public func revokeCredential(ledger: String, id: String, effectiveIn: Duration = .zero) async throws {
         _ = try await unary(.revokeCredential, Healthledger_V1_LedgerCredentialRequest.with {
             $0.ledgerID = ledger
             $0.credentialID = id
+            $0.effectiveInSeconds = UInt64(max(effectiveIn.components.seconds, 0))
         })
     }
 
@@ -104,8 +106,17 @@ extension HealthStore {
 
     /// Revokes one of the ledger's credentials by id (owner only): its next call is
     /// refused and its streams end; recorded in the audit trail as the owner's.
-    public func revokeCredential(id: String) async throws {
-        _ = try await unary(.revokeLedgerCredential, Healthledger_V1_LedgerCredentialRequest.with { $0.credentialID = id })
+    ///
+    /// - Parameter effectiveIn: when the revocation takes effect (whole seconds, at most a
+    ///   year; zero: at once): the credential works until then, and ``credentials()`` shows
+    ///   the time it will be refused from.
+    public func revokeCredential(id: String, effectiveIn: Duration = .zero) async throws {
+        _ = try await unary(
+            .revokeLedgerCredential,
+            Healthledger_V1_LedgerCredentialRequest.with {
+                $0.credentialID = id
+                $0.effectiveInSeconds = UInt64(max(effectiveIn.components.seconds, 0))
+            })
     }
 }
 

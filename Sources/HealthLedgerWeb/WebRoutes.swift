@@ -225,14 +225,16 @@ struct WebRoutes: Sendable {
         guard pong.principal == "owner" else {
             return await refuse("That is an app's credential. Sign in with the owner credential of your ledger.", .forbidden)
         }
-        // A sign-in link's credential signs in once.
+        // A sign-in link's credential signs in once. Its first use schedules its revocation
+        // for when the session must end at the latest, in the ledger: a restart, which forgets
+        // the sessions, does not make the link usable again.
         let id = credential.split(separator: ":").dropFirst(2).first.map(String.init) ?? ""
         var linkCredentialID: String?
+        let alreadyUsed = "This sign-in link was already used: ask for a new one, or sign in with your owner credential."
         do {
-            if try await store.credentials().first(where: { $0.id == id })?.label == CredentialInfo.webSignInLinkLabel {
-                guard sessions.redeemLink(ledger: pong.ledgerID, credentialID: id) else {
-                    return await refuse("This sign-in link was already used: ask for a new one, or sign in with your owner credential.")
-                }
+            if let link = try await store.credentials().first(where: { $0.id == id }), link.label == CredentialInfo.webSignInLinkLabel {
+                guard link.revocation == nil, sessions.redeemLink(ledger: pong.ledgerID, credentialID: id) else { return await refuse(alreadyUsed) }
+                try await store.revokeCredential(id: id, effectiveIn: .seconds(Int64(min(sessions.lifetime, 365 * 86_400).rounded(.up))))
                 linkCredentialID = id
             }
         } catch let error as RPCError where error.code == .unauthenticated {

@@ -139,6 +139,20 @@ struct CredentialLifecycleTests {
                 try await app.revokeCredential(id: credentialID(server.ownerCredential))
             }
             await expectRPCError(.notFound, .noData, "an unknown id") { try await owner.revokeCredential(id: "0123456789abcdef") }
+            // A revocation that takes effect later: the credential works until then, and a later
+            // revocation brings the time forward, never back; a year at most.
+            let later = try await server.ledger.issueCredential(for: .app(Self.walk), label: "later")
+            try await owner.revokeCredential(id: credentialID(later), effectiveIn: .seconds(3600))
+            let scheduled = try #require(try await owner.credentials().first { $0.id == credentialID(later) }?.revocation)
+            #expect(abs(scheduled.timeIntervalSinceNow - 3600) < 600, "\(scheduled)")
+            _ = try await server.client(later).ping()
+            try await owner.revokeCredential(id: credentialID(later), effectiveIn: .seconds(7200))
+            #expect(try await owner.credentials().first { $0.id == credentialID(later) }?.revocation == scheduled)
+            await expectRPCError(.invalidArgument, .invalidArgument, "more than a year") {
+                try await owner.revokeCredential(id: credentialID(later), effectiveIn: .seconds(366 * 86_400))
+            }
+            try await owner.revokeCredential(id: credentialID(later))
+            await expectRPCError(.unauthenticated, nil, "revoked at once") { _ = try await server.client(later).ping() }
             // No credential has an empty id or one longer than a key: not found, not a storage failure to retry.
             await expectRPCError(.notFound, .noData, "an empty id") { try await owner.revokeCredential(id: "") }
             await expectRPCError(.notFound, .noData, "a 600-byte id") { try await owner.revokeCredential(id: String(repeating: "a", count: 600)) }
@@ -192,6 +206,18 @@ struct CredentialLifecycleTests {
             let operators = try await runProcess(cli, ["admin", "operator-credentials"] + dataDir)
             #expect(operators.output.contains("\(credentialID(opsIssued.output.trimmingCharacters(in: .whitespacesAndNewlines)))\toperator\tactive until "))
 
+            // A revocation that takes effect later, through the server and as the owner.
+            let kiosk = try await server.ledger.issueCredential(for: .app(Self.walk), label: "kiosk")
+            let scheduled = try await runProcess(cli, ["admin", "revoke-credential", "alice", credentialID(kiosk), "--after", "2h"] + remote)
+            #expect(scheduled.status == 0 && scheduled.output.hasPrefix("revoked \(credentialID(kiosk)), from "), "\(scheduled.error)")
+            #expect(try await server.client(kiosk).ping().principal == "app com.example.walk")
+            let ownerTooLong = try await runProcess(
+                cli, ["auth", "revoke-credential", credentialID(kiosk), "--after", "400d", "--port", "\(server.port)", "--credential", server.ownerCredential])
+            #expect(ownerTooLong.status != 0 && ownerTooLong.error.contains("0 s to 365 days"), "\(ownerTooLong.error)")
+            let ownerNow = try await runProcess(cli, ["auth", "revoke-credential", credentialID(kiosk), "--port", "\(server.port)", "--credential", server.ownerCredential])
+            #expect(ownerNow.status == 0 && ownerNow.output == "revoked \(credentialID(kiosk))\n", "\(ownerNow.error)")
+            await expectRPCError(.unauthenticated, nil, "revoked at once after all") { _ = try await server.client(kiosk).ping() }
+
             // The owner's view.
             let owner = ["--port", "\(server.port)", "--credential", server.ownerCredential]
             let ownersList = try await runProcess(cli, ["auth", "credentials"] + owner)
@@ -200,7 +226,7 @@ struct CredentialLifecycleTests {
             #expect(ownersList.output.contains("\(credentialID(replacement))\tapp com.example.walk\tactive until "), "\(ownersList.output)")
             let json = try await runProcess(cli, ["auth", "credentials", "--json"] + owner)
             let rows = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [[String: Any]])
-            #expect(rows.count == 5 && rows.contains { $0["id"] as? String == id && $0["replacedBy"] as? String == credentialID(replacement) })
+            #expect(rows.count == 6 && rows.contains { $0["id"] as? String == id && $0["replacedBy"] as? String == credentialID(replacement) })
             let revoke = try await runProcess(cli, ["auth", "revoke-credential", credentialID(server.appCredential)] + owner)
             #expect(revoke.status == 0 && revoke.output == "revoked \(credentialID(server.appCredential))\n", "\(revoke.error)")
             let asApp = try await runProcess(cli, ["auth", "credentials", "--port", "\(server.port)", "--credential", replacement])

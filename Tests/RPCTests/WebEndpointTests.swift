@@ -241,6 +241,15 @@ struct WebEndpointTests {
             #expect(signedIn.status == 303)
             let again = try await Self.curl(["--data-urlencode", "credential=\(credential)", "\(url)/sign-in"])
             #expect(again.status == 401 && again.body.contains("already used"), "\(again.status)")
+            // Its first use recorded, in the ledger, its revocation at the session's latest end:
+            // a restart, which forgets the sessions, does not make it usable again.
+            let scheduled = try #require(try await server.client().credentials().first { credential.contains($0.id) }?.revocation)
+            #expect(scheduled > Date().addingTimeInterval(3600), "\(scheduled)")
+            let other = try await runProcess(AuthCLITests.executable, ["admin", "sign-in-link", "alice", "--url", url + "/"] + remote)
+            let otherCredential = String(other.output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "#", maxSplits: 1)[1])
+            try await server.client().revokeCredential(id: String(otherCredential.split(separator: ":")[2]), effectiveIn: .seconds(3600))
+            let afterRestart = try await Self.curl(["--data-urlencode", "credential=\(otherCredential)", "\(url)/sign-in"])
+            #expect(afterRestart.status == 401 && afterRestart.body.contains("already used"), "a link whose revocation is recorded: \(afterRestart.status)")
 
             // Signing out spends the link: its credential is revoked.
             let session = try #require(signedIn.headers.firstMatch(of: /healthledger_session=([A-Za-z0-9_-]+)/).map { String($0.1) })

@@ -16,7 +16,7 @@ extension LedgerCall {
         guard request.ledgerID.isEmpty || request.ledgerID == ledger.id else {
             throw HealthError.invalidArgument("the owner revokes credentials of their own ledger, '\(ledger.id)'", field: "ledger_id")
         }
-        try await ledger.revokeCredential(id: request.credentialID, by: principal)
+        try await ledger.revokeCredential(id: request.credentialID, by: principal, effectiveAfter: .seconds(Int64(clamping: request.effectiveInSeconds)))
         return try Healthledger_V1_Empty().serializedBytes()
     }
 }

@@ -56,7 +56,7 @@ struct OperatorCall {
 
     func revokeCredential(_ request: Healthledger_V1_LedgerCredentialRequest) async throws -> [UInt8] {
         let ledger = try store.ledger(request.ledgerID)
-        try await ledger.revokeCredential(id: request.credentialID, by: .operator)
+        try await ledger.revokeCredential(id: request.credentialID, by: .operator, effectiveAfter: .seconds(Int64(clamping: request.effectiveInSeconds)))
         try await replicated(ledger)
         return try Healthledger_V1_Empty().serializedBytes()
     }

@@ -197,10 +197,18 @@ extension Ledger {
 
     /// Revokes a credential by id; recorded as an event. Calls made with it fail from now
     /// on and its streams end; a credential in a rotation's grace period is refused at once.
-    public func revokeCredential(id: String, by issuer: Principal = .operator) async throws {
+    ///
+    /// - Parameter effectiveAfter: how long after now the revocation takes effect (at most
+    ///   ``CredentialLifetime/maximumGrace``; zero: at once). The credential works until then,
+    ///   as in a rotation's grace period; an earlier revocation already recorded stands.
+    public func revokeCredential(id: String, by issuer: Principal = .operator, effectiveAfter: Duration = .zero) async throws {
+        guard effectiveAfter >= .zero, effectiveAfter <= CredentialLifetime.maximumGrace else {
+            throw HealthError.invalidArgument("a revocation takes effect 0 s to 365 days after it is made, got \(effectiveAfter)", field: "effective_in_seconds")
+        }
+        let delayUs = effectiveAfter.microseconds
         try await committer.submit { context in
             _ = try Self.liveRecord(id, at: context.commitTimeUs, in: context)
-            try Self.appendRevocation(of: id, effectiveUs: context.commitTimeUs, replacedBy: "", by: issuer, in: context)
+            try Self.appendRevocation(of: id, effectiveUs: context.commitTimeUs + delayUs, replacedBy: "", by: issuer, in: context)
         }
         accessWatchers.notify(.credentialRevoked(id: id))
     }

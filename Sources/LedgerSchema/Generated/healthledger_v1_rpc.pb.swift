@@ -3756,6 +3756,12 @@ public nonisolated struct Healthledger_V1_LedgerCredentialRequest: Sendable {
   /// RevokeCredential: the credential's id (its third part).
   public var credentialID: String = String()
 
+  /// RevokeCredential and RevokeLedgerCredential: the revocation takes effect this many
+  /// seconds after it is recorded (at most 31,536,000, a year; 0: at once). The credential
+  /// works until then; its listing shows when it will be refused. A later revocation can
+  /// bring the time forward, never back.
+  public var effectiveInSeconds: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -9602,7 +9608,7 @@ nonisolated extension Healthledger_V1_IssuedCredential: SwiftProtobuf.Message, S
 
 nonisolated extension Healthledger_V1_LedgerCredentialRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".LedgerCredentialRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}credential_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}ledger_id\0\u{3}credential_id\0\u{3}effective_in_seconds\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -9612,6 +9618,7 @@ nonisolated extension Healthledger_V1_LedgerCredentialRequest: SwiftProtobuf.Mes
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.ledgerID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.credentialID) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.effectiveInSeconds) }()
       default: break
       }
     }
@@ -9624,12 +9631,16 @@ nonisolated extension Healthledger_V1_LedgerCredentialRequest: SwiftProtobuf.Mes
     if !self.credentialID.isEmpty {
       try visitor.visitSingularStringField(value: self.credentialID, fieldNumber: 2)
     }
+    if self.effectiveInSeconds != 0 {
+      try visitor.visitSingularUInt64Field(value: self.effectiveInSeconds, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Healthledger_V1_LedgerCredentialRequest, rhs: Healthledger_V1_LedgerCredentialRequest) -> Bool {
     if lhs.ledgerID != rhs.ledgerID {return false}
     if lhs.credentialID != rhs.credentialID {return false}
+    if lhs.effectiveInSeconds != rhs.effectiveInSeconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -160,12 +160,14 @@ struct AdminCommand: AsyncParsableCommand {
         @OptionGroup var target: Target
         @Argument(help: "The ledger id.") var ledger: String
         @Argument(help: "The credential id (the third part of the credential string).") var id: String
+        @Option(name: .customLong("after"), help: "Take effect this long from now (30m, 12h, at most 365d): it works until then.") var after: String?
 
         func run() async throws {
+            let delay = try after.map { try CredentialText.duration($0, "--after") } ?? .zero
             try await target.run(
-                onDisk: { try await $0.ledger(ledger).revokeCredential(id: id) },
-                remote: { try await $0.revokeCredential(ledger: ledger, id: id) })
-            print("revoked \(id)")
+                onDisk: { try await $0.ledger(ledger).revokeCredential(id: id, effectiveAfter: delay) },
+                remote: { try await $0.revokeCredential(ledger: ledger, id: id, effectiveIn: delay) })
+            print(delay == .zero ? "revoked \(id)" : "revoked \(id), from \(Date().addingTimeInterval(Double(delay.components.seconds)).formatted(.iso8601))")
         }
     }
 

@@ -240,11 +240,14 @@ extension AuthCommand {
             abstract: "As the owner: revoke a credential of your ledger (an app's, or one of yours): its next call is refused, its streams end.")
         @OptionGroup var connection: ConnectionOptions
         @Argument(help: "The credential id (from `auth credentials`).") var id: String
+        @Option(name: .customLong("after"), help: "Take effect this long from now (30m, 12h, at most 365d): it works until then.") var after: String?
 
         func run() async throws {
+            let delay: Duration
+            do { delay = try after.map { try CredentialText.duration($0, "--after") } ?? .zero } catch { throw fail(error) }
             try await connection.withStore { store in
-                try await store.revokeCredential(id: id)
-                print("revoked \(id)")
+                try await store.revokeCredential(id: id, effectiveIn: delay)
+                print(delay == .zero ? "revoked \(id)" : "revoked \(id), from \(Date().addingTimeInterval(Double(delay.components.seconds)).formatted(.iso8601))")
             }
         }
     }
