@@ -70,7 +70,7 @@ extension HealthStore {
         _ = try await unary(.revokeCredential, Healthledger_V1_LedgerCredentialRequest.with {
             $0.ledgerID = ledger
             $0.credentialID = id
-            $0.effectiveInSeconds = UInt64(max(effectiveIn.components.seconds, 0))
+            $0.effectiveInSeconds = Self.wholeSeconds(effectiveIn)
         })
     }
 
@@ -115,8 +115,15 @@ extension HealthStore {
             .revokeLedgerCredential,
             Healthledger_V1_LedgerCredentialRequest.with {
                 $0.credentialID = id
-                $0.effectiveInSeconds = UInt64(max(effectiveIn.components.seconds, 0))
+                $0.effectiveInSeconds = Self.wholeSeconds(effectiveIn)
             })
+    }
+
+    /// `duration` in whole seconds, a part of one counting as one (never less than asked).
+    static func wholeSeconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) + (attoseconds > 0 ? 1 : 0)
     }
 }
 

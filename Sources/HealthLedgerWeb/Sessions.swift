@@ -114,6 +114,11 @@ package final class WebSessions: Sendable {
         redeemedLinks.withLock { $0.insert("\(ledger)\u{0}\(credentialID)").inserted }
     }
 
+    /// Takes back ``redeemLink(ledger:credentialID:)`` when the link's use could not be recorded.
+    func forgetLink(ledger: String, credentialID: String) {
+        _ = redeemedLinks.withLock { $0.remove("\(ledger)\u{0}\(credentialID)") }
+    }
+
     /// Notes how far the session's import got (nil: it ended).
     func setImportProgress(_ progress: (fraction: Double, records: Int)?, for session: WebSession) {
         imports.withLock { $0[session.id] = progress }

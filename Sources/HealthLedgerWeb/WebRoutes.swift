@@ -234,11 +234,24 @@ struct WebRoutes: Sendable {
         do {
             if let link = try await store.credentials().first(where: { $0.id == id }), link.label == CredentialInfo.webSignInLinkLabel {
                 guard link.revocation == nil, sessions.redeemLink(ledger: pong.ledgerID, credentialID: id) else { return await refuse(alreadyUsed) }
-                try await store.revokeCredential(id: id, effectiveIn: .seconds(Int64(min(sessions.lifetime, 365 * 86_400).rounded(.up))))
+                do {
+                    // A few minutes past the session's end, which revokes it at once anyway.
+                    let latestEnd = min(sessions.lifetime + 300, 365 * 86_400)
+                    try await store.revokeCredential(id: id, effectiveIn: .seconds(Int64(latestEnd.rounded(.up))))
+                } catch {
+                    sessions.forgetLink(ledger: pong.ledgerID, credentialID: id)
+                    throw error
+                }
                 linkCredentialID = id
             }
         } catch let error as RPCError where error.code == .unauthenticated {
             return await refuse("That credential is not accepted: \(error.message).")
+        } catch {
+            // The ledger could not record the link's use: no session, the link still unused.
+            await store.close()
+            sessions.signedIn(from: context.remoteAddress)
+            return Self.page(
+                .serviceUnavailable, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: "The ledger could not be reached: \(error)")))
         }
         sessions.signedIn(from: context.remoteAddress)
         let session = sessions.begin(ledger: pong.ledgerID, store: store, linkCredentialID: linkCredentialID)

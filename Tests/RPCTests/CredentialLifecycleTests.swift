@@ -146,8 +146,17 @@ struct CredentialLifecycleTests {
             let scheduled = try #require(try await owner.credentials().first { $0.id == credentialID(later) }?.revocation)
             #expect(abs(scheduled.timeIntervalSinceNow - 3600) < 600, "\(scheduled)")
             _ = try await server.client(later).ping()
-            try await owner.revokeCredential(id: credentialID(later), effectiveIn: .seconds(7200))
+            let laterStill = await expectRPCError(.invalidArgument, .invalidArgument, "a revocation later than the one recorded") {
+                try await owner.revokeCredential(id: credentialID(later), effectiveIn: .seconds(7200))
+            }
+            #expect(laterStill?.message.contains("already to be refused from") == true, "\(laterStill?.message ?? "")")
             #expect(try await owner.credentials().first { $0.id == credentialID(later) }?.revocation == scheduled)
+            let listing = try await runProcess(AuthCLITests.executable, ["auth", "credentials", "--port", "\(server.port)", "--credential", server.ownerCredential])
+            let laterLine = "\(credentialID(later))\tapp com.example.walk\tactive until "
+            #expect(listing.output.contains(laterLine) && listing.output.contains("(revocation recorded for "), "\(listing.output)")
+            let sentences: [String] = try await owner.audit().reduce(into: [String]()) { $0 += $1.events.map(\.sentence) }
+            let revokedLater = "credential \(credentialID(later))"
+            #expect(sentences.contains { $0.contains(revokedLater) && $0.contains("revoked by the owner, refused from ") }, "\(sentences)")
             await expectRPCError(.invalidArgument, .invalidArgument, "more than a year") {
                 try await owner.revokeCredential(id: credentialID(later), effectiveIn: .seconds(366 * 86_400))
             }

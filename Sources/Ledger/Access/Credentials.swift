@@ -207,8 +207,14 @@ extension Ledger {
         }
         let delayUs = effectiveAfter.microseconds
         try await committer.submit { context in
-            _ = try Self.liveRecord(id, at: context.commitTimeUs, in: context)
-            try Self.appendRevocation(of: id, effectiveUs: context.commitTimeUs + delayUs, replacedBy: "", by: issuer, in: context)
+            let record = try Self.liveRecord(id, at: context.commitTimeUs, in: context)
+            let effectiveUs = context.commitTimeUs + delayUs
+            // An earlier revocation already recorded stands: a later one would change nothing.
+            if let recorded = record.revokedUs, recorded <= effectiveUs {
+                throw HealthError.invalidArgument(
+                    "credential '\(id)' is already to be refused from \(date(microseconds: recorded).formatted(.iso8601)), before the time asked", field: "id")
+            }
+            try Self.appendRevocation(of: id, effectiveUs: effectiveUs, replacedBy: "", by: issuer, in: context)
         }
         accessWatchers.notify(.credentialRevoked(id: id))
     }

@@ -188,7 +188,9 @@ struct AuditNarrator {
             guard replacedBy.isEmpty else {
                 return "credential \(id)\(holder) was rotated by \(who): replaced by \(replacedBy), refused from \(Self.time(effectiveUs))"
             }
-            return "credential \(id)\(holder) was revoked by \(who)"
+            // A revocation recorded to take effect later says when.
+            let later = effectiveUs > microseconds(event.commitTime) ? ", refused from \(Self.time(effectiveUs))" : ""
+            return "credential \(id)\(holder) was revoked by \(who)\(later)"
         case .attachmentAdded(let attachment):
             return "attachment \(attachment.name) (\(attachment.contentType), \(attachment.size) bytes) was added to \(Self.uuid(attachment.object)) by \(who)"
         case .attachmentRemoved(let uuid, let owner):

@@ -165,9 +165,15 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             let delay = try after.map { try CredentialText.duration($0, "--after") } ?? .zero
             try await target.run(
-                onDisk: { try await $0.ledger(ledger).revokeCredential(id: id, effectiveAfter: delay) },
-                remote: { try await $0.revokeCredential(ledger: ledger, id: id, effectiveIn: delay) })
-            print(delay == .zero ? "revoked \(id)" : "revoked \(id), from \(Date().addingTimeInterval(Double(delay.components.seconds)).formatted(.iso8601))")
+                onDisk: {
+                    let ledger = try $0.ledger(ledger)
+                    try await ledger.revokeCredential(id: id, effectiveAfter: delay)
+                    try CredentialText.printRevoked(id, delay: delay, in: try ledger.credentials())
+                },
+                remote: {
+                    try await $0.revokeCredential(ledger: ledger, id: id, effectiveIn: delay)
+                    try CredentialText.printRevoked(id, delay: delay, in: delay == .zero ? [] : try await $0.credentials(ledger: ledger))
+                })
         }
     }
 

@@ -247,7 +247,7 @@ extension AuthCommand {
             do { delay = try after.map { try CredentialText.duration($0, "--after") } ?? .zero } catch { throw fail(error) }
             try await connection.withStore { store in
                 try await store.revokeCredential(id: id, effectiveIn: delay)
-                print(delay == .zero ? "revoked \(id)" : "revoked \(id), from \(Date().addingTimeInterval(Double(delay.components.seconds)).formatted(.iso8601))")
+                try CredentialText.printRevoked(id, delay: delay, in: delay == .zero ? [] : try await store.credentials())
             }
         }
     }

@@ -35,6 +35,18 @@ enum CredentialText {
         }
     }
 
+    /// Prints that `id` was revoked, and with a `delay` the time it is refused from, as the
+    /// ledger's listing (`credentials`) records it.
+    /// - Throws: when a delay was asked and the credential is refused already (a server from
+    ///   before delayed revocations revokes at once).
+    static func printRevoked(_ id: String, delay: Duration, in credentials: [CredentialInfo]) throws {
+        guard delay > .zero else { return print("revoked \(id)") }
+        guard let from = credentials.first(where: { $0.id == id })?.revocation, from > Date() else {
+            throw ValidationErrorExit("credential \(id) was revoked at once: the server does not know --after (a version before it)")
+        }
+        print("revoked \(id), from \(from.formatted(.iso8601))")
+    }
+
     /// "active", "active until T", "expired T", "revoked T", "rotated: works until T (then X)", …
     static func state(of credential: CredentialInfo, now: Date) -> String {
         func time(_ date: Date) -> String { date.formatted(.iso8601) }
@@ -46,7 +58,10 @@ enum CredentialText {
         case .unknown?: return "unknown"
         case nil:
             if let revocation = credential.revocation {
-                return "active until \(time(revocation)) (rotated: replaced by \(credential.replacedBy))"
+                let end = credential.expires.map { min($0, revocation) } ?? revocation
+                return credential.replacedBy.isEmpty
+                    ? "active until \(time(end)) (revocation recorded for \(time(revocation)))"
+                    : "active until \(time(end)) (rotated: replaced by \(credential.replacedBy))"
             }
             return credential.expires.map { "active until \(time($0))" } ?? "active"
         }
