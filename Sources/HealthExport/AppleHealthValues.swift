@@ -233,10 +233,11 @@ public enum AppleHealthValues {
     /// (`5.4321 kcal/hr·kg`, `1.5 m`) or, failing those, a string.
     public static func metadataValue(_ text: String, units: inout [String: HealthUnit]) -> MetadataValue {
         if text.count == 25, let date = date(text) { return .date(date) }
-        if let number = Double(text), number.isFinite, text.first.map({ $0.isNumber || $0 == "-" || $0 == "." }) == true {
+        // A string such as "0x1F" stays a string: exports write numbers in decimal.
+        if let number = decimal(text), text.first.map({ $0.isNumber || $0 == "-" || $0 == "." }) == true {
             return .number(number)
         }
-        if let space = text.firstIndex(of: " "), let number = Double(text[..<space]), number.isFinite {
+        if let space = text.firstIndex(of: " "), let number = decimal(text[..<space]) {
             let unitText = String(text[text.index(after: space)...])
             if let unit = unit(unitText, cache: &units) { return .quantity(Quantity(number, unit)) }
         }

@@ -202,7 +202,10 @@ struct AppleHealthImportTests {
             <HealthData locale="en_US">
              <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:00:00 +0000" endDate="2025-05-18 12:01:00 +0000" value="0x1p6"/>
              <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:01:00 +0000" endDate="2025-05-18 12:02:00 +0000" value="inf"/>
-             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:02:00 +0000" endDate="2025-05-18 12:03:00 +0000" value="6.4e1"/>
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Phone" unit="count" startDate="2025-05-18 12:02:00 +0000" endDate="2025-05-18 12:03:00 +0000" value="6.4e1">
+              <MetadataEntry key="chip" value="0x1F"/>
+              <MetadataEntry key="cadence" value="1.5e2"/>
+             </Record>
             </HealthData>
             """
         let items = try Self.read(xml)
@@ -212,6 +215,9 @@ struct AppleHealthImportTests {
         #expect(rejected.map(\.1) == [3, 4] && rejected[0].0.contains("'0x1p6' is not a number"), "\(rejected)")
         let steps = items.compactMap { item -> Double? in if case .sample(let object, _, _, _) = item { object.quantitySample?.quantity.value } else { nil } }
         #expect(steps == [64])
+        // A metadata value in hexadecimal is a string, as written; a decimal one a number.
+        let metadata = items.compactMap { item -> Metadata? in if case .sample(let object, _, _, _) = item { object.quantitySample?.metadata } else { nil } }.first
+        #expect(metadata?["chip"] == .string("0x1F") && metadata?["cadence"] == .number(150), "\(String(describing: metadata))")
     }
 
     @Test("heartbeat lists are read as heartbeat series: times of day in the start's local time, either clock, past midnight, to the last beat; this format's gaps, metadata and series of their own; bad lists rejected with their line")
