@@ -58,7 +58,7 @@ extension HealthStore {
         let request = Healthledger_V1_RotateCredentialRequest.with {
             $0.ledgerID = ledger
             $0.credentialID = id
-            $0.graceSeconds = UInt64(max(grace.components.seconds, 0))
+            $0.graceSeconds = Self.wholeSeconds(grace)
             if let lifetime { $0.expiresInSeconds = Self.seconds(lifetime) }
         }
         return try Self.decode(Healthledger_V1_IssuedCredential.self, try await unary(.rotateCredential, request)).credential

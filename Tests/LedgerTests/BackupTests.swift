@@ -157,14 +157,21 @@ struct BackupTests {
         #expect(Self.contents(temporary.directory.appending(path: "ledgers")) == ["alice"], "no staging copy is left")
     }
 
-    @Test("a backup whose listed file is a symbolic link (or a directory) is refused by verify and restore: nothing is written where the link points")
-    func linkedFilesRefused() async throws {
+    /// A ledger with the mixed workload, backed up into `scratch`'s "backup" (the store and the
+    /// scratch directory live as long as the caller holds them).
+    static func backedUp() async throws -> (temporary: TemporaryStore, scratch: Scratch, ledger: Ledger, destination: URL, manifest: BackupManifest) {
         let temporary = try TemporaryStore()
         let scratch = Scratch()
         let ledger = try temporary.ledgerStore.createLedger(id: "alice")
         try await ReplayAndVerifyTests.mixedWorkload(ledger)
         let destination = scratch.path("backup")
-        _ = try ledger.backup(to: destination)
+        return (temporary, scratch, ledger, destination, try ledger.backup(to: destination))
+    }
+
+    @Test("a backup whose listed file is a symbolic link (or a directory) is refused by verify and restore: nothing is written where the link points")
+    func linkedFilesRefused() async throws {
+        let backup = try await Self.backedUp()
+        let (scratch, destination) = (backup.scratch, backup.destination)
         let victim = scratch.path("victim.txt")
         try Data("keep me".utf8).write(to: victim)
         try FileManager.default.createSymbolicLink(at: destination.appending(path: "commits.journal"), withDestinationURL: victim)
@@ -178,16 +185,13 @@ struct BackupTests {
             #expect(try target.ledgerStore.ledgerIDs().isEmpty)
         }
         #expect(try String(contentsOf: victim, encoding: .utf8) == "keep me")
+        withExtendedLifetime(backup.temporary) {}
     }
 
     @Test("verify names a tampered manifest, damaged projections, a missing file; restore installs none of them")
     func damagedBackups() async throws {
-        let temporary = try TemporaryStore()
-        let scratch = Scratch()
-        let ledger = try temporary.ledgerStore.createLedger(id: "alice")
-        try await ReplayAndVerifyTests.mixedWorkload(ledger)
-        let destination = scratch.path("backup")
-        let manifest = try ledger.backup(to: destination)
+        let backup = try await Self.backedUp()
+        let (scratch, ledger, destination, manifest) = (backup.scratch, backup.ledger, backup.destination, backup.manifest)
         let target = try TemporaryStore()
 
         // The manifest's head no longer matches the copy.
@@ -241,6 +245,7 @@ struct BackupTests {
         #expect(Self.contents(destination) == ["backup.json"], "a refused backup leaves the destination alone")
         try ledger.backup(to: empty)
         #expect(try LedgerStore.verifyBackup(at: empty).isValid, "an empty existing directory is a fine destination")
+        withExtendedLifetime(backup.temporary) {}
     }
 
     @Test("backupAll copies every ledger under its id with an index; verifyBackups checks each and names a missing one")
