@@ -111,42 +111,51 @@ extension ByteBuffer {
     /// Appends the frame `Healthledger_V1_Frame.message(id:_:)` makes, written directly:
     /// the same bytes as ``writeFrame(_:)`` writes for it, without building the message.
     /// A server answers every call with one, so this is on the path of every call.
-    public mutating func writeMessageFrame(id: UInt64, _ payload: some Collection<UInt8>) {
-        writeFrame(id: id, field: .message, payload)
+    public mutating func writeMessageFrame(id: UInt64, _ payload: [UInt8]) {
+        payload.withUnsafeBytes { writeFrame(id: id, field: .message, $0) }
     }
 
     /// Appends the frame `Healthledger_V1_Frame.status(id:_:)` makes, written directly (an
     /// `OK` status is the empty `CallStatus`); the same bytes as ``writeFrame(_:)`` writes.
     public mutating func writeStatusFrame(id: UInt64, _ error: RPCError?) {
-        guard let error else { return writeFrame(id: id, field: .status, EmptyCollection()) }
+        guard let error else { return writeFrame(id: id, field: .status, UnsafeRawBufferPointer(start: nil, count: 0)) }
         // Serializing a status cannot fail.
         let status: [UInt8] = try! Healthledger_V1_Frame.status(id: id, error).status.serializedBytes()
-        writeFrame(id: id, field: .status, status)
+        status.withUnsafeBytes { writeFrame(id: id, field: .status, $0) }
     }
 
-    /// A frame of `call_id` (omitted when 0, as proto3 does) and one length-delimited field.
-    private mutating func writeFrame(id: UInt64, field: FrameField, _ payload: some Collection<UInt8>) {
+    /// A frame of `call_id` (omitted when 0, as proto3 does) and one length-delimited field:
+    /// its header bytes written at once, then the payload.
+    private mutating func writeFrame(id: UInt64, field: FrameField, _ payload: UnsafeRawBufferPointer) {
         let idSize = id == 0 ? 0 : 1 + Self.varintSize(id)
         let length = idSize + 1 + Self.varintSize(UInt64(payload.count)) + payload.count
+        let headerSize = FrameLayout.headerSize + length - payload.count
         reserveCapacity(minimumWritableBytes: FrameLayout.headerSize + length)
-        writeInteger(UInt8(0))
-        writeInteger(UInt32(length))
-        if id != 0 {
-            writeInteger(UInt8(FrameField.callId.rawValue << 3))
-            writeVarint(id)
+        writeWithUnsafeMutableBytes(minimumWritableBytes: headerSize) { out in
+            out[0] = 0
+            out.storeBytes(of: UInt32(length).bigEndian, toByteOffset: 1, as: UInt32.self)
+            var index = 5
+            func varint(_ value: UInt64) {
+                var value = value
+                while value >= 0x80 {
+                    out[index] = UInt8(truncatingIfNeeded: value) | 0x80
+                    index += 1
+                    value >>= 7
+                }
+                out[index] = UInt8(value)
+                index += 1
+            }
+            if id != 0 {
+                out[index] = UInt8(FrameField.callId.rawValue << 3)
+                index += 1
+                varint(id)
+            }
+            out[index] = UInt8(field.rawValue << 3 | 2)
+            index += 1
+            varint(UInt64(payload.count))
+            return index
         }
-        writeInteger(UInt8(field.rawValue << 3 | 2))
-        writeVarint(UInt64(payload.count))
-        writeBytes(payload)
-    }
-
-    private mutating func writeVarint(_ value: UInt64) {
-        var value = value
-        while value >= 0x80 {
-            writeInteger(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        writeInteger(UInt8(value))
+        if !payload.isEmpty { writeBytes(payload) }
     }
 
     private static func varintSize(_ value: UInt64) -> Int {

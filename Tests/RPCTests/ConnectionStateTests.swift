@@ -88,10 +88,6 @@ struct ConnectionStateTests {
             }
         }
 
-        func fire(_ event: any Sendable) async throws {
-            try await channel.eventLoop.submit { [channel] in channel.pipeline.fireUserInboundEventTriggered(event) }.get()
-        }
-
         func drain() async throws {
             let promise = channel.eventLoop.makePromise(of: Void.self)
             try await channel.eventLoop.submit { [channel] in
@@ -258,16 +254,22 @@ struct ConnectionStateTests {
         await connection.finish()
     }
 
-    @Test("idle: with a call open the connection stays; with none, a go-away naming the last call, then close")
+    @Test("idle: with a call open the connection stays; with none, idle for the timeout from the call's end, a go-away naming the last call, then close")
     func idleClose() async throws {
         let connection = try await Connection()
+        let loop = connection.channel.testingEventLoop
         try await connection.watch(7)
         _ = try await connection.next()
-        try await connection.fire(IdleStateHandler.IdleStateEvent.all)
+        // The idle timeout (300 s, on the test loop's clock) passes twice with the call open.
+        await loop.advanceTime(by: .seconds(301))
+        await loop.advanceTime(by: .seconds(301))
         #expect(connection.channel.isActive)
         try await connection.cancel(7)
         #expect(try await connection.nextSkippingMessages().callID == 7)
-        try await connection.fire(IdleStateHandler.IdleStateEvent.all)
+        // Idle from the call's end: not yet closed just short of the timeout.
+        await loop.advanceTime(by: .seconds(299))
+        #expect(connection.channel.isActive)
+        await loop.advanceTime(by: .seconds(2))
         let goAway = try await connection.next()
         guard case .goAway(let away) = goAway.kind else { Issue.record("expected a go-away, got \(goAway)"); return }
         #expect(away.lastCallID == 7)

@@ -77,9 +77,6 @@ public final class RPCServer: Service, Sendable {
                     if let sslContext {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     }
-                    let idle = configuration.idleTimeout
-                    try channel.pipeline.syncOperations.addHandler(
-                        IdleStateHandler(allTimeout: TimeAmount(idle)))
                     try channel.pipeline.syncOperations.addHandler(
                         ByteToMessageHandler(FrameDecoder(maximumFrameSize: configuration.maximumFrameSize)))
                     let handler = ServerConnectionHandler(

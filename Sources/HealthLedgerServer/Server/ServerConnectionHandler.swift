@@ -9,6 +9,10 @@ import SwiftProtobuf
 /// connection when its byte stream can no longer be trusted or it idles. Which of these
 /// happens is decided by ``ConnectionState``; this handler carries it out.
 ///
+/// It keeps its own idle timer (one timer a connection, moved on only when it fires):
+/// NIO's `IdleStateHandler` would watch every write with a promise of its own, a future
+/// allocated and completed for each answer.
+///
 /// It writes its frames as bytes: a call's response and status are written directly into
 /// one buffer (``NIOCore/ByteBuffer/writeMessageFrame(id:_:)``), one write for both.
 package final class ServerConnectionHandler: ChannelInboundHandler {
@@ -39,6 +43,10 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
     private var reading = false
     /// Answers written and not flushed yet.
     private var unflushed = false
+    /// When the connection last read, or last finished its open calls, by the event loop's
+    /// clock: it has been idle since then.
+    private var lastActivity = NIODeadline.uptimeNanoseconds(0)
+    private var idleCheck: Scheduled<Void>?
 
     package init(
         dispatcher: CallDispatcher, maximumConcurrentCalls: Int, idleTimeout: Duration, logger: Logger,
@@ -53,9 +61,53 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
 
     package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        if context.channel.isActive { startIdleTimer(context) }
+    }
+
+    package func handlerRemoved(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        idleCheck = nil
+    }
+
+    package func channelActive(context: ChannelHandlerContext) {
+        startIdleTimer(context)
+        context.fireChannelActive()
+    }
+
+    // MARK: - Idling
+
+    private func startIdleTimer(_ context: ChannelHandlerContext) {
+        guard idleCheck == nil else { return }
+        lastActivity = context.eventLoop.now
+        checkIdle(at: lastActivity + TimeAmount(idleTimeout), context.eventLoop)
+    }
+
+    private func checkIdle(at deadline: NIODeadline, _ loop: any EventLoop) {
+        let handler = NIOLoopBound(self, eventLoop: loop)
+        idleCheck = loop.scheduleTask(deadline: deadline) { handler.value.idleCheckDue() }
+    }
+
+    /// The idle timer fired: the connection closes when it has been idle for the idle
+    /// timeout with no call open (after a go-away, so that a request crossing the close on the
+    /// wire is known not to have started: its id is above the last call id); otherwise the
+    /// timer waits again.
+    private func idleCheckDue() {
+        guard let context, state.phase != .closed else { return }
+        let loop = context.eventLoop
+        let due = lastActivity + TimeAmount(idleTimeout)
+        if due > loop.now { return checkIdle(at: due, loop) }
+        guard let goAway = state.idle(reason: "the connection was idle for \(idleTimeout)") else {
+            return checkIdle(at: loop.now + TimeAmount(idleTimeout), loop)
+        }
+        idleCheck = nil
+        logger.debug("closing an idle connection")
+        let channel = context.channel
+        context.writeAndFlush(bytes(of: goAway, context)).whenComplete { _ in channel.close(promise: nil) }
     }
 
     package func channelInactive(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        idleCheck = nil
         _ = state.inactive()
         for call in running.values { call.task?.cancel() }
         onClose(ObjectIdentifier(self))
@@ -93,6 +145,7 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
     /// arrive in one read when a client has several in flight).
     package func channelReadComplete(context: ChannelHandlerContext) {
         reading = false
+        lastActivity = context.eventLoop.now
         flushAnswers()
         context.fireChannelReadComplete()
     }
@@ -175,7 +228,11 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
     }
 
     private func finish(_ id: UInt64) {
-        running.removeValue(forKey: id)?.timer?.cancel()
+        // A call answered at once was never running: the read that brought it is the activity.
+        if let call = running.removeValue(forKey: id) {
+            call.timer?.cancel()
+            if running.isEmpty, let context { lastActivity = context.eventLoop.now }
+        }
         if state.ended(id) {
             flushAnswers()
             context?.close(promise: nil)
@@ -192,16 +249,6 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
             for call in running.values where call.longRunning {
                 call.deadline.clientClosed()
                 call.task?.cancel()
-            }
-            return
-        }
-        if event is IdleStateHandler.IdleStateEvent {
-            // Idle with no call open: a go-away first, so that a request crossing the close
-            // on the wire is known not to have started (its id is above the last call id).
-            if let goAway = state.idle(reason: "the connection was idle for \(idleTimeout)") {
-                logger.debug("closing an idle connection")
-                let channel = context.channel
-                context.writeAndFlush(bytes(of: goAway, context)).whenComplete { _ in channel.close(promise: nil) }
             }
             return
         }

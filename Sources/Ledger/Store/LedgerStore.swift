@@ -353,9 +353,10 @@ private struct OpenLedgers {
 
     /// The ledger, marked as used now.
     mutating func use(_ id: String) -> Ledger? {
-        guard let ledger = entries[id]?.ledger else { return nil }
-        entries[id]!.lastUsed = .now
-        return ledger
+        // One look-up: every call authenticates through here.
+        guard let index = entries.index(forKey: id) else { return nil }
+        entries.values[index].lastUsed = .now
+        return entries.values[index].ledger
     }
 
     /// Adds a ledger just opened; past `limit`, the least recently used go (an eighth of the
