@@ -83,8 +83,8 @@ extension HealthStore {
         _ filter: AccessRecordFilter = AccessRecordFilter(), after: [UInt8]? = nil, limit: Int = 0, inArrivalOrder: Bool = false
     ) async throws -> AccessRecordsPage {
         var request = Healthledger_V1_AccessRecordsRequest()
-        if let since = filter.since { request.sinceUs = Self.microseconds(since) }
-        if let until = filter.until { request.untilUs = Self.microseconds(until) }
+        if let since = filter.since { request.sinceUs = LedgerSchema.microseconds(since) }
+        if let until = filter.until { request.untilUs = LedgerSchema.microseconds(until) }
         request.app = filter.app ?? ""
         request.type = filter.type ?? ""
         request.after = Data(after ?? [])
@@ -110,5 +110,4 @@ extension HealthStore {
         return AccessSummary(records)
     }
 
-    private static func microseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1e6).rounded()) }
 }

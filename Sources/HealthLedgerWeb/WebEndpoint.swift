@@ -25,6 +25,11 @@ import Synchronization
 public final class WebEndpoint: Service, Sendable {
     /// The default port: 7413.
     public static let defaultPort = 7413
+    /// The longest a connection may send nothing, idle between requests or stalled inside
+    /// one (a request's body that stops coming): it is then closed, so that connections held
+    /// open on purpose cannot pile up. The RPC server's `--idle-timeout` when shorter. A
+    /// response under way (the live history) is not idle.
+    public static let longestIdleTime = Duration.seconds(30)
 
     private let configuration: HealthLedgerServer.ServerConfiguration
     private let rpcPort: Int
@@ -56,12 +61,13 @@ public final class WebEndpoint: Service, Sendable {
         routes().register(on: router)
         let (bound, resolve) = AsyncStream.makeStream(of: Int.self)
         let server: HTTPServerBuilder
+        let http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount(min(configuration.idleTimeout, Self.longestIdleTime)))
         if let tls = configuration.tls {
             let certificates = try NIOSSLCertificate.fromPEMFile(tls.certificateChain).map { NIOSSLCertificateSource.certificate($0) }
             let key = try NIOSSLPrivateKey(file: tls.privateKey, format: .pem)
-            server = try .tls(tlsConfiguration: .makeServerConfiguration(certificateChain: certificates, privateKey: .privateKey(key)))
+            server = try .tls(.http1(configuration: http1), tlsConfiguration: .makeServerConfiguration(certificateChain: certificates, privateKey: .privateKey(key)))
         } else {
-            server = .http1()
+            server = .http1(configuration: http1)
         }
         let application = Application(
             router: router, server: server, configuration: .init(address: .hostname(configuration.host, port: port), serverName: "HealthLedger"),

@@ -150,6 +150,27 @@ struct WebRoutes: Sendable {
         }
         router.get("/history/live") { request, _ in try await historyStream(request) }
         registerData(on: router)
+        refuseOtherMethods(on: router)
+    }
+
+    /// Each page answers a method it does not take with 405 and the methods it takes (RFC
+    /// 9110 §15.5.6), not with "not found".
+    private func refuseOtherMethods(on router: Router<WebContext>) {
+        for routes in Dictionary(grouping: router.routes, by: { $0.path.description }).values {
+            let taken = routes.map(\.method)
+            let allow = taken.map(\.rawValue).sorted().joined(separator: ", ")
+            for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch] where !taken.contains(method) {
+                router.on(routes[0].path, method: method) { _, _ in
+                    var response = Self.page(
+                        .methodNotAllowed,
+                        HTML.page(
+                            title: "Not allowed", session: nil,
+                            body: "<p class=\"error\" role=\"alert\">This page does not take \(method.rawValue) requests (it takes \(allow)): nothing was changed.</p>"))
+                    response.headers[.allow] = allow
+                    return response
+                }
+            }
+        }
     }
 
     // MARK: Sign-in
@@ -205,7 +226,10 @@ struct WebRoutes: Sendable {
         let form: SignInForm
         do { form = try await Self.form(request, as: SignInForm.self) } catch {
             sessions.signedIn(from: context.remoteAddress)
-            return Self.page(.badRequest, HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: "Enter your owner credential.")))
+            let tooLarge = error is FormTooLarge
+            return Self.page(
+                tooLarge ? .contentTooLarge : .badRequest,
+                HTML.page(title: "Sign in", session: nil, body: Self.signInForm(error: tooLarge ? Self.formTooLarge : "Enter your owner credential.")))
         }
         let credential = form.credential.trimmingCharacters(in: .whitespacesAndNewlines)
         let store = connect(credential)
@@ -489,7 +513,10 @@ struct WebRoutes: Sendable {
                 return Self.page(.forbidden, HTML.page(title: "Refused", session: session, body: "<p class=\"error\" role=\"alert\">\(HTML.escape(refusal))</p>"))
             }
             let form: Form
-            do { form = try await Self.form(request, as: Form.self) } catch {
+            do { form = try await Self.form(request, as: Form.self) } catch is FormTooLarge {
+                return Self.page(
+                    .contentTooLarge, HTML.page(title: "Refused", session: session, body: "<p class=\"error\" role=\"alert\">\(HTML.escape(Self.formTooLarge))</p>"))
+            } catch {
                 return Self.page(
                     .forbidden,
                     HTML.page(
@@ -523,9 +550,15 @@ struct WebRoutes: Sendable {
 
     private static func form<Form: Decodable>(_ request: Request, as _: Form.Type) async throws -> Form {
         var request = request
-        let body = try await request.collectBody(upTo: largestForm)
+        let body: ByteBuffer
+        do { body = try await request.collectBody(upTo: largestForm) } catch is NIOTooManyBytesError { throw FormTooLarge() }
         return try URLEncodedFormDecoder().decode(Form.self, from: String(buffer: body))
     }
+
+    /// A form body past ``largestForm``: none of HealthLedger's pages sends one.
+    struct FormTooLarge: Error {}
+
+    static let formTooLarge = "This form is larger than the \(largestForm >> 10) KiB a HealthLedger form may be: nothing was changed. Go back, reload the page and try again."
 
     static func constantTimeEqual(_ left: String, _ right: String) -> Bool {
         let (a, b) = (Array(left.utf8), Array(right.utf8))

@@ -186,7 +186,9 @@ struct ErasureTests {
             let refused = try await runProcess(cli, ["erase", secret.uuid.uuidString, "--reason", "asked"] + connection)
             #expect(refused.status != 0 && refused.error.contains("legal hold (audit 7)"), "\(refused.error)")
             let released = try await runProcess(cli, ["admin", "release-hold", "alice", "--data-dir", dataDir])
-            #expect(released.status == 0, "\(released.error)")
+            #expect(released.status == 0 && released.output.contains("released alice (held: audit 7)"), "\(released.error)")
+            let notHeld = try await runProcess(cli, ["admin", "release-hold", "alice", "--data-dir", dataDir])
+            #expect(notHeld.status != 0 && notHeld.error.contains("under no legal hold"), "\(notHeld.output) \(notHeld.error)")
 
             let bad = try await runProcess(cli, ["erase", secret.uuid.uuidString, "--source", "com.example.walk"] + connection)
             #expect(bad.status != 0 && bad.error.contains("one of them"), "\(bad.error)")

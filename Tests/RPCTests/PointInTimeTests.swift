@@ -71,6 +71,13 @@ struct PointInTimeTests {
             await expectRPCError(.invalidArgument, .invalidArgument, "before the ledger") {
                 _ = try await owner.asOf(.time(Date(timeIntervalSince1970: 0))).result(for: query)
             }
+            // The earliest time the protocol carries is named as it is, not as a made-up year.
+            do {
+                _ = try await owner.asOf(.time(Date(timeIntervalSince1970: -1e13))).result(for: query)
+                Issue.record("a read as of Int64.min µs was answered")
+            } catch let error as RPCError {
+                #expect(error.message.contains("9223372036855 seconds from 1970 (before the years 1 to 9999)"), "\(error.message)")
+            }
             #expect(try await owner.result(for: query).map(\.uuid) == [kept, appOwn, savedLater].map(\.uuid), "nothing changed")
             await owner.close()
             await app.close()

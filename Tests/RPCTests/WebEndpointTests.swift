@@ -1,6 +1,7 @@
 import Foundation
 import HealthLedgerRPC
 import HealthLedgerSDK
+import HealthLedgerServer
 import HealthLedgerWeb
 import Ledger
 import HealthModel
@@ -53,6 +54,33 @@ struct WebEndpointTests {
             let throttled = try await Self.curl(["--data-urlencode", "credential=\(server.ownerCredential)", "\(url)/sign-in"])
             #expect(throttled.status == 429 && throttled.body.contains("Too many failed sign-ins"), "\(throttled.status)")
             #expect(server.web?.openSessions == 0)
+        }
+    }
+
+    @Test("a form past 16 KiB is refused as too large, saying so; a connection whose request stops coming is closed after the idle time")
+    func oversizeAndStalled() async throws {
+        try await withTestServer(configuration: ServerConfiguration(port: 0, idleTimeout: .seconds(1)), web: true) { server in
+            let url = "http://127.0.0.1:\(server.webPort)"
+            let large = try await Self.curl(["--data-urlencode", "credential=" + String(repeating: "x", count: 20_000), "\(url)/sign-in"])
+            #expect(large.status == 413 && large.body.contains("larger than the 16 KiB a HealthLedger form may be"), "\(large.status) \(large.body)")
+            // A sign-in whose body stops after its first bytes: closed once idle (here 1 s; the
+            // suite's time limit is the only bound on the wait).
+            let script = """
+                import socket
+                s = socket.create_connection(("127.0.0.1", \(server.webPort)))
+                s.sendall(b"POST /sign-in HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Type: application/x-www-form-urlencoded\\r\\nContent-Length: 100\\r\\n\\r\\ncredential=")
+                while s.recv(4096): pass
+                print("closed")
+                """
+            let stalled = try await runProcess(URL(filePath: "/usr/bin/env"), ["python3", "-c", script])
+            #expect(stalled.status == 0 && stalled.output.contains("closed"), "\(stalled.output) \(stalled.error)")
+            #expect(server.web?.openSessions == 0)
+            // A method a page does not take: 405 naming the ones it does, not "not found".
+            let deleted = try await Self.curl(["-X", "DELETE", "\(url)/apps"])
+            #expect(deleted.status == 405 && deleted.headers.lowercased().contains("allow: get"), "\(deleted.status) \(deleted.headers)")
+            let got = try await Self.curl(["\(url)/apps/decide"])
+            #expect(got.status == 405 && got.headers.lowercased().contains("allow: post") && got.body.contains("does not take GET"), "\(got.status)")
+            #expect(try await Self.curl(["\(url)/no-such-page"]).status == 404)
         }
     }
 

@@ -12,6 +12,16 @@ extension Ledger {
     /// The last event at `point`: the sequence itself, or the last event committed at or
     /// before the time.
     /// - Throws: ``HealthError`` `invalidArgument` for a point before the ledger or past its head.
+    /// `time` in ISO 8601 within the years 1 to 9999; outside them (which ISO 8601 as
+    /// Foundation writes it cannot show), as seconds from 1970.
+    static func describe(_ time: Date) -> String {
+        let seconds = time.timeIntervalSince1970
+        guard seconds >= -62_135_596_800, seconds < 253_402_300_800 else {
+            return String(format: "%.0f seconds from 1970 (%@ the years 1 to 9999)", seconds, seconds < 0 ? "before" : "after")
+        }
+        return time.formatted(.iso8601)
+    }
+
     public func sequence(at point: PointInTime) throws -> UInt64 {
         try read { snapshot in
             let head = try LogHead.read(snapshot)
@@ -24,7 +34,7 @@ extension Ledger {
             case .time(let time):
                 let after = try Self.firstSequence(committedAtOrAfter: time.addingTimeInterval(0.000_001), head: head.sequence, in: snapshot)
                 guard after > 1 else {
-                    throw HealthError.invalidArgument("the ledger did not exist yet at \(time.formatted(.iso8601))", field: "as_of_time_us")
+                    throw HealthError.invalidArgument("the ledger did not exist yet at \(Self.describe(time))", field: "as_of_time_us")
                 }
                 return after - 1
             }

@@ -199,11 +199,14 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "Why the records must be kept.") var reason: String
 
         func run() async throws {
+            let earlier: String?
             do {
                 guard !reason.isEmpty else { throw ValidationErrorExit("--reason must say why the records must be kept") }
-                try store.openStore().ledger(ledger).setLegalHold(reason: reason)
+                let held = try store.openStore().ledger(ledger)
+                earlier = try held.legalHold()
+                try held.setLegalHold(reason: reason)
             } catch { throw fail(error) }
-            print("held \(ledger): \(reason)")
+            print("held \(ledger): \(reason)" + (earlier.map { $0 == reason ? " (already held so)" : " (replacing the hold: \($0))" } ?? ""))
         }
     }
 
@@ -214,8 +217,14 @@ struct AdminCommand: AsyncParsableCommand {
         @Argument(help: "The ledger id.") var ledger: String
 
         func run() async throws {
-            do { try store.openStore().ledger(ledger).setLegalHold(reason: nil) } catch { throw fail(error) }
-            print("released \(ledger)")
+            let lifted: String
+            do {
+                let held = try store.openStore().ledger(ledger)
+                guard let reason = try held.legalHold() else { throw ValidationErrorExit("ledger '\(ledger)' is under no legal hold: nothing to release") }
+                try held.setLegalHold(reason: nil)
+                lifted = reason
+            } catch { throw fail(error) }
+            print("released \(ledger) (held: \(lifted))")
         }
     }
 
