@@ -41,6 +41,9 @@ struct BufferedLogHandler: LogHandler {
     /// A call's line, as ``log(event:)`` writes it from the line's metadata (its fields
     /// already in the order of their names), written straight into the pending bytes: the
     /// server's calls write it through ``ServerConfiguration/callLineWriter``, a line per call.
+    /// What ends every call's line: its source and message.
+    private static let callLineEnd = Array(" [\(CallLine.source)] \(CallLine.message)\n".utf8)
+
     static func write(_ call: CallLine) {
         LogSink.shared.appendLine(urgent: call.level >= .warning) { line in
             line.append(UInt8(ascii: " "))
@@ -49,11 +52,7 @@ struct BufferedLogHandler: LogHandler {
             line.append(contentsOf: call.label.utf8)
             line.append(UInt8(ascii: ":"))
             call.write(fieldsTo: &line)
-            line.append(contentsOf: " [".utf8)
-            line.append(contentsOf: CallLine.source.utf8)
-            line.append(contentsOf: "] ".utf8)
-            line.append(contentsOf: CallLine.message.utf8)
-            line.append(UInt8(ascii: "\n"))
+            line.append(contentsOf: Self.callLineEnd)
         }
     }
 }

@@ -55,30 +55,39 @@ public struct CallLine: Sendable {
 
     private static func isPrintable(_ byte: UInt8) -> Bool { byte > 0x20 && byte != 0x7F }
 
+    /// Appends `text`'s bytes at once (the text of a line per call), a byte not
+    /// ``isPrintable(_:)`` as `_`.
     private static func append(_ text: String, to line: inout [UInt8]) {
-        let start = line.count
-        line.append(contentsOf: text.utf8)
-        for index in start..<line.count where !isPrintable(line[index]) { line[index] = UInt8(ascii: "_") }
+        var text = text
+        text.withUTF8 { bytes in
+            if bytes.allSatisfy(isPrintable) { return line.append(contentsOf: bytes) }
+            for byte in bytes { line.append(isPrintable(byte) ? byte : UInt8(ascii: "_")) }
+        }
+    }
+
+    /// Appends a literal's bytes at once.
+    static func append(literal: StaticString, to line: inout [UInt8]) {
+        line.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 
     /// Appends ``fields`` to `line` as a log line has them: ` name=value` each.
     public func write(fieldsTo line: inout [UInt8]) {
-        line.append(contentsOf: " duration_us=".utf8)
+        Self.append(literal: " duration_us=", to: &line)
         Self.appendDecimal(microseconds, to: &line)
-        line.append(contentsOf: " ledger.id=".utf8)
+        Self.append(literal: " ledger.id=", to: &line)
         Self.append(ledger ?? "-", to: &line)
-        line.append(contentsOf: " principal=".utf8)
+        Self.append(literal: " principal=", to: &line)
         switch principal {
         case .app(let source)?:
-            line.append(contentsOf: "app ".utf8)
+            Self.append(literal: "app ", to: &line)
             Self.append(source.bundleIdentifier, to: &line)
-        case let other?: line.append(contentsOf: other.description.utf8)
+        case let other?: Self.append(other.description, to: &line)
         case nil: line.append(UInt8(ascii: "-"))
         }
-        line.append(contentsOf: " rpc.method=".utf8)
+        Self.append(literal: " rpc.method=", to: &line)
         Self.append(method, to: &line)
-        line.append(contentsOf: " rpc.status=".utf8)
-        line.append(contentsOf: status.utf8)
+        Self.append(literal: " rpc.status=", to: &line)
+        Self.append(status, to: &line)
     }
 
     private static func appendDecimal(_ value: Int64, to line: inout [UInt8]) {
