@@ -189,7 +189,13 @@ public final class AppleHealthImporter {
         if let error = channel.failure {
             let held = undecided == 0 ? "" : "; \(undecided) records of the types a correlation holds were not, since their correlations may be in the missing part"
             summary.error = switch error {
-            case let error as XMLStreamError: "the export is not complete XML (\(error)); everything before that point was imported\(held)"
+            case let error as XMLStreamError:
+                switch error.kind {
+                case .empty: "export.xml is empty: nothing was imported"
+                case .notXML: "export.xml is not XML (\(error.message)): nothing was imported"
+                case .endedEarly: "the export is not complete XML (\(error)); everything before that point was imported\(held)"
+                case .malformed: "the export is not well-formed XML (\(error)); everything before that point was imported\(held)"
+                }
             default: "\(error)\(held)"
             }
         }

@@ -21,7 +21,11 @@ public struct ExportArchive: Sendable {
         guard let handle = FileHandle(forReadingAtPath: url.path) else { throw ExportArchiveError("cannot open \(url.path)") }
         let magic = (try? handle.read(upToCount: 4)) ?? Data()
         try? handle.close()
-        if magic.starts(with: [0x50, 0x4B, 0x03, 0x04]) {
+        if magic.starts(with: [0x50, 0x4B, 0x05, 0x06]) { throw ExportArchiveError("\(url.path) is an empty zip: it holds no export.xml") }
+        // A zip begins with its first entry, unless something comes before it (a
+        // self-extracting archive): what is not XML is then tried as a zip.
+        let looksLikeXML = magic.first.map { [UInt8(ascii: "<"), 0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xFE, 0xFF].contains($0) } ?? true
+        if magic.starts(with: [0x50, 0x4B, 0x03, 0x04]) || (!looksLikeXML && Self.opensAsZip(url)) {
             form = .zip
             let archive: Archive
             do {
@@ -52,15 +56,18 @@ public struct ExportArchive: Sendable {
             let archive = try Archive(url: url, accessMode: .read)
             guard let path = xmlEntryPath, let entry = archive[path] else { throw ExportArchiveError("export.xml vanished from \(url.path)") }
             do {
-                _ = try archive.extract(entry, bufferSize: chunkSize, skipCRC32: false) { data in
+                let checksum = try archive.extract(entry, bufferSize: chunkSize, skipCRC32: false) { data in
                     try data.withUnsafeBytes { try consumer($0) }
                 }
+                try Self.check(checksum, of: entry)
             } catch let error as XMLStreamError {
                 throw error
             } catch let error as ArchiveReadStop {
                 throw error
+            } catch let error as ExportArchiveError {
+                throw error
             } catch {
-                throw ExportArchiveError("the zip entry \(path) is damaged: \(error)")
+                throw Self.damaged(entry, error)
             }
         case .xml:
             guard let handle = FileHandle(forReadingAtPath: url.path) else { throw ExportArchiveError("cannot open \(url.path)") }
@@ -107,14 +114,15 @@ public struct ExportArchive: Sendable {
             // The entry's declared size is the zip's word only: what it inflates to is counted.
             var data = Data()
             do {
-                _ = try archive.extract(entry) { chunk in
+                let checksum = try archive.extract(entry, skipCRC32: false) { chunk in
                     guard data.count + chunk.count <= limit else { throw tooLarge }
                     data.append(chunk)
                 }
+                try Self.check(checksum, of: entry)
             } catch let error as ExportArchiveError {
                 throw error
             } catch {
-                throw ExportArchiveError("the zip entry \(entry.path) is damaged: \(error)")
+                throw Self.damaged(entry, error)
             }
             return data
         case .xml:
@@ -127,6 +135,33 @@ public struct ExportArchive: Sendable {
             guard data.count <= limit else { throw ExportArchiveError("\(exportPath) is larger than \(limit >> 20) MiB") }
             return data
         }
+    }
+}
+
+extension ExportArchive {
+    static func opensAsZip(_ url: URL) -> Bool {
+        do {
+            _ = try Archive(url: url, accessMode: .read)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// ZIPFoundation returns the CRC-32 of what it inflated; comparing it is the caller's part.
+    static func check(_ checksum: CRC32, of entry: Entry) throws {
+        guard checksum == entry.checksum else {
+            throw ExportArchiveError(
+                "the zip entry \(entry.path) is damaged: its bytes do not match the checksum the zip records for them (CRC-32 \(String(format: "%08x", checksum)), not \(String(format: "%08x", entry.checksum)))")
+        }
+    }
+
+    /// What an entry that cannot be read is, named as what it is.
+    static func damaged(_ entry: Entry, _ error: any Error) -> ExportArchiveError {
+        if case Archive.ArchiveError.invalidCompressionMethod = error {
+            return ExportArchiveError("the zip entry \(entry.path) is compressed with a method this reader does not take (only stored and deflate, as Apple writes)")
+        }
+        return ExportArchiveError("the zip entry \(entry.path) is damaged: \(error)")
     }
 }
 

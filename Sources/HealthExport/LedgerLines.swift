@@ -250,9 +250,15 @@ public struct LedgerLinesImporter {
                 record(&summary, line: lineNumber, kind: .unparsableValue, reason: "the line is longer than \(LineReader.maximumLength >> 20) MiB")
                 continue
             }
-            guard let data = text.data(using: .utf8), let line = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-                let kind = line["kind"] as? String
-            else {
+            let parsed: Any
+            do { parsed = try JSONSerialization.jsonObject(with: Data(text.utf8)) } catch {
+                guard sawHeader else {
+                    throw ExportArchiveError("\(url.path) is not a HealthLedger export (its first line is no \(LedgerLines.format) header)")
+                }
+                record(&summary, line: lineNumber, kind: .unparsableValue, reason: "not valid JSON (\(Self.jsonProblem(error)))")
+                continue
+            }
+            guard let line = parsed as? [String: Any], let kind = line["kind"] as? String else {
                 guard sawHeader else {
                     throw ExportArchiveError("\(url.path) is not a HealthLedger export (its first line is no \(LedgerLines.format) header)")
                 }
@@ -273,6 +279,8 @@ public struct LedgerLinesImporter {
                 switch kind {
                 case "object":
                     guard let object = line["object"] else { throw ExportArchiveError("the line has no object") }
+                    // Checked first: on Linux, JSONSerialization stops the process on anything else.
+                    guard object is [String: Any] else { throw ExportArchiveError("the line's object is not a JSON object (a HealthObject's fields)") }
                     let message = try Healthledger_V1_HealthObject(jsonUTF8Data: try JSONSerialization.data(withJSONObject: object))
                     let model: HealthObject
                     do {
@@ -297,8 +305,12 @@ public struct LedgerLinesImporter {
                         guard parts.count == 3 else { throw ExportArchiveError("'\(text)' is not a date") }
                         characteristic = .dateOfBirth(year: parts[0], month: parts[1], day: parts[2])
                     } else {
-                        characteristic = try Characteristic(type, rawValue: line["value"] as? Int ?? -1)
+                        guard let raw = line["value"] as? Int else {
+                            throw ExportArchiveError("the characteristic's value \(line["value"].map { "\($0)" } ?? "(none)") is not a whole number nor a date")
+                        }
+                        characteristic = try Characteristic(type, rawValue: raw)
                     }
+                    try characteristic.validate()
                     let current = try await store.characteristics([type]).first ?? nil
                     if current == characteristic { summary.alreadyPresent += 1 } else {
                         try await store.setCharacteristic(of: type, to: characteristic)
@@ -369,6 +381,8 @@ public struct LedgerLinesImporter {
     }
 
     private func saveRoute(_ route: WorkoutRoute, locations: Any?, summary: inout ImportSummary) async throws {
+        // Checked first: on Linux, JSONSerialization stops the process on anything but an object or array.
+        guard locations == nil || locations is [String: Any] else { throw ExportArchiveError("the route's locations are not a JSON object") }
         let data = try JSONSerialization.data(withJSONObject: locations ?? [String: Any]())
         let points = try Healthledger_V1_RouteLocations(jsonUTF8Data: data).model()
         guard !points.isEmpty else { throw ExportArchiveError("the route has no locations") }
@@ -391,6 +405,12 @@ public struct LedgerLinesImporter {
         let finished = try await store.saveRoute(
             points, of: route.workoutUUID, metadata: route.metadata, sourceRevision: route.sourceRevision, device: route.device)
         if case .ignored = finished.disposition { summary.alreadyPresent += 1 } else { summary.imported[ObjectType.workoutRoute.identifier, default: 0] += 1 }
+    }
+
+    /// What JSONSerialization found wrong with a line, in its own words when it has some.
+    static func jsonProblem(_ error: any Error) -> String {
+        let described = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
+        return described.map { $0.replacingOccurrences(of: "\n", with: " ") } ?? "a syntax error, or a number out of range"
     }
 
     private func record(_ summary: inout ImportSummary, line: Int, kind: RejectionKind, reason: String) {

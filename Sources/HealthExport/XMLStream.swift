@@ -22,9 +22,32 @@ extension XMLStreamHandler {
 
 /// Why a document could not be read: the parser's message and the line it stopped at.
 public struct XMLStreamError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: Sendable {
+        /// Nothing but white space came.
+        case empty
+        /// The first thing that came is not the start of XML (`<`, after white space or a
+        /// byte-order mark).
+        case notXML
+        /// The bytes ended before the document did (a truncated file).
+        case endedEarly
+        /// The document breaks XML's rules at ``line``.
+        case malformed
+    }
+
+    public var kind: Kind
     public var message: String
     public var line: Int
-    public var description: String { "line \(line): \(message)" }
+    public var description: String {
+        switch kind {
+        case .empty: "the file is empty"
+        case .notXML: "not XML: \(message)"
+        case .endedEarly, .malformed: "line \(line): \(message)"
+        }
+    }
+
+    public init(_ kind: Kind = .malformed, message: String, line: Int) {
+        (self.kind, self.message, self.line) = (kind, message, line)
+    }
 }
 
 /// A push parser over libxml2's SAX2 interface: bytes go in as they arrive (from a file or
@@ -42,6 +65,8 @@ public final class XMLStreamParser {
     private let box: HandlerBox
     private var context: xmlParserCtxtPtr?
     private var finished = false
+    /// Whether anything but white space (or a byte-order mark) has come yet.
+    private var begun = false
 
     public init(handler: any XMLStreamHandler, documentName: String = "document") {
         xmlInitParser()
@@ -117,6 +142,14 @@ public final class XMLStreamParser {
     ///   seen every element before the fault.
     public func feed(_ bytes: UnsafeRawBufferPointer) throws {
         guard let context else { throw XMLStreamError(message: "libxml2 could not create a parser", line: 0) }
+        if !begun, let first = bytes.first(where: { !Self.leadingSpace.contains($0) }) {
+            begun = true
+            // A byte-order mark (UTF-8's EF, UTF-16's FE or FF) or '<': anything else is not XML.
+            guard first == UInt8(ascii: "<") || first >= 0xEF else {
+                let shown = first >= 0x21 && first < 0x7F ? "'\(Character(Unicode.Scalar(first)))'" : String(format: "the byte 0x%02X", first)
+                throw XMLStreamError(.notXML, message: "it begins with \(shown), not '<'", line: 1)
+            }
+        }
         var offset = 0
         while offset < bytes.count {
             let length = min(bytes.count - offset, 1 << 20)
@@ -136,15 +169,26 @@ public final class XMLStreamParser {
     public func finish() throws {
         guard let context, !finished else { return }
         finished = true
-        if xmlParseChunk(context, nil, 0, 1) != 0 || context.pointee.wellFormed == 0 { throw failure(context) }
+        guard begun else { throw XMLStreamError(.empty, message: "it is empty", line: 0) }
+        if xmlParseChunk(context, nil, 0, 1) != 0 || context.pointee.wellFormed == 0 { throw failure(context, atEnd: true) }
     }
 
-    private func failure(_ context: xmlParserCtxtPtr) -> XMLStreamError {
-        if let error = xmlCtxtGetLastError(context), let message = error.pointee.message {
-            let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
-            return XMLStreamError(message: text, line: Int(error.pointee.line))
+    /// The white space that may come before a document's first `<`.
+    private static let leadingSpace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+
+    /// The parser's last error, in one line, with what libxml2's words leave unsaid.
+    private func failure(_ context: xmlParserCtxtPtr, atEnd: Bool = false) -> XMLStreamError {
+        let kind: XMLStreamError.Kind = atEnd ? .endedEarly : .malformed
+        guard let error = xmlCtxtGetLastError(context), let message = error.pointee.message else {
+            return XMLStreamError(kind, message: "the document is not well-formed XML", line: box.line())
         }
-        return XMLStreamError(message: "the document is not well-formed XML", line: box.line())
+        var text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "\n", with: " ")
+        if text.hasPrefix("Entity '"), text.hasSuffix("not defined") {
+            text += " (entities declared in a document's DTD are not read: an Apple Health export uses none)"
+        } else if text.contains("Huge input lookup") {
+            text += " (a name or value longer than 10 MB)"
+        }
+        return XMLStreamError(kind, message: text, line: Int(error.pointee.line))
     }
 }
 

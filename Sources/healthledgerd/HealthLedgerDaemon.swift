@@ -70,6 +70,14 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             guard let value = Int(text) else { throw ValidationError("HEALTHLEDGER_\(name) must be a number, got '\(text)'") }
             return value
         }
+        /// A port flag's value: 0 to 65535 (0: any free port), or -1 where `disables` says what -1 turns off.
+        func portNumber(_ flag: Int?, _ name: String, option: String, default value: Int, disables: String? = nil) throws -> Int {
+            let port = try number(flag, name) ?? value
+            guard (0...65_535).contains(port) || (port == -1 && disables != nil) else {
+                throw ValidationError("\(option) must be a port number (0 to 65535)\(disables.map { ", or -1 to disable \($0)" } ?? ""), not \(port)")
+            }
+            return port
+        }
 
         let levelName = setting(logLevel, "LOG_LEVEL") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else {
@@ -84,7 +92,7 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
         var configuration = ServerConfiguration()
         configuration.callLineWriter = { BufferedLogHandler.write($0) }
         configuration.host = setting(host, "HOST") ?? configuration.host
-        configuration.port = try number(port, "PORT") ?? configuration.port
+        configuration.port = try portNumber(port, "PORT", option: "--port", default: configuration.port)
         configuration.maximumFrameSize = try number(maximumFrameSize, "MAX_FRAME_SIZE") ?? configuration.maximumFrameSize
         configuration.maximumConcurrentCalls = try number(maximumCalls, "MAX_CALLS") ?? configuration.maximumConcurrentCalls
         configuration.maximumCallsPerCredential = try number(maximumCallsPerCredential, "MAX_CALLS_PER_CREDENTIAL") ?? configuration.maximumCallsPerCredential
@@ -150,10 +158,9 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             configuration.cluster = ClusterRole(node: nodeID, cluster: membership.configuration.cluster, followerWindow: configuration.followerWindow)
         }
 
-        let grpcPortValue = try number(grpcPort, "GRPC_PORT") ?? GRPCEndpoint.defaultPort
-        guard grpcPortValue <= 65_535 else { throw ValidationError("--grpc-port must be a port number (0 to 65535), or -1 to disable gRPC") }
-        let webPortValue = try number(webPort, "WEB_PORT") ?? WebEndpoint.defaultPort
-        guard webPortValue <= 65_535 else { throw ValidationError("--web-port must be a port number (0 to 65535), or -1 to disable the web app") }
+        let grpcPortValue = try portNumber(grpcPort, "GRPC_PORT", option: "--grpc-port", default: GRPCEndpoint.defaultPort, disables: "gRPC")
+        let webPortValue = try portNumber(webPort, "WEB_PORT", option: "--web-port", default: WebEndpoint.defaultPort, disables: "the web app")
+        let metricsPortValue = try portNumber(metricsPort, "METRICS_PORT", option: "--metrics-port", default: 9411, disables: "metrics")
 
         let path = setting(dataDirectory, "DATA_DIR") ?? "data"
         let commitBatch = Recorder(label: "healthledger_group_commit_requests")
@@ -219,7 +226,6 @@ struct HealthLedgerDaemon: AsyncParsableCommand {
             }
         }
         let member = joining
-        let metricsPortValue = try number(metricsPort, "METRICS_PORT") ?? 9411
         if metricsPortValue >= 0 {
             services.append(
                 MetricsEndpoint(

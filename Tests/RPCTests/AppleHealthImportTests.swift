@@ -765,10 +765,37 @@ struct AppleHealthImportTests {
             #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: freshStore).isEmpty)
             await freshStore.close()
 
+            // A zip whose export.xml does not match its checksum (a byte changed in a stored
+            // entry): the import fails, naming it, where it read a changed value before.
+            let stored = directory.appending(path: "stored.zip")
+            let storedArchive = try Archive(url: stored, accessMode: .create)
+            let xml = Data(Self.exportXML.utf8)
+            try storedArchive.addEntry(with: "apple_health_export/export.xml", type: .file, uncompressedSize: Int64(xml.count), compressionMethod: .none) {
+                position, size in xml.subdata(in: Int(position)..<Int(position) + size)
+            }
+            var storedBytes = try Data(contentsOf: stored)
+            let digit = try #require(storedBytes.firstRange(of: Data(#"value=""#.utf8))).upperBound
+            storedBytes[digit] = storedBytes[digit] == UInt8(ascii: "9") ? UInt8(ascii: "8") : UInt8(ascii: "9")
+            try storedBytes.write(to: stored)
+            let other = try server.store.createLedger(id: "checksum")
+            let otherOwner = try await other.issueCredential(for: .owner)
+            let changed = try await cli.run(otherOwner, ["import", "apple-health", stored.path])
+            #expect(changed.status == 1 && changed.error.contains("do not match the checksum the zip records"), "\(changed.error)")
+
             let garbage = directory.appending(path: "garbage.xml")
             try Data("this is not xml\u{0}\u{1}".utf8).write(to: garbage)
             let refused = try await cli.run(server.ownerCredential, ["import", "apple-health", garbage.path])
-            #expect(refused.status == 1 && refused.error.contains("not complete XML"), "\(refused.error)")
+            #expect(refused.status == 1 && refused.error.contains("export.xml is not XML (it begins with 't', not '<'): nothing was imported"), "\(refused.error)")
+            let empty = directory.appending(path: "empty.xml")
+            try Data().write(to: empty)
+            let emptyRun = try await cli.run(server.ownerCredential, ["import", "apple-health", empty.path])
+            #expect(emptyRun.status == 1 && emptyRun.error.contains("export.xml is empty"), "\(emptyRun.error)")
+            // An entity the DTD declares is not read, and the message says so (not "not defined" alone).
+            let entity = directory.appending(path: "entity.xml")
+            try Data(#"<?xml version="1.0"?><!DOCTYPE HealthData [<!ENTITY x SYSTEM "file:///etc/passwd">]><HealthData><Record type="HKQuantityTypeIdentifierHeartRate" sourceName="&x;" unit="count/min" startDate="2020-09-13 12:27:13 +0000" endDate="2020-09-13 12:27:13 +0000" value="73"/></HealthData>"#.utf8).write(to: entity)
+            let entityRun = try await cli.run(server.ownerCredential, ["import", "apple-health", entity.path])
+            #expect(entityRun.status == 1 && entityRun.error.contains("entities declared in a document's DTD are not read"), "\(entityRun.error)")
+            #expect(!entityRun.error.contains("root:"), "nothing of the file an entity names is read")
             let missing = try await cli.run(server.ownerCredential, ["import", "apple-health", directory.appending(path: "none.zip").path])
             #expect(missing.status != 0 && missing.error.contains("no file at \(directory.appending(path: "none.zip").path)"), "\(missing.error)")
             let app = try await cli.run(server.appCredential, ["import", "apple-health", truncated.path])
@@ -808,7 +835,7 @@ struct AppleHealthImportTests {
             #expect(rejections.map { $0["line"] as? Int } == [4, 9, 14], "\(rejections)")
             #expect(reasons == [
                 "/workout-routes/folder.gpx is not a regular file", "/workout-routes/big.gpx is larger than 64 MiB",
-                "/workout-routes/text.gpx: line 1: Document is empty",
+                "/workout-routes/text.gpx: not XML: it begins with 'h', not '<'",
             ])
             #expect(summary["skipped"] as? [String: Int] == ["WorkoutRoute: the route file has no points": 1], "\(summary)")
         }

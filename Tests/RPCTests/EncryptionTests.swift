@@ -159,6 +159,14 @@ struct EncryptionTests {
         let groupWritable = try await runProcess(Self.cli, ["verify", "alice", "--data-dir", dataDir, "--master-key-file", shared.path])
         #expect(groupWritable.status != 0 && groupWritable.error.contains("is open to its group beyond reading (mode 460)"), "\(groupWritable.error)")
 
+        // A key of zeros, or a directory, is refused as the new key; nothing is re-wrapped.
+        let zeros = directory.appending(path: "zeros.key")
+        try Data((String(repeating: "0", count: 64) + "\n").utf8).write(to: zeros)
+        chmod(zeros.path, 0o600)
+        let weak = try await runProcess(Self.cli, ["admin", "rotate-master-key", "--data-dir", dataDir, "--master-key-file", key.path, "--new-key-file", zeros.path])
+        #expect(weak.status != 0 && weak.error.contains("is not random"), "\(weak.error)")
+        let folder = try await runProcess(Self.cli, ["admin", "rotate-master-key", "--data-dir", dataDir, "--master-key-file", key.path, "--new-key-file", NSTemporaryDirectory()])
+        #expect(folder.status != 0 && folder.error.contains("is a directory, not a key file"), "\(folder.error)")
         // Rotation re-wraps the data keys: the old key is refused after, the new one opens.
         let rotated = try await runProcess(Self.cli, ["admin", "rotate-master-key", "--data-dir", dataDir, "--master-key-file", key.path, "--new-key-file", other.path])
         #expect(rotated.status == 0 && rotated.output.contains("re-wrapped 1 ledger"), "\(rotated.output) \(rotated.error)")

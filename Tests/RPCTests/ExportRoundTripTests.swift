@@ -229,14 +229,28 @@ struct ExportRoundTripTests {
             let damaged = server.directory.appending(path: "damaged.jsonl")
             let header = try String(contentsOf: lines, encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
             let object = #"{"kind":"object","object":{"uuid":"AaIKXfNycG2EMRj+IokEmQ==","type":"HKQuantityTypeIdentifierStepCount","startUs":"2","endUs":"1","quantity":{"quantity":{"unit":"count","value":5}}}}"#
-            try Data([header, "{not json", object].joined(separator: "\n").utf8).write(to: damaged)
+            // Lines that once stopped the importer (JSONSerialization on Linux traps on a value that
+            // is not an object or array), a number out of range, a characteristic's fraction and
+            // an impossible date of birth: each refused with its line, the rest imported.
+            let hostile = [
+                #"{"kind":"object","object":5}"#, #"{"kind":"object","object":null}"#, #"{"kind":"object","object":[1,2]}"#,
+                #"{"kind":"object","object":{"quantity":1e400}}"#,
+                #"{"kind":"characteristic","type":"HKCharacteristicTypeIdentifierBloodType","value":1.5}"#,
+                #"{"kind":"characteristic","type":"HKCharacteristicTypeIdentifierDateOfBirth","value":"0-0-0"}"#,
+            ]
+            try Data(([header, "{not json", object] + hostile).joined(separator: "\n").utf8).write(to: damaged)
             let fresh = try server.store.createLedger(id: "fresh")
             let freshOwner = try await fresh.issueCredential(for: .owner)
             let cut = try await cli.run(freshOwner, ["import", "healthledger", damaged.path, "--json"])
             #expect(cut.status == 1 && cut.error.contains("cut short"), "\(cut.error)")
             let cutSummary = try #require(try JSONSerialization.jsonObject(with: Data(cut.output.utf8)) as? [String: Any])
             let rejected = try #require(cutSummary["rejected"] as? [String: Int])
-            #expect(rejected["unparsable value"] == 1 && rejected.values.reduce(0, +) == 2, "the bad line and the object whose end precedes its start: \(cutSummary)")
+            #expect(rejected["unparsable value"] == 2 && rejected.values.reduce(0, +) == 8, "the bad lines and the object whose end precedes its start: \(cutSummary)")
+            let reasons = (cutSummary["rejections"] as? [[String: Any]] ?? []).compactMap { $0["reason"] as? String }
+            #expect(reasons.contains { $0.contains("not a JSON object (a HealthObject") }, "\(reasons)")
+            #expect(reasons.contains { $0.hasPrefix("not valid JSON") }, "\(reasons)")
+            #expect(reasons.contains { $0.contains("1.5 is not a whole number") }, "\(reasons)")
+            #expect(reasons.contains { $0.contains("0-0-0 is not a date of birth") }, "\(reasons)")
             for store in [original, copyStore, appleStore] { await store.close() }
         }
     }

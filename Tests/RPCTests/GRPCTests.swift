@@ -248,6 +248,12 @@ struct GRPCTests {
             #expect(webTaken.status != 0 && webTaken.error.contains("the web app's port \(server.webPort) on 127.0.0.1 cannot be served (--web-port)"), "\(webTaken.error)")
             let outOfRange = try await runProcess(DaemonProcess.executable, common + ["--web-port=-1", "--grpc-port", "70000"])
             #expect(outOfRange.status != 0 && outOfRange.error.contains("--grpc-port must be a port number (0 to 65535)"), "\(outOfRange.error)")
+            // The RPC port and the metrics port too (a port past 65535 was taken modulo 65536).
+            let rpcOutOfRange = try await runProcess(
+                DaemonProcess.executable, ["--data-dir", data, "--port", "70000", "--metrics-port=-1", "--web-port=-1", "--grpc-port=-1"])
+            #expect(rpcOutOfRange.status != 0 && rpcOutOfRange.error.contains("--port must be a port number (0 to 65535), not 70000"), "\(rpcOutOfRange.error)")
+            let metricsOutOfRange = try await runProcess(DaemonProcess.executable, ["--data-dir", data, "--port", "0", "--metrics-port=-5", "--web-port=-1", "--grpc-port=-1"])
+            #expect(metricsOutOfRange.status != 0 && metricsOutOfRange.error.contains("or -1 to disable metrics, not -5"), "\(metricsOutOfRange.error)")
         }
     }
 

@@ -112,6 +112,10 @@ struct PointInTimeTests {
             #expect(verify.status == 0 && verify.output.contains("OK: \(point) events"), "\(verify.output)")
             let again = try await runProcess(cli, ["replay", "alice", "--data-dir", server.directory.path, "--until", "\(point)", "--output", output.path])
             #expect(again.status != 0 && again.error.contains("exists"))
+            let file = server.directory.appending(path: "a-file")
+            try Data("x".utf8).write(to: file)
+            let onFile = try await runProcess(cli, ["replay", "alice", "--data-dir", server.directory.path, "--until", "\(point)", "--output", file.path])
+            #expect(onFile.status != 0 && onFile.error.contains("is a file, not a directory"), "\(onFile.error)")
             await owner.close()
         }
     }

@@ -98,6 +98,11 @@ extension LedgerStore {
     /// Backups taken before keep their data keys wrapped under the old key.
     /// - Returns: the ids of the ledgers re-wrapped.
     public static func rotateMasterKey(directory: URL, from oldKey: MasterKey, to newKey: MasterKey) throws -> [String] {
+        guard newKey.looksRandom else {
+            throw LedgerFailure(
+                .invalidArgument,
+                "the new master key in \(newKey.path) is not random (it repeats a few bytes, as zeros or a key typed by hand do): make one with `healthledger admin new-master-key FILE`")
+        }
         // Run again after an interruption, it finishes the job: ledgers already under the new key are skipped.
         let recorded = (try? String(contentsOf: directory.appending(path: masterKeyMarkName), encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
         if recorded != newKey.id { try checkMasterKey(oldKey, directory: directory) }

@@ -16,9 +16,13 @@ public struct MasterKey: Sendable {
     public let id: String
     /// The file it was read from.
     public let path: String
+    /// False for a key of few different bytes (all zeros, a byte repeated, a short pattern),
+    /// which no random source makes: 32 random bytes hold about 30 different values.
+    public let looksRandom: Bool
 
     init(raw: [UInt8], path: String) {
         key = SymmetricKey(data: raw)
+        looksRandom = Set(raw).count >= 16
         var hasher = SHA256()
         hasher.update(data: Array("healthledger master key id".utf8))
         hasher.update(data: raw)
@@ -55,6 +59,9 @@ public struct MasterKey: Sendable {
         var status = stat()
         guard fstat(descriptor, &status) == 0 else {
             throw LedgerFailure(.invalidArgument, "the master key file \(path) cannot be read: \(String(cString: strerror(errno)))")
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw LedgerFailure(.invalidArgument, "the master key file \(path) is \(status.st_mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"), not a key file")
         }
         if let refusal = permissionRefusal(mode: status.st_mode, owner: status.st_uid, reader: geteuid()) {
             throw LedgerFailure(.invalidArgument, "the master key file \(path) \(refusal)")

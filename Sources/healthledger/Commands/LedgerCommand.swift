@@ -201,7 +201,13 @@ struct ReplayCommand: AsyncParsableCommand {
                 let sequence = try source.sequence(at: point)
                 let destination = URL(filePath: output, directoryHint: .isDirectory)
                 let ledgers = destination.appending(path: "ledgers", directoryHint: .isDirectory)
-                try FileManager.default.createDirectory(at: ledgers, withIntermediateDirectories: true)
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                    throw ValidationErrorExit("--output \(destination.path) is a file, not a directory: name a new data directory")
+                }
+                do { try FileManager.default.createDirectory(at: ledgers, withIntermediateDirectories: true) } catch {
+                    throw ValidationErrorExit("cannot make the data directory \(ledgers.path): \((error as NSError).localizedFailureReason ?? (error as NSError).localizedDescription)")
+                }
                 try source.materialize(upTo: sequence, at: ledgers.appending(path: ledger, directoryHint: .isDirectory))
                 let head = try LedgerStore(directory: destination, configuration: try store.configuration()).ledger(ledger).head()
                 print("wrote \(ledger) as of event \(sequence) (head \(head.sequence):\(hex(head.hash))) to \(ledgers.appending(path: ledger).path)")
