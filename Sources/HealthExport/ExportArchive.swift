@@ -56,9 +56,13 @@ public struct ExportArchive: Sendable {
             let archive = try Archive(url: url, accessMode: .read)
             guard let path = xmlEntryPath, let entry = archive[path] else { throw ExportArchiveError("export.xml vanished from \(url.path)") }
             do {
+                // Checked whole before any record is read: a mismatch found at the end would come
+                // after the records were saved. (One more inflate of the entry, no copy kept.)
+                try Self.check(try archive.extract(entry, bufferSize: 1 << 20, skipCRC32: false) { _ in }, of: entry)
                 let checksum = try archive.extract(entry, bufferSize: chunkSize, skipCRC32: false) { data in
                     try data.withUnsafeBytes { try consumer($0) }
                 }
+                // The file changed under the reader after the check.
                 try Self.check(checksum, of: entry)
             } catch let error as XMLStreamError {
                 throw error

@@ -144,8 +144,7 @@ public final class XMLStreamParser {
         guard let context else { throw XMLStreamError(message: "libxml2 could not create a parser", line: 0) }
         if !begun, let first = bytes.first(where: { !Self.leadingSpace.contains($0) }) {
             begun = true
-            // A byte-order mark (UTF-8's EF, UTF-16's FE or FF) or '<': anything else is not XML.
-            guard first == UInt8(ascii: "<") || first >= 0xEF else {
+            guard first == UInt8(ascii: "<") || Self.beginsWithByteOrderMarkOrWideText(bytes) else {
                 let shown = first >= 0x21 && first < 0x7F ? "'\(Character(Unicode.Scalar(first)))'" : String(format: "the byte 0x%02X", first)
                 throw XMLStreamError(.notXML, message: "it begins with \(shown), not '<'", line: 1)
             }
@@ -171,6 +170,14 @@ public final class XMLStreamParser {
         finished = true
         guard begun else { throw XMLStreamError(.empty, message: "it is empty", line: 0) }
         if xmlParseChunk(context, nil, 0, 1) != 0 || context.pointee.wellFormed == 0 { throw failure(context, atEnd: true) }
+    }
+
+    /// Whether `bytes` begin as a document in UTF-8 with a byte-order mark, or in UTF-16 or
+    /// UTF-32 (with a mark, or a `<` of two or four bytes), which libxml2 reads.
+    private static func beginsWithByteOrderMarkOrWideText(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let start = Array(bytes.prefix(4))
+        let marks: [[UInt8]] = [[0xEF, 0xBB, 0xBF], [0xFE, 0xFF], [0xFF, 0xFE], [0x00, 0x3C], [0x00, 0x00, 0x00, 0x3C], [0x00, 0x00, 0xFE, 0xFF]]
+        return marks.contains { start.starts(with: $0) }
     }
 
     /// The white space that may come before a document's first `<`.

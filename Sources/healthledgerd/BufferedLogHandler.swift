@@ -38,12 +38,12 @@ struct BufferedLogHandler: LogHandler {
         LogSink.shared.append(line, urgent: event.level >= .warning)
     }
 
-    /// A call's line, as ``log(event:)`` writes it from the line's metadata (its fields
-    /// already in the order of their names), written straight into the pending bytes: the
-    /// server's calls write it through ``ServerConfiguration/callLineWriter``, a line per call.
     /// What ends every call's line: its source and message.
     private static let callLineEnd = Array(" [\(CallLine.source)] \(CallLine.message)\n".utf8)
 
+    /// A call's line, as ``log(event:)`` writes it from the line's metadata (its fields
+    /// already in the order of their names), written straight into the pending bytes: the
+    /// server's calls write it through ``ServerConfiguration/callLineWriter``, a line per call.
     static func write(_ call: CallLine) {
         LogSink.shared.appendLine(urgent: call.level >= .warning) { line in
             line.append(UInt8(ascii: " "))

@@ -781,6 +781,9 @@ struct AppleHealthImportTests {
             let otherOwner = try await other.issueCredential(for: .owner)
             let changed = try await cli.run(otherOwner, ["import", "apple-health", stored.path])
             #expect(changed.status == 1 && changed.error.contains("do not match the checksum the zip records"), "\(changed.error)")
+            let checked = server.client(otherOwner)
+            #expect(try await SampleQueryDescriptor(type: Samples.heartRate.objectType).result(for: checked).isEmpty, "nothing of a damaged entry is imported")
+            await checked.close()
 
             let garbage = directory.appending(path: "garbage.xml")
             try Data("this is not xml\u{0}\u{1}".utf8).write(to: garbage)

@@ -67,6 +67,8 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
     package func handlerRemoved(context: ChannelHandlerContext) {
         idleCheck?.cancel()
         idleCheck = nil
+        // The context holds this handler: kept, the two would outlive the connection.
+        self.context = nil
     }
 
     package func channelActive(context: ChannelHandlerContext) {

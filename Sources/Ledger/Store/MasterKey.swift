@@ -60,9 +60,8 @@ public struct MasterKey: Sendable {
         guard fstat(descriptor, &status) == 0 else {
             throw LedgerFailure(.invalidArgument, "the master key file \(path) cannot be read: \(String(cString: strerror(errno)))")
         }
-        guard status.st_mode & S_IFMT == S_IFREG else {
-            throw LedgerFailure(.invalidArgument, "the master key file \(path) is \(status.st_mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"), not a key file")
-        }
+        // A pipe or a FIFO may hand the key over (a secret manager's `<(…)`): only a directory is refused.
+        guard status.st_mode & S_IFMT != S_IFDIR else { throw LedgerFailure(.invalidArgument, "the master key file \(path) is a directory, not a key file") }
         if let refusal = permissionRefusal(mode: status.st_mode, owner: status.st_uid, reader: geteuid()) {
             throw LedgerFailure(.invalidArgument, "the master key file \(path) \(refusal)")
         }
