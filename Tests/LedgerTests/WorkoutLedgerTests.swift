@@ -190,13 +190,20 @@ struct WorkoutLedgerTests {
         #expect(try ledger.replay().identical)
     }
 
-    @Test("route builders are capped per app and per ledger, and belong to whoever opened them")
+    @Test("route builders are for callers that may share routes, capped per caller and per ledger, and belong to whoever opened them")
     func builderLimits() async throws {
         let temporary = try TemporaryStore()
         let ledger = try temporary.ledgerStore.createLedger(id: "builders")
         func refused(_ code: HealthError.Code, _ message: String) -> (any Error) -> Bool {
             { error in (error as? HealthError)?.code == code && (error as? HealthError)?.message == message }
         }
+        func app(_ index: Int) -> Source { Source(bundleIdentifier: "com.example.app\(index)", name: "App \(index)") }
+        // An app that may not share routes opens no builder (its locations would take the
+        // ledger's memory before any commit checked it).
+        #expect { try ledger.beginRoute(by: .app(app(9))) } throws: {
+            refused(.authorizationNotDetermined, "com.example.app9 has no decision to share HKWorkoutRouteTypeIdentifier: request authorization first")($0)
+        }
+        try await ledger.authorize([Fixtures.appA, Fixtures.appB, app(2), app(3)], share: [.workoutRoute])
         let opened = try (0..<RouteBuilders.maximumOpenPerPrincipal).map { _ in try ledger.beginRoute(by: Self.appA) }
         #expect(RouteBuilders.maximumOpenPerPrincipal == 8)
         #expect { try ledger.beginRoute(by: Self.appA) } throws: {
@@ -213,22 +220,36 @@ struct WorkoutLedgerTests {
         #expect { try ledger.addRouteLocations([Self.location(0)], to: opened[1], by: Self.appA) } throws: {
             refused(.dataSizeExceeded, "a route holds at most 200000 locations")($0)
         }
+        // One caller's builders together hold at most a quarter of the ledger's million.
+        let quarter = Array(batch.prefix(50_000))
+        try ledger.addRouteLocations(quarter, to: opened[2], by: Self.appA)
+        #expect { try ledger.addRouteLocations([Self.location(0)], to: again, by: Self.appA) } throws: {
+            refused(.dataSizeExceeded, "this caller's route builders hold 250000 locations, the most one caller may hold at once (250000): finish or discard some")($0)
+        }
         // The ledger's builders together hold at most a million locations.
-        for builder in opened.dropFirst(2).prefix(4) { try ledger.addRouteLocations(batch, to: builder, by: Self.appA) }
-        let holdingAll = "the ledger's route builders hold 1000000 locations, the most allowed at once: finish or discard some"
-        #expect { try ledger.addRouteLocations(batch, to: other, by: Self.appB) } throws: { refused(.dataSizeExceeded, holdingAll)($0) }
-        #expect { try ledger.addRouteLocations([Self.location(0)], to: again, by: Self.appA) } throws: { refused(.dataSizeExceeded, holdingAll)($0) }
+        try ledger.addRouteLocations(batch, to: other, by: Self.appB)
+        try ledger.addRouteLocations(quarter, to: try ledger.beginRoute(by: Self.appB), by: Self.appB)
+        for index in 2...3 {
+            let builder = try ledger.beginRoute(by: .app(app(index)))
+            try ledger.addRouteLocations(batch, to: builder, by: .app(app(index)))
+            if index == 2 { try ledger.addRouteLocations(quarter, to: try ledger.beginRoute(by: .app(app(index))), by: .app(app(index))) }
+        }
+        let holdingAll = "the ledger's route builders hold 950000 locations, the most allowed at once: finish or discard some"
+        #expect { try ledger.addRouteLocations(quarter + [Self.location(0)], to: try ledger.beginRoute(by: .owner), by: .owner) } throws: {
+            refused(.dataSizeExceeded, holdingAll)($0)
+        }
         try ledger.discardRoute(opened[1], by: Self.appA)
-        #expect(try ledger.addRouteLocations(batch, to: other, by: Self.appB) == ObjectLimits.maximumRouteLocations)
+        #expect(try ledger.addRouteLocations(batch, to: again, by: Self.appA) == ObjectLimits.maximumRouteLocations)
 
         // The ledger's builders together: at most 64, whoever opened them.
         let full = try temporary.ledgerStore.createLedger(id: "full")
-        let apps = (0..<9).map { Principal.app(Source(bundleIdentifier: "com.example.app\($0)", name: "App \($0)")) }
+        let apps = (0..<9).map { app($0) }
+        try await full.authorize(apps, share: [.workoutRoute])
         for app in apps.prefix(8) {
-            for _ in 0..<RouteBuilders.maximumOpenPerPrincipal { _ = try full.beginRoute(by: app) }
+            for _ in 0..<RouteBuilders.maximumOpenPerPrincipal { _ = try full.beginRoute(by: .app(app)) }
         }
         #expect(RouteBuilders.maximumOpenPerPrincipal * 8 == RouteBuilders.maximumOpen)
-        #expect { try full.beginRoute(by: apps[8]) } throws: { ($0 as? HealthError)?.code == .dataSizeExceeded }
+        #expect { try full.beginRoute(by: .app(apps[8])) } throws: { ($0 as? HealthError)?.code == .dataSizeExceeded }
         #expect { try full.beginRoute(by: .owner) } throws: { ($0 as? HealthError)?.code == .dataSizeExceeded }
     }
 

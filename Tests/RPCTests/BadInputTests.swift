@@ -175,6 +175,11 @@ struct BadInputTests {
                  owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.invalidArgument, "Unknown object type ''")),
                 (.requestAuthorization, Healthledger_V1_AuthorizationRequest(),
                  owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.invalidArgument, "nothing requested: both the share and the read sets are empty")),
+                // Refused before a type is read: the status is answered on the event loop.
+                (.getRequestStatus, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = Array(repeating: Samples.heartRate.identifier, count: 1_001) },
+                 owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.resourceExhausted, "a request names at most 1000 types")),
+                (.requestAuthorization, Healthledger_V1_AuthorizationRequest.with { $0.shareTypes = Array(repeating: Samples.heartRate.identifier, count: 1_001) },
+                 owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.resourceExhausted, "a request names at most 1000 types")),
                 (.getRequestStatus, Healthledger_V1_AuthorizationRequest.with { $0.readTypes = [unknownType] },
                  owner: Refusal(.invalidArgument, "only apps request authorization; the owner has it all"), app: Refusal(.invalidArgument, "Unknown object type 'HKQuantityTypeIdentifierNope'")),
                 (.authorizationStatus, Healthledger_V1_AuthorizationStatusRequest(),
@@ -570,6 +575,7 @@ struct BadInputTests {
                 .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .minute },
                 .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day; $0.timeZone = "Mars/Olympus" },
                 .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day; $0.timeZone = String(repeating: "x", count: 10_000) },
+                .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.intervalCount = 1; $0.intervalUnit = .day; $0.timeZone = "UTC\u{0}garbage" },
                 .with { $0.type = steps; $0.options = 16; $0.startUs = Int64.min; $0.endUs = Int64.max; $0.intervalCount = 1; $0.intervalUnit = .year },
                 .with { $0.type = steps; $0.options = 16; $0.endUs = year; $0.anchorUs = Int64.max; $0.intervalCount = 1; $0.intervalUnit = .month },
                 .with { $0.type = steps; $0.options = 16; $0.startUs = year; $0.endUs = 0; $0.intervalCount = 1; $0.intervalUnit = .day },
@@ -594,6 +600,13 @@ struct BadInputTests {
                     }
                 }
                 try await Self.expectGarbageRefused([.statistics, .statisticsCollection, .watchStatisticsCollection], on: raw, after: &id, credential: credential)
+                // The messages name what was sent.
+                for (request, message) in [(collections[2], "an interval is 1 to 10,000 days, not 4294967295"), (collections[6], "'UTC?garbage' is not an IANA time zone (it holds a control character)")] {
+                    id += 1
+                    try await raw.send(Self.request(id, RPCMethod.statisticsCollection.rawValue, credential: credential, payload: try request.serializedBytes()))
+                    let status = try #require(await raw.status(of: id))
+                    #expect(status.message == message, "\(status)")
+                }
             }
             await raw.close()
         }
@@ -731,6 +744,13 @@ struct BadInputTests {
                     $0.type = heartRate
                     $0.predicate.categoryValues = .with { $0.values = [1] }
                 }.serializedBytes(), "category type"),
+                // Past the decoder's depth: named as such, not as an invalid request.
+                (.querySamples, try Healthledger_V1_SampleQueryRequest.with {
+                    $0.type = heartRate
+                    var predicate = Healthledger_V1_Predicate.with { $0.categoryValues = .with { $0.values = [1] } }
+                    for _ in 0..<120 { predicate = .with { [predicate] in $0.negation = predicate } }
+                    $0.predicate = predicate
+                }.serializedBytes(), "nests messages more than 100 deep (a predicate nests at most 16 levels)"),
             ]
             try await server.client().save(Samples.heartRate(70, at: 0))
             for (index, (method, payload, words)) in cases.enumerated() {

@@ -102,6 +102,11 @@ struct MethodRegistration: Sendable {
     static func decode<Request: SwiftProtobuf.Message>(_: Request.Type, _ payload: [UInt8]) throws -> Request {
         do {
             return try Request(serializedBytes: payload)
+        } catch BinaryDecodingError.messageDepthLimit {
+            throw RPCError(
+                .invalidArgument,
+                "the request nests messages more than \(BinaryDecodingOptions().messageDepthLimit) deep (a predicate nests at most \(ObjectPredicate.maximumDepth) levels)",
+                healthErrorCode: .invalidArgument)
         } catch {
             throw RPCError(.invalidArgument, "the request is not a valid \(Request.protoMessageName)", healthErrorCode: .invalidArgument)
         }

@@ -179,7 +179,18 @@ struct LedgerCall: Sendable {
 
     private static let empty: [UInt8] = []
 
+    /// Refuses an app's request naming more types than any may, before a type of it is read (a
+    /// status request is answered on the connection's event loop). Others are refused by the
+    /// ledger before it looks at the types.
+    private func requireFewTypes(_ request: Healthledger_V1_AuthorizationRequest) throws {
+        guard case .app = principal else { return }
+        guard request.shareTypes.count + request.readTypes.count <= Ledger.maximumRequestedTypes else {
+            throw HealthError(.dataSizeExceeded, "a request names at most \(Ledger.maximumRequestedTypes) types", field: "types")
+        }
+    }
+
     func requestAuthorization(_ request: Healthledger_V1_AuthorizationRequest) async throws -> [UInt8] {
+        try requireFewTypes(request)
         let count = try await ledger.requestAuthorization(
             toShare: try request.shareTypes.objectTypes(field: "share_types"), read: try request.readTypes.objectTypes(field: "read_types"),
             by: principal)
@@ -187,6 +198,7 @@ struct LedgerCall: Sendable {
     }
 
     func getRequestStatus(_ request: Healthledger_V1_AuthorizationRequest) throws -> [UInt8] {
+        try requireFewTypes(request)
         let status = try ledger.requestStatus(
             toShare: try request.shareTypes.objectTypes(field: "share_types"), read: try request.readTypes.objectTypes(field: "read_types"),
             for: principal)

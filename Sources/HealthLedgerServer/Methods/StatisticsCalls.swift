@@ -78,11 +78,14 @@ extension LedgerCall {
             throw HealthError.invalidArgument("interval_unit must be minute, hour, day, week, month or year", field: "interval_unit")
         }
         let zoneName = request.timeZone.isEmpty ? "UTC" : request.timeZone
-        guard zoneName.utf8.count <= 64, let timeZone = TimeZone(identifier: zoneName) else {
-            throw HealthError.invalidArgument("'\(zoneName.prefix(64))' is not an IANA time zone", field: "time_zone")
+        // A control character (a NUL) ends the name Foundation reads: "UTC\0…" would be UTC.
+        let printable = zoneName.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }
+        guard zoneName.utf8.count <= 64, printable, let timeZone = TimeZone(identifier: zoneName) else {
+            let shown = String(String.UnicodeScalarView(zoneName.unicodeScalars.prefix(64).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
+            throw HealthError.invalidArgument("'\(shown)' is not an IANA time zone\(printable ? "" : " (it holds a control character)")", field: "time_zone")
         }
         let intervals = try StatisticsIntervals(
-            anchor: date(microseconds: request.anchorUs), every: Int(min(request.intervalCount, 1_000_000)), unit, timeZone: timeZone)
+            anchor: date(microseconds: request.anchorUs), every: Int(request.intervalCount), unit, timeZone: timeZone)
         let query = StatisticsCollectionQuery(
             type: type, range: DateInterval(start: date(microseconds: request.startUs), end: date(microseconds: request.endUs)), intervals: intervals,
             options: StatisticsOptions(rawValue: Int(request.options)), predicate: request.hasPredicate ? try request.predicate.model() : nil)

@@ -64,7 +64,23 @@ extension Ledger {
     /// Opens a route builder for `principal` (HealthKit's `HKWorkoutRouteBuilder`).
     public func beginRoute(by principal: Principal) throws -> UUID {
         if case .operator = principal { throw ReadScope.operatorDenied }
+        try requireRouteSharing(by: principal)
         return try routeBuilders.begin(for: principal)
+    }
+
+    /// An app builds routes only while it may share them, as it finishes them: a builder's
+    /// locations take the ledger's memory before any commit checks that.
+    private func requireRouteSharing(by principal: Principal) throws {
+        guard case .app(let source) = principal else { return }
+        switch try sharingStatus(for: .workoutRoute, of: principal) {
+        case .sharingAuthorized: return
+        case .sharingDenied:
+            throw HealthError(.authorizationDenied, "\(source.bundleIdentifier) is not authorized to share \(ObjectType.workoutRoute)", field: "type")
+        case .notDetermined:
+            throw HealthError(
+                .authorizationNotDetermined, "\(source.bundleIdentifier) has no decision to share \(ObjectType.workoutRoute): request authorization first",
+                field: "type")
+        }
     }
 
     /// Adds locations, in any order, to a builder `principal` opened.
@@ -75,6 +91,7 @@ extension Ledger {
     @discardableResult
     public func addRouteLocations(_ locations: [RouteLocation], to builder: UUID, by principal: Principal) throws -> Int {
         for (index, location) in locations.enumerated() { try location.validate(field: "locations[\(index)]") }
+        try requireRouteSharing(by: principal)
         return try routeBuilders.add(locations, to: builder, for: principal)
     }
 
@@ -154,6 +171,9 @@ final class RouteBuilders: Sendable {
     static let maximumOpen = 64
     /// Locations held by all builders of the ledger together (about 64 MiB).
     static let maximumPendingLocations = 1_000_000
+    /// Locations held by one principal's builders together: a quarter of the ledger's, so
+    /// that no one caller holds them all (room for one route of the largest size).
+    static let maximumPendingLocationsPerPrincipal = 250_000
     static let idleLimit: TimeInterval = 3600
 
     private struct Builder {
@@ -187,6 +207,13 @@ final class RouteBuilders: Sendable {
             guard var builder = builders[id], builder.owner == principal else { throw Self.unknown(id) }
             guard builder.locations.count + locations.count <= ObjectLimits.maximumRouteLocations else {
                 throw HealthError(.dataSizeExceeded, "a route holds at most \(ObjectLimits.maximumRouteLocations) locations", field: "locations")
+            }
+            let own = builders.values.reduce(0) { $0 + ($1.owner == principal ? $1.locations.count : 0) }
+            guard own + locations.count <= Self.maximumPendingLocationsPerPrincipal else {
+                throw HealthError(
+                    .dataSizeExceeded,
+                    "this caller's route builders hold \(own) locations, the most one caller may hold at once (\(Self.maximumPendingLocationsPerPrincipal)): finish or discard some",
+                    field: "locations")
             }
             let pending = builders.values.reduce(0) { $0 + $1.locations.count }
             guard pending + locations.count <= Self.maximumPendingLocations else {
