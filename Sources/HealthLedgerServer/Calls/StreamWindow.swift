@@ -57,3 +57,76 @@ package final class StreamWindow: Sendable {
         }
     }
 }
+
+/// Whether a connection's socket takes more bytes: a streaming call waits, before writing
+/// its next message, while what the server wrote and the socket has not taken yet is past
+/// NIO's high-water mark (64 KiB). The client's window counts messages, and a message may
+/// be a megabyte: a client that grants a large window and does not read would otherwise
+/// have the server hold every message of every stream.
+package final class WritableGate: Sendable {
+    private struct State {
+        var writable = true
+        var closed = false
+        var next: UInt64 = 0
+        var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        /// Waits cancelled before they were registered.
+        var cancelled: Set<UInt64> = []
+    }
+
+    private let state = Mutex(State())
+
+    package init() {}
+
+    /// The socket's writability changed (on the event loop): waiters go on when it takes bytes again.
+    package func set(writable: Bool) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            state.writable = writable
+            guard writable else { return [] }
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// The connection closed: every wait, now and later, ends with an error.
+    package func close() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            state.closed = true
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(throwing: CancellationError()) }
+    }
+
+    /// Returns at once while the socket takes bytes; otherwise once it does again.
+    /// - Throws: `CancellationError` when the connection closes or the task is cancelled.
+    package func wait() async throws {
+        let id = try state.withLock { state -> UInt64? in
+            if state.closed { throw CancellationError() }
+            if state.writable { return nil }
+            state.next += 1
+            return state.next
+        }
+        guard let id else { return }
+        // The cancellation handler runs only while the wait does: afterwards nothing adds the id.
+        defer { _ = state.withLock { $0.cancelled.remove(id) } }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let outcome = state.withLock { state -> Result<Void, any Error>? in
+                    if state.closed || state.cancelled.remove(id) != nil { return .failure(CancellationError()) }
+                    if state.writable { return .success(()) }
+                    state.waiters[id] = continuation
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+                if let waiter = state.waiters.removeValue(forKey: id) { return waiter }
+                state.cancelled.insert(id)
+                return nil
+            }
+            waiter?.resume(throwing: CancellationError())
+        }
+    }
+}

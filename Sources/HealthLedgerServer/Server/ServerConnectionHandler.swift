@@ -47,6 +47,8 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
     /// clock: it has been idle since then.
     private var lastActivity = NIODeadline.uptimeNanoseconds(0)
     private var idleCheck: Scheduled<Void>?
+    /// Streaming calls wait on it while the socket takes no more bytes.
+    private let writable = WritableGate()
 
     package init(
         dispatcher: CallDispatcher, maximumConcurrentCalls: Int, idleTimeout: Duration, logger: Logger,
@@ -107,7 +109,13 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         context.writeAndFlush(bytes(of: goAway, context)).whenComplete { _ in channel.close(promise: nil) }
     }
 
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
+        writable.set(writable: context.channel.isWritable)
+        context.fireChannelWritabilityChanged()
+    }
+
     package func channelInactive(context: ChannelHandlerContext) {
+        writable.close()
         idleCheck?.cancel()
         idleCheck = nil
         _ = state.inactive()
@@ -200,11 +208,13 @@ package final class ServerConnectionHandler: ChannelInboundHandler {
         let window = kind?.isStreaming == true
             ? StreamWindow(initial: request.initialWindow == 0 ? 16 : Int(min(request.initialWindow, 1 << 20))) : nil
         let deadline = CallDeadline()
+        let writable = writable
         let task = Task {
             await dispatcher.run(
                 id: id, method: method, request: request, deadline: deadline,
                 send: { message in
                     try await window?.acquire()
+                    try await writable.wait()
                     var frame = channel.allocator.buffer(capacity: message.count + 24)
                     frame.writeMessageFrame(id: id, message)
                     channel.writeAndFlush(frame, promise: nil)
