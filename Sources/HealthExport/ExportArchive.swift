@@ -24,7 +24,7 @@ public struct ExportArchive: Sendable {
         if magic.starts(with: [0x50, 0x4B, 0x05, 0x06]) { throw ExportArchiveError("\(url.path) is an empty zip: it holds no export.xml") }
         // A zip begins with its first entry, unless something comes before it (a
         // self-extracting archive): what is not XML is then tried as a zip.
-        let looksLikeXML = magic.first.map { [UInt8(ascii: "<"), 0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xFE, 0xFF].contains($0) } ?? true
+        let looksLikeXML = magic.withUnsafeBytes { XMLStreamParser.mayBegin($0) }
         if magic.starts(with: [0x50, 0x4B, 0x03, 0x04]) || (!looksLikeXML && Self.opensAsZip(url)) {
             form = .zip
             let archive: Archive

@@ -144,7 +144,7 @@ public final class XMLStreamParser {
         guard let context else { throw XMLStreamError(message: "libxml2 could not create a parser", line: 0) }
         if !begun, let first = bytes.first(where: { !Self.leadingSpace.contains($0) }) {
             begun = true
-            guard first == UInt8(ascii: "<") || Self.beginsWithByteOrderMarkOrWideText(bytes) else {
+            guard Self.mayBegin(bytes) else {
                 let shown = first >= 0x21 && first < 0x7F ? "'\(Character(Unicode.Scalar(first)))'" : String(format: "the byte 0x%02X", first)
                 throw XMLStreamError(.notXML, message: "it begins with \(shown), not '<'", line: 1)
             }
@@ -170,6 +170,14 @@ public final class XMLStreamParser {
         finished = true
         guard begun else { throw XMLStreamError(.empty, message: "it is empty", line: 0) }
         if xmlParseChunk(context, nil, 0, 1) != 0 || context.pointee.wellFormed == 0 { throw failure(context, atEnd: true) }
+    }
+
+    /// Whether `bytes`, the first of a file, may begin an XML document: after white space a
+    /// `<`, or a byte-order mark or wide text (``beginsWithByteOrderMarkOrWideText(_:)``);
+    /// true for white space alone (undecided yet).
+    public static func mayBegin(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let first = bytes.first(where: { !leadingSpace.contains($0) }) else { return true }
+        return first == UInt8(ascii: "<") || beginsWithByteOrderMarkOrWideText(bytes)
     }
 
     /// Whether `bytes` begin as a document in UTF-8 with a byte-order mark, or in UTF-16 or

@@ -299,7 +299,12 @@ extension Ledger {
         if type.isReadOnlyForApps {
             throw HealthError(.authorizationDenied, "\(readOnlyName(type)) is read-only: apps never save or delete one", field: "type")
         }
-        switch sharingStatus(try record(source.bundleIdentifier, .share, type, context.reads)) {
+        try requireSharingAuthorized(sharingStatus(try record(source.bundleIdentifier, .share, type, context.reads)), of: type, by: source)
+    }
+
+    /// Refuses an app whose share status for `type` is not authorized, saying why.
+    static func requireSharingAuthorized(_ status: SharingStatus, of type: ObjectType, by source: Source) throws {
+        switch status {
         case .sharingAuthorized: return
         case .sharingDenied:
             throw HealthError(.authorizationDenied, "\(source.bundleIdentifier) is not authorized to share \(type)", field: "type")

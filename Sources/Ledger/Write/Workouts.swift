@@ -72,15 +72,7 @@ extension Ledger {
     /// locations take the ledger's memory before any commit checks that.
     private func requireRouteSharing(by principal: Principal) throws {
         guard case .app(let source) = principal else { return }
-        switch try sharingStatus(for: .workoutRoute, of: principal) {
-        case .sharingAuthorized: return
-        case .sharingDenied:
-            throw HealthError(.authorizationDenied, "\(source.bundleIdentifier) is not authorized to share \(ObjectType.workoutRoute)", field: "type")
-        case .notDetermined:
-            throw HealthError(
-                .authorizationNotDetermined, "\(source.bundleIdentifier) has no decision to share \(ObjectType.workoutRoute): request authorization first",
-                field: "type")
-        }
+        try Self.requireSharingAuthorized(try sharingStatus(for: .workoutRoute, of: principal), of: .workoutRoute, by: source)
     }
 
     /// Adds locations, in any order, to a builder `principal` opened.
