@@ -141,12 +141,17 @@ package protocol ProtoFields: RawRepresentable<Int>, CaseIterable, Sendable {
 
 // MARK: - rpc.proto
 
-/// `healthledger.v1.Frame`: the fields of the frames that answer every call, which the server
-/// writes and the SDK reads directly.
+/// `healthledger.v1.Frame`: the fields of the frames that open and answer every call, which
+/// the SDK and the server write (and read) directly.
 @usableFromInline package enum FrameField: Int, ProtoFields {
     @usableFromInline package typealias Message = Healthledger_V1_Frame
-    case callId = 1
-    case message = 3, status
+    case callId = 1, request, message, status
+}
+
+/// `healthledger.v1.CallRequest`, which the SDK writes directly.
+@usableFromInline package enum CallRequestField: Int, ProtoFields {
+    @usableFromInline package typealias Message = Healthledger_V1_CallRequest
+    case method = 1, credential, timeoutMs, payload, initialWindow, asOfSequence, asOfTimeUs
 }
 
 /// `healthledger.v1.SaveRequest`, and `SampleBatch` (its one field numbered alike, which

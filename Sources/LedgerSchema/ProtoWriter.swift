@@ -130,6 +130,13 @@ public struct ProtoWriter: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
+    /// The tag and length of a length-delimited field of `length` bytes that the caller
+    /// writes elsewhere (a request's payload, appended to the frame without a copy here).
+    public mutating func lengthDelimitedHeader(field: Int, length: Int) {
+        raw(UInt64(field << 3 | 2))
+        raw(UInt64(length))
+    }
+
     /// A present sub-message is written even when empty.
     public mutating func message(field: Int, _ value: [UInt8]) {
         value.withUnsafeBytes { message(field: field, $0) }

@@ -85,6 +85,7 @@ struct FieldNumberTests {
     @Test("rpc.proto: every named field is the schema's field of that number")
     func rpc() throws {
         try Self.check(FrameField.self)
+        try Self.check(CallRequestField.self)
         try Self.check(SaveRequestField.self)
         try Self.check(SaveResponseField.self)
         try Self.check(SaveOutcomeField.self)

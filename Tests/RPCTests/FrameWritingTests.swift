@@ -51,6 +51,31 @@ struct FrameWritingTests {
         #expect(both.readableBytes == 0)
     }
 
+    @Test("property: request frames the SDK writes directly have the bytes SwiftProtobuf writes, whatever the fields")
+    func requestSameBytes() {
+        var rng = SystemRandomNumberGenerator()
+        let ids: [UInt64] = [0, 1, 127, 128, 16_384, .max] + (0..<200).map { _ in UInt64.random(in: 0...(1 << UInt64.random(in: 1...63, using: &rng)), using: &rng) }
+        let lengths = [0, 1, 127, 128, 16_383, 16_384, 70_000]
+        let credentials = ["", "hl1:alice:0123:secret", String(repeating: "é", count: 100)]
+        let points: [PointInTime?] = [
+            nil, .sequence(0), .sequence(1), .sequence(.max), .time(Date(timeIntervalSince1970: 0)), .time(Date(timeIntervalSince1970: -1_000_000.5)),
+            .time(Date(timeIntervalSince1970: 1_764_000_000.123456)),
+        ]
+        let windows: [UInt32] = [0, 1, 16, 1 << 20, .max]
+        let timeouts: [UInt32] = [0, 1, 30_000, .max]
+        for (index, id) in ids.enumerated() {
+            let request = CallRequestFrame(
+                id: id, method: RPCMethod.allCases.randomElement(using: &rng)!, credential: credentials[index % credentials.count],
+                payload: (0..<lengths[index % lengths.count]).map { _ in UInt8.random(in: 0...255, using: &rng) },
+                timeoutMilliseconds: timeouts.randomElement(using: &rng)!, window: windows.randomElement(using: &rng)!,
+                asOf: points.randomElement(using: &rng)!)
+            let message = Healthledger_V1_Frame.request(
+                id: request.id, method: request.method, credential: request.credential, payload: request.payload,
+                timeoutMilliseconds: request.timeoutMilliseconds, window: request.window, asOf: request.asOf)
+            #expect(Self.direct { $0.writeRequestFrame(request) } == Self.viaProtobuf(message), "request \(index)")
+        }
+    }
+
     /// What the SDK's decoder makes of one frame's bytes.
     static func read(_ bytes: [UInt8]) throws -> ResponseFrame? {
         var buffer = ByteBuffer(bytes: bytes)

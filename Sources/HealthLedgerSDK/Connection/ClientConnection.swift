@@ -89,12 +89,12 @@ final class ClientConnection: Sendable {
     /// A unary call: one request, one response message.
     func unary(_ method: RPCMethod, _ payload: [UInt8], credential: String, timeout: Duration, asOf: PointInTime? = nil) async throws -> [UInt8] {
         let id = try calls.reserve()
-        let frame = Healthledger_V1_Frame.request(
+        let request = CallRequestFrame(
             id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: Self.milliseconds(timeout), asOf: asOf)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 calls.registerUnary(id, continuation)
-                outbound.send(frame, call: id)
+                outbound.send(request)
             }
         } onCancel: {
             cancel(id)
@@ -114,10 +114,10 @@ final class ClientConnection: Sendable {
         continuation.onTermination = { [weak self] termination in
             if case .cancelled = termination { self?.cancel(id) }
         }
-        let frame = Healthledger_V1_Frame.request(
-            id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: timeout.map(Self.milliseconds) ?? 0,
-            window: window, asOf: asOf)
-        outbound.send(frame, call: id)
+        outbound.send(
+            CallRequestFrame(
+                id: id, method: method, credential: credential, payload: payload, timeoutMilliseconds: timeout.map(Self.milliseconds) ?? 0,
+                window: window, asOf: asOf))
         return (id, stream)
     }
 
@@ -152,8 +152,14 @@ final class ClientConnection: Sendable {
 /// send while the loop is busy, it wakes once and writes them with one flush. One queue
 /// for every frame keeps each call's frames in the order they were sent.
 final class OutboundFrames: Sendable {
+    /// A call's request (written directly), or another frame.
+    private enum Outbound {
+        case request(CallRequestFrame)
+        case frame(Healthledger_V1_Frame)
+    }
+
     private struct Pending {
-        var frames: [(frame: Healthledger_V1_Frame, call: UInt64?)] = []
+        var frames: [Outbound] = []
         var scheduled = false
     }
 
@@ -166,10 +172,15 @@ final class OutboundFrames: Sendable {
         self.calls = calls
     }
 
-    /// Queues `frame`; if it is `call`'s request and cannot be written, the call fails.
-    func send(_ frame: Healthledger_V1_Frame, call: UInt64? = nil) {
+    /// Queues a call's request; if it cannot be written, the call fails.
+    func send(_ request: CallRequestFrame) { enqueue(.request(request)) }
+
+    /// Queues a frame that is not a call's request (a window update, a cancel).
+    func send(_ frame: Healthledger_V1_Frame) { enqueue(.frame(frame)) }
+
+    private func enqueue(_ outbound: Outbound) {
         let schedule = pending.withLock { pending in
-            pending.frames.append((frame, call))
+            pending.frames.append(outbound)
             defer { pending.scheduled = true }
             return !pending.scheduled
         }
@@ -185,16 +196,32 @@ final class OutboundFrames: Sendable {
             defer { pending = Pending() }
             return pending.frames
         }
-        var buffer = channel.allocator.buffer(capacity: 256 * frames.count)
+        var buffer = channel.allocator.buffer(capacity: frames.reduce(0) { $0 + Self.sizeEstimate(of: $1) })
         var requests: [UInt64] = []
-        for (frame, call) in frames {
-            buffer.writeFrame(frame)
-            if let call { requests.append(call) }
+        for outbound in frames {
+            switch outbound {
+            case .request(let request):
+                buffer.writeRequestFrame(request)
+                requests.append(request.id)
+            case .frame(let frame):
+                buffer.writeFrame(frame)
+            }
         }
         let written = channel.writeAndFlush(buffer)
         guard !requests.isEmpty else { return }
         written.whenFailure { [calls, requests] error in
             for call in requests { calls.abandon(call, with: RPCError(.unavailable, "the connection failed: \(error)", cause: error)) }
+        }
+    }
+}
+
+extension OutboundFrames {
+    /// About the bytes `outbound` takes in a frame, so that a buffer of several is
+    /// allocated once.
+    private static func sizeEstimate(of outbound: Outbound) -> Int {
+        switch outbound {
+        case .request(let request): 96 + request.method.rawValue.utf8.count + request.credential.utf8.count + request.payload.count
+        case .frame: 32
         }
     }
 }
